@@ -1,0 +1,452 @@
+//! The resolved, validated run configuration ("high args").
+//!
+//! Command-line flags are parsed into clap structs by the `servebench` crate and resolved exactly
+//! once into a [`RunConfig`]. Everything downstream (the workload builder, the load engine, the
+//! simulator's `predict`, the report and the run store) reads only this struct, and it is saved
+//! verbatim with every result, so a run can always be explained and repeated.
+
+use serde::{Deserialize, Serialize};
+
+/// Everything that defines one benchmark run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Where requests go and which model they name.
+    pub target: Target,
+    /// What the requests contain.
+    pub workload: WorkloadSpec,
+    /// When requests are sent.
+    pub traffic: Traffic,
+    /// Sampling parameters and `--extra-body`, merged into every request body (applied last).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// `--ignore-eos` (forced on for the random dataset, as vLLM does).
+    pub ignore_eos: bool,
+    /// What is reported and saved.
+    pub output: OutputOptions,
+}
+
+/// The API family a backend speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `/v1/completions`: `prompt` in, `choices[].text` out.
+    Completions,
+    /// `/v1/chat/completions`: `messages` in, `choices[].delta.content` out.
+    Chat,
+}
+
+/// `--backend`: every value vLLM accepts for an OpenAI-compatible server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    Vllm,
+    Openai,
+    OpenaiChat,
+    VllmChat,
+    Sglang,
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+}
+
+impl Backend {
+    /// Every backend with its command-line spelling.
+    pub const ALL: [(Backend, &'static str); 6] = [
+        (Backend::Vllm, "vllm"),
+        (Backend::Openai, "openai"),
+        (Backend::OpenaiChat, "openai-chat"),
+        (Backend::VllmChat, "vllm-chat"),
+        (Backend::Sglang, "sglang"),
+        (Backend::LlamaCpp, "llama.cpp"),
+    ];
+
+    /// The spelling used on the command line and in vLLM's result JSON.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(b, _)| *b == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("openai")
+    }
+
+    /// Parses a command-line spelling.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(_, n)| *n == s).map(|(b, _)| *b)
+    }
+
+    /// The API family this backend uses.
+    pub fn api(self) -> Api {
+        match self {
+            Backend::OpenaiChat | Backend::VllmChat => Api::Chat,
+            _ => Api::Completions,
+        }
+    }
+
+    /// The endpoint vLLM uses for this backend when `--endpoint` is not given.
+    pub fn default_endpoint(self) -> &'static str {
+        match self.api() {
+            Api::Completions => "/v1/completions",
+            Api::Chat => "/v1/chat/completions",
+        }
+    }
+}
+
+/// Where requests go.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub backend: Backend,
+    /// Base URL used for `/v1/models`, `/metrics`, `/tokenize` (no trailing slash).
+    pub base_url: String,
+    /// The endpoint path (`--endpoint`), e.g. `/v1/completions`.
+    pub endpoint: String,
+    /// `base_url + endpoint`: where benchmark requests are POSTed.
+    pub api_url: String,
+    /// Extra request headers (`--header K=V`), in order. Values are redacted when saved.
+    #[serde(serialize_with = "redact_headers")]
+    pub headers: Vec<(String, String)>,
+    /// The model id (`--model`, or the first model the server lists). Used for naming results.
+    pub model_id: String,
+    /// The `model` field sent in requests (`--served-model-name`, default `model_id`).
+    pub model_name: String,
+    /// The tokenizer used to build and count prompts, if any (`--tokenizer`, resolved path).
+    pub tokenizer: Option<String>,
+    /// Set when the target is the built-in simulator (`--sim MODEL@HARDWARE`).
+    pub sim: Option<SimTarget>,
+    /// Per-request timeout in seconds (vLLM: 6 hours).
+    pub request_timeout_s: f64,
+    /// Request `i` carries the header `x-request-id: {prefix}{i}` (`--request-id-prefix`).
+    pub request_id_prefix: String,
+}
+
+/// A simulator target: a model on some hardware, with serving options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimTarget {
+    /// The model preset (Hugging Face id) or a config.json path.
+    pub model: String,
+    /// The hardware preset name.
+    pub hardware: String,
+    /// Serving options as `key=value` pairs, in vLLM's names (`tp=2`, `max-num-seqs=64`, ...).
+    pub options: Vec<(String, String)>,
+    /// A fitted profile file, if given.
+    pub profile: Option<String>,
+}
+
+fn redact_headers<S: serde::Serializer>(h: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(h.len()))?;
+    for (k, _) in h {
+        seq.serialize_element(&(k.as_str(), "***"))?;
+    }
+    seq.end()
+}
+
+/// Range ratios for the random dataset (`--random-range-ratio`, a float or `{"input":a,"output":b}`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RangeRatio {
+    pub input: f64,
+    pub output: f64,
+}
+
+/// What the requests contain. Plain data: the `servebench-workload` crate gives it meaning.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dataset", rename_all = "snake_case")]
+pub enum WorkloadSpec {
+    /// vLLM's `random` dataset (spec §6.1).
+    Random {
+        input_len: u32,
+        output_len: u32,
+        range_ratio: RangeRatio,
+        prefix_len: u32,
+    },
+    /// vLLM's `sharegpt` dataset (spec §6.2).
+    Sharegpt {
+        path: String,
+        /// `--sharegpt-output-len`: a fixed output length instead of the reply's.
+        output_len: Option<u32>,
+        oversample: bool,
+        shuffle: bool,
+        /// Send whole multi-turn conversations instead of first turns.
+        multi_turn: Option<MultiTurn>,
+    },
+    /// vLLM's `custom` dataset: JSONL with `prompt` and optional `output_tokens`.
+    Custom {
+        path: String,
+        /// `--custom-output-len`; -1 takes each row's `output_tokens`.
+        output_len: i64,
+        skip_chat_template: bool,
+        shuffle: bool,
+    },
+    /// vLLM's `prefix_repetition` dataset.
+    PrefixRepetition {
+        prefix_len: u32,
+        suffix_len: u32,
+        num_prefixes: u32,
+        output_len: u32,
+    },
+    /// Replay of a recorded trace (timestamps with input and output lengths).
+    Trace {
+        path: String,
+        /// Multiplies recorded inter-arrival gaps (2.0 = half the rate).
+        time_scale: f64,
+    },
+}
+
+impl WorkloadSpec {
+    /// vLLM's `--dataset-name` value for this workload.
+    pub fn dataset_name(&self) -> &'static str {
+        match self {
+            WorkloadSpec::Random { .. } => "random",
+            WorkloadSpec::Sharegpt { .. } => "sharegpt",
+            WorkloadSpec::Custom { .. } => "custom",
+            WorkloadSpec::PrefixRepetition { .. } => "prefix_repetition",
+            WorkloadSpec::Trace { .. } => "trace",
+        }
+    }
+}
+
+/// Multi-turn conversation options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MultiTurn {
+    /// At most this many conversations are active at once.
+    pub max_active_conversations: usize,
+    /// Seconds between an answer's end and the next turn's send.
+    pub think_time_s: f64,
+    /// At most this many turns per conversation.
+    pub max_turns: usize,
+}
+
+/// Ramp-up of the request rate over the run (`--ramp-up-strategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RampUp {
+    pub strategy: RampStrategy,
+    pub start_rps: f64,
+    pub end_rps: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RampStrategy {
+    Linear,
+    Exponential,
+}
+
+/// When requests are sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    pub num_prompts: usize,
+    /// Requests per second; `f64::INFINITY` sends everything at once. Serialized as "inf".
+    #[serde(with = "float_or_inf")]
+    pub request_rate: f64,
+    /// Gamma shape of inter-arrival gaps (1.0 = Poisson).
+    pub burstiness: f64,
+    /// Client-side cap on requests in flight.
+    pub max_concurrency: Option<usize>,
+    pub ramp_up: Option<RampUp>,
+    pub seed: u64,
+    /// Copies of request 0 sent before the timed run.
+    pub num_warmups: usize,
+    /// Retry the first request until it succeeds for this long (0 skips the check).
+    pub ready_check_timeout_s: f64,
+}
+
+/// A metric that has a percentile section in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Ttft,
+    Tpot,
+    Itl,
+    E2el,
+    ClientQueueTime,
+    E2elIncludingClientQueue,
+}
+
+impl Metric {
+    /// In the order vLLM prints and saves them.
+    pub const ALL: [Metric; 6] = [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::E2el,
+        Metric::ClientQueueTime,
+        Metric::E2elIncludingClientQueue,
+    ];
+
+    /// The key used in `--percentile-metrics` and in JSON keys (`mean_{key}_ms`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Tpot => "tpot",
+            Metric::Itl => "itl",
+            Metric::E2el => "e2el",
+            Metric::ClientQueueTime => "client_queue_time",
+            Metric::E2elIncludingClientQueue => "e2el_including_client_queue",
+        }
+    }
+
+    pub fn from_key(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.key() == s)
+    }
+}
+
+/// A goodput SLO (`--goodput ttft:500`), in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    pub metric: Metric,
+    pub max_ms: f64,
+}
+
+/// What is reported and saved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputOptions {
+    /// Metrics with a percentile section, in the order given.
+    pub percentile_metrics: Vec<Metric>,
+    /// Percentiles printed for each metric (`--metric-percentiles`).
+    pub metric_percentiles: Vec<f64>,
+    /// Goodput SLOs; empty when `--goodput` is absent.
+    pub goodput: Vec<Slo>,
+    pub save_result: bool,
+    pub save_detailed: bool,
+    pub append_result: bool,
+    pub result_dir: Option<String>,
+    pub result_filename: Option<String>,
+    /// `--metadata K=V`, in order.
+    pub metadata: Vec<(String, String)>,
+    pub label: Option<String>,
+    pub disable_progress: bool,
+}
+
+/// Serializes `f64::INFINITY` as the string "inf" (vLLM's JSON does this for request_rate).
+pub mod float_or_inf {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_infinite() {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_f64(*v)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum V {
+            N(f64),
+            S(String),
+        }
+        match V::deserialize(d)? {
+            V::N(n) => Ok(n),
+            V::S(s) if s == "inf" || s == "Infinity" => Ok(f64::INFINITY),
+            V::S(s) => Err(serde::de::Error::custom(format!(
+                "expected a number or \"inf\", got {s:?}"
+            ))),
+        }
+    }
+}
+
+impl Default for OutputOptions {
+    fn default() -> Self {
+        Self {
+            percentile_metrics: vec![Metric::Ttft, Metric::Tpot, Metric::Itl],
+            metric_percentiles: vec![99.0],
+            goodput: Vec::new(),
+            save_result: false,
+            save_detailed: false,
+            append_result: false,
+            result_dir: None,
+            result_filename: None,
+            metadata: Vec::new(),
+            label: None,
+            disable_progress: false,
+        }
+    }
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Self {
+            num_prompts: 1000,
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            max_concurrency: None,
+            ramp_up: None,
+            seed: 0,
+            num_warmups: 0,
+            ready_check_timeout_s: 0.0,
+        }
+    }
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec::Random {
+            input_len: 1024,
+            output_len: 128,
+            range_ratio: RangeRatio::default(),
+            prefix_len: 0,
+        }
+    }
+}
+
+impl RunConfig {
+    /// A config for tests and programmatic use: the given URL and model, vLLM's defaults elsewhere.
+    pub fn for_target(base_url: &str, model: &str) -> Self {
+        let backend = Backend::Vllm;
+        let base_url = base_url.trim_end_matches('/').to_string();
+        let endpoint = backend.default_endpoint().to_string();
+        RunConfig {
+            target: Target {
+                backend,
+                api_url: format!("{base_url}{endpoint}"),
+                base_url,
+                endpoint,
+                headers: Vec::new(),
+                model_id: model.to_string(),
+                model_name: model.to_string(),
+                tokenizer: None,
+                sim: None,
+                request_timeout_s: 6.0 * 3600.0,
+                request_id_prefix: "bench-servebench-".to_string(),
+            },
+            workload: WorkloadSpec::default(),
+            traffic: Traffic::default(),
+            extra_body: serde_json::Map::new(),
+            ignore_eos: true,
+            output: OutputOptions::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_round_trips_through_json_with_inf_rate_and_redacted_headers() {
+        let mut c = RunConfig::for_target("http://127.0.0.1:8000/", "m");
+        c.target
+            .headers
+            .push(("Authorization".into(), "Bearer secret".into()));
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["traffic"]["request_rate"], "inf");
+        assert_eq!(json["target"]["headers"][0][1], "***");
+        assert_eq!(
+            json["target"]["api_url"],
+            "http://127.0.0.1:8000/v1/completions"
+        );
+        assert_eq!(json["workload"]["dataset"], "random");
+        let back: RunConfig = serde_json::from_value(json).unwrap();
+        assert!(back.traffic.request_rate.is_infinite());
+        assert_eq!(back.target.headers[0].1, "***");
+    }
+
+    #[test]
+    fn backends_parse_their_own_names() {
+        for (b, n) in Backend::ALL {
+            assert_eq!(Backend::from_name(n), Some(b));
+            assert_eq!(b.name(), n);
+        }
+        assert_eq!(Backend::OpenaiChat.api(), Api::Chat);
+        assert_eq!(Backend::Sglang.api(), Api::Completions);
+        assert_eq!(Backend::from_name("tgi"), None);
+    }
+}

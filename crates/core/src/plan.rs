@@ -1,0 +1,89 @@
+//! The request plan: every request body and its intended send time, fixed before the clock starts.
+//!
+//! The workload crate builds a [`Plan`] from a [`crate::config::RunConfig`]; the load engine and
+//! the simulator's virtual-time `predict` both execute it. Nothing in a plan depends on the run,
+//! so the same plan (saved with `--dry-run`, sent with `--replay-plan`) gives byte-identical
+//! traffic against any server.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Api;
+
+/// One request, ready to send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedRequest {
+    /// Position in the dataset; results are reported in this order.
+    pub index: u32,
+    /// Intended arrival, ns after the run's start (vLLM's cumulative delay `D_i`).
+    pub at_ns: u64,
+    /// The exact JSON body POSTed to the endpoint.
+    pub body: Bytes,
+    /// The `max_tokens` (or `max_completion_tokens`) in the body.
+    pub max_tokens: u32,
+    /// Prompt tokens: exact when counted with a tokenizer (`Plan::tokens_exact`), else an estimate.
+    pub prompt_tokens: u32,
+}
+
+/// How a plan's token counts were obtained.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "detail")]
+pub enum TokenCounting {
+    /// With this tokenizer (a path or model id), chat template applied where one is used.
+    Tokenizer(String),
+    /// Without a tokenizer: prompts are made of words that are one token each in common
+    /// vocabularies, and counts are estimates; the server's usage is authoritative.
+    Estimate,
+}
+
+/// A multi-turn conversation: turns are sent one after another, each after the previous
+/// answer ended plus a think time, with the whole history in `messages`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConversationPlan {
+    pub id: u32,
+    /// Intended start of the first turn, ns after the run's start.
+    pub at_ns: u64,
+    /// An optional system prompt, sent first in every turn's messages.
+    pub system: Option<String>,
+    pub turns: Vec<TurnPlan>,
+}
+
+/// One user turn of a conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnPlan {
+    pub user: String,
+    pub max_tokens: u32,
+}
+
+/// Everything a run will send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub api: Api,
+    /// Independent requests, in dataset order, with non-decreasing `at_ns`.
+    pub requests: Vec<PlannedRequest>,
+    /// Multi-turn conversations (empty unless the workload is multi-turn).
+    pub conversations: Vec<ConversationPlan>,
+    pub token_counting: TokenCounting,
+    /// Log lines produced while building (vLLM prints similar ones before the run).
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// The number of requests the plan will send (turns count one each).
+    pub fn len(&self) -> usize {
+        self.requests.len()
+            + self
+                .conversations
+                .iter()
+                .map(|c| c.turns.len())
+                .sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn tokens_exact(&self) -> bool {
+        matches!(self.token_counting, TokenCounting::Tokenizer(_))
+    }
+}

@@ -1,0 +1,202 @@
+//! What was measured: one [`RequestRecord`] per request, and a [`RunResult`] per run.
+//!
+//! Records hold raw timestamps only; every statistic is derived later by [`crate::metrics`].
+//! Times are kept as integer offsets so a record stays small and exact: the arrival and send
+//! times in nanoseconds since the run's start, token-chunk times in microseconds since the
+//! request was sent (a `u32` covers 71 minutes per request).
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::RunConfig;
+
+/// Why a request failed. Counted per kind in the report and the JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The server answered with a non-2xx status.
+    HttpStatus,
+    /// The connection could not be made, or broke before a response.
+    Connect,
+    /// The per-request timeout passed.
+    Timeout,
+    /// The stream carried an error event (`{"error": ...}`) after a 200.
+    InBandError,
+    /// The stream ended without any token.
+    NoToken,
+    /// The stream broke off, or could not be decoded.
+    Stream,
+    /// The run was interrupted while this request was in flight.
+    Interrupted,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::HttpStatus => "http_status",
+            FailureKind::Connect => "connect",
+            FailureKind::Timeout => "timeout",
+            FailureKind::InBandError => "in_band_error",
+            FailureKind::NoToken => "no_token",
+            FailureKind::Stream => "stream",
+            FailureKind::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A failed request's reason.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// Human-readable detail: the status line, the error message, the server's error text.
+    pub message: String,
+}
+
+/// Token counts reported by the server (`usage`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+}
+
+/// Where a multi-turn request sits in its conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRef {
+    pub conversation: u32,
+    pub turn: u32,
+    /// Prompt tokens shared with the previous turn's prompt plus answer (reusable by a prefix cache).
+    pub shared_prefix_tokens: u32,
+}
+
+/// Everything measured about one request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Position in the dataset (vLLM's per-request arrays are in this order).
+    pub index: u32,
+    /// When the schedule meant the request to arrive, ns since run start.
+    pub planned_ns: u64,
+    /// When the dispatcher actually released it (>= planned; the gap is client lag), ns since run start.
+    pub arrival_ns: u64,
+    /// When it was sent, after any wait for a concurrency slot (vLLM's `start_time`), ns since run start.
+    pub start_ns: u64,
+    /// Arrival times of the chunks that carried tokens, µs after `start_ns`, taken when the bytes arrived.
+    pub chunks_us: Vec<u32>,
+    /// When the response ended (the stream closed), µs after `start_ns`; 0 if it never started.
+    pub end_us: u32,
+    /// The `max_tokens` asked for.
+    pub max_tokens: u32,
+    /// Prompt tokens counted by the client (with the chat template applied), if a tokenizer was used.
+    pub prompt_tokens_client: Option<u32>,
+    /// Token counts from the server's `usage`, wherever in the stream it came.
+    pub usage: Usage,
+    /// Tokens counted by the client in the generated text after the run, if a tokenizer was used.
+    pub output_tokens_client: Option<u32>,
+    /// The generated text (kept for `--save-detailed` and post-run token counting).
+    pub text: String,
+    /// HTTP status, 0 if none was received.
+    pub status: u16,
+    /// Set when the request failed.
+    pub failure: Option<Failure>,
+    /// The request was sent again on a fresh connection because a pooled one had already closed.
+    pub retried: bool,
+    /// Set for a turn of a multi-turn conversation.
+    pub turn: Option<TurnRef>,
+    /// Server-reported timings, in seconds, when the stream carried them (vLLM `metrics` object).
+    pub server_queue_s: Option<f64>,
+    pub server_ttft_s: Option<f64>,
+}
+
+impl RequestRecord {
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none()
+    }
+
+    /// Time to first token, seconds (0 when no token came, as vLLM records it).
+    pub fn ttft_s(&self) -> f64 {
+        self.chunks_us.first().map_or(0.0, |&t| f64::from(t) * 1e-6)
+    }
+
+    /// Time from send to the last token chunk, seconds (vLLM's `latency`).
+    pub fn latency_s(&self) -> f64 {
+        self.chunks_us.last().map_or(0.0, |&t| f64::from(t) * 1e-6)
+    }
+
+    /// Gaps between consecutive token chunks, seconds (vLLM's `itl`).
+    pub fn itl_s(&self) -> impl Iterator<Item = f64> + '_ {
+        self.chunks_us
+            .windows(2)
+            .map(|w| f64::from(w[1].saturating_sub(w[0])) * 1e-6)
+    }
+
+    /// Seconds waited for a concurrency slot (vLLM's `client_queue_time`).
+    pub fn client_queue_s(&self) -> f64 {
+        self.start_ns.saturating_sub(self.arrival_ns) as f64 * 1e-9
+    }
+
+    /// Seconds between the planned and the actual arrival: how late the client was.
+    pub fn dispatch_lag_s(&self) -> f64 {
+        self.arrival_ns.saturating_sub(self.planned_ns) as f64 * 1e-9
+    }
+
+    /// Send time in seconds since run start.
+    pub fn start_s(&self) -> f64 {
+        self.start_ns as f64 * 1e-9
+    }
+
+    /// Output tokens as vLLM counts them: the server's `completion_tokens`, else the client's
+    /// count of the text, else 1 (vLLM's fallback without a tokenizer). 0 for failures.
+    pub fn output_tokens(&self) -> u32 {
+        if !self.succeeded() {
+            return 0;
+        }
+        match self.usage.completion_tokens {
+            Some(n) if n > 0 => n,
+            _ => match self.output_tokens_client {
+                Some(n) if n > 0 => n,
+                _ => 1,
+            },
+        }
+    }
+
+    /// Prompt tokens as vLLM 0.20+ counts them: the server's `prompt_tokens`, else the client's.
+    pub fn prompt_tokens(&self) -> u32 {
+        self.usage
+            .prompt_tokens
+            .or(self.prompt_tokens_client)
+            .unwrap_or(0)
+    }
+}
+
+/// One run: its config, what was measured, and how it ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub config: RunConfig,
+    /// One per request, in dataset order (failed and unsent ones included).
+    pub records: Vec<RequestRecord>,
+    /// Benchmark duration in seconds (vLLM semantics: from the start of dispatch to the last end).
+    pub duration_s: f64,
+    /// Wall-clock start, `YYYYMMDD-HHMMSS` local time (vLLM's `date`).
+    pub date: String,
+    /// Wall-clock start as RFC 3339, for the run store.
+    pub started_at: String,
+    /// The run was stopped early (Ctrl-C); what was measured until then is here.
+    pub interrupted: bool,
+    /// Requests never sent because the run was interrupted.
+    pub not_sent: usize,
+    /// Lines the run logged that belong with its result (token-count source, warnings).
+    pub notes: Vec<String>,
+    /// Where token counts came from.
+    pub token_source: TokenSource,
+}
+
+/// Where prompt and output token counts came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// Counted with a local tokenizer; the server's usage is kept beside it.
+    #[default]
+    LocalTokenizer,
+    /// No tokenizer: counts come from the server's `usage`.
+    ServerUsage,
+    /// Computed by the simulator in virtual time.
+    Simulated,
+}

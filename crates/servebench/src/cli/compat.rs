@@ -1,0 +1,218 @@
+//! vLLM command-line compatibility: argument spelling and the flags we refuse.
+//!
+//! vLLM parses `vllm bench serve` with its `FlexibleArgumentParser`: `--foo_bar` means
+//! `--foo-bar`, `--k=v` works and unambiguous prefixes are accepted (clap's `infer_long_args`
+//! covers the last). Flags vLLM has that servebench does not implement yet are refused here,
+//! before clap sees them, with an error that names the flag and says what to do instead.
+
+use std::ffi::OsString;
+
+/// Rewrites `--foo_bar[=v]` to `--foo-bar[=v]` (underscores in the flag name only).
+pub fn normalize_argv(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    args.into_iter()
+        .map(|a| match a.to_str() {
+            Some(s) if s.starts_with("--") && s.len() > 2 => {
+                let (name, rest) = match s.find('=') {
+                    Some(i) => s.split_at(i),
+                    None => (s, ""),
+                };
+                OsString::from(format!("--{}{rest}", name[2..].replace('_', "-")))
+            }
+            _ => a,
+        })
+        .collect()
+}
+
+/// vLLM flags servebench does not support yet, with a hint for each.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    (
+        "--skip-tokenizer-init",
+        "leave out --tokenizer instead: token counts then come from the server's usage",
+    ),
+    (
+        "--insecure",
+        "https targets are not supported yet; benchmark the server over plain http",
+    ),
+    (
+        "--lora-modules",
+        "LoRA assignment is not supported yet; set --served-model-name to one adapter",
+    ),
+    ("--lora-assignment", "LoRA assignment is not supported yet"),
+    (
+        "--probe-request-rate",
+        "probe requests are not supported yet",
+    ),
+    (
+        "--self-timed",
+        "use --dataset-name trace to replay recorded arrival times",
+    ),
+    (
+        "--no-self-timed",
+        "use --dataset-name trace to replay recorded arrival times",
+    ),
+    ("--profile", "torch profiler control is not supported yet"),
+    (
+        "--chat-template-kwargs",
+        "pass template arguments to the server with --extra-body instead",
+    ),
+    (
+        "--plot-timeline",
+        "use `servebench report RUN_ID -o report.html`, which draws per-request timelines",
+    ),
+    ("--timeline-itl-thresholds", "use `servebench report`"),
+    ("--plot-dataset-stats", "use `servebench report`"),
+    (
+        "--no-stream",
+        "Hugging Face hub datasets are not supported (no network at run time); use a local file",
+    ),
+    (
+        "--enable-multimodal-chat",
+        "multimodal requests are not supported yet",
+    ),
+    (
+        "--random-batch-size",
+        "embedding benchmarks are not supported yet",
+    ),
+    ("--no-reranker", "rerank benchmarks are not supported yet"),
+    ("--custom-ensure-client-side-data", "not supported yet"),
+    (
+        "--hf-subset",
+        "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL",
+    ),
+    (
+        "--hf-split",
+        "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL",
+    ),
+    (
+        "--hf-name",
+        "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL",
+    ),
+    (
+        "--hf-output-len",
+        "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL",
+    ),
+    (
+        "--random-mm-base-items-per-request",
+        "multimodal requests are not supported yet",
+    ),
+    (
+        "--random-mm-num-mm-items-range-ratio",
+        "multimodal requests are not supported yet",
+    ),
+    (
+        "--random-mm-limit-mm-per-prompt",
+        "multimodal requests are not supported yet",
+    ),
+    (
+        "--random-mm-bucket-config",
+        "multimodal requests are not supported yet",
+    ),
+    (
+        "--spec-bench-output-len",
+        "the spec_bench dataset is not supported yet",
+    ),
+    (
+        "--spec-bench-category",
+        "the spec_bench dataset is not supported yet",
+    ),
+    (
+        "--sonnet-input-len",
+        "the sonnet dataset was removed from vLLM; use --dataset-name random",
+    ),
+    (
+        "--sonnet-output-len",
+        "the sonnet dataset was removed from vLLM; use --dataset-name random",
+    ),
+    (
+        "--sonnet-prefix-len",
+        "the sonnet dataset was removed from vLLM; use --dataset-name random",
+    ),
+    (
+        "--blazedit-min-distance",
+        "the blazedit dataset is not supported yet",
+    ),
+    (
+        "--blazedit-max-distance",
+        "the blazedit dataset is not supported yet",
+    ),
+    (
+        "--asr-max-audio-len-sec",
+        "audio benchmarks are not supported yet",
+    ),
+    (
+        "--asr-min-audio-len-sec",
+        "audio benchmarks are not supported yet",
+    ),
+    (
+        "--config",
+        "YAML config files are not supported yet; pass the flags directly",
+    ),
+];
+
+/// Error for a vLLM flag servebench refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("the vLLM flag {flag} is not supported by servebench yet: {hint}")]
+pub struct UnsupportedFlag {
+    pub flag: String,
+    pub hint: &'static str,
+}
+
+/// Refuses any vLLM flag we do not implement (after [`normalize_argv`]).
+pub fn refuse_unsupported(args: &[OsString]) -> Result<(), UnsupportedFlag> {
+    for a in args {
+        let Some(s) = a.to_str() else { continue };
+        if s == "--" {
+            break;
+        }
+        let name = s.split('=').next().unwrap_or(s);
+        if let Some((flag, hint)) = UNSUPPORTED.iter().find(|(f, _)| *f == name) {
+            return Err(UnsupportedFlag {
+                flag: (*flag).to_string(),
+                hint,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn underscores_in_flag_names_become_dashes_but_values_are_kept() {
+        let got = normalize_argv(os(&[
+            "servebench",
+            "--num_prompts",
+            "10",
+            "--result_filename=a_b.json",
+            "x_y",
+        ]));
+        assert_eq!(
+            got,
+            os(&[
+                "servebench",
+                "--num-prompts",
+                "10",
+                "--result-filename=a_b.json",
+                "x_y"
+            ])
+        );
+    }
+
+    #[test]
+    fn unsupported_flags_are_named_in_the_error() {
+        let err = refuse_unsupported(&os(&["bench", "serve", "--insecure"])).unwrap_err();
+        assert_eq!(err.flag, "--insecure");
+        assert!(err.to_string().contains("--insecure"), "{err}");
+        let err = refuse_unsupported(&os(&["--hf-split=train"])).unwrap_err();
+        assert_eq!(err.flag, "--hf-split");
+        assert!(
+            refuse_unsupported(&os(&["--num-prompts", "5", "--metadata", "insecure=1"])).is_ok()
+        );
+    }
+}

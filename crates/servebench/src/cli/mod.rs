@@ -1,0 +1,76 @@
+//! The command line: clap structs for every subcommand ("low args") and their resolution.
+
+pub mod args;
+pub mod compat;
+pub mod resolve;
+
+use clap::{Args, Parser, Subcommand};
+
+use args::{
+    ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs,
+};
+
+/// Measure, predict and compare the performance of LLM serving engines.
+#[derive(Parser, Debug)]
+#[command(
+    name = "servebench",
+    version,
+    infer_long_args = true,
+    max_term_width = 110
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Benchmark a server (a drop-in `vllm bench serve`).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Benchmark an OpenAI-compatible server, or the built-in simulator with --sim.
+    Serve(Box<BenchServeArgs>),
+}
+
+/// `servebench bench serve`: vLLM 0.33's `vllm bench serve` flags plus servebench's own.
+#[derive(Args, Debug, Clone, Default)]
+#[command(infer_long_args = true)]
+pub struct BenchServeArgs {
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
+    #[command(flatten)]
+    pub content: ContentArgs,
+    #[command(flatten)]
+    pub report: ReportArgs,
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
+    #[command(flatten)]
+    pub sim: SimTargetArgs,
+    #[command(flatten)]
+    pub extra: RunExtraArgs,
+    /// Accepted for compatibility: servebench's tokenizers are always Hugging Face `tokenizer.json` ("hf").
+    #[arg(long, hide = true, value_parser = ["auto", "hf"])]
+    pub tokenizer_mode: Option<String>,
+    /// Accepted for compatibility: servebench never runs code from a model repository.
+    #[arg(long, hide = true)]
+    pub trust_remote_code: bool,
+}
+
+impl BenchServeArgs {
+    pub fn flags(&self) -> resolve::BenchFlags<'_> {
+        resolve::BenchFlags {
+            endpoint: &self.endpoint,
+            traffic: &self.traffic,
+            content: &self.content,
+            report: &self.report,
+            dataset: &self.dataset,
+            extra: &self.extra,
+        }
+    }
+}

@@ -1,0 +1,673 @@
+//! Resolves parsed flags into the validated [`RunConfig`] ("high args"), once.
+//!
+//! Every rule vLLM applies to its flags is applied here (ramp-up needs an infinite
+//! `--request-rate`, goodput keys, `--dataset-path` with random, ignore_eos forced for random)
+//! with errors that say what to change. Nothing here touches the network: the model name is
+//! looked up by the caller when `--model` is absent.
+
+use servebench_core::config::{
+    Backend, Metric, MultiTurn, OutputOptions, RampStrategy, RampUp, RangeRatio, RunConfig,
+    SimTarget, Slo, Target, Traffic, WorkloadSpec,
+};
+
+use super::args::{
+    ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs,
+};
+
+/// A flag value that cannot be used, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ResolveError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ResolveError> {
+    Err(ResolveError(msg.into()))
+}
+
+/// vLLM backends that are not OpenAI-compatible generation APIs (refused by name).
+const OTHER_VLLM_BACKENDS: &[&str] = &[
+    "openai-responses",
+    "openai-audio",
+    "openai-embeddings",
+    "openai-embeddings-chat",
+    "openai-embeddings-clip",
+    "openai-embeddings-vlm2vec",
+    "infinity-embeddings",
+    "infinity-embeddings-clip",
+    "vllm-pooling",
+    "vllm-rerank",
+    "tgi",
+    "tensorrt-llm",
+    "deepspeed-mii",
+    "lmdeploy",
+    "scalellm",
+];
+
+pub fn parse_backend(s: &str) -> Result<Backend, ResolveError> {
+    if let Some(b) = Backend::from_name(s) {
+        return Ok(b);
+    }
+    let known: Vec<&str> = Backend::ALL.iter().map(|(_, n)| *n).collect();
+    if OTHER_VLLM_BACKENDS.contains(&s) {
+        return err(format!(
+            "the vLLM backend {s:?} is not supported by servebench yet; supported backends: {}",
+            known.join(", ")
+        ));
+    }
+    err(format!(
+        "unknown --backend {s:?}; expected one of: {}",
+        known.join(", ")
+    ))
+}
+
+/// `host:port`, with IPv6 hosts in brackets (vLLM's `join_host_port`).
+fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Splits `KEY=VALUE` items on the first `=`, trimming both sides.
+pub fn parse_kv_list(items: &[String], flag: &str) -> Result<Vec<(String, String)>, ResolveError> {
+    items
+        .iter()
+        .map(|item| match item.split_once('=') {
+            Some((k, v)) => Ok((k.trim().to_string(), v.trim().to_string())),
+            None => err(format!("invalid {flag} {item:?}: use KEY=VALUE")),
+        })
+        .collect()
+}
+
+pub fn parse_goodput(items: &[String]) -> Result<Vec<Slo>, ResolveError> {
+    let mut out = Vec::new();
+    for item in items {
+        let Some((k, v)) = item.split_once(':') else {
+            return err(format!(
+                "invalid --goodput {item:?}: use KEY:VALUE with a value in milliseconds, e.g. ttft:500"
+            ));
+        };
+        let metric = match k {
+            "ttft" => Metric::Ttft,
+            "tpot" => Metric::Tpot,
+            "e2el" => Metric::E2el,
+            _ => {
+                return err(format!(
+                    "invalid --goodput metric {k:?}: the service level objective name should be one of ttft, tpot, e2el"
+                ));
+            }
+        };
+        let max_ms: f64 = v
+            .parse()
+            .map_err(|_| ResolveError(format!("invalid --goodput value {v:?}: not a number")))?;
+        if !(max_ms >= 0.0) {
+            return err(format!(
+                "invalid --goodput value {item:?}: the service level objective must be non-negative"
+            ));
+        }
+        out.push(Slo { metric, max_ms });
+    }
+    Ok(out)
+}
+
+pub fn parse_percentile_metrics(s: Option<&str>) -> Result<Vec<Metric>, ResolveError> {
+    let s = s.unwrap_or("ttft,tpot,itl");
+    s.split(',')
+        .map(|k| {
+            Metric::from_key(k).ok_or_else(|| {
+                let known: Vec<&str> = Metric::ALL.iter().map(|m| m.key()).collect();
+                ResolveError(format!(
+                    "unknown --percentile-metrics entry {k:?}; allowed: {}",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+pub fn parse_metric_percentiles(s: &str) -> Result<Vec<f64>, ResolveError> {
+    s.split(',')
+        .map(|p| match p.trim().parse::<f64>() {
+            Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+            _ => err(format!(
+                "invalid --metric-percentiles entry {p:?}: use numbers from 0 to 100, e.g. 50,90,99"
+            )),
+        })
+        .collect()
+}
+
+pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
+    let check = |v: f64, what: &str| {
+        if (0.0..1.0).contains(&v) {
+            Ok(v)
+        } else {
+            err(format!(
+                "--random-range-ratio {what} must be in [0, 1), got {v}"
+            ))
+        }
+    };
+    if let Ok(v) = s.trim().parse::<f64>() {
+        let v = check(v, "value")?;
+        return Ok(RangeRatio {
+            input: v,
+            output: v,
+        });
+    }
+    let j: serde_json::Value = serde_json::from_str(s).map_err(|_| {
+        ResolveError(format!("invalid --random-range-ratio {s:?}: use a number or JSON like {{\"input\":0.1,\"output\":0.2}}"))
+    })?;
+    let get = |k: &str| j.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    Ok(RangeRatio {
+        input: check(get("input"), "input")?,
+        output: check(get("output"), "output")?,
+    })
+}
+
+pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
+    if !(t.burstiness > 0.0) {
+        return err(format!(
+            "--burstiness must be greater than 0, got {}",
+            t.burstiness
+        ));
+    }
+    if !(t.request_rate > 0.0) {
+        return err(format!(
+            "--request-rate must be greater than 0 (or inf), got {}",
+            t.request_rate
+        ));
+    }
+    let max_concurrency = match t.max_concurrency {
+        Some(c) if c <= 0 => return err("--max-concurrency must be greater than 0"),
+        Some(c) => Some(usize::try_from(c).unwrap_or(usize::MAX)),
+        None => None,
+    };
+    if t.num_prompts == 0 {
+        return err("--num-prompts must be at least 1");
+    }
+    let ramp_up = match t.ramp_up_strategy.as_deref() {
+        None => {
+            if t.ramp_up_start_rps.is_some() || t.ramp_up_end_rps.is_some() {
+                return err(
+                    "--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear or exponential",
+                );
+            }
+            None
+        }
+        Some(s) => {
+            let strategy = match s {
+                "linear" => RampStrategy::Linear,
+                "exponential" => RampStrategy::Exponential,
+                _ => {
+                    return err(format!(
+                        "invalid --ramp-up-strategy {s:?}: use linear or exponential"
+                    ));
+                }
+            };
+            if t.request_rate.is_finite() {
+                return err(
+                    "when using ramp-up, do not specify --request-rate: the rate is controlled by the ramp-up parameters",
+                );
+            }
+            let (Some(start), Some(end)) = (t.ramp_up_start_rps, t.ramp_up_end_rps) else {
+                return err(
+                    "when using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps must be given",
+                );
+            };
+            if start < 0 || end < 0 {
+                return err("ramp-up start and end RPS must be non-negative");
+            }
+            if start > end {
+                return err("ramp-up start RPS must be less than end RPS");
+            }
+            if strategy == RampStrategy::Exponential && start == 0 {
+                return err("for exponential ramp-up, the start RPS cannot be 0");
+            }
+            Some(RampUp {
+                strategy,
+                start_rps: start as f64,
+                end_rps: end as f64,
+            })
+        }
+    };
+    Ok(Traffic {
+        num_prompts: t.num_prompts,
+        request_rate: t.request_rate,
+        burstiness: t.burstiness,
+        max_concurrency,
+        ramp_up,
+        seed: t.seed,
+        num_warmups: t.num_warmups,
+        ready_check_timeout_s: t.ready_check_timeout_sec as f64,
+    })
+}
+
+/// Sampling flags and `--extra-body` merged (extra body wins), as vLLM merges them.
+pub fn parse_extra_body(
+    c: &ContentArgs,
+) -> Result<serde_json::Map<String, serde_json::Value>, ResolveError> {
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: Option<serde_json::Value>| {
+        if let Some(v) = v {
+            m.insert(k.to_string(), v);
+        }
+    };
+    put("top_p", c.top_p.map(Into::into));
+    put("top_k", c.top_k.map(Into::into));
+    put("min_p", c.min_p.map(Into::into));
+    put("temperature", c.temperature.map(Into::into));
+    put("frequency_penalty", c.frequency_penalty.map(Into::into));
+    put("presence_penalty", c.presence_penalty.map(Into::into));
+    put("repetition_penalty", c.repetition_penalty.map(Into::into));
+    if let Some(s) = &c.extra_body {
+        match serde_json::from_str::<serde_json::Value>(s) {
+            Ok(serde_json::Value::Object(extra)) => m.extend(extra),
+            _ => {
+                return err(format!(
+                    "invalid --extra-body {s:?}: it must be a JSON object, e.g. '{{\"min_tokens\": 10}}'"
+                ));
+            }
+        }
+    }
+    Ok(m)
+}
+
+fn need_path(d: &DatasetArgs) -> Result<String, ResolveError> {
+    d.dataset_path.clone().ok_or_else(|| {
+        ResolveError(format!(
+            "--dataset-name {} needs --dataset-path pointing to a local file",
+            d.dataset_name
+        ))
+    })
+}
+
+pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, ResolveError> {
+    let name = d.dataset_name.as_str();
+    if matches!(name, "random" | "prefix_repetition") && d.dataset_path.is_some() {
+        return err(format!(
+            "cannot use the {name:?} dataset with --dataset-path; pick the --dataset-name that matches the file \
+             (sharegpt, custom, trace)"
+        ));
+    }
+    let output = c.output_len;
+    Ok(match name {
+        "random" => WorkloadSpec::Random {
+            input_len: c.input_len.unwrap_or(d.random_input_len),
+            output_len: output.unwrap_or(d.random_output_len),
+            range_ratio: parse_range_ratio(&d.random_range_ratio)?,
+            prefix_len: d.random_prefix_len,
+        },
+        "sharegpt" => WorkloadSpec::Sharegpt {
+            path: need_path(d)?,
+            output_len: output.or(d.sharegpt_output_len),
+            oversample: !d.no_oversample,
+            shuffle: !d.disable_shuffle,
+            multi_turn: d.multi_turn.then(|| MultiTurn {
+                max_active_conversations: d.max_active_conversations.max(1),
+                think_time_s: d.think_time.max(0.0),
+                max_turns: d.max_turns.max(1),
+            }),
+        },
+        "custom" => WorkloadSpec::Custom {
+            path: need_path(d)?,
+            output_len: output.map_or(d.custom_output_len, i64::from),
+            skip_chat_template: d.skip_chat_template,
+            shuffle: !d.disable_shuffle,
+        },
+        "prefix_repetition" => WorkloadSpec::PrefixRepetition {
+            prefix_len: d.prefix_repetition_prefix_len,
+            suffix_len: d.prefix_repetition_suffix_len,
+            num_prefixes: d.prefix_repetition_num_prefixes.max(1),
+            output_len: output.unwrap_or(d.prefix_repetition_output_len),
+        },
+        "trace" | "burstgpt" | "mooncake" => {
+            if !(d.trace_time_scale > 0.0) {
+                return err("--trace-time-scale must be greater than 0");
+            }
+            WorkloadSpec::Trace {
+                path: need_path(d)?,
+                time_scale: d.trace_time_scale,
+            }
+        }
+        "hf" | "random-mm" | "random-rerank" | "sonnet" | "spec_bench" | "speed_bench"
+        | "timed_trace" | "txt-slices" | "custom_audio" | "custom_image" => {
+            return err(format!(
+                "the vLLM dataset {name:?} is not supported by servebench yet; supported: random, sharegpt, custom, \
+                 prefix_repetition, trace"
+            ));
+        }
+        _ => {
+            return err(format!(
+                "unknown --dataset-name {name:?}; expected random, sharegpt, custom, prefix_repetition or trace"
+            ));
+        }
+    })
+}
+
+pub fn parse_output(
+    r: &ReportArgs,
+    label: Option<String>,
+    disable_progress: bool,
+) -> Result<OutputOptions, ResolveError> {
+    Ok(OutputOptions {
+        percentile_metrics: parse_percentile_metrics(r.percentile_metrics.as_deref())?,
+        metric_percentiles: parse_metric_percentiles(&r.metric_percentiles)?,
+        goodput: parse_goodput(&r.goodput)?,
+        save_result: r.save_result,
+        save_detailed: r.save_detailed,
+        append_result: r.append_result,
+        result_dir: r.result_dir.clone(),
+        result_filename: r.result_filename.clone(),
+        metadata: parse_kv_list(&r.metadata, "--metadata")?,
+        label,
+        disable_progress,
+    })
+}
+
+/// Parses `--sim MODEL@HARDWARE` and its options.
+pub fn parse_sim_target(s: &SimTargetArgs) -> Result<Option<SimTarget>, ResolveError> {
+    let Some(spec) = &s.sim else {
+        if !s.sim_options.is_empty() || s.sim_profile.is_some() {
+            return err("--sim-option and --sim-profile need --sim MODEL@HARDWARE");
+        }
+        return Ok(None);
+    };
+    let Some((model, hardware)) = spec.rsplit_once('@') else {
+        return err(format!(
+            "invalid --sim {spec:?}: use MODEL@HARDWARE, e.g. Qwen/Qwen3-8B@h100-sxm"
+        ));
+    };
+    if model.is_empty() || hardware.is_empty() {
+        return err(format!(
+            "invalid --sim {spec:?}: use MODEL@HARDWARE, e.g. Qwen/Qwen3-8B@h100-sxm"
+        ));
+    }
+    Ok(Some(SimTarget {
+        model: model.to_string(),
+        hardware: hardware.to_string(),
+        options: parse_kv_list(&s.sim_options, "--sim-option")?,
+        profile: s.sim_profile.clone(),
+    }))
+}
+
+/// The model a run names: `model_id` for results, `model_name` for requests.
+#[derive(Clone, Debug)]
+pub struct ResolvedModel {
+    pub model_id: String,
+    pub model_name: String,
+}
+
+/// Where the endpoint is: `(base_url, endpoint, api_url)` as vLLM computes them.
+pub fn endpoint_urls(e: &EndpointArgs, backend: Backend) -> (String, String, String) {
+    let endpoint = e
+        .endpoint
+        .clone()
+        .unwrap_or_else(|| backend.default_endpoint().to_string());
+    let base = match &e.base_url {
+        Some(b) => b.clone(),
+        None => format!("http://{}", join_host_port(&e.host, e.port)),
+    };
+    let api_url = format!("{base}{endpoint}");
+    (base.trim_end_matches('/').to_string(), endpoint, api_url)
+}
+
+/// Checks that the endpoint path fits the backend, as vLLM does.
+fn check_endpoint(endpoint: &str, backend: Backend) -> Result<(), ResolveError> {
+    let ok = match backend.api() {
+        servebench_core::config::Api::Completions => endpoint.ends_with("completions"),
+        servebench_core::config::Api::Chat => endpoint.ends_with("chat/completions"),
+    };
+    if ok {
+        Ok(())
+    } else {
+        err(format!(
+            "--endpoint {endpoint:?} does not fit --backend {}: use {}",
+            backend.name(),
+            backend.default_endpoint()
+        ))
+    }
+}
+
+/// Everything `bench serve` (and `sim predict`) needs besides the network.
+pub struct BenchFlags<'a> {
+    pub endpoint: &'a EndpointArgs,
+    pub traffic: &'a TrafficArgs,
+    pub content: &'a ContentArgs,
+    pub report: &'a ReportArgs,
+    pub dataset: &'a DatasetArgs,
+    pub extra: &'a RunExtraArgs,
+}
+
+/// Builds the run config. `base_url_override` points the run at a server started by the
+/// caller (the in-process simulator); `model` is the resolved model.
+pub fn resolve_run_config(
+    f: &BenchFlags<'_>,
+    sim: Option<SimTarget>,
+    base_url_override: Option<&str>,
+    model: ResolvedModel,
+) -> Result<RunConfig, ResolveError> {
+    let backend = parse_backend(&f.endpoint.backend)?;
+    let (mut base_url, endpoint, mut api_url) = endpoint_urls(f.endpoint, backend);
+    if let Some(b) = base_url_override {
+        base_url = b.trim_end_matches('/').to_string();
+        api_url = format!("{base_url}{endpoint}");
+    }
+    check_endpoint(&endpoint, backend)?;
+    if !(f.extra.request_timeout_sec > 0.0) {
+        return err("--request-timeout-sec must be greater than 0");
+    }
+    let workload = parse_workload(f.dataset, f.content)?;
+    let mut extra_body = parse_extra_body(f.content)?;
+    if let Some(lp) = f.content.logprobs {
+        extra_body.entry("logprobs").or_insert(lp.into());
+    }
+    let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
+    let traffic = parse_traffic(f.traffic)?;
+    let output = parse_output(f.report, f.endpoint.label.clone(), f.traffic.disable_tqdm)?;
+    Ok(RunConfig {
+        target: Target {
+            backend,
+            base_url,
+            endpoint,
+            api_url,
+            headers: parse_kv_list(&f.endpoint.header, "--header")?,
+            model_id: model.model_id,
+            model_name: model.model_name,
+            tokenizer: f.endpoint.tokenizer.clone(),
+            sim,
+            request_timeout_s: f.extra.request_timeout_sec,
+            request_id_prefix: f
+                .endpoint
+                .request_id_prefix
+                .clone()
+                .unwrap_or_else(default_request_id_prefix),
+        },
+        workload,
+        traffic,
+        extra_body,
+        ignore_eos,
+        output,
+    })
+}
+
+/// `bench-{8 hex digits}-`, different for every run (vLLM uses a random uuid).
+fn default_request_id_prefix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mixed = (nanos as u64 ^ u64::from(std::process::id()).rotate_left(32))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    format!("bench-{:08x}-", (mixed >> 32) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn goodput_accepts_vllm_keys_and_refuses_others() {
+        let slos = parse_goodput(&["ttft:500".into(), "tpot:50.5".into()]).unwrap();
+        assert_eq!(
+            slos,
+            vec![
+                Slo {
+                    metric: Metric::Ttft,
+                    max_ms: 500.0
+                },
+                Slo {
+                    metric: Metric::Tpot,
+                    max_ms: 50.5
+                }
+            ]
+        );
+        assert!(
+            parse_goodput(&["itl:5".into()])
+                .unwrap_err()
+                .to_string()
+                .contains("ttft, tpot, e2el")
+        );
+        assert!(parse_goodput(&["ttft:-1".into()]).is_err());
+        assert!(parse_goodput(&["ttft".into()]).is_err());
+    }
+
+    #[test]
+    fn percentile_flags_parse_like_vllm() {
+        assert_eq!(
+            parse_percentile_metrics(None).unwrap(),
+            vec![Metric::Ttft, Metric::Tpot, Metric::Itl]
+        );
+        assert_eq!(
+            parse_percentile_metrics(Some("e2el,ttft")).unwrap(),
+            vec![Metric::E2el, Metric::Ttft]
+        );
+        // vLLM splits without stripping, so a space is an error there too.
+        assert!(parse_percentile_metrics(Some("ttft, tpot")).is_err());
+        assert_eq!(
+            parse_metric_percentiles("50,90,99.9").unwrap(),
+            vec![50.0, 90.0, 99.9]
+        );
+        assert!(parse_metric_percentiles("101").is_err());
+    }
+
+    #[test]
+    fn ramp_up_rules_match_vllm() {
+        let mut t = TrafficArgs {
+            ramp_up_strategy: Some("linear".into()),
+            ..TrafficArgs::default()
+        };
+        assert!(parse_traffic(&t).unwrap_err().to_string().contains("both"));
+        t.ramp_up_start_rps = Some(5);
+        t.ramp_up_end_rps = Some(1);
+        assert!(
+            parse_traffic(&t)
+                .unwrap_err()
+                .to_string()
+                .contains("less than")
+        );
+        t.ramp_up_end_rps = Some(10);
+        assert_eq!(parse_traffic(&t).unwrap().ramp_up.unwrap().end_rps, 10.0);
+        t.request_rate = 4.0;
+        assert!(
+            parse_traffic(&t)
+                .unwrap_err()
+                .to_string()
+                .contains("do not specify --request-rate")
+        );
+        let zero = TrafficArgs {
+            max_concurrency: Some(0),
+            ..TrafficArgs::default()
+        };
+        assert!(parse_traffic(&zero).is_err());
+    }
+
+    #[test]
+    fn range_ratio_is_a_float_or_json() {
+        assert_eq!(
+            parse_range_ratio("0.5").unwrap(),
+            RangeRatio {
+                input: 0.5,
+                output: 0.5
+            }
+        );
+        assert_eq!(
+            parse_range_ratio(r#"{"input":0.1,"output":0.2}"#).unwrap(),
+            RangeRatio {
+                input: 0.1,
+                output: 0.2
+            }
+        );
+        assert!(parse_range_ratio("1.0").is_err());
+        assert!(parse_range_ratio("x").is_err());
+    }
+
+    #[test]
+    fn urls_follow_vllm_rules() {
+        let e = EndpointArgs {
+            host: "::1".into(),
+            port: 9000,
+            ..EndpointArgs::default()
+        };
+        let (base, ep, api) = endpoint_urls(&e, Backend::OpenaiChat);
+        assert_eq!(
+            (base.as_str(), ep.as_str(), api.as_str()),
+            (
+                "http://[::1]:9000",
+                "/v1/chat/completions",
+                "http://[::1]:9000/v1/chat/completions"
+            )
+        );
+        assert!(check_endpoint("/v1/completions", Backend::OpenaiChat).is_err());
+        assert!(
+            parse_backend("openai-responses")
+                .unwrap_err()
+                .to_string()
+                .contains("not supported")
+        );
+    }
+
+    #[test]
+    fn dataset_rules() {
+        let c = ContentArgs {
+            output_len: Some(64),
+            ..ContentArgs::default()
+        };
+        let d = DatasetArgs {
+            dataset_path: Some("x.json".into()),
+            ..DatasetArgs::default()
+        };
+        assert!(
+            parse_workload(&d, &c)
+                .unwrap_err()
+                .to_string()
+                .contains("--dataset-path")
+        );
+        let d = DatasetArgs {
+            dataset_name: "sharegpt".into(),
+            ..DatasetArgs::default()
+        };
+        assert!(
+            parse_workload(&d, &c)
+                .unwrap_err()
+                .to_string()
+                .contains("needs --dataset-path")
+        );
+        let d = DatasetArgs::default();
+        match parse_workload(&d, &c).unwrap() {
+            WorkloadSpec::Random {
+                output_len,
+                input_len,
+                ..
+            } => assert_eq!((input_len, output_len), (1024, 64)),
+            other => panic!("unexpected {other:?}"),
+        }
+        let d = DatasetArgs {
+            dataset_name: "hf".into(),
+            ..DatasetArgs::default()
+        };
+        assert!(
+            parse_workload(&d, &c)
+                .unwrap_err()
+                .to_string()
+                .contains("not supported")
+        );
+    }
+}

@@ -25,128 +25,41 @@ pub fn normalize_argv(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
 
 /// vLLM flags servebench does not support yet, with a hint for each.
 const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "--skip-tokenizer-init",
-        "leave out --tokenizer instead: token counts then come from the server's usage",
-    ),
-    (
-        "--insecure",
-        "https targets are not supported yet; benchmark the server over plain http",
-    ),
-    (
-        "--lora-modules",
-        "LoRA assignment is not supported yet; set --served-model-name to one adapter",
-    ),
+    ("--skip-tokenizer-init", "leave out --tokenizer instead: token counts then come from the server's usage"),
+    ("--insecure", "https targets are not supported yet; benchmark the server over plain http"),
+    ("--lora-modules", "LoRA assignment is not supported yet; set --served-model-name to one adapter"),
     ("--lora-assignment", "LoRA assignment is not supported yet"),
-    (
-        "--probe-request-rate",
-        "probe requests are not supported yet",
-    ),
-    (
-        "--self-timed",
-        "use --dataset-name trace to replay recorded arrival times",
-    ),
-    (
-        "--no-self-timed",
-        "use --dataset-name trace to replay recorded arrival times",
-    ),
+    ("--probe-request-rate", "probe requests are not supported yet"),
+    ("--self-timed", "use --dataset-name trace to replay recorded arrival times"),
+    ("--no-self-timed", "use --dataset-name trace to replay recorded arrival times"),
     ("--profile", "torch profiler control is not supported yet"),
-    (
-        "--chat-template-kwargs",
-        "pass template arguments to the server with --extra-body instead",
-    ),
-    (
-        "--plot-timeline",
-        "use `servebench report RUN_ID -o report.html`, which draws per-request timelines",
-    ),
+    ("--chat-template-kwargs", "pass template arguments to the server with --extra-body instead"),
+    ("--plot-timeline", "use `servebench report RUN_ID -o report.html`, which draws per-request timelines"),
     ("--timeline-itl-thresholds", "use `servebench report`"),
     ("--plot-dataset-stats", "use `servebench report`"),
-    (
-        "--no-stream",
-        "Hugging Face hub datasets are not supported (no network at run time); use a local file",
-    ),
-    (
-        "--enable-multimodal-chat",
-        "multimodal requests are not supported yet",
-    ),
-    (
-        "--random-batch-size",
-        "embedding benchmarks are not supported yet",
-    ),
+    ("--no-stream", "Hugging Face hub datasets are not supported (no network at run time); use a local file"),
+    ("--enable-multimodal-chat", "multimodal requests are not supported yet"),
+    ("--random-batch-size", "embedding benchmarks are not supported yet"),
     ("--no-reranker", "rerank benchmarks are not supported yet"),
     ("--custom-ensure-client-side-data", "not supported yet"),
-    (
-        "--hf-subset",
-        "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL",
-    ),
-    (
-        "--hf-split",
-        "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL",
-    ),
-    (
-        "--hf-name",
-        "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL",
-    ),
-    (
-        "--hf-output-len",
-        "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL",
-    ),
-    (
-        "--random-mm-base-items-per-request",
-        "multimodal requests are not supported yet",
-    ),
-    (
-        "--random-mm-num-mm-items-range-ratio",
-        "multimodal requests are not supported yet",
-    ),
-    (
-        "--random-mm-limit-mm-per-prompt",
-        "multimodal requests are not supported yet",
-    ),
-    (
-        "--random-mm-bucket-config",
-        "multimodal requests are not supported yet",
-    ),
-    (
-        "--spec-bench-output-len",
-        "the spec_bench dataset is not supported yet",
-    ),
-    (
-        "--spec-bench-category",
-        "the spec_bench dataset is not supported yet",
-    ),
-    (
-        "--sonnet-input-len",
-        "the sonnet dataset was removed from vLLM; use --dataset-name random",
-    ),
-    (
-        "--sonnet-output-len",
-        "the sonnet dataset was removed from vLLM; use --dataset-name random",
-    ),
-    (
-        "--sonnet-prefix-len",
-        "the sonnet dataset was removed from vLLM; use --dataset-name random",
-    ),
-    (
-        "--blazedit-min-distance",
-        "the blazedit dataset is not supported yet",
-    ),
-    (
-        "--blazedit-max-distance",
-        "the blazedit dataset is not supported yet",
-    ),
-    (
-        "--asr-max-audio-len-sec",
-        "audio benchmarks are not supported yet",
-    ),
-    (
-        "--asr-min-audio-len-sec",
-        "audio benchmarks are not supported yet",
-    ),
-    (
-        "--config",
-        "YAML config files are not supported yet; pass the flags directly",
-    ),
+    ("--hf-subset", "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL"),
+    ("--hf-split", "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL"),
+    ("--hf-name", "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL"),
+    ("--hf-output-len", "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL"),
+    ("--random-mm-base-items-per-request", "multimodal requests are not supported yet"),
+    ("--random-mm-num-mm-items-range-ratio", "multimodal requests are not supported yet"),
+    ("--random-mm-limit-mm-per-prompt", "multimodal requests are not supported yet"),
+    ("--random-mm-bucket-config", "multimodal requests are not supported yet"),
+    ("--spec-bench-output-len", "the spec_bench dataset is not supported yet"),
+    ("--spec-bench-category", "the spec_bench dataset is not supported yet"),
+    ("--sonnet-input-len", "the sonnet dataset was removed from vLLM; use --dataset-name random"),
+    ("--sonnet-output-len", "the sonnet dataset was removed from vLLM; use --dataset-name random"),
+    ("--sonnet-prefix-len", "the sonnet dataset was removed from vLLM; use --dataset-name random"),
+    ("--blazedit-min-distance", "the blazedit dataset is not supported yet"),
+    ("--blazedit-max-distance", "the blazedit dataset is not supported yet"),
+    ("--asr-max-audio-len-sec", "audio benchmarks are not supported yet"),
+    ("--asr-min-audio-len-sec", "audio benchmarks are not supported yet"),
+    ("--config", "YAML config files are not supported yet; pass the flags directly"),
 ];
 
 /// Error for a vLLM flag servebench refuses.
@@ -166,10 +79,7 @@ pub fn refuse_unsupported(args: &[OsString]) -> Result<(), UnsupportedFlag> {
         }
         let name = s.split('=').next().unwrap_or(s);
         if let Some((flag, hint)) = UNSUPPORTED.iter().find(|(f, _)| *f == name) {
-            return Err(UnsupportedFlag {
-                flag: (*flag).to_string(),
-                hint,
-            });
+            return Err(UnsupportedFlag { flag: (*flag).to_string(), hint });
         }
     }
     Ok(())
@@ -185,23 +95,8 @@ mod tests {
 
     #[test]
     fn underscores_in_flag_names_become_dashes_but_values_are_kept() {
-        let got = normalize_argv(os(&[
-            "servebench",
-            "--num_prompts",
-            "10",
-            "--result_filename=a_b.json",
-            "x_y",
-        ]));
-        assert_eq!(
-            got,
-            os(&[
-                "servebench",
-                "--num-prompts",
-                "10",
-                "--result-filename=a_b.json",
-                "x_y"
-            ])
-        );
+        let got = normalize_argv(os(&["servebench", "--num_prompts", "10", "--result_filename=a_b.json", "x_y"]));
+        assert_eq!(got, os(&["servebench", "--num-prompts", "10", "--result-filename=a_b.json", "x_y"]));
     }
 
     #[test]
@@ -211,8 +106,6 @@ mod tests {
         assert!(err.to_string().contains("--insecure"), "{err}");
         let err = refuse_unsupported(&os(&["--hf-split=train"])).unwrap_err();
         assert_eq!(err.flag, "--hf-split");
-        assert!(
-            refuse_unsupported(&os(&["--num-prompts", "5", "--metadata", "insecure=1"])).is_ok()
-        );
+        assert!(refuse_unsupported(&os(&["--num-prompts", "5", "--metadata", "insecure=1"])).is_ok());
     }
 }

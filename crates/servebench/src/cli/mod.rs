@@ -6,18 +6,11 @@ pub mod resolve;
 
 use clap::{Args, Parser, Subcommand};
 
-use args::{
-    ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs,
-};
+use args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
 
 /// Measure, predict and compare the performance of LLM serving engines.
 #[derive(Parser, Debug)]
-#[command(
-    name = "servebench",
-    version,
-    infer_long_args = true,
-    max_term_width = 110
-)]
+#[command(name = "servebench", version, infer_long_args = true, max_term_width = 110)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

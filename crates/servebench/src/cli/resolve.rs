@@ -6,13 +6,11 @@
 //! looked up by the caller when `--model` is absent.
 
 use servebench_core::config::{
-    Backend, Metric, MultiTurn, OutputOptions, RampStrategy, RampUp, RangeRatio, RunConfig,
-    SimTarget, Slo, Target, Traffic, WorkloadSpec,
+    Backend, Metric, MultiTurn, OutputOptions, RampStrategy, RampUp, RangeRatio, RunConfig, SimTarget, Slo, Target,
+    Traffic, WorkloadSpec,
 };
 
-use super::args::{
-    ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs,
-};
+use super::args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
 
 /// A flag value that cannot be used, with what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -53,19 +51,12 @@ pub fn parse_backend(s: &str) -> Result<Backend, ResolveError> {
             known.join(", ")
         ));
     }
-    err(format!(
-        "unknown --backend {s:?}; expected one of: {}",
-        known.join(", ")
-    ))
+    err(format!("unknown --backend {s:?}; expected one of: {}", known.join(", ")))
 }
 
 /// `host:port`, with IPv6 hosts in brackets (vLLM's `join_host_port`).
 fn join_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
+    if host.contains(':') && !host.starts_with('[') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
 /// Splits `KEY=VALUE` items on the first `=`, trimming both sides.
@@ -97,13 +88,10 @@ pub fn parse_goodput(items: &[String]) -> Result<Vec<Slo>, ResolveError> {
                 ));
             }
         };
-        let max_ms: f64 = v
-            .parse()
-            .map_err(|_| ResolveError(format!("invalid --goodput value {v:?}: not a number")))?;
+        let max_ms: f64 =
+            v.parse().map_err(|_| ResolveError(format!("invalid --goodput value {v:?}: not a number")))?;
         if !(max_ms >= 0.0) {
-            return err(format!(
-                "invalid --goodput value {item:?}: the service level objective must be non-negative"
-            ));
+            return err(format!("invalid --goodput value {item:?}: the service level objective must be non-negative"));
         }
         out.push(Slo { metric, max_ms });
     }
@@ -116,10 +104,7 @@ pub fn parse_percentile_metrics(s: Option<&str>) -> Result<Vec<Metric>, ResolveE
         .map(|k| {
             Metric::from_key(k).ok_or_else(|| {
                 let known: Vec<&str> = Metric::ALL.iter().map(|m| m.key()).collect();
-                ResolveError(format!(
-                    "unknown --percentile-metrics entry {k:?}; allowed: {}",
-                    known.join(", ")
-                ))
+                ResolveError(format!("unknown --percentile-metrics entry {k:?}; allowed: {}", known.join(", ")))
             })
         })
         .collect()
@@ -129,9 +114,7 @@ pub fn parse_metric_percentiles(s: &str) -> Result<Vec<f64>, ResolveError> {
     s.split(',')
         .map(|p| match p.trim().parse::<f64>() {
             Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
-            _ => err(format!(
-                "invalid --metric-percentiles entry {p:?}: use numbers from 0 to 100, e.g. 50,90,99"
-            )),
+            _ => err(format!("invalid --metric-percentiles entry {p:?}: use numbers from 0 to 100, e.g. 50,90,99")),
         })
         .collect()
 }
@@ -141,40 +124,28 @@ pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
         if (0.0..1.0).contains(&v) {
             Ok(v)
         } else {
-            err(format!(
-                "--random-range-ratio {what} must be in [0, 1), got {v}"
-            ))
+            err(format!("--random-range-ratio {what} must be in [0, 1), got {v}"))
         }
     };
     if let Ok(v) = s.trim().parse::<f64>() {
         let v = check(v, "value")?;
-        return Ok(RangeRatio {
-            input: v,
-            output: v,
-        });
+        return Ok(RangeRatio { input: v, output: v });
     }
     let j: serde_json::Value = serde_json::from_str(s).map_err(|_| {
-        ResolveError(format!("invalid --random-range-ratio {s:?}: use a number or JSON like {{\"input\":0.1,\"output\":0.2}}"))
+        ResolveError(format!(
+            "invalid --random-range-ratio {s:?}: use a number or JSON like {{\"input\":0.1,\"output\":0.2}}"
+        ))
     })?;
     let get = |k: &str| j.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-    Ok(RangeRatio {
-        input: check(get("input"), "input")?,
-        output: check(get("output"), "output")?,
-    })
+    Ok(RangeRatio { input: check(get("input"), "input")?, output: check(get("output"), "output")? })
 }
 
 pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
     if !(t.burstiness > 0.0) {
-        return err(format!(
-            "--burstiness must be greater than 0, got {}",
-            t.burstiness
-        ));
+        return err(format!("--burstiness must be greater than 0, got {}", t.burstiness));
     }
     if !(t.request_rate > 0.0) {
-        return err(format!(
-            "--request-rate must be greater than 0 (or inf), got {}",
-            t.request_rate
-        ));
+        return err(format!("--request-rate must be greater than 0 (or inf), got {}", t.request_rate));
     }
     let max_concurrency = match t.max_concurrency {
         Some(c) if c <= 0 => return err("--max-concurrency must be greater than 0"),
@@ -187,9 +158,7 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
     let ramp_up = match t.ramp_up_strategy.as_deref() {
         None => {
             if t.ramp_up_start_rps.is_some() || t.ramp_up_end_rps.is_some() {
-                return err(
-                    "--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear or exponential",
-                );
+                return err("--ramp-up-start-rps/--ramp-up-end-rps need --ramp-up-strategy linear or exponential");
             }
             None
         }
@@ -198,9 +167,7 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
                 "linear" => RampStrategy::Linear,
                 "exponential" => RampStrategy::Exponential,
                 _ => {
-                    return err(format!(
-                        "invalid --ramp-up-strategy {s:?}: use linear or exponential"
-                    ));
+                    return err(format!("invalid --ramp-up-strategy {s:?}: use linear or exponential"));
                 }
             };
             if t.request_rate.is_finite() {
@@ -222,11 +189,7 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
             if strategy == RampStrategy::Exponential && start == 0 {
                 return err("for exponential ramp-up, the start RPS cannot be 0");
             }
-            Some(RampUp {
-                strategy,
-                start_rps: start as f64,
-                end_rps: end as f64,
-            })
+            Some(RampUp { strategy, start_rps: start as f64, end_rps: end as f64 })
         }
     };
     Ok(Traffic {
@@ -242,9 +205,7 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
 }
 
 /// Sampling flags and `--extra-body` merged (extra body wins), as vLLM merges them.
-pub fn parse_extra_body(
-    c: &ContentArgs,
-) -> Result<serde_json::Map<String, serde_json::Value>, ResolveError> {
+pub fn parse_extra_body(c: &ContentArgs) -> Result<serde_json::Map<String, serde_json::Value>, ResolveError> {
     let mut m = serde_json::Map::new();
     let mut put = |k: &str, v: Option<serde_json::Value>| {
         if let Some(v) = v {
@@ -273,10 +234,7 @@ pub fn parse_extra_body(
 
 fn need_path(d: &DatasetArgs) -> Result<String, ResolveError> {
     d.dataset_path.clone().ok_or_else(|| {
-        ResolveError(format!(
-            "--dataset-name {} needs --dataset-path pointing to a local file",
-            d.dataset_name
-        ))
+        ResolveError(format!("--dataset-name {} needs --dataset-path pointing to a local file", d.dataset_name))
     })
 }
 
@@ -323,13 +281,10 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             if !(d.trace_time_scale > 0.0) {
                 return err("--trace-time-scale must be greater than 0");
             }
-            WorkloadSpec::Trace {
-                path: need_path(d)?,
-                time_scale: d.trace_time_scale,
-            }
+            WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale }
         }
-        "hf" | "random-mm" | "random-rerank" | "sonnet" | "spec_bench" | "speed_bench"
-        | "timed_trace" | "txt-slices" | "custom_audio" | "custom_image" => {
+        "hf" | "random-mm" | "random-rerank" | "sonnet" | "spec_bench" | "speed_bench" | "timed_trace"
+        | "txt-slices" | "custom_audio" | "custom_image" => {
             return err(format!(
                 "the vLLM dataset {name:?} is not supported by servebench yet; supported: random, sharegpt, custom, \
                  prefix_repetition, trace"
@@ -372,14 +327,10 @@ pub fn parse_sim_target(s: &SimTargetArgs) -> Result<Option<SimTarget>, ResolveE
         return Ok(None);
     };
     let Some((model, hardware)) = spec.rsplit_once('@') else {
-        return err(format!(
-            "invalid --sim {spec:?}: use MODEL@HARDWARE, e.g. Qwen/Qwen3-8B@h100-sxm"
-        ));
+        return err(format!("invalid --sim {spec:?}: use MODEL@HARDWARE, e.g. Qwen/Qwen3-8B@h100-sxm"));
     };
     if model.is_empty() || hardware.is_empty() {
-        return err(format!(
-            "invalid --sim {spec:?}: use MODEL@HARDWARE, e.g. Qwen/Qwen3-8B@h100-sxm"
-        ));
+        return err(format!("invalid --sim {spec:?}: use MODEL@HARDWARE, e.g. Qwen/Qwen3-8B@h100-sxm"));
     }
     Ok(Some(SimTarget {
         model: model.to_string(),
@@ -398,10 +349,7 @@ pub struct ResolvedModel {
 
 /// Where the endpoint is: `(base_url, endpoint, api_url)` as vLLM computes them.
 pub fn endpoint_urls(e: &EndpointArgs, backend: Backend) -> (String, String, String) {
-    let endpoint = e
-        .endpoint
-        .clone()
-        .unwrap_or_else(|| backend.default_endpoint().to_string());
+    let endpoint = e.endpoint.clone().unwrap_or_else(|| backend.default_endpoint().to_string());
     let base = match &e.base_url {
         Some(b) => b.clone(),
         None => format!("http://{}", join_host_port(&e.host, e.port)),
@@ -475,11 +423,7 @@ pub fn resolve_run_config(
             tokenizer: f.endpoint.tokenizer.clone(),
             sim,
             request_timeout_s: f.extra.request_timeout_sec,
-            request_id_prefix: f
-                .endpoint
-                .request_id_prefix
-                .clone()
-                .unwrap_or_else(default_request_id_prefix),
+            request_id_prefix: f.endpoint.request_id_prefix.clone().unwrap_or_else(default_request_id_prefix),
         },
         workload,
         traffic,
@@ -491,11 +435,8 @@ pub fn resolve_run_config(
 
 /// `bench-{8 hex digits}-`, different for every run (vLLM uses a random uuid).
 fn default_request_id_prefix() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mixed = (nanos as u64 ^ u64::from(std::process::id()).rotate_left(32))
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mixed = (nanos as u64 ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     format!("bench-{:08x}-", (mixed >> 32) as u32)
 }
 
@@ -506,168 +447,70 @@ mod tests {
     #[test]
     fn goodput_accepts_vllm_keys_and_refuses_others() {
         let slos = parse_goodput(&["ttft:500".into(), "tpot:50.5".into()]).unwrap();
-        assert_eq!(
-            slos,
-            vec![
-                Slo {
-                    metric: Metric::Ttft,
-                    max_ms: 500.0
-                },
-                Slo {
-                    metric: Metric::Tpot,
-                    max_ms: 50.5
-                }
-            ]
-        );
-        assert!(
-            parse_goodput(&["itl:5".into()])
-                .unwrap_err()
-                .to_string()
-                .contains("ttft, tpot, e2el")
-        );
+        assert_eq!(slos, vec![Slo { metric: Metric::Ttft, max_ms: 500.0 }, Slo { metric: Metric::Tpot, max_ms: 50.5 }]);
+        assert!(parse_goodput(&["itl:5".into()]).unwrap_err().to_string().contains("ttft, tpot, e2el"));
         assert!(parse_goodput(&["ttft:-1".into()]).is_err());
         assert!(parse_goodput(&["ttft".into()]).is_err());
     }
 
     #[test]
     fn percentile_flags_parse_like_vllm() {
-        assert_eq!(
-            parse_percentile_metrics(None).unwrap(),
-            vec![Metric::Ttft, Metric::Tpot, Metric::Itl]
-        );
-        assert_eq!(
-            parse_percentile_metrics(Some("e2el,ttft")).unwrap(),
-            vec![Metric::E2el, Metric::Ttft]
-        );
+        assert_eq!(parse_percentile_metrics(None).unwrap(), vec![Metric::Ttft, Metric::Tpot, Metric::Itl]);
+        assert_eq!(parse_percentile_metrics(Some("e2el,ttft")).unwrap(), vec![Metric::E2el, Metric::Ttft]);
         // vLLM splits without stripping, so a space is an error there too.
         assert!(parse_percentile_metrics(Some("ttft, tpot")).is_err());
-        assert_eq!(
-            parse_metric_percentiles("50,90,99.9").unwrap(),
-            vec![50.0, 90.0, 99.9]
-        );
+        assert_eq!(parse_metric_percentiles("50,90,99.9").unwrap(), vec![50.0, 90.0, 99.9]);
         assert!(parse_metric_percentiles("101").is_err());
     }
 
     #[test]
     fn ramp_up_rules_match_vllm() {
-        let mut t = TrafficArgs {
-            ramp_up_strategy: Some("linear".into()),
-            ..TrafficArgs::default()
-        };
+        let mut t = TrafficArgs { ramp_up_strategy: Some("linear".into()), ..TrafficArgs::default() };
         assert!(parse_traffic(&t).unwrap_err().to_string().contains("both"));
         t.ramp_up_start_rps = Some(5);
         t.ramp_up_end_rps = Some(1);
-        assert!(
-            parse_traffic(&t)
-                .unwrap_err()
-                .to_string()
-                .contains("less than")
-        );
+        assert!(parse_traffic(&t).unwrap_err().to_string().contains("less than"));
         t.ramp_up_end_rps = Some(10);
         assert_eq!(parse_traffic(&t).unwrap().ramp_up.unwrap().end_rps, 10.0);
         t.request_rate = 4.0;
-        assert!(
-            parse_traffic(&t)
-                .unwrap_err()
-                .to_string()
-                .contains("do not specify --request-rate")
-        );
-        let zero = TrafficArgs {
-            max_concurrency: Some(0),
-            ..TrafficArgs::default()
-        };
+        assert!(parse_traffic(&t).unwrap_err().to_string().contains("do not specify --request-rate"));
+        let zero = TrafficArgs { max_concurrency: Some(0), ..TrafficArgs::default() };
         assert!(parse_traffic(&zero).is_err());
     }
 
     #[test]
     fn range_ratio_is_a_float_or_json() {
-        assert_eq!(
-            parse_range_ratio("0.5").unwrap(),
-            RangeRatio {
-                input: 0.5,
-                output: 0.5
-            }
-        );
-        assert_eq!(
-            parse_range_ratio(r#"{"input":0.1,"output":0.2}"#).unwrap(),
-            RangeRatio {
-                input: 0.1,
-                output: 0.2
-            }
-        );
+        assert_eq!(parse_range_ratio("0.5").unwrap(), RangeRatio { input: 0.5, output: 0.5 });
+        assert_eq!(parse_range_ratio(r#"{"input":0.1,"output":0.2}"#).unwrap(), RangeRatio { input: 0.1, output: 0.2 });
         assert!(parse_range_ratio("1.0").is_err());
         assert!(parse_range_ratio("x").is_err());
     }
 
     #[test]
     fn urls_follow_vllm_rules() {
-        let e = EndpointArgs {
-            host: "::1".into(),
-            port: 9000,
-            ..EndpointArgs::default()
-        };
+        let e = EndpointArgs { host: "::1".into(), port: 9000, ..EndpointArgs::default() };
         let (base, ep, api) = endpoint_urls(&e, Backend::OpenaiChat);
         assert_eq!(
             (base.as_str(), ep.as_str(), api.as_str()),
-            (
-                "http://[::1]:9000",
-                "/v1/chat/completions",
-                "http://[::1]:9000/v1/chat/completions"
-            )
+            ("http://[::1]:9000", "/v1/chat/completions", "http://[::1]:9000/v1/chat/completions")
         );
         assert!(check_endpoint("/v1/completions", Backend::OpenaiChat).is_err());
-        assert!(
-            parse_backend("openai-responses")
-                .unwrap_err()
-                .to_string()
-                .contains("not supported")
-        );
+        assert!(parse_backend("openai-responses").unwrap_err().to_string().contains("not supported"));
     }
 
     #[test]
     fn dataset_rules() {
-        let c = ContentArgs {
-            output_len: Some(64),
-            ..ContentArgs::default()
-        };
-        let d = DatasetArgs {
-            dataset_path: Some("x.json".into()),
-            ..DatasetArgs::default()
-        };
-        assert!(
-            parse_workload(&d, &c)
-                .unwrap_err()
-                .to_string()
-                .contains("--dataset-path")
-        );
-        let d = DatasetArgs {
-            dataset_name: "sharegpt".into(),
-            ..DatasetArgs::default()
-        };
-        assert!(
-            parse_workload(&d, &c)
-                .unwrap_err()
-                .to_string()
-                .contains("needs --dataset-path")
-        );
+        let c = ContentArgs { output_len: Some(64), ..ContentArgs::default() };
+        let d = DatasetArgs { dataset_path: Some("x.json".into()), ..DatasetArgs::default() };
+        assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("--dataset-path"));
+        let d = DatasetArgs { dataset_name: "sharegpt".into(), ..DatasetArgs::default() };
+        assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("needs --dataset-path"));
         let d = DatasetArgs::default();
         match parse_workload(&d, &c).unwrap() {
-            WorkloadSpec::Random {
-                output_len,
-                input_len,
-                ..
-            } => assert_eq!((input_len, output_len), (1024, 64)),
+            WorkloadSpec::Random { output_len, input_len, .. } => assert_eq!((input_len, output_len), (1024, 64)),
             other => panic!("unexpected {other:?}"),
         }
-        let d = DatasetArgs {
-            dataset_name: "hf".into(),
-            ..DatasetArgs::default()
-        };
-        assert!(
-            parse_workload(&d, &c)
-                .unwrap_err()
-                .to_string()
-                .contains("not supported")
-        );
+        let d = DatasetArgs { dataset_name: "hf".into(), ..DatasetArgs::default() };
+        assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("not supported"));
     }
 }

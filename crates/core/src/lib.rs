@@ -1,7 +1,8 @@
 //! Shared types of servebench: the resolved run config, the request plan, request records,
 //! the OpenAI wire protocol with its SSE codec, the metric maths and vLLM's report formats.
 //!
-//! This crate does no I/O and has no async runtime, so every other crate can depend on it.
+//! This crate has no network code and no async runtime, so every other crate can depend on it;
+//! its only I/O is writing result files ([`vllm::json::write_result`]).
 
 pub mod config;
 pub mod metrics;

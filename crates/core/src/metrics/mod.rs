@@ -1,1 +1,10 @@
-//! (in progress)
+//! Metric maths: numpy-exact statistics, vLLM's and the exact peak counters, and the run
+//! [`Summary`] that every report, JSON file and comparison is built from.
+
+pub mod peaks;
+pub mod stats;
+pub mod summary;
+
+pub use peaks::{BucketPeaks, peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
+pub use stats::{Described, Sorted, describe, mean, median, pairwise_sum, percentile, std};
+pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary};

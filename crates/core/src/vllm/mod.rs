@@ -1,1 +1,15 @@
-//! (in progress)
+//! vLLM's report formats: the console result block (render and parse), the result JSON
+//! (write and read), and Python's number and JSON spelling they depend on.
+
+pub mod json;
+pub mod labels;
+pub mod parse;
+pub mod pyjson;
+pub mod text;
+
+pub use json::read::{VllmJsonError, summary_from_vllm_json};
+pub use json::{ResultFileError, result_filename, result_json, write_result};
+pub use labels::p_word;
+pub use parse::{BlockError, BlockProblem, ParsedBlock, ReportOrigin, parse_reports};
+pub use pyjson::{py_float_repr, py_json_float, to_python_json};
+pub use text::{TextStyle, render_failures, render_result_block, render_result_block_styled, render_traffic};

@@ -1,0 +1,517 @@
+//! The run summary: every number vLLM's report and result JSON show, plus servebench's own.
+//!
+//! [`Summary::compute`] follows vLLM 0.33's `calculate_metrics` on our request records, with
+//! the same arithmetic (throughput is `count / duration`, statistics are numpy-exact and
+//! converted to milliseconds by `* 1000` after the statistic). A `Summary` is also what the
+//! importers build from a vLLM text report or result JSON, so everything a report may lack
+//! is an `Option`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Metric;
+use crate::metrics::peaks::{peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
+use crate::metrics::stats::{Sorted, describe};
+use crate::record::{FailureKind, RequestRecord, RunResult};
+
+/// vLLM prints at most this many failure messages.
+pub const MAX_FAILURE_MESSAGES: usize = 10;
+
+/// The statistics of one metric with a percentile section, in milliseconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricStats {
+    pub metric: Metric,
+    pub mean_ms: f64,
+    pub median_ms: f64,
+    /// Population standard deviation. Only in the JSON, so absent when read from a text report.
+    #[serde(default)]
+    pub std_ms: Option<f64>,
+    /// `(p, value_ms)` in the order of `--metric-percentiles`.
+    #[serde(default)]
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+impl MetricStats {
+    /// The value at percentile `p`, if it was computed.
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        self.percentiles.iter().find(|(q, _)| *q == p).map(|(_, v)| *v)
+    }
+}
+
+/// How late the dispatcher released requests against the plan (client health).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DispatchLag {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Everything the report shows about one run.
+///
+/// Two pairs of fields hold peaks. `peak_output_throughput` and `peak_concurrent_requests`
+/// are exact (see [`crate::metrics::peaks`]) and are what servebench prints on the "Peak ..."
+/// lines, where vLLM prints its bucketed values. vLLM's own values are kept in
+/// `vllm_max_output_tokens_per_s` and `vllm_max_concurrent_requests`, which is what the
+/// result JSON stores under vLLM's keys and what a report printed by vLLM contains.
+///
+/// `Summary::default()` is an empty run (all counts 0, every optional line absent), a base
+/// for importers that fill in what their source has.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Successful requests.
+    pub completed: u64,
+    /// Failed requests (reports from vLLM before 0.12 lack this line).
+    #[serde(default)]
+    pub failed: Option<u64>,
+    /// `--max-concurrency`, when one was given.
+    #[serde(default)]
+    pub max_concurrency: Option<u64>,
+    /// The configured request rate; infinity when everything is sent at once. `None` when
+    /// the source does not say (a text report prints the rate only when it is finite).
+    #[serde(default, with = "opt_rate")]
+    pub request_rate: Option<f64>,
+    /// Benchmark duration, seconds.
+    pub duration_s: f64,
+    pub total_input_tokens: u64,
+    /// Absent from reports made without a tokenizer.
+    #[serde(default)]
+    pub total_output_tokens: Option<u64>,
+    /// Requests per second.
+    pub request_throughput: f64,
+    /// Requests per second that met every `--goodput` SLO; `None` without `--goodput`.
+    #[serde(default)]
+    pub request_goodput: Option<f64>,
+    /// Output tokens per second.
+    #[serde(default)]
+    pub output_throughput: Option<f64>,
+    /// Input plus output tokens per second.
+    #[serde(default)]
+    pub total_token_throughput: Option<f64>,
+    /// Exact peak output tokens per second (busiest sliding one-second window).
+    #[serde(default)]
+    pub peak_output_throughput: Option<f64>,
+    /// Exact peak number of requests in flight (sweep line).
+    #[serde(default)]
+    pub peak_concurrent_requests: Option<u64>,
+    /// vLLM's `max_output_tokens_per_s`: most chunks in a whole-second bucket.
+    #[serde(default)]
+    pub vllm_max_output_tokens_per_s: Option<f64>,
+    /// vLLM's `max_concurrent_requests`: most requests touching a whole-second bucket.
+    #[serde(default)]
+    pub vllm_max_concurrent_requests: Option<u64>,
+    /// One entry per percentile section, in vLLM's order (ttft, tpot, itl, e2el, ...).
+    #[serde(default)]
+    pub metrics: Vec<MetricStats>,
+    /// Failed requests by kind (empty when unknown or none failed).
+    #[serde(default)]
+    pub failures_by_kind: BTreeMap<FailureKind, u64>,
+    /// The first ten failure messages, in dataset order.
+    #[serde(default)]
+    pub failure_messages: Vec<String>,
+    /// Dispatch lag against the plan; `None` when unknown or nothing was dispatched.
+    #[serde(default)]
+    pub dispatch_lag: Option<DispatchLag>,
+}
+
+impl Summary {
+    /// The statistics of `metric`, if its section was computed or reported.
+    pub fn metric(&self, metric: Metric) -> Option<&MetricStats> {
+        self.metrics.iter().find(|m| m.metric == metric)
+    }
+
+    /// Computes the summary of a run as vLLM 0.33 does (spec §3), plus the exact peaks,
+    /// failure counts and dispatch lag.
+    ///
+    /// - Token counts are [`RequestRecord::output_tokens`] and
+    ///   [`RequestRecord::prompt_tokens`]; input tokens count successful requests only.
+    /// - TPOT is `(latency - ttft) / (output_tokens - 1)` and leaves out requests with at most
+    ///   one output token; ITL is the flat list of every chunk gap of every request.
+    /// - Goodput counts successful requests meeting every SLO, `slo_ms / 1000 >= value`
+    ///   (inclusive), with a TPOT of 0 for requests of at most one token. vLLM accepts SLOs on
+    ///   ttft, tpot and e2el only; SLOs on other metrics are not applied.
+    /// - The client-queue sections need `--max-concurrency`, and the queue-inclusive E2EL
+    ///   section also a finite request rate, as in vLLM.
+    /// - Where vLLM would divide by a zero duration (and crash), the throughputs are 0.
+    pub fn compute(run: &RunResult) -> Summary {
+        let config = &run.config;
+        let output = &config.output;
+        let traffic = &config.traffic;
+
+        let mut completed = 0u64;
+        let mut failed = 0u64;
+        let mut total_input = 0u64;
+        let mut total_output = 0u64;
+        let mut ttfts = Vec::new();
+        let mut tpots = Vec::new();
+        let mut all_tpots = Vec::new();
+        let mut itls = Vec::new();
+        let mut e2els = Vec::new();
+        let mut queues = Vec::new();
+        let mut failures_by_kind = BTreeMap::new();
+        let mut failure_messages = Vec::new();
+
+        for r in &run.records {
+            let Some(failure) = &r.failure else {
+                let out = r.output_tokens();
+                total_output += u64::from(out);
+                total_input += u64::from(r.prompt_tokens());
+                let (ttft, latency) = (r.ttft_s(), r.latency_s());
+                let mut tpot = 0.0;
+                if out > 1 {
+                    tpot = (latency - ttft) / f64::from(out - 1);
+                    tpots.push(tpot);
+                }
+                all_tpots.push(tpot);
+                itls.extend(r.itl_s());
+                ttfts.push(ttft);
+                e2els.push(latency);
+                queues.push(r.client_queue_s());
+                completed += 1;
+                continue;
+            };
+            failed += 1;
+            *failures_by_kind.entry(failure.kind).or_insert(0) += 1;
+            if failure_messages.len() < MAX_FAILURE_MESSAGES {
+                failure_messages.push(failure.message.clone());
+            }
+        }
+
+        let per_s = |count: f64| {
+            if run.duration_s > 0.0 && run.duration_s.is_finite() { count / run.duration_s } else { 0.0 }
+        };
+
+        let request_goodput = (!output.goodput.is_empty()).then(|| {
+            let good = (0..ttfts.len())
+                .filter(|&i| {
+                    output.goodput.iter().all(|slo| {
+                        let value = match slo.metric {
+                            Metric::Ttft => ttfts[i],
+                            Metric::Tpot => all_tpots[i],
+                            Metric::E2el => e2els[i],
+                            _ => return true,
+                        };
+                        slo.max_ms / 1000.0 >= value
+                    })
+                })
+                .count();
+            per_s(good as f64)
+        });
+
+        let rate_finite = traffic.request_rate.is_finite();
+        let mut metrics = Vec::new();
+        for metric in Metric::ALL {
+            if !output.percentile_metrics.contains(&metric) {
+                continue;
+            }
+            let values: Vec<f64> = match metric {
+                Metric::Ttft => ttfts.clone(),
+                Metric::Tpot => tpots.clone(),
+                Metric::Itl => itls.clone(),
+                Metric::E2el => e2els.clone(),
+                Metric::ClientQueueTime if traffic.max_concurrency.is_some() => queues.clone(),
+                Metric::E2elIncludingClientQueue if traffic.max_concurrency.is_some() && rate_finite => {
+                    e2els.iter().zip(&queues).map(|(e, q)| e + q).collect()
+                }
+                _ => continue,
+            };
+            let d = describe(&values, &output.metric_percentiles);
+            metrics.push(MetricStats {
+                metric,
+                mean_ms: d.mean * 1000.0,
+                median_ms: d.median * 1000.0,
+                std_ms: Some(d.std * 1000.0),
+                percentiles: d.percentiles.iter().map(|&(p, v)| (p, v * 1000.0)).collect(),
+            });
+        }
+
+        let buckets = vllm_bucket_peaks(&run.records);
+        Summary {
+            completed,
+            failed: Some(failed),
+            max_concurrency: traffic.max_concurrency.map(|c| c as u64),
+            request_rate: Some(traffic.request_rate),
+            duration_s: run.duration_s,
+            total_input_tokens: total_input,
+            total_output_tokens: Some(total_output),
+            request_throughput: per_s(completed as f64),
+            request_goodput,
+            output_throughput: Some(per_s(total_output as f64)),
+            total_token_throughput: Some(per_s((total_input + total_output) as f64)),
+            peak_output_throughput: Some(peak_output_tokens_per_s(&run.records)),
+            peak_concurrent_requests: Some(peak_concurrency(&run.records)),
+            vllm_max_output_tokens_per_s: Some(buckets.max_output_tokens_per_s),
+            vllm_max_concurrent_requests: Some(buckets.max_concurrent_requests),
+            metrics,
+            failures_by_kind,
+            failure_messages,
+            dispatch_lag: dispatch_lag(&run.records),
+        }
+    }
+}
+
+/// p50, p99 and max of [`RequestRecord::dispatch_lag_s`] over the requests that were
+/// dispatched (an unsent request has an arrival time before its planned time).
+fn dispatch_lag(records: &[RequestRecord]) -> Option<DispatchLag> {
+    let lags: Vec<f64> =
+        records.iter().filter(|r| r.arrival_ns >= r.planned_ns).map(RequestRecord::dispatch_lag_s).collect();
+    if lags.is_empty() {
+        return None;
+    }
+    let sorted = Sorted::new(&lags);
+    Some(DispatchLag {
+        p50_ms: sorted.percentile(50.0) * 1000.0,
+        p99_ms: sorted.percentile(99.0) * 1000.0,
+        max_ms: sorted.max() * 1000.0,
+    })
+}
+
+/// Serializes an optional rate with infinity as `"inf"`, as vLLM's JSON does.
+mod opt_rate {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) => crate::config::float_or_inf::serialize(x, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        #[derive(Deserialize, Serialize)]
+        struct Rate(#[serde(with = "crate::config::float_or_inf")] f64);
+        Ok(Option::<Rate>::deserialize(d)?.map(|r| r.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{RunConfig, Slo};
+    use crate::record::{Failure, TokenSource, Usage};
+    use serde_json::Value;
+
+    fn f(v: &Value) -> f64 {
+        v.as_str().expect("a float repr").parse().expect("parses")
+    }
+
+    pub(crate) fn run_with(records: Vec<RequestRecord>, duration_s: f64) -> RunResult {
+        RunResult {
+            config: RunConfig::for_target("http://127.0.0.1:8000", "org/model"),
+            records,
+            duration_s,
+            date: "20250101-120000".into(),
+            started_at: "2025-01-01T12:00:00Z".into(),
+            interrupted: false,
+            not_sent: 0,
+            notes: Vec::new(),
+            token_source: TokenSource::ServerUsage,
+        }
+    }
+
+    fn run_from_case(case: &Value) -> RunResult {
+        let records = case["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RequestRecord {
+                index: i as u32,
+                planned_ns: r["arrival_ns"].as_u64().unwrap(),
+                arrival_ns: r["arrival_ns"].as_u64().unwrap(),
+                start_ns: r["start_ns"].as_u64().unwrap(),
+                chunks_us: serde_json::from_value(r["chunks_us"].clone()).unwrap(),
+                usage: Usage {
+                    prompt_tokens: r["prompt_tokens"].as_u64().map(|n| n as u32),
+                    completion_tokens: r["completion_tokens"].as_u64().map(|n| n as u32),
+                },
+                status: 200,
+                failure: r["failed"]
+                    .as_bool()
+                    .unwrap()
+                    .then(|| Failure { kind: FailureKind::Stream, message: format!("request {i} broke") }),
+                ..RequestRecord::default()
+            })
+            .collect();
+        let mut run = run_with(records, case["duration_s"].as_f64().unwrap());
+        let traffic = &mut run.config.traffic;
+        traffic.max_concurrency = case["max_concurrency"].as_u64().map(|c| c as usize);
+        traffic.request_rate = case["request_rate"].as_f64().unwrap_or(f64::INFINITY);
+        let out = &mut run.config.output;
+        out.percentile_metrics = case["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| Metric::from_key(m.as_str().unwrap()).unwrap())
+            .collect();
+        out.metric_percentiles = serde_json::from_value(case["percentiles"].clone()).unwrap();
+        out.goodput = case["goodput"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| Slo { metric: Metric::from_key(g[0].as_str().unwrap()).unwrap(), max_ms: g[1].as_f64().unwrap() })
+            .collect();
+        run
+    }
+
+    /// The committed cases were computed by a Python transcription of vLLM 0.33's
+    /// `calculate_metrics` (see testdata/gen_vectors.py); every float must match to the bit.
+    #[test]
+    fn matches_vllm_calculate_metrics_bit_for_bit() {
+        let cases: Vec<Value> = serde_json::from_str(include_str!("../../testdata/vllm_summary_cases.json")).unwrap();
+        assert!(cases.len() >= 5);
+        for (k, case) in cases.iter().enumerate() {
+            let s = Summary::compute(&run_from_case(case));
+            let e = &case["expected"];
+            assert_eq!(s.completed, e["completed"].as_u64().unwrap(), "case {k}");
+            assert_eq!(s.failed, e["failed"].as_u64(), "case {k}");
+            assert_eq!(s.total_input_tokens, e["total_input"].as_u64().unwrap());
+            assert_eq!(s.total_output_tokens, e["total_output"].as_u64());
+            let bits = |x: f64| x.to_bits();
+            assert_eq!(bits(s.request_throughput), bits(f(&e["request_throughput"])));
+            assert_eq!(s.output_throughput.map(bits), Some(bits(f(&e["output_throughput"]))));
+            assert_eq!(s.total_token_throughput.map(bits), Some(bits(f(&e["total_token_throughput"]))));
+            assert_eq!(
+                s.request_goodput.map(bits),
+                e["request_goodput"].as_str().map(|g| bits(g.parse().unwrap())),
+                "case {k}: goodput"
+            );
+            assert_eq!(
+                s.vllm_max_output_tokens_per_s,
+                Some(f(&e["max_output_tokens_per_s"])),
+                "case {k}: bucket tokens"
+            );
+            assert_eq!(
+                s.vllm_max_concurrent_requests,
+                e["max_concurrent_requests"].as_u64(),
+                "case {k}: bucket concurrency"
+            );
+            let want = e["metrics"].as_object().unwrap();
+            assert_eq!(s.metrics.len(), want.len(), "case {k}: sections");
+            for m in &s.metrics {
+                let w = &want[m.metric.key()];
+                let name = m.metric.key();
+                assert_eq!(bits(m.mean_ms), bits(f(&w["mean"])), "case {k} {name} mean");
+                assert_eq!(bits(m.median_ms), bits(f(&w["median"])), "case {k} {name} median");
+                assert_eq!(m.std_ms.map(bits), Some(bits(f(&w["std"]))), "case {k} {name} std");
+                for ((_, got), want) in m.percentiles.iter().zip(w["percentiles"].as_array().unwrap()) {
+                    assert_eq!(bits(*got), bits(f(want)), "case {k} {name} percentile");
+                }
+            }
+        }
+    }
+
+    fn ok(start_ms: u64, chunks_ms: &[u32], tokens: u32) -> RequestRecord {
+        RequestRecord {
+            planned_ns: start_ms * 1_000_000,
+            arrival_ns: start_ms * 1_000_000,
+            start_ns: start_ms * 1_000_000,
+            chunks_us: chunks_ms.iter().map(|m| m * 1000).collect(),
+            usage: Usage { prompt_tokens: Some(100), completion_tokens: Some(tokens) },
+            status: 200,
+            ..RequestRecord::default()
+        }
+    }
+
+    fn failed(kind: FailureKind, message: &str) -> RequestRecord {
+        RequestRecord { failure: Some(Failure { kind, message: message.into() }), ..RequestRecord::default() }
+    }
+
+    #[test]
+    fn single_token_requests_leave_tpot_but_count_everywhere_else() {
+        let run = run_with(vec![ok(0, &[100], 1), ok(0, &[200, 300, 400], 3)], 2.0);
+        let s = Summary::compute(&run);
+        let tpot = s.metric(Metric::Tpot).unwrap();
+        // Only the 3-token request: (0.4 - 0.2) / 2 = 100 ms.
+        assert!((tpot.mean_ms - 100.0).abs() < 1e-9);
+        assert_eq!(s.metric(Metric::Ttft).unwrap().median_ms, 150.0);
+        assert_eq!(s.total_output_tokens, Some(4));
+        assert_eq!(s.total_input_tokens, 200);
+        assert_eq!(s.request_throughput, 1.0);
+        assert_eq!(s.total_token_throughput, Some(102.0));
+        // No concurrency cap: no client-queue sections even though they are not selected.
+        assert!(s.metric(Metric::ClientQueueTime).is_none());
+    }
+
+    #[test]
+    fn goodput_slos_are_inclusive() {
+        let mut run = run_with(vec![ok(0, &[500, 600], 2), ok(0, &[501, 600], 2)], 1.0);
+        run.config.output.goodput = vec![Slo { metric: Metric::Ttft, max_ms: 500.0 }];
+        assert_eq!(Summary::compute(&run).request_goodput, Some(1.0));
+        run.config.output.goodput.clear();
+        assert_eq!(Summary::compute(&run).request_goodput, None);
+    }
+
+    #[test]
+    fn failures_are_counted_by_kind_and_the_first_ten_messages_kept() {
+        let mut records = vec![ok(0, &[10], 1)];
+        for i in 0..12 {
+            records.push(failed(FailureKind::HttpStatus, &format!("Bad Request {i}")));
+        }
+        records.push(failed(FailureKind::Timeout, "timed out"));
+        let s = Summary::compute(&run_with(records, 1.0));
+        assert_eq!(s.failed, Some(13));
+        assert_eq!(s.failures_by_kind[&FailureKind::HttpStatus], 12);
+        assert_eq!(s.failures_by_kind[&FailureKind::Timeout], 1);
+        assert_eq!(s.failure_messages.len(), 10);
+        assert_eq!(s.failure_messages[9], "Bad Request 9");
+        // Failed requests add no input tokens.
+        assert_eq!(s.total_input_tokens, 100);
+    }
+
+    #[test]
+    fn nothing_succeeded_gives_zeros_not_nans() {
+        let s = Summary::compute(&run_with(vec![failed(FailureKind::Connect, "refused")], 0.0));
+        assert_eq!(s.completed, 0);
+        assert_eq!(s.request_throughput, 0.0);
+        assert_eq!(s.metric(Metric::Ttft).unwrap().mean_ms, 0.0);
+        assert_eq!(s.vllm_max_concurrent_requests, Some(0));
+        assert_eq!(s.peak_output_throughput, Some(0.0));
+    }
+
+    #[test]
+    fn client_queue_sections_follow_vllms_conditions() {
+        let mut a = ok(0, &[100], 1);
+        a.start_ns = 50_000_000; // waited 50 ms for a slot
+        let mut run = run_with(vec![a], 1.0);
+        run.config.output.percentile_metrics = Metric::ALL.to_vec();
+        run.config.traffic.max_concurrency = Some(1);
+        let s = Summary::compute(&run);
+        assert_eq!(s.metric(Metric::ClientQueueTime).unwrap().median_ms, 50.0);
+        assert!(s.metric(Metric::E2elIncludingClientQueue).is_none(), "rate is inf");
+        run.config.traffic.request_rate = 4.0;
+        let s = Summary::compute(&run);
+        let q = s.metric(Metric::E2elIncludingClientQueue).unwrap();
+        assert!((q.median_ms - 150.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn dispatch_lag_skips_unsent_requests() {
+        let mut late = ok(0, &[10], 1);
+        late.planned_ns = 1_000_000_000;
+        late.arrival_ns = 1_004_000_000;
+        late.start_ns = late.arrival_ns;
+        let mut unsent = failed(FailureKind::Interrupted, "interrupted");
+        unsent.planned_ns = 5_000_000_000;
+        let s = Summary::compute(&run_with(vec![ok(0, &[10], 1), late, unsent], 2.0));
+        let lag = s.dispatch_lag.unwrap();
+        assert!((lag.max_ms - 4.0).abs() < 1e-6);
+        assert!((lag.p50_ms - 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn summary_round_trips_through_json_with_an_infinite_rate() {
+        let s = Summary::compute(&run_with(vec![ok(0, &[10, 20], 2), failed(FailureKind::NoToken, "none")], 1.0));
+        assert_eq!(s.failures_by_kind.len(), 1);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["request_rate"], "inf");
+        assert_eq!(serde_json::from_value::<Summary>(json).unwrap(), s);
+        // A minimal summary (what an old text report gives) deserializes with defaults.
+        let old: Summary = serde_json::from_str(
+            r#"{"completed": 3, "duration_s": 1.5, "total_input_tokens": 30, "request_throughput": 2.0}"#,
+        )
+        .unwrap();
+        assert_eq!(old.failed, None);
+        assert!(old.metrics.is_empty());
+    }
+}

@@ -1,0 +1,216 @@
+//! Tests of the result JSON: key order, detailed keys, file names, writing and reading back.
+
+use super::read::{VllmJsonError, summary_from_vllm_json};
+use super::*;
+use crate::config::{Metric, RampUp, Slo};
+use crate::record::{Failure, FailureKind, TokenSource, Usage};
+
+fn record(i: u32, start_ms: u64, chunks_ms: &[u32], tokens: u32) -> RequestRecord {
+    RequestRecord {
+        index: i,
+        planned_ns: start_ms * 1_000_000,
+        arrival_ns: start_ms * 1_000_000,
+        start_ns: start_ms * 1_000_000 + 250_000,
+        chunks_us: chunks_ms.iter().map(|m| m * 1000).collect(),
+        end_us: chunks_ms.last().map_or(0, |m| m * 1000 + 500),
+        max_tokens: 8,
+        prompt_tokens_client: Some(31),
+        usage: Usage { prompt_tokens: Some(32), completion_tokens: Some(tokens) },
+        text: "héllo".into(),
+        status: 200,
+        ..RequestRecord::default()
+    }
+}
+
+fn sample_run() -> RunResult {
+    let mut config = RunConfig::for_target("http://127.0.0.1:8000", "Qwen/Qwen3-8B");
+    config.target.tokenizer = Some("Qwen/Qwen3-8B".into());
+    config.traffic.num_prompts = 3;
+    config.traffic.request_rate = 4.0;
+    config.traffic.max_concurrency = Some(2);
+    config.output.metric_percentiles = vec![50.0, 99.9];
+    config.output.percentile_metrics = vec![Metric::Ttft, Metric::E2el];
+    config.output.goodput = vec![Slo { metric: Metric::Ttft, max_ms: 150.0 }];
+    config.output.metadata = vec![("gpu".into(), "H100".into())];
+    config.output.save_detailed = true;
+    let mut failed = record(2, 500, &[], 0);
+    failed.status = 503;
+    failed.failure = Some(Failure { kind: FailureKind::HttpStatus, message: "Service Unavailable".into() });
+    let mut with_server = record(1, 250, &[120, 150, 190], 6);
+    with_server.server_queue_s = Some(0.01);
+    RunResult {
+        config,
+        records: vec![record(0, 0, &[100, 130, 170, 200], 4), with_server, failed],
+        duration_s: 1.25,
+        date: "20250102-030405".into(),
+        started_at: "2025-01-02T03:04:05+00:00".into(),
+        interrupted: false,
+        not_sent: 0,
+        notes: vec!["token counts from the server's usage".into()],
+        token_source: TokenSource::ServerUsage,
+    }
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
+#[test]
+fn keys_follow_vllm_0_33_order_without_detailed_arrays() {
+    let mut run = sample_run();
+    run.config.output.save_detailed = false;
+    run.config.traffic.ramp_up = Some(RampUp { strategy: RampStrategy::Linear, start_rps: 1.0, end_rps: 10.0 });
+    let v = result_json(&run, &Summary::compute(&run));
+    assert_eq!(
+        keys(&v),
+        [
+            "date",
+            "endpoint_type",
+            "backend",
+            "label",
+            "model_id",
+            "tokenizer_id",
+            "num_prompts",
+            "gpu",
+            "request_rate",
+            "burstiness",
+            "max_concurrency",
+            "ramp_up_strategy",
+            "ramp_up_start_rps",
+            "ramp_up_end_rps",
+            "duration",
+            "completed",
+            "failed",
+            "total_input_tokens",
+            "total_output_tokens",
+            "request_throughput",
+            "request_goodput",
+            "output_throughput",
+            "total_token_throughput",
+            "latencies",
+            "queue_times",
+            "max_output_tokens_per_s",
+            "max_concurrent_requests",
+            "rtfx",
+            "mean_ttft_ms",
+            "median_ttft_ms",
+            "std_ttft_ms",
+            "p50_ttft_ms",
+            "p99.9_ttft_ms",
+            "mean_e2el_ms",
+            "median_e2el_ms",
+            "std_e2el_ms",
+            "p50_e2el_ms",
+            "p99.9_e2el_ms",
+            "servebench",
+        ]
+    );
+    let text = to_python_json(&v);
+    assert!(text.contains(r#""request_rate": 4.0, "burstiness": 1.0, "max_concurrency": 2, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 10, "duration": 1.25, "completed": 2, "failed": 1,"#));
+    assert!(text.contains(r#""latencies": [0.19999999999999998, 0.19, 0.0]"#));
+}
+
+#[test]
+fn snapshot_detailed_result_json() {
+    let run = sample_run();
+    let v = result_json(&run, &Summary::compute(&run));
+    assert!(keys(&v).contains(&"server_ttfts"));
+    insta::assert_snapshot!(to_python_json(&v));
+}
+
+#[test]
+fn result_file_names_follow_vllm() {
+    let mut c = RunConfig::for_target("http://h:1", "org/sub/Model-7B");
+    let date = "20250101-000000";
+    let name = |c: &RunConfig| result_filename(c, &c.target.model_id, date);
+    assert_eq!(name(&c), PathBuf::from("vllm-infqps-Model-7B-20250101-000000.json"));
+    c.traffic.request_rate = 4.0;
+    c.traffic.max_concurrency = Some(8);
+    c.output.label = Some("mine".into());
+    assert_eq!(name(&c), PathBuf::from("mine-4.0qps-concurrency8-Model-7B-20250101-000000.json"));
+    c.traffic.ramp_up = Some(RampUp { strategy: RampStrategy::Exponential, start_rps: 2.0, end_rps: 16.0 });
+    assert_eq!(
+        name(&c),
+        PathBuf::from("mine-ramp-up-exponential-2qps-16qps-concurrency8-Model-7B-20250101-000000.json")
+    );
+    c.output.result_dir = Some("out/runs".into());
+    c.output.result_filename = Some("fixed.json".into());
+    assert_eq!(name(&c), Path::new("out/runs").join("fixed.json"));
+}
+
+#[test]
+fn write_result_replaces_or_appends_one_document_per_line() {
+    let dir = std::env::temp_dir().join(format!("servebench-json-{}", std::process::id()));
+    let path = dir.join("nested").join("r.json");
+    let a = json!({"a": 1.0});
+    let b = json!({"b": [1e-05]});
+    write_result(&path, &a, false).unwrap();
+    write_result(&path, &a, false).unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), r#"{"a": 1.0}"#);
+    write_result(&path, &b, true).unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "{\"a\": 1.0}\n{\"b\": [1e-05]}");
+    let fresh = dir.join("fresh.json");
+    write_result(&fresh, &b, true).unwrap();
+    assert_eq!(fs::read_to_string(&fresh).unwrap(), r#"{"b": [1e-05]}"#);
+    let err = write_result(&dir.join("nested"), &a, false).unwrap_err();
+    assert!(err.to_string().contains("could not write the result file"));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn our_json_reads_back_into_the_same_summary() {
+    let run = sample_run();
+    let summary = Summary::compute(&run);
+    let v = result_json(&run, &summary);
+    assert_eq!(summary_from_vllm_json(&v).unwrap(), summary);
+    // Through text, floats may move by the JSON parser's rounding but no more.
+    let reparsed: Value = serde_json::from_str(&to_python_json(&v)).unwrap();
+    let back = summary_from_vllm_json(&reparsed).unwrap();
+    assert_eq!(back.failures_by_kind, summary.failures_by_kind);
+    assert!((back.duration_s - summary.duration_s).abs() < 1e-12);
+}
+
+#[test]
+fn reads_a_file_vllm_wrote_and_older_versions_with_missing_keys() {
+    let v: Value = serde_json::from_str(
+        r#"{"date": "20250101-000000", "backend": "vllm", "request_rate": "inf",
+        "max_concurrency": null, "duration": 64.4, "completed": 20, "failed": 1,
+        "total_input_tokens": 2560, "total_output_tokens": 2560, "request_throughput": 0.31,
+        "request_goodput": null, "output_throughput": 39.75, "total_token_throughput": 79.5,
+        "errors": ["", "Bad Request", ""], "max_output_tokens_per_s": 52.0,
+        "max_concurrent_requests": 8, "mean_ttft_ms": 1616.7, "median_ttft_ms": 1724.28,
+        "std_ttft_ms": 3.0, "p99_ttft_ms": 2761.99, "p99.9_ttft_ms": 2800.0,
+        "probe_p99_e2el_ms": 5.0}"#,
+    )
+    .unwrap();
+    let s = summary_from_vllm_json(&v).unwrap();
+    assert_eq!(s.request_rate, Some(f64::INFINITY));
+    assert_eq!(s.vllm_max_concurrent_requests, Some(8));
+    assert_eq!(s.peak_concurrent_requests, None);
+    assert_eq!(s.failure_messages, ["Bad Request"]);
+    let ttft = s.metric(Metric::Ttft).unwrap();
+    assert_eq!(ttft.percentiles, [(99.0, 2761.99), (99.9, 2800.0)]);
+    assert!(s.metric(Metric::E2el).is_none());
+    // An early 0.x file: no failed, no peaks, no goodput key at all.
+    let old: Value = serde_json::from_str(
+        r#"{"duration": 4.53, "completed": 1, "total_input_tokens": 80,
+        "total_output_tokens": 85, "request_throughput": 0.22, "output_throughput": 18.75,
+        "mean_ttft_ms": 314.58, "median_ttft_ms": 314.58, "p99_ttft_ms": 314.58}"#,
+    )
+    .unwrap();
+    let s = summary_from_vllm_json(&old).unwrap();
+    assert_eq!((s.failed, s.request_rate, s.vllm_max_concurrent_requests), (None, None, None));
+    assert_eq!(s.metric(Metric::Ttft).unwrap().std_ms, None);
+}
+
+#[test]
+fn unreadable_documents_say_what_is_wrong() {
+    assert_eq!(summary_from_vllm_json(&json!([1])), Err(VllmJsonError::NotAnObject("a list")));
+    assert_eq!(summary_from_vllm_json(&json!({"duration": 1.0})), Err(VllmJsonError::Missing("completed")));
+    let e = summary_from_vllm_json(&json!({"completed": "20", "duration": 1.0})).unwrap_err();
+    assert_eq!(e.to_string(), "\"completed\" should be a whole number; the file may be damaged");
+    let e = summary_from_vllm_json(&json!({"completed": 2, "duration": 1.0,
+        "total_input_tokens": 1, "request_throughput": 2.0, "mean_ttft_ms": 1.0}))
+    .unwrap_err();
+    assert!(matches!(e, VllmJsonError::WrongType { .. }));
+}

@@ -2,6 +2,45 @@
 //!
 //! This crate is the command layer: flags parse into clap structs ([`cli`]), resolve once into a
 //! validated config, and each subcommand in [`commands`] drives the library crates. `main.rs`
-//! only calls [`run`].
+//! only calls [`main_entry`].
 
 pub mod cli;
+pub mod commands;
+pub mod output;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Parses the command line, runs the command and maps the outcome to an exit code:
+/// 0 success, 1 error, 2 bad usage, 130 interrupted (after saving what was measured).
+pub fn main_entry(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let args = cli::compat::normalize_argv(args);
+    if let Err(e) = cli::compat::refuse_unsupported(&args) {
+        output::error(&e);
+        return ExitCode::from(2);
+    }
+    let cli = match cli::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            output::error(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            output::error(&*e);
+            ExitCode::FAILURE
+        }
+    }
+}

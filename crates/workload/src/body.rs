@@ -1,0 +1,121 @@
+//! Request bodies exactly as vLLM's benchmark sends them: the completions or chat payload in
+//! vLLM's key order, then `ignore_eos`, then `--extra-body` merged last (an existing key keeps
+//! its place, as Python's `dict.update` does), serialized once with `json.dumps` spacing.
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use servebench_core::config::{Api, RunConfig};
+
+use crate::pyjson;
+
+/// Builds bodies for one run.
+#[derive(Clone, Debug)]
+pub struct BodyBuilder {
+    api: Api,
+    model: String,
+    ignore_eos: bool,
+    extra_body: Map<String, Value>,
+}
+
+impl BodyBuilder {
+    /// From a run config: its API, `model` name, `ignore_eos` and `extra_body`.
+    pub fn new(config: &RunConfig) -> Self {
+        BodyBuilder {
+            api: config.target.backend.api(),
+            model: config.target.model_name.clone(),
+            ignore_eos: config.ignore_eos,
+            extra_body: config.extra_body.clone(),
+        }
+    }
+
+    /// From explicit parts.
+    pub fn from_parts(api: Api, model: &str, ignore_eos: bool, extra_body: Map<String, Value>) -> Self {
+        BodyBuilder { api, model: model.to_string(), ignore_eos, extra_body }
+    }
+
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
+    /// The body for a single prompt.
+    pub fn prompt(&self, prompt: &str, max_tokens: u32) -> Bytes {
+        let mut p = Map::new();
+        p.insert("model".into(), Value::String(self.model.clone()));
+        match self.api {
+            Api::Completions => {
+                p.insert("prompt".into(), Value::String(prompt.to_string()));
+                p.insert("repetition_penalty".into(), json!(1.0));
+                p.insert("max_tokens".into(), json!(max_tokens));
+                p.insert("logprobs".into(), Value::Null);
+            }
+            Api::Chat => {
+                p.insert("messages".into(), json!([{"role": "user", "content": [{"type": "text", "text": prompt}]}]));
+                p.insert("max_completion_tokens".into(), json!(max_tokens));
+            }
+        }
+        self.finish(p)
+    }
+
+    /// A chat body for prepared messages (multi-turn history), sent as they are.
+    pub fn messages(&self, messages: &Value, max_tokens: u32) -> Bytes {
+        let mut p = Map::new();
+        p.insert("model".into(), Value::String(self.model.clone()));
+        p.insert("messages".into(), messages.clone());
+        p.insert("max_completion_tokens".into(), json!(max_tokens));
+        self.finish(p)
+    }
+
+    fn finish(&self, mut p: Map<String, Value>) -> Bytes {
+        p.insert("stream".into(), Value::Bool(true));
+        p.insert("stream_options".into(), json!({"include_usage": true}));
+        if self.ignore_eos {
+            p.insert("ignore_eos".into(), Value::Bool(true));
+        }
+        for (k, v) in &self.extra_body {
+            p.insert(k.clone(), v.clone());
+        }
+        Bytes::from(pyjson::dumps(&Value::Object(p)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::testdata;
+
+    #[test]
+    fn bodies_are_byte_identical_to_python_json_dumps() {
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(testdata().join("datasets/random_qwen3.json")).unwrap())
+                .unwrap();
+        let extra = r["extra_body"].as_object().unwrap().clone();
+        let model = r["model"].as_str().unwrap();
+        let comp = BodyBuilder::from_parts(Api::Completions, model, true, extra.clone());
+        let chat = BodyBuilder::from_parts(Api::Chat, model, true, extra);
+        let mut n = 0;
+        for c in r["cases"].as_array().unwrap() {
+            for (i, s) in c["samples"].as_array().unwrap().iter().enumerate() {
+                let prompt = s["prompt"].as_str().unwrap();
+                let max = s["output_len"].as_u64().unwrap() as u32;
+                assert_eq!(comp.prompt(prompt, max), c["completions_bodies"][i].as_str().unwrap().as_bytes());
+                assert_eq!(chat.prompt(prompt, max), c["chat_bodies"][i].as_str().unwrap().as_bytes());
+                n += 1;
+            }
+        }
+        assert_eq!(n, 23);
+    }
+
+    #[test]
+    fn default_bodies_have_vllms_keys_in_order() {
+        let b = BodyBuilder::from_parts(Api::Completions, "m", false, Map::new());
+        assert_eq!(
+            b.prompt("hi", 7),
+            r#"{"model": "m", "prompt": "hi", "repetition_penalty": 1.0, "max_tokens": 7, "logprobs": null, "stream": true, "stream_options": {"include_usage": true}}"#
+        );
+        let c = BodyBuilder::from_parts(Api::Chat, "m", true, Map::new());
+        assert_eq!(
+            c.messages(&json!([{"role": "user", "content": "a"}]), 3),
+            r#"{"model": "m", "messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 3, "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true}"#
+        );
+    }
+}

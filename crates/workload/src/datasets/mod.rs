@@ -1,0 +1,148 @@
+//! Datasets: where prompts, their token lengths and their `max_tokens` come from. Each module
+//! reproduces one of vLLM's datasets (or adds trace replay and multi-turn conversations) and
+//! returns a [`Dataset`].
+
+pub mod custom;
+pub mod fit;
+pub mod multi_turn;
+pub mod prefix_repetition;
+pub mod random;
+pub mod sharegpt;
+pub mod trace;
+pub mod words;
+
+use servebench_core::plan::ConversationPlan;
+
+use crate::{Tokenizer, WorkloadError};
+
+/// One request's content, before it becomes a body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub prompt: String,
+    /// Prompt tokens as the dataset counts them (vLLM's `prompt_len`; an estimate without a
+    /// tokenizer).
+    pub prompt_len: u32,
+    /// Tokens `prompt` encodes to without special tokens, when known exactly (saves re-encoding).
+    pub raw_tokens: Option<u32>,
+    /// The output length asked for (`max_tokens`).
+    pub max_tokens: u32,
+    /// Seconds after the trace's start, for datasets that carry their own arrival times.
+    pub timestamp_s: Option<f64>,
+}
+
+/// What a dataset produced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dataset {
+    /// Independent requests, in dataset order.
+    pub samples: Vec<Sample>,
+    /// Multi-turn conversations (their `at_ns` is filled in by the plan builder).
+    pub conversations: Vec<ConversationPlan>,
+    /// Lines to show before the run (vLLM logs similar ones).
+    pub notes: Vec<String>,
+}
+
+/// A rough token count for text when no tokenizer is given: one token per four bytes.
+pub fn estimate_tokens(text: &str) -> u32 {
+    text.len().div_ceil(4).max(1) as u32
+}
+
+/// `len(tokenizer(text).input_ids)` (special tokens included, as vLLM's ShareGPT and custom
+/// datasets count), or the estimate without a tokenizer.
+pub(crate) fn count_with_special(tok: Option<&Tokenizer>, text: &str) -> Result<u32, WorkloadError> {
+    match tok {
+        Some(t) => t.count(text, true),
+        None => Ok(estimate_tokens(text)),
+    }
+}
+
+/// Maps `f` over `items` on all cores, keeping the order.
+pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(items.len());
+    if threads <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> =
+            items.chunks(chunk).map(|c| s.spawn(move || c.iter().map(f).collect::<Vec<R>>())).collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    })
+}
+
+/// vLLM's `maybe_oversample_requests`: too few samples are topped up with `random.choice`
+/// copies drawn from `random.seed(seed)`; `oversample = false` keeps what there is.
+pub(crate) fn oversample(
+    samples: &mut Vec<Sample>,
+    num_requests: usize,
+    oversample: bool,
+    seed: u64,
+    notes: &mut Vec<String>,
+    what: &str,
+) -> Result<(), WorkloadError> {
+    if !oversample {
+        notes.push(format!("Skipping oversampling. Total samples: {}.", samples.len()));
+        return Ok(());
+    }
+    if samples.len() >= num_requests {
+        return Ok(());
+    }
+    if samples.is_empty() {
+        return Err(WorkloadError::Empty(format!(
+            "{what} left no usable request to sample from; check the file and the length filters"
+        )));
+    }
+    let mut rng = servebench_core::rng::PyRandom::new(seed);
+    let original = samples.len();
+    for _ in 0..num_requests - original {
+        let i = rng.choice_index(original).unwrap_or(0);
+        samples.push(samples[i].clone());
+    }
+    notes.push(format!("Oversampled requests to reach {num_requests} total samples."));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(i: u32) -> Sample {
+        Sample { prompt: i.to_string(), prompt_len: i, raw_tokens: None, max_tokens: 1, timestamp_s: None }
+    }
+
+    #[test]
+    fn oversampling_uses_python_random_choice_over_the_original_samples() {
+        let mut v: Vec<Sample> = (0..5).map(s).collect();
+        let mut notes = Vec::new();
+        oversample(&mut v, 12, true, 0, &mut notes, "test").unwrap();
+        let got: Vec<u32> = v.iter().map(|x| x.prompt_len).collect();
+        // random.seed(0); [random.choice(range(5)) for _ in range(7)]
+        assert_eq!(got, [0, 1, 2, 3, 4, 3, 3, 0, 2, 4, 3, 3]);
+        assert_eq!(notes, ["Oversampled requests to reach 12 total samples."]);
+    }
+
+    #[test]
+    fn no_oversampling_keeps_the_samples_and_says_so() {
+        let mut v: Vec<Sample> = (0..2).map(s).collect();
+        let mut notes = Vec::new();
+        oversample(&mut v, 12, false, 0, &mut notes, "test").unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(notes, ["Skipping oversampling. Total samples: 2."]);
+        let mut empty = Vec::new();
+        assert!(oversample(&mut empty, 3, true, 0, &mut notes, "test").is_err());
+    }
+
+    #[test]
+    fn par_map_keeps_order() {
+        let v: Vec<u32> = (0..1000).collect();
+        assert_eq!(par_map(&v, |x| x * 2), v.iter().map(|x| x * 2).collect::<Vec<_>>());
+        assert!(par_map(&Vec::<u32>::new(), |x| *x).is_empty());
+    }
+
+    #[test]
+    fn estimates_are_positive() {
+        assert_eq!(estimate_tokens(""), 1);
+        assert_eq!(estimate_tokens("abcd"), 1);
+        assert_eq!(estimate_tokens("abcde"), 2);
+    }
+}

@@ -1,0 +1,238 @@
+//! Trace replay: recorded arrivals with their input and output lengths, from the BurstGPT CSV
+//! (`Timestamp` in seconds, `Request tokens`, `Response tokens`), the Mooncake JSONL
+//! (`timestamp` in ms, `input_length`, `output_length`, `hash_ids`) or similar files. Prompts
+//! are synthetic with the recorded lengths; requests sharing Mooncake `hash_ids` share their
+//! leading 512-token blocks, so prefix caches see the trace's reuse.
+
+use std::path::Path;
+
+use serde_json::Value;
+use servebench_core::rng::Generator;
+
+use super::fit::{Extender, decode_to_target_len, mismatch_note};
+use super::random::{allowed_tokens, words_text};
+use super::words::WORDS;
+use super::{Dataset, Sample, par_map};
+use crate::{Tokenizer, WorkloadError};
+
+/// Tokens per `hash_ids` block in Mooncake traces.
+pub const MOONCAKE_BLOCK_TOKENS: usize = 512;
+
+/// One recorded request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceRecord {
+    /// Seconds after the trace's first request.
+    pub timestamp_s: f64,
+    pub input_len: u32,
+    pub output_len: u32,
+    /// Ids of the prompt's 512-token blocks (Mooncake); equal ids mean equal content.
+    pub hash_ids: Vec<u64>,
+}
+
+const TS_KEYS: [&str; 4] = ["timestamp", "time", "timestamp_s", "arrival_time"];
+const IN_KEYS: [&str; 6] =
+    ["request tokens", "input_length", "input_tokens", "prompt_tokens", "input_len", "contexttokens"];
+const OUT_KEYS: [&str; 6] =
+    ["response tokens", "output_length", "output_tokens", "completion_tokens", "output_len", "generatedtokens"];
+
+fn find(header: &[String], keys: &[&str]) -> Option<usize> {
+    keys.iter().find_map(|k| header.iter().position(|h| h.trim().eq_ignore_ascii_case(k)))
+}
+
+/// Splits one CSV line (double quotes group fields; `""` is a quote).
+fn split_csv(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+fn parse_num(s: &str, path: &Path, line: usize, what: &str) -> Result<f64, WorkloadError> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| WorkloadError::parse(path, Some(line), format!("{what} {s:?} is not a non-negative number")))
+}
+
+fn load_csv(text: &str, path: &Path) -> Result<Vec<TraceRecord>, WorkloadError> {
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let Some((_, head)) = lines.next() else {
+        return Ok(Vec::new());
+    };
+    let header = split_csv(head);
+    let missing = |what: &str, keys: &[&str]| {
+        WorkloadError::parse(
+            path,
+            Some(1),
+            format!(
+                "no {what} column; expected one of {keys:?} (BurstGPT: Timestamp, Request tokens, Response tokens)"
+            ),
+        )
+    };
+    let ts = find(&header, &TS_KEYS).ok_or_else(|| missing("timestamp", &TS_KEYS))?;
+    let inp = find(&header, &IN_KEYS).ok_or_else(|| missing("input length", &IN_KEYS))?;
+    let out = find(&header, &OUT_KEYS).ok_or_else(|| missing("output length", &OUT_KEYS))?;
+    let mut records = Vec::new();
+    for (i, line) in lines {
+        let f = split_csv(line);
+        let get = |c: usize| f.get(c).map(String::as_str).unwrap_or("");
+        records.push(TraceRecord {
+            timestamp_s: parse_num(get(ts), path, i + 1, "timestamp")?,
+            input_len: parse_num(get(inp), path, i + 1, "input length")? as u32,
+            output_len: parse_num(get(out), path, i + 1, "output length")? as u32,
+            hash_ids: Vec::new(),
+        });
+    }
+    Ok(records)
+}
+
+fn load_jsonl(text: &str, path: &Path) -> Result<Vec<TraceRecord>, WorkloadError> {
+    let mut records = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err = |m: String| WorkloadError::parse(path, Some(i + 1), m);
+        let v: Value = serde_json::from_str(line).map_err(|e| err(format!("not JSON: {e}")))?;
+        let num = |keys: &[&str]| keys.iter().find_map(|k| v.get(*k).and_then(Value::as_f64));
+        let timestamp_s =
+            match (v.get("timestamp").and_then(Value::as_f64), v.get("timestamp_s").and_then(Value::as_f64)) {
+                (Some(ms), _) => ms / 1000.0,
+                (None, Some(s)) => s,
+                _ => return Err(err("no \"timestamp\" (ms, as in Mooncake traces) or \"timestamp_s\"".into())),
+            };
+        let input =
+            num(&IN_KEYS[1..]).ok_or_else(|| err(format!("no input length; expected one of {:?}", &IN_KEYS[1..])))?;
+        let output = num(&OUT_KEYS[1..])
+            .ok_or_else(|| err(format!("no output length; expected one of {:?}", &OUT_KEYS[1..])))?;
+        let hash_ids = match v.get("hash_ids") {
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|h| h.as_u64().ok_or_else(|| err(format!("hash_ids must be non-negative integers, got {h}"))))
+                .collect::<Result<_, _>>()?,
+            _ => Vec::new(),
+        };
+        if !(timestamp_s >= 0.0 && input >= 0.0 && output >= 0.0) {
+            return Err(err("timestamps and lengths must be non-negative".into()));
+        }
+        records.push(TraceRecord { timestamp_s, input_len: input as u32, output_len: output as u32, hash_ids });
+    }
+    Ok(records)
+}
+
+/// Reads a trace file (CSV, or JSONL when the name ends in `.jsonl`/`.json` or the first
+/// character is `{`), sorted by time, with times relative to the first request. Requests with
+/// no output (BurstGPT's failed ones) are dropped and counted in the notes.
+pub fn load(path: &Path) -> Result<(Vec<TraceRecord>, Vec<String>), WorkloadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| WorkloadError::read(path, e))?;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let jsonl =
+        ext.eq_ignore_ascii_case("jsonl") || ext.eq_ignore_ascii_case("json") || text.trim_start().starts_with('{');
+    let mut records = if jsonl { load_jsonl(&text, path)? } else { load_csv(&text, path)? };
+    let total = records.len();
+    records.retain(|r| r.output_len > 0);
+    let mut notes = Vec::new();
+    if records.len() < total {
+        notes.push(format!("Trace: dropped {} requests with no output tokens.", total - records.len()));
+    }
+    records.sort_by(|a, b| a.timestamp_s.total_cmp(&b.timestamp_s));
+    if let Some(t0) = records.first().map(|r| r.timestamp_s) {
+        for r in &mut records {
+            r.timestamp_s -= t0;
+        }
+    }
+    Ok((records, notes))
+}
+
+/// Builds the dataset: the first `num_requests` records (0 = all), with synthetic prompts.
+pub fn sample(tok: Option<&Tokenizer>, path: &Path, num_requests: usize, seed: u64) -> Result<Dataset, WorkloadError> {
+    let (mut records, mut notes) = load(path)?;
+    if records.is_empty() {
+        return Err(WorkloadError::Empty(format!("the trace {} has no request with output tokens", path.display())));
+    }
+    if num_requests > 0 && records.len() > num_requests {
+        records.truncate(num_requests);
+    } else if num_requests > records.len() {
+        notes.push(format!("Trace: only {} requests available; replaying all of them.", records.len()));
+    }
+    let samples = prompts(tok, &records, seed, &mut notes)?;
+    Ok(Dataset { samples, conversations: Vec::new(), notes })
+}
+
+/// Ids (into `pool_len` choices) for a request: its blocks' ids, then its own for the rest.
+fn pick(record: &TraceRecord, index: usize, seed: u64, pool_len: i64) -> (Vec<i64>, Generator) {
+    let len = record.input_len as usize;
+    let mut ids = Vec::with_capacity(len);
+    for &h in &record.hash_ids {
+        if ids.len() >= len {
+            break;
+        }
+        let take = MOONCAKE_BLOCK_TOKENS.min(len - ids.len());
+        let mut block = Generator::from_entropy((u128::from(h) << 64) | u128::from(seed));
+        ids.extend(block.integers(0, pool_len, take));
+    }
+    let mut own = Generator::from_entropy((1u128 << 127) | ((index as u128) << 64) | u128::from(seed));
+    let rest = len - ids.len();
+    ids.extend(own.integers(0, pool_len, rest));
+    (ids, own)
+}
+
+fn prompts(
+    tok: Option<&Tokenizer>,
+    records: &[TraceRecord],
+    seed: u64,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Sample>, WorkloadError> {
+    let Some(tok) = tok else {
+        return Ok(records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Sample {
+                prompt: words_text(&pick(r, i, seed, WORDS.len() as i64).0),
+                prompt_len: r.input_len,
+                raw_tokens: None,
+                max_tokens: r.output_len,
+                timestamp_s: Some(r.timestamp_s),
+            })
+            .collect());
+    };
+    let allowed = allowed_tokens(tok);
+    let indexed: Vec<(usize, &TraceRecord)> = records.iter().enumerate().collect();
+    let fitted = par_map(&indexed, |&(i, r)| {
+        let (idx, mut own) = pick(r, i, seed, allowed.len() as i64);
+        let seq = idx.iter().map(|&j| allowed[j as usize]).collect();
+        decode_to_target_len(tok, seq, r.input_len as usize, &mut Extender::Pcg(&mut own))
+    });
+    let mut mismatch = 0;
+    let mut out = Vec::with_capacity(records.len());
+    for (f, r) in fitted.into_iter().zip(records) {
+        let f = f?;
+        mismatch += f.mismatch;
+        out.push(Sample {
+            prompt_len: f.tokens.len() as u32,
+            raw_tokens: Some(f.tokens.len() as u32),
+            prompt: f.prompt,
+            max_tokens: r.output_len,
+            timestamp_s: Some(r.timestamp_s),
+        });
+    }
+    notes.extend(mismatch_note(mismatch));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

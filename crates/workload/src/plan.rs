@@ -1,0 +1,185 @@
+//! Builds the [`Plan`] for a run: the dataset's samples (or conversations), vLLM's arrival
+//! schedule (or the trace's), and every body serialized once, before the clock starts.
+
+use std::path::Path;
+
+use servebench_core::config::{Api, RunConfig, WorkloadSpec};
+use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
+use servebench_core::rng::RandomState;
+
+use crate::accounting::prompt_tokens;
+use crate::body::BodyBuilder;
+use crate::datasets::custom::{self, CustomSpec};
+use crate::datasets::multi_turn::{self, MultiTurnSpec};
+use crate::datasets::prefix_repetition::{self, PrefixRepetitionSpec};
+use crate::datasets::random::{self, RandomSpec};
+use crate::datasets::sharegpt::{self, ShareGptSpec};
+use crate::datasets::{Dataset, Sample, par_map, trace};
+use crate::{Tokenizer, WorkloadError, arrival};
+
+/// Builds the plan for `config`, counting tokens with `tokenizer` when given (estimates
+/// otherwise). The same config, seed and files always give the same bodies, byte for byte.
+pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<Plan, WorkloadError> {
+    let seed = config.traffic.seed;
+    let seed32 = u32::try_from(seed).map_err(|_| {
+        WorkloadError::Invalid(format!(
+            "--seed {seed} is too large: numpy's legacy seeding (used for vLLM's arrival times) \
+             takes seeds below 2^32"
+        ))
+    })?;
+    // vLLM seeds the global `np.random` once at start; prefix_repetition draws from it, then
+    // the arrival gaps do.
+    let mut np_random = RandomState::new(seed32);
+    let n = config.traffic.num_prompts;
+    let api = config.target.backend.api();
+    if matches!(config.workload, WorkloadSpec::Sharegpt { multi_turn: Some(_), .. }) && api != Api::Chat {
+        return Err(WorkloadError::Invalid(format!(
+            "multi-turn conversations need a chat backend, not `{}`; pass --backend openai-chat",
+            config.target.backend.name()
+        )));
+    }
+    let dataset = sample_dataset(&config.workload, n, seed, tokenizer, &mut np_random)?;
+
+    let mut notes = dataset.notes;
+    let times = if let WorkloadSpec::Trace { time_scale, .. } = &config.workload {
+        let ts: Vec<f64> = dataset.samples.iter().map(|s| s.timestamp_s.unwrap_or(0.0)).collect();
+        notes.push(format!(
+            "Trace replay: arrival times come from the trace (time scale {time_scale}); the request rate and burstiness are not used."
+        ));
+        arrival::from_timestamps(&ts, *time_scale)?
+    } else {
+        let items = dataset.samples.len().max(dataset.conversations.len());
+        arrival::delays(&config.traffic, items, &mut np_random)?
+    };
+
+    let bodies = BodyBuilder::new(config);
+    let counts = par_map(&dataset.samples, |s| count_prompt(tokenizer, api, s));
+    let mut requests = Vec::with_capacity(dataset.samples.len());
+    for (i, (s, count)) in dataset.samples.iter().zip(counts).enumerate() {
+        requests.push(PlannedRequest {
+            index: i as u32,
+            at_ns: arrival::to_ns(times[i]),
+            body: bodies.prompt(&s.prompt, s.max_tokens),
+            max_tokens: s.max_tokens,
+            prompt_tokens: count?,
+        });
+    }
+    let mut conversations = dataset.conversations;
+    for (c, t) in conversations.iter_mut().zip(&times) {
+        c.at_ns = arrival::to_ns(*t);
+    }
+    if requests.is_empty() && conversations.is_empty() {
+        return Err(WorkloadError::Empty(
+            "the workload produced no request; check --num-prompts and the dataset".into(),
+        ));
+    }
+    debug_assert!(requests.windows(2).all(|w| w[0].at_ns <= w[1].at_ns));
+
+    let token_counting = match tokenizer {
+        Some(t) => {
+            notes.push(format!(
+                "Prompt tokens counted with {}{}.",
+                t.name(),
+                match (api, t.chat_template()) {
+                    (Api::Chat, Some(_)) => " (chat template applied)",
+                    (Api::Chat, None) => match t.chat_template_error() {
+                        Some(_) => " (its chat template does not compile: template tokens not counted)",
+                        None => " (no chat template: template tokens not counted)",
+                    },
+                    _ => "",
+                }
+            ));
+            TokenCounting::Tokenizer(t.name().to_string())
+        }
+        None => {
+            notes.push("No tokenizer: prompt token counts are estimates; the server's usage is authoritative.".into());
+            TokenCounting::Estimate
+        }
+    };
+    Ok(Plan { api, requests, conversations, token_counting, notes })
+}
+
+/// Prompt tokens as the server will count them (exact with a tokenizer).
+fn count_prompt(tok: Option<&Tokenizer>, api: Api, s: &Sample) -> Result<u32, WorkloadError> {
+    match (tok, api, s.raw_tokens) {
+        (None, _, _) => Ok(s.prompt_len),
+        (Some(t), Api::Completions, Some(raw)) => Ok(raw + t.num_special_tokens_to_add()),
+        (Some(t), _, _) => prompt_tokens(t, api, &s.prompt),
+    }
+}
+
+/// Runs the dataset `spec` names.
+pub fn sample_dataset(
+    spec: &WorkloadSpec,
+    num_prompts: usize,
+    seed: u64,
+    tok: Option<&Tokenizer>,
+    np_random: &mut RandomState,
+) -> Result<Dataset, WorkloadError> {
+    match spec {
+        WorkloadSpec::Random { input_len, output_len, range_ratio, prefix_len } => random::sample(
+            tok,
+            &RandomSpec {
+                num_requests: num_prompts,
+                input_len: *input_len,
+                output_len: *output_len,
+                range_ratio: *range_ratio,
+                prefix_len: *prefix_len,
+                seed,
+            },
+        ),
+        WorkloadSpec::Sharegpt { path, output_len, shuffle, multi_turn: Some(mt), .. } => multi_turn::sample(
+            tok,
+            Path::new(path),
+            &MultiTurnSpec {
+                num_conversations: num_prompts,
+                output_len: *output_len,
+                shuffle: *shuffle,
+                seed,
+                options: mt.clone(),
+            },
+        ),
+        WorkloadSpec::Sharegpt { path, output_len, oversample, shuffle, multi_turn: None } => sharegpt::sample(
+            tok,
+            Path::new(path),
+            &ShareGptSpec {
+                num_requests: num_prompts,
+                output_len: *output_len,
+                oversample: *oversample,
+                shuffle: *shuffle,
+                seed,
+            },
+        ),
+        WorkloadSpec::Custom { path, output_len, skip_chat_template, shuffle } => custom::sample(
+            tok,
+            Path::new(path),
+            &CustomSpec {
+                num_requests: num_prompts,
+                output_len: *output_len,
+                skip_chat_template: *skip_chat_template,
+                shuffle: *shuffle,
+                oversample: true,
+                seed,
+            },
+        ),
+        WorkloadSpec::PrefixRepetition { prefix_len, suffix_len, num_prefixes, output_len } => {
+            prefix_repetition::sample(
+                tok,
+                &PrefixRepetitionSpec {
+                    num_requests: num_prompts,
+                    prefix_len: *prefix_len,
+                    suffix_len: *suffix_len,
+                    num_prefixes: *num_prefixes,
+                    output_len: *output_len,
+                    shuffle: true,
+                    seed,
+                },
+                np_random,
+            )
+        }
+        WorkloadSpec::Trace { path, .. } => trace::sample(tok, Path::new(path), num_prompts, seed),
+    }
+}
+
+#[cfg(test)]
+mod tests;

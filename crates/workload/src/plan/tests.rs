@@ -1,0 +1,182 @@
+//! End-to-end plan building: vLLM-identical bodies, schedules, token counts, determinism and
+//! the dry-run file round trip.
+
+use serde_json::Value;
+use servebench_core::config::{Backend, MultiTurn, RangeRatio, RunConfig, WorkloadSpec};
+use servebench_core::plan::TokenCounting;
+use servebench_core::rng::RandomState;
+
+use super::build_plan;
+use crate::plan_file::{read_plan, write_plan};
+use crate::testutil::{qwen3, testdata};
+use crate::{arrival, pyjson};
+
+fn config(backend: Backend) -> RunConfig {
+    let mut c = RunConfig::for_target("http://127.0.0.1:8000", "Qwen/Qwen3-0.6B");
+    c.target.backend = backend;
+    c
+}
+
+fn random_reference() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(testdata().join("datasets/random_qwen3.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn random_plan_bodies_are_vllms_for_both_apis() {
+    let r = random_reference();
+    let case = &r["cases"][1];
+    let spec = &case["case"];
+    for (backend, key) in [(Backend::Vllm, "completions_bodies"), (Backend::OpenaiChat, "chat_bodies")] {
+        let mut c = config(backend);
+        c.workload = WorkloadSpec::Random {
+            input_len: spec["input_len"].as_u64().unwrap() as u32,
+            output_len: spec["output_len"].as_u64().unwrap() as u32,
+            range_ratio: RangeRatio {
+                input: spec["ratio"][0].as_f64().unwrap(),
+                output: spec["ratio"][1].as_f64().unwrap(),
+            },
+            prefix_len: spec["prefix"].as_u64().unwrap() as u32,
+        };
+        c.traffic.num_prompts = spec["num"].as_u64().unwrap() as usize;
+        c.traffic.seed = spec["seed"].as_u64().unwrap();
+        c.traffic.request_rate = 5.0;
+        c.extra_body = r["extra_body"].as_object().unwrap().clone();
+        let plan = build_plan(&c, Some(qwen3())).unwrap();
+        assert_eq!(plan.requests.len(), c.traffic.num_prompts);
+        for (req, want) in plan.requests.iter().zip(case[key].as_array().unwrap()) {
+            assert_eq!(req.body, want.as_str().unwrap().as_bytes());
+        }
+        let want_times = arrival::delays(&c.traffic, plan.requests.len(), &mut RandomState::new(42)).unwrap();
+        for (req, t) in plan.requests.iter().zip(want_times) {
+            assert_eq!(req.at_ns, arrival::to_ns(t));
+        }
+        assert_eq!(plan.notes[0], "Sampling input_len from [100, 300] and output_len from [25, 75]");
+        assert_eq!(plan.token_counting, TokenCounting::Tokenizer(qwen3().name().to_string()));
+    }
+}
+
+#[test]
+fn prompt_tokens_are_what_the_server_counts() {
+    let mut c = config(Backend::OpenaiChat);
+    c.traffic.num_prompts = 3;
+    c.workload =
+        WorkloadSpec::Random { input_len: 40, output_len: 4, range_ratio: RangeRatio::default(), prefix_len: 0 };
+    let chat = build_plan(&c, Some(qwen3())).unwrap();
+    c.target.backend = Backend::Vllm;
+    let comp = build_plan(&c, Some(qwen3())).unwrap();
+    let tpl = qwen3().require_chat_template().unwrap();
+    for (a, b) in chat.requests.iter().zip(&comp.requests) {
+        let body: Value = serde_json::from_slice(&b.body).unwrap();
+        let prompt = body["prompt"].as_str().unwrap();
+        assert_eq!(b.prompt_tokens, 40);
+        assert_eq!(b.prompt_tokens, qwen3().count(prompt, true).unwrap());
+        assert_eq!(a.prompt_tokens, qwen3().count(&tpl.render_user(prompt).unwrap(), false).unwrap());
+        assert!(a.prompt_tokens > b.prompt_tokens);
+    }
+    assert!(chat.notes.iter().any(|n| n.contains("chat template applied")));
+}
+
+#[test]
+fn same_inputs_give_the_same_bytes_and_survive_a_dry_run_round_trip() {
+    let mut c = config(Backend::Vllm);
+    c.workload = WorkloadSpec::Sharegpt {
+        path: testdata().join("sharegpt/sharegpt_small.json").display().to_string(),
+        output_len: None,
+        oversample: true,
+        shuffle: true,
+        multi_turn: None,
+    };
+    c.traffic.num_prompts = 30;
+    c.traffic.request_rate = 2.0;
+    c.traffic.burstiness = 0.5;
+    c.extra_body.insert("temperature".into(), Value::from(0.0));
+    let a = build_plan(&c, Some(qwen3())).unwrap();
+    let b = build_plan(&c, Some(qwen3())).unwrap();
+    assert_eq!(a, b);
+    let mut buf = Vec::new();
+    write_plan(&a, &mut buf).unwrap();
+    let back = read_plan(&buf[..], std::path::Path::new("mem")).unwrap();
+    assert_eq!(back, a);
+    for (x, y) in a.requests.iter().zip(&back.requests) {
+        assert_eq!(x.body, y.body);
+    }
+    let other_seed = build_plan(
+        &RunConfig { traffic: servebench_core::config::Traffic { seed: 1, ..c.traffic.clone() }, ..c.clone() },
+        Some(qwen3()),
+    )
+    .unwrap();
+    assert_ne!(other_seed.requests[0].body, a.requests[0].body);
+    // Python-compatible bodies: ASCII only, json.dumps spacing.
+    let body = std::str::from_utf8(&a.requests[0].body).unwrap();
+    assert!(body.is_ascii() && body.starts_with("{\"model\": \"Qwen/Qwen3-0.6B\", \"prompt\": \""));
+    assert!(body.ends_with(
+        ", \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"ignore_eos\": true, \"temperature\": 0.0}"
+    ));
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(pyjson::dumps(&v), body);
+}
+
+#[test]
+fn trace_plans_take_their_times_from_the_trace() {
+    let mut c = config(Backend::Vllm);
+    c.workload = WorkloadSpec::Trace {
+        path: testdata().join("datasets/mooncake_small.jsonl").display().to_string(),
+        time_scale: 2.0,
+    };
+    c.traffic.request_rate = 1.0;
+    let plan = build_plan(&c, None).unwrap();
+    let at: Vec<u64> = plan.requests.iter().map(|r| r.at_ns).collect();
+    assert_eq!(at, [0, 500_000_000, 500_000_000, 2_000_000_000, 6_200_000_000]);
+    assert_eq!(plan.token_counting, TokenCounting::Estimate);
+    assert!(plan.notes.iter().any(|n| n.contains("arrival times come from the trace")));
+    let max: Vec<u32> = plan.requests.iter().map(|r| r.max_tokens).collect();
+    assert_eq!(max, [12, 30, 5, 77, 3]);
+}
+
+#[test]
+fn multi_turn_plans_hold_conversations_with_start_times() {
+    let mut c = config(Backend::OpenaiChat);
+    c.workload = WorkloadSpec::Sharegpt {
+        path: testdata().join("sharegpt/sharegpt_small.json").display().to_string(),
+        output_len: Some(32),
+        oversample: false,
+        shuffle: true,
+        multi_turn: Some(MultiTurn { max_active_conversations: 2, think_time_s: 1.0, max_turns: 4 }),
+    };
+    c.traffic.num_prompts = 6;
+    c.traffic.request_rate = 3.0;
+    let plan = build_plan(&c, Some(qwen3())).unwrap();
+    assert!(plan.requests.is_empty());
+    assert_eq!(plan.conversations.len(), 6);
+    assert!(plan.len() >= 12);
+    let want = arrival::delays(&c.traffic, 6, &mut RandomState::new(0)).unwrap();
+    let got: Vec<u64> = plan.conversations.iter().map(|c| c.at_ns).collect();
+    assert_eq!(got, want.into_iter().map(arrival::to_ns).collect::<Vec<_>>());
+    assert_eq!(*got.last().unwrap(), 2_000_000_000);
+    c.target.backend = Backend::Vllm;
+    let err = build_plan(&c, Some(qwen3())).unwrap_err().to_string();
+    assert!(err.contains("--backend openai-chat"), "{err}");
+}
+
+#[test]
+fn prefix_repetition_and_custom_build_without_a_tokenizer() {
+    let mut c = config(Backend::Vllm);
+    c.workload = WorkloadSpec::PrefixRepetition { prefix_len: 10, suffix_len: 5, num_prefixes: 2, output_len: 8 };
+    c.traffic.num_prompts = 4;
+    let plan = build_plan(&c, None).unwrap();
+    assert_eq!(plan.requests.len(), 4);
+    assert!(plan.requests.iter().all(|r| r.prompt_tokens == 15 && r.max_tokens == 8 && r.at_ns == 0));
+    let with_tok = build_plan(&c, Some(qwen3())).unwrap();
+    for r in &with_tok.requests {
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(r.prompt_tokens, qwen3().count(v["prompt"].as_str().unwrap(), true).unwrap());
+    }
+}
+
+#[test]
+fn seeds_numpy_cannot_take_are_refused() {
+    let mut c = config(Backend::Vllm);
+    c.traffic.seed = 1 << 32;
+    let err = build_plan(&c, None).unwrap_err().to_string();
+    assert!(err.contains("--seed") && err.contains("2^32"), "{err}");
+}

@@ -1,0 +1,260 @@
+//! `--dry-run` / `--replay-plan`: a [`Plan`] as JSONL. The first line is a header (API, token
+//! counting, notes); then one line per request with its index, intended send time, `max_tokens`,
+//! prompt tokens and the body embedded verbatim; then one line per conversation. Reading it back
+//! gives the same bodies byte for byte.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use servebench_core::config::Api;
+use servebench_core::plan::{ConversationPlan, Plan, PlannedRequest, TokenCounting};
+
+use crate::{WorkloadError, pyjson};
+
+/// The plan-file format version written in the header.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    servebench_plan: u32,
+    api: Api,
+    token_counting: TokenCounting,
+    notes: Vec<String>,
+    requests: usize,
+    conversations: usize,
+}
+
+#[derive(Deserialize)]
+struct RequestLine<'a> {
+    index: u32,
+    at_s: f64,
+    #[serde(default)]
+    at_ns: Option<u64>,
+    max_tokens: u32,
+    prompt_tokens: u32,
+    #[serde(borrow)]
+    body: &'a RawValue,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ConversationLine {
+    conversation: ConversationPlan,
+}
+
+fn io_err(e: serde_json::Error) -> std::io::Error {
+    std::io::Error::other(e)
+}
+
+/// Writes `plan` as JSONL.
+pub fn write_plan(plan: &Plan, out: &mut impl Write) -> std::io::Result<()> {
+    let header = Header {
+        servebench_plan: FORMAT_VERSION,
+        api: plan.api,
+        token_counting: plan.token_counting.clone(),
+        notes: plan.notes.clone(),
+        requests: plan.requests.len(),
+        conversations: plan.conversations.len(),
+    };
+    serde_json::to_writer(&mut *out, &header).map_err(io_err)?;
+    out.write_all(b"\n")?;
+    for r in &plan.requests {
+        if r.body.contains(&b'\n') {
+            return Err(std::io::Error::other(format!(
+                "the body of request {} spans lines and cannot be written as JSONL",
+                r.index
+            )));
+        }
+        write!(
+            out,
+            "{{\"index\": {}, \"at_s\": {}, \"at_ns\": {}, \"max_tokens\": {}, \"prompt_tokens\": {}, \"body\": ",
+            r.index,
+            pyjson::float_repr(r.at_ns as f64 / 1e9),
+            r.at_ns,
+            r.max_tokens,
+            r.prompt_tokens
+        )?;
+        out.write_all(&r.body)?;
+        out.write_all(b"}\n")?;
+    }
+    for c in &plan.conversations {
+        serde_json::to_writer(&mut *out, &ConversationLine { conversation: c.clone() }).map_err(io_err)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Writes `plan` to a file.
+pub fn save_plan(plan: &Plan, path: &Path) -> Result<(), WorkloadError> {
+    let write = || -> std::io::Result<()> {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        write_plan(plan, &mut f)?;
+        f.flush()
+    };
+    write().map_err(|source| WorkloadError::Write { path: path.to_path_buf(), source })
+}
+
+/// Reads a plan written by [`write_plan`]; `path` names the source in errors.
+pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError> {
+    let mut lines = input.lines().enumerate();
+    let bad = |line: usize, m: String| WorkloadError::parse(path, Some(line), m);
+    let (_, first) = lines.next().ok_or_else(|| bad(1, "empty file; expected a plan written by --dry-run".into()))?;
+    let first = first.map_err(|e| WorkloadError::read(path, e))?;
+    let header: Header = serde_json::from_str(&first)
+        .map_err(|e| bad(1, format!("not a servebench plan header ({e}); write one with --dry-run")))?;
+    if header.servebench_plan != FORMAT_VERSION {
+        return Err(bad(
+            1,
+            format!("plan format {} is not supported (this build reads {FORMAT_VERSION})", header.servebench_plan),
+        ));
+    }
+    let mut plan = Plan {
+        api: header.api,
+        requests: Vec::with_capacity(header.requests),
+        conversations: Vec::with_capacity(header.conversations),
+        token_counting: header.token_counting,
+        notes: header.notes,
+    };
+    for (i, line) in lines {
+        let line = line.map_err(|e| WorkloadError::read(path, e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with("{\"conversation\"") {
+            let c: ConversationLine =
+                serde_json::from_str(&line).map_err(|e| bad(i + 1, format!("bad conversation: {e}")))?;
+            plan.conversations.push(c.conversation);
+            continue;
+        }
+        let r: RequestLine = serde_json::from_str(&line).map_err(|e| bad(i + 1, format!("bad request line: {e}")))?;
+        if !(r.at_s.is_finite() && r.at_s >= 0.0) {
+            return Err(bad(i + 1, format!("at_s must be a time >= 0, got {}", r.at_s)));
+        }
+        plan.requests.push(PlannedRequest {
+            index: r.index,
+            at_ns: r.at_ns.unwrap_or_else(|| (r.at_s * 1e9).round() as u64),
+            body: Bytes::copy_from_slice(r.body.get().as_bytes()),
+            max_tokens: r.max_tokens,
+            prompt_tokens: r.prompt_tokens,
+        });
+    }
+    if plan.requests.len() != header.requests || plan.conversations.len() != header.conversations {
+        return Err(bad(
+            1,
+            format!(
+                "the header promises {} requests and {} conversations but the file has {} and {}; the file is truncated",
+                header.requests,
+                header.conversations,
+                plan.requests.len(),
+                plan.conversations.len()
+            ),
+        ));
+    }
+    Ok(plan)
+}
+
+/// Reads a plan file.
+pub fn load_plan(path: &Path) -> Result<Plan, WorkloadError> {
+    let f = std::fs::File::open(path).map_err(|e| WorkloadError::read(path, e))?;
+    read_plan(std::io::BufReader::new(f), path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TempDir;
+    use servebench_core::plan::TurnPlan;
+
+    fn plan() -> Plan {
+        Plan {
+            api: Api::Completions,
+            requests: vec![
+                PlannedRequest {
+                    index: 0,
+                    at_ns: 0,
+                    body: Bytes::from_static(br#"{"model": "m", "prompt": "a\u00e9 \"x\"", "max_tokens": 3}"#),
+                    max_tokens: 3,
+                    prompt_tokens: 5,
+                },
+                PlannedRequest {
+                    index: 1,
+                    at_ns: 1_234_567_891,
+                    body: Bytes::from_static(br#"{ "spaced" :  [1, 2.0 ] }"#),
+                    max_tokens: 9,
+                    prompt_tokens: 2,
+                },
+            ],
+            conversations: vec![ConversationPlan {
+                id: 0,
+                at_ns: 5,
+                system: Some("s".into()),
+                turns: vec![TurnPlan { user: "u".into(), max_tokens: 4 }],
+            }],
+            token_counting: TokenCounting::Tokenizer("qwen3".into()),
+            notes: vec!["n1".into()],
+        }
+    }
+
+    #[test]
+    fn write_then_read_gives_the_same_plan_and_bodies() {
+        let p = plan();
+        let mut buf = Vec::new();
+        write_plan(&p, &mut buf).unwrap();
+        let text = String::from_utf8(buf.clone()).unwrap();
+        assert_eq!(text.lines().count(), 4);
+        assert!(
+            text.lines().nth(2).unwrap().starts_with("{\"index\": 1, \"at_s\": 1.234567891, \"at_ns\": 1234567891,")
+        );
+        let back = read_plan(&buf[..], Path::new("mem")).unwrap();
+        assert_eq!(back, p);
+        let tmp = TempDir::new("planfile");
+        let f = tmp.path().join("plan.jsonl");
+        save_plan(&p, &f).unwrap();
+        assert_eq!(load_plan(&f).unwrap(), p);
+    }
+
+    #[test]
+    fn truncated_or_foreign_files_are_rejected_with_line_numbers() {
+        let mut buf = Vec::new();
+        write_plan(&plan(), &mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let cut: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+        let err = read_plan(cut.as_bytes(), Path::new("p.jsonl")).unwrap_err().to_string();
+        assert!(err.contains("truncated"), "{err}");
+        let err = read_plan(&b"{\"a\": 1}\n"[..], Path::new("p.jsonl")).unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains("--dry-run"), "{err}");
+        let broken = text.replace("\"max_tokens\": 9", "\"max_tokens\": -9");
+        let err = read_plan(broken.as_bytes(), Path::new("p.jsonl")).unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
+        assert!(read_plan(&b""[..], Path::new("p")).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_prompt_round_trips_byte_for_byte(prompts in proptest::collection::vec(proptest::prelude::any::<String>(), 1..8), chat in proptest::prelude::any::<bool>()) {
+            let api = if chat { Api::Chat } else { Api::Completions };
+            let b = crate::BodyBuilder::from_parts(api, "m", true, serde_json::Map::new());
+            let p = Plan {
+                api,
+                requests: prompts.iter().enumerate().map(|(i, s)| PlannedRequest {
+                    index: i as u32, at_ns: i as u64 * 333_333_333, body: b.prompt(s, 7), max_tokens: 7, prompt_tokens: 1,
+                }).collect(),
+                conversations: Vec::new(),
+                token_counting: TokenCounting::Estimate,
+                notes: Vec::new(),
+            };
+            let mut buf = Vec::new();
+            write_plan(&p, &mut buf).unwrap();
+            proptest::prop_assert_eq!(read_plan(&buf[..], Path::new("mem")).unwrap(), p);
+        }
+    }
+
+    #[test]
+    fn a_multi_line_body_is_refused() {
+        let mut p = plan();
+        p.requests[0].body = Bytes::from_static(b"{\n}");
+        assert!(write_plan(&p, &mut Vec::new()).is_err());
+    }
+}

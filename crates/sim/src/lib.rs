@@ -1,1 +1,43 @@
-//! placeholder
+//! servebench's simulator: a digital twin of an LLM serving engine (vLLM-V1-like) that serves as
+//! the embedded default benchmark target and as a capacity planner.
+//!
+//! - [`SimSetup::resolve`] turns a model (preset id or config.json), a hardware preset, serving
+//!   options in vLLM's names and an optional fitted [`StackProfile`] into a validated setup with
+//!   its KV memory plan.
+//! - [`Engine`] is the scheduler and KV block pool in virtual time, pure and deterministic; a
+//!   real-time server drives it step by step.
+//! - [`CostModel`] prices each step (roofline plus stack overheads).
+//! - [`predict()`] runs a whole benchmark plan through the engine in virtual time and returns the
+//!   same [`servebench_core::record::RunResult`] a real run produces.
+//! - [`Presets`] lists the built-in and user presets.
+
+pub mod cost;
+pub mod engine;
+pub mod error;
+pub mod hardware;
+mod hf_config;
+pub mod model;
+pub mod options;
+pub mod precision;
+pub mod predict;
+pub mod presets;
+pub mod profile;
+pub mod rng;
+pub mod setup;
+pub mod tokens;
+
+pub use cost::{BatchStats, CostModel, LinearCost, StepBreakdown, StepCost};
+pub use engine::{
+    Emission, Engine, EngineConfig, EngineCounters, FinishReason, NewRequest, PromptTokens, Rejection, RequestId,
+    SharedPrefix, StepReport,
+};
+pub use error::SimError;
+pub use hardware::{HardwareSpec, Link, PeakTflops};
+pub use model::{ModelShape, MoeShape, SlidingWindow};
+pub use options::{EosModel, ServingOptions, Warmup};
+pub use precision::{KvDtype, Precision, PrecisionTable};
+pub use predict::{predict, predict_with};
+pub use presets::Presets;
+pub use profile::StackProfile;
+pub use setup::{KvLayout, MemoryPlan, SimSetup};
+pub use tokens::{TokenMapper, WordHashMapper};

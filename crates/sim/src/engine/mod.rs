@@ -1,0 +1,337 @@
+//! The serving engine in virtual time: pure, deterministic for a seed, no runtime and no I/O.
+//!
+//! A caller submits requests ([`Engine::add`]), then calls [`Engine::step`] repeatedly. Each
+//! step schedules one batch as vLLM V1 does, asks the [`StepCost`] model how long it takes,
+//! moves the clock to the step's end and reports the tokens emitted at that instant. When
+//! nothing can run, [`Engine::next_wakeup_ns`] says when something will (a request becoming
+//! visible) and [`Engine::advance_to`] moves the idle clock. `predict` drives it as fast as it
+//! can; a real-time server sleeps until each step's end before delivering its tokens, and calls
+//! [`Engine::cancel`] for clients that went away.
+
+mod kv;
+mod request;
+mod scheduler;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+
+pub use request::{FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
+
+use crate::cost::{BatchStats, CostModel, StepCost};
+use crate::options::EosModel;
+use crate::rng::{SimRng, mix64};
+use crate::setup::{KvLayout, SimSetup};
+use kv::BlockPool;
+use request::{Phase, Req};
+
+/// The engine's fixed settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    pub max_num_seqs: u32,
+    pub max_num_batched_tokens: u32,
+    pub max_model_len: u32,
+    pub enable_prefix_caching: bool,
+    pub kv: KvLayout,
+    /// The sliding window of windowed layers (0: none), for the cost of their attention.
+    pub window: u32,
+    /// Delay before a received request is visible to the scheduler (`alpha_api`), ns.
+    pub api_delay_ns: u64,
+    pub eos: EosModel,
+    /// σ of the lognormal factor on each step's duration.
+    pub jitter_sigma: f64,
+}
+
+impl EngineConfig {
+    pub fn from_setup(s: &SimSetup) -> Self {
+        Self {
+            max_num_seqs: s.options.max_num_seqs,
+            max_num_batched_tokens: s.options.max_num_batched_tokens,
+            max_model_len: s.max_model_len,
+            enable_prefix_caching: s.options.enable_prefix_caching,
+            kv: s.memory.layout,
+            window: s.model.sliding_layers().1,
+            api_delay_ns: (s.stack.alpha_api_ms * 1e6).round() as u64,
+            eos: s.options.eos,
+            jitter_sigma: s.stack.jitter_sigma,
+        }
+    }
+}
+
+/// One token delivered at a step's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Emission {
+    pub id: RequestId,
+    pub tag: u64,
+    /// Outputs produced so far, this one included (1 = the first token).
+    pub index: u32,
+    /// Set on the request's last token; the id is stale afterwards.
+    pub finish: Option<FinishReason>,
+}
+
+/// What one step did.
+#[derive(Debug)]
+pub struct StepReport<'a> {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub batch: BatchStats,
+    /// Requests pushed back to the queue to free KV blocks during this step's scheduling.
+    pub preempted: u32,
+    pub emissions: &'a [Emission],
+}
+
+/// Counters for `/metrics`-style reporting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    pub steps: u64,
+    pub preemptions: u64,
+    /// Prompt tokens looked up in the prefix cache, and found.
+    pub prefix_queries: u64,
+    pub prefix_hits: u64,
+    pub prompt_tokens: u64,
+    pub generation_tokens: u64,
+}
+
+/// One scheduled sequence of the current step.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scheduled {
+    slot: u32,
+    new_tokens: u32,
+}
+
+/// The simulated engine.
+///
+/// A real-time driver loops: `step()` at the current clock, sleep until the step's `end_ns`,
+/// deliver its emissions, repeat; when `step()` returns `None`, wait for a new request or for
+/// `next_wakeup_ns()`, then `advance_to` the wall-clock time and step again.
+///
+/// ```
+/// use servebench_sim::{Engine, NewRequest, Presets, PromptTokens, SimSetup};
+///
+/// let presets = Presets::embedded()?;
+/// let setup = SimSetup::resolve_with(&presets, "Qwen/Qwen3-0.6B", "h100-sxm", &[], None)?;
+/// let mut engine = Engine::new(&setup, 42);
+/// let prompt = PromptTokens::Synthetic { len: 100, shared_prefix: None };
+/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos: true, arrived_ns: 0 })?;
+/// let mut tokens = Vec::new();
+/// while let Some(wake) = engine.next_wakeup_ns() {
+///     engine.advance_to(wake);
+///     if let Some(step) = engine.step() {
+///         tokens.extend(step.emissions.iter().map(|e| (e.tag, e.index, step.end_ns)));
+///     }
+/// }
+/// assert_eq!(tokens.len(), 3);
+/// assert!(tokens[0].2 > 15_000_000, "the first token comes after the API delay");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Engine {
+    cfg: EngineConfig,
+    cost: Box<dyn StepCost>,
+    jitter_rng: SimRng,
+    eos_rng: SimRng,
+    seed: u64,
+    now_ns: u64,
+    pool: BlockPool,
+    reqs: Vec<Option<Req>>,
+    free_slots: Vec<u32>,
+    next_generation: u32,
+    pending: VecDeque<u32>,
+    waiting: VecDeque<u32>,
+    running: Vec<u32>,
+    scheduled: Vec<Scheduled>,
+    emissions: Vec<Emission>,
+    counters: EngineCounters,
+}
+
+impl Engine {
+    /// An engine for a resolved setup with its §5.2 cost model.
+    pub fn new(setup: &SimSetup, seed: u64) -> Self {
+        Self::with_cost(EngineConfig::from_setup(setup), Box::new(CostModel::new(setup)), seed)
+    }
+
+    /// An engine with any step-time model.
+    pub fn with_cost(cfg: EngineConfig, cost: Box<dyn StepCost>, seed: u64) -> Self {
+        let pool = BlockPool::new(cfg.kv, cfg.enable_prefix_caching);
+        Self {
+            cfg,
+            cost,
+            jitter_rng: SimRng::new(seed),
+            eos_rng: SimRng::new(seed ^ 0xE05),
+            seed,
+            now_ns: 0,
+            pool,
+            reqs: Vec::new(),
+            free_slots: Vec::new(),
+            next_generation: 0,
+            pending: VecDeque::new(),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            scheduled: Vec::new(),
+            emissions: Vec::new(),
+            counters: EngineCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The engine clock, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Moves the clock forward (never back) while idle or between steps.
+    pub fn advance_to(&mut self, t_ns: u64) {
+        self.now_ns = self.now_ns.max(t_ns);
+    }
+
+    /// Submits a request. It becomes visible to the scheduler `api_delay` after `arrived_ns`.
+    pub fn add(&mut self, req: NewRequest) -> Result<RequestId, Rejection> {
+        let len = req.prompt.len();
+        if len == 0 {
+            return Err(Rejection::EmptyPrompt);
+        }
+        if req.max_tokens == 0 {
+            return Err(Rejection::NoOutput);
+        }
+        if u64::from(len) + u64::from(req.max_tokens) > u64::from(self.cfg.max_model_len) {
+            return Err(Rejection::TooLong {
+                prompt: len,
+                max_tokens: req.max_tokens,
+                max_model_len: self.cfg.max_model_len,
+            });
+        }
+        let stop_at = if req.ignore_eos || self.cfg.eos == EosModel::None {
+            req.max_tokens
+        } else {
+            self.eos_rng.range_inclusive(1, req.max_tokens)
+        };
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let generation = self.next_generation;
+        let salt = mix64(self.seed ^ mix64(u64::from(generation)));
+        let ready = req.arrived_ns.saturating_add(self.cfg.api_delay_ns);
+        let state = Req::new(&req, generation, ready, stop_at, salt, self.cfg.kv.block_size);
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.reqs[s as usize] = Some(state);
+                s
+            }
+            None => {
+                self.reqs.push(Some(state));
+                (self.reqs.len() - 1) as u32
+            }
+        };
+        // Keep pending ordered by visibility time (arrivals usually come in order).
+        let pos = self.pending.iter().rposition(|&s| self.req(s).ready_ns <= ready).map_or(0, |p| p + 1);
+        self.pending.insert(pos, slot);
+        Ok(RequestId { slot, generation })
+    }
+
+    /// Drops a request wherever it is, freeing its KV blocks. False if it already ended.
+    pub fn cancel(&mut self, id: RequestId) -> bool {
+        let Some(r) = self.reqs.get(id.slot as usize).and_then(Option::as_ref) else {
+            return false;
+        };
+        if r.generation != id.generation {
+            return false;
+        }
+        match r.phase {
+            Phase::Pending => self.pending.retain(|&s| s != id.slot),
+            Phase::Waiting => self.waiting.retain(|&s| s != id.slot),
+            Phase::Running => self.running.retain(|&s| s != id.slot),
+        }
+        self.free_request(id.slot);
+        true
+    }
+
+    /// When the engine next has something to do: now when a step can run, else when the
+    /// earliest received request becomes visible; `None` when it holds no request at all.
+    pub fn next_wakeup_ns(&self) -> Option<u64> {
+        if !self.running.is_empty() || !self.waiting.is_empty() {
+            return Some(self.now_ns);
+        }
+        self.pending.front().map(|&s| self.req(s).ready_ns.max(self.now_ns))
+    }
+
+    /// Whether the engine holds no request.
+    pub fn is_idle(&self) -> bool {
+        self.running.is_empty() && self.waiting.is_empty() && self.pending.is_empty()
+    }
+
+    /// Runs one step at the current time. `None` when nothing can be scheduled now.
+    pub fn step(&mut self) -> Option<StepReport<'_>> {
+        while let Some(&slot) = self.pending.front() {
+            if self.req(slot).ready_ns > self.now_ns {
+                break;
+            }
+            self.pending.pop_front();
+            self.req_mut(slot).phase = Phase::Waiting;
+            self.waiting.push_back(slot);
+        }
+        self.emissions.clear();
+        self.scheduled.clear();
+        let (batch, preempted) = self.schedule();
+        if self.scheduled.is_empty() {
+            return None;
+        }
+        let seconds = self.cost.step_seconds(&batch) * self.jitter_rng.lognormal_factor(self.cfg.jitter_sigma);
+        let start = self.now_ns;
+        self.now_ns = start + ((seconds * 1e9).round() as u64).max(1);
+        self.counters.steps += 1;
+        self.finish_step();
+        Some(StepReport { start_ns: start, end_ns: self.now_ns, batch, preempted, emissions: &self.emissions })
+    }
+
+    /// Requests running now.
+    pub fn num_running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Requests received but not running (queued, or not yet visible).
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len() + self.pending.len()
+    }
+
+    /// Fraction of KV memory held by requests (vLLM's `kv_cache_usage_perc`).
+    pub fn kv_usage(&self) -> f64 {
+        let total = self.pool.layout().total_units;
+        if total == 0 {
+            return 0.0;
+        }
+        self.pool.used_units() as f64 / total as f64
+    }
+
+    pub fn counters(&self) -> EngineCounters {
+        self.counters
+    }
+
+    /// Prompt tokens of `id` served from the prefix cache when it was first admitted.
+    pub fn cached_tokens(&self, id: RequestId) -> Option<u32> {
+        self.live(id).map(|r| r.cached_tokens)
+    }
+
+    /// Times `id` was preempted so far.
+    pub fn preemptions_of(&self, id: RequestId) -> Option<u32> {
+        self.live(id).map(|r| r.preemptions)
+    }
+
+    fn live(&self, id: RequestId) -> Option<&Req> {
+        self.reqs.get(id.slot as usize).and_then(Option::as_ref).filter(|r| r.generation == id.generation)
+    }
+
+    fn req(&self, slot: u32) -> &Req {
+        self.reqs[slot as usize].as_ref().expect("live request slot")
+    }
+
+    fn req_mut(&mut self, slot: u32) -> &mut Req {
+        self.reqs[slot as usize].as_mut().expect("live request slot")
+    }
+
+    /// Releases a request's blocks and its slot.
+    fn free_request(&mut self, slot: u32) {
+        self.release_blocks(slot);
+        self.reqs[slot as usize] = None;
+        self.free_slots.push(slot);
+    }
+}

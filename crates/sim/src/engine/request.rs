@@ -1,0 +1,211 @@
+//! Requests as the engine sees them: what a caller submits ([`NewRequest`]), the handle it gets
+//! back ([`RequestId`]), why a request ends, and the engine's per-request state, including the
+//! chained hashes of its full token blocks that the prefix cache is keyed by.
+
+use std::fmt;
+
+use crate::rng::mix64;
+
+/// The prompt of a request: its token ids, or a length with an optional shared prefix when no
+/// ids are known (prompts of one prefix group share their first `len` tokens).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PromptTokens {
+    Ids(Vec<u32>),
+    Synthetic { len: u32, shared_prefix: Option<SharedPrefix> },
+}
+
+/// A prefix shared by every synthetic prompt of one group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedPrefix {
+    pub group: u64,
+    pub len: u32,
+}
+
+impl PromptTokens {
+    pub fn len(&self) -> u32 {
+        match self {
+            PromptTokens::Ids(ids) => u32::try_from(ids.len()).unwrap_or(u32::MAX),
+            PromptTokens::Synthetic { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The id of token `j`; synthetic tokens outside a shared prefix are unique per `salt`.
+    fn token(&self, j: u32, salt: u64) -> u32 {
+        match self {
+            PromptTokens::Ids(ids) => ids[j as usize],
+            PromptTokens::Synthetic { shared_prefix, .. } => {
+                let seed = match shared_prefix {
+                    Some(p) if j < p.len => mix64(p.group ^ 0x7072_6566_6978),
+                    _ => salt,
+                };
+                (mix64(seed ^ u64::from(j)) >> 33) as u32
+            }
+        }
+    }
+}
+
+/// A request submitted to the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRequest {
+    /// The caller's handle, returned with every token (a plan index, a channel key).
+    pub tag: u64,
+    pub prompt: PromptTokens,
+    pub max_tokens: u32,
+    /// Run to `max_tokens` even when the EOS model would stop earlier.
+    pub ignore_eos: bool,
+    /// When the server received it, engine time (ns); the scheduler sees it `alpha_api` later.
+    pub arrived_ns: u64,
+}
+
+/// The engine's handle on an admitted request; stale once the request has ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RequestId {
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+}
+
+impl RequestId {
+    /// A number unique among live requests (slot and generation).
+    pub fn as_u64(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.slot)
+    }
+}
+
+/// Why a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// It produced `max_tokens`.
+    Length,
+    /// The EOS model stopped it earlier.
+    Stop,
+}
+
+/// Why a request was refused at submission (the server answers 400).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error(
+        "This model's maximum context length is {max_model_len} tokens. However, you requested \
+         {} tokens ({prompt} in the prompt, {max_tokens} in the completion). Please reduce the \
+         length of the prompt or completion.",
+        u64::from(*prompt) + u64::from(*max_tokens)
+    )]
+    TooLong { prompt: u32, max_tokens: u32, max_model_len: u32 },
+    #[error("the prompt is empty; send at least one token")]
+    EmptyPrompt,
+    #[error("max_tokens must be at least 1")]
+    NoOutput,
+}
+
+/// Where a request is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Received, not yet visible to the scheduler.
+    Pending,
+    Waiting,
+    Running,
+}
+
+/// The engine's state of one request.
+pub(crate) struct Req {
+    pub tag: u64,
+    pub generation: u32,
+    pub phase: Phase,
+    pub ready_ns: u64,
+    pub prompt_len: u32,
+    pub max_tokens: u32,
+    /// Outputs after which it stops (`max_tokens`, or an EOS draw below it).
+    pub stop_at: u32,
+    pub num_output: u32,
+    /// Tokens whose KV is in the cache.
+    pub num_computed: u32,
+    /// Chained hashes of every full block of known tokens (prompt and outputs).
+    pub hashes: Vec<u64>,
+    /// Prompt tokens after the last full prompt block.
+    pub tail: Vec<u32>,
+    /// Makes this request's synthetic and output tokens unique.
+    pub salt: u64,
+    /// Pool slots of its full-attention blocks.
+    pub blocks: Vec<u32>,
+    /// Blocks charged for its sliding-window layers.
+    pub sliding_blocks: u32,
+    /// Blocks already offered to the prefix cache.
+    pub registered: u32,
+    /// Prompt tokens found in the prefix cache at first admission.
+    pub cached_tokens: u32,
+    pub preemptions: u32,
+}
+
+impl Req {
+    /// Builds the state, hashing the prompt's full blocks.
+    pub fn new(req: &NewRequest, generation: u32, ready_ns: u64, stop_at: u32, salt: u64, block_size: u32) -> Req {
+        let len = req.prompt.len();
+        let full = len / block_size;
+        let mut hashes = Vec::with_capacity((len + req.max_tokens) as usize / block_size as usize + 1);
+        let mut parent = 0u64;
+        for b in 0..full {
+            let mut h = parent;
+            for j in b * block_size..(b + 1) * block_size {
+                h = mix64(h ^ u64::from(req.prompt.token(j, salt)));
+            }
+            hashes.push(h);
+            parent = h;
+        }
+        let tail = (full * block_size..len).map(|j| req.prompt.token(j, salt)).collect();
+        Req {
+            tag: req.tag,
+            generation,
+            phase: Phase::Pending,
+            ready_ns,
+            prompt_len: len,
+            max_tokens: req.max_tokens,
+            stop_at,
+            num_output: 0,
+            num_computed: 0,
+            hashes,
+            tail,
+            salt,
+            blocks: Vec::new(),
+            sliding_blocks: 0,
+            registered: 0,
+            cached_tokens: 0,
+            preemptions: 0,
+        }
+    }
+
+    /// Prompt plus generated tokens.
+    pub fn num_tokens(&self) -> u32 {
+        self.prompt_len + self.num_output
+    }
+
+    /// Whether the prompt still has tokens to compute (a recomputed request counts as prefill).
+    pub fn in_prefill(&self) -> bool {
+        self.num_computed + 1 < self.num_tokens() || self.num_output == 0
+    }
+
+    /// Hashes the block that the newest output token just filled.
+    pub fn hash_completed_block(&mut self, block_size: u32) {
+        let b = self.hashes.len() as u32;
+        let parent = self.hashes.last().copied().unwrap_or(0);
+        let full_prompt = (self.prompt_len / block_size) * block_size;
+        let mut h = parent;
+        for j in b * block_size..(b + 1) * block_size {
+            let id = if j < self.prompt_len {
+                self.tail[(j - full_prompt) as usize]
+            } else {
+                (mix64(self.salt ^ 0x6f75_7470_7574 ^ u64::from(j)) >> 33) as u32
+            };
+            h = mix64(h ^ u64::from(id));
+        }
+        self.hashes.push(h);
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "req-{}.{}", self.slot, self.generation)
+    }
+}

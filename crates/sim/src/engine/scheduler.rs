@@ -1,0 +1,202 @@
+//! One scheduling decision and its aftermath, as vLLM V1 does it.
+//!
+//! Running requests go first, in order: each gets its next token (decode) or its next prompt
+//! chunk, within the step's token budget; when KV blocks run out, the last running request is
+//! preempted (its blocks freed, its prompt and outputs recomputed later) until the current one
+//! fits. Only if nothing was preempted, waiting requests are admitted first-come first-served
+//! while the budget, `max_num_seqs` and the blocks allow, reusing cached prefix blocks (full
+//! blocks only, never the prompt's last token) and prefilling the rest in chunks.
+
+use super::request::Phase;
+use super::{Emission, Engine, FinishReason, Scheduled};
+use crate::cost::BatchStats;
+
+impl Engine {
+    /// Units a request needs to hold `tokens` tokens, beyond what it holds, given `shared`
+    /// blocks it will take from the prefix cache.
+    fn extra_units(&self, slot: u32, tokens: u32, shared: u32) -> u64 {
+        let kv = &self.cfg.kv;
+        let r = self.req(slot);
+        let need_blocks = tokens.div_ceil(kv.block_size);
+        let held = r.blocks.len() as u32 + shared;
+        let new_full = need_blocks.saturating_sub(held);
+        let new_sliding = need_blocks.min(kv.sliding_cap_blocks).saturating_sub(r.sliding_blocks);
+        u64::from(new_full) * u64::from(kv.units_per_block)
+            + u64::from(new_sliding) * u64::from(kv.sliding_units_per_block)
+    }
+
+    /// Grows a request's allocation to hold `tokens` tokens. The room was checked.
+    fn grow(&mut self, slot: u32, tokens: u32) {
+        let kv = self.cfg.kv;
+        let need_blocks = tokens.div_ceil(kv.block_size);
+        let r = self.reqs[slot as usize].as_mut().expect("live request slot");
+        let new_full = need_blocks.saturating_sub(r.blocks.len() as u32);
+        let sliding_target = need_blocks.min(kv.sliding_cap_blocks);
+        let new_sliding = sliding_target.saturating_sub(r.sliding_blocks);
+        r.sliding_blocks = r.sliding_blocks.max(sliding_target);
+        self.pool.allocate(new_full, &mut r.blocks);
+        self.pool.take_units(u64::from(new_sliding) * u64::from(kv.sliding_units_per_block));
+    }
+
+    /// Frees every block a request holds (the tail first, so it is evicted first).
+    pub(super) fn release_blocks(&mut self, slot: u32) {
+        let kv = self.cfg.kv;
+        let r = self.reqs[slot as usize].as_mut().expect("live request slot");
+        for &b in r.blocks.iter().rev() {
+            self.pool.release(b);
+        }
+        r.blocks.clear();
+        self.pool.give_units(u64::from(r.sliding_blocks) * u64::from(kv.sliding_units_per_block));
+        r.sliding_blocks = 0;
+        r.registered = 0;
+    }
+
+    /// Sends a running request back to the head of the queue; its KV is recomputed later.
+    fn preempt(&mut self, slot: u32) {
+        self.release_blocks(slot);
+        let r = self.req_mut(slot);
+        r.num_computed = 0;
+        r.phase = Phase::Waiting;
+        r.preemptions += 1;
+        self.waiting.push_front(slot);
+        self.counters.preemptions += 1;
+    }
+
+    fn note(&mut self, slot: u32, new_tokens: u32, batch: &mut BatchStats) {
+        let r = self.req(slot);
+        let prefill = r.in_prefill();
+        let samples = r.num_computed + new_tokens == r.num_tokens();
+        batch.add_sequence(r.num_computed, new_tokens, self.cfg.window, prefill, samples);
+        self.scheduled.push(Scheduled { slot, new_tokens });
+    }
+
+    /// Builds this step's batch into `self.scheduled`; returns its stats and the preemptions.
+    pub(super) fn schedule(&mut self) -> (BatchStats, u32) {
+        let mut batch = BatchStats::default();
+        let mut budget = self.cfg.max_num_batched_tokens;
+        let mut preempted = 0u32;
+
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let slot = self.running[i];
+            let r = self.req(slot);
+            let n = (r.num_tokens() - r.num_computed).min(budget);
+            let target = r.num_computed + n;
+            let mut fits = true;
+            while self.extra_units(slot, target, 0) > self.pool.available_units() {
+                let Some(victim) = self.running.pop() else {
+                    fits = false;
+                    break;
+                };
+                self.preempt(victim);
+                preempted += 1;
+                if victim == slot {
+                    fits = false;
+                    break;
+                }
+            }
+            if !fits {
+                break;
+            }
+            self.grow(slot, target);
+            self.note(slot, n, &mut batch);
+            budget -= n;
+            i += 1;
+        }
+
+        if preempted == 0 {
+            while budget > 0 && self.running.len() < self.cfg.max_num_seqs as usize {
+                let Some(&slot) = self.waiting.front() else {
+                    break;
+                };
+                let r = self.req(slot);
+                let bs = self.cfg.kv.block_size;
+                // The last token is always computed, so at most (tokens - 1) / bs blocks hit.
+                let max_hit = ((r.num_tokens() - 1) / bs) as usize;
+                let probe = &r.hashes[..max_hit.min(r.hashes.len())];
+                let (hits, idle_hits) = if r.num_computed == 0 { self.pool.lookup(probe) } else { (0, 0) };
+                let computed = r.num_computed.max(hits * bs);
+                let n = (r.num_tokens() - computed).min(budget);
+                let need = self.extra_units(slot, computed + n, hits);
+                let room = self.pool.available_units() - u64::from(idle_hits) * u64::from(self.cfg.kv.units_per_block);
+                if need > room {
+                    break;
+                }
+                let first_admission = r.num_output == 0 && r.preemptions == 0;
+                let prompt_len = r.prompt_len;
+                self.waiting.pop_front();
+                {
+                    let r = self.reqs[slot as usize].as_mut().expect("live request slot");
+                    self.pool.take_cached(&r.hashes[..hits as usize], &mut r.blocks);
+                    r.registered = hits;
+                    r.num_computed = computed;
+                    r.phase = Phase::Running;
+                    if first_admission {
+                        r.cached_tokens = hits * bs;
+                    }
+                }
+                if first_admission {
+                    self.counters.prefix_queries += u64::from(prompt_len);
+                    self.counters.prefix_hits += u64::from(hits * bs);
+                    self.counters.prompt_tokens += u64::from(prompt_len);
+                }
+                self.grow(slot, computed + n);
+                self.running.push(slot);
+                self.note(slot, n, &mut batch);
+                budget -= n;
+            }
+        }
+        (batch, preempted)
+    }
+
+    /// Applies the step at its end: computed tokens, cache registration, sampled tokens and
+    /// finished requests.
+    pub(super) fn finish_step(&mut self) {
+        let bs = self.cfg.kv.block_size;
+        let mut any_finished = false;
+        for k in 0..self.scheduled.len() {
+            let Scheduled { slot, new_tokens } = self.scheduled[k];
+            let r = self.reqs[slot as usize].as_mut().expect("live request slot");
+            r.num_computed += new_tokens;
+            let full = (r.num_computed / bs) as usize;
+            for b in r.registered as usize..full {
+                self.pool.register(r.blocks[b], r.hashes[b]);
+            }
+            r.registered = full as u32;
+            if r.num_computed < r.num_tokens() {
+                continue;
+            }
+            r.num_output += 1;
+            if r.num_tokens().is_multiple_of(bs) {
+                r.hash_completed_block(bs);
+            }
+            let finish = if r.num_output >= r.max_tokens {
+                Some(FinishReason::Length)
+            } else if r.num_output >= r.stop_at {
+                Some(FinishReason::Stop)
+            } else {
+                None
+            };
+            self.emissions.push(Emission {
+                id: super::RequestId { slot, generation: r.generation },
+                tag: r.tag,
+                index: r.num_output,
+                finish,
+            });
+            self.counters.generation_tokens += 1;
+            if finish.is_some() {
+                any_finished = true;
+            }
+        }
+        if any_finished {
+            for k in 0..self.emissions.len() {
+                let e = self.emissions[k];
+                if e.finish.is_some() {
+                    self.free_request(e.id.slot);
+                }
+            }
+            let reqs = &self.reqs;
+            self.running.retain(|&s| reqs[s as usize].is_some());
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Scheduler and block-pool invariants, checked step by step on random workloads, and the
+//! engine's behaviours one by one (prefix hits, preemption, EOS, cancellation, determinism).
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::cost::LinearCost;
+use crate::setup::KvLayout;
+
+fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineConfig {
+    EngineConfig {
+        max_num_seqs: seqs,
+        max_num_batched_tokens: budget,
+        max_model_len: 1 << 20,
+        enable_prefix_caching: caching,
+        kv: KvLayout {
+            block_size: 16,
+            total_units: total_blocks,
+            units_per_block: 1,
+            sliding_units_per_block: 0,
+            sliding_cap_blocks: 0,
+        },
+        window: 0,
+        api_delay_ns: 0,
+        eos: EosModel::None,
+        jitter_sigma: 0.0,
+    }
+}
+
+fn engine(cfg: EngineConfig, seed: u64) -> Engine {
+    let cost = LinearCost { per_step_s: 0.01, per_token_s: 1e-5, per_seq_s: 1e-4 };
+    Engine::with_cost(cfg, Box::new(cost), seed)
+}
+
+fn ids(n: u32, seed: u32) -> PromptTokens {
+    PromptTokens::Ids((0..n).map(|i| i.wrapping_mul(2_654_435_761) ^ seed).collect())
+}
+
+fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) -> NewRequest {
+    NewRequest { tag, prompt, max_tokens, ignore_eos: true, arrived_ns: at }
+}
+
+/// Units held privately by requests (sliding-window blocks), for the pool's accounting check.
+fn private_units(e: &Engine) -> u64 {
+    e.reqs.iter().flatten().map(|r| u64::from(r.sliding_blocks) * u64::from(e.cfg.kv.sliding_units_per_block)).sum()
+}
+
+/// (tag, outputs, finish reason) of a finished request.
+type Finished = (u64, u32, Option<FinishReason>);
+
+/// Runs every request to the end, checking invariants after each step; returns the finished
+/// requests and the order in which tags were first scheduled.
+fn run_checked(e: &mut Engine) -> (Vec<Finished>, Vec<u64>) {
+    let mut done = Vec::new();
+    let mut first_scheduled = Vec::new();
+    let mut guard = 0;
+    loop {
+        guard += 1;
+        assert!(guard < 1_000_000, "engine did not finish");
+        let budget = e.cfg.max_num_batched_tokens;
+        let seqs = e.cfg.max_num_seqs as usize;
+        let Some(step) = e.step() else {
+            match e.next_wakeup_ns() {
+                Some(t) => {
+                    assert!(t > e.now_ns(), "engine stalled with work it could run");
+                    e.advance_to(t);
+                    continue;
+                }
+                None => break,
+            }
+        };
+        assert!(step.batch.tokens() <= u64::from(budget), "token budget exceeded");
+        assert!(step.batch.num_seqs as usize <= seqs, "max_num_seqs exceeded");
+        assert!(step.end_ns > step.start_ns);
+        for em in step.emissions {
+            if let Some(f) = em.finish {
+                done.push((em.tag, em.index, Some(f)));
+            }
+        }
+        let scheduled: Vec<u64> =
+            e.scheduled.iter().map(|s| e.reqs[s.slot as usize].as_ref().map_or(u64::MAX, |r| r.tag)).collect();
+        for tag in scheduled {
+            if tag != u64::MAX && !first_scheduled.contains(&tag) {
+                first_scheduled.push(tag);
+            }
+        }
+        assert!(e.running.len() <= seqs);
+        e.pool.check(private_units(e)).unwrap();
+    }
+    (done, first_scheduled)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn scheduler_invariants_hold_on_random_workloads(
+        lens in prop::collection::vec((1u32..300, 1u32..80, 0u64..50_000_000), 1..40),
+        blocks in 40u64..400,
+        seqs in 1u32..16,
+        budget in 16u32..600,
+        caching in any::<bool>(),
+        shared in any::<bool>(),
+    ) {
+        let budget = budget.max(seqs);
+        let mut e = engine(config(blocks, seqs, budget, caching), 1);
+        let mut at = 0;
+        let mut asked = Vec::new();
+        for (tag, (prompt, out, gap)) in lens.iter().enumerate() {
+            at += gap;
+            // Every request must fit alone: prompt + output within the pool.
+            let prompt = (*prompt).min((blocks as u32 * 16).saturating_sub(*out + 16)).max(1);
+            let p = if shared {
+                PromptTokens::Synthetic { len: prompt, shared_prefix: Some(SharedPrefix { group: 7, len: 64 }) }
+            } else {
+                ids(prompt, tag as u32)
+            };
+            e.add(request(tag as u64, p, *out, at)).unwrap();
+            asked.push((tag as u64, *out));
+        }
+        let (done, _) = run_checked(&mut e);
+        prop_assert_eq!(done.len(), asked.len());
+        for (tag, out) in asked {
+            let got = done.iter().find(|d| d.0 == tag).unwrap();
+            prop_assert_eq!(got.1, out, "request {} produced {} of {}", tag, got.1, out);
+            prop_assert_eq!(got.2, Some(FinishReason::Length));
+        }
+        prop_assert!(e.is_idle());
+        prop_assert_eq!(e.pool.used_units(), 0);
+    }
+}
+
+#[test]
+fn waiting_requests_are_admitted_first_come_first_served() {
+    let mut e = engine(config(10_000, 3, 64, false), 0);
+    for tag in 0..12u64 {
+        e.add(request(tag, ids(100 + 10 * tag as u32, tag as u32), 5, tag)).unwrap();
+    }
+    let (done, first) = run_checked(&mut e);
+    assert_eq!(first, (0..12).collect::<Vec<_>>());
+    assert_eq!(done.len(), 12);
+    assert_eq!(e.counters().preemptions, 0);
+}
+
+#[test]
+fn a_repeated_prompt_hits_the_prefix_cache_except_its_last_token() {
+    let mut e = engine(config(1000, 8, 2048, true), 0);
+    let a = e.add(request(0, ids(100, 9), 4, 0)).unwrap();
+    assert_eq!(e.cached_tokens(a), Some(0));
+    run_checked(&mut e);
+    let b = e.add(request(1, ids(100, 9), 4, e.now_ns())).unwrap();
+    let step = e.step().unwrap();
+    // 100 tokens: 6 full blocks are cached, and only the last 4 tokens are computed.
+    assert_eq!(step.batch.prefill_tokens, 4);
+    assert_eq!(e.cached_tokens(b), Some(96));
+    run_checked(&mut e);
+    // A prompt of exactly 64 tokens reuses 3 blocks: its last token must be recomputed.
+    e.add(request(2, ids(64, 5), 1, e.now_ns())).unwrap();
+    run_checked(&mut e);
+    let c = e.add(request(3, ids(64, 5), 1, e.now_ns())).unwrap();
+    assert_eq!(e.step().unwrap().batch.prefill_tokens, 16);
+    assert_eq!(e.counters().prefix_hits, 96 + 48);
+    assert!(e.cached_tokens(c).is_none(), "finished requests are gone");
+    // Without prefix caching the same prompt is computed in full.
+    let mut off = engine(config(1000, 8, 2048, false), 0);
+    off.add(request(0, ids(100, 9), 1, 0)).unwrap();
+    run_checked(&mut off);
+    off.add(request(1, ids(100, 9), 1, off.now_ns())).unwrap();
+    assert_eq!(off.step().unwrap().batch.prefill_tokens, 100);
+}
+
+#[test]
+fn a_tiny_kv_cache_preempts_and_every_request_still_finishes() {
+    // 30 blocks = 480 tokens; 8 requests of 100 + 150 tokens cannot run together.
+    let mut e = engine(config(30, 8, 512, true), 0);
+    for tag in 0..8 {
+        e.add(request(tag, ids(100, tag as u32), 150, 0)).unwrap();
+    }
+    let (done, _) = run_checked(&mut e);
+    assert!(e.counters().preemptions > 0, "{:?}", e.counters());
+    assert_eq!(done.len(), 8);
+    assert!(done.iter().all(|d| d.1 == 150));
+}
+
+#[test]
+fn prompts_are_prefilled_in_budget_sized_chunks() {
+    let mut e = engine(config(1000, 4, 256, false), 0);
+    e.add(request(0, ids(1000, 1), 2, 0)).unwrap();
+    let mut chunks = Vec::new();
+    while let Some(s) = e.step() {
+        chunks.push((s.batch.prefill_tokens, s.batch.decode_tokens, s.emissions.len()));
+    }
+    assert_eq!(chunks, vec![(256, 0, 0), (256, 0, 0), (256, 0, 0), (232, 0, 1), (0, 1, 1)]);
+}
+
+#[test]
+fn requests_wait_for_the_api_delay_and_cancelled_ones_free_their_blocks() {
+    let mut cfg = config(100, 4, 512, false);
+    cfg.api_delay_ns = 5_000_000;
+    let mut e = engine(cfg, 0);
+    let id = e.add(request(0, ids(200, 1), 50, 1_000)).unwrap();
+    assert!(e.step().is_none());
+    assert_eq!(e.next_wakeup_ns(), Some(5_001_000));
+    e.advance_to(5_001_000);
+    assert!(e.step().is_some());
+    assert!(e.kv_usage() > 0.0);
+    assert!(e.cancel(id));
+    assert!(!e.cancel(id), "a cancelled request is gone");
+    assert_eq!(e.kv_usage(), 0.0);
+    assert!(e.is_idle() && e.step().is_none() && e.next_wakeup_ns().is_none());
+}
+
+#[test]
+fn requests_longer_than_the_model_allows_are_rejected() {
+    let mut cfg = config(100, 4, 512, false);
+    cfg.max_model_len = 1000;
+    let mut e = engine(cfg, 0);
+    let err = e.add(request(0, ids(900, 1), 200, 0)).unwrap_err();
+    assert!(err.to_string().contains("maximum context length is 1000 tokens"), "{err}");
+    assert_eq!(e.add(request(0, ids(0, 1), 2, 0)).unwrap_err(), Rejection::EmptyPrompt);
+    assert_eq!(e.add(request(0, ids(5, 1), 0, 0)).unwrap_err(), Rejection::NoOutput);
+}
+
+#[test]
+fn without_ignore_eos_the_uniform_model_stops_early() {
+    let mut cfg = config(10_000, 64, 8192, false);
+    cfg.eos = EosModel::Uniform;
+    let mut e = engine(cfg, 3);
+    for tag in 0..64 {
+        let mut r = request(tag, ids(20, tag as u32), 100, 0);
+        r.ignore_eos = tag % 2 == 0;
+        e.add(r).unwrap();
+    }
+    let (done, _) = run_checked(&mut e);
+    for (tag, n, f) in &done {
+        if tag % 2 == 0 {
+            assert_eq!((*n, *f), (100, Some(FinishReason::Length)));
+        } else {
+            assert!((1..=100).contains(n));
+        }
+    }
+    let early = done.iter().filter(|d| d.2 == Some(FinishReason::Stop)).count();
+    assert!(early > 20, "{early} of 32 stopped early");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_timeline_and_another_seed_does_not() {
+    let timeline = |seed: u64| {
+        let mut cfg = config(500, 8, 512, true);
+        cfg.jitter_sigma = 0.05;
+        let mut e = engine(cfg, seed);
+        for tag in 0..20 {
+            e.add(request(tag, ids(50 + tag as u32, 3), 30, tag * 1_000_000)).unwrap();
+        }
+        let mut out = Vec::new();
+        loop {
+            match e.step() {
+                Some(s) => out.extend(s.emissions.iter().map(|x| (x.tag, x.index, s.end_ns))),
+                None => match e.next_wakeup_ns() {
+                    Some(t) => e.advance_to(t),
+                    None => break,
+                },
+            }
+        }
+        out
+    };
+    assert_eq!(timeline(11), timeline(11));
+    assert_ne!(timeline(11), timeline(12));
+}
+
+#[test]
+fn sliding_window_units_are_capped_at_the_window() {
+    let mut cfg = config(0, 4, 4096, false);
+    cfg.kv = KvLayout {
+        block_size: 16,
+        total_units: 10_000,
+        units_per_block: 2,
+        sliding_units_per_block: 11,
+        sliding_cap_blocks: 33,
+    };
+    cfg.window = 512;
+    let mut e = engine(cfg, 0);
+    e.add(request(0, ids(2000, 1), 10, 0)).unwrap();
+    e.step().unwrap();
+    // 2000 tokens = 125 blocks: 2 x 125 full-layer units + 11 x 33 windowed ones.
+    let used = e.pool.used_units();
+    assert_eq!(used, 2 * 125 + 11 * 33);
+    e.pool.check(private_units(&e)).unwrap();
+    run_checked(&mut e);
+    assert_eq!(e.pool.used_units(), 0);
+}
+
+#[test]
+fn the_engine_can_move_to_a_server_task() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Engine>();
+}

@@ -1,0 +1,65 @@
+//! The simulator's errors. Each message says what went wrong with the numbers involved, and what
+//! to do about it.
+
+/// Why a simulated target could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(
+        "unknown hardware {name:?}; known presets: {known}. Add your own as \
+         {user_dir}/hardware/NAME.toml"
+    )]
+    UnknownHardware { name: String, known: String, user_dir: String },
+
+    #[error(
+        "unknown model {name:?}; known presets: {known}. Pass the path of a Hugging Face \
+         config.json instead, or add {user_dir}/models/NAME.toml"
+    )]
+    UnknownModel { name: String, known: String, user_dir: String },
+
+    #[error("preset {origin}: {message}")]
+    Preset { origin: String, message: String },
+
+    #[error("cannot read presets from {path}: {message}")]
+    PresetDir { path: String, message: String },
+
+    #[error("model config {path}: {message}")]
+    ModelConfig { path: String, message: String },
+
+    #[error("profile {path}: {message}")]
+    Profile { path: String, message: String },
+
+    #[error("unknown option {key:?}; known options: {known}")]
+    UnknownOption { key: String, known: String },
+
+    #[error("option {key}={value:?}: {expected}")]
+    BadOption { key: String, value: String, expected: String },
+
+    #[error("conflicting options: {0}")]
+    Conflict(String),
+
+    #[error(
+        "{model} does not fit on {hardware} with tp={tp} pp={pp}: its weights need \
+         {weights_gib:.1} GiB per GPU, but {device_gib:.1} GiB x gpu-memory-utilization \
+         {utilization} - {reserve_gib:.1} GiB activation reserve leaves {room_gib:.1} GiB for \
+         weights and KV cache. Use more GPUs (tp, pp, nodes), a smaller precision, or a device \
+         with more memory"
+    )]
+    DoesNotFit {
+        model: String,
+        hardware: String,
+        tp: u32,
+        pp: u32,
+        weights_gib: f64,
+        device_gib: f64,
+        utilization: f64,
+        reserve_gib: f64,
+        room_gib: f64,
+    },
+
+    #[error(
+        "max-model-len={max_model_len} needs {needed_gib:.2} GiB of KV cache per GPU for one \
+         request, but {kv_gib:.2} GiB is left after weights (room for {fit_tokens} tokens). \
+         Lower max-model-len, raise gpu-memory-utilization, use kv-cache-dtype=fp8, or add GPUs"
+    )]
+    MaxModelLenTooLong { max_model_len: u32, needed_gib: f64, kv_gib: f64, fit_tokens: u64 },
+}

@@ -1,0 +1,230 @@
+//! Hardware descriptions: memory, bandwidth, peak throughput per format, GPUs per node, the links
+//! inside and between nodes, and the default serving-stack constants for the device.
+//!
+//! Presets are TOML files (see `presets/hardware/`); [`HardwareSpec::from_toml`] reads one and
+//! validates it, so a user-written preset fails early with the file named.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SimError;
+use crate::profile::StackProfile;
+
+/// Dense tensor throughput per format, TFLOP/s (sparse marketing figures are twice these).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeakTflops {
+    pub bf16: f64,
+    #[serde(default)]
+    pub fp8: Option<f64>,
+    #[serde(default)]
+    pub fp4: Option<f64>,
+    /// Integer 4-bit peak where published (informational: AWQ kernels compute in BF16).
+    #[serde(default)]
+    pub int4: Option<f64>,
+}
+
+impl PeakTflops {
+    /// The peak for a compute format, falling back to BF16 where the format has none.
+    pub fn get(&self, p: crate::precision::ComputePrecision) -> f64 {
+        use crate::precision::ComputePrecision as C;
+        match p {
+            C::Bf16 => self.bf16,
+            C::Fp8 => self.fp8.unwrap_or(self.bf16),
+            C::Fp4 => self.fp4.or(self.fp8).unwrap_or(self.bf16),
+        }
+    }
+}
+
+/// A link the tensor-parallel all-reduce (or pipeline hand-off) crosses.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    pub name: String,
+    /// Effective one-direction bandwidth per GPU, GB/s.
+    pub bandwidth_gbs: f64,
+    /// Fixed cost of one all-reduce (launch, synchronisation, network round trips), µs.
+    pub allreduce_latency_us: f64,
+}
+
+/// Links that `interconnect=NAME` can select: (name, GB/s one way, µs per all-reduce).
+pub const KNOWN_LINKS: [(&str, f64, f64); 12] = [
+    ("nvlink3", 300.0, 20.0),
+    ("nvlink4", 450.0, 15.0),
+    ("nvlink5", 900.0, 10.0),
+    ("infinity-fabric", 448.0, 20.0),
+    ("pcie4", 25.0, 30.0),
+    ("pcie5", 50.0, 25.0),
+    ("10gbe", 1.1, 300.0),
+    ("25gbe", 2.8, 200.0),
+    ("100gbe", 11.0, 120.0),
+    ("200gbe", 16.0, 150.0),
+    ("400gbe", 45.0, 40.0),
+    ("ib-ndr", 50.0, 25.0),
+];
+
+impl Link {
+    /// A link from [`KNOWN_LINKS`], by case-insensitive name.
+    pub fn named(name: &str) -> Option<Link> {
+        let key = name.trim().to_ascii_lowercase();
+        KNOWN_LINKS.iter().find(|(n, _, _)| *n == key).map(|&(n, bw, lat)| Link {
+            name: n.to_string(),
+            bandwidth_gbs: bw,
+            allreduce_latency_us: lat,
+        })
+    }
+
+    /// The names [`Link::named`] accepts, comma-separated.
+    pub fn known_names() -> String {
+        KNOWN_LINKS.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// One device type, as a preset describes it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HardwareSpec {
+    /// The preset name (`h100-sxm`).
+    pub name: String,
+    /// Other names it answers to.
+    pub aliases: Vec<String>,
+    pub description: String,
+    /// The name the driver reports (vLLM's batch defaults look for "A100" in it).
+    pub device_name: String,
+    /// Device memory visible to the framework, GiB.
+    pub memory_gib: f64,
+    /// Memory bandwidth, GB/s.
+    pub bandwidth_gbs: f64,
+    pub peak_tflops: PeakTflops,
+    pub gpus_per_node: u32,
+    /// The link between GPUs of one node; absent on single-GPU machines.
+    pub intra_node: Option<Link>,
+    /// The link between nodes.
+    pub inter_node: Link,
+    /// Default serving-stack constants on this device.
+    pub stack: StackProfile,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHardware {
+    name: String,
+    #[serde(default)]
+    aliases: Vec<String>,
+    description: String,
+    device_name: String,
+    memory_gib: f64,
+    bandwidth_gbs: f64,
+    peak_tflops: PeakTflops,
+    gpus_per_node: u32,
+    #[serde(default)]
+    intra_node: Option<Link>,
+    inter_node: Link,
+    #[serde(default)]
+    stack: Option<serde_json::Value>,
+}
+
+impl HardwareSpec {
+    /// Reads a hardware preset; `origin` names the file in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, SimError> {
+        let bad = |message: String| SimError::Preset { origin: origin.to_string(), message };
+        let raw: RawHardware = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
+        let mut stack = StackProfile::default();
+        if let Some(patch) = &raw.stack {
+            stack.apply_patch(patch).map_err(|e| bad(format!("[stack]: {e}")))?;
+        }
+        let positive = [
+            ("memory_gib", raw.memory_gib),
+            ("bandwidth_gbs", raw.bandwidth_gbs),
+            ("peak_tflops.bf16", raw.peak_tflops.bf16),
+            ("inter_node.bandwidth_gbs", raw.inter_node.bandwidth_gbs),
+        ];
+        for (field, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad(format!("{field} must be a positive number, got {v}")));
+            }
+        }
+        if raw.gpus_per_node == 0 {
+            return Err(bad("gpus_per_node must be at least 1".into()));
+        }
+        if raw.gpus_per_node > 1 && raw.intra_node.is_none() {
+            return Err(bad(format!(
+                "gpus_per_node is {} but there is no [intra_node] link; add one",
+                raw.gpus_per_node
+            )));
+        }
+        Ok(HardwareSpec {
+            name: raw.name,
+            aliases: raw.aliases,
+            description: raw.description,
+            device_name: raw.device_name,
+            memory_gib: raw.memory_gib,
+            bandwidth_gbs: raw.bandwidth_gbs,
+            peak_tflops: raw.peak_tflops,
+            gpus_per_node: raw.gpus_per_node,
+            intra_node: raw.intra_node,
+            inter_node: raw.inter_node,
+            stack,
+        })
+    }
+
+    /// vLLM's test for its larger batch defaults: at least 70 GiB and not an A100.
+    pub fn has_large_batch_defaults(&self) -> bool {
+        self.memory_gib >= 70.0 && !self.device_name.to_ascii_lowercase().contains("a100")
+    }
+
+    /// Whether this preset answers to `name` (case-insensitive, aliases included).
+    pub fn matches(&self, name: &str) -> bool {
+        let n = name.trim();
+        self.name.eq_ignore_ascii_case(n) || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        name = "toy"
+        description = "a test device"
+        device_name = "Toy GPU"
+        memory_gib = 16
+        bandwidth_gbs = 500
+        gpus_per_node = 1
+        [peak_tflops]
+        bf16 = 100
+        [inter_node]
+        name = "25gbe"
+        bandwidth_gbs = 2.8
+        allreduce_latency_us = 200
+        [stack]
+        t0_ms = 4.5
+    "#;
+
+    #[test]
+    fn a_minimal_preset_reads_and_patches_the_default_stack() {
+        let hw = HardwareSpec::from_toml(MINIMAL, "toy.toml").unwrap();
+        assert_eq!(hw.stack.t0_ms, 4.5);
+        assert_eq!(hw.stack.eta_bw, StackProfile::default().eta_bw);
+        assert!(!hw.has_large_batch_defaults());
+        assert!(hw.matches("TOY"));
+    }
+
+    #[test]
+    fn bad_presets_name_the_file_and_the_field() {
+        let text = MINIMAL.replace("memory_gib = 16", "memory_gib = -1");
+        let err = HardwareSpec::from_toml(&text, "toy.toml").unwrap_err().to_string();
+        assert!(err.contains("toy.toml") && err.contains("memory_gib"), "{err}");
+        let text = MINIMAL.replace("t0_ms = 4.5", "t0_msec = 4.5");
+        let err = HardwareSpec::from_toml(&text, "toy.toml").unwrap_err().to_string();
+        assert!(err.contains("t0_msec"), "{err}");
+        let text = MINIMAL.replace("gpus_per_node = 1", "gpus_per_node = 4");
+        let err = HardwareSpec::from_toml(&text, "toy.toml").unwrap_err().to_string();
+        assert!(err.contains("intra_node"), "{err}");
+    }
+
+    #[test]
+    fn links_are_found_by_name() {
+        assert_eq!(Link::named("200GbE").unwrap().bandwidth_gbs, 16.0);
+        assert!(Link::named("carrier-pigeon").is_none());
+        assert!(Link::known_names().contains("nvlink4"));
+    }
+}

@@ -1,0 +1,356 @@
+//! Reading a model's shape from a Hugging Face `config.json` (`--model-config PATH`).
+//!
+//! Handles the layouts of the supported families: plain decoder configs, VL configs that nest
+//! the language model under `text_config`, the MoE keys of Qwen3-MoE, GLM-4.x, gpt-oss, Mixtral
+//! and Llama-4, sliding/chunked attention (`layer_types`, `sliding_window_pattern`,
+//! `attention_chunk_size`), and `quantization_config` for the weight format.
+
+use serde_json::Value;
+
+use crate::error::SimError;
+use crate::model::{ModelShape, MoeShape, SlidingWindow};
+use crate::precision::Precision;
+
+impl ModelShape {
+    /// Builds a shape from the text of a Hugging Face config.json.
+    pub fn from_hf_config(json: &str) -> Result<ModelShape, SimError> {
+        Self::from_hf_config_at(json, "config.json")
+    }
+
+    /// As [`ModelShape::from_hf_config`], naming `origin` (the file) in errors and as the id
+    /// when the config has no `_name_or_path`.
+    pub fn from_hf_config_at(json: &str, origin: &str) -> Result<ModelShape, SimError> {
+        let bad = |message: String| SimError::ModelConfig { path: origin.to_string(), message };
+        let root: Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+        if !root.is_object() {
+            return Err(bad("expected a JSON object".into()));
+        }
+        let shape = parse(&root, origin).map_err(bad)?;
+        shape.validate().map_err(bad)?;
+        Ok(shape)
+    }
+}
+
+/// Looks a key up in `text_config` first, then at the top level; JSON null counts as absent.
+struct Keys<'a> {
+    text: &'a Value,
+    root: &'a Value,
+}
+
+impl<'a> Keys<'a> {
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.text.get(key).or_else(|| self.root.get(key)).filter(|v| !v.is_null())
+    }
+
+    fn first(&self, keys: &[&str]) -> Option<&'a Value> {
+        keys.iter().find_map(|k| self.get(k))
+    }
+
+    fn num(&self, keys: &[&str]) -> Result<Option<u32>, String> {
+        match self.first(keys) {
+            None => Ok(None),
+            Some(v) => as_u32(v).map(Some).ok_or_else(|| format!("{} must be a whole number, got {v}", keys[0])),
+        }
+    }
+
+    fn need(&self, keys: &[&str]) -> Result<u32, String> {
+        self.num(keys)?.ok_or_else(|| format!("missing {} (looked for {})", keys[0], keys.join(", ")))
+    }
+
+    fn str(&self, key: &str) -> Option<&'a str> {
+        self.get(key).and_then(Value::as_str)
+    }
+}
+
+fn as_u32(v: &Value) -> Option<u32> {
+    if let Some(n) = v.as_u64() {
+        return u32::try_from(n).ok();
+    }
+    let f = v.as_f64()?;
+    (f >= 0.0 && f.fract() == 0.0 && f <= f64::from(u32::MAX)).then_some(f as u32)
+}
+
+fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
+    let text = root.get("text_config").filter(|v| v.is_object()).unwrap_or(root);
+    let k = Keys { text, root };
+    if k.get("kv_lora_rank").is_some() {
+        return Err("multi-head latent attention (kv_lora_rank) is not modelled; \
+                    describe the model in a preset instead"
+            .into());
+    }
+    let layers = k.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
+    let hidden = k.need(&["hidden_size", "n_embd", "d_model"])?;
+    let heads = k.need(&["num_attention_heads", "n_head"])?;
+    let kv_heads = k.num(&["num_key_value_heads", "multi_query_group_num"])?.unwrap_or(heads);
+    let head_dim = match k.num(&["head_dim"])? {
+        Some(d) => d,
+        None if heads > 0 => hidden / heads,
+        None => 0,
+    };
+    let vocab = k.need(&["vocab_size", "padded_vocab_size"])?;
+    let tied = root
+        .get("tie_word_embeddings")
+        .or_else(|| text.get("tie_word_embeddings"))
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let max_context = k.num(&["max_position_embeddings", "seq_length", "n_positions"])?.unwrap_or(4096);
+    let model_type = k.str("model_type").unwrap_or("").to_ascii_lowercase();
+
+    let moe = parse_moe(&k, layers, &model_type)?;
+    let intermediate = match (&moe, k.num(&["intermediate_size_mlp"])?) {
+        (_, Some(mlp)) => mlp,
+        // MoE configs without a separate expert key use intermediate_size for the experts.
+        (Some(_), None) if k.get("moe_intermediate_size").is_none() => 0,
+        _ => k.num(&["intermediate_size", "ffn_hidden_size", "n_inner"])?.unwrap_or(4 * hidden),
+    };
+    let sliding = parse_sliding(&k, layers, max_context, &model_type)?;
+    let (precision, attention_precision) = parse_precision(&k)?;
+    let id = root.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(origin).to_string();
+    Ok(ModelShape {
+        id,
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        head_dim,
+        intermediate,
+        vocab,
+        tied_embeddings: tied,
+        precision,
+        attention_precision,
+        max_context,
+        moe,
+        sliding,
+        extra_params_b: 0.0,
+    })
+}
+
+fn parse_moe(k: &Keys, layers: u32, model_type: &str) -> Result<Option<MoeShape>, String> {
+    let experts = k.num(&["num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"])?.unwrap_or(0);
+    let top_k = k.num(&["num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts"])?.unwrap_or(0);
+    if experts == 0 || top_k == 0 {
+        return Ok(None);
+    }
+    let expert_intermediate = k.need(&["moe_intermediate_size", "expert_intermediate_size", "intermediate_size"])?;
+    let shared_intermediate = k.num(&["shared_expert_intermediate_size"])?.filter(|&n| n > 0);
+    let shared_experts = match k.num(&["n_shared_experts", "num_shared_experts"])? {
+        Some(n) => n,
+        None if shared_intermediate.is_some() => 1,
+        // Llama-4 text layers always carry one shared expert.
+        None if model_type.starts_with("llama4") => 1,
+        None => 0,
+    };
+    let mut dense_layers = k.num(&["first_k_dense_replace"])?.unwrap_or(0);
+    if let Some(Value::Array(only)) = k.get("mlp_only_layers") {
+        dense_layers += u32::try_from(only.len()).unwrap_or(u32::MAX);
+    }
+    let step = k.num(&["decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_freq"])?.unwrap_or(1);
+    if step > 1 {
+        dense_layers = dense_layers.max(layers - layers / step);
+    }
+    Ok(Some(MoeShape {
+        experts,
+        top_k,
+        expert_intermediate,
+        shared_experts,
+        shared_intermediate,
+        dense_layers: dense_layers.min(layers),
+    }))
+}
+
+fn parse_sliding(k: &Keys, layers: u32, max_context: u32, model_type: &str) -> Result<Option<SlidingWindow>, String> {
+    if k.get("use_sliding_window").and_then(Value::as_bool) == Some(false) {
+        return Ok(None);
+    }
+    let window = k.num(&["sliding_window", "attention_chunk_size"])?.unwrap_or(0);
+    if window == 0 || window >= max_context {
+        return Ok(None);
+    }
+    let count = |v: &Value, pred: &dyn Fn(&Value) -> bool| {
+        v.as_array().map(|a| u32::try_from(a.iter().filter(|x| pred(x)).count()).unwrap_or(0))
+    };
+    let windowed = if let Some(types) = k.get("layer_types") {
+        count(types, &|t| matches!(t.as_str(), Some("sliding_attention" | "chunked_attention")))
+            .ok_or("layer_types must be a list of strings")?
+    } else if let Some(p) = k.num(&["sliding_window_pattern"])? {
+        // Every p-th layer attends globally.
+        layers - layers / p.max(1)
+    } else if let Some(rope) = k.get("no_rope_layers") {
+        // Llama-4: 1 marks a RoPE layer with chunked attention, 0 a global NoPE layer.
+        count(rope, &|x| x.as_u64() == Some(1)).ok_or("no_rope_layers must be a list")?
+    } else if model_type.starts_with("llama4") {
+        layers - layers / 4
+    } else if model_type.starts_with("gemma3") {
+        layers - layers / 6
+    } else {
+        layers
+    };
+    Ok((windowed > 0).then_some(SlidingWindow { window, layers: windowed.min(layers) }))
+}
+
+fn parse_precision(k: &Keys) -> Result<(Precision, Option<Precision>), String> {
+    let dtype = match k.first(&["torch_dtype", "dtype"]).and_then(Value::as_str) {
+        Some("float16") => Precision::Fp16,
+        _ => Precision::Bf16,
+    };
+    let Some(qc) = k.get("quantization_config").filter(|v| v.is_object()) else {
+        return Ok((dtype, None));
+    };
+    let method = qc.get("quant_method").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
+    let bits = qc.get("bits").and_then(as_u32).unwrap_or(4);
+    let unsupported = || {
+        format!(
+            "quantization {method:?} is not modelled; supported: fp8, mxfp4, awq/gptq 4-bit, \
+             modelopt (FP8, NVFP4), compressed-tensors (fp8, nvfp4, int4); \
+             or pass precision=... as an option"
+        )
+    };
+    let precision = match method.as_str() {
+        "fp8" | "fbgemm_fp8" => Precision::Fp8,
+        "mxfp4" => Precision::Mxfp4,
+        "awq" | "gptq" | "awq_marlin" | "gptq_marlin" if bits == 4 => Precision::AwqInt4,
+        "modelopt" | "modelopt_fp4" => {
+            let algo = qc.get("quant_algo").and_then(Value::as_str).unwrap_or("").to_ascii_uppercase();
+            match algo.as_str() {
+                "NVFP4" | "FP4" => Precision::Nvfp4,
+                "FP8" => Precision::Fp8,
+                _ => return Err(unsupported()),
+            }
+        }
+        "compressed-tensors" => compressed_tensors(qc).ok_or_else(unsupported)?,
+        _ => return Err(unsupported()),
+    };
+    let skip_lists = ["modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"];
+    let attention_kept = skip_lists.iter().any(|key| {
+        qc.get(*key).and_then(Value::as_array).is_some_and(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .filter(|s| !s.contains("visual") && !s.contains("vision"))
+                .any(|s| s.contains("self_attn") || s.contains(".attn"))
+        })
+    });
+    Ok((precision, attention_kept.then_some(dtype)))
+}
+
+fn compressed_tensors(qc: &Value) -> Option<Precision> {
+    if let Some(fmt) = qc.get("format").and_then(Value::as_str) {
+        if fmt.contains("nvfp4") {
+            return Some(Precision::Nvfp4);
+        }
+        if fmt.contains("mxfp4") {
+            return Some(Precision::Mxfp4);
+        }
+    }
+    let groups = qc.get("config_groups")?.as_object()?;
+    let weights = groups.values().find_map(|g| g.get("weights"))?;
+    let bits = weights.get("num_bits").and_then(as_u32)?;
+    let kind = weights.get("type").and_then(Value::as_str).unwrap_or("int");
+    match (bits, kind) {
+        (8, "float") => Some(Precision::Fp8),
+        (4, "float") => Some(if weights.get("group_size").and_then(as_u32) == Some(32) {
+            Precision::Mxfp4
+        } else {
+            Precision::Nvfp4
+        }),
+        (4, "int") => Some(Precision::AwqInt4),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = format!("{}/testdata/hf-configs/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn dense_config_reads_every_shape_number() {
+        let m = ModelShape::from_hf_config(&fixture("qwen3-8b.json")).unwrap();
+        assert_eq!((m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim), (36, 4096, 32, 8, 128));
+        assert_eq!((m.intermediate, m.vocab, m.tied_embeddings), (12288, 151_936, false));
+        assert_eq!(m.precision, Precision::Bf16);
+        assert!(m.moe.is_none() && m.sliding.is_none());
+        assert_eq!(m.id, "Qwen/Qwen3-8B");
+    }
+
+    #[test]
+    fn moe_families_read_experts_shared_and_dense_layers() {
+        let glm = ModelShape::from_hf_config(&fixture("glm-4.6-fp8.json")).unwrap();
+        let moe = glm.moe.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.top_k, moe.expert_intermediate), (160, 8, 1536));
+        assert_eq!((moe.shared_experts, moe.dense_layers), (1, 3));
+        assert_eq!(glm.intermediate, 12288);
+        assert_eq!(glm.precision, Precision::Fp8);
+
+        let oss = ModelShape::from_hf_config(&fixture("gpt-oss-20b.json")).unwrap();
+        let moe = oss.moe.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.top_k, moe.expert_intermediate), (32, 4, 2880));
+        assert_eq!(oss.precision, Precision::Mxfp4);
+        assert_eq!(oss.attention_precision(), Precision::Bf16);
+        assert_eq!(oss.sliding, Some(SlidingWindow { window: 128, layers: 12 }));
+
+        let scout = ModelShape::from_hf_config(&fixture("llama-4-scout-nvfp4.json")).unwrap();
+        let moe = scout.moe.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.top_k, moe.shared_experts), (16, 1, 1));
+        assert_eq!(moe.dense_layers, 0);
+        assert_eq!(scout.precision, Precision::Nvfp4);
+        assert_eq!(scout.sliding, Some(SlidingWindow { window: 8192, layers: 36 }));
+    }
+
+    #[test]
+    fn vl_configs_use_the_nested_text_config() {
+        let m = ModelShape::from_hf_config(&fixture("qwen3-vl-235b-a22b-fp8.json")).unwrap();
+        assert_eq!((m.layers, m.hidden, m.kv_heads), (94, 4096, 4));
+        assert_eq!(m.moe.as_ref().unwrap().experts, 128);
+        assert_eq!(m.precision, Precision::Fp8);
+        assert!(!m.tied_embeddings);
+        // Total language-model parameters: 235 B.
+        assert!((m.total_params() / 1e9 - 235.1).abs() < 1.0, "{}", m.total_params());
+
+        let g = ModelShape::from_hf_config(&fixture("gemma-3-4b-it.json")).unwrap();
+        assert_eq!(g.sliding, Some(SlidingWindow { window: 1024, layers: 29 }));
+        assert!(g.tied_embeddings);
+    }
+
+    #[test]
+    fn configs_and_presets_describe_the_same_models() {
+        let presets = crate::presets::Presets::embedded().unwrap();
+        let kv = |m: &ModelShape| m.kv_bytes_per_token_layer(crate::precision::KvDtype::Auto, 1);
+        for (file, id) in [
+            ("qwen3-8b.json", "Qwen/Qwen3-8B"),
+            ("gpt-oss-20b.json", "openai/gpt-oss-20b"),
+            ("glm-4.6-fp8.json", "zai-org/GLM-4.6-FP8"),
+            ("llama-4-scout-nvfp4.json", "nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4"),
+            ("qwen3-vl-235b-a22b-fp8.json", "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8"),
+            ("gemma-3-4b-it.json", "google/gemma-3-4b-it"),
+        ] {
+            let from_config = ModelShape::from_hf_config(&fixture(file)).unwrap();
+            let preset = presets.model(id).unwrap();
+            assert_eq!(from_config.total_params(), preset.total_params(), "{file}");
+            assert_eq!(from_config.active_params(), preset.active_params(), "{file}");
+            assert_eq!(kv(&from_config), kv(preset), "{file}");
+            assert_eq!(from_config.sliding, preset.sliding, "{file}");
+            assert_eq!(from_config.precision, preset.precision, "{file}");
+            assert_eq!(from_config.attention_precision(), preset.attention_precision(), "{file}");
+        }
+    }
+
+    #[test]
+    fn unreadable_configs_say_what_is_missing() {
+        let err = ModelShape::from_hf_config(r#"{"hidden_size": 8}"#).unwrap_err().to_string();
+        assert!(err.contains("num_hidden_layers"), "{err}");
+        let err = ModelShape::from_hf_config("[1]").unwrap_err().to_string();
+        assert!(err.contains("object"), "{err}");
+        let mla = r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                      "vocab_size": 10, "kv_lora_rank": 512}"#;
+        let err = ModelShape::from_hf_config(mla).unwrap_err().to_string();
+        assert!(err.contains("latent"), "{err}");
+        let q = r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                    "vocab_size": 10, "quantization_config": {"quant_method": "hqq"}}"#;
+        let err = ModelShape::from_hf_config(q).unwrap_err().to_string();
+        assert!(err.contains("hqq") && err.contains("precision="), "{err}");
+    }
+}

@@ -1,0 +1,400 @@
+//! Serving options as vLLM names them (`tp`, `gpu-memory-utilization`, `max-num-seqs`, ...),
+//! parsed from `key=value` pairs, defaulted by vLLM's rules and checked against the model and the
+//! hardware. Keys naming a [`StackProfile`] constant (`t0-ms`, `eta-bw`, ...) override it.
+
+use serde::Serialize;
+
+use crate::error::SimError;
+use crate::hardware::{HardwareSpec, Link};
+use crate::model::ModelShape;
+use crate::precision::{KvDtype, Precision};
+use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
+
+/// Serving keys with what they mean (the listing shown for an unknown key).
+pub const SERVING_OPTION_KEYS: [(&str, &str); 15] = [
+    ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
+    ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
+    ("nodes", "machines the GPUs are spread over"),
+    ("interconnect", "the link the all-reduce crosses, by name"),
+    ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
+    ("kv-cache-dtype", "auto or fp8"),
+    ("max-num-seqs", "sequences per step"),
+    ("max-num-batched-tokens", "tokens per step"),
+    ("max-model-len", "longest prompt plus output"),
+    ("enable-prefix-caching", "true or false"),
+    ("block-size", "tokens per KV block (16)"),
+    ("precision", "weight format override (alias quantization)"),
+    ("eos", "none, or uniform: without ignore_eos, stop at a length drawn uniformly"),
+    ("warmup", "auto, on or off: predict's warm-up request"),
+    ("seed", "seed of the engine's random draws when no run seed is given"),
+];
+
+/// What a request without `ignore_eos` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EosModel {
+    /// Runs to `max_tokens` anyway (datasets already set `max_tokens` to a natural length).
+    None,
+    /// Stops at a length drawn uniformly from 1..=max_tokens (seeded).
+    Uniform,
+}
+
+/// Whether `predict` sends the bench's warm-up request before the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Warmup {
+    /// As the bench would: when the run config has a ready check or warm-ups.
+    Auto,
+    On,
+    Off,
+}
+
+/// Resolved serving options: every value set, by the user or by vLLM's defaults.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServingOptions {
+    pub tp: u32,
+    pub pp: u32,
+    pub nodes: u32,
+    /// The link chosen with `interconnect`, replacing the preset's for the all-reduce.
+    pub interconnect: Option<Link>,
+    pub gpu_memory_utilization: f64,
+    pub kv_cache_dtype: KvDtype,
+    pub max_num_seqs: u32,
+    pub max_num_batched_tokens: u32,
+    /// Set explicitly; otherwise the setup derives it (model maximum, capped by the KV cache).
+    pub max_model_len: Option<u32>,
+    pub enable_prefix_caching: bool,
+    pub block_size: u32,
+    pub precision: Option<Precision>,
+    pub eos: EosModel,
+    pub warmup: Warmup,
+    pub seed: u64,
+}
+
+const BLOCK_SIZES: [u32; 6] = [1, 8, 16, 32, 64, 128];
+
+fn canonical_key(key: &str) -> String {
+    let k = key.trim().trim_start_matches("--").to_ascii_lowercase().replace('_', "-");
+    match k.as_str() {
+        "tensor-parallel-size" => "tp".into(),
+        "pipeline-parallel-size" => "pp".into(),
+        "quantization" => "precision".into(),
+        _ => k,
+    }
+}
+
+fn known_keys() -> String {
+    SERVING_OPTION_KEYS.iter().map(|(k, _)| *k).chain(PROFILE_OPTION_KEYS).collect::<Vec<_>>().join(", ")
+}
+
+impl ServingOptions {
+    /// Parses `key=value` pairs for `model` on `hw`, applying stack keys to `stack`.
+    pub fn parse(
+        pairs: &[(String, String)],
+        model: &ModelShape,
+        hw: &HardwareSpec,
+        stack: &mut StackProfile,
+    ) -> Result<Self, SimError> {
+        let large = hw.has_large_batch_defaults();
+        let mut o = ServingOptions {
+            tp: 1,
+            pp: 1,
+            nodes: 1,
+            interconnect: None,
+            gpu_memory_utilization: 0.9,
+            kv_cache_dtype: KvDtype::Auto,
+            max_num_seqs: if large { 1024 } else { 256 },
+            max_num_batched_tokens: if large { 8192 } else { 2048 },
+            max_model_len: None,
+            enable_prefix_caching: true,
+            block_size: 16,
+            precision: None,
+            eos: EosModel::None,
+            warmup: Warmup::Auto,
+            seed: 0,
+        };
+        let mut seen: Vec<String> = Vec::new();
+        for (raw_key, value) in pairs {
+            let key = canonical_key(raw_key);
+            if seen.contains(&key) {
+                return Err(SimError::Conflict(format!("{key} is given twice; keep one")));
+            }
+            seen.push(key.clone());
+            let bad = |expected: &str| SimError::BadOption {
+                key: key.clone(),
+                value: value.clone(),
+                expected: expected.to_string(),
+            };
+            let v = value.trim();
+            match key.as_str() {
+                "tp" => o.tp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
+                "pp" => o.pp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
+                "nodes" => {
+                    o.nodes = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                }
+                "max-num-seqs" => {
+                    o.max_num_seqs = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                }
+                "max-num-batched-tokens" => {
+                    o.max_num_batched_tokens = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                }
+                "max-model-len" => {
+                    o.max_model_len = Some(positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?);
+                }
+                "block-size" => {
+                    o.block_size = positive(v)
+                        .filter(|b| BLOCK_SIZES.contains(b))
+                        .ok_or_else(|| bad("expected one of 1, 8, 16, 32, 64, 128"))?;
+                }
+                "gpu-memory-utilization" => {
+                    o.gpu_memory_utilization = v
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|u| *u > 0.0 && *u <= 1.0)
+                        .ok_or_else(|| bad("expected a fraction in (0, 1]"))?;
+                }
+                "kv-cache-dtype" => {
+                    o.kv_cache_dtype = KvDtype::parse(v).ok_or_else(|| bad("expected auto or fp8"))?;
+                }
+                "enable-prefix-caching" => {
+                    o.enable_prefix_caching = boolean(v).ok_or_else(|| bad("expected true or false"))?;
+                }
+                "no-enable-prefix-caching" => {
+                    o.enable_prefix_caching = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
+                }
+                "interconnect" => {
+                    o.interconnect =
+                        Some(Link::named(v).ok_or_else(|| bad(&format!("expected one of {}", Link::known_names())))?);
+                }
+                "precision" => {
+                    let names: Vec<&str> = Precision::ALL.iter().map(|(_, n)| *n).collect();
+                    o.precision =
+                        Some(Precision::parse(v).ok_or_else(|| bad(&format!("expected one of {}", names.join(", "))))?);
+                }
+                "eos" => {
+                    o.eos = match v.to_ascii_lowercase().as_str() {
+                        "none" | "never" | "off" => EosModel::None,
+                        "uniform" => EosModel::Uniform,
+                        _ => return Err(bad("expected none or uniform")),
+                    };
+                }
+                "warmup" => {
+                    o.warmup = match boolean(v) {
+                        Some(true) => Warmup::On,
+                        Some(false) => Warmup::Off,
+                        None if v.eq_ignore_ascii_case("auto") => Warmup::Auto,
+                        None => return Err(bad("expected auto, on or off")),
+                    };
+                }
+                "seed" => o.seed = v.parse().map_err(|_| bad("expected a whole number"))?,
+                _ => match stack.set_option(&key, v) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Err(SimError::UnknownOption { key: raw_key.trim().to_string(), known: known_keys() });
+                    }
+                    Err(e) => return Err(bad(&e)),
+                },
+            }
+        }
+        o.check(model, hw)?;
+        Ok(o)
+    }
+
+    /// GPUs the deployment uses.
+    pub fn gpus(&self) -> u32 {
+        self.tp * self.pp
+    }
+
+    fn check(&self, model: &ModelShape, hw: &HardwareSpec) -> Result<(), SimError> {
+        let conflict = |s: String| Err(SimError::Conflict(s));
+        if !model.heads.is_multiple_of(self.tp) {
+            let fits: Vec<String> = (1..=model.heads)
+                .filter(|d| model.heads.is_multiple_of(*d) && *d <= 64)
+                .map(|d| d.to_string())
+                .collect();
+            return conflict(format!(
+                "tp={} does not divide the {} attention heads of {}; use one of {}",
+                self.tp,
+                model.heads,
+                model.id,
+                fits.join(", ")
+            ));
+        }
+        let kv = model.kv_heads;
+        if (kv >= self.tp && !kv.is_multiple_of(self.tp)) || (kv < self.tp && !self.tp.is_multiple_of(kv)) {
+            return conflict(format!(
+                "tp={} and the {} KV heads of {} do not split evenly (one must divide the other)",
+                self.tp, kv, model.id
+            ));
+        }
+        if self.pp > model.layers {
+            return conflict(format!("pp={} is more than the {} layers of {}", self.pp, model.layers, model.id));
+        }
+        let available = hw.gpus_per_node * self.nodes;
+        if self.gpus() > available {
+            return conflict(format!(
+                "tp x pp = {} GPUs, but nodes={} x {} GPUs per {} node = {}; raise nodes or lower tp/pp",
+                self.gpus(),
+                self.nodes,
+                hw.gpus_per_node,
+                hw.name,
+                available
+            ));
+        }
+        if self.nodes > 1 && self.gpus() <= hw.gpus_per_node * (self.nodes - 1) {
+            return conflict(format!(
+                "nodes={} but tp x pp = {} fills only {} of them ({} GPUs per {} node); \
+                 raise tp/pp or lower nodes",
+                self.nodes,
+                self.gpus(),
+                self.gpus().div_ceil(hw.gpus_per_node),
+                hw.gpus_per_node,
+                hw.name
+            ));
+        }
+        if self.max_num_batched_tokens < self.max_num_seqs {
+            return conflict(format!(
+                "max-num-batched-tokens={} is smaller than max-num-seqs={}; vLLM requires \
+                 max-num-batched-tokens >= max-num-seqs",
+                self.max_num_batched_tokens, self.max_num_seqs
+            ));
+        }
+        if let Some(len) = self.max_model_len
+            && len > model.max_context
+        {
+            return conflict(format!(
+                "max-model-len={len} is longer than the {} tokens {} supports",
+                model.max_context, model.id
+            ));
+        }
+        Ok(())
+    }
+
+    /// The link the tensor-parallel all-reduce crosses: between nodes when the TP group spans
+    /// them, else within the node (the `interconnect` option replaces it).
+    pub fn allreduce_link(&self, hw: &HardwareSpec) -> Link {
+        if let Some(l) = &self.interconnect {
+            return l.clone();
+        }
+        if self.tp > hw.gpus_per_node {
+            return hw.inter_node.clone();
+        }
+        hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
+    }
+
+    /// The link between pipeline stages.
+    pub fn pipeline_link(&self, hw: &HardwareSpec) -> Link {
+        if self.gpus() > hw.gpus_per_node {
+            return self.interconnect.clone().unwrap_or_else(|| hw.inter_node.clone());
+        }
+        hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
+    }
+}
+
+fn positive(v: &str) -> Option<u32> {
+    v.parse::<u32>().ok().filter(|n| *n >= 1)
+}
+
+fn boolean(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" | "" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets::Presets;
+
+    fn parse(model: &str, hw: &str, pairs: &[(&str, &str)]) -> Result<ServingOptions, SimError> {
+        let p = Presets::embedded().unwrap();
+        let hw = p.hardware(hw).unwrap();
+        let mut stack = hw.stack.clone();
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        ServingOptions::parse(&pairs, p.model(model).unwrap(), hw, &mut stack)
+    }
+
+    #[test]
+    fn batch_defaults_follow_vllm_rules() {
+        for (hw, tokens, seqs) in [
+            ("h100-sxm", 8192, 1024),
+            ("mi300x", 8192, 1024),
+            ("dgx-spark", 8192, 1024),
+            ("a100-80g", 2048, 256),
+            ("l40s", 2048, 256),
+            ("rtx-4090", 2048, 256),
+        ] {
+            let o = parse("Qwen/Qwen3-0.6B", hw, &[]).unwrap();
+            assert_eq!((o.max_num_batched_tokens, o.max_num_seqs), (tokens, seqs), "{hw}");
+            assert!(o.enable_prefix_caching);
+        }
+    }
+
+    #[test]
+    fn vllm_spellings_and_aliases_are_accepted() {
+        let o = parse(
+            "Qwen/Qwen3-8B",
+            "h100-sxm",
+            &[
+                ("--tensor_parallel_size", "2"),
+                ("gpu_memory_utilization", "0.8"),
+                ("kv-cache-dtype", "fp8"),
+                ("enable-prefix-caching", "false"),
+                ("quantization", "fp8"),
+                ("interconnect", "PCIe4"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(o.tp, 2);
+        assert_eq!(o.gpu_memory_utilization, 0.8);
+        assert_eq!(o.kv_cache_dtype, KvDtype::Fp8);
+        assert!(!o.enable_prefix_caching);
+        assert_eq!(o.precision, Some(Precision::Fp8));
+        assert_eq!(o.interconnect.unwrap().name, "pcie4");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_say_what_is_accepted() {
+        let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("max-seqs", "4")]).unwrap_err().to_string();
+        assert!(err.contains("max-seqs") && err.contains("max-num-seqs"), "{err}");
+        let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("gpu-memory-utilization", "1.5")]).unwrap_err().to_string();
+        assert!(err.contains("(0, 1]"), "{err}");
+        let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("block-size", "12")]).unwrap_err().to_string();
+        assert!(err.contains("16"), "{err}");
+        let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("interconnect", "usb")]).unwrap_err().to_string();
+        assert!(err.contains("nvlink4"), "{err}");
+        let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("t0-ms", "-2")]).unwrap_err().to_string();
+        assert!(err.contains("t0_ms"), "{err}");
+    }
+
+    #[test]
+    fn contradictions_name_both_sides() {
+        let err = |pairs: &[(&str, &str)]| parse("Qwen/Qwen3-8B", "h100-sxm", pairs).unwrap_err().to_string();
+        let e = err(&[("tp", "3")]);
+        assert!(e.contains("tp=3") && e.contains("32 attention heads"), "{e}");
+        let e = err(&[("tp", "8"), ("pp", "2")]);
+        assert!(e.contains("16 GPUs") && e.contains("nodes=1"), "{e}");
+        assert!(parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).is_ok());
+        let e = err(&[("nodes", "2")]);
+        assert!(e.contains("nodes=2"), "{e}");
+        let e = err(&[("max-num-seqs", "512"), ("max-num-batched-tokens", "256")]);
+        assert!(e.contains("max-num-batched-tokens=256") && e.contains("max-num-seqs=512"), "{e}");
+        let e = err(&[("max-model-len", "100000")]);
+        assert!(e.contains("40960"), "{e}");
+        let e = err(&[("tp", "2"), ("tensor-parallel-size", "4")]);
+        assert!(e.contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn the_allreduce_crosses_nodes_only_when_tp_spans_them() {
+        let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nodes", "4")]).unwrap();
+        let p = Presets::embedded().unwrap();
+        assert_eq!(spark.allreduce_link(p.hardware("dgx-spark").unwrap()).name, "200gbe");
+        let h = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).unwrap();
+        let h100 = p.hardware("h100-sxm").unwrap();
+        assert_eq!(h.allreduce_link(h100).name, "nvlink4");
+        assert_eq!(h.pipeline_link(h100).name, "ib-ndr");
+    }
+}

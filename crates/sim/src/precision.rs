@@ -1,0 +1,171 @@
+//! Number formats: how weights and the KV cache are stored, and which tensor-core format the
+//! arithmetic runs in.
+//!
+//! A weight format decides bytes per parameter (what decode reads every step); the compute format
+//! decides which peak of the hardware table applies (what prefill is bound by). Weight-only
+//! formats (AWQ int4, or FP8/FP4 on a device without those units) compute in BF16.
+
+use serde::{Deserialize, Serialize};
+
+/// How model weights are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    /// bfloat16, 2 bytes.
+    Bf16,
+    /// float16, 2 bytes (costed like BF16).
+    Fp16,
+    /// FP8 (e4m3) with per-channel or block scales, about 1 byte.
+    Fp8,
+    /// NVFP4: 4-bit values with one FP8 scale per 16, 0.5625 bytes.
+    Nvfp4,
+    /// MXFP4: 4-bit values with one E8M0 scale per 32, 0.53125 bytes.
+    Mxfp4,
+    /// AWQ/GPTQ 4-bit integers, group size 128 with scales and zeros, about 0.53 bytes.
+    #[serde(rename = "awq-int4")]
+    AwqInt4,
+}
+
+impl Precision {
+    /// Every format with its canonical spelling.
+    pub const ALL: [(Precision, &'static str); 6] = [
+        (Precision::Bf16, "bf16"),
+        (Precision::Fp16, "fp16"),
+        (Precision::Fp8, "fp8"),
+        (Precision::Nvfp4, "nvfp4"),
+        (Precision::Mxfp4, "mxfp4"),
+        (Precision::AwqInt4, "awq-int4"),
+    ];
+
+    /// Bytes per parameter, scales included.
+    pub fn bytes_per_param(self) -> f64 {
+        match self {
+            Precision::Bf16 | Precision::Fp16 => 2.0,
+            Precision::Fp8 => 1.0,
+            Precision::Nvfp4 => 0.5625,
+            Precision::Mxfp4 => 0.53125,
+            Precision::AwqInt4 => 0.53,
+        }
+    }
+
+    /// The canonical spelling.
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(p, _)| *p == self).map_or("bf16", |(_, n)| n)
+    }
+
+    /// Parses a spelling, including the names vLLM and Hugging Face use
+    /// (`bfloat16`, `float16`, `awq`, `gptq`, `int4`, `modelopt_fp4`).
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim().to_ascii_lowercase().replace('_', "-");
+        Some(match s.as_str() {
+            "bf16" | "bfloat16" | "auto" => Precision::Bf16,
+            "fp16" | "float16" | "half" => Precision::Fp16,
+            "fp8" | "fp8-e4m3" | "float8" => Precision::Fp8,
+            "nvfp4" | "fp4" | "modelopt-fp4" => Precision::Nvfp4,
+            "mxfp4" => Precision::Mxfp4,
+            "awq-int4" | "awq" | "gptq" | "int4" | "w4a16" | "awq-marlin" | "gptq-marlin" => Precision::AwqInt4,
+            _ => return None,
+        })
+    }
+
+    /// The tensor-core format the matrix products run in on a device with the given peaks.
+    pub fn compute_on(self, peaks: &crate::hardware::PeakTflops) -> ComputePrecision {
+        match self {
+            Precision::Bf16 | Precision::Fp16 | Precision::AwqInt4 => ComputePrecision::Bf16,
+            Precision::Fp8 if peaks.fp8.is_some() => ComputePrecision::Fp8,
+            Precision::Nvfp4 | Precision::Mxfp4 if peaks.fp4.is_some() => ComputePrecision::Fp4,
+            // Weight-only kernels dequantize to BF16 on devices without these units.
+            Precision::Fp8 | Precision::Nvfp4 | Precision::Mxfp4 => ComputePrecision::Bf16,
+        }
+    }
+}
+
+/// The format the arithmetic runs in; selects a hardware peak and an efficiency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ComputePrecision {
+    Bf16,
+    Fp8,
+    Fp4,
+}
+
+/// How the KV cache is stored (`kv-cache-dtype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KvDtype {
+    /// The model's activation type: 2 bytes.
+    Auto,
+    /// FP8: 1 byte.
+    Fp8,
+}
+
+impl KvDtype {
+    pub fn bytes(self) -> f64 {
+        match self {
+            KvDtype::Auto => 2.0,
+            KvDtype::Fp8 => 1.0,
+        }
+    }
+
+    /// Parses vLLM's `--kv-cache-dtype` values.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "bfloat16" | "bf16" | "float16" | "fp16" => Some(KvDtype::Auto),
+            "fp8" | "fp8_e4m3" | "fp8_e5m2" | "fp8-e4m3" | "fp8-e5m2" => Some(KvDtype::Fp8),
+            _ => None,
+        }
+    }
+}
+
+/// One number per compute format (an efficiency, a peak).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrecisionTable {
+    pub bf16: f64,
+    pub fp8: f64,
+    pub fp4: f64,
+}
+
+impl PrecisionTable {
+    pub fn get(&self, p: ComputePrecision) -> f64 {
+        match p {
+            ComputePrecision::Bf16 => self.bf16,
+            ComputePrecision::Fp8 => self.fp8,
+            ComputePrecision::Fp4 => self.fp4,
+        }
+    }
+
+    pub fn splat(v: f64) -> Self {
+        Self { bf16: v, fp8: v, fp4: v }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::PeakTflops;
+
+    #[test]
+    fn names_round_trip_and_aliases_parse() {
+        for (p, n) in Precision::ALL {
+            assert_eq!(Precision::parse(n), Some(p));
+            assert_eq!(p.name(), n);
+        }
+        assert_eq!(Precision::parse("BFloat16"), Some(Precision::Bf16));
+        assert_eq!(Precision::parse("awq"), Some(Precision::AwqInt4));
+        assert_eq!(Precision::parse("int3"), None);
+        assert_eq!(KvDtype::parse("fp8_e5m2"), Some(KvDtype::Fp8));
+        assert_eq!(KvDtype::parse("int8"), None);
+    }
+
+    #[test]
+    fn quantized_formats_fall_back_to_bf16_compute_without_units() {
+        let ampere = PeakTflops { bf16: 312.0, fp8: None, fp4: None, int4: Some(1248.0) };
+        let blackwell = PeakTflops { bf16: 2250.0, fp8: Some(4500.0), fp4: Some(9000.0), int4: None };
+        assert_eq!(Precision::Fp8.compute_on(&ampere), ComputePrecision::Bf16);
+        assert_eq!(Precision::Nvfp4.compute_on(&ampere), ComputePrecision::Bf16);
+        assert_eq!(Precision::Fp8.compute_on(&blackwell), ComputePrecision::Fp8);
+        assert_eq!(Precision::Mxfp4.compute_on(&blackwell), ComputePrecision::Fp4);
+        assert_eq!(Precision::AwqInt4.compute_on(&blackwell), ComputePrecision::Bf16);
+        assert!(Precision::Nvfp4.bytes_per_param() < Precision::Fp8.bytes_per_param());
+    }
+}

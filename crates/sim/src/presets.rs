@@ -1,0 +1,231 @@
+//! The preset registry: hardware and model presets embedded in the binary, plus the user's own
+//! from `$SERVEBENCH_PRESETS` or `~/.config/servebench/presets` (`hardware/*.toml`,
+//! `models/*.toml`). A user preset with the same name replaces the embedded one. Lookups are
+//! case-insensitive; a model may also be named by the part after its organisation
+//! (`qwen3-8b` for `Qwen/Qwen3-8B`) when that is unambiguous.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::SimError;
+use crate::hardware::HardwareSpec;
+use crate::model::ModelShape;
+
+macro_rules! embedded {
+    ($dir:literal: $($file:literal),* $(,)?) => {
+        [$(($file, include_str!(concat!("../presets/", $dir, "/", $file)))),*]
+    };
+}
+
+const HARDWARE: [(&str, &str); 10] = embedded!("hardware":
+    "h100-sxm.toml", "h200.toml", "b200.toml", "a100-80g.toml", "l40s.toml", "rtx-4090.toml",
+    "rtx-5090.toml", "dgx-spark.toml", "jetson-agx-thor.toml", "mi300x.toml",
+);
+
+const MODELS: [(&str, &str); 19] = embedded!("models":
+    "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml",
+    "llama-3.2-1b.toml", "llama-3.2-3b.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
+    "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
+    "qwen3-vl-32b-instruct-fp8.toml", "qwen3-vl-235b-a22b-instruct-fp8.toml",
+    "qwen3-vl-235b-a22b-instruct-awq.toml", "gpt-oss-20b.toml", "gpt-oss-120b.toml",
+    "glm-4.6-fp8.toml", "llama-4-scout-17b-16e-instruct-nvfp4.toml",
+    "llama-3.3-70b-instruct-nvfp4.toml",
+);
+
+/// Hardware and model presets available by name.
+#[derive(Clone, Debug)]
+pub struct Presets {
+    hardware: Vec<HardwareSpec>,
+    models: Vec<ModelShape>,
+    user_dir: Option<PathBuf>,
+}
+
+impl Presets {
+    /// Only the presets built into the binary.
+    pub fn embedded() -> Result<Self, SimError> {
+        let mut p = Presets { hardware: Vec::new(), models: Vec::new(), user_dir: None };
+        for (file, text) in HARDWARE {
+            p.add_hardware(HardwareSpec::from_toml(text, &format!("(built-in) {file}"))?);
+        }
+        for (file, text) in MODELS {
+            p.add_model(ModelShape::from_toml(text, &format!("(built-in) {file}"))?);
+        }
+        Ok(p)
+    }
+
+    /// The built-in presets plus those of the user directory, if it exists.
+    pub fn load_default() -> Result<Self, SimError> {
+        let p = Self::embedded()?;
+        match default_user_dir() {
+            Some(dir) if dir.is_dir() => p.with_user_dir(&dir),
+            _ => Ok(p),
+        }
+    }
+
+    /// Adds every `hardware/*.toml` and `models/*.toml` under `dir` (a missing subfolder is fine).
+    pub fn with_user_dir(mut self, dir: &Path) -> Result<Self, SimError> {
+        for sub in ["hardware", "models"] {
+            let folder = dir.join(sub);
+            if !folder.is_dir() {
+                continue;
+            }
+            let listing = std::fs::read_dir(&folder)
+                .map_err(|e| SimError::PresetDir { path: folder.display().to_string(), message: e.to_string() })?;
+            let mut files: Vec<PathBuf> = listing
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            files.sort();
+            for file in files {
+                let origin = file.display().to_string();
+                let text = std::fs::read_to_string(&file)
+                    .map_err(|e| SimError::Preset { origin: origin.clone(), message: e.to_string() })?;
+                if sub == "hardware" {
+                    self.add_hardware(HardwareSpec::from_toml(&text, &origin)?);
+                } else {
+                    self.add_model(ModelShape::from_toml(&text, &origin)?);
+                }
+            }
+        }
+        self.user_dir = Some(dir.to_path_buf());
+        Ok(self)
+    }
+
+    fn add_hardware(&mut self, hw: HardwareSpec) {
+        self.hardware.retain(|h| !h.name.eq_ignore_ascii_case(&hw.name));
+        self.hardware.push(hw);
+    }
+
+    fn add_model(&mut self, m: ModelShape) {
+        self.models.retain(|x| !x.id.eq_ignore_ascii_case(&m.id));
+        self.models.push(m);
+    }
+
+    /// Every hardware preset, in load order.
+    pub fn hardware_presets(&self) -> &[HardwareSpec] {
+        &self.hardware
+    }
+
+    /// Every model preset, in load order.
+    pub fn model_presets(&self) -> &[ModelShape] {
+        &self.models
+    }
+
+    fn user_dir_hint(&self) -> String {
+        self.user_dir
+            .clone()
+            .or_else(default_user_dir)
+            .map_or_else(|| "~/.config/servebench/presets".to_string(), |d| d.display().to_string())
+    }
+
+    /// A hardware preset by name or alias.
+    pub fn hardware(&self, name: &str) -> Result<&HardwareSpec, SimError> {
+        self.hardware.iter().find(|h| h.matches(name)).ok_or_else(|| SimError::UnknownHardware {
+            name: name.to_string(),
+            known: self.hardware.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "),
+            user_dir: self.user_dir_hint(),
+        })
+    }
+
+    /// A model preset by Hugging Face id, or by the part after the organisation when unique.
+    pub fn model(&self, id: &str) -> Result<&ModelShape, SimError> {
+        let id = id.trim();
+        if let Some(m) = self.models.iter().find(|m| m.id.eq_ignore_ascii_case(id)) {
+            return Ok(m);
+        }
+        let short = |m: &&ModelShape| m.id.rsplit('/').next().is_some_and(|s| s.eq_ignore_ascii_case(id));
+        let mut hits = self.models.iter().filter(short);
+        match (hits.next(), hits.next()) {
+            (Some(m), None) => Ok(m),
+            _ => Err(SimError::UnknownModel {
+                name: id.to_string(),
+                known: self.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", "),
+                user_dir: self.user_dir_hint(),
+            }),
+        }
+    }
+}
+
+/// `$SERVEBENCH_PRESETS`, else `$HOME/.config/servebench/presets`.
+pub fn default_user_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("SERVEBENCH_PRESETS").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".config/servebench/presets"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_preset_parses_and_is_found_by_name() {
+        let p = Presets::embedded().unwrap();
+        assert_eq!(p.hardware_presets().len(), HARDWARE.len());
+        assert_eq!(p.model_presets().len(), MODELS.len());
+        for hw in p.hardware_presets() {
+            assert_eq!(p.hardware(&hw.name.to_uppercase()).unwrap().name, hw.name);
+        }
+        for m in p.model_presets() {
+            assert_eq!(p.model(&m.id.to_lowercase()).unwrap().id, m.id);
+        }
+        assert_eq!(p.model("qwen3-8b").unwrap().id, "Qwen/Qwen3-8B");
+        assert_eq!(p.hardware("GB10").unwrap().name, "dgx-spark");
+    }
+
+    #[test]
+    fn model_presets_match_published_parameter_counts() {
+        // (id, total B, active B) as published, embeddings counted once per matrix.
+        let published = [
+            ("Qwen/Qwen3-0.6B", 0.60, 0.60),
+            ("Qwen/Qwen3-4B", 4.02, 4.02),
+            ("meta-llama/Llama-3.2-1B", 1.24, 1.24),
+            ("meta-llama/Llama-3.2-3B", 3.21, 3.21),
+            ("google/gemma-3-1b-it", 1.00, 1.00),
+            ("google/gemma-3-12b-it", 11.76, 11.76),
+            ("microsoft/phi-4", 14.66, 14.66),
+            ("microsoft/Phi-4-mini-instruct", 3.84, 3.84),
+            ("nvidia/Llama-3.3-70B-Instruct-NVFP4", 70.55, 70.55),
+            ("Qwen/Qwen3-VL-235B-A22B-Instruct-FP8", 235.1, 22.2),
+            ("openai/gpt-oss-20b", 20.9, 4.19),
+            ("openai/gpt-oss-120b", 116.8, 5.71),
+            ("zai-org/GLM-4.6-FP8", 352.8, 33.6),
+            ("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", 107.8, 17.2),
+        ];
+        let p = Presets::embedded().unwrap();
+        for (id, total, active) in published {
+            let m = p.model(id).unwrap();
+            let t = m.total_params() / 1e9;
+            let a = m.active_params() / 1e9;
+            assert!((t / total - 1.0).abs() < 0.02, "{id}: total {t:.2} B vs {total}");
+            assert!((a / active - 1.0).abs() < 0.03, "{id}: active {a:.2} B vs {active}");
+        }
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_presets() {
+        let p = Presets::embedded().unwrap();
+        let err = p.hardware("tpu-v5").unwrap_err().to_string();
+        assert!(err.contains("tpu-v5") && err.contains("h100-sxm") && err.contains("mi300x"));
+        let err = p.model("Qwen/Qwen9-1T").unwrap_err().to_string();
+        assert!(err.contains("Qwen/Qwen3-8B") && err.contains("config.json"), "{err}");
+    }
+
+    #[test]
+    fn user_presets_are_added_and_replace_built_in_ones() {
+        let dir = std::env::temp_dir().join(format!("sb-sim-presets-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("hardware")).unwrap();
+        std::fs::create_dir_all(dir.join("models")).unwrap();
+        let h100 = HARDWARE[0].1.replace("memory_gib = 79.2", "memory_gib = 70.0");
+        std::fs::write(dir.join("hardware/mine.toml"), h100).unwrap();
+        let tiny = MODELS[0].1.replace("Qwen/Qwen3-0.6B", "me/tiny");
+        std::fs::write(dir.join("models/tiny.toml"), tiny).unwrap();
+        let p = Presets::embedded().unwrap().with_user_dir(&dir).unwrap();
+        assert_eq!(p.hardware("h100-sxm").unwrap().memory_gib, 70.0);
+        assert_eq!(p.hardware_presets().len(), HARDWARE.len());
+        assert_eq!(p.model("ME/TINY").unwrap().layers, 28);
+        std::fs::write(dir.join("models/broken.toml"), "id = 3").unwrap();
+        let err = Presets::embedded().unwrap().with_user_dir(&dir).unwrap_err().to_string();
+        assert!(err.contains("broken.toml"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,346 @@
+//! Resolving a simulated target: model + hardware + options (+ a fitted profile) into a
+//! [`SimSetup`], with the memory plan that sizes the KV block pool.
+//!
+//! Memory per GPU follows vLLM: `memory × gpu-memory-utilization − weights/(TP·PP) − activation
+//! reserve` is left for KV blocks. Full-attention layers keep every block of a request;
+//! sliding-window layers keep at most the blocks covering their window.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::SimError;
+use crate::hardware::HardwareSpec;
+use crate::model::ModelShape;
+use crate::options::ServingOptions;
+use crate::presets::Presets;
+use crate::profile::StackProfile;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// How the KV pool is counted. One *unit* is `block_size` tokens of `unit_layers` layers on one
+/// GPU; a full block of a request costs `units_per_block` units for its full-attention layers,
+/// and `sliding_units_per_block` more for its sliding layers while it is inside the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct KvLayout {
+    pub block_size: u32,
+    pub total_units: u64,
+    pub units_per_block: u32,
+    pub sliding_units_per_block: u32,
+    /// Blocks of a request the sliding layers keep (window / block size, plus one).
+    pub sliding_cap_blocks: u32,
+}
+
+impl KvLayout {
+    /// Units a request of `blocks` blocks holds.
+    pub fn units_for_blocks(&self, blocks: u64) -> u64 {
+        u64::from(self.units_per_block) * blocks
+            + u64::from(self.sliding_units_per_block) * blocks.min(u64::from(self.sliding_cap_blocks))
+    }
+
+    /// The longest single sequence the pool can hold, tokens.
+    pub fn max_tokens_single(&self) -> u64 {
+        let f = u64::from(self.units_per_block);
+        let s = u64::from(self.sliding_units_per_block);
+        let cap = u64::from(self.sliding_cap_blocks);
+        let blocks = if f == 0 {
+            if s * cap.max(1) <= self.total_units { u64::from(u32::MAX) } else { 0 }
+        } else if (f + s) * cap >= self.total_units {
+            self.total_units / (f + s)
+        } else {
+            cap + (self.total_units - (f + s) * cap) / f
+        };
+        blocks * u64::from(self.block_size)
+    }
+}
+
+/// Where each GPU's memory goes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemoryPlan {
+    pub device_gib: f64,
+    pub utilization: f64,
+    /// Weights on the most loaded GPU.
+    pub weights_gib: f64,
+    pub reserve_gib: f64,
+    /// Left for the KV cache.
+    pub kv_gib: f64,
+    /// KV bytes one token takes on one GPU, over the layers of the largest stage.
+    pub kv_bytes_per_token: f64,
+    pub layout: KvLayout,
+    /// The longest sequence the KV cache can hold ("GPU KV cache size" in vLLM's log).
+    pub kv_tokens: u64,
+}
+
+/// A fully resolved simulated target: everything the engine, the cost model and `predict` need.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimSetup {
+    /// The model, with any precision override applied.
+    pub model: ModelShape,
+    pub hardware: HardwareSpec,
+    pub options: ServingOptions,
+    /// The longest prompt plus output accepted (explicit, or derived from the model and the KV cache).
+    pub max_model_len: u32,
+    pub stack: StackProfile,
+    pub memory: MemoryPlan,
+    /// What was derived or adjusted, worth showing the user.
+    pub notes: Vec<String>,
+}
+
+impl SimSetup {
+    /// Resolves a target with the built-in and user presets. `model` is a preset id or the path
+    /// of a Hugging Face config.json (or of the folder holding one); `profile` a fitted
+    /// [`StackProfile`] file.
+    pub fn resolve(
+        model: &str,
+        hardware: &str,
+        options: &[(String, String)],
+        profile: Option<&Path>,
+    ) -> Result<SimSetup, SimError> {
+        Self::resolve_with(&Presets::load_default()?, model, hardware, options, profile)
+    }
+
+    /// As [`SimSetup::resolve`], with an explicit preset registry.
+    pub fn resolve_with(
+        presets: &Presets,
+        model: &str,
+        hardware: &str,
+        options: &[(String, String)],
+        profile: Option<&Path>,
+    ) -> Result<SimSetup, SimError> {
+        let hw = presets.hardware(hardware)?.clone();
+        let shape = load_model(presets, model)?;
+        Self::from_parts(shape, hw, options, profile)
+    }
+
+    /// Builds a setup from an explicit model shape and hardware description.
+    pub fn from_parts(
+        mut model: ModelShape,
+        hardware: HardwareSpec,
+        options: &[(String, String)],
+        profile: Option<&Path>,
+    ) -> Result<SimSetup, SimError> {
+        let mut stack = hardware.stack.clone();
+        if let Some(path) = profile {
+            stack.apply_file(path)?;
+        }
+        let opts = ServingOptions::parse(options, &model, &hardware, &mut stack)?;
+        if let Some(p) = opts.precision {
+            model.precision = p;
+            model.attention_precision = None;
+        }
+        let memory = plan_memory(&model, &hardware, &opts, &stack)?;
+        let mut notes = Vec::new();
+        let max_model_len = match opts.max_model_len {
+            Some(len) => {
+                let blocks = u64::from(len).div_ceil(u64::from(opts.block_size));
+                let needed = memory.layout.units_for_blocks(blocks);
+                if needed > memory.layout.total_units {
+                    let unit_gib = memory.kv_gib / memory.layout.total_units.max(1) as f64;
+                    return Err(SimError::MaxModelLenTooLong {
+                        max_model_len: len,
+                        needed_gib: needed as f64 * unit_gib,
+                        kv_gib: memory.kv_gib,
+                        fit_tokens: memory.kv_tokens,
+                    });
+                }
+                len
+            }
+            None => {
+                let fit = u32::try_from(memory.kv_tokens).unwrap_or(u32::MAX);
+                if fit < model.max_context {
+                    notes.push(format!(
+                        "max-model-len lowered from {} to {fit}, the most the KV cache holds",
+                        model.max_context
+                    ));
+                }
+                model.max_context.min(fit)
+            }
+        };
+        notes.push(format!(
+            "{} on {} x{} (tp={} pp={}): weights {:.1} GiB/GPU, KV cache {:.1} GiB/GPU = {} tokens, \
+             max-num-seqs {}, max-num-batched-tokens {}",
+            model.id,
+            hardware.name,
+            opts.gpus(),
+            opts.tp,
+            opts.pp,
+            memory.weights_gib,
+            memory.kv_gib,
+            memory.kv_tokens,
+            opts.max_num_seqs,
+            opts.max_num_batched_tokens
+        ));
+        Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, notes })
+    }
+}
+
+/// A preset by id, or a config.json path (a folder means its config.json).
+fn load_model(presets: &Presets, model: &str) -> Result<ModelShape, SimError> {
+    let path = Path::new(model);
+    let looks_like_path = model.ends_with(".json") || path.is_dir() || path.is_file();
+    if !looks_like_path {
+        return Ok(presets.model(model)?.clone());
+    }
+    let file = if path.is_dir() { path.join("config.json") } else { path.to_path_buf() };
+    let origin = file.display().to_string();
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| SimError::ModelConfig { path: origin.clone(), message: e.to_string() })?;
+    ModelShape::from_hf_config_at(&text, &origin)
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Sizes the KV pool of one GPU (the most loaded pipeline stage).
+pub fn plan_memory(
+    model: &ModelShape,
+    hw: &HardwareSpec,
+    opts: &ServingOptions,
+    stack: &StackProfile,
+) -> Result<MemoryPlan, SimError> {
+    let tp = f64::from(opts.tp);
+    let pp = opts.pp;
+    let stage_layers = model.layers.div_ceil(pp);
+    let stage_fraction = f64::from(stage_layers) / f64::from(model.layers);
+    let embedding_bytes = model.embedding_params() * 2.0;
+    let heads_bytes =
+        if pp == 1 { embedding_bytes * if model.tied_embeddings { 1.0 } else { 2.0 } } else { embedding_bytes };
+    let extra = model.extra_params_b * 1e9 * 2.0;
+    let block_bytes = model.weight_bytes() - embedding_bytes * if model.tied_embeddings { 1.0 } else { 2.0 } - extra;
+    let weights = (block_bytes * stage_fraction + heads_bytes + extra) / tp;
+    let weights_gib = weights / GIB;
+    let reserve_gib = if model.moe.is_some() { stack.activation_reserve_moe_gib } else { stack.activation_reserve_gib };
+    let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
+    let kv_gib = usable_gib - weights_gib - reserve_gib;
+    let does_not_fit = || SimError::DoesNotFit {
+        model: model.id.clone(),
+        hardware: hw.name.clone(),
+        tp: opts.tp,
+        pp: opts.pp,
+        weights_gib,
+        device_gib: hw.memory_gib,
+        utilization: opts.gpu_memory_utilization,
+        reserve_gib,
+        room_gib: (usable_gib - reserve_gib).max(0.0),
+    };
+    if kv_gib <= 0.0 {
+        return Err(does_not_fit());
+    }
+    let (sliding, window) = model.sliding_layers();
+    let full_stage = model.full_attention_layers().div_ceil(pp);
+    let sliding_stage = sliding.div_ceil(pp);
+    let g = gcd(full_stage, sliding_stage).max(1);
+    let per_token_layer = model.kv_bytes_per_token_layer(opts.kv_cache_dtype, opts.tp);
+    let unit_bytes = f64::from(opts.block_size) * per_token_layer * f64::from(g);
+    let total_units = (kv_gib * GIB / unit_bytes).floor() as u64;
+    let layout = KvLayout {
+        block_size: opts.block_size,
+        total_units,
+        units_per_block: full_stage / g,
+        sliding_units_per_block: sliding_stage / g,
+        sliding_cap_blocks: if sliding_stage == 0 { 0 } else { window.div_ceil(opts.block_size) + 1 },
+    };
+    let kv_tokens = layout.max_tokens_single();
+    if kv_tokens < u64::from(opts.block_size) {
+        return Err(does_not_fit());
+    }
+    Ok(MemoryPlan {
+        device_gib: hw.memory_gib,
+        utilization: opts.gpu_memory_utilization,
+        weights_gib,
+        reserve_gib,
+        kv_gib,
+        kv_bytes_per_token: per_token_layer * f64::from(full_stage + sliding_stage),
+        layout,
+        kv_tokens,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(model: &str, hw: &str, pairs: &[(&str, &str)]) -> Result<SimSetup, SimError> {
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        SimSetup::resolve_with(&Presets::embedded().unwrap(), model, hw, &pairs, None)
+    }
+
+    #[test]
+    fn kv_capacity_of_qwen3_8b_on_one_h100() {
+        let s = setup("Qwen/Qwen3-8B", "h100-sxm", &[("gpu-memory-utilization", "0.9")]).unwrap();
+        // By hand: 79.2 GiB x 0.9 = 71.28 GiB; weights 8.19e9 params x 2 B = 15.26 GiB; 5.5 GiB
+        // reserve; 50.52 GiB left. One token: 36 layers x 2 (K,V) x 8 heads x 128 x 2 B = 144 KiB,
+        // a 16-token block 2.25 MiB, so 50.52 GiB / 2.25 MiB = 22 992 blocks = 367 872 tokens.
+        let m = &s.memory;
+        assert!((m.weights_gib - 15.26).abs() < 0.02, "{}", m.weights_gib);
+        assert!((m.kv_gib - 50.52).abs() < 0.02, "{}", m.kv_gib);
+        assert_eq!(m.kv_bytes_per_token, 147_456.0);
+        assert!((m.layout.total_units as i64 - 22_992).abs() <= 10, "{}", m.layout.total_units);
+        assert_eq!(m.kv_tokens, m.layout.total_units * 16);
+        assert_eq!(s.max_model_len, 40960);
+        // FP8 KV doubles the blocks; tp=2 halves the weights per GPU and the KV heads.
+        let fp8 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("kv-cache-dtype", "fp8")]).unwrap();
+        assert_eq!(fp8.memory.layout.total_units / 2, m.layout.total_units);
+        let tp2 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]).unwrap();
+        assert!((tp2.memory.weights_gib - m.weights_gib / 2.0).abs() < 1e-9);
+        assert!(tp2.memory.layout.total_units > 2 * m.layout.total_units);
+    }
+
+    #[test]
+    fn sliding_layers_hold_only_their_window() {
+        let s = setup("google/gemma-3-1b-it", "rtx-4090", &[]).unwrap();
+        let l = s.memory.layout;
+        // 4 global and 22 local layers: units of 2 layers, 2 + 11 per block; 512/16 + 1 = 33 blocks.
+        assert_eq!((l.units_per_block, l.sliding_units_per_block, l.sliding_cap_blocks), (2, 11, 33));
+        assert_eq!(l.units_for_blocks(10), 130);
+        assert_eq!(l.units_for_blocks(100), 2 * 100 + 11 * 33);
+        let long = l.max_tokens_single() / 16;
+        assert!(l.units_for_blocks(long) <= l.total_units);
+        assert!(l.units_for_blocks(long + 1) > l.total_units);
+    }
+
+    #[test]
+    fn a_model_that_does_not_fit_says_so_with_the_numbers() {
+        let err = setup("Qwen/Qwen3-VL-235B-A22B-Instruct-FP8", "rtx-4090", &[]).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, SimError::DoesNotFit { .. }));
+        assert!(msg.contains("does not fit on rtx-4090"), "{msg}");
+        assert!(msg.contains("GiB per GPU") && msg.contains("23.6 GiB"), "{msg}");
+        if let SimError::DoesNotFit { weights_gib, .. } = err {
+            assert!(weights_gib > 200.0 && weights_gib < 240.0, "{weights_gib}");
+        }
+        // Spread over 8 B200s it fits.
+        assert!(setup("Qwen/Qwen3-VL-235B-A22B-Instruct-FP8", "b200", &[("tp", "4")]).is_ok());
+    }
+
+    #[test]
+    fn max_model_len_is_checked_or_derived() {
+        let err = setup("Qwen/Qwen3-8B", "rtx-4090", &[("max-model-len", "40960")]);
+        // 8B BF16 on a 24 GB card barely fits; a 40k context does not.
+        let msg = err.unwrap_err().to_string();
+        assert!(msg.contains("max-model-len=40960") && msg.contains("GiB"), "{msg}");
+        let s = setup("Qwen/Qwen3-4B", "rtx-4090", &[]).unwrap();
+        assert!(u64::from(s.max_model_len) <= s.memory.kv_tokens);
+        let scout = setup("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", "h100-sxm", &[("tp", "4")]).unwrap();
+        assert!(scout.max_model_len < 10_485_760);
+        assert!(scout.notes.iter().any(|n| n.contains("lowered")));
+    }
+
+    #[test]
+    fn a_config_json_path_resolves_like_a_preset() {
+        let path = format!("{}/testdata/hf-configs/qwen3-8b.json", env!("CARGO_MANIFEST_DIR"));
+        let from_file = setup(&path, "h100-sxm", &[]).unwrap();
+        let from_preset = setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap();
+        assert_eq!(from_file.memory, from_preset.memory);
+        let err = setup("/nonexistent/config.json", "h100-sxm", &[]).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/config.json"), "{err}");
+    }
+
+    #[test]
+    fn precision_override_shrinks_the_weights() {
+        let bf16 = setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap();
+        let fp8 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("precision", "fp8")]).unwrap();
+        assert!(fp8.memory.weights_gib < 0.6 * bf16.memory.weights_gib);
+    }
+}

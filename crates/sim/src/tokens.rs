@@ -1,0 +1,139 @@
+//! Turning a request body into prompt token ids without a tokenizer, so the prefix cache sees
+//! the same ids for the same text in `predict` and in a simulated server alike.
+//!
+//! [`WordHashMapper`] splits the prompt (or the chat messages, each preceded by a role marker)
+//! at whitespace and hashes each word to an id: one word, one token. A tokenizer-backed mapper
+//! can implement [`TokenMapper`] later for exact counts.
+
+use serde_json::Value;
+
+use servebench_core::config::Api;
+
+/// Maps a request body to prompt token ids.
+pub trait TokenMapper: Send + Sync {
+    /// Appends the ids of the prompt of `body` (a completions or chat request) to `out`.
+    /// The error says what in the body could not be read.
+    fn prompt_ids(&self, api: Api, body: &Value, out: &mut Vec<u32>) -> Result<(), String>;
+}
+
+/// One whitespace-separated word = one token, its id a hash of the word.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WordHashMapper;
+
+/// The id of a word: 64-bit FNV-1a folded to 31 bits.
+pub fn word_id(word: &str) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in word.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    ((h >> 33) ^ (h & 0x7fff_ffff)) as u32 & 0x7fff_ffff
+}
+
+fn push_words(text: &str, out: &mut Vec<u32>) {
+    out.extend(text.split_whitespace().map(word_id));
+}
+
+fn push_prompt(prompt: &Value, out: &mut Vec<u32>) -> Result<(), String> {
+    match prompt {
+        Value::String(s) => push_words(s, out),
+        Value::Array(items) => {
+            for item in items {
+                match item {
+                    Value::String(s) => push_words(s, out),
+                    Value::Number(n) => out.push(
+                        n.as_u64()
+                            .and_then(|v| u32::try_from(v).ok())
+                            .ok_or_else(|| format!("prompt token {n} is not a token id"))?,
+                    ),
+                    Value::Array(_) => push_prompt(item, out)?,
+                    other => return Err(format!("prompt items must be text or token ids, got {other}")),
+                }
+            }
+        }
+        other => return Err(format!("prompt must be text or a list, got {other}")),
+    }
+    Ok(())
+}
+
+fn push_content(content: &Value, out: &mut Vec<u32>) -> Result<(), String> {
+    match content {
+        Value::String(s) => push_words(s, out),
+        Value::Null => {}
+        Value::Array(parts) => {
+            for part in parts {
+                match part.get("text").and_then(Value::as_str) {
+                    Some(t) => push_words(t, out),
+                    // Images and other parts: one placeholder token each.
+                    None => out.push(word_id("<|media|>")),
+                }
+            }
+        }
+        other => return Err(format!("message content must be text or a list of parts, got {other}")),
+    }
+    Ok(())
+}
+
+impl TokenMapper for WordHashMapper {
+    fn prompt_ids(&self, api: Api, body: &Value, out: &mut Vec<u32>) -> Result<(), String> {
+        match api {
+            Api::Completions => {
+                let prompt = body.get("prompt").ok_or("the body has no \"prompt\"")?;
+                push_prompt(prompt, out)
+            }
+            Api::Chat => {
+                let messages =
+                    body.get("messages").and_then(Value::as_array).ok_or("the body has no \"messages\" list")?;
+                for m in messages {
+                    let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+                    out.push(word_id(&format!("<|{role}|>")));
+                    push_content(m.get("content").unwrap_or(&Value::Null), out)?;
+                }
+                // The assistant header the chat template appends.
+                out.push(word_id("<|assistant|>"));
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ids(api: Api, body: Value) -> Result<Vec<u32>, String> {
+        let mut out = Vec::new();
+        WordHashMapper.prompt_ids(api, &body, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn words_become_one_token_each_and_equal_words_equal_ids() {
+        let a = ids(Api::Completions, json!({"prompt": "the cat  sat on the mat"})).unwrap();
+        assert_eq!(a.len(), 6);
+        assert_eq!(a[0], a[4]);
+        assert_ne!(a[0], a[1]);
+        let b = ids(Api::Completions, json!({"prompt": "the cat sat on a hat"})).unwrap();
+        assert_eq!(a[..4], b[..4]);
+        let t = ids(Api::Completions, json!({"prompt": [1, 2, 3]})).unwrap();
+        assert_eq!(t, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn chat_messages_carry_role_markers() {
+        let body = json!({"messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "hello there"}]}
+        ]});
+        let v = ids(Api::Chat, body).unwrap();
+        assert_eq!(v.len(), 1 + 2 + 1 + 2 + 1);
+        assert_eq!(v[0], word_id("<|system|>"));
+    }
+
+    #[test]
+    fn unreadable_bodies_say_what_is_missing() {
+        assert!(ids(Api::Completions, json!({"messages": []})).unwrap_err().contains("prompt"));
+        assert!(ids(Api::Chat, json!({"prompt": "x"})).unwrap_err().contains("messages"));
+        assert!(ids(Api::Completions, json!({"prompt": [-1]})).unwrap_err().contains("token id"));
+    }
+}

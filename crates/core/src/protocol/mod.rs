@@ -1,1 +1,16 @@
-//! (in progress)
+//! The wire protocol shared by the load engine and the servers it talks to: the SSE framing
+//! ([`sse`]), what one OpenAI streaming payload means ([`openai`]), and how servers render
+//! those payloads ([`render`]).
+//!
+//! Everything here is sans-IO: bytes in, meaning out (or meaning in, bytes out).
+
+pub mod openai;
+pub mod render;
+pub mod sse;
+
+#[cfg(test)]
+mod conformance_tests;
+
+pub use openai::{ClassifyError, Payload, ServerTimings, StreamChunk, classify};
+pub use render::{ChunkRenderer, done_frame, error_frame};
+pub use sse::{SseDecoder, SseError, SseEvent};

@@ -1,0 +1,516 @@
+//! The only network code: HTTP/1.1 over plain TCP with hyper, one connection per request in
+//! flight.
+//!
+//! Connections are kept in a small pool (sized to the concurrency) and reused, with
+//! `TCP_NODELAY` set. A pooled connection the server has closed is detected and replaced
+//! before use. When a request fails on a reused connection before a single response byte came
+//! back (a server that answers `Connection: keep-alive` and closes anyway), it is sent once more
+//! on a fresh connection and the response says so ([`Response::retried`]); a request is never
+//! sent again once the server has answered anything. Plain-http targets honour `http_proxy` and
+//! `no_proxy` (see `proxy.rs`); https is not supported yet.
+//!
+//! The pool's idle list is the only lock, taken when a request starts and when its response
+//! ends, never per chunk.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, USER_AGENT};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::OnceCell;
+
+use crate::proxy::{Proxy, proxy_for, split_host_port};
+
+/// A target or option that cannot be used; reported before anything is sent.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("invalid URL {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error(
+        "https targets are not supported yet ({url}); use an http:// URL (for a TLS endpoint, run a local TLS-terminating proxy)"
+    )]
+    HttpsUnsupported { url: String },
+    #[error("invalid header {name:?}: {reason}")]
+    InvalidHeader { name: String, reason: String },
+    #[error("invalid proxy setting {var}={value:?}: {reason}")]
+    InvalidProxy { var: String, value: String, reason: String },
+}
+
+/// Why an exchange failed before a response arrived.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("cannot resolve {host}: {source}")]
+    Resolve { host: String, source: io::Error },
+    #[error("cannot connect to {addr}: {source}")]
+    Connect { addr: String, source: io::Error },
+    #[error("connection failed before a response: {}", with_causes(.0))]
+    Exchange(hyper::Error),
+}
+
+/// A pooled client for one origin (scheme, host and port).
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    host: String,
+    port: u16,
+    /// The `Host` header: the URL's authority.
+    authority: HeaderValue,
+    proxy: Option<Proxy>,
+    addrs: OnceCell<Vec<SocketAddr>>,
+    headers: HeaderMap,
+    idle: Mutex<Vec<Conn>>,
+    max_idle: usize,
+}
+
+#[derive(Debug)]
+struct Conn {
+    sender: SendRequest<Full<Bytes>>,
+    /// Bytes read from the socket so far: tells whether a failed request got any answer.
+    read: Arc<AtomicU64>,
+    /// Requests this connection has completed.
+    served: u32,
+}
+
+impl HttpClient {
+    /// A client for the origin of `url` (e.g. the run's `base_url`). `headers` go with every
+    /// request, after `Authorization` from the caller's list; `pool_size` is how many idle
+    /// connections are kept (the concurrency).
+    pub fn new(url: &str, headers: &[(String, String)], pool_size: usize) -> Result<Self, HttpError> {
+        Self::with_env(url, headers, pool_size, |k| std::env::var(k).ok())
+    }
+
+    /// As [`HttpClient::new`], with the environment (for proxy settings) given explicitly.
+    pub fn with_env(
+        url: &str,
+        headers: &[(String, String)],
+        pool_size: usize,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, HttpError> {
+        let uri = parse_http_url(url)?;
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        let (host, port) = split_host_port(authority)
+            .ok_or_else(|| HttpError::InvalidUrl { url: url.to_string(), reason: "no host".to_string() })?;
+        let port = port.unwrap_or(80);
+        let mut map = HeaderMap::new();
+        map.insert(USER_AGENT, HeaderValue::from_static(concat!("servebench/", env!("CARGO_PKG_VERSION"))));
+        for (name, value) in headers {
+            let invalid = |reason: String| HttpError::InvalidHeader { name: name.clone(), reason };
+            let n = HeaderName::try_from(name.trim()).map_err(|e| invalid(e.to_string()))?;
+            let v = HeaderValue::try_from(value.trim()).map_err(|e| invalid(e.to_string()))?;
+            map.insert(n, v);
+        }
+        let proxy = proxy_for(&host, port, env)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                authority: HeaderValue::try_from(authority)
+                    .map_err(|e| HttpError::InvalidUrl { url: url.to_string(), reason: e.to_string() })?,
+                host,
+                port,
+                proxy,
+                addrs: OnceCell::new(),
+                headers: map,
+                idle: Mutex::new(Vec::with_capacity(pool_size.min(65_536))),
+                max_idle: pool_size.max(1),
+            }),
+        })
+    }
+
+    /// Whether requests go through an HTTP proxy.
+    pub fn via_proxy(&self) -> bool {
+        self.inner.proxy.is_some()
+    }
+
+    /// The request target for `url`, a URL on this client's origin: origin-form (`/v1/…`)
+    /// when direct, absolute-form through a proxy.
+    pub fn target(&self, url: &str) -> Result<Uri, HttpError> {
+        let uri = parse_http_url(url)?;
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let target = if self.inner.proxy.is_some() {
+            format!("http://{}{path}", uri.authority().map(|a| a.as_str()).unwrap_or_default())
+        } else {
+            path.to_string()
+        };
+        Uri::try_from(target).map_err(|e| HttpError::InvalidUrl { url: url.to_string(), reason: e.to_string() })
+    }
+
+    /// Sends one request and returns once the response head has arrived.
+    pub async fn send(
+        &self,
+        method: Method,
+        target: &Uri,
+        body: Option<Bytes>,
+        extra: Option<(HeaderName, HeaderValue)>,
+    ) -> Result<Response, SendError> {
+        let build = || self.build(method.clone(), target, body.clone(), extra.clone());
+        let mut conn = self.checkout().await?;
+        let reused = conn.served > 0;
+        let read_before = conn.read.load(Ordering::Relaxed);
+        match conn.sender.try_send_request(build()).await {
+            Ok(resp) => Ok(self.response(resp, conn, false)),
+            Err(mut e) => {
+                // Never written (the connection closed first): sending it now is not a retry.
+                let unsent = e.take_message().is_some();
+                let no_answer = conn.read.load(Ordering::Relaxed) == read_before;
+                drop(conn);
+                let resend = unsent || (reused && no_answer);
+                if !resend {
+                    return Err(SendError::Exchange(e.into_error()));
+                }
+                let mut fresh = self.dial().await?;
+                let resp = fresh.sender.send_request(build()).await.map_err(SendError::Exchange)?;
+                Ok(self.response(resp, fresh, !unsent))
+            }
+        }
+    }
+
+    fn build(
+        &self,
+        method: Method,
+        target: &Uri,
+        body: Option<Bytes>,
+        extra: Option<(HeaderName, HeaderValue)>,
+    ) -> Request<Full<Bytes>> {
+        let has_body = body.is_some();
+        let mut req = Request::new(Full::new(body.unwrap_or_default()));
+        *req.method_mut() = method;
+        *req.uri_mut() = target.clone();
+        let headers = req.headers_mut();
+        headers.reserve(self.inner.headers.len() + 4);
+        headers.insert(HOST, self.inner.authority.clone());
+        if has_body {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        for (name, value) in &self.inner.headers {
+            headers.insert(name, value.clone());
+        }
+        if let Some(auth) = self.inner.proxy.as_ref().and_then(|p| p.authorization.clone()) {
+            headers.insert(PROXY_AUTHORIZATION, auth);
+        }
+        if let Some((name, value)) = extra {
+            headers.insert(name, value);
+        }
+        req
+    }
+
+    fn response(&self, resp: http::Response<Incoming>, conn: Conn, retried: bool) -> Response {
+        let (parts, body) = resp.into_parts();
+        let reason = parts
+            .extensions
+            .get::<hyper::ext::ReasonPhrase>()
+            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
+        Response { status: parts.status, reason, retried, body, conn: Some(conn), client: self.clone() }
+    }
+
+    /// An idle pooled connection that is still open, or a new one. The most recently used
+    /// connection that is ready right now is preferred (one whose last response is still
+    /// settling would cost a wait, one idle for long is likelier to be closed by the server).
+    async fn checkout(&self) -> Result<Conn, SendError> {
+        loop {
+            let pooled = {
+                let mut idle = lock(&self.inner.idle);
+                match idle.iter().rposition(|c| c.sender.is_ready() && !c.sender.is_closed()) {
+                    Some(i) => idle.swap_remove(i),
+                    None => match idle.pop() {
+                        Some(c) => c,
+                        None => break,
+                    },
+                }
+            };
+            let mut conn = pooled;
+            if conn.sender.ready().await.is_ok() {
+                return Ok(conn);
+            }
+        }
+        self.dial().await
+    }
+
+    fn release(&self, mut conn: Conn) {
+        conn.served = conn.served.saturating_add(1);
+        if conn.sender.is_closed() {
+            return;
+        }
+        let mut idle = lock(&self.inner.idle);
+        if idle.len() >= self.inner.max_idle {
+            idle.retain(|c| !c.sender.is_closed());
+        }
+        if idle.len() < self.inner.max_idle {
+            idle.push(conn);
+        }
+    }
+
+    async fn dial(&self) -> Result<Conn, SendError> {
+        let addrs = self.resolve().await?;
+        let mut last = None;
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => return self.handshake(stream).await,
+                Err(e) => last = Some((addr, e)),
+            }
+        }
+        let (addr, source) =
+            last.map_or_else(|| (self.connect_host(), io::Error::other("no addresses")), |(a, e)| (a.to_string(), e));
+        Err(SendError::Connect { addr, source })
+    }
+
+    async fn handshake(&self, stream: TcpStream) -> Result<Conn, SendError> {
+        // Nagle's algorithm would hold small request writes back; failure to disable it only
+        // costs latency, so it is not an error.
+        let _ = stream.set_nodelay(true);
+        let read = Arc::new(AtomicU64::new(0));
+        let io = TokioIo::new(CountingIo { inner: stream, read: Arc::clone(&read) });
+        let (mut sender, connection) =
+            hyper::client::conn::http1::Builder::new().handshake(io).await.map_err(SendError::Exchange)?;
+        tokio::spawn(async move {
+            // Errors surface on the request side; the task only drives the socket.
+            let _ = connection.await;
+        });
+        sender.ready().await.map_err(SendError::Exchange)?;
+        Ok(Conn { sender, read, served: 0 })
+    }
+
+    fn connect_host(&self) -> String {
+        match &self.inner.proxy {
+            Some(p) => format!("{}:{}", p.host, p.port),
+            None => format!("{}:{}", self.inner.host, self.inner.port),
+        }
+    }
+
+    async fn resolve(&self) -> Result<Vec<SocketAddr>, SendError> {
+        let (host, port) = match &self.inner.proxy {
+            Some(p) => (p.host.as_str(), p.port),
+            None => (self.inner.host.as_str(), self.inner.port),
+        };
+        self.inner
+            .addrs
+            .get_or_try_init(|| async move {
+                let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+                    .await
+                    .map_err(|source| SendError::Resolve { host: host.to_string(), source })?
+                    .collect();
+                if addrs.is_empty() {
+                    return Err(SendError::Resolve {
+                        host: host.to_string(),
+                        source: io::Error::other("no addresses"),
+                    });
+                }
+                Ok(addrs)
+            })
+            .await
+            .cloned()
+    }
+}
+
+/// An error and its chain of causes, `: `-separated.
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn parse_http_url(url: &str) -> Result<Uri, HttpError> {
+    let uri = Uri::try_from(url).map_err(|e| HttpError::InvalidUrl { url: url.to_string(), reason: e.to_string() })?;
+    match uri.scheme_str() {
+        Some("http") => Ok(uri),
+        Some("https") => Err(HttpError::HttpsUnsupported { url: url.to_string() }),
+        _ => Err(HttpError::InvalidUrl { url: url.to_string(), reason: "expected an http:// URL".to_string() }),
+    }
+}
+
+/// A response whose head has arrived; the body is read with [`Response::chunk`]. When the body
+/// has been read to its end the connection goes back to the pool; dropping the response earlier
+/// closes it.
+#[derive(Debug)]
+pub struct Response {
+    status: StatusCode,
+    reason: Option<String>,
+    retried: bool,
+    body: Incoming,
+    conn: Option<Conn>,
+    client: HttpClient,
+}
+
+impl Response {
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The status line's reason phrase (`Bad Request`), as the server sent it.
+    pub fn reason(&self) -> &str {
+        self.reason.as_deref().or_else(|| self.status.canonical_reason()).unwrap_or("")
+    }
+
+    /// The request was sent a second time, on a fresh connection, because the pooled
+    /// connection it was first sent on closed without answering.
+    pub fn retried(&self) -> bool {
+        self.retried
+    }
+
+    /// The next piece of the body as it came off the network; `None` at its end.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
+        loop {
+            match self.body.frame().await {
+                None => {
+                    if let Some(conn) = self.conn.take() {
+                        self.client.release(conn);
+                    }
+                    return Ok(None);
+                }
+                Some(Err(e)) => {
+                    self.conn = None;
+                    return Err(e);
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data()
+                        && !data.is_empty()
+                    {
+                        return Ok(Some(data));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the whole body, up to `limit` bytes (the rest is dropped).
+    pub async fn text(&mut self, limit: usize) -> Result<String, hyper::Error> {
+        let mut buf = Vec::new();
+        while let Some(c) = self.chunk().await? {
+            let room = limit.saturating_sub(buf.len());
+            buf.extend_from_slice(&c[..c.len().min(room)]);
+            if buf.len() >= limit {
+                break;
+            }
+        }
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+}
+
+/// A TCP stream that counts the bytes it reads.
+struct CountingIo {
+    inner: TcpStream,
+    read: Arc<AtomicU64>,
+}
+
+impl AsyncRead for CountingIo {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        res
+    }
+}
+
+impl AsyncWrite for CountingIo {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// `Authorization: Bearer $OPENAI_API_KEY` (when set) followed by the user's headers, in the
+/// order vLLM applies them (later ones win).
+pub fn request_headers(user: &[(String, String)], api_key: Option<String>) -> Vec<(String, String)> {
+    let mut out = Vec::with_capacity(user.len() + 1);
+    if let Some(key) = api_key.filter(|k| !k.is_empty()) {
+        out.push((AUTHORIZATION.to_string(), format!("Bearer {key}")));
+    }
+    out.extend(user.iter().cloned());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn urls_are_checked_up_front() {
+        let e = HttpClient::with_env("https://api.example.com", &[], 1, no_env).unwrap_err();
+        assert!(matches!(e, HttpError::HttpsUnsupported { .. }));
+        assert!(e.to_string().contains("not supported yet"));
+        assert!(HttpClient::with_env("ftp://x", &[], 1, no_env).is_err());
+        assert!(HttpClient::with_env("not a url", &[], 1, no_env).is_err());
+        let bad = [("Bad Header".to_string(), "v".to_string())];
+        assert!(matches!(HttpClient::with_env("http://h:1", &bad, 1, no_env), Err(HttpError::InvalidHeader { .. })));
+    }
+
+    #[test]
+    fn request_targets_are_origin_form_direct_and_absolute_through_a_proxy() {
+        let direct = HttpClient::with_env("http://10.0.0.1:8000", &[], 1, no_env).unwrap();
+        assert_eq!(direct.target("http://10.0.0.1:8000/v1/completions?x=1").unwrap(), "/v1/completions?x=1");
+        let env = |k: &str| (k == "http_proxy").then(|| "http://proxy:3128".to_string());
+        let proxied = HttpClient::with_env("http://10.0.0.1:8000", &[], 1, env).unwrap();
+        assert!(proxied.via_proxy());
+        assert_eq!(proxied.target("http://10.0.0.1:8000/v1/models").unwrap(), "http://10.0.0.1:8000/v1/models");
+        let local = HttpClient::with_env("http://127.0.0.1:8000", &[], 1, env).unwrap();
+        assert!(!local.via_proxy());
+    }
+
+    #[test]
+    fn api_key_header_comes_first_and_user_headers_can_override_it() {
+        let user = vec![("X-A".to_string(), "1".to_string())];
+        let h = request_headers(&user, Some("k".into()));
+        assert_eq!(h[0], ("authorization".to_string(), "Bearer k".to_string()));
+        assert_eq!(h[1].0, "X-A");
+        assert_eq!(request_headers(&user, Some(String::new())).len(), 1);
+        let c = HttpClient::with_env(
+            "http://h:1",
+            &request_headers(&[("Authorization".into(), "Bearer mine".into())], Some("k".into())),
+            1,
+            no_env,
+        )
+        .unwrap();
+        let req = c.build(Method::POST, &Uri::from_static("/x"), Some(Bytes::new()), None);
+        assert_eq!(req.headers()[AUTHORIZATION], "Bearer mine");
+        assert_eq!(req.headers()[CONTENT_TYPE], "application/json");
+        assert_eq!(req.headers()[HOST], "h:1");
+    }
+}

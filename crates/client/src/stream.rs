@@ -1,0 +1,327 @@
+//! Drives one streaming request and fills its [`RequestRecord`].
+//!
+//! The clock is read once per network read, right after the bytes arrive and before any
+//! decoding; every token event in that read gets that timestamp (µs after the send). Token
+//! times go into a vector sized from `max_tokens`, text into one `String`, so nothing is
+//! allocated per token. Every way a request can go wrong ends as a [`Failure`] in the record:
+//! a status other than 2xx, no connection, the per-request timeout, an in-band error event, a
+//! stream without any token, a stream that broke off or could not be decoded, or an
+//! interruption of the run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Method, Uri};
+use servebench_core::config::Api;
+use servebench_core::protocol::{Payload, SseDecoder, SseEvent, classify};
+use servebench_core::record::{Failure, FailureKind, RequestRecord};
+use tokio::sync::watch;
+
+use crate::http::{HttpClient, with_causes};
+use crate::progress::Progress;
+
+/// vLLM's message for a stream that ended without a token chunk.
+pub const NO_TOKEN_MESSAGE: &str =
+    "Never received a valid chunk to calculate TTFT.This response will be marked as failed!";
+
+/// How much of an error response's body goes into the failure message.
+const ERROR_BODY_LIMIT: usize = 512;
+/// How long to wait for that much of an error body.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(2);
+/// Token-time capacity reserved up front is capped so a huge `max_tokens` costs nothing.
+const MAX_RESERVED_CHUNKS: usize = 1 << 16;
+
+/// What every request of a run shares.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamContext {
+    pub client: HttpClient,
+    /// The request target for the API URL (see [`HttpClient::target`]).
+    pub target: Uri,
+    pub api: Api,
+    /// Per-request timeout; `None` waits forever.
+    pub timeout: Option<Duration>,
+    /// Token chunks are counted here as they arrive (once per network read).
+    pub progress: Arc<Progress>,
+}
+
+/// Sends one request and records what happened into `rec`, whose identity and schedule fields
+/// the caller has set. `start` is the send time (`rec.start_ns`). Returns when the response
+/// has ended, failed, timed out, or `stop` turned true.
+pub(crate) async fn execute(
+    ctx: &StreamContext,
+    rec: &mut RequestRecord,
+    start: Instant,
+    body: Bytes,
+    request_id: Option<HeaderValue>,
+    stop: &mut watch::Receiver<bool>,
+) {
+    reserve(rec);
+    let deadline = ctx.timeout.and_then(|t| start.checked_add(t));
+    let outcome = {
+        let drive = drive(ctx, rec, start, body, request_id);
+        let timed = async {
+            match deadline {
+                Some(d) => {
+                    tokio::time::timeout_at(d.into(), drive).await.unwrap_or_else(|_| Err(timeout_failure(ctx.timeout)))
+                }
+                None => drive.await,
+            }
+        };
+        tokio::select! {
+            r = timed => r,
+            () = stopped(stop) => Err(failure(
+                FailureKind::Interrupted,
+                "the run was interrupted before the response ended".to_string(),
+            )),
+        }
+    };
+    rec.end_us = micros(start.elapsed());
+    rec.failure = outcome.err();
+}
+
+fn reserve(rec: &mut RequestRecord) {
+    let n = (rec.max_tokens as usize).saturating_add(1).min(MAX_RESERVED_CHUNKS);
+    rec.chunks_us.reserve(n);
+    rec.text.reserve(n.saturating_mul(4));
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        // The run dropped its stop switch: it will never be thrown.
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn drive(
+    ctx: &StreamContext,
+    rec: &mut RequestRecord,
+    start: Instant,
+    body: Bytes,
+    request_id: Option<HeaderValue>,
+) -> Result<(), Failure> {
+    let extra = request_id.map(|v| (HeaderName::from_static("x-request-id"), v));
+    let mut resp = ctx
+        .client
+        .send(Method::POST, &ctx.target, Some(body), extra)
+        .await
+        .map_err(|e| failure(FailureKind::Connect, e.to_string()))?;
+    rec.retried = resp.retried();
+    rec.status = resp.status().as_u16();
+    if !resp.status().is_success() {
+        let body = tokio::time::timeout(ERROR_BODY_WAIT, resp.text(ERROR_BODY_LIMIT))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let reason = match resp.reason() {
+            "" => format!("HTTP {}", rec.status),
+            r => r.to_string(),
+        };
+        let body = body.trim();
+        let message = if body.is_empty() { reason } else { format!("{reason}: {body}") };
+        return Err(failure(FailureKind::HttpStatus, message));
+    }
+    let mut recorder = StreamRecorder::new(ctx.api);
+    loop {
+        let next = resp.chunk().await;
+        let t_us = micros(start.elapsed());
+        match next {
+            Ok(Some(bytes)) => {
+                let before = rec.chunks_us.len();
+                recorder.feed(rec, &bytes, t_us)?;
+                let new = rec.chunks_us.len() - before;
+                if new > 0 {
+                    Progress::add(&ctx.progress.chunks, new as u64);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(failure(FailureKind::Stream, format!("the stream broke off: {}", with_causes(&e))));
+            }
+        }
+    }
+    recorder.finish(rec, micros(start.elapsed()))?;
+    if rec.chunks_us.is_empty() {
+        return Err(failure(FailureKind::NoToken, NO_TOKEN_MESSAGE.to_string()));
+    }
+    Ok(())
+}
+
+/// The sans-IO half of a request: turns timestamped reads of a response body into token
+/// times, text, usage and failures in a record.
+#[derive(Debug)]
+pub struct StreamRecorder {
+    api: Api,
+    decoder: SseDecoder,
+}
+
+impl StreamRecorder {
+    pub fn new(api: Api) -> Self {
+        Self { api, decoder: SseDecoder::new() }
+    }
+
+    /// One network read that arrived `t_us` µs after the send.
+    pub fn feed(&mut self, rec: &mut RequestRecord, bytes: &[u8], t_us: u32) -> Result<(), Failure> {
+        let api = self.api;
+        let mut first_failure = None;
+        let decoded = self.decoder.feed(bytes, |ev| {
+            if first_failure.is_none()
+                && let Err(f) = apply(api, ev, t_us, rec)
+            {
+                first_failure = Some(f);
+            }
+        });
+        if let Some(f) = first_failure {
+            return Err(f);
+        }
+        decoded.map_err(|e| failure(FailureKind::Stream, e.to_string()))
+    }
+
+    /// The end of the body, `t_us` µs after the send.
+    pub fn finish(&mut self, rec: &mut RequestRecord, t_us: u32) -> Result<(), Failure> {
+        let api = self.api;
+        let mut first_failure = None;
+        let decoded = self.decoder.finish(|ev| {
+            if first_failure.is_none()
+                && let Err(f) = apply(api, ev, t_us, rec)
+            {
+                first_failure = Some(f);
+            }
+        });
+        if let Some(f) = first_failure {
+            return Err(f);
+        }
+        decoded.map_err(|e| failure(FailureKind::Stream, e.to_string()))
+    }
+}
+
+fn apply(api: Api, ev: SseEvent<'_>, t_us: u32, rec: &mut RequestRecord) -> Result<(), Failure> {
+    if ev.event == Some(b"error") {
+        let message = String::from_utf8_lossy(ev.data).trim().to_string();
+        return Err(failure(FailureKind::InBandError, message));
+    }
+    let chunk = match classify(api, ev.data) {
+        Ok(Payload::Done) => return Ok(()),
+        Ok(Payload::Chunk(c)) => c,
+        Err(e) => return Err(failure(FailureKind::Stream, e.to_string())),
+    };
+    if let Some(message) = chunk.error {
+        return Err(failure(FailureKind::InBandError, message));
+    }
+    if chunk.token {
+        rec.chunks_us.push(t_us);
+    }
+    if let Some(text) = chunk.text {
+        rec.text.push_str(&text);
+    }
+    if let Some(usage) = chunk.usage {
+        rec.usage = usage;
+    }
+    if let Some(server) = chunk.server {
+        rec.server_queue_s = server.queue_time_ms.map(|ms| ms / 1000.0).or(rec.server_queue_s);
+        rec.server_ttft_s = server.time_to_first_token_ms.map(|ms| ms / 1000.0).or(rec.server_ttft_s);
+    }
+    Ok(())
+}
+
+fn failure(kind: FailureKind, message: String) -> Failure {
+    Failure { kind, message }
+}
+
+fn timeout_failure(timeout: Option<Duration>) -> Failure {
+    let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
+    failure(FailureKind::Timeout, format!("no complete response within the {secs} s request timeout"))
+}
+
+/// A duration as whole µs, saturating at `u32::MAX` (71 minutes).
+pub(crate) fn micros(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use servebench_core::protocol::{ChunkRenderer, done_frame, error_frame};
+
+    fn record(max_tokens: u32) -> RequestRecord {
+        let mut r = RequestRecord { max_tokens, ..RequestRecord::default() };
+        reserve(&mut r);
+        r
+    }
+
+    #[test]
+    fn every_token_in_a_read_gets_that_reads_time_and_usage_is_kept() {
+        let r = ChunkRenderer::new(Api::Completions, "c", 0, "m");
+        let mut rec = record(4);
+        let mut s = StreamRecorder::new(Api::Completions);
+        let two = [r.token_chunk("a", None), r.token_chunk("b", None)].concat();
+        s.feed(&mut rec, &two, 100).unwrap();
+        // A read that ends inside an event: the event belongs to the read that completes it.
+        let last = r.token_chunk_with_usage("c", Some("length"), 7, 3);
+        s.feed(&mut rec, &last[..10], 150).unwrap();
+        s.feed(&mut rec, &last[10..], 200).unwrap();
+        s.feed(&mut rec, &done_frame(), 210).unwrap();
+        s.finish(&mut rec, 220).unwrap();
+        assert_eq!(rec.chunks_us, vec![100, 100, 200]);
+        assert_eq!(rec.text, "abc");
+        assert_eq!(rec.usage.completion_tokens, Some(3));
+        assert_eq!(rec.usage.prompt_tokens, Some(7));
+    }
+
+    #[test]
+    fn the_chat_role_chunk_is_not_timed() {
+        let r = ChunkRenderer::new(Api::Chat, "c", 0, "m");
+        let mut rec = record(2);
+        let mut s = StreamRecorder::new(Api::Chat);
+        s.feed(&mut rec, &r.role_chunk().unwrap(), 10).unwrap();
+        s.feed(&mut rec, &r.token_chunk("x", None), 20).unwrap();
+        assert_eq!(rec.chunks_us, vec![20]);
+    }
+
+    #[test]
+    fn in_band_errors_and_garbage_fail_with_their_kind() {
+        let mut rec = record(2);
+        let mut s = StreamRecorder::new(Api::Chat);
+        let f = s.feed(&mut rec, &error_frame("engine died", "InternalServerError", 500), 5).unwrap_err();
+        assert_eq!(f.kind, FailureKind::InBandError);
+        assert_eq!(f.message, "engine died (code 500)");
+
+        let mut s = StreamRecorder::new(Api::Chat);
+        let f = s.feed(&mut rec, b"event: error\ndata: overloaded\n\n", 5).unwrap_err();
+        assert_eq!((f.kind, f.message.as_str()), (FailureKind::InBandError, "overloaded"));
+
+        let mut s = StreamRecorder::new(Api::Chat);
+        let f = s.feed(&mut rec, b"data: {not json\n\n", 5).unwrap_err();
+        assert_eq!(f.kind, FailureKind::Stream);
+    }
+
+    #[test]
+    fn a_truncated_last_event_is_a_stream_failure_at_the_end() {
+        let r = ChunkRenderer::new(Api::Completions, "c", 0, "m");
+        let mut rec = record(2);
+        let mut s = StreamRecorder::new(Api::Completions);
+        let frame = r.token_chunk("x", None);
+        s.feed(&mut rec, &frame[..frame.len() - 6], 5).unwrap();
+        let f = s.finish(&mut rec, 6).unwrap_err();
+        assert_eq!(f.kind, FailureKind::Stream);
+        assert!(rec.chunks_us.is_empty());
+    }
+
+    #[test]
+    fn vllm_server_timings_are_kept_in_seconds() {
+        let mut rec = record(1);
+        let mut s = StreamRecorder::new(Api::Completions);
+        let frame = br#"data: {"choices":[],"metrics":{"queue_time_ms":2.0,"time_to_first_token_ms":30.0}}
+
+"#;
+        s.feed(&mut rec, frame, 5).unwrap();
+        assert_eq!((rec.server_queue_s, rec.server_ttft_s), (Some(0.002), Some(0.03)));
+    }
+
+    #[test]
+    fn micros_saturate() {
+        assert_eq!(micros(Duration::from_micros(1500)), 1500);
+        assert_eq!(micros(Duration::from_secs(10_000)), u32::MAX);
+    }
+}

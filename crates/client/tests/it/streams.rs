@@ -1,0 +1,74 @@
+//! Stream shapes: usage placement, the chat role chunk, multi-token chunks, collected text.
+
+use std::time::Duration;
+
+use servebench_client::run;
+use servebench_client::testserver::{Script, TestServer, TestServerConfig, UsagePlacement};
+use servebench_core::config::Api;
+use servebench_core::record::Usage;
+
+use crate::common::{all_succeeded, config, never, plan, quiet, serial, truth_by_index};
+
+async fn one_run(api: Api, n: usize, script: Script) -> (servebench_core::record::RunResult, TestServer) {
+    let server = TestServer::start(TestServerConfig::new(n, move |_| script.clone())).await.unwrap();
+    let cfg = config(&server.base_url(), api);
+    let result = run(&cfg, &plan(api, n as u32, 8, |_| 0), quiet(), never()).await.unwrap();
+    all_succeeded(&result.records);
+    (result, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_in_the_last_content_chunk_is_read() {
+    let _serial = serial().await;
+    let script = Script { tokens: 7, usage: UsagePlacement::InLastChunk, prompt_tokens: 11, ..Script::default() };
+    let (result, _server) = one_run(Api::Completions, 4, script).await;
+    for r in &result.records {
+        assert_eq!(r.usage, Usage { prompt_tokens: Some(11), completion_tokens: Some(7) });
+        assert_eq!(r.output_tokens(), 7);
+        assert_eq!(r.prompt_tokens(), 11);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_role_chunk_is_not_counted_as_a_token() {
+    let _serial = serial().await;
+    // The role chunk goes out on arrival, the first token 40 ms later.
+    let script = Script {
+        ttft: Duration::from_millis(40),
+        tokens: 5,
+        role_chunk: true,
+        usage: UsagePlacement::Separate,
+        ..Script::default()
+    };
+    let (result, server) = one_run(Api::Chat, 4, script).await;
+    let truth = truth_by_index(&server.truth());
+    for r in &result.records {
+        assert_eq!(r.chunks_us.len(), 5, "one time per content chunk, none for the role chunk");
+        let server_ttft = (truth[&r.index].token_chunks[0] - truth[&r.index].arrived).as_secs_f64();
+        assert!(r.ttft_s() >= server_ttft, "TTFT {} s before the first token ({server_ttft} s)", r.ttft_s());
+        assert_eq!(r.text, " t0 t1 t2 t3 t4");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_of_several_tokens_is_one_chunk_time_and_usage_counts_tokens() {
+    let _serial = serial().await;
+    let script = Script { tokens: 12, tokens_per_chunk: 5, usage: UsagePlacement::Separate, ..Script::default() };
+    let (result, _server) = one_run(Api::Completions, 3, script).await;
+    for r in &result.records {
+        assert_eq!(r.chunks_us.len(), 3);
+        assert_eq!(r.usage.completion_tokens, Some(12));
+        assert_eq!(r.text.split_whitespace().count(), 12);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_usage_nothing_is_invented() {
+    let _serial = serial().await;
+    let script = Script { tokens: 3, usage: UsagePlacement::None, ..Script::default() };
+    let (result, _server) = one_run(Api::Chat, 2, script).await;
+    for r in &result.records {
+        assert_eq!(r.usage, Usage::default());
+        assert_eq!(r.chunks_us.len(), 3);
+    }
+}

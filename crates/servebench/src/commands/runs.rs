@@ -1,0 +1,130 @@
+//! `servebench runs list|show|rm|export`: read and manage the run store.
+//!
+//! Commands that only read never create a store: with no file at the path, `list` and
+//! `export` find no runs, and `show` and `rm` say there is no store.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, anyhow, bail};
+use serde_json::Value;
+use servebench_store::{Store, StoredRun, export, format};
+
+use crate::cli::store_args::{DbArgs, ExportFormat, RunsCommand, RunsExportArgs};
+
+/// Runs one `runs` subcommand, printing to `out`.
+pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match command {
+        RunsCommand::List(args) => {
+            let filter = args.filter.to_filter()?;
+            let rows = match open_existing(&args.db)? {
+                Some(store) => store.list(&filter)?,
+                None => Vec::new(),
+            };
+            if args.json {
+                for row in &rows {
+                    writeln!(out, "{}", Value::Object(export::row_json(row)))?;
+                }
+            } else {
+                out.write_all(format::list_table(&rows).as_bytes())?;
+            }
+        }
+        RunsCommand::Show(args) => {
+            let store = open_required(&args.db)?;
+            let run = store.get_without_records(&args.run)?;
+            if args.json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&export::run_json(&run))?)?;
+            } else {
+                out.write_all(format::show_text(&run).as_bytes())?;
+            }
+        }
+        RunsCommand::Rm(args) => {
+            let mut store = open_required(&args.db)?;
+            let ids = store.remove(&args.runs)?;
+            let list = ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", ");
+            let noun = if ids.len() == 1 { "run" } else { "runs" };
+            writeln!(out, "Removed {noun} {list}.")?;
+        }
+        RunsCommand::Export(args) => export_runs(args, out)?,
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let store = open_existing(&args.db)?;
+    let mut file = match &args.output {
+        Some(path) => Some(BufWriter::new(
+            File::create(path).with_context(|| format!("could not create {}; check the folder exists and is writable", path.display()))?,
+        )),
+        None => None,
+    };
+    let w: &mut dyn Write = match &mut file {
+        Some(f) => f,
+        None => out,
+    };
+    let count = if let Some(run) = &args.requests {
+        let Some(store) = store else { return Err(no_store(&args.db)) };
+        let id = store.resolve(run)?;
+        let Some(records) = store.records(run)? else {
+            bail!("run {id} has no per-request records: it was imported from a report, or from a result file saved without them");
+        };
+        match args.format {
+            ExportFormat::Csv => export::write_requests_csv(&records, w)?,
+            ExportFormat::Json => export::write_requests_json(&records, w)?,
+        }
+        records.records.len()
+    } else {
+        let filter = args.filter.to_filter()?;
+        let rows = match &store {
+            Some(store) => store.list(&filter)?,
+            None => Vec::new(),
+        };
+        match args.format {
+            ExportFormat::Csv => export::write_runs_csv(&rows, w)?,
+            ExportFormat::Json => {
+                let store = store.as_ref();
+                let runs = rows
+                    .iter()
+                    .filter_map(|r| store.map(|s| s.get_without_records(&r.id.into())))
+                    .collect::<Result<Vec<StoredRun>, _>>()?;
+                export::write_runs_json(&runs, w)?;
+            }
+        }
+        rows.len()
+    };
+    w.flush()?;
+    if let Some(path) = &args.output {
+        let what = if args.requests.is_some() { "requests" } else { "runs" };
+        writeln!(out, "Wrote {count} {what} to {}.", path.display())?;
+    }
+    Ok(())
+}
+
+/// The store at the chosen path, or `None` when there is no file there yet.
+fn open_existing(db: &DbArgs) -> anyhow::Result<Option<Store>> {
+    let path = db.path()?;
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(Store::open(&path)?))
+}
+
+fn open_required(db: &DbArgs) -> anyhow::Result<Store> {
+    match open_existing(db)? {
+        Some(store) => Ok(store),
+        None => Err(no_store(db)),
+    }
+}
+
+/// The error for a command that needs a store when there is none at the path.
+fn no_store(db: &DbArgs) -> anyhow::Error {
+    match db.path() {
+        Ok(path) => anyhow!(
+            "there is no run store at {} yet; `servebench import` and `servebench bench serve` create it (or pass --db PATH)",
+            path.display()
+        ),
+        Err(e) => e.into(),
+    }
+}

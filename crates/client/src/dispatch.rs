@@ -163,7 +163,7 @@ fn unsent_record(job: &Job) -> RequestRecord {
         max_tokens: job.max_tokens,
         prompt_tokens_client: job.prompt_tokens,
         failure: Some(Failure {
-            kind: FailureKind::Interrupted,
+            kind: FailureKind::NotSent,
             message: "not sent: the run was interrupted first".to_string(),
         }),
         ..RequestRecord::default()

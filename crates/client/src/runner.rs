@@ -165,7 +165,7 @@ fn interrupted_before(jobs: &[Job]) -> BatchOutcome {
             max_tokens: job.max_tokens,
             prompt_tokens_client: job.prompt_tokens,
             failure: Some(servebench_core::record::Failure {
-                kind: servebench_core::record::FailureKind::Interrupted,
+                kind: servebench_core::record::FailureKind::NotSent,
                 message: "not sent: the run was interrupted before the timed run began".to_string(),
             }),
             ..Default::default()

@@ -27,6 +27,9 @@ pub enum FailureKind {
     Stream,
     /// The run was interrupted while this request was in flight.
     Interrupted,
+    /// The run was interrupted before this request was sent. Not a failure of the server:
+    /// such requests are counted in [`RunResult::not_sent`], not in the failed requests.
+    NotSent,
 }
 
 impl FailureKind {
@@ -39,6 +42,7 @@ impl FailureKind {
             FailureKind::NoToken => "no_token",
             FailureKind::Stream => "stream",
             FailureKind::Interrupted => "interrupted",
+            FailureKind::NotSent => "not_sent",
         }
     }
 }
@@ -108,6 +112,11 @@ pub struct RequestRecord {
 impl RequestRecord {
     pub fn succeeded(&self) -> bool {
         self.failure.is_none()
+    }
+
+    /// Whether the request was never sent because the run was interrupted first.
+    pub fn never_sent(&self) -> bool {
+        self.failure.as_ref().is_some_and(|f| f.kind == FailureKind::NotSent)
     }
 
     /// Time to first token, seconds (0 when no token came, as vLLM records it).

@@ -170,6 +170,9 @@ impl Summary {
                 completed += 1;
                 continue;
             };
+            if failure.kind == FailureKind::NotSent {
+                continue;
+            }
             failed += 1;
             *failures_by_kind.entry(failure.kind).or_insert(0) += 1;
             if failure_messages.len() < MAX_FAILURE_MESSAGES {
@@ -491,9 +494,10 @@ mod tests {
         late.planned_ns = 1_000_000_000;
         late.arrival_ns = 1_004_000_000;
         late.start_ns = late.arrival_ns;
-        let mut unsent = failed(FailureKind::Interrupted, "interrupted");
+        let mut unsent = failed(FailureKind::NotSent, "not sent");
         unsent.planned_ns = 5_000_000_000;
         let s = Summary::compute(&run_with(vec![ok(0, &[10], 1), late, unsent], 2.0));
+        assert_eq!(s.failed, Some(0), "a request never sent is not a failed request");
         let lag = s.dispatch_lag.unwrap();
         assert!((lag.max_ms - 4.0).abs() < 1e-6);
         assert!((lag.p50_ms - 2.0).abs() < 1e-6);

@@ -3,6 +3,7 @@
 pub mod args;
 pub mod compat;
 pub mod resolve;
+pub mod store_args;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -21,6 +22,11 @@ pub enum Command {
     /// Benchmark a server (a drop-in `vllm bench serve`).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// List, show, remove and export the runs in the run store.
+    #[command(subcommand)]
+    Runs(store_args::RunsCommand),
+    /// Import vLLM result files (JSON) and console reports (text) into the run store.
+    Import(store_args::ImportArgs),
 }
 
 #[derive(Subcommand, Debug)]

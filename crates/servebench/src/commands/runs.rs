@@ -55,9 +55,9 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
 fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let store = open_existing(&args.db)?;
     let mut file = match &args.output {
-        Some(path) => Some(BufWriter::new(
-            File::create(path).with_context(|| format!("could not create {}; check the folder exists and is writable", path.display()))?,
-        )),
+        Some(path) => Some(BufWriter::new(File::create(path).with_context(|| {
+            format!("could not create {}; check the folder exists and is writable", path.display())
+        })?)),
         None => None,
     };
     let w: &mut dyn Write = match &mut file {
@@ -68,7 +68,9 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
         let Some(store) = store else { return Err(no_store(&args.db)) };
         let id = store.resolve(run)?;
         let Some(records) = store.records(run)? else {
-            bail!("run {id} has no per-request records: it was imported from a report, or from a result file saved without them");
+            bail!(
+                "run {id} has no per-request records: it was imported from a report, or from a result file saved without them"
+            );
         };
         match args.format {
             ExportFormat::Csv => export::write_requests_csv(&records, w)?,

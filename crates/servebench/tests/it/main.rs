@@ -1,1 +1,3 @@
+//! Integration tests of the servebench commands, run in-process.
 
+mod store;

@@ -1,0 +1,274 @@
+//! `servebench import` and `servebench runs ...` against a store in a temporary folder.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use clap::Parser;
+use serde_json::Value;
+use servebench::cli::{Cli, Command};
+use servebench::commands;
+
+const REPORTS: [(&str, usize); 4] = [
+    ("000-dense-models.txt", 11),
+    ("001-prompt-sweep.txt", 23),
+    ("003-sharegpt-percentiles.txt", 1),
+    ("004-prefill-decode.txt", 2),
+];
+
+fn report(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/testdata/reports").join(name)
+}
+
+/// A folder under the system temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "servebench-it-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn db(&self) -> String {
+        self.0.join("runs.db").to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `servebench ARGS...` in-process; returns the exit code and what it printed, or the error.
+fn try_run(args: &[&str]) -> anyhow::Result<(ExitCode, String)> {
+    let cli = Cli::try_parse_from(std::iter::once("servebench").chain(args.iter().copied()))?;
+    let mut out = Vec::new();
+    let code = match cli.command {
+        Command::Runs(command) => commands::runs::execute(command, &mut out)?,
+        Command::Import(args) => commands::import::execute(args, &mut out)?,
+        other => panic!("not a store command: {other:?}"),
+    };
+    Ok((code, String::from_utf8(out)?))
+}
+
+fn run(args: &[&str]) -> String {
+    let (code, out) = try_run(args).unwrap_or_else(|e| panic!("servebench {args:?}: {e:#}"));
+    assert_eq!(code, ExitCode::SUCCESS, "servebench {args:?}");
+    out
+}
+
+fn json_lines(out: &str) -> Vec<Value> {
+    out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+/// A store holding the four reference reports.
+fn imported() -> (TempDir, String) {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let files: Vec<String> = REPORTS.iter().map(|(f, _)| report(f).to_string_lossy().into_owned()).collect();
+    let mut args = vec!["import", "--db", &db];
+    args.extend(files.iter().map(String::as_str));
+    let out = run(&args);
+    assert!(out.contains("000-dense-models.txt: added 11 runs (1-11)\n"), "{out}");
+    assert!(out.contains("001-prompt-sweep.txt: added 23 runs (12-34)\n"), "{out}");
+    assert!(out.contains("003-sharegpt-percentiles.txt: added 1 run (35)\n"), "{out}");
+    assert!(out.contains("004-prefill-decode.txt: added 2 runs (36-37)\n"), "{out}");
+    assert!(out.ends_with(&format!("Added 37 runs to {db}.\n")), "{out}");
+    (dir, db)
+}
+
+fn label<'a>(run: &'a Value, key: &str) -> Option<&'a str> {
+    run["labels"][key].as_str()
+}
+
+#[test]
+fn importing_the_reference_reports_gives_one_run_per_block_with_their_labels() {
+    let (_dir, db) = imported();
+    let runs = json_lines(&run(&["runs", "list", "--db", &db, "--json"]));
+    assert_eq!(runs.len(), 37);
+    let ids: Vec<i64> = runs.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, (1..=37).collect::<Vec<_>>());
+    assert!(runs.iter().all(|r| r["kind"] == "import" && r["uid"].as_str().unwrap().len() == 8));
+
+    let models: Vec<&str> = runs[..11].iter().map(|r| label(r, "model").unwrap()).collect();
+    assert_eq!(models[0], "Qwen/Qwen3-8B");
+    assert_eq!(models[10], "microsoft/Phi-4-mini-instruct");
+    assert!(runs[..11].iter().all(|r| r["model"] == r["labels"]["model"] && r["max_concurrency"] == 4));
+    assert_eq!(runs[0]["source_line"], 3);
+    assert!(runs[0]["source_file"].as_str().unwrap().ends_with("000-dense-models.txt"));
+
+    let sweep = &runs[11..34];
+    let prompts: Vec<Option<&str>> = sweep.iter().map(|r| label(r, "num_prompts")).collect();
+    let expected: Vec<Option<&str>> = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024", "2048"]
+        .into_iter()
+        .chain(["1", "2", "4", "8", "16", "32", "64"])
+        .map(Some)
+        .chain([None; 4])
+        .collect();
+    assert_eq!(prompts, expected);
+    let seq: Vec<&str> = sweep.iter().map(|r| label(r, "seq_length").unwrap()).collect();
+    assert_eq!(seq, [vec!["80"; 12], vec!["10000"; 11]].concat());
+    assert!(sweep[19..].iter().all(|r| label(r, "num_prompt") == Some("1")));
+    assert!(sweep.iter().all(|r| label(r, "heading") == Some("vllm")));
+
+    assert_eq!(runs[34]["labels"], serde_json::json!({}));
+    assert_eq!(runs[34]["p99_e2el_ms"], 73790.91);
+    assert_eq!(label(&runs[35], "section"), Some("Prefill"));
+    assert_eq!(label(&runs[36], "section"), Some("Decode"));
+}
+
+#[test]
+fn importing_a_file_again_adds_nothing() {
+    let (_dir, db) = imported();
+    let out = run(&["import", "--db", &db, &report("004-prefill-decode.txt").to_string_lossy()]);
+    assert!(out.contains("added 0 runs, skipped 2\n"), "{out}");
+    assert!(out.contains("  skipped line 3: already in the store as run 36\n"), "{out}");
+    assert!(out.contains("  skipped line 31: already in the store as run 37\n"), "{out}");
+}
+
+#[test]
+fn a_missing_file_fails_the_command_but_not_the_others() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let (code, out) = try_run(&[
+        "import",
+        "--db",
+        &db,
+        "/nonexistent/x.json",
+        &report("003-sharegpt-percentiles.txt").to_string_lossy(),
+    ])
+    .unwrap();
+    assert_eq!(code, ExitCode::FAILURE);
+    assert!(out.contains("added 1 run (1)"), "{out}");
+}
+
+#[test]
+fn list_filters_by_labels_model_kind_and_limit() {
+    let (_dir, db) = imported();
+    let ids = |args: &[&str]| -> Vec<i64> {
+        let mut all = vec!["runs", "list", "--db", &db, "--json"];
+        all.extend_from_slice(args);
+        json_lines(&run(&all)).iter().map(|r| r["id"].as_i64().unwrap()).collect()
+    };
+    assert_eq!(ids(&["--label", "seq_length=80", "--label", "num_prompts=2048"]), [23]);
+    assert_eq!(ids(&["--label", "num_prompt"]), [31, 32, 33, 34]);
+    assert_eq!(ids(&["--model", "GEMMA"]), [7, 8, 9]);
+    assert_eq!(ids(&["--limit", "2"]), [36, 37]);
+    assert_eq!(ids(&["--kind", "bench"]), Vec::<i64>::new());
+    assert_eq!(ids(&["--since", "1d"]).len(), 37);
+    assert_eq!(ids(&["--until", "2000-01-01"]), Vec::<i64>::new());
+
+    let table = run(&["runs", "list", "--db", &db, "--label", "section=Decode"]);
+    assert_eq!(table.lines().count(), 2, "{table}");
+    assert!(table.starts_with("ID  UID") && table.contains("section=Decode"), "{table}");
+    assert!(try_run(&["runs", "list", "--db", &db, "--since", "soon"]).is_err());
+}
+
+#[test]
+fn show_prints_the_block_and_the_labels() {
+    let (_dir, db) = imported();
+    let out = run(&["runs", "show", "--db", &db, "36"]);
+    assert!(out.starts_with("Run 36 ("), "{out}");
+    assert!(out.contains("Labels:      section=Prefill\n"), "{out}");
+    assert!(out.contains("Total input tokens:                      4193792   \n"), "{out}");
+    let uid = json_lines(&run(&["runs", "list", "--db", &db, "--json", "--limit", "1"]))[0]["uid"].clone();
+    let shown: Value =
+        serde_json::from_str(&run(&["runs", "show", "--db", &db, "--json", uid.as_str().unwrap()])).unwrap();
+    assert_eq!(shown["id"], 37);
+    assert_eq!(shown["summary"]["total_output_tokens"], 65536);
+    let err = try_run(&["runs", "show", "--db", &db, "99"]).unwrap_err();
+    assert!(err.to_string().contains("no run 99"), "{err}");
+}
+
+#[test]
+fn rm_removes_all_named_runs_or_none() {
+    let (_dir, db) = imported();
+    assert!(try_run(&["runs", "rm", "--db", &db, "1", "99"]).is_err());
+    assert_eq!(run(&["runs", "rm", "--db", &db, "1", "2"]), "Removed runs 1, 2.\n");
+    let ids: Vec<i64> =
+        json_lines(&run(&["runs", "list", "--db", &db, "--json"])).iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids.len(), 35);
+    assert_eq!(ids[0], 3);
+}
+
+#[test]
+fn export_writes_csv_and_json_lines() {
+    let (dir, db) = imported();
+    let csv = dir.0.join("runs.csv");
+    let out = run(&["runs", "export", "--db", &db, "--label", "section", "-o", &csv.to_string_lossy()]);
+    assert_eq!(out, format!("Wrote 2 runs to {}.\n", csv.display()));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines[0].starts_with("id,uid,kind,created_at,") && lines[0].ends_with(",label:section"), "{}", lines[0]);
+    assert!(lines[1].ends_with(",Prefill") && lines[2].ends_with(",Decode"), "{text}");
+
+    let json = json_lines(&run(&["runs", "export", "--db", &db, "--format", "json", "--model", "phi-4"]));
+    assert_eq!(json.len(), 2);
+    assert_eq!(json[0]["summary"]["completed"], 20);
+
+    let err = try_run(&["runs", "export", "--db", &db, "--requests", "1"]).unwrap_err();
+    assert!(err.to_string().contains("no per-request records"), "{err}");
+    assert!(try_run(&["runs", "export", "--db", &db, "--requests", "1", "--label", "a=b"]).is_err());
+}
+
+#[test]
+fn the_requests_of_an_imported_result_file_are_exported() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let file = dir.0.join("vllm-result.json");
+    let doc = serde_json::json!({
+        "date": "20250601-120000", "backend": "vllm", "model_id": "m/x", "num_prompts": 2, "request_rate": "inf",
+        "max_concurrency": null, "duration": 1.0, "completed": 1, "failed": 1, "total_input_tokens": 10,
+        "total_output_tokens": 3, "request_throughput": 1.0,
+        "input_lens": [10, 10], "output_lens": [3, 0], "ttfts": [0.1, 0.0], "itls": [[0.02, 0.03], []],
+        "latencies": [0.15, 0.0], "start_times": [100.5, 100.25], "errors": ["", "Bad Request"],
+        "mean_ttft_ms": 100.0, "median_ttft_ms": 100.0, "p99_ttft_ms": 100.0, "team": "perf"
+    });
+    std::fs::write(&file, format!("{doc}\n{doc}")).unwrap();
+    let out = run(&["import", "--db", &db, &file.to_string_lossy()]);
+    assert!(out.contains("added 2 runs (1-2)"), "{out}");
+    let csv = run(&["runs", "export", "--db", &db, "--requests", "2"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    assert!(lines[0].starts_with("seq,index,planned_s,arrival_s,start_s,ttft_ms,e2el_ms,"), "{}", lines[0]);
+    assert!(lines[1].starts_with("0,0,0.25,0.25,0.25,100.0,150.0,"), "{}", lines[1]);
+    assert!(lines[1].ends_with(",100 120 150"), "{}", lines[1]);
+    assert!(lines[2].contains(",http_status,Bad Request,"), "{}", lines[2]);
+    let listed = json_lines(&run(&["runs", "list", "--db", &db, "--json", "--label", "team=perf"]));
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["num_requests"], 2);
+    assert_eq!(listed[0]["chunk_times"], "all");
+}
+
+#[test]
+fn reading_commands_do_not_create_a_store() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    assert_eq!(run(&["runs", "list", "--db", &db]), "No runs match.\n");
+    assert_eq!(run(&["runs", "list", "--db", &db, "--json"]), "");
+    let err = try_run(&["runs", "show", "--db", &db, "1"]).unwrap_err();
+    assert!(err.to_string().contains("no run store at"), "{err}");
+    assert!(!Path::new(&db).exists());
+}
+
+#[test]
+fn main_entry_runs_the_store_commands() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let file = report("003-sharegpt-percentiles.txt");
+    let args = ["servebench", "import", "--db", &db, &file.to_string_lossy()].map(std::ffi::OsString::from);
+    assert_eq!(servebench::main_entry(args), ExitCode::SUCCESS);
+    let args = ["servebench", "runs", "show", "--db", &db, "1"].map(std::ffi::OsString::from);
+    assert_eq!(servebench::main_entry(args), ExitCode::SUCCESS);
+    let args = ["servebench", "runs", "rm", "--db", &db].map(std::ffi::OsString::from);
+    assert_eq!(servebench::main_entry(args), ExitCode::from(2));
+}

@@ -1,0 +1,360 @@
+//! How the free text between result blocks becomes labels.
+//!
+//! Each non-blank line between two blocks (or before the first) is a heading. It is read as
+//! one label `key=value`, in this order of rules:
+//!
+//! 1. Lines vLLM itself prints around a result are not headings: its log lines (`INFO ...`,
+//!    `WARNING ...`), progress bars, the `Namespace(...)` line, the traffic lines
+//!    (`Traffic request rate: inf`, `Maximum request concurrency: 4`, ...), the failure
+//!    listing (`Error 3: ...`) and the other fixed progress messages.
+//! 2. `# Title` (any number of `#`): `section=Title`.
+//! 3. `key: value` or `key=value`, where the key is one word (letters, digits, `_`, `.`,
+//!    `-`): `key=value`, the key as written (except `Model`/`MODEL`, which become `model`).
+//!    If the value is a comma-separated list of two or more single-word items
+//!    (`num_prompts: 1, 2, 4, 8`), it is a **list** (see below). A line of several
+//!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word.
+//! 4. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
+//!    `model=org/name`. The importer also makes it the run's model.
+//! 5. Anything else is free text: `heading=the line`. Several free-text lines before one
+//!    block are joined with ` / `.
+//!
+//! Scope: a label applies to every block after its heading until a later heading sets the
+//! same key. A list heading `key: v1, ..., vn` gives `v1` to the first block after it, `v2`
+//! to the second, and so on; after the n-th block the key is unset. Malformed blocks take
+//! their value too, so the values stay with the blocks they were written for. A list cut
+//! short by a new heading of the same key, or by the end of the file, is reported as a note.
+//!
+//! Example (`001`): `vllm`, `num_prompts: 1, 2, ..., 2048` (12 values), `seq_length: 80`,
+//! then 12 blocks: block i gets `heading=vllm`, `num_prompts=<value i>`, `seq_length=80`.
+//! Then `num_prompts: 1, ..., 64` and `seq_length: 10000` govern the next 7 blocks, and
+//! `num_prompt:1` (another key) the 4 after them, which still carry `seq_length=10000`
+//! because no later heading sets `seq_length`.
+
+use super::Problem;
+
+/// The labels in force, in the order their keys first appeared.
+#[derive(Debug, Default)]
+pub struct Headings {
+    scopes: Vec<Scope>,
+}
+
+#[derive(Debug)]
+struct Scope {
+    key: String,
+    value: ScopeValue,
+}
+
+#[derive(Debug)]
+enum ScopeValue {
+    One(String),
+    /// A list heading at `line`; `next` is the value for the next block.
+    List {
+        values: Vec<String>,
+        next: usize,
+        line: usize,
+    },
+}
+
+/// What one heading line says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Heading {
+    /// Printed by vLLM, not by the person.
+    Ignored,
+    /// `key=value` labels; a key with several values is a list.
+    Labels(Vec<(String, Vec<String>)>),
+    /// Free text.
+    Text(String),
+}
+
+impl Headings {
+    pub fn new() -> Headings {
+        Headings::default()
+    }
+
+    /// Reads the headings before one block (`(line, text)`, in order) and returns the labels
+    /// of that block. Notes about lists cut short go to `notes`.
+    pub fn block(&mut self, headings: &[(usize, &str)], notes: &mut Vec<Problem>) -> Vec<(String, String)> {
+        let mut text: Vec<String> = Vec::new();
+        let mut text_line = 0;
+        for &(line, heading) in headings {
+            match classify(heading) {
+                Heading::Ignored => {}
+                Heading::Labels(labels) => {
+                    for (key, values) in labels {
+                        self.set(key, values, line, notes);
+                    }
+                }
+                Heading::Text(t) => {
+                    // Set at the first line, so the label keeps its place among the others.
+                    if text.is_empty() {
+                        text_line = line;
+                        self.set("heading".to_string(), vec![t.clone()], line, notes);
+                    }
+                    text.push(t);
+                }
+            }
+        }
+        if text.len() > 1 {
+            self.set("heading".to_string(), vec![text.join(" / ")], text_line, notes);
+        }
+        let mut labels = Vec::with_capacity(self.scopes.len());
+        self.scopes.retain_mut(|scope| match &mut scope.value {
+            ScopeValue::One(v) => {
+                labels.push((scope.key.clone(), v.clone()));
+                true
+            }
+            ScopeValue::List { values, next, .. } => {
+                labels.push((scope.key.clone(), values[*next].clone()));
+                *next += 1;
+                *next < values.len()
+            }
+        });
+        labels
+    }
+
+    /// Reports lists that still have values when the file ends.
+    pub fn finish(self, notes: &mut Vec<Problem>) {
+        for scope in self.scopes {
+            if let ScopeValue::List { values, next, line } = scope.value {
+                notes.push(Problem {
+                    line,
+                    message: format!(
+                        "the list `{}` has {} values but only {next} result blocks follow it; the values from {:?} on were not used",
+                        scope.key,
+                        values.len(),
+                        values[next]
+                    ),
+                });
+            }
+        }
+    }
+
+    fn set(&mut self, key: String, mut values: Vec<String>, line: usize, notes: &mut Vec<Problem>) {
+        let value = if values.len() >= 2 {
+            ScopeValue::List { values, next: 0, line }
+        } else {
+            ScopeValue::One(values.pop().unwrap_or_default())
+        };
+        match self.scopes.iter_mut().find(|s| s.key == key) {
+            Some(scope) => {
+                if let ScopeValue::List { values, next, line: at } = &scope.value {
+                    notes.push(Problem {
+                        line: *at,
+                        message: format!(
+                            "the list `{key}` has {} values but only {next} result blocks came before line {line} set `{key}` again; the values from {:?} on were not used",
+                            values.len(),
+                            values[*next]
+                        ),
+                    });
+                }
+                scope.value = value;
+            }
+            None => self.scopes.push(Scope { key, value }),
+        }
+    }
+}
+
+/// Prefixes of lines vLLM prints around a result.
+const VLLM_LINES: &[&str] = &[
+    "Namespace(",
+    "Model not specified",
+    "First model name:",
+    "Starting initial single prompt test run",
+    "Skipping endpoint ready check",
+    "Waiting for endpoint",
+    "Endpoint is not ready",
+    "Initial test run completed",
+    "Warming up with",
+    "Warmup run completed",
+    "Starting main benchmark run",
+    "Starting profiler",
+    "Profiler started",
+    "Stopping profiler",
+    "Profiler stopped",
+    "Traffic request rate:",
+    "Traffic ramp-up strategy:",
+    "Will increase RPS",
+    "Burstiness factor:",
+    "Maximum request concurrency:",
+    "Self timing is set",
+    "Probe request rate:",
+    "Failed requests during benchmark run detected",
+    "tip: install termplotlib",
+];
+
+const LOG_LEVELS: &[&str] = &["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"];
+
+/// Reads one heading line (see the module docs for the rules).
+pub fn classify(line: &str) -> Heading {
+    let line = line.trim();
+    if is_vllm_line(line) {
+        return Heading::Ignored;
+    }
+    if let Some(title) = line.strip_prefix('#') {
+        let title = title.trim_start_matches('#').trim();
+        if title.is_empty() {
+            return Heading::Ignored;
+        }
+        return Heading::Labels(vec![("section".into(), vec![title.to_string()])]);
+    }
+    let words: Vec<&str> = line.split([',', ' ', '\t']).filter(|w| !w.is_empty()).collect();
+    if words.len() >= 2 {
+        let pairs: Option<Vec<_>> = words.iter().map(|w| key_value(w).filter(|_| w.contains('='))).collect();
+        if let Some(pairs) = pairs {
+            return Heading::Labels(pairs);
+        }
+    }
+    if let Some((key, values)) = key_value(line) {
+        return Heading::Labels(vec![(key, values)]);
+    }
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if let Some(&last) = words.last()
+        && words.len() <= 2
+        && is_model_id(last)
+    {
+        return Heading::Labels(vec![("model".into(), vec![last.to_string()])]);
+    }
+    Heading::Text(line.to_string())
+}
+
+fn is_vllm_line(line: &str) -> bool {
+    if VLLM_LINES.iter().any(|p| line.starts_with(p)) || line.contains("%|") {
+        return true;
+    }
+    if let Some(rest) = line.strip_prefix("Error ")
+        && let Some((n, _)) = rest.split_once(':')
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+    {
+        return true;
+    }
+    LOG_LEVELS
+        .iter()
+        .any(|level| line.strip_prefix(level).is_some_and(|rest| rest.starts_with(' ') || rest.starts_with(':')))
+}
+
+/// `key: value`, `key:value` or `key=value` with a one-word key; the value split into a list
+/// when it is two or more single-word items.
+fn key_value(line: &str) -> Option<(String, Vec<String>)> {
+    let at = line.find([':', '='])?;
+    let (key, value) = (line[..at].trim_end(), line[at + 1..].trim());
+    let key_ok = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if !key_ok || value.is_empty() || value.starts_with("//") {
+        return None;
+    }
+    let key = if key.eq_ignore_ascii_case("model") { "model".to_string() } else { key.to_string() };
+    let items: Vec<&str> = value.split(',').map(str::trim).collect();
+    let list = items.len() >= 2
+        && items.iter().all(|i| !i.is_empty() && !i.contains(|c: char| c.is_whitespace() || c == '=' || c == ':'));
+    let values = if list { items.into_iter().map(str::to_string).collect() } else { vec![value.to_string()] };
+    Some((key, values))
+}
+
+/// A Hugging Face style model id: `org/name`, each part starting with a letter or digit,
+/// the name holding at least one letter.
+fn is_model_id(word: &str) -> bool {
+    let Some((org, name)) = word.split_once('/') else {
+        return false;
+    };
+    let part_ok = |p: &str| {
+        p.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    };
+    part_ok(org) && part_ok(name) && name.chars().any(|c| c.is_ascii_alphabetic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn label(key: &str, values: &[&str]) -> Heading {
+        Heading::Labels(vec![(key.into(), values.iter().map(|v| v.to_string()).collect())])
+    }
+
+    #[test]
+    fn each_kind_of_heading_is_recognised() {
+        assert_eq!(classify("# Prefill"), label("section", &["Prefill"]));
+        assert_eq!(classify("## Decode phase "), label("section", &["Decode phase"]));
+        assert_eq!(classify("num_prompts: 1, 2, 4"), label("num_prompts", &["1", "2", "4"]));
+        assert_eq!(classify("num_prompt:1"), label("num_prompt", &["1"]));
+        assert_eq!(classify("seq_length: 80"), label("seq_length", &["80"]));
+        assert_eq!(classify("tp=2"), label("tp", &["2"]));
+        let two = Heading::Labels(vec![("tp".into(), vec!["2".into()]), ("pp".into(), vec!["1".into()])]);
+        assert_eq!(classify("tp=2 pp=1"), two);
+        assert_eq!(classify("tp=2, pp=1"), two);
+        assert_eq!(classify("mode: a=1, b=2"), label("mode", &["a=1, b=2"]));
+        assert_eq!(classify("Model: Qwen/Qwen3-8B"), label("model", &["Qwen/Qwen3-8B"]));
+        assert_eq!(classify("Note: run after the reboot, twice"), label("Note", &["run after the reboot, twice"]));
+        assert_eq!(classify("Results Qwen/Qwen3-8B"), label("model", &["Qwen/Qwen3-8B"]));
+        assert_eq!(classify("google/gemma-3-1b-it"), label("model", &["google/gemma-3-1b-it"]));
+        assert_eq!(classify("vllm"), Heading::Text("vllm".into()));
+        assert_eq!(classify("Qwen/Qwen3-8B on two H100"), Heading::Text("Qwen/Qwen3-8B on two H100".into()));
+        assert_eq!(classify("see http://host/x"), Heading::Text("see http://host/x".into()));
+        assert_eq!(classify("2025/06"), Heading::Text("2025/06".into()));
+    }
+
+    #[test]
+    fn lines_vllm_prints_are_not_headings() {
+        for line in [
+            "INFO 05-01 12:00:00 [datasets.py:123] Sampling input_len from [127, 127]",
+            "WARNING: /tokenize unavailable (404 Not Found), skipping alignment.",
+            "Namespace(backend='vllm', base_url=None)",
+            "Traffic request rate: inf",
+            "Burstiness factor: 1.0 (Poisson process)",
+            "Maximum request concurrency: 4",
+            "Error 0: Bad Request",
+            "100%|██████████| 20/20 [01:04<00:00,  3.22s/it]",
+            "Starting main benchmark run...",
+            "#",
+        ] {
+            assert_eq!(classify(line), Heading::Ignored, "{line}");
+        }
+        assert_eq!(classify("Errors seen: none"), Heading::Text("Errors seen: none".into()));
+    }
+
+    #[test]
+    fn a_list_gives_one_value_per_block_then_ends() {
+        let mut h = Headings::new();
+        let mut notes = Vec::new();
+        let first = h.block(&[(1, "vllm"), (2, "n: 1, 2"), (3, "len: 80")], &mut notes);
+        assert_eq!(
+            first,
+            [("heading".into(), "vllm".into()), ("n".into(), "1".into()), ("len".into(), "80".into())]
+                as [(String, String); 3]
+        );
+        let second = h.block(&[], &mut notes);
+        assert_eq!(second[1], ("n".into(), "2".into()));
+        let third = h.block(&[], &mut notes);
+        assert_eq!(third, [("heading".into(), "vllm".into()), ("len".into(), "80".into())] as [(String, String); 2]);
+        h.finish(&mut notes);
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    #[test]
+    fn a_heading_lasts_until_the_same_key_is_set_again() {
+        let mut h = Headings::new();
+        let mut notes = Vec::new();
+        h.block(&[(1, "# Prefill"), (2, "gpu: H100")], &mut notes);
+        let next = h.block(&[(20, "# Decode")], &mut notes);
+        assert_eq!(next, [("section".into(), "Decode".into()), ("gpu".into(), "H100".into())] as [(String, String); 2]);
+        let free = h.block(&[(40, "first run"), (41, "after reboot")], &mut notes);
+        assert_eq!(free[2], ("heading".into(), "first run / after reboot".into()));
+    }
+
+    #[test]
+    fn lists_cut_short_are_noted_with_their_line() {
+        let mut h = Headings::new();
+        let mut notes = Vec::new();
+        h.block(&[(3, "n: 1, 2, 4")], &mut notes);
+        h.block(&[(30, "n: 8, 16")], &mut notes);
+        h.block(&[], &mut notes);
+        h.block(&[(60, "c: 1, 2")], &mut notes);
+        h.finish(&mut notes);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes[0].line, 3);
+        assert!(notes[0].message.contains("3 values but only 1 result blocks came before line 30"), "{}", notes[0]);
+        assert_eq!(notes[1].line, 60);
+        assert!(notes[1].message.contains("from \"2\" on"), "{}", notes[1]);
+    }
+}

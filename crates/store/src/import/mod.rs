@@ -1,0 +1,129 @@
+//! Importers: vLLM result files and console reports into [`NewRun`]s.
+//!
+//! [`import_file`] reads one file and tells its kind from its content:
+//! - **JSON** (the first non-blank character is `{` or `[`): result files of `vllm bench
+//!   serve --save-result` of any 0.x version, files of `--append-result` (one document per
+//!   line), pretty-printed sweep results, and servebench's own result files. See [`json`].
+//! - **Text**: console reports, any number of result blocks with free-text headings between
+//!   them. See [`text`] and, for how headings become labels, [`headings`].
+//!
+//! Every run records its source file and the line its document or block starts on, and a
+//! fingerprint (the file content's hash and that line), so the store refuses to import the
+//! same block twice. A document or block that cannot be read is reported with its line and a
+//! reason, and skipped; the rest of the file is imported. Nothing is guessed.
+
+pub mod headings;
+pub mod json;
+mod records;
+pub mod text;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::ids;
+use crate::model::{NewRun, Source};
+
+/// What a file held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// vLLM (or servebench) result JSON.
+    Json,
+    /// vLLM console reports.
+    Text,
+}
+
+/// A problem at a line of the imported file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based line.
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// The outcome of reading one file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportReport {
+    /// The file as given.
+    pub path: PathBuf,
+    pub format: Format,
+    /// One per result block or document that could be read, in file order.
+    pub runs: Vec<NewRun>,
+    /// Blocks or documents that were skipped, and why.
+    pub skipped: Vec<Problem>,
+    /// Things worth knowing that did not stop a run from being imported (a heading list
+    /// with more values than blocks, per-request arrays that could not be used).
+    pub notes: Vec<Problem>,
+}
+
+/// The file could not be read at all.
+#[derive(Debug, Error)]
+#[error("could not read {}: {error}; check the path and that the file is readable", path.display())]
+pub struct ImportError {
+    pub path: PathBuf,
+    /// Not a `#[source]`: the message already holds it.
+    pub error: std::io::Error,
+}
+
+/// Reads `path` and turns every result in it into a run. The stored source file name is the
+/// absolute path when it can be found.
+pub fn import_file(path: &Path) -> Result<ImportReport, ImportError> {
+    let bytes = std::fs::read(path).map_err(|error| ImportError { path: path.to_path_buf(), error })?;
+    let source = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut report = import_bytes(&bytes, &source.to_string_lossy());
+    report.path = path.to_path_buf();
+    Ok(report)
+}
+
+/// [`import_file`] on content already read; `source` is the name stored with each run.
+pub fn import_bytes(bytes: &[u8], source: &str) -> ImportReport {
+    let text = String::from_utf8_lossy(bytes);
+    let cx = Context { source, content_hash: ids::fnv1a64(bytes), tz: jiff::tz::TimeZone::system() };
+    let is_json = text.trim_start().starts_with(['{', '[']);
+    let mut report = ImportReport {
+        path: PathBuf::from(source),
+        format: if is_json { Format::Json } else { Format::Text },
+        runs: Vec::new(),
+        skipped: Vec::new(),
+        notes: Vec::new(),
+    };
+    if is_json {
+        json::import(&text, &cx, &mut report);
+    } else {
+        text::import(&text, &cx, &mut report);
+    }
+    report
+}
+
+/// What every importer needs to stamp its runs.
+pub(crate) struct Context<'a> {
+    /// The file name stored with each run.
+    pub source: &'a str,
+    /// The hash of the file's bytes, for fingerprints.
+    pub content_hash: u64,
+    /// The zone of vLLM's local-time `date` field (the importing machine's).
+    pub tz: jiff::tz::TimeZone,
+}
+
+impl Context<'_> {
+    /// Stamps `run` with its source line and fingerprint (`part` tells apart several runs
+    /// that start on one line, such as the elements of a JSON list).
+    pub(crate) fn stamp(&self, run: &mut NewRun, line: usize, part: Option<usize>) {
+        run.source = Some(Source { file: self.source.to_string(), line: Some(line) });
+        let mut fp = ids::fingerprint(self.content_hash, line);
+        if let Some(part) = part {
+            fp.push_str(&format!("#{part}"));
+        }
+        run.fingerprint = Some(fp);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,89 @@
+//! Helpers for this crate's tests: a temporary folder and sample runs.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use servebench_core::config::{Metric, RunConfig};
+use servebench_core::metrics::Summary;
+use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, TokenSource, Usage};
+
+/// A folder under the system temp dir, removed when dropped.
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    pub(crate) fn new() -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!("servebench-store-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let dir = std::env::temp_dir().join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a temp dir");
+        TempDir(dir)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small measured run: three requests, one of them failed, on a multi-turn conversation.
+pub(crate) fn sample_run() -> RunResult {
+    let mut config = RunConfig::for_target("http://127.0.0.1:8000", "Qwen/Qwen3-8B");
+    config.traffic.num_prompts = 3;
+    config.traffic.max_concurrency = Some(2);
+    config.output.percentile_metrics = vec![Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+    config.output.metadata = vec![("gpu".into(), "H100".into())];
+    let ok = |index: u32, start_ns: u64, chunks_us: Vec<u32>| RequestRecord {
+        index,
+        planned_ns: start_ns,
+        arrival_ns: start_ns + 10,
+        start_ns: start_ns + 20,
+        end_us: chunks_us.last().copied().unwrap_or(0) + 5,
+        usage: Usage { prompt_tokens: Some(100), completion_tokens: Some(chunks_us.len() as u32) },
+        chunks_us,
+        max_tokens: 16,
+        prompt_tokens_client: Some(99),
+        output_tokens_client: None,
+        text: "generated text".into(),
+        status: 200,
+        failure: None,
+        retried: index == 1,
+        turn: None,
+        server_queue_s: Some(0.001),
+        server_ttft_s: None,
+    };
+    let mut second = ok(1, 5_000_000, vec![200_000, 230_000, 260_500, 290_000]);
+    second.turn = Some(servebench_core::record::TurnRef { conversation: 3, turn: 1, shared_prefix_tokens: 80 });
+    let failed = RequestRecord {
+        index: 2,
+        start_ns: 9_000_000,
+        arrival_ns: 9_000_000,
+        planned_ns: 8_000_000,
+        status: 503,
+        failure: Some(Failure { kind: FailureKind::HttpStatus, message: "503 Service Unavailable".into() }),
+        ..RequestRecord::default()
+    };
+    RunResult {
+        config,
+        records: vec![ok(0, 0, vec![150_000, 180_000, 211_000]), second, failed],
+        duration_s: 0.5,
+        date: "20250601-120000".into(),
+        started_at: "2025-06-01T12:00:00+02:00".into(),
+        interrupted: false,
+        not_sent: 0,
+        notes: vec!["token counts from the server's usage".into()],
+        token_source: TokenSource::ServerUsage,
+    }
+}
+
+/// The sample run and its summary.
+pub(crate) fn sample() -> (RunResult, Summary) {
+    let run = sample_run();
+    let summary = Summary::compute(&run);
+    (run, summary)
+}

@@ -12,6 +12,10 @@
 //! Waiting requests are only small `(slot, arrival)` messages, so a huge backlog costs no
 //! tasks. On cancellation nothing more is dispatched, requests in flight get a grace period to
 //! finish, then are told to stop and recorded as interrupted; requests never sent are counted.
+//!
+//! The schedule ([`release_on_schedule`]), the FIFO caps ([`acquire`]), the timed send
+//! ([`send_timed`]) and the collection of records with its interruption handling
+//! ([`collect`]) are shared with the multi-turn runner (`conversation.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -44,9 +48,11 @@ pub(crate) struct Job {
 /// What [`run_batch`] produced.
 #[derive(Debug)]
 pub(crate) struct BatchOutcome {
-    /// One per job, in job order; never-sent ones are marked interrupted.
+    /// One per job, in job order; never-sent ones have a `NotSent` failure.
     pub records: Vec<RequestRecord>,
     pub not_sent: usize,
+    /// Turns never sent because an earlier turn of their conversation failed.
+    pub skipped: usize,
     pub interrupted: bool,
     /// From just before the first dispatch to the end of the last request.
     pub duration: Duration,
@@ -94,38 +100,15 @@ pub(crate) async fn run_batch<F: Future<Output = ()>>(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (release_tx, release_rx) = mpsc::unbounded_channel();
     let (record_tx, mut record_rx) = mpsc::unbounded_channel();
-    let semaphore = max_concurrency.map(|c| Arc::new(Semaphore::new(c.max(1))));
+    let semaphore = max_concurrency.map(semaphore);
 
     let t0 = Instant::now();
     let shared = Arc::new(Shared { ctx: ctx.clone(), jobs: Arc::clone(&jobs), t0, stop: stop_rx });
-    let dispatcher = tokio::spawn(dispatch(Arc::clone(&jobs), t0, release_tx));
+    let dispatcher = tokio::spawn(release_on_schedule(Arc::clone(&jobs), |j: &Job| j.at_ns, t0, release_tx));
     let launcher = tokio::spawn(launch(shared, release_rx, semaphore, record_tx));
 
-    let mut records: Vec<Option<RequestRecord>> = vec![None; n];
-    let mut received = 0;
-    while received < n && !cancel.has_fired() {
-        tokio::select! {
-            biased;
-            msg = record_rx.recv() => match msg {
-                Some((slot, rec)) => {
-                    records[slot] = Some(rec);
-                    received += 1;
-                }
-                None => break,
-            },
-            () = cancel.fired() => {}
-        }
-    }
-    let interrupted = received < n;
-    if interrupted {
-        stop_dispatching(dispatcher, launcher).await;
-        let drained = tokio::time::timeout(grace, drain(&mut record_rx, &mut records)).await;
-        if drained.is_err() {
-            // Requests still streaming are told to stop; each records itself as interrupted.
-            let _ = stop_tx.send(true);
-            let _ = tokio::time::timeout(STOP_WAIT, drain(&mut record_rx, &mut records)).await;
-        }
-    }
+    let halt = stop_dispatching(dispatcher, launcher);
+    let (records, interrupted) = collect(n, &mut record_rx, cancel, grace, &stop_tx, halt).await;
     let duration = t0.elapsed();
     let mut not_sent = 0;
     let records = records
@@ -138,7 +121,52 @@ pub(crate) async fn run_batch<F: Future<Output = ()>>(
             })
         })
         .collect();
-    BatchOutcome { records, not_sent, interrupted, duration }
+    BatchOutcome { records, not_sent, skipped: 0, interrupted, duration }
+}
+
+/// A semaphore of `permits` (at least one), for a FIFO cap.
+pub(crate) fn semaphore(permits: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(permits.clamp(1, Semaphore::MAX_PERMITS)))
+}
+
+/// Receives `n` records by slot until all came or `cancel` fires. On cancellation `halt` runs
+/// (it stops anything new from being sent), requests in flight get `grace` to finish, then
+/// are told to stop through `stop` and get a little longer to hand their records back.
+/// Returns the records by slot (`None`: never sent) and whether the run was interrupted.
+pub(crate) async fn collect<F: Future<Output = ()>>(
+    n: usize,
+    rx: &mut mpsc::UnboundedReceiver<(usize, RequestRecord)>,
+    cancel: &mut CancelSignal<F>,
+    grace: Duration,
+    stop: &watch::Sender<bool>,
+    halt: impl Future<Output = ()>,
+) -> (Vec<Option<RequestRecord>>, bool) {
+    let mut records: Vec<Option<RequestRecord>> = vec![None; n];
+    let mut received = 0;
+    while received < n && !cancel.has_fired() {
+        tokio::select! {
+            biased;
+            msg = rx.recv() => match msg {
+                Some((slot, rec)) => {
+                    records[slot] = Some(rec);
+                    received += 1;
+                }
+                None => break,
+            },
+            () = cancel.fired() => {}
+        }
+    }
+    let interrupted = received < n;
+    if interrupted {
+        halt.await;
+        let drained = tokio::time::timeout(grace, drain(rx, &mut records)).await;
+        if drained.is_err() {
+            // Requests still streaming are told to stop; each records itself as interrupted.
+            let _ = stop.send(true);
+            let _ = tokio::time::timeout(STOP_WAIT, drain(rx, &mut records)).await;
+        }
+    }
+    (records, interrupted)
 }
 
 async fn stop_dispatching(dispatcher: JoinHandle<()>, launcher: JoinHandle<()>) {
@@ -162,26 +190,46 @@ fn unsent_record(job: &Job) -> RequestRecord {
         planned_ns: job.at_ns,
         max_tokens: job.max_tokens,
         prompt_tokens_client: job.prompt_tokens,
-        failure: Some(Failure {
-            kind: FailureKind::NotSent,
-            message: "not sent: the run was interrupted first".to_string(),
-        }),
+        failure: Some(not_sent("not sent: the run was interrupted first")),
         ..RequestRecord::default()
     }
 }
 
-/// Releases each job at `t0 + at_ns` (jobs are in non-decreasing `at_ns` order).
-async fn dispatch(jobs: Arc<[Job]>, t0: Instant, release: mpsc::UnboundedSender<(usize, u64)>) {
-    for (slot, job) in jobs.iter().enumerate() {
-        if let Some(due) = t0.checked_add(Duration::from_nanos(job.at_ns))
-            && Instant::now() < due
-        {
-            tokio::time::sleep_until(due.into()).await;
-        }
+/// The failure of a request that was never sent.
+pub(crate) fn not_sent(message: &str) -> Failure {
+    Failure { kind: FailureKind::NotSent, message: message.to_string() }
+}
+
+/// Releases each item at `t0 + at_ns(item)` (items are in non-decreasing `at_ns` order),
+/// sending its slot and the actual release time (ns since `t0`).
+pub(crate) async fn release_on_schedule<T: Send + Sync + 'static>(
+    items: Arc<[T]>,
+    at_ns: fn(&T) -> u64,
+    t0: Instant,
+    release: mpsc::UnboundedSender<(usize, u64)>,
+) {
+    for (slot, item) in items.iter().enumerate() {
+        sleep_until_due(t0, at_ns(item)).await;
         if release.send((slot, nanos_since(t0))).is_err() {
             return;
         }
     }
+}
+
+/// Sleeps until `t0 + at_ns`, unless that time has passed.
+pub(crate) async fn sleep_until_due(t0: Instant, at_ns: u64) {
+    if let Some(due) = t0.checked_add(Duration::from_nanos(at_ns))
+        && Instant::now() < due
+    {
+        tokio::time::sleep_until(due.into()).await;
+    }
+}
+
+/// A permit of `semaphore`, waiting in FIFO order; `None` when uncapped.
+pub(crate) async fn acquire(semaphore: Option<&Arc<Semaphore>>) -> Option<OwnedSemaphorePermit> {
+    // The semaphores are never closed, so acquiring cannot fail; were one closed, the
+    // request would go uncapped rather than hang.
+    Arc::clone(semaphore?).acquire_owned().await.ok()
 }
 
 /// Starts released jobs in order, each once a concurrency slot is free.
@@ -192,14 +240,7 @@ async fn launch(
     records: mpsc::UnboundedSender<(usize, RequestRecord)>,
 ) {
     while let Some((slot, arrival_ns)) = released.recv().await {
-        let permit = match &semaphore {
-            // The semaphore is never closed, so acquiring only fails if it were.
-            Some(s) => match Arc::clone(s).acquire_owned().await {
-                Ok(p) => Some(p),
-                Err(_) => return,
-            },
-            None => None,
-        };
+        let permit = acquire(semaphore.as_ref()).await;
         tokio::spawn(request_task(Arc::clone(&shared), slot, arrival_ns, permit, records.clone()));
     }
 }
@@ -212,34 +253,49 @@ async fn request_task(
     records: mpsc::UnboundedSender<(usize, RequestRecord)>,
 ) {
     let job = &shared.jobs[slot];
-    let progress = &shared.ctx.progress;
     let mut stop = shared.stop.clone();
-    Progress::add(&progress.in_flight, 1);
-    let start = Instant::now();
     let mut rec = RequestRecord {
         index: job.index,
         planned_ns: job.at_ns,
         arrival_ns,
-        start_ns: nanos_between(shared.t0, start),
         max_tokens: job.max_tokens,
         prompt_tokens_client: job.prompt_tokens,
         ..RequestRecord::default()
     };
-    execute(&shared.ctx, &mut rec, start, job.body.clone(), job.request_id.clone(), &mut stop).await;
+    send_timed(&shared.ctx, shared.t0, &mut rec, job.body.clone(), job.request_id.clone(), permit, &mut stop).await;
+    // The receiver is gone only if the run stopped waiting; the record is then not needed.
+    let _ = records.send((slot, rec));
+}
+
+/// Sends one request now and fills `rec` (whose identity and schedule fields the caller has
+/// set): the send time, then everything [`execute`] measures. The concurrency `permit` is
+/// given back as soon as the response has ended; the progress counters are kept.
+pub(crate) async fn send_timed(
+    ctx: &StreamContext,
+    t0: Instant,
+    rec: &mut RequestRecord,
+    body: Bytes,
+    request_id: Option<HeaderValue>,
+    permit: Option<OwnedSemaphorePermit>,
+    stop: &mut watch::Receiver<bool>,
+) {
+    let progress = &ctx.progress;
+    Progress::add(&progress.in_flight, 1);
+    let start = Instant::now();
+    rec.start_ns = nanos_between(t0, start);
+    execute(ctx, rec, start, body, request_id, stop).await;
     drop(permit);
     Progress::sub(&progress.in_flight, 1);
     Progress::add(&progress.completed, 1);
     if rec.failure.is_some() {
         Progress::add(&progress.failed, 1);
     }
-    // The receiver is gone only if the run stopped waiting; the record is then not needed.
-    let _ = records.send((slot, rec));
 }
 
-fn nanos_since(t0: Instant) -> u64 {
+pub(crate) fn nanos_since(t0: Instant) -> u64 {
     nanos_between(t0, Instant::now())
 }
 
-fn nanos_between(t0: Instant, t: Instant) -> u64 {
+pub(crate) fn nanos_between(t0: Instant, t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(t0).as_nanos()).unwrap_or(u64::MAX)
 }

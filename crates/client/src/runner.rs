@@ -7,6 +7,10 @@
 //! way are handed to a log callback. Everything a request needs (body, `x-request-id`) is built
 //! before the clock starts.
 //!
+//! A multi-turn plan runs its conversations instead (see `conversation.rs`): the ready check
+//! and the warm-up send the first conversation's first turn, each turn is one record, and
+//! after the run every turn's prompt tokens and prefix share are counted (see `history.rs`).
+//!
 //! Runs on a multi-thread tokio runtime. A cancellation future (Ctrl-C) stops the run early:
 //! see [`run`].
 
@@ -15,12 +19,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderValue;
-use servebench_core::config::RunConfig;
+use servebench_core::config::{RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
 use servebench_core::record::{RunResult, TokenSource};
 use servebench_core::vllm::render_traffic;
+use servebench_workload::{BodyBuilder, Tokenizer};
 
+use crate::conversation::{ConversationSet, run_conversations};
 use crate::dispatch::{BatchOutcome, CancelSignal, Job, run_batch};
+use crate::history::count_turns;
 use crate::http::{HttpClient, HttpError, request_headers};
 use crate::progress::{Progress, progress_bar, spawn_ticker};
 use crate::stream::StreamContext;
@@ -43,6 +50,9 @@ pub struct RunOptions {
     /// Show the progress bar (it is also hidden when stderr is not a terminal or the config
     /// disables it).
     pub progress: bool,
+    /// The `--tokenizer`, to count the prompt tokens and prefix shares of multi-turn turns
+    /// exactly after the run (they are estimated without one).
+    pub tokenizer: Option<Arc<Tokenizer>>,
 }
 
 impl Default for RunOptions {
@@ -53,6 +63,7 @@ impl Default for RunOptions {
             api_key: std::env::var("OPENAI_API_KEY").ok(),
             ready_retry_interval: Duration::from_secs(5),
             progress: true,
+            tokenizer: None,
         }
     }
 }
@@ -64,6 +75,7 @@ impl std::fmt::Debug for RunOptions {
             .field("api_key", &self.api_key.as_ref().map(|_| "***"))
             .field("ready_retry_interval", &self.ready_retry_interval)
             .field("progress", &self.progress)
+            .field("tokenizer", &self.tokenizer.as_ref().map(|t| t.name()))
             .finish_non_exhaustive()
     }
 }
@@ -73,15 +85,18 @@ impl std::fmt::Debug for RunOptions {
 pub enum RunError {
     #[error(transparent)]
     Http(#[from] HttpError),
-    #[error("multi-turn conversations are not supported by the load engine yet; use a single-turn workload")]
-    ConversationsUnsupported,
+    #[error("the plan has both single requests and multi-turn conversations; the load engine runs one kind per run")]
+    MixedPlan,
     #[error("--request-id-prefix {prefix:?} cannot be sent in an HTTP header: {reason}")]
     InvalidRequestId { prefix: String, reason: String },
     #[error("Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: {0}")]
     ReadyCheckFailed(String),
 }
 
-/// Runs `plan` against the target of `config`.
+/// Runs `plan` against the target of `config`: its single requests, or its multi-turn
+/// conversations (a plan with both is refused). After a multi-turn run, every turn's prompt
+/// tokens and prefix share are counted, with `options.tokenizer` when given (see
+/// [`crate::history`]), and the result's notes say how.
 ///
 /// When `cancel` completes, nothing more is sent; requests in flight get `options.grace` to
 /// finish, then are recorded as interrupted; requests never sent are counted in `not_sent`;
@@ -90,12 +105,12 @@ pub async fn run<F>(config: &RunConfig, plan: &Plan, options: RunOptions, cancel
 where
     F: Future<Output = ()>,
 {
-    if !plan.conversations.is_empty() {
-        return Err(RunError::ConversationsUnsupported);
+    if !plan.conversations.is_empty() && !plan.requests.is_empty() {
+        return Err(RunError::MixedPlan);
     }
     let target = &config.target;
     let traffic = &config.traffic;
-    let pool = traffic.max_concurrency.unwrap_or(plan.requests.len()).max(1);
+    let pool = traffic.max_concurrency.unwrap_or(plan.len()).max(1);
     let headers = request_headers(&target.headers, options.api_key.clone());
     let client = HttpClient::new(&target.api_url, &headers, pool)?;
     let progress = Arc::new(Progress::default());
@@ -106,19 +121,18 @@ where
         timeout: Duration::try_from_secs_f64(target.request_timeout_s).ok().filter(|t| !t.is_zero()),
         progress: Arc::clone(&progress),
     };
-    let jobs = jobs(plan, &target.request_id_prefix)?;
+    let work = Work::prepare(config, plan)?;
     let log = &options.log;
     let mut cancel = CancelSignal::new(cancel);
 
-    if let Some(first) = jobs.first() {
-        let probe = Job { request_id: None, ..first.clone() };
+    if let Some(first) = work.probe() {
         let check =
             ReadyCheck { timeout_s: traffic.ready_check_timeout_s, retry_interval: options.ready_retry_interval };
-        if !ready_check(&ctx, &probe, &check, log, &mut cancel).await? {
-            return Ok(result(config, plan, &options, interrupted_before(&jobs)));
+        if !ready_check(&ctx, &first, &check, log, &mut cancel).await? {
+            return Ok(result(config, plan, &options, work.interrupted_before()));
         }
-        if !warm_up(&ctx, &probe, traffic.num_warmups, traffic.max_concurrency, options.grace, log, &mut cancel).await {
-            return Ok(result(config, plan, &options, interrupted_before(&jobs)));
+        if !warm_up(&ctx, &first, traffic.num_warmups, traffic.max_concurrency, options.grace, log, &mut cancel).await {
+            return Ok(result(config, plan, &options, work.interrupted_before()));
         }
     }
     log("Starting main benchmark run...");
@@ -127,13 +141,116 @@ where
     }
 
     let show = options.progress && !config.output.disable_progress;
-    let bar = progress_bar(jobs.len() as u64, show);
+    let bar = progress_bar(plan.len() as u64, show);
     let ticker = spawn_ticker(bar.clone(), Arc::clone(&progress), Duration::from_millis(125));
-    let outcome = run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await;
+    let (mut outcome, conversations) = match work {
+        Work::Requests(jobs) => {
+            (run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await, None)
+        }
+        Work::Conversations(set) => {
+            let outcome =
+                run_conversations(&ctx, Arc::clone(&set), traffic.max_concurrency, options.grace, &mut cancel).await;
+            (outcome, Some(set))
+        }
+    };
     ticker.abort();
     bar.set_position(Progress::get(&progress.completed));
     bar.finish();
-    Ok(result(config, plan, &options, outcome))
+    let mut notes = Vec::new();
+    if let Some(set) = conversations {
+        // Counted after the clock stopped, on blocking threads.
+        let tokenizer = options.tokenizer.clone();
+        let mut records = std::mem::take(&mut outcome.records);
+        let counted = tokio::task::spawn_blocking(move || {
+            let how = count_turns(tokenizer.as_deref(), &set.plans, &mut records);
+            (records, how)
+        })
+        .await;
+        match counted {
+            Ok((records, how)) => {
+                outcome.records = records;
+                notes.push(how.note());
+            }
+            // The blocking task is never aborted: it can only have panicked.
+            Err(e) => std::panic::resume_unwind(e.try_into_panic().unwrap_or_else(|e| Box::new(e.to_string()))),
+        }
+        if outcome.skipped > 0 {
+            notes.push(format!(
+                "Multi-turn: {} turns were not sent because an earlier turn of their conversation failed.",
+                outcome.skipped
+            ));
+        }
+    }
+    let mut result = result(config, plan, &options, outcome);
+    result.notes.extend(notes);
+    Ok(result)
+}
+
+/// What the timed run will send, prepared before the clock starts.
+enum Work {
+    Requests(Vec<Job>),
+    Conversations(Arc<ConversationSet>),
+}
+
+impl Work {
+    fn prepare(config: &RunConfig, plan: &Plan) -> Result<Self, RunError> {
+        let prefix = &config.target.request_id_prefix;
+        if plan.conversations.is_empty() {
+            return Ok(Work::Requests(jobs(plan, prefix)?));
+        }
+        // Checked once: every id is the prefix followed by digits.
+        request_id(prefix, 0)?;
+        let (think_s, max_active) = match &config.workload {
+            WorkloadSpec::Sharegpt { multi_turn: Some(mt), .. } => (mt.think_time_s, mt.max_active_conversations),
+            _ => (0.0, 0),
+        };
+        let builder = BodyBuilder::new(config);
+        let set = ConversationSet::new(&plan.conversations, builder, think_s, max_active, |slot| {
+            request_id(prefix, slot).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+        });
+        Ok(Work::Conversations(Arc::new(set)))
+    }
+
+    /// What the ready check and the warm-up send: the first request, or the first turn of the
+    /// first conversation.
+    fn probe(&self) -> Option<Job> {
+        match self {
+            Work::Requests(jobs) => jobs.first().map(|j| Job { request_id: None, ..j.clone() }),
+            Work::Conversations(set) => {
+                let c = set.plans.iter().position(|c| !c.turns.is_empty())?;
+                Some(Job {
+                    index: 0,
+                    at_ns: 0,
+                    body: set.first_bodies[c].clone(),
+                    max_tokens: set.plans[c].turns[0].max_tokens,
+                    prompt_tokens: None,
+                    request_id: None,
+                })
+            }
+        }
+    }
+
+    /// The outcome of a run interrupted before the timed run began.
+    fn interrupted_before(&self) -> BatchOutcome {
+        match self {
+            Work::Requests(jobs) => interrupted_before(jobs),
+            Work::Conversations(set) => {
+                let records: Vec<_> = (0..set.len()).map(|slot| set.unsent_before_start(slot)).collect();
+                BatchOutcome {
+                    not_sent: records.len(),
+                    records,
+                    skipped: 0,
+                    interrupted: true,
+                    duration: Duration::ZERO,
+                }
+            }
+        }
+    }
+}
+
+fn request_id(prefix: &str, index: usize) -> Result<HeaderValue, RunError> {
+    HeaderValue::try_from(format!("{prefix}{index}"))
+        .map_err(|e| RunError::InvalidRequestId { prefix: prefix.to_string(), reason: e.to_string() })
 }
 
 /// Every request of the plan with its `x-request-id`, built before the clock starts.
@@ -142,8 +259,7 @@ fn jobs(plan: &Plan, prefix: &str) -> Result<Vec<Job>, RunError> {
     plan.requests
         .iter()
         .map(|r| {
-            let id = HeaderValue::try_from(format!("{prefix}{}", r.index))
-                .map_err(|e| RunError::InvalidRequestId { prefix: prefix.to_string(), reason: e.to_string() })?;
+            let id = request_id(prefix, r.index as usize)?;
             Ok(Job {
                 index: r.index,
                 at_ns: r.at_ns,
@@ -171,7 +287,7 @@ fn interrupted_before(jobs: &[Job]) -> BatchOutcome {
             ..Default::default()
         })
         .collect();
-    BatchOutcome { records, not_sent: jobs.len(), interrupted: true, duration: Duration::ZERO }
+    BatchOutcome { records, not_sent: jobs.len(), skipped: 0, interrupted: true, duration: Duration::ZERO }
 }
 
 fn result(config: &RunConfig, plan: &Plan, options: &RunOptions, outcome: BatchOutcome) -> RunResult {

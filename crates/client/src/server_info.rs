@@ -78,6 +78,16 @@ pub async fn fetch_metrics(
     get(&url, headers, api_key).await
 }
 
+/// `GET {base_url}{path}` as text: for questions outside the run (`/version`, `/v1/models`).
+pub async fn fetch_text(
+    base_url: &str,
+    path: &str,
+    headers: &[(String, String)],
+    api_key: Option<String>,
+) -> Result<String, InfoError> {
+    get(&format!("{}{path}", base_url.trim_end_matches('/')), headers, api_key).await
+}
+
 async fn get(url: &str, headers: &[(String, String)], api_key: Option<String>) -> Result<String, InfoError> {
     let client = HttpClient::new(url, &request_headers(headers, api_key), 1)?;
     let target = client.target(url)?;

@@ -8,6 +8,7 @@ pub mod config;
 pub mod metrics;
 pub mod plan;
 pub mod protocol;
+pub mod pyjson;
 pub mod record;
 pub mod rng;
 pub mod vllm;

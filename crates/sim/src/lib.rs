@@ -9,8 +9,12 @@
 //! - [`CostModel`] prices each step (roofline plus stack overheads).
 //! - [`predict()`] runs a whole benchmark plan through the engine in virtual time and returns the
 //!   same [`servebench_core::record::RunResult`] a real run produces.
+//! - [`server`] serves a setup over an OpenAI-compatible HTTP API in real time.
 //! - [`Presets`] lists the built-in and user presets.
+//! - [`calibration`] fits a [`StackProfile`] to measured runs and checks how well the fitted
+//!   simulator predicts runs it was not fitted on.
 
+pub mod calibration;
 pub mod cost;
 pub mod engine;
 pub mod error;
@@ -23,6 +27,7 @@ pub mod predict;
 pub mod presets;
 pub mod profile;
 pub mod rng;
+pub mod server;
 pub mod setup;
 pub mod tokens;
 

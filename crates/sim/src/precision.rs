@@ -88,6 +88,23 @@ pub enum ComputePrecision {
     Fp4,
 }
 
+impl ComputePrecision {
+    pub const ALL: [ComputePrecision; 3] = [ComputePrecision::Bf16, ComputePrecision::Fp8, ComputePrecision::Fp4];
+
+    /// The key of this format in a profile's per-format tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            ComputePrecision::Bf16 => "bf16",
+            ComputePrecision::Fp8 => "fp8",
+            ComputePrecision::Fp4 => "fp4",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
 /// How the KV cache is stored (`kv-cache-dtype`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -131,6 +148,14 @@ impl PrecisionTable {
             ComputePrecision::Bf16 => self.bf16,
             ComputePrecision::Fp8 => self.fp8,
             ComputePrecision::Fp4 => self.fp4,
+        }
+    }
+
+    pub fn get_mut(&mut self, p: ComputePrecision) -> &mut f64 {
+        match p {
+            ComputePrecision::Bf16 => &mut self.bf16,
+            ComputePrecision::Fp8 => &mut self.fp8,
+            ComputePrecision::Fp4 => &mut self.fp4,
         }
     }
 

@@ -5,58 +5,124 @@
 //! excess in a FIFO queue (client queue time, outside TTFT); the bench's warm-up request (its
 //! ready check, a copy of request 0) runs before the clock starts and leaves its prefix in the
 //! cache; every token is a chunk that arrives at the end of the step that produced it.
+//!
+//! Multi-turn conversations run turn after turn: the next turn is sent when the previous answer
+//! ends plus the think time, its prompt the previous prompt and answer (the same token ids, so
+//! the prefix cache reuses their blocks) followed by the new user message; at most
+//! `max_active_conversations` conversations are active at once. Their records follow the
+//! independent requests', conversation by conversation.
+//!
 //! Nothing here reads a clock or does I/O, so a prediction is repeatable for a seed.
 
-use std::collections::VecDeque;
+mod client;
 
-use servebench_core::config::RunConfig;
+use servebench_core::config::{Api, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
-use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, TokenSource, Usage};
+use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
 use crate::options::Warmup;
 use crate::rng::mix64;
 use crate::setup::SimSetup;
 use crate::tokens::{TokenMapper, WordHashMapper};
+use client::Client;
 
 /// Predicts a run with the word-hash token mapper.
 pub fn predict(plan: &Plan, config: &RunConfig, sim: &SimSetup) -> RunResult {
     predict_with(plan, config, sim, &WordHashMapper)
 }
 
-/// A request's prompt and flags, read from its body before the run.
-struct Prepared {
-    ids: Option<Vec<u32>>,
-    ignore_eos: bool,
-    error: Option<String>,
+/// Predicts a run, mapping bodies to token ids with `mapper`.
+pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dyn TokenMapper) -> RunResult {
+    let prompts = Prompts::prepare(plan, config, mapper);
+    predict_prepared(plan, config, sim, prompts)
 }
 
-fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper) -> Vec<Prepared> {
-    plan.requests
-        .iter()
-        .map(|r| {
-            let body: serde_json::Value = match serde_json::from_slice(&r.body) {
-                Ok(v) => v,
-                Err(e) => {
-                    return Prepared {
-                        ids: None,
-                        ignore_eos: false,
-                        error: Some(format!("the request body is not JSON: {e}")),
-                    };
+/// A request's prompt and flags, read from its body before the run.
+#[derive(Clone, Debug)]
+pub(crate) struct Prepared {
+    pub ids: Option<Vec<u32>>,
+    pub ignore_eos: bool,
+    pub error: Option<String>,
+}
+
+/// A conversation's token ids: the first turn's whole prompt, then each later user message.
+#[derive(Clone, Debug)]
+pub(crate) struct PreparedConversation {
+    pub first: Result<Vec<u32>, String>,
+    pub next_users: Vec<Result<Vec<u32>, String>>,
+}
+
+/// Every prompt of a plan as token ids, computed once (a fitter reuses them across runs).
+#[derive(Clone, Debug)]
+pub(crate) struct Prompts {
+    pub requests: Vec<Prepared>,
+    pub conversations: Vec<PreparedConversation>,
+    /// Whether conversation turns run to `max_tokens` regardless of the EOS model.
+    pub turns_ignore_eos: bool,
+}
+
+impl Prompts {
+    pub fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper) -> Prompts {
+        let requests = plan
+            .requests
+            .iter()
+            .map(|r| {
+                let body: serde_json::Value = match serde_json::from_slice(&r.body) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return Prepared {
+                            ids: None,
+                            ignore_eos: false,
+                            error: Some(format!("the request body is not JSON: {e}")),
+                        };
+                    }
+                };
+                let mut ids = Vec::with_capacity(r.prompt_tokens as usize + 8);
+                if let Err(e) = mapper.prompt_ids(plan.api, &body, &mut ids) {
+                    return Prepared { ids: None, ignore_eos: false, error: Some(e) };
                 }
-            };
-            let mut ids = Vec::with_capacity(r.prompt_tokens as usize + 8);
-            if let Err(e) = mapper.prompt_ids(plan.api, &body, &mut ids) {
-                return Prepared { ids: None, ignore_eos: false, error: Some(e) };
-            }
-            if plan.tokens_exact() && r.prompt_tokens > 0 {
-                resize_prompt(&mut ids, r.prompt_tokens as usize);
-            }
-            let ignore_eos =
-                config.ignore_eos || body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
-            Prepared { ids: Some(ids), ignore_eos, error: None }
-        })
-        .collect()
+                if plan.tokens_exact() && r.prompt_tokens > 0 {
+                    resize_prompt(&mut ids, r.prompt_tokens as usize);
+                }
+                let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
+                Prepared { ids: Some(ids), ignore_eos, error: None }
+            })
+            .collect();
+        let chat_ids = |messages: serde_json::Value| -> Result<Vec<u32>, String> {
+            let mut ids = Vec::new();
+            mapper.prompt_ids(Api::Chat, &serde_json::json!({ "messages": messages }), &mut ids).map(|()| ids)
+        };
+        let conversations = plan
+            .conversations
+            .iter()
+            .map(|c| {
+                let mut first = Vec::new();
+                if let Some(s) = &c.system {
+                    first.push(serde_json::json!({"role": "system", "content": s}));
+                }
+                if let Some(t) = c.turns.first() {
+                    first.push(serde_json::json!({"role": "user", "content": t.user}));
+                }
+                PreparedConversation {
+                    first: chat_ids(serde_json::Value::Array(first)),
+                    next_users: c
+                        .turns
+                        .iter()
+                        .skip(1)
+                        .map(|t| chat_ids(serde_json::json!([{"role": "user", "content": t.user}])))
+                        .collect(),
+                }
+            })
+            .collect();
+        let turns_ignore_eos = config.ignore_eos
+            || config.extra_body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
+        Prompts { requests, conversations, turns_ignore_eos }
+    }
+}
+
+fn body_ignores_eos(body: &serde_json::Value) -> bool {
+    body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true)
 }
 
 /// Makes `ids` exactly `len` long, keeping its prefix (padding ids continue a hash chain).
@@ -80,8 +146,11 @@ fn warmup_count(sim: &SimSetup, config: &RunConfig) -> usize {
 }
 
 /// Runs the warm-up requests to completion; returns how many ran.
-fn run_warmups(engine: &mut Engine, plan: &Plan, prepared: &[Prepared], count: usize) -> usize {
-    let (Some(first), Some(ids)) = (plan.requests.first(), prepared.first().and_then(|p| p.ids.as_ref())) else {
+fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize) -> usize {
+    let (Some(first), Some(p)) = (plan.requests.first(), prompts.requests.first()) else {
+        return 0;
+    };
+    let Some(ids) = p.ids.as_ref() else {
         return 0;
     };
     let mut sent = 0;
@@ -90,7 +159,7 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prepared: &[Prepared], count: u
             tag: u64::MAX - k as u64,
             prompt: PromptTokens::Ids(ids.clone()),
             max_tokens: first.max_tokens,
-            ignore_eos: prepared[0].ignore_eos,
+            ignore_eos: p.ignore_eos,
             arrived_ns: engine.now_ns(),
         };
         sent += usize::from(engine.add(req).is_ok());
@@ -106,152 +175,41 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prepared: &[Prepared], count: u
     sent
 }
 
-/// The timed run's client: arrivals, the concurrency cap, and the records.
-struct Client<'a> {
-    plan: &'a Plan,
-    prepared: Vec<Prepared>,
-    records: Vec<RequestRecord>,
-    /// Absolute engine time each request was sent.
-    sent_abs: Vec<u64>,
-    t0: u64,
-    cap: usize,
-    in_flight: usize,
-    queue: VecDeque<usize>,
-    next_arrival: usize,
-    exact_counts: bool,
-}
-
-impl Client<'_> {
-    fn arrival_abs(&self, i: usize) -> u64 {
-        self.t0 + self.plan.requests[i].at_ns
-    }
-
-    /// Queues every request that has arrived by `t`, starting those a free slot allows at
-    /// their arrival time (slots are as they were before `t`'s finishes).
-    fn arrive_until(&mut self, engine: &mut Engine, t: u64) {
-        while self.next_arrival < self.plan.requests.len() && self.arrival_abs(self.next_arrival) <= t {
-            let i = self.next_arrival;
-            self.next_arrival += 1;
-            self.queue.push_back(i);
-            if self.in_flight < self.cap && self.queue.len() == 1 {
-                self.queue.pop_front();
-                let at = self.arrival_abs(i);
-                self.send(engine, i, at);
-            }
-        }
-    }
-
-    /// Starts queued requests while slots are free, at time `t`.
-    fn drain_queue(&mut self, engine: &mut Engine, t: u64) {
-        while self.in_flight < self.cap {
-            let Some(i) = self.queue.pop_front() else { break };
-            let at = t.max(self.arrival_abs(i));
-            self.send(engine, i, at);
-        }
-    }
-
-    fn send(&mut self, engine: &mut Engine, i: usize, at: u64) {
-        let rec = &mut self.records[i];
-        rec.start_ns = at - self.t0;
-        self.sent_abs[i] = at;
-        let p = &mut self.prepared[i];
-        let Some(ids) = p.ids.take() else {
-            rec.status = 400;
-            rec.failure = Some(Failure { kind: FailureKind::HttpStatus, message: p.error.clone().unwrap_or_default() });
-            return;
-        };
-        let prompt_len = u32::try_from(ids.len()).unwrap_or(u32::MAX);
-        let req = NewRequest {
-            tag: i as u64,
-            prompt: PromptTokens::Ids(ids),
-            max_tokens: self.plan.requests[i].max_tokens,
-            ignore_eos: p.ignore_eos,
-            arrived_ns: at,
-        };
-        if self.exact_counts {
-            rec.prompt_tokens_client = Some(self.plan.requests[i].prompt_tokens);
-        }
-        match engine.add(req) {
-            Ok(_) => {
-                rec.usage.prompt_tokens = Some(prompt_len);
-                rec.chunks_us.reserve_exact(self.plan.requests[i].max_tokens as usize);
-                self.in_flight += 1;
-            }
-            Err(rejection) => {
-                rec.status = 400;
-                rec.failure = Some(Failure { kind: FailureKind::HttpStatus, message: rejection.to_string() });
-            }
-        }
-    }
-
-    fn deliver(&mut self, e: &Emission, end_abs: u64) {
-        let i = e.tag as usize;
-        let Some(rec) = self.records.get_mut(i) else { return };
-        let us = u32::try_from((end_abs - self.sent_abs[i]) / 1000).unwrap_or(u32::MAX);
-        rec.chunks_us.push(us);
-        if e.finish.is_some() {
-            rec.end_us = us;
-            rec.status = 200;
-            rec.usage.completion_tokens = Some(e.index);
-            self.in_flight -= 1;
-        }
-    }
-
-    fn unsent_or_unfinished(&self) -> bool {
-        self.next_arrival < self.plan.requests.len() || !self.queue.is_empty() || self.in_flight > 0
-    }
-}
-
-/// Predicts a run, mapping bodies to token ids with `mapper`.
-pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dyn TokenMapper) -> RunResult {
+/// Runs a plan whose prompts are already token ids.
+pub(crate) fn predict_prepared(plan: &Plan, config: &RunConfig, sim: &SimSetup, prompts: Prompts) -> RunResult {
     let seed = config.traffic.seed ^ sim.options.seed;
     let mut engine = Engine::new(sim, seed);
-    let prepared = prepare(plan, config, mapper);
     let mut notes = sim.notes.clone();
 
-    let warmups = run_warmups(&mut engine, plan, &prepared, warmup_count(sim, config));
+    let warmups = run_warmups(&mut engine, plan, &prompts, warmup_count(sim, config));
     if warmups > 0 {
         notes.push(format!(
             "{warmups} warm-up request(s) identical to request 0 ran before the clock started \
              (their prefix stays cached)"
         ));
     }
+    let (max_active, think_s) = match &config.workload {
+        WorkloadSpec::Sharegpt { multi_turn: Some(m), .. } => (m.max_active_conversations.max(1), m.think_time_s),
+        _ => (usize::MAX, 0.0),
+    };
     if !plan.conversations.is_empty() {
+        let turns: usize = plan.conversations.iter().map(|c| c.turns.len()).sum();
         notes.push(format!(
-            "{} multi-turn conversation(s) are not simulated yet and have no records",
-            plan.conversations.len()
+            "{} conversation(s), {turns} turn(s): at most {} active at once, {think_s} s think time; \
+             each turn's prompt repeats the history as token ids",
+            plan.conversations.len(),
+            if max_active == usize::MAX { "all".to_string() } else { max_active.to_string() }
         ));
     }
 
-    let n = plan.requests.len();
-    let records = plan
-        .requests
-        .iter()
-        .map(|r| RequestRecord {
-            index: r.index,
-            planned_ns: r.at_ns,
-            arrival_ns: r.at_ns,
-            max_tokens: r.max_tokens,
-            usage: Usage::default(),
-            ..RequestRecord::default()
-        })
-        .collect();
-    let mut client = Client {
-        plan,
-        prepared,
-        records,
-        sent_abs: vec![0; n],
-        t0: engine.now_ns(),
-        cap: config.traffic.max_concurrency.unwrap_or(usize::MAX).max(1),
-        in_flight: 0,
-        queue: VecDeque::new(),
-        next_arrival: 0,
-        exact_counts: plan.tokens_exact(),
-    };
+    let cap = config.traffic.max_concurrency.unwrap_or(usize::MAX).max(1);
+    let think_ns = if think_s.is_finite() && think_s > 0.0 { (think_s * 1e9).round() as u64 } else { 0 };
+    let mut client = Client::new(plan, prompts, engine.now_ns(), cap, max_active, think_ns);
 
     let mut emitted: Vec<Emission> = Vec::new();
-    let mut last_end = client.t0;
-    client.arrive_until(&mut engine, client.t0);
+    let t0 = client.t0();
+    let mut last_end = t0;
+    client.arrive_until(&mut engine, t0);
     while client.unsent_or_unfinished() {
         let stepped = match engine.step() {
             Some(step) => {
@@ -270,11 +228,12 @@ pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dy
                 if emitted.iter().any(|e| e.finish.is_some()) {
                     last_end = last_end.max(end);
                 }
+                // Turns that follow an answer at once (no think time) arrive now.
+                client.arrive_until(&mut engine, end);
                 client.drain_queue(&mut engine, end);
             }
             None => {
-                let next_arrival = (client.next_arrival < n).then(|| client.arrival_abs(client.next_arrival));
-                let wake = match (engine.next_wakeup_ns(), next_arrival) {
+                let wake = match (engine.next_wakeup_ns(), client.next_arrival_abs()) {
                     (Some(a), Some(b)) => a.min(b),
                     (Some(a), None) | (None, Some(a)) => a,
                     (None, None) => break,
@@ -289,7 +248,13 @@ pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dy
             }
         }
     }
-    for rec in &mut client.records {
+    let (mut records, not_sent) = client.finish();
+    for rec in &records {
+        if rec.failure.is_some() && rec.status == 400 {
+            last_end = last_end.max(t0 + rec.start_ns);
+        }
+    }
+    for rec in &mut records {
         if rec.status == 0 && rec.failure.is_none() {
             rec.failure = Some(Failure {
                 kind: FailureKind::Interrupted,
@@ -297,19 +262,14 @@ pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dy
             });
         }
     }
-    for rec in &client.records {
-        if rec.failure.is_some() && rec.status == 400 {
-            last_end = last_end.max(client.t0 + rec.start_ns);
-        }
-    }
     RunResult {
         config: config.clone(),
-        records: client.records,
-        duration_s: (last_end - client.t0) as f64 * 1e-9,
+        records,
+        duration_s: (last_end - t0) as f64 * 1e-9,
         date: String::new(),
         started_at: String::new(),
         interrupted: false,
-        not_sent: 0,
+        not_sent,
         notes,
         token_source: TokenSource::Simulated,
     }
@@ -317,3 +277,5 @@ pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dy
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod turn_tests;

@@ -21,9 +21,9 @@ const HARDWARE: [(&str, &str); 10] = embedded!("hardware":
     "rtx-5090.toml", "dgx-spark.toml", "jetson-agx-thor.toml", "mi300x.toml",
 );
 
-const MODELS: [(&str, &str); 19] = embedded!("models":
+const MODELS: [(&str, &str); 20] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml",
-    "llama-3.2-1b.toml", "llama-3.2-3b.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
+    "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
     "qwen3-vl-32b-instruct-fp8.toml", "qwen3-vl-235b-a22b-instruct-fp8.toml",
     "qwen3-vl-235b-a22b-instruct-awq.toml", "gpt-oss-20b.toml", "gpt-oss-120b.toml",
@@ -110,6 +110,11 @@ impl Presets {
         &self.models
     }
 
+    /// The user preset directory that was read, if any.
+    pub fn user_dir(&self) -> Option<&Path> {
+        self.user_dir.as_deref()
+    }
+
     fn user_dir_hint(&self) -> String {
         self.user_dir
             .clone()
@@ -180,6 +185,7 @@ mod tests {
             ("Qwen/Qwen3-4B", 4.02, 4.02),
             ("meta-llama/Llama-3.2-1B", 1.24, 1.24),
             ("meta-llama/Llama-3.2-3B", 3.21, 3.21),
+            ("meta-llama/Llama-3.1-8B-Instruct", 8.03, 8.03),
             ("google/gemma-3-1b-it", 1.00, 1.00),
             ("google/gemma-3-12b-it", 11.76, 11.76),
             ("microsoft/phi-4", 14.66, 14.66),

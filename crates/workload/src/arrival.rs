@@ -4,6 +4,7 @@
 //! the last request lands at N/rate. Linear and exponential ramps change the rate per request.
 
 use servebench_core::config::{RampStrategy, Traffic};
+use servebench_core::pyjson::py_float_repr;
 use servebench_core::rng::RandomState;
 
 use crate::WorkloadError;
@@ -112,15 +113,11 @@ pub fn notes(traffic: &Traffic) -> Vec<String> {
                 r.start_rps, r.end_rps
             ));
         }
-        None => out.push(format!("Traffic request rate: {}", py_float(traffic.request_rate))),
+        None => out.push(format!("Traffic request rate: {}", py_float_repr(traffic.request_rate))),
     }
     let kind = if traffic.burstiness == 1.0 { "Poisson process" } else { "Gamma distribution" };
-    out.push(format!("Burstiness factor: {} ({kind})", py_float(traffic.burstiness)));
+    out.push(format!("Burstiness factor: {} ({kind})", py_float_repr(traffic.burstiness)));
     out
-}
-
-fn py_float(x: f64) -> String {
-    if x == f64::INFINITY { "inf".into() } else { crate::pyjson::float_repr(x) }
 }
 
 #[cfg(test)]

@@ -5,8 +5,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use servebench_core::config::{Api, RunConfig};
-
-use crate::pyjson;
+use servebench_core::pyjson;
 
 /// Builds bodies for one run.
 #[derive(Clone, Debug)]

@@ -18,7 +18,6 @@ pub mod datasets;
 pub mod error;
 pub mod plan;
 pub mod plan_file;
-pub mod pyjson;
 pub mod template;
 pub mod tokenizer;
 

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use servebench_core::config::Api;
 use servebench_core::plan::{ConversationPlan, Plan, PlannedRequest, TokenCounting};
+use servebench_core::pyjson;
 
-use crate::{WorkloadError, pyjson};
+use crate::WorkloadError;
 
 /// The plan-file format version written in the header.
 pub const FORMAT_VERSION: u32 = 1;
@@ -71,7 +72,7 @@ pub fn write_plan(plan: &Plan, out: &mut impl Write) -> std::io::Result<()> {
             out,
             "{{\"index\": {}, \"at_s\": {}, \"at_ns\": {}, \"max_tokens\": {}, \"prompt_tokens\": {}, \"body\": ",
             r.index,
-            pyjson::float_repr(r.at_ns as f64 / 1e9),
+            pyjson::py_float_repr(r.at_ns as f64 / 1e9),
             r.at_ns,
             r.max_tokens,
             r.prompt_tokens

@@ -6,8 +6,7 @@
 use minijinja::value::{Kwargs, Value as JValue, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State};
 use serde_json::{Map, Value};
-
-use crate::pyjson;
+use servebench_core::pyjson;
 
 /// A chat template failed to compile or render.
 #[derive(Clone, Debug, thiserror::Error)]

@@ -79,11 +79,16 @@ pub(super) fn plan_steps(script: &Script, arrived: Instant, renderer: &ChunkRend
 /// Called once when the body ends or is dropped, with the token-chunk write times.
 pub(super) type OnEnd = Box<dyn FnOnce(Vec<Instant>) + Send>;
 
+/// A break of the connection comes at least this long after the frame before it, so that
+/// frame has been flushed to the socket (a body error makes hyper drop what it still buffers).
+const BREAK_AFTER_WRITE: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// A body that releases `steps` on time.
 pub(super) struct ScriptedBody {
     steps: VecDeque<(Instant, Step)>,
     sleep: Pin<Box<Sleep>>,
     written: Vec<Instant>,
+    last_frame: Option<Instant>,
     on_end: Option<OnEnd>,
 }
 
@@ -93,6 +98,7 @@ impl ScriptedBody {
             written: Vec::with_capacity(steps.len()),
             steps,
             sleep: Box::pin(tokio::time::sleep_until(Instant::now().into())),
+            last_frame: None,
             on_end: Some(on_end),
         }
     }
@@ -110,10 +116,16 @@ impl hyper::body::Body for ScriptedBody {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = &mut *self;
-        let Some(&(due, _)) = this.steps.front() else {
+        let Some((due, step)) = this.steps.front() else {
             this.end();
             return Poll::Ready(None);
         };
+        let mut due = *due;
+        if matches!(step, Step::Break)
+            && let Some(last) = this.last_frame
+        {
+            due = due.max(last + BREAK_AFTER_WRITE);
+        }
         if Instant::now() < due {
             this.sleep.as_mut().reset(due.into());
             if this.sleep.as_mut().poll(cx).is_pending() {
@@ -122,10 +134,15 @@ impl hyper::body::Body for ScriptedBody {
         }
         match this.steps.pop_front() {
             Some((_, Step::Token(b))) => {
-                this.written.push(Instant::now());
+                let now = Instant::now();
+                this.written.push(now);
+                this.last_frame = Some(now);
                 Poll::Ready(Some(Ok(Frame::data(b))))
             }
-            Some((_, Step::Other(b))) => Poll::Ready(Some(Ok(Frame::data(b)))),
+            Some((_, Step::Other(b))) => {
+                this.last_frame = Some(Instant::now());
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
             Some((_, Step::Break)) => {
                 this.end();
                 Poll::Ready(Some(Err(io::Error::other("scripted break of the connection"))))

@@ -89,7 +89,7 @@ async fn an_unreachable_server_fails_every_request_as_a_connect_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unsupported_targets_and_workloads_are_refused_before_sending() {
+async fn unsupported_targets_and_mixed_plans_are_refused_before_sending() {
     let _serial = serial().await;
     let cfg = config("https://127.0.0.1:1", Api::Completions);
     let err = run(&cfg, &plan(Api::Completions, 1, 4, |_| 0), quiet(), never()).await.unwrap_err();
@@ -99,5 +99,5 @@ async fn unsupported_targets_and_workloads_are_refused_before_sending() {
     let mut p = plan(Api::Chat, 1, 4, |_| 0);
     p.conversations.push(servebench_core::plan::ConversationPlan { id: 0, at_ns: 0, system: None, turns: Vec::new() });
     let err = run(&cfg, &p, quiet(), never()).await.unwrap_err();
-    assert!(matches!(err, RunError::ConversationsUnsupported), "{err}");
+    assert!(matches!(err, RunError::MixedPlan), "{err}");
 }

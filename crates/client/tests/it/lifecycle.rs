@@ -42,12 +42,7 @@ async fn an_interrupted_run_returns_what_it_measured() {
     assert!(result.interrupted);
     assert_eq!(result.records.len(), n as usize);
     assert!(took < Duration::from_secs(5), "the run took {took:?} to stop");
-    let unsent: Vec<u32> = result
-        .records
-        .iter()
-        .filter(|r| r.never_sent())
-        .map(|r| r.index)
-        .collect();
+    let unsent: Vec<u32> = result.records.iter().filter(|r| r.never_sent()).map(|r| r.index).collect();
     assert_eq!(result.not_sent, unsent.len());
     assert!(result.not_sent >= 25, "only {} never sent", result.not_sent);
     for r in &result.records {

@@ -7,4 +7,5 @@ mod concurrency;
 mod failures;
 mod keepalive;
 mod lifecycle;
+mod multi_turn;
 mod streams;

@@ -2,7 +2,7 @@
 //! the renderer and the parser so the two cannot drift apart.
 
 use crate::config::Metric;
-use crate::vllm::pyjson::py_float_repr;
+use crate::pyjson::py_float_repr;
 
 /// The block's first line: the title centred in 50 `=`.
 pub const HEADER: &str = "============ Serving Benchmark Result ============";

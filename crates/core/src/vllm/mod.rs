@@ -4,12 +4,13 @@
 pub mod json;
 pub mod labels;
 pub mod parse;
-pub mod pyjson;
 pub mod text;
 
+/// Python's spelling lives in [`crate::pyjson`]; re-exported here where the report writers use it.
+pub use crate::pyjson;
+pub use crate::pyjson::{py_float_repr, py_json_float, to_python_json};
 pub use json::read::{VllmJsonError, summary_from_vllm_json};
 pub use json::{ResultFileError, result_filename, result_json, write_result};
 pub use labels::p_word;
 pub use parse::{BlockError, BlockProblem, ParsedBlock, ReportOrigin, parse_reports};
-pub use pyjson::{py_float_repr, py_json_float, to_python_json};
 pub use text::{TextStyle, render_failures, render_result_block, render_result_block_styled, render_traffic};

@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Metric, RampStrategy, Traffic};
 use crate::metrics::Summary;
+use crate::pyjson::{py_float_repr, py_whole_or_float};
 use crate::vllm::labels::{self, p_word, section_title, short_name};
-use crate::vllm::pyjson::{py_float_repr, py_whole_or_float};
 
 /// Spelling differences between vLLM versions that a [`Summary`] cannot express.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,7 +2,11 @@
 
 pub mod args;
 pub mod compat;
+pub mod report_args;
 pub mod resolve;
+pub mod sim_args;
+pub mod sim_model;
+pub mod sim_serve;
 pub mod store_args;
 
 use clap::{Args, Parser, Subcommand};
@@ -27,6 +31,26 @@ pub enum Command {
     Runs(store_args::RunsCommand),
     /// Import vLLM result files (JSON) and console reports (text) into the run store.
     Import(store_args::ImportArgs),
+    /// Compare stored runs: side by side, as a sweep, or two with confidence intervals and --fail-on rules.
+    Compare(report_args::CompareArgs),
+    /// Write stored runs as one self-contained HTML report with charts, tables and findings.
+    Report(report_args::HtmlReportArgs),
+    /// The built-in simulator: serve it, predict a benchmark in virtual time, fit it to measurements.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+/// `servebench sim ...`. Each variant's flags live in their own file.
+#[derive(Subcommand, Debug)]
+pub enum SimCommand {
+    /// Serve a simulated engine over an OpenAI-compatible HTTP API.
+    Serve(Box<sim_serve::SimServeArgs>),
+    /// Predict a benchmark in virtual time (`bench serve`'s workload flags, no server) and print its report.
+    Predict(Box<sim_args::SimPredictArgs>),
+    /// Fit the simulator's stack constants to measured results and write them as a profile.
+    Fit(sim_args::SimFitArgs),
+    /// List the hardware and model presets.
+    Presets(sim_args::SimPresetsArgs),
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,9 +1,177 @@
-//! `servebench bench serve`: resolve, plan, run, report, save.
+//! `servebench bench serve`: resolve the flags, plan every request, run the plan against the
+//! server (or the in-process simulator), then report and save what was measured.
 
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use servebench_client::{Logger, RunOptions};
+use servebench_core::config::SimTarget;
+use servebench_core::plan::Plan;
+use servebench_workload::Tokenizer;
 
 use crate::cli::BenchServeArgs;
+use crate::cli::resolve::{ResolvedModel, endpoint_urls, parse_backend, parse_kv_list, parse_sim_target};
+use crate::commands::env::{self, ServerBefore};
+use crate::commands::finish::{StoreChoice, finish_run, keep_run, stamp_dates};
+use crate::output;
 
-pub async fn serve(_args: BenchServeArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("bench serve is being wired up")
+/// Exit code of a run stopped with Ctrl-C (after its partial result was saved).
+pub const INTERRUPTED: u8 = 130;
+
+pub async fn serve(args: BenchServeArgs) -> anyhow::Result<ExitCode> {
+    let sim = parse_sim_target(&args.sim)?;
+    if sim.is_some() && args.endpoint.base_url.is_some() {
+        anyhow::bail!("--sim starts the simulator on a loopback port and benchmarks it; leave out --base-url");
+    }
+    let tokenizer = load_tokenizer(args.endpoint.tokenizer.as_deref())?;
+    let sim_server = match &sim {
+        Some(target) => Some(start_sim(target, &args, tokenizer.clone()).await?),
+        None => None,
+    };
+    let outcome = run_against(&args, sim, sim_server.as_ref().map(|s| s.base_url().to_string()), tokenizer).await;
+    if let Some(server) = sim_server {
+        server.shutdown().await;
+    }
+    outcome
+}
+
+fn load_tokenizer(spec: Option<&str>) -> anyhow::Result<Option<Arc<Tokenizer>>> {
+    spec.map(|s| Tokenizer::load(s).map(Arc::new))
+        .transpose()
+        .context("could not load the tokenizer given by --tokenizer")
+}
+
+/// The run itself, against `base_override` when the simulator was started for it.
+async fn run_against(
+    args: &BenchServeArgs,
+    sim: Option<SimTarget>,
+    base_override: Option<String>,
+    tokenizer: Option<Arc<Tokenizer>>,
+) -> anyhow::Result<ExitCode> {
+    let backend = parse_backend(&args.endpoint.backend)?;
+    let base_url = base_override.clone().unwrap_or_else(|| endpoint_urls(&args.endpoint, backend).0);
+    let headers = parse_kv_list(&args.endpoint.header, "--header")?;
+    let model = resolve_model(args, &base_url, &headers).await?;
+    let config = crate::cli::resolve::resolve_run_config(&args.flags(), sim, base_override.as_deref(), model)?;
+
+    let plan = plan_for(args, &config, tokenizer.as_deref())?;
+    for note in &plan.notes {
+        output::line(note)?;
+    }
+    if let Some(path) = &args.extra.dry_run {
+        servebench_workload::save_plan(&plan, Path::new(path))
+            .with_context(|| format!("could not write the plan to {path}"))?;
+        output::line(format!("Wrote {} planned requests to {path}; nothing was sent.", plan.len()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let wanted_files = 2 * config.traffic.max_concurrency.unwrap_or(plan.len()) as u64 + 256;
+    if let Err(e) = servebench_client::raise_nofile_limit(wanted_files) {
+        output::line(format!("WARNING: could not raise the open-file limit ({e}); very high concurrency may fail."))?;
+    }
+    let before = ServerBefore::capture(&config.target.base_url, &config.target.headers).await;
+    let log: Logger = Arc::new(|line: &str| {
+        let _ = output::line(line);
+    });
+    let started = jiff::Zoned::now();
+    let mut result = servebench_client::run(
+        &config,
+        &plan,
+        RunOptions { log, tokenizer: tokenizer.clone(), ..RunOptions::default() },
+        interrupted(),
+    )
+    .await
+    .context("the benchmark could not run")?;
+    stamp_dates(&mut result, &started);
+    if let Some(t) = &tokenizer {
+        if let Err(e) = servebench_workload::fill_output_tokens(t, &mut result.records) {
+            result.notes.push(format!("output tokens could not be counted with the tokenizer: {e}"));
+        }
+    }
+    let metrics_after = env::ask(&config.target.base_url, "/metrics", &config.target.headers).await;
+    let env = before.into_env(metrics_after);
+
+    let finished = finish_run(&result)?;
+    if let Some(path) = &finished.saved_to {
+        output::line(format!("Saved the result to {}", path.display()))?;
+    }
+    let choice = StoreChoice { db: args.extra.db.as_deref(), no_store: args.extra.no_store };
+    keep_run(&result, &finished.summary, servebench_store::RunKind::Bench, Some(env), &choice)?;
+    Ok(if result.interrupted { ExitCode::from(INTERRUPTED) } else { ExitCode::SUCCESS })
+}
+
+/// `--model`, or the first model the server lists (vLLM's behaviour and messages).
+async fn resolve_model(
+    args: &BenchServeArgs,
+    base_url: &str,
+    headers: &[(String, String)],
+) -> anyhow::Result<ResolvedModel> {
+    if let Some(m) = &args.endpoint.model {
+        let name = args.endpoint.served_model_name.clone().unwrap_or_else(|| m.clone());
+        return Ok(ResolvedModel { model_id: m.clone(), model_name: name });
+    }
+    output::line("Model not specified, fetching first model from server...")?;
+    let info = servebench_client::fetch_models(base_url, headers, std::env::var("OPENAI_API_KEY").ok())
+        .await
+        .with_context(|| {
+            format!("could not fetch the model list from {base_url}/v1/models; is the server running? Or pass --model")
+        })?;
+    let id = info.root.clone().unwrap_or_else(|| info.id.clone());
+    output::line(format!("First model name: {}, first model id: {id}", info.id))?;
+    Ok(ResolvedModel { model_id: id, model_name: info.id })
+}
+
+/// The plan: read from `--replay-plan`, or built from the workload flags.
+fn plan_for(
+    args: &BenchServeArgs,
+    config: &servebench_core::config::RunConfig,
+    tokenizer: Option<&Tokenizer>,
+) -> anyhow::Result<Plan> {
+    match &args.extra.replay_plan {
+        Some(path) => servebench_workload::load_plan(Path::new(path))
+            .with_context(|| format!("could not read the plan {path} (written by --dry-run)")),
+        None => servebench_workload::build_plan(config, tokenizer).context("could not build the requests"),
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn interrupted() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Starts the simulator on a loopback port for `--sim`.
+async fn start_sim(
+    target: &SimTarget,
+    args: &BenchServeArgs,
+    tokenizer: Option<Arc<Tokenizer>>,
+) -> anyhow::Result<servebench_sim::server::SimServer> {
+    let setup = servebench_sim::SimSetup::resolve(
+        &target.model,
+        &target.hardware,
+        &target.options,
+        target.profile.as_deref().map(Path::new),
+    )?;
+    let options = servebench_sim::server::ServerOptions {
+        host: "127.0.0.1".into(),
+        port: 0,
+        served_model_name: args.endpoint.served_model_name.clone().or_else(|| args.endpoint.model.clone()),
+        tokenizer,
+        seed: args.traffic.seed,
+    };
+    let server = servebench_sim::server::start(setup, options).await?;
+    output::line(format!("Simulating {}@{} at {}", target.model, target.hardware, server.base_url()))?;
+    Ok(server)
 }

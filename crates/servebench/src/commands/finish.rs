@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use servebench_core::metrics::Summary;
+use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_notes, render_turns};
 use servebench_core::record::RunResult;
 use servebench_core::vllm::json::{result_filename, result_json, write_result};
 use servebench_core::vllm::text::{render_failures, render_result_block};
@@ -33,6 +33,11 @@ pub fn finish_run(result: &RunResult) -> anyhow::Result<Finished> {
     let summary = Summary::compute(result);
     output::out(&render_failures(&summary))?;
     output::out(&render_result_block(&summary))?;
+    // servebench's own sections come after vLLM's block, so the block stays byte-identical.
+    if let Some(turns) = TurnMetrics::compute(result) {
+        output::out(&render_turns(&turns))?;
+    }
+    output::out(&render_notes(&Ledger::compute(result)))?;
     if result.interrupted {
         output::line(format!(
             "Run interrupted: {} requests were not sent; the report covers what was measured until then.",
@@ -50,4 +55,44 @@ pub fn finish_run(result: &RunResult) -> anyhow::Result<Finished> {
         None
     };
     Ok(Finished { summary, saved_to })
+}
+
+/// Where a finished run is kept: `--db PATH`, else `$SERVEBENCH_DB`, else the user's data
+/// directory; `--no-store` keeps nothing.
+pub struct StoreChoice<'a> {
+    pub db: Option<&'a str>,
+    pub no_store: bool,
+}
+
+/// Saves a finished run in the run store and says where. A store that cannot be written is a
+/// warning, not a lost run: the report was printed and any result file was written already.
+pub fn keep_run(
+    result: &RunResult,
+    summary: &Summary,
+    kind: servebench_store::RunKind,
+    environment: Option<serde_json::Value>,
+    choice: &StoreChoice<'_>,
+) -> anyhow::Result<Option<servebench_store::RunId>> {
+    if choice.no_store {
+        return Ok(None);
+    }
+    let path = match choice.db {
+        Some(p) => PathBuf::from(p),
+        None => servebench_store::default_db_path()?,
+    };
+    let mut run = servebench_store::NewRun::from_run(kind, result, summary);
+    if let Some(env) = environment {
+        run = run.with_environment(env);
+    }
+    let stored = servebench_store::Store::open(&path).and_then(|mut store| store.insert(&run));
+    match stored {
+        Ok(id) => {
+            output::line(format!("Saved as run {id} in {} (see `servebench runs show {id}`)", path.display()))?;
+            Ok(Some(id))
+        }
+        Err(e) => {
+            output::line(format!("WARNING: the run could not be saved in the run store {}: {e}", path.display()))?;
+            Ok(None)
+        }
+    }
 }

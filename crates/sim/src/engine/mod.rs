@@ -65,6 +65,9 @@ pub struct Emission {
     pub tag: u64,
     /// Outputs produced so far, this one included (1 = the first token).
     pub index: u32,
+    /// The token's id: a later prompt that repeats this output (a conversation's next turn)
+    /// with these ids shares its prefix-cache blocks.
+    pub token: u32,
     /// Set on the request's last token; the id is stale afterwards.
     pub finish: Option<FinishReason>,
 }

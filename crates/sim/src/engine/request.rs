@@ -186,6 +186,11 @@ impl Req {
         self.num_computed + 1 < self.num_tokens() || self.num_output == 0
     }
 
+    /// The id of the output token at position `j` of the sequence (prompt included).
+    pub fn output_token(&self, j: u32) -> u32 {
+        (mix64(self.salt ^ 0x6f75_7470_7574 ^ u64::from(j)) >> 33) as u32
+    }
+
     /// Hashes the block that the newest output token just filled.
     pub fn hash_completed_block(&mut self, block_size: u32) {
         let b = self.hashes.len() as u32;
@@ -193,11 +198,7 @@ impl Req {
         let full_prompt = (self.prompt_len / block_size) * block_size;
         let mut h = parent;
         for j in b * block_size..(b + 1) * block_size {
-            let id = if j < self.prompt_len {
-                self.tail[(j - full_prompt) as usize]
-            } else {
-                (mix64(self.salt ^ 0x6f75_7470_7574 ^ u64::from(j)) >> 33) as u32
-            };
+            let id = if j < self.prompt_len { self.tail[(j - full_prompt) as usize] } else { self.output_token(j) };
             h = mix64(h ^ u64::from(id));
         }
         self.hashes.push(h);

@@ -167,6 +167,7 @@ impl Engine {
                 continue;
             }
             r.num_output += 1;
+            let token = r.output_token(r.num_tokens() - 1);
             if r.num_tokens().is_multiple_of(bs) {
                 r.hash_completed_block(bs);
             }
@@ -181,6 +182,7 @@ impl Engine {
                 id: super::RequestId { slot, generation: r.generation },
                 tag: r.tag,
                 index: r.num_output,
+                token,
                 finish,
             });
             self.counters.generation_tokens += 1;

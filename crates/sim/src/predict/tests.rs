@@ -15,7 +15,7 @@ fn setup(model: &str, hw: &str, pairs: &[(&str, &str)]) -> SimSetup {
 }
 
 /// A plan of `n` requests with unique `input`-word prompts, all sent at `gap_ns` intervals.
-fn plan(n: usize, input: impl Fn(usize) -> u32, output: impl Fn(usize) -> u32, gap_ns: u64) -> Plan {
+pub(super) fn plan(n: usize, input: impl Fn(usize) -> u32, output: impl Fn(usize) -> u32, gap_ns: u64) -> Plan {
     let requests = (0..n)
         .map(|i| {
             let words: Vec<String> = (0..input(i)).map(|j| format!("w{i}x{j}")).collect();

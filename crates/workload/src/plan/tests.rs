@@ -9,7 +9,9 @@ use servebench_core::rng::RandomState;
 use super::build_plan;
 use crate::plan_file::{read_plan, write_plan};
 use crate::testutil::{qwen3, testdata};
-use crate::{arrival, pyjson};
+use servebench_core::pyjson;
+
+use crate::arrival;
 
 fn config(backend: Backend) -> RunConfig {
     let mut c = RunConfig::for_target("http://127.0.0.1:8000", "Qwen/Qwen3-0.6B");

@@ -27,10 +27,10 @@ use serde_json::{Map, Value, json};
 use thiserror::Error;
 
 use crate::config::{RampStrategy, RunConfig};
-use crate::metrics::Summary;
+use crate::metrics::{Ledger, Summary, TurnMetrics};
+use crate::pyjson::{py_float_repr, py_whole_or_float, to_python_json};
 use crate::record::{RequestRecord, RunResult};
 use crate::vllm::labels::p_word;
-use crate::vllm::pyjson::{py_float_repr, py_whole_or_float, to_python_json};
 
 /// A float as a JSON number (`null` when not finite, which JSON cannot hold).
 fn num(x: f64) -> Value {
@@ -147,12 +147,13 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
 }
 
 /// servebench's additions: the resolved config, how the run ended, the exact peaks, failures
-/// by kind, dispatch lag and one record per request.
+/// by kind, dispatch lag, the token ledger, the per-turn metrics of a multi-turn run (`turns`,
+/// only then) and one record per request.
 fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
     let lag = summary
         .dispatch_lag
         .map_or(Value::Null, |l| json!({"p50": num(l.p50_ms), "p99": num(l.p99_ms), "max": num(l.max_ms)}));
-    json!({
+    let mut section = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "config": serde_json::to_value(&run.config).unwrap_or(Value::Null),
         "started_at": run.started_at,
@@ -165,8 +166,15 @@ fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
         "failures_by_kind": serde_json::to_value(&summary.failures_by_kind).unwrap_or(Value::Null),
         "failure_messages": summary.failure_messages,
         "dispatch_lag_ms": lag,
-        "requests": run.records.iter().map(request_entry).collect::<Vec<_>>(),
-    })
+    });
+    if let Some(m) = section.as_object_mut() {
+        m.insert("token_ledger".into(), serde_json::to_value(Ledger::compute(run)).unwrap_or(Value::Null));
+        if let Some(turns) = TurnMetrics::compute(run) {
+            m.insert("turns".into(), serde_json::to_value(turns).unwrap_or(Value::Null));
+        }
+        m.insert("requests".into(), run.records.iter().map(request_entry).collect());
+    }
+    section
 }
 
 /// One request as servebench records it: times in seconds (`*_at_s` since the run's start,

@@ -1,12 +1,53 @@
-//! Python's number and JSON spelling: `repr(float)` and `json.dumps` with default arguments.
+//! Python's number and JSON spelling: `repr(float)` and `json.dumps`, byte for byte.
 //!
-//! vLLM writes its result file with `json.dump(result, f)`, and prints some values with
-//! `str(float)`. Both differ from what serde_json and Rust's `Display` produce (`1e-05` vs
-//! `1e-5`, `52.0` vs `52`, `", "` separators, `\u00e9` escapes), so they are spelled out here.
+//! vLLM writes its result file with `json.dump(result, f)` and prints some values with
+//! `str(float)`; its benchmark client sends request bodies as `json.dumps(payload)`; chat
+//! templates' `tojson` is Jinja2's, itself `json.dumps`. All differ from what serde_json and
+//! Rust's `Display` produce (`1e-05` vs `1e-5`, `52.0` vs `52`, `", "` separators, `\u00e9`
+//! escapes), so they are spelled out here once.
+//!
+//! [`dumps`] (alias [`to_python_json`]) uses `json.dumps`'s defaults: `", "` and `": "`
+//! separators, `ensure_ascii=True` (`\uXXXX` escapes, lowercase hex, surrogate pairs), keys in
+//! insertion order, floats as [`py_float_repr`]. [`dumps_with`] takes the other options.
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+/// The `json.dumps` options that change the output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Style {
+    pub ensure_ascii: bool,
+    /// Pretty-print with this many spaces per level (`indent=`).
+    pub indent: Option<usize>,
+    pub item_separator: String,
+    pub key_separator: String,
+    pub sort_keys: bool,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style {
+            ensure_ascii: true,
+            indent: None,
+            item_separator: ", ".into(),
+            key_separator: ": ".into(),
+            sort_keys: false,
+        }
+    }
+}
+
+impl Style {
+    /// Python's defaults for a given `indent`: with an indent the item separator is `","`.
+    pub fn with_indent(indent: Option<usize>, ensure_ascii: bool) -> Self {
+        Style {
+            ensure_ascii,
+            indent,
+            item_separator: if indent.is_some() { "," } else { ", " }.into(),
+            ..Style::default()
+        }
+    }
+}
 
 /// Python's `repr(x)` (and `str(x)`) for a float: the shortest digits that read back to the
 /// same value, in positional notation with at least one decimal (`52.0`, `0.0001`) when the
@@ -115,17 +156,32 @@ pub fn py_whole_or_float(x: f64) -> String {
     if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e16 { format!("{x:.0}") } else { py_float_repr(x) }
 }
 
-/// `json.dumps(value)` with Python's defaults: `", "` and `": "` separators, no indentation,
-/// no trailing newline, keys in insertion order, non-ASCII escaped as `\uXXXX` (surrogate
-/// pairs above U+FFFF), floats as [`py_float_repr`], integers as integers.
+/// `json.dumps(value)` with Python's defaults.
+pub fn dumps(value: &Value) -> String {
+    dumps_with(value, &Style::default())
+}
+
+/// `json.dumps(value)` with Python's defaults (the name the report writers use).
 pub fn to_python_json(value: &Value) -> String {
+    dumps(value)
+}
+
+/// `json.dumps(value, ...)` with the given options.
+pub fn dumps_with(value: &Value, style: &Style) -> String {
     let mut out = String::new();
-    write_value(&mut out, value);
+    write_value(&mut out, value, style, 0);
     out
 }
 
-fn write_value(out: &mut String, value: &Value) {
-    match value {
+fn newline(out: &mut String, style: &Style, level: usize) {
+    if let Some(n) = style.indent {
+        out.push('\n');
+        out.extend(std::iter::repeat_n(' ', n * level));
+    }
+}
+
+fn write_value(out: &mut String, v: &Value, style: &Style, level: usize) {
+    match v {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
@@ -138,35 +194,54 @@ fn write_value(out: &mut String, value: &Value) {
                 out.push_str(&py_json_float(n.as_f64().unwrap_or(f64::NAN)));
             }
         }
-        Value::String(s) => write_str(out, s),
+        Value::String(s) => write_str(out, s, style.ensure_ascii),
         Value::Array(items) => {
+            if items.is_empty() {
+                out.push_str("[]");
+                return;
+            }
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push_str(", ");
+                    out.push_str(&style.item_separator);
                 }
-                write_value(out, item);
+                newline(out, style, level + 1);
+                write_value(out, item, style, level + 1);
             }
+            newline(out, style, level);
             out.push(']');
         }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_str(out, k);
-                out.push_str(": ");
-                write_value(out, v);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(out, map, style, level),
     }
 }
 
-/// A JSON string with `ensure_ascii=True`: printable ASCII as is, the usual short escapes,
-/// everything else as lowercase `\uXXXX`.
-fn write_str(out: &mut String, s: &str) {
+fn write_object(out: &mut String, map: &Map<String, Value>, style: &Style, level: usize) {
+    if map.is_empty() {
+        out.push_str("{}");
+        return;
+    }
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    if style.sort_keys {
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+    }
+    out.push('{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(&style.item_separator);
+        }
+        newline(out, style, level + 1);
+        write_str(out, k, style.ensure_ascii);
+        out.push_str(&style.key_separator);
+        write_value(out, v, style, level + 1);
+    }
+    newline(out, style, level);
+    out.push('}');
+}
+
+/// A JSON string literal as Python writes it: the usual short escapes, other control
+/// characters as `\u00XX`; with `ensure_ascii` everything outside printable ASCII as lowercase
+/// `\uXXXX` (surrogate pairs above U+FFFF), without it as is.
+pub fn write_str(out: &mut String, s: &str, ensure_ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -178,12 +253,13 @@ fn write_str(out: &mut String, s: &str) {
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             ' '..='~' => out.push(c),
-            _ => {
+            c if ensure_ascii || (c as u32) < 0x20 => {
                 let mut units = [0u16; 2];
                 for u in c.encode_utf16(&mut units) {
                     let _ = write!(out, "\\u{u:04x}");
                 }
             }
+            c => out.push(c),
         }
     }
     out.push('"');
@@ -192,11 +268,13 @@ fn write_str(out: &mut String, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
 
     #[test]
     fn float_repr_matches_python_on_the_committed_vectors() {
         let cases: Vec<(String, String)> =
-            serde_json::from_str(include_str!("../../testdata/python_float_repr.json")).unwrap();
+            serde_json::from_str(include_str!("../testdata/python_float_repr.json")).unwrap();
         assert!(cases.len() > 1000, "the vector file lost its cases");
         for (bits, want) in cases {
             let x = f64::from_bits(u64::from_str_radix(&bits, 16).unwrap());
@@ -206,16 +284,29 @@ mod tests {
 
     #[test]
     fn float_repr_examples() {
-        assert_eq!(py_float_repr(52.0), "52.0");
-        assert_eq!(py_float_repr(0.1), "0.1");
-        assert_eq!(py_float_repr(1e-5), "1e-05");
-        assert_eq!(py_float_repr(0.0001), "0.0001");
-        assert_eq!(py_float_repr(1.5e16), "1.5e+16");
-        assert_eq!(py_float_repr(1e16), "1e+16");
-        assert_eq!(py_float_repr(9_999_999_999_999_998.0), "9999999999999998.0");
-        assert_eq!(py_float_repr(-0.0), "-0.0");
-        assert_eq!(py_float_repr(f64::INFINITY), "inf");
-        assert_eq!(py_float_repr(f64::NAN), "nan");
+        let cases = [
+            (52.0, "52.0"),
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (0.3, "0.3"),
+            (1e-5, "1e-05"),
+            (0.0001, "0.0001"),
+            (1.5e16, "1.5e+16"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (9_999_999_999_999_998.0, "9999999999999998.0"),
+            (123456789.125, "123456789.125"),
+            (-2.5, "-2.5"),
+            (1.5e300, "1.5e+300"),
+            (5e-324, "5e-324"),
+            (2.0f64.powi(60), "1.152921504606847e+18"),
+            (-0.0, "-0.0"),
+            (f64::INFINITY, "inf"),
+            (f64::NAN, "nan"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(py_float_repr(x), want, "{x:e}");
+        }
         assert_eq!(py_json_float(f64::NEG_INFINITY), "-Infinity");
         assert_eq!(py_json_float(f64::NAN), "NaN");
         assert_eq!(py_whole_or_float(4.0), "4");
@@ -224,8 +315,7 @@ mod tests {
 
     #[test]
     fn json_dumps_matches_python_on_the_committed_vectors() {
-        let cases: Vec<serde_json::Value> =
-            serde_json::from_str(include_str!("../../testdata/python_json_dumps.json")).unwrap();
+        let cases: Vec<Value> = serde_json::from_str(include_str!("../testdata/python_json_dumps.json")).unwrap();
         assert!(cases.len() >= 5);
         for case in cases {
             let input: Value = serde_json::from_str(case["input"].as_str().unwrap()).unwrap();
@@ -233,27 +323,51 @@ mod tests {
         }
     }
 
-    proptest::proptest! {
+    #[test]
+    fn dumps_uses_python_separators_and_ascii_escapes() {
+        let v = json!({"model": "m", "prompt": "héllo \"q\"\n\t\u{1}😀\u{7f}", "n": [1, 2.0, null, true], "e": {}});
+        assert_eq!(
+            dumps(&v),
+            r#"{"model": "m", "prompt": "h\u00e9llo \"q\"\n\t\u0001\ud83d\ude00\u007f", "n": [1, 2.0, null, true], "e": {}}"#
+        );
+    }
+
+    #[test]
+    fn ensure_ascii_false_keeps_unicode_and_indent_matches_python() {
+        let v = json!({"b": [1, {"c": "é\u{7f}\u{1}"}], "a": []});
+        let s = Style::with_indent(Some(2), false);
+        assert_eq!(
+            dumps_with(&v, &s),
+            "{\n  \"b\": [\n    1,\n    {\n      \"c\": \"é\u{7f}\\u0001\"\n    }\n  ],\n  \"a\": []\n}"
+        );
+        let sorted = Style { sort_keys: true, ensure_ascii: false, ..Style::default() };
+        assert_eq!(dumps_with(&v, &sorted), "{\"a\": [], \"b\": [1, {\"c\": \"é\u{7f}\\u0001\"}]}");
+    }
+
+    proptest! {
         #[test]
-        fn float_repr_reads_back_exactly_with_the_fewest_digits(bits in proptest::prelude::any::<u64>()) {
+        fn float_repr_reads_back_exactly_with_the_fewest_digits(bits in any::<u64>()) {
             let x = f64::from_bits(bits);
             let repr = py_float_repr(x);
             if x.is_finite() {
-                proptest::prop_assert_eq!(repr.parse::<f64>().unwrap().to_bits(), x.to_bits());
+                prop_assert_eq!(repr.parse::<f64>().unwrap().to_bits(), x.to_bits());
+                prop_assert!(repr.contains('.') || repr.contains('e'));
                 // As many significant digits as Rust's shortest round-trip form.
                 let significant = |s: &str| {
                     let m: String = s.split('e').next().unwrap().chars().filter(char::is_ascii_digit).collect();
                     m.trim_matches('0').len().max(1)
                 };
-                proptest::prop_assert_eq!(significant(&repr), significant(&format!("{x:e}")));
+                prop_assert_eq!(significant(&repr), significant(&format!("{x:e}")));
             }
         }
 
         #[test]
         fn strings_survive_python_escaping(s in "\\PC*|[\\x00-\\x7f]*") {
-            let text = to_python_json(&Value::String(s.clone()));
-            proptest::prop_assert!(text.is_ascii());
-            proptest::prop_assert_eq!(serde_json::from_str::<String>(&text).unwrap(), s);
+            let text = dumps(&Value::String(s.clone()));
+            prop_assert!(text.is_ascii());
+            prop_assert_eq!(serde_json::from_str::<String>(&text).unwrap(), s.clone());
+            let unicode = dumps_with(&Value::String(s.clone()), &Style { ensure_ascii: false, ..Style::default() });
+            prop_assert_eq!(serde_json::from_str::<String>(&unicode).unwrap(), s);
         }
     }
 }

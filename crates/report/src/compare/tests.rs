@@ -1,0 +1,118 @@
+use servebench_core::config::Metric;
+
+use super::*;
+use crate::gate::parse_rules;
+use crate::testutil::*;
+
+fn compared(runs: &[StoredRun]) -> Comparison {
+    Comparison::new(runs, None).unwrap()
+}
+
+/// Run A and a run B whose latencies are 30 % higher, both with records.
+fn slower_pair() -> Vec<StoredRun> {
+    let a = Synth { requests: 200, ..Synth::new("org/model", 1) };
+    let b = Synth { requests: 200, ttft_ms: 130.0, itl_ms: 26.0, ..Synth::new("org/model", 2) };
+    stored(&[a.new_run().with_label("build", "old"), b.new_run().with_label("build", "new")])
+}
+
+#[test]
+fn the_000_models_side_by_side() {
+    let c = compared(&reference_000());
+    insta::assert_snapshot!("000_table", c.render(Format::Table, true));
+    insta::assert_snapshot!("000_markdown", c.render(Format::Markdown, true));
+    let csv = c.render(Format::Csv, true);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 12);
+    assert!(
+        lines[0].starts_with("id,uid,kind,name,model,completed,failed,failed_pct,request_throughput,"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[4].starts_with("4,run00004,import,Qwen/Qwen3-0.6B,Qwen/Qwen3-0.6B,20,0,0,0.98,124.81,249.62,495.14,")
+    );
+}
+
+#[test]
+fn the_001_sweep_pivots_on_num_prompts() {
+    let c = compared(&reference_001());
+    insta::assert_snapshot!("001_sweep", c.render(Format::Table, true));
+    let short = compared(&reference_001_short());
+    insta::assert_snapshot!("001_short_sweep", short.render(Format::Markdown, false));
+}
+
+#[test]
+fn a_few_runs_get_a_column_each() {
+    let runs: Vec<StoredRun> = reference_000().into_iter().take(3).collect();
+    let text = compared(&runs).render(Format::Table, false);
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn two_measured_runs_get_intervals_and_the_gate_fails_on_a_significant_regression() {
+    let runs = slower_pair();
+    let c = compared(&runs);
+    insta::assert_snapshot!("pair_table", c.render(Format::Table, true));
+    let pair = c.pair.as_ref().unwrap();
+    let p99 = pair.row(Quantity::Latency(Stat::P99, Metric::Ttft)).unwrap().estimate.unwrap();
+    assert_eq!(p99.method, crate::bootstrap::Method::Bootstrap);
+    assert!(p99.ci.low > 0.0, "{p99:?}");
+    assert_eq!((p99.n_a, p99.n_b), (200, 200));
+    // ITL has one value per chunk: 23 gaps in each of 200 requests.
+    assert_eq!(pair.row(Quantity::Latency(Stat::Median, Metric::Itl)).unwrap().estimate.unwrap().n_a, 200 * 23);
+
+    let gate = c.check(&parse_rules("p99_ttft_ms>+10%,median_tpot_ms>+5%").unwrap()).unwrap();
+    assert!(gate.failed());
+    let text = gate.text();
+    assert!(text.starts_with("FAIL p99_ttft_ms>+10%: "), "{text}");
+    assert!(text.contains("excludes 0"), "{text}");
+    // A threshold the change does not pass, and the other way round.
+    let gate = c.check(&parse_rules("median_ttft_ms>+50%,output_throughput<-50%").unwrap()).unwrap();
+    assert!(!gate.failed(), "{}", gate.text());
+    assert!(gate.text().starts_with("pass median_ttft_ms>+50%: "), "{}", gate.text());
+    // B against itself in the other order: an improvement, which a `>` rule never fails on.
+    let reversed = compared(&[runs[1].clone(), runs[0].clone()]);
+    assert!(!reversed.check(&parse_rules("p99_ttft_ms>+10%").unwrap()).unwrap().failed());
+    assert!(reversed.check(&parse_rules("output_throughput>+10%").unwrap()).unwrap().failed());
+}
+
+#[test]
+fn a_change_inside_the_noise_passes_the_threshold_but_not_the_gate() {
+    // Two samples of the same behaviour, 12 requests each: P99s differ by chance.
+    let a = Synth { requests: 12, ..Synth::new("m", 11) };
+    let b = Synth { requests: 12, ..Synth::new("m", 12) };
+    let runs = stored(&[a.new_run(), b.new_run()]);
+    let c = compared(&runs);
+    let row = c.pair.as_ref().unwrap().row(Quantity::Latency(Stat::P99, Metric::Ttft)).unwrap().clone();
+    let rel = row.rel().unwrap();
+    assert!(!row.estimate.unwrap().ci.excludes_zero(), "{row:?}");
+    // A rule at half the observed change: passed, but not significant.
+    let rule = if rel > 0.0 {
+        format!("p99_ttft_ms>+{:.3}%", rel * 50.0)
+    } else {
+        format!("p99_ttft_ms<-{:.3}%", -rel * 50.0)
+    };
+    let gate = c.check(&parse_rules(&rule).unwrap()).unwrap();
+    assert!(!gate.failed(), "{}", gate.text());
+    assert!(gate.text().contains("includes 0: not a significant change"), "{}", gate.text());
+}
+
+#[test]
+fn imported_runs_are_compared_on_their_summaries() {
+    let runs: Vec<StoredRun> = reference_000().into_iter().take(2).collect();
+    let c = compared(&runs);
+    let text = c.render(Format::Table, false);
+    insta::assert_snapshot!(text);
+    assert!(text.contains("Run 1 has no per-request records"), "{text}");
+    let gate = c.check(&parse_rules("p99_ttft_ms<-10%,p99_e2el_ms>+1%").unwrap()).unwrap();
+    assert!(gate.failed());
+    assert!(gate.text().contains("no confidence interval (summaries only), so the threshold alone decides"));
+    assert!(gate.text().contains("SKIP p99_e2el_ms>+1%: not checked: the runs do not both have a p99 E2EL"));
+}
+
+#[test]
+fn no_runs_is_an_error_and_a_bad_axis_says_why() {
+    assert!(matches!(Comparison::new(&[], None), Err(ReportError::NoRuns)));
+    let err = Comparison::new(&reference_000(), Some("num_prompts")).unwrap_err();
+    assert!(err.to_string().starts_with("--by num_prompts: no run has this setting"), "{err}");
+}

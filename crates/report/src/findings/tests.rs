@@ -1,0 +1,347 @@
+//! The findings on the reference reports, with every cited number checked against the report
+//! text itself (read here line by line, not through the importer), and on made-up sweeps.
+
+use servebench_core::metrics::{MetricStats, Summary};
+use servebench_store::{NewRun, RunKind};
+
+use super::*;
+use crate::testutil::*;
+
+fn all(runs: &[StoredRun], by: Option<&str>) -> Vec<Finding> {
+    let layout = Layout::new(runs, by).unwrap();
+    findings(runs, &layout, None)
+}
+
+fn of_kind(found: &[Finding], kind: FindingKind) -> Vec<&str> {
+    found.iter().filter(|f| f.kind == kind).map(|f| f.text.as_str()).collect()
+}
+
+/// A result block: its heading and its `name: value` lines.
+type Block = (String, Vec<(String, f64)>);
+
+/// The result blocks of a console report, in order: the heading line before each (the last
+/// non-blank line outside a block) and the `name: value` lines inside it.
+fn blocks(text: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut heading = String::new();
+    let mut inside: Option<Vec<(String, f64)>> = None;
+    for line in text.lines().map(str::trim) {
+        if line.contains("Serving Benchmark Result") {
+            inside = Some(Vec::new());
+        } else if line.starts_with("=====") {
+            if let Some(values) = inside.take() {
+                out.push((heading.clone(), values));
+            }
+        } else if let Some(values) = &mut inside {
+            if let Some((name, value)) = line.rsplit_once(':')
+                && let Ok(v) = value.trim().parse()
+            {
+                values.push((name.trim().to_string(), v));
+            }
+        } else if !line.is_empty() {
+            heading = line.to_string();
+        }
+    }
+    out
+}
+
+fn value(block: &Block, name: &str) -> f64 {
+    block.1.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} in {}", block.0)).1
+}
+
+/// `(model, value)` of every block of report 000, best first by `name`.
+fn ranked_000(name: &str, highest: bool) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> = blocks(R000)
+        .iter()
+        .map(|b| (b.0.strip_prefix("Results ").expect("a model heading").to_string(), value(b, name)))
+        .collect();
+    v.sort_by(|a, b| if highest { b.1.total_cmp(&a.1) } else { a.1.total_cmp(&b.1) });
+    v
+}
+
+#[test]
+fn the_000_model_table_ranks_throughput_and_latency_at_concurrency_4() {
+    let blocks = blocks(R000);
+    assert_eq!(blocks.len(), 11);
+    assert!(blocks.iter().all(|b| value(b, "Maximum request concurrency") == 4.0));
+    let found = all(&reference_000(), None);
+
+    let out = ranked_000("Output token throughput (tok/s)", true);
+    let ((best, bv), (next, nv), (worst, wv)) = (&out[0], &out[1], &out[10]);
+    assert_eq!(
+        (best.as_str(), *bv, next.as_str(), *nv),
+        ("Qwen/Qwen3-0.6B", 124.81, "meta-llama/Llama-3.2-1B", 123.95)
+    );
+    assert_eq!(
+        of_kind(&found, FindingKind::HighestThroughput),
+        [format!(
+            "Highest output throughput at max_concurrency=4: {best} ({bv:.2} tok/s, {:.2}× the next, {next} at {nv:.2} tok/s).",
+            bv / nv
+        )]
+    );
+    assert_eq!(worst, "microsoft/phi-4");
+    assert_eq!(
+        of_kind(&found, FindingKind::ThroughputSpread),
+        [format!(
+            "Output throughput at max_concurrency=4 spans {:.2}×: from {worst} ({wv:.2} tok/s) to {best} ({bv:.2} tok/s).",
+            bv / wv
+        )]
+    );
+    assert!(of_kind(&found, FindingKind::ThroughputSpread)[0].contains("spans 5.24×"));
+
+    // No E2EL in these reports: latency is ranked by median TPOT.
+    let tpot = ranked_000("Median TPOT (ms)", false);
+    assert_eq!(
+        of_kind(&found, FindingKind::BestLatency),
+        [format!(
+            "Lowest latency at max_concurrency=4: {} (median TPOT {:.2} ms; next {} at {:.2} ms).",
+            tpot[0].0, tpot[0].1, tpot[1].0, tpot[1].1
+        )]
+    );
+    let ttft = ranked_000("Median TTFT (ms)", false);
+    assert_eq!(ttft[0], ("google/gemma-3-1b-it".to_string(), 374.32));
+    assert_eq!(
+        of_kind(&found, FindingKind::FastestFirstToken),
+        [format!(
+            "Fastest first token at max_concurrency=4: {} (median TTFT {:.2} ms; next {} at {:.2} ms).",
+            ttft[0].0, ttft[0].1, ttft[1].0, ttft[1].1
+        )]
+    );
+    // Nothing failed, and there is no sweep to find a knee in.
+    assert_eq!(found.len(), 4, "{found:#?}");
+}
+
+/// `(num_prompts, block)` of the 80-token sweep of report 001: its first 12 blocks.
+fn sweep_001(text: &str, first: usize, counts: &[f64]) -> Vec<(f64, Block)> {
+    let b = blocks(text);
+    counts.iter().zip(&b[first..]).map(|(n, blk)| (*n, blk.clone())).collect()
+}
+
+const SHORT: [f64; 12] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0];
+const LONG: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+
+#[test]
+fn the_001_num_prompts_sweep_saturates_at_128_prompts() {
+    let points = sweep_001(R001, 0, &SHORT);
+    for (n, b) in &points {
+        assert_eq!(value(b, "Successful requests"), *n, "the blocks follow the num_prompts list");
+    }
+    let out: Vec<(f64, f64)> = points.iter().map(|(n, b)| (*n, value(b, "Output token throughput (tok/s)"))).collect();
+    let ttft: Vec<f64> = points.iter().map(|(_, b)| value(b, "Median TTFT (ms)")).collect();
+    let tpot: Vec<f64> = points.iter().map(|(_, b)| value(b, "Median TPOT (ms)")).collect();
+    let found = all(&reference_001_short(), None);
+
+    let (peak_n, peak) = out.iter().copied().fold((0.0, 0.0), |m, p| if p.1 > m.1 { p } else { m });
+    assert_eq!((peak_n, peak), (2048.0, 438.42));
+    assert_eq!(
+        of_kind(&found, FindingKind::HighestThroughput),
+        [format!(
+            "Output throughput peaks at num_prompts=2048: {peak:.2} tok/s, {:.2}× the {:.2} tok/s at num_prompts=1.",
+            peak / out[0].1,
+            out[0].1
+        )]
+    );
+    assert_eq!(
+        of_kind(&found, FindingKind::DegradesUnderLoad),
+        [format!(
+            "Median TTFT grows ×{:.2} from num_prompts=1 ({:.2} ms) to 2048 ({:.2} ms), median TPOT ×{:.2} ({:.2} → {:.2} ms).",
+            ttft[11] / ttft[0],
+            ttft[0],
+            ttft[11],
+            tpot[11] / tpot[0],
+            tpot[0],
+            tpot[11]
+        )]
+    );
+
+    // The knee: the first step gains 8.53 tok/s per prompt; from 128 prompts on every step
+    // gains less than a tenth of that (the step from 64 to 128 still gains 1.22).
+    let slope = |i: usize| (out[i + 1].1 - out[i].1) / (out[i + 1].0 - out[i].0);
+    let s0 = slope(0);
+    assert!(slope(6) > 0.1 * s0 && (7..11).all(|i| slope(i) < 0.1 * s0));
+    assert_eq!(out[7], (128.0, 273.89));
+    assert_eq!(
+        of_kind(&found, FindingKind::SaturationKnee),
+        [format!(
+            "Saturation knee at num_prompts=128 ({:.2} tok/s): beyond it each added prompt gains at most {:.2} tok/s, \
+             under 10 % of the {s0:.2} tok/s per prompt from num_prompts=1 to 2; the highest is {peak:.2} tok/s at 2048.",
+            out[7].1,
+            slope(7)
+        )]
+    );
+    assert!(of_kind(&found, FindingKind::SaturationKnee)[0].contains("the 8.53 tok/s per prompt"));
+
+    // TTFT first grows more than 1.1 times as fast as the prompt count from 256 to 512.
+    let first = (0..11).find(|&i| ttft[i + 1] / ttft[i] > 1.1 * 2.0).unwrap();
+    assert_eq!(SHORT[first], 256.0);
+    assert_eq!(
+        of_kind(&found, FindingKind::SuperlinearTtft),
+        [format!(
+            "Median TTFT grows faster than the load from num_prompts=256 to 512: ×{:.2} ({:.2} → {:.2} ms) while \
+             num_prompts grows ×2.00.",
+            ttft[first + 1] / ttft[first],
+            ttft[first],
+            ttft[first + 1]
+        )]
+    );
+    assert_eq!(found.len(), 4, "{found:#?}");
+}
+
+#[test]
+fn the_whole_001_report_compares_its_two_prompt_lengths() {
+    let short = sweep_001(R001, 0, &SHORT);
+    let long = sweep_001(R001, 12, &LONG);
+    for (n, b) in &long {
+        assert_eq!(value(b, "Total input tokens"), n * 10_000.0, "the 10,000-token blocks");
+    }
+    let v = |b: &Block, name| value(b, name);
+    let found = all(&reference_001(), None);
+
+    let (s1, l1) = (&short[0].1, &long[0].1);
+    let (s64, l64) = (&short[6].1, &long[6].1);
+    let out = "Output token throughput (tok/s)";
+    assert_eq!(
+        of_kind(&found, FindingKind::HighestThroughput),
+        [
+            format!(
+                "Highest output throughput at num_prompts=1: seq_length=80 ({:.2} tok/s, {:.2}× the next, \
+                 seq_length=10000 at {:.2} tok/s).",
+                v(s1, out),
+                v(s1, out) / v(l1, out),
+                v(l1, out)
+            ),
+            format!(
+                "Highest output throughput at num_prompts=64: seq_length=80 ({:.2} tok/s, {:.2}× the next, \
+                 seq_length=10000 at {:.2} tok/s).",
+                v(s64, out),
+                v(s64, out) / v(l64, out),
+                v(l64, out)
+            ),
+        ]
+    );
+    assert_eq!(
+        of_kind(&found, FindingKind::BestLatency),
+        [format!(
+            "Best single-request latency at num_prompts=1: seq_length=80 (median TPOT {:.2} ms; next seq_length=10000 \
+             at {:.2} ms).",
+            v(s1, "Median TPOT (ms)"),
+            v(l1, "Median TPOT (ms)")
+        )]
+    );
+    // The long prompts level off at 8 prompts: 1.48 tok/s gained per prompt from 1 to 2, then
+    // no step from 8 on gains 0.148.
+    let lo: Vec<(f64, f64)> = long.iter().map(|(n, b)| (*n, v(b, out))).collect();
+    let slope = |i: usize| (lo[i + 1].1 - lo[i].1) / (lo[i + 1].0 - lo[i].0);
+    assert!(slope(2) >= 0.1 * slope(0) && (3..6).all(|i| slope(i) < 0.1 * slope(0)));
+    let knees = of_kind(&found, FindingKind::SaturationKnee);
+    assert_eq!(knees.len(), 2);
+    assert!(knees[0].starts_with("seq_length=80: saturation knee at num_prompts=128 (273.89 tok/s)"), "{}", knees[0]);
+    assert_eq!(
+        knees[1],
+        format!(
+            "seq_length=10000: saturation knee at num_prompts=8 ({:.2} tok/s): beyond it each added prompt gains at \
+             most {:.2} tok/s, under 10 % of the {:.2} tok/s per prompt from num_prompts=1 to 2; the highest is {:.2} \
+             tok/s at 16.",
+            lo[3].1,
+            slope(3),
+            slope(0),
+            lo[4].1
+        )
+    );
+    // The long prompts' TTFT never grows faster than their count.
+    assert_eq!(of_kind(&found, FindingKind::SuperlinearTtft).len(), 1);
+    let degrade = of_kind(&found, FindingKind::DegradesUnderLoad);
+    assert_eq!(degrade.len(), 2);
+    assert!(
+        degrade[1].starts_with("seq_length=10000: median TTFT grows ×32.60 from num_prompts=1 (12286.18 ms) to 64")
+    );
+}
+
+/// A run with only the numbers the findings read.
+fn point(model: &str, concurrency: u64, out: f64, ttft: f64, tpot: f64, failed: u64) -> NewRun {
+    let stats = |metric, median_ms: f64| MetricStats {
+        metric,
+        mean_ms: median_ms,
+        median_ms,
+        std_ms: None,
+        percentiles: vec![(99.0, median_ms * 2.0)],
+    };
+    let summary = Summary {
+        completed: 100 - failed,
+        failed: Some(failed),
+        max_concurrency: Some(concurrency),
+        duration_s: 10.0,
+        request_throughput: (100 - failed) as f64 / 10.0,
+        output_throughput: Some(out),
+        metrics: vec![stats(Metric::Ttft, ttft), stats(Metric::Tpot, tpot)],
+        ..Summary::default()
+    };
+    NewRun::from_summary(RunKind::Import, summary).with_label("model", model)
+}
+
+fn model_sweep() -> Vec<StoredRun> {
+    stored(&[
+        point("small", 1, 50.0, 100.0, 10.0, 0),
+        point("small", 8, 300.0, 400.0, 20.0, 0),
+        point("small", 32, 400.0, 2000.0, 40.0, 3),
+        point("large", 1, 20.0, 300.0, 30.0, 0),
+        point("large", 8, 150.0, 600.0, 40.0, 0),
+        point("large", 32, 310.0, 1200.0, 60.0, 10),
+    ])
+}
+
+#[test]
+fn a_model_by_concurrency_sweep_ranks_the_models_and_their_degradation() {
+    let found = all(&model_sweep(), None);
+    let texts: Vec<&str> = found.iter().map(|f| f.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "Highest output throughput at max_concurrency=1: small (50.00 tok/s, 2.50× the next, large at 20.00 tok/s).",
+            "Highest output throughput at max_concurrency=32: small (400.00 tok/s, 1.29× the next, large at 310.00 tok/s).",
+            "Best single-request latency at max_concurrency=1: small (median TPOT 10.00 ms; next large at 30.00 ms).",
+            "Fastest first token at max_concurrency=1: small (median TTFT 100.00 ms; next large at 300.00 ms).",
+            "Degrades hardest under load: small, median TTFT ×20.00 from max_concurrency=1 (100.00 ms) to 32 (2000.00 ms); \
+             next large, ×4.00.",
+            // small: 35.71 tok/s per request from 1 to 8, then 4.17 from 8 to 32.
+            "small: no saturation knee up to max_concurrency=32: output throughput still gains 4.17 tok/s per added \
+             concurrent request from 8 to 32 (300.00 → 400.00 tok/s), at least 10 % of the 35.71 tok/s per concurrent \
+             request from max_concurrency=1 to 8.",
+            "small: median TTFT grows faster than the load from max_concurrency=8 to 32: ×5.00 (400.00 → 2000.00 ms) \
+             while max_concurrency grows ×4.00.",
+            "large: no saturation knee up to max_concurrency=32: output throughput still gains 6.67 tok/s per added \
+             concurrent request from 8 to 32 (150.00 → 310.00 tok/s), at least 10 % of the 18.57 tok/s per concurrent \
+             request from max_concurrency=1 to 8.",
+            "small fails 3.0 % of requests at max_concurrency=32 (3 of 100).",
+            "large fails 10.0 % of requests at max_concurrency=32 (10 of 100).",
+        ]
+    );
+}
+
+#[test]
+fn failures_of_runs_side_by_side_name_the_run() {
+    let runs = stored(&[point("a", 4, 10.0, 1.0, 1.0, 0), point("b", 4, 12.0, 1.0, 1.0, 25)]);
+    let found = all(&runs, None);
+    assert_eq!(
+        of_kind(&found, FindingKind::Failures),
+        ["b fails 25.0 % of requests at max_concurrency=4 (25 of 100)."]
+    );
+}
+
+#[test]
+fn a_knee_where_throughput_falls_says_it_no_longer_rises() {
+    let runs = stored(&[
+        point("m", 1, 10.0, 1.0, 1.0, 0),
+        point("m", 2, 20.0, 1.0, 1.0, 0),
+        point("m", 4, 19.0, 1.0, 1.0, 0),
+        point("m", 8, 18.0, 1.0, 1.0, 0),
+    ]);
+    assert_eq!(
+        of_kind(&all(&runs, None), FindingKind::SaturationKnee),
+        [
+            "Saturation knee at max_concurrency=2 (20.00 tok/s): beyond it output throughput no longer rises (-0.25 tok/s \
+          per added concurrent request at best), under 10 % of the 10.00 tok/s per concurrent request from \
+          max_concurrency=1 to 2; the highest is 20.00 tok/s at 2."
+        ]
+    );
+}

@@ -1,0 +1,263 @@
+use servebench_core::metrics::Summary;
+
+use super::*;
+use crate::testutil::*;
+
+mod browser;
+
+fn options() -> HtmlOptions {
+    HtmlOptions {
+        title: "Test report".into(),
+        generator: format!("servebench {}", env!("CARGO_PKG_VERSION")),
+        generated_at: Some("2026-01-02 03:04".into()),
+        ..HtmlOptions::default()
+    }
+}
+
+/// Two measured runs, the second slower, both with records.
+pub(super) fn measured_pair() -> Vec<StoredRun> {
+    let a = Synth { requests: 80, fail_every: Some(40), ..Synth::new("org/model", 1) };
+    let b = Synth { requests: 80, ttft_ms: 140.0, itl_ms: 25.0, ..Synth::new("org/model", 2) };
+    stored(&[a.new_run().with_label("build", "old"), b.new_run().with_label("build", "new")])
+}
+
+/// The page's outline: its elements by depth with their id and class, the text of headings,
+/// list items and captions, tables by their size, and charts by what they draw.
+fn outline(html: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    let mut rest = html;
+    let mut skip_until: Option<&str> = None;
+    while let Some(open) = rest.find('<') {
+        let close = rest[open..].find('>').map(|c| open + c).expect("a tag ends");
+        let tag = &rest[open + 1..close];
+        let after = &rest[close + 1..];
+        let text_end = after.find('<').unwrap_or(after.len());
+        let text = after[..text_end].trim();
+        rest = after;
+        if let Some(end) = skip_until {
+            if tag == end {
+                skip_until = None;
+                depth -= 1;
+            }
+            continue;
+        }
+        if tag.starts_with('!') {
+            continue;
+        }
+        if let Some(name) = tag.strip_prefix('/') {
+            if !matches!(name, "td" | "th" | "tr" | "thead" | "tbody" | "caption" | "li" | "title" | "figcaption") {
+                depth = depth.saturating_sub(1);
+            }
+            continue;
+        }
+        let name = tag.split_whitespace().next().unwrap_or("").trim_end_matches('/');
+        let attr = |key: &str| {
+            let pat = format!("{key}=\"");
+            tag.find(&pat).map(|i| {
+                let v = &tag[i + pat.len()..];
+                v[..v.find('"').unwrap_or(v.len())].to_string()
+            })
+        };
+        let mut line = name.to_string();
+        if let Some(id) = attr("id") {
+            line.push_str(&format!("#{id}"));
+        }
+        if let Some(class) = attr("class") {
+            line.push_str(&format!(".{}", class.replace(' ', ".")));
+        }
+        if let Some(t) = attr("type") {
+            line.push_str(&format!(" type={t}"));
+        }
+        let void = matches!(name, "meta" | "br") || tag.ends_with('/');
+        match name {
+            "svg" => {
+                let end = rest.find("</svg>").expect("svg ends");
+                let inner = &rest[..end];
+                let count = |p: &str| inner.matches(p).count();
+                line.push_str(&format!(
+                    " [{} series, {} legend entries, {} markers, {} bars, {} requests, {} axis labels]",
+                    count("<g class=\"series\""),
+                    count("class=\"legend-item\""),
+                    count("<circle"),
+                    count("<g class=\"bar\""),
+                    count("<g class=\"request\""),
+                    count("class=\"axis-label\"")
+                ));
+                skip_until = Some("/svg");
+            }
+            "table" => {
+                let end = rest.find("</table>").expect("table ends");
+                let inner = &rest[..end];
+                let caption = inner
+                    .find("<caption>")
+                    .map(|i| inner[i + 9..i + inner[i..].find("</caption>").unwrap_or(9)].to_string());
+                line.push_str(&format!(
+                    " [{} columns, {} rows{}]",
+                    inner.find("</tr>").map_or(0, |e| inner[..e].matches("<th").count()),
+                    inner.matches("<tr>").count().saturating_sub(1),
+                    caption.map_or(String::new(), |c| format!(", caption {c:?}"))
+                ));
+                skip_until = Some("/table");
+            }
+            "style" | "script" => {
+                let end = format!("</{name}>");
+                let at = rest.find(&end).expect("the element ends");
+                line.push_str(&format!(" [{} bytes]", at));
+                skip_until = Some(if name == "style" { "/style" } else { "/script" });
+            }
+            "td" | "th" | "tr" | "thead" | "tbody" | "caption" => continue,
+            _ => {
+                if !text.is_empty() && matches!(name, "h1" | "h2" | "li" | "p" | "figcaption" | "title" | "a") {
+                    line.push_str(&format!(": {text}"));
+                }
+            }
+        }
+        out.push_str(&"  ".repeat(depth));
+        out.push_str(&line);
+        out.push('\n');
+        let closes_itself = void || matches!(name, "li" | "title" | "figcaption");
+        if !closes_itself {
+            depth += 1;
+        }
+    }
+    out
+}
+
+fn volatile() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (r"servebench \d+\.\d+\.\d+(-[0-9A-Za-z.]+)?", "servebench [VERSION]"),
+        (r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "[DATE]"),
+        (r"\[\d+ bytes\]", "[N bytes]"),
+    ]
+}
+
+#[test]
+fn the_page_of_the_001_sweep() {
+    let html = render(&reference_001(), &options()).unwrap();
+    insta::with_settings!({ filters => volatile() }, {
+        insta::assert_snapshot!("001_outline", outline(&html));
+    });
+    // The throughput chart: two series along num_prompts, the 12 and 7 points of each.
+    let chart = &html[html.find("id=\"chart-output\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("<circle").count(), 19);
+    assert!(chart.contains(">Output throughput (tok/s)</text>") && chart.contains(">num_prompts</text>"));
+    for tick in ["1", "2", "64", "2048"] {
+        assert!(chart.contains(&format!("text-anchor=\"middle\">{tick}</text>")), "tick {tick}");
+    }
+    assert!(chart.contains("data-value=\"seq_length=80: num_prompts=2048, 438.42 tok/s\""));
+    // TTFT reaches 400 s, so it is charted in seconds on a log scale.
+    let ttft = &html[html.find("id=\"chart-ttft\"").unwrap()..];
+    assert!(ttft.contains(">Median TTFT (s)</text>"));
+    assert!(ttft.contains(">1000</text>") && ttft.contains(">0.1</text>"));
+    assert!(html.contains("None of these runs has per-request records"));
+}
+
+#[test]
+fn the_page_of_two_measured_runs() {
+    let runs = measured_pair();
+    let html = render(&runs, &options()).unwrap();
+    insta::with_settings!({ filters => volatile() }, {
+        insta::assert_snapshot!("pair_outline", outline(&html));
+    });
+    for id in ["cdf-ttft", "cdf-tpot", "cdf-itl", "cdf-e2el", "chart-timeline", "chart-tokens", "chart-inflight"] {
+        assert!(html.contains(&format!("<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"{id}\"")), "{id}");
+    }
+    // Every request of run 1 on its timeline; its two failures drawn as such.
+    let timeline = &html[html.find("id=\"chart-timeline\"").unwrap()..];
+    let timeline = &timeline[..timeline.find("</svg>").unwrap()];
+    assert_eq!(timeline.matches("<g class=\"request\"").count(), 80);
+    // Each in its tooltip and its `data-value`.
+    assert_eq!(timeline.matches(": failed after").count(), 2 * 2);
+    // The output tokens over time add up to the run's.
+    let tokens = &html[html.find("id=\"chart-tokens\"").unwrap()..];
+    assert!(tokens.contains(">Output throughput (tok/s)</text>"));
+}
+
+#[test]
+fn the_page_embeds_every_summary_and_needs_no_network() {
+    let runs = reference_000();
+    let html = render(&runs, &options()).unwrap();
+    let start = html.find("<script type=\"application/json\" id=\"servebench-runs\">").unwrap();
+    let json = &html[html[start..].find('>').unwrap() + start + 1..];
+    let json = &json[..json.find("</script>").unwrap()];
+    let data: Vec<Value> = serde_json::from_str(json).unwrap();
+    assert_eq!(data.len(), 11);
+    for (d, run) in data.iter().zip(&runs) {
+        assert_eq!(d["id"], run.row.id);
+        assert_eq!(d["labels"]["model"], run.row.model.clone().unwrap());
+        let summary: Summary = serde_json::from_value(d["summary"].clone()).unwrap();
+        assert_eq!(summary, run.summary);
+    }
+    // Nothing is fetched: the only URL is the SVG namespace.
+    let without_ns = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for needle in ["http:", "https:", "src=", "<link", "@import", "url(", "<img", "<iframe"] {
+        assert!(!without_ns.contains(needle), "{needle}");
+    }
+    // No E2EL in these reports: bars for throughput, TTFT and TPOT per run.
+    assert_eq!(html.matches("<g class=\"bar\"").count(), 33);
+}
+
+#[test]
+fn text_from_the_store_is_escaped() {
+    let mut runs = measured_pair();
+    runs[0].row.labels.push(("note".into(), "</script><b>\"x\" & y".into()));
+    let html = render(&runs, &options()).unwrap();
+    assert!(!html.contains("<b>\"x\""));
+    assert!(html.contains("&lt;/script&gt;&lt;b&gt;&quot;x&quot; &amp; y"));
+    assert!(html.contains(r#""note":"\u003c/script\u003e\u003cb\u003e\"x\" \u0026 y""#));
+}
+
+#[test]
+fn the_timeline_run_can_be_chosen() {
+    let runs = measured_pair();
+    let html = render(&runs, &HtmlOptions { timeline_run: Some(2), ..options() }).unwrap();
+    assert!(html.contains("<title id=\"chart-timeline-title\">Requests of run 2</title>"));
+    assert!(html.contains("<figcaption>Each row is a request of run 2 (build=new), all 80 requests: "));
+    let err = render(&runs, &HtmlOptions { timeline_run: Some(9), ..options() }).unwrap_err();
+    assert!(err.to_string().starts_with("--timeline 9: it is not among the runs of the report"), "{err}");
+    let mut mixed = reference_000();
+    mixed.truncate(1);
+    mixed.push(runs[0].clone());
+    let err = render(&mixed, &HtmlOptions { timeline_run: Some(1), ..options() }).unwrap_err();
+    assert!(err.to_string().contains("it has no per-request records"), "{err}");
+}
+
+#[test]
+fn ordinals_read_as_english() {
+    let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111].map(ordinal).to_vec();
+    assert_eq!(got, ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]);
+}
+
+#[test]
+fn tokens_over_time_add_up_to_the_runs_output() {
+    let runs = measured_pair();
+    let run = &runs[0];
+    let records = run.records.as_ref().unwrap();
+    let spans: Vec<Span> = records
+        .records
+        .iter()
+        .map(|r| Span {
+            index: r.index,
+            arrival: 0.0,
+            start: r.start_s(),
+            first: None,
+            end: r.start_s() + f64::from(r.end_us) * 1e-6,
+            failed: false,
+        })
+        .collect();
+    let end = spans.iter().map(|s| s.end).fold(0.0, f64::max);
+    let total = run.summary.total_output_tokens.unwrap() as f64;
+    let width = svg::nice_step(end, 60.0);
+    for chunk_times in [ChunkTimes::All, ChunkTimes::FirstLast] {
+        let mut r = run.clone();
+        r.records.as_mut().unwrap().chunk_times = chunk_times;
+        let (rate, in_flight) = over_time(&r, &spans, end);
+        let sum: f64 = rate.iter().map(|(_, v)| v * width).sum();
+        assert!((sum - total).abs() < 1e-6 * total, "{chunk_times:?}: {sum} against {total}");
+        // Four slots: never more than four requests in flight.
+        assert!(in_flight.iter().all(|(_, n)| *n <= 4.0));
+        assert!(in_flight.iter().any(|(_, n)| *n == 4.0));
+    }
+}

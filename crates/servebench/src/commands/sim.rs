@@ -1,0 +1,240 @@
+//! `servebench sim predict`, `sim fit` and `sim presets`: the simulator without a server.
+//!
+//! `predict` resolves the same flags as `bench serve` into a run config, builds the same plan,
+//! runs it through the engine in virtual time and reports it exactly like a measured run.
+//! `fit` calibrates the stack constants to measured results and writes them as a profile.
+//! `presets` lists what `--model` and `--hardware` accept.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use servebench_core::config::SimTarget;
+use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, Target};
+use servebench_sim::{KvDtype, Presets, SimSetup};
+use servebench_workload::Tokenizer;
+
+use crate::cli::resolve::{ResolvedModel, resolve_run_config};
+use crate::cli::sim_args::{SimFitArgs, SimPredictArgs, SimPresetsArgs};
+use crate::cli::sim_model::SimModelArgs;
+use crate::commands::finish::{StoreChoice, finish_run, keep_run, stamp_dates};
+use crate::output;
+
+/// The deployment the flags describe, with the user's presets and profile.
+fn resolve_setup(d: &SimModelArgs) -> anyhow::Result<(SimTarget, SimSetup)> {
+    let model = d.model_spec()?;
+    let options = d.option_pairs()?;
+    let target =
+        SimTarget { model: model.clone(), hardware: d.hardware.clone(), options, profile: d.profile.clone() };
+    let setup = SimSetup::resolve(&model, &d.hardware, &target.options, d.profile.as_deref().map(Path::new))?;
+    Ok((target, setup))
+}
+
+/// `sim predict`: plan the workload, run it in virtual time, report it like `bench serve`.
+pub fn predict(args: SimPredictArgs) -> anyhow::Result<ExitCode> {
+    let (target, setup) = resolve_setup(&args.deployment)?;
+    let base_url = format!("sim://{}@{}", target.model, target.hardware);
+    let endpoint = args.endpoint(&base_url, &setup.model.id);
+    let extra = args.extra();
+    let model = ResolvedModel {
+        model_id: setup.model.id.clone(),
+        model_name: args.requests.served_model_name.clone().unwrap_or_else(|| setup.model.id.clone()),
+    };
+    let config = resolve_run_config(&args.flags(&endpoint, &extra), Some(target), Some(&base_url), model)
+?;
+    let tokenizer = args
+        .requests
+        .tokenizer
+        .as_deref()
+        .map(Tokenizer::load)
+        .transpose()
+        .context("could not load the tokenizer given by --tokenizer")?;
+    let plan = servebench_workload::build_plan(&config, tokenizer.as_ref()).context("could not build the workload")?;
+    for note in &plan.notes {
+        output::line(note)?;
+    }
+    for note in &setup.notes {
+        output::line(format!("Simulated: {note}"))?;
+    }
+
+    let started = jiff::Zoned::now();
+    let clock = Instant::now();
+    let mut result = servebench_sim::predict(&plan, &config, &setup);
+    let took = clock.elapsed();
+    stamp_dates(&mut result, &started);
+    for note in result.notes.iter().skip(setup.notes.len()) {
+        output::line(format!("Simulated: {note}"))?;
+    }
+    output::line(format!(
+        "Predicted {} requests ({:.1} s of simulated serving) in {:.0} ms.",
+        plan.len(),
+        result.duration_s,
+        took.as_secs_f64() * 1e3
+    ))?;
+    let finished = finish_run(&result)?;
+    if let Some(path) = &finished.saved_to {
+        output::line(format!("Saved the result to {}", path.display()))?;
+    }
+    let env = serde_json::to_value(&setup).ok().map(|s| serde_json::json!({ "simulated": s }));
+    let choice = StoreChoice { db: args.db.as_deref(), no_store: args.no_store };
+    keep_run(&result, &finished.summary, servebench_store::RunKind::Predict, env, &choice)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sim fit`: calibrate the stack constants to measured results, write the profile.
+pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
+    let (target, setup) = resolve_setup(&args.deployment)?;
+    let mut points = Vec::new();
+    for file in &args.results {
+        points.extend(calibration::read_points(Path::new(file))?);
+    }
+    let params: Vec<FitParam> = if args.fit.is_empty() {
+        calibration::default_params(&setup, &points)
+    } else {
+        args.fit.iter().map(|p| FitParam::parse(p)).collect::<Result<_, _>>()?
+    };
+    if args.max_evals < params.len() + 2 {
+        anyhow::bail!("--max-evals {} is too few to fit {} constants; give at least {}", args.max_evals, params.len(), params.len() + 2);
+    }
+    output::line(format!(
+        "Fitting {} to {} measured run(s) of {} on {}...",
+        params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
+        points.len(),
+        setup.model.id,
+        setup.hardware.name
+    ))?;
+    // Deterministic steps while fitting; the profile keeps the jitter it started with.
+    let mut quiet = setup.clone();
+    quiet.stack.jitter_sigma = 0.0;
+    let targets: Vec<Target> = points.into_iter().map(|point| Target { setup: quiet.clone(), point }).collect();
+    let calibrator = Calibrator::new(targets)?;
+    let all: Vec<usize> = (0..calibrator.targets().len()).collect();
+    let clock = Instant::now();
+    let search = SearchOptions { max_evals: args.max_evals, initial_step: 0.5, tolerance: 1e-6 };
+    let result = calibrator.fit(&all, &params, None, search);
+    let took = clock.elapsed();
+
+    let mut profile = result.profile.clone();
+    profile.jitter_sigma = setup.stack.jitter_sigma;
+    profile.name = Some(format!("{}@{}", target.model, target.hardware));
+    let header = format!(
+        "# Stack constants fitted by `servebench sim fit` on {} run(s) of {} on {} (loss {:.4}).\n\
+         # Use with: servebench sim predict --model {} --hardware {} --profile PATH\n",
+        all.len(),
+        setup.model.id,
+        setup.hardware.name,
+        result.loss,
+        target.model,
+        target.hardware
+    );
+    std::fs::write(&args.out, header + &profile.to_toml())
+        .with_context(|| format!("could not write the profile to {}", args.out))?;
+
+    output::line(format!(
+        "Loss (mean |ln(simulated/measured)|): {:.4} -> {:.4} after {} simulations of the set in {:.1} s.",
+        result.loss_start,
+        result.loss,
+        result.evaluations,
+        took.as_secs_f64()
+    ))?;
+    for (p, v) in &result.values {
+        output::line(format!("  {:<20} {:>12.4} (was {:.4})", p.name(), v, p.get(&setup.stack)))?;
+    }
+    output::out(&calibration::residual_table(&calibrator.residuals(&all, &result.values)))?;
+    output::line(format!("Wrote the profile to {}", args.out))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sim presets`: the hardware and model presets with their key numbers.
+pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let presets = Presets::load_default()?;
+    let both = !args.hardware && !args.models;
+    if args.hardware || both {
+        writeln!(
+            out,
+            "Hardware ({}):\n{:<16} {:>8} {:>8} {:>7} {:>7} {:>7} {:>5}  {}",
+            presets.hardware_presets().len(),
+            "name",
+            "mem GiB",
+            "GB/s",
+            "BF16 TF",
+            "FP8 TF",
+            "FP4 TF",
+            "GPUs",
+            "description"
+        )?;
+        for h in presets.hardware_presets() {
+            let tf = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
+            writeln!(
+                out,
+                "{:<16} {:>8.1} {:>8.0} {:>7.0} {:>7} {:>7} {:>5}  {}",
+                h.name,
+                h.memory_gib,
+                h.bandwidth_gbs,
+                h.peak_tflops.bf16,
+                tf(h.peak_tflops.fp8),
+                tf(h.peak_tflops.fp4),
+                h.gpus_per_node,
+                h.description
+            )?;
+        }
+    }
+    if args.models || both {
+        if both {
+            writeln!(out)?;
+        }
+        writeln!(
+            out,
+            "Models ({}):\n{:<44} {:>9} {:>7} {:>7} {:>6} {:>8} {:>10} {:>9}",
+            presets.model_presets().len(),
+            "id",
+            "params B",
+            "active",
+            "layers",
+            "hidden",
+            "weights",
+            "KV KiB/tok",
+            "context"
+        )?;
+        for m in presets.model_presets() {
+            let kv = m.kv_bytes_per_token_layer(KvDtype::Auto, 1);
+            let (sliding, window) = m.sliding_layers();
+            let kv_text = if sliding > 0 {
+                format!(
+                    "{:.0} ({:.0}>{window})",
+                    kv * f64::from(m.layers) / 1024.0,
+                    kv * f64::from(m.full_attention_layers()) / 1024.0
+                )
+            } else {
+                format!("{:.0}", kv * f64::from(m.layers) / 1024.0)
+            };
+            writeln!(
+                out,
+                "{:<44} {:>9.2} {:>7.2} {:>7} {:>6} {:>8} {:>10} {:>9}",
+                m.id,
+                m.total_params() / 1e9,
+                m.active_params() / 1e9,
+                m.layers,
+                m.hidden,
+                m.precision.name(),
+                kv_text,
+                m.max_context
+            )?;
+        }
+        writeln!(out, "KV KiB/tok: BF16 cache, all layers (with sliding windows: the growth beyond the window).")?;
+    }
+    let dir = presets.user_dir().map(Path::to_path_buf).or_else(servebench_sim::presets::default_user_dir);
+    match dir {
+        Some(d) => writeln!(
+            out,
+            "\nUser presets are read from {} (hardware/*.toml, models/*.toml; set SERVEBENCH_PRESETS to move it){}.",
+            d.display(),
+            if d.is_dir() { "" } else { "; it does not exist yet" }
+        )?,
+        None => writeln!(out, "\nUser presets: set SERVEBENCH_PRESETS to a folder with hardware/*.toml and models/*.toml.")?,
+    }
+    writeln!(out, "A model can also be given as the path of a Hugging Face config.json.")?;
+    Ok(ExitCode::SUCCESS)
+}

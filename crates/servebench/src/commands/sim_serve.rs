@@ -1,0 +1,65 @@
+//! `servebench sim serve`: a simulated engine behind an OpenAI-compatible HTTP API.
+//!
+//! Resolves the deployment (unknown presets and deployments that do not fit fail here with the
+//! simulator's own messages), prints what was resolved and where it listens, then serves until
+//! Ctrl-C or SIGTERM and shuts down gracefully.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use servebench_sim::SimSetup;
+use servebench_sim::server::{ServerOptions, start};
+use servebench_workload::Tokenizer;
+
+use crate::cli::sim_serve::SimServeArgs;
+use crate::commands::bench::interrupted;
+use crate::output;
+
+/// Open files wanted: one per connection, for thousands of concurrent clients.
+const WANTED_FILES: u64 = 65_536;
+
+pub async fn run(args: SimServeArgs) -> anyhow::Result<ExitCode> {
+    let d = &args.deployment;
+    let model = d.model_spec()?;
+    let setup = SimSetup::resolve(&model, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
+    let tokenizer = args
+        .tokenizer
+        .as_deref()
+        .map(|spec| Tokenizer::load(spec).map(Arc::new))
+        .transpose()
+        .context("could not load the tokenizer given by --tokenizer")?;
+    if let Err(e) = servebench_client::raise_nofile_limit(WANTED_FILES) {
+        output::line(format!("WARNING: could not raise the open-file limit ({e}); many concurrent clients may fail."))?;
+    }
+    for line in deployment_summary(&setup) {
+        output::line(line)?;
+    }
+    let options = ServerOptions {
+        host: args.host.clone(),
+        port: args.port,
+        served_model_name: args.served_model_name.clone(),
+        tokenizer,
+        seed: args.seed,
+    };
+    let server = start(setup, options).await?;
+    output::line(server.startup_line())?;
+    output::line("Press Ctrl-C to stop.")?;
+    interrupted().await;
+    output::line("Shutting down...")?;
+    server.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the deployment resolved to: the memory plan's notes, the KV capacity and the context.
+fn deployment_summary(setup: &SimSetup) -> Vec<String> {
+    let m = &setup.memory;
+    let mut out = setup.notes.clone();
+    out.push(format!(
+        "KV cache: {} tokens per sequence at most, in blocks of {} ({:.2} GiB per GPU, {} bytes per token)",
+        m.kv_tokens, m.layout.block_size, m.kv_gib, m.kv_bytes_per_token
+    ));
+    out.push(format!("max_model_len: {}", setup.max_model_len));
+    out
+}

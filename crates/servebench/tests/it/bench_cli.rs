@@ -1,0 +1,195 @@
+//! `servebench bench serve` end to end: the real binary against the scripted test server.
+
+use std::process::Output;
+use std::time::Duration;
+
+use servebench_client::testserver::{Script, TestServer, TestServerConfig};
+
+/// Runs the servebench binary with `args` (off the async runtime, which serves the test server).
+async fn servebench(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+            .args(&args)
+            .env_remove("SERVEBENCH_DB")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("the servebench binary runs")
+    })
+    .await
+    .expect("the runner thread finishes")
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_string()).collect()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn quick(tokens: u32) -> Script {
+    Script { ttft: Duration::from_millis(5), itl: Duration::from_millis(2), tokens, ..Script::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_serve_prints_vllms_block_and_saves_a_json_that_agrees_with_it() {
+    let server = TestServer::start(TestServerConfig::new(13, |_| quick(10))).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = servebench(args(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "test-model",
+        "--num-prompts",
+        "12",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "10",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--no-store",
+        "--disable-tqdm",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.contains("============ Serving Benchmark Result ============\n"), "{stdout}");
+    assert!(stdout.contains("Successful requests:                     12        \n"), "{stdout}");
+    assert!(stdout.contains("Failed requests:                         0         \n"), "{stdout}");
+    assert!(stdout.contains("Maximum request concurrency:             4         \n"), "{stdout}");
+    assert!(stdout.contains("Total generated tokens:                  120       \n"), "{stdout}");
+    assert!(stdout.contains("Traffic request rate: inf\n"), "{stdout}");
+    assert!(stdout.contains("Starting main benchmark run...\n"), "{stdout}");
+    assert!(stdout.contains("the server's usage is authoritative"), "{stdout}");
+
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap())
+        .expect("the result file is JSON");
+    assert_eq!(json["completed"], 12);
+    assert_eq!(json["max_concurrency"], 4);
+    assert_eq!(json["total_output_tokens"], 120);
+    assert_eq!(json["backend"], "openai");
+    assert_eq!(json["request_rate"], "inf");
+    // The block's mean TTFT line is the JSON's value printed with two decimals.
+    let mean_ttft = json["mean_ttft_ms"].as_f64().unwrap();
+    assert!(stdout.contains(&format!("{:<40} {:<10.2}\n", "Mean TTFT (ms):", mean_ttft)), "{stdout}");
+    assert_eq!(json["servebench"]["requests"].as_array().map(Vec::len), Some(12));
+    // The server truly saw at most 4 requests at once (the ready check is off by default).
+    assert!(server.max_in_flight() <= 4, "server saw {} in flight", server.max_in_flight());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_requests_are_listed_counted_and_the_report_still_printed() {
+    let server = TestServer::start(TestServerConfig::new(6, |info| {
+        if info.seq % 2 == 0 { Script { status: 503, ..quick(4) } } else { quick(4) }
+    }))
+    .await
+    .unwrap();
+    let out = servebench(args(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "test-model",
+        "--num-prompts",
+        "6",
+        "--max-concurrency",
+        "1",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--no-store",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("Failed requests during benchmark run detected (capping to 10):\n"), "{stdout}");
+    assert!(stdout.contains("Successful requests:                     3         \n"), "{stdout}");
+    assert!(stdout.contains("Failed requests:                         3         \n"), "{stdout}");
+    assert!(stdout.contains("Error 0: "), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_model_the_first_served_model_is_used() {
+    let server = TestServer::start(TestServerConfig::new(2, |_| quick(3))).await.unwrap();
+    let out = servebench(args(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &server.base_url(),
+        "--num-prompts",
+        "2",
+        "--random-input-len",
+        "4",
+        "--random-output-len",
+        "3",
+        "--no-store",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("Model not specified, fetching first model from server...\n"), "{stdout}");
+    assert!(stdout.contains("First model name: test-model, first model id: "), "{stdout}");
+    assert!(stdout.contains("Successful requests:                     2 "), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_writes_the_plan_and_sends_nothing_and_replay_sends_it() {
+    let server = TestServer::start(TestServerConfig::new(5, |_| quick(3))).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.jsonl");
+    let common = [
+        "bench",
+        "serve",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "test-model",
+        "--num-prompts",
+        "5",
+        "--random-input-len",
+        "6",
+        "--random-output-len",
+        "3",
+        "--request-rate",
+        "50",
+        "--no-store",
+    ];
+    let mut dry = args(&common);
+    dry.extend(args(&["--dry-run", plan.to_str().unwrap()]));
+    let out = servebench(dry).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Wrote 5 planned requests"), "{}", text(&out.stdout));
+    assert!(server.truth().iter().all(|t| t.path != "/v1/completions"), "a dry run must not send any request");
+    let lines = std::fs::read_to_string(&plan).unwrap().lines().count();
+    assert!(lines >= 5, "the plan file has {lines} lines");
+
+    let mut replay = args(&common);
+    replay.extend(args(&["--replay-plan", plan.to_str().unwrap()]));
+    let out = servebench(replay).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("Successful requests:                     5 "), "{stdout}");
+    // The server stops by itself after its fifth answer; its record is then complete.
+    let truth = server.stopped().await;
+    assert_eq!(truth.iter().filter(|t| t.path == "/v1/completions").count(), 5);
+}
+
+#[tokio::test]
+async fn unsupported_vllm_flags_are_refused_by_name() {
+    let out = servebench(args(&["bench", "serve", "--insecure", "--num-prompts", "1"])).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--insecure"), "{}", text(&out.stderr));
+    let out = servebench(args(&["bench", "serve", "--dataset-name", "hf", "--model", "m", "--port", "9"])).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("\"hf\" is not supported"), "{}", text(&out.stderr));
+}

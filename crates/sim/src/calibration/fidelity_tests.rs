@@ -1,0 +1,141 @@
+//! The issue's acceptance check on the reference reports in `testdata/reference`: calibrate,
+//! predict the held-out points, compare with the numbers recorded in `testdata/fidelity.json`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::fidelity::*;
+use super::{SearchOptions, residual_table};
+
+const CASES: [(&str, &str); 4] = [
+    ("000", "000_small_models_dgx_spark.txt"),
+    ("001", "001_prompt_sweep.txt"),
+    ("003", "003_sharegpt_3000.txt"),
+    ("004", "004_prefill_decode.txt"),
+];
+
+fn testdata() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata")
+}
+
+fn case(id: &str) -> Case {
+    let file = CASES.iter().find(|(c, _)| *c == id).map(|(_, f)| *f).unwrap();
+    let text = std::fs::read_to_string(testdata().join("reference").join(file)).unwrap();
+    reference_case(id, &text).unwrap()
+}
+
+/// The full procedure from the presets' priors; prints every residual and the table.
+/// `SERVEBENCH_WRITE_FIDELITY=1` rewrites `testdata/fidelity.json` with the result.
+#[test]
+#[ignore = "minutes in a debug build; run with --release"]
+fn fidelity_full_refit() {
+    let only = std::env::var("FIDELITY_CASES").unwrap_or_default();
+    let mut outcomes = Vec::new();
+    for (id, _) in CASES {
+        if !only.is_empty() && !only.split(',').any(|c| c == id) {
+            continue;
+        }
+        let c = case(id);
+        let t = Instant::now();
+        let search = SearchOptions { max_evals: 400, initial_step: 0.5, tolerance: 1e-6 };
+        let o = evaluate(&c, search, None);
+        println!("== {id}: {} ({:.1} s)", o.procedure, t.elapsed().as_secs_f64());
+        for f in &o.folds {
+            let values: Vec<String> = f.fit.values.iter().map(|(p, v)| format!("{}={v:.4}", p.name())).collect();
+            println!(
+                "fold {}: loss {:.4} -> {:.4} in {} runs; {}",
+                f.name,
+                f.fit.loss_start,
+                f.fit.loss,
+                f.fit.evaluations,
+                values.join(" ")
+            );
+            print!("{}", residual_table(if o.held_out_counts { &f.held_out } else { &f.in_sample }));
+        }
+        outcomes.push(o);
+    }
+    let record = FidelityRecord::of(&outcomes, NOTE);
+    println!("{}", record.table());
+    if std::env::var_os("SERVEBENCH_WRITE_FIDELITY").is_some() && only.is_empty() {
+        let text = serde_json::to_string_pretty(&record).unwrap() + "\n";
+        std::fs::write(testdata().join("fidelity.json"), text).unwrap();
+        println!("wrote testdata/fidelity.json");
+    } else if only.is_empty() {
+        check_against_record(&record, &recorded());
+    }
+}
+
+const NOTE: &str = "Written by `SERVEBENCH_WRITE_FIDELITY=1 cargo test --release -p servebench-sim -- --ignored \
+    fidelity_full_refit`. APE = |simulated / measured - 1| of mean TTFT, mean TPOT and output throughput per \
+    point; MdAPE and P90 over the held-out points of each case (in sample for 003). Cases and deployments: \
+    servebench_sim::calibration::fidelity.";
+
+/// Worse than recorded by more than this (absolute, as a fraction) fails.
+const MARGIN_MDAPE: f64 = 0.01;
+const MARGIN_P90: f64 = 0.03;
+
+fn recorded() -> FidelityRecord {
+    let text = std::fs::read_to_string(testdata().join("fidelity.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn check_stats(what: &str, now: &StatsTable, then: &StatsTable) {
+    for ((label, n), (_, t)) in now.rows().into_iter().zip(then.rows()) {
+        assert_eq!(n.n, t.n, "{what} {label}: {} residuals now, {} recorded", n.n, t.n);
+        assert!(
+            n.mdape <= t.mdape + MARGIN_MDAPE && n.p90 <= t.p90 + MARGIN_P90,
+            "{what} {label} regressed: MdAPE {:.1} % (recorded {:.1} %), P90 {:.1} % (recorded {:.1} %)",
+            n.mdape * 100.0,
+            t.mdape * 100.0,
+            n.p90 * 100.0,
+            t.p90 * 100.0
+        );
+    }
+}
+
+/// The issue's bounds on held-out points: MdAPE <= 10 %, P90 <= 30 %.
+fn check_bounds(what: &str, s: &ErrorStats) {
+    assert!(s.mdape <= 0.10 && s.p90 <= 0.30, "{what}: MdAPE {:.3}, P90 {:.3} exceed 0.10 / 0.30", s.mdape, s.p90);
+}
+
+/// Every case and the overall numbers no worse than recorded, and every held-out case and the
+/// overall within the issue's bounds.
+fn check_against_record(now: &FidelityRecord, then: &FidelityRecord) {
+    for (id, case) in &now.cases {
+        let rec = then.cases.get(id).unwrap_or_else(|| panic!("case {id} is not in fidelity.json"));
+        check_stats(id, &case.stats, &rec.stats);
+        if case.held_out {
+            check_bounds(id, &case.stats.all);
+        }
+        for (f, r) in case.folds.iter().zip(&rec.folds) {
+            assert!(
+                f.fit_loss <= r.fit_loss * 1.02 + 1e-4,
+                "{id} fold {}: the fit ends at loss {:.4}, recorded {:.4}",
+                f.name,
+                f.fit_loss,
+                r.fit_loss
+            );
+        }
+    }
+    check_stats("overall", &now.overall, &then.overall);
+    check_bounds("overall", &now.overall.all);
+}
+
+/// The fast check: each fold refitted from its recorded constants with a one-simplex budget
+/// (it can only keep or improve them), its held-out points predicted, the statistics compared.
+#[test]
+fn fidelity_has_not_regressed() {
+    let then = recorded();
+    let mut outcomes = Vec::new();
+    for (id, _) in CASES {
+        let c = case(id);
+        let starts = then.cases[id].starts(&c.params).unwrap_or_else(|| panic!("{id}: recorded constants missing"));
+        let search = SearchOptions { max_evals: c.params.len() + 1, initial_step: 0.05, tolerance: 1e-6 };
+        outcomes.push(evaluate(&c, search, Some(&starts)));
+    }
+    let now = FidelityRecord::of(&outcomes, NOTE);
+    println!("{}", now.table());
+    check_against_record(&now, &then);
+}
+
+

@@ -1,0 +1,365 @@
+//! Measured points: what one benchmark run sent and the three numbers the fit matches (mean
+//! TTFT, mean TPOT, output throughput), read from vLLM console reports or result JSON files.
+//!
+//! A console report keeps totals only, so its workload is rebuilt from them: `successful +
+//! failed` requests, the total input and output tokens spread evenly over them, the
+//! `Maximum request concurrency` line if present, and the `Request rate configured` line
+//! (else everything sent at once). A result JSON gives per-request lengths when it has them
+//! (`input_lens`/`output_lens`, or servebench's per-request records), else its totals.
+
+use std::path::Path;
+
+use serde_json::Value;
+use servebench_core::config::Metric;
+use servebench_core::metrics::Summary;
+use servebench_core::vllm::{ReportOrigin, parse_reports, summary_from_vllm_json};
+
+use super::CalibrationError;
+
+/// Token lengths of a point's requests.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lengths {
+    /// `total` spread as evenly as possible (the first `total % n` requests get one more).
+    Even { total: u64 },
+    /// One length per request, in order.
+    Each(Vec<u32>),
+    /// A distribution: a piecewise-linear inverse CDF through `(p, length)` points, scaled so
+    /// the lengths add up to `total`, assigned to requests in a fixed shuffled order.
+    Shape { total: u64, quantiles: Vec<(f64, f64)> },
+}
+
+impl Lengths {
+    /// The `n` lengths, each at least 1.
+    pub fn expand(&self, n: usize) -> Vec<u32> {
+        if n == 0 {
+            return Vec::new();
+        }
+        match self {
+            Lengths::Even { total } => {
+                let base = total / n as u64;
+                let extra = (total % n as u64) as usize;
+                (0..n).map(|i| u32::try_from(base + u64::from(i < extra)).unwrap_or(u32::MAX).max(1)).collect()
+            }
+            Lengths::Each(v) => (0..n).map(|i| v.get(i % v.len().max(1)).copied().unwrap_or(1).max(1)).collect(),
+            Lengths::Shape { total, quantiles } => {
+                let raw: Vec<f64> = (0..n).map(|i| inverse_cdf(quantiles, (i as f64 + 0.5) / n as f64)).collect();
+                let sum: f64 = raw.iter().sum();
+                let scale = if sum > 0.0 { *total as f64 / sum } else { 1.0 };
+                let mut out: Vec<u32> = raw.iter().map(|x| (x * scale).round().max(1.0) as u32).collect();
+                // A fixed shuffle (multiplicative stride) so long and short requests interleave.
+                let stride = (0..)
+                    .map(|k| n / 2 + 1 + k)
+                    .find(|s| gcd(*s, n) == 1)
+                    .unwrap_or(1);
+                let sorted = out.clone();
+                for (i, slot) in out.iter_mut().enumerate() {
+                    *slot = sorted[(i * stride) % n];
+                }
+                out
+            }
+        }
+    }
+
+    /// The mean length over `n` requests.
+    pub fn mean(&self, n: usize) -> f64 {
+        let v = self.expand(n);
+        v.iter().map(|&x| f64::from(x)).sum::<f64>() / n.max(1) as f64
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn inverse_cdf(q: &[(f64, f64)], p: f64) -> f64 {
+    match q.iter().position(|&(x, _)| x >= p) {
+        None => q.last().map_or(1.0, |l| l.1),
+        Some(0) => q[0].1,
+        Some(k) => {
+            let (p0, l0) = q[k - 1];
+            let (p1, l1) = q[k];
+            if p1 <= p0 { l1 } else { l0 + (l1 - l0) * (p - p0) / (p1 - p0) }
+        }
+    }
+}
+
+/// What one measured run sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointWorkload {
+    pub num_prompts: usize,
+    pub input: Lengths,
+    pub output: Lengths,
+    pub max_concurrency: Option<usize>,
+    /// Requests per second; infinite sends everything at once.
+    pub request_rate: f64,
+    pub burstiness: f64,
+    pub seed: u64,
+    /// Whether the bench sent its warm-up copy of request 0 first (vLLM always does).
+    pub warmup: bool,
+}
+
+/// The metrics a fit matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FitMetric {
+    MeanTtft,
+    MeanTpot,
+    OutputThroughput,
+}
+
+impl FitMetric {
+    pub const ALL: [FitMetric; 3] = [FitMetric::MeanTtft, FitMetric::MeanTpot, FitMetric::OutputThroughput];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FitMetric::MeanTtft => "mean TTFT (ms)",
+            FitMetric::MeanTpot => "mean TPOT (ms)",
+            FitMetric::OutputThroughput => "output tok/s",
+        }
+    }
+
+    /// A short key for tables and files.
+    pub fn key(self) -> &'static str {
+        match self {
+            FitMetric::MeanTtft => "ttft",
+            FitMetric::MeanTpot => "tpot",
+            FitMetric::OutputThroughput => "throughput",
+        }
+    }
+
+    /// The metric in a summary (`None` when absent or zero, as TPOT is for one-token outputs).
+    pub fn of(self, s: &Summary) -> Option<f64> {
+        let v = match self {
+            FitMetric::MeanTtft => s.metric(Metric::Ttft).map(|m| m.mean_ms),
+            FitMetric::MeanTpot => s.metric(Metric::Tpot).map(|m| m.mean_ms),
+            FitMetric::OutputThroughput => s.output_throughput,
+        };
+        v.filter(|x| x.is_finite() && *x > 0.0)
+    }
+}
+
+/// One measured run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeasuredPoint {
+    /// Where it came from: the file and the block or line.
+    pub label: String,
+    /// The text before the block in a report (`Results MODEL`, sweep notes).
+    pub headings: Vec<String>,
+    pub workload: PointWorkload,
+    /// The measured value of each metric it has.
+    pub measured: Vec<(FitMetric, f64)>,
+}
+
+impl MeasuredPoint {
+    /// A point from a summary, the workload rebuilt from its totals.
+    pub fn from_summary(label: String, headings: Vec<String>, s: &Summary) -> Result<Self, String> {
+        let n = s.completed + s.failed.unwrap_or(0);
+        if n == 0 {
+            return Err("the run has no request".into());
+        }
+        let Some(output) = s.total_output_tokens.filter(|t| *t > 0) else {
+            return Err("the run has no total of generated tokens".into());
+        };
+        let measured: Vec<(FitMetric, f64)> = FitMetric::ALL.iter().filter_map(|m| m.of(s).map(|v| (*m, v))).collect();
+        if measured.is_empty() {
+            return Err("the run has none of mean TTFT, mean TPOT and output throughput".into());
+        }
+        Ok(MeasuredPoint {
+            label,
+            headings,
+            workload: PointWorkload {
+                num_prompts: usize::try_from(n).unwrap_or(usize::MAX),
+                input: Lengths::Even { total: s.total_input_tokens.max(n) },
+                output: Lengths::Even { total: output.max(n) },
+                max_concurrency: s.max_concurrency.and_then(|c| usize::try_from(c).ok()).filter(|c| *c > 0),
+                request_rate: s.request_rate.filter(|r| *r > 0.0).unwrap_or(f64::INFINITY),
+                burstiness: 1.0,
+                seed: 0,
+                warmup: true,
+            },
+            measured,
+        })
+    }
+
+    /// The measured value of `m`.
+    pub fn value(&self, m: FitMetric) -> Option<f64> {
+        self.measured.iter().find(|(k, _)| *k == m).map(|(_, v)| *v)
+    }
+}
+
+/// Every result block of a vLLM console report (one or several per file).
+pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
+    let mut out = Vec::new();
+    for (k, entry) in parse_reports(text, ReportOrigin::Vllm).into_iter().enumerate() {
+        let block = entry.map_err(|e| CalibrationError::Input { path: origin.to_string(), message: e.to_string() })?;
+        let label = format!("{origin} #{} (line {})", k + 1, block.line);
+        let point = MeasuredPoint::from_summary(label, block.headings, &block.summary).map_err(|message| {
+            CalibrationError::Input { path: origin.to_string(), message: format!("block at line {}: {message}", block.line) }
+        })?;
+        out.push(point);
+    }
+    if out.is_empty() {
+        return Err(CalibrationError::Input {
+            path: origin.to_string(),
+            message: "no `Serving Benchmark Result` block and not a result JSON; pass vLLM console reports or \
+                      result files"
+                .into(),
+        });
+    }
+    Ok(out)
+}
+
+/// A point from a result JSON document (vLLM's or servebench's `--save-result`).
+pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, String> {
+    let summary = summary_from_vllm_json(value).map_err(|e| e.to_string())?;
+    let mut p = MeasuredPoint::from_summary(label, Vec::new(), &summary)?;
+    let config = value.pointer("/servebench/config");
+    if let Some(n) = value.get("num_prompts").and_then(Value::as_u64) {
+        p.workload.num_prompts = usize::try_from(n).unwrap_or(usize::MAX).max(1);
+    }
+    let lens = |key: &str| -> Option<Vec<u32>> {
+        let a = value.get(key)?.as_array()?;
+        a.iter().map(|x| x.as_u64().and_then(|v| u32::try_from(v).ok())).collect()
+    };
+    let from_records = |key: &str| -> Option<Vec<u32>> {
+        let a = value.pointer("/servebench/requests")?.as_array()?;
+        a.iter().map(|r| r.get(key).and_then(Value::as_u64).and_then(|v| u32::try_from(v).ok())).collect()
+    };
+    let pair = match (lens("input_lens"), lens("output_lens")) {
+        (Some(i), Some(o)) => Some((i, o)),
+        _ => from_records("prompt_tokens").zip(from_records("output_tokens")),
+    };
+    if let Some((i, o)) = pair
+        && i.len() == o.len()
+        && !i.is_empty()
+    {
+        p.workload.num_prompts = i.len();
+        p.workload.input = Lengths::Each(i);
+        p.workload.output = Lengths::Each(o);
+    }
+    if let Some(b) = value.get("burstiness").and_then(Value::as_f64).filter(|b| *b > 0.0) {
+        p.workload.burstiness = b;
+    }
+    if let Some(c) = config {
+        if let Some(seed) = c.pointer("/traffic/seed").and_then(Value::as_u64) {
+            p.workload.seed = seed;
+        }
+        let ready = c.pointer("/traffic/ready_check_timeout_s").and_then(Value::as_f64).unwrap_or(0.0);
+        let warmups = c.pointer("/traffic/num_warmups").and_then(Value::as_u64).unwrap_or(0);
+        p.workload.warmup = ready > 0.0 || warmups > 0;
+    }
+    Ok(p)
+}
+
+/// Reads a measurement file: a result JSON (one document, or one per line when appended) or
+/// a console report with one or more result blocks.
+pub fn read_points(path: &Path) -> Result<Vec<MeasuredPoint>, CalibrationError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CalibrationError::Input { path: origin.clone(), message: e.to_string() })?;
+    let name = path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned());
+    let trimmed = text.trim_start();
+    if !(trimmed.starts_with('{')) {
+        return points_from_report(&text, &name);
+    }
+    let docs: Vec<Value> = match serde_json::from_str::<Value>(&text) {
+        Ok(v) => vec![v],
+        Err(whole) => text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()
+            .map_err(|_| CalibrationError::Input { path: origin.clone(), message: format!("not valid JSON: {whole}") })?,
+    };
+    docs.iter()
+        .enumerate()
+        .map(|(k, v)| {
+            let label = if docs.len() == 1 { name.clone() } else { format!("{name} line {}", k + 1) };
+            point_from_json(v, label).map_err(|message| CalibrationError::Input { path: origin.clone(), message })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_expand_to_their_totals() {
+        assert_eq!(Lengths::Even { total: 10 }.expand(4), vec![3, 3, 2, 2]);
+        assert_eq!(Lengths::Even { total: 2 }.expand(4), vec![1, 1, 1, 1]);
+        assert_eq!(Lengths::Each(vec![5, 7]).expand(3), vec![5, 7, 5]);
+        let shape = Lengths::Shape { total: 30_000, quantiles: vec![(0.0, 1.0), (0.5, 10.0), (1.0, 100.0)] };
+        let v = shape.expand(100);
+        let sum: u64 = v.iter().map(|&x| u64::from(x)).sum();
+        assert!((sum as i64 - 30_000).abs() < 100, "{sum}");
+        assert!(v.windows(2).any(|w| w[0] > w[1]) && v.windows(2).any(|w| w[0] < w[1]), "shuffled");
+        let mut sorted = v.clone();
+        sorted.sort_unstable();
+        assert!(sorted[50] < sorted[99] / 4, "skewed: {sorted:?}");
+    }
+
+    const REPORT: &str = "Results some/model
+
+============ Serving Benchmark Result ============
+Successful requests:                     20
+Failed requests:                         0
+Maximum request concurrency:             4
+Benchmark duration (s):                  64.40
+Total input tokens:                      2560
+Total generated tokens:                  2570
+Request throughput (req/s):              0.31
+Output token throughput (tok/s):         39.75
+Total token throughput (tok/s):          79.50
+---------------Time to First Token----------------
+Mean TTFT (ms):                          1616.70
+Median TTFT (ms):                        1724.28
+P99 TTFT (ms):                           2761.99
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          88.65
+Median TPOT (ms):                        86.42
+P99 TPOT (ms):                           102.80
+---------------Inter-token Latency----------------
+Mean ITL (ms):                           88.65
+Median ITL (ms):                         87.08
+P99 ITL (ms):                            101.28
+==================================================
+";
+
+    #[test]
+    fn a_console_block_becomes_a_point_with_its_totals() {
+        let points = points_from_report(REPORT, "r.txt").unwrap();
+        assert_eq!(points.len(), 1);
+        let p = &points[0];
+        assert_eq!(p.headings, vec!["Results some/model".to_string()]);
+        assert_eq!(p.workload.num_prompts, 20);
+        assert_eq!(p.workload.max_concurrency, Some(4));
+        assert!(p.workload.request_rate.is_infinite());
+        assert_eq!(p.workload.input.expand(20), vec![128; 20]);
+        assert_eq!(p.workload.output.expand(20).iter().sum::<u32>(), 2570);
+        assert_eq!(p.value(FitMetric::MeanTtft), Some(1616.70));
+        assert_eq!(p.value(FitMetric::MeanTpot), Some(88.65));
+        assert_eq!(p.value(FitMetric::OutputThroughput), Some(39.75));
+        let err = points_from_report("nothing here", "x.txt").unwrap_err().to_string();
+        assert!(err.contains("x.txt") && err.contains("Serving Benchmark Result"), "{err}");
+    }
+
+    #[test]
+    fn a_result_json_gives_its_lengths_and_config() {
+        let v = serde_json::json!({
+            "num_prompts": 3, "request_rate": 2.0, "burstiness": 0.5, "max_concurrency": null,
+            "completed": 3, "failed": 0, "duration": 4.0, "total_input_tokens": 60,
+            "total_output_tokens": 30, "request_throughput": 0.75, "output_throughput": 7.5,
+            "mean_ttft_ms": 100.0, "median_ttft_ms": 100.0, "mean_tpot_ms": 20.0, "median_tpot_ms": 20.0,
+            "input_lens": [10, 20, 30], "output_lens": [5, 10, 15],
+            "servebench": {"config": {"traffic": {"seed": 7, "ready_check_timeout_s": 0.0, "num_warmups": 0}}}
+        });
+        let p = point_from_json(&v, "r.json".into()).unwrap();
+        assert_eq!(p.workload.input, Lengths::Each(vec![10, 20, 30]));
+        assert_eq!(p.workload.output, Lengths::Each(vec![5, 10, 15]));
+        assert_eq!((p.workload.request_rate, p.workload.burstiness, p.workload.seed), (2.0, 0.5, 7));
+        assert!(!p.workload.warmup);
+        assert_eq!(p.value(FitMetric::MeanTpot), Some(20.0));
+        let err = point_from_json(&serde_json::json!({"completed": 1}), "bad.json".into()).unwrap_err();
+        assert!(err.contains("duration"), "{err}");
+    }
+}

@@ -1,0 +1,125 @@
+//! A measured point's workload as a plan, prepared once and predicted as often as a fit asks.
+//!
+//! Prompts are unique token ids of the point's lengths (request 0's copy in the bench's warm-up
+//! is the only repeat), outputs run to their length, and arrivals follow vLLM's schedule for
+//! the point's rate, burstiness and seed.
+
+use bytes::Bytes;
+use servebench_core::config::{Api, RunConfig, Traffic};
+use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
+use servebench_core::record::RunResult;
+use servebench_core::rng::RandomState;
+
+use super::points::{FitMetric, PointWorkload};
+use crate::predict::{Prepared, Prompts, predict_prepared};
+use crate::rng::mix64;
+use crate::setup::SimSetup;
+
+pub(crate) struct PreparedPoint {
+    plan: Plan,
+    config: RunConfig,
+    prompts: Prompts,
+}
+
+impl PreparedPoint {
+    /// Builds the plan of `w`; `salt` keeps prompts of different points apart.
+    pub fn new(w: &PointWorkload, salt: u64) -> Result<Self, String> {
+        let n = w.num_prompts;
+        if n == 0 {
+            return Err("the point has no request".into());
+        }
+        let inputs = w.input.expand(n);
+        let outputs = w.output.expand(n);
+        let mut config = RunConfig::for_target("sim://calibration", "calibration");
+        config.traffic = Traffic {
+            num_prompts: n,
+            request_rate: w.request_rate,
+            burstiness: w.burstiness,
+            max_concurrency: w.max_concurrency,
+            seed: w.seed,
+            ready_check_timeout_s: if w.warmup { 600.0 } else { 0.0 },
+            ..Traffic::default()
+        };
+        config.ignore_eos = true;
+        let times = if w.request_rate.is_finite() {
+            let seed = u32::try_from(w.seed).unwrap_or(0);
+            servebench_workload::arrival::delays(&config.traffic, n, &mut RandomState::new(seed))
+                .map_err(|e| e.to_string())?
+        } else {
+            vec![0.0; n]
+        };
+        let requests = (0..n)
+            .map(|i| PlannedRequest {
+                index: i as u32,
+                at_ns: servebench_workload::arrival::to_ns(times[i]),
+                body: Bytes::new(),
+                max_tokens: outputs[i],
+                prompt_tokens: inputs[i],
+            })
+            .collect();
+        let prompts = Prompts {
+            requests: (0..n)
+                .map(|i| {
+                    let seed = mix64(salt.wrapping_mul(0x9E37_79B9) ^ (i as u64).rotate_left(24));
+                    let ids = (0..inputs[i]).map(|j| (mix64(seed ^ u64::from(j)) >> 33) as u32).collect();
+                    Prepared { ids: Some(ids), ignore_eos: true, error: None }
+                })
+                .collect(),
+            conversations: Vec::new(),
+            turns_ignore_eos: true,
+        };
+        let plan = Plan {
+            api: Api::Completions,
+            requests,
+            conversations: Vec::new(),
+            token_counting: TokenCounting::Estimate,
+            notes: Vec::new(),
+        };
+        Ok(PreparedPoint { plan, config, prompts })
+    }
+
+    /// Predicts the point on `setup`: the fit's metrics as the bench computes them.
+    pub fn simulate(&self, setup: &SimSetup) -> FitMetrics {
+        FitMetrics::of(&predict_prepared(&self.plan, &self.config, setup, self.prompts.clone()))
+    }
+}
+
+/// Mean TTFT and TPOT (ms) and output throughput (tok/s) of a run, by vLLM's definitions
+/// (successful requests only; TPOT over requests of more than one token), without the
+/// percentiles a full summary sorts for.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct FitMetrics {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub throughput: Option<f64>,
+}
+
+impl FitMetrics {
+    pub fn of(run: &RunResult) -> FitMetrics {
+        let (mut n, mut ttft, mut tpot_n, mut tpot, mut out) = (0usize, 0.0, 0usize, 0.0, 0u64);
+        for r in run.records.iter().filter(|r| r.succeeded()) {
+            let tokens = r.output_tokens();
+            n += 1;
+            ttft += r.ttft_s();
+            out += u64::from(tokens);
+            if tokens > 1 {
+                tpot_n += 1;
+                tpot += (r.latency_s() - r.ttft_s()) / f64::from(tokens - 1);
+            }
+        }
+        let positive = |x: f64| (x.is_finite() && x > 0.0).then_some(x);
+        FitMetrics {
+            ttft_ms: positive(ttft / n.max(1) as f64 * 1e3),
+            tpot_ms: positive(tpot / tpot_n.max(1) as f64 * 1e3),
+            throughput: positive(out as f64 / run.duration_s),
+        }
+    }
+
+    pub fn get(&self, m: FitMetric) -> Option<f64> {
+        match m {
+            FitMetric::MeanTtft => self.ttft_ms,
+            FitMetric::MeanTpot => self.tpot_ms,
+            FitMetric::OutputThroughput => self.throughput,
+        }
+    }
+}

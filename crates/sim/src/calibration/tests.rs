@@ -1,0 +1,103 @@
+//! Fitting on synthetic measurements: the fit recovers constants it did not start from.
+
+use super::*;
+use crate::presets::Presets;
+
+fn setup(pairs: &[(&str, &str)]) -> SimSetup {
+    let mut all = vec![("jitter".to_string(), "0".to_string())];
+    all.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-0.6B", "l40s", &all, None).unwrap()
+}
+
+fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> MeasuredPoint {
+    MeasuredPoint {
+        label: format!("n={n}"),
+        headings: Vec::new(),
+        workload: PointWorkload {
+            num_prompts: n,
+            input: Lengths::Even { total: input * n as u64 },
+            output: Lengths::Even { total: output * n as u64 },
+            max_concurrency: cap,
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            seed: 0,
+            warmup: true,
+        },
+        measured: Vec::new(),
+    }
+}
+
+/// Points "measured" on a setup with known constants.
+fn measured(truth: &SimSetup) -> Vec<MeasuredPoint> {
+    let mut points = vec![point(1, 2000, 64, None), point(16, 300, 64, Some(8)), point(40, 100, 32, None)];
+    let cal = Calibrator::new(points.iter().map(|p| Target { setup: truth.clone(), point: p.clone() }).collect())
+        .unwrap();
+    for (i, p) in points.iter_mut().enumerate() {
+        let mut with_all = cal.targets()[i].clone();
+        with_all.point.measured = FitMetric::ALL.iter().map(|m| (*m, 1.0)).collect();
+        let one = Calibrator::new(vec![with_all]).unwrap();
+        p.measured = one.simulate(0, &[]).iter().map(|r| (r.metric, r.simulated)).collect();
+        assert_eq!(p.measured.len(), 3, "{:?}", p.measured);
+    }
+    points
+}
+
+#[test]
+fn a_fit_recovers_the_constants_that_made_the_measurements() {
+    let truth = setup(&[("t0-ms", "4"), ("alpha-api-ms", "40"), ("eta-f-prefill", "0.3"), ("eta-bw", "0.7")]);
+    let points = measured(&truth);
+    let start = setup(&[]);
+    let cal = Calibrator::new(points.iter().map(|p| Target { setup: start.clone(), point: p.clone() }).collect())
+        .unwrap();
+    let params = [FitParam::T0, FitParam::AlphaApi, FitParam::EtaFPrefill(ComputePrecision::Bf16), FitParam::EtaBw];
+    let all = [0, 1, 2];
+    let search = SearchOptions { max_evals: 200, initial_step: 0.5, tolerance: 1e-7 };
+    let fit = cal.fit(&all, &params, None, search);
+    assert!(fit.loss_start > 0.1, "{fit:?}");
+    assert!(fit.loss < 0.01, "{fit:?}");
+    assert!(fit.evaluations <= 201);
+    for (p, v) in &fit.values {
+        let want = p.get(&truth.stack);
+        assert!((v / want - 1.0).abs() < 0.1, "{} fitted {v}, truth {want}", p.name());
+    }
+    assert_eq!(fit.profile.t0_ms, fit.values[0].1);
+    let table = residual_table(&cal.residuals(&all, &fit.values));
+    assert_eq!(table.lines().count(), 1 + 9, "{table}");
+    assert!(table.contains("mean TPOT (ms)") && table.contains("n=16"), "{table}");
+}
+
+#[test]
+fn params_parse_by_option_name_and_stay_in_bounds() {
+    for name in ["t0-ms", "alpha_api_ms", "eta-f-prefill.fp8", "eta-f-moe.FP4", "eager-ms", "eta-bw"] {
+        let p = FitParam::parse(name).unwrap();
+        assert_eq!(FitParam::parse(&p.name()).unwrap(), p);
+    }
+    let err = FitParam::parse("eta-f-prefill").unwrap_err().to_string();
+    assert!(err.contains("eta-f-prefill.{bf16,fp8,fp4}") && err.contains("t0-ms"), "{err}");
+    assert!(FitParam::parse("t0").is_err());
+    let mut s = StackProfile::default();
+    s.eager_ms = 0.0;
+    assert_eq!(FitParam::Eager.start(&s), 5.0);
+    FitParam::EtaFPrefill(ComputePrecision::Fp8).set(&mut s, 0.25);
+    assert_eq!(s.eta_f_prefill.fp8, 0.25);
+    for p in [FitParam::AlphaApi, FitParam::EtaBw, FitParam::TSeq, FitParam::AlphaAr] {
+        let (lo, hi) = p.bounds();
+        assert!(lo > 0.0 && hi > lo && (lo..=hi).contains(&p.start(&s)), "{}", p.name());
+    }
+}
+
+#[test]
+fn default_params_fit_what_the_points_can_tell() {
+    let s = setup(&[]);
+    let single = [point(1, 100, 10, None)];
+    let mut one = single.to_vec();
+    one[0].measured = vec![(FitMetric::MeanTtft, 1.0), (FitMetric::MeanTpot, 1.0)];
+    assert_eq!(default_params(&s, &one), vec![FitParam::AlphaApi, FitParam::EtaFPrefill(ComputePrecision::Bf16)]);
+    let mut busy = vec![point(1, 100, 10, None), point(64, 100, 10, None)];
+    for p in &mut busy {
+        p.measured = FitMetric::ALL.iter().map(|m| (*m, 1.0)).collect();
+    }
+    let params = default_params(&s, &busy);
+    assert!(params.contains(&FitParam::TSeq) && params.contains(&FitParam::T0), "{params:?}");
+    assert!(Calibrator::new(Vec::new()).is_err());
+}

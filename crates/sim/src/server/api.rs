@@ -1,0 +1,342 @@
+//! The HTTP endpoints, in vLLM's request and response shapes.
+//!
+//! `POST /v1/completions` and `/v1/chat/completions` (streamed or not), `GET /v1/models`,
+//! `/health`, `/version`, `/metrics`, and `POST /tokenize` / `/detokenize`. Errors use OpenAI's
+//! shape, `{"error": {"message", "type", "param", "code"}}`, with vLLM's messages where vLLM has
+//! one (unknown model, context too long).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use servebench_core::config::Api;
+use servebench_core::protocol::ChunkRenderer;
+use tokio::sync::{mpsc, oneshot};
+
+use super::TOKEN_COUNT_HEADER;
+use super::metrics;
+use super::pacer::{Arrival, ToPacer};
+use super::stream::{Admission, Answer, SseStream, finish_str};
+use super::text::TextModel;
+use crate::engine::Rejection;
+use crate::rng::mix64;
+
+/// The largest request body read (a prompt of a few hundred thousand tokens fits).
+const BODY_LIMIT: usize = 64 << 20;
+
+/// What every handler shares.
+pub(crate) struct Shared {
+    pub model_name: String,
+    /// The model the setup simulates (`root` in `/v1/models`).
+    pub root: String,
+    pub hardware: String,
+    pub max_model_len: u32,
+    /// When the server started, Unix seconds.
+    pub created: u64,
+    pub text: Arc<TextModel>,
+    pub pacer: Sender<ToPacer>,
+    pub next_tag: AtomicU64,
+    pub seed: u64,
+}
+
+impl Shared {
+    /// Hands a request to the pacer.
+    fn admit(&self, prompt: Vec<u32>, max_tokens: u32, ignore_eos: bool, received: Instant) -> Result<Admission, ApiError> {
+        let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
+        let (events, rx) = mpsc::unbounded_channel();
+        let arrival = Arrival { tag, prompt, max_tokens, ignore_eos, received, events };
+        self.pacer.send(ToPacer::Arrive(arrival)).map_err(|_| ApiError::shutting_down())?;
+        Ok(Admission { tag, rx, pacer: self.pacer.clone(), ended: false })
+    }
+
+    fn check_model(&self, model: Option<&str>) -> Result<(), ApiError> {
+        match model {
+            Some(m) if m != self.model_name => Err(ApiError {
+                status: StatusCode::NOT_FOUND,
+                kind: "NotFoundError",
+                param: Some("model"),
+                message: format!("The model `{m}` does not exist."),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn token_count_header(&self) -> HeaderValue {
+        HeaderValue::from_static(self.text.token_count().as_str())
+    }
+}
+
+/// The router of a simulated server.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/version", get(version))
+        .route("/metrics", get(metrics))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .fallback(not_found)
+        .with_state(shared)
+}
+
+/// An error answered in OpenAI's shape.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    param: Option<&'static str>,
+    message: String,
+}
+
+impl ApiError {
+    fn bad(message: impl Into<String>) -> Self {
+        Self { status: StatusCode::BAD_REQUEST, kind: "BadRequestError", param: None, message: message.into() }
+    }
+
+    fn bad_param(param: &'static str, message: impl Into<String>) -> Self {
+        Self { param: Some(param), ..Self::bad(message) }
+    }
+
+    fn shutting_down() -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "ServiceUnavailableError",
+            param: None,
+            message: "the simulated server is shutting down".into(),
+        }
+    }
+
+    fn internal(message: String) -> Self {
+        Self { status: StatusCode::INTERNAL_SERVER_ERROR, kind: "InternalServerError", param: None, message }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {
+            "message": self.message, "type": self.kind, "param": self.param, "code": self.status.as_u16()
+        }});
+        json_response(self.status, &body)
+    }
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut resp = Response::new(Body::from(body.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+async fn read_json(req: Request) -> Result<Value, ApiError> {
+    let bytes = axum::body::to_bytes(req.into_body(), BODY_LIMIT)
+        .await
+        .map_err(|e| ApiError::bad(format!("could not read the request body: {e}")))?;
+    let value: Value =
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::bad(format!("the body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad("the body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+/// The generation parameters the simulator honours; other keys are accepted and ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Params {
+    model: Option<String>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    max_tokens: Option<i64>,
+    max_completion_tokens: Option<i64>,
+    ignore_eos: Option<bool>,
+    n: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+}
+
+async fn completions(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let received = Instant::now();
+    generate(s, Api::Completions, received, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn chat_completions(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let received = Instant::now();
+    generate(s, Api::Chat, received, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `max_tokens` after vLLM's checks: the prompt must leave room, the request must fit.
+fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u32) -> Result<u32, ApiError> {
+    if prompt == 0 {
+        return Err(ApiError::bad(Rejection::EmptyPrompt.to_string()));
+    }
+    if prompt >= max_model_len {
+        return Err(ApiError::bad(format!(
+            "This model's maximum context length is {max_model_len} tokens. However, your request has {prompt} \
+             input tokens. Please reduce the length of the input messages."
+        )));
+    }
+    let room = max_model_len - prompt;
+    let asked = match (requested, api) {
+        (Some(m), _) => m,
+        // vLLM's defaults: 16 for completions, the rest of the context for chat.
+        (None, Api::Completions) => 16,
+        (None, Api::Chat) => i64::from(room),
+    };
+    if asked < 1 {
+        return Err(ApiError::bad_param("max_tokens", format!("max_tokens must be at least 1, got {asked}.")));
+    }
+    if asked > i64::from(room) {
+        return Err(ApiError::bad_param(
+            "max_tokens",
+            format!(
+                "'max_tokens' or 'max_completion_tokens' is too large: {asked}. This model's maximum context length \
+                 is {max_model_len} tokens and your request has {prompt} input tokens ({asked} > {max_model_len} - \
+                 {prompt})."
+            ),
+        ));
+    }
+    Ok(asked as u32)
+}
+
+async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> Result<Response, ApiError> {
+    let body = read_json(req).await?;
+    let p = Params::deserialize(&body).map_err(|e| ApiError::bad(format!("invalid request: {e}")))?;
+    s.check_model(p.model.as_deref())?;
+    if let Some(n) = p.n.filter(|&n| n != 1) {
+        return Err(ApiError::bad_param("n", format!("n={n} is not supported: the simulator answers with one choice")));
+    }
+    let prompt = s.text.prompt_ids(api, &body).map_err(ApiError::bad)?;
+    let prompt_tokens = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
+    let requested = match api {
+        Api::Chat => p.max_completion_tokens.or(p.max_tokens),
+        Api::Completions => p.max_tokens,
+    };
+    let max_tokens = output_budget(api, prompt_tokens, requested, s.max_model_len)?;
+    let admission = s.admit(prompt, max_tokens, p.ignore_eos.unwrap_or(false), received)?;
+    let tag = admission.tag;
+    let answer = Answer { text: Arc::clone(&s.text), salt: mix64(s.seed ^ mix64(tag)), prompt_tokens };
+    let prefix = match api {
+        Api::Completions => "cmpl",
+        Api::Chat => "chatcmpl",
+    };
+    let id = format!("{prefix}-{:016x}{:016x}", mix64(s.seed ^ tag), mix64(tag.wrapping_add(0x5eed)));
+    let created = unix_now();
+    if p.stream.unwrap_or(false) {
+        let include_usage = p.stream_options.and_then(|o| o.include_usage).unwrap_or(false);
+        let renderer = ChunkRenderer::new(api, &id, created, &s.model_name);
+        let stream = SseStream::new(admission, answer, renderer, include_usage);
+        let mut resp = Response::new(Body::from_stream(stream));
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        h.insert(TOKEN_COUNT_HEADER, s.token_count_header());
+        return Ok(resp);
+    }
+    let done = admission.collect(&answer).await.map_err(ApiError::internal)?;
+    let n = done.completion_tokens;
+    let usage = json!({
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": u64::from(prompt_tokens) + u64::from(n),
+        "completion_tokens": n,
+        "prompt_tokens_details": null
+    });
+    let finish = finish_str(done.finish);
+    let body = match api {
+        Api::Completions => json!({
+            "id": id, "object": "text_completion", "created": created, "model": s.model_name,
+            "choices": [{"index": 0, "text": done.text, "logprobs": null, "finish_reason": finish,
+                         "stop_reason": null, "prompt_logprobs": null}],
+            "usage": usage, "kv_transfer_params": null
+        }),
+        Api::Chat => json!({
+            "id": id, "object": "chat.completion", "created": created, "model": s.model_name,
+            "choices": [{"index": 0,
+                         "message": {"role": "assistant", "content": done.text, "refusal": null,
+                                     "annotations": null, "audio": null, "function_call": null,
+                                     "tool_calls": [], "reasoning_content": null},
+                         "logprobs": null, "finish_reason": finish, "stop_reason": null}],
+            "service_tier": null, "system_fingerprint": null, "usage": usage,
+            "prompt_logprobs": null, "kv_transfer_params": null
+        }),
+    };
+    let mut resp = json_response(StatusCode::OK, &body);
+    resp.headers_mut().insert(TOKEN_COUNT_HEADER, s.token_count_header());
+    Ok(resp)
+}
+
+async fn models(State(s): State<Arc<Shared>>) -> Response {
+    let tokenizer = s.text.tokenizer().map(|t| t.name().to_string());
+    let body = json!({"object": "list", "data": [{
+        "id": s.model_name, "object": "model", "created": s.created, "owned_by": "servebench",
+        "root": s.root, "parent": null, "max_model_len": s.max_model_len, "permission": [],
+        "servebench": {"simulated": true, "hardware": s.hardware,
+                       "token_count": s.text.token_count().as_str(), "tokenizer": tokenizer}
+    }]});
+    json_response(StatusCode::OK, &body)
+}
+
+async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+async fn version() -> Response {
+    json_response(StatusCode::OK, &json!({"version": env!("CARGO_PKG_VERSION"), "server": "servebench-sim"}))
+}
+
+async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+    let (tx, rx) = oneshot::channel();
+    if s.pacer.send(ToPacer::Snapshot(tx)).is_err() {
+        return ApiError::shutting_down().into_response();
+    }
+    let Ok(snap) = rx.await else { return ApiError::shutting_down().into_response() };
+    let mut resp = Response::new(Body::from(metrics::render(&snap, &s.model_name)));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    resp
+}
+
+async fn tokenize(State(s): State<Arc<Shared>>, req: Request) -> Result<Response, ApiError> {
+    let body = read_json(req).await?;
+    s.check_model(body.get("model").and_then(Value::as_str))?;
+    let (ids, strs) = s.text.tokenize(&body).map_err(ApiError::bad)?;
+    let mut resp = json_response(
+        StatusCode::OK,
+        &json!({"count": ids.len(), "max_model_len": s.max_model_len, "tokens": ids, "token_strs": strs}),
+    );
+    resp.headers_mut().insert(TOKEN_COUNT_HEADER, s.token_count_header());
+    Ok(resp)
+}
+
+async fn detokenize(State(s): State<Arc<Shared>>, req: Request) -> Result<Response, ApiError> {
+    let body = read_json(req).await?;
+    s.check_model(body.get("model").and_then(Value::as_str))?;
+    let ids: Vec<u32> = body
+        .get("tokens")
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+        .ok_or_else(|| ApiError::bad_param("tokens", "\"tokens\" must be a list of token ids"))?;
+    let text = s.text.detokenize(&ids).map_err(ApiError::bad)?;
+    Ok(json_response(StatusCode::OK, &json!({"prompt": text})))
+}
+
+async fn not_found() -> Response {
+    json_response(StatusCode::NOT_FOUND, &json!({"detail": "Not Found"}))
+}

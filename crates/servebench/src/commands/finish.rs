@@ -38,6 +38,9 @@ pub fn finish_run(result: &RunResult) -> anyhow::Result<Finished> {
         output::out(&render_turns(&turns))?;
     }
     output::out(&render_notes(&Ledger::compute(result)))?;
+    if let Some(warning) = client_lag_warning(&summary) {
+        output::line(warning)?;
+    }
     if result.interrupted {
         output::line(format!(
             "Run interrupted: {} requests were not sent; the report covers what was measured until then.",
@@ -55,6 +58,21 @@ pub fn finish_run(result: &RunResult) -> anyhow::Result<Finished> {
         None
     };
     Ok(Finished { summary, saved_to })
+}
+
+/// Dispatch lag above this at p99 means the client, not the server, shaped the arrivals.
+const LAG_WARN_MS: f64 = 10.0;
+
+/// A warning when requests left the client noticeably later than the schedule said.
+fn client_lag_warning(summary: &Summary) -> Option<String> {
+    let lag = summary.dispatch_lag.as_ref()?;
+    (lag.p99_ms > LAG_WARN_MS).then(|| {
+        format!(
+            "WARNING: requests left the client later than planned (dispatch lag p50 {:.2} ms, p99 {:.2} ms, \
+             max {:.2} ms): the client or this machine was saturated, so the offered load was lower than asked.",
+            lag.p50_ms, lag.p99_ms, lag.max_ms
+        )
+    })
 }
 
 /// Where a finished run is kept: `--db PATH`, else `$SERVEBENCH_DB`, else the user's data
@@ -94,5 +112,22 @@ pub fn keep_run(
             output::line(format!("WARNING: the run could not be saved in the run store {}: {e}", path.display()))?;
             Ok(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use servebench_core::metrics::DispatchLag;
+
+    #[test]
+    fn a_late_client_is_called_out_and_a_punctual_one_is_not() {
+        let mut s = Summary::default();
+        assert!(client_lag_warning(&s).is_none(), "no lag measured");
+        s.dispatch_lag = Some(DispatchLag { p50_ms: 1.1, p99_ms: 3.0, max_ms: 4.0 });
+        assert!(client_lag_warning(&s).is_none());
+        s.dispatch_lag = Some(DispatchLag { p50_ms: 2.0, p99_ms: 25.0, max_ms: 40.0 });
+        let w = client_lag_warning(&s).unwrap();
+        assert!(w.contains("p99 25.00 ms") && w.contains("saturated"), "{w}");
     }
 }

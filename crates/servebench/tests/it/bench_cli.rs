@@ -193,3 +193,65 @@ async fn unsupported_vllm_flags_are_refused_by_name() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("\"hf\" is not supported"), "{}", text(&out.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_the_run_and_still_prints_and_saves_what_was_measured() {
+    // Slow streams: 40 requests of 2 s each, 4 at a time, would take 20 s.
+    let server = TestServer::start(TestServerConfig::new(40, |_| Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(200),
+        tokens: 10,
+        ..Script::default()
+    }))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.base_url();
+    let result_dir = dir.path().to_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+            .args([
+                "bench",
+                "serve",
+                "--base-url",
+                &url,
+                "--model",
+                "test-model",
+                "--num-prompts",
+                "40",
+                "--max-concurrency",
+                "4",
+                "--random-input-len",
+                "8",
+                "--random-output-len",
+                "10",
+                "--save-result",
+                "--result-dir",
+                &result_dir,
+                "--result-filename",
+                "partial.json",
+                "--no-store",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the servebench binary starts");
+        // Let the first wave finish (about 2 s), then interrupt the second.
+        std::thread::sleep(Duration::from_millis(3000));
+        let killed = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        assert!(killed.is_ok_and(|s| s.success()), "could not send SIGINT");
+        child.wait_with_output().expect("servebench exits")
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.contains("============ Serving Benchmark Result ============"), "{stdout}");
+    assert!(stdout.contains("Run interrupted: "), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("partial.json")).unwrap()).unwrap();
+    assert_eq!(json["servebench"]["interrupted"], true);
+    let completed = json["completed"].as_u64().unwrap();
+    assert!((4..40).contains(&completed), "completed {completed}: the first wave finishes, not all 40");
+    assert!(json["servebench"]["not_sent"].as_u64().unwrap() > 0);
+}

@@ -387,7 +387,8 @@ pub fn sweep_tables(runs: &[StoredRun], layout: &Layout) -> Vec<Table> {
     let others: Vec<&str> = layout
         .varying
         .iter()
-        .filter(|k| **k != sweep.axis && in_sweep.iter().any(|&i| layout.setting(i, k).is_some()))
+        .filter(|k| **k != sweep.axis && !sweep.follow.contains(k))
+        .filter(|k| in_sweep.iter().any(|&i| layout.setting(i, k).is_some()))
         .map(String::as_str)
         .collect();
     let series_header = if others.is_empty() { "series".to_string() } else { others.join(" ") };

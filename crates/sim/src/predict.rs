@@ -115,8 +115,8 @@ impl Prompts {
                 }
             })
             .collect();
-        let turns_ignore_eos = config.ignore_eos
-            || config.extra_body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
+        let turns_ignore_eos =
+            config.ignore_eos || config.extra_body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
         Prompts { requests, conversations, turns_ignore_eos }
     }
 }

@@ -116,3 +116,19 @@ fn no_runs_is_an_error_and_a_bad_axis_says_why() {
     let err = Comparison::new(&reference_000(), Some("num_prompts")).unwrap_err();
     assert!(err.to_string().starts_with("--by num_prompts: no run has this setting"), "{err}");
 }
+
+#[test]
+fn a_setting_that_follows_the_axis_is_not_named_as_a_series_key() {
+    // Two models swept over concurrency, with num_prompts scaled to 10 × concurrency: num_prompts
+    // follows the axis, so the series are told apart by the model alone.
+    let mut runs = Vec::new();
+    for model in ["org/a", "org/b"] {
+        for c in [1usize, 2, 4] {
+            runs.push(Synth { requests: 10 * c, concurrency: c, ..Synth::new(model, c as u64) }.new_run());
+        }
+    }
+    let text = compared(&stored(&runs)).render(Format::Table, false);
+    assert!(text.contains("by max_concurrency"), "{text}");
+    assert!(!text.contains("model num_prompts"), "num_prompts follows the axis:\n{text}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("model ")), "the series are keyed by model:\n{text}");
+}

@@ -70,15 +70,24 @@ pub struct UnsupportedFlag {
     pub hint: &'static str,
 }
 
-/// Refuses any vLLM flag we do not implement (after [`normalize_argv`]).
+/// Subcommands that take `vllm bench serve`'s flags, and the vLLM flags they may still use
+/// with a meaning of their own (`sim` has a `--profile PROFILE` of fitted constants).
+const TAKES_VLLM_FLAGS: &[(&str, &[&str])] = &[("bench", &[]), ("sweep", &[]), ("sim", &["--profile"])];
+
+/// Refuses any vLLM flag we do not implement (after [`normalize_argv`]), in the subcommands
+/// that take vLLM's flags.
 pub fn refuse_unsupported(args: &[OsString]) -> Result<(), UnsupportedFlag> {
+    let command = args.iter().skip(1).filter_map(|a| a.to_str()).find(|a| !a.starts_with('-'));
+    let Some((_, own)) = TAKES_VLLM_FLAGS.iter().find(|(c, _)| Some(*c) == command) else {
+        return Ok(());
+    };
     for a in args {
         let Some(s) = a.to_str() else { continue };
         if s == "--" {
             break;
         }
         let name = s.split('=').next().unwrap_or(s);
-        if let Some((flag, hint)) = UNSUPPORTED.iter().find(|(f, _)| *f == name) {
+        if let Some((flag, hint)) = UNSUPPORTED.iter().find(|(f, _)| *f == name && !own.contains(f)) {
             return Err(UnsupportedFlag { flag: (*flag).to_string(), hint });
         }
     }
@@ -101,11 +110,25 @@ mod tests {
 
     #[test]
     fn unsupported_flags_are_named_in_the_error() {
-        let err = refuse_unsupported(&os(&["bench", "serve", "--insecure"])).unwrap_err();
+        let err = refuse_unsupported(&os(&["servebench", "bench", "serve", "--insecure"])).unwrap_err();
         assert_eq!(err.flag, "--insecure");
         assert!(err.to_string().contains("--insecure"), "{err}");
-        let err = refuse_unsupported(&os(&["--hf-split=train"])).unwrap_err();
+        let err = refuse_unsupported(&os(&["servebench", "sweep", "--hf-split=train"])).unwrap_err();
         assert_eq!(err.flag, "--hf-split");
-        assert!(refuse_unsupported(&os(&["--num-prompts", "5", "--metadata", "insecure=1"])).is_ok());
+        let ok = os(&["servebench", "bench", "serve", "--num-prompts", "5", "--metadata", "insecure=1"]);
+        assert!(refuse_unsupported(&ok).is_ok());
+    }
+
+    #[test]
+    fn sim_keeps_its_own_profile_flag_and_other_commands_are_left_to_clap() {
+        let predict = os(&["servebench", "sim", "predict", "--model", "m", "--profile", "p.toml"]);
+        assert!(refuse_unsupported(&predict).is_ok());
+        assert_eq!(
+            refuse_unsupported(&os(&["servebench", "bench", "serve", "--profile"])).unwrap_err().flag,
+            "--profile"
+        );
+        let err = refuse_unsupported(&os(&["servebench", "sim", "predict", "--insecure"])).unwrap_err();
+        assert_eq!(err.flag, "--insecure");
+        assert!(refuse_unsupported(&os(&["servebench", "runs", "list", "--config"])).is_ok());
     }
 }

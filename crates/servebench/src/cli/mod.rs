@@ -8,6 +8,7 @@ pub mod sim_args;
 pub mod sim_model;
 pub mod sim_serve;
 pub mod store_args;
+pub mod sweep_args;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -38,6 +39,9 @@ pub enum Command {
     /// The built-in simulator: serve it, predict a benchmark in virtual time, fit it to measurements.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Run `bench serve` over a grid of loads, lengths and targets, or search for the highest
+    /// load that meets SLOs; every point is kept in the run store and compared at the end.
+    Sweep(Box<sweep_args::SweepArgs>),
 }
 
 /// `servebench sim ...`. Each variant's flags live in their own file.

@@ -87,8 +87,9 @@ impl SimPredictArgs {
 /// Fit the simulator's stack constants to measured results and write them as a profile.
 #[derive(Args, Clone, Debug)]
 pub struct SimFitArgs {
+    /// Boxed to keep `SimCommand` small.
     #[command(flatten)]
-    pub deployment: SimModelArgs,
+    pub deployment: Box<SimModelArgs>,
     /// Where to write the fitted profile (TOML), for --profile / --sim-profile.
     #[arg(long, value_name = "PROFILE")]
     pub out: String,

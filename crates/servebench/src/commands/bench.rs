@@ -1,6 +1,10 @@
 //! `servebench bench serve`: resolve the flags, plan every request, run the plan against the
 //! server (or the in-process simulator), then report and save what was measured.
+//!
+//! [`run_point`] is one such run without argv, so `servebench sweep` runs each of its points
+//! exactly as `bench serve` would, with its own labels and result file name.
 
+use std::future::Future;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,35 +13,58 @@ use anyhow::Context as _;
 use servebench_client::{Logger, RunOptions};
 use servebench_core::config::SimTarget;
 use servebench_core::plan::Plan;
+use servebench_store::RunKind;
 use servebench_workload::Tokenizer;
 
 use crate::cli::BenchServeArgs;
 use crate::cli::resolve::{ResolvedModel, endpoint_urls, parse_backend, parse_kv_list, parse_sim_target};
 use crate::commands::env::{self, ServerBefore};
-use crate::commands::finish::{StoreChoice, finish_run, keep_run, stamp_dates};
+use crate::commands::finish::{Keep, PointOutcome, StoreChoice, finish_and_keep, stamp_dates};
 use crate::output;
 
 /// Exit code of a run stopped with Ctrl-C (after its partial result was saved).
 pub const INTERRUPTED: u8 = 130;
 
 pub async fn serve(args: BenchServeArgs) -> anyhow::Result<ExitCode> {
+    check_target(&args)?;
+    let tokenizer = load_tokenizer(args.endpoint.tokenizer.as_deref())?;
+    let outcome = run_point(&args, tokenizer, &Keep::new(RunKind::Bench), interrupted()).await?;
+    Ok(if outcome.is_some_and(|o| o.result.interrupted) { ExitCode::from(INTERRUPTED) } else { ExitCode::SUCCESS })
+}
+
+/// `--sim`, checked against `--base-url`.
+pub fn check_target(args: &BenchServeArgs) -> anyhow::Result<Option<SimTarget>> {
     let sim = parse_sim_target(&args.sim)?;
     if sim.is_some() && args.endpoint.base_url.is_some() {
         anyhow::bail!("--sim starts the simulator on a loopback port and benchmarks it; leave out --base-url");
     }
-    let tokenizer = load_tokenizer(args.endpoint.tokenizer.as_deref())?;
+    Ok(sim)
+}
+
+/// One `bench serve` run: against the server, or the simulator started for it with `--sim`;
+/// printed, saved as `--save-result` asks and kept as `keep` says. `cancel` completing
+/// interrupts it (what was measured until then is still reported and kept). `None` after a
+/// `--dry-run`, which sends nothing.
+pub async fn run_point(
+    args: &BenchServeArgs,
+    tokenizer: Option<Arc<Tokenizer>>,
+    keep: &Keep,
+    cancel: impl Future<Output = ()>,
+) -> anyhow::Result<Option<PointOutcome>> {
+    let sim = check_target(args)?;
     let sim_server = match &sim {
-        Some(target) => Some(start_sim(target, &args, tokenizer.clone()).await?),
+        Some(target) => Some(start_sim(target, args, tokenizer.clone()).await?),
         None => None,
     };
-    let outcome = run_against(&args, sim, sim_server.as_ref().map(|s| s.base_url().to_string()), tokenizer).await;
+    let base_override = sim_server.as_ref().map(|s| s.base_url().to_string());
+    let outcome = run_against(args, sim, base_override, tokenizer, keep, cancel).await;
     if let Some(server) = sim_server {
         server.shutdown().await;
     }
     outcome
 }
 
-fn load_tokenizer(spec: Option<&str>) -> anyhow::Result<Option<Arc<Tokenizer>>> {
+pub fn load_tokenizer(spec: Option<&str>) -> anyhow::Result<Option<Arc<Tokenizer>>> {
     spec.map(|s| Tokenizer::load(s).map(Arc::new))
         .transpose()
         .context("could not load the tokenizer given by --tokenizer")
@@ -49,7 +76,9 @@ async fn run_against(
     sim: Option<SimTarget>,
     base_override: Option<String>,
     tokenizer: Option<Arc<Tokenizer>>,
-) -> anyhow::Result<ExitCode> {
+    keep: &Keep,
+    cancel: impl Future<Output = ()>,
+) -> anyhow::Result<Option<PointOutcome>> {
     let backend = parse_backend(&args.endpoint.backend)?;
     let base_url = base_override.clone().unwrap_or_else(|| endpoint_urls(&args.endpoint, backend).0);
     let headers = parse_kv_list(&args.endpoint.header, "--header")?;
@@ -64,7 +93,7 @@ async fn run_against(
         servebench_workload::save_plan(&plan, Path::new(path))
             .with_context(|| format!("could not write the plan to {path}"))?;
         output::line(format!("Wrote {} planned requests to {path}; nothing was sent.", plan.len()))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(None);
     }
 
     let wanted_files = 2 * config.traffic.max_concurrency.unwrap_or(plan.len()) as u64 + 256;
@@ -80,26 +109,20 @@ async fn run_against(
         &config,
         &plan,
         RunOptions { log, tokenizer: tokenizer.clone(), ..RunOptions::default() },
-        interrupted(),
+        cancel,
     )
     .await
     .context("the benchmark could not run")?;
     stamp_dates(&mut result, &started);
-    if let Some(t) = &tokenizer {
-        if let Err(e) = servebench_workload::fill_output_tokens(t, &mut result.records) {
-            result.notes.push(format!("output tokens could not be counted with the tokenizer: {e}"));
-        }
+    if let Some(t) = &tokenizer
+        && let Err(e) = servebench_workload::fill_output_tokens(t, &mut result.records)
+    {
+        result.notes.push(format!("output tokens could not be counted with the tokenizer: {e}"));
     }
     let metrics_after = env::ask(&config.target.base_url, "/metrics", &config.target.headers).await;
     let env = before.into_env(metrics_after);
-
-    let finished = finish_run(&result)?;
-    if let Some(path) = &finished.saved_to {
-        output::line(format!("Saved the result to {}", path.display()))?;
-    }
     let choice = StoreChoice { db: args.extra.db.as_deref(), no_store: args.extra.no_store };
-    keep_run(&result, &finished.summary, servebench_store::RunKind::Bench, Some(env), &choice)?;
-    Ok(if result.interrupted { ExitCode::from(INTERRUPTED) } else { ExitCode::SUCCESS })
+    finish_and_keep(result, Some(env), keep, &choice).map(Some)
 }
 
 /// `--model`, or the first model the server lists (vLLM's behaviour and messages).

@@ -7,6 +7,7 @@ use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_notes, rende
 use servebench_core::record::RunResult;
 use servebench_core::vllm::json::{result_filename, result_json, write_result};
 use servebench_core::vllm::text::{render_failures, render_result_block};
+use servebench_store::{NewRun, RunId, RunKind};
 
 use crate::output;
 
@@ -82,15 +83,59 @@ pub struct StoreChoice<'a> {
     pub no_store: bool,
 }
 
-/// Saves a finished run in the run store and says where. A store that cannot be written is a
-/// warning, not a lost run: the report was printed and any result file was written already.
-pub fn keep_run(
-    result: &RunResult,
-    summary: &Summary,
-    kind: servebench_store::RunKind,
+/// How a finished run is kept: its kind in the run store, labels added to it, and a suffix
+/// that gives its result file a name of its own (`-n80` in `...-20250601-120000-n80.json`).
+#[derive(Clone, Debug)]
+pub struct Keep {
+    pub kind: RunKind,
+    pub labels: Vec<(String, String)>,
+    pub file_suffix: Option<String>,
+}
+
+impl Keep {
+    pub fn new(kind: RunKind) -> Keep {
+        Keep { kind, labels: Vec::new(), file_suffix: None }
+    }
+}
+
+/// A finished run: what was measured, its summary, and how it was kept.
+pub struct PointOutcome {
+    pub result: RunResult,
+    pub summary: Summary,
+    /// The run as it went into the run store (or would have, with `--no-store`).
+    pub run: NewRun,
+    /// Its number in the run store, when it was saved there.
+    pub stored: Option<RunId>,
+}
+
+/// Reports a finished run (vLLM's block, the result file) and keeps it in the run store.
+pub fn finish_and_keep(
+    mut result: RunResult,
     environment: Option<serde_json::Value>,
+    keep: &Keep,
     choice: &StoreChoice<'_>,
-) -> anyhow::Result<Option<servebench_store::RunId>> {
+) -> anyhow::Result<PointOutcome> {
+    if let Some(suffix) = &keep.file_suffix {
+        name_result_file(&mut result, suffix);
+    }
+    let finished = finish_run(&result)?;
+    if let Some(path) = &finished.saved_to {
+        output::line(format!("Saved the result to {}", path.display()))?;
+    }
+    let mut run = NewRun::from_run(keep.kind, &result, &finished.summary);
+    for (k, v) in &keep.labels {
+        run.set_label(k, v);
+    }
+    if let Some(env) = environment {
+        run = run.with_environment(env);
+    }
+    let stored = store_run(&run, choice)?;
+    Ok(PointOutcome { result, summary: finished.summary, run, stored })
+}
+
+/// Saves a run in the run store and says where. A store that cannot be written is a warning,
+/// not a lost run: the report was printed and any result file was written already.
+pub fn store_run(run: &NewRun, choice: &StoreChoice<'_>) -> anyhow::Result<Option<RunId>> {
     if choice.no_store {
         return Ok(None);
     }
@@ -98,11 +143,7 @@ pub fn keep_run(
         Some(p) => PathBuf::from(p),
         None => servebench_store::default_db_path()?,
     };
-    let mut run = servebench_store::NewRun::from_run(kind, result, summary);
-    if let Some(env) = environment {
-        run = run.with_environment(env);
-    }
-    let stored = servebench_store::Store::open(&path).and_then(|mut store| store.insert(&run));
+    let stored = servebench_store::Store::open(&path).and_then(|mut store| store.insert(run));
     match stored {
         Ok(id) => {
             output::line(format!("Saved as run {id} in {} (see `servebench runs show {id}`)", path.display()))?;
@@ -112,6 +153,37 @@ pub fn keep_run(
             output::line(format!("WARNING: the run could not be saved in the run store {}: {e}", path.display()))?;
             Ok(None)
         }
+    }
+}
+
+/// Gives the result file of a `--save-result` run a name of its own: `suffix` goes before the
+/// extension of `--result-filename`, or of vLLM's default name. Appended results
+/// (`--append-result`) keep their one file.
+fn name_result_file(result: &mut RunResult, suffix: &str) {
+    let output = &result.config.output;
+    if !output.save_result || output.append_result {
+        return;
+    }
+    let name = match &output.result_filename {
+        Some(name) => name.clone(),
+        None => {
+            let path = servebench_core::vllm::json::result_filename(
+                &result.config,
+                &result.config.target.model_id,
+                &result.date,
+            );
+            path.file_name().map_or_else(|| "result.json".to_string(), |n| n.to_string_lossy().into_owned())
+        }
+    };
+    result.config.output.result_filename = Some(with_suffix(&name, suffix));
+}
+
+/// `dir/name.ext` with `-suffix` before the extension of its last component.
+fn with_suffix(name: &str, suffix: &str) -> String {
+    let file_start = name.rfind('/').map_or(0, |i| i + 1);
+    match name[file_start..].rfind('.').filter(|&i| i > 0) {
+        Some(dot) => format!("{}-{suffix}{}", &name[..file_start + dot], &name[file_start + dot..]),
+        None => format!("{name}-{suffix}"),
     }
 }
 
@@ -129,5 +201,16 @@ mod tests {
         s.dispatch_lag = Some(DispatchLag { p50_ms: 2.0, p99_ms: 25.0, max_ms: 40.0 });
         let w = client_lag_warning(&s).unwrap();
         assert!(w.contains("p99 25.00 ms") && w.contains("saturated"), "{w}");
+    }
+
+    #[test]
+    fn a_suffix_goes_before_the_extension_of_the_file_name() {
+        assert_eq!(
+            with_suffix("openai-infqps-Qwen3-8B-20250601-120000.json", "n80"),
+            "openai-infqps-Qwen3-8B-20250601-120000-n80.json"
+        );
+        assert_eq!(with_suffix("out.v2/result", "c8"), "out.v2/result-c8");
+        assert_eq!(with_suffix("runs/r.json", "c8-r2"), "runs/r-c8-r2.json");
+        assert_eq!(with_suffix(".json", "c1"), ".json-c1");
     }
 }

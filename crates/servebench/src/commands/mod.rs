@@ -10,6 +10,7 @@ pub mod report;
 pub mod runs;
 pub mod sim;
 pub mod sim_serve;
+pub mod sweep;
 
 use std::process::ExitCode;
 
@@ -27,5 +28,6 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::execute(args, &mut std::io::stdout().lock()),
         Command::Compare(args) => compare::execute(args, &mut std::io::stdout().lock()),
         Command::Report(args) => report::execute(args, &mut std::io::stdout().lock()),
+        Command::Sweep(args) => sweep::execute(*args).await,
     }
 }

@@ -19,15 +19,14 @@ use servebench_workload::Tokenizer;
 use crate::cli::resolve::{ResolvedModel, resolve_run_config};
 use crate::cli::sim_args::{SimFitArgs, SimPredictArgs, SimPresetsArgs};
 use crate::cli::sim_model::SimModelArgs;
-use crate::commands::finish::{StoreChoice, finish_run, keep_run, stamp_dates};
+use crate::commands::finish::{Keep, StoreChoice, finish_and_keep, stamp_dates};
 use crate::output;
 
 /// The deployment the flags describe, with the user's presets and profile.
 fn resolve_setup(d: &SimModelArgs) -> anyhow::Result<(SimTarget, SimSetup)> {
     let model = d.model_spec()?;
     let options = d.option_pairs()?;
-    let target =
-        SimTarget { model: model.clone(), hardware: d.hardware.clone(), options, profile: d.profile.clone() };
+    let target = SimTarget { model: model.clone(), hardware: d.hardware.clone(), options, profile: d.profile.clone() };
     let setup = SimSetup::resolve(&model, &d.hardware, &target.options, d.profile.as_deref().map(Path::new))?;
     Ok((target, setup))
 }
@@ -42,8 +41,7 @@ pub fn predict(args: SimPredictArgs) -> anyhow::Result<ExitCode> {
         model_id: setup.model.id.clone(),
         model_name: args.requests.served_model_name.clone().unwrap_or_else(|| setup.model.id.clone()),
     };
-    let config = resolve_run_config(&args.flags(&endpoint, &extra), Some(target), Some(&base_url), model)
-?;
+    let config = resolve_run_config(&args.flags(&endpoint, &extra), Some(target), Some(&base_url), model)?;
     let tokenizer = args
         .requests
         .tokenizer
@@ -73,30 +71,28 @@ pub fn predict(args: SimPredictArgs) -> anyhow::Result<ExitCode> {
         result.duration_s,
         took.as_secs_f64() * 1e3
     ))?;
-    let finished = finish_run(&result)?;
-    if let Some(path) = &finished.saved_to {
-        output::line(format!("Saved the result to {}", path.display()))?;
-    }
     let env = serde_json::to_value(&setup).ok().map(|s| serde_json::json!({ "simulated": s }));
     let choice = StoreChoice { db: args.db.as_deref(), no_store: args.no_store };
-    keep_run(&result, &finished.summary, servebench_store::RunKind::Predict, env, &choice)?;
+    finish_and_keep(result, env, &Keep::new(servebench_store::RunKind::Predict), &choice)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sim fit`: calibrate the stack constants to measured results, write the profile.
 pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
+    let chosen: Vec<FitParam> = args.fit.iter().map(|p| FitParam::parse(p)).collect::<Result<_, _>>()?;
     let (target, setup) = resolve_setup(&args.deployment)?;
     let mut points = Vec::new();
     for file in &args.results {
         points.extend(calibration::read_points(Path::new(file))?);
     }
-    let params: Vec<FitParam> = if args.fit.is_empty() {
-        calibration::default_params(&setup, &points)
-    } else {
-        args.fit.iter().map(|p| FitParam::parse(p)).collect::<Result<_, _>>()?
-    };
+    let params = if chosen.is_empty() { calibration::default_params(&setup, &points) } else { chosen };
     if args.max_evals < params.len() + 2 {
-        anyhow::bail!("--max-evals {} is too few to fit {} constants; give at least {}", args.max_evals, params.len(), params.len() + 2);
+        anyhow::bail!(
+            "--max-evals {} is too few to fit {} constants; give at least {}",
+            args.max_evals,
+            params.len(),
+            params.len() + 2
+        );
     }
     output::line(format!(
         "Fitting {} to {} measured run(s) of {} on {}...",
@@ -154,7 +150,7 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
     if args.hardware || both {
         writeln!(
             out,
-            "Hardware ({}):\n{:<16} {:>8} {:>8} {:>7} {:>7} {:>7} {:>5}  {}",
+            "Hardware ({}):\n{:<16} {:>8} {:>8} {:>7} {:>7} {:>7} {:>5}  description",
             presets.hardware_presets().len(),
             "name",
             "mem GiB",
@@ -163,7 +159,6 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
             "FP8 TF",
             "FP4 TF",
             "GPUs",
-            "description"
         )?;
         for h in presets.hardware_presets() {
             let tf = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
@@ -233,7 +228,9 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
             d.display(),
             if d.is_dir() { "" } else { "; it does not exist yet" }
         )?,
-        None => writeln!(out, "\nUser presets: set SERVEBENCH_PRESETS to a folder with hardware/*.toml and models/*.toml.")?,
+        None => {
+            writeln!(out, "\nUser presets: set SERVEBENCH_PRESETS to a folder with hardware/*.toml and models/*.toml.")?
+        }
     }
     writeln!(out, "A model can also be given as the path of a Hugging Face config.json.")?;
     Ok(ExitCode::SUCCESS)

@@ -2,5 +2,7 @@
 
 mod bench_cli;
 mod report;
+mod sim_cli;
 mod sim_http;
 mod store;
+mod sweep;

@@ -12,8 +12,10 @@
 //!   and FP8 KV cache on the same box (64 KiB of KV per token matches the decode slope of
 //!   0.226 µs per context token), 512-token chunked prefill, 256 sequences, no prefix caching,
 //!   CUDA graphs up to 256 tokens per step and 8192 tokens of context (beyond, steps run eager).
-//!   Fitted on the six single-request runs and the saturated 2048-request run; every other
-//!   sweep point is predicted.
+//!   Output lengths vary within a run (its duration puts the longest output at about 1.5 times
+//!   the mean), so a multi-request run's outputs are spread evenly from 0.5 to 1.5 times its
+//!   mean. Fitted on the six single-request runs and the saturated 2048-request run; every
+//!   other sweep point is predicted.
 //! - **003**, a 3000-request ShareGPT-like run of an unnamed deployment, read as Qwen3-8B on an
 //!   L40S with 128 requests in flight (Little's law on the report) and the
 //!   `--gpu-memory-utilization 0.8` of the reference set's command lines, which leaves the KV
@@ -158,12 +160,7 @@ pub fn evaluate(case: &Case, search: SearchOptions, starts: Option<&[Vec<f64>]>)
             }
         })
         .collect();
-    CaseOutcome {
-        id: case.id.clone(),
-        procedure: case.procedure.clone(),
-        folds,
-        held_out_counts: case.held_out_counts,
-    }
+    CaseOutcome { id: case.id.clone(), procedure: case.procedure.clone(), folds, held_out_counts: case.held_out_counts }
 }
 
 fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -179,167 +176,176 @@ fn setup(model: &str, hardware: &str, options: &[(&str, &str)]) -> Result<SimSet
 /// The reference case `id` (`000`, `001`, `003`, `004`) built on its report's text.
 pub fn reference_case(id: &str, report: &str) -> Result<Case, CalibrationError> {
     let points = points_from_report(report, id)?;
-    let wrong_shape = |what: &str| CalibrationError::Input { path: id.to_string(), message: what.to_string() };
     match id {
-        "000" => {
-            let mut targets = Vec::new();
-            for p in points {
-                let model = p
-                    .headings
-                    .iter()
-                    .find_map(|h| h.strip_prefix("Results "))
-                    .ok_or_else(|| wrong_shape("a block has no `Results MODEL` heading"))?
-                    .trim()
-                    .to_string();
-                let mut point = p;
-                point.label = model.clone();
-                targets.push(Target { setup: setup(&model, "dgx-spark", &[])?, point });
-            }
-            let folds = (0..targets.len())
-                .map(|i| Fold {
-                    name: targets[i].point.label.clone(),
-                    fit: (0..targets.len()).filter(|&j| j != i).collect(),
-                    held_out: vec![i],
-                })
-                .collect();
-            Ok(Case {
-                id: id.into(),
-                procedure: "leave one model out: platform constants fitted on ten models, the eleventh predicted".into(),
-                calibrator: Calibrator::new(targets)?,
-                params: vec![
-                    FitParam::AlphaApi,
-                    FitParam::T0,
-                    FitParam::TLayer,
-                    FitParam::EtaBw,
-                    FitParam::EtaFPrefill(ComputePrecision::Bf16),
-                ],
-                folds,
-                held_out_counts: true,
-            })
-        }
-        "001" => {
-            if points.len() != 23 {
-                return Err(wrong_shape("expected the 23 blocks of the prompt sweep"));
-            }
-            let s = setup(
-                "meta-llama/Llama-3.1-8B-Instruct",
-                "dgx-spark",
-                &[
-                    ("precision", "fp8"),
-                    ("kv-cache-dtype", "fp8"),
-                    ("max-num-batched-tokens", "512"),
-                    ("max-num-seqs", "256"),
-                    ("enable-prefix-caching", "false"),
-                    ("graph-max-tokens", "256"),
-                    ("graph-max-ctx", "8192"),
-                    ("eager-ms", "18"),
-                ],
-            )?;
-            let mut targets = Vec::new();
-            for mut point in points {
-                let w = &mut point.workload;
-                if w.num_prompts > 1 {
-                    // Outputs vary per request: the durations put the longest at about 1.5x the mean.
-                    let total = w.output.mean(w.num_prompts) * w.num_prompts as f64;
-                    w.output = Lengths::Shape { total: total.round() as u64, quantiles: vec![(0.0, 0.5), (1.0, 1.5)] };
-                }
-                let w = &point.workload;
-                point.label = format!(
-                    "n={} in={:.0} out={:.0}",
-                    w.num_prompts,
-                    w.input.mean(w.num_prompts),
-                    w.output.mean(w.num_prompts)
-                );
-                targets.push(Target { setup: s.clone(), point });
-            }
-            let most = targets.iter().map(|t| t.point.workload.num_prompts).max().unwrap_or(1);
-            let (fit, held_out): (Vec<usize>, Vec<usize>) = (0..targets.len()).partition(|&i| {
-                let n = targets[i].point.workload.num_prompts;
-                n == 1 || n == most
-            });
-            Ok(Case {
-                id: id.into(),
-                procedure: "fitted on the single-request runs and the saturated run, the other sweep points predicted"
-                    .into(),
-                calibrator: Calibrator::new(targets)?,
-                params: vec![
-                    FitParam::AlphaApi,
-                    FitParam::T0,
-                    FitParam::EtaBw,
-                    FitParam::EtaFPrefill(ComputePrecision::Fp8),
-                    FitParam::EtaFPrefill(ComputePrecision::Bf16),
-                    FitParam::TSeq,
-                    FitParam::Eager,
-                ],
-                folds: vec![Fold { name: "sweep".into(), fit, held_out }],
-                held_out_counts: true,
-            })
-        }
-        "003" => {
-            let [mut point] = <[MeasuredPoint; 1]>::try_from(points).map_err(|_| wrong_shape("expected one block"))?;
-            let w = &mut point.workload;
-            let (input_total, output_total) = (w.input.mean(w.num_prompts), w.output.mean(w.num_prompts));
-            let n = w.num_prompts as f64;
-            // ShareGPT prompts: mostly short, a long tail to the dataset's 1024-token cut.
-            w.input = Lengths::Shape {
-                total: (input_total * n) as u64,
-                quantiles: vec![(0.0, 4.0), (0.25, 30.0), (0.5, 90.0), (0.75, 280.0), (0.9, 620.0), (1.0, 1024.0)],
-            };
-            // Outputs from the E2E latency percentiles at the measured TPOT (P50 62 s, P75 69 s,
-            // P90 71 s, P99 74 s at 67 ms per token), the lower half set by the 668-token mean.
-            w.output = Lengths::Shape {
-                total: (output_total * n) as u64,
-                quantiles: vec![
-                    (0.0, 1.0),
-                    (0.25, 149.0),
-                    (0.5, 925.0),
-                    (0.75, 1025.0),
-                    (0.9, 1060.0),
-                    (0.99, 1100.0),
-                    (1.0, 1150.0),
-                ],
-            };
-            w.max_concurrency = Some(128);
-            point.label = "3000 ShareGPT-like requests, 128 in flight".into();
-            let targets =
-                vec![Target { setup: setup("Qwen/Qwen3-8B", "l40s", &[("gpu-memory-utilization", "0.8")])?, point }];
-            Ok(Case {
-                id: id.into(),
-                procedure: "one point: decode efficiency and per-sequence cost fitted on it (in sample)".into(),
-                calibrator: Calibrator::new(targets)?,
-                params: vec![FitParam::EtaFDecode(ComputePrecision::Bf16), FitParam::TSeq],
-                folds: vec![Fold { name: "in sample".into(), fit: vec![0], held_out: vec![0] }],
-                held_out_counts: false,
-            })
-        }
-        "004" => {
-            if points.len() != 2 {
-                return Err(wrong_shape("expected a prefill block and a decode block"));
-            }
-            let s = setup("Qwen/Qwen3-8B", "h100-sxm", &[("precision", "fp8"), ("max-num-seqs", "16")])?;
-            let names = ["prefill", "decode"];
-            let targets = points
-                .into_iter()
-                .zip(names)
-                .map(|(mut point, name)| {
-                    point.label = name.into();
-                    Target { setup: s.clone(), point }
-                })
-                .collect();
-            Ok(Case {
-                id: id.into(),
-                procedure: "prefill efficiency fitted on the prefill run, the decode run predicted".into(),
-                calibrator: Calibrator::new(targets)?,
-                params: vec![FitParam::EtaFPrefill(ComputePrecision::Fp8)],
-                folds: vec![Fold { name: "prefill -> decode".into(), fit: vec![0], held_out: vec![1] }],
-                held_out_counts: true,
-            })
-        }
+        "000" => case_000(points),
+        "001" => case_001(points),
+        "003" => case_003(points),
+        "004" => case_004(points),
         other => Err(CalibrationError::Input {
             path: other.to_string(),
             message: "unknown reference case; known: 000, 001, 003, 004".into(),
         }),
     }
+}
+
+fn wrong_shape(id: &str, what: &str) -> CalibrationError {
+    CalibrationError::Input { path: id.to_string(), message: what.to_string() }
+}
+
+fn case_000(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
+    let mut targets = Vec::new();
+    for p in points {
+        let model = p
+            .headings
+            .iter()
+            .find_map(|h| h.strip_prefix("Results "))
+            .ok_or_else(|| wrong_shape("000", "a block has no `Results MODEL` heading"))?
+            .trim()
+            .to_string();
+        let mut point = p;
+        point.label = model.clone();
+        targets.push(Target { setup: setup(&model, "dgx-spark", &[])?, point });
+    }
+    let folds = (0..targets.len())
+        .map(|i| Fold {
+            name: targets[i].point.label.clone(),
+            fit: (0..targets.len()).filter(|&j| j != i).collect(),
+            held_out: vec![i],
+        })
+        .collect();
+    Ok(Case {
+        id: "000".into(),
+        procedure: "leave one model out: platform constants fitted on ten models, the eleventh predicted".into(),
+        calibrator: Calibrator::new(targets)?,
+        params: vec![
+            FitParam::AlphaApi,
+            FitParam::T0,
+            FitParam::TLayer,
+            FitParam::EtaBw,
+            FitParam::EtaFPrefill(ComputePrecision::Bf16),
+        ],
+        folds,
+        held_out_counts: true,
+    })
+}
+
+fn case_001(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
+    if points.len() != 23 {
+        return Err(wrong_shape("001", "expected the 23 blocks of the prompt sweep"));
+    }
+    let s = setup(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "dgx-spark",
+        &[
+            ("precision", "fp8"),
+            ("kv-cache-dtype", "fp8"),
+            ("max-num-batched-tokens", "512"),
+            ("max-num-seqs", "256"),
+            ("enable-prefix-caching", "false"),
+            ("graph-max-tokens", "256"),
+            ("graph-max-ctx", "8192"),
+            ("eager-ms", "18"),
+        ],
+    )?;
+    let mut targets = Vec::new();
+    for mut point in points {
+        let w = &mut point.workload;
+        if w.num_prompts > 1 {
+            // Outputs vary per request: the durations put the longest at about 1.5x the mean.
+            let total = w.output.mean(w.num_prompts) * w.num_prompts as f64;
+            w.output = Lengths::Shape { total: total.round() as u64, quantiles: vec![(0.0, 0.5), (1.0, 1.5)] };
+        }
+        let w = &point.workload;
+        point.label = format!(
+            "n={} in={:.0} out={:.0}",
+            w.num_prompts,
+            w.input.mean(w.num_prompts),
+            w.output.mean(w.num_prompts)
+        );
+        targets.push(Target { setup: s.clone(), point });
+    }
+    let most = targets.iter().map(|t| t.point.workload.num_prompts).max().unwrap_or(1);
+    let (fit, held_out): (Vec<usize>, Vec<usize>) = (0..targets.len()).partition(|&i| {
+        let n = targets[i].point.workload.num_prompts;
+        n == 1 || n == most
+    });
+    Ok(Case {
+        id: "001".into(),
+        procedure: "fitted on the single-request runs and the saturated run, the other sweep points predicted".into(),
+        calibrator: Calibrator::new(targets)?,
+        params: vec![
+            FitParam::AlphaApi,
+            FitParam::T0,
+            FitParam::EtaBw,
+            FitParam::EtaFPrefill(ComputePrecision::Fp8),
+            FitParam::EtaFPrefill(ComputePrecision::Bf16),
+            FitParam::TSeq,
+            FitParam::Eager,
+        ],
+        folds: vec![Fold { name: "sweep".into(), fit, held_out }],
+        held_out_counts: true,
+    })
+}
+
+fn case_003(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
+    let [mut point] = <[MeasuredPoint; 1]>::try_from(points).map_err(|_| wrong_shape("003", "expected one block"))?;
+    let w = &mut point.workload;
+    let (input_total, output_total) = (w.input.mean(w.num_prompts), w.output.mean(w.num_prompts));
+    let n = w.num_prompts as f64;
+    // ShareGPT prompts: mostly short, a long tail to the dataset's 1024-token cut.
+    w.input = Lengths::Shape {
+        total: (input_total * n) as u64,
+        quantiles: vec![(0.0, 4.0), (0.25, 30.0), (0.5, 90.0), (0.75, 280.0), (0.9, 620.0), (1.0, 1024.0)],
+    };
+    // Outputs from the E2E latency percentiles at the measured TPOT (P50 62 s, P75 69 s,
+    // P90 71 s, P99 74 s at 67 ms per token), the lower half set by the 668-token mean.
+    w.output = Lengths::Shape {
+        total: (output_total * n) as u64,
+        quantiles: vec![
+            (0.0, 1.0),
+            (0.25, 149.0),
+            (0.5, 925.0),
+            (0.75, 1025.0),
+            (0.9, 1060.0),
+            (0.99, 1100.0),
+            (1.0, 1150.0),
+        ],
+    };
+    w.max_concurrency = Some(128);
+    point.label = "3000 ShareGPT-like requests, 128 in flight".into();
+    let targets = vec![Target { setup: setup("Qwen/Qwen3-8B", "l40s", &[("gpu-memory-utilization", "0.8")])?, point }];
+    Ok(Case {
+        id: "003".into(),
+        procedure: "one point: decode efficiency and per-sequence cost fitted on it (in sample)".into(),
+        calibrator: Calibrator::new(targets)?,
+        params: vec![FitParam::EtaFDecode(ComputePrecision::Bf16), FitParam::TSeq],
+        folds: vec![Fold { name: "in sample".into(), fit: vec![0], held_out: Vec::new() }],
+        held_out_counts: false,
+    })
+}
+
+fn case_004(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
+    if points.len() != 2 {
+        return Err(wrong_shape("004", "expected a prefill block and a decode block"));
+    }
+    let s = setup("Qwen/Qwen3-8B", "h100-sxm", &[("precision", "fp8"), ("max-num-seqs", "16")])?;
+    let names = ["prefill", "decode"];
+    let targets = points
+        .into_iter()
+        .zip(names)
+        .map(|(mut point, name)| {
+            point.label = name.into();
+            Target { setup: s.clone(), point }
+        })
+        .collect();
+    Ok(Case {
+        id: "004".into(),
+        procedure: "prefill efficiency fitted on the prefill run, the decode run predicted".into(),
+        calibrator: Calibrator::new(targets)?,
+        params: vec![FitParam::EtaFPrefill(ComputePrecision::Fp8)],
+        folds: vec![Fold { name: "prefill -> decode".into(), fit: vec![0], held_out: vec![1] }],
+        held_out_counts: true,
+    })
 }
 
 /// What a fidelity run recorded for one case.
@@ -394,8 +400,7 @@ impl CaseRecord {
 
 impl FidelityRecord {
     pub fn of(outcomes: &[CaseOutcome], note: &str) -> FidelityRecord {
-        let overall: Vec<&Residual> =
-            outcomes.iter().filter(|o| o.held_out_counts).flat_map(|o| o.judged()).collect();
+        let overall: Vec<&Residual> = outcomes.iter().filter(|o| o.held_out_counts).flat_map(|o| o.judged()).collect();
         FidelityRecord {
             note: note.to_string(),
             cases: outcomes.iter().map(|o| (o.id.clone(), CaseRecord::of(o))).collect(),

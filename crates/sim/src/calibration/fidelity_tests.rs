@@ -138,4 +138,21 @@ fn fidelity_has_not_regressed() {
     check_against_record(&now, &then);
 }
 
-
+#[test]
+fn the_check_fails_when_numbers_get_worse_or_break_the_bounds() {
+    let then = recorded();
+    assert!(std::panic::catch_unwind(|| check_against_record(&then, &then)).is_ok());
+    let mut worse = then.clone();
+    worse.cases.get_mut("001").unwrap().stats.tpot.p90 += 0.05;
+    assert!(std::panic::catch_unwind(|| check_against_record(&worse, &then)).is_err());
+    let mut worse = then.clone();
+    worse.overall.all.mdape += 0.02;
+    assert!(std::panic::catch_unwind(|| check_against_record(&worse, &then)).is_err());
+    let mut worse = then.clone();
+    worse.cases.get_mut("000").unwrap().folds[0].fit_loss *= 1.1;
+    assert!(std::panic::catch_unwind(|| check_against_record(&worse, &then)).is_err());
+    // Within the margin of a record that is itself out of bounds: still a failure.
+    let mut out_of_bounds = then.clone();
+    out_of_bounds.overall.all.p90 = 0.35;
+    assert!(std::panic::catch_unwind(|| check_against_record(&out_of_bounds, &out_of_bounds)).is_err());
+}

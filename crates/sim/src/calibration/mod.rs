@@ -313,7 +313,8 @@ impl Calibrator {
         };
         let lo: Vec<f64> = params.iter().map(|p| p.bounds().0.ln()).collect();
         let hi: Vec<f64> = params.iter().map(|p| p.bounds().1.ln()).collect();
-        let values_at = |x: &[f64]| -> Vec<(FitParam, f64)> { params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect() };
+        let values_at =
+            |x: &[f64]| -> Vec<(FitParam, f64)> { params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect() };
         let loss_start = self.loss(subset, &values_at(&x0));
         let mut objective = |x: &[f64]| self.loss(subset, &values_at(x));
         let m = optimize::minimize(&mut objective, &x0, &lo, &hi, o);
@@ -329,7 +330,8 @@ impl Calibrator {
 /// A plain-text table of residuals: point, metric, measured, simulated, error.
 pub fn residual_table(residuals: &[Residual]) -> String {
     let width = residuals.iter().map(|r| r.label.chars().count()).max().unwrap_or(5).clamp(5, 60);
-    let mut out = format!("{:<width$}  {:<15} {:>12} {:>12} {:>8}\n", "point", "metric", "measured", "simulated", "error");
+    let mut out =
+        format!("{:<width$}  {:<15} {:>12} {:>12} {:>8}\n", "point", "metric", "measured", "simulated", "error");
     for r in residuals {
         let chars: Vec<char> = r.label.chars().collect();
         let label: String = if chars.len() > width {

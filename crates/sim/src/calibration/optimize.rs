@@ -46,7 +46,7 @@ pub fn minimize(f: &mut dyn FnMut(&[f64]) -> f64, x0: &[f64], lo: &[f64], hi: &[
         return Minimum { x: best_x, value: best, evaluations: evals };
     }
     let mut step = o.initial_step;
-    while evals + n + 1 <= o.max_evals && step > 1e-4 {
+    while evals + n < o.max_evals && step > 1e-4 {
         // A simplex around the best point, stepping away from a bound it sits on.
         let mut simplex: Vec<(Vec<f64>, f64)> = vec![(best_x.clone(), best)];
         for i in 0..n {

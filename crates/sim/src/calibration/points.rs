@@ -47,10 +47,7 @@ impl Lengths {
                 let scale = if sum > 0.0 { *total as f64 / sum } else { 1.0 };
                 let mut out: Vec<u32> = raw.iter().map(|x| (x * scale).round().max(1.0) as u32).collect();
                 // A fixed shuffle (multiplicative stride) so long and short requests interleave.
-                let stride = (0..)
-                    .map(|k| n / 2 + 1 + k)
-                    .find(|s| gcd(*s, n) == 1)
-                    .unwrap_or(1);
+                let stride = (0..).map(|k| n / 2 + 1 + k).find(|s| gcd(*s, n) == 1).unwrap_or(1);
                 let sorted = out.clone();
                 for (i, slot) in out.iter_mut().enumerate() {
                     *slot = sorted[(i * stride) % n];
@@ -193,7 +190,10 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
         let block = entry.map_err(|e| CalibrationError::Input { path: origin.to_string(), message: e.to_string() })?;
         let label = format!("{origin} #{} (line {})", k + 1, block.line);
         let point = MeasuredPoint::from_summary(label, block.headings, &block.summary).map_err(|message| {
-            CalibrationError::Input { path: origin.to_string(), message: format!("block at line {}: {message}", block.line) }
+            CalibrationError::Input {
+                path: origin.to_string(),
+                message: format!("block at line {}: {message}", block.line),
+            }
         })?;
         out.push(point);
     }
@@ -263,12 +263,11 @@ pub fn read_points(path: &Path) -> Result<Vec<MeasuredPoint>, CalibrationError> 
     }
     let docs: Vec<Value> = match serde_json::from_str::<Value>(&text) {
         Ok(v) => vec![v],
-        Err(whole) => text
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(serde_json::from_str)
-            .collect::<Result<_, _>>()
-            .map_err(|_| CalibrationError::Input { path: origin.clone(), message: format!("not valid JSON: {whole}") })?,
+        Err(whole) => {
+            text.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect::<Result<_, _>>().map_err(
+                |_| CalibrationError::Input { path: origin.clone(), message: format!("not valid JSON: {whole}") },
+            )?
+        }
     };
     docs.iter()
         .enumerate()
@@ -361,5 +360,18 @@ P99 ITL (ms):                            101.28
         assert_eq!(p.value(FitMetric::MeanTpot), Some(20.0));
         let err = point_from_json(&serde_json::json!({"completed": 1}), "bad.json".into()).unwrap_err();
         assert!(err.contains("duration"), "{err}");
+
+        // An appended file holds one document per line.
+        let dir = std::env::temp_dir().join(format!("sb-sim-points-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("runs.jsonl");
+        std::fs::write(&path, format!("{v}\n{v}\n")).unwrap();
+        let points = read_points(&path).unwrap();
+        assert_eq!(points.len(), 2);
+        assert_eq!(points[1].label, "runs.jsonl line 2");
+        std::fs::write(&path, "{not json").unwrap();
+        let err = read_points(&path).unwrap_err().to_string();
+        assert!(err.contains("runs.jsonl") && err.contains("not valid JSON"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -15,6 +15,10 @@ use crate::predict::{Prepared, Prompts, predict_prepared};
 use crate::rng::mix64;
 use crate::setup::SimSetup;
 
+/// Limits that keep a damaged or enormous result file from exhausting memory.
+const MAX_REQUESTS: usize = 1_000_000;
+const MAX_PROMPT_TOKENS: u64 = 200_000_000;
+
 pub(crate) struct PreparedPoint {
     plan: Plan,
     config: RunConfig,
@@ -28,8 +32,17 @@ impl PreparedPoint {
         if n == 0 {
             return Err("the point has no request".into());
         }
+        if n > MAX_REQUESTS {
+            return Err(format!("{n} requests are more than the {MAX_REQUESTS} a fit simulates; use a smaller run"));
+        }
         let inputs = w.input.expand(n);
         let outputs = w.output.expand(n);
+        let prompt_tokens: u64 = inputs.iter().map(|&x| u64::from(x)).sum();
+        if prompt_tokens > MAX_PROMPT_TOKENS {
+            return Err(format!(
+                "{prompt_tokens} prompt tokens are more than the {MAX_PROMPT_TOKENS} a fit simulates; use a smaller run"
+            ));
+        }
         let mut config = RunConfig::for_target("sim://calibration", "calibration");
         config.traffic = Traffic {
             num_prompts: n,
@@ -78,9 +91,14 @@ impl PreparedPoint {
         Ok(PreparedPoint { plan, config, prompts })
     }
 
+    /// Predicts the point on `setup`.
+    pub fn run(&self, setup: &SimSetup) -> RunResult {
+        predict_prepared(&self.plan, &self.config, setup, self.prompts.clone())
+    }
+
     /// Predicts the point on `setup`: the fit's metrics as the bench computes them.
     pub fn simulate(&self, setup: &SimSetup) -> FitMetrics {
-        FitMetrics::of(&predict_prepared(&self.plan, &self.config, setup, self.prompts.clone()))
+        FitMetrics::of(&self.run(setup))
     }
 }
 

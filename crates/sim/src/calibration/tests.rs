@@ -30,8 +30,8 @@ fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> MeasuredPoint
 /// Points "measured" on a setup with known constants.
 fn measured(truth: &SimSetup) -> Vec<MeasuredPoint> {
     let mut points = vec![point(1, 2000, 64, None), point(16, 300, 64, Some(8)), point(40, 100, 32, None)];
-    let cal = Calibrator::new(points.iter().map(|p| Target { setup: truth.clone(), point: p.clone() }).collect())
-        .unwrap();
+    let cal =
+        Calibrator::new(points.iter().map(|p| Target { setup: truth.clone(), point: p.clone() }).collect()).unwrap();
     for (i, p) in points.iter_mut().enumerate() {
         let mut with_all = cal.targets()[i].clone();
         with_all.point.measured = FitMetric::ALL.iter().map(|m| (*m, 1.0)).collect();
@@ -47,8 +47,8 @@ fn a_fit_recovers_the_constants_that_made_the_measurements() {
     let truth = setup(&[("t0-ms", "4"), ("alpha-api-ms", "40"), ("eta-f-prefill", "0.3"), ("eta-bw", "0.7")]);
     let points = measured(&truth);
     let start = setup(&[]);
-    let cal = Calibrator::new(points.iter().map(|p| Target { setup: start.clone(), point: p.clone() }).collect())
-        .unwrap();
+    let cal =
+        Calibrator::new(points.iter().map(|p| Target { setup: start.clone(), point: p.clone() }).collect()).unwrap();
     let params = [FitParam::T0, FitParam::AlphaApi, FitParam::EtaFPrefill(ComputePrecision::Bf16), FitParam::EtaBw];
     let all = [0, 1, 2];
     let search = SearchOptions { max_evals: 200, initial_step: 0.5, tolerance: 1e-7 };
@@ -75,8 +75,7 @@ fn params_parse_by_option_name_and_stay_in_bounds() {
     let err = FitParam::parse("eta-f-prefill").unwrap_err().to_string();
     assert!(err.contains("eta-f-prefill.{bf16,fp8,fp4}") && err.contains("t0-ms"), "{err}");
     assert!(FitParam::parse("t0").is_err());
-    let mut s = StackProfile::default();
-    s.eager_ms = 0.0;
+    let mut s = StackProfile { eager_ms: 0.0, ..StackProfile::default() };
     assert_eq!(FitParam::Eager.start(&s), 5.0);
     FitParam::EtaFPrefill(ComputePrecision::Fp8).set(&mut s, 0.25);
     assert_eq!(s.eta_f_prefill.fp8, 0.25);
@@ -100,4 +99,23 @@ fn default_params_fit_what_the_points_can_tell() {
     let params = default_params(&s, &busy);
     assert!(params.contains(&FitParam::TSeq) && params.contains(&FitParam::T0), "{params:?}");
     assert!(Calibrator::new(Vec::new()).is_err());
+}
+
+#[test]
+fn the_fit_metrics_are_the_summary_s() {
+    let mut s = setup(&[]);
+    s.stack.jitter_sigma = 0.05;
+    let mut p = point(30, 200, 40, Some(8));
+    p.workload.output = Lengths::Shape { total: 30 * 40, quantiles: vec![(0.0, 1.0), (1.0, 80.0)] };
+    let prepared = run::PreparedPoint::new(&p.workload, 3).unwrap();
+    let result = prepared.run(&s);
+    let summary = servebench_core::metrics::Summary::compute(&result);
+    let fast = run::FitMetrics::of(&result);
+    for m in FitMetric::ALL {
+        let (a, b) = (fast.get(m).unwrap(), m.of(&summary).unwrap());
+        assert!((a / b - 1.0).abs() < 1e-12, "{}: {a} vs {b}", m.name());
+    }
+    let too_big = PointWorkload { num_prompts: 2_000_000, ..p.workload.clone() };
+    let err = run::PreparedPoint::new(&too_big, 0).err().unwrap();
+    assert!(err.contains("more than"), "{err}");
 }

@@ -152,8 +152,7 @@ fn requests_and_conversations_share_the_client() {
     p.api = Api::Chat;
     for r in &mut p.requests {
         r.body = bytes::Bytes::from(
-            serde_json::json!({"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 7})
-                .to_string(),
+            serde_json::json!({"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 7}).to_string(),
         );
     }
     let r = predict(&p, &config(8, 0.0), &setup(&[]));

@@ -1,0 +1,514 @@
+//! The grid of a sweep: its targets and the values of each list flag, the points they form,
+//! and what each point is called (labels, heading, progress line, result file suffix).
+
+use servebench_core::config::SimTarget;
+use servebench_report::layout::number_text;
+
+use crate::cli::BenchServeArgs;
+use crate::cli::args::SimTargetArgs;
+use crate::cli::resolve::parse_sim_target;
+use crate::cli::sweep_args::{SearchKey, SweepArgs};
+
+/// A usage error in the sweep's flags.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct GridError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, GridError> {
+    Err(GridError(msg.into()))
+}
+
+/// Where one series of points goes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TargetKind {
+    /// The simulator, `MODEL@HARDWARE` as given, and its parsed form.
+    Sim { spec: String, target: SimTarget },
+    /// A server: `--base-url`, or `--host`/`--port` when `None`.
+    Server { base_url: Option<String> },
+}
+
+/// One target of the grid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub kind: TargetKind,
+    /// The `--model` for this target; `None`: the server is asked (or the simulator's model).
+    pub model: Option<String>,
+}
+
+impl Target {
+    pub fn sim(&self) -> Option<&SimTarget> {
+        match &self.kind {
+            TargetKind::Sim { target, .. } => Some(target),
+            TargetKind::Server { .. } => None,
+        }
+    }
+
+    /// The model as far as it is known before the run.
+    pub fn known_model(&self) -> Option<&str> {
+        self.model.as_deref().or_else(|| self.sim().map(|s| s.model.as_str()))
+    }
+}
+
+/// How many prompts each point sends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptCount {
+    List(Vec<usize>),
+    /// `--scale-num-prompts K`: K per unit of the load (concurrency, else rate).
+    Scale(f64),
+}
+
+/// A length list flag: which flag, and its values (`None`: the flag keeps its value).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lengths {
+    /// `input_len` or `random_input_len` (likewise for outputs): the flag that was listed.
+    pub key: &'static str,
+    pub values: Vec<Option<u32>>,
+}
+
+/// The grid: every combination of its values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grid {
+    pub targets: Vec<Target>,
+    pub input: Lengths,
+    pub output: Lengths,
+    pub request_rates: Vec<f64>,
+    pub max_concurrency: Vec<Option<i64>>,
+    pub num_prompts: PromptCount,
+    /// The setting an SLO search raises; its list stays a single placeholder in the grid.
+    pub search: Option<SearchKey>,
+    /// Settings the command line gives (even one value), labelled on every run: two sweeps
+    /// saved under one name stay apart (`random_input_len=80`, `random_input_len=10000`).
+    pub given: Vec<String>,
+}
+
+/// One point of the grid (for a search: one base point, its searched value still open).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub target: usize,
+    pub input_len: Option<u32>,
+    pub output_len: Option<u32>,
+    pub request_rate: f64,
+    pub max_concurrency: Option<i64>,
+    pub num_prompts: usize,
+}
+
+impl Grid {
+    /// Reads the grid from the flags; errors are usage errors.
+    pub fn new(args: &SweepArgs) -> Result<Grid, GridError> {
+        let lists = &args.lists;
+        let bench = &args.bench;
+        let search = args.sweep.search;
+        let targets = targets(args)?;
+        let input = lengths(
+            ("input_len", "--input-len", &lists.input_len, bench.content.input_len),
+            ("random_input_len", "--random-input-len", &lists.random_input_len),
+        )?;
+        let output = lengths(
+            ("output_len", "--output-len", &lists.output_len, bench.content.output_len),
+            ("random_output_len", "--random-output-len", &lists.random_output_len),
+        )?;
+        let searched = |key: SearchKey, given: bool| -> Result<(), GridError> {
+            if search == Some(key) && given {
+                return err(format!(
+                    "leave out {}: --search {} chooses it (bound the search with --search-min and --search-max)",
+                    key.flag(),
+                    key.flag().trim_start_matches('-')
+                ));
+            }
+            Ok(())
+        };
+        searched(SearchKey::MaxConcurrency, !lists.max_concurrency.is_empty())?;
+        searched(SearchKey::RequestRate, !lists.request_rate.is_empty())?;
+        let request_rates =
+            if lists.request_rate.is_empty() { vec![bench.traffic.request_rate] } else { lists.request_rate.clone() };
+        let max_concurrency = if lists.max_concurrency.is_empty() {
+            vec![bench.traffic.max_concurrency]
+        } else {
+            lists.max_concurrency.iter().map(|&c| Some(c)).collect()
+        };
+        let num_prompts = match args.sweep.scale_num_prompts {
+            Some(k) if !(k > 0.0 && k.is_finite()) => return err("--scale-num-prompts must be greater than 0"),
+            Some(k) => PromptCount::Scale(k),
+            None if lists.num_prompts.is_empty() => PromptCount::List(vec![bench.traffic.num_prompts]),
+            None => PromptCount::List(lists.num_prompts.clone()),
+        };
+        let mut given: Vec<String> = Vec::new();
+        if targets.iter().any(|t| t.sim().is_some()) {
+            given.push("hardware".into());
+        }
+        for (key, listed) in [
+            (input.key, !lists.input_len.is_empty() || !lists.random_input_len.is_empty()),
+            (output.key, !lists.output_len.is_empty() || !lists.random_output_len.is_empty()),
+            ("request_rate", !lists.request_rate.is_empty()),
+            ("max_concurrency", !lists.max_concurrency.is_empty()),
+            ("num_prompts", !lists.num_prompts.is_empty() || matches!(num_prompts, PromptCount::Scale(_))),
+        ] {
+            if listed {
+                given.push(key.to_string());
+            }
+        }
+        let grid = Grid { targets, input, output, request_rates, max_concurrency, num_prompts, search, given };
+        if let PromptCount::Scale(_) = grid.num_prompts {
+            for p in grid.points() {
+                grid.scaled_prompts(&p)?;
+            }
+        }
+        Ok(grid)
+    }
+
+    /// Every point, targets outermost, then input and output lengths, rate, concurrency and
+    /// prompt count. A search's base points leave the searched setting at its flag's value.
+    pub fn points(&self) -> Vec<Point> {
+        let counts: Vec<Option<usize>> = match &self.num_prompts {
+            PromptCount::List(v) => v.iter().map(|&n| Some(n)).collect(),
+            PromptCount::Scale(_) => vec![None],
+        };
+        let mut out = Vec::new();
+        for target in 0..self.targets.len() {
+            for &input_len in &self.input.values {
+                for &output_len in &self.output.values {
+                    for &request_rate in &self.request_rates {
+                        for &max_concurrency in &self.max_concurrency {
+                            for &n in &counts {
+                                let mut p = Point {
+                                    target,
+                                    input_len,
+                                    output_len,
+                                    request_rate,
+                                    max_concurrency,
+                                    num_prompts: n.unwrap_or(0),
+                                };
+                                if n.is_none() && self.search.is_none() {
+                                    p.num_prompts = self.scaled_prompts(&p).unwrap_or(1);
+                                }
+                                out.push(p);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The probe of a search at `value` from a base point (its prompt count scaled when asked).
+    pub fn probe(&self, base: &Point, key: SearchKey, value: f64) -> Point {
+        let mut p = base.clone();
+        match key {
+            SearchKey::MaxConcurrency => p.max_concurrency = Some(value as i64),
+            SearchKey::RequestRate => p.request_rate = value,
+        }
+        if let PromptCount::Scale(k) = self.num_prompts {
+            p.num_prompts = ((k * value).ceil() as usize).max(1);
+        }
+        p
+    }
+
+    /// `--scale-num-prompts`: K × the concurrency, else K × the rate.
+    fn scaled_prompts(&self, p: &Point) -> Result<usize, GridError> {
+        let PromptCount::Scale(k) = self.num_prompts else { return Ok(p.num_prompts) };
+        if self.search.is_some() {
+            return Ok(p.num_prompts);
+        }
+        let load = match (p.max_concurrency, p.request_rate) {
+            (Some(c), _) => c as f64,
+            (None, r) if r.is_finite() => r,
+            _ => return err("--scale-num-prompts needs --max-concurrency (or a finite --request-rate) to scale with"),
+        };
+        Ok(((k * load).ceil() as usize).max(1))
+    }
+
+    /// The settings of a point, in label order: the model, the simulator's hardware or the
+    /// server, the lengths, rate, concurrency and prompt count.
+    pub fn settings(&self, p: &Point) -> Vec<(String, String)> {
+        let target = &self.targets[p.target];
+        let mut out = vec![("model".to_string(), target.known_model().unwrap_or("?").to_string())];
+        match &target.kind {
+            TargetKind::Sim { target: sim, .. } => out.push(("hardware".into(), sim.hardware.clone())),
+            TargetKind::Server { base_url } => {
+                out.push(("base_url".into(), base_url.clone().unwrap_or_else(|| "host:port".into())))
+            }
+        }
+        if let Some(v) = p.input_len {
+            out.push((self.input.key.to_string(), v.to_string()));
+        }
+        if let Some(v) = p.output_len {
+            out.push((self.output.key.to_string(), v.to_string()));
+        }
+        out.push(("request_rate".into(), number_text(p.request_rate)));
+        if let Some(c) = p.max_concurrency {
+            out.push(("max_concurrency".into(), c.to_string()));
+        }
+        out.push(("num_prompts".into(), p.num_prompts.to_string()));
+        out
+    }
+
+    /// The settings that differ between `points` (the model always counts: it names the runs).
+    pub fn varying(&self, points: &[Point]) -> Vec<String> {
+        let all: Vec<Vec<(String, String)>> = points.iter().map(|p| self.settings(p)).collect();
+        let mut keys: Vec<String> = Vec::new();
+        for s in &all {
+            for (k, v) in s {
+                if keys.contains(k) {
+                    continue;
+                }
+                let differs = all.iter().any(|o| o.iter().find(|(ok, _)| ok == k).map(|(_, ov)| ov) != Some(v));
+                if k == "model" || differs {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        keys
+    }
+
+    /// The `bench serve` flags of a point.
+    pub fn args(&self, base: &BenchServeArgs, p: &Point) -> BenchServeArgs {
+        let mut a = base.clone();
+        let target = &self.targets[p.target];
+        match &target.kind {
+            TargetKind::Sim { spec, .. } => {
+                a.sim.sim = Some(spec.clone());
+                a.endpoint.base_url = None;
+            }
+            TargetKind::Server { base_url } => {
+                a.sim.sim = None;
+                a.endpoint.base_url.clone_from(base_url);
+            }
+        }
+        a.endpoint.model.clone_from(&target.model);
+        if let Some(v) = p.input_len {
+            match self.input.key {
+                "input_len" => a.content.input_len = Some(v),
+                _ => a.dataset.random_input_len = v,
+            }
+        }
+        if let Some(v) = p.output_len {
+            match self.output.key {
+                "output_len" => a.content.output_len = Some(v),
+                _ => a.dataset.random_output_len = v,
+            }
+        }
+        a.traffic.request_rate = p.request_rate;
+        a.traffic.max_concurrency = p.max_concurrency;
+        a.traffic.num_prompts = p.num_prompts;
+        a
+    }
+}
+
+/// The targets: several `--sim`, or several `--base-url` (or `--host`/`--port`) with `--model`
+/// given once, once per URL, or as several models of one server.
+fn targets(args: &SweepArgs) -> Result<Vec<Target>, GridError> {
+    let lists = &args.lists;
+    let bench = &args.bench;
+    let sims: Vec<String> =
+        if lists.sim.is_empty() { bench.sim.sim.iter().cloned().collect() } else { lists.sim.clone() };
+    let urls = &lists.base_url;
+    let models = &lists.model;
+    if !sims.is_empty() {
+        if !urls.is_empty() {
+            return err("--sim starts the simulator on a loopback port and benchmarks it; leave out --base-url");
+        }
+        if models.len() > 1 && models.len() != sims.len() || models.len() == 1 && sims.len() > 1 {
+            return err(format!(
+                "{} --sim targets and {} --model names: leave out --model (each simulator serves its model's id), \
+                 or give one served name per target",
+                sims.len(),
+                models.len()
+            ));
+        }
+        return sims
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let parsed = parse_sim_target(&SimTargetArgs {
+                    sim: Some(spec.clone()),
+                    sim_options: bench.sim.sim_options.clone(),
+                    sim_profile: bench.sim.sim_profile.clone(),
+                })
+                .map_err(|e| GridError(e.to_string()))?
+                .ok_or_else(|| GridError(format!("invalid --sim {spec:?}")))?;
+                Ok(Target {
+                    kind: TargetKind::Sim { spec: spec.clone(), target: parsed },
+                    model: models.get(i).cloned(),
+                })
+            })
+            .collect();
+    }
+    if args.sweep.predict {
+        return err("--predict runs --sim targets in virtual time; servers need real runs (leave out --predict)");
+    }
+    let servers: Vec<Option<String>> =
+        if urls.is_empty() { vec![None] } else { urls.iter().cloned().map(Some).collect() };
+    let pairs: Vec<(Option<String>, Option<String>)> = match (servers.len(), models.len()) {
+        (_, 0) => servers.into_iter().map(|s| (s, None)).collect(),
+        (_, 1) => servers.into_iter().map(|s| (s, Some(models[0].clone()))).collect(),
+        (1, _) => models.iter().map(|m| (servers[0].clone(), Some(m.clone()))).collect(),
+        (n, m) if n == m => servers.into_iter().zip(models.iter().cloned().map(Some)).collect(),
+        (n, m) => {
+            return err(format!(
+                "{n} --base-url values and {m} --model names: give one --model for all, one per URL, or none to \
+                 ask each server"
+            ));
+        }
+    };
+    Ok(pairs.into_iter().map(|(base_url, model)| Target { kind: TargetKind::Server { base_url }, model }).collect())
+}
+
+/// A length axis from its general flag (`--input-len`) and its random-dataset flag: the listed
+/// one, or a single point that keeps both flags as given.
+fn lengths(
+    general: (&'static str, &'static str, &[u32], Option<u32>),
+    random: (&'static str, &'static str, &[u32]),
+) -> Result<Lengths, GridError> {
+    let (gkey, gflag, glist, gvalue) = general;
+    let (rkey, rflag, rlist) = random;
+    if rlist.len() > 1 && gvalue.is_some() {
+        return err(format!("{gflag} overrides {rflag}: give the list to one of them"));
+    }
+    if !glist.is_empty() {
+        return Ok(Lengths { key: gkey, values: glist.iter().map(|&v| Some(v)).collect() });
+    }
+    if !rlist.is_empty() {
+        return Ok(Lengths { key: rkey, values: rlist.iter().map(|&v| Some(v)).collect() });
+    }
+    Ok(Lengths { key: rkey, values: vec![None] })
+}
+
+/// Characters safe in a file name; others become `_`.
+fn file_safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect()
+}
+
+/// The part of a result file name that tells a run of the sweep from the others: the varying
+/// settings, short (`Qwen3-8B-c8-n80`), then the repeat or probe.
+pub fn file_suffix(labels: &[(String, String)], target_index: usize) -> String {
+    let parts: Vec<String> = labels
+        .iter()
+        .filter_map(|(k, v)| {
+            Some(match k.as_str() {
+                "model" => v.rsplit('/').next().unwrap_or(v).to_string(),
+                "hardware" => v.clone(),
+                "base_url" => format!("s{}", target_index + 1),
+                "input_len" | "random_input_len" => format!("in{v}"),
+                "output_len" | "random_output_len" => format!("out{v}"),
+                "request_rate" => format!("qps{v}"),
+                "max_concurrency" => format!("c{v}"),
+                "num_prompts" => format!("n{v}"),
+                "repeat" => format!("r{v}"),
+                "probe" => format!("probe{v}"),
+                _ => return None,
+            })
+        })
+        .collect();
+    file_safe(&parts.join("-"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn sweep(argv: &[&str]) -> SweepArgs {
+        let argv = std::iter::once("servebench").chain(std::iter::once("sweep")).chain(argv.iter().copied());
+        match Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).command {
+            Command::Sweep(a) => *a,
+            other => panic!("not a sweep: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lists_form_a_grid_with_targets_outermost() {
+        let a = sweep(&[
+            "--sim",
+            "Qwen/Qwen3-8B@h100-sxm,Qwen/Qwen3-4B@h100-sxm",
+            "--max-concurrency",
+            "1,4",
+            "--num-prompts=10",
+            "--random-input-len",
+            "64",
+        ]);
+        assert_eq!(a.lists.max_concurrency, [1, 4]);
+        assert_eq!(a.bench.traffic.max_concurrency, Some(1));
+        let grid = Grid::new(&a).unwrap();
+        let points = grid.points();
+        assert_eq!(points.len(), 4);
+        assert_eq!((points[1].target, points[1].max_concurrency), (0, Some(4)));
+        assert_eq!((points[2].target, points[2].max_concurrency), (1, Some(1)));
+        assert_eq!(grid.varying(&points), ["model", "max_concurrency"]);
+        let args = grid.args(&a.bench, &points[3]);
+        assert_eq!(args.sim.sim.as_deref(), Some("Qwen/Qwen3-4B@h100-sxm"));
+        assert_eq!((args.traffic.max_concurrency, args.traffic.num_prompts), (Some(4), 10));
+        assert_eq!(args.dataset.random_input_len, 64);
+    }
+
+    #[test]
+    fn repeated_flags_add_to_the_list_and_prompts_can_scale_with_the_load() {
+        let a = sweep(&[
+            "--base-url",
+            "http://a:8000",
+            "--max-concurrency",
+            "2",
+            "--max-concurrency",
+            "8,16",
+            "--scale-num-prompts",
+            "5",
+            "--input-len",
+            "100,200",
+        ]);
+        let grid = Grid::new(&a).unwrap();
+        let points = grid.points();
+        let counts: Vec<usize> = points.iter().map(|p| p.num_prompts).collect();
+        assert_eq!(counts, [10, 40, 80, 10, 40, 80]);
+        assert_eq!(grid.input.key, "input_len");
+        assert_eq!(grid.varying(&points), ["model", "input_len", "max_concurrency", "num_prompts"]);
+        let args = grid.args(&a.bench, &points[4]);
+        assert_eq!((args.content.input_len, args.endpoint.base_url.as_deref()), (Some(200), Some("http://a:8000")));
+        let labels = [
+            ("model".to_string(), "org/M-1".to_string()),
+            ("max_concurrency".to_string(), "8".to_string()),
+            ("repeat".to_string(), "1".to_string()),
+        ];
+        assert_eq!(file_suffix(&labels, 0), "M-1-c8-r1");
+    }
+
+    #[test]
+    fn servers_pair_with_models() {
+        let a = sweep(&["--base-url", "http://a,http://b", "--model", "m1,m2", "--num-prompts", "5"]);
+        let t = Grid::new(&a).unwrap().targets;
+        assert_eq!(
+            t[1],
+            Target { kind: TargetKind::Server { base_url: Some("http://b".into()) }, model: Some("m2".into()) }
+        );
+        let one_server = Grid::new(&sweep(&["--base-url", "http://a", "--model", "m1,m2,m3"])).unwrap();
+        assert_eq!(one_server.targets.len(), 3);
+        let err = Grid::new(&sweep(&["--base-url", "http://a,http://b", "--model", "m1,m2,m3"])).unwrap_err();
+        assert!(err.to_string().contains("one per URL"), "{err}");
+        let default = Grid::new(&sweep(&["--num-prompts", "1,2"])).unwrap();
+        assert_eq!(default.targets[0].kind, TargetKind::Server { base_url: None });
+    }
+
+    #[test]
+    fn contradictions_are_usage_errors() {
+        let cases: [(&[&str], &str); 5] = [
+            (&["--sim", "a@b,c@d", "--model", "x"], "leave out --model"),
+            (&["--sim", "a@b", "--base-url", "http://x"], "leave out --base-url"),
+            (&["--base-url", "http://x", "--predict"], "--predict runs --sim targets"),
+            (&["--input-len", "5", "--random-input-len", "1,2"], "give the list to one of them"),
+            (
+                &["--max-concurrency", "1,2", "--search", "max-concurrency", "--slo", "p99_ttft_ms<=5"],
+                "leave out --max-concurrency",
+            ),
+        ];
+        for (argv, says) in cases {
+            let err = Grid::new(&sweep(argv)).unwrap_err().to_string();
+            assert!(err.contains(says), "{argv:?}: {err}");
+        }
+        let scale = sweep(&["--scale-num-prompts", "4"]);
+        assert!(Grid::new(&scale).unwrap_err().to_string().contains("needs --max-concurrency"));
+        let bad = std::iter::once("servebench").chain(["sweep", "--max-concurrency", "1,x"]);
+        let e = Cli::try_parse_from(bad).unwrap_err().to_string();
+        assert!(e.contains("\"x\" is not a valid value of --max-concurrency"), "{e}");
+    }
+}

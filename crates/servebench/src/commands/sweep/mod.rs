@@ -1,0 +1,418 @@
+//! `servebench sweep`: `bench serve` over a grid of targets, lengths and loads, or a search
+//! for the highest load that meets SLOs.
+//!
+//! - [`grid`] reads the grid from the flags and names its points;
+//! - [`run`] runs each point as a full `bench serve` run (or a prediction in virtual time with
+//!   `--predict`), labelled and kept, and records failures without stopping;
+//! - [`slo`] reads and checks `--slo`; [`search`] chooses the probes of `--search`;
+//! - [`tables`] prints what the comparison does not: the spread of repeats, SLO verdicts, the
+//!   probes and the answer.
+//!
+//! At the end the sweep's runs are compared exactly as `servebench compare --label sweep=NAME`
+//! compares them.
+
+mod grid;
+mod run;
+mod search;
+mod slo;
+mod tables;
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use servebench_core::metrics::Summary;
+use servebench_report::select::{Records, Selection, load};
+use servebench_report::{Comparison, Format, StoredRun, Table};
+use servebench_store::{RunFilter, RunRef, Store};
+
+use self::grid::{Grid, Point, PromptCount};
+use self::run::{Runner, Stop, describe};
+use self::search::{Search, Tolerance};
+use self::slo::{Slo, Verdict, missing_sections};
+use self::tables::{Probe, answer_text, probes_table, slo_table, spread_table};
+use crate::cli::resolve::{ResolvedModel, parse_metric_percentiles, parse_percentile_metrics, resolve_run_config};
+use crate::cli::sweep_args::{SearchKey, SweepArgs};
+use crate::commands::bench::{self, INTERRUPTED};
+use crate::commands::compare::usage;
+use crate::output;
+
+pub async fn execute(args: SweepArgs) -> anyhow::Result<ExitCode> {
+    match Sweep::new(args) {
+        Ok(sweep) => sweep.run().await,
+        Err(e) => Ok(usage(&*e)),
+    }
+}
+
+/// A sweep, checked and ready to run.
+struct Sweep {
+    args: SweepArgs,
+    grid: Grid,
+    slos: Vec<Slo>,
+    /// The search, with its empty state.
+    search: Option<(SearchKey, Search)>,
+    id: String,
+    /// Said before the first run.
+    notes: Vec<String>,
+}
+
+/// One SLO search (one per base point of the grid).
+struct SearchRun {
+    search: Search,
+    probes: Vec<Probe>,
+    /// The base point's other settings (`model=...`), empty when there is one search.
+    described: String,
+    finished: bool,
+}
+
+impl Sweep {
+    fn new(mut args: SweepArgs) -> anyhow::Result<Sweep> {
+        if args.bench.extra.dry_run.is_some() || args.bench.extra.replay_plan.is_some() {
+            anyhow::bail!("--dry-run and --replay-plan are about one run: use them with `servebench bench serve`");
+        }
+        let grid = Grid::new(&args)?;
+        let slos = Slo::parse_all(&args.sweep.slo)?;
+        let notes = add_slo_sections(&mut args.bench, &slos)?;
+        let search = match args.sweep.search {
+            None => None,
+            Some(key) => {
+                let integer = key == SearchKey::MaxConcurrency;
+                let tolerance = match &args.sweep.search_tolerance {
+                    Some(t) => Tolerance::parse(t).map_err(anyhow::Error::msg)?,
+                    None if integer => Tolerance::Absolute(1.0),
+                    None => Tolerance::Relative(0.05),
+                };
+                let min = args.sweep.search_min.unwrap_or(1.0);
+                let max = args.sweep.search_max.unwrap_or(if integer { 4096.0 } else { 1024.0 });
+                Some((key, Search::new(integer, min, max, tolerance).map_err(anyhow::Error::msg)?))
+            }
+        };
+        // Every point's flags resolve (without the network), so a mistake is a usage error
+        // before anything runs, not a failure of every point.
+        for p in grid.points() {
+            let p = match &search {
+                Some((key, s)) => grid.probe(&p, *key, s.min),
+                None => p,
+            };
+            let a = grid.args(&args.bench, &p);
+            let sim = bench::check_target(&a)?;
+            let model = ResolvedModel { model_id: "m".into(), model_name: "m".into() };
+            resolve_run_config(&a.flags(), sim, None, model)?;
+        }
+        let id = match &args.sweep.sweep_id {
+            Some(id) if id.trim().is_empty() || id.contains(char::is_whitespace) => {
+                anyhow::bail!("--sweep-id {id:?}: use a name without spaces, e.g. h100-tp2-0601")
+            }
+            Some(id) => id.clone(),
+            None => default_id(),
+        };
+        Ok(Sweep { args, grid, slos, search, id, notes })
+    }
+
+    async fn run(self) -> anyhow::Result<ExitCode> {
+        for note in &self.notes {
+            output::line(note)?;
+        }
+        let tokenizer = bench::load_tokenizer(self.args.bench.endpoint.tokenizer.as_deref())?;
+        let stop = Stop::listen();
+        let points = self.grid.points();
+        let repeats = self.args.sweep.repeats;
+        let mut varying = self.grid.varying(&points);
+        let id_key = if let Some((key, _)) = &self.search {
+            varying.push(key.key().to_string());
+            if matches!(self.grid.num_prompts, PromptCount::Scale(_)) {
+                varying.push("num_prompts".into());
+            }
+            "search"
+        } else {
+            "sweep"
+        };
+        let mut runner = Runner::new(
+            &self.args.bench,
+            &self.grid,
+            self.args.sweep.predict,
+            tokenizer,
+            stop.clone(),
+            (id_key.to_string(), self.id.clone()),
+            varying,
+            repeats,
+        );
+        let searches = match &self.search {
+            Some((key, template)) => self.run_search(&mut runner, &points, *key, template).await,
+            None => {
+                let times = if repeats > 1 { format!(", {repeats} runs each") } else { String::new() };
+                eprintln!("sweep {}: {} points{times}", self.id, points.len());
+                for (i, p) in points.iter().enumerate() {
+                    for r in 1..=repeats {
+                        if stop.requested() {
+                            break;
+                        }
+                        runner.run(p, r, &[], &format!("point {}/{}", i + 1, points.len())).await;
+                    }
+                }
+                Vec::new()
+            }
+        };
+        self.report(&runner, &searches, stop.requested())
+    }
+
+    async fn run_search(
+        &self,
+        runner: &mut Runner<'_>,
+        bases: &[Point],
+        key: SearchKey,
+        template: &Search,
+    ) -> Vec<SearchRun> {
+        let mut out = Vec::new();
+        eprintln!(
+            "search {}: the highest {} meeting {}{}",
+            self.id,
+            key.key(),
+            slo::conjunction(&self.slos),
+            if bases.len() > 1 { format!(", for each of {} points", bases.len()) } else { String::new() }
+        );
+        for (b, base) in bases.iter().enumerate() {
+            let mut run =
+                SearchRun { search: template.clone(), probes: Vec::new(), described: String::new(), finished: true };
+            while let Some(value) = run.search.next() {
+                if runner.stop.requested() {
+                    run.finished = false;
+                    break;
+                }
+                let point = self.grid.probe(base, key, value);
+                let n = run.probes.len() + 1;
+                let progress = if bases.len() > 1 {
+                    format!("search {}/{}, probe {n}", b + 1, bases.len())
+                } else {
+                    format!("probe {n}")
+                };
+                let mut records = Vec::new();
+                for r in 1..=self.args.sweep.repeats {
+                    if runner.stop.requested() {
+                        break;
+                    }
+                    records.push(runner.run(&point, r, &[("probe".into(), n.to_string())], &progress).await);
+                }
+                if bases.len() > 1 && run.described.is_empty() {
+                    let labels = &runner.runs[records[0]].shown;
+                    let skip = [key.key(), "num_prompts", "probe", "repeat"];
+                    let rest: Vec<(String, String)> =
+                        labels.iter().filter(|(k, _)| !skip.contains(&k.as_str())).cloned().collect();
+                    run.described = describe(&rest);
+                }
+                let done: Vec<&Summary> =
+                    records.iter().filter_map(|&i| runner.runs[i].outcome.as_ref().ok()).map(|d| &d.summary).collect();
+                let interrupted = records.iter().any(|&i| runner.runs[i].outcome.as_ref().is_ok_and(|d| d.interrupted));
+                if interrupted || runner.stop.requested() || done.is_empty() {
+                    // A partial or failed probe cannot be judged: this search ends here.
+                    run.finished = false;
+                    break;
+                }
+                let verdict = Verdict::judge(&self.slos, &done);
+                eprintln!(
+                    "{progress}: {}={} {}",
+                    key.key(),
+                    servebench_report::layout::number_text(value),
+                    verdict.text(&self.slos)
+                );
+                run.search.record(value, verdict.passed());
+                run.probes.push(Probe { value, num_prompts: point.num_prompts, verdict, runs: records });
+            }
+            out.push(run);
+            if runner.stop.requested() {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The tables at the end, the failures, and how to see the runs again.
+    fn report(&self, runner: &Runner<'_>, searches: &[SearchRun], interrupted: bool) -> anyhow::Result<ExitCode> {
+        let records = &runner.runs;
+        let failed: Vec<&run::RunRecord> = records.iter().filter(|r| r.outcome.is_err()).collect();
+        let finished = records.len() - failed.len();
+        let (id_key, id) = &runner.id_label;
+        let mut text = format!(
+            "\n{}\n{} {id}: {finished} run{} finished{}{}\n",
+            "=".repeat(50),
+            if id_key == "search" { "Search" } else { "Sweep" },
+            if finished == 1 { "" } else { "s" },
+            if failed.is_empty() { String::new() } else { format!(", {} failed", failed.len()) },
+            if interrupted { " (interrupted)" } else { "" },
+        );
+        let (runs, earlier) = self.collected_runs(records, (id_key, id))?;
+        if !runs.is_empty() {
+            text.push('\n');
+            match Comparison::new(&runs, self.args.sweep.by.as_deref()) {
+                Ok(c) => text.push_str(&c.render(Format::Table, self.args.sweep.findings)),
+                Err(e) => text.push_str(&format!("The runs could not be compared: {e}\n")),
+            }
+        }
+        let mut tables: Vec<(Table, Option<String>)> = Vec::new();
+        if self.search.is_none() && self.args.sweep.repeats > 1 && finished > 0 {
+            tables.push((spread_table(records), None));
+        }
+        if self.search.is_none() && !self.slos.is_empty() && !records.is_empty() {
+            let (t, summary) = slo_table(records, &self.slos);
+            tables.push((t, Some(summary)));
+        }
+        if let Some((key, _)) = &self.search {
+            for s in searches {
+                let scaled = matches!(self.grid.num_prompts, PromptCount::Scale(_));
+                let mut title = format!("Probes of the search along {}", key.key());
+                if !s.described.is_empty() {
+                    title.push_str(&format!(" ({})", s.described));
+                }
+                let t = probes_table(records, key.key(), scaled, &self.slos, &s.probes, title);
+                let answer = answer_text(key.key(), &self.slos, &s.search, &s.probes, s.finished);
+                let answer =
+                    if s.described.is_empty() { capitalised(&answer) } else { format!("{}: {answer}", s.described) };
+                tables.push((t, Some(format!("{answer}."))));
+            }
+        }
+        for (t, after) in tables {
+            text.push('\n');
+            text.push_str(&t.render(Format::Table));
+            if let Some(a) = after {
+                text.push_str(&a);
+                text.push('\n');
+            }
+        }
+        if self.search.is_some() {
+            text.push_str(&if self.args.sweep.repeats > 1 {
+                format!(
+                    "Each probe was judged on the mean of its {} runs (± is their standard deviation): the answer \
+                     moves with the noise those show.\n",
+                    self.args.sweep.repeats
+                )
+            } else {
+                "The answer is as stable as the runs are: a probe near the limit can pass or fail on noise. \
+                 --repeats 3 judges each probe on the mean of three runs and shows their spread.\n"
+                    .to_string()
+            });
+        }
+        if !failed.is_empty() {
+            text.push('\n');
+            for r in &failed {
+                let e = r.outcome.as_ref().err().map_or("", String::as_str);
+                text.push_str(&format!("Failed: {} (repeat {}): {e}\n", r.described, r.repeat));
+            }
+        }
+        let all_failed: Vec<&run::RunRecord> = records
+            .iter()
+            .filter(|r| r.outcome.as_ref().is_ok_and(|d| d.summary.completed == 0 && d.summary.failed.unwrap_or(0) > 0))
+            .collect();
+        for r in &all_failed {
+            text.push_str(&format!("Every request failed: {} (repeat {}).\n", r.described, r.repeat));
+        }
+        text.push('\n');
+        if self.args.bench.extra.no_store {
+            text.push_str("Not kept in the run store (--no-store); the run numbers above are this table's own.\n");
+        } else if records.iter().any(|r| r.outcome.as_ref().is_ok_and(|d| d.stored.is_some())) {
+            let db = self.args.bench.extra.db.as_ref().map(|d| format!(" --db {}", shell_word(d))).unwrap_or_default();
+            let label = shell_word(&format!("{id_key}={id}"));
+            if earlier > 0 {
+                text.push_str(&format!(
+                    "The store also holds {earlier} earlier run{} labelled {id_key}={id}: the commands below show them \
+                     with these.\n",
+                    if earlier == 1 { "" } else { "s" }
+                ));
+            }
+            text.push_str(&format!(
+                "See these runs again: servebench compare --label {label}{db}\n\
+                 As an HTML report:    servebench report --label {label}{db} -o {}.html\n",
+                file_stem(id)
+            ));
+        }
+        output::out(&text)?;
+        Ok(if interrupted {
+            ExitCode::from(INTERRUPTED)
+        } else if failed.is_empty() && all_failed.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    }
+
+    /// The runs of the sweep as the store holds them (with `--no-store`, held in memory), and how
+    /// many other runs the store holds under the same name (from an earlier sweep).
+    fn collected_runs(
+        &self,
+        records: &[run::RunRecord],
+        (key, id): (&str, &str),
+    ) -> anyhow::Result<(Vec<StoredRun>, usize)> {
+        let done: Vec<&run::Done> = records.iter().filter_map(|r| r.outcome.as_ref().ok()).collect();
+        let (store, ids) = if self.args.bench.extra.no_store {
+            let mut store = Store::open_in_memory()?;
+            let mut ids = Vec::new();
+            for run in done.iter().filter_map(|d| d.run.as_ref()) {
+                ids.push(store.insert(run)?);
+            }
+            (store, ids)
+        } else {
+            let ids: Vec<i64> = done.iter().filter_map(|d| d.stored).collect();
+            if ids.is_empty() {
+                return Ok((Vec::new(), 0));
+            }
+            let path = match &self.args.bench.extra.db {
+                Some(p) => std::path::PathBuf::from(p),
+                None => servebench_store::default_db_path()?,
+            };
+            (Store::open(&path).context("could not read the sweep's runs back from the run store")?, ids)
+        };
+        if ids.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let filter = RunFilter { labels: vec![(key.to_string(), Some(id.to_string()))], ..RunFilter::default() };
+        let earlier = store.list(&filter)?.iter().filter(|r| !ids.contains(&r.id)).count();
+        // Two runs are compared with intervals from their records, as `compare A B` does.
+        let records = if ids.len() == 2 { Records::All } else { Records::None };
+        Ok((load(&store, &Selection::Runs(ids.into_iter().map(RunRef::Id).collect()), &records)?, earlier))
+    }
+}
+
+/// Makes sure each run computes what the SLOs name (a percentile or an E2EL section beyond
+/// `bench serve`'s defaults), and says so.
+fn add_slo_sections(bench: &mut crate::cli::BenchServeArgs, slos: &[Slo]) -> anyhow::Result<Vec<String>> {
+    let metrics = parse_percentile_metrics(bench.report.percentile_metrics.as_deref())?;
+    let percentiles = parse_metric_percentiles(&bench.report.metric_percentiles)?;
+    let (more_metrics, more_ps) = missing_sections(slos, &metrics, &percentiles);
+    let mut notes = Vec::new();
+    if !more_metrics.is_empty() {
+        let all: Vec<&str> = metrics.iter().chain(&more_metrics).map(|m| m.key()).collect();
+        bench.report.percentile_metrics = Some(all.join(","));
+        notes.push(format!("The SLOs need these sections: --percentile-metrics {}", all.join(",")));
+    }
+    if !more_ps.is_empty() {
+        let all: Vec<String> =
+            percentiles.iter().chain(&more_ps).map(|p| servebench_report::layout::number_text(*p)).collect();
+        bench.report.metric_percentiles = all.join(",");
+        notes.push(format!("The SLOs need these percentiles: --metric-percentiles {}", all.join(",")));
+    }
+    Ok(notes)
+}
+
+/// `20250601-143012-a3f9`: the start time and four hex digits.
+fn default_id() -> String {
+    let now = jiff::Zoned::now();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mixed = (nanos as u64 ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    format!("{}-{:04x}", now.strftime("%Y%m%d-%H%M%S"), (mixed >> 48) as u16)
+}
+
+/// A word as a shell reads it: quoted when it holds anything but safe characters.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@+,".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn file_stem(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
+}

@@ -1,0 +1,300 @@
+//! `servebench sim predict`, `sim fit` and `sim presets`: the real binary, its output, the
+//! files it writes and its errors.
+
+use std::path::Path;
+use std::process::Output;
+
+use clap::Parser;
+use serde_json::Value;
+use servebench::cli::{Cli, Command, SimCommand};
+use servebench::commands;
+
+fn servebench(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"));
+    cmd.args(args).env_remove("SERVEBENCH_DB").env_remove("SERVEBENCH_PRESETS").env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("the servebench binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = servebench(args, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "servebench {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+/// The exit code and stderr of a command that must fail.
+fn fails(args: &[&str]) -> (i32, String) {
+    let out = servebench(args, &[]);
+    assert!(!out.status.success(), "servebench {args:?} succeeded:\n{}", String::from_utf8_lossy(&out.stdout));
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A `label: value` line of a vLLM block.
+fn value(report: &str, label: &str) -> f64 {
+    let line = report.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label:?} in\n{report}"));
+    line[label.len()..].trim().parse().unwrap()
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `sim predict` of a small deployment: `prompts` requests of 64 tokens in and 16 out,
+/// `concurrency` at a time, then `extra`.
+fn predict_args<'a>(prompts: &'a str, concurrency: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "sim",
+        "predict",
+        "--model",
+        "Qwen/Qwen3-0.6B",
+        "--hardware",
+        "l40s",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "16",
+        "--option",
+        "jitter=0",
+        "--no-store",
+        "--num-prompts",
+        prompts,
+        "--max-concurrency",
+        concurrency,
+    ];
+    args.extend(extra);
+    args
+}
+
+#[test]
+fn sim_predict_prints_the_vllm_block_and_saves_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let result_dir = dir.path().to_str().unwrap();
+    let args = predict_args("40", "4", &["--save-result", "--result-dir", result_dir, "--result-filename", "r.json"]);
+    let out = ok(&args);
+    assert!(out.contains("============ Serving Benchmark Result ============"), "{out}");
+    assert!(out.contains("KV cache") && out.contains("max-num-seqs 256"), "{out}");
+    assert_eq!(value(&out, "Successful requests:"), 40.0);
+    assert_eq!(value(&out, "Failed requests:"), 0.0);
+    assert_eq!(value(&out, "Maximum request concurrency:"), 4.0);
+    assert_eq!(value(&out, "Total input tokens:"), 40.0 * 64.0);
+    assert_eq!(value(&out, "Total generated tokens:"), 40.0 * 16.0);
+    let ttft = value(&out, "Mean TTFT (ms):");
+    let tpot = value(&out, "Mean TPOT (ms):");
+    assert!(ttft > 15.0 && ttft < 500.0, "{ttft}");
+    assert!(tpot > 1.0 && tpot < 100.0, "{tpot}");
+
+    let json = read_json(&dir.path().join("r.json"));
+    assert_eq!(json["completed"], 40);
+    assert_eq!(json["total_output_tokens"], 640);
+    assert_eq!(json["model_id"], "Qwen/Qwen3-0.6B");
+    assert_eq!(json["servebench"]["token_source"], "simulated");
+    assert_eq!(json["servebench"]["config"]["target"]["sim"]["hardware"], "l40s");
+    assert!((json["mean_ttft_ms"].as_f64().unwrap() - ttft).abs() < 0.01);
+
+    // The same flags predict the same run.
+    let again = ok(&args);
+    assert_eq!(value(&again, "Mean TPOT (ms):"), tpot);
+}
+
+#[test]
+fn sim_predict_runs_multi_turn_conversations() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("conversations.json");
+    let conv = |i: usize| {
+        serde_json::json!({"conversations": [
+            {"from": "human", "value": format!("question {i} about cats and dogs")},
+            {"from": "gpt", "value": "an answer of a few words here"},
+            {"from": "human", "value": "and a follow-up question"},
+            {"from": "gpt", "value": "another answer"},
+        ]})
+    };
+    std::fs::write(&data, serde_json::to_string(&(0..6).map(conv).collect::<Vec<_>>()).unwrap()).unwrap();
+    let out = ok(&[
+        "sim",
+        "predict",
+        "--model",
+        "Qwen/Qwen3-0.6B",
+        "--hardware",
+        "l40s",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        data.to_str().unwrap(),
+        "--multi-turn",
+        "--max-active-conversations",
+        "2",
+        "--think-time",
+        "0.2",
+        "--num-prompts",
+        "6",
+        "--no-store",
+    ]);
+    assert_eq!(value(&out, "Successful requests:"), 12.0, "{out}");
+    assert!(out.contains("6 conversation(s), 12 turn(s): at most 2 active at once"), "{out}");
+}
+
+#[test]
+fn sim_presets_lists_the_presets_and_where_user_presets_live() {
+    let out = ok(&["sim", "presets"]);
+    for want in ["h100-sxm", "dgx-spark", "3350", "Qwen/Qwen3-8B", "openai/gpt-oss-120b", "KV KiB/tok", "User presets"]
+    {
+        assert!(out.contains(want), "{want} missing:\n{out}");
+    }
+    let hw = ok(&["sim", "presets", "--hardware"]);
+    assert!(hw.contains("mi300x") && !hw.contains("Qwen/Qwen3-8B"), "{hw}");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("models")).unwrap();
+    std::fs::write(
+        dir.path().join("models/tiny.toml"),
+        "id = \"me/tiny-model\"\nlayers = 4\nhidden = 256\nheads = 4\nkv_heads = 2\nhead_dim = 64\n\
+         intermediate = 512\nvocab = 1000\ntied_embeddings = true\nprecision = \"bf16\"\nmax_context = 2048\n",
+    )
+    .unwrap();
+    let out = servebench(&["sim", "presets", "--models"], &[("SERVEBENCH_PRESETS", dir.path())]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("me/tiny-model") && text.contains(&dir.path().display().to_string()), "{text}");
+}
+
+/// A console report of two runs on a small deployment, as vLLM prints them.
+fn report_of(runs: &[(&str, String)]) -> String {
+    runs.iter().map(|(heading, block)| format!("{heading}\n{block}\n")).collect()
+}
+
+/// The vLLM block `sim predict` printed.
+fn block(out: &str) -> String {
+    let start = out.find("============ Serving Benchmark Result").unwrap();
+    let end = out[start..].find("==================================================\n").unwrap() + start + 51;
+    out[start..end].to_string()
+}
+
+#[test]
+fn sim_fit_writes_a_profile_that_predict_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    // "Measurements": predictions with constants the fit does not start from.
+    let truth = ["--option", "alpha-api-ms=90", "--option", "t0-ms=6"];
+    let measure = |prompts: &str, conc: &str| block(&ok(&predict_args(prompts, conc, &truth)));
+    let report = report_of(&[("# one at a time", measure("8", "1")), ("# eight at a time", measure("32", "8"))]);
+    let report_path = dir.path().join("measured.txt");
+    std::fs::write(&report_path, report).unwrap();
+    let profile = dir.path().join("fitted.toml");
+    let out = ok(&[
+        "sim",
+        "fit",
+        "--model",
+        "Qwen/Qwen3-0.6B",
+        "--hardware",
+        "l40s",
+        "--fit",
+        "alpha-api-ms,t0-ms",
+        "--max-evals",
+        "60",
+        "--out",
+        profile.to_str().unwrap(),
+        report_path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("measured.txt #2") && out.contains("mean TPOT (ms)"), "{out}");
+    assert!(out.contains("Wrote the profile to"), "{out}");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    assert!(text.starts_with("# Stack constants fitted by `servebench sim fit`"), "{text}");
+    let number = |key: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap();
+        line.split('=').nth(1).unwrap().trim().parse().unwrap()
+    };
+    assert!((number("alpha_api_ms") / 90.0 - 1.0).abs() < 0.1, "{text}");
+    assert!((number("t0_ms") / 6.0 - 1.0).abs() < 0.2, "{text}");
+
+    // The profile reproduces the measurement.
+    // (In process: the command line's vLLM-compatibility check refuses `--profile`, vLLM's
+    // torch-profiler flag, before any subcommand sees it.)
+    let saved = dir.path().to_str().unwrap();
+    let with_profile = predict_args(
+        "32",
+        "8",
+        &[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--save-result",
+            "--result-dir",
+            saved,
+            "--result-filename",
+            "p.json",
+        ],
+    );
+    let cli = Cli::try_parse_from(std::iter::once("servebench").chain(with_profile.iter().copied())).unwrap();
+    let Command::Sim(SimCommand::Predict(args)) = cli.command else { panic!("not sim predict") };
+    commands::sim::predict(*args).unwrap();
+    let predicted = read_json(&dir.path().join("p.json"));
+    let measured = measure("32", "8");
+    for (key, label) in [("mean_ttft_ms", "Mean TTFT (ms):"), ("mean_tpot_ms", "Mean TPOT (ms):")] {
+        let (p, m) = (predicted[key].as_f64().unwrap(), value(&measured, label));
+        assert!((p / m - 1.0).abs() < 0.05, "{label} {p} vs {m}");
+    }
+
+    // Result JSON files are read too.
+    let json_dir = dir.path().to_str().unwrap();
+    ok(&predict_args("40", "4", &["--save-result", "--result-dir", json_dir, "--result-filename", "m.json"]));
+    let out = ok(&[
+        "sim",
+        "fit",
+        "--model",
+        "Qwen/Qwen3-0.6B",
+        "--hardware",
+        "l40s",
+        "--max-evals",
+        "12",
+        "--out",
+        profile.to_str().unwrap(),
+        dir.path().join("m.json").to_str().unwrap(),
+    ]);
+    assert!(out.contains("m.json") && out.contains("Fitting alpha-api-ms, eta-f-prefill.bf16"), "{out}");
+}
+
+#[test]
+fn bad_input_errors_say_what_to_do() {
+    let (code, err) = fails(&["sim", "predict", "--model", "acme/unknown-9b", "--hardware", "h100-sxm", "--no-store"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown model \"acme/unknown-9b\"") && err.contains("Qwen/Qwen3-8B"), "{err}");
+    assert!(err.contains("config.json"), "{err}");
+    let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "tpu-v9", "--no-store"]);
+    assert!(err.contains("unknown hardware \"tpu-v9\"") && err.contains("h100-sxm, h200"), "{err}");
+    let (_, err) = fails(&[
+        "sim",
+        "predict",
+        "--model",
+        "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8",
+        "--hardware",
+        "rtx-4090",
+        "--no-store",
+    ]);
+    assert!(err.contains("does not fit on rtx-4090") && err.contains("GiB per GPU"), "{err}");
+    assert!(err.contains("Use more GPUs"), "{err}");
+    let (_, err) = fails(&["sim", "predict", "--hardware", "h100-sxm", "--no-store"]);
+    assert!(err.contains("--model"), "{err}");
+    let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm", "--tp", "3"]);
+    assert!(err.contains("tp=3") && err.contains("32 attention heads"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("notes.txt");
+    std::fs::write(&junk, "no report here\n").unwrap();
+    let out = dir.path().join("p.toml");
+    let fit = |extra: &[&str]| {
+        let mut args = vec!["sim", "fit", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm"];
+        args.extend(["--out", out.to_str().unwrap()]);
+        args.extend(extra);
+        fails(&args).1
+    };
+    let err = fit(&[junk.to_str().unwrap()]);
+    assert!(err.contains("notes.txt") && err.contains("Serving Benchmark Result"), "{err}");
+    let err = fit(&["--fit", "t0", junk.to_str().unwrap()]);
+    assert!(err.contains("unknown constant \"t0\"") && err.contains("t0-ms"), "{err}");
+    let err = fit(&["/nonexistent/result.json"]);
+    assert!(err.contains("/nonexistent/result.json"), "{err}");
+    assert!(!out.exists());
+}

@@ -1,0 +1,438 @@
+//! `servebench sweep` end to end: the real binary against the scripted test server (real
+//! time, a few hundred milliseconds) and the simulator in virtual time (`--predict`), then
+//! `compare` and `report` on what it stored.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use servebench_client::testserver::{Script, TestServer, TestServerConfig};
+use servebench_store::{RunFilter, RunKind, RunRow, Store};
+
+fn servebench_blocking(args: &[String]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+        .args(args)
+        .env_remove("SERVEBENCH_DB")
+        .env_remove("SERVEBENCH_PRESETS")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the servebench binary runs")
+}
+
+/// Runs the binary off the async runtime, which serves the test server.
+async fn servebench(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || servebench_blocking(&args)).await.expect("the runner thread finishes")
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_string()).collect()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn quick(tokens: u32) -> Script {
+    Script { ttft: Duration::from_millis(3), itl: Duration::from_millis(1), tokens, ..Script::default() }
+}
+
+/// The runs of the store labelled `key=value`, in order.
+fn runs_labelled(db: &Path, key: &str, value: &str) -> Vec<RunRow> {
+    let store = Store::open(db).unwrap();
+    store.list(&RunFilter { labels: vec![(key.into(), Some(value.into()))], ..RunFilter::default() }).unwrap()
+}
+
+/// The text from the sweep's closing rule on: its tables and notes.
+fn closing(stdout: &str) -> &str {
+    let rule = format!("\n{}\n", "=".repeat(50));
+    let at = stdout.rfind(&rule).unwrap_or_else(|| panic!("no closing rule in\n{stdout}"));
+    &stdout[at + rule.len()..]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grid_runs_every_point_repeated_labelled_and_saved_then_compares_them() {
+    let server = TestServer::start(TestServerConfig::new(16, |_| quick(3))).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let out = servebench(args(&[
+        "sweep",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "test-model",
+        "--max-concurrency",
+        "1,2",
+        "--num-prompts",
+        "4",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "3",
+        "--repeats",
+        "2",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--sweep-id",
+        "grid1",
+        "--disable-tqdm",
+    ]))
+    .await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // Every run is a full bench run under a heading people paste reports with.
+    assert_eq!(stdout.matches("============ Serving Benchmark Result ============").count(), 4, "{stdout}");
+    assert!(stdout.contains("\nResults test-model\nmax_concurrency: 2\nrepeat: 2\n"), "{stdout}");
+    assert!(stderr.contains("point 2/2 (repeat 2/2): model=test-model max_concurrency=2\n"), "{stderr}");
+
+    let rows = runs_labelled(&db, "sweep", "grid1");
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r.kind == RunKind::Sweep && r.completed == 4), "{rows:?}");
+    let labels: Vec<(Option<&str>, Option<&str>, Option<&str>)> =
+        rows.iter().map(|r| (r.label("model"), r.label("max_concurrency"), r.label("repeat"))).collect();
+    let m = Some("test-model");
+    assert_eq!(
+        labels,
+        [(m, Some("1"), Some("1")), (m, Some("1"), Some("2")), (m, Some("2"), Some("1")), (m, Some("2"), Some("2"))]
+    );
+    // One result file per run, each named after its point.
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 4, "{files:?}");
+    assert!(files.iter().any(|f| f.ends_with("-c2-r2.json")), "{files:?}");
+
+    // The closing table is `compare`'s pivot, with the spread of the repeats after it.
+    let end = closing(&stdout);
+    assert!(end.starts_with("Sweep grid1: 4 runs finished\n"), "{end}");
+    assert!(end.contains("Output throughput (tok/s) by max_concurrency"), "{end}");
+    assert!(end.contains("Spread over repeats: mean ± standard deviation (latencies in ms)"), "{end}");
+    let spread = end.lines().find(|l| l.starts_with("model=test-model max_concurrency=2 ")).unwrap_or("");
+    assert_eq!(spread.split_whitespace().nth(2), Some("2/2"), "{end}");
+    assert!(spread.contains(" ± "), "{end}");
+    let again = format!("servebench compare --label sweep=grid1 --db {}", db.display());
+    assert!(end.contains(&again), "{end}");
+    let compare = servebench(args(&["compare", "--label", "sweep=grid1", "--db", db.to_str().unwrap()])).await;
+    let compared = text(&compare.stdout);
+    assert!(compare.status.success(), "{}", text(&compare.stderr));
+    assert!(end.contains(&compared), "the sweep's table is compare's:\n{compared}\n---\n{end}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_point_is_recorded_and_the_sweep_goes_on() {
+    let live = TestServer::start(TestServerConfig::new(3, |_| quick(2))).await.unwrap();
+    let broken = TestServer::start(TestServerConfig::new(3, |_| Script { status: 503, ..quick(2) })).await.unwrap();
+    // A port nothing listens on.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let urls = format!("{dead},{},{}", live.base_url(), broken.base_url());
+    let out = servebench(args(&[
+        "sweep",
+        "--base-url",
+        &urls,
+        "--num-prompts",
+        "3",
+        "--random-input-len",
+        "4",
+        "--random-output-len",
+        "2",
+        "--db",
+        db.to_str().unwrap(),
+        "--sweep-id",
+        "partly",
+        "--disable-tqdm",
+    ]))
+    .await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // The dead server's point fails before it runs (no model to ask for); the others run.
+    assert!(stderr.contains("point 1/3 failed: could not fetch the model list from"), "{stderr}");
+    assert!(stderr.contains("point 3/3: every request failed (3; first: "), "{stderr}");
+    let end = closing(&stdout);
+    assert!(end.starts_with("Sweep partly: 2 runs finished, 1 failed\n"), "{end}");
+    assert!(end.contains(&format!("Failed: model=? base_url={dead} (repeat 1): could not fetch")), "{end}");
+    // Without --model each server is asked: its model id is the root it lists.
+    let all_failed = format!("Every request failed: model=servebench/test-model base_url={}", broken.base_url());
+    assert!(end.contains(&all_failed), "{end}");
+    let rows = runs_labelled(&db, "sweep", "partly");
+    let kept: Vec<(Option<&str>, u64)> = rows.iter().map(|r| (r.label("base_url"), r.completed)).collect();
+    assert_eq!(kept, [(Some(live.base_url().as_str()), 3), (Some(broken.base_url().as_str()), 0)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_the_grid_after_keeping_the_run_in_progress() {
+    // Each request streams for about 0.4 s; the first point (4 requests, one at a time) is
+    // interrupted, the other two never start.
+    let server = TestServer::start(TestServerConfig::new(40, |_| Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(100),
+        tokens: 4,
+        ..Script::default()
+    }))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let argv = args(&[
+        "sweep",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "test-model",
+        "--max-concurrency",
+        "1,2,4",
+        "--num-prompts",
+        "4",
+        "--random-input-len",
+        "4",
+        "--random-output-len",
+        "4",
+        "--db",
+        db.to_str().unwrap(),
+        "--sweep-id",
+        "stopped",
+    ]);
+    let (out, stderr) = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+            .args(&argv)
+            .env_remove("SERVEBENCH_DB")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the servebench binary starts");
+        // Once the first point has started, let it send a request or two, then interrupt.
+        let (started, lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.starts_with("point 1/3") {
+                    let _ = started.send(());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        lines.recv_timeout(Duration::from_secs(20)).expect("the first point starts");
+        std::thread::sleep(Duration::from_millis(500));
+        let killed = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        assert!(killed.is_ok_and(|s| s.success()), "could not send SIGINT");
+        (child.wait_with_output().expect("servebench exits"), reader.join().unwrap())
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("Run interrupted: "), "{stdout}");
+    assert!(!stderr.contains("point 2/3"), "{stderr}");
+    assert!(closing(&stdout).starts_with("Sweep stopped: 1 run finished (interrupted)\n"), "{stdout}");
+    let rows = runs_labelled(&db, "sweep", "stopped");
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].interrupted && rows[0].completed < 4, "{rows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_points_run_over_http_in_real_time() {
+    let out = servebench(args(&[
+        "sweep",
+        "--sim",
+        "Qwen/Qwen3-0.6B@h100-sxm",
+        "--num-prompts",
+        "2,3,4",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--no-store",
+        "--disable-tqdm",
+    ]))
+    .await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(stdout.matches("Simulating Qwen/Qwen3-0.6B@h100-sxm at http://127.0.0.1:").count(), 3, "{stdout}");
+    let end = closing(&stdout);
+    assert!(end.contains("By num_prompts\n"), "{end}");
+    assert!(end.contains("Not kept in the run store (--no-store)"), "{end}");
+}
+
+/// Reference 000 (models at one load) and 001 (a num_prompts sweep), small: fewer models and
+/// points than docs/reproduce.md, the same commands otherwise. Then `compare` and `report`.
+#[test]
+fn the_reference_sweeps_reproduce_in_virtual_time_and_compare_and_report_render_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let db = db.to_str().unwrap();
+    let models = ["Qwen/Qwen3-8B", "Qwen/Qwen3-4B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-0.6B", "meta-llama/Llama-3.2-1B"];
+    let sims: Vec<String> = models.iter().map(|m| format!("{m}@dgx-spark")).collect();
+    let out = servebench_blocking(&args(&[
+        "sweep",
+        "--sim",
+        &sims.join(","),
+        "--max-concurrency",
+        "4",
+        "--num-prompts",
+        "20",
+        "--random-input-len",
+        "128",
+        "--random-output-len",
+        "128",
+        "--predict",
+        "--db",
+        db,
+        "--sweep-id",
+        "r000",
+    ]));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    for m in models {
+        assert!(stdout.contains(&format!("\nResults {m}\n")), "{stdout}");
+    }
+    // The model table: one row per model, named by it.
+    let end = closing(&stdout);
+    let table: Vec<&str> =
+        end.lines().skip_while(|l| !l.starts_with("Runs (latencies in ms)")).skip(2).take(5).collect();
+    let names: Vec<&str> = table.iter().map(|l| l.split_whitespace().nth(1).unwrap_or("")).collect();
+    assert_eq!(names, models, "{end}");
+    let rows = runs_labelled(Path::new(db), "sweep", "r000");
+    assert!(rows.iter().all(|r| r.kind == RunKind::Predict && r.completed == 20 && r.max_concurrency == Some(4)));
+    let labelled: Vec<Option<&str>> = rows.iter().map(|r| r.label("model")).collect();
+    assert_eq!(labelled, models.map(Some));
+    // What the command line set is labelled too, so sweeps saved under one name stay apart.
+    let given = ["hardware=dgx-spark", "random_input_len=128", "random_output_len=128", "max_concurrency=4"];
+    for (key, value) in given.map(|l| l.split_once('=').unwrap()) {
+        assert!(rows.iter().all(|r| r.label(key) == Some(value)), "{key}: {rows:?}");
+    }
+
+    let out = servebench_blocking(&args(&[
+        "sweep",
+        "--sim",
+        "meta-llama/Llama-3.1-8B-Instruct@dgx-spark",
+        "--sim-option",
+        "precision=fp8",
+        "--sim-option",
+        "kv-cache-dtype=fp8",
+        "--sim-option",
+        "max-num-batched-tokens=512",
+        "--sim-option",
+        "max-num-seqs=256",
+        "--sim-option",
+        "enable-prefix-caching=false",
+        "--sim-option",
+        "graph-max-tokens=256",
+        "--sim-option",
+        "graph-max-ctx=8192",
+        "--sim-option",
+        "eager-ms=18",
+        "--num-prompts",
+        "1,2,4,8,16",
+        "--random-input-len",
+        "80",
+        "--random-output-len",
+        "60",
+        "--random-range-ratio",
+        r#"{"input":0,"output":0.5}"#,
+        "--predict",
+        "--db",
+        db,
+        "--sweep-id",
+        "r001",
+        "--slo",
+        "p99_ttft_ms<=600",
+    ]));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    let end = closing(&stdout);
+    let header = end.lines().skip_while(|l| *l != "By num_prompts").nth(1).unwrap_or("");
+    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["1", "2", "4", "8", "16"], "{end}");
+    assert!(end.contains("SLOs: p99_ttft_ms<=600\n"), "{end}");
+    assert!(end.contains(" of 5 points meet p99_ttft_ms<=600.\n"), "{end}");
+    let rows = runs_labelled(Path::new(db), "sweep", "r001");
+    let counts: Vec<Option<&str>> = rows.iter().map(|r| r.label("num_prompts")).collect();
+    assert_eq!(counts, ["1", "2", "4", "8", "16"].map(Some));
+
+    for (id, first_line) in [("r000", "Runs (latencies in ms)"), ("r001", "By num_prompts")] {
+        let label = format!("sweep={id}");
+        let out = servebench_blocking(&args(&["compare", "--label", &label, "--db", db]));
+        let compared = text(&out.stdout);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(compared.starts_with(first_line), "{compared}");
+        let html = dir.path().join(format!("{id}.html"));
+        let out = servebench_blocking(&args(&["report", "--label", &label, "--db", db, "-o", html.to_str().unwrap()]));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(page.starts_with("<!DOCTYPE html>") && page.contains("Llama-3"), "{id}: {} bytes", page.len());
+    }
+}
+
+#[test]
+fn an_slo_search_finds_the_highest_concurrency_and_keeps_every_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let out = servebench_blocking(&args(&[
+        "sweep",
+        "--sim",
+        "Qwen/Qwen3-8B@h100-sxm",
+        "--predict",
+        "--search",
+        "max-concurrency",
+        "--slo",
+        "p99_ttft_ms<=400,p90_tpot_ms<=25",
+        "--scale-num-prompts",
+        "2",
+        "--search-max",
+        "64",
+        "--random-input-len",
+        "1024",
+        "--random-output-len",
+        "32",
+        "--db",
+        db.to_str().unwrap(),
+        "--sweep-id",
+        "cap",
+    ]));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    // p90 is not among the default percentiles: the runs compute it.
+    assert!(stdout.starts_with("The SLOs need these percentiles: --metric-percentiles 99,90\n"), "{stdout}");
+    let end = closing(&stdout);
+    let answer = end
+        .lines()
+        .find(|l| l.starts_with("Highest max_concurrency meeting p99_ttft_ms<=400 and p90_tpot_ms<=25: "))
+        .unwrap_or_else(|| panic!("no answer in\n{end}"));
+    let best: u64 = answer.split(": ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(answer.contains(&format!("; {} fails p99 TTFT (", best + 1)), "{answer}");
+    assert!(end.contains("--repeats 3 judges each probe on the mean of three runs"), "{end}");
+
+    let rows = runs_labelled(&db, "search", "cap");
+    let probes: Vec<(u64, u64)> =
+        rows.iter().map(|r| (r.max_concurrency.unwrap(), r.label("probe").unwrap().parse().unwrap())).collect();
+    assert_eq!(probes.iter().map(|p| p.1).collect::<Vec<_>>(), (1..=probes.len() as u64).collect::<Vec<_>>());
+    assert_eq!(&probes.iter().map(|p| p.0).collect::<Vec<_>>()[..3], [1, 2, 4]);
+    assert!(probes.iter().any(|p| p.0 == best) && probes.iter().any(|p| p.0 == best + 1), "{probes:?}");
+    // Prompts scale with the concurrency: two per slot.
+    assert!(rows.iter().all(|r| r.num_prompts == r.max_concurrency.map(|c| 2 * c)), "{rows:?}");
+}
+
+#[test]
+fn usage_errors_name_the_flag() {
+    let out = servebench_blocking(&args(&["sweep", "--sim", "a@b,c@d", "--model", "x", "--predict"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("leave out --model"), "{}", text(&out.stderr));
+    let out = servebench_blocking(&args(&["sweep", "--sim", "Qwen/Qwen3-8B@h100-sxm", "--slo", "p99_ttft_ms<5"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("invalid --slo \"p99_ttft_ms<5\""), "{}", text(&out.stderr));
+    let out = servebench_blocking(&args(&["sweep", "--num-prompts", "1,two"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("\"two\" is not a valid value of --num-prompts"), "{}", text(&out.stderr));
+}

@@ -17,6 +17,11 @@ use super::args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraAr
 #[error("{0}")]
 pub struct ResolveError(pub String);
 
+/// Greater than zero (and so not NaN).
+fn is_positive(x: f64) -> bool {
+    x > 0.0
+}
+
 fn err<T>(msg: impl Into<String>) -> Result<T, ResolveError> {
     Err(ResolveError(msg.into()))
 }
@@ -90,7 +95,7 @@ pub fn parse_goodput(items: &[String]) -> Result<Vec<Slo>, ResolveError> {
         };
         let max_ms: f64 =
             v.parse().map_err(|_| ResolveError(format!("invalid --goodput value {v:?}: not a number")))?;
-        if !(max_ms >= 0.0) {
+        if max_ms.is_nan() || max_ms < 0.0 {
             return err(format!("invalid --goodput value {item:?}: the service level objective must be non-negative"));
         }
         out.push(Slo { metric, max_ms });
@@ -141,10 +146,10 @@ pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
 }
 
 pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
-    if !(t.burstiness > 0.0) {
+    if !is_positive(t.burstiness) {
         return err(format!("--burstiness must be greater than 0, got {}", t.burstiness));
     }
-    if !(t.request_rate > 0.0) {
+    if !is_positive(t.request_rate) {
         return err(format!("--request-rate must be greater than 0 (or inf), got {}", t.request_rate));
     }
     let max_concurrency = match t.max_concurrency {
@@ -278,7 +283,7 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             output_len: output.unwrap_or(d.prefix_repetition_output_len),
         },
         "trace" | "burstgpt" | "mooncake" => {
-            if !(d.trace_time_scale > 0.0) {
+            if !is_positive(d.trace_time_scale) {
                 return err("--trace-time-scale must be greater than 0");
             }
             WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale }
@@ -400,7 +405,7 @@ pub fn resolve_run_config(
         api_url = format!("{base_url}{endpoint}");
     }
     check_endpoint(&endpoint, backend)?;
-    if !(f.extra.request_timeout_sec > 0.0) {
+    if !is_positive(f.extra.request_timeout_sec) {
         return err("--request-timeout-sec must be greater than 0");
     }
     let workload = parse_workload(f.dataset, f.content)?;

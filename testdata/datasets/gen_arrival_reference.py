@@ -3,7 +3,8 @@ few traffic settings, drawn with numpy's legacy np.random.gamma after np.random.
 
 usage: python gen_arrival_reference.py > arrival.json
 
-Follows docs/vllm-bench-serve-spec.md §4.2. Delays are stored as IEEE-754 bit patterns.
+Follows vLLM 0.33's `get_request` (vllm/benchmarks/serve.py). Delays are stored as IEEE-754 bit
+patterns.
 """
 
 import json

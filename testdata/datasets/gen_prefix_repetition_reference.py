@@ -3,7 +3,7 @@ draws of the global legacy np.random after them (which vLLM's arrival gaps then 
 
 usage: python gen_prefix_repetition_reference.py TOKENIZER_DIR > prefix_repetition_qwen3.json
 
-Follows docs/vllm-bench-serve-spec.md §6.3: random.seed and np.random.seed with the seed,
+Follows vLLM 0.33's `PrefixRepetitionRandomDataset` (vllm/benchmarks/datasets.py): random.seed and np.random.seed with the seed,
 np.random.randint ids per prefix and per suffix fitted to their lengths (extensions drawn from
 np.random.randint), prompt = decode(prefix + suffix), then random.shuffle.
 """

@@ -3,8 +3,9 @@ vLLM would send for them, for a few parameter sets.
 
 usage: python gen_random_reference.py TOKENIZER_DIR > random_qwen3.json
 
-The sampling follows vLLM 0.33's description (docs/vllm-bench-serve-spec.md §6.1) with numpy's
-default_rng and a transformers tokenizer; bodies are json.dumps of the payloads of §4.4.
+The sampling follows vLLM 0.33's `RandomDataset.sample` (vllm/benchmarks/datasets.py) with
+numpy's default_rng and a transformers tokenizer; bodies are json.dumps of the payloads its
+completions and chat request functions build (vllm/benchmarks/lib/endpoint_request_func.py).
 """
 
 import json

@@ -3,7 +3,7 @@ picks, in which order, with which lengths, for a few parameter sets.
 
 usage: python gen_sharegpt_reference.py TOKENIZER_DIR ../sharegpt/sharegpt_small.json > sharegpt_qwen3.json
 
-Follows docs/vllm-bench-serve-spec.md §6.2: keep entries with >= 2 messages, random.seed(seed)
+Follows vLLM 0.33's `ShareGPTDataset` (vllm/benchmarks/datasets.py): keep entries with >= 2 messages, random.seed(seed)
 then random.shuffle, count tokens with special tokens, drop prompt < 4, output < 4 (unless the
 output length is fixed), prompt > 1024 or prompt + output > 2048, then top up with
 random.choice after random.seed(seed).

@@ -32,8 +32,8 @@ use servebench_workload::BodyBuilder;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use crate::dispatch::{
-    BatchOutcome, CancelSignal, acquire, collect, nanos_since, not_sent, release_on_schedule, semaphore, send_timed,
-    sleep_until_due,
+    BatchOutcome, CancelSignal, INTERRUPTED_FIRST, acquire, collect, fill_unsent, launch_in_order, nanos_since,
+    not_sent, release_on_schedule, semaphore, send_timed, sleep_until_due, stop_dispatching,
 };
 use crate::history::History;
 use crate::progress::Progress;
@@ -103,17 +103,8 @@ impl ConversationSet {
         (c, slot - self.offsets[c])
     }
 
-    /// The record of a turn the run never got to send.
-    fn unsent(&self, slot: usize) -> RequestRecord {
-        self.unsent_because(slot, "not sent: the run was interrupted first")
-    }
-
-    /// The record of a turn never sent because the run was interrupted before it began.
-    pub fn unsent_before_start(&self, slot: usize) -> RequestRecord {
-        self.unsent_because(slot, "not sent: the run was interrupted before the timed run began")
-    }
-
-    fn unsent_because(&self, slot: usize, message: &str) -> RequestRecord {
+    /// The record of turn `slot`, never sent (`message` says why).
+    pub fn unsent(&self, slot: usize, message: &str) -> RequestRecord {
         let (c, k) = self.locate(slot);
         let plan = &self.plans[c];
         RequestRecord {
@@ -169,45 +160,21 @@ pub(crate) async fn run_conversations<F: Future<Output = ()>>(
     });
     let at_ns: fn(&ConversationPlan) -> u64 = |c| c.at_ns;
     let dispatcher = tokio::spawn(release_on_schedule(Arc::clone(&set.plans), at_ns, t0, release_tx));
-    let launcher = tokio::spawn(launch(shared, release_rx, active, record_tx));
+    let launcher = tokio::spawn(launch_in_order(release_rx, active, move |c, arrival_ns, slot| {
+        conversation(Arc::clone(&shared), c, arrival_ns, slot, record_tx.clone())
+    }));
 
     let halt = async {
-        halt_tx.send_replace(true);
-        dispatcher.abort();
-        launcher.abort();
         // Conversations waiting for a slot or thinking end at once; the record channel closes
         // when the last turn in flight has handed its record back.
-        let _ = dispatcher.await;
-        let _ = launcher.await;
+        halt_tx.send_replace(true);
+        stop_dispatching(dispatcher, launcher).await;
     };
     let (records, interrupted) = collect(n, &mut record_rx, cancel, grace, &stop_tx, halt).await;
     let duration = t0.elapsed();
     let skipped = records.iter().flatten().filter(|r| r.never_sent()).count();
-    let mut not_sent = 0;
-    let records = records
-        .into_iter()
-        .enumerate()
-        .map(|(slot, rec)| {
-            rec.unwrap_or_else(|| {
-                not_sent += 1;
-                set.unsent(slot)
-            })
-        })
-        .collect();
+    let (records, not_sent) = fill_unsent(records, |slot| set.unsent(slot, INTERRUPTED_FIRST));
     BatchOutcome { records, not_sent, skipped, interrupted, duration }
-}
-
-/// Starts released conversations in order, each once an active slot is free.
-async fn launch(
-    shared: Arc<Shared>,
-    mut released: mpsc::UnboundedReceiver<(usize, u64)>,
-    active: Option<Arc<Semaphore>>,
-    records: mpsc::UnboundedSender<(usize, RequestRecord)>,
-) {
-    while let Some((c, arrival_ns)) = released.recv().await {
-        let slot = acquire(active.as_ref()).await;
-        tokio::spawn(conversation(Arc::clone(&shared), c, arrival_ns, slot, records.clone()));
-    }
 }
 
 /// Completes once the run has been halted (never, if its switch is gone).
@@ -335,7 +302,7 @@ mod tests {
         assert_eq!(s.locate(1), (0, 1));
         assert_eq!(s.locate(2), (2, 0));
         assert_eq!(s.locate(4), (2, 2));
-        let r = s.unsent(3);
+        let r = s.unsent(3, INTERRUPTED_FIRST);
         assert_eq!(r.turn, Some(TurnRef { conversation: 2, turn: 1, shared_prefix_tokens: 0 }));
         assert!(r.never_sent());
         assert_eq!((s.think, s.max_active), (Duration::from_millis(250), None));

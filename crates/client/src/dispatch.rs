@@ -13,9 +13,10 @@
 //! tasks. On cancellation nothing more is dispatched, requests in flight get a grace period to
 //! finish, then are told to stop and recorded as interrupted; requests never sent are counted.
 //!
-//! The schedule ([`release_on_schedule`]), the FIFO caps ([`acquire`]), the timed send
-//! ([`send_timed`]) and the collection of records with its interruption handling
-//! ([`collect`]) are shared with the multi-turn runner (`conversation.rs`).
+//! The schedule ([`release_on_schedule`]), the FIFO caps ([`launch_in_order`], [`acquire`]), the
+//! timed send ([`send_timed`]) and the collection of records with its interruption handling
+//! ([`collect`], [`stop_dispatching`], [`fill_unsent`]) are shared with the multi-turn runner
+//! (`conversation.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,6 +34,11 @@ use crate::stream::{StreamContext, execute};
 
 /// How long interrupted requests get to notice the stop signal and hand their record back.
 const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// The failure message of a request the run never got to send.
+pub(crate) const INTERRUPTED_FIRST: &str = "not sent: the run was interrupted first";
+/// The failure message of a request not sent because the run stopped before its timed part.
+pub(crate) const INTERRUPTED_BEFORE_START: &str = "not sent: the run was interrupted before the timed run began";
 
 /// One request, ready to send.
 #[derive(Clone, Debug)]
@@ -56,6 +62,13 @@ pub(crate) struct BatchOutcome {
     pub interrupted: bool,
     /// From just before the first dispatch to the end of the last request.
     pub duration: Duration,
+}
+
+impl BatchOutcome {
+    /// The outcome of a run interrupted before its timed part: every request never sent.
+    pub fn never_started(records: Vec<RequestRecord>) -> Self {
+        BatchOutcome { not_sent: records.len(), records, skipped: 0, interrupted: true, duration: Duration::ZERO }
+    }
 }
 
 /// A cancellation future that can be awaited again and again; once it has fired it stays fired.
@@ -105,23 +118,36 @@ pub(crate) async fn run_batch<F: Future<Output = ()>>(
     let t0 = Instant::now();
     let shared = Arc::new(Shared { ctx: ctx.clone(), jobs: Arc::clone(&jobs), t0, stop: stop_rx });
     let dispatcher = tokio::spawn(release_on_schedule(Arc::clone(&jobs), |j: &Job| j.at_ns, t0, release_tx));
-    let launcher = tokio::spawn(launch(shared, release_rx, semaphore, record_tx));
+    let launcher = tokio::spawn(launch_in_order(release_rx, semaphore, move |slot, arrival_ns, permit| {
+        request_task(Arc::clone(&shared), slot, arrival_ns, permit, record_tx.clone())
+    }));
 
     let halt = stop_dispatching(dispatcher, launcher);
     let (records, interrupted) = collect(n, &mut record_rx, cancel, grace, &stop_tx, halt).await;
     let duration = t0.elapsed();
+    // `records` has one slot per job.
+    let (records, not_sent) = fill_unsent(records, |slot| unsent_record(&jobs[slot], INTERRUPTED_FIRST));
+    BatchOutcome { records, not_sent, skipped: 0, interrupted, duration }
+}
+
+/// The records by slot, `unsent(slot)` standing in for each one never received, and how
+/// many those were.
+pub(crate) fn fill_unsent(
+    records: Vec<Option<RequestRecord>>,
+    unsent: impl Fn(usize) -> RequestRecord,
+) -> (Vec<RequestRecord>, usize) {
     let mut not_sent = 0;
     let records = records
         .into_iter()
-        .zip(jobs.iter())
-        .map(|(rec, job)| {
+        .enumerate()
+        .map(|(slot, rec)| {
             rec.unwrap_or_else(|| {
                 not_sent += 1;
-                unsent_record(job)
+                unsent(slot)
             })
         })
         .collect();
-    BatchOutcome { records, not_sent, skipped: 0, interrupted, duration }
+    (records, not_sent)
 }
 
 /// A semaphore of `permits` (at least one), for a FIFO cap.
@@ -141,6 +167,7 @@ pub(crate) async fn collect<F: Future<Output = ()>>(
     stop: &watch::Sender<bool>,
     halt: impl Future<Output = ()>,
 ) -> (Vec<Option<RequestRecord>>, bool) {
+    // Slots come from this run's own tasks, each below `n`.
     let mut records: Vec<Option<RequestRecord>> = vec![None; n];
     let mut received = 0;
     while received < n && !cancel.has_fired() {
@@ -169,7 +196,8 @@ pub(crate) async fn collect<F: Future<Output = ()>>(
     (records, interrupted)
 }
 
-async fn stop_dispatching(dispatcher: JoinHandle<()>, launcher: JoinHandle<()>) {
+/// Stops the dispatcher and the launcher and waits until both are gone.
+pub(crate) async fn stop_dispatching(dispatcher: JoinHandle<()>, launcher: JoinHandle<()>) {
     dispatcher.abort();
     launcher.abort();
     // Both end at their next await point; waiting makes sure the launcher's channel ends are
@@ -184,13 +212,14 @@ async fn drain(rx: &mut mpsc::UnboundedReceiver<(usize, RequestRecord)>, records
     }
 }
 
-fn unsent_record(job: &Job) -> RequestRecord {
+/// The record of `job`, never sent (`message` says why).
+pub(crate) fn unsent_record(job: &Job, message: &str) -> RequestRecord {
     RequestRecord {
         index: job.index,
         planned_ns: job.at_ns,
         max_tokens: job.max_tokens,
         prompt_tokens_client: job.prompt_tokens,
-        failure: Some(not_sent("not sent: the run was interrupted first")),
+        failure: Some(not_sent(message)),
         ..RequestRecord::default()
     }
 }
@@ -232,16 +261,18 @@ pub(crate) async fn acquire(semaphore: Option<&Arc<Semaphore>>) -> Option<OwnedS
     Arc::clone(semaphore?).acquire_owned().await.ok()
 }
 
-/// Starts released jobs in order, each once a concurrency slot is free.
-async fn launch(
-    shared: Arc<Shared>,
+/// Takes released `(slot, arrival_ns)` items in order and spawns `start` for each once a
+/// permit of `semaphore` is free (a FIFO wait; none when uncapped). The permit goes to the task.
+pub(crate) async fn launch_in_order<T>(
     mut released: mpsc::UnboundedReceiver<(usize, u64)>,
     semaphore: Option<Arc<Semaphore>>,
-    records: mpsc::UnboundedSender<(usize, RequestRecord)>,
-) {
+    start: impl Fn(usize, u64, Option<OwnedSemaphorePermit>) -> T,
+) where
+    T: Future<Output = ()> + Send + 'static,
+{
     while let Some((slot, arrival_ns)) = released.recv().await {
         let permit = acquire(semaphore.as_ref()).await;
-        tokio::spawn(request_task(Arc::clone(&shared), slot, arrival_ns, permit, records.clone()));
+        tokio::spawn(start(slot, arrival_ns, permit));
     }
 }
 

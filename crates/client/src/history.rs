@@ -191,9 +191,9 @@ fn exact_shares(tok: &Tokenizer, c: &ConversationPlan, records: &mut [RequestRec
     sent_turns(c, records, |history, rec| {
         let text = prompt_text(tok, history.messages())?;
         let ids = tok.encode(&text, false)?;
-        rec.prompt_tokens_client = Some(if templated { ids.len() as u32 } else { tok.count(&text, true)? });
+        rec.prompt_tokens_client = Some(if templated { saturating_u32(ids.len()) } else { tok.count(&text, true)? });
         let share = match &prev {
-            Some(p) => shared_prefix_len(&tok.encode(p, false)?, &ids) as u32,
+            Some(p) => saturating_u32(shared_prefix_len(&tok.encode(p, false)?, &ids)),
             None => 0,
         };
         set_share(rec, share);
@@ -209,7 +209,7 @@ fn estimated_shares(c: &ConversationPlan, records: &mut [RequestRecord]) -> Resu
         let text = history.plain_text();
         let share = match &prev {
             Some(p) => {
-                let bytes = p.bytes().zip(text.bytes()).take_while(|(a, b)| a == b).count();
+                let bytes = shared_prefix_len(p.as_bytes(), text.as_bytes());
                 match rec.usage.prompt_tokens {
                     Some(n) if !text.is_empty() => {
                         (f64::from(n) * bytes as f64 / text.len() as f64).round().min(f64::from(n)) as u32
@@ -225,6 +225,10 @@ fn estimated_shares(c: &ConversationPlan, records: &mut [RequestRecord]) -> Resu
         prev = Some(next.plain_text());
         Ok(())
     })
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 fn set_share(rec: &mut RequestRecord, share: u32) {

@@ -35,15 +35,15 @@ use crate::proxy::{Proxy, proxy_for, split_host_port};
 /// A target or option that cannot be used; reported before anything is sent.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    #[error("invalid URL {url:?}: {reason}")]
+    #[error("invalid URL {url:?}: {reason}; give an http:// URL such as http://127.0.0.1:8000")]
     InvalidUrl { url: String, reason: String },
     #[error(
         "https targets are not supported yet ({url}); use an http:// URL (for a TLS endpoint, run a local TLS-terminating proxy)"
     )]
     HttpsUnsupported { url: String },
-    #[error("invalid header {name:?}: {reason}")]
+    #[error("invalid header {name:?}: {reason}; pass --header NAME=VALUE with a valid name and value")]
     InvalidHeader { name: String, reason: String },
-    #[error("invalid proxy setting {var}={value:?}: {reason}")]
+    #[error("invalid proxy setting {var}={value:?}: {reason}; fix or unset {var}")]
     InvalidProxy { var: String, value: String, reason: String },
 }
 
@@ -354,6 +354,7 @@ pub struct Response {
 }
 
 impl Response {
+    /// The response's status code.
     pub fn status(&self) -> StatusCode {
         self.status
     }

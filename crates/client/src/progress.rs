@@ -16,22 +16,28 @@ use tokio::task::JoinHandle;
 /// Counters bumped by request tasks.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Requests that ended, failed or not (and turns skipped after a failed one).
     pub completed: AtomicU64,
+    /// Requests that ended with a failure.
     pub failed: AtomicU64,
+    /// Requests sent whose response has not ended yet.
     pub in_flight: AtomicU64,
     /// Token chunks received so far (vLLM's unit of "tokens" when streaming).
     pub chunks: AtomicU64,
 }
 
 impl Progress {
+    /// Adds `n` to one of the counters.
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Takes `n` from one of the counters (`in_flight` when a request ends).
     pub fn sub(counter: &AtomicU64, n: u64) {
         counter.fetch_sub(n, Ordering::Relaxed);
     }
 
+    /// The counter's current value.
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }

@@ -1,10 +1,10 @@
 //! Runs a benchmark: executes a [`Plan`] for a [`RunConfig`] and returns the [`RunResult`].
 //!
-//! The sequence is vLLM's (spec §4.2–4.5): the optional ready check (request 0 retried until it
-//! succeeds), `num_warmups` copies of request 0, then the timed run: every request released at
-//! its planned time, at most `max_concurrency` in flight, and the duration measured from just
-//! before the first dispatch to the end of the last request. The lines vLLM prints along the
-//! way are handed to a log callback. Everything a request needs (body, `x-request-id`) is built
+//! The sequence is that of vLLM's `benchmark` (`vllm/benchmarks/serve.py`): the optional ready
+//! check (request 0 retried until it succeeds), `num_warmups` copies of request 0, then the
+//! timed run: every request released at its planned time, at most `max_concurrency` in flight,
+//! and the duration measured from just before the first dispatch to the end of the last
+//! request. The lines vLLM prints along the way are handed to a log callback. Everything a request needs (body, `x-request-id`) is built
 //! before the clock starts.
 //!
 //! A multi-turn plan runs its conversations instead (see `conversation.rs`): the ready check
@@ -26,7 +26,7 @@ use servebench_core::vllm::render_traffic;
 use servebench_workload::{BodyBuilder, Tokenizer};
 
 use crate::conversation::{ConversationSet, run_conversations};
-use crate::dispatch::{BatchOutcome, CancelSignal, Job, run_batch};
+use crate::dispatch::{BatchOutcome, CancelSignal, INTERRUPTED_BEFORE_START, Job, run_batch, unsent_record};
 use crate::history::count_turns;
 use crate::http::{HttpClient, HttpError, request_headers};
 use crate::progress::{Progress, progress_bar, spawn_ticker};
@@ -85,9 +85,13 @@ impl std::fmt::Debug for RunOptions {
 pub enum RunError {
     #[error(transparent)]
     Http(#[from] HttpError),
-    #[error("the plan has both single requests and multi-turn conversations; the load engine runs one kind per run")]
+    #[error(
+        "the plan has both single requests and multi-turn conversations; the load engine runs one kind per run; run them as two plans"
+    )]
     MixedPlan,
-    #[error("--request-id-prefix {prefix:?} cannot be sent in an HTTP header: {reason}")]
+    #[error(
+        "--request-id-prefix {prefix:?} cannot be sent in an HTTP header: {reason}; use visible ASCII characters only"
+    )]
     InvalidRequestId { prefix: String, reason: String },
     #[error("Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: {0}")]
     ReadyCheckFailed(String),
@@ -232,19 +236,11 @@ impl Work {
 
     /// The outcome of a run interrupted before the timed run began.
     fn interrupted_before(&self) -> BatchOutcome {
-        match self {
-            Work::Requests(jobs) => interrupted_before(jobs),
-            Work::Conversations(set) => {
-                let records: Vec<_> = (0..set.len()).map(|slot| set.unsent_before_start(slot)).collect();
-                BatchOutcome {
-                    not_sent: records.len(),
-                    records,
-                    skipped: 0,
-                    interrupted: true,
-                    duration: Duration::ZERO,
-                }
-            }
-        }
+        let records = match self {
+            Work::Requests(jobs) => jobs.iter().map(|job| unsent_record(job, INTERRUPTED_BEFORE_START)).collect(),
+            Work::Conversations(set) => (0..set.len()).map(|slot| set.unsent(slot, INTERRUPTED_BEFORE_START)).collect(),
+        };
+        BatchOutcome::never_started(records)
     }
 }
 
@@ -270,24 +266,6 @@ fn jobs(plan: &Plan, prefix: &str) -> Result<Vec<Job>, RunError> {
             })
         })
         .collect()
-}
-
-fn interrupted_before(jobs: &[Job]) -> BatchOutcome {
-    let records = jobs
-        .iter()
-        .map(|job| servebench_core::record::RequestRecord {
-            index: job.index,
-            planned_ns: job.at_ns,
-            max_tokens: job.max_tokens,
-            prompt_tokens_client: job.prompt_tokens,
-            failure: Some(servebench_core::record::Failure {
-                kind: servebench_core::record::FailureKind::NotSent,
-                message: "not sent: the run was interrupted before the timed run began".to_string(),
-            }),
-            ..Default::default()
-        })
-        .collect();
-    BatchOutcome { records, not_sent: jobs.len(), skipped: 0, interrupted: true, duration: Duration::ZERO }
 }
 
 fn result(config: &RunConfig, plan: &Plan, options: &RunOptions, outcome: BatchOutcome) -> RunResult {

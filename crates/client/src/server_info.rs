@@ -23,7 +23,8 @@ pub struct ModelInfo {
     pub root: Option<String>,
 }
 
-/// Why a server question got no answer.
+/// Why a server question got no answer. The messages say what failed; callers add what to
+/// do about it (pass `--model`, check the address), which depends on why they asked.
 #[derive(Debug, thiserror::Error)]
 pub enum InfoError {
     #[error(transparent)]
@@ -74,8 +75,7 @@ pub async fn fetch_metrics(
     headers: &[(String, String)],
     api_key: Option<String>,
 ) -> Result<String, InfoError> {
-    let url = format!("{}/metrics", base_url.trim_end_matches('/'));
-    get(&url, headers, api_key).await
+    fetch_text(base_url, "/metrics", headers, api_key).await
 }
 
 /// `GET {base_url}{path}` as text: for questions outside the run (`/version`, `/v1/models`).

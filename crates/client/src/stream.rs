@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Uri};
 use servebench_core::config::Api;
-use servebench_core::protocol::{Payload, SseDecoder, SseEvent, classify};
+use servebench_core::protocol::{Payload, SseDecoder, SseError, SseEvent, classify};
 use servebench_core::record::{Failure, FailureKind, RequestRecord};
 use tokio::sync::watch;
 
@@ -157,32 +157,32 @@ pub struct StreamRecorder {
 }
 
 impl StreamRecorder {
+    /// A recorder for one response of `api`.
     pub fn new(api: Api) -> Self {
         Self { api, decoder: SseDecoder::new() }
     }
 
     /// One network read that arrived `t_us` µs after the send.
     pub fn feed(&mut self, rec: &mut RequestRecord, bytes: &[u8], t_us: u32) -> Result<(), Failure> {
-        let api = self.api;
-        let mut first_failure = None;
-        let decoded = self.decoder.feed(bytes, |ev| {
-            if first_failure.is_none()
-                && let Err(f) = apply(api, ev, t_us, rec)
-            {
-                first_failure = Some(f);
-            }
-        });
-        if let Some(f) = first_failure {
-            return Err(f);
-        }
-        decoded.map_err(|e| failure(FailureKind::Stream, e.to_string()))
+        self.decode(rec, t_us, |decoder, on_event| decoder.feed(bytes, on_event))
     }
 
     /// The end of the body, `t_us` µs after the send.
     pub fn finish(&mut self, rec: &mut RequestRecord, t_us: u32) -> Result<(), Failure> {
+        self.decode(rec, t_us, |decoder, on_event| decoder.finish(on_event))
+    }
+
+    /// Runs one decoder `step`, applying each event it completes to `rec` at `t_us`; the first
+    /// failing event (or the decoder's own error) is the result.
+    fn decode(
+        &mut self,
+        rec: &mut RequestRecord,
+        t_us: u32,
+        step: impl FnOnce(&mut SseDecoder, &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError>,
+    ) -> Result<(), Failure> {
         let api = self.api;
         let mut first_failure = None;
-        let decoded = self.decoder.finish(|ev| {
+        let decoded = step(&mut self.decoder, &mut |ev: SseEvent<'_>| {
             if first_failure.is_none()
                 && let Err(f) = apply(api, ev, t_us, rec)
             {

@@ -7,13 +7,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use servebench_core::pyjson::py_whole_or_float;
 use servebench_core::record::RequestRecord;
 use tokio::sync::watch;
 
 use crate::dispatch::{CancelSignal, Job, run_batch};
 use crate::progress::Progress;
-use servebench_core::vllm::pyjson::py_whole_or_float;
-
 use crate::runner::{Logger, RunError};
 use crate::stream::{StreamContext, execute};
 

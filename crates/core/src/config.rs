@@ -60,11 +60,7 @@ impl Backend {
 
     /// The spelling used on the command line and in vLLM's result JSON.
     pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(b, _)| *b == self)
-            .map(|(_, n)| *n)
-            .unwrap_or("openai")
+        Self::ALL.iter().find(|(b, _)| *b == self).map(|(_, n)| *n).unwrap_or("openai")
     }
 
     /// Parses a command-line spelling.
@@ -149,14 +145,9 @@ pub struct RangeRatio {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "dataset", rename_all = "snake_case")]
 pub enum WorkloadSpec {
-    /// vLLM's `random` dataset (spec §6.1).
-    Random {
-        input_len: u32,
-        output_len: u32,
-        range_ratio: RangeRatio,
-        prefix_len: u32,
-    },
-    /// vLLM's `sharegpt` dataset (spec §6.2).
+    /// vLLM's `random` dataset: random token ids with lengths drawn around the given ones.
+    Random { input_len: u32, output_len: u32, range_ratio: RangeRatio, prefix_len: u32 },
+    /// vLLM's `sharegpt` dataset: the first turns of ShareGPT conversations.
     Sharegpt {
         path: String,
         /// `--sharegpt-output-len`: a fixed output length instead of the reply's.
@@ -175,12 +166,7 @@ pub enum WorkloadSpec {
         shuffle: bool,
     },
     /// vLLM's `prefix_repetition` dataset.
-    PrefixRepetition {
-        prefix_len: u32,
-        suffix_len: u32,
-        num_prefixes: u32,
-        output_len: u32,
-    },
+    PrefixRepetition { prefix_len: u32, suffix_len: u32, num_prefixes: u32, output_len: u32 },
     /// Replay of a recorded trace (timestamps with input and output lengths).
     Trace {
         path: String,
@@ -221,11 +207,24 @@ pub struct RampUp {
     pub end_rps: f64,
 }
 
+/// How the request rate moves from `start_rps` to `end_rps` (`--ramp-up-strategy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RampStrategy {
+    /// The rate grows by the same step per request.
     Linear,
+    /// The rate grows by the same factor per request.
     Exponential,
+}
+
+impl RampStrategy {
+    /// The spelling used on the command line, in vLLM's console lines and in its result JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            RampStrategy::Linear => "linear",
+            RampStrategy::Exponential => "exponential",
+        }
+    }
 }
 
 /// When requests are sent.
@@ -247,7 +246,8 @@ pub struct Traffic {
     pub ready_check_timeout_s: f64,
 }
 
-/// A metric that has a percentile section in the report.
+/// A metric that has a percentile section in the report (see [`Metric::key`] for each one's
+/// name in flags and JSON keys).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
@@ -282,6 +282,7 @@ impl Metric {
         }
     }
 
+    /// Parses a [`Metric::key`].
     pub fn from_key(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.key() == s)
     }
@@ -319,11 +320,7 @@ pub mod float_or_inf {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-        if v.is_infinite() {
-            s.serialize_str("inf")
-        } else {
-            s.serialize_f64(*v)
-        }
+        if v.is_infinite() { s.serialize_str("inf") } else { s.serialize_f64(*v) }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
@@ -336,9 +333,7 @@ pub mod float_or_inf {
         match V::deserialize(d)? {
             V::N(n) => Ok(n),
             V::S(s) if s == "inf" || s == "Infinity" => Ok(f64::INFINITY),
-            V::S(s) => Err(serde::de::Error::custom(format!(
-                "expected a number or \"inf\", got {s:?}"
-            ))),
+            V::S(s) => Err(serde::de::Error::custom(format!("expected a number or \"inf\", got {s:?}"))),
         }
     }
 }
@@ -378,12 +373,7 @@ impl Default for Traffic {
 
 impl Default for WorkloadSpec {
     fn default() -> Self {
-        WorkloadSpec::Random {
-            input_len: 1024,
-            output_len: 128,
-            range_ratio: RangeRatio::default(),
-            prefix_len: 0,
-        }
+        WorkloadSpec::Random { input_len: 1024, output_len: 128, range_ratio: RangeRatio::default(), prefix_len: 0 }
     }
 }
 
@@ -423,16 +413,11 @@ mod tests {
     #[test]
     fn config_round_trips_through_json_with_inf_rate_and_redacted_headers() {
         let mut c = RunConfig::for_target("http://127.0.0.1:8000/", "m");
-        c.target
-            .headers
-            .push(("Authorization".into(), "Bearer secret".into()));
+        c.target.headers.push(("Authorization".into(), "Bearer secret".into()));
         let json = serde_json::to_value(&c).unwrap();
         assert_eq!(json["traffic"]["request_rate"], "inf");
         assert_eq!(json["target"]["headers"][0][1], "***");
-        assert_eq!(
-            json["target"]["api_url"],
-            "http://127.0.0.1:8000/v1/completions"
-        );
+        assert_eq!(json["target"]["api_url"], "http://127.0.0.1:8000/v1/completions");
         assert_eq!(json["workload"]["dataset"], "random");
         let back: RunConfig = serde_json::from_value(json).unwrap();
         assert!(back.traffic.request_rate.is_infinite());

@@ -71,18 +71,14 @@ pub struct Plan {
 impl Plan {
     /// The number of requests the plan will send (turns count one each).
     pub fn len(&self) -> usize {
-        self.requests.len()
-            + self
-                .conversations
-                .iter()
-                .map(|c| c.turns.len())
-                .sum::<usize>()
+        self.requests.len() + self.conversations.iter().map(|c| c.turns.len()).sum::<usize>()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Whether prompt token counts were made with a tokenizer (exact), not estimated.
     pub fn tokens_exact(&self) -> bool {
         matches!(self.token_counting, TokenCounting::Tokenizer(_))
     }

@@ -6,7 +6,7 @@
 //! Rust's `Display` produce (`1e-05` vs `1e-5`, `52.0` vs `52`, `", "` separators, `\u00e9`
 //! escapes), so they are spelled out here once.
 //!
-//! [`dumps`] (alias [`to_python_json`]) uses `json.dumps`'s defaults: `", "` and `": "`
+//! [`dumps`] uses `json.dumps`'s defaults: `", "` and `": "`
 //! separators, `ensure_ascii=True` (`\uXXXX` escapes, lowercase hex, surrogate pairs), keys in
 //! insertion order, floats as [`py_float_repr`]. [`dumps_with`] takes the other options.
 
@@ -159,11 +159,6 @@ pub fn py_whole_or_float(x: f64) -> String {
 /// `json.dumps(value)` with Python's defaults.
 pub fn dumps(value: &Value) -> String {
     dumps_with(value, &Style::default())
-}
-
-/// `json.dumps(value)` with Python's defaults (the name the report writers use).
-pub fn to_python_json(value: &Value) -> String {
-    dumps(value)
 }
 
 /// `json.dumps(value, ...)` with the given options.
@@ -319,7 +314,7 @@ mod tests {
         assert!(cases.len() >= 5);
         for case in cases {
             let input: Value = serde_json::from_str(case["input"].as_str().unwrap()).unwrap();
-            assert_eq!(to_python_json(&input), case["python"].as_str().unwrap());
+            assert_eq!(dumps(&input), case["python"].as_str().unwrap());
         }
     }
 

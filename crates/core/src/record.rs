@@ -33,6 +33,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// The kind's name in the JSON and the store (its serde spelling).
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::HttpStatus => "http_status",
@@ -110,6 +111,7 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// Whether the request completed without a failure (a never-sent request did not).
     pub fn succeeded(&self) -> bool {
         self.failure.is_none()
     }
@@ -131,9 +133,7 @@ impl RequestRecord {
 
     /// Gaps between consecutive token chunks, seconds (vLLM's `itl`).
     pub fn itl_s(&self) -> impl Iterator<Item = f64> + '_ {
-        self.chunks_us
-            .windows(2)
-            .map(|w| f64::from(w[1].saturating_sub(w[0])) * 1e-6)
+        self.chunks_us.windows(2).map(|w| f64::from(w[1].saturating_sub(w[0])) * 1e-6)
     }
 
     /// Seconds waited for a concurrency slot (vLLM's `client_queue_time`).
@@ -168,10 +168,7 @@ impl RequestRecord {
 
     /// Prompt tokens as vLLM 0.20+ counts them: the server's `prompt_tokens`, else the client's.
     pub fn prompt_tokens(&self) -> u32 {
-        self.usage
-            .prompt_tokens
-            .or(self.prompt_tokens_client)
-            .unwrap_or(0)
+        self.usage.prompt_tokens.or(self.prompt_tokens_client).unwrap_or(0)
     }
 }
 
@@ -195,6 +192,23 @@ pub struct RunResult {
     pub notes: Vec<String>,
     /// Where token counts came from.
     pub token_source: TokenSource,
+}
+
+/// A finished run of `records` lasting `duration_s`, against a local target with vLLM's
+/// defaults: the base of the metric and report tests.
+#[cfg(test)]
+pub(crate) fn test_run(records: Vec<RequestRecord>, duration_s: f64) -> RunResult {
+    RunResult {
+        config: RunConfig::for_target("http://127.0.0.1:8000", "org/model"),
+        records,
+        duration_s,
+        date: "20250101-120000".into(),
+        started_at: "2025-01-01T12:00:00Z".into(),
+        interrupted: false,
+        not_sent: 0,
+        notes: Vec::new(),
+        token_source: TokenSource::ServerUsage,
+    }
 }
 
 /// Where prompt and output token counts came from.

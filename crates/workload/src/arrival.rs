@@ -4,7 +4,6 @@
 //! the last request lands at N/rate. Linear and exponential ramps change the rate per request.
 
 use servebench_core::config::{RampStrategy, Traffic};
-use servebench_core::pyjson::py_float_repr;
 use servebench_core::rng::RandomState;
 
 use crate::WorkloadError;
@@ -39,7 +38,7 @@ fn check(traffic: &Traffic) -> Result<(), WorkloadError> {
         if !ok || !positive {
             return Err(WorkloadError::Invalid(format!(
                 "the ramp-up needs a start rate no higher than its end rate (and above 0 for \
-                 exponential), got {} -> {}",
+                 exponential), got {} -> {}; fix --ramp-up-start-rps and --ramp-up-end-rps",
                 r.start_rps, r.end_rps
             )));
         }
@@ -87,7 +86,7 @@ pub fn delays(traffic: &Traffic, n: usize, np_random: &mut RandomState) -> Resul
 pub fn from_timestamps(timestamps_s: &[f64], time_scale: f64) -> Result<Vec<f64>, WorkloadError> {
     if !(time_scale.is_finite() && time_scale >= 0.0) {
         return Err(WorkloadError::Invalid(format!(
-            "the trace time scale must be a finite number >= 0, got {time_scale}"
+            "the trace time scale must be a finite number >= 0, got {time_scale}; fix --trace-time-scale"
         )));
     }
     Ok(timestamps_s.iter().map(|t| t * time_scale).collect())
@@ -96,28 +95,6 @@ pub fn from_timestamps(timestamps_s: &[f64], time_scale: f64) -> Result<Vec<f64>
 /// Seconds to whole nanoseconds (rounded).
 pub fn to_ns(seconds: f64) -> u64 {
     (seconds * 1e9).round() as u64
-}
-
-/// The lines vLLM prints about the traffic before the run.
-pub fn notes(traffic: &Traffic) -> Vec<String> {
-    let mut out = Vec::new();
-    match &traffic.ramp_up {
-        Some(r) => {
-            let name = match r.strategy {
-                RampStrategy::Linear => "linear",
-                RampStrategy::Exponential => "exponential",
-            };
-            out.push(format!("Traffic ramp-up strategy: {name}."));
-            out.push(format!(
-                "Will increase RPS from {} to {} RPS over the duration of the benchmark.",
-                r.start_rps, r.end_rps
-            ));
-        }
-        None => out.push(format!("Traffic request rate: {}", py_float_repr(traffic.request_rate))),
-    }
-    let kind = if traffic.burstiness == 1.0 { "Poisson process" } else { "Gamma distribution" };
-    out.push(format!("Burstiness factor: {} ({kind})", py_float_repr(traffic.burstiness)));
-    out
 }
 
 #[cfg(test)]
@@ -185,15 +162,5 @@ mod tests {
         assert_eq!(from_timestamps(&[0.0, 1.5], 2.0).unwrap(), [0.0, 3.0]);
         assert!(from_timestamps(&[0.0], -1.0).is_err());
         assert_eq!(to_ns(1.234_567_891_4), 1_234_567_891);
-    }
-
-    #[test]
-    fn notes_read_like_vllms() {
-        assert_eq!(
-            notes(&Traffic::default()),
-            ["Traffic request rate: inf", "Burstiness factor: 1.0 (Poisson process)"]
-        );
-        let t = Traffic { request_rate: 4.0, burstiness: 0.5, ..Traffic::default() };
-        assert_eq!(notes(&t), ["Traffic request rate: 4.0", "Burstiness factor: 0.5 (Gamma distribution)"]);
     }
 }

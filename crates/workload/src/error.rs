@@ -25,7 +25,7 @@ pub enum WorkloadError {
     TokenizerConfig { path: PathBuf, message: String },
 
     /// Encoding or decoding failed inside the tokenizer.
-    #[error("the tokenizer failed: {0}")]
+    #[error("the tokenizer failed: {0}; check that --tokenizer names the model's own tokenizer")]
     Tokenize(String),
 
     /// A chat template was needed but the tokenizer has none.
@@ -39,7 +39,7 @@ pub enum WorkloadError {
     Template(#[from] crate::template::TemplateError),
 
     /// A dataset or plan file could not be read.
-    #[error("could not read {path}: {source}")]
+    #[error("could not read {path}: {source}; check the path and that the file is readable")]
     Read {
         path: PathBuf,
         #[source]
@@ -59,7 +59,7 @@ pub enum WorkloadError {
     Invalid(String),
 
     /// A plan file could not be written.
-    #[error("could not write the plan to {path}: {source}")]
+    #[error("could not write the plan to {path}: {source}; check that its folder exists and is writable")]
     Write {
         path: PathBuf,
         #[source]

@@ -31,6 +31,12 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     // the arrival gaps do.
     let mut np_random = RandomState::new(seed32);
     let n = config.traffic.num_prompts;
+    if u32::try_from(n).is_err() {
+        return Err(WorkloadError::Invalid(format!(
+            "--num-prompts {n} is more than one run can send (at most {}); lower it",
+            u32::MAX
+        )));
+    }
     let api = config.target.backend.api();
     if matches!(config.workload, WorkloadSpec::Sharegpt { multi_turn: Some(_), .. }) && api != Api::Chat {
         return Err(WorkloadError::Invalid(format!(
@@ -55,10 +61,13 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     let bodies = BodyBuilder::new(config);
     let counts = par_map(&dataset.samples, |s| count_prompt(tokenizer, api, s));
     let mut requests = Vec::with_capacity(dataset.samples.len());
-    for (i, (s, count)) in dataset.samples.iter().zip(counts).enumerate() {
+    // `times` has one entry per sample (or per conversation).
+    for (i, ((s, count), &t)) in dataset.samples.iter().zip(counts).zip(&times).enumerate() {
         requests.push(PlannedRequest {
+            // Datasets give at most `n` samples (all of a file's rows for `n == 0`, which a
+            // file cannot hold 2^32 of), and `n` fits in a `u32`.
             index: i as u32,
-            at_ns: arrival::to_ns(times[i]),
+            at_ns: arrival::to_ns(t),
             body: bodies.prompt(&s.prompt, s.max_tokens),
             max_tokens: s.max_tokens,
             prompt_tokens: count?,

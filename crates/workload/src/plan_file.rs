@@ -18,6 +18,9 @@ use crate::WorkloadError;
 /// The plan-file format version written in the header.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// Room reserved up front for the requests (and conversations) a header announces, at most.
+const PREALLOCATE_MAX: usize = 1 << 16;
+
 #[derive(Serialize, Deserialize)]
 struct Header {
     servebench_plan: u32,
@@ -111,10 +114,11 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
             format!("plan format {} is not supported (this build reads {FORMAT_VERSION})", header.servebench_plan),
         ));
     }
+    // The header's counts are only checked at the end: a damaged one must not size the lists.
     let mut plan = Plan {
         api: header.api,
-        requests: Vec::with_capacity(header.requests),
-        conversations: Vec::with_capacity(header.conversations),
+        requests: Vec::with_capacity(header.requests.min(PREALLOCATE_MAX)),
+        conversations: Vec::with_capacity(header.conversations.min(PREALLOCATE_MAX)),
         token_counting: header.token_counting,
         notes: header.notes,
     };
@@ -223,6 +227,10 @@ mod tests {
         let text = String::from_utf8(buf).unwrap();
         let cut: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
         let err = read_plan(cut.as_bytes(), Path::new("p.jsonl")).unwrap_err().to_string();
+        assert!(err.contains("truncated"), "{err}");
+        let huge = text.replacen("\"requests\":2,", "\"requests\":18446744073709551615,", 1);
+        assert_ne!(huge, text);
+        let err = read_plan(huge.as_bytes(), Path::new("p.jsonl")).unwrap_err().to_string();
         assert!(err.contains("truncated"), "{err}");
         let err = read_plan(&b"{\"a\": 1}\n"[..], Path::new("p.jsonl")).unwrap_err().to_string();
         assert!(err.contains("line 1") && err.contains("--dry-run"), "{err}");

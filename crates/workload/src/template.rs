@@ -15,7 +15,7 @@ pub enum TemplateError {
         "the chat template from {origin} does not compile: {message}; pass a fixed template file, or skip templating (--skip-chat-template)"
     )]
     Compile { origin: String, message: String },
-    #[error("the chat template from {origin} failed: {message}")]
+    #[error("the chat template from {origin} failed: {message}; check the messages it was given, or fix the template")]
     Render { origin: String, message: String },
 }
 

@@ -191,6 +191,7 @@ pub struct TestServer {
 }
 
 impl TestServer {
+    /// Binds a loopback port and starts serving `config`.
     pub async fn start(config: TestServerConfig) -> std::io::Result<Self> {
         // A deep accept queue (like uvicorn's 2048), so a burst of connections is not met
         // with dropped SYNs and one-second retransmits.
@@ -218,6 +219,7 @@ impl TestServer {
         Ok(Self { addr, state, task })
     }
 
+    /// The loopback address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

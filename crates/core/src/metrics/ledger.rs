@@ -117,6 +117,7 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// The ledger of `run`'s successful requests (see the module docs for what is compared).
     pub fn compute(run: &RunResult) -> Ledger {
         let ignore_eos = run
             .config
@@ -131,7 +132,8 @@ impl Ledger {
             let usage = r.usage;
             l.prompt.add(r.index, r.prompt_tokens_client, usage.prompt_tokens);
             l.output.add(r.index, r.output_tokens_client, usage.completion_tokens);
-            l.chunks.add(r.index, Some(r.chunks_us.len() as u32), usage.completion_tokens);
+            let chunks = u32::try_from(r.chunks_us.len()).unwrap_or(u32::MAX);
+            l.chunks.add(r.index, Some(chunks), usage.completion_tokens);
             if usage.prompt_tokens.is_none() && usage.completion_tokens.is_none() {
                 l.without_usage.push(r.index);
             }
@@ -179,38 +181,31 @@ fn pct(x: Option<f64>) -> String {
     x.map_or_else(String::new, |p| format!(" ({p:+.2} %)"))
 }
 
+/// The note on a comparison with disagreeing requests: `{what} differ by more than 2 % for
+/// ...`, naming the first few and the totals. Nothing when all agree.
+fn comparison_note(out: &mut String, what: &str, c: &Comparison) {
+    if c.disagreeing.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Token ledger: {what} differ by more than {:.0} % for {} of {} requests: {}. Totals: local {}, server {}{}.",
+        TOLERANCE * 100.0,
+        c.disagreeing.len(),
+        c.compared,
+        name_disagreements(&c.disagreeing),
+        c.compared_local_total,
+        c.compared_server_total,
+        pct(c.difference_pct),
+    );
+}
+
 /// The ledger's notes, printed after the result block: one line (ending in `\n`) per thing
 /// worth knowing, nothing when every count agrees.
 pub fn render_notes(l: &Ledger) -> String {
     let mut out = String::new();
-    let p = &l.prompt;
-    if !p.disagreeing.is_empty() {
-        let _ = writeln!(
-            out,
-            "Token ledger: prompt tokens counted locally (chat template applied) and by the server differ by more \
-             than 2 % for {} of {} requests: {}. Totals: local {}, server {}{}.",
-            p.disagreeing.len(),
-            p.compared,
-            name_disagreements(&p.disagreeing),
-            p.compared_local_total,
-            p.compared_server_total,
-            pct(p.difference_pct),
-        );
-    }
-    let o = &l.output;
-    if !o.disagreeing.is_empty() {
-        let _ = writeln!(
-            out,
-            "Token ledger: output tokens re-tokenized locally and counted by the server differ by more than 2 % for \
-             {} of {} requests: {}. Totals: local {}, server {}{}.",
-            o.disagreeing.len(),
-            o.compared,
-            name_disagreements(&o.disagreeing),
-            o.compared_local_total,
-            o.compared_server_total,
-            pct(o.difference_pct),
-        );
-    }
+    comparison_note(&mut out, "prompt tokens counted locally (chat template applied) and by the server", &l.prompt);
+    comparison_note(&mut out, "output tokens re-tokenized locally and counted by the server", &l.output);
     let c = &l.chunks;
     if !c.disagreeing.is_empty() {
         let per = l.tokens_per_chunk.map_or_else(String::new, |t| format!(", {t:.2} tokens per chunk"));
@@ -258,8 +253,7 @@ pub fn render_notes(l: &Ledger) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RunConfig;
-    use crate::record::{Failure, FailureKind, TokenSource, Usage};
+    use crate::record::{Failure, FailureKind, Usage, test_run};
 
     fn rec(
         index: u32,
@@ -280,17 +274,7 @@ mod tests {
     }
 
     fn run(records: Vec<RequestRecord>) -> RunResult {
-        RunResult {
-            config: RunConfig::for_target("http://127.0.0.1:8000", "m"),
-            records,
-            duration_s: 1.0,
-            date: String::new(),
-            started_at: String::new(),
-            interrupted: false,
-            not_sent: 0,
-            notes: Vec::new(),
-            token_source: TokenSource::LocalTokenizer,
-        }
+        test_run(records, 1.0)
     }
 
     #[test]

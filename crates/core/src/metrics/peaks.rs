@@ -47,23 +47,23 @@ pub fn vllm_bucket_peaks(records: &[RequestRecord]) -> BucketPeaks {
     // Python's int() truncates toward zero, as `as i64` does.
     let buckets = (max_end - min_start).ceil() as i64 + 1;
 
-    let mut token_buckets: Vec<i64> = Vec::new();
+    let mut token_buckets: Vec<i64> = Vec::with_capacity(succ.iter().map(|r| r.chunks_us.len()).sum());
     // Bucket-index events (index, delta) for the concurrency count: +1 entering the first
     // bucket, -1 leaving after the last one.
     let mut events: Vec<(i64, i64)> = Vec::with_capacity(2 * succ.len());
     for r in &succ {
         let start = r.start_s();
-        let mut t = start + r.ttft_s();
-        let mut times = vec![t];
-        for gap in r.itl_s() {
-            t += gap;
-            times.push(t);
-        }
-        for t in times {
+        let mut count_chunk = |t: f64| {
             let b = (t - min_start) as i64;
             if (0..buckets).contains(&b) {
                 token_buckets.push(b);
             }
+        };
+        let mut t = start + r.ttft_s();
+        count_chunk(t);
+        for gap in r.itl_s() {
+            t += gap;
+            count_chunk(t);
         }
         let s = (start - min_start) as i64;
         let e = (start + r.latency_s() - min_start) as i64;

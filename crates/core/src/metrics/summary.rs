@@ -1,11 +1,12 @@
 //! The run summary: every number vLLM's report and result JSON show, plus servebench's own.
 //!
-//! [`Summary::compute`] follows vLLM 0.33's `calculate_metrics` on our request records, with
-//! the same arithmetic (throughput is `count / duration`, statistics are numpy-exact and
-//! converted to milliseconds by `* 1000` after the statistic). A `Summary` is also what the
+//! [`Summary::compute`] follows vLLM 0.33's `calculate_metrics` on servebench's request
+//! records, with the same arithmetic (throughput is `count / duration`, statistics are
+//! numpy-exact and converted to milliseconds by `* 1000` after the statistic). A `Summary` is also what the
 //! importers build from a vLLM text report or result JSON, so everything a report may lack
 //! is an `Option`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -120,8 +121,8 @@ impl Summary {
         self.metrics.iter().find(|m| m.metric == metric)
     }
 
-    /// Computes the summary of a run as vLLM 0.33 does (spec §3), plus the exact peaks,
-    /// failure counts and dispatch lag.
+    /// Computes the summary of a run as vLLM 0.33's `calculate_metrics` does, plus the exact
+    /// peaks, failure counts and dispatch lag.
     ///
     /// - Token counts are [`RequestRecord::output_tokens`] and
     ///   [`RequestRecord::prompt_tokens`]; input tokens count successful requests only.
@@ -185,13 +186,16 @@ impl Summary {
         };
 
         let request_goodput = (!output.goodput.is_empty()).then(|| {
-            let good = (0..ttfts.len())
-                .filter(|&i| {
+            let good = ttfts
+                .iter()
+                .zip(&all_tpots)
+                .zip(&e2els)
+                .filter(|&((&ttft, &tpot), &e2el)| {
                     output.goodput.iter().all(|slo| {
                         let value = match slo.metric {
-                            Metric::Ttft => ttfts[i],
-                            Metric::Tpot => all_tpots[i],
-                            Metric::E2el => e2els[i],
+                            Metric::Ttft => ttft,
+                            Metric::Tpot => tpot,
+                            Metric::E2el => e2el,
                             _ => return true,
                         };
                         slo.max_ms / 1000.0 >= value
@@ -207,14 +211,14 @@ impl Summary {
             if !output.percentile_metrics.contains(&metric) {
                 continue;
             }
-            let values: Vec<f64> = match metric {
-                Metric::Ttft => ttfts.clone(),
-                Metric::Tpot => tpots.clone(),
-                Metric::Itl => itls.clone(),
-                Metric::E2el => e2els.clone(),
-                Metric::ClientQueueTime if traffic.max_concurrency.is_some() => queues.clone(),
+            let values: Cow<'_, [f64]> = match metric {
+                Metric::Ttft => Cow::Borrowed(&ttfts),
+                Metric::Tpot => Cow::Borrowed(&tpots),
+                Metric::Itl => Cow::Borrowed(&itls),
+                Metric::E2el => Cow::Borrowed(&e2els),
+                Metric::ClientQueueTime if traffic.max_concurrency.is_some() => Cow::Borrowed(&queues),
                 Metric::E2elIncludingClientQueue if traffic.max_concurrency.is_some() && rate_finite => {
-                    e2els.iter().zip(&queues).map(|(e, q)| e + q).collect()
+                    Cow::Owned(e2els.iter().zip(&queues).map(|(e, q)| e + q).collect())
                 }
                 _ => continue,
             };
@@ -290,26 +294,12 @@ mod opt_rate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{RunConfig, Slo};
-    use crate::record::{Failure, TokenSource, Usage};
+    use crate::config::Slo;
+    use crate::record::{Failure, Usage, test_run};
     use serde_json::Value;
 
     fn f(v: &Value) -> f64 {
         v.as_str().expect("a float repr").parse().expect("parses")
-    }
-
-    pub(crate) fn run_with(records: Vec<RequestRecord>, duration_s: f64) -> RunResult {
-        RunResult {
-            config: RunConfig::for_target("http://127.0.0.1:8000", "org/model"),
-            records,
-            duration_s,
-            date: "20250101-120000".into(),
-            started_at: "2025-01-01T12:00:00Z".into(),
-            interrupted: false,
-            not_sent: 0,
-            notes: Vec::new(),
-            token_source: TokenSource::ServerUsage,
-        }
     }
 
     fn run_from_case(case: &Value) -> RunResult {
@@ -336,7 +326,7 @@ mod tests {
                 ..RequestRecord::default()
             })
             .collect();
-        let mut run = run_with(records, case["duration_s"].as_f64().unwrap());
+        let mut run = test_run(records, case["duration_s"].as_f64().unwrap());
         let traffic = &mut run.config.traffic;
         traffic.max_concurrency = case["max_concurrency"].as_u64().map(|c| c as usize);
         traffic.request_rate = case["request_rate"].as_f64().unwrap_or(f64::INFINITY);
@@ -422,7 +412,7 @@ mod tests {
 
     #[test]
     fn single_token_requests_leave_tpot_but_count_everywhere_else() {
-        let run = run_with(vec![ok(0, &[100], 1), ok(0, &[200, 300, 400], 3)], 2.0);
+        let run = test_run(vec![ok(0, &[100], 1), ok(0, &[200, 300, 400], 3)], 2.0);
         let s = Summary::compute(&run);
         let tpot = s.metric(Metric::Tpot).unwrap();
         // Only the 3-token request: (0.4 - 0.2) / 2 = 100 ms.
@@ -438,7 +428,7 @@ mod tests {
 
     #[test]
     fn goodput_slos_are_inclusive() {
-        let mut run = run_with(vec![ok(0, &[500, 600], 2), ok(0, &[501, 600], 2)], 1.0);
+        let mut run = test_run(vec![ok(0, &[500, 600], 2), ok(0, &[501, 600], 2)], 1.0);
         run.config.output.goodput = vec![Slo { metric: Metric::Ttft, max_ms: 500.0 }];
         assert_eq!(Summary::compute(&run).request_goodput, Some(1.0));
         run.config.output.goodput.clear();
@@ -452,7 +442,7 @@ mod tests {
             records.push(failed(FailureKind::HttpStatus, &format!("Bad Request {i}")));
         }
         records.push(failed(FailureKind::Timeout, "timed out"));
-        let s = Summary::compute(&run_with(records, 1.0));
+        let s = Summary::compute(&test_run(records, 1.0));
         assert_eq!(s.failed, Some(13));
         assert_eq!(s.failures_by_kind[&FailureKind::HttpStatus], 12);
         assert_eq!(s.failures_by_kind[&FailureKind::Timeout], 1);
@@ -464,7 +454,7 @@ mod tests {
 
     #[test]
     fn nothing_succeeded_gives_zeros_not_nans() {
-        let s = Summary::compute(&run_with(vec![failed(FailureKind::Connect, "refused")], 0.0));
+        let s = Summary::compute(&test_run(vec![failed(FailureKind::Connect, "refused")], 0.0));
         assert_eq!(s.completed, 0);
         assert_eq!(s.request_throughput, 0.0);
         assert_eq!(s.metric(Metric::Ttft).unwrap().mean_ms, 0.0);
@@ -476,7 +466,7 @@ mod tests {
     fn client_queue_sections_follow_vllms_conditions() {
         let mut a = ok(0, &[100], 1);
         a.start_ns = 50_000_000; // waited 50 ms for a slot
-        let mut run = run_with(vec![a], 1.0);
+        let mut run = test_run(vec![a], 1.0);
         run.config.output.percentile_metrics = Metric::ALL.to_vec();
         run.config.traffic.max_concurrency = Some(1);
         let s = Summary::compute(&run);
@@ -496,7 +486,7 @@ mod tests {
         late.start_ns = late.arrival_ns;
         let mut unsent = failed(FailureKind::NotSent, "not sent");
         unsent.planned_ns = 5_000_000_000;
-        let s = Summary::compute(&run_with(vec![ok(0, &[10], 1), late, unsent], 2.0));
+        let s = Summary::compute(&test_run(vec![ok(0, &[10], 1), late, unsent], 2.0));
         assert_eq!(s.failed, Some(0), "a request never sent is not a failed request");
         let lag = s.dispatch_lag.unwrap();
         assert!((lag.max_ms - 4.0).abs() < 1e-6);
@@ -505,7 +495,7 @@ mod tests {
 
     #[test]
     fn summary_round_trips_through_json_with_an_infinite_rate() {
-        let s = Summary::compute(&run_with(vec![ok(0, &[10, 20], 2), failed(FailureKind::NoToken, "none")], 1.0));
+        let s = Summary::compute(&test_run(vec![ok(0, &[10, 20], 2), failed(FailureKind::NoToken, "none")], 1.0));
         assert_eq!(s.failures_by_kind.len(), 1);
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["request_rate"], "inf");

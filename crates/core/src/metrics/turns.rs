@@ -241,8 +241,7 @@ pub fn render_turns(t: &TurnMetrics) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RunConfig;
-    use crate::record::{Failure, FailureKind, TokenSource, TurnRef, Usage};
+    use crate::record::{Failure, FailureKind, TurnRef, Usage, test_run};
 
     fn turn(
         conversation: u32,
@@ -268,17 +267,7 @@ mod tests {
     }
 
     fn run(records: Vec<RequestRecord>) -> RunResult {
-        RunResult {
-            config: RunConfig::for_target("http://127.0.0.1:8000", "m"),
-            records,
-            duration_s: 1.0,
-            date: String::new(),
-            started_at: String::new(),
-            interrupted: false,
-            not_sent: 0,
-            notes: Vec::new(),
-            token_source: TokenSource::ServerUsage,
-        }
+        test_run(records, 1.0)
     }
 
     fn sample() -> RunResult {

@@ -9,7 +9,7 @@
 //! - `usage` is read wherever it appears (llama.cpp puts it in the last chunk that still has
 //!   `choices`; vLLM in a separate `choices: []` chunk); the last one seen wins.
 //! - An `{"error": ...}` payload is an in-band error (vLLM's own client counts those streams as
-//!   successes; we do not).
+//!   successes; servebench does not).
 //! - vLLM's per-request `metrics` object gives the server's queue time and TTFT.
 //!
 //! Payloads are deserialized borrowed: text without escapes is not copied, and `choices` is

@@ -44,10 +44,11 @@ pub enum SseError {
 pub struct SseDecoder {
     /// Bytes of a line whose end has not arrived yet.
     partial_line: Vec<u8>,
-    /// The event in progress when it spans reads: joined data, each line followed by `\n`.
+    /// The event in progress when it spans reads: joined data, each line followed by `\n`
+    /// (so it is empty exactly when no `data:` line has come yet).
     data: Vec<u8>,
     event: Vec<u8>,
-    has_data: bool,
+    /// An `event:` line has come (its value may be empty).
     has_event: bool,
     /// Joins the data lines of a multi-line event that lies inside one read.
     scratch: Vec<u8>,
@@ -110,7 +111,6 @@ impl SseDecoder {
             partial_line: Vec::new(),
             data: Vec::new(),
             event: Vec::new(),
-            has_data: false,
             has_event: false,
             scratch: Vec::new(),
             max_event_bytes,
@@ -126,12 +126,15 @@ impl SseDecoder {
     fn clear_owned(&mut self) {
         self.data.clear();
         self.event.clear();
-        self.has_data = false;
         self.has_event = false;
     }
 
     fn owned_in_progress(&self) -> bool {
-        self.has_data || self.has_event
+        self.has_data() || self.has_event
+    }
+
+    fn has_data(&self) -> bool {
+        !self.data.is_empty()
     }
 
     /// Feeds one network read; calls `on_event` for every event it completes.
@@ -181,7 +184,7 @@ impl SseDecoder {
             self.partial_line.clear();
             done?;
         }
-        if self.has_data {
+        if self.has_data() {
             self.dispatch_owned(&mut on_event);
         }
         self.clear_owned();
@@ -202,7 +205,7 @@ impl SseDecoder {
     {
         match parse_line(line) {
             Line::Blank => {
-                if self.has_data {
+                if self.has_data() {
                     self.dispatch_owned(on_event);
                 }
                 self.clear_owned();
@@ -210,7 +213,6 @@ impl SseDecoder {
             Line::Data(v) => {
                 self.data.extend_from_slice(v);
                 self.data.push(b'\n');
-                self.has_data = true;
                 self.check_size()?;
             }
             Line::Event(v) => {

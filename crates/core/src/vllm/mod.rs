@@ -8,7 +8,7 @@ pub mod text;
 
 /// Python's spelling lives in [`crate::pyjson`]; re-exported here where the report writers use it.
 pub use crate::pyjson;
-pub use crate::pyjson::{py_float_repr, py_json_float, to_python_json};
+pub use crate::pyjson::{dumps, py_float_repr, py_json_float};
 pub use json::read::{VllmJsonError, summary_from_vllm_json};
 pub use json::{ResultFileError, result_filename, result_json, write_result};
 pub use labels::p_word;

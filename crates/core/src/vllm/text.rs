@@ -16,8 +16,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Metric, RampStrategy, Traffic};
-use crate::metrics::Summary;
+use crate::config::{Metric, Traffic};
+use crate::metrics::{MAX_FAILURE_MESSAGES, Summary};
 use crate::pyjson::{py_float_repr, py_whole_or_float};
 use crate::vllm::labels::{self, p_word, section_title, short_name};
 
@@ -100,7 +100,7 @@ pub fn render_failures(summary: &Summary) -> String {
         return String::new();
     }
     let mut out = String::from("Failed requests during benchmark run detected (capping to 10):\n");
-    for (i, message) in summary.failure_messages.iter().take(10).enumerate() {
+    for (i, message) in summary.failure_messages.iter().take(MAX_FAILURE_MESSAGES).enumerate() {
         let _ = writeln!(out, "Error {i}: {message}");
     }
     out
@@ -113,11 +113,7 @@ pub fn render_traffic(traffic: &Traffic) -> String {
     let mut out = String::new();
     match &traffic.ramp_up {
         Some(ramp) => {
-            let strategy = match ramp.strategy {
-                RampStrategy::Linear => "linear",
-                RampStrategy::Exponential => "exponential",
-            };
-            let _ = writeln!(out, "Traffic ramp-up strategy: {strategy}.");
+            let _ = writeln!(out, "Traffic ramp-up strategy: {}.", ramp.strategy.name());
             let _ = writeln!(
                 out,
                 "Will increase RPS from {} to {} RPS over the duration of the benchmark.",
@@ -147,7 +143,7 @@ fn float_line(out: &mut String, label: &str, value: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RampUp;
+    use crate::config::{RampStrategy, RampUp};
     use crate::metrics::MetricStats;
 
     fn stats(metric: Metric, mean: f64, median: f64, ps: &[(f64, f64)]) -> MetricStats {
@@ -210,7 +206,7 @@ mod tests {
             failed: Some(0),
             total_output_tokens: Some(65536),
             output_throughput: Some(2131.64),
-            // Our own summaries print the exact values; here they equal vLLM's.
+            // servebench's own summaries print the exact values; here they equal vLLM's.
             peak_output_throughput: Some(2224.0),
             peak_concurrent_requests: Some(512),
             vllm_max_output_tokens_per_s: Some(1.0),
@@ -275,14 +271,8 @@ mod tests {
     /// What a ramp-up run with a goodput SLO and a concurrency cap prints, from its records.
     #[test]
     fn snapshot_console_output_of_a_computed_ramp_up_run() {
-        use crate::config::{RunConfig, Slo};
-        use crate::record::{Failure, FailureKind, RequestRecord, RunResult, TokenSource, Usage};
-        let mut config = RunConfig::for_target("http://127.0.0.1:8000", "m");
-        config.traffic.ramp_up = Some(RampUp { strategy: RampStrategy::Linear, start_rps: 1.0, end_rps: 5.0 });
-        config.traffic.max_concurrency = Some(2);
-        config.output.percentile_metrics = Metric::ALL.to_vec();
-        config.output.metric_percentiles = vec![50.0, 99.0, 99.9];
-        config.output.goodput = vec![Slo { metric: Metric::Ttft, max_ms: 120.0 }];
+        use crate::config::Slo;
+        use crate::record::{Failure, FailureKind, RequestRecord, Usage, test_run};
         let records: Vec<RequestRecord> = (0..6u32)
             .map(|i| RequestRecord {
                 index: i,
@@ -296,17 +286,13 @@ mod tests {
                 ..RequestRecord::default()
             })
             .collect();
-        let run = RunResult {
-            config,
-            records,
-            duration_s: 2.5,
-            date: "20250101-000000".into(),
-            started_at: "2025-01-01T00:00:00Z".into(),
-            interrupted: false,
-            not_sent: 0,
-            notes: Vec::new(),
-            token_source: TokenSource::ServerUsage,
-        };
+        let mut run = test_run(records, 2.5);
+        let config = &mut run.config;
+        config.traffic.ramp_up = Some(RampUp { strategy: RampStrategy::Linear, start_rps: 1.0, end_rps: 5.0 });
+        config.traffic.max_concurrency = Some(2);
+        config.output.percentile_metrics = Metric::ALL.to_vec();
+        config.output.metric_percentiles = vec![50.0, 99.0, 99.9];
+        config.output.goodput = vec![Slo { metric: Metric::Ttft, max_ms: 120.0 }];
         let summary = Summary::compute(&run);
         let out = render_traffic(&run.config.traffic) + &render_failures(&summary) + &render_result_block(&summary);
         insta::assert_snapshot!(out);

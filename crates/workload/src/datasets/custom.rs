@@ -54,11 +54,11 @@ pub fn load(path: &Path) -> Result<Vec<Row>, WorkloadError> {
 
 fn row_output_len(row: &Row, path: &Path) -> Result<u32, WorkloadError> {
     match &row.output_tokens {
-        Some(v) => v.as_u64().map(|n| n as u32).ok_or_else(|| {
+        Some(v) => v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
             WorkloadError::parse(
                 path,
                 Some(row.line),
-                format!("invalid value for 'output_tokens': {v}; it must be a non-negative integer"),
+                format!("invalid value for 'output_tokens': {v}; it must be a non-negative integer below 2^32"),
             )
         }),
         None => Err(WorkloadError::parse(
@@ -75,12 +75,15 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &CustomSpec) -> Result
     if spec.shuffle {
         servebench_core::rng::PyRandom::new(spec.seed).shuffle(&mut rows);
     }
-    if spec.output_len < -1 {
-        return Err(WorkloadError::Invalid(format!(
-            "--custom-output-len must be -1 (use each row's output_tokens) or a length, got {}",
-            spec.output_len
-        )));
-    }
+    // `None`: each row's `output_tokens`.
+    let fixed_len = match spec.output_len {
+        -1 => None,
+        n => Some(u32::try_from(n).map_err(|_| {
+            WorkloadError::Invalid(format!(
+                "--custom-output-len must be -1 (use each row's output_tokens) or a length below 2^32, got {n}"
+            ))
+        })?),
+    };
     let num = if spec.num_requests == 0 { rows.len() } else { spec.num_requests };
     let mut notes = Vec::new();
     let template = match tok {
@@ -92,7 +95,10 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &CustomSpec) -> Result
     }
     let mut samples = Vec::new();
     for row in rows.iter().take(num) {
-        let max_tokens = if spec.output_len == -1 { row_output_len(row, path)? } else { spec.output_len as u32 };
+        let max_tokens = match fixed_len {
+            Some(n) => n,
+            None => row_output_len(row, path)?,
+        };
         let prompt = match template {
             Some(t) => t.render_user(&row.prompt)?,
             None => row.prompt.clone(),
@@ -107,7 +113,10 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &CustomSpec) -> Result
     }
     oversample(&mut samples, num, spec.oversample, spec.seed, &mut notes, &path.display().to_string())?;
     if samples.is_empty() {
-        return Err(WorkloadError::Empty(format!("{} has no rows", path.display())));
+        return Err(WorkloadError::Empty(format!(
+            "{} has no rows; add one JSON object per line, e.g. {{\"prompt\": \"Hi\"}}",
+            path.display()
+        )));
     }
     Ok(Dataset { samples, conversations: Vec::new(), notes })
 }
@@ -173,6 +182,11 @@ mod tests {
         let p = file(&tmp, "{\"prompt\": \"x\", \"output_tokens\": \"many\"}\n");
         let err = sample(None, &p, &CustomSpec { output_len: -1, ..spec() }).unwrap_err().to_string();
         assert!(err.contains("non-negative integer"), "{err}");
+        let p = file(&tmp, "{\"prompt\": \"x\", \"output_tokens\": 4294967296}\n");
+        let err = sample(None, &p, &CustomSpec { output_len: -1, ..spec() }).unwrap_err().to_string();
+        assert!(err.contains("below 2^32"), "{err}");
+        let err = sample(None, &p, &CustomSpec { output_len: 1 << 40, ..spec() }).unwrap_err().to_string();
+        assert!(err.contains("--custom-output-len"), "{err}");
     }
 
     #[test]

@@ -43,7 +43,13 @@ pub struct Dataset {
 
 /// A rough token count for text when no tokenizer is given: one token per four bytes.
 pub fn estimate_tokens(text: &str) -> u32 {
-    text.len().div_ceil(4).max(1) as u32
+    count_u32(text.len().div_ceil(4).max(1))
+}
+
+/// A length as a token count, saturating at `u32::MAX` (no prompt comes near: that is 16 GiB
+/// of token ids).
+pub(crate) fn count_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// `len(tokenizer(text).input_ids)` (special tokens included, as vLLM's ShareGPT and custom

@@ -8,8 +8,8 @@ use serde_json::Value;
 use servebench_core::config::MultiTurn;
 use servebench_core::plan::{ConversationPlan, TurnPlan};
 
-use super::Dataset;
 use super::sharegpt::{Entry, load};
+use super::{Dataset, count_u32};
 use crate::template::RenderOptions;
 use crate::{Tokenizer, WorkloadError};
 
@@ -102,7 +102,10 @@ pub fn from_entries(
             turns.push(TurnPlan { user, max_tokens });
         }
         turns_total += turns.len();
-        conversations.push(ConversationPlan { id: conversations.len() as u32, at_ns: 0, system, turns });
+        let id = u32::try_from(conversations.len()).map_err(|_| {
+            WorkloadError::Invalid(format!("at most {} conversations fit in one run; lower --num-prompts", u32::MAX))
+        })?;
+        conversations.push(ConversationPlan { id, at_ns: 0, system, turns });
     }
     let mut notes = Vec::new();
     if !conversations.is_empty() {
@@ -123,8 +126,8 @@ pub fn from_entries(
     Ok(Dataset { samples: Vec::new(), conversations, notes })
 }
 
-/// Length of the common prefix of two token sequences.
-pub fn shared_prefix_len(a: &[u32], b: &[u32]) -> usize {
+/// Length of the common prefix of two sequences (token ids, or the bytes of two texts).
+pub fn shared_prefix_len<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
@@ -132,7 +135,7 @@ pub fn shared_prefix_len(a: &[u32], b: &[u32]) -> usize {
 pub fn shared_prefix_tokens(tok: &Tokenizer, prev: &str, next: &str) -> Result<u32, WorkloadError> {
     let a = tok.encode(prev, false)?;
     let b = tok.encode(next, false)?;
-    Ok(shared_prefix_len(&a, &b) as u32)
+    Ok(count_u32(shared_prefix_len(&a, &b)))
 }
 
 /// The text the server tokenizes for `messages`: the chat template with the generation prompt,
@@ -162,8 +165,7 @@ pub fn turn_prefix_share(
 
 /// Without a tokenizer: the shared prefix in bytes, at four bytes per token.
 pub fn estimate_prefix_share(prev: &str, next: &str) -> u32 {
-    let bytes = prev.bytes().zip(next.bytes()).take_while(|(a, b)| a == b).count();
-    (bytes / 4) as u32
+    count_u32(shared_prefix_len(prev.as_bytes(), next.as_bytes()) / 4)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use servebench_core::rng::Generator;
 
 use super::fit::{Extender, continue_fit, decode_to_target_len, first_pass, mismatch_note};
 use super::words::WORDS;
-use super::{Dataset, Sample, par_map};
+use super::{Dataset, Sample, count_u32, par_map};
 use crate::{Tokenizer, WorkloadError};
 
 /// The random dataset's parameters (`--random-*`).
@@ -54,10 +54,22 @@ pub fn ranges(spec: &RandomSpec, num_special: u32) -> Result<Ranges, WorkloadErr
         )));
     }
     let out = f64::from(spec.output_len);
-    Ok(Ranges {
+    let r = Ranges {
         input: ((real * (1.0 - ri)).floor() as i64, (real * (1.0 + ri)).ceil() as i64),
         output: (((out * (1.0 - ro)).floor() as i64).max(1), ((out * (1.0 + ro)).ceil() as i64).max(1)),
-    })
+    };
+    // Token counts are `u32`: a range past that is refused here, so every drawn length (and
+    // the prefix plus it) converts without loss below.
+    let longest_prompt = i64::from(spec.prefix_len) + r.input.1;
+    if longest_prompt > i64::from(u32::MAX) || r.output.1 > i64::from(u32::MAX) {
+        return Err(WorkloadError::Invalid(format!(
+            "the range ratio stretches lengths past {} tokens (prompts up to {longest_prompt}, outputs up to \
+             {}); lower --random-input-len, --random-output-len or --random-range-ratio",
+            u32::MAX,
+            r.output.1
+        )));
+    }
+    Ok(r)
 }
 
 /// The log line vLLM prints for these ranges.
@@ -85,10 +97,19 @@ pub fn sample(tok: Option<&Tokenizer>, spec: &RandomSpec) -> Result<Dataset, Wor
 }
 
 /// Token ids in `[0, vocab_size)` that are not special, ascending (Python's
-/// `list(set(arange(vocab)) - set(all_special_ids))` iterates small ints in order).
-pub fn allowed_tokens(tok: &Tokenizer) -> Vec<u32> {
+/// `list(set(arange(vocab)) - set(all_special_ids))` iterates small ints in order); an error
+/// when there are none, as synthetic prompts are drawn from them.
+pub fn allowed_tokens(tok: &Tokenizer) -> Result<Vec<u32>, WorkloadError> {
     let special = tok.all_special_ids();
-    (0..tok.vocab_size()).filter(|id| special.binary_search(id).is_err()).collect()
+    let allowed: Vec<u32> = (0..tok.vocab_size()).filter(|id| special.binary_search(id).is_err()).collect();
+    if allowed.is_empty() {
+        return Err(WorkloadError::Invalid(format!(
+            "the tokenizer `{}` has no ordinary tokens to build synthetic prompts from; pass the model's own \
+             tokenizer with --tokenizer",
+            tok.name()
+        )));
+    }
+    Ok(allowed)
 }
 
 fn with_tokenizer(
@@ -101,13 +122,7 @@ fn with_tokenizer(
 ) -> Result<Vec<Sample>, WorkloadError> {
     let n = spec.num_requests;
     let offsets = rng.integers(0, i64::from(tok.vocab_size()), n);
-    let allowed = allowed_tokens(tok);
-    if allowed.is_empty() {
-        return Err(WorkloadError::Invalid(format!(
-            "the tokenizer `{}` has no ordinary tokens to build random prompts from",
-            tok.name()
-        )));
-    }
+    let allowed = allowed_tokens(tok)?;
     let len = allowed.len() as i64;
     let prefix_len = spec.prefix_len as usize;
     let prefix: Vec<u32> = if prefix_len == 0 {
@@ -143,9 +158,10 @@ fn with_tokenizer(
         let target = prefix_len + input_lens[i] as usize;
         let fitted = continue_fit(tok, first?, target, &mut Extender::Pcg(rng))?;
         total_mismatch += fitted.mismatch;
+        let len = count_u32(fitted.tokens.len());
         samples.push(Sample {
-            raw_tokens: Some(fitted.tokens.len() as u32),
-            prompt_len: fitted.tokens.len() as u32,
+            raw_tokens: Some(len),
+            prompt_len: len,
             prompt: fitted.prompt,
             max_tokens: output_lens[i] as u32,
             timestamp_s: None,

@@ -86,8 +86,9 @@ pub fn sample_entries(
         if samples.len() >= spec.num_requests {
             break;
         }
-        let prompt = &entry.conversations[0].value;
-        let completion = &entry.conversations[1].value;
+        // `load` keeps only entries with two messages or more; others have no reply to size.
+        let [first, reply, ..] = entry.conversations.as_slice() else { continue };
+        let (prompt, completion) = (&first.value, &reply.value);
         let prompt_len = count_with_special(tok, prompt)?;
         let output_len = match spec.output_len {
             Some(n) => n,

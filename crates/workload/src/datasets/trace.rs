@@ -12,7 +12,7 @@ use servebench_core::rng::Generator;
 use super::fit::{Extender, decode_to_target_len, mismatch_note};
 use super::random::{allowed_tokens, words_text};
 use super::words::WORDS;
-use super::{Dataset, Sample, par_map};
+use super::{Dataset, Sample, count_u32, par_map};
 use crate::{Tokenizer, WorkloadError};
 
 /// Tokens per `hash_ids` block in Mooncake traces.
@@ -68,6 +68,16 @@ fn parse_num(s: &str, path: &Path, line: usize, what: &str) -> Result<f64, Workl
         .ok_or_else(|| WorkloadError::parse(path, Some(line), format!("{what} {s:?} is not a non-negative number")))
 }
 
+/// A recorded length (non-negative) as a token count, whole tokens (a fraction is dropped);
+/// an error past `u32::MAX`.
+fn length(x: f64, path: &Path, line: usize, what: &str) -> Result<u32, WorkloadError> {
+    if x <= f64::from(u32::MAX) {
+        Ok(x as u32)
+    } else {
+        Err(WorkloadError::parse(path, Some(line), format!("{what} {x} is more tokens than a request can hold")))
+    }
+}
+
 fn load_csv(text: &str, path: &Path) -> Result<Vec<TraceRecord>, WorkloadError> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let Some((_, head)) = lines.next() else {
@@ -89,11 +99,12 @@ fn load_csv(text: &str, path: &Path) -> Result<Vec<TraceRecord>, WorkloadError> 
     let mut records = Vec::new();
     for (i, line) in lines {
         let f = split_csv(line);
-        let get = |c: usize| f.get(c).map(String::as_str).unwrap_or("");
+        let get = |c: usize, what: &str| parse_num(f.get(c).map_or("", String::as_str), path, i + 1, what);
+        let len = |c: usize, what: &str| length(get(c, what)?, path, i + 1, what);
         records.push(TraceRecord {
-            timestamp_s: parse_num(get(ts), path, i + 1, "timestamp")?,
-            input_len: parse_num(get(inp), path, i + 1, "input length")? as u32,
-            output_len: parse_num(get(out), path, i + 1, "output length")? as u32,
+            timestamp_s: get(ts, "timestamp")?,
+            input_len: len(inp, "input length")?,
+            output_len: len(out, "output length")?,
             hash_ids: Vec::new(),
         });
     }
@@ -129,7 +140,12 @@ fn load_jsonl(text: &str, path: &Path) -> Result<Vec<TraceRecord>, WorkloadError
         if !(timestamp_s >= 0.0 && input >= 0.0 && output >= 0.0) {
             return Err(err("timestamps and lengths must be non-negative".into()));
         }
-        records.push(TraceRecord { timestamp_s, input_len: input as u32, output_len: output as u32, hash_ids });
+        records.push(TraceRecord {
+            timestamp_s,
+            input_len: length(input, path, i + 1, "input length")?,
+            output_len: length(output, path, i + 1, "output length")?,
+            hash_ids,
+        });
     }
     Ok(records)
 }
@@ -210,7 +226,7 @@ fn prompts(
             })
             .collect());
     };
-    let allowed = allowed_tokens(tok);
+    let allowed = allowed_tokens(tok)?;
     let indexed: Vec<(usize, &TraceRecord)> = records.iter().enumerate().collect();
     let fitted = par_map(&indexed, |&(i, r)| {
         let (idx, mut own) = pick(r, i, seed, allowed.len() as i64);
@@ -222,9 +238,10 @@ fn prompts(
     for (f, r) in fitted.into_iter().zip(records) {
         let f = f?;
         mismatch += f.mismatch;
+        let len = count_u32(f.tokens.len());
         out.push(Sample {
-            prompt_len: f.tokens.len() as u32,
-            raw_tokens: Some(f.tokens.len() as u32),
+            prompt_len: len,
+            raw_tokens: Some(len),
             prompt: f.prompt,
             max_tokens: r.output_len,
             timestamp_s: Some(r.timestamp_s),

@@ -182,3 +182,11 @@ fn seeds_numpy_cannot_take_are_refused() {
     let err = build_plan(&c, None).unwrap_err().to_string();
     assert!(err.contains("--seed") && err.contains("2^32"), "{err}");
 }
+
+#[test]
+fn more_prompts_than_request_indices_hold_are_refused() {
+    let mut c = config(Backend::Vllm);
+    c.traffic.num_prompts = 1 << 40;
+    let err = build_plan(&c, None).unwrap_err().to_string();
+    assert!(err.contains("--num-prompts"), "{err}");
+}

@@ -12,7 +12,7 @@ fn check_renders(tok: &Tokenizer, name: &str) -> usize {
     let r: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let renders = r["renders"].as_array().unwrap();
     let Some(tpl) = tok.chat_template() else {
-        assert!(renders.is_empty(), "{name}: transformers found a template we did not");
+        assert!(renders.is_empty(), "{name}: transformers found a template servebench did not");
         eprintln!("note: {name} ships no chat template; its rendering checks are skipped");
         return 0;
     };
@@ -26,7 +26,7 @@ fn check_renders(tok: &Tokenizer, name: &str) -> usize {
         let got = tpl.render(&case["messages"], &opts);
         match case["rendered"].as_str() {
             Some(want) => assert_eq!(got.unwrap(), want, "{name}: {case}"),
-            None => assert!(got.is_err(), "{name}: Jinja2 raised but we rendered {got:?}"),
+            None => assert!(got.is_err(), "{name}: Jinja2 raised but servebench rendered {got:?}"),
         }
     }
     renders.len()

@@ -39,18 +39,17 @@ impl TokenizerConfig {
     /// (`chat_template.jinja`, else `chat_template.json`, else the config's `chat_template`).
     pub fn load(dir: &Path) -> Result<Self, WorkloadError> {
         let path = dir.join("tokenizer_config.json");
-        let raw: Map<String, Value> = match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text)
+        let raw: Map<String, Value> = match read_optional(&path)? {
+            Some(text) => serde_json::from_str(&text)
                 .map_err(|e| WorkloadError::TokenizerConfig { path: path.clone(), message: e.to_string() })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Map::new(),
-            Err(e) => return Err(WorkloadError::read(&path, e)),
+            None => Map::new(),
         };
         let mut cfg = Self::from_map(&raw);
         let jinja = dir.join("chat_template.jinja");
         let json = dir.join("chat_template.json");
-        if let Ok(src) = std::fs::read_to_string(&jinja) {
+        if let Some(src) = read_optional(&jinja)? {
             cfg.chat_template = Some((src, jinja.display().to_string()));
-        } else if let Ok(text) = std::fs::read_to_string(&json) {
+        } else if let Some(text) = read_optional(&json)? {
             let v: Value = serde_json::from_str(&text)
                 .map_err(|e| WorkloadError::TokenizerConfig { path: json.clone(), message: e.to_string() })?;
             if let Some(src) = pick_template(v.get("chat_template").unwrap_or(&Value::Null)) {
@@ -114,6 +113,16 @@ impl TokenizerConfig {
             .iter()
             .map(|(_, t)| t.as_str())
             .chain(self.additional_special_tokens.iter().map(String::as_str))
+    }
+}
+
+/// The text of `path`, or `None` when there is no such file; any other failure (no permission,
+/// not UTF-8) is an error rather than a silently missing file.
+fn read_optional(path: &Path) -> Result<Option<String>, WorkloadError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(WorkloadError::read(path, e)),
     }
 }
 

@@ -14,6 +14,7 @@ use tokenizers::models::ModelWrapper;
 use tokenizers::tokenizer::PostProcessor;
 
 use crate::WorkloadError;
+use crate::datasets::count_u32;
 use crate::template::{ChatTemplate, TemplateError};
 
 /// A loaded tokenizer with its configuration.
@@ -62,8 +63,8 @@ impl Tokenizer {
         inner: tokenizers::Tokenizer,
         config: TokenizerConfig,
     ) -> Result<Self, WorkloadError> {
-        let vocab_size = inner.get_vocab_size(false) as u32;
-        let num_special = inner.get_post_processor().map_or(0, |pp| pp.added_tokens(false) as u32);
+        let vocab_size = count_u32(inner.get_vocab_size(false));
+        let num_special = inner.get_post_processor().map_or(0, |pp| count_u32(pp.added_tokens(false)));
         let mut special_ids: Vec<u32> = config.all_special_tokens().filter_map(|t| inner.token_to_id(t)).collect();
         special_ids.sort_unstable();
         special_ids.dedup();
@@ -101,6 +102,7 @@ impl Tokenizer {
         &self.dir
     }
 
+    /// What its `tokenizer_config.json` (and chat-template files) say.
     pub fn config(&self) -> &TokenizerConfig {
         &self.config
     }
@@ -162,7 +164,7 @@ impl Tokenizer {
     pub fn count(&self, text: &str, add_special_tokens: bool) -> Result<u32, WorkloadError> {
         self.inner
             .encode_fast(text, add_special_tokens)
-            .map(|e| e.len() as u32)
+            .map(|e| count_u32(e.len()))
             .map_err(|e| WorkloadError::Tokenize(e.to_string()))
     }
 

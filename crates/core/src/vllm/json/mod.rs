@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
-use crate::config::{RampStrategy, RunConfig};
+use crate::config::RunConfig;
 use crate::metrics::{Ledger, Summary, TurnMetrics};
-use crate::pyjson::{py_float_repr, py_whole_or_float, to_python_json};
+use crate::pyjson::{dumps, py_float_repr, py_whole_or_float};
 use crate::record::{RequestRecord, RunResult};
 use crate::vllm::labels::p_word;
 
@@ -44,13 +44,6 @@ fn opt_num(x: Option<f64>) -> Value {
 /// A rate vLLM parses with `type=int` (ramp-up): an integer when whole.
 fn whole_or_float(x: f64) -> Value {
     if x.is_finite() && x.fract() == 0.0 && x.abs() < 9e15 { json!(x as i64) } else { num(x) }
-}
-
-fn strategy_name(s: RampStrategy) -> &'static str {
-    match s {
-        RampStrategy::Linear => "linear",
-        RampStrategy::Exponential => "exponential",
-    }
 }
 
 /// vLLM 0.33's result JSON for `run`, whose summary is `summary`, plus the `servebench` key.
@@ -91,7 +84,7 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
     m.insert("burstiness".into(), num(traffic.burstiness));
     m.insert("max_concurrency".into(), json!(traffic.max_concurrency));
     if let Some(ramp) = &traffic.ramp_up {
-        m.insert("ramp_up_strategy".into(), json!(strategy_name(ramp.strategy)));
+        m.insert("ramp_up_strategy".into(), json!(ramp.strategy.name()));
         m.insert("ramp_up_start_rps".into(), whole_or_float(ramp.start_rps));
         m.insert("ramp_up_end_rps".into(), whole_or_float(ramp.end_rps));
     }
@@ -227,7 +220,7 @@ pub fn result_filename(config: &RunConfig, model_id: &str, date: &str) -> PathBu
             match &traffic.ramp_up {
                 Some(r) => format!(
                     "{label}-ramp-up-{}-{}qps-{}qps{mc}-{base}-{date}.json",
-                    strategy_name(r.strategy),
+                    r.strategy.name(),
                     py_whole_or_float(r.start_rps),
                     py_whole_or_float(r.end_rps)
                 ),
@@ -267,7 +260,7 @@ pub fn write_result(path: &Path, value: &Value, append: bool) -> Result<(), Resu
     if append && file.metadata().map_err(fail)?.len() > 0 {
         file.write_all(b"\n").map_err(fail)?;
     }
-    file.write_all(to_python_json(value).as_bytes()).map_err(fail)
+    file.write_all(dumps(value).as_bytes()).map_err(fail)
 }
 
 #[cfg(test)]

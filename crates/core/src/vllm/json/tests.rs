@@ -2,7 +2,7 @@
 
 use super::read::{VllmJsonError, summary_from_vllm_json};
 use super::*;
-use crate::config::{Metric, RampUp, Slo};
+use crate::config::{Metric, RampStrategy, RampUp, Slo};
 use crate::record::{Failure, FailureKind, TokenSource, Usage};
 
 fn record(i: u32, start_ms: u64, chunks_ms: &[u32], tokens: u32) -> RequestRecord {
@@ -105,7 +105,7 @@ fn keys_follow_vllm_0_33_order_without_detailed_arrays() {
             "servebench",
         ]
     );
-    let text = to_python_json(&v);
+    let text = dumps(&v);
     assert!(text.contains(r#""request_rate": 4.0, "burstiness": 1.0, "max_concurrency": 2, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 10, "duration": 1.25, "completed": 2, "failed": 1,"#));
     assert!(text.contains(r#""latencies": [0.19999999999999998, 0.19, 0.0]"#));
 }
@@ -115,7 +115,7 @@ fn snapshot_detailed_result_json() {
     let run = sample_run();
     let v = result_json(&run, &Summary::compute(&run));
     assert!(keys(&v).contains(&"server_ttfts"));
-    insta::assert_snapshot!(to_python_json(&v));
+    insta::assert_snapshot!(dumps(&v));
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn our_json_reads_back_into_the_same_summary() {
     let v = result_json(&run, &summary);
     assert_eq!(summary_from_vllm_json(&v).unwrap(), summary);
     // Through text, floats may move by the JSON parser's rounding but no more.
-    let reparsed: Value = serde_json::from_str(&to_python_json(&v)).unwrap();
+    let reparsed: Value = serde_json::from_str(&dumps(&v)).unwrap();
     let back = summary_from_vllm_json(&reparsed).unwrap();
     assert_eq!(back.failures_by_kind, summary.failures_by_kind);
     assert!((back.duration_s - summary.duration_s).abs() < 1e-12);

@@ -216,7 +216,6 @@ struct Block {
     seen: Vec<(&'static str, String)>,
     sections: BTreeMap<Metric, OpenSection>,
     other_sections: Vec<usize>,
-    has: [bool; 4],
 }
 
 type Finished = (Summary, Vec<(String, f64)>, TextStyle);
@@ -232,7 +231,6 @@ impl Block {
             seen: Vec::new(),
             sections: BTreeMap::new(),
             other_sections: Vec::new(),
-            has: [false; 4],
         }
     }
 
@@ -309,26 +307,14 @@ impl Block {
         let vllm = self.origin == ReportOrigin::Vllm;
         let s = &mut self.summary;
         match field {
-            Field::Completed => {
-                s.completed = count()?;
-                self.has[0] = true;
-            }
+            Field::Completed => s.completed = count()?,
             Field::Failed => s.failed = Some(count()?),
             Field::MaxConcurrency => s.max_concurrency = Some(count()?),
             Field::Rate => s.request_rate = Some(x),
-            Field::Duration => {
-                s.duration_s = x;
-                self.has[1] = true;
-            }
-            Field::TotalInput => {
-                s.total_input_tokens = count()?;
-                self.has[2] = true;
-            }
+            Field::Duration => s.duration_s = x,
+            Field::TotalInput => s.total_input_tokens = count()?,
             Field::TotalOutput => s.total_output_tokens = Some(count()?),
-            Field::RequestThroughput => {
-                s.request_throughput = x;
-                self.has[3] = true;
-            }
+            Field::RequestThroughput => s.request_throughput = x,
             Field::Goodput => s.request_goodput = Some(x),
             Field::OutputThroughput => s.output_throughput = Some(x),
             Field::PeakOutput if vllm => s.vllm_max_output_tokens_per_s = Some(x),
@@ -368,8 +354,10 @@ impl Block {
     /// line it belongs to.
     fn finish(mut self, start: usize) -> Result<Finished, (usize, BlockProblem)> {
         let required = [labels::SUCCESSFUL, labels::DURATION, labels::TOTAL_INPUT, labels::REQUEST_THROUGHPUT];
-        if let Some(i) = self.has.iter().position(|h| !h) {
-            return Err((start + 1, BlockProblem::Missing(required[i])));
+        // Top-level lines are seen under the empty section title.
+        let read = |label: &str| self.seen.iter().any(|(title, l)| title.is_empty() && l == label);
+        if let Some(missing) = required.into_iter().find(|l| !read(l)) {
+            return Err((start + 1, BlockProblem::Missing(missing)));
         }
         for (metric, section) in std::mem::take(&mut self.sections) {
             let incomplete = |what: &str| {

@@ -117,6 +117,9 @@ fn bad_parameters_are_rejected_with_advice() {
     assert!(ranges(&too_short, 0).unwrap_err().to_string().contains("raise --random-input-len"));
     let bad_ratio = RandomSpec { range_ratio: RangeRatio { input: 1.0, output: 0.0 }, ..base.clone() };
     assert!(ranges(&bad_ratio, 0).unwrap_err().to_string().contains("[0, 1)"));
+    let past_u32 =
+        RandomSpec { input_len: u32::MAX, range_ratio: RangeRatio { input: 0.5, output: 0.0 }, ..base.clone() };
+    assert!(ranges(&past_u32, 0).unwrap_err().to_string().contains("lower --random-input-len"));
     let r = ranges(&RandomSpec { input_len: 10, output_len: 0, ..base }, 1).unwrap();
     assert_eq!(r.input, (9, 9));
     assert_eq!(r.output, (1, 1));

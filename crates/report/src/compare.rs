@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 
 use servebench_core::config::Metric;
-use servebench_store::{ChunkTimes, StoredRun};
+use servebench_store::{ChunkTimes, RunId, StoredRun};
 
 use crate::ReportError;
 use crate::bootstrap::{self, Estimate, RESAMPLES};
@@ -67,6 +67,8 @@ pub struct PairStats {
 }
 
 impl PairStats {
+    /// Compares `runs[b]` (B) against `runs[a]` (A) on every key quantity, with intervals where
+    /// both runs have per-request records.
     pub fn new(runs: &[StoredRun], a: usize, b: usize) -> PairStats {
         let (ra, rb) = (&runs[a], &runs[b]);
         let mut notes = Vec::new();
@@ -105,12 +107,14 @@ impl PairStats {
             .filter(|&n| n < FEW_FOR_P99);
         if let Some(n) = few {
             notes.push(format!(
-                "With {n} values in a run, a P99 rests on its one or two largest values, so its interval is rough."
+                "With {n} value{} in a run, a P99 rests on its one or two largest values, so its interval is rough.",
+                if n == 1 { "" } else { "s" }
             ));
         }
         PairStats { a, b, rows, notes }
     }
 
+    /// The row of quantity `q`.
     pub fn row(&self, q: Quantity) -> Option<&PairRow> {
         self.rows.iter().find(|r| r.quantity == q)
     }
@@ -134,6 +138,7 @@ pub struct Comparison {
     pub tables: Vec<Table>,
     /// Every run a row, for CSV and the HTML report.
     pub runs_table: Table,
+    /// What `--format csv` prints: every run a line, every quantity at full precision.
     pub csv: Table,
     /// Set when exactly two runs are compared.
     pub pair: Option<PairStats>,
@@ -250,12 +255,12 @@ impl Comparison {
 }
 
 /// Run numbers as ranges: `1-11, 14`.
-pub fn ranges(ids: &[i64]) -> String {
+pub fn ranges(ids: &[RunId]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < ids.len() {
         let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+        while j + 1 < ids.len() && ids[j].checked_add(1) == Some(ids[j + 1]) {
             j += 1;
         }
         parts.push(if i == j { ids[i].to_string() } else { format!("{}-{}", ids[i], ids[j]) });

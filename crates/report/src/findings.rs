@@ -31,7 +31,7 @@ use servebench_store::StoredRun;
 
 use crate::compare::PairStats;
 use crate::layout::{Layout, Sweep, number_text};
-use crate::quantity::{Quantity, Stat};
+use crate::quantity::{Quantity, Stat, failed_pct};
 
 /// The knee is where the gain per added unit stays below this fraction of the first step's.
 pub const KNEE_FRACTION: f64 = 0.10;
@@ -416,9 +416,8 @@ fn superlinear_ttft(runs: &[StoredRun], sweep: &Sweep, series: &crate::layout::S
 
 /// `(failed, sent, percent)` of a run that failed requests.
 fn failure_share(run: &StoredRun) -> Option<(u64, u64, f64)> {
-    let failed = run.summary.failed.filter(|&f| f > 0)?;
-    let sent = run.summary.completed + failed;
-    Some((failed, sent, failed as f64 * 100.0 / sent as f64))
+    let (completed, failed) = (run.summary.completed, run.summary.failed.filter(|&f| f > 0)?);
+    Some((failed, completed.saturating_add(failed), failed_pct(completed, failed)?))
 }
 
 fn run_failures(run: &StoredRun, name: &str, context: &str) -> Option<Finding> {

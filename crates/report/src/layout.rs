@@ -86,6 +86,7 @@ pub struct Sweep {
     pub axis: String,
     /// Its distinct values, rising.
     pub values: Vec<f64>,
+    /// The runs on the axis, grouped by their other varying settings.
     pub series: Vec<Series>,
     /// Runs left out of the sweep, with the reason.
     pub outside: Vec<(usize, String)>,
@@ -117,6 +118,7 @@ pub struct Layout {
     pub settings: Vec<Vec<(String, String)>>,
     /// Each run's name: its varying settings, or `#ID` when nothing varies.
     pub names: Vec<String>,
+    /// The sweep the runs form, if any (see the module docs).
     pub sweep: Option<Sweep>,
 }
 
@@ -173,8 +175,6 @@ impl Layout {
         self.settings[i].iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
-    /// The numeric values of `key` in the runs that have it, when all of them are finite
-    /// numbers.
     /// The finite values of `key` in the runs that have it, when every value is a number
     /// (`inf`, a request rate that sends everything at once, counts as one but has no place on
     /// an axis).
@@ -277,13 +277,11 @@ impl Layout {
             let name: Vec<String> =
                 others.iter().filter_map(|k| self.setting(i, k).map(|v| setting_text(k, v))).collect();
             let name = name.join(" ");
-            let s = match series.iter().position(|s| s.name == name) {
-                Some(p) => &mut series[p],
-                None => {
-                    series.push(Series { name, points: Vec::new() });
-                    series.last_mut().expect("just pushed")
-                }
-            };
+            let p = series.iter().position(|s| s.name == name).unwrap_or_else(|| {
+                series.push(Series { name, points: Vec::new() });
+                series.len() - 1
+            });
+            let s = &mut series[p];
             if let Some(&(_, j)) = s.points.iter().find(|(v, _)| *v == x) {
                 outside.push((i, format!("same settings as run {}", runs[j].row.id)));
                 continue;

@@ -45,7 +45,10 @@ pub enum ReportError {
     Store(#[from] servebench_store::StoreError),
     #[error("no runs match; `servebench runs list` shows what the store holds")]
     NoRuns,
-    #[error("comparing needs at least two runs, and only {0} matched")]
+    #[error(
+        "comparing needs at least two runs, and only {0} matched; name two runs or more, or widen the filters \
+         (`servebench runs list` shows what the store holds)"
+    )]
     TooFewRuns(usize),
     #[error("--timeline {id}: {why}; pick a run of the report that has per-request records")]
     BadTimeline { id: i64, why: String },

@@ -107,6 +107,7 @@ impl Quantity {
         }
     }
 
+    /// The quantity of a [`Quantity::key`]; `None` for any other text.
     pub fn from_key(key: &str) -> Option<Quantity> {
         Quantity::all().into_iter().find(|q| q.key() == key)
     }
@@ -170,11 +171,7 @@ impl Quantity {
         match self {
             Quantity::Completed => Some(s.completed as f64),
             Quantity::Failed => s.failed.map(|f| f as f64),
-            Quantity::FailedPct => {
-                let failed = s.failed?;
-                let sent = s.completed + failed;
-                (sent > 0).then(|| failed as f64 * 100.0 / sent as f64)
-            }
+            Quantity::FailedPct => failed_pct(s.completed, s.failed?),
             Quantity::RequestThroughput => Some(s.request_throughput),
             Quantity::OutputThroughput => s.output_throughput,
             Quantity::TotalTokenThroughput => s.total_token_throughput,
@@ -205,6 +202,12 @@ impl Quantity {
             unit => format!("{} {unit}", self.format(value)),
         }
     }
+}
+
+/// Failed requests in percent of those sent (`completed + failed`); `None` when none was sent.
+pub fn failed_pct(completed: u64, failed: u64) -> Option<f64> {
+    let sent = completed.saturating_add(failed);
+    (sent > 0).then(|| failed as f64 * 100.0 / sent as f64)
 }
 
 /// Whether the run's peak concurrency is vLLM's per-second bucket count only.

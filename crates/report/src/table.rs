@@ -39,6 +39,7 @@ impl Table {
         self.right.get(c).copied().unwrap_or(false)
     }
 
+    /// The table in `format`.
     pub fn render(&self, format: Format) -> String {
         match format {
             Format::Table => self.text(),

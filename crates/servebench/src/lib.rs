@@ -37,7 +37,7 @@ pub fn main_entry(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     match runtime.block_on(commands::dispatch(cli.command)) {
         Ok(code) => code,
-        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if output::is_broken_pipe(&*e) => ExitCode::SUCCESS,
         Err(e) => {
             output::error(&*e);
             ExitCode::FAILURE

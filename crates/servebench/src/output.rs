@@ -29,7 +29,8 @@ pub fn error(e: &(dyn std::error::Error + 'static)) {
     let _ = writeln!(io::stderr(), "{msg}");
 }
 
-/// Whether an error came from writing to a closed pipe.
-pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe))
+/// Whether an error, or one of its causes, came from writing to a closed pipe.
+pub fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |e| e.source())
+        .any(|c| c.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe))
 }

@@ -120,7 +120,8 @@ pub struct StepBreakdown {
     pub total: f64,
 }
 
-/// The §5.2 step model with every per-step constant precomputed.
+/// The step model of this module (roofline plus stack overheads) with every per-step constant
+/// precomputed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
     layers: f64,

@@ -16,16 +16,22 @@ pub enum SimError {
     )]
     UnknownModel { name: String, known: String, user_dir: String },
 
-    #[error("preset {origin}: {message}")]
+    #[error("preset {origin}: {message}; fix the file, or move it out of the presets folder")]
     Preset { origin: String, message: String },
 
-    #[error("cannot read presets from {path}: {message}")]
+    #[error(
+        "cannot read presets from {path}: {message}; check its permissions, or set SERVEBENCH_PRESETS to \
+         another folder"
+    )]
     PresetDir { path: String, message: String },
 
-    #[error("model config {path}: {message}")]
+    #[error(
+        "model config {path}: {message}; pass a Hugging Face config.json (or the folder holding one), or a \
+         preset id from `servebench sim presets`"
+    )]
     ModelConfig { path: String, message: String },
 
-    #[error("profile {path}: {message}")]
+    #[error("profile {path}: {message}; pass a profile written by `servebench sim fit`")]
     Profile { path: String, message: String },
 
     #[error("unknown option {key:?}; known options: {known}")]

@@ -202,7 +202,7 @@ impl ServingOptions {
 
     /// GPUs the deployment uses.
     pub fn gpus(&self) -> u32 {
-        self.tp * self.pp
+        self.tp.saturating_mul(self.pp)
     }
 
     fn check(&self, model: &ModelShape, hw: &HardwareSpec) -> Result<(), SimError> {
@@ -230,7 +230,7 @@ impl ServingOptions {
         if self.pp > model.layers {
             return conflict(format!("pp={} is more than the {} layers of {}", self.pp, model.layers, model.id));
         }
-        let available = hw.gpus_per_node * self.nodes;
+        let available = hw.gpus_per_node.saturating_mul(self.nodes);
         if self.gpus() > available {
             return conflict(format!(
                 "tp x pp = {} GPUs, but nodes={} x {} GPUs per {} node = {}; raise nodes or lower tp/pp",
@@ -241,7 +241,7 @@ impl ServingOptions {
                 available
             ));
         }
-        if self.nodes > 1 && self.gpus() <= hw.gpus_per_node * (self.nodes - 1) {
+        if self.nodes > 1 && self.gpus() <= hw.gpus_per_node.saturating_mul(self.nodes - 1) {
             return conflict(format!(
                 "nodes={} but tp x pp = {} fills only {} of them ({} GPUs per {} node); \
                  raise tp/pp or lower nodes",
@@ -385,6 +385,12 @@ mod tests {
         assert!(e.contains("40960"), "{e}");
         let e = err(&[("tp", "2"), ("tensor-parallel-size", "4")]);
         assert!(e.contains("twice"), "{e}");
+    }
+
+    #[test]
+    fn a_huge_node_count_is_refused_not_overflowed() {
+        let e = parse("Qwen/Qwen3-8B", "h100-sxm", &[("nodes", "4000000000")]).unwrap_err().to_string();
+        assert!(e.contains("nodes=4000000000") && e.contains("lower nodes"), "{e}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! A [`StackProfile`] holds every calibrated number of the cost model (efficiencies, fixed
 //! overheads, the client-visible API delay, memory reserves, jitter). Hardware presets carry
-//! defaults (the priors of the model's documentation); a fitted profile file (TOML or JSON, any
+//! defaults (priors for the device); a fitted profile file (TOML or JSON, any
 //! subset of the fields) and `key=value` options override them, in that order.
 
 use std::path::Path;

@@ -50,7 +50,7 @@ impl KvLayout {
         } else {
             cap + (self.total_units - (f + s) * cap) / f
         };
-        blocks * u64::from(self.block_size)
+        blocks.saturating_mul(u64::from(self.block_size))
     }
 }
 
@@ -239,7 +239,7 @@ pub fn plan_memory(
         total_units,
         units_per_block: full_stage / g,
         sliding_units_per_block: sliding_stage / g,
-        sliding_cap_blocks: if sliding_stage == 0 { 0 } else { window.div_ceil(opts.block_size) + 1 },
+        sliding_cap_blocks: if sliding_stage == 0 { 0 } else { window.div_ceil(opts.block_size).saturating_add(1) },
     };
     let kv_tokens = layout.max_tokens_single();
     if kv_tokens < u64::from(opts.block_size) {

@@ -120,7 +120,7 @@ pub fn write_runs_csv(rows: &[RunRow], w: &mut dyn Write) -> io::Result<()> {
     write_csv_line(w, header.iter().map(String::as_str))?;
     for row in rows {
         let m = row_json(row);
-        let mut cells: Vec<String> = RUN_COLUMNS.iter().map(|c| cell(&m[*c])).collect();
+        let mut cells: Vec<String> = RUN_COLUMNS.iter().map(|c| m.get(*c).map_or_else(String::new, cell)).collect();
         cells.extend(keys.iter().map(|k| row.label(k).unwrap_or_default().to_string()));
         write_csv_line(w, cells.iter().map(String::as_str))?;
     }

@@ -81,12 +81,12 @@ fn rate(r: f64) -> String {
     if r.is_infinite() { "inf".into() } else { format!("{r}") }
 }
 
-/// `s` cut to `width` characters, ending in `…` when cut.
-fn cut(s: &str, width: usize) -> String {
+/// `s` cut to `width` characters, ending in `…` when cut (for table cells and legends).
+pub fn cut(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(width - 1).collect();
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
     out.push('…');
     out
 }

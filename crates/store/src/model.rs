@@ -39,6 +39,7 @@ impl RunKind {
         }
     }
 
+    /// The kind [`RunKind::as_str`] names; `None` for any other text.
     pub fn from_name(s: &str) -> Option<RunKind> {
         Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
@@ -53,7 +54,9 @@ impl fmt::Display for RunKind {
 /// A run named on the command line: its number (`12`, `#12`) or its short id (`kq3v8x2a`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RunRef {
+    /// The run's number.
     Id(RunId),
+    /// The run's short id, lowercase.
     Uid(String),
 }
 
@@ -96,6 +99,7 @@ impl FromStr for RunRef {
 /// Where an imported run was read: the file, and the line its block or document starts on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Source {
+    /// The file's absolute path when it could be found, else the path as given.
     pub file: String,
     /// 1-based line of the result block's header, or of the JSON document.
     pub line: Option<usize>,
@@ -113,6 +117,7 @@ pub enum ChunkTimes {
 }
 
 impl ChunkTimes {
+    /// The name stored in the database.
     pub fn as_str(self) -> &'static str {
         match self {
             ChunkTimes::All => "all",
@@ -120,6 +125,7 @@ impl ChunkTimes {
         }
     }
 
+    /// The value [`ChunkTimes::as_str`] names; `None` for any other text.
     pub fn from_name(s: &str) -> Option<ChunkTimes> {
         [ChunkTimes::All, ChunkTimes::FirstLast].into_iter().find(|c| c.as_str() == s)
     }
@@ -128,7 +134,9 @@ impl ChunkTimes {
 /// A run's per-request records. Generated texts are not stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunRecords {
+    /// Whether every chunk time was kept, or only the first and last.
     pub chunk_times: ChunkTimes,
+    /// One per request, in the order they were planned (their `text` is empty).
     pub records: Vec<RequestRecord>,
 }
 
@@ -221,11 +229,13 @@ impl NewRun {
         }
     }
 
+    /// The run with label `key` set to `value` (see [`NewRun::set_label`]).
     pub fn with_label(mut self, key: &str, value: &str) -> NewRun {
         self.set_label(key, value);
         self
     }
 
+    /// The run with its environment record.
     pub fn with_environment(mut self, environment: Value) -> NewRun {
         self.environment = Some(environment);
         self
@@ -279,6 +289,7 @@ pub struct RunRow {
     pub labels: Vec<(String, String)>,
     pub num_prompts: Option<u64>,
     pub completed: u64,
+    /// `None` when the source did not say (an old vLLM report).
     pub failed: Option<u64>,
     pub max_concurrency: Option<u64>,
     /// Requests per second; infinity when everything was sent at once.
@@ -298,6 +309,7 @@ pub struct RunRow {
 }
 
 impl RunRow {
+    /// The label `key`, if set.
     pub fn label(&self, key: &str) -> Option<&str> {
         label_of(&self.labels, key)
     }
@@ -313,7 +325,10 @@ impl RunRow {
 pub struct StoredRun {
     pub row: RunRow,
     pub summary: Summary,
+    /// The resolved config as JSON (see [`StoredRun::run_config`]); `None` for imports
+    /// without one.
     pub config: Option<Value>,
+    /// What the run recorded about its client and server, as stored.
     pub environment: Option<Value>,
     pub notes: Vec<String>,
     /// `None` when the run has no records or they were not asked for.

@@ -1,3 +1,6 @@
+//! Tests of the intervals: the order-statistic draws against resamples built in full, coverage
+//! of the true difference, the shift of identical and of clearly different runs, and Welch.
+
 use proptest::prelude::*;
 use servebench_core::metrics::{Summary, median, percentile};
 use servebench_store::RunRecords;

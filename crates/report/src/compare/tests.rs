@@ -1,3 +1,6 @@
+//! Tests of the comparison: the reference reports side by side and as a sweep, two measured
+//! runs with intervals and `--fail-on` verdicts, and the errors.
+
 use servebench_core::config::Metric;
 
 use super::*;
@@ -131,4 +134,12 @@ fn a_setting_that_follows_the_axis_is_not_named_as_a_series_key() {
     assert!(text.contains("by max_concurrency"), "{text}");
     assert!(!text.contains("model num_prompts"), "num_prompts follows the axis:\n{text}");
     assert!(text.lines().any(|l| l.trim_start().starts_with("model ")), "the series are keyed by model:\n{text}");
+}
+
+#[test]
+fn numbers_are_shown_as_ranges() {
+    assert_eq!(ranges(&[1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8");
+    assert_eq!(ranges(&[4]), "4");
+    assert_eq!(ranges(&[]), "");
+    assert_eq!(ranges(&[i64::MAX - 1, i64::MAX]), format!("{}-{}", i64::MAX - 1, i64::MAX));
 }

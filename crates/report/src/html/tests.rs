@@ -1,3 +1,6 @@
+//! Tests of the HTML report: the page's outline for a sweep and for two runs, the embedded
+//! data, escaping and the choice of the timeline run; `browser` renders pages in Chromium.
+
 use servebench_core::metrics::Summary;
 
 use super::*;
@@ -222,42 +225,4 @@ fn the_timeline_run_can_be_chosen() {
     mixed.push(runs[0].clone());
     let err = render(&mixed, &HtmlOptions { timeline_run: Some(1), ..options() }).unwrap_err();
     assert!(err.to_string().contains("it has no per-request records"), "{err}");
-}
-
-#[test]
-fn ordinals_read_as_english() {
-    let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111].map(ordinal).to_vec();
-    assert_eq!(got, ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]);
-}
-
-#[test]
-fn tokens_over_time_add_up_to_the_runs_output() {
-    let runs = measured_pair();
-    let run = &runs[0];
-    let records = run.records.as_ref().unwrap();
-    let spans: Vec<Span> = records
-        .records
-        .iter()
-        .map(|r| Span {
-            index: r.index,
-            arrival: 0.0,
-            start: r.start_s(),
-            first: None,
-            end: r.start_s() + f64::from(r.end_us) * 1e-6,
-            failed: false,
-        })
-        .collect();
-    let end = spans.iter().map(|s| s.end).fold(0.0, f64::max);
-    let total = run.summary.total_output_tokens.unwrap() as f64;
-    let width = svg::nice_step(end, 60.0);
-    for chunk_times in [ChunkTimes::All, ChunkTimes::FirstLast] {
-        let mut r = run.clone();
-        r.records.as_mut().unwrap().chunk_times = chunk_times;
-        let (rate, in_flight) = over_time(&r, &spans, end);
-        let sum: f64 = rate.iter().map(|(_, v)| v * width).sum();
-        assert!((sum - total).abs() < 1e-6 * total, "{chunk_times:?}: {sum} against {total}");
-        // Four slots: never more than four requests in flight.
-        assert!(in_flight.iter().all(|(_, n)| *n <= 4.0));
-        assert!(in_flight.iter().any(|(_, n)| *n == 4.0));
-    }
 }

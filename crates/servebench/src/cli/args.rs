@@ -1,23 +1,34 @@
 //! `bench serve` flags, grouped so `sim predict` and `sweep` can share them ("low args").
 //!
 //! Names, defaults and meanings follow vLLM 0.33's `vllm bench serve`. Flags vLLM has and
-//! servebench does not support yet are declared too (see [`super::unsupported`]) so that using
-//! one is refused with an error naming it, never silently ignored.
+//! servebench does not support yet are refused by [`super::compat`], with an error naming the
+//! flag, so none is silently ignored.
+//!
+//! Each group's `Default` is what clap gives when none of its flags is passed
+//! (`clap_defaults`), so the defaults are written once, in the `#[arg]` attributes.
 
-use clap::Args;
+use clap::{Args, Command, FromArgMatches};
+
+/// What clap makes of flag group `T` when none of its flags is given.
+pub(crate) fn clap_defaults<T: Args + FromArgMatches>() -> T {
+    let cmd = T::augment_args(Command::new("defaults").no_binary_name(true));
+    let parsed = cmd.try_get_matches_from(std::iter::empty::<&str>()).and_then(|m| T::from_arg_matches(&m));
+    // Only groups without a required flag use this, so an empty command line always parses;
+    // `tests::every_group_has_claps_defaults` builds each of them.
+    parsed.unwrap_or_else(|e| unreachable!("a flag group without required flags failed to parse: {e}"))
+}
 
 /// Where requests go and which model they name.
-#[derive(Args, Clone, Debug, Default)]
+#[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Endpoint and model")]
 pub struct EndpointArgs {
-    /// Backend or endpoint type: vllm, openai (completions), openai-chat, vllm-chat, sglang, llama.cpp.
-    #[arg(long, default_value = "openai")]
-    pub backend: String,
     /// Server or API base URL, used instead of --host/--port.
     #[arg(long)]
     pub base_url: Option<String>,
+    /// Server host (ignored with --base-url).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
+    /// Server port (ignored with --base-url).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
     /// API endpoint path (default depends on --backend: /v1/completions or /v1/chat/completions).
@@ -29,25 +40,50 @@ pub struct EndpointArgs {
     /// Model name; fetched from the server's /v1/models when absent.
     #[arg(long)]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// Prefix of the x-request-id header sent with request i (prefix + i).
+    #[arg(long)]
+    pub request_id_prefix: Option<String>,
+}
+
+impl Default for EndpointArgs {
+    fn default() -> Self {
+        clap_defaults()
+    }
+}
+
+/// How requests look, whoever serves them: their format, the model name they carry, the
+/// tokenizer that counts their tokens and the result label (`bench serve` and `sim predict`).
+#[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "Requests")]
+pub struct RequestArgs {
+    /// Backend or endpoint type: vllm, openai (completions), openai-chat, vllm-chat, sglang, llama.cpp.
+    #[arg(long, default_value = "openai")]
+    pub backend: String,
     /// The model name sent in requests (default: --model).
     #[arg(long)]
     pub served_model_name: Option<String>,
-    /// A tokenizer.json, a model folder, or a Hugging Face id found in the local cache.
-    /// Without it, token counts come from the server's usage.
+    /// A tokenizer.json, a model folder, or a Hugging Face id found in the local cache, for
+    /// exact prompt lengths. Without it, token counts come from the server's usage.
     #[arg(long)]
     pub tokenizer: Option<String>,
     /// Result label (default: the backend).
     #[arg(long)]
     pub label: Option<String>,
-    /// Prefix of the x-request-id header sent with request i (prefix + i).
-    #[arg(long)]
-    pub request_id_prefix: Option<String>,
+}
+
+impl Default for RequestArgs {
+    fn default() -> Self {
+        clap_defaults()
+    }
 }
 
 /// When requests are sent.
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Traffic")]
 pub struct TrafficArgs {
+    /// Requests to send.
     #[arg(long, default_value_t = 1000)]
     pub num_prompts: usize,
     /// Requests per second; inf sends everything at once.
@@ -62,10 +98,13 @@ pub struct TrafficArgs {
     /// Ramp the rate up over the run: linear or exponential.
     #[arg(long)]
     pub ramp_up_strategy: Option<String>,
+    /// Requests per second at the start of the ramp (with --ramp-up-strategy).
     #[arg(long)]
     pub ramp_up_start_rps: Option<i64>,
+    /// Requests per second at the end of the ramp (with --ramp-up-strategy).
     #[arg(long)]
     pub ramp_up_end_rps: Option<i64>,
+    /// Seed of the dataset sampling and of the arrival times.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Warm-up requests (copies of request 0) sent before the timed run.
@@ -81,19 +120,7 @@ pub struct TrafficArgs {
 
 impl Default for TrafficArgs {
     fn default() -> Self {
-        Self {
-            num_prompts: 1000,
-            request_rate: f64::INFINITY,
-            burstiness: 1.0,
-            max_concurrency: None,
-            ramp_up_strategy: None,
-            ramp_up_start_rps: None,
-            ramp_up_end_rps: None,
-            seed: 0,
-            num_warmups: 0,
-            ready_check_timeout_sec: 0,
-            disable_tqdm: false,
-        }
+        clap_defaults()
     }
 }
 
@@ -110,18 +137,25 @@ pub struct ContentArgs {
     /// Send ignore_eos (always on for the random dataset).
     #[arg(long)]
     pub ignore_eos: bool,
+    /// Sampling temperature sent with every request.
     #[arg(long)]
     pub temperature: Option<f64>,
+    /// Top-p sampling parameter sent with every request.
     #[arg(long)]
     pub top_p: Option<f64>,
+    /// Top-k sampling parameter sent with every request.
     #[arg(long)]
     pub top_k: Option<i64>,
+    /// Min-p sampling parameter sent with every request.
     #[arg(long)]
     pub min_p: Option<f64>,
+    /// Frequency penalty sent with every request.
     #[arg(long)]
     pub frequency_penalty: Option<f64>,
+    /// Presence penalty sent with every request.
     #[arg(long)]
     pub presence_penalty: Option<f64>,
+    /// Repetition penalty sent with every request.
     #[arg(long)]
     pub repetition_penalty: Option<f64>,
     /// Logprobs per token (sent as "logprobs" in completions bodies).
@@ -136,7 +170,7 @@ pub struct ContentArgs {
 }
 
 /// What is reported and saved.
-#[derive(Args, Clone, Debug, Default)]
+#[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Reporting")]
 pub struct ReportArgs {
     /// Comma list of metrics with percentile sections: ttft,tpot,itl,e2el,client_queue_time,e2el_including_client_queue.
@@ -157,13 +191,22 @@ pub struct ReportArgs {
     /// Append the result to the file as a new line.
     #[arg(long)]
     pub append_result: bool,
+    /// Folder of the result JSON (default: the current folder).
     #[arg(long)]
     pub result_dir: Option<String>,
+    /// File name of the result JSON (default as vLLM names it:
+    /// LABEL-RATEqps[-concurrencyN]-MODEL-DATE.json).
     #[arg(long)]
     pub result_filename: Option<String>,
     /// KEY=VALUE pairs saved at the top level of the result JSON.
     #[arg(long, num_args = 0.., value_name = "KEY=VALUE")]
     pub metadata: Vec<String>,
+}
+
+impl Default for ReportArgs {
+    fn default() -> Self {
+        clap_defaults()
+    }
 }
 
 /// Which dataset the prompts come from.
@@ -173,34 +216,46 @@ pub struct DatasetArgs {
     /// random, sharegpt, custom, prefix_repetition, or trace (a recorded arrival trace).
     #[arg(long, default_value = "random")]
     pub dataset_name: String,
+    /// The dataset file: ShareGPT JSON, custom JSONL, or a BurstGPT or Mooncake trace.
     #[arg(long)]
     pub dataset_path: Option<String>,
+    /// Do not repeat samples when the dataset has fewer than --num-prompts.
     #[arg(long)]
     pub no_oversample: bool,
+    /// Custom dataset: send prompts as written, without the chat template.
     #[arg(long)]
     pub skip_chat_template: bool,
+    /// Take the dataset's samples in file order instead of shuffled.
     #[arg(long)]
     pub disable_shuffle: bool,
+    /// Random dataset: prompt tokens per request.
     #[arg(long, default_value_t = 1024)]
     pub random_input_len: u32,
+    /// Random dataset: output tokens per request.
     #[arg(long, default_value_t = 128)]
     pub random_output_len: u32,
     /// A float in [0, 1), or JSON {"input": a, "output": b}.
     #[arg(long, default_value = "0.0")]
     pub random_range_ratio: String,
+    /// Random dataset: tokens of a fixed prefix shared by every prompt.
     #[arg(long, default_value_t = 0)]
     pub random_prefix_len: u32,
+    /// ShareGPT dataset: output tokens per request, instead of each conversation's answer length.
     #[arg(long)]
     pub sharegpt_output_len: Option<u32>,
     /// Output tokens per request for the custom dataset; -1 uses each row's output_tokens.
     #[arg(long, default_value_t = 256, allow_negative_numbers = true)]
     pub custom_output_len: i64,
+    /// Prefix-repetition dataset: tokens of each shared prefix.
     #[arg(long, default_value_t = 256)]
     pub prefix_repetition_prefix_len: u32,
+    /// Prefix-repetition dataset: tokens after the prefix, different in every prompt.
     #[arg(long, default_value_t = 256)]
     pub prefix_repetition_suffix_len: u32,
+    /// Prefix-repetition dataset: how many distinct prefixes the prompts share.
     #[arg(long, default_value_t = 10)]
     pub prefix_repetition_num_prefixes: u32,
+    /// Prefix-repetition dataset: output tokens per request.
     #[arg(long, default_value_t = 128)]
     pub prefix_repetition_output_len: u32,
     /// Trace replay: multiply the recorded gaps between arrivals (2.0 halves the rate).
@@ -222,28 +277,7 @@ pub struct DatasetArgs {
 
 impl Default for DatasetArgs {
     fn default() -> Self {
-        Self {
-            dataset_name: "random".into(),
-            dataset_path: None,
-            no_oversample: false,
-            skip_chat_template: false,
-            disable_shuffle: false,
-            random_input_len: 1024,
-            random_output_len: 128,
-            random_range_ratio: "0.0".into(),
-            random_prefix_len: 0,
-            sharegpt_output_len: None,
-            custom_output_len: 256,
-            prefix_repetition_prefix_len: 256,
-            prefix_repetition_suffix_len: 256,
-            prefix_repetition_num_prefixes: 10,
-            prefix_repetition_output_len: 128,
-            trace_time_scale: 1.0,
-            multi_turn: false,
-            max_active_conversations: 64,
-            think_time: 0.0,
-            max_turns: 8,
-        }
+        clap_defaults()
     }
 }
 
@@ -264,7 +298,7 @@ pub struct SimTargetArgs {
 }
 
 /// servebench's own run options.
-#[derive(Args, Clone, Debug, Default)]
+#[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "servebench")]
 pub struct RunExtraArgs {
     /// Seconds before a single request is abandoned and counted as a timeout.
@@ -282,4 +316,27 @@ pub struct RunExtraArgs {
     /// Do not save this run to the run store.
     #[arg(long)]
     pub no_store: bool,
+}
+
+impl Default for RunExtraArgs {
+    fn default() -> Self {
+        clap_defaults()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_group_has_claps_defaults() {
+        let e = EndpointArgs::default();
+        assert_eq!((e.request.backend.as_str(), e.host.as_str(), e.port), ("openai", "127.0.0.1", 8000));
+        let t = TrafficArgs::default();
+        assert_eq!((t.num_prompts, t.request_rate, t.burstiness), (1000, f64::INFINITY, 1.0));
+        assert_eq!(ReportArgs::default().metric_percentiles, "99");
+        let d = DatasetArgs::default();
+        assert_eq!((d.dataset_name.as_str(), d.random_input_len, d.max_turns), ("random", 1024, 8));
+        assert_eq!(RunExtraArgs::default().request_timeout_sec, 6.0 * 3600.0);
+    }
 }

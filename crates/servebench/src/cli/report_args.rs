@@ -60,6 +60,7 @@ pub struct CompareArgs {
     /// request_rate, ...) [default: the first of those that varies].
     #[arg(long, value_name = "KEY")]
     pub by: Option<String>,
+    /// How to print the comparison.
     #[arg(long, value_enum, default_value_t)]
     pub format: CompareFormat,
     /// Print findings (a bullet list of what the numbers show) under the tables.

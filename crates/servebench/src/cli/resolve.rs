@@ -398,7 +398,7 @@ pub fn resolve_run_config(
     base_url_override: Option<&str>,
     model: ResolvedModel,
 ) -> Result<RunConfig, ResolveError> {
-    let backend = parse_backend(&f.endpoint.backend)?;
+    let backend = parse_backend(&f.endpoint.request.backend)?;
     let (mut base_url, endpoint, mut api_url) = endpoint_urls(f.endpoint, backend);
     if let Some(b) = base_url_override {
         base_url = b.trim_end_matches('/').to_string();
@@ -415,7 +415,7 @@ pub fn resolve_run_config(
     }
     let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
     let traffic = parse_traffic(f.traffic)?;
-    let output = parse_output(f.report, f.endpoint.label.clone(), f.traffic.disable_tqdm)?;
+    let output = parse_output(f.report, f.endpoint.request.label.clone(), f.traffic.disable_tqdm)?;
     Ok(RunConfig {
         target: Target {
             backend,
@@ -425,7 +425,7 @@ pub fn resolve_run_config(
             headers: parse_kv_list(&f.endpoint.header, "--header")?,
             model_id: model.model_id,
             model_name: model.model_name,
-            tokenizer: f.endpoint.tokenizer.clone(),
+            tokenizer: f.endpoint.request.tokenizer.clone(),
             sim,
             request_timeout_s: f.extra.request_timeout_sec,
             request_id_prefix: f.endpoint.request_id_prefix.clone().unwrap_or_else(default_request_id_prefix),

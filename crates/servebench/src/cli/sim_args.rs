@@ -2,36 +2,19 @@
 
 use clap::Args;
 
-use super::args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, TrafficArgs};
+use super::args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RequestArgs, RunExtraArgs, TrafficArgs};
 use super::resolve::BenchFlags;
 use super::sim_model::SimModelArgs;
-
-/// How the predicted requests look to the (simulated) server: `bench serve`'s endpoint flags
-/// that matter without a network.
-#[derive(Args, Clone, Debug, Default)]
-#[command(next_help_heading = "Requests")]
-pub struct SimRequestArgs {
-    /// Request format: openai or vllm (completions), openai-chat or vllm-chat (chat).
-    #[arg(long, default_value = "openai")]
-    pub backend: String,
-    /// The model name sent in request bodies (default: --model).
-    #[arg(long)]
-    pub served_model_name: Option<String>,
-    /// A tokenizer.json, a model folder, or a cached Hugging Face id: exact prompt lengths.
-    #[arg(long)]
-    pub tokenizer: Option<String>,
-    /// Result label (default: the backend).
-    #[arg(long)]
-    pub label: Option<String>,
-}
 
 /// Predict a benchmark in virtual time: the same engine as `sim serve`, no HTTP, no sleeping.
 #[derive(Args, Clone, Debug)]
 pub struct SimPredictArgs {
     #[command(flatten)]
     pub deployment: SimModelArgs,
+    /// How the requests look to the simulated server (`bench serve`'s flags that matter without
+    /// a network).
     #[command(flatten)]
-    pub requests: SimRequestArgs,
+    pub requests: RequestArgs,
     #[command(flatten)]
     pub traffic: TrafficArgs,
     #[command(flatten)]
@@ -52,26 +35,21 @@ impl SimPredictArgs {
     /// The endpoint flags `resolve_run_config` expects, for a target at `base_url`.
     pub fn endpoint(&self, base_url: &str, model: &str) -> EndpointArgs {
         EndpointArgs {
-            backend: self.requests.backend.clone(),
             base_url: Some(base_url.to_string()),
             model: Some(model.to_string()),
-            served_model_name: self.requests.served_model_name.clone(),
-            tokenizer: self.requests.tokenizer.clone(),
-            label: self.requests.label.clone(),
+            request: self.requests.clone(),
             ..EndpointArgs::default()
         }
     }
 
-    /// servebench's run options with their defaults (no timeouts apply in virtual time).
+    /// servebench's run options: the store, else the defaults (no timeouts apply in virtual
+    /// time).
     pub fn extra(&self) -> RunExtraArgs {
-        RunExtraArgs {
-            request_timeout_sec: 6.0 * 3600.0,
-            db: self.db.clone(),
-            no_store: self.no_store,
-            ..RunExtraArgs::default()
-        }
+        RunExtraArgs { db: self.db.clone(), no_store: self.no_store, ..RunExtraArgs::default() }
     }
 
+    /// The flags [`resolve_run_config`](super::resolve::resolve_run_config) reads, with
+    /// [`Self::endpoint`] and [`Self::extra`].
     pub fn flags<'a>(&'a self, endpoint: &'a EndpointArgs, extra: &'a RunExtraArgs) -> BenchFlags<'a> {
         BenchFlags {
             endpoint,

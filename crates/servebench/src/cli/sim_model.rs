@@ -13,7 +13,8 @@ pub struct SimModelArgs {
     /// A Hugging Face config.json describing the model (instead of a preset).
     #[arg(long, value_name = "PATH")]
     pub model_config: Option<String>,
-    /// Hardware preset: h100-sxm, h200, b200, a100-80g, l40s, rtx-4090, rtx-5090, dgx-spark, jetson-agx-thor, mi300x.
+    /// Hardware preset: h100-sxm, h200, b200, a100-80g, l40s, rtx-4090, rtx-5090, dgx-spark, jetson-agx-thor,
+    /// mi300x, or one of your own (`servebench sim presets` lists them).
     #[arg(long)]
     pub hardware: String,
     /// Tensor-parallel size.
@@ -25,27 +26,37 @@ pub struct SimModelArgs {
     /// Nodes the deployment spans (tensor/pipeline parallel across nodes).
     #[arg(long)]
     pub nodes: Option<u32>,
-    /// Link between nodes, e.g. 200gbe, 400gbe, infiniband (default: the hardware's own).
+    /// The link the tensor-parallel all-reduce crosses (and the pipeline, across nodes): nvlink3,
+    /// nvlink4, nvlink5, infinity-fabric, pcie4, pcie5, 10gbe, 25gbe, 100gbe, 200gbe, 400gbe or ib-ndr
+    /// [default: the hardware's own].
     #[arg(long)]
     pub interconnect: Option<String>,
+    /// Fraction of each GPU's memory for weights, activations and KV cache [default: 0.9].
     #[arg(long)]
     pub gpu_memory_utilization: Option<f64>,
-    /// auto or fp8.
+    /// KV cache format: auto (the model's) or fp8.
     #[arg(long)]
     pub kv_cache_dtype: Option<String>,
+    /// Most sequences in one step [default, as in vLLM: 1024 on GPUs of 70 GiB or more other
+    /// than the A100, else 256].
     #[arg(long)]
     pub max_num_seqs: Option<u32>,
+    /// Most tokens in one step, prefill chunks included [default, as in vLLM: 8192 on GPUs of
+    /// 70 GiB or more other than the A100, else 2048].
     #[arg(long)]
     pub max_num_batched_tokens: Option<u32>,
+    /// Longest prompt plus output [default: the model's context, lowered to what the KV cache
+    /// holds].
     #[arg(long)]
     pub max_model_len: Option<u32>,
     /// Turn prefix caching off (on by default, as in vLLM V1).
     #[arg(long)]
     pub no_enable_prefix_caching: bool,
-    /// Weight precision override: bf16, fp8, nvfp4, mxfp4, awq-int4.
+    /// Weight precision override: bf16, fp16, fp8, nvfp4, mxfp4, awq-int4.
     #[arg(long, alias = "quantization")]
     pub precision: Option<String>,
-    /// Any other serving option as KEY=VALUE (block-size, eos, warmup, seed).
+    /// Any other serving option as KEY=VALUE: block-size, eos, warmup, seed, or a stack constant
+    /// such as t0-ms (an unknown key lists them all).
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
     /// Stack constants fitted by `servebench sim fit`.

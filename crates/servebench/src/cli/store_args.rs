@@ -59,7 +59,7 @@ pub struct FilterArgs {
     #[arg(long, value_name = "TEXT")]
     pub model: Option<String>,
     /// Only runs of this kind.
-    #[arg(long, value_parser = ["bench", "predict", "import", "sweep"])]
+    #[arg(long, value_parser = RunKind::ALL.map(RunKind::as_str))]
     pub kind: Option<String>,
     /// Only runs started at or after DATE: 2025-06-01, 2025-06-01T14:30, RFC 3339, or an age (7d, 12h).
     #[arg(long, value_name = "DATE")]
@@ -73,6 +73,7 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
+    /// The store's filter; an error when a date cannot be read.
     pub fn to_filter(&self) -> Result<RunFilter, StoreError> {
         Ok(RunFilter {
             labels: self.labels.iter().map(|l| RunFilter::parse_label(l)).collect(),
@@ -133,6 +134,7 @@ pub struct RunsExportArgs {
     pub db: DbArgs,
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// The output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: ExportFormat,
     /// Write to FILE instead of stdout.

@@ -27,7 +27,7 @@ pub const INTERRUPTED: u8 = 130;
 
 pub async fn serve(args: BenchServeArgs) -> anyhow::Result<ExitCode> {
     check_target(&args)?;
-    let tokenizer = load_tokenizer(args.endpoint.tokenizer.as_deref())?;
+    let tokenizer = load_tokenizer(args.endpoint.request.tokenizer.as_deref())?;
     let outcome = run_point(&args, tokenizer, &Keep::new(RunKind::Bench), interrupted()).await?;
     Ok(if outcome.is_some_and(|o| o.result.interrupted) { ExitCode::from(INTERRUPTED) } else { ExitCode::SUCCESS })
 }
@@ -79,7 +79,7 @@ async fn run_against(
     keep: &Keep,
     cancel: impl Future<Output = ()>,
 ) -> anyhow::Result<Option<PointOutcome>> {
-    let backend = parse_backend(&args.endpoint.backend)?;
+    let backend = parse_backend(&args.endpoint.request.backend)?;
     let base_url = base_override.clone().unwrap_or_else(|| endpoint_urls(&args.endpoint, backend).0);
     let headers = parse_kv_list(&args.endpoint.header, "--header")?;
     let model = resolve_model(args, &base_url, &headers).await?;
@@ -96,7 +96,8 @@ async fn run_against(
         return Ok(None);
     }
 
-    let wanted_files = 2 * config.traffic.max_concurrency.unwrap_or(plan.len()) as u64 + 256;
+    let in_flight = u64::try_from(config.traffic.max_concurrency.unwrap_or(plan.len())).unwrap_or(u64::MAX);
+    let wanted_files = in_flight.saturating_mul(2).saturating_add(256);
     if let Err(e) = servebench_client::raise_nofile_limit(wanted_files) {
         output::line(format!("WARNING: could not raise the open-file limit ({e}); very high concurrency may fail."))?;
     }
@@ -132,7 +133,7 @@ async fn resolve_model(
     headers: &[(String, String)],
 ) -> anyhow::Result<ResolvedModel> {
     if let Some(m) = &args.endpoint.model {
-        let name = args.endpoint.served_model_name.clone().unwrap_or_else(|| m.clone());
+        let name = args.endpoint.request.served_model_name.clone().unwrap_or_else(|| m.clone());
         return Ok(ResolvedModel { model_id: m.clone(), model_name: name });
     }
     output::line("Model not specified, fetching first model from server...")?;
@@ -190,7 +191,7 @@ async fn start_sim(
     let options = servebench_sim::server::ServerOptions {
         host: "127.0.0.1".into(),
         port: 0,
-        served_model_name: args.endpoint.served_model_name.clone().or_else(|| args.endpoint.model.clone()),
+        served_model_name: args.endpoint.request.served_model_name.clone().or_else(|| args.endpoint.model.clone()),
         tokenizer,
         seed: args.traffic.seed,
     };

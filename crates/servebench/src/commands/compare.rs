@@ -8,10 +8,10 @@ use anyhow::anyhow;
 use servebench_report::gate::{Rule, parse_rules};
 use servebench_report::select::{Records, Selection, load};
 use servebench_report::{Comparison, Format};
-use servebench_store::{RunRef, Store};
+use servebench_store::RunRef;
 
 use crate::cli::report_args::{CompareArgs, CompareFormat, RunSelection};
-use crate::cli::store_args::DbArgs;
+use crate::commands::runs::open_required;
 use crate::output;
 
 /// The exit code when a `--fail-on` rule fails.
@@ -86,16 +86,4 @@ pub(crate) fn selection(select: &RunSelection, command: &str) -> anyhow::Result<
         return Ok(Selection::Runs(select.runs.clone()));
     }
     Ok(Selection::Filter(select.filter.to_filter()?))
-}
-
-/// The store at the chosen path; an error when there is none (reading never creates one).
-pub(crate) fn open_required(db: &DbArgs) -> anyhow::Result<Store> {
-    let path = db.path()?;
-    if !path.exists() {
-        return Err(anyhow!(
-            "there is no run store at {} yet; `servebench import` and `servebench bench serve` create it (or pass --db PATH)",
-            path.display()
-        ));
-    }
-    Ok(Store::open(&path)?)
 }

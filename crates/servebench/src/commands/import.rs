@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use servebench_report::compare::ranges;
 use servebench_store::import::{Problem, import_file};
 use servebench_store::{RunId, Store, StoreError};
 
@@ -64,31 +65,4 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
 
 fn runs(n: usize) -> String {
     if n == 1 { "1 run".to_string() } else { format!("{n} runs") }
-}
-
-/// Run numbers as ranges: `1-11, 14`.
-fn ranges(ids: &[RunId]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let mut j = i;
-        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j { ids[i].to_string() } else { format!("{}-{}", ids[i], ids[j]) });
-        i = j + 1;
-    }
-    parts.join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_are_shown_as_ranges() {
-        assert_eq!(ranges(&[1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8");
-        assert_eq!(ranges(&[4]), "4");
-        assert_eq!(ranges(&[]), "");
-    }
 }

@@ -8,7 +8,8 @@ use servebench_report::html::{HtmlOptions, MAX_DISTRIBUTIONS, render};
 use servebench_report::select::{Records, load};
 
 use crate::cli::report_args::HtmlReportArgs;
-use crate::commands::compare::{open_required, selection, usage};
+use crate::commands::compare::{selection, usage};
+use crate::commands::runs::open_required;
 
 pub fn execute(args: HtmlReportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let selection = match selection(&args.select, "report on") {

@@ -54,6 +54,36 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
 
 fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let store = open_existing(&args.db)?;
+    // Everything is read before the output file is created, so a failed export leaves none.
+    let requests = match &args.requests {
+        Some(run) => {
+            let Some(store) = &store else { return Err(no_store(&args.db)) };
+            let id = store.resolve(run)?;
+            let Some(records) = store.records(run)? else {
+                bail!(
+                    "run {id} has no per-request records: it was imported from a report, or from a result file saved without them"
+                );
+            };
+            Some(records)
+        }
+        None => None,
+    };
+    let rows = if requests.is_some() {
+        Vec::new()
+    } else {
+        let filter = args.filter.to_filter()?;
+        match &store {
+            Some(store) => store.list(&filter)?,
+            None => Vec::new(),
+        }
+    };
+    let runs: Vec<StoredRun> = match (&store, args.format) {
+        (Some(store), ExportFormat::Json) => {
+            rows.iter().map(|r| store.get_without_records(&r.id.into())).collect::<Result<_, _>>()?
+        }
+        _ => Vec::new(),
+    };
+
     let mut file = match &args.output {
         Some(path) => Some(BufWriter::new(File::create(path).with_context(|| {
             format!("could not create {}; check the folder exists and is writable", path.display())
@@ -64,41 +94,15 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
         Some(f) => f,
         None => out,
     };
-    let count = if let Some(run) = &args.requests {
-        let Some(store) = store else { return Err(no_store(&args.db)) };
-        let id = store.resolve(run)?;
-        let Some(records) = store.records(run)? else {
-            bail!(
-                "run {id} has no per-request records: it was imported from a report, or from a result file saved without them"
-            );
-        };
-        match args.format {
-            ExportFormat::Csv => export::write_requests_csv(&records, w)?,
-            ExportFormat::Json => export::write_requests_json(&records, w)?,
-        }
-        records.records.len()
-    } else {
-        let filter = args.filter.to_filter()?;
-        let rows = match &store {
-            Some(store) => store.list(&filter)?,
-            None => Vec::new(),
-        };
-        match args.format {
-            ExportFormat::Csv => export::write_runs_csv(&rows, w)?,
-            ExportFormat::Json => {
-                let store = store.as_ref();
-                let runs = rows
-                    .iter()
-                    .filter_map(|r| store.map(|s| s.get_without_records(&r.id.into())))
-                    .collect::<Result<Vec<StoredRun>, _>>()?;
-                export::write_runs_json(&runs, w)?;
-            }
-        }
-        rows.len()
-    };
+    let count = match (&requests, args.format) {
+        (Some(records), ExportFormat::Csv) => export::write_requests_csv(records, w).map(|()| records.records.len()),
+        (Some(records), ExportFormat::Json) => export::write_requests_json(records, w).map(|()| records.records.len()),
+        (None, ExportFormat::Csv) => export::write_runs_csv(&rows, w).map(|()| rows.len()),
+        (None, ExportFormat::Json) => export::write_runs_json(&runs, w).map(|()| rows.len()),
+    }?;
     w.flush()?;
     if let Some(path) = &args.output {
-        let what = if args.requests.is_some() { "requests" } else { "runs" };
+        let what = if requests.is_some() { "requests" } else { "runs" };
         writeln!(out, "Wrote {count} {what} to {}.", path.display())?;
     }
     Ok(())
@@ -113,7 +117,8 @@ fn open_existing(db: &DbArgs) -> anyhow::Result<Option<Store>> {
     Ok(Some(Store::open(&path)?))
 }
 
-fn open_required(db: &DbArgs) -> anyhow::Result<Store> {
+/// The store at the chosen path; an error when there is none (reading never creates one).
+pub(crate) fn open_required(db: &DbArgs) -> anyhow::Result<Store> {
     match open_existing(db)? {
         Some(store) => Ok(store),
         None => Err(no_store(db)),

@@ -14,11 +14,11 @@ use anyhow::Context as _;
 use servebench_core::config::SimTarget;
 use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, Target};
 use servebench_sim::{KvDtype, Presets, SimSetup};
-use servebench_workload::Tokenizer;
 
 use crate::cli::resolve::{ResolvedModel, resolve_run_config};
 use crate::cli::sim_args::{SimFitArgs, SimPredictArgs, SimPresetsArgs};
 use crate::cli::sim_model::SimModelArgs;
+use crate::commands::bench::load_tokenizer;
 use crate::commands::finish::{Keep, StoreChoice, finish_and_keep, stamp_dates};
 use crate::output;
 
@@ -42,14 +42,9 @@ pub fn predict(args: SimPredictArgs) -> anyhow::Result<ExitCode> {
         model_name: args.requests.served_model_name.clone().unwrap_or_else(|| setup.model.id.clone()),
     };
     let config = resolve_run_config(&args.flags(&endpoint, &extra), Some(target), Some(&base_url), model)?;
-    let tokenizer = args
-        .requests
-        .tokenizer
-        .as_deref()
-        .map(Tokenizer::load)
-        .transpose()
-        .context("could not load the tokenizer given by --tokenizer")?;
-    let plan = servebench_workload::build_plan(&config, tokenizer.as_ref()).context("could not build the workload")?;
+    let tokenizer = load_tokenizer(args.requests.tokenizer.as_deref())?;
+    let plan =
+        servebench_workload::build_plan(&config, tokenizer.as_deref()).context("could not build the workload")?;
     for note in &plan.notes {
         output::line(note)?;
     }

@@ -1,31 +1,10 @@
 //! `servebench bench serve` end to end: the real binary against the scripted test server.
 
-use std::process::Output;
 use std::time::Duration;
 
 use servebench_client::testserver::{Script, TestServer, TestServerConfig};
 
-/// Runs the servebench binary with `args` (off the async runtime, which serves the test server).
-async fn servebench(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
-            .args(&args)
-            .env_remove("SERVEBENCH_DB")
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("the servebench binary runs")
-    })
-    .await
-    .expect("the runner thread finishes")
-}
-
-fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| (*s).to_string()).collect()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use crate::common::{Arrivals, args, servebench, text};
 
 fn quick(tokens: u32) -> Script {
     Script { ttft: Duration::from_millis(5), itl: Duration::from_millis(2), tokens, ..Script::default() }
@@ -197,11 +176,11 @@ async fn unsupported_vllm_flags_are_refused_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_the_run_and_still_prints_and_saves_what_was_measured() {
     // Slow streams: 40 requests of 2 s each, 4 at a time, would take 20 s.
-    let server = TestServer::start(TestServerConfig::new(40, |_| Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(200),
-        tokens: 10,
-        ..Script::default()
+    let arrivals = Arrivals::default();
+    let seen = arrivals.clone();
+    let server = TestServer::start(TestServerConfig::new(40, move |info| {
+        seen.saw(info);
+        Script { ttft: Duration::from_millis(20), itl: Duration::from_millis(200), tokens: 10, ..Script::default() }
     }))
     .await
     .unwrap();
@@ -236,8 +215,9 @@ async fn ctrl_c_stops_the_run_and_still_prints_and_saves_what_was_measured() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("the servebench binary starts");
-        // Let the first wave finish (about 2 s), then interrupt the second.
-        std::thread::sleep(Duration::from_millis(3000));
+        // With at most 4 in flight, the 8th request is sent only once the first 4 have finished:
+        // interrupt the second wave then, however long the first one took.
+        arrivals.wait_for(8);
         let killed = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
         assert!(killed.is_ok_and(|s| s.success()), "could not send SIGINT");
         child.wait_with_output().expect("servebench exits")

@@ -1,6 +1,7 @@
 //! Integration tests of the servebench commands, run in-process.
 
 mod bench_cli;
+mod common;
 mod report;
 mod sim_cli;
 mod sim_http;

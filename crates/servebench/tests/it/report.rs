@@ -1,67 +1,19 @@
 //! `servebench compare` and `servebench report` against a store in a temporary folder.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
 
-use clap::Parser;
-use servebench::cli::{Cli, Command};
-use servebench::commands;
 use servebench_core::config::{Metric, RunConfig};
 use servebench_core::metrics::Summary;
 use servebench_core::record::{RequestRecord, RunResult, TokenSource, Usage};
 use servebench_store::{NewRun, RunKind, Store};
+use tempfile::TempDir;
 
-fn report_file(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/testdata/reports").join(name)
-}
-
-/// A folder under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!("servebench-it-report-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        let dir = std::env::temp_dir().join(name);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs `servebench ARGS...` in-process; returns the exit code and what it printed.
-fn try_run(args: &[&str]) -> anyhow::Result<(ExitCode, String)> {
-    let cli = Cli::try_parse_from(std::iter::once("servebench").chain(args.iter().copied()))?;
-    let mut out = Vec::new();
-    let code = match cli.command {
-        Command::Import(args) => commands::import::execute(args, &mut out)?,
-        Command::Compare(args) => commands::compare::execute(args, &mut out)?,
-        Command::Report(args) => commands::report::execute(args, &mut out)?,
-        other => panic!("not a command of these tests: {other:?}"),
-    };
-    Ok((code, String::from_utf8(out)?))
-}
-
-fn run(args: &[&str]) -> String {
-    let (code, out) = try_run(args).unwrap_or_else(|e| panic!("servebench {args:?}: {e:#}"));
-    assert_eq!(code, ExitCode::SUCCESS, "servebench {args:?}: {out}");
-    out
-}
+use crate::common::{report_file, run, try_run};
 
 /// A store holding reference reports 000 (runs 1-11) and 001 (runs 12-34).
 fn imported() -> (TempDir, String) {
-    let dir = TempDir::new();
+    let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db").to_string_lossy().into_owned();
     let files = [report_file("000-dense-models.txt"), report_file("001-prompt-sweep.txt")];
     let out = run(&["import", "--db", &db, &files[0].to_string_lossy(), &files[1].to_string_lossy()]);
@@ -114,7 +66,7 @@ fn measured(ttft_ms: u32, seed: u32) -> NewRun {
 
 /// A store with a baseline run 1 and a run 2 whose first tokens come 40 % later.
 fn measured_store() -> (TempDir, String) {
-    let dir = TempDir::new();
+    let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("runs.db");
     let mut store = Store::open(&path).unwrap();
     store.insert(&measured(100, 1).with_label("build", "old")).unwrap();

@@ -1,13 +1,12 @@
 //! `servebench import` and `servebench runs ...` against a store in a temporary folder.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
 
-use clap::Parser;
 use serde_json::Value;
-use servebench::cli::{Cli, Command};
-use servebench::commands;
+use tempfile::TempDir;
+
+use crate::common::{report_file, run, try_run};
 
 const REPORTS: [(&str, usize); 4] = [
     ("000-dense-models.txt", 11),
@@ -16,53 +15,9 @@ const REPORTS: [(&str, usize); 4] = [
     ("004-prefill-decode.txt", 2),
 ];
 
-fn report(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/testdata/reports").join(name)
-}
-
-/// A folder under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "servebench-it-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn db(&self) -> String {
-        self.0.join("runs.db").to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs `servebench ARGS...` in-process; returns the exit code and what it printed, or the error.
-fn try_run(args: &[&str]) -> anyhow::Result<(ExitCode, String)> {
-    let cli = Cli::try_parse_from(std::iter::once("servebench").chain(args.iter().copied()))?;
-    let mut out = Vec::new();
-    let code = match cli.command {
-        Command::Runs(command) => commands::runs::execute(command, &mut out)?,
-        Command::Import(args) => commands::import::execute(args, &mut out)?,
-        other => panic!("not a store command: {other:?}"),
-    };
-    Ok((code, String::from_utf8(out)?))
-}
-
-fn run(args: &[&str]) -> String {
-    let (code, out) = try_run(args).unwrap_or_else(|e| panic!("servebench {args:?}: {e:#}"));
-    assert_eq!(code, ExitCode::SUCCESS, "servebench {args:?}");
-    out
+/// The run store's path in `dir`.
+fn db_of(dir: &TempDir) -> String {
+    dir.path().join("runs.db").to_string_lossy().into_owned()
 }
 
 fn json_lines(out: &str) -> Vec<Value> {
@@ -71,9 +26,9 @@ fn json_lines(out: &str) -> Vec<Value> {
 
 /// A store holding the four reference reports.
 fn imported() -> (TempDir, String) {
-    let dir = TempDir::new();
-    let db = dir.db();
-    let files: Vec<String> = REPORTS.iter().map(|(f, _)| report(f).to_string_lossy().into_owned()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(&dir);
+    let files: Vec<String> = REPORTS.iter().map(|(f, _)| report_file(f).to_string_lossy().into_owned()).collect();
     let mut args = vec!["import", "--db", &db];
     args.extend(files.iter().map(String::as_str));
     let out = run(&args);
@@ -128,7 +83,7 @@ fn importing_the_reference_reports_gives_one_run_per_block_with_their_labels() {
 #[test]
 fn importing_a_file_again_adds_nothing() {
     let (_dir, db) = imported();
-    let out = run(&["import", "--db", &db, &report("004-prefill-decode.txt").to_string_lossy()]);
+    let out = run(&["import", "--db", &db, &report_file("004-prefill-decode.txt").to_string_lossy()]);
     assert!(out.contains("added 0 runs, skipped 2\n"), "{out}");
     assert!(out.contains("  skipped line 3: already in the store as run 36\n"), "{out}");
     assert!(out.contains("  skipped line 31: already in the store as run 37\n"), "{out}");
@@ -136,14 +91,14 @@ fn importing_a_file_again_adds_nothing() {
 
 #[test]
 fn a_missing_file_fails_the_command_but_not_the_others() {
-    let dir = TempDir::new();
-    let db = dir.db();
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(&dir);
     let (code, out) = try_run(&[
         "import",
         "--db",
         &db,
         "/nonexistent/x.json",
-        &report("003-sharegpt-percentiles.txt").to_string_lossy(),
+        &report_file("003-sharegpt-percentiles.txt").to_string_lossy(),
     ])
     .unwrap();
     assert_eq!(code, ExitCode::FAILURE);
@@ -202,7 +157,7 @@ fn rm_removes_all_named_runs_or_none() {
 #[test]
 fn export_writes_csv_and_json_lines() {
     let (dir, db) = imported();
-    let csv = dir.0.join("runs.csv");
+    let csv = dir.path().join("runs.csv");
     let out = run(&["runs", "export", "--db", &db, "--label", "section", "-o", &csv.to_string_lossy()]);
     assert_eq!(out, format!("Wrote 2 runs to {}.\n", csv.display()));
     let text = std::fs::read_to_string(&csv).unwrap();
@@ -218,13 +173,17 @@ fn export_writes_csv_and_json_lines() {
     let err = try_run(&["runs", "export", "--db", &db, "--requests", "1"]).unwrap_err();
     assert!(err.to_string().contains("no per-request records"), "{err}");
     assert!(try_run(&["runs", "export", "--db", &db, "--requests", "1", "--label", "a=b"]).is_err());
+    // A failed export leaves no file behind.
+    let none = dir.path().join("requests.csv");
+    assert!(try_run(&["runs", "export", "--db", &db, "--requests", "1", "-o", &none.to_string_lossy()]).is_err());
+    assert!(!none.exists());
 }
 
 #[test]
 fn the_requests_of_an_imported_result_file_are_exported() {
-    let dir = TempDir::new();
-    let db = dir.db();
-    let file = dir.0.join("vllm-result.json");
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(&dir);
+    let file = dir.path().join("vllm-result.json");
     let doc = serde_json::json!({
         "date": "20250601-120000", "backend": "vllm", "model_id": "m/x", "num_prompts": 2, "request_rate": "inf",
         "max_concurrency": null, "duration": 1.0, "completed": 1, "failed": 1, "total_input_tokens": 10,
@@ -251,8 +210,8 @@ fn the_requests_of_an_imported_result_file_are_exported() {
 
 #[test]
 fn reading_commands_do_not_create_a_store() {
-    let dir = TempDir::new();
-    let db = dir.db();
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(&dir);
     assert_eq!(run(&["runs", "list", "--db", &db]), "No runs match.\n");
     assert_eq!(run(&["runs", "list", "--db", &db, "--json"]), "");
     let err = try_run(&["runs", "show", "--db", &db, "1"]).unwrap_err();
@@ -262,9 +221,9 @@ fn reading_commands_do_not_create_a_store() {
 
 #[test]
 fn main_entry_runs_the_store_commands() {
-    let dir = TempDir::new();
-    let db = dir.db();
-    let file = report("003-sharegpt-percentiles.txt");
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(&dir);
+    let file = report_file("003-sharegpt-percentiles.txt");
     let args = ["servebench", "import", "--db", &db, &file.to_string_lossy()].map(std::ffi::OsString::from);
     assert_eq!(servebench::main_entry(args), ExitCode::SUCCESS);
     let args = ["servebench", "runs", "show", "--db", &db, "1"].map(std::ffi::OsString::from);

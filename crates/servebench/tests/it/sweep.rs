@@ -3,34 +3,12 @@
 //! `compare` and `report` on what it stored.
 
 use std::path::Path;
-use std::process::Output;
 use std::time::Duration;
 
 use servebench_client::testserver::{Script, TestServer, TestServerConfig};
 use servebench_store::{RunFilter, RunKind, RunRow, Store};
 
-fn servebench_blocking(args: &[String]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
-        .args(args)
-        .env_remove("SERVEBENCH_DB")
-        .env_remove("SERVEBENCH_PRESETS")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the servebench binary runs")
-}
-
-/// Runs the binary off the async runtime, which serves the test server.
-async fn servebench(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || servebench_blocking(&args)).await.expect("the runner thread finishes")
-}
-
-fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| (*s).to_string()).collect()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use crate::common::{Arrivals, args, servebench, servebench_blocking, text};
 
 fn quick(tokens: u32) -> Script {
     Script { ttft: Duration::from_millis(3), itl: Duration::from_millis(1), tokens, ..Script::default() }
@@ -172,11 +150,11 @@ async fn a_failed_point_is_recorded_and_the_sweep_goes_on() {
 async fn ctrl_c_stops_the_grid_after_keeping_the_run_in_progress() {
     // Each request streams for about 0.4 s; the first point (4 requests, one at a time) is
     // interrupted, the other two never start.
-    let server = TestServer::start(TestServerConfig::new(40, |_| Script {
-        ttft: Duration::from_millis(20),
-        itl: Duration::from_millis(100),
-        tokens: 4,
-        ..Script::default()
+    let arrivals = Arrivals::default();
+    let seen = arrivals.clone();
+    let server = TestServer::start(TestServerConfig::new(40, move |info| {
+        seen.saw(info);
+        Script { ttft: Duration::from_millis(20), itl: Duration::from_millis(100), tokens: 4, ..Script::default() }
     }))
     .await
     .unwrap();
@@ -210,7 +188,7 @@ async fn ctrl_c_stops_the_grid_after_keeping_the_run_in_progress() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("the servebench binary starts");
-        // Once the first point has started, let it send a request or two, then interrupt.
+        // Once the first point has started and sent its first request, interrupt.
         let (started, lines) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         let reader = std::thread::spawn(move || {
@@ -225,7 +203,7 @@ async fn ctrl_c_stops_the_grid_after_keeping_the_run_in_progress() {
             all
         });
         lines.recv_timeout(Duration::from_secs(20)).expect("the first point starts");
-        std::thread::sleep(Duration::from_millis(500));
+        arrivals.wait_for(1);
         let killed = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
         assert!(killed.is_ok_and(|s| s.success()), "could not send SIGINT");
         (child.wait_with_output().expect("servebench exits"), reader.join().unwrap())

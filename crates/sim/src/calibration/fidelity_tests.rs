@@ -1,4 +1,4 @@
-//! The acceptance check on the reference reports in `testdata/reference`: calibrate,
+//! The fidelity check on the reference reports (the store's `testdata/reports`): calibrate,
 //! predict the held-out points, compare with the numbers recorded in `testdata/fidelity.json`.
 
 use std::path::PathBuf;
@@ -8,10 +8,10 @@ use super::fidelity::*;
 use super::{SearchOptions, residual_table};
 
 const CASES: [(&str, &str); 4] = [
-    ("000", "000_small_models_dgx_spark.txt"),
-    ("001", "001_prompt_sweep.txt"),
-    ("003", "003_sharegpt_3000.txt"),
-    ("004", "004_prefill_decode.txt"),
+    ("000", "000-dense-models.txt"),
+    ("001", "001-prompt-sweep.txt"),
+    ("003", "003-sharegpt-percentiles.txt"),
+    ("004", "004-prefill-decode.txt"),
 ];
 
 fn testdata() -> PathBuf {
@@ -20,7 +20,7 @@ fn testdata() -> PathBuf {
 
 fn case(id: &str) -> Case {
     let file = CASES.iter().find(|(c, _)| *c == id).map(|(_, f)| *f).unwrap();
-    let text = std::fs::read_to_string(testdata().join("reference").join(file)).unwrap();
+    let text = std::fs::read_to_string(testdata().join("../../store/testdata/reports").join(file)).unwrap();
     reference_case(id, &text).unwrap()
 }
 
@@ -93,13 +93,13 @@ fn check_stats(what: &str, now: &StatsTable, then: &StatsTable) {
     }
 }
 
-/// The bounds on held-out points: MdAPE <= 10 %, P90 <= 30 %.
+/// The fidelity target on held-out points: MdAPE <= 10 %, P90 <= 30 %.
 fn check_bounds(what: &str, s: &ErrorStats) {
     assert!(s.mdape <= 0.10 && s.p90 <= 0.30, "{what}: MdAPE {:.3}, P90 {:.3} exceed 0.10 / 0.30", s.mdape, s.p90);
 }
 
 /// Every case and the overall numbers no worse than recorded, and every held-out case and the
-/// overall within the bounds.
+/// overall within the fidelity target ([`check_bounds`]).
 fn check_against_record(now: &FidelityRecord, then: &FidelityRecord) {
     for (id, case) in &now.cases {
         let rec = then.cases.get(id).unwrap_or_else(|| panic!("case {id} is not in fidelity.json"));

@@ -1,10 +1,10 @@
 //! Calibration: fitting the serving-stack constants of a [`StackProfile`] to measured runs,
 //! and checking how well the fitted simulator predicts runs it was not fitted on.
 //!
-//! The procedure follows the simulator model's calibration section: each measured point's
-//! workload is rebuilt ([`points`]), predicted in virtual time, and the constants chosen
-//! ([`FitParam`]) are moved by a bounded derivative-free search in log space to minimise the
-//! mean of `|ln(simulated / measured)|` over mean TTFT, mean TPOT and output throughput.
+//! Each measured point's workload is rebuilt ([`points`]) and predicted in virtual time; the
+//! constants chosen ([`FitParam`]) are moved by a bounded derivative-free search in log space to
+//! minimise the mean of `|ln(simulated / measured)|` over mean TTFT, mean TPOT and output
+//! throughput.
 //! [`fidelity`] holds the reference cases and the error statistics (MdAPE, P90).
 
 pub mod fidelity;

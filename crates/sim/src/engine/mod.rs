@@ -147,7 +147,7 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine for a resolved setup with its §5.2 cost model.
+    /// An engine for a resolved setup, its steps priced by [`CostModel`].
     pub fn new(setup: &SimSetup, seed: u64) -> Self {
         Self::with_cost(EngineConfig::from_setup(setup), Box::new(CostModel::new(setup)), seed)
     }

@@ -1,11 +1,11 @@
 //! `servebench sweep`: `bench serve` over a grid of targets, lengths and loads, or a search
 //! for the highest load that meets SLOs.
 //!
-//! - [`grid`] reads the grid from the flags and names its points;
-//! - [`run`] runs each point as a full `bench serve` run (or a prediction in virtual time with
+//! - `grid` reads the grid from the flags and names its points;
+//! - `run` runs each point as a full `bench serve` run (or a prediction in virtual time with
 //!   `--predict`), labelled and kept, and records failures without stopping;
-//! - [`slo`] reads and checks `--slo`; [`search`] chooses the probes of `--search`;
-//! - [`tables`] prints what the comparison does not: the spread of repeats, SLO verdicts, the
+//! - `slo` reads and checks `--slo`; `search` chooses the probes of `--search`;
+//! - `tables` prints what the comparison does not: the spread of repeats, SLO verdicts, the
 //!   probes and the answer.
 //!
 //! At the end the sweep's runs are compared exactly as `servebench compare --label sweep=NAME`
@@ -36,6 +36,7 @@ use crate::commands::bench::{self, INTERRUPTED};
 use crate::commands::compare::usage;
 use crate::output;
 
+/// Runs the sweep or the search the flags describe, then compares its runs.
 pub async fn execute(args: SweepArgs) -> anyhow::Result<ExitCode> {
     match Sweep::new(args) {
         Ok(sweep) => sweep.run().await,
@@ -112,7 +113,7 @@ impl Sweep {
         for note in &self.notes {
             output::line(note)?;
         }
-        let tokenizer = bench::load_tokenizer(self.args.bench.endpoint.tokenizer.as_deref())?;
+        let tokenizer = bench::load_tokenizer(self.args.bench.endpoint.request.tokenizer.as_deref())?;
         let stop = Stop::listen();
         let points = self.grid.points();
         let repeats = self.args.sweep.repeats;

@@ -173,8 +173,8 @@ impl<'a> Runner<'a> {
                 let _ = print_heading(&shown, self.repeats);
                 let mut args = self.grid.args(self.base, point);
                 args.endpoint.model = Some(id);
-                if args.endpoint.served_model_name.is_none() {
-                    args.endpoint.served_model_name = served;
+                if args.endpoint.request.served_model_name.is_none() {
+                    args.endpoint.request.served_model_name = served;
                 }
                 let mut suffix_labels = shown.clone();
                 if self.repeats == 1 {
@@ -243,7 +243,7 @@ impl<'a> Runner<'a> {
     async fn ask_model(&self, point: &Point) -> Resolved {
         let args = self.grid.args(self.base, point);
         let asked = async {
-            let backend = parse_backend(&args.endpoint.backend)?;
+            let backend = parse_backend(&args.endpoint.request.backend)?;
             let base_url = endpoint_urls(&args.endpoint, backend).0;
             let headers = parse_kv_list(&args.endpoint.header, "--header")?;
             output::line("Model not specified, fetching first model from server...")?;
@@ -300,7 +300,7 @@ impl<'a> Runner<'a> {
         let base_url = format!("sim://{}@{}", sim.model, sim.hardware);
         let model_id = args.endpoint.model.clone().unwrap_or_else(|| setup.model.id.clone());
         let model = ResolvedModel {
-            model_name: args.endpoint.served_model_name.clone().unwrap_or_else(|| model_id.clone()),
+            model_name: args.endpoint.request.served_model_name.clone().unwrap_or_else(|| model_id.clone()),
             model_id,
         };
         let mut endpoint = args.endpoint.clone();

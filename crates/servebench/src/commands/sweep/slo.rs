@@ -9,9 +9,7 @@
 use servebench_core::config::Metric;
 use servebench_core::metrics::Summary;
 use servebench_report::layout::number_text;
-
-/// The latency metrics an SLO can name.
-const LATENCIES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+use servebench_report::quantity::{LATENCIES, failed_pct};
 
 /// Which statistic of a latency.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -20,6 +18,17 @@ pub enum SloStat {
     Median,
     /// A percentile, 0 to 100.
     P(f64),
+}
+
+impl SloStat {
+    /// `mean`, `median`, `p99`: the statistic as keys and sentences write it.
+    fn text(self) -> String {
+        match self {
+            SloStat::Mean => "mean".to_string(),
+            SloStat::Median => "median".to_string(),
+            SloStat::P(p) => format!("p{}", number_text(p)),
+        }
+    }
 }
 
 /// What an SLO bounds.
@@ -91,14 +100,7 @@ impl Slo {
     /// `p99_ttft_ms`.
     pub fn key_text(&self) -> String {
         match self.key {
-            SloKey::Latency(stat, metric) => {
-                let stat = match stat {
-                    SloStat::Mean => "mean".to_string(),
-                    SloStat::Median => "median".to_string(),
-                    SloStat::P(p) => format!("p{}", number_text(p)),
-                };
-                format!("{stat}_{}_ms", metric.key())
-            }
+            SloKey::Latency(stat, metric) => format!("{}_{}_ms", stat.text(), metric.key()),
             SloKey::FailedPct => "failed_pct".into(),
             SloKey::OutputThroughput => "output_throughput".into(),
             SloKey::RequestThroughput => "request_throughput".into(),
@@ -125,11 +127,7 @@ impl Slo {
                     SloStat::P(p) => m.percentile(p),
                 }
             }
-            SloKey::FailedPct => {
-                let failed = s.failed.unwrap_or(0);
-                let sent = s.completed + failed;
-                (sent > 0).then(|| failed as f64 * 100.0 / sent as f64)
-            }
+            SloKey::FailedPct => failed_pct(s.completed, s.failed.unwrap_or(0)),
             SloKey::OutputThroughput => s.output_throughput,
             SloKey::RequestThroughput => Some(s.request_throughput),
             SloKey::TotalTokenThroughput => s.total_token_throughput,
@@ -144,14 +142,7 @@ impl Slo {
     /// `p99 TTFT`, `failed`, `output throughput`: the key as words.
     pub fn name(&self) -> String {
         match self.key {
-            SloKey::Latency(stat, metric) => {
-                let stat = match stat {
-                    SloStat::Mean => "mean".to_string(),
-                    SloStat::Median => "median".to_string(),
-                    SloStat::P(p) => format!("p{}", number_text(p)),
-                };
-                format!("{stat} {}", metric.key().to_ascii_uppercase())
-            }
+            SloKey::Latency(stat, metric) => format!("{} {}", stat.text(), metric.key().to_ascii_uppercase()),
             SloKey::FailedPct => "failed".into(),
             SloKey::OutputThroughput => "output throughput".into(),
             SloKey::RequestThroughput => "request throughput".into(),

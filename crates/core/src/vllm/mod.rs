@@ -9,8 +9,11 @@ pub mod text;
 /// Python's spelling lives in [`crate::pyjson`]; re-exported here where the report writers use it.
 pub use crate::pyjson;
 pub use crate::pyjson::{dumps, py_float_repr, py_json_float};
+pub use json::documents::{Document, DocumentError, is_json, read_documents};
+pub use json::metadata::metadata_from_vllm_json;
 pub use json::read::{VllmJsonError, summary_from_vllm_json};
 pub use json::{ResultFileError, result_filename, result_json, write_result};
 pub use labels::p_word;
+pub use parse::headings::{BlockLabels, HeadingNote, block_labels};
 pub use parse::{BlockError, BlockProblem, ParsedBlock, ReportOrigin, parse_reports};
 pub use text::{TextStyle, render_failures, render_result_block, render_result_block_styled, render_traffic};

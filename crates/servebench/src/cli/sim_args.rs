@@ -79,8 +79,13 @@ pub struct SimFitArgs {
     /// At most this many simulations of the whole set of results.
     #[arg(long, default_value_t = 300)]
     pub max_evals: usize,
-    /// Measured results: vLLM or servebench result JSON files, or vLLM console reports (one
-    /// or several result blocks per file).
+    /// Fit every result given, even those of another model than --model (by default, when the
+    /// results name models, only those of --model are fitted).
+    #[arg(long)]
+    pub all_points: bool,
+    /// Measured results: vLLM or servebench result JSON files (one document, one per line,
+    /// pretty-printed documents one after another, or a list), or vLLM console reports (one or
+    /// several result blocks per file, models named by headings such as `Results MODEL`).
     #[arg(value_name = "RESULT", required = true)]
     pub results: Vec<String>,
 }

@@ -2,7 +2,8 @@
 //!
 //! `predict` resolves the same flags as `bench serve` into a run config, builds the same plan,
 //! runs it through the engine in virtual time and reports it exactly like a measured run.
-//! `fit` calibrates the stack constants to measured results and writes them as a profile.
+//! `fit` calibrates the stack constants to measured results (those of the model fitted, when
+//! the results name models) and writes them as a profile.
 //! `presets` lists what `--model` and `--hardware` accept.
 
 use std::io::Write;
@@ -79,6 +80,19 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
     let mut points = Vec::new();
     for file in &args.results {
         points.extend(calibration::read_points(Path::new(file))?);
+    }
+    if !args.all_points {
+        let names: Vec<&str> = args.deployment.model.as_deref().into_iter().chain([setup.model.id.as_str()]).collect();
+        let total = points.len();
+        let selection = calibration::select_model(points, &names)?;
+        if selection.skipped() > 0 {
+            output::line(format!(
+                "Left out {} of {total} measured runs: {}. Add --all-points to fit them too.",
+                selection.skipped(),
+                selection.skipped_reasons()
+            ))?;
+        }
+        points = selection.points;
     }
     let params = if chosen.is_empty() { calibration::default_params(&setup, &points) } else { chosen };
     if args.max_evals < params.len() + 2 {

@@ -256,6 +256,54 @@ fn sim_fit_writes_a_profile_that_predict_accepts() {
     assert!(out.contains("m.json") && out.contains("Fitting alpha-api-ms, eta-f-prefill.bf16"), "{out}");
 }
 
+/// The store's copy of reference report 000: eleven models on a `dgx-spark`, one block each.
+fn report_000() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/testdata/reports/000-dense-models.txt");
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn sim_fit_fits_only_the_blocks_of_the_model_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("fitted.toml");
+    let report = report_000();
+    let fit = |model: &'static str, extra: &[&'static str]| -> Vec<String> {
+        let mut args = vec!["sim", "fit", "--model", model, "--hardware", "dgx-spark", "--max-evals", "4"];
+        args.extend(["--fit", "alpha-api-ms,t0-ms"]);
+        args.extend(extra);
+        let mut args: Vec<String> = args.into_iter().map(str::to_string).collect();
+        args.extend(["--out".to_string(), profile.to_str().unwrap().to_string(), report.clone()]);
+        args
+    };
+    let run = |args: &[String]| ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+
+    let out = run(&fit("Qwen/Qwen3-8B", &[]));
+    assert!(
+        out.contains("Left out 10 of 11 measured runs: 10 of other models (Qwen/Qwen3-4B, Qwen/Qwen3-1.7B,"),
+        "{out}"
+    );
+    assert!(out.contains("to 1 measured run(s) of Qwen/Qwen3-8B on"), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("000-dense-models.txt #")).collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    for row in rows {
+        assert!(row.starts_with("000-dense-models.txt #1 (line 3)") && row.ends_with("  model=Qwen/Qwen3-8B"), "{out}");
+    }
+    assert!(profile.exists());
+
+    let out = run(&fit("Qwen/Qwen3-8B", &["--all-points"]));
+    assert!(out.contains("to 11 measured run(s)") && !out.contains("Left out"), "{out}");
+    assert!(out.contains("model=microsoft/Phi-4-mini-instruct"), "{out}");
+
+    std::fs::remove_file(&profile).unwrap();
+    let args = fit("meta-llama/Llama-3.1-8B-Instruct", &[]);
+    let (_, err) = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(err.contains("no measured point is of meta-llama/Llama-3.1-8B-Instruct"), "{err}");
+    assert!(err.contains("the 11 point(s) given are of Qwen/Qwen3-8B, Qwen/Qwen3-4B,"), "{err}");
+    assert!(err.contains("microsoft/Phi-4-mini-instruct") && err.contains("--model NAME"), "{err}");
+    assert!(err.contains("add --all-points to fit them all anyway"), "{err}");
+    assert!(!profile.exists());
+}
+
 #[test]
 fn bad_input_errors_say_what_to_do() {
     let (code, err) = fails(&["sim", "predict", "--model", "acme/unknown-9b", "--hardware", "h100-sxm", "--no-store"]);

@@ -195,13 +195,7 @@ fn wrong_shape(id: &str, what: &str) -> CalibrationError {
 fn case_000(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
     let mut targets = Vec::new();
     for p in points {
-        let model = p
-            .headings
-            .iter()
-            .find_map(|h| h.strip_prefix("Results "))
-            .ok_or_else(|| wrong_shape("000", "a block has no `Results MODEL` heading"))?
-            .trim()
-            .to_string();
+        let model = p.model().ok_or_else(|| wrong_shape("000", "a block has no `Results MODEL` heading"))?.to_string();
         let mut point = p;
         point.label = model.clone();
         targets.push(Target { setup: setup(&model, "dgx-spark", &[])?, point });

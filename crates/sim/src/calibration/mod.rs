@@ -5,17 +5,20 @@
 //! constants chosen ([`FitParam`]) are moved by a bounded derivative-free search in log space to
 //! minimise the mean of `|ln(simulated / measured)|` over mean TTFT, mean TPOT and output
 //! throughput.
+//! [`select`] keeps the points of the fitted model when the inputs name models.
 //! [`fidelity`] holds the reference cases and the error statistics (MdAPE, P90).
 
 pub mod fidelity;
 mod optimize;
 pub mod points;
 mod run;
+pub mod select;
 
 use std::fmt::Write as _;
 
 pub use optimize::SearchOptions;
 pub use points::{FitMetric, Lengths, MeasuredPoint, PointWorkload, read_points};
+pub use select::{Selection, same_model, select_model};
 
 use crate::precision::ComputePrecision;
 use crate::profile::StackProfile;
@@ -31,6 +34,18 @@ pub enum CalibrationError {
     UnknownParam { name: String, known: String },
     #[error("nothing to fit: {0}")]
     Nothing(String),
+    #[error(
+        "no measured point is of {model}; the {points} point(s) given are of {found}. Fit one of those with \
+         --model NAME (and the --hardware it ran on), or add --all-points to fit them all anyway"
+    )]
+    NoPointOfModel {
+        /// The model fitted, as given.
+        model: String,
+        /// The models the points name, with counts.
+        found: String,
+        /// How many points were given.
+        points: usize,
+    },
     #[error(transparent)]
     Setup(#[from] crate::error::SimError),
 }
@@ -210,6 +225,8 @@ pub struct Residual {
     /// Index of the point among the calibrator's targets.
     pub point: usize,
     pub label: String,
+    /// The point's labels as [`MeasuredPoint::labels_text`] writes them.
+    pub labels: String,
     pub metric: FitMetric,
     pub measured: f64,
     /// 0 when the simulation produced no value (every request failed).
@@ -285,6 +302,7 @@ impl Calibrator {
             .map(|&(metric, measured)| Residual {
                 point: i,
                 label: t.point.label.clone(),
+                labels: t.point.labels_text(),
                 metric,
                 measured,
                 simulated: metrics.get(metric).unwrap_or(0.0),
@@ -327,11 +345,14 @@ impl Calibrator {
     }
 }
 
-/// A plain-text table of residuals: point, metric, measured, simulated, error.
+/// A plain-text table of residuals: point, metric, measured, simulated, error, and the
+/// point's labels when any point has some (so points of one file can be told apart).
 pub fn residual_table(residuals: &[Residual]) -> String {
     let width = residuals.iter().map(|r| r.label.chars().count()).max().unwrap_or(5).clamp(5, 60);
+    let with_labels = residuals.iter().any(|r| !r.labels.is_empty());
     let mut out =
-        format!("{:<width$}  {:<15} {:>12} {:>12} {:>8}\n", "point", "metric", "measured", "simulated", "error");
+        format!("{:<width$}  {:<15} {:>12} {:>12} {:>8}", "point", "metric", "measured", "simulated", "error");
+    out.push_str(if with_labels { "  labels\n" } else { "\n" });
     for r in residuals {
         let chars: Vec<char> = r.label.chars().collect();
         let label: String = if chars.len() > width {
@@ -339,7 +360,7 @@ pub fn residual_table(residuals: &[Residual]) -> String {
         } else {
             r.label.clone()
         };
-        let _ = writeln!(
+        let _ = write!(
             out,
             "{label:<width$}  {:<15} {:>12.2} {:>12.2} {:>+7.1}%",
             r.metric.name(),
@@ -347,6 +368,10 @@ pub fn residual_table(residuals: &[Residual]) -> String {
             r.simulated,
             r.error() * 100.0
         );
+        if with_labels && !r.labels.is_empty() {
+            let _ = write!(out, "  {}", r.labels);
+        }
+        out.push('\n');
     }
     out
 }

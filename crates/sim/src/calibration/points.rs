@@ -6,13 +6,21 @@
 //! `Maximum request concurrency` line if present, and the `Request rate configured` line
 //! (else everything sent at once). A result JSON gives per-request lengths when it has them
 //! (`input_lens`/`output_lens`, or servebench's per-request records), else its totals.
+//!
+//! Each point also carries labels that say what it measured: a report block gets those of
+//! its headings (`Results Qwen/Qwen3-8B` gives `model=Qwen/Qwen3-8B`, see
+//! [`block_labels`]); a result JSON gives `model` (its `model_id`), `label` and its metadata.
+//! A result file may hold one document, one per line, pretty-printed documents or a list of
+//! them ([`read_documents`]).
 
 use std::path::Path;
 
 use serde_json::Value;
 use servebench_core::config::Metric;
 use servebench_core::metrics::Summary;
-use servebench_core::vllm::{ReportOrigin, parse_reports, summary_from_vllm_json};
+use servebench_core::vllm::{
+    ReportOrigin, block_labels, is_json, metadata_from_vllm_json, parse_reports, read_documents, summary_from_vllm_json,
+};
 
 use super::CalibrationError;
 
@@ -141,6 +149,9 @@ pub struct MeasuredPoint {
     pub label: String,
     /// The text before the block in a report (`Results MODEL`, sweep notes).
     pub headings: Vec<String>,
+    /// What the point measured, `(key, value)`: a report block's labels, or a result JSON's
+    /// `model` (`model_id`), `label` and metadata. Empty when nothing says.
+    pub labels: Vec<(String, String)>,
     pub workload: PointWorkload,
     /// The measured value of each metric it has.
     pub measured: Vec<(FitMetric, f64)>,
@@ -163,6 +174,7 @@ impl MeasuredPoint {
         Ok(MeasuredPoint {
             label,
             headings,
+            labels: Vec::new(),
             workload: PointWorkload {
                 num_prompts: usize::try_from(n).unwrap_or(usize::MAX),
                 input: Lengths::Even { total: s.total_input_tokens.max(n) },
@@ -181,20 +193,33 @@ impl MeasuredPoint {
     pub fn value(&self, m: FitMetric) -> Option<f64> {
         self.measured.iter().find(|(k, _)| *k == m).map(|(_, v)| *v)
     }
+
+    /// The model the point names (its `model` label), if any.
+    pub fn model(&self) -> Option<&str> {
+        self.labels.iter().find(|(k, _)| k == "model").map(|(_, v)| v.as_str())
+    }
+
+    /// The labels as `key=value`, comma-separated (empty when there are none).
+    pub fn labels_text(&self) -> String {
+        self.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// Every result block of a vLLM console report (one or several per file).
 pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
+    let entries = parse_reports(text, ReportOrigin::Vllm);
+    let labelled = block_labels(&entries);
     let mut out = Vec::new();
-    for (k, entry) in parse_reports(text, ReportOrigin::Vllm).into_iter().enumerate() {
+    for (k, (entry, labels)) in entries.into_iter().zip(labelled.blocks).enumerate() {
         let block = entry.map_err(|e| CalibrationError::Input { path: origin.to_string(), message: e.to_string() })?;
         let label = format!("{origin} #{} (line {})", k + 1, block.line);
-        let point = MeasuredPoint::from_summary(label, block.headings, &block.summary).map_err(|message| {
+        let mut point = MeasuredPoint::from_summary(label, block.headings, &block.summary).map_err(|message| {
             CalibrationError::Input {
                 path: origin.to_string(),
                 message: format!("block at line {}: {message}", block.line),
             }
         })?;
+        point.labels = labels;
         out.push(point);
     }
     if out.is_empty() {
@@ -212,6 +237,7 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
 pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, String> {
     let summary = summary_from_vllm_json(value).map_err(|e| e.to_string())?;
     let mut p = MeasuredPoint::from_summary(label, Vec::new(), &summary)?;
+    p.labels = json_labels(value);
     let config = value.pointer("/servebench/config");
     if let Some(n) = value.get("num_prompts").and_then(Value::as_u64) {
         p.workload.num_prompts = usize::try_from(n).unwrap_or(usize::MAX).max(1);
@@ -250,30 +276,53 @@ pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, St
     Ok(p)
 }
 
-/// Reads a measurement file: a result JSON (one document, or one per line when appended) or
-/// a console report with one or more result blocks.
+/// `model` (from `model_id`), `label` and the metadata of a result JSON, each key once (a
+/// later value replaces an earlier one in place).
+fn json_labels(value: &Value) -> Vec<(String, String)> {
+    let text = |k: &str| value.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    let mut labels: Vec<(String, String)> = Vec::new();
+    let named = [("model", text("model_id")), ("label", text("label"))];
+    let found = named.into_iter().filter_map(|(k, v)| Some((k.to_string(), v?)));
+    for (key, value) in found.chain(metadata_from_vllm_json(value)) {
+        match labels.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => labels.push((key, value)),
+        }
+    }
+    labels
+}
+
+/// Reads a measurement file: result JSON (one document, one per line when appended,
+/// pretty-printed documents or a list of them) or a console report with one or more result
+/// blocks.
 pub fn read_points(path: &Path) -> Result<Vec<MeasuredPoint>, CalibrationError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| CalibrationError::Input { path: origin.clone(), message: e.to_string() })?;
     let name = path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned());
-    let trimmed = text.trim_start();
-    if !(trimmed.starts_with('{')) {
-        return points_from_report(&text, &name);
+    if is_json(&text) {
+        points_from_json_text(&text, &name).map_err(|message| CalibrationError::Input { path: origin, message })
+    } else {
+        points_from_report(&text, &name)
     }
-    let docs: Vec<Value> = match serde_json::from_str::<Value>(&text) {
-        Ok(v) => vec![v],
-        Err(whole) => {
-            text.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect::<Result<_, _>>().map_err(
-                |_| CalibrationError::Input { path: origin.clone(), message: format!("not valid JSON: {whole}") },
-            )?
-        }
-    };
+}
+
+/// Every document of a result JSON file named `name`: one point each, labelled with the
+/// name alone when the file holds one document, else with the line (and list item).
+fn points_from_json_text(text: &str, name: &str) -> Result<Vec<MeasuredPoint>, String> {
+    let docs = read_documents(text)
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{e}; fix that document or leave it out of the file"))?;
+    if docs.is_empty() {
+        return Err("the file holds no result document (an empty list?); pass a file with results".into());
+    }
+    let one = docs.len() == 1 && docs[0].item.is_none();
     docs.iter()
-        .enumerate()
-        .map(|(k, v)| {
-            let label = if docs.len() == 1 { name.clone() } else { format!("{name} line {}", k + 1) };
-            point_from_json(v, label).map_err(|message| CalibrationError::Input { path: origin.clone(), message })
+        .map(|d| {
+            let item = d.item_suffix();
+            let label = if one { name.to_string() } else { format!("{name} line {}{item}", d.line) };
+            point_from_json(&d.value, label).map_err(|message| format!("line {}{item}: {message}", d.line))
         })
         .collect()
 }
@@ -330,6 +379,8 @@ P99 ITL (ms):                            101.28
         assert_eq!(points.len(), 1);
         let p = &points[0];
         assert_eq!(p.headings, vec!["Results some/model".to_string()]);
+        assert_eq!(p.labels, [("model".to_string(), "some/model".to_string())]);
+        assert_eq!((p.model(), p.labels_text().as_str()), (Some("some/model"), "model=some/model"));
         assert_eq!(p.workload.num_prompts, 20);
         assert_eq!(p.workload.max_concurrency, Some(4));
         assert!(p.workload.request_rate.is_infinite());
@@ -353,6 +404,7 @@ P99 ITL (ms):                            101.28
             "servebench": {"config": {"traffic": {"seed": 7, "ready_check_timeout_s": 0.0, "num_warmups": 0}}}
         });
         let p = point_from_json(&v, "r.json".into()).unwrap();
+        assert!(p.labels.is_empty() && p.model().is_none(), "{:?}", p.labels);
         assert_eq!(p.workload.input, Lengths::Each(vec![10, 20, 30]));
         assert_eq!(p.workload.output, Lengths::Each(vec![5, 10, 15]));
         assert_eq!((p.workload.request_rate, p.workload.burstiness, p.workload.seed), (2.0, 0.5, 7));
@@ -372,6 +424,53 @@ P99 ITL (ms):                            101.28
         std::fs::write(&path, "{not json").unwrap();
         let err = read_points(&path).unwrap_err().to_string();
         assert!(err.contains("runs.jsonl") && err.contains("not valid JSON"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A result document of `model` with metadata `gpu`.
+    fn doc(model: &str, ttft: f64) -> serde_json::Value {
+        serde_json::json!({
+            "model_id": model, "label": "nightly", "gpu": "H100", "num_prompts": 2,
+            "completed": 2, "duration": 1.0, "total_input_tokens": 20, "total_output_tokens": 10,
+            "request_throughput": 2.0, "output_throughput": 10.0,
+            "mean_ttft_ms": ttft, "median_ttft_ms": ttft
+        })
+    }
+
+    #[test]
+    fn pretty_printed_documents_and_lists_are_read_with_their_labels() {
+        let dir = std::env::temp_dir().join(format!("sb-sim-points-docs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (doc("Qwen/Qwen3-8B", 100.0), doc("google/gemma-3-1b-it", 200.0));
+        let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap();
+        let path = dir.join("sweep.json");
+        std::fs::write(&path, format!("{}\n{}\n", pretty(&a), pretty(&b))).unwrap();
+        let points = read_points(&path).unwrap();
+        assert_eq!(points.len(), 2);
+        let second_line = 1 + pretty(&a).lines().count();
+        assert_eq!(points[1].label, format!("sweep.json line {second_line}"));
+        assert_eq!(points[1].value(FitMetric::MeanTtft), Some(200.0));
+        let want = [("model", "google/gemma-3-1b-it"), ("label", "nightly"), ("gpu", "H100")];
+        assert_eq!(points[1].labels, want.map(|(k, v)| (k.to_string(), v.to_string())));
+
+        let path = dir.join("list.json");
+        std::fs::write(&path, serde_json::json!([a, b]).to_string()).unwrap();
+        let points = read_points(&path).unwrap();
+        let labels: Vec<(&str, Option<&str>)> = points.iter().map(|p| (p.label.as_str(), p.model())).collect();
+        assert_eq!(
+            labels,
+            [
+                ("list.json line 1 (list item 0)", Some("Qwen/Qwen3-8B")),
+                ("list.json line 1 (list item 1)", Some("google/gemma-3-1b-it"))
+            ]
+        );
+
+        std::fs::write(&path, serde_json::json!([a, {"completed": 1}]).to_string()).unwrap();
+        let err = read_points(&path).unwrap_err().to_string();
+        assert!(err.contains("list.json: line 1 (list item 1): ") && err.contains("duration"), "{err}");
+        std::fs::write(&path, "[]").unwrap();
+        let err = read_points(&path).unwrap_err().to_string();
+        assert!(err.contains("no result document"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -13,6 +13,7 @@ fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> MeasuredPoint
     MeasuredPoint {
         label: format!("n={n}"),
         headings: Vec::new(),
+        labels: Vec::new(),
         workload: PointWorkload {
             num_prompts: n,
             input: Lengths::Even { total: input * n as u64 },
@@ -118,4 +119,23 @@ fn the_fit_metrics_are_the_summary_s() {
     let too_big = PointWorkload { num_prompts: 2_000_000, ..p.workload.clone() };
     let err = run::PreparedPoint::new(&too_big, 0).err().unwrap();
     assert!(err.contains("more than"), "{err}");
+}
+
+#[test]
+fn the_residual_table_shows_labels_only_when_points_have_some() {
+    let residual = |label: &str, labels: &str| Residual {
+        point: 0,
+        label: label.into(),
+        labels: labels.into(),
+        metric: FitMetric::MeanTtft,
+        measured: 100.0,
+        simulated: 110.0,
+    };
+    let plain = residual_table(&[residual("r.json", "")]);
+    assert!(!plain.contains("labels") && plain.lines().nth(1).unwrap().ends_with("+10.0%"), "{plain}");
+    let table = residual_table(&[residual("r.txt #1 (line 3)", "model=Qwen/Qwen3-8B, n=4"), residual("r.json", "")]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].ends_with("error  labels"), "{table}");
+    assert!(lines[1].ends_with("+10.0%  model=Qwen/Qwen3-8B, n=4"), "{table}");
+    assert!(lines[2].ends_with("+10.0%"), "{table}");
 }

@@ -1,18 +1,19 @@
 //! Importers: vLLM result files and console reports into [`NewRun`]s.
 //!
 //! [`import_file`] reads one file and tells its kind from its content:
-//! - **JSON** (the first non-blank character is `{` or `[`): result files of `vllm bench
+//! - **JSON** (the first non-blank character is `{` or `[`, see
+//!   [`servebench_core::vllm::is_json`]): result files of `vllm bench
 //!   serve --save-result` of any 0.x version, files of `--append-result` (one document per
 //!   line), pretty-printed sweep results, and servebench's own result files. See [`json`].
 //! - **Text**: console reports, any number of result blocks with free-text headings between
-//!   them. See [`text`] and, for how headings become labels, [`headings`].
+//!   them. See [`text`] and, for how headings become labels,
+//!   [`servebench_core::vllm::parse::headings`].
 //!
 //! Every run records its source file and the line its document or block starts on, and a
 //! fingerprint (the file content's hash and that line), so the store refuses to import the
 //! same block twice. A document or block that cannot be read is reported with its line and a
 //! reason, and skipped; the rest of the file is imported. Nothing is guessed.
 
-pub mod headings;
 pub mod json;
 mod records;
 pub mod text;
@@ -86,7 +87,7 @@ pub fn import_file(path: &Path) -> Result<ImportReport, ImportError> {
 pub fn import_bytes(bytes: &[u8], source: &str) -> ImportReport {
     let text = String::from_utf8_lossy(bytes);
     let cx = Context { source, content_hash: ids::fnv1a64(bytes), tz: jiff::tz::TimeZone::system() };
-    let is_json = text.trim_start().starts_with(['{', '[']);
+    let is_json = servebench_core::vllm::is_json(&text);
     let mut report = ImportReport {
         path: PathBuf::from(source),
         format: if is_json { Format::Json } else { Format::Text },

@@ -1,5 +1,6 @@
 //! vLLM's result JSON: the document `vllm bench serve --save-result` writes, its file name,
-//! and how it is written to disk. Reading one back is in [`read`].
+//! and how it is written to disk. Reading one back is in [`read`] (the summary) and
+//! [`metadata`] (the labels); splitting a file into its documents is in [`documents`].
 //!
 //! [`result_json`] builds vLLM 0.33's keys in vLLM's insertion order, so that written with
 //! [`write_result`] (Python `json.dump` spelling) a file is what vLLM would have written for
@@ -17,6 +18,8 @@
 //!   `serde_json::Value`; it is written as `null`, except the request rate, which is `"inf"`
 //!   as in vLLM.
 
+pub mod documents;
+pub mod metadata;
 pub mod read;
 
 use std::fs::{self, OpenOptions};

@@ -8,6 +8,11 @@
 //!
 //! Whitespace is not significant (reports pasted into notes often lose their trailing spaces
 //! or padding): a line is a label ending in `:`, then one value.
+//!
+//! How the headings become each block's labels (`model=Qwen/Qwen3-8B`, one value of a
+//! `num_prompts` list per block) is in [`headings`].
+
+pub mod headings;
 
 use std::collections::BTreeMap;
 
@@ -36,6 +41,8 @@ pub struct ParsedBlock {
     pub line: usize,
     /// The non-empty lines between the previous block (or the start) and this one, trimmed.
     pub headings: Vec<String>,
+    /// The 1-based line of each of [`Self::headings`].
+    pub heading_lines: Vec<usize>,
     pub summary: Summary,
     /// Every `label: value` line in order, the label without its colon (including lines the
     /// summary has no field for, such as speculative-decoding counters).
@@ -71,8 +78,9 @@ pub struct BlockError {
     pub line: usize,
     /// 1-based line where the block starts.
     pub block_line: usize,
-    /// The headings before the block, as for a [`ParsedBlock`].
+    /// The headings before the block and their lines, as for a [`ParsedBlock`].
     pub headings: Vec<String>,
+    pub heading_lines: Vec<usize>,
     pub problem: BlockProblem,
 }
 
@@ -81,7 +89,7 @@ pub struct BlockError {
 pub fn parse_reports(text: &str, origin: ReportOrigin) -> Vec<Result<ParsedBlock, BlockError>> {
     let lines: Vec<&str> = text.lines().collect();
     let mut entries = Vec::new();
-    let mut headings = Vec::new();
+    let mut headings = Headings::default();
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i].trim();
@@ -92,12 +100,20 @@ pub fn parse_reports(text: &str, origin: ReportOrigin) -> Vec<Result<ParsedBlock
             i = next;
         } else {
             if !line.is_empty() {
-                headings.push(line.to_string());
+                headings.texts.push(line.to_string());
+                headings.lines.push(i + 1);
             }
             i += 1;
         }
     }
     entries
+}
+
+/// The headings collected before a block, with their 1-based lines.
+#[derive(Default)]
+struct Headings {
+    texts: Vec<String>,
+    lines: Vec<usize>,
 }
 
 /// Reads the block whose header is at index `start`; returns its entry and the index where
@@ -110,7 +126,7 @@ fn parse_block(
     lines: &[&str],
     start: usize,
     origin: ReportOrigin,
-    headings: Vec<String>,
+    headings: Headings,
 ) -> (Result<ParsedBlock, BlockError>, usize) {
     let mut block = Block::new(origin);
     let mut first_bad: Option<(usize, BlockProblem)> = None;
@@ -139,9 +155,12 @@ fn parse_block(
             }
         }
     };
+    let Headings { texts: headings, lines: heading_lines } = headings;
     let entry = match outcome {
-        Ok((summary, values, style)) => Ok(ParsedBlock { line: start + 1, headings, summary, values, style }),
-        Err((line, problem)) => Err(BlockError { line, block_line: start + 1, headings, problem }),
+        Ok((summary, values, style)) => {
+            Ok(ParsedBlock { line: start + 1, headings, heading_lines, summary, values, style })
+        }
+        Err((line, problem)) => Err(BlockError { line, block_line: start + 1, headings, heading_lines, problem }),
     };
     (entry, next)
 }

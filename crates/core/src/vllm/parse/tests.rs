@@ -51,6 +51,7 @@ fn reference_001_has_the_older_format_and_its_headings() {
     );
     assert!(bs[1..12].iter().all(|b| b.headings.is_empty()));
     assert_eq!(bs[12].headings, ["num_prompts: 1, 2, 4, 8, 16, 32, 64", "seq_length: 10000"]);
+    assert_eq!((bs[0].heading_lines.as_slice(), bs[12].heading_lines.as_slice()), (&[2, 3, 4][..], &[269, 270][..]));
     assert_eq!(bs[19].headings, ["num_prompt:1"]);
     // The next block follows its predecessor's footer directly.
     assert!(bs[20].headings.is_empty());
@@ -120,6 +121,7 @@ fn an_unknown_line_is_reported_and_the_next_block_still_parses() {
     assert_eq!(e.problem, BlockProblem::UnknownLine("Accuracy (%):  3".into()));
     let b = entries[1].as_ref().unwrap();
     assert_eq!(b.headings, ["# B"]);
+    assert_eq!((e.heading_lines.as_slice(), b.heading_lines.as_slice()), (&[1][..], &[9][..]));
     assert_eq!(b.summary.completed, 2);
 }
 

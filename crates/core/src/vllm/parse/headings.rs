@@ -1,4 +1,6 @@
-//! How the free text between result blocks becomes labels.
+//! How the free text between result blocks becomes labels: [`block_labels`] gives each entry
+//! of [`parse_reports`](super::parse_reports) its labels, from the headings above it and above
+//! the blocks before it.
 //!
 //! Each non-blank line between two blocks (or before the first) is a heading. It is read as
 //! one label `key=value`, in this order of rules:
@@ -14,7 +16,8 @@
 //!    (`num_prompts: 1, 2, 4, 8`), it is a **list** (see below). A line of several
 //!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word.
 //! 4. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
-//!    `model=org/name`. The importer also makes it the run's model.
+//!    `model=org/name`. (The run store also makes it the run's model, `sim fit` picks the
+//!    blocks of the model it fits by it.)
 //! 5. Anything else is free text: `heading=the line`. Several free-text lines before one
 //!    block are joined with ` / `.
 //!
@@ -24,17 +27,57 @@
 //! their value too, so the values stay with the blocks they were written for. A list cut
 //! short by a new heading of the same key, or by the end of the file, is reported as a note.
 //!
-//! Example (`001`): `vllm`, `num_prompts: 1, 2, ..., 2048` (12 values), `seq_length: 80`,
-//! then 12 blocks: block i gets `heading=vllm`, `num_prompts=<value i>`, `seq_length=80`.
+//! Example (reference report `001`): `vllm`, `num_prompts: 1, 2, ..., 2048` (12 values),
+//! `seq_length: 80`, then 12 blocks: block i gets `heading=vllm`, `num_prompts=<value i>`,
+//! `seq_length=80`.
 //! Then `num_prompts: 1, ..., 64` and `seq_length: 10000` govern the next 7 blocks, and
 //! `num_prompt:1` (another key) the 4 after them, which still carry `seq_length=10000`
 //! because no later heading sets `seq_length`.
 
-use super::Problem;
+use thiserror::Error;
+
+use super::{BlockError, ParsedBlock};
+
+/// Each block's labels, and what did not fit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockLabels {
+    /// One list per entry given to [`block_labels`], in the same order: `(key, value)` in the
+    /// order the keys first appeared in the file.
+    pub blocks: Vec<Vec<(String, String)>>,
+    /// Lists cut short, at the line of their heading, in the order they were found.
+    pub notes: Vec<HeadingNote>,
+}
+
+/// A list heading whose values did not all find a block.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("line {line}: {message}")]
+pub struct HeadingNote {
+    /// 1-based line of the list heading.
+    pub line: usize,
+    pub message: String,
+}
+
+/// The labels of every entry of [`parse_reports`](super::parse_reports) (blocks and malformed
+/// blocks alike, so list values stay with the blocks they were written for), by the rules of
+/// the module docs.
+pub fn block_labels(entries: &[Result<ParsedBlock, BlockError>]) -> BlockLabels {
+    let mut headings = Headings::default();
+    let mut out = BlockLabels::default();
+    for entry in entries {
+        let (texts, lines) = match entry {
+            Ok(block) => (&block.headings, &block.heading_lines),
+            Err(err) => (&err.headings, &err.heading_lines),
+        };
+        let located: Vec<(usize, &str)> = lines.iter().copied().zip(texts.iter().map(String::as_str)).collect();
+        out.blocks.push(headings.block(&located, &mut out.notes));
+    }
+    headings.finish(&mut out.notes);
+    out
+}
 
 /// The labels in force, in the order their keys first appeared.
 #[derive(Debug, Default)]
-pub struct Headings {
+struct Headings {
     scopes: Vec<Scope>,
 }
 
@@ -67,13 +110,9 @@ pub enum Heading {
 }
 
 impl Headings {
-    pub fn new() -> Headings {
-        Headings::default()
-    }
-
     /// Reads the headings before one block (`(line, text)`, in order) and returns the labels
     /// of that block. Notes about lists cut short go to `notes`.
-    pub fn block(&mut self, headings: &[(usize, &str)], notes: &mut Vec<Problem>) -> Vec<(String, String)> {
+    fn block(&mut self, headings: &[(usize, &str)], notes: &mut Vec<HeadingNote>) -> Vec<(String, String)> {
         let mut text: Vec<String> = Vec::new();
         let mut text_line = 0;
         for &(line, heading) in headings {
@@ -113,10 +152,10 @@ impl Headings {
     }
 
     /// Reports lists that still have values when the file ends.
-    pub fn finish(self, notes: &mut Vec<Problem>) {
+    fn finish(self, notes: &mut Vec<HeadingNote>) {
         for scope in self.scopes {
             if let ScopeValue::List { values, next, line } = scope.value {
-                notes.push(Problem {
+                notes.push(HeadingNote {
                     line,
                     message: format!(
                         "the list `{}` has {} values but only {next} result blocks follow it; the values from {:?} on were not used",
@@ -129,7 +168,7 @@ impl Headings {
         }
     }
 
-    fn set(&mut self, key: String, mut values: Vec<String>, line: usize, notes: &mut Vec<Problem>) {
+    fn set(&mut self, key: String, mut values: Vec<String>, line: usize, notes: &mut Vec<HeadingNote>) {
         let value = if values.len() >= 2 {
             ScopeValue::List { values, next: 0, line }
         } else {
@@ -138,7 +177,7 @@ impl Headings {
         match self.scopes.iter_mut().find(|s| s.key == key) {
             Some(scope) => {
                 if let ScopeValue::List { values, next, line: at } = &scope.value {
-                    notes.push(Problem {
+                    notes.push(HeadingNote {
                         line: *at,
                         message: format!(
                             "the list `{key}` has {} values but only {next} result blocks came before line {line} set `{key}` again; the values from {:?} on were not used",
@@ -315,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_list_gives_one_value_per_block_then_ends() {
-        let mut h = Headings::new();
+        let mut h = Headings::default();
         let mut notes = Vec::new();
         let first = h.block(&[(1, "vllm"), (2, "n: 1, 2"), (3, "len: 80")], &mut notes);
         assert_eq!(
@@ -333,7 +372,7 @@ mod tests {
 
     #[test]
     fn a_heading_lasts_until_the_same_key_is_set_again() {
-        let mut h = Headings::new();
+        let mut h = Headings::default();
         let mut notes = Vec::new();
         h.block(&[(1, "# Prefill"), (2, "gpu: H100")], &mut notes);
         let next = h.block(&[(20, "# Decode")], &mut notes);
@@ -344,7 +383,7 @@ mod tests {
 
     #[test]
     fn lists_cut_short_are_noted_with_their_line() {
-        let mut h = Headings::new();
+        let mut h = Headings::default();
         let mut notes = Vec::new();
         h.block(&[(3, "n: 1, 2, 4")], &mut notes);
         h.block(&[(30, "n: 8, 16")], &mut notes);
@@ -356,5 +395,52 @@ mod tests {
         assert!(notes[0].message.contains("3 values but only 1 result blocks came before line 30"), "{}", notes[0]);
         assert_eq!(notes[1].line, 60);
         assert!(notes[1].message.contains("from \"2\" on"), "{}", notes[1]);
+    }
+
+    /// A block of `n` requests as vLLM prints it.
+    fn block(n: u64) -> String {
+        let s = crate::metrics::Summary {
+            completed: n,
+            duration_s: 1.0,
+            request_throughput: n as f64,
+            ..Default::default()
+        };
+        crate::vllm::render_result_block(&s)
+    }
+
+    fn pairs(labels: &[(&str, &str)]) -> Vec<(String, String)> {
+        labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn each_parsed_block_gets_the_labels_of_the_headings_above_it() {
+        let bad = block(2).replace("Benchmark duration (s):                  1.00", "Benchmark duration (s): fast");
+        let text = format!(
+            "INFO 05-01 12:00:00 starting\nResults Qwen/Qwen3-8B\nn: 1, 2, 3, 4\n{}\n# Decode\n{bad}{}\nResults google/gemma-3-1b-it\n{}",
+            block(1),
+            block(3),
+            block(4)
+        );
+        let entries = super::super::parse_reports(&text, super::super::ReportOrigin::Vllm);
+        assert_eq!(entries.iter().map(Result::is_ok).collect::<Vec<_>>(), [true, false, true, true]);
+        let got = block_labels(&entries);
+        assert_eq!(got.blocks.len(), 4);
+        assert_eq!(got.blocks[0], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "1")]));
+        // The malformed block takes its value, so the next one gets the third.
+        assert_eq!(got.blocks[1], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "2"), ("section", "Decode")]));
+        assert_eq!(got.blocks[2], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "3"), ("section", "Decode")]));
+        assert_eq!(got.blocks[3], pairs(&[("model", "google/gemma-3-1b-it"), ("n", "4"), ("section", "Decode")]));
+        assert!(got.notes.is_empty(), "{:?}", got.notes);
+    }
+
+    #[test]
+    fn a_list_longer_than_its_blocks_is_noted_at_its_heading_line() {
+        let text = format!("\n# Sweep\nn: 1, 2, 4\n{}{}", block(1), block(2));
+        let got = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+        assert_eq!(got.blocks[1], pairs(&[("section", "Sweep"), ("n", "2")]));
+        assert_eq!(got.notes.len(), 1);
+        let note = got.notes[0].to_string();
+        assert!(note.starts_with("line 3: the list `n` has 3 values but only 2 result blocks"), "{note}");
+        assert!(block_labels(&[]).blocks.is_empty());
     }
 }

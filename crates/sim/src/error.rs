@@ -34,6 +34,9 @@ pub enum SimError {
     #[error("profile {path}: {message}; pass a profile written by `servebench sim fit`")]
     Profile { path: String, message: String },
 
+    #[error("cannot listen on {address}: {message}; choose another --port (0 picks any free one) or --host")]
+    Listen { address: String, message: String },
+
     #[error("unknown option {key:?}; known options: {known}")]
     UnknownOption { key: String, known: String },
 

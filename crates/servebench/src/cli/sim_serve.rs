@@ -14,19 +14,19 @@ pub struct SimServeArgs {
     #[command(flatten)]
     pub deployment: SimModelArgs,
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, default_value = "127.0.0.1", help_heading = "Server")]
     pub host: String,
     /// Port to listen on (0: any free port).
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, help_heading = "Server")]
     pub port: u16,
     /// Tokenizer for exact prompt counts and real output tokens (a tokenizer.json, a model
     /// folder or a cached Hugging Face id); without it prompts count one token per word.
-    #[arg(long)]
+    #[arg(long, help_heading = "Server")]
     pub tokenizer: Option<String>,
     /// The model name clients send (default: the simulated model's id).
-    #[arg(long)]
+    #[arg(long, help_heading = "Server")]
     pub served_model_name: Option<String>,
     /// Seed of the engine's random draws and of the generated text.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = "Server")]
     pub seed: u64,
 }

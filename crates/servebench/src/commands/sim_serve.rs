@@ -4,17 +4,13 @@
 //! simulator's own messages), prints what was resolved and where it listens, then serves until
 //! Ctrl-C or SIGTERM and shuts down gracefully.
 
-use std::path::Path;
-use std::process::ExitCode;
-use std::sync::Arc;
-
-use anyhow::Context;
 use servebench_sim::SimSetup;
 use servebench_sim::server::{ServerOptions, start};
-use servebench_workload::Tokenizer;
+use std::path::Path;
+use std::process::ExitCode;
 
 use crate::cli::sim_serve::SimServeArgs;
-use crate::commands::bench::interrupted;
+use crate::commands::bench::{interrupted, load_tokenizer};
 use crate::output;
 
 /// Open files wanted: one per connection, for thousands of concurrent clients.
@@ -24,12 +20,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<ExitCode> {
     let d = &args.deployment;
     let model = d.model_spec()?;
     let setup = SimSetup::resolve(&model, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
-    let tokenizer = args
-        .tokenizer
-        .as_deref()
-        .map(|spec| Tokenizer::load(spec).map(Arc::new))
-        .transpose()
-        .context("could not load the tokenizer given by --tokenizer")?;
+    let tokenizer = load_tokenizer(args.tokenizer.as_deref())?;
     if let Err(e) = servebench_client::raise_nofile_limit(WANTED_FILES) {
         output::line(format!("WARNING: could not raise the open-file limit ({e}); many concurrent clients may fail."))?;
     }
@@ -57,8 +48,10 @@ fn deployment_summary(setup: &SimSetup) -> Vec<String> {
     let m = &setup.memory;
     let mut out = setup.notes.clone();
     out.push(format!(
-        "KV cache: {} tokens per sequence at most, in blocks of {} ({:.2} GiB per GPU, {} bytes per token)",
-        m.kv_tokens, m.layout.block_size, m.kv_gib, m.kv_bytes_per_token
+        "KV cache: {} tokens in blocks of {}, {:.1} KiB per token per GPU",
+        m.kv_tokens,
+        m.layout.block_size,
+        m.kv_bytes_per_token / 1024.0
     ));
     out.push(format!("max_model_len: {}", setup.max_model_len));
     out

@@ -50,7 +50,13 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// Hands a request to the pacer.
-    fn admit(&self, prompt: Vec<u32>, max_tokens: u32, ignore_eos: bool, received: Instant) -> Result<Admission, ApiError> {
+    fn admit(
+        &self,
+        prompt: Vec<u32>,
+        max_tokens: u32,
+        ignore_eos: bool,
+        received: Instant,
+    ) -> Result<Admission, ApiError> {
         let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
         let (events, rx) = mpsc::unbounded_channel();
         let arrival = Arrival { tag, prompt, max_tokens, ignore_eos, received, events };
@@ -233,12 +239,13 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     let max_tokens = output_budget(api, prompt_tokens, requested, s.max_model_len)?;
     let admission = s.admit(prompt, max_tokens, p.ignore_eos.unwrap_or(false), received)?;
     let tag = admission.tag;
-    let answer = Answer { text: Arc::clone(&s.text), salt: mix64(s.seed ^ mix64(tag)), prompt_tokens };
+    let salt = mix64(s.seed ^ mix64(tag.wrapping_add(1)));
+    let answer = Answer { text: Arc::clone(&s.text), salt, prompt_tokens };
     let prefix = match api {
         Api::Completions => "cmpl",
         Api::Chat => "chatcmpl",
     };
-    let id = format!("{prefix}-{:016x}{:016x}", mix64(s.seed ^ tag), mix64(tag.wrapping_add(0x5eed)));
+    let id = format!("{prefix}-{:016x}{:016x}", mix64(salt ^ 1), mix64(salt ^ 2));
     let created = unix_now();
     if p.stream.unwrap_or(false) {
         let include_usage = p.stream_options.and_then(|o| o.include_usage).unwrap_or(false);

@@ -12,8 +12,8 @@ use crate::engine::{EngineCounters, FinishReason};
 
 /// vLLM's `vllm:time_to_first_token_seconds` buckets.
 const TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0,
-    640.0, 2560.0,
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+    160.0, 640.0, 2560.0,
 ];
 /// vLLM's `vllm:inter_token_latency_seconds` buckets.
 const ITL_BUCKETS: &[f64] =
@@ -101,7 +101,8 @@ pub(crate) fn render(snap: &Snapshot, model: &str) -> String {
     let c = &snap.counters;
     let o = &snap.observed;
     let mut scalar = |name: &str, kind: &str, help: &str, value: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {}", py_float_repr(value));
+        let _ =
+            writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {}", py_float_repr(value));
     };
     scalar("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", snap.running as f64);
     scalar("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", snap.waiting as f64);
@@ -140,8 +141,20 @@ pub(crate) fn render(snap: &Snapshot, model: &str) -> String {
             py_float_repr(n as f64)
         );
     }
-    histogram(&mut out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &o.ttft, &model);
-    histogram(&mut out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &o.itl, &model);
+    histogram(
+        &mut out,
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        &o.ttft,
+        &model,
+    );
+    histogram(
+        &mut out,
+        "vllm:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        &o.itl,
+        &model,
+    );
     histogram(
         &mut out,
         "vllm:e2e_request_latency_seconds",
@@ -193,7 +206,8 @@ mod tests {
             o.ttft.observe(x);
         }
         o.finished(Some(FinishReason::Length));
-        let snap = Snapshot { running: 2, waiting: 1, kv_usage: 0.25, counters: EngineCounters::default(), observed: o };
+        let snap =
+            Snapshot { running: 2, waiting: 1, kv_usage: 0.25, counters: EngineCounters::default(), observed: o };
         let text = render(&snap, "m\"x");
         assert!(text.contains("vllm:num_requests_running{engine=\"0\",model_name=\"m\\\"x\"} 2.0\n"), "{text}");
         assert!(text.contains("vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\\\"x\"} 0.25\n"));

@@ -8,13 +8,21 @@
 //!
 //! # Timing
 //!
-//! One pacer thread owns the [`Engine`](crate::Engine) and maps its virtual clock onto real
+//! One pacer thread owns the [`Engine`] and maps its virtual clock onto real
 //! time (engine nanosecond `t` is `t0 + t`). Handlers stamp each request when it reaches the
 //! server and send it to the pacer; the pacer runs the engine step by step, waits until each
 //! step's end and then releases all the tokens of that step at once. A request is visible to
 //! the scheduler the stack's API delay after it arrived, so timings match
-//! [`predict`](crate::predict()) for the same plan, up to the network and the client. A stream
-//! whose client disconnects cancels its request, freeing its KV blocks.
+//! [`predict`](crate::predict()) for the same plan, up to the network and the client; requests
+//! of one burst that reach the server within 2 ms of each other count as arriving together
+//! (see the pacer's notes). A stream whose client disconnects cancels its request, freeing its
+//! KV blocks. If the machine cannot keep up and the pacer falls 20 ms behind, the simulated
+//! clock is moved up to real time and `servebench:pacer_resyncs_total` counts it.
+//!
+//! Requests honour `max_tokens` (`max_completion_tokens` for chat), `ignore_eos`, `stream` and
+//! `stream_options.include_usage`; `n` must be 1. Sampling parameters (temperature, stop, ...)
+//! are accepted and have no effect; whether a request stops before `max_tokens` is up to the
+//! engine's EOS model (the `eos` serving option).
 //!
 //! # Token counts
 //!
@@ -30,9 +38,9 @@ mod api;
 mod metrics;
 mod pacer;
 mod stream;
-mod text;
 #[cfg(test)]
 mod tests;
+mod text;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -122,9 +130,9 @@ impl SimServer {
     pub fn startup_line(&self) -> String {
         let counting = match (&self.token_count, &self.tokenizer_name) {
             (TokenCount::Tokenizer, Some(name)) => format!("prompt tokens counted with the tokenizer {name}"),
-            _ => "prompt tokens estimated at one per word (pass a tokenizer for exact counts)".to_string(),
+            _ => "prompt tokens estimated at one per word; pass a tokenizer for exact counts".to_string(),
         };
-        format!("Simulated {} serving at {} ({counting})", self.model_name, self.base_url)
+        format!("Simulated {} serving at {}: {counting}", self.model_name, self.base_url)
     }
 
     /// Stops accepting, aborts the requests in flight (their streams end with an error event),
@@ -193,7 +201,10 @@ pub async fn start(setup: SimSetup, options: ServerOptions) -> Result<SimServer,
 }
 
 /// The engine on its pacer thread, and what the handlers share.
-fn spawn_engine(setup: &SimSetup, options: ServerOptions) -> Result<(Arc<Shared>, std::thread::JoinHandle<()>), SimError> {
+fn spawn_engine(
+    setup: &SimSetup,
+    options: ServerOptions,
+) -> Result<(Arc<Shared>, std::thread::JoinHandle<()>), SimError> {
     let engine = Engine::new(setup, options.seed ^ setup.options.seed);
     let (tx, rx) = std::sync::mpsc::channel();
     let t0 = Instant::now();
@@ -234,9 +245,5 @@ async fn listen(host: &str, port: u16) -> Result<TcpListener, SimError> {
 }
 
 fn listen_error(host: &str, port: u16, e: &std::io::Error) -> SimError {
-    SimError::BadOption {
-        key: "host:port".into(),
-        value: format!("{host}:{port}"),
-        expected: format!("an address this machine can listen on ({e}); choose another --port, or 0 for any free one"),
-    }
+    SimError::Listen { address: format!("{host}:{port}"), message: e.to_string() }
 }

@@ -48,7 +48,12 @@ fn app() -> Router {
 }
 
 /// Status, headers and body of one in-process request.
-async fn call(app: &Router, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Vec<(String, String)>, String) {
+async fn call(
+    app: &Router,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Vec<(String, String)>, String) {
     let req = Request::builder()
         .method(method)
         .uri(path)
@@ -113,7 +118,8 @@ fn chat(content: &str, max_tokens: u32, stream: bool) -> Value {
 #[tokio::test]
 async fn completion_streams_have_vllms_shape_with_usage_and_done() {
     let app = app();
-    let (status, headers, body) = call(&app, "POST", "/v1/completions", Some(completion("one two three", 5, true))).await;
+    let (status, headers, body) =
+        call(&app, "POST", "/v1/completions", Some(completion("one two three", 5, true))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(header(&headers, "content-type"), Some("text/event-stream; charset=utf-8"));
     assert_eq!(header(&headers, TOKEN_COUNT_HEADER), Some("estimate"));
@@ -322,7 +328,8 @@ async fn bad_requests_get_openai_errors_with_vllms_messages() {
 
 #[tokio::test]
 async fn models_health_and_version_describe_the_simulated_server() {
-    let app = app_with(&setup(&[]), ServerOptions { served_model_name: Some("sim".into()), ..ServerOptions::default() });
+    let app =
+        app_with(&setup(&[]), ServerOptions { served_model_name: Some("sim".into()), ..ServerOptions::default() });
     let (status, _, body) = call(&app, "GET", "/v1/models", None).await;
     assert_eq!(status, StatusCode::OK);
     let card = serde_json::from_str::<Value>(&body).unwrap()["data"][0].clone();
@@ -349,7 +356,19 @@ async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
     out
 }
 
-/// The value of an unlabelled-but-for-the-model sample line of the metrics text.
+/// Sends a completions request over a raw connection and returns it, to read the answer from.
+async fn raw_post(addr: std::net::SocketAddr, body: &Value) -> TcpStream {
+    let body = body.to_string();
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+    conn
+}
+
+/// The value of the first sample line of the metrics text that starts with `line_start`.
 fn sample(metrics: &str, line_start: &str) -> f64 {
     let line = metrics.lines().find(|l| l.starts_with(line_start)).unwrap_or_else(|| panic!("{line_start}\n{metrics}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
@@ -360,13 +379,7 @@ async fn a_client_that_disconnects_cancels_its_request() {
     let server = start(setup(&[]), ServerOptions::default()).await.unwrap();
     assert!(server.base_url().starts_with("http://127.0.0.1:"));
     let addr = server.local_addr();
-    let body = completion("a long answer please", 20_000, true).to_string();
-    let mut conn = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    conn.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+    let mut conn = raw_post(addr, &completion("a long answer please", 20_000, true)).await;
     // Read until a few tokens have come.
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
@@ -397,14 +410,15 @@ async fn a_client_that_disconnects_cancels_its_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_open_streams_and_frees_the_port() {
     let server = start(setup(&[]), ServerOptions::default()).await.unwrap();
+    assert_eq!(server.token_count(), super::TokenCount::Estimate);
+    let line = server.startup_line();
+    assert!(line.contains(server.base_url()) && line.contains("estimated"), "{line}");
     let addr = server.local_addr();
-    let body = completion("x", 20_000, true).to_string();
-    let mut conn = TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    conn.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+    // The port is taken now: a second server on it says so.
+    let taken = ServerOptions { port: addr.port(), ..ServerOptions::default() };
+    let err = start(setup(&[]), taken).await.err().expect("the port is in use").to_string();
+    assert!(err.contains(&format!("127.0.0.1:{}", addr.port())) && err.contains("--port"), "{err}");
+    let mut conn = raw_post(addr, &completion("x", 20_000, true)).await;
     let mut buf = [0u8; 4096];
     let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf)).await.unwrap().unwrap();
     assert!(n > 0);

@@ -39,9 +39,9 @@ impl TokenCount {
 const WORDS: [&str; 64] = [
     "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he",
     "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they", "you", "were", "their",
-    "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when", "will", "would", "who", "so",
-    "no", "time", "about", "people", "out", "up", "into", "year", "new", "some", "could", "them", "other", "than",
-    "then", "now", "only",
+    "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when", "will", "would", "who", "so", "no",
+    "time", "about", "people", "out", "up", "into", "year", "new", "some", "could", "them", "other", "than", "then",
+    "now", "only",
 ];
 
 /// The most palette tokens kept, and how far into the vocabulary to look for them.
@@ -126,7 +126,11 @@ fn completion_ids(tok: &Tokenizer, prompt: &Value, add_special: bool) -> Result<
         Value::String(s) => tok.encode(s, add_special).map_err(|e| e.to_string()),
         Value::Array(items) if items.iter().all(Value::is_number) => items
             .iter()
-            .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| format!("prompt token {v} is not a token id")))
+            .map(|v| {
+                v.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| format!("prompt token {v} is not a token id"))
+            })
             .collect(),
         Value::Array(items) if items.len() == 1 => completion_ids(tok, &items[0], add_special),
         Value::Array(_) => Err("a list of several prompts is not supported; send one prompt per request".into()),

@@ -20,6 +20,10 @@ pub struct RunConfig {
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// `--ignore-eos` (forced on for the random dataset, as vLLM does).
     pub ignore_eos: bool,
+    /// `--logprobs`: sent as `"logprobs"` in completions bodies (`null` when unset, as vLLM
+    /// sends it); chat bodies carry no logprobs, as in vLLM.
+    #[serde(default)]
+    pub logprobs: Option<i64>,
     /// What is reported and saved.
     pub output: OutputOptions,
 }
@@ -401,6 +405,7 @@ impl RunConfig {
             traffic: Traffic::default(),
             extra_body: serde_json::Map::new(),
             ignore_eos: true,
+            logprobs: None,
             output: OutputOptions::default(),
         }
     }

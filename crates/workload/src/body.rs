@@ -13,6 +13,7 @@ pub struct BodyBuilder {
     api: Api,
     model: String,
     ignore_eos: bool,
+    logprobs: Option<i64>,
     extra_body: Map<String, Value>,
 }
 
@@ -23,13 +24,14 @@ impl BodyBuilder {
             api: config.target.backend.api(),
             model: config.target.model_name.clone(),
             ignore_eos: config.ignore_eos,
+            logprobs: config.logprobs,
             extra_body: config.extra_body.clone(),
         }
     }
 
     /// From explicit parts.
     pub fn from_parts(api: Api, model: &str, ignore_eos: bool, extra_body: Map<String, Value>) -> Self {
-        BodyBuilder { api, model: model.to_string(), ignore_eos, extra_body }
+        BodyBuilder { api, model: model.to_string(), ignore_eos, logprobs: None, extra_body }
     }
 
     pub fn api(&self) -> Api {
@@ -45,7 +47,7 @@ impl BodyBuilder {
                 p.insert("prompt".into(), Value::String(prompt.to_string()));
                 p.insert("repetition_penalty".into(), json!(1.0));
                 p.insert("max_tokens".into(), json!(max_tokens));
-                p.insert("logprobs".into(), Value::Null);
+                p.insert("logprobs".into(), self.logprobs.map_or(Value::Null, Value::from));
             }
             Api::Chat => {
                 p.insert("messages".into(), json!([{"role": "user", "content": [{"type": "text", "text": prompt}]}]));
@@ -116,5 +118,19 @@ mod tests {
             c.messages(&json!([{"role": "user", "content": "a"}]), 3),
             r#"{"model": "m", "messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 3, "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true}"#
         );
+    }
+
+    #[test]
+    fn logprobs_take_their_place_in_completions_bodies_and_stay_out_of_chat() {
+        let mut config = RunConfig::for_target("http://127.0.0.1:8000", "m");
+        config.ignore_eos = false;
+        config.logprobs = Some(5);
+        assert_eq!(
+            BodyBuilder::new(&config).prompt("hi", 7),
+            r#"{"model": "m", "prompt": "hi", "repetition_penalty": 1.0, "max_tokens": 7, "logprobs": 5, "stream": true, "stream_options": {"include_usage": true}}"#
+        );
+        config.target.backend = servebench_core::config::Backend::OpenaiChat;
+        let chat = BodyBuilder::new(&config).prompt("hi", 7);
+        assert!(!String::from_utf8_lossy(&chat).contains("logprobs"), "{chat:?}");
     }
 }

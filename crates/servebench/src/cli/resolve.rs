@@ -409,10 +409,7 @@ pub fn resolve_run_config(
         return err("--request-timeout-sec must be greater than 0");
     }
     let workload = parse_workload(f.dataset, f.content)?;
-    let mut extra_body = parse_extra_body(f.content)?;
-    if let Some(lp) = f.content.logprobs {
-        extra_body.entry("logprobs").or_insert(lp.into());
-    }
+    let extra_body = parse_extra_body(f.content)?;
     let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
     let traffic = parse_traffic(f.traffic)?;
     let output = parse_output(f.report, f.endpoint.request.label.clone(), f.traffic.disable_tqdm)?;
@@ -434,6 +431,7 @@ pub fn resolve_run_config(
         traffic,
         extra_body,
         ignore_eos,
+        logprobs: f.content.logprobs,
         output,
     })
 }

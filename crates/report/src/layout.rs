@@ -123,6 +123,16 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// How a chart names run `i` (whose store id is `id`): `#id` followed by its name, or `#id`
+    /// alone when nothing tells it apart from the others (its name is then `#id` already).
+    pub fn chart_name(&self, id: i64, i: usize) -> String {
+        let tag = format!("#{id}");
+        match self.names.get(i) {
+            Some(name) if *name != tag => format!("{tag} {name}"),
+            _ => tag,
+        }
+    }
+
     /// Lays out `runs`; `by` names the sweep axis.
     pub fn new(runs: &[StoredRun], by: Option<&str>) -> Result<Layout, ReportError> {
         let settings: Vec<Vec<(String, String)>> = runs.iter().map(settings).collect();
@@ -327,6 +337,16 @@ mod tests {
         assert!(err.to_string().contains("not all numbers"), "{err}");
         let err = Layout::new(&runs, Some("gpu")).unwrap_err();
         assert!(err.to_string().contains("the settings that vary are: model"), "{err}");
+    }
+
+    #[test]
+    fn charts_name_a_run_by_its_number_once() {
+        let runs = reference_000();
+        let layout = Layout::new(&runs, None).unwrap();
+        assert_eq!(layout.chart_name(runs[0].row.id, 0), format!("#{} Qwen/Qwen3-8B", runs[0].row.id));
+        let one = &runs[..1];
+        let alone = Layout::new(one, None).unwrap();
+        assert_eq!(alone.chart_name(one[0].row.id, 0), format!("#{}", one[0].row.id));
     }
 
     #[test]

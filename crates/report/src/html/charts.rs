@@ -26,13 +26,12 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
     let ttft = Quantity::Latency(Stat::Median, Metric::Ttft);
     let tpot = Quantity::Latency(Stat::Median, Metric::Tpot);
     let Some(sweep) = &layout.sweep else {
-        let names = &layout.names;
         let bars = |q: Quantity, whisker: Option<Quantity>| -> Vec<Bar> {
             runs.iter()
                 .enumerate()
                 .filter_map(|(i, r)| {
                     q.value(r).map(|v| Bar {
-                        name: format!("#{} {}", r.row.id, names[i]),
+                        name: layout.chart_name(r.row.id, i),
                         value: v,
                         whisker: whisker.and_then(|w| w.value(r)),
                     })
@@ -185,7 +184,7 @@ pub(super) fn distributions(runs: &[StoredRun], layout: &Layout) -> String {
         let lines: Vec<Line> = data
             .iter()
             .map(|(i, s)| Line {
-                name: format!("#{} {}", runs[*i].row.id, layout.names[*i]),
+                name: layout.chart_name(runs[*i].row.id, *i),
                 points: cdf_points(s, scale),
                 markers: false,
             })

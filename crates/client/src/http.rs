@@ -1,16 +1,26 @@
-//! The only network code: HTTP/1.1 over plain TCP with hyper, one connection per request in
-//! flight.
+//! The only network code: HTTP/1.1 with hyper over TCP, or over TLS for `https://` targets,
+//! one connection per request in flight.
 //!
 //! Connections are kept in a small pool (sized to the concurrency) and reused, with
 //! `TCP_NODELAY` set. A pooled connection the server has closed is detected and replaced
 //! before use. When a request fails on a reused connection before a single response byte came
 //! back (a server that answers `Connection: keep-alive` and closes anyway), it is sent once more
 //! on a fresh connection and the response says so ([`Response::retried`]); a request is never
-//! sent again once the server has answered anything. Plain-http targets honour `http_proxy` and
-//! `no_proxy` (see `proxy.rs`); https is not supported yet.
+//! sent again once the server has answered anything.
+//!
+//! A new connection is made inside the request that needs it, so its TCP connect, and for
+//! https its TLS handshake (see `http/tls.rs`), count in that request's times, as in vLLM.
+//!
+//! Proxies follow Python's conventions, as vLLM's client does (see `proxy.rs`): `http_proxy`
+//! for http targets, which are sent to the proxy in absolute form; `https_proxy` for https
+//! targets, reached through a `CONNECT` tunnel (see `http/tunnel.rs`) with TLS end to end;
+//! `no_proxy` for both, and loopback targets always directly.
 //!
 //! The pool's idle list is the only lock, taken when a request starts and when its response
 //! ends, never per chunk.
+
+mod tls;
+mod tunnel;
 
 use std::io;
 use std::net::SocketAddr;
@@ -31,16 +41,15 @@ use tokio::net::TcpStream;
 use tokio::sync::OnceCell;
 
 use crate::proxy::{Proxy, proxy_for, split_host_port};
+use tls::Tls;
 
 /// A target or option that cannot be used; reported before anything is sent.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    #[error("invalid URL {url:?}: {reason}; give an http:// URL such as http://127.0.0.1:8000")]
+    #[error("invalid URL {url:?}: {reason}; give an http:// or https:// URL such as http://127.0.0.1:8000")]
     InvalidUrl { url: String, reason: String },
-    #[error(
-        "https targets are not supported yet ({url}); use an http:// URL (for a TLS endpoint, run a local TLS-terminating proxy)"
-    )]
-    HttpsUnsupported { url: String },
+    #[error("TLS cannot be set up for {url}: {reason}; benchmark the server over http:// instead")]
+    Tls { url: String, reason: String },
     #[error("invalid header {name:?}: {reason}; pass --header NAME=VALUE with a valid name and value")]
     InvalidHeader { name: String, reason: String },
     #[error("invalid proxy setting {var}={value:?}: {reason}; fix or unset {var}")]
@@ -54,6 +63,10 @@ pub enum SendError {
     Resolve { host: String, source: io::Error },
     #[error("cannot connect to {addr}: {source}")]
     Connect { addr: String, source: io::Error },
+    #[error("TLS handshake with {host} ({addr}) failed: {reason}")]
+    Tls { host: String, addr: String, reason: String },
+    #[error("the proxy {proxy} did not open a tunnel to {target}: {reason}")]
+    Tunnel { proxy: String, target: String, reason: String },
     #[error("connection failed before a response: {}", with_causes(.0))]
     Exchange(hyper::Error),
 }
@@ -70,7 +83,10 @@ struct Inner {
     port: u16,
     /// The `Host` header: the URL's authority.
     authority: HeaderValue,
+    /// `http_proxy` for an http target, `https_proxy` (a `CONNECT` tunnel) for an https one.
     proxy: Option<Proxy>,
+    /// Set for https targets.
+    tls: Option<Tls>,
     addrs: OnceCell<Vec<SocketAddr>>,
     headers: HeaderMap,
     idle: Mutex<Vec<Conn>>,
@@ -89,9 +105,10 @@ struct Conn {
 impl HttpClient {
     /// A client for the origin of `url` (e.g. the run's `base_url`). `headers` go with every
     /// request, after `Authorization` from the caller's list; `pool_size` is how many idle
-    /// connections are kept (the concurrency).
-    pub fn new(url: &str, headers: &[(String, String)], pool_size: usize) -> Result<Self, HttpError> {
-        Self::with_env(url, headers, pool_size, |k| std::env::var(k).ok())
+    /// connections are kept (the concurrency). `insecure` (`--insecure`) accepts any
+    /// certificate from an https server; it changes nothing for http.
+    pub fn new(url: &str, headers: &[(String, String)], pool_size: usize, insecure: bool) -> Result<Self, HttpError> {
+        Self::with_env(url, headers, pool_size, insecure, |k| std::env::var(k).ok())
     }
 
     /// As [`HttpClient::new`], with the environment (for proxy settings) given explicitly.
@@ -99,13 +116,31 @@ impl HttpClient {
         url: &str,
         headers: &[(String, String)],
         pool_size: usize,
+        insecure: bool,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, HttpError> {
-        let uri = parse_http_url(url)?;
+        Self::build_client(url, headers, pool_size, env, |host| Tls::new(host, insecure))
+    }
+
+    /// As [`HttpClient::with_env`], trusting only `roots` (tests of certificate checks).
+    #[cfg(test)]
+    fn with_roots(url: &str, roots: rustls::RootCertStore) -> Result<Self, HttpError> {
+        Self::build_client(url, &[], 1, |_| None, |host| Tls::with_roots(host, roots))
+    }
+
+    fn build_client(
+        url: &str,
+        headers: &[(String, String)],
+        pool_size: usize,
+        env: impl Fn(&str) -> Option<String>,
+        tls: impl FnOnce(&str) -> Result<Tls, String>,
+    ) -> Result<Self, HttpError> {
+        let uri = parse_url(url)?;
+        let https = is_https(&uri);
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let (host, port) = split_host_port(authority)
             .ok_or_else(|| HttpError::InvalidUrl { url: url.to_string(), reason: "no host".to_string() })?;
-        let port = port.unwrap_or(80);
+        let port = port.unwrap_or(if https { 443 } else { 80 });
         let mut map = HeaderMap::new();
         map.insert(USER_AGENT, HeaderValue::from_static(concat!("servebench/", env!("CARGO_PKG_VERSION"))));
         for (name, value) in headers {
@@ -114,7 +149,12 @@ impl HttpClient {
             let v = HeaderValue::try_from(value.trim()).map_err(|e| invalid(e.to_string()))?;
             map.insert(n, v);
         }
-        let proxy = proxy_for(&host, port, env)?;
+        let (proxy, tls) = if https {
+            let tls = tls(&host).map_err(|reason| HttpError::Tls { url: url.to_string(), reason })?;
+            (https_proxy_for(&host, port, env)?, Some(tls))
+        } else {
+            (proxy_for(&host, port, env)?, None)
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 authority: HeaderValue::try_from(authority)
@@ -122,6 +162,7 @@ impl HttpClient {
                 host,
                 port,
                 proxy,
+                tls,
                 addrs: OnceCell::new(),
                 headers: map,
                 idle: Mutex::new(Vec::with_capacity(pool_size.min(65_536))),
@@ -130,17 +171,22 @@ impl HttpClient {
         })
     }
 
-    /// Whether requests go through an HTTP proxy.
+    /// Whether requests go through an HTTP proxy (forwarded, or tunnelled for https).
     pub fn via_proxy(&self) -> bool {
         self.inner.proxy.is_some()
     }
 
+    /// The proxy that forwards plain-http requests (not a tunnel, which sees no request).
+    fn forwarding_proxy(&self) -> Option<&Proxy> {
+        self.inner.proxy.as_ref().filter(|_| self.inner.tls.is_none())
+    }
+
     /// The request target for `url`, a URL on this client's origin: origin-form (`/v1/…`)
-    /// when direct, absolute-form through a proxy.
+    /// when direct or tunnelled, absolute-form through a forwarding proxy.
     pub fn target(&self, url: &str) -> Result<Uri, HttpError> {
-        let uri = parse_http_url(url)?;
+        let uri = parse_url(url)?;
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let target = if self.inner.proxy.is_some() {
+        let target = if self.forwarding_proxy().is_some() {
             format!("http://{}{path}", uri.authority().map(|a| a.as_str()).unwrap_or_default())
         } else {
             path.to_string()
@@ -198,7 +244,7 @@ impl HttpClient {
         for (name, value) in &self.inner.headers {
             headers.insert(name, value.clone());
         }
-        if let Some(auth) = self.inner.proxy.as_ref().and_then(|p| p.authorization.clone()) {
+        if let Some(auth) = self.forwarding_proxy().and_then(|p| p.authorization.clone()) {
             headers.insert(PROXY_AUTHORIZATION, auth);
         }
         if let Some((name, value)) = extra {
@@ -258,7 +304,7 @@ impl HttpClient {
         let mut last = None;
         for addr in addrs {
             match TcpStream::connect(addr).await {
-                Ok(stream) => return self.handshake(stream).await,
+                Ok(stream) => return self.open(stream, addr).await,
                 Err(e) => last = Some((addr, e)),
             }
         }
@@ -267,20 +313,29 @@ impl HttpClient {
         Err(SendError::Connect { addr, source })
     }
 
-    async fn handshake(&self, stream: TcpStream) -> Result<Conn, SendError> {
+    /// HTTP/1.1 on a new TCP connection: directly, or through the proxy's tunnel and TLS.
+    async fn open(&self, mut stream: TcpStream, addr: SocketAddr) -> Result<Conn, SendError> {
         // Nagle's algorithm would hold small request writes back; failure to disable it only
         // costs latency, so it is not an error.
         let _ = stream.set_nodelay(true);
-        let read = Arc::new(AtomicU64::new(0));
-        let io = TokioIo::new(CountingIo { inner: stream, read: Arc::clone(&read) });
-        let (mut sender, connection) =
-            hyper::client::conn::http1::Builder::new().handshake(io).await.map_err(SendError::Exchange)?;
-        tokio::spawn(async move {
-            // Errors surface on the request side; the task only drives the socket.
-            let _ = connection.await;
-        });
-        sender.ready().await.map_err(SendError::Exchange)?;
-        Ok(Conn { sender, read, served: 0 })
+        let Some(tls) = &self.inner.tls else {
+            return handshake(stream).await;
+        };
+        if let Some(proxy) = &self.inner.proxy {
+            tunnel::open(&mut stream, &self.inner.host, self.inner.port, proxy.authorization.as_ref()).await.map_err(
+                |reason| SendError::Tunnel {
+                    proxy: format!("{}:{}", proxy.host, proxy.port),
+                    target: format!("{}:{}", self.inner.host, self.inner.port),
+                    reason,
+                },
+            )?;
+        }
+        let stream = tls.connect(stream).await.map_err(|reason| SendError::Tls {
+            host: self.inner.host.clone(),
+            addr: addr.to_string(),
+            reason,
+        })?;
+        handshake(stream).await
     }
 
     fn connect_host(&self) -> String {
@@ -315,6 +370,35 @@ impl HttpClient {
     }
 }
 
+/// Starts HTTP/1.1 on a connected stream (TCP, or TLS over TCP); a task drives the stream.
+async fn handshake<S>(stream: S) -> Result<Conn, SendError>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let read = Arc::new(AtomicU64::new(0));
+    let io = TokioIo::new(CountingIo { inner: stream, read: Arc::clone(&read) });
+    let (mut sender, connection) =
+        hyper::client::conn::http1::Builder::new().handshake(io).await.map_err(SendError::Exchange)?;
+    tokio::spawn(async move {
+        // Errors surface on the request side; the task only drives the socket.
+        let _ = connection.await;
+    });
+    sender.ready().await.map_err(SendError::Exchange)?;
+    Ok(Conn { sender, read, served: 0 })
+}
+
+/// The proxy for an https target: `https_proxy` (else `HTTPS_PROXY`), with `no_proxy` and the
+/// loopback rule as for http, as Python's clients choose it.
+fn https_proxy_for(host: &str, port: u16, env: impl Fn(&str) -> Option<String>) -> Result<Option<Proxy>, HttpError> {
+    let https_name = |name: &str| name.replace("http_proxy", "https_proxy").replace("HTTP_PROXY", "HTTPS_PROXY");
+    proxy_for(host, port, |name| env(&https_name(name))).map_err(|e| match e {
+        HttpError::InvalidProxy { var, value, reason } => {
+            HttpError::InvalidProxy { var: https_name(&var), value, reason }
+        }
+        other => other,
+    })
+}
+
 /// An error and its chain of causes, `: `-separated.
 pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -331,13 +415,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn parse_http_url(url: &str) -> Result<Uri, HttpError> {
+fn parse_url(url: &str) -> Result<Uri, HttpError> {
     let uri = Uri::try_from(url).map_err(|e| HttpError::InvalidUrl { url: url.to_string(), reason: e.to_string() })?;
     match uri.scheme_str() {
-        Some("http") => Ok(uri),
-        Some("https") => Err(HttpError::HttpsUnsupported { url: url.to_string() }),
-        _ => Err(HttpError::InvalidUrl { url: url.to_string(), reason: "expected an http:// URL".to_string() }),
+        Some("http" | "https") => Ok(uri),
+        _ => Err(HttpError::InvalidUrl { url: url.to_string(), reason: "expected http:// or https://".to_string() }),
     }
+}
+
+fn is_https(uri: &Uri) -> bool {
+    uri.scheme_str() == Some("https")
 }
 
 /// A response whose head has arrived; the body is read with [`Response::chunk`]. When the body
@@ -409,13 +496,14 @@ impl Response {
     }
 }
 
-/// A TCP stream that counts the bytes it reads.
-struct CountingIo {
-    inner: TcpStream,
+/// A stream that counts the bytes it reads (after decryption, for TLS: a session ticket is
+/// not an answer).
+struct CountingIo<S> {
+    inner: S,
     read: Arc<AtomicU64>,
 }
 
-impl AsyncRead for CountingIo {
+impl<S: AsyncRead + Unpin> AsyncRead for CountingIo<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
@@ -427,7 +515,7 @@ impl AsyncRead for CountingIo {
     }
 }
 
-impl AsyncWrite for CountingIo {
+impl<S: AsyncWrite + Unpin> AsyncWrite for CountingIo<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
@@ -465,53 +553,4 @@ pub fn request_headers(user: &[(String, String)], api_key: Option<String>) -> Ve
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn no_env(_: &str) -> Option<String> {
-        None
-    }
-
-    #[test]
-    fn urls_are_checked_up_front() {
-        let e = HttpClient::with_env("https://api.example.com", &[], 1, no_env).unwrap_err();
-        assert!(matches!(e, HttpError::HttpsUnsupported { .. }));
-        assert!(e.to_string().contains("not supported yet"));
-        assert!(HttpClient::with_env("ftp://x", &[], 1, no_env).is_err());
-        assert!(HttpClient::with_env("not a url", &[], 1, no_env).is_err());
-        let bad = [("Bad Header".to_string(), "v".to_string())];
-        assert!(matches!(HttpClient::with_env("http://h:1", &bad, 1, no_env), Err(HttpError::InvalidHeader { .. })));
-    }
-
-    #[test]
-    fn request_targets_are_origin_form_direct_and_absolute_through_a_proxy() {
-        let direct = HttpClient::with_env("http://10.0.0.1:8000", &[], 1, no_env).unwrap();
-        assert_eq!(direct.target("http://10.0.0.1:8000/v1/completions?x=1").unwrap(), "/v1/completions?x=1");
-        let env = |k: &str| (k == "http_proxy").then(|| "http://proxy:3128".to_string());
-        let proxied = HttpClient::with_env("http://10.0.0.1:8000", &[], 1, env).unwrap();
-        assert!(proxied.via_proxy());
-        assert_eq!(proxied.target("http://10.0.0.1:8000/v1/models").unwrap(), "http://10.0.0.1:8000/v1/models");
-        let local = HttpClient::with_env("http://127.0.0.1:8000", &[], 1, env).unwrap();
-        assert!(!local.via_proxy());
-    }
-
-    #[test]
-    fn api_key_header_comes_first_and_user_headers_can_override_it() {
-        let user = vec![("X-A".to_string(), "1".to_string())];
-        let h = request_headers(&user, Some("k".into()));
-        assert_eq!(h[0], ("authorization".to_string(), "Bearer k".to_string()));
-        assert_eq!(h[1].0, "X-A");
-        assert_eq!(request_headers(&user, Some(String::new())).len(), 1);
-        let c = HttpClient::with_env(
-            "http://h:1",
-            &request_headers(&[("Authorization".into(), "Bearer mine".into())], Some("k".into())),
-            1,
-            no_env,
-        )
-        .unwrap();
-        let req = c.build(Method::POST, &Uri::from_static("/x"), Some(Bytes::new()), None);
-        assert_eq!(req.headers()[AUTHORIZATION], "Bearer mine");
-        assert_eq!(req.headers()[CONTENT_TYPE], "application/json");
-        assert_eq!(req.headers()[HOST], "h:1");
-    }
-}
+mod tests;

@@ -6,17 +6,21 @@
 //!   multi-turn conversations alike;
 //! - [`history`] builds a conversation's growing `messages` and counts each turn's prompt
 //!   tokens and prefix share after the run;
-//! - [`fetch_models`], [`fetch_metrics`] and [`raise_nofile_limit`] serve the CLI around a run;
+//! - [`fetch_models`], [`fetch_metrics`], [`post_empty`] and [`raise_nofile_limit`] serve the CLI
+//!   around a run;
+//! - [`align_prompts`] aligns a freshly built plan's prompts to the server's tokenizer
+//!   (`/tokenize`, `/detokenize`) before the run, as vLLM does;
 //! - [`progress_bar`] is the live progress display;
 //! - [`testserver`] is a scripted in-process server that records the true send times, for
 //!   tests of this crate and of others.
 //!
-//! Modules: `http` (the only network code: pooled HTTP/1.1 connections), `stream` (one request:
+//! Modules: `http` (the only network code: pooled HTTP/1.1 connections, over TLS for https), `stream` (one request:
 //! timestamps, SSE decoding, failures; its sans-IO [`stream::StreamRecorder`] is public for
 //! benchmarks), `dispatch` (schedule, concurrency cap, interruption), `conversation` (multi-turn
 //! conversations: active-conversation cap, think time, skipped turns), `warmup` (ready check and
 //! warm-up), `runner` (the run's sequence and its result), `progress`, `proxy`, `server_info`.
 
+pub mod align;
 mod conversation;
 mod dispatch;
 pub mod history;
@@ -29,6 +33,7 @@ pub mod stream;
 pub mod testserver;
 mod warmup;
 
+pub use align::{Alignment, align_prompts};
 pub use progress::progress_bar;
 pub use runner::{Logger, RunError, RunOptions, run};
-pub use server_info::{InfoError, ModelInfo, fetch_metrics, fetch_models, fetch_text, raise_nofile_limit};
+pub use server_info::{InfoError, ModelInfo, fetch_metrics, fetch_models, fetch_text, post_empty, raise_nofile_limit};

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use http::HeaderValue;
 use servebench_core::config::{RunConfig, WorkloadSpec};
-use servebench_core::plan::Plan;
+use servebench_core::plan::{Plan, TokenCounting};
 use servebench_core::record::{RunResult, TokenSource};
 use servebench_core::vllm::render_traffic;
 use servebench_workload::{BodyBuilder, Tokenizer};
@@ -116,7 +116,7 @@ where
     let traffic = &config.traffic;
     let pool = traffic.max_concurrency.unwrap_or(plan.len()).max(1);
     let headers = request_headers(&target.headers, options.api_key.clone());
-    let client = HttpClient::new(&target.api_url, &headers, pool)?;
+    let client = HttpClient::new(&target.api_url, &headers, pool, target.insecure)?;
     let progress = Arc::new(Progress::default());
     let ctx = StreamContext {
         target: client.target(&target.api_url)?,
@@ -288,6 +288,9 @@ fn result(config: &RunConfig, plan: &Plan, options: &RunOptions, outcome: BatchO
         interrupted: outcome.interrupted,
         not_sent: outcome.not_sent,
         notes,
-        token_source: if plan.tokens_exact() { TokenSource::LocalTokenizer } else { TokenSource::ServerUsage },
+        token_source: match plan.token_counting {
+            TokenCounting::Tokenizer(_) => TokenSource::LocalTokenizer,
+            TokenCounting::Estimate | TokenCounting::Server { .. } => TokenSource::ServerUsage,
+        },
     }
 }

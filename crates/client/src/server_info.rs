@@ -1,6 +1,7 @@
 //! What the CLI asks a server (or this machine) outside the timed run: the served model
-//! (`GET /v1/models`), the Prometheus metrics text (`GET /metrics`), and a file-descriptor
-//! limit high enough for thousands of connections.
+//! (`GET /v1/models`), the Prometheus metrics text (`GET /metrics`), control calls such as
+//! vLLM's `POST /start_profile`, and a file-descriptor limit high enough for thousands of
+//! connections.
 
 use std::time::Duration;
 
@@ -29,23 +30,25 @@ pub struct ModelInfo {
 pub enum InfoError {
     #[error(transparent)]
     Http(#[from] HttpError),
-    #[error("GET {url}: {source}")]
-    Send { url: String, source: SendError },
-    #[error("GET {url}: no answer within {} s", TIMEOUT.as_secs())]
-    Timeout { url: String },
-    #[error("GET {url}: HTTP {status}")]
-    Status { url: String, status: StatusCode },
-    #[error("GET {url}: the response broke off: {source}")]
-    Body { url: String, source: hyper::Error },
+    #[error("{method} {url}: {source}")]
+    Send { method: Method, url: String, source: SendError },
+    #[error("{method} {url}: no answer within {} s", timeout.as_secs_f64())]
+    Timeout { method: Method, url: String, timeout: Duration },
+    #[error("{method} {url}: HTTP {status}")]
+    Status { method: Method, url: String, status: StatusCode },
+    #[error("{method} {url}: the response broke off: {source}")]
+    Body { method: Method, url: String, source: hyper::Error },
     #[error("GET {url}: unexpected answer: {reason}")]
     Format { url: String, reason: String },
 }
 
 /// `GET {base_url}/v1/models`: the first model's id and root (vLLM's `--model` default).
+/// `insecure` (`--insecure`) accepts any certificate from an https server.
 pub async fn fetch_models(
     base_url: &str,
     headers: &[(String, String)],
     api_key: Option<String>,
+    insecure: bool,
 ) -> Result<ModelInfo, InfoError> {
     #[derive(Deserialize)]
     struct List {
@@ -58,7 +61,7 @@ pub async fn fetch_models(
         root: Option<String>,
     }
     let url = format!("{}/v1/models", base_url.trim_end_matches('/'));
-    let body = get(&url, headers, api_key).await?;
+    let body = get(&url, headers, api_key, insecure).await?;
     let list: List =
         serde_json::from_str(&body).map_err(|e| InfoError::Format { url: url.clone(), reason: e.to_string() })?;
     let card = list
@@ -74,8 +77,9 @@ pub async fn fetch_metrics(
     base_url: &str,
     headers: &[(String, String)],
     api_key: Option<String>,
+    insecure: bool,
 ) -> Result<String, InfoError> {
-    fetch_text(base_url, "/metrics", headers, api_key).await
+    fetch_text(base_url, "/metrics", headers, api_key, insecure).await
 }
 
 /// `GET {base_url}{path}` as text: for questions outside the run (`/version`, `/v1/models`).
@@ -84,24 +88,65 @@ pub async fn fetch_text(
     path: &str,
     headers: &[(String, String)],
     api_key: Option<String>,
+    insecure: bool,
 ) -> Result<String, InfoError> {
-    get(&format!("{}{path}", base_url.trim_end_matches('/')), headers, api_key).await
+    get(&format!("{}{path}", base_url.trim_end_matches('/')), headers, api_key, insecure).await
 }
 
-async fn get(url: &str, headers: &[(String, String)], api_key: Option<String>) -> Result<String, InfoError> {
-    let client = HttpClient::new(url, &request_headers(headers, api_key), 1)?;
+/// `POST {base_url}{path}` without a body, for control calls outside the run (vLLM's
+/// `/start_profile` and `/stop_profile`); any 2xx answer is success. Stopping a profiler
+/// writes its traces first, which can take minutes: `timeout` bounds the wait.
+pub async fn post_empty(
+    base_url: &str,
+    path: &str,
+    headers: &[(String, String)],
+    api_key: Option<String>,
+    insecure: bool,
+    timeout: Duration,
+) -> Result<(), InfoError> {
+    let url = format!("{}{path}", base_url.trim_end_matches('/'));
+    exchange(Method::POST, &url, &request_headers(headers, api_key), insecure, timeout).await.map(drop)
+}
+
+async fn get(
+    url: &str,
+    headers: &[(String, String)],
+    api_key: Option<String>,
+    insecure: bool,
+) -> Result<String, InfoError> {
+    exchange(Method::GET, url, &request_headers(headers, api_key), insecure, TIMEOUT).await
+}
+
+/// One request on a fresh client; the body of a 2xx answer.
+async fn exchange(
+    method: Method,
+    url: &str,
+    headers: &[(String, String)],
+    insecure: bool,
+    timeout: Duration,
+) -> Result<String, InfoError> {
+    let client = HttpClient::new(url, headers, 1, insecure)?;
     let target = client.target(url)?;
     let exchange = async {
-        let mut resp = client
-            .send(Method::GET, &target, None, None)
-            .await
-            .map_err(|source| InfoError::Send { url: url.to_string(), source })?;
+        let mut resp = client.send(method.clone(), &target, None, None).await.map_err(|source| InfoError::Send {
+            method: method.clone(),
+            url: url.to_string(),
+            source,
+        })?;
         if !resp.status().is_success() {
-            return Err(InfoError::Status { url: url.to_string(), status: resp.status() });
+            return Err(InfoError::Status { method: method.clone(), url: url.to_string(), status: resp.status() });
         }
-        resp.text(BODY_LIMIT).await.map_err(|source| InfoError::Body { url: url.to_string(), source })
+        resp.text(BODY_LIMIT).await.map_err(|source| InfoError::Body {
+            method: method.clone(),
+            url: url.to_string(),
+            source,
+        })
     };
-    tokio::time::timeout(TIMEOUT, exchange).await.map_err(|_| InfoError::Timeout { url: url.to_string() })?
+    tokio::time::timeout(timeout, exchange).await.map_err(|_| InfoError::Timeout {
+        method: method.clone(),
+        url: url.to_string(),
+        timeout,
+    })?
 }
 
 /// Raises the soft limit on open files towards `wanted` (bounded by the hard limit) and returns

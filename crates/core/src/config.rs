@@ -114,6 +114,13 @@ pub struct Target {
     pub request_timeout_s: f64,
     /// Request `i` carries the header `x-request-id: {prefix}{i}` (`--request-id-prefix`).
     pub request_id_prefix: String,
+    /// `--insecure`: accept any TLS certificate from an https server (self-signed ones).
+    #[serde(default)]
+    pub insecure: bool,
+    /// `--profile`: ask the server to run its profiler (vLLM's `POST /start_profile`, then
+    /// `/stop_profile`) around the timed run.
+    #[serde(default)]
+    pub profile: bool,
 }
 
 /// A simulator target: a model on some hardware, with serving options.
@@ -400,6 +407,8 @@ impl RunConfig {
                 sim: None,
                 request_timeout_s: 6.0 * 3600.0,
                 request_id_prefix: "bench-servebench-".to_string(),
+                insecure: false,
+                profile: false,
             },
             workload: WorkloadSpec::default(),
             traffic: Traffic::default(),
@@ -427,6 +436,23 @@ mod tests {
         let back: RunConfig = serde_json::from_value(json).unwrap();
         assert!(back.traffic.request_rate.is_infinite());
         assert_eq!(back.target.headers[0].1, "***");
+    }
+
+    #[test]
+    fn configs_saved_before_insecure_and_profile_existed_still_load() {
+        let mut c = RunConfig::for_target("https://gpu:8443", "m");
+        c.target.insecure = true;
+        c.target.profile = true;
+        let mut json = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            (json["target"]["insecure"].as_bool(), json["target"]["profile"].as_bool()),
+            (Some(true), Some(true))
+        );
+        let target = json["target"].as_object_mut().unwrap();
+        target.remove("insecure");
+        target.remove("profile");
+        let old: RunConfig = serde_json::from_value(json).unwrap();
+        assert!(!old.target.insecure && !old.target.profile);
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub struct PlannedRequest {
     pub body: Bytes,
     /// The `max_tokens` (or `max_completion_tokens`) in the body.
     pub max_tokens: u32,
-    /// Prompt tokens: exact when counted with a tokenizer (`Plan::tokens_exact`), else an estimate.
+    /// Prompt tokens: exact when counted with a tokenizer, local or the server's
+    /// (`Plan::tokens_exact`), else an estimate.
     pub prompt_tokens: u32,
 }
 
@@ -34,6 +35,10 @@ pub enum TokenCounting {
     /// Without a tokenizer: prompts are made of words that are one token each in common
     /// vocabularies, and counts are estimates; the server's usage is authoritative.
     Estimate,
+    /// Without a local tokenizer, by the server's `/tokenize` at `base_url`: the prompts were
+    /// aligned to the server's tokenizer before the run, and each count includes what the
+    /// server adds to the prompt (special tokens, chat template), as its usage will.
+    Server { base_url: String },
 }
 
 /// A multi-turn conversation: turns are sent one after another, each after the previous
@@ -78,8 +83,46 @@ impl Plan {
         self.len() == 0
     }
 
-    /// Whether prompt token counts were made with a tokenizer (exact), not estimated.
+    /// Whether prompt token counts were made with a tokenizer, local or the server's (exact),
+    /// not estimated.
     pub fn tokens_exact(&self) -> bool {
-        matches!(self.token_counting, TokenCounting::Tokenizer(_))
+        matches!(self.token_counting, TokenCounting::Tokenizer(_) | TokenCounting::Server { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counting_keeps_its_serialized_forms_and_adds_the_server() {
+        let forms = [
+            (TokenCounting::Tokenizer("qwen3".into()), r#"{"kind":"tokenizer","detail":"qwen3"}"#),
+            (TokenCounting::Estimate, r#"{"kind":"estimate"}"#),
+            (
+                TokenCounting::Server { base_url: "http://h:8000".into() },
+                r#"{"kind":"server","detail":{"base_url":"http://h:8000"}}"#,
+            ),
+        ];
+        for (value, text) in forms {
+            assert_eq!(serde_json::to_string(&value).unwrap(), text);
+            assert_eq!(serde_json::from_str::<TokenCounting>(text).unwrap(), value);
+        }
+    }
+
+    #[test]
+    fn counts_from_the_servers_tokenizer_are_exact() {
+        let mut plan = Plan {
+            api: Api::Completions,
+            requests: Vec::new(),
+            conversations: Vec::new(),
+            token_counting: TokenCounting::Estimate,
+            notes: Vec::new(),
+        };
+        assert!(!plan.tokens_exact());
+        plan.token_counting = TokenCounting::Server { base_url: "http://h:8000".into() };
+        assert!(plan.tokens_exact());
+        plan.token_counting = TokenCounting::Tokenizer("qwen3".into());
+        assert!(plan.tokens_exact());
     }
 }

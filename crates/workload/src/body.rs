@@ -38,6 +38,15 @@ impl BodyBuilder {
         self.api
     }
 
+    /// Whether `--extra-body` replaces the prompt (`prompt`, or a chat body's `messages`), so
+    /// bodies do not carry the prompt they are built with.
+    pub fn replaces_prompt(&self) -> bool {
+        self.extra_body.contains_key(match self.api {
+            Api::Completions => "prompt",
+            Api::Chat => "messages",
+        })
+    }
+
     /// The body for a single prompt.
     pub fn prompt(&self, prompt: &str, max_tokens: u32) -> Bytes {
         let mut p = Map::new();

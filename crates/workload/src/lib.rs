@@ -7,7 +7,8 @@
 //! - [`arrival`] draws vLLM's arrival schedule bit-exactly.
 //! - [`build_plan`] turns a [`servebench_core::config::RunConfig`] into a
 //!   [`servebench_core::plan::Plan`] whose bodies are byte-identical to vLLM's; [`plan_file`]
-//!   saves and replays it.
+//!   saves and replays it; [`prompts`] reads a plan's prompts back and gives requests new ones
+//!   (aligning them to the server's tokenizer).
 //! - [`accounting`] counts prompt tokens as the server will (chat template applied) and output
 //!   tokens of generated text after a run.
 
@@ -18,6 +19,7 @@ pub mod datasets;
 pub mod error;
 pub mod plan;
 pub mod plan_file;
+pub mod prompts;
 pub mod template;
 pub mod tokenizer;
 
@@ -31,5 +33,6 @@ pub use datasets::{Dataset, Sample};
 pub use error::WorkloadError;
 pub use plan::build_plan;
 pub use plan_file::{load_plan, read_plan, save_plan, write_plan};
+pub use prompts::{PlanPrompts, PromptEdit};
 pub use template::{ChatTemplate, RenderOptions, TemplateError};
 pub use tokenizer::Tokenizer;

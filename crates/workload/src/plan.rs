@@ -17,6 +17,10 @@ use crate::datasets::sharegpt::{self, ShareGptSpec};
 use crate::datasets::{Dataset, Sample, par_map, trace};
 use crate::{Tokenizer, WorkloadError, arrival};
 
+/// The note of a plan built without a tokenizer (replaced when its prompts are aligned to the
+/// server's tokenizer).
+pub const ESTIMATE_NOTE: &str = "No tokenizer: prompt token counts are estimates; the server's usage is authoritative.";
+
 /// Builds the plan for `config`, counting tokens with `tokenizer` when given (estimates
 /// otherwise). The same config, seed and files always give the same bodies, byte for byte.
 pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<Plan, WorkloadError> {
@@ -101,7 +105,7 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
             TokenCounting::Tokenizer(t.name().to_string())
         }
         None => {
-            notes.push("No tokenizer: prompt token counts are estimates; the server's usage is authoritative.".into());
+            notes.push(ESTIMATE_NOTE.into());
             TokenCounting::Estimate
         }
     };

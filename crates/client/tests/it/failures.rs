@@ -91,7 +91,7 @@ async fn an_unreachable_server_fails_every_request_as_a_connect_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsupported_targets_and_mixed_plans_are_refused_before_sending() {
     let _serial = serial().await;
-    let cfg = config("https://127.0.0.1:1", Api::Completions);
+    let cfg = config("ftp://127.0.0.1:1", Api::Completions);
     let err = run(&cfg, &plan(Api::Completions, 1, 4, |_| 0), quiet(), never()).await.unwrap_err();
     assert!(matches!(err, RunError::Http(_)), "{err}");
 

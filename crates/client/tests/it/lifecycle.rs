@@ -164,9 +164,9 @@ async fn the_result_carries_its_bookkeeping() {
 async fn models_and_metrics_are_fetched() {
     let _serial = serial().await;
     let server = TestServer::start(TestServerConfig::new(1, |_| Script::default())).await.unwrap();
-    let model = fetch_models(&server.base_url(), &[], None).await.unwrap();
+    let model = fetch_models(&server.base_url(), &[], None, false).await.unwrap();
     assert_eq!(model.id, "test-model");
     assert_eq!(model.root.as_deref(), Some("servebench/test-model"));
-    let metrics = fetch_metrics(&format!("{}/", server.base_url()), &[], None).await.unwrap();
+    let metrics = fetch_metrics(&format!("{}/", server.base_url()), &[], None, false).await.unwrap();
     assert!(metrics.contains("vllm:num_requests_running{model_name=\"test-model\"} 0"), "{metrics}");
 }

@@ -9,3 +9,4 @@ mod keepalive;
 mod lifecycle;
 mod multi_turn;
 mod streams;
+mod tls;

@@ -45,6 +45,13 @@ pub struct EndpointArgs {
     /// Prefix of the x-request-id header sent with request i (prefix + i).
     #[arg(long)]
     pub request_id_prefix: Option<String>,
+    /// Do not verify the TLS certificate of an https server (for self-signed certificates).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Run the server's profiler during the benchmark: POST /start_profile before the timed
+    /// run and /stop_profile after it (a vLLM server started with its profiler enabled).
+    #[arg(long)]
+    pub profile: bool,
 }
 
 impl Default for EndpointArgs {
@@ -332,6 +339,7 @@ mod tests {
     fn every_group_has_claps_defaults() {
         let e = EndpointArgs::default();
         assert_eq!((e.request.backend.as_str(), e.host.as_str(), e.port), ("openai", "127.0.0.1", 8000));
+        assert!(!e.insecure && !e.profile);
         let t = TrafficArgs::default();
         assert_eq!((t.num_prompts, t.request_rate, t.burstiness), (1000, f64::INFINITY, 1.0));
         assert_eq!(ReportArgs::default().metric_percentiles, "99");

@@ -26,13 +26,11 @@ pub fn normalize_argv(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
 /// vLLM flags servebench does not support yet, with a hint for each.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("--skip-tokenizer-init", "leave out --tokenizer instead: token counts then come from the server's usage"),
-    ("--insecure", "https targets are not supported yet; benchmark the server over plain http"),
     ("--lora-modules", "LoRA assignment is not supported yet; set --served-model-name to one adapter"),
     ("--lora-assignment", "LoRA assignment is not supported yet"),
     ("--probe-request-rate", "probe requests are not supported yet"),
     ("--self-timed", "use --dataset-name trace to replay recorded arrival times"),
     ("--no-self-timed", "use --dataset-name trace to replay recorded arrival times"),
-    ("--profile", "torch profiler control is not supported yet"),
     ("--chat-template-kwargs", "pass template arguments to the server with --extra-body instead"),
     ("--plot-timeline", "use `servebench report RUN_ID -o report.html`, which draws per-request timelines"),
     ("--timeline-itl-thresholds", "use `servebench report`"),
@@ -70,24 +68,24 @@ pub struct UnsupportedFlag {
     pub hint: &'static str,
 }
 
-/// Subcommands that take `vllm bench serve`'s flags, and the vLLM flags they may still use
-/// with a meaning of their own (`sim` has a `--profile PROFILE` of fitted constants).
-const TAKES_VLLM_FLAGS: &[(&str, &[&str])] = &[("bench", &[]), ("sweep", &[]), ("sim", &["--profile"])];
+/// Subcommands that take `vllm bench serve`'s flags. (`sim` has a `--profile PROFILE` of its
+/// own, a file of fitted constants; `bench serve` and `sweep` take vLLM's boolean `--profile`.)
+const TAKES_VLLM_FLAGS: &[&str] = &["bench", "sweep", "sim"];
 
 /// Refuses any vLLM flag we do not implement (after [`normalize_argv`]), in the subcommands
 /// that take vLLM's flags.
 pub fn refuse_unsupported(args: &[OsString]) -> Result<(), UnsupportedFlag> {
     let command = args.iter().skip(1).filter_map(|a| a.to_str()).find(|a| !a.starts_with('-'));
-    let Some((_, own)) = TAKES_VLLM_FLAGS.iter().find(|(c, _)| Some(*c) == command) else {
+    if !command.is_some_and(|c| TAKES_VLLM_FLAGS.contains(&c)) {
         return Ok(());
-    };
+    }
     for a in args {
         let Some(s) = a.to_str() else { continue };
         if s == "--" {
             break;
         }
         let name = s.split('=').next().unwrap_or(s);
-        if let Some((flag, hint)) = UNSUPPORTED.iter().find(|(f, _)| *f == name && !own.contains(f)) {
+        if let Some((flag, hint)) = UNSUPPORTED.iter().find(|(f, _)| *f == name) {
             return Err(UnsupportedFlag { flag: (*flag).to_string(), hint });
         }
     }
@@ -110,25 +108,27 @@ mod tests {
 
     #[test]
     fn unsupported_flags_are_named_in_the_error() {
-        let err = refuse_unsupported(&os(&["servebench", "bench", "serve", "--insecure"])).unwrap_err();
-        assert_eq!(err.flag, "--insecure");
-        assert!(err.to_string().contains("--insecure"), "{err}");
+        let err = refuse_unsupported(&os(&["servebench", "bench", "serve", "--self-timed"])).unwrap_err();
+        assert_eq!(err.flag, "--self-timed");
+        assert!(err.to_string().contains("--self-timed"), "{err}");
         let err = refuse_unsupported(&os(&["servebench", "sweep", "--hf-split=train"])).unwrap_err();
         assert_eq!(err.flag, "--hf-split");
-        let ok = os(&["servebench", "bench", "serve", "--num-prompts", "5", "--metadata", "insecure=1"]);
+        let ok = os(&["servebench", "bench", "serve", "--num-prompts", "5", "--metadata", "self-timed=1"]);
         assert!(refuse_unsupported(&ok).is_ok());
     }
 
     #[test]
-    fn sim_keeps_its_own_profile_flag_and_other_commands_are_left_to_clap() {
+    fn insecure_and_profile_are_accepted_and_sim_keeps_its_own_profile_flag() {
+        for command in [&["bench", "serve"][..], &["sweep"]] {
+            for flag in ["--insecure", "--profile"] {
+                let argv: Vec<&str> = ["servebench"].iter().chain(command).chain(&[flag]).copied().collect();
+                assert!(refuse_unsupported(&os(&argv)).is_ok(), "{argv:?}");
+            }
+        }
         let predict = os(&["servebench", "sim", "predict", "--model", "m", "--profile", "p.toml"]);
         assert!(refuse_unsupported(&predict).is_ok());
-        assert_eq!(
-            refuse_unsupported(&os(&["servebench", "bench", "serve", "--profile"])).unwrap_err().flag,
-            "--profile"
-        );
-        let err = refuse_unsupported(&os(&["servebench", "sim", "predict", "--insecure"])).unwrap_err();
-        assert_eq!(err.flag, "--insecure");
+        let err = refuse_unsupported(&os(&["servebench", "sim", "predict", "--lora-modules", "a"])).unwrap_err();
+        assert_eq!(err.flag, "--lora-modules");
         assert!(refuse_unsupported(&os(&["servebench", "runs", "list", "--config"])).is_ok());
     }
 }

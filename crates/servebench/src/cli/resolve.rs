@@ -426,6 +426,8 @@ pub fn resolve_run_config(
             sim,
             request_timeout_s: f.extra.request_timeout_sec,
             request_id_prefix: f.endpoint.request_id_prefix.clone().unwrap_or_else(default_request_id_prefix),
+            insecure: f.endpoint.insecure,
+            profile: f.endpoint.profile,
         },
         workload,
         traffic,

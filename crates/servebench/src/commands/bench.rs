@@ -3,15 +3,20 @@
 //!
 //! [`run_point`] is one such run without argv, so `servebench sweep` runs each of its points
 //! exactly as `bench serve` would, with its own labels and result file name.
+//!
+//! With `--profile`, the server's profiler is started just before the run (vLLM's
+//! `POST /start_profile`) and stopped after its report (`/stop_profile`), with vLLM's lines; a
+//! server that refuses gets a warning, and the run goes on.
 
 use std::future::Future;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use servebench_client::{Logger, RunOptions};
-use servebench_core::config::SimTarget;
+use servebench_core::config::{RunConfig, SimTarget};
 use servebench_core::plan::Plan;
 use servebench_store::RunKind;
 use servebench_workload::Tokenizer;
@@ -85,10 +90,11 @@ async fn run_against(
     let model = resolve_model(args, &base_url, &headers).await?;
     let config = crate::cli::resolve::resolve_run_config(&args.flags(), sim, base_override.as_deref(), model)?;
 
-    let plan = plan_for(args, &config, tokenizer.as_deref())?;
+    let mut plan = plan_for(args, &config, tokenizer.as_deref())?;
     for note in &plan.notes {
         output::line(note)?;
     }
+    align_to_server(args, &mut plan, &config, tokenizer.as_deref()).await;
     if let Some(path) = &args.extra.dry_run {
         servebench_workload::save_plan(&plan, Path::new(path))
             .with_context(|| format!("could not write the plan to {path}"))?;
@@ -101,29 +107,69 @@ async fn run_against(
     if let Err(e) = servebench_client::raise_nofile_limit(wanted_files) {
         output::line(format!("WARNING: could not raise the open-file limit ({e}); very high concurrency may fail."))?;
     }
-    let before = ServerBefore::capture(&config.target.base_url, &config.target.headers).await;
+    let target = &config.target;
+    let before = ServerBefore::capture(&target.base_url, &target.headers, target.insecure).await;
     let log: Logger = Arc::new(|line: &str| {
         let _ = output::line(line);
     });
-    let started = jiff::Zoned::now();
-    let mut result = servebench_client::run(
-        &config,
-        &plan,
-        RunOptions { log, tokenizer: tokenizer.clone(), ..RunOptions::default() },
-        cancel,
-    )
-    .await
-    .context("the benchmark could not run")?;
-    stamp_dates(&mut result, &started);
-    if let Some(t) = &tokenizer
-        && let Err(e) = servebench_workload::fill_output_tokens(t, &mut result.records)
-    {
-        result.notes.push(format!("output tokens could not be counted with the tokenizer: {e}"));
+    if target.profile {
+        profiler(&config, Profiler::Start).await?;
     }
-    let metrics_after = env::ask(&config.target.base_url, "/metrics", &config.target.headers).await;
-    let env = before.into_env(metrics_after);
-    let choice = StoreChoice { db: args.extra.db.as_deref(), no_store: args.extra.no_store };
-    finish_and_keep(result, Some(env), keep, &choice).map(Some)
+    let measured: anyhow::Result<Option<PointOutcome>> = async {
+        let started = jiff::Zoned::now();
+        let mut result = servebench_client::run(
+            &config,
+            &plan,
+            RunOptions { log, tokenizer: tokenizer.clone(), ..RunOptions::default() },
+            cancel,
+        )
+        .await
+        .context("the benchmark could not run")?;
+        stamp_dates(&mut result, &started);
+        if let Some(t) = &tokenizer
+            && let Err(e) = servebench_workload::fill_output_tokens(t, &mut result.records)
+        {
+            result.notes.push(format!("output tokens could not be counted with the tokenizer: {e}"));
+        }
+        let metrics_after = env::ask(&target.base_url, "/metrics", &target.headers, target.insecure).await;
+        let env = before.into_env(metrics_after);
+        let choice = StoreChoice { db: args.extra.db.as_deref(), no_store: args.extra.no_store };
+        finish_and_keep(result, Some(env), keep, &choice).map(Some)
+    }
+    .await;
+    // Stopped whatever happened to the run, so the server is not left profiling.
+    if target.profile {
+        profiler(&config, Profiler::Stop).await?;
+    }
+    measured
+}
+
+/// A step of vLLM's `--profile`.
+#[derive(Clone, Copy)]
+enum Profiler {
+    Start,
+    Stop,
+}
+
+/// Starts or stops the server's profiler, printing vLLM's lines; a failure is a warning.
+async fn profiler(config: &RunConfig, step: Profiler) -> anyhow::Result<()> {
+    let (path, doing, done, verb) = match step {
+        Profiler::Start => ("/start_profile", "Starting profiler...", "Profiler started", "start"),
+        Profiler::Stop => ("/stop_profile", "Stopping profiler...", "Profiler stopped", "stop"),
+    };
+    output::line(doing)?;
+    let t = &config.target;
+    // Stopping writes the traces, which can take minutes: the wait is the request timeout.
+    let timeout = Duration::try_from_secs_f64(t.request_timeout_s).unwrap_or(Duration::from_secs(6 * 3600));
+    let api_key = std::env::var("OPENAI_API_KEY").ok();
+    match servebench_client::post_empty(&t.base_url, path, &t.headers, api_key, t.insecure, timeout).await {
+        Ok(()) => output::line(done)?,
+        Err(e) => output::line(format!(
+            "WARNING: could not {verb} the server's profiler ({e}); the run goes on. \
+             vLLM serves {path} only when started with its profiler enabled."
+        ))?,
+    }
+    Ok(())
 }
 
 /// `--model`, or the first model the server lists (vLLM's behaviour and messages).
@@ -137,11 +183,10 @@ async fn resolve_model(
         return Ok(ResolvedModel { model_id: m.clone(), model_name: name });
     }
     output::line("Model not specified, fetching first model from server...")?;
-    let info = servebench_client::fetch_models(base_url, headers, std::env::var("OPENAI_API_KEY").ok())
-        .await
-        .with_context(|| {
-            format!("could not fetch the model list from {base_url}/v1/models; is the server running? Or pass --model")
-        })?;
+    let api_key = std::env::var("OPENAI_API_KEY").ok();
+    let info = servebench_client::fetch_models(base_url, headers, api_key, args.endpoint.insecure).await.with_context(
+        || format!("could not fetch the model list from {base_url}/v1/models; is the server running? Or pass --model"),
+    )?;
     let id = info.root.clone().unwrap_or_else(|| info.id.clone());
     output::line(format!("First model name: {}, first model id: {id}", info.id))?;
     Ok(ResolvedModel { model_id: id, model_name: info.id })
@@ -158,6 +203,20 @@ fn plan_for(
             .with_context(|| format!("could not read the plan {path} (written by --dry-run)")),
         None => servebench_workload::build_plan(config, tokenizer).context("could not build the requests"),
     }
+}
+
+/// vLLM's alignment of `random` and `prefix_repetition` prompts to the server's tokenizer
+/// (`/tokenize`), before `--dry-run` writes the plan and before the clock starts; never for
+/// `--replay-plan`, whose plan is sent exactly as written.
+async fn align_to_server(args: &BenchServeArgs, plan: &mut Plan, config: &RunConfig, tokenizer: Option<&Tokenizer>) {
+    if args.extra.replay_plan.is_some() {
+        return;
+    }
+    let log: Logger = Arc::new(|line: &str| {
+        let _ = output::line(line);
+    });
+    let api_key = std::env::var("OPENAI_API_KEY").ok();
+    servebench_client::align_prompts(plan, config, tokenizer, api_key, &log).await;
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -28,9 +28,10 @@ pub fn client_host() -> Value {
 }
 
 /// `GET {base_url}{path}` as text, or `None` if the server does not answer in time.
-pub async fn ask(base_url: &str, path: &str, headers: &[(String, String)]) -> Option<String> {
+/// `insecure` (`--insecure`) accepts any certificate from an https server.
+pub async fn ask(base_url: &str, path: &str, headers: &[(String, String)], insecure: bool) -> Option<String> {
     let api_key = std::env::var("OPENAI_API_KEY").ok();
-    let fetch = servebench_client::fetch_text(base_url, path, headers, api_key);
+    let fetch = servebench_client::fetch_text(base_url, path, headers, api_key, insecure);
     tokio::time::timeout(ASK_TIMEOUT, fetch).await.ok()?.ok()
 }
 
@@ -42,12 +43,12 @@ pub struct ServerBefore {
 }
 
 impl ServerBefore {
-    pub async fn capture(base_url: &str, headers: &[(String, String)]) -> Self {
+    pub async fn capture(base_url: &str, headers: &[(String, String)], insecure: bool) -> Self {
         let as_json = |s: Option<String>| s.and_then(|t| serde_json::from_str::<Value>(&t).ok());
         let (models, version, metrics) = tokio::join!(
-            ask(base_url, "/v1/models", headers),
-            ask(base_url, "/version", headers),
-            ask(base_url, "/metrics", headers),
+            ask(base_url, "/v1/models", headers, insecure),
+            ask(base_url, "/version", headers, insecure),
+            ask(base_url, "/metrics", headers, insecure),
         );
         Self { models: as_json(models), version: as_json(version), metrics }
     }
@@ -81,7 +82,7 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_server_gives_an_empty_record_not_an_error() {
         // Port 9 (discard) on loopback is closed on test machines: the connection is refused.
-        let before = ServerBefore::capture("http://127.0.0.1:9", &[]).await;
+        let before = ServerBefore::capture("http://127.0.0.1:9", &[], false).await;
         assert!(before.models.is_none() && before.version.is_none() && before.metrics.is_none());
         let env = before.into_env(None);
         assert!(env["server"]["models"].is_null());

@@ -1,8 +1,11 @@
 //! `servebench bench serve` end to end: the real binary against the scripted test server.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use servebench_client::testserver::{Script, TestServer, TestServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::common::{Arrivals, args, servebench, text};
 
@@ -165,9 +168,9 @@ async fn dry_run_writes_the_plan_and_sends_nothing_and_replay_sends_it() {
 
 #[tokio::test]
 async fn unsupported_vllm_flags_are_refused_by_name() {
-    let out = servebench(args(&["bench", "serve", "--insecure", "--num-prompts", "1"])).await;
+    let out = servebench(args(&["bench", "serve", "--self-timed", "--num-prompts", "1"])).await;
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--insecure"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--self-timed"), "{}", text(&out.stderr));
     let out = servebench(args(&["bench", "serve", "--dataset-name", "hf", "--model", "m", "--port", "9"])).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("\"hf\" is not supported"), "{}", text(&out.stderr));
@@ -234,4 +237,107 @@ async fn ctrl_c_stops_the_run_and_still_prints_and_saves_what_was_measured() {
     let completed = json["completed"].as_u64().unwrap();
     assert!((4..40).contains(&completed), "completed {completed}: the first wave finishes, not all 40");
     assert!(json["servebench"]["not_sent"].as_u64().unwrap() > 0);
+}
+
+/// A front for `backend` that answers vLLM's profiler calls itself and relays every other
+/// connection to the backend; it records when each profiler call arrived. It takes at most
+/// `connections` connections.
+async fn profiler_front(
+    backend: std::net::SocketAddr,
+    connections: usize,
+) -> (std::net::SocketAddr, Arc<Mutex<Vec<(String, Instant)>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&calls);
+    tokio::spawn(async move {
+        for _ in 0..connections {
+            let Ok((mut client, _)) = listener.accept().await else { return };
+            let seen = Arc::clone(&seen);
+            tokio::spawn(async move {
+                // Each connection is routed by its first request's head.
+                let mut head = Vec::new();
+                let mut buf = [0_u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match client.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_string();
+                if line.contains("_profile ") {
+                    seen.lock().unwrap().push((line, Instant::now()));
+                    let _ =
+                        client.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+                    return;
+                }
+                let Ok(mut upstream) = TcpStream::connect(backend).await else { return };
+                if upstream.write_all(&head).await.is_ok() {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    (addr, calls)
+}
+
+fn profiled_run(base_url: &str) -> Vec<String> {
+    args(&[
+        "bench",
+        "serve",
+        "--base-url",
+        base_url,
+        "--model",
+        "test-model",
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "2",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "3",
+        "--profile",
+        "--no-store",
+        "--disable-tqdm",
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_starts_the_servers_profiler_before_the_run_and_stops_it_after() {
+    let server = TestServer::start(TestServerConfig::new(4, |_| quick(3))).await.unwrap();
+    let (front, calls) = profiler_front(server.addr(), 16).await;
+    let out = servebench(profiled_run(&format!("http://{front}"))).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    let at = |needle: &str| stdout.find(needle).unwrap_or_else(|| panic!("{needle:?} missing from:\n{stdout}"));
+    assert!(at("Starting profiler...\nProfiler started\n") < at("Starting main benchmark run...\n"), "{stdout}");
+    let block_end = at("Successful requests:");
+    assert!(at("Stopping profiler...\nProfiler stopped\n") > block_end, "{stdout}");
+
+    let calls = calls.lock().unwrap().clone();
+    let paths: Vec<&str> = calls.iter().map(|(line, _)| line.as_str()).collect();
+    assert_eq!(paths, ["POST /start_profile HTTP/1.1", "POST /stop_profile HTTP/1.1"]);
+    let truth = server.stopped().await;
+    let requests: Vec<_> = truth.iter().filter(|t| t.path == "/v1/completions").collect();
+    assert_eq!(requests.len(), 4);
+    assert!(requests.iter().all(|t| calls[0].1 < t.arrived && t.ended < calls[1].1), "the run is between the calls");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_profiler_gets_a_warning_and_the_run_goes_on() {
+    // One answer more than the run needs, so the server is still up for /stop_profile.
+    let server = TestServer::start(TestServerConfig::new(5, |_| quick(3))).await.unwrap();
+    let out = servebench(profiled_run(&server.base_url())).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.contains("Starting profiler...\nWARNING: could not start the server's profiler (POST "), "{stdout}");
+    assert!(stdout.contains("/start_profile: HTTP 404 Not Found); the run goes on."), "{stdout}");
+    assert!(stdout.contains("Stopping profiler...\nWARNING: could not stop the server's profiler"), "{stdout}");
+    assert!(!stdout.contains("Profiler started") && !stdout.contains("Profiler stopped"), "{stdout}");
+    assert!(stdout.contains("Successful requests:                     4 "), "{stdout}");
+    // A 404 is recorded before it is sent, so the record is complete once servebench exited.
+    let truth = server.truth();
+    let posts: Vec<_> = truth.iter().filter(|t| t.path.ends_with("_profile")).map(|t| t.path.as_str()).collect();
+    assert_eq!(posts, ["/start_profile", "/stop_profile"]);
 }

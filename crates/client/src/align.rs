@@ -5,7 +5,8 @@
 //! after they are built (a replayed plan is sent exactly as written: the caller does not call
 //! this for it). Request 0's prompt goes to `POST {base_url}/tokenize` as
 //! `{"model", "prompt", "add_special_tokens": false}`:
-//! - no answer: `WARNING: /tokenize unavailable, skipping alignment.`, nothing changes;
+//! - no answer: vLLM's `WARNING: {base_url} unreachable (...)` or `WARNING: /tokenize
+//!   unavailable (404 Not Found), skipping alignment.`, and nothing changes;
 //! - with a local tokenizer (vLLM's behaviour): if the server counts request 0 as the tokenizer
 //!   does, nothing changes; otherwise `WARNING: tokenizer mismatch (server=a, expected=b),
 //!   re-aligning prompts.`, every prompt is tokenized by the server, and each with more tokens
@@ -48,8 +49,8 @@ use crate::runner::Logger;
 pub const CONCURRENCY: usize = 64;
 /// The most cut-or-lengthen rounds per prompt without a local tokenizer.
 pub const MAX_ROUNDS: usize = 10;
-/// What vLLM prints when request 0 cannot be tokenized by the server.
-pub const UNAVAILABLE: &str = "WARNING: /tokenize unavailable, skipping alignment.";
+/// The end of vLLM's warning when request 0 cannot be tokenized by the server.
+pub const SKIPPING: &str = "skipping alignment.";
 /// How long one call may take.
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// The most of a response body that is read.
@@ -110,10 +111,24 @@ pub async fn align_prompts(
     let t = &config.target;
     match HttpServer::new(&t.base_url, &t.model_name, &request_headers(&t.headers, api_key), t.insecure) {
         Ok(server) => align_with(Arc::new(server), plan, config, tokenizer, log).await,
-        Err(_) => {
-            log(UNAVAILABLE);
+        Err(e) => {
+            log(&unavailable(&e.into(), &t.base_url));
             Alignment::Unavailable
         }
+    }
+}
+
+/// vLLM's warning when request 0 could not be tokenized: the server unreachable, or
+/// `/tokenize` answering with an error.
+fn unavailable(e: &AlignError, base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    match e {
+        AlignError::Send { source, .. } => format!("WARNING: {base} unreachable ({source}), {SKIPPING}"),
+        AlignError::Timeout { .. } | AlignError::GaveUp { .. } => {
+            format!("WARNING: {base} unreachable (no answer), {SKIPPING}")
+        }
+        AlignError::Status { status, .. } => format!("WARNING: /tokenize unavailable ({status}), {SKIPPING}"),
+        other => format!("WARNING: /tokenize unavailable ({other}), {SKIPPING}"),
     }
 }
 
@@ -157,8 +172,8 @@ pub(crate) async fn align_with<S: TokenServer>(
     let Some(first_text) = plan.prompt_text(0, &bodies) else { return Alignment::NotApplicable };
     let first = match server.tokenize(&first_text, false).await {
         Ok(ids) => ids,
-        Err(_) => {
-            log(UNAVAILABLE);
+        Err(e) => {
+            log(&unavailable(&e, &config.target.base_url));
             return Alignment::Unavailable;
         }
     };

@@ -253,7 +253,7 @@ async fn a_server_without_tokenize_changes_nothing() {
     let fake = Fake { fail_on: Some(""), ..Fake::new(Vocab::Qwen3) };
     let (outcome, log, _) = align(fake, &mut plan, &c, None).await;
     assert_eq!(outcome, Alignment::Unavailable);
-    assert_eq!(log, [UNAVAILABLE]);
+    assert_eq!(log, ["WARNING: /tokenize unavailable (404 Not Found), skipping alignment."]);
     assert_eq!(plan, before);
 }
 
@@ -362,7 +362,7 @@ async fn a_server_answering_404_gets_vllms_warning_over_http() {
     let sink = Arc::clone(&lines);
     let log: Logger = Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_string()));
     assert_eq!(align_prompts(&mut plan, &c, None, None, &log).await, Alignment::Unavailable);
-    assert_eq!(*lines.lock().unwrap(), [UNAVAILABLE]);
+    assert_eq!(*lines.lock().unwrap(), ["WARNING: /tokenize unavailable (404 Not Found), skipping alignment."]);
     assert_eq!(plan, before);
     let truth = server.truth();
     assert_eq!(truth.iter().map(|t| (t.path.as_str(), t.status)).collect::<Vec<_>>(), [("/tokenize", 404)]);
@@ -377,6 +377,9 @@ async fn after_a_call_without_an_answer_no_more_are_made() {
     let first = server.tokenize("a b", false).await.unwrap_err();
     assert!(matches!(first, AlignError::Send { .. }), "{first}");
     assert!(first.to_string().contains("check that the server is up"), "{first}");
+    let warning = unavailable(&first, &format!("{base}/"));
+    assert!(warning.starts_with(&format!("WARNING: {base} unreachable (")), "{warning}");
+    assert!(warning.ends_with("), skipping alignment."), "{warning}");
     let second = server.detokenize(&[1, 2]).await.unwrap_err();
     assert!(matches!(second, AlignError::GaveUp { ref url } if url.ends_with("/detokenize")), "{second}");
 }

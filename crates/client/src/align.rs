@@ -112,7 +112,7 @@ pub async fn align_prompts(
     match HttpServer::new(&t.base_url, &t.model_name, &request_headers(&t.headers, api_key), t.insecure) {
         Ok(server) => align_with(Arc::new(server), plan, config, tokenizer, log).await,
         Err(e) => {
-            log(&unavailable(&e.into(), &t.base_url));
+            log(&unavailable(&e, &t.base_url));
             Alignment::Unavailable
         }
     }

@@ -284,7 +284,7 @@ fn result(config: &RunConfig, plan: &Plan, options: &RunOptions, outcome: BatchO
         records: outcome.records,
         duration_s: outcome.duration.as_secs_f64(),
         date: started.strftime("%Y%m%d-%H%M%S").to_string(),
-        started_at: started.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
+        started_at: started.strftime("%Y-%m-%dT%H:%M:%S%.6f%:z").to_string(),
         interrupted: outcome.interrupted,
         not_sent: outcome.not_sent,
         notes,

@@ -257,6 +257,23 @@ pub struct Traffic {
     pub ready_check_timeout_s: f64,
 }
 
+impl Traffic {
+    /// The request rate vLLM uses for request `i` of `n`: the ramp's rate at `i`'s share of
+    /// the way from the first request to the last, or `request_rate` without a ramp.
+    pub fn rate_at(&self, i: usize, n: usize) -> f64 {
+        match &self.ramp_up {
+            Some(r) => {
+                let progress = i as f64 / (n.saturating_sub(1).max(1)) as f64;
+                match r.strategy {
+                    RampStrategy::Linear => r.start_rps + (r.end_rps - r.start_rps) * progress,
+                    RampStrategy::Exponential => r.start_rps * (r.end_rps / r.start_rps).powf(progress),
+                }
+            }
+            None => self.request_rate,
+        }
+    }
+}
+
 /// A metric that has a percentile section in the report (see [`Metric::key`] for each one's
 /// name in flags and JSON keys).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -8,20 +8,6 @@ use servebench_core::rng::RandomState;
 
 use crate::WorkloadError;
 
-/// The request rate vLLM uses for request `i` of `n`.
-pub fn rate_at(traffic: &Traffic, i: usize, n: usize) -> f64 {
-    match &traffic.ramp_up {
-        Some(r) => {
-            let progress = i as f64 / (n.saturating_sub(1).max(1)) as f64;
-            match r.strategy {
-                RampStrategy::Linear => r.start_rps + (r.end_rps - r.start_rps) * progress,
-                RampStrategy::Exponential => r.start_rps * (r.end_rps / r.start_rps).powf(progress),
-            }
-        }
-        None => traffic.request_rate,
-    }
-}
-
 fn check(traffic: &Traffic) -> Result<(), WorkloadError> {
     let b = traffic.burstiness;
     if b.is_nan() || b <= 0.0 {
@@ -53,7 +39,7 @@ pub fn delays(traffic: &Traffic, n: usize, np_random: &mut RandomState) -> Resul
     let b = traffic.burstiness;
     let mut d = Vec::with_capacity(n);
     for i in 0..n {
-        let rate = rate_at(traffic, i, n);
+        let rate = traffic.rate_at(i, n);
         if rate.is_nan() || rate <= 0.0 {
             return Err(WorkloadError::Invalid(format!(
                 "obtained non-positive request rate {rate} for request {i}; pass a positive --request-rate"

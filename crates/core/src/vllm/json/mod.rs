@@ -12,14 +12,15 @@
 //!   values, as vLLM writes them; the exact peaks that servebench prints are under
 //!   `servebench.peak_output_token_throughput` and `servebench.peak_concurrent_requests`.
 //! - `start_times` are seconds since the run started, not `perf_counter` readings.
-//! - `rps_change_events` (ramp-up) is not written: the run does not record wall-clock times
-//!   of rate changes.
+//! - `rps_change_events` (ramp-up) are derived after the run from each request's dispatch
+//!   time ([`ramp`]), not stamped as the requests go out.
 //! - A non-finite float (which vLLM would write as `Infinity`) cannot live in a
 //!   `serde_json::Value`; it is written as `null`, except the request rate, which is `"inf"`
 //!   as in vLLM.
 
 pub mod documents;
 pub mod metadata;
+pub mod ramp;
 pub mod read;
 
 use std::fs::{self, OpenOptions};
@@ -126,6 +127,10 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
     if detailed && has_server_times {
         m.insert("server_queue_times".into(), per_request(&|r| opt_num(r.server_queue_s)));
         m.insert("server_ttfts".into(), per_request(&|r| opt_num(r.server_ttft_s)));
+    }
+
+    if let Some(events) = ramp::rps_change_events(run) {
+        m.insert("rps_change_events".into(), events);
     }
 
     for stats in &summary.metrics {

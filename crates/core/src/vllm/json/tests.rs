@@ -92,6 +92,7 @@ fn keys_follow_vllm_0_33_order_without_detailed_arrays() {
             "max_output_tokens_per_s",
             "max_concurrent_requests",
             "rtfx",
+            "rps_change_events",
             "mean_ttft_ms",
             "median_ttft_ms",
             "std_ttft_ms",
@@ -106,6 +107,9 @@ fn keys_follow_vllm_0_33_order_without_detailed_arrays() {
         ]
     );
     let text = dumps(&v);
+    // Three requests ramping 1 -> 10 req/s: rates 1, 5.5, 10, sent 0, 250 and 500 ms in.
+    assert!(text.contains(r#""rps_change_events": [{"rps": 1, "timestamp": "2025-01-02T03:04:05"}, {"rps": 2, "timestamp": "2025-01-02T03:04:05.250000"}, "#));
+    assert!(text.contains(r#"{"rps": 10, "timestamp": "2025-01-02T03:04:05.500000"}], "mean_ttft_ms""#));
     assert!(text.contains(r#""request_rate": 4.0, "burstiness": 1.0, "max_concurrency": 2, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 10, "duration": 1.25, "completed": 2, "failed": 1,"#));
     assert!(text.contains(r#""latencies": [0.19999999999999998, 0.19, 0.0]"#));
 }

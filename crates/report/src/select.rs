@@ -1,14 +1,14 @@
 //! Reading the runs a command names from the store.
 
-use servebench_store::{RunFilter, RunId, RunRef, Store, StoredRun};
+use servebench_store::{RunFilter, RunId, RunRef, RunSpec, Store, StoredRun};
 
 use crate::ReportError;
 
 /// Which runs.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Selection {
-    /// These runs, in this order.
-    Runs(Vec<RunRef>),
+    /// These runs, in this order (a range in number order).
+    Runs(Vec<RunSpec>),
     /// The runs that match, in number order (the default filter matches every run).
     Filter(RunFilter),
 }
@@ -27,7 +27,7 @@ pub enum Records {
 /// The selected runs with the records asked for; an error when none match.
 pub fn load(store: &Store, selection: &Selection, records: &Records) -> Result<Vec<StoredRun>, ReportError> {
     let ids: Vec<RunId> = match selection {
-        Selection::Runs(refs) => refs.iter().map(|r| store.resolve(r)).collect::<Result<_, _>>()?,
+        Selection::Runs(specs) => store.resolve_all(specs)?,
         Selection::Filter(filter) => store.list(filter)?.into_iter().map(|row| row.id).collect(),
     };
     if ids.is_empty() {
@@ -68,7 +68,7 @@ mod tests {
     #[test]
     fn runs_come_in_the_order_named_with_the_records_asked_for() {
         let store = store();
-        let named = Selection::Runs(vec![RunRef::Id(3), RunRef::Id(1)]);
+        let named = Selection::Runs(vec![RunRef::Id(3).into(), RunRef::Id(1).into()]);
         let runs = load(&store, &named, &Records::All).unwrap();
         assert_eq!(runs.iter().map(|r| r.row.id).collect::<Vec<_>>(), [3, 1]);
         assert!(runs.iter().all(|r| r.records.as_ref().is_some_and(|rec| rec.records.len() == 60)));
@@ -84,7 +84,7 @@ mod tests {
         let store = store();
         let filter = RunFilter { labels: vec![("n".into(), Some("9".into()))], ..RunFilter::default() };
         assert!(matches!(load(&store, &Selection::Filter(filter), &Records::None), Err(ReportError::NoRuns)));
-        let err = load(&store, &Selection::Runs(vec![RunRef::Id(7)]), &Records::None).unwrap_err();
+        let err = load(&store, &Selection::Runs(vec![RunRef::Id(7).into()]), &Records::None).unwrap_err();
         assert!(err.to_string().contains("there is no run 7"), "{err}");
     }
 }

@@ -31,7 +31,8 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use model::{
-    BadRunRef, ChunkTimes, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow, Source, StoredRun,
+    BadRunRef, BadRunSpec, ChunkTimes, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow,
+    RunSpec, Source, StoredRun,
 };
 pub use path::{db_path_from, default_db_path};
 pub use schema::SCHEMA_VERSION;
@@ -56,6 +57,8 @@ pub enum StoreError {
     Sql(rusqlite::Error),
     #[error("there is no run {0} in the store; `servebench runs list` shows the ids")]
     NotFound(RunRef),
+    #[error("there are no runs numbered {0} to {1} in the store; `servebench runs list` shows the ids")]
+    EmptyRange(RunId, RunId),
     #[error(
         "this run is already in the store as run {existing} (same source file content and line); remove it first with `servebench runs rm {existing}` to import it again"
     )]

@@ -96,6 +96,48 @@ impl FromStr for RunRef {
     }
 }
 
+/// Runs named on the command line where several may be: one run ([`RunRef`]) or an
+/// inclusive range of run numbers (`3-11`, `3..11`, `#3-#11`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RunSpec {
+    One(RunRef),
+    /// The runs numbered from the first to the second, both included, that are in the store.
+    Range(RunId, RunId),
+}
+
+/// Why a run or range of runs could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is not a run: give its number (12) or its short id (kq3v8x2a) as `servebench runs list` shows them, \
+     or a range of numbers from low to high (3-11)"
+)]
+pub struct BadRunSpec(pub String);
+
+impl FromStr for RunSpec {
+    type Err = BadRunSpec;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadRunSpec(s.to_string());
+        let t = s.trim();
+        let ends = t.split_once("..").or_else(|| t.split_once('-'));
+        if let Some((from, to)) = ends {
+            let number = |e: &str| match e.trim().parse::<RunRef>() {
+                Ok(RunRef::Id(id)) => Ok(id),
+                _ => Err(bad()),
+            };
+            let (from, to) = (number(from)?, number(to)?);
+            return if from <= to { Ok(RunSpec::Range(from, to)) } else { Err(bad()) };
+        }
+        t.parse().map(RunSpec::One).map_err(|_| bad())
+    }
+}
+
+impl From<RunRef> for RunSpec {
+    fn from(run: RunRef) -> Self {
+        RunSpec::One(run)
+    }
+}
+
 /// Where an imported run was read: the file, and the line its block or document starts on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Source {
@@ -381,6 +423,19 @@ mod tests {
         assert!("".parse::<RunRef>().is_err());
         assert!("a b".parse::<RunRef>().is_err());
         assert!("99999999999999999999999".parse::<RunRef>().is_err());
+    }
+
+    #[test]
+    fn run_specs_are_runs_or_ranges_from_low_to_high() {
+        assert_eq!("3-11".parse::<RunSpec>().unwrap(), RunSpec::Range(3, 11));
+        assert_eq!("#3..#11".parse::<RunSpec>().unwrap(), RunSpec::Range(3, 11));
+        assert_eq!(" 5 - 5 ".parse::<RunSpec>().unwrap(), RunSpec::Range(5, 5));
+        assert_eq!("kq3v8x2a".parse::<RunSpec>().unwrap(), RunSpec::One(RunRef::Uid("kq3v8x2a".into())));
+        assert_eq!("#12".parse::<RunSpec>().unwrap(), RunSpec::One(RunRef::Id(12)));
+        for bad in ["11-3", "a-b", "3-", "-3", "3..", "1-2-3", ""] {
+            let err = bad.parse::<RunSpec>().unwrap_err();
+            assert!(err.to_string().contains("(3-11)"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -11,7 +11,8 @@ use servebench_core::metrics::Summary;
 use crate::dates::rfc3339_utc;
 use crate::ids::short_id;
 use crate::model::{
-    ChunkTimes, KEY_METRICS, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow, Source, StoredRun,
+    ChunkTimes, KEY_METRICS, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow, RunSpec, Source,
+    StoredRun,
 };
 use crate::{StoreError, requests, schema};
 
@@ -232,6 +233,27 @@ impl Store {
         found.ok_or_else(|| StoreError::NotFound(run.clone()))
     }
 
+    /// The numbers of the runs `specs` name, in their order (a range in number order): an
+    /// error when a run named alone is not in the store, or a range holds none.
+    pub fn resolve_all(&self, specs: &[RunSpec]) -> Result<Vec<RunId>, StoreError> {
+        let mut ids = Vec::new();
+        for spec in specs {
+            match spec {
+                RunSpec::One(run) => ids.push(self.resolve(run)?),
+                RunSpec::Range(from, to) => {
+                    let mut stmt =
+                        self.conn.prepare_cached("SELECT id FROM runs WHERE id BETWEEN ?1 AND ?2 ORDER BY id")?;
+                    let found: Vec<RunId> = stmt.query_map([from, to], |r| r.get(0))?.collect::<Result<_, _>>()?;
+                    if found.is_empty() {
+                        return Err(StoreError::EmptyRange(*from, *to));
+                    }
+                    ids.extend(found);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// Everything stored about a run, its records included.
     pub fn get(&self, run: &RunRef) -> Result<StoredRun, StoreError> {
         let mut stored = self.get_without_records(run)?;
@@ -279,8 +301,8 @@ impl Store {
 
     /// Removes runs with their labels and records. Either every run named is removed, or
     /// (when one is not in the store) none is. Returns their numbers.
-    pub fn remove(&mut self, runs: &[RunRef]) -> Result<Vec<RunId>, StoreError> {
-        let ids = runs.iter().map(|r| self.resolve(r)).collect::<Result<Vec<_>, _>>()?;
+    pub fn remove(&mut self, runs: &[RunSpec]) -> Result<Vec<RunId>, StoreError> {
+        let ids = self.resolve_all(runs)?;
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         for id in &ids {
             tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;

@@ -3,17 +3,17 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use servebench_store::RunRef;
+use servebench_store::{RunRef, RunSpec};
 
 use crate::cli::store_args::{DbArgs, FilterArgs};
 
 /// Which runs: named ones, every run, or those matching the filters.
 #[derive(Args, Debug, Clone, Default)]
 pub struct RunSelection {
-    /// The runs, by number or short id, in the order to show them (the first is the baseline
-    /// of a two-run comparison).
+    /// The runs, by number or short id, or ranges of numbers (3-11), in the order to show them
+    /// (the first is the baseline of a two-run comparison).
     #[arg(value_name = "RUN", conflicts_with_all = ["all", "labels", "model", "kind", "since", "until", "limit"])]
-    pub runs: Vec<RunRef>,
+    pub runs: Vec<RunSpec>,
     /// Every run in the store.
     #[arg(long, conflicts_with_all = ["labels", "model", "kind", "since", "until", "limit"])]
     pub all: bool,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 use servebench_store::dates::parse_date;
-use servebench_store::{RunFilter, RunKind, RunRef, StoreError, default_db_path};
+use servebench_store::{RunFilter, RunKind, RunRef, RunSpec, StoreError, default_db_path};
 
 /// Where the run store is.
 #[derive(Args, Debug, Clone, Default)]
@@ -113,9 +113,10 @@ pub struct RunsShowArgs {
 pub struct RunsRmArgs {
     #[command(flatten)]
     pub db: DbArgs,
-    /// The runs: numbers or short ids. If one is not in the store, none is removed.
+    /// The runs: numbers, short ids or ranges of numbers (3-11). If a run named alone is not
+    /// in the store, or a range holds none, none is removed.
     #[arg(required = true, value_name = "ID")]
-    pub runs: Vec<RunRef>,
+    pub runs: Vec<RunSpec>,
 }
 
 /// Output format of `runs export`.

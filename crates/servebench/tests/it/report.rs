@@ -98,6 +98,7 @@ fn the_001_sweep_is_a_pivot_with_its_knee() {
     // The same runs by number, in another order, give the same sweep.
     let by_id = run(&["compare", "--db", &db, "23", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22"]);
     assert_eq!(by_id, run(&["compare", "--db", &db, "--label", "seq_length=80"]));
+    assert_eq!(by_id, run(&["compare", "--db", &db, "23", "12-22"]), "a range names the runs in number order");
     // CSV: a line per run.
     let csv = run(&["compare", "--db", &db, "--label", "seq_length=80", "--format", "csv"]);
     assert_eq!(csv.lines().count(), 13);

@@ -129,11 +129,11 @@ fn since_and_until_use_the_start_of_the_run_when_known() {
 fn removal_takes_labels_and_requests_and_is_all_or_nothing() {
     let (run, summary) = sample();
     let (mut store, ids) = store_with(&[NewRun::from_run(RunKind::Bench, &run, &summary), imported("m", &[])]);
-    let err = store.remove(&[RunRef::Id(ids[0]), RunRef::Id(99)]).unwrap_err();
+    let err = store.remove(&[RunRef::Id(ids[0]).into(), RunRef::Id(99).into()]).unwrap_err();
     assert!(matches!(err, StoreError::NotFound(RunRef::Id(99))), "{err}");
     assert_eq!(store.list(&RunFilter::default()).unwrap().len(), 2);
 
-    assert_eq!(store.remove(&[RunRef::Id(ids[0])]).unwrap(), [ids[0]]);
+    assert_eq!(store.remove(&[RunRef::Id(ids[0]).into()]).unwrap(), [ids[0]]);
     let count = |table: &str| -> i64 {
         store.conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
     };
@@ -142,6 +142,20 @@ fn removal_takes_labels_and_requests_and_is_all_or_nothing() {
     // Numbers are not reused.
     let next = store.insert(&imported("m", &[])).unwrap();
     assert!(next > ids[1]);
+}
+
+#[test]
+fn a_range_names_the_runs_it_holds_and_an_empty_one_is_an_error() {
+    let (mut store, ids) =
+        store_with(&[imported("a", &[]), imported("b", &[]), imported("c", &[]), imported("d", &[])]);
+    store.remove(&[RunRef::Id(ids[1]).into()]).unwrap();
+    let specs = [RunSpec::One(RunRef::Id(ids[3])), RunSpec::Range(ids[0], ids[2])];
+    assert_eq!(store.resolve_all(&specs).unwrap(), [ids[3], ids[0], ids[2]], "the gap left by rm is skipped");
+    let err = store.resolve_all(&[RunSpec::Range(ids[1], ids[1])]).unwrap_err();
+    assert!(matches!(err, StoreError::EmptyRange(a, b) if a == ids[1] && b == ids[1]), "{err}");
+    assert!(err.to_string().contains("servebench runs list"), "{err}");
+    assert_eq!(store.remove(&[RunSpec::Range(ids[0], ids[3])]).unwrap(), [ids[0], ids[2], ids[3]]);
+    assert!(store.list(&RunFilter::default()).unwrap().is_empty());
 }
 
 #[test]

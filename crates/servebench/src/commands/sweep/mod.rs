@@ -367,7 +367,10 @@ impl Sweep {
         let earlier = store.list(&filter)?.iter().filter(|r| !ids.contains(&r.id)).count();
         // Two runs are compared with intervals from their records, as `compare A B` does.
         let records = if ids.len() == 2 { Records::All } else { Records::None };
-        Ok((load(&store, &Selection::Runs(ids.into_iter().map(RunRef::Id).collect()), &records)?, earlier))
+        Ok((
+            load(&store, &Selection::Runs(ids.into_iter().map(|id| RunRef::Id(id).into()).collect()), &records)?,
+            earlier,
+        ))
     }
 }
 

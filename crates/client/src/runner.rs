@@ -129,7 +129,7 @@ where
     let log = &options.log;
     let mut cancel = CancelSignal::new(cancel);
 
-    if let Some(first) = work.probe() {
+    if let Some(first) = work.probe().map(|job| base_model_probe(job, config)) {
         let check =
             ReadyCheck { timeout_s: traffic.ready_check_timeout_s, retry_interval: options.ready_retry_interval };
         if !ready_check(&ctx, &first, &check, log, &mut cancel).await? {
@@ -266,6 +266,21 @@ fn jobs(plan: &Plan, prefix: &str) -> Result<Vec<Job>, RunError> {
             })
         })
         .collect()
+}
+
+/// With LoRA adapters, the ready check and the warm-up send request 0 to the base model, as
+/// vLLM's test request does; the body is otherwise unchanged.
+fn base_model_probe(mut job: Job, config: &RunConfig) -> Job {
+    if config.target.lora.is_none() {
+        return job;
+    }
+    if let Ok(mut body) = serde_json::from_slice::<serde_json::Value>(&job.body)
+        && let Some(model) = body.get_mut("model")
+    {
+        *model = serde_json::Value::String(config.target.model_name.clone());
+        job.body = servebench_core::pyjson::dumps(&body).into();
+    }
+    job
 }
 
 fn result(config: &RunConfig, plan: &Plan, options: &RunOptions, outcome: BatchOutcome) -> RunResult {

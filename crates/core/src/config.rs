@@ -117,6 +117,10 @@ pub struct Target {
     /// `--insecure`: accept any TLS certificate from an https server (self-signed ones).
     #[serde(default)]
     pub insecure: bool,
+    /// `--lora-modules` and `--lora-assignment`: each request names one of these LoRA adapters
+    /// as its `model` instead of `model_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<Lora>,
     /// `--profile`: ask the server to run its profiler (vLLM's `POST /start_profile`, then
     /// `/stop_profile`) around the timed run.
     #[serde(default)]
@@ -216,6 +220,26 @@ pub struct RampUp {
     pub strategy: RampStrategy,
     pub start_rps: f64,
     pub end_rps: f64,
+}
+
+/// LoRA adapters the requests are spread over (vLLM's `--lora-modules`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lora {
+    /// The adapters' served names, as the server lists them.
+    pub modules: Vec<String>,
+    pub assignment: LoraAssignment,
+}
+
+/// How requests are given adapters (`--lora-assignment`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoraAssignment {
+    /// Each request draws one with Python's `random.choice`, continuing the global `random`
+    /// state the dataset left (vLLM's default).
+    #[default]
+    Random,
+    /// Request `i` gets adapter `i % n`.
+    RoundRobin,
 }
 
 /// How the request rate moves from `start_rps` to `end_rps` (`--ramp-up-strategy`).
@@ -425,6 +449,7 @@ impl RunConfig {
                 request_timeout_s: 6.0 * 3600.0,
                 request_id_prefix: "bench-servebench-".to_string(),
                 insecure: false,
+                lora: None,
                 profile: false,
             },
             workload: WorkloadSpec::default(),

@@ -49,8 +49,13 @@ impl BodyBuilder {
 
     /// The body for a single prompt.
     pub fn prompt(&self, prompt: &str, max_tokens: u32) -> Bytes {
+        self.prompt_as(&self.model, prompt, max_tokens)
+    }
+
+    /// The body for a single prompt sent to `model` (a LoRA adapter) instead of the run's model.
+    pub fn prompt_as(&self, model: &str, prompt: &str, max_tokens: u32) -> Bytes {
         let mut p = Map::new();
-        p.insert("model".into(), Value::String(self.model.clone()));
+        p.insert("model".into(), Value::String(model.to_string()));
         match self.api {
             Api::Completions => {
                 p.insert("prompt".into(), Value::String(prompt.to_string()));

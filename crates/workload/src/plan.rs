@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use servebench_core::config::{Api, RunConfig, WorkloadSpec};
+use servebench_core::config::{Api, LoraAssignment, RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
-use servebench_core::rng::RandomState;
+use servebench_core::rng::{PyRandom, RandomState};
 
 use crate::accounting::prompt_tokens;
 use crate::body::BodyBuilder;
@@ -50,6 +50,7 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     }
     let dataset = sample_dataset(&config.workload, n, seed, tokenizer, &mut np_random)?;
 
+    let models = lora_models(config, &dataset)?;
     let mut notes = dataset.notes;
     let times = if let WorkloadSpec::Trace { time_scale, .. } = &config.workload {
         let ts: Vec<f64> = dataset.samples.iter().map(|s| s.timestamp_s.unwrap_or(0.0)).collect();
@@ -72,7 +73,10 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
             // file cannot hold 2^32 of), and `n` fits in a `u32`.
             index: i as u32,
             at_ns: arrival::to_ns(t),
-            body: bodies.prompt(&s.prompt, s.max_tokens),
+            body: match &models {
+                Some(models) => bodies.prompt_as(models[i], &s.prompt, s.max_tokens),
+                None => bodies.prompt(&s.prompt, s.max_tokens),
+            },
             max_tokens: s.max_tokens,
             prompt_tokens: count?,
         });
@@ -110,6 +114,33 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
         }
     };
     Ok(Plan { api, requests, conversations, token_counting, notes })
+}
+
+/// vLLM's LoRA assignment (`--lora-modules`): one adapter per sample, drawn before the run.
+/// Round-robin gives sample `i` adapter `i % n`; random is Python's `random.choice` for each
+/// sample in turn, from the global `random` as the dataset left it (as `random.seed(seed)`
+/// left it when the dataset did not touch it).
+fn lora_models<'c>(config: &'c RunConfig, dataset: &Dataset) -> Result<Option<Vec<&'c str>>, WorkloadError> {
+    let Some(lora) = &config.target.lora else { return Ok(None) };
+    if lora.modules.is_empty() {
+        return Err(WorkloadError::Invalid("--lora-modules needs at least one adapter name".into()));
+    }
+    if !dataset.conversations.is_empty() {
+        return Err(WorkloadError::Invalid(
+            "LoRA assignment applies to single requests, not to multi-turn conversations; leave out \
+             --lora-modules or --multi-turn"
+                .into(),
+        ));
+    }
+    let names: Vec<&str> = lora.modules.iter().map(String::as_str).collect();
+    let n = dataset.samples.len();
+    Ok(Some(match lora.assignment {
+        LoraAssignment::RoundRobin => (0..n).map(|i| names[i % names.len()]).collect(),
+        LoraAssignment::Random => {
+            let mut rng = dataset.python_random.clone().unwrap_or_else(|| PyRandom::new(config.traffic.seed));
+            (0..n).map(|_| rng.choice(&names).copied().unwrap_or(names[0])).collect()
+        }
+    }))
 }
 
 /// Prompt tokens as the server will count them (exact with a tokenizer).

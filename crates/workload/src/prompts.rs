@@ -4,6 +4,7 @@
 //! A body is only read back when the [`BodyBuilder`] rebuilds it from the prompt byte for byte,
 //! and only rebuilt with that builder, so a new prompt changes the prompt and nothing else
 //! (model, `max_tokens`, `ignore_eos`, `--extra-body`, key order and spacing stay as they were).
+//! A request's `model` is read from its body, so LoRA adapters given per request stay.
 
 use serde_json::Value;
 use servebench_core::config::Api;
@@ -41,41 +42,50 @@ pub trait PlanPrompts {
 
 impl PlanPrompts for Plan {
     fn prompt_text(&self, position: usize, bodies: &BodyBuilder) -> Option<String> {
-        let r = self.requests.get(position)?;
-        if bodies.api() != self.api || bodies.replaces_prompt() {
-            return None;
-        }
-        let body: Value = serde_json::from_slice(&r.body).ok()?;
-        let text = match self.api {
-            Api::Completions => body.get("prompt")?.as_str()?,
-            Api::Chat => match body.get("messages")?.as_array()?.as_slice() {
-                [message] => match message.get("content")?.as_array()?.as_slice() {
-                    [part] => part.get("text")?.as_str()?,
-                    _ => return None,
-                },
-                _ => return None,
-            },
-        };
-        (bodies.prompt(text, r.max_tokens) == r.body).then(|| text.to_string())
+        read_back(self, position, bodies).map(|(_, text)| text)
     }
 
     fn rewrite_prompts(&mut self, bodies: &BodyBuilder, edits: &[PromptEdit]) -> Result<(), WorkloadError> {
+        let mut models = Vec::with_capacity(edits.len());
         for e in edits {
-            if self.prompt_text(e.position, bodies).is_none() {
+            let Some((model, _)) = read_back(self, e.position, bodies) else {
                 return Err(WorkloadError::Invalid(format!(
                     "request {} of the plan cannot be given a new prompt: it is not there, or its body was not \
                      built from a single text prompt with this run's settings; leave it out of the edits",
                     e.position
                 )));
-            }
+            };
+            models.push(model);
         }
-        for e in edits {
+        for (e, model) in edits.iter().zip(models) {
             let r = &mut self.requests[e.position];
-            r.body = bodies.prompt(&e.prompt, r.max_tokens);
+            r.body = bodies.prompt_as(&model, &e.prompt, r.max_tokens);
             r.prompt_tokens = e.prompt_tokens;
         }
         Ok(())
     }
+}
+
+/// The `model` and prompt of the request at `position`, when `bodies` rebuilds its body from
+/// them byte for byte.
+fn read_back(plan: &Plan, position: usize, bodies: &BodyBuilder) -> Option<(String, String)> {
+    let r = plan.requests.get(position)?;
+    if bodies.api() != plan.api || bodies.replaces_prompt() {
+        return None;
+    }
+    let body: Value = serde_json::from_slice(&r.body).ok()?;
+    let model = body.get("model")?.as_str()?;
+    let text = match plan.api {
+        Api::Completions => body.get("prompt")?.as_str()?,
+        Api::Chat => match body.get("messages")?.as_array()?.as_slice() {
+            [message] => match message.get("content")?.as_array()?.as_slice() {
+                [part] => part.get("text")?.as_str()?,
+                _ => return None,
+            },
+            _ => return None,
+        },
+    };
+    (bodies.prompt_as(model, text, r.max_tokens) == r.body).then(|| (model.to_string(), text.to_string()))
 }
 
 /// Tokens each prompt encodes to with `tok`, without special tokens (vLLM's `prompt_len` of a
@@ -138,6 +148,21 @@ mod tests {
             }
             assert_eq!(plan.token_counting, TokenCounting::Estimate);
         }
+    }
+
+    #[test]
+    fn a_rewritten_prompt_keeps_its_lora_adapter() {
+        use servebench_core::config::{Lora, LoraAssignment};
+        let mut c = config(Backend::Vllm, Map::new());
+        c.target.lora =
+            Some(Lora { modules: vec!["ad-1".into(), "ad-2".into()], assignment: LoraAssignment::RoundRobin });
+        let mut plan = crate::build_plan(&c, None).unwrap();
+        let bodies = BodyBuilder::new(&c);
+        assert!(plan.prompt_text(1, &bodies).is_some(), "bodies sent to an adapter are read back");
+        let edit = PromptEdit { position: 1, prompt: " the dog".into(), prompt_tokens: 2 };
+        plan.rewrite_prompts(&bodies, &[edit]).unwrap();
+        let body: Value = serde_json::from_slice(&plan.requests[1].body).unwrap();
+        assert_eq!((body["model"].as_str(), body["prompt"].as_str()), (Some("ad-2"), Some(" the dog")));
     }
 
     #[test]

@@ -8,7 +8,7 @@ const UPPER_MASK: u32 = 0x8000_0000;
 const LOWER_MASK: u32 = 0x7fff_ffff;
 
 /// MT19937 state: 624 words and the read position.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Mt19937 {
     key: [u32; N],
     pos: usize,

@@ -4,7 +4,7 @@
 use super::mt19937::Mt19937;
 
 /// A port of `random.Random` (Python 3.11+ semantics).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PyRandom {
     mt: Mt19937,
 }

@@ -45,6 +45,14 @@ pub struct EndpointArgs {
     /// Prefix of the x-request-id header sent with request i (prefix + i).
     #[arg(long)]
     pub request_id_prefix: Option<String>,
+    /// LoRA adapters the server serves: each request names one of them as its model, chosen
+    /// by --lora-assignment (the ready check and warm-up use the base model).
+    #[arg(long, num_args = 1.., value_name = "NAME")]
+    pub lora_modules: Vec<String>,
+    /// How requests get adapters: random (Python's random.choice, seeded as vLLM seeds it) or
+    /// round-robin (request i gets adapter i mod n).
+    #[arg(long, default_value = "random", value_parser = ["random", "round-robin"])]
+    pub lora_assignment: String,
     /// Do not verify the TLS certificate of an https server (for self-signed certificates).
     #[arg(long)]
     pub insecure: bool,
@@ -340,6 +348,7 @@ mod tests {
         let e = EndpointArgs::default();
         assert_eq!((e.request.backend.as_str(), e.host.as_str(), e.port), ("openai", "127.0.0.1", 8000));
         assert!(!e.insecure && !e.profile);
+        assert!(e.lora_modules.is_empty() && e.lora_assignment == "random");
         let t = TrafficArgs::default();
         assert_eq!((t.num_prompts, t.request_rate, t.burstiness), (1000, f64::INFINITY, 1.0));
         assert_eq!(ReportArgs::default().metric_percentiles, "99");

@@ -26,8 +26,6 @@ pub fn normalize_argv(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
 /// vLLM flags servebench does not support yet, with a hint for each.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("--skip-tokenizer-init", "leave out --tokenizer instead: token counts then come from the server's usage"),
-    ("--lora-modules", "LoRA assignment is not supported yet; set --served-model-name to one adapter"),
-    ("--lora-assignment", "LoRA assignment is not supported yet"),
     ("--probe-request-rate", "probe requests are not supported yet"),
     ("--self-timed", "use --dataset-name trace to replay recorded arrival times"),
     ("--no-self-timed", "use --dataset-name trace to replay recorded arrival times"),
@@ -60,12 +58,20 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("--config", "YAML config files are not supported yet; pass the flags directly"),
 ];
 
+/// vLLM flags that `bench serve` and `sweep` take but the simulator's own commands do not.
+const NOT_FOR_SIM: &[(&str, &str)] = &[
+    ("--lora-modules", "the simulator serves no LoRA adapters; benchmark a real server with `bench serve`"),
+    ("--lora-assignment", "the simulator serves no LoRA adapters; benchmark a real server with `bench serve`"),
+];
+
 /// Error for a vLLM flag servebench refuses.
 #[derive(Debug, thiserror::Error)]
-#[error("the vLLM flag {flag} is not supported by servebench yet: {hint}")]
+#[error("the vLLM flag {flag} is not supported by servebench{where_}: {hint}")]
 pub struct UnsupportedFlag {
     pub flag: String,
     pub hint: &'static str,
+    /// Where it is refused: " yet" for every command, or a command that does not take it.
+    pub where_: &'static str,
 }
 
 /// Subcommands that take `vllm bench serve`'s flags. (`sim` has a `--profile PROFILE` of its
@@ -86,7 +92,12 @@ pub fn refuse_unsupported(args: &[OsString]) -> Result<(), UnsupportedFlag> {
         }
         let name = s.split('=').next().unwrap_or(s);
         if let Some((flag, hint)) = UNSUPPORTED.iter().find(|(f, _)| *f == name) {
-            return Err(UnsupportedFlag { flag: (*flag).to_string(), hint });
+            return Err(UnsupportedFlag { flag: (*flag).to_string(), hint, where_: " yet" });
+        }
+        if command == Some("sim")
+            && let Some((flag, hint)) = NOT_FOR_SIM.iter().find(|(f, _)| *f == name)
+        {
+            return Err(UnsupportedFlag { flag: (*flag).to_string(), hint, where_: "'s simulator commands" });
         }
     }
     Ok(())
@@ -127,8 +138,14 @@ mod tests {
         }
         let predict = os(&["servebench", "sim", "predict", "--model", "m", "--profile", "p.toml"]);
         assert!(refuse_unsupported(&predict).is_ok());
+        let err = refuse_unsupported(&os(&["servebench", "sim", "predict", "--probe-request-rate", "1"])).unwrap_err();
+        assert_eq!(err.flag, "--probe-request-rate");
         let err = refuse_unsupported(&os(&["servebench", "sim", "predict", "--lora-modules", "a"])).unwrap_err();
-        assert_eq!(err.flag, "--lora-modules");
+        assert_eq!(
+            err.to_string(),
+            "the vLLM flag --lora-modules is not supported by servebench's simulator commands: the simulator serves no LoRA adapters; benchmark a real server with `bench serve`"
+        );
+        assert!(refuse_unsupported(&os(&["servebench", "bench", "serve", "--lora-modules", "a"])).is_ok());
         assert!(refuse_unsupported(&os(&["servebench", "runs", "list", "--config"])).is_ok());
     }
 }

@@ -6,8 +6,8 @@
 //! looked up by the caller when `--model` is absent.
 
 use servebench_core::config::{
-    Backend, Metric, MultiTurn, OutputOptions, RampStrategy, RampUp, RangeRatio, RunConfig, SimTarget, Slo, Target,
-    Traffic, WorkloadSpec,
+    Backend, Lora, LoraAssignment, Metric, MultiTurn, OutputOptions, RampStrategy, RampUp, RangeRatio, RunConfig,
+    SimTarget, Slo, Target, Traffic, WorkloadSpec,
 };
 
 use super::args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
@@ -392,6 +392,24 @@ pub struct BenchFlags<'a> {
 
 /// Builds the run config. `base_url_override` points the run at a server started by the
 /// caller (the in-process simulator); `model` is the resolved model.
+/// `--lora-modules` and `--lora-assignment`; the simulator serves no adapters.
+fn parse_lora(e: &EndpointArgs, sim: bool) -> Result<Option<Lora>, ResolveError> {
+    if e.lora_modules.is_empty() {
+        return Ok(None);
+    }
+    if sim {
+        return err(
+            "the simulator serves no LoRA adapters, so requests naming them would fail; leave out --lora-modules \
+             with --sim and sim predict",
+        );
+    }
+    let assignment = match e.lora_assignment.as_str() {
+        "round-robin" => LoraAssignment::RoundRobin,
+        _ => LoraAssignment::Random,
+    };
+    Ok(Some(Lora { modules: e.lora_modules.clone(), assignment }))
+}
+
 pub fn resolve_run_config(
     f: &BenchFlags<'_>,
     sim: Option<SimTarget>,
@@ -413,6 +431,7 @@ pub fn resolve_run_config(
     let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
     let traffic = parse_traffic(f.traffic)?;
     let output = parse_output(f.report, f.endpoint.request.label.clone(), f.traffic.disable_tqdm)?;
+    let lora = parse_lora(f.endpoint, sim.is_some())?;
     Ok(RunConfig {
         target: Target {
             backend,
@@ -427,6 +446,7 @@ pub fn resolve_run_config(
             request_timeout_s: f.extra.request_timeout_sec,
             request_id_prefix: f.endpoint.request_id_prefix.clone().unwrap_or_else(default_request_id_prefix),
             insecure: f.endpoint.insecure,
+            lora,
             profile: f.endpoint.profile,
         },
         workload,

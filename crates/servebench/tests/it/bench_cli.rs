@@ -9,6 +9,12 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::common::{Arrivals, args, servebench, text};
 
+/// `bench serve` of `test-model` at `base_url` with `flags`, storing nothing, without a bar.
+fn serve_args(base_url: &str, flags: &[&str]) -> Vec<String> {
+    let head = ["bench", "serve", "--base-url", base_url, "--model", "test-model"];
+    args(&[&head[..], flags, &["--no-store", "--disable-tqdm"]].concat())
+}
+
 fn quick(tokens: u32) -> Script {
     Script { ttft: Duration::from_millis(5), itl: Duration::from_millis(2), tokens, ..Script::default() }
 }
@@ -340,4 +346,38 @@ async fn a_server_without_a_profiler_gets_a_warning_and_the_run_goes_on() {
     let truth = server.truth();
     let posts: Vec<_> = truth.iter().filter(|t| t.path.ends_with("_profile")).map(|t| t.path.as_str()).collect();
     assert_eq!(posts, ["/start_profile", "/stop_profile"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lora_modules_name_the_adapter_of_each_request_and_warm_up_uses_the_base_model() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    // Request 0 once as the initial test run, one warm-up, then the six requests.
+    let server = TestServer::start(TestServerConfig::new(8, move |info| {
+        let body: serde_json::Value = serde_json::from_slice(info.body).unwrap_or_default();
+        sink.lock().unwrap().push(body["model"].as_str().unwrap_or_default().to_string());
+        quick(2)
+    }))
+    .await
+    .unwrap();
+    let flags = ["--num-prompts", "6", "--max-concurrency", "1", "--num-warmups", "1", "--random-input-len", "8"];
+    let lora = ["--random-output-len", "2", "--lora-modules", "ad-a", "ad-b", "--lora-assignment", "round-robin"];
+    let out = servebench(serve_args(&server.base_url(), &[&flags[..], &lora[..]].concat())).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.contains("Successful requests:                     6 "), "{stdout}");
+    let seen = seen.lock().unwrap().clone();
+    // One request at a time, so the server sees them in order.
+    let (probes, run) = seen.split_at(seen.len() - 6);
+    assert!(!probes.is_empty() && probes.iter().all(|m| m == "test-model"), "{seen:?}");
+    assert_eq!(run, ["ad-a", "ad-b", "ad-a", "ad-b", "ad-a", "ad-b"]);
+
+    // The simulator serves no adapters: refused with the flag named, before and after parsing.
+    let predict = servebench(args(&["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--lora-modules", "a"])).await;
+    assert_eq!(predict.status.code(), Some(2), "{}", text(&predict.stderr));
+    assert!(text(&predict.stderr).contains("--lora-modules is not supported by servebench's simulator commands"));
+    let sim = ["bench", "serve", "--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--lora-modules", "a", "--num-prompts", "2"];
+    let sim = servebench(args(&sim)).await;
+    assert_eq!(sim.status.code(), Some(1), "{}", text(&sim.stderr));
+    assert!(text(&sim.stderr).contains("the simulator serves no LoRA adapters"), "{}", text(&sim.stderr));
 }

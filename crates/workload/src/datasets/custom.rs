@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use serde_json::Value;
+use servebench_core::rng::PyRandom;
 
 use super::{Dataset, Sample, count_with_special, oversample};
 use crate::{Tokenizer, WorkloadError};
@@ -72,9 +73,11 @@ fn row_output_len(row: &Row, path: &Path) -> Result<u32, WorkloadError> {
 /// Builds the dataset.
 pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &CustomSpec) -> Result<Dataset, WorkloadError> {
     let mut rows = load(path)?;
-    if spec.shuffle {
-        servebench_core::rng::PyRandom::new(spec.seed).shuffle(&mut rows);
-    }
+    let shuffled = spec.shuffle.then(|| {
+        let mut rng = PyRandom::new(spec.seed);
+        rng.shuffle(&mut rows);
+        rng
+    });
     // `None`: each row's `output_tokens`.
     let fixed_len = match spec.output_len {
         -1 => None,
@@ -111,14 +114,15 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &CustomSpec) -> Result
             timestamp_s: None,
         });
     }
-    oversample(&mut samples, num, spec.oversample, spec.seed, &mut notes, &path.display().to_string())?;
+    let oversampled =
+        oversample(&mut samples, num, spec.oversample, spec.seed, &mut notes, &path.display().to_string())?;
     if samples.is_empty() {
         return Err(WorkloadError::Empty(format!(
             "{} has no rows; add one JSON object per line, e.g. {{\"prompt\": \"Hi\"}}",
             path.display()
         )));
     }
-    Ok(Dataset { samples, conversations: Vec::new(), notes })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: oversampled.or(shuffled) })
 }
 
 #[cfg(test)]

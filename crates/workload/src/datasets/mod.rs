@@ -12,6 +12,7 @@ pub mod trace;
 pub mod words;
 
 use servebench_core::plan::ConversationPlan;
+use servebench_core::rng::PyRandom;
 
 use crate::{Tokenizer, WorkloadError};
 
@@ -39,6 +40,10 @@ pub struct Dataset {
     pub conversations: Vec<ConversationPlan>,
     /// Lines to show before the run (vLLM logs similar ones).
     pub notes: Vec<String>,
+    /// Python's global `random` as the dataset left it, when the dataset re-seeded it (vLLM's
+    /// shuffles and oversampling do); `None` leaves it as vLLM's `random.seed(seed)` at start.
+    /// LoRA assignment draws from it next.
+    pub python_random: Option<PyRandom>,
 }
 
 /// A rough token count for text when no tokenizer is given: one token per four bytes.
@@ -77,7 +82,8 @@ pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync)
 }
 
 /// vLLM's `maybe_oversample_requests`: too few samples are topped up with `random.choice`
-/// copies drawn from `random.seed(seed)`; `oversample = false` keeps what there is.
+/// copies drawn from `random.seed(seed)`; `oversample = false` keeps what there is. Returns
+/// Python's `random` after the draws, when there were some.
 pub(crate) fn oversample(
     samples: &mut Vec<Sample>,
     num_requests: usize,
@@ -85,27 +91,27 @@ pub(crate) fn oversample(
     seed: u64,
     notes: &mut Vec<String>,
     what: &str,
-) -> Result<(), WorkloadError> {
+) -> Result<Option<PyRandom>, WorkloadError> {
     if !oversample {
         notes.push(format!("Skipping oversampling. Total samples: {}.", samples.len()));
-        return Ok(());
+        return Ok(None);
     }
     if samples.len() >= num_requests {
-        return Ok(());
+        return Ok(None);
     }
     if samples.is_empty() {
         return Err(WorkloadError::Empty(format!(
             "{what} left no usable request to sample from; check the file and the length filters"
         )));
     }
-    let mut rng = servebench_core::rng::PyRandom::new(seed);
+    let mut rng = PyRandom::new(seed);
     let original = samples.len();
     for _ in 0..num_requests - original {
         let i = rng.choice_index(original).unwrap_or(0);
         samples.push(samples[i].clone());
     }
     notes.push(format!("Oversampled requests to reach {num_requests} total samples."));
-    Ok(())
+    Ok(Some(rng))
 }
 
 #[cfg(test)]
@@ -120,7 +126,12 @@ mod tests {
     fn oversampling_uses_python_random_choice_over_the_original_samples() {
         let mut v: Vec<Sample> = (0..5).map(s).collect();
         let mut notes = Vec::new();
-        oversample(&mut v, 12, true, 0, &mut notes, "test").unwrap();
+        let after = oversample(&mut v, 12, true, 0, &mut notes, "test").unwrap().unwrap();
+        let mut expected = PyRandom::new(0);
+        for _ in 0..7 {
+            expected.choice_index(5);
+        }
+        assert_eq!(after, expected, "the state after the seven draws");
         let got: Vec<u32> = v.iter().map(|x| x.prompt_len).collect();
         // random.seed(0); [random.choice(range(5)) for _ in range(7)]
         assert_eq!(got, [0, 1, 2, 3, 4, 3, 3, 0, 2, 4, 3, 3]);
@@ -131,7 +142,7 @@ mod tests {
     fn no_oversampling_keeps_the_samples_and_says_so() {
         let mut v: Vec<Sample> = (0..2).map(s).collect();
         let mut notes = Vec::new();
-        oversample(&mut v, 12, false, 0, &mut notes, "test").unwrap();
+        assert_eq!(oversample(&mut v, 12, false, 0, &mut notes, "test").unwrap(), None);
         assert_eq!(v.len(), 2);
         assert_eq!(notes, ["Skipping oversampling. Total samples: 2."]);
         let mut empty = Vec::new();

@@ -123,7 +123,7 @@ pub fn from_entries(
             spec.num_conversations
         ));
     }
-    Ok(Dataset { samples: Vec::new(), conversations, notes })
+    Ok(Dataset { samples: Vec::new(), conversations, notes, python_random: None })
 }
 
 /// Length of the common prefix of two sequences (token ids, or the bytes of two texts).

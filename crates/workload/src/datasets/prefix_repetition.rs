@@ -95,10 +95,12 @@ pub fn sample(
             spec.num_requests
         ));
     }
-    if spec.shuffle {
-        PyRandom::new(spec.seed).shuffle(&mut samples);
-    }
-    Ok(Dataset { samples, conversations: Vec::new(), notes })
+    let python_random = spec.shuffle.then(|| {
+        let mut rng = PyRandom::new(spec.seed);
+        rng.shuffle(&mut samples);
+        rng
+    });
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random })
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ pub fn sample(tok: Option<&Tokenizer>, spec: &RandomSpec) -> Result<Dataset, Wor
         Some(tok) => with_tokenizer(tok, spec, &mut rng, &input_lens, &output_lens, &mut notes)?,
         None => synthetic(spec, &mut rng, &input_lens, &output_lens),
     };
-    Ok(Dataset { samples, conversations: Vec::new(), notes })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: None })
 }
 
 /// Token ids in `[0, vocab_size)` that are not special, ascending (Python's

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use serde::Deserialize;
+use servebench_core::rng::PyRandom;
 
 use super::{Dataset, Sample, count_with_special, oversample};
 use crate::{Tokenizer, WorkloadError};
@@ -40,6 +41,11 @@ pub struct ShareGptSpec {
 
 /// Reads the file, keeps entries with at least two messages and shuffles them as vLLM does.
 pub fn load(path: &Path, shuffle: bool, seed: u64) -> Result<Vec<Entry>, WorkloadError> {
+    load_with_random(path, shuffle, seed).map(|(entries, _)| entries)
+}
+
+/// [`load`], with Python's `random` after the shuffle (`None` without one).
+fn load_with_random(path: &Path, shuffle: bool, seed: u64) -> Result<(Vec<Entry>, Option<PyRandom>), WorkloadError> {
     let text = std::fs::read_to_string(path).map_err(|e| WorkloadError::read(path, e))?;
     let entries: Vec<Entry> = serde_json::from_str(&text).map_err(|e| {
         WorkloadError::parse(
@@ -49,10 +55,12 @@ pub fn load(path: &Path, shuffle: bool, seed: u64) -> Result<Vec<Entry>, Workloa
         )
     })?;
     let mut kept: Vec<Entry> = entries.into_iter().filter(|e| e.conversations.len() >= 2).collect();
-    if shuffle {
-        servebench_core::rng::PyRandom::new(seed).shuffle(&mut kept);
-    }
-    Ok(kept)
+    let random = shuffle.then(|| {
+        let mut rng = PyRandom::new(seed);
+        rng.shuffle(&mut kept);
+        rng
+    });
+    Ok((kept, random))
 }
 
 /// vLLM's `is_valid_sequence` with its default limits.
@@ -66,8 +74,10 @@ pub fn is_valid_sequence(prompt_len: u32, output_len: u32, skip_min_output_len_c
 
 /// Builds the dataset from a ShareGPT file.
 pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &ShareGptSpec) -> Result<Dataset, WorkloadError> {
-    let entries = load(path, spec.shuffle, spec.seed)?;
-    sample_entries(tok, &entries, spec, &path.display().to_string())
+    let (entries, shuffled) = load_with_random(path, spec.shuffle, spec.seed)?;
+    let mut dataset = sample_entries(tok, &entries, spec, &path.display().to_string())?;
+    dataset.python_random = dataset.python_random.or(shuffled);
+    Ok(dataset)
 }
 
 /// Builds the dataset from already loaded (and shuffled) entries.
@@ -105,14 +115,14 @@ pub fn sample_entries(
             timestamp_s: None,
         });
     }
-    oversample(&mut samples, spec.num_requests, spec.oversample, spec.seed, &mut notes, what)?;
+    let python_random = oversample(&mut samples, spec.num_requests, spec.oversample, spec.seed, &mut notes, what)?;
     if samples.is_empty() {
         return Err(WorkloadError::Empty(format!(
             "{what} has no conversation that passes vLLM's length filters (prompt 4..=1024 \
              tokens, reply >= 4, both <= 2048)"
         )));
     }
-    Ok(Dataset { samples, conversations: Vec::new(), notes })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random })
 }
 
 #[cfg(test)]

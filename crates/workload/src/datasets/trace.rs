@@ -186,7 +186,7 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, num_requests: usize, seed: u
         notes.push(format!("Trace: only {} requests available; replaying all of them.", records.len()));
     }
     let samples = prompts(tok, &records, seed, &mut notes)?;
-    Ok(Dataset { samples, conversations: Vec::new(), notes })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: None })
 }
 
 /// Ids (into `pool_len` choices) for a request: its blocks' ids, then its own for the rest.

@@ -2,7 +2,7 @@
 //! the dry-run file round trip.
 
 use serde_json::Value;
-use servebench_core::config::{Backend, MultiTurn, RangeRatio, RunConfig, WorkloadSpec};
+use servebench_core::config::{Backend, Lora, LoraAssignment, MultiTurn, RangeRatio, RunConfig, WorkloadSpec};
 use servebench_core::plan::TokenCounting;
 use servebench_core::rng::RandomState;
 
@@ -189,4 +189,73 @@ fn more_prompts_than_request_indices_hold_are_refused() {
     c.traffic.num_prompts = 1 << 40;
     let err = build_plan(&c, None).unwrap_err().to_string();
     assert!(err.contains("--num-prompts"), "{err}");
+}
+
+fn models(plan: &servebench_core::plan::Plan) -> Vec<String> {
+    let model = |body: &[u8]| serde_json::from_slice::<Value>(body).unwrap()["model"].as_str().unwrap().to_string();
+    plan.requests.iter().map(|r| model(&r.body)).collect()
+}
+
+fn sharegpt(output_len: Option<u32>, multi_turn: Option<MultiTurn>) -> WorkloadSpec {
+    let path = testdata().join("sharegpt/sharegpt_small.json").display().to_string();
+    WorkloadSpec::Sharegpt { path, output_len, oversample: output_len.is_none(), shuffle: true, multi_turn }
+}
+
+fn lora(assignment: LoraAssignment) -> Option<Lora> {
+    Some(Lora { modules: vec!["a".into(), "b".into(), "c".into()], assignment })
+}
+
+#[test]
+fn lora_adapters_are_assigned_as_vllm_assigns_them() {
+    let mut c = config(Backend::Vllm);
+    c.traffic.num_prompts = 10;
+    c.workload = WorkloadSpec::Random {
+        input_len: 16,
+        output_len: 4,
+        range_ratio: RangeRatio { input: 0.0, output: 0.0 },
+        prefix_len: 0,
+    };
+    c.target.lora = lora(LoraAssignment::RoundRobin);
+    assert_eq!(models(&build_plan(&c, None).unwrap()), ["a", "b", "c", "a", "b", "c", "a", "b", "c", "a"]);
+    // random.seed(0); [random.choice(['a', 'b', 'c']) for _ in range(10)]: the random dataset
+    // leaves Python's global `random` as vLLM seeded it.
+    c.target.lora = lora(LoraAssignment::Random);
+    let plan = build_plan(&c, None).unwrap();
+    assert_eq!(models(&plan), ["b", "b", "a", "b", "c", "b", "b", "b", "b", "b"]);
+    // Only `model` differs from a plan without adapters.
+    let mut plain = c.clone();
+    plain.target.lora = None;
+    let plain = build_plan(&plain, None).unwrap();
+    for (l, p) in plan.requests.iter().zip(&plain.requests) {
+        let (mut l, p): (Value, Value) =
+            (serde_json::from_slice(&l.body).unwrap(), serde_json::from_slice(&p.body).unwrap());
+        l["model"] = p["model"].clone();
+        assert_eq!(l, p);
+    }
+}
+
+#[test]
+fn random_lora_draws_continue_from_the_sharegpt_shuffle() {
+    let mut c = config(Backend::Vllm);
+    c.workload = sharegpt(None, None);
+    c.traffic.num_prompts = 5;
+    c.target.lora = lora(LoraAssignment::Random);
+    // kept = entries with two messages or more; random.seed(0); random.shuffle(kept);
+    // [random.choice(['a', 'b', 'c']) for _ in range(5)]
+    assert_eq!(models(&build_plan(&c, Some(qwen3())).unwrap()), ["c", "c", "b", "c", "b"]);
+}
+
+#[test]
+fn lora_is_refused_for_conversations_and_without_adapters() {
+    let mut c = config(Backend::OpenaiChat);
+    c.workload = sharegpt(Some(8), Some(MultiTurn { max_active_conversations: 2, think_time_s: 0.0, max_turns: 2 }));
+    c.traffic.num_prompts = 2;
+    c.target.lora = lora(LoraAssignment::Random);
+    let err = build_plan(&c, None).unwrap_err().to_string();
+    assert!(err.contains("leave out --lora-modules or --multi-turn"), "{err}");
+    let mut c = config(Backend::Vllm);
+    c.traffic.num_prompts = 2;
+    c.target.lora = Some(Lora { modules: Vec::new(), assignment: LoraAssignment::Random });
+    let err = build_plan(&c, None).unwrap_err().to_string();
+    assert!(err.contains("at least one adapter"), "{err}");
 }

@@ -44,6 +44,7 @@ use tokio::task::JoinSet;
 
 use crate::http::{HttpClient, HttpError, SendError, request_headers};
 use crate::runner::Logger;
+use crate::server_info::{InfoError, call};
 
 /// The most calls in flight at once (vLLM's `asyncio.Semaphore(64)`).
 pub const CONCURRENCY: usize = 64;
@@ -53,8 +54,6 @@ pub const MAX_ROUNDS: usize = 10;
 pub const SKIPPING: &str = "skipping alignment.";
 /// How long one call may take.
 const TIMEOUT: Duration = Duration::from_secs(60);
-/// The most of a response body that is read.
-const BODY_LIMIT: usize = 64 * 1024 * 1024;
 
 /// What the alignment did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,6 +92,19 @@ pub enum AlignError {
     Format { url: String, reason: String },
     #[error("POST {url}: not sent, as an earlier call got no answer")]
     GaveUp { url: String },
+}
+
+impl From<InfoError> for AlignError {
+    fn from(e: InfoError) -> Self {
+        match e {
+            InfoError::Http(e) => AlignError::Http(e),
+            InfoError::Send { url, source, .. } => AlignError::Send { url, source },
+            InfoError::Timeout { url, .. } => AlignError::Timeout { url },
+            InfoError::Status { url, status, .. } => AlignError::Status { url, status },
+            InfoError::Body { url, source, .. } => AlignError::Body { url, source },
+            InfoError::Format { url, reason } => AlignError::Format { url, reason },
+        }
+    }
 }
 
 /// Aligns `plan`'s prompts to the tokenizer of the server at `config.target.base_url` (see the
@@ -451,21 +463,10 @@ impl HttpServer {
         if self.gave_up.load(Ordering::Relaxed) {
             return Err(AlignError::GaveUp { url: url.clone() });
         }
-        let exchange = async {
-            let body = Bytes::from(body.to_string());
-            let mut resp = self
-                .client
-                .send(Method::POST, target, Some(body), None)
-                .await
-                .map_err(|source| AlignError::Send { url: url.clone(), source })?;
-            if !resp.status().is_success() {
-                return Err(AlignError::Status { url: url.clone(), status: resp.status() });
-            }
-            resp.text(BODY_LIMIT).await.map_err(|source| AlignError::Body { url: url.clone(), source })
-        };
-        let text = tokio::time::timeout(TIMEOUT, exchange)
+        let body = Some(Bytes::from(body.to_string()));
+        let text = call(&self.client, Method::POST, url, target, body, TIMEOUT)
             .await
-            .unwrap_or_else(|_| Err(AlignError::Timeout { url: url.clone() }))
+            .map_err(AlignError::from)
             .inspect_err(|e| {
                 if matches!(e, AlignError::Send { .. } | AlignError::Timeout { .. } | AlignError::Body { .. }) {
                     self.gave_up.store(true, Ordering::Relaxed);

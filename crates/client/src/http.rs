@@ -149,12 +149,12 @@ impl HttpClient {
             let v = HeaderValue::try_from(value.trim()).map_err(|e| invalid(e.to_string()))?;
             map.insert(n, v);
         }
-        let (proxy, tls) = if https {
-            let tls = tls(&host).map_err(|reason| HttpError::Tls { url: url.to_string(), reason })?;
-            (https_proxy_for(&host, port, env)?, Some(tls))
+        let tls = if https {
+            Some(tls(&host).map_err(|reason| HttpError::Tls { url: url.to_string(), reason })?)
         } else {
-            (proxy_for(&host, port, env)?, None)
+            None
         };
+        let proxy = proxy_for(&host, port, https, env)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 authority: HeaderValue::try_from(authority)
@@ -387,18 +387,6 @@ where
     Ok(Conn { sender, read, served: 0 })
 }
 
-/// The proxy for an https target: `https_proxy` (else `HTTPS_PROXY`), with `no_proxy` and the
-/// loopback rule as for http, as Python's clients choose it.
-fn https_proxy_for(host: &str, port: u16, env: impl Fn(&str) -> Option<String>) -> Result<Option<Proxy>, HttpError> {
-    let https_name = |name: &str| name.replace("http_proxy", "https_proxy").replace("HTTP_PROXY", "HTTPS_PROXY");
-    proxy_for(host, port, |name| env(&https_name(name))).map_err(|e| match e {
-        HttpError::InvalidProxy { var, value, reason } => {
-            HttpError::InvalidProxy { var: https_name(&var), value, reason }
-        }
-        other => other,
-    })
-}
-
 /// An error and its chain of causes, `: `-separated.
 pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -539,6 +527,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for CountingIo<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// The API key vLLM's client sends as a bearer token: `$OPENAI_API_KEY`, when set.
+pub fn env_api_key() -> Option<String> {
+    std::env::var("OPENAI_API_KEY").ok()
 }
 
 /// `Authorization: Bearer $OPENAI_API_KEY` (when set) followed by the user's headers, in the

@@ -34,6 +34,7 @@ pub mod testserver;
 mod warmup;
 
 pub use align::{Alignment, align_prompts};
+pub use http::env_api_key;
 pub use progress::progress_bar;
 pub use runner::{Logger, RunError, RunOptions, run};
 pub use server_info::{InfoError, ModelInfo, fetch_metrics, fetch_models, fetch_text, post_empty, raise_nofile_limit};

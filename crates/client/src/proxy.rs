@@ -1,7 +1,8 @@
-//! Which HTTP proxy, if any, a plain-http target is reached through.
+//! Which HTTP proxy, if any, a target is reached through.
 //!
 //! Follows the conventions vLLM's client inherits from Python (`trust_env`): `http_proxy`
-//! (else `HTTP_PROXY`) names the proxy, `no_proxy` (else `NO_PROXY`) lists hosts reached
+//! (else `HTTP_PROXY`) names the proxy of http targets, `https_proxy` (else `HTTPS_PROXY`) that
+//! of https targets, and `no_proxy` (else `NO_PROXY`) lists hosts reached
 //! directly: `*`, host names matched with their subdomains (`example.com`, `.example.com`),
 //! `host:port`, IP addresses and IPv4 CIDR blocks. Loopback targets are always reached
 //! directly, so a proxy set for the outside world never sits between the client and a local
@@ -22,16 +23,19 @@ pub(crate) struct Proxy {
     pub authorization: Option<HeaderValue>,
 }
 
-/// The proxy for `host:port` under the environment `env` (a lookup of variable names).
+/// The proxy for `host:port`, an https target when `https`, under the environment `env` (a
+/// lookup of variable names).
 pub(crate) fn proxy_for(
     host: &str,
     port: u16,
+    https: bool,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<Proxy>, HttpError> {
     if is_loopback(host) {
         return Ok(None);
     }
-    let Some((var, url)) = first_set(&env, &["http_proxy", "HTTP_PROXY"]) else {
+    let names = if https { ["https_proxy", "HTTPS_PROXY"] } else { ["http_proxy", "HTTP_PROXY"] };
+    let Some((var, url)) = first_set(&env, &names) else {
         return Ok(None);
     };
     if let Some((_, list)) = first_set(&env, &["no_proxy", "NO_PROXY"])
@@ -162,19 +166,19 @@ mod tests {
     fn loopback_is_always_direct() {
         let e = env(&[("http_proxy", "http://proxy:3128")]);
         for host in ["127.0.0.1", "127.3.4.5", "localhost", "[::1]", "::1", "api.localhost"] {
-            assert_eq!(proxy_for(host, 80, &e).unwrap(), None, "{host}");
+            assert_eq!(proxy_for(host, 80, false, &e).unwrap(), None, "{host}");
         }
-        assert!(proxy_for("10.0.0.2", 80, &e).unwrap().is_some());
+        assert!(proxy_for("10.0.0.2", 80, false, &e).unwrap().is_some());
     }
 
     #[test]
     fn lower_case_wins_and_empty_means_unset() {
         let e = env(&[("http_proxy", "p1:8080"), ("HTTP_PROXY", "http://p2:9")]);
-        assert_eq!(proxy_for("gpu", 8000, &e).unwrap().unwrap().host, "p1");
+        assert_eq!(proxy_for("gpu", 8000, false, &e).unwrap().unwrap().host, "p1");
         let e = env(&[("http_proxy", " "), ("HTTP_PROXY", "http://p2:9")]);
-        let p = proxy_for("gpu", 8000, &e).unwrap().unwrap();
+        let p = proxy_for("gpu", 8000, false, &e).unwrap().unwrap();
         assert_eq!((p.host.as_str(), p.port), ("p2", 9));
-        assert_eq!(proxy_for("gpu", 8000, env(&[])).unwrap(), None);
+        assert_eq!(proxy_for("gpu", 8000, false, env(&[])).unwrap(), None);
     }
 
     #[test]
@@ -183,7 +187,7 @@ mod tests {
             ("http_proxy", "http://proxy:3128"),
             ("no_proxy", "internal.corp, .lab,gpu-7:8000,10.1.0.0/16, 192.168.1.5"),
         ]);
-        let direct = |h: &str, p: u16| proxy_for(h, p, &e).unwrap().is_none();
+        let direct = |h: &str, p: u16| proxy_for(h, p, false, &e).unwrap().is_none();
         assert!(direct("internal.corp", 80));
         assert!(direct("a.internal.corp", 80));
         assert!(direct("node.lab", 80));
@@ -194,18 +198,18 @@ mod tests {
         assert!(direct("192.168.1.5", 80));
         assert!(!direct("notinternal.corp", 80));
         let all = env(&[("HTTP_PROXY", "proxy:1"), ("NO_PROXY", "*")]);
-        assert_eq!(proxy_for("anything", 80, all).unwrap(), None);
+        assert_eq!(proxy_for("anything", 80, false, all).unwrap(), None);
     }
 
     #[test]
     fn proxy_credentials_become_basic_auth_and_bad_urls_are_errors() {
         let e = env(&[("http_proxy", "http://user:pa ss@proxy:3128/")]);
-        let p = proxy_for("gpu", 80, e).unwrap().unwrap();
+        let p = proxy_for("gpu", 80, false, e).unwrap().unwrap();
         assert_eq!(p.authorization.unwrap(), "Basic dXNlcjpwYSBzcw==");
         let e = env(&[("http_proxy", "https://secure:443")]);
-        let err = proxy_for("gpu", 80, e).unwrap_err();
+        let err = proxy_for("gpu", 80, false, e).unwrap_err();
         assert!(err.to_string().contains("http_proxy"), "{err}");
-        assert!(proxy_for("gpu", 80, env(&[("http_proxy", "http://p:notaport")])).is_err());
+        assert!(proxy_for("gpu", 80, false, env(&[("http_proxy", "http://p:notaport")])).is_err());
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl Default for RunOptions {
         Self {
             grace: Duration::from_secs(5),
             log: Arc::new(|_| {}),
-            api_key: std::env::var("OPENAI_API_KEY").ok(),
+            api_key: crate::http::env_api_key(),
             ready_retry_interval: Duration::from_secs(5),
             progress: true,
             tokenizer: None,

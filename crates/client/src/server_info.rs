@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use http::{Method, StatusCode};
+use bytes::Bytes;
+use http::{Method, StatusCode, Uri};
 use serde::Deserialize;
 
 use crate::http::{HttpClient, HttpError, SendError, request_headers};
@@ -127,8 +128,21 @@ async fn exchange(
 ) -> Result<String, InfoError> {
     let client = HttpClient::new(url, headers, 1, insecure)?;
     let target = client.target(url)?;
+    call(&client, method, url, &target, None, timeout).await
+}
+
+/// One request outside the run on `client` (`url` is `target`'s full address, for messages):
+/// the body of a 2xx answer, read up to 64 MiB, within `timeout`.
+pub(crate) async fn call(
+    client: &HttpClient,
+    method: Method,
+    url: &str,
+    target: &Uri,
+    body: Option<Bytes>,
+    timeout: Duration,
+) -> Result<String, InfoError> {
     let exchange = async {
-        let mut resp = client.send(method.clone(), &target, None, None).await.map_err(|source| InfoError::Send {
+        let mut resp = client.send(method.clone(), target, body, None).await.map_err(|source| InfoError::Send {
             method: method.clone(),
             url: url.to_string(),
             source,

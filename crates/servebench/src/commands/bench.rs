@@ -90,11 +90,14 @@ async fn run_against(
     let model = resolve_model(args, &base_url, &headers).await?;
     let config = crate::cli::resolve::resolve_run_config(&args.flags(), sim, base_override.as_deref(), model)?;
 
+    let log: Logger = Arc::new(|line: &str| {
+        let _ = output::line(line);
+    });
     let mut plan = plan_for(args, &config, tokenizer.as_deref())?;
     for note in &plan.notes {
         output::line(note)?;
     }
-    align_to_server(args, &mut plan, &config, tokenizer.as_deref()).await;
+    align_to_server(args, &mut plan, &config, tokenizer.as_deref(), &log).await;
     if let Some(path) = &args.extra.dry_run {
         servebench_workload::save_plan(&plan, Path::new(path))
             .with_context(|| format!("could not write the plan to {path}"))?;
@@ -109,9 +112,6 @@ async fn run_against(
     }
     let target = &config.target;
     let before = ServerBefore::capture(&target.base_url, &target.headers, target.insecure).await;
-    let log: Logger = Arc::new(|line: &str| {
-        let _ = output::line(line);
-    });
     if target.profile {
         profiler(&config, Profiler::Start).await?;
     }
@@ -161,7 +161,7 @@ async fn profiler(config: &RunConfig, step: Profiler) -> anyhow::Result<()> {
     let t = &config.target;
     // Stopping writes the traces, which can take minutes: the wait is the request timeout.
     let timeout = Duration::try_from_secs_f64(t.request_timeout_s).unwrap_or(Duration::from_secs(6 * 3600));
-    let api_key = std::env::var("OPENAI_API_KEY").ok();
+    let api_key = servebench_client::env_api_key();
     match servebench_client::post_empty(&t.base_url, path, &t.headers, api_key, t.insecure, timeout).await {
         Ok(()) => output::line(done)?,
         Err(e) => output::line(format!(
@@ -183,7 +183,7 @@ async fn resolve_model(
         return Ok(ResolvedModel { model_id: m.clone(), model_name: name });
     }
     output::line("Model not specified, fetching first model from server...")?;
-    let api_key = std::env::var("OPENAI_API_KEY").ok();
+    let api_key = servebench_client::env_api_key();
     let info = servebench_client::fetch_models(base_url, headers, api_key, args.endpoint.insecure).await.with_context(
         || format!("could not fetch the model list from {base_url}/v1/models; is the server running? Or pass --model"),
     )?;
@@ -208,15 +208,17 @@ fn plan_for(
 /// vLLM's alignment of `random` and `prefix_repetition` prompts to the server's tokenizer
 /// (`/tokenize`), before `--dry-run` writes the plan and before the clock starts; never for
 /// `--replay-plan`, whose plan is sent exactly as written.
-async fn align_to_server(args: &BenchServeArgs, plan: &mut Plan, config: &RunConfig, tokenizer: Option<&Tokenizer>) {
+async fn align_to_server(
+    args: &BenchServeArgs,
+    plan: &mut Plan,
+    config: &RunConfig,
+    tokenizer: Option<&Tokenizer>,
+    log: &Logger,
+) {
     if args.extra.replay_plan.is_some() {
         return;
     }
-    let log: Logger = Arc::new(|line: &str| {
-        let _ = output::line(line);
-    });
-    let api_key = std::env::var("OPENAI_API_KEY").ok();
-    servebench_client::align_prompts(plan, config, tokenizer, api_key, &log).await;
+    servebench_client::align_prompts(plan, config, tokenizer, servebench_client::env_api_key(), log).await;
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -30,7 +30,7 @@ pub fn client_host() -> Value {
 /// `GET {base_url}{path}` as text, or `None` if the server does not answer in time.
 /// `insecure` (`--insecure`) accepts any certificate from an https server.
 pub async fn ask(base_url: &str, path: &str, headers: &[(String, String)], insecure: bool) -> Option<String> {
-    let api_key = std::env::var("OPENAI_API_KEY").ok();
+    let api_key = servebench_client::env_api_key();
     let fetch = servebench_client::fetch_text(base_url, path, headers, api_key, insecure);
     tokio::time::timeout(ASK_TIMEOUT, fetch).await.ok()?.ok()
 }

@@ -247,7 +247,7 @@ impl<'a> Runner<'a> {
             let base_url = endpoint_urls(&args.endpoint, backend).0;
             let headers = parse_kv_list(&args.endpoint.header, "--header")?;
             output::line("Model not specified, fetching first model from server...")?;
-            let api_key = std::env::var("OPENAI_API_KEY").ok();
+            let api_key = servebench_client::env_api_key();
             let info = servebench_client::fetch_models(&base_url, &headers, api_key, args.endpoint.insecure)
                 .await
                 .with_context(|| {

@@ -5,9 +5,8 @@
 use std::path::Path;
 
 use serde_json::Value;
-use servebench_core::rng::PyRandom;
 
-use super::{Dataset, Sample, count_with_special, oversample};
+use super::{Dataset, Sample, count_with_special, oversample, seeded_shuffle};
 use crate::{Tokenizer, WorkloadError};
 
 /// The custom dataset's parameters.
@@ -73,11 +72,7 @@ fn row_output_len(row: &Row, path: &Path) -> Result<u32, WorkloadError> {
 /// Builds the dataset.
 pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &CustomSpec) -> Result<Dataset, WorkloadError> {
     let mut rows = load(path)?;
-    let shuffled = spec.shuffle.then(|| {
-        let mut rng = PyRandom::new(spec.seed);
-        rng.shuffle(&mut rows);
-        rng
-    });
+    let shuffled = seeded_shuffle(&mut rows, spec.shuffle, spec.seed);
     // `None`: each row's `output_tokens`.
     let fixed_len = match spec.output_len {
         -1 => None,

@@ -81,6 +81,16 @@ pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync)
     })
 }
 
+/// vLLM's `random.seed(seed); random.shuffle(items)` when `shuffle`: Python's `random` after
+/// it, or `None` (and `items` as they were) without a shuffle.
+pub(crate) fn seeded_shuffle<T>(items: &mut [T], shuffle: bool, seed: u64) -> Option<PyRandom> {
+    shuffle.then(|| {
+        let mut rng = PyRandom::new(seed);
+        rng.shuffle(items);
+        rng
+    })
+}
+
 /// vLLM's `maybe_oversample_requests`: too few samples are topped up with `random.choice`
 /// copies drawn from `random.seed(seed)`; `oversample = false` keeps what there is. Returns
 /// Python's `random` after the draws, when there were some.

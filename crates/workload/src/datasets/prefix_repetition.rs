@@ -2,12 +2,12 @@
 //! `num_requests / num_prefixes` random suffixes, drawn from the global legacy `np.random`
 //! (so they shift the arrival draws that follow, as in vLLM), then shuffled with `random`.
 
-use servebench_core::rng::{PyRandom, RandomState};
+use servebench_core::rng::RandomState;
 
 use super::fit::{Extender, decode_to_target_len, mismatch_note};
 use super::random::words_text;
 use super::words::WORDS;
-use super::{Dataset, Sample};
+use super::{Dataset, Sample, seeded_shuffle};
 use crate::{Tokenizer, WorkloadError};
 
 /// The prefix-repetition parameters (`--prefix-repetition-*`).
@@ -95,11 +95,7 @@ pub fn sample(
             spec.num_requests
         ));
     }
-    let python_random = spec.shuffle.then(|| {
-        let mut rng = PyRandom::new(spec.seed);
-        rng.shuffle(&mut samples);
-        rng
-    });
+    let python_random = seeded_shuffle(&mut samples, spec.shuffle, spec.seed);
     Ok(Dataset { samples, conversations: Vec::new(), notes, python_random })
 }
 

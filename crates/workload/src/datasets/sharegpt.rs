@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 use servebench_core::rng::PyRandom;
 
-use super::{Dataset, Sample, count_with_special, oversample};
+use super::{Dataset, Sample, count_with_special, oversample, seeded_shuffle};
 use crate::{Tokenizer, WorkloadError};
 
 /// One message of a ShareGPT conversation.
@@ -55,11 +55,7 @@ fn load_with_random(path: &Path, shuffle: bool, seed: u64) -> Result<(Vec<Entry>
         )
     })?;
     let mut kept: Vec<Entry> = entries.into_iter().filter(|e| e.conversations.len() >= 2).collect();
-    let random = shuffle.then(|| {
-        let mut rng = PyRandom::new(seed);
-        rng.shuffle(&mut kept);
-        rng
-    });
+    let random = seeded_shuffle(&mut kept, shuffle, seed);
     Ok((kept, random))
 }
 

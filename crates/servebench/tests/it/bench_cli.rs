@@ -23,30 +23,10 @@ fn quick(tokens: u32) -> Script {
 async fn bench_serve_prints_vllms_block_and_saves_a_json_that_agrees_with_it() {
     let server = TestServer::start(TestServerConfig::new(13, |_| quick(10))).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let out = servebench(args(&[
-        "bench",
-        "serve",
-        "--base-url",
-        &server.base_url(),
-        "--model",
-        "test-model",
-        "--num-prompts",
-        "12",
-        "--max-concurrency",
-        "4",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "10",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--result-filename",
-        "r.json",
-        "--no-store",
-        "--disable-tqdm",
-    ]))
-    .await;
+    let flags =
+        ["--num-prompts", "12", "--max-concurrency", "4", "--random-input-len", "16", "--random-output-len", "10"];
+    let save = ["--save-result", "--result-dir", dir.path().to_str().unwrap(), "--result-filename", "r.json"];
+    let out = servebench(serve_args(&server.base_url(), &[&flags[..], &save[..]].concat())).await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     assert!(stdout.contains("============ Serving Benchmark Result ============\n"), "{stdout}");
@@ -288,25 +268,8 @@ async fn profiler_front(
 }
 
 fn profiled_run(base_url: &str) -> Vec<String> {
-    args(&[
-        "bench",
-        "serve",
-        "--base-url",
-        base_url,
-        "--model",
-        "test-model",
-        "--num-prompts",
-        "4",
-        "--max-concurrency",
-        "2",
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "3",
-        "--profile",
-        "--no-store",
-        "--disable-tqdm",
-    ])
+    let flags = ["--num-prompts", "4", "--max-concurrency", "2", "--random-input-len", "8", "--random-output-len", "3"];
+    serve_args(base_url, &[&flags[..], &["--profile"]].concat())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,14 +1,15 @@
 //! Reading a model's shape from a Hugging Face `config.json` (`--model-config PATH`).
 //!
 //! Handles the layouts of the supported families: plain decoder configs, VL configs that nest
-//! the language model under `text_config`, the MoE keys of Qwen3-MoE, GLM-4.x, gpt-oss, Mixtral
-//! and Llama-4, sliding/chunked attention (`layer_types`, `sliding_window_pattern`,
+//! the language model under `text_config`, the MoE keys of Qwen3-MoE, GLM-4.x, gpt-oss, Mixtral,
+//! Llama-4 and DeepSeek-V2/V3 (Kimi-K2), multi-head latent attention (`kv_lora_rank`; the
+//! multi-token-prediction layers of `num_nextn_predict_layers` are left out), sliding/chunked attention (`layer_types`, `sliding_window_pattern`,
 //! `attention_chunk_size`), and `quantization_config` for the weight format.
 
 use serde_json::Value;
 
 use crate::error::SimError;
-use crate::model::{ModelShape, MoeShape, SlidingWindow};
+use crate::model::{MlaShape, ModelShape, MoeShape, SlidingWindow};
 use crate::precision::Precision;
 
 impl ModelShape {
@@ -73,19 +74,16 @@ fn as_u32(v: &Value) -> Option<u32> {
 fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
     let text = root.get("text_config").filter(|v| v.is_object()).unwrap_or(root);
     let k = Keys { text, root };
-    if k.get("kv_lora_rank").is_some() {
-        return Err("multi-head latent attention (kv_lora_rank) is not modelled; \
-                    describe the model in a preset instead"
-            .into());
-    }
     let layers = k.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
     let hidden = k.need(&["hidden_size", "n_embd", "d_model"])?;
     let heads = k.need(&["num_attention_heads", "n_head"])?;
     let kv_heads = k.num(&["num_key_value_heads", "multi_query_group_num"])?.unwrap_or(heads);
-    let head_dim = match k.num(&["head_dim"])? {
-        Some(d) => d,
-        None if heads > 0 => hidden / heads,
-        None => 0,
+    let mla = parse_mla(&k)?;
+    let head_dim = match (&mla, k.num(&["head_dim"])?) {
+        (Some(a), _) => a.qk_nope_head_dim + a.qk_rope_head_dim,
+        (None, Some(d)) => d,
+        (None, None) if heads > 0 => hidden / heads,
+        (None, None) => 0,
     };
     let vocab = k.need(&["vocab_size", "padded_vocab_size"])?;
     let tied = root
@@ -121,8 +119,29 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         max_context,
         moe,
         sliding,
+        mla,
         extra_params_b: 0.0,
     })
+}
+
+/// Multi-head latent attention, when the config has `kv_lora_rank` (DeepSeek-V2/V3, Kimi-K2).
+fn parse_mla(k: &Keys) -> Result<Option<MlaShape>, String> {
+    let Some(kv_lora_rank) = k.num(&["kv_lora_rank"])? else {
+        return Ok(None);
+    };
+    if k.get("index_topk").is_some() {
+        return Err("DeepSeek sparse attention (index_topk, DeepSeek-V3.2) is not modelled; \
+                    describe the model in a preset without it, or pick a DeepSeek-V3/R1 preset"
+            .into());
+    }
+    Ok(Some(MlaShape {
+        // JSON null (no query compression) reads as absent.
+        q_lora_rank: k.num(&["q_lora_rank"])?.unwrap_or(0),
+        kv_lora_rank,
+        qk_nope_head_dim: k.need(&["qk_nope_head_dim"])?,
+        qk_rope_head_dim: k.need(&["qk_rope_head_dim"])?,
+        v_head_dim: k.need(&["v_head_dim"])?,
+    }))
 }
 
 fn parse_moe(k: &Keys, layers: u32, model_type: &str) -> Result<Option<MoeShape>, String> {
@@ -301,6 +320,60 @@ mod tests {
     }
 
     #[test]
+    fn deepseek_v3_style_configs_read_mla_and_leave_out_the_mtp_layer() {
+        let v3 = ModelShape::from_hf_config(&fixture("deepseek-v3.json")).unwrap();
+        // num_nextn_predict_layers = 1 is not counted.
+        assert_eq!((v3.layers, v3.hidden, v3.heads, v3.head_dim), (61, 7168, 128, 192));
+        assert_eq!((v3.intermediate, v3.vocab, v3.tied_embeddings), (18432, 129_280, false));
+        assert_eq!(
+            v3.mla,
+            Some(MlaShape {
+                q_lora_rank: 1536,
+                kv_lora_rank: 512,
+                qk_nope_head_dim: 128,
+                qk_rope_head_dim: 64,
+                v_head_dim: 128
+            })
+        );
+        let moe = v3.moe.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.top_k, moe.expert_intermediate), (256, 8, 2048));
+        assert_eq!((moe.shared_experts, moe.dense_layers), (1, 3));
+        assert_eq!(v3.precision, Precision::Fp8);
+        assert_eq!(v3.attention_precision(), Precision::Fp8);
+        assert_eq!(v3.max_context, 163_840);
+        assert_eq!(v3.kv_bytes_per_token_layer(crate::precision::KvDtype::Auto, 8) * 61.0, 70_272.0);
+        assert!((v3.total_params() / 1e9 / 671.0 - 1.0).abs() < 0.02, "{}", v3.total_params());
+
+        let kimi = ModelShape::from_hf_config(&fixture("kimi-k2.json")).unwrap();
+        assert_eq!((kimi.layers, kimi.hidden, kimi.heads, kimi.vocab), (61, 7168, 64, 163_840));
+        let moe = kimi.moe.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.top_k, moe.expert_intermediate), (384, 8, 2048));
+        assert_eq!((moe.shared_experts, moe.dense_layers), (1, 1));
+        assert_eq!(kimi.mla.as_ref().map(|a| (a.q_lora_rank, a.kv_lora_rank)), Some((1536, 512)));
+        assert_eq!(kimi.precision, Precision::Fp8);
+        // Published: about 1.04 T parameters, 32 B active.
+        let (total, active) = (kimi.total_params() / 1e9, kimi.active_params() / 1e9);
+        assert!((total / 1040.0 - 1.0).abs() < 0.02, "{total}");
+        assert!((active / 32.0 - 1.0).abs() < 0.03, "{active}");
+    }
+
+    #[test]
+    fn mla_without_query_compression_reads_a_null_q_lora_rank() {
+        // DeepSeek-V2-Lite: q_lora_rank is null; 15.7 B parameters published.
+        let lite = r#"{"model_type": "deepseek_v2", "num_hidden_layers": 27, "hidden_size": 2048,
+            "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 10944,
+            "moe_intermediate_size": 1408, "n_routed_experts": 64, "num_experts_per_tok": 6,
+            "n_shared_experts": 2, "first_k_dense_replace": 1, "q_lora_rank": null,
+            "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+            "vocab_size": 102400, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+            "max_position_embeddings": 163840}"#;
+        let m = ModelShape::from_hf_config(lite).unwrap();
+        assert_eq!(m.mla.as_ref().map(|a| a.q_lora_rank), Some(0));
+        assert_eq!(m.precision, Precision::Bf16);
+        assert!((m.total_params() / 1e9 / 15.7 - 1.0).abs() < 0.02, "{}", m.total_params());
+    }
+
+    #[test]
     fn vl_configs_use_the_nested_text_config() {
         let m = ModelShape::from_hf_config(&fixture("qwen3-vl-235b-a22b-fp8.json")).unwrap();
         assert_eq!((m.layers, m.hidden, m.kv_heads), (94, 4096, 4));
@@ -336,6 +409,10 @@ mod tests {
             assert_eq!(from_config.precision, preset.precision, "{file}");
             assert_eq!(from_config.attention_precision(), preset.attention_precision(), "{file}");
         }
+        // DeepSeek-R1 has DeepSeek-V3's config apart from the name.
+        let mut v3 = ModelShape::from_hf_config(&fixture("deepseek-v3.json")).unwrap();
+        v3.id = "deepseek-ai/DeepSeek-R1".into();
+        assert_eq!(&v3, presets.model("deepseek-ai/DeepSeek-R1").unwrap());
     }
 
     #[test]
@@ -347,7 +424,17 @@ mod tests {
         let mla = r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
                       "vocab_size": 10, "kv_lora_rank": 512}"#;
         let err = ModelShape::from_hf_config(mla).unwrap_err().to_string();
-        assert!(err.contains("latent"), "{err}");
+        assert!(err.contains("qk_nope_head_dim"), "{err}");
+        let sparse = r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                         "vocab_size": 10, "kv_lora_rank": 4, "qk_nope_head_dim": 2,
+                         "qk_rope_head_dim": 2, "v_head_dim": 2, "index_topk": 2048}"#;
+        let err = ModelShape::from_hf_config(sparse).unwrap_err().to_string();
+        assert!(err.contains("index_topk") && err.contains("preset"), "{err}");
+        let zero = r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                       "vocab_size": 10, "kv_lora_rank": 0, "qk_nope_head_dim": 2,
+                       "qk_rope_head_dim": 2, "v_head_dim": 2}"#;
+        let err = ModelShape::from_hf_config(zero).unwrap_err().to_string();
+        assert!(err.contains("kv_lora_rank"), "{err}");
         let q = r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
                     "vocab_size": 10, "quantization_config": {"quant_method": "hqq"}}"#;
         let err = ModelShape::from_hf_config(q).unwrap_err().to_string();

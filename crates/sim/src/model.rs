@@ -2,7 +2,8 @@
 //! and FLOPs per token, with those derived quantities.
 //!
 //! Presets are TOML files (`presets/models/`); [`ModelShape::from_hf_config`] builds the same struct from a
-//! Hugging Face config.json.
+//! Hugging Face config.json. Attention is multi-head/grouped-query, or multi-head latent attention
+//! ([`MlaShape`], DeepSeek-V2/V3/R1 and Kimi-K2).
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +20,10 @@ pub struct ModelShape {
     pub hidden: u32,
     /// Query heads.
     pub heads: u32,
+    /// KV heads of grouped-query attention (with MLA: the config's `num_key_value_heads`, unused
+    /// for sizes).
     pub kv_heads: u32,
+    /// Per-head width (with MLA: the query/key head, `qk_nope_head_dim + qk_rope_head_dim`).
     pub head_dim: u32,
     /// Width of the dense (gated) FFN; unused when every layer is MoE.
     pub intermediate: u32,
@@ -37,6 +41,9 @@ pub struct ModelShape {
     pub moe: Option<MoeShape>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding: Option<SlidingWindow>,
+    /// Multi-head latent attention; replaces the q/k/v/o projections and the KV cache layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaShape>,
     /// Parameters outside the language model (a vision tower), billions: memory only.
     #[serde(default)]
     pub extra_params_b: f64,
@@ -61,6 +68,31 @@ pub struct MoeShape {
     /// Layers that keep a dense FFN (GLM's `first_k_dense_replace`, interleaved layers).
     #[serde(default)]
     pub dense_layers: u32,
+}
+
+/// Multi-head latent attention (DeepSeek-V2/V3/R1, Kimi-K2): keys and values are compressed into
+/// one latent vector per token, which is all the KV cache stores.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlaShape {
+    /// Rank of the query compression (0: queries are projected from the hidden state directly).
+    #[serde(default)]
+    pub q_lora_rank: u32,
+    /// Width of the compressed KV latent.
+    pub kv_lora_rank: u32,
+    /// Per-head query/key width without rotary embedding.
+    pub qk_nope_head_dim: u32,
+    /// Per-head query/key width with rotary embedding (the key part is shared by all heads).
+    pub qk_rope_head_dim: u32,
+    /// Per-head value width.
+    pub v_head_dim: u32,
+}
+
+impl MlaShape {
+    /// Values one token stores per layer: the latent plus the shared rotary key.
+    pub fn cache_width(&self) -> u32 {
+        self.kv_lora_rank + self.qk_rope_head_dim
+    }
 }
 
 /// Layers whose attention looks back at most `window` tokens (sliding or chunked attention).
@@ -122,6 +154,19 @@ impl ModelShape {
                 s.layers, self.layers
             ));
         }
+        if let Some(a) = &self.mla {
+            let ranks = [
+                ("mla.kv_lora_rank", a.kv_lora_rank),
+                ("mla.qk_nope_head_dim", a.qk_nope_head_dim),
+                ("mla.qk_rope_head_dim", a.qk_rope_head_dim),
+                ("mla.v_head_dim", a.v_head_dim),
+            ];
+            for (name, v) in ranks {
+                if v == 0 {
+                    return Err(format!("{name} must be at least 1 for multi-head latent attention"));
+                }
+            }
+        }
         if !(self.extra_params_b.is_finite() && self.extra_params_b >= 0.0) {
             return Err("extra_params_b must be zero or positive".into());
         }
@@ -153,12 +198,44 @@ impl ModelShape {
         self.layers - self.sliding_layers().0
     }
 
-    /// q, k, v and o projection parameters of one layer.
+    /// q, k, v and o projection parameters of one layer (with MLA: the down- and up-projections
+    /// of queries and of the KV latent, and o; the small norms are left out).
     pub fn attention_params(&self) -> f64 {
         let h = f64::from(self.hidden);
-        let q = f64::from(self.heads) * f64::from(self.head_dim);
+        let heads = f64::from(self.heads);
+        if let Some(a) = &self.mla {
+            let qk = f64::from(a.qk_nope_head_dim + a.qk_rope_head_dim);
+            let q = if a.q_lora_rank == 0 {
+                h * heads * qk
+            } else {
+                let r = f64::from(a.q_lora_rank);
+                h * r + r * heads * qk
+            };
+            let kv_lora = f64::from(a.kv_lora_rank);
+            let kv = h * f64::from(a.cache_width()) + kv_lora * heads * f64::from(a.qk_nope_head_dim + a.v_head_dim);
+            let o = heads * f64::from(a.v_head_dim) * h;
+            return q + kv + o;
+        }
+        let q = heads * f64::from(self.head_dim);
         let kv = f64::from(self.kv_heads) * f64::from(self.head_dim);
         h * q * 2.0 + h * kv * 2.0
+    }
+
+    /// Attention parameters of one layer that every tensor-parallel rank holds whole: MLA's
+    /// down-projections of queries and of the KV latent (vLLM replicates them); 0 otherwise.
+    pub fn attention_replicated_params(&self) -> f64 {
+        self.mla.as_ref().map_or(0.0, |a| f64::from(self.hidden) * f64::from(a.q_lora_rank + a.cache_width()))
+    }
+
+    /// FLOPs of one query attending to one key in one layer, all heads (before any
+    /// tensor-parallel split): QK^T and PV. With MLA, the absorbed form vLLM runs: every head
+    /// scores against the latent plus the rotary key and sums the latent.
+    pub fn attention_flops_per_pair(&self) -> f64 {
+        let heads = f64::from(self.heads);
+        match &self.mla {
+            Some(a) => 2.0 * heads * f64::from(a.cache_width()) + 2.0 * heads * f64::from(a.kv_lora_rank),
+            None => 4.0 * heads * f64::from(self.head_dim),
+        }
     }
 
     /// Parameters of one dense gated FFN.
@@ -218,13 +295,21 @@ impl ModelShape {
         attn + rest + heads * self.embedding_params() * 2.0 + self.extra_params_b * 1e9 * 2.0
     }
 
-    /// KV heads each tensor-parallel rank stores (replicated when there are fewer than ranks).
+    /// KV heads each tensor-parallel rank stores (replicated when there are fewer than ranks;
+    /// with MLA one latent "head", the same on every rank).
     pub fn kv_heads_per_rank(&self, tp: u32) -> u32 {
+        if self.mla.is_some() {
+            return 1;
+        }
         (self.kv_heads / tp.max(1)).max(1)
     }
 
-    /// KV bytes one token occupies in one layer on one rank.
+    /// KV bytes one token occupies in one layer on one rank. With MLA: the latent plus the rotary
+    /// key, not divided by `tp` (vLLM keeps the whole latent cache on every rank).
     pub fn kv_bytes_per_token_layer(&self, dtype: KvDtype, tp: u32) -> f64 {
+        if let Some(a) = &self.mla {
+            return f64::from(a.cache_width()) * dtype.bytes();
+        }
         2.0 * f64::from(self.kv_heads_per_rank(tp)) * f64::from(self.head_dim) * dtype.bytes()
     }
 }
@@ -249,7 +334,40 @@ mod tests {
             max_context: 40960,
             moe: None,
             sliding: None,
+            mla: None,
             extra_params_b: 0.0,
+        }
+    }
+
+    /// DeepSeek-V3 (and R1, the same shape) without its multi-token-prediction layer.
+    fn deepseek_v3() -> ModelShape {
+        ModelShape {
+            id: "deepseek-ai/DeepSeek-V3".into(),
+            layers: 61,
+            hidden: 7168,
+            heads: 128,
+            kv_heads: 128,
+            head_dim: 192,
+            intermediate: 18432,
+            vocab: 129_280,
+            precision: Precision::Fp8,
+            max_context: 163_840,
+            moe: Some(MoeShape {
+                experts: 256,
+                top_k: 8,
+                expert_intermediate: 2048,
+                shared_experts: 1,
+                shared_intermediate: None,
+                dense_layers: 3,
+            }),
+            mla: Some(MlaShape {
+                q_lora_rank: 1536,
+                kv_lora_rank: 512,
+                qk_nope_head_dim: 128,
+                qk_rope_head_dim: 64,
+                v_head_dim: 128,
+            }),
+            ..qwen3_8b()
         }
     }
 
@@ -262,6 +380,46 @@ mod tests {
         assert_eq!(kv, 144.0 * 1024.0);
         assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Fp8, 2) * 36.0, kv / 4.0);
         assert_eq!(m.kv_heads_per_rank(16), 1);
+    }
+
+    #[test]
+    fn mla_counts_match_deepseek_v3() {
+        let m = deepseek_v3();
+        assert!(m.validate().is_ok());
+        // Published: 671 B total (without the 14 B MTP module), 37 B active.
+        let (total, active) = (m.total_params() / 1e9, m.active_params() / 1e9);
+        assert!((total / 671.0 - 1.0).abs() < 0.02, "{total}");
+        assert!((active / 37.0 - 1.0).abs() < 0.03, "{active}");
+        // One layer's attention by hand: q 7168x1536 + 1536x128x192, kv 7168x576 + 512x128x256,
+        // o 128x128x7168.
+        assert_eq!(m.attention_params(), 187_105_280.0);
+        assert_eq!(m.attention_replicated_params(), 7168.0 * (1536.0 + 576.0));
+        // The latent cache: 512 + 64 values of 2 bytes per layer, the same on every TP rank.
+        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Auto, 1), 1152.0);
+        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Auto, 8), 1152.0);
+        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Auto, 1) * 61.0, 70_272.0);
+        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Fp8, 4), 576.0);
+        assert_eq!(m.kv_heads_per_rank(8), 1);
+        // Absorbed MLA: 2x128x576 for the scores, 2x128x512 for the latent sum.
+        assert_eq!(m.attention_flops_per_pair(), 278_528.0);
+    }
+
+    #[test]
+    fn mla_without_query_compression_projects_queries_directly() {
+        let mut m = deepseek_v3();
+        let with_q_lora = m.attention_params();
+        m.mla.as_mut().unwrap().q_lora_rank = 0;
+        let q_direct = 7168.0 * 128.0 * 192.0;
+        let q_lora = 7168.0 * 1536.0 + 1536.0 * 128.0 * 192.0;
+        assert_eq!(m.attention_params(), with_q_lora - q_lora + q_direct);
+        assert_eq!(m.attention_replicated_params(), 7168.0 * 576.0);
+    }
+
+    #[test]
+    fn flops_per_pair_of_grouped_query_attention() {
+        // 32 heads of 128: QK^T and PV, 2 FLOPs per multiply-add each.
+        assert_eq!(qwen3_8b().attention_flops_per_pair(), 4.0 * 32.0 * 128.0);
+        assert_eq!(qwen3_8b().attention_replicated_params(), 0.0);
     }
 
     #[test]
@@ -279,5 +437,9 @@ mod tests {
             dense_layers: 0,
         });
         assert!(m.validate().unwrap_err().contains("top_k"));
+        let mut m = deepseek_v3();
+        m.mla.as_mut().unwrap().kv_lora_rank = 0;
+        let err = m.validate().unwrap_err();
+        assert!(err.contains("mla.kv_lora_rank") && err.contains("latent"), "{err}");
     }
 }

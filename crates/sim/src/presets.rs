@@ -21,14 +21,16 @@ const HARDWARE: [(&str, &str); 10] = embedded!("hardware":
     "rtx-5090.toml", "dgx-spark.toml", "jetson-agx-thor.toml", "mi300x.toml",
 );
 
-const MODELS: [(&str, &str); 20] = embedded!("models":
+const MODELS: [(&str, &str); 27] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
     "qwen3-vl-32b-instruct-fp8.toml", "qwen3-vl-235b-a22b-instruct-fp8.toml",
     "qwen3-vl-235b-a22b-instruct-awq.toml", "gpt-oss-20b.toml", "gpt-oss-120b.toml",
     "glm-4.6-fp8.toml", "llama-4-scout-17b-16e-instruct-nvfp4.toml",
-    "llama-3.3-70b-instruct-nvfp4.toml",
+    "llama-3.3-70b-instruct-nvfp4.toml", "llama-3.1-70b-instruct.toml", "llama-3.1-70b-instruct-fp8.toml",
+    "qwen3-30b-a3b.toml", "qwen3-30b-a3b-fp8.toml", "qwen3-235b-a22b.toml", "qwen3-235b-a22b-fp8.toml",
+    "deepseek-r1.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -161,6 +163,7 @@ pub fn default_user_dir() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::precision::Precision;
 
     #[test]
     fn every_embedded_preset_parses_and_is_found_by_name() {
@@ -196,6 +199,14 @@ mod tests {
             ("openai/gpt-oss-120b", 116.8, 5.71),
             ("zai-org/GLM-4.6-FP8", 352.8, 33.6),
             ("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", 107.8, 17.2),
+            ("meta-llama/Llama-3.1-70B-Instruct", 70.55, 70.55),
+            ("nvidia/Llama-3.1-70B-Instruct-FP8", 70.55, 70.55),
+            ("Qwen/Qwen3-30B-A3B", 30.5, 3.3),
+            ("Qwen/Qwen3-30B-A3B-FP8", 30.5, 3.3),
+            ("Qwen/Qwen3-235B-A22B", 235.1, 22.2),
+            ("Qwen/Qwen3-235B-A22B-FP8", 235.1, 22.2),
+            // 671 B without the multi-token-prediction layer, 37 B active.
+            ("deepseek-ai/DeepSeek-R1", 671.0, 37.0),
         ];
         let p = Presets::embedded().unwrap();
         for (id, total, active) in published {
@@ -205,6 +216,23 @@ mod tests {
             assert!((t / total - 1.0).abs() < 0.02, "{id}: total {t:.2} B vs {total}");
             assert!((a / active - 1.0).abs() < 0.03, "{id}: active {a:.2} B vs {active}");
         }
+    }
+
+    #[test]
+    fn fp8_variants_keep_the_shape_of_their_base_model() {
+        let p = Presets::embedded().unwrap();
+        for (base, fp8) in [
+            ("meta-llama/Llama-3.1-70B-Instruct", "nvidia/Llama-3.1-70B-Instruct-FP8"),
+            ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B-FP8"),
+            ("Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-235B-A22B-FP8"),
+        ] {
+            let (b, f) = (p.model(base).unwrap(), p.model(fp8).unwrap());
+            assert_eq!((b.precision, f.precision), (Precision::Bf16, Precision::Fp8), "{fp8}");
+            let renamed = ModelShape { id: b.id.clone(), precision: b.precision, ..f.clone() };
+            assert_eq!(&renamed, b, "{fp8}");
+        }
+        let r1 = p.model("DeepSeek-R1").unwrap();
+        assert!(r1.mla.is_some() && r1.precision == Precision::Fp8);
     }
 
     #[test]

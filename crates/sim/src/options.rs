@@ -1,6 +1,9 @@
 //! Serving options as vLLM names them (`tp`, `gpu-memory-utilization`, `max-num-seqs`, ...),
 //! parsed from `key=value` pairs, defaulted by vLLM's rules and checked against the model and the
 //! hardware. Keys naming a [`StackProfile`] constant (`t0-ms`, `eta-bw`, ...) override it.
+//!
+//! A deployment uses `tp × pp × dp` GPUs; when `nodes` is not given it is derived from the
+//! hardware's GPUs per node, as Ray places vLLM's workers.
 
 use serde::Serialize;
 
@@ -11,10 +14,13 @@ use crate::precision::{KvDtype, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 15] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 18] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
-    ("nodes", "machines the GPUs are spread over"),
+    ("dp", "data-parallel size: engines serving side by side (alias data-parallel-size)"),
+    ("enable-expert-parallel", "true or false: spread MoE experts over tp x dp GPUs (alias ep)"),
+    ("enforce-eager", "true or false: run without CUDA graphs"),
+    ("nodes", "machines the GPUs are spread over (default: as many as tp x pp x dp GPUs need)"),
     ("interconnect", "the link the all-reduce crosses, by name"),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
     ("kv-cache-dtype", "auto or fp8"),
@@ -49,12 +55,24 @@ pub enum Warmup {
     Off,
 }
 
+/// The most GPUs one deployment may use (`tp × pp × dp`).
+pub const MAX_GPUS: u32 = 16_384;
+
 /// Resolved serving options: every value set, by the user or by vLLM's defaults.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ServingOptions {
     pub tp: u32,
     pub pp: u32,
+    /// Data-parallel engines (`--data-parallel-size`), each with `tp × pp` GPUs.
+    pub dp: u32,
+    /// `--enable-expert-parallel`: routed experts are spread over [`Self::expert_shards`] GPUs
+    /// instead of each being split by tensor parallelism.
+    pub expert_parallel: bool,
+    /// `--enforce-eager`: every step runs eagerly, without CUDA graphs.
+    pub enforce_eager: bool,
     pub nodes: u32,
+    /// `nodes` was not given and was derived from the GPUs the deployment needs.
+    pub nodes_derived: bool,
     /// The link chosen with `interconnect`, replacing the preset's for the all-reduce.
     pub interconnect: Option<Link>,
     pub gpu_memory_utilization: f64,
@@ -74,10 +92,12 @@ pub struct ServingOptions {
 const BLOCK_SIZES: [u32; 6] = [1, 8, 16, 32, 64, 128];
 
 fn canonical_key(key: &str) -> String {
-    let k = key.trim().trim_start_matches("--").to_ascii_lowercase().replace('_', "-");
+    let k = key.trim().trim_start_matches('-').to_ascii_lowercase().replace('_', "-");
     match k.as_str() {
         "tensor-parallel-size" => "tp".into(),
         "pipeline-parallel-size" => "pp".into(),
+        "data-parallel-size" => "dp".into(),
+        "ep" | "expert-parallel" => "enable-expert-parallel".into(),
         "quantization" => "precision".into(),
         _ => k,
     }
@@ -99,7 +119,11 @@ impl ServingOptions {
         let mut o = ServingOptions {
             tp: 1,
             pp: 1,
+            dp: 1,
+            expert_parallel: false,
+            enforce_eager: false,
             nodes: 1,
+            nodes_derived: false,
             interconnect: None,
             gpu_memory_utilization: 0.9,
             kv_cache_dtype: KvDtype::Auto,
@@ -113,6 +137,7 @@ impl ServingOptions {
             warmup: Warmup::Auto,
             seed: 0,
         };
+        let mut nodes = None;
         let mut seen: Vec<String> = Vec::new();
         for (raw_key, value) in pairs {
             let key = canonical_key(raw_key);
@@ -129,9 +154,17 @@ impl ServingOptions {
             match key.as_str() {
                 "tp" => o.tp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
                 "pp" => o.pp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
+                "dp" => o.dp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
                 "nodes" => {
-                    o.nodes = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                    nodes = Some(positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?);
                 }
+                "enable-expert-parallel" => {
+                    o.expert_parallel = boolean(v).ok_or_else(|| bad("expected true or false"))?;
+                }
+                "no-enable-expert-parallel" => {
+                    o.expert_parallel = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
+                }
+                "enforce-eager" => o.enforce_eager = boolean(v).ok_or_else(|| bad("expected true or false"))?,
                 "max-num-seqs" => {
                     o.max_num_seqs = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
                 }
@@ -196,17 +229,53 @@ impl ServingOptions {
                 },
             }
         }
+        match nodes {
+            Some(n) => o.nodes = n,
+            None => {
+                o.nodes = o.gpus().div_ceil(hw.gpus_per_node.max(1)).max(1);
+                o.nodes_derived = true;
+            }
+        }
         o.check(model, hw)?;
         Ok(o)
     }
 
-    /// GPUs the deployment uses.
+    /// GPUs the deployment uses: `tp × pp × dp`.
     pub fn gpus(&self) -> u32 {
-        self.tp.saturating_mul(self.pp)
+        self.tp.saturating_mul(self.pp).saturating_mul(self.dp)
+    }
+
+    /// GPUs that share one MoE layer's routed experts: `tp × dp` with expert parallelism (each
+    /// holds whole experts), else `tp` (each holds a slice of every expert).
+    pub fn expert_shards(&self) -> u32 {
+        if self.expert_parallel { self.tp.saturating_mul(self.dp) } else { self.tp }
+    }
+
+    /// The parallel layout in vLLM's words: `tp=8`, plus `pp=`, `dp=` and `ep` when used.
+    pub fn parallel_text(&self) -> String {
+        let mut s = format!("tp={}", self.tp);
+        if self.pp > 1 {
+            s.push_str(&format!(" pp={}", self.pp));
+        }
+        if self.dp > 1 {
+            s.push_str(&format!(" dp={}", self.dp));
+        }
+        if self.expert_parallel {
+            s.push_str(" ep");
+        }
+        s
     }
 
     fn check(&self, model: &ModelShape, hw: &HardwareSpec) -> Result<(), SimError> {
         let conflict = |s: String| Err(SimError::Conflict(s));
+        let gpus = u64::from(self.tp) * u64::from(self.pp) * u64::from(self.dp);
+        if gpus > u64::from(MAX_GPUS) {
+            return conflict(format!(
+                "tp x pp x dp = {} x {} x {} = {gpus} GPUs; the simulator models at most {MAX_GPUS}; \
+                 lower tp, pp or dp",
+                self.tp, self.pp, self.dp
+            ));
+        }
         if !model.heads.is_multiple_of(self.tp) {
             let fits: Vec<String> = (1..=model.heads)
                 .filter(|d| model.heads.is_multiple_of(*d) && *d <= 64)
@@ -221,7 +290,10 @@ impl ServingOptions {
             ));
         }
         let kv = model.kv_heads;
-        if (kv >= self.tp && !kv.is_multiple_of(self.tp)) || (kv < self.tp && !self.tp.is_multiple_of(kv)) {
+        // MLA's latent cache is whole on every rank, so KV heads do not constrain tp.
+        if model.mla.is_none()
+            && ((kv >= self.tp && !kv.is_multiple_of(self.tp)) || (kv < self.tp && !self.tp.is_multiple_of(kv)))
+        {
             return conflict(format!(
                 "tp={} and the {} KV heads of {} do not split evenly (one must divide the other)",
                 self.tp, kv, model.id
@@ -230,10 +302,29 @@ impl ServingOptions {
         if self.pp > model.layers {
             return conflict(format!("pp={} is more than the {} layers of {}", self.pp, model.layers, model.id));
         }
+        if self.expert_parallel {
+            let Some(moe) = &model.moe else {
+                return conflict(format!(
+                    "enable-expert-parallel needs a mixture-of-experts model, but {} is dense; \
+                     drop enable-expert-parallel",
+                    model.id
+                ));
+            };
+            if moe.experts < self.expert_shards() {
+                return conflict(format!(
+                    "enable-expert-parallel spreads the {} experts of {} over tp x dp = {} GPUs, \
+                     more GPUs than experts; lower tp or dp, or drop enable-expert-parallel",
+                    moe.experts,
+                    model.id,
+                    self.expert_shards()
+                ));
+            }
+        }
         let available = hw.gpus_per_node.saturating_mul(self.nodes);
         if self.gpus() > available {
             return conflict(format!(
-                "tp x pp = {} GPUs, but nodes={} x {} GPUs per {} node = {}; raise nodes or lower tp/pp",
+                "tp x pp x dp = {} GPUs, but nodes={} x {} GPUs per {} node = {}; raise nodes (or leave it \
+                 out to derive it) or lower tp/pp/dp",
                 self.gpus(),
                 self.nodes,
                 hw.gpus_per_node,
@@ -243,8 +334,8 @@ impl ServingOptions {
         }
         if self.nodes > 1 && self.gpus() <= hw.gpus_per_node.saturating_mul(self.nodes - 1) {
             return conflict(format!(
-                "nodes={} but tp x pp = {} fills only {} of them ({} GPUs per {} node); \
-                 raise tp/pp or lower nodes",
+                "nodes={} but tp x pp x dp = {} fills only {} of them ({} GPUs per {} node); \
+                 raise tp/pp/dp or lower nodes",
                 self.nodes,
                 self.gpus(),
                 self.gpus().div_ceil(hw.gpus_per_node),
@@ -282,9 +373,10 @@ impl ServingOptions {
         hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
     }
 
-    /// The link between pipeline stages.
+    /// The link between pipeline stages (between nodes when one engine's `tp × pp` GPUs span
+    /// them).
     pub fn pipeline_link(&self, hw: &HardwareSpec) -> Link {
-        if self.gpus() > hw.gpus_per_node {
+        if self.tp.saturating_mul(self.pp) > hw.gpus_per_node {
             return self.interconnect.clone().unwrap_or_else(|| hw.inter_node.clone());
         }
         hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
@@ -374,7 +466,7 @@ mod tests {
         let err = |pairs: &[(&str, &str)]| parse("Qwen/Qwen3-8B", "h100-sxm", pairs).unwrap_err().to_string();
         let e = err(&[("tp", "3")]);
         assert!(e.contains("tp=3") && e.contains("32 attention heads"), "{e}");
-        let e = err(&[("tp", "8"), ("pp", "2")]);
+        let e = err(&[("tp", "8"), ("pp", "2"), ("nodes", "1")]);
         assert!(e.contains("16 GPUs") && e.contains("nodes=1"), "{e}");
         assert!(parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).is_ok());
         let e = err(&[("nodes", "2")]);
@@ -391,6 +483,67 @@ mod tests {
     fn a_huge_node_count_is_refused_not_overflowed() {
         let e = parse("Qwen/Qwen3-8B", "h100-sxm", &[("nodes", "4000000000")]).unwrap_err().to_string();
         assert!(e.contains("nodes=4000000000") && e.contains("lower nodes"), "{e}");
+        let e = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("dp", "4000000000")]).unwrap_err().to_string();
+        assert!(e.contains("dp") && e.contains("at most 16384"), "{e}");
+    }
+
+    #[test]
+    fn nodes_are_derived_from_the_gpus_when_not_given() {
+        // One GPU per DGX Spark: tp=4 takes four of them.
+        let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4")]).unwrap();
+        assert_eq!((spark.nodes, spark.nodes_derived), (4, true));
+        let e = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nodes", "2")]).unwrap_err().to_string();
+        assert!(e.contains("4 GPUs") && e.contains("nodes=2") && e.contains("1 GPUs per dgx-spark"), "{e}");
+        // Eight per H100 node: tp=8 x dp=3 needs three nodes; tp=2 one.
+        let h = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("tp", "8"), ("dp", "3")]).unwrap();
+        assert_eq!((h.nodes, h.gpus()), (3, 24));
+        let one = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]).unwrap();
+        assert_eq!((one.nodes, one.nodes_derived), (1, true));
+        let given = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).unwrap();
+        assert!(!given.nodes_derived);
+    }
+
+    #[test]
+    fn data_and_expert_parallel_options_use_vllm_spellings() {
+        let o = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[]).unwrap();
+        assert_eq!((o.dp, o.expert_parallel, o.enforce_eager), (1, false, false));
+        for pairs in [
+            [("--data-parallel-size", "2"), ("--enable-expert-parallel", ""), ("--enforce-eager", "")],
+            [("dp", "2"), ("ep", "true"), ("enforce_eager", "true")],
+            [("-dp", "2"), ("enable_expert_parallel", "1"), ("enforce-eager", "yes")],
+        ] {
+            let mut pairs = pairs.to_vec();
+            pairs.push(("tp", "4"));
+            let o = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &pairs).unwrap();
+            assert_eq!((o.tp, o.dp, o.expert_parallel, o.enforce_eager), (4, 2, true, true), "{pairs:?}");
+            assert_eq!((o.gpus(), o.expert_shards(), o.nodes), (8, 8, 1));
+            assert_eq!(o.parallel_text(), "tp=4 dp=2 ep");
+        }
+        let no_ep = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("tp", "4"), ("dp", "2")]).unwrap();
+        assert_eq!(no_ep.expert_shards(), 4);
+        let e = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("ep", "maybe")]).unwrap_err().to_string();
+        assert!(e.contains("true or false"), "{e}");
+        let e = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("dp", "0")]).unwrap_err().to_string();
+        assert!(e.contains(">= 1"), "{e}");
+    }
+
+    #[test]
+    fn expert_parallel_needs_experts_to_spread() {
+        let e = parse("Qwen/Qwen3-8B", "h100-sxm", &[("enable-expert-parallel", "true")]).unwrap_err().to_string();
+        assert!(e.contains("mixture-of-experts") && e.contains("Qwen/Qwen3-8B"), "{e}");
+        // gpt-oss-20b has 32 experts: 8 x 8 GPUs would leave some without one.
+        let e = parse("openai/gpt-oss-20b", "h100-sxm", &[("tp", "8"), ("dp", "8"), ("ep", "true")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("32 experts") && e.contains("64 GPUs"), "{e}");
+    }
+
+    #[test]
+    fn mla_models_take_any_tp_that_divides_the_heads() {
+        let r1 = parse("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]).unwrap();
+        assert_eq!(r1.tp, 8);
+        let e = parse("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "6")]).unwrap_err().to_string();
+        assert!(e.contains("128 attention heads"), "{e}");
     }
 
     #[test]

@@ -1,9 +1,16 @@
 //! Resolving a simulated target: model + hardware + options (+ a fitted profile) into a
 //! [`SimSetup`], with the memory plan that sizes the KV block pool.
 //!
-//! Memory per GPU follows vLLM: `memory × gpu-memory-utilization − weights/(TP·PP) − activation
-//! reserve` is left for KV blocks. Full-attention layers keep every block of a request;
-//! sliding-window layers keep at most the blocks covering their window.
+//! Memory per GPU follows vLLM: `memory × gpu-memory-utilization − weights per GPU − activation
+//! reserve` is left for KV blocks. Weights per GPU: one pipeline stage's layers, attention, dense
+//! FFNs, shared experts and embeddings split over `tp` (and whole on each data-parallel rank),
+//! routed experts split over [`ServingOptions::expert_shards`]. Full-attention layers keep every
+//! block of a request; sliding-window layers keep at most the blocks covering their window.
+//!
+//! Data parallelism (`dp > 1`) runs `dp` engines, each with its own scheduler and KV pool. The
+//! simulator approximates them by one scheduler whose KV pool, `max-num-seqs` and
+//! `max-num-batched-tokens` are `dp` times one rank's, while the longest sequence stays what one
+//! rank holds.
 
 use std::path::Path;
 
@@ -66,17 +73,25 @@ pub struct MemoryPlan {
     pub kv_gib: f64,
     /// KV bytes one token takes on one GPU, over the layers of the largest stage.
     pub kv_bytes_per_token: f64,
+    /// The block pool: one GPU's, or in a [`SimSetup`] with `dp > 1` the `dp` ranks' together.
     pub layout: KvLayout,
-    /// The longest sequence the KV cache can hold ("GPU KV cache size" in vLLM's log).
+    /// The longest sequence one rank's KV cache can hold ("GPU KV cache size" in vLLM's log).
     pub kv_tokens: u64,
 }
 
 /// A fully resolved simulated target: everything the engine, the cost model and `predict` need.
+///
+/// With data parallelism (`options.dp > 1`) the `dp` engines are approximated by one scheduler:
+/// `options.max_num_seqs`, `options.max_num_batched_tokens` and `memory.layout.total_units` are
+/// the whole deployment's, `dp` times what one engine has (`--max-num-seqs` as given is per
+/// engine, as in vLLM); `memory.kv_gib`, `memory.weights_gib` and `memory.kv_tokens` stay one
+/// GPU's / one rank's.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimSetup {
     /// The model, with any precision override applied.
     pub model: ModelShape,
     pub hardware: HardwareSpec,
+    /// The options, with the per-engine batch limits scaled by `dp` (see above).
     pub options: ServingOptions,
     /// The longest prompt plus output accepted (explicit, or derived from the model and the KV cache).
     pub max_model_len: u32,
@@ -123,13 +138,23 @@ impl SimSetup {
         if let Some(path) = profile {
             stack.apply_file(path)?;
         }
-        let opts = ServingOptions::parse(options, &model, &hardware, &mut stack)?;
+        let mut opts = ServingOptions::parse(options, &model, &hardware, &mut stack)?;
         if let Some(p) = opts.precision {
             model.precision = p;
             model.attention_precision = None;
         }
-        let memory = plan_memory(&model, &hardware, &opts, &stack)?;
+        let mut memory = plan_memory(&model, &hardware, &opts, &stack)?;
         let mut notes = Vec::new();
+        if opts.nodes_derived && opts.nodes > 1 {
+            notes.push(format!(
+                "{} on {} ({} GPU{} per node): {} nodes",
+                opts.parallel_text(),
+                hardware.name,
+                hardware.gpus_per_node,
+                if hardware.gpus_per_node == 1 { "" } else { "s" },
+                opts.nodes
+            ));
+        }
         let max_model_len = match opts.max_model_len {
             Some(len) => {
                 let blocks = u64::from(len).div_ceil(u64::from(opts.block_size));
@@ -157,19 +182,29 @@ impl SimSetup {
             }
         };
         notes.push(format!(
-            "{} on {} x{} (tp={} pp={}): weights {:.1} GiB/GPU, KV cache {:.1} GiB/GPU = {} tokens, \
+            "{} on {} x{} ({}): weights {:.1} GiB/GPU, KV cache {:.1} GiB/GPU = {} tokens, \
              max-num-seqs {}, max-num-batched-tokens {}",
             model.id,
             hardware.name,
             opts.gpus(),
-            opts.tp,
-            opts.pp,
+            opts.parallel_text(),
             memory.weights_gib,
             memory.kv_gib,
             memory.kv_tokens,
             opts.max_num_seqs,
             opts.max_num_batched_tokens
         ));
+        if opts.dp > 1 {
+            let dp = opts.dp;
+            opts.max_num_seqs = opts.max_num_seqs.saturating_mul(dp);
+            opts.max_num_batched_tokens = opts.max_num_batched_tokens.saturating_mul(dp);
+            memory.layout.total_units = memory.layout.total_units.saturating_mul(u64::from(dp));
+            notes.push(format!(
+                "dp={dp}: the {dp} engines are simulated as one scheduler with {dp}x the KV pool, \
+                 max-num-seqs {} and max-num-batched-tokens {} (load balancing between engines is not modelled)",
+                opts.max_num_seqs, opts.max_num_batched_tokens
+            ));
+        }
         Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, notes })
     }
 }
@@ -192,24 +227,45 @@ fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// Sizes the KV pool of one GPU (the most loaded pipeline stage).
+/// Weight bytes on the most loaded GPU: one pipeline stage's share of the transformer blocks,
+/// split over `tp` (MLA's down-projections whole on every rank, routed experts over
+/// [`ServingOptions::expert_shards`]: whole experts, the busiest GPU taking the rounded-up share,
+/// with expert parallelism), plus the embeddings (and lm_head with one stage) split over `tp`.
+pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
+    let tp = f64::from(opts.tp);
+    let layers = f64::from(model.layers);
+    let stage_fraction = f64::from(model.layers.div_ceil(opts.pp)) / layers;
+    let attn_b = model.attention_precision().bytes_per_param();
+    let w_b = model.precision.bytes_per_param();
+    let replicated = model.attention_replicated_params();
+    let attention = layers * ((model.attention_params() - replicated) / tp + replicated) * attn_b;
+    let always = (f64::from(model.dense_ffn_layers()) * model.dense_ffn_params()
+        + f64::from(model.moe_layers()) * model.moe_always_params())
+        * w_b
+        / tp;
+    let experts_per_gpu = model.moe.as_ref().map_or(0.0, |m| {
+        if opts.expert_parallel {
+            f64::from(m.experts.div_ceil(opts.expert_shards().max(1)))
+        } else {
+            f64::from(m.experts) / tp
+        }
+    });
+    let experts = f64::from(model.moe_layers()) * experts_per_gpu * model.expert_params() * w_b;
+    let embedding_bytes = model.embedding_params() * 2.0;
+    let heads = if opts.pp == 1 && !model.tied_embeddings { 2.0 } else { 1.0 };
+    let extra = model.extra_params_b * 1e9 * 2.0;
+    (attention + always + experts) * stage_fraction + (heads * embedding_bytes + extra) / tp
+}
+
+/// Sizes the KV pool of one GPU (the most loaded pipeline stage of one data-parallel rank).
 pub fn plan_memory(
     model: &ModelShape,
     hw: &HardwareSpec,
     opts: &ServingOptions,
     stack: &StackProfile,
 ) -> Result<MemoryPlan, SimError> {
-    let tp = f64::from(opts.tp);
     let pp = opts.pp;
-    let stage_layers = model.layers.div_ceil(pp);
-    let stage_fraction = f64::from(stage_layers) / f64::from(model.layers);
-    let embedding_bytes = model.embedding_params() * 2.0;
-    let heads_bytes =
-        if pp == 1 { embedding_bytes * if model.tied_embeddings { 1.0 } else { 2.0 } } else { embedding_bytes };
-    let extra = model.extra_params_b * 1e9 * 2.0;
-    let block_bytes = model.weight_bytes() - embedding_bytes * if model.tied_embeddings { 1.0 } else { 2.0 } - extra;
-    let weights = (block_bytes * stage_fraction + heads_bytes + extra) / tp;
-    let weights_gib = weights / GIB;
+    let weights_gib = weight_bytes_per_gpu(model, opts) / GIB;
     let reserve_gib = if model.moe.is_some() { stack.activation_reserve_moe_gib } else { stack.activation_reserve_gib };
     let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
     let kv_gib = usable_gib - weights_gib - reserve_gib;
@@ -335,6 +391,60 @@ mod tests {
         assert_eq!(from_file.memory, from_preset.memory);
         let err = setup("/nonexistent/config.json", "h100-sxm", &[]).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/config.json"), "{err}");
+    }
+
+    #[test]
+    fn deepseek_r1_on_eight_h200s_keeps_the_latent_cache_whole_on_each_gpu() {
+        let s = setup("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]).unwrap();
+        // By hand, FP8 bytes: attention 61 x ((187 105 280 - 15 138 816) / 8 + 15 138 816), the
+        // down-projections whole on every rank; dense FFNs, shared experts and routers
+        // (3 x 396 361 728 + 58 x 45 875 200) / 8; routed experts 58 x 32 x 44 040 192;
+        // embedding and lm_head 2 x 129 280 x 7168 x 2 B / 8: 84 917 878 784 B = 79.09 GiB.
+        let m = &s.memory;
+        assert!((m.weights_gib - 79.085).abs() < 0.01, "{}", m.weights_gib);
+        // 576 BF16 values per layer and token, not divided by tp.
+        assert_eq!(m.kv_bytes_per_token, 70_272.0);
+        assert_eq!(s.options.nodes, 1);
+    }
+
+    #[test]
+    fn expert_parallel_spreads_whole_experts_and_dp_replicates_the_rest() {
+        let r1 = |pairs: &[(&str, &str)]| setup("deepseek-ai/DeepSeek-R1", "h200", pairs).unwrap().memory.weights_gib;
+        // tp=8 slices every expert 8 ways, ep over tp=8 gives each GPU 32 whole experts: same bytes.
+        assert!((r1(&[("tp", "8")]) - r1(&[("tp", "8"), ("ep", "true")])).abs() < 1e-9);
+        // dp=8 with ep: each GPU holds all of attention, the dense layers and the embeddings but only
+        // 32 experts, 93.8 GiB.
+        let dp_ep = r1(&[("dp", "8"), ("ep", "true")]);
+        assert!((dp_ep - 93.79).abs() < 0.02, "{dp_ep}");
+        // tp=8 x dp=2 with ep: 16 experts per GPU, 58 x 16 x 44 040 192 B fewer than without ep.
+        let saved = r1(&[("tp", "8"), ("dp", "2")]) - r1(&[("tp", "8"), ("dp", "2"), ("ep", "true")]);
+        assert!((saved - 58.0 * 16.0 * 44_040_192.0 / GIB).abs() < 1e-6, "{saved}");
+    }
+
+    #[test]
+    fn data_parallel_ranks_are_simulated_as_one_larger_scheduler() {
+        let one = setup("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("max-num-seqs", "256")]).unwrap();
+        let two = setup("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("max-num-seqs", "256"), ("dp", "2")]).unwrap();
+        assert_eq!(two.memory.weights_gib, one.memory.weights_gib);
+        assert_eq!(two.memory.kv_gib, one.memory.kv_gib);
+        assert_eq!(two.memory.layout.total_units, 2 * one.memory.layout.total_units);
+        assert_eq!(two.memory.kv_tokens, one.memory.kv_tokens);
+        assert_eq!(two.max_model_len, one.max_model_len);
+        assert_eq!((two.options.max_num_seqs, two.options.max_num_batched_tokens), (512, 16384));
+        assert_eq!(two.options.gpus(), 2);
+        assert!(two.notes.iter().any(|n| n.contains("dp=2") && n.contains("one scheduler")), "{:?}", two.notes);
+        assert!(!one.notes.iter().any(|n| n.contains("one scheduler")));
+    }
+
+    #[test]
+    fn one_gpu_per_node_hardware_takes_as_many_nodes_as_gpus() {
+        let s = setup("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4")]).unwrap();
+        assert_eq!(s.options.nodes, 4);
+        assert!(s.notes.iter().any(|n| n == "tp=4 on dgx-spark (1 GPU per node): 4 nodes"), "{:?}", s.notes);
+        let err = setup("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nodes", "3")]).unwrap_err().to_string();
+        assert!(err.contains("nodes=3") && err.contains("raise nodes"), "{err}");
+        let one = setup("openai/gpt-oss-120b", "h100-sxm", &[("tp", "4")]).unwrap();
+        assert!(!one.notes.iter().any(|n| n.contains("nodes")), "{:?}", one.notes);
     }
 
     #[test]

@@ -28,7 +28,7 @@ impl PeakTflops {
     pub fn get(&self, p: crate::precision::ComputePrecision) -> f64 {
         use crate::precision::ComputePrecision as C;
         match p {
-            C::Bf16 => self.bf16,
+            C::Bf16 | C::WeightOnly => self.bf16,
             C::Fp8 => self.fp8.unwrap_or(self.bf16),
             C::Fp4 => self.fp4.or(self.fp8).unwrap_or(self.bf16),
         }
@@ -42,40 +42,97 @@ pub struct Link {
     pub name: String,
     /// Effective one-direction bandwidth per GPU, GB/s.
     pub bandwidth_gbs: f64,
-    /// Fixed cost of one all-reduce (launch, synchronisation, network round trips), µs.
+    /// Fixed cost of one all-reduce (kernel launch, synchronisation), µs.
     pub allreduce_latency_us: f64,
+    /// One message's latency over a network, µs: a ring all-reduce over n ranks takes
+    /// `2 (n − 1)` such steps on top of the fixed cost. 0 for links whose all-reduce is one
+    /// shot (NVLink, Infinity Fabric).
+    #[serde(default)]
+    pub step_latency_us: f64,
 }
 
-/// Links that `interconnect=NAME` can select: (name, GB/s one way, µs per all-reduce).
-pub const KNOWN_LINKS: [(&str, f64, f64); 12] = [
-    ("nvlink3", 300.0, 20.0),
-    ("nvlink4", 450.0, 15.0),
-    ("nvlink5", 900.0, 10.0),
-    ("infinity-fabric", 448.0, 20.0),
-    ("pcie4", 25.0, 30.0),
-    ("pcie5", 50.0, 25.0),
-    ("10gbe", 1.1, 300.0),
-    ("25gbe", 2.8, 200.0),
-    ("100gbe", 11.0, 120.0),
-    ("200gbe", 16.0, 150.0),
-    ("400gbe", 45.0, 40.0),
-    ("ib-ndr", 50.0, 25.0),
+/// Links that `interconnect=NAME` can select: (name, GB/s one way, fixed µs per all-reduce,
+/// µs per ring step). Network step latencies are NCCL's small-message latency over RoCE or
+/// InfiniBand (a few µs of wire and NIC plus the proxy's hand-off), slower on TCP Ethernet.
+pub const KNOWN_LINKS: [(&str, f64, f64, f64); 12] = [
+    ("nvlink3", 300.0, 20.0, 0.0),
+    ("nvlink4", 450.0, 15.0, 0.0),
+    ("nvlink5", 900.0, 10.0, 0.0),
+    ("infinity-fabric", 448.0, 20.0, 0.0),
+    ("pcie4", 25.0, 30.0, 5.0),
+    ("pcie5", 50.0, 25.0, 5.0),
+    ("10gbe", 1.1, 30.0, 60.0),
+    ("25gbe", 2.8, 30.0, 40.0),
+    ("100gbe", 11.0, 20.0, 20.0),
+    ("200gbe", 22.0, 20.0, 18.0),
+    ("400gbe", 45.0, 20.0, 12.0),
+    ("ib-ndr", 50.0, 15.0, 5.0),
 ];
 
 impl Link {
     /// A link from [`KNOWN_LINKS`], by case-insensitive name.
     pub fn named(name: &str) -> Option<Link> {
         let key = name.trim().to_ascii_lowercase();
-        KNOWN_LINKS.iter().find(|(n, _, _)| *n == key).map(|&(n, bw, lat)| Link {
+        KNOWN_LINKS.iter().find(|(n, ..)| *n == key).map(|&(n, bw, lat, step)| Link {
             name: n.to_string(),
             bandwidth_gbs: bw,
             allreduce_latency_us: lat,
+            step_latency_us: step,
         })
     }
 
     /// The names [`Link::named`] accepts, comma-separated.
     pub fn known_names() -> String {
-        KNOWN_LINKS.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ")
+        KNOWN_LINKS.iter().map(|(n, ..)| *n).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// How far off predictions on a device are expected to be: the 10th and 90th percentiles of
+/// the relative error (`predicted / measured − 1`) per headline metric, and where they come
+/// from. A prediction `p` is shown with the band `[p / (1 + hi), p / (1 + lo)]`, the measured
+/// values that such errors would have come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Uncertainty {
+    /// Where the figures come from (a calibration's held-out errors, or an assumption).
+    pub source: String,
+    pub ttft: [f64; 2],
+    pub tpot: [f64; 2],
+    pub throughput: [f64; 2],
+}
+
+impl Default for Uncertainty {
+    /// A device without measurements: the spread the calibrated devices' datasheet-only
+    /// predictions of other GPUs would need, assumed, not measured.
+    fn default() -> Self {
+        Uncertainty {
+            source: "assumed for a device the presets were not calibrated on (datasheet priors only)".into(),
+            ttft: [-0.4, 0.4],
+            tpot: [-0.3, 0.3],
+            throughput: [-0.3, 0.3],
+        }
+    }
+}
+
+impl Uncertainty {
+    /// The band around a prediction `value` for a metric (`ttft`, `tpot` or `throughput`).
+    pub fn band(&self, metric: &str, value: f64) -> Option<(f64, f64)> {
+        let [lo, hi] = match metric {
+            "ttft" => self.ttft,
+            "tpot" => self.tpot,
+            "throughput" => self.throughput,
+            _ => return None,
+        };
+        Some((value / (1.0 + hi), value / (1.0 + lo)))
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        for (name, [lo, hi]) in [("ttft", self.ttft), ("tpot", self.tpot), ("throughput", self.throughput)] {
+            if !(lo.is_finite() && hi.is_finite() && lo > -1.0 && lo <= hi) {
+                return Err(format!("uncertainty.{name} must be [low, high] with -1 < low <= high, got [{lo}, {hi}]"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -101,6 +158,8 @@ pub struct HardwareSpec {
     pub inter_node: Link,
     /// Default serving-stack constants on this device.
     pub stack: StackProfile,
+    /// How far its predictions are expected to be off.
+    pub uncertainty: Uncertainty,
 }
 
 #[derive(Deserialize)]
@@ -120,6 +179,8 @@ struct RawHardware {
     inter_node: Link,
     #[serde(default)]
     stack: Option<serde_json::Value>,
+    #[serde(default)]
+    uncertainty: Option<Uncertainty>,
 }
 
 impl HardwareSpec {
@@ -142,6 +203,8 @@ impl HardwareSpec {
                 return Err(bad(format!("{field} must be a positive number, got {v}")));
             }
         }
+        let uncertainty = raw.uncertainty.unwrap_or_default();
+        uncertainty.validate().map_err(bad)?;
         if raw.gpus_per_node == 0 {
             return Err(bad("gpus_per_node must be at least 1".into()));
         }
@@ -163,6 +226,7 @@ impl HardwareSpec {
             intra_node: raw.intra_node,
             inter_node: raw.inter_node,
             stack,
+            uncertainty,
         })
     }
 
@@ -206,6 +270,13 @@ mod tests {
         assert_eq!(hw.stack.eta_bw, StackProfile::default().eta_bw);
         assert!(!hw.has_large_batch_defaults());
         assert!(hw.matches("TOY"));
+        assert_eq!(hw.uncertainty, Uncertainty::default());
+        let (lo, hi) = hw.uncertainty.band("tpot", 10.0).unwrap();
+        assert!(lo < 10.0 && hi > 10.0 && (lo - 10.0 / 1.3).abs() < 1e-12, "{lo} {hi}");
+        assert!(hw.uncertainty.band("e2el", 1.0).is_none());
+        let bad = format!("{MINIMAL}\n[uncertainty]\nsource = \"x\"\nttft = [0.2, -0.2]\ntpot = [0, 0]\nthroughput = [0, 0]\n");
+        let err = HardwareSpec::from_toml(&bad, "toy.toml").unwrap_err().to_string();
+        assert!(err.contains("uncertainty.ttft"), "{err}");
     }
 
     #[test]
@@ -223,7 +294,7 @@ mod tests {
 
     #[test]
     fn links_are_found_by_name() {
-        assert_eq!(Link::named("200GbE").unwrap().bandwidth_gbs, 16.0);
+        assert_eq!(Link::named("200GbE").unwrap().bandwidth_gbs, 22.0);
         assert!(Link::named("carrier-pigeon").is_none());
         assert!(Link::known_names().contains("nvlink4"));
     }

@@ -37,7 +37,7 @@ pub use engine::{
     SharedPrefix, StepReport,
 };
 pub use error::SimError;
-pub use hardware::{HardwareSpec, Link, PeakTflops};
+pub use hardware::{HardwareSpec, Link, PeakTflops, Uncertainty};
 pub use model::{ModelShape, MoeShape, SlidingWindow};
 pub use options::{EosModel, ServingOptions, Warmup};
 pub use precision::{KvDtype, Precision, PrecisionTable};

@@ -71,11 +71,11 @@ impl Precision {
     /// The tensor-core format the matrix products run in on a device with the given peaks.
     pub fn compute_on(self, peaks: &crate::hardware::PeakTflops) -> ComputePrecision {
         match self {
-            Precision::Bf16 | Precision::Fp16 | Precision::AwqInt4 => ComputePrecision::Bf16,
+            Precision::Bf16 | Precision::Fp16 => ComputePrecision::Bf16,
             Precision::Fp8 if peaks.fp8.is_some() => ComputePrecision::Fp8,
             Precision::Nvfp4 | Precision::Mxfp4 if peaks.fp4.is_some() => ComputePrecision::Fp4,
-            // Weight-only kernels dequantize to BF16 on devices without these units.
-            Precision::Fp8 | Precision::Nvfp4 | Precision::Mxfp4 => ComputePrecision::Bf16,
+            // Weight-only kernels (Marlin, AWQ) dequantize to BF16 on devices without these units.
+            Precision::AwqInt4 | Precision::Fp8 | Precision::Nvfp4 | Precision::Mxfp4 => ComputePrecision::WeightOnly,
         }
     }
 }
@@ -86,10 +86,14 @@ pub enum ComputePrecision {
     Bf16,
     Fp8,
     Fp4,
+    /// Quantized weights dequantized to BF16 inside the kernel (W4A16, W8A16): the BF16 peak,
+    /// with the dequantizing kernels' own efficiency.
+    WeightOnly,
 }
 
 impl ComputePrecision {
-    pub const ALL: [ComputePrecision; 3] = [ComputePrecision::Bf16, ComputePrecision::Fp8, ComputePrecision::Fp4];
+    pub const ALL: [ComputePrecision; 4] =
+        [ComputePrecision::Bf16, ComputePrecision::Fp8, ComputePrecision::Fp4, ComputePrecision::WeightOnly];
 
     /// The key of this format in a profile's per-format tables.
     pub fn name(self) -> &'static str {
@@ -97,11 +101,13 @@ impl ComputePrecision {
             ComputePrecision::Bf16 => "bf16",
             ComputePrecision::Fp8 => "fp8",
             ComputePrecision::Fp4 => "fp4",
+            ComputePrecision::WeightOnly => "weight_only",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+        let s = s.trim().replace('-', "_");
+        Self::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(&s))
     }
 }
 
@@ -133,13 +139,14 @@ impl KvDtype {
     }
 }
 
-/// One number per compute format (an efficiency, a peak).
+/// One number per compute format (an efficiency).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrecisionTable {
     pub bf16: f64,
     pub fp8: f64,
     pub fp4: f64,
+    pub weight_only: f64,
 }
 
 impl PrecisionTable {
@@ -148,6 +155,7 @@ impl PrecisionTable {
             ComputePrecision::Bf16 => self.bf16,
             ComputePrecision::Fp8 => self.fp8,
             ComputePrecision::Fp4 => self.fp4,
+            ComputePrecision::WeightOnly => self.weight_only,
         }
     }
 
@@ -156,11 +164,12 @@ impl PrecisionTable {
             ComputePrecision::Bf16 => &mut self.bf16,
             ComputePrecision::Fp8 => &mut self.fp8,
             ComputePrecision::Fp4 => &mut self.fp4,
+            ComputePrecision::WeightOnly => &mut self.weight_only,
         }
     }
 
     pub fn splat(v: f64) -> Self {
-        Self { bf16: v, fp8: v, fp4: v }
+        Self { bf16: v, fp8: v, fp4: v, weight_only: v }
     }
 }
 
@@ -186,11 +195,12 @@ mod tests {
     fn quantized_formats_fall_back_to_bf16_compute_without_units() {
         let ampere = PeakTflops { bf16: 312.0, fp8: None, fp4: None, int4: Some(1248.0) };
         let blackwell = PeakTflops { bf16: 2250.0, fp8: Some(4500.0), fp4: Some(9000.0), int4: None };
-        assert_eq!(Precision::Fp8.compute_on(&ampere), ComputePrecision::Bf16);
-        assert_eq!(Precision::Nvfp4.compute_on(&ampere), ComputePrecision::Bf16);
+        assert_eq!(Precision::Fp8.compute_on(&ampere), ComputePrecision::WeightOnly);
+        assert_eq!(Precision::Nvfp4.compute_on(&ampere), ComputePrecision::WeightOnly);
         assert_eq!(Precision::Fp8.compute_on(&blackwell), ComputePrecision::Fp8);
         assert_eq!(Precision::Mxfp4.compute_on(&blackwell), ComputePrecision::Fp4);
-        assert_eq!(Precision::AwqInt4.compute_on(&blackwell), ComputePrecision::Bf16);
+        assert_eq!(Precision::AwqInt4.compute_on(&blackwell), ComputePrecision::WeightOnly);
+        assert_eq!(ComputePrecision::parse("weight-only"), Some(ComputePrecision::WeightOnly));
         assert!(Precision::Nvfp4.bytes_per_param() < Precision::Fp8.bytes_per_param());
     }
 }

@@ -1,8 +1,13 @@
 //! The serving-stack constants of the step-time model, in one struct a fitter can vary.
 //!
-//! A [`StackProfile`] holds every calibrated number of the cost model (efficiencies, fixed
-//! overheads, the client-visible API delay, memory reserves, jitter). Hardware presets carry
-//! defaults (priors for the device); a fitted profile file (TOML or JSON, any
+//! A [`StackProfile`] holds every number of the cost model that a datasheet or config.json
+//! does not give: how close kernels come to the hardware's peaks, the fixed costs a serving
+//! stack adds per step, per layer and per sequence, the delay before a request reaches the
+//! scheduler, memory reserves and jitter. Each constant has one physical meaning and a
+//! plausible range ([`FitParam::bounds`]); a fit may only move it within that range, and is
+//! pulled toward the preset's value by a prior of width [`FitParam::prior_sigma`].
+//!
+//! Hardware presets carry the values for their device; a fitted profile file (TOML or JSON, any
 //! subset of the fields) and `key=value` options override them, in that order.
 
 use std::path::Path;
@@ -10,91 +15,244 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;
-use crate::precision::PrecisionTable;
+use crate::precision::{ComputePrecision, PrecisionTable};
 
 /// Every constant of the step-time model that is not read from a datasheet or config.json.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StackProfile {
-    /// What the constants were fitted on, e.g. `dgx-spark/vllm-0.11`.
+    /// What the constants were calibrated on, e.g. `h100-sxm/vllm-0.11`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// Fraction of datasheet memory bandwidth reached by weight and KV reads.
+    /// Fraction of datasheet memory bandwidth that streaming reads (weights, KV cache) reach.
     pub eta_bw: f64,
-    /// Fraction of peak tensor throughput reached by prefill tokens, per compute format.
-    pub eta_f_prefill: PrecisionTable,
-    /// Fraction of peak reached by decode tokens (and the lm_head).
-    pub eta_f_decode: PrecisionTable,
-    /// Fraction of peak reached by MoE expert matrix products (both phases).
-    pub eta_f_moe: PrecisionTable,
-    /// Fixed cost of every step (scheduling, sampling, launch), ms.
+    /// Fraction of a format's peak that a large dense matrix product reaches (its ceiling).
+    pub gemm_eff: PrecisionTable,
+    /// The same for grouped expert products of a mixture of experts (per-expert row counts).
+    pub moe_eff: PrecisionTable,
+    /// Fraction of the BF16 peak that attention kernels reach on their query-key FLOPs.
+    pub attn_eff: f64,
+    /// Rows at which a matrix product reaches half its ceiling: efficiency is
+    /// `ceiling × M / (M + gemm_m_half)` for M rows (tokens, or tokens per expert).
+    pub gemm_m_half: f64,
+    /// Fixed cost of every step on the host (scheduling, input preparation, sampling), ms.
     pub t0_ms: f64,
-    /// Cost per transformer layer per step (kernel launches), µs.
+    /// Fixed cost per transformer layer per step with CUDA graphs (the floor of each kernel), µs.
     pub t_layer_us: f64,
     /// Cost per sequence in the batch (input preparation, detokenisation), µs.
     pub t_seq_us: f64,
-    /// Cost per MoE layer per step (routing, permutation), µs.
+    /// Cost per MoE layer per step (routing, top-k, permutation), µs.
     pub t_moe_us: f64,
-    /// Delay between the client sending a request and the scheduler seeing it (HTTP, tokenising), ms.
-    /// It lands in every TTFT.
+    /// Delay between the client sending a request and the scheduler seeing it (HTTP, request
+    /// parsing), ms. It lands in every TTFT.
     pub alpha_api_ms: f64,
+    /// Further delay per prompt token before the scheduler sees the request (tokenising), µs.
+    pub api_us_per_token: f64,
     /// Latency of one tensor-parallel all-reduce, µs; unset takes the link's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha_ar_us: Option<f64>,
-    /// Memory kept for activations and CUDA graphs of a dense model, GiB per GPU.
-    pub activation_reserve_gib: f64,
-    /// The same for a mixture-of-experts model, GiB per GPU.
-    pub activation_reserve_moe_gib: f64,
-    /// Extra cost of a step that runs without CUDA graphs, ms (0 disables the rule).
-    pub eager_ms: f64,
+    /// Host cost of launching one layer's kernels one by one, µs: paid per layer by a step that
+    /// runs without CUDA graphs (`enforce-eager`, or beyond the captured sizes); 0 disables it.
+    pub eager_layer_us: f64,
     /// Steps with more tokens than this run without graphs.
     pub graph_max_tokens: u32,
     /// Steps with a context longer than this run without graphs (0: no limit).
     pub graph_max_ctx: u32,
+    /// Memory kept for activations and CUDA graphs of a dense model, GiB per GPU.
+    pub activation_reserve_gib: f64,
+    /// The same for a mixture-of-experts model, GiB per GPU.
+    pub activation_reserve_moe_gib: f64,
     /// σ of the lognormal factor applied to each step's duration (0: deterministic).
     pub jitter_sigma: f64,
 }
 
 impl Default for StackProfile {
-    /// Generic priors for a datacenter GPU running vLLM V1 with CUDA graphs.
+    /// vLLM V1 with CUDA graphs on an NVIDIA datacenter GPU: the constants calibrated on the
+    /// H100 (see `presets/hardware/CALIBRATION.md`); other devices' presets override only what
+    /// differs physically. Dense BF16, FP8 and FP4 ceilings are priors the H100 data could not
+    /// determine.
     fn default() -> Self {
         Self {
             name: None,
-            eta_bw: 0.85,
-            eta_f_prefill: PrecisionTable { bf16: 0.55, fp8: 0.5, fp4: 0.4 },
-            eta_f_decode: PrecisionTable { bf16: 0.3, fp8: 0.25, fp4: 0.2 },
-            eta_f_moe: PrecisionTable { bf16: 0.3, fp8: 0.25, fp4: 0.2 },
-            t0_ms: 2.0,
-            t_layer_us: 30.0,
-            t_seq_us: 10.0,
-            t_moe_us: 20.0,
-            alpha_api_ms: 15.0,
+            eta_bw: 0.93,
+            gemm_eff: PrecisionTable { bf16: 0.75, fp8: 0.65, fp4: 0.5, weight_only: 0.5 },
+            moe_eff: PrecisionTable { bf16: 0.5, fp8: 0.45, fp4: 0.35, weight_only: 0.165 },
+            attn_eff: 0.55,
+            gemm_m_half: 12.5,
+            t0_ms: 0.71,
+            t_layer_us: 21.0,
+            t_seq_us: 11.2,
+            t_moe_us: 19.4,
+            alpha_api_ms: 18.3,
+            api_us_per_token: 4.9,
             alpha_ar_us: None,
-            activation_reserve_gib: 5.5,
-            activation_reserve_moe_gib: 8.0,
-            eager_ms: 0.0,
+            eager_layer_us: 0.0,
             graph_max_tokens: 512,
             graph_max_ctx: 0,
+            activation_reserve_gib: 5.5,
+            activation_reserve_moe_gib: 8.0,
             jitter_sigma: 0.03,
         }
     }
 }
 
-/// Option keys that set a profile field (`eta-f-prefill` sets all formats, `eta-f-prefill.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 17] = [
+/// A constant of the profile that has a physical range (and so can be fitted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FitParam {
+    AlphaApi,
+    ApiPerToken,
+    T0,
+    TLayer,
+    TSeq,
+    TMoe,
+    EtaBw,
+    GemmEff(ComputePrecision),
+    MoeEff(ComputePrecision),
+    AttnEff,
+    GemmMHalf,
+    EagerLayer,
+    AlphaAr,
+}
+
+/// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 11] = [
+    (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
+    (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
+    (FitParam::T0, "t0-ms", (0.05, 30.0), 0.7),
+    (FitParam::TLayer, "t-layer-us", (1.0, 300.0), 0.7),
+    (FitParam::TSeq, "t-seq-us", (0.1, 1000.0), 1.0),
+    (FitParam::TMoe, "t-moe-us", (0.1, 1000.0), 1.0),
+    (FitParam::EtaBw, "eta-bw", (0.3, 1.0), 0.15),
+    (FitParam::AttnEff, "attn-eff", (0.02, 0.95), 0.5),
+    (FitParam::GemmMHalf, "gemm-m-half", (1.0, 2048.0), 0.7),
+    (FitParam::EagerLayer, "eager-layer-us", (1.0, 5000.0), 0.7),
+    (FitParam::AlphaAr, "alpha-ar-us", (1.0, 2000.0), 0.5),
+];
+const TABLES: [(&str, (f64, f64), f64); 2] = [("gemm-eff", (0.02, 0.95), 0.4), ("moe-eff", (0.02, 0.95), 0.5)];
+
+impl FitParam {
+    /// Every constant, each per-format table once per format.
+    pub fn all() -> Vec<FitParam> {
+        let mut v: Vec<FitParam> = SCALARS.iter().map(|s| s.0).collect();
+        for p in ComputePrecision::ALL {
+            v.push(FitParam::GemmEff(p));
+            v.push(FitParam::MoeEff(p));
+        }
+        v
+    }
+
+    /// Every name [`FitParam::parse`] accepts, comma-separated.
+    pub fn known_names() -> String {
+        let mut names: Vec<String> = SCALARS.iter().map(|s| s.1.to_string()).collect();
+        for (table, _, _) in TABLES {
+            names.push(format!("{table}.{{bf16,fp8,fp4,weight_only}}"));
+        }
+        names.join(", ")
+    }
+
+    /// Parses an option-style name: `t0-ms`, `gemm-eff.fp8`.
+    pub fn parse(name: &str) -> Option<FitParam> {
+        let key = name.trim().to_ascii_lowercase().replace('_', "-");
+        if let Some(s) = SCALARS.iter().find(|s| s.1 == key) {
+            return Some(s.0);
+        }
+        let (table, fmt) = key.split_once('.')?;
+        let fmt = ComputePrecision::parse(fmt)?;
+        match table {
+            "gemm-eff" => Some(FitParam::GemmEff(fmt)),
+            "moe-eff" => Some(FitParam::MoeEff(fmt)),
+            _ => None,
+        }
+    }
+
+    /// The option-style name.
+    pub fn name(self) -> String {
+        match self {
+            FitParam::GemmEff(p) => format!("gemm-eff.{}", p.name()),
+            FitParam::MoeEff(p) => format!("moe-eff.{}", p.name()),
+            other => SCALARS.iter().find(|s| s.0 == other).map_or("?", |s| s.1).to_string(),
+        }
+    }
+
+    pub fn get(self, s: &StackProfile) -> f64 {
+        match self {
+            FitParam::AlphaApi => s.alpha_api_ms,
+            FitParam::ApiPerToken => s.api_us_per_token,
+            FitParam::T0 => s.t0_ms,
+            FitParam::TLayer => s.t_layer_us,
+            FitParam::TSeq => s.t_seq_us,
+            FitParam::TMoe => s.t_moe_us,
+            FitParam::EtaBw => s.eta_bw,
+            FitParam::GemmEff(p) => s.gemm_eff.get(p),
+            FitParam::MoeEff(p) => s.moe_eff.get(p),
+            FitParam::AttnEff => s.attn_eff,
+            FitParam::GemmMHalf => s.gemm_m_half,
+            FitParam::EagerLayer => s.eager_layer_us,
+            FitParam::AlphaAr => s.alpha_ar_us.unwrap_or(0.0),
+        }
+    }
+
+    pub fn set(self, s: &mut StackProfile, v: f64) {
+        match self {
+            FitParam::AlphaApi => s.alpha_api_ms = v,
+            FitParam::ApiPerToken => s.api_us_per_token = v,
+            FitParam::T0 => s.t0_ms = v,
+            FitParam::TLayer => s.t_layer_us = v,
+            FitParam::TSeq => s.t_seq_us = v,
+            FitParam::TMoe => s.t_moe_us = v,
+            FitParam::EtaBw => s.eta_bw = v,
+            FitParam::GemmEff(p) => *s.gemm_eff.get_mut(p) = v,
+            FitParam::MoeEff(p) => *s.moe_eff.get_mut(p) = v,
+            FitParam::AttnEff => s.attn_eff = v,
+            FitParam::GemmMHalf => s.gemm_m_half = v,
+            FitParam::EagerLayer => s.eager_layer_us = v,
+            FitParam::AlphaAr => s.alpha_ar_us = Some(v),
+        }
+    }
+
+    /// The physically plausible range, in the constant's unit: a fit stays inside it.
+    pub fn bounds(self) -> (f64, f64) {
+        match self {
+            FitParam::GemmEff(_) => TABLES[0].1,
+            FitParam::MoeEff(_) => TABLES[1].1,
+            other => SCALARS.iter().find(|s| s.0 == other).map_or((0.0, f64::INFINITY), |s| s.2),
+        }
+    }
+
+    /// Width of the prior around the preset's value, in ln units (0.7: a factor of two is one σ).
+    pub fn prior_sigma(self) -> f64 {
+        match self {
+            FitParam::GemmEff(_) => TABLES[0].2,
+            FitParam::MoeEff(_) => TABLES[1].2,
+            other => SCALARS.iter().find(|s| s.0 == other).map_or(1.0, |s| s.3),
+        }
+    }
+
+    /// The starting value for a profile: its value clamped into the range (a switched-off term,
+    /// 0, starts at the bottom of its range).
+    pub fn start(self, s: &StackProfile) -> f64 {
+        let (lo, hi) = self.bounds();
+        self.get(s).clamp(lo, hi)
+    }
+}
+
+/// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
+pub const PROFILE_OPTION_KEYS: [&str; 19] = [
     "eta-bw",
-    "eta-f-prefill",
-    "eta-f-decode",
-    "eta-f-moe",
+    "gemm-eff",
+    "moe-eff",
+    "attn-eff",
+    "gemm-m-half",
     "t0-ms",
     "t-layer-us",
     "t-seq-us",
     "t-moe-us",
     "alpha-api-ms",
+    "api-us-per-token",
     "alpha-ar-us",
+    "eager-layer-us",
     "activation-reserve-gib",
     "activation-reserve-moe-gib",
-    "eager-ms",
     "graph-max-tokens",
     "graph-max-ctx",
     "jitter-sigma",
@@ -129,7 +287,7 @@ impl StackProfile {
         self.apply_patch(&value).map_err(bad)
     }
 
-    /// Sets one field from an option (`t0-ms=3`, `eta-f-prefill.fp8=0.6`, `jitter=0`).
+    /// Sets one field from an option (`t0-ms=3`, `gemm-eff.fp8=0.6`, `jitter=0`).
     /// Returns `Ok(false)` when `key` is not a profile key.
     pub fn set_option(&mut self, key: &str, value: &str) -> Result<bool, String> {
         let (field, sub) = match key.split_once('.') {
@@ -142,7 +300,7 @@ impl StackProfile {
         }
         let number: f64 = value.trim().parse().map_err(|_| format!("expected a number, got {value:?}"))?;
         let name = field.replace('-', "_");
-        let table_field = name.starts_with("eta_f_");
+        let table_field = name == "gemm_eff" || name == "moe_eff";
         let v = if name.starts_with("graph_max") {
             if number < 0.0 || number.fract() != 0.0 {
                 return Err(format!("expected a whole number, got {value:?}"));
@@ -152,7 +310,7 @@ impl StackProfile {
             serde_json::json!(number)
         };
         let patch = match (table_field, sub) {
-            (true, None) => serde_json::json!({ name: { "bf16": v, "fp8": v, "fp4": v } }),
+            (true, None) => serde_json::json!({ name: { "bf16": v, "fp8": v, "fp4": v, "weight_only": v } }),
             (true, Some(fmt)) => serde_json::json!({ name: { fmt: v } }),
             (false, None) => serde_json::json!({ name: v }),
             (false, Some(_)) => return Err(format!("{field} has no per-format values")),
@@ -163,22 +321,18 @@ impl StackProfile {
 
     /// Checks that every constant is in a meaningful range.
     pub fn validate(&self) -> Result<(), String> {
-        let effs = [
-            ("eta_bw", self.eta_bw),
-            ("eta_f_prefill.bf16", self.eta_f_prefill.bf16),
-            ("eta_f_prefill.fp8", self.eta_f_prefill.fp8),
-            ("eta_f_prefill.fp4", self.eta_f_prefill.fp4),
-            ("eta_f_decode.bf16", self.eta_f_decode.bf16),
-            ("eta_f_decode.fp8", self.eta_f_decode.fp8),
-            ("eta_f_decode.fp4", self.eta_f_decode.fp4),
-            ("eta_f_moe.bf16", self.eta_f_moe.bf16),
-            ("eta_f_moe.fp8", self.eta_f_moe.fp8),
-            ("eta_f_moe.fp4", self.eta_f_moe.fp4),
-        ];
+        let mut effs = vec![("eta_bw".to_string(), self.eta_bw), ("attn_eff".to_string(), self.attn_eff)];
+        for p in ComputePrecision::ALL {
+            effs.push((format!("gemm_eff.{}", p.name()), self.gemm_eff.get(p)));
+            effs.push((format!("moe_eff.{}", p.name()), self.moe_eff.get(p)));
+        }
         for (name, v) in effs {
-            if !(v.is_finite() && v > 0.0 && v <= 2.0) {
-                return Err(format!("{name} is an efficiency and must be in (0, 2], got {v}"));
+            if !(v.is_finite() && v > 0.0 && v <= 1.5) {
+                return Err(format!("{name} is an efficiency and must be in (0, 1.5], got {v}"));
             }
+        }
+        if !(self.gemm_m_half.is_finite() && self.gemm_m_half > 0.0) {
+            return Err(format!("gemm_m_half must be a positive number of rows, got {}", self.gemm_m_half));
         }
         let times = [
             ("t0_ms", self.t0_ms),
@@ -186,10 +340,11 @@ impl StackProfile {
             ("t_seq_us", self.t_seq_us),
             ("t_moe_us", self.t_moe_us),
             ("alpha_api_ms", self.alpha_api_ms),
+            ("api_us_per_token", self.api_us_per_token),
             ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0)),
+            ("eager_layer_us", self.eager_layer_us),
             ("activation_reserve_gib", self.activation_reserve_gib),
             ("activation_reserve_moe_gib", self.activation_reserve_moe_gib),
-            ("eager_ms", self.eager_ms),
         ];
         for (name, v) in times {
             if !(v.is_finite() && v >= 0.0) {
@@ -248,14 +403,14 @@ mod tests {
     fn options_set_fields_and_per_format_tables() {
         let mut p = StackProfile::default();
         assert!(p.set_option("t0-ms", "3.5").unwrap());
-        assert!(p.set_option("eta-f-prefill.fp8", "0.7").unwrap());
-        assert!(p.set_option("eta-f-decode", "0.2").unwrap());
+        assert!(p.set_option("gemm-eff.fp8", "0.7").unwrap());
+        assert!(p.set_option("moe-eff", "0.2").unwrap());
         assert!(p.set_option("jitter", "0").unwrap());
         assert!(p.set_option("alpha-ar-us", "120").unwrap());
         assert_eq!(p.t0_ms, 3.5);
-        assert_eq!(p.eta_f_prefill.fp8, 0.7);
-        assert_eq!(p.eta_f_prefill.bf16, StackProfile::default().eta_f_prefill.bf16);
-        assert_eq!(p.eta_f_decode, PrecisionTable::splat(0.2));
+        assert_eq!(p.gemm_eff.fp8, 0.7);
+        assert_eq!(p.gemm_eff.bf16, StackProfile::default().gemm_eff.bf16);
+        assert_eq!(p.moe_eff, PrecisionTable::splat(0.2));
         assert_eq!(p.jitter_sigma, 0.0);
         assert_eq!(p.alpha_ar_us, Some(120.0));
         assert!(!p.set_option("max-num-seqs", "4").unwrap());
@@ -280,11 +435,11 @@ mod tests {
         back.apply_file(&path).unwrap();
         assert_eq!(back, p);
         let json = dir.join("fit.json");
-        std::fs::write(&json, r#"{"eta_bw": 0.9, "eta_f_moe": {"fp4": 0.1}}"#).unwrap();
+        std::fs::write(&json, r#"{"eta_bw": 0.9, "moe_eff": {"fp4": 0.1}}"#).unwrap();
         let mut partial = StackProfile::default();
         partial.apply_file(&json).unwrap();
         assert_eq!(partial.eta_bw, 0.9);
-        assert_eq!(partial.eta_f_moe.fp4, 0.1);
+        assert_eq!(partial.moe_eff.fp4, 0.1);
         std::fs::write(&json, r#"{"eta_bandwidth": 0.9}"#).unwrap();
         let err = StackProfile::default().apply_file(&json).unwrap_err().to_string();
         assert!(err.contains("eta_bandwidth") && err.contains("fit.json"), "{err}");

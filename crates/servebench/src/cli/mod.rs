@@ -53,6 +53,8 @@ pub enum SimCommand {
     Predict(Box<sim_args::SimPredictArgs>),
     /// Fit the simulator's stack constants to measured results and write them as a profile.
     Fit(sim_args::SimFitArgs),
+    /// Check the simulator against measured results, with the presets or held out.
+    Validate(sim_args::SimValidateArgs),
     /// List the hardware and model presets.
     Presets(sim_args::SimPresetsArgs),
 }

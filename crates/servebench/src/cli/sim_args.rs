@@ -71,18 +71,23 @@ pub struct SimFitArgs {
     /// Where to write the fitted profile (TOML), for --profile / --sim-profile.
     #[arg(long, value_name = "PROFILE")]
     pub out: String,
-    /// Constants to fit, comma-separated (t0-ms, t-layer-us, t-seq-us, t-moe-us, alpha-api-ms,
-    /// eta-bw, eta-f-prefill.FMT, eta-f-decode.FMT, eta-f-moe.FMT, eager-ms, alpha-ar-us);
-    /// default: what the results can tell apart.
+    /// Constants to fit, comma-separated (alpha-api-ms, api-us-per-token, t0-ms, t-layer-us,
+    /// t-seq-us, t-moe-us, eta-bw, attn-eff, gemm-m-half, eager-layer-us, alpha-ar-us,
+    /// gemm-eff.FMT, moe-eff.FMT); default: what the results can tell apart. Each stays within
+    /// its physical range and is pulled toward the preset's value.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub fit: Vec<String>,
     /// At most this many simulations of the whole set of results.
     #[arg(long, default_value_t = 300)]
     pub max_evals: usize,
     /// Fit every result given, even those of another model than --model (by default, when the
-    /// results name models, only those of --model are fitted).
+    /// results name models, only those of --model are fitted); each run is simulated on its own
+    /// model, so one profile is fitted for all of them.
     #[arg(long)]
     pub all_points: bool,
+    /// Skip the held-out check after the fit (leave one out for up to 10 runs, else 5 folds).
+    #[arg(long)]
+    pub no_holdout: bool,
     /// Measured results: vLLM or servebench result JSON files (one document, one per line,
     /// pretty-printed documents one after another, or a list), or vLLM console reports (one or
     /// several result blocks per file, models named by headings such as `Results MODEL`).
@@ -99,4 +104,50 @@ pub struct SimPresetsArgs {
     /// Only the model presets.
     #[arg(long)]
     pub models: bool,
+}
+
+/// Check the simulator against measured results: predict each with the presets (or a profile),
+/// or fit on some and predict the others.
+#[derive(Args, Clone, Debug, Default)]
+pub struct SimValidateArgs {
+    /// The model of results that do not name theirs (a preset id or a config.json path).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The hardware of results that do not name theirs (their `hw`, `hardware` or `gpu` label).
+    #[arg(long)]
+    pub hardware: Option<String>,
+    /// A serving option applied to every result, as KEY=VALUE (as `sim predict --option`);
+    /// results' own `tp`, `pp` and `dp` labels are used unless given here.
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
+    /// Stack constants to predict with (a profile from `sim fit`) instead of the presets'.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Held out by group: fit on every other group, predict this one, for each value of these
+    /// labels (comma-separated, e.g. `tp` or `isl,osl`).
+    #[arg(long, value_name = "KEY", value_delimiter = ',', conflicts_with = "folds")]
+    pub leave_out: Vec<String>,
+    /// Held out by fold: N folds of the results (result i in fold i mod N).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
+    pub folds: Option<u32>,
+    /// Constants fitted in each fold, comma-separated (default: what the results can tell apart).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub fit: Vec<String>,
+    /// At most this many simulations of the fitted set per fold.
+    #[arg(long, default_value_t = 120)]
+    pub max_evals: usize,
+    /// Exit with status 1 when the median error of any metric (held out, or of the presets'
+    /// predictions without a split) is above this percentage.
+    #[arg(long, value_name = "PCT")]
+    pub fail_above: Option<f64>,
+    /// Print every point's predictions, not only the summary.
+    #[arg(long)]
+    pub points: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Measured results: servebench or vLLM result JSON, vLLM console reports with their
+    /// headings, or tables of rows with `isl`, `osl` and `conc` fields (InferenceX's format).
+    #[arg(value_name = "RESULT", required = true)]
+    pub results: Vec<String>,
 }

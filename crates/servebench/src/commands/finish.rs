@@ -30,10 +30,14 @@ pub struct Finished {
 
 /// Prints the failure listing and the result block exactly as vLLM does, then saves the
 /// result JSON if the config asks for it.
-pub fn finish_run(result: &RunResult) -> anyhow::Result<Finished> {
+pub fn finish_run(result: &RunResult, uncertainty: Option<&servebench_sim::Uncertainty>) -> anyhow::Result<Finished> {
     let summary = Summary::compute(result);
     output::out(&render_failures(&summary))?;
     output::out(&render_result_block(&summary))?;
+    let band = uncertainty.map(|u| super::band::PredictionBand::of(&summary, u));
+    if let Some(b) = &band {
+        output::out(&b.render())?;
+    }
     // servebench's own sections come after vLLM's block, so the block stays byte-identical.
     if let Some(turns) = TurnMetrics::compute(result) {
         output::out(&render_turns(&turns))?;
@@ -51,7 +55,10 @@ pub fn finish_run(result: &RunResult) -> anyhow::Result<Finished> {
     let out = &result.config.output;
     let saved_to = if out.save_result || out.append_result {
         let path = result_filename(&result.config, &result.config.target.model_id, &result.date);
-        let value = result_json(result, &summary);
+        let mut value = result_json(result, &summary);
+        if let (Some(b), Some(ours)) = (&band, value.get_mut("servebench").and_then(|v| v.as_object_mut())) {
+            ours.insert("prediction_band".into(), serde_json::to_value(b)?);
+        }
         write_result(&path, &value, out.append_result)
             .map_err(|e| anyhow::anyhow!("could not save the result to {}: {e}", path.display()))?;
         Some(path)
@@ -90,11 +97,18 @@ pub struct Keep {
     pub kind: RunKind,
     pub labels: Vec<(String, String)>,
     pub file_suffix: Option<String>,
+    /// For a prediction: how far off the simulated device's predictions are expected to be.
+    pub uncertainty: Option<servebench_sim::Uncertainty>,
 }
 
 impl Keep {
     pub fn new(kind: RunKind) -> Keep {
-        Keep { kind, labels: Vec::new(), file_suffix: None }
+        Keep { kind, labels: Vec::new(), file_suffix: None, uncertainty: None }
+    }
+
+    /// A prediction's keep, with the band of its device.
+    pub fn prediction(uncertainty: &servebench_sim::Uncertainty) -> Keep {
+        Keep { uncertainty: Some(uncertainty.clone()), ..Keep::new(RunKind::Predict) }
     }
 }
 
@@ -118,7 +132,7 @@ pub fn finish_and_keep(
     if let Some(suffix) = &keep.file_suffix {
         name_result_file(&mut result, suffix);
     }
-    let finished = finish_run(&result)?;
+    let finished = finish_run(&result, keep.uncertainty.as_ref())?;
     if let Some(path) = &finished.saved_to {
         output::line(format!("Saved the result to {}", path.display()))?;
     }

@@ -1,6 +1,7 @@
 //! One module per subcommand; each takes its resolved arguments and returns an exit code.
 //! `anyhow` is used at this layer only.
 
+pub mod band;
 pub mod bench;
 pub mod compare;
 pub mod env;
@@ -10,6 +11,7 @@ pub mod report;
 pub mod runs;
 pub mod sim;
 pub mod sim_serve;
+pub mod sim_validate;
 pub mod sweep;
 
 use std::process::ExitCode;
@@ -23,6 +25,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sim(SimCommand::Serve(args)) => sim_serve::run(*args).await,
         Command::Sim(SimCommand::Predict(args)) => sim::predict(*args),
         Command::Sim(SimCommand::Fit(args)) => sim::fit(args),
+        Command::Sim(SimCommand::Validate(args)) => sim_validate::run(&args, &mut std::io::stdout().lock()),
         Command::Sim(SimCommand::Presets(args)) => sim::presets(args, &mut std::io::stdout().lock()),
         Command::Runs(command) => runs::execute(command, &mut std::io::stdout().lock()),
         Command::Import(args) => import::execute(args, &mut std::io::stdout().lock()),

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use servebench_core::config::SimTarget;
-use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, Target};
+use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, validate};
 use servebench_sim::{KvDtype, Presets, SimSetup};
 
 use crate::cli::resolve::{ResolvedModel, resolve_run_config};
@@ -69,13 +69,13 @@ pub fn predict(args: SimPredictArgs) -> anyhow::Result<ExitCode> {
     ))?;
     let env = serde_json::to_value(&setup).ok().map(|s| serde_json::json!({ "simulated": s }));
     let choice = StoreChoice { db: args.db.as_deref(), no_store: args.no_store };
-    finish_and_keep(result, env, &Keep::new(servebench_store::RunKind::Predict), &choice)?;
+    finish_and_keep(result, env, &Keep::prediction(&setup.hardware.uncertainty), &choice)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `sim fit`: calibrate the stack constants to measured results, write the profile.
 pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
-    let chosen: Vec<FitParam> = args.fit.iter().map(|p| FitParam::parse(p)).collect::<Result<_, _>>()?;
+    let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
     let (target, setup) = resolve_setup(&args.deployment)?;
     let mut points = Vec::new();
     for file in &args.results {
@@ -94,7 +94,23 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
         }
         points = selection.points;
     }
-    let params = if chosen.is_empty() { calibration::default_params(&setup, &points) } else { chosen };
+    // Each run on its own deployment: its labels (model, hw, tp, pp, dp) over the flags'.
+    let mut options = args.deployment.option_pairs()?;
+    options.push(("jitter".into(), "0".into()));
+    let defaults = validate::Defaults {
+        model: Some(args.deployment.model_spec()?),
+        hardware: Some(args.deployment.hardware.clone()),
+        options,
+        profile: args.deployment.profile.as_ref().map(Into::into),
+    };
+    let (targets, skipped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
+    for s in &skipped {
+        output::line(format!("Left out {}: {}", s.label, s.reason))?;
+    }
+    if targets.is_empty() {
+        anyhow::bail!("none of the measured runs maps to a simulated deployment (see the lines above)");
+    }
+    let params = if chosen.is_empty() { validate::joint_params(&targets) } else { chosen };
     if args.max_evals < params.len() + 2 {
         anyhow::bail!(
             "--max-evals {} is too few to fit {} constants; give at least {}",
@@ -106,18 +122,14 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
     output::line(format!(
         "Fitting {} to {} measured run(s) of {} on {}...",
         params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
-        points.len(),
+        targets.len(),
         setup.model.id,
         setup.hardware.name
     ))?;
-    // Deterministic steps while fitting; the profile keeps the jitter it started with.
-    let mut quiet = setup.clone();
-    quiet.stack.jitter_sigma = 0.0;
-    let targets: Vec<Target> = points.into_iter().map(|point| Target { setup: quiet.clone(), point }).collect();
     let calibrator = Calibrator::new(targets)?;
     let all: Vec<usize> = (0..calibrator.targets().len()).collect();
     let clock = Instant::now();
-    let search = SearchOptions { max_evals: args.max_evals, initial_step: 0.5, tolerance: 1e-6 };
+    let search = SearchOptions { max_evals: args.max_evals, initial_step: 0.3, tolerance: 1e-4 };
     let result = calibrator.fit(&all, &params, None, search);
     let took = clock.elapsed();
 
@@ -144,10 +156,25 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
         result.evaluations,
         took.as_secs_f64()
     ))?;
-    for (p, v) in &result.values {
-        output::line(format!("  {:<20} {:>12.4} (was {:.4})", p.name(), v, p.get(&setup.stack)))?;
+    output::line("Constants (prior -> fitted, x/÷ one σ):")?;
+    for e in &result.estimates {
+        let note = if e.determined { "" } else { "  not determined by these runs: stays near the prior" };
+        output::line(format!("  {:<20} {:>10.4} -> {:>10.4}  x/÷ {:.2}{note}", e.param.name(), e.prior, e.value, e.sigma_ln.exp()))?;
     }
-    output::out(&calibration::residual_table(&calibrator.residuals(&all, &result.values)))?;
+    let in_sample = calibrator.residuals(&all, &result.values);
+    output::out(&calibration::residual_table(&in_sample))?;
+    let ins: Vec<&calibration::Residual> = in_sample.iter().collect();
+    output::out(&validate::errors_table("In-sample errors:", &validate::by_metric(&ins)))?;
+    if !args.no_holdout && all.len() >= 2 {
+        let split = if all.len() <= 10 { validate::Split::Folds(all.len()) } else { validate::Split::Folds(5) };
+        let what = if all.len() <= 10 { "leave one out" } else { "5 folds" };
+        let v = validate::validate(&calibrator, &split, &params, search);
+        let held: Vec<&calibration::Residual> = v.held_out.iter().collect();
+        output::out(&validate::errors_table(
+            &format!("Held-out errors ({what}: each run predicted by a fit without it):"),
+            &validate::by_metric(&held),
+        ))?;
+    }
     output::line(format!("Wrote the profile to {}", args.out))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -87,7 +87,7 @@ pub struct StatsTable {
 }
 
 /// Linear-interpolated percentile (numpy's default) of sorted values.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -198,7 +198,8 @@ fn case_000(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
         let model = p.model().ok_or_else(|| wrong_shape("000", "a block has no `Results MODEL` heading"))?.to_string();
         let mut point = p;
         point.label = model.clone();
-        targets.push(Target { setup: setup(&model, "dgx-spark", &[])?, point });
+        // Launch-bound decode (per-layer cost, no CUDA graphs) and a slow prefill.
+        targets.push(Target { setup: setup(&model, "dgx-spark", &[("enforce-eager", "true")])?, point });
     }
     let folds = (0..targets.len())
         .map(|i| Fold {
@@ -214,9 +215,9 @@ fn case_000(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
         params: vec![
             FitParam::AlphaApi,
             FitParam::T0,
-            FitParam::TLayer,
+            FitParam::EagerLayer,
             FitParam::EtaBw,
-            FitParam::EtaFPrefill(ComputePrecision::Bf16),
+            FitParam::GemmEff(ComputePrecision::Bf16),
         ],
         folds,
         held_out_counts: true,
@@ -238,7 +239,7 @@ fn case_001(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
             ("enable-prefix-caching", "false"),
             ("graph-max-tokens", "256"),
             ("graph-max-ctx", "8192"),
-            ("eager-ms", "18"),
+            ("eager-layer-us", "550"),
         ],
     )?;
     let mut targets = Vec::new();
@@ -271,10 +272,10 @@ fn case_001(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
             FitParam::AlphaApi,
             FitParam::T0,
             FitParam::EtaBw,
-            FitParam::EtaFPrefill(ComputePrecision::Fp8),
-            FitParam::EtaFPrefill(ComputePrecision::Bf16),
+            FitParam::GemmEff(ComputePrecision::Fp8),
+            FitParam::GemmEff(ComputePrecision::Bf16),
             FitParam::TSeq,
-            FitParam::Eager,
+            FitParam::EagerLayer,
         ],
         folds: vec![Fold { name: "sweep".into(), fit, held_out }],
         held_out_counts: true,
@@ -310,9 +311,9 @@ fn case_003(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
     let targets = vec![Target { setup: setup("Qwen/Qwen3-8B", "l40s", &[("gpu-memory-utilization", "0.8")])?, point }];
     Ok(Case {
         id: "003".into(),
-        procedure: "one point: decode efficiency and per-sequence cost fitted on it (in sample)".into(),
+        procedure: "one point: bandwidth efficiency and per-sequence cost fitted on it (in sample)".into(),
         calibrator: Calibrator::new(targets)?,
-        params: vec![FitParam::EtaFDecode(ComputePrecision::Bf16), FitParam::TSeq],
+        params: vec![FitParam::EtaBw, FitParam::TSeq],
         folds: vec![Fold { name: "in sample".into(), fit: vec![0], held_out: Vec::new() }],
         held_out_counts: false,
     })
@@ -336,7 +337,7 @@ fn case_004(points: Vec<MeasuredPoint>) -> Result<Case, CalibrationError> {
         id: "004".into(),
         procedure: "prefill efficiency fitted on the prefill run, the decode run predicted".into(),
         calibrator: Calibrator::new(targets)?,
-        params: vec![FitParam::EtaFPrefill(ComputePrecision::Fp8)],
+        params: vec![FitParam::GemmEff(ComputePrecision::Fp8)],
         folds: vec![Fold { name: "prefill -> decode".into(), fit: vec![0], held_out: vec![1] }],
         held_out_counts: true,
     })

@@ -13,6 +13,8 @@ mod optimize;
 pub mod points;
 mod run;
 pub mod select;
+pub mod table;
+pub mod validate;
 
 use std::fmt::Write as _;
 
@@ -50,135 +52,18 @@ pub enum CalibrationError {
     Setup(#[from] crate::error::SimError),
 }
 
-/// A constant of the stack profile that a fit may move.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FitParam {
-    AlphaApi,
-    T0,
-    TLayer,
-    TSeq,
-    TMoe,
-    EtaBw,
-    EtaFPrefill(ComputePrecision),
-    EtaFDecode(ComputePrecision),
-    EtaFMoe(ComputePrecision),
-    Eager,
-    AlphaAr,
+pub use crate::profile::FitParam;
+
+/// Parses a constant's option-style name (`t0-ms`, `gemm-eff.fp8`) for a fit.
+pub fn parse_param(name: &str) -> Result<FitParam, CalibrationError> {
+    FitParam::parse(name)
+        .ok_or_else(|| CalibrationError::UnknownParam { name: name.to_string(), known: FitParam::known_names() })
 }
 
-impl FitParam {
-    const SCALARS: [(FitParam, &'static str); 8] = [
-        (FitParam::AlphaApi, "alpha-api-ms"),
-        (FitParam::T0, "t0-ms"),
-        (FitParam::TLayer, "t-layer-us"),
-        (FitParam::TSeq, "t-seq-us"),
-        (FitParam::TMoe, "t-moe-us"),
-        (FitParam::EtaBw, "eta-bw"),
-        (FitParam::Eager, "eager-ms"),
-        (FitParam::AlphaAr, "alpha-ar-us"),
-    ];
-
-    /// Every name [`FitParam::parse`] accepts, comma-separated.
-    pub fn known_names() -> String {
-        let mut names: Vec<String> = Self::SCALARS.iter().map(|(_, n)| n.to_string()).collect();
-        for table in ["eta-f-prefill", "eta-f-decode", "eta-f-moe"] {
-            names.push(format!("{table}.{{bf16,fp8,fp4}}"));
-        }
-        names.join(", ")
-    }
-
-    /// Parses an option-style name: `t0-ms`, `eta-f-prefill.fp8`.
-    pub fn parse(name: &str) -> Result<FitParam, CalibrationError> {
-        let key = name.trim().to_ascii_lowercase().replace('_', "-");
-        let unknown = || CalibrationError::UnknownParam { name: name.to_string(), known: Self::known_names() };
-        if let Some((p, _)) = Self::SCALARS.iter().find(|(_, n)| *n == key) {
-            return Ok(*p);
-        }
-        let (table, fmt) = key.split_once('.').ok_or_else(unknown)?;
-        let fmt = ComputePrecision::parse(fmt).ok_or_else(unknown)?;
-        match table {
-            "eta-f-prefill" => Ok(FitParam::EtaFPrefill(fmt)),
-            "eta-f-decode" => Ok(FitParam::EtaFDecode(fmt)),
-            "eta-f-moe" => Ok(FitParam::EtaFMoe(fmt)),
-            _ => Err(unknown()),
-        }
-    }
-
-    /// The option-style name.
-    pub fn name(self) -> String {
-        match self {
-            FitParam::EtaFPrefill(p) => format!("eta-f-prefill.{}", p.name()),
-            FitParam::EtaFDecode(p) => format!("eta-f-decode.{}", p.name()),
-            FitParam::EtaFMoe(p) => format!("eta-f-moe.{}", p.name()),
-            other => Self::SCALARS.iter().find(|(p, _)| *p == other).map_or("?", |(_, n)| n).to_string(),
-        }
-    }
-
-    pub fn get(self, s: &StackProfile) -> f64 {
-        match self {
-            FitParam::AlphaApi => s.alpha_api_ms,
-            FitParam::T0 => s.t0_ms,
-            FitParam::TLayer => s.t_layer_us,
-            FitParam::TSeq => s.t_seq_us,
-            FitParam::TMoe => s.t_moe_us,
-            FitParam::EtaBw => s.eta_bw,
-            FitParam::EtaFPrefill(p) => s.eta_f_prefill.get(p),
-            FitParam::EtaFDecode(p) => s.eta_f_decode.get(p),
-            FitParam::EtaFMoe(p) => s.eta_f_moe.get(p),
-            FitParam::Eager => s.eager_ms,
-            FitParam::AlphaAr => s.alpha_ar_us.unwrap_or(0.0),
-        }
-    }
-
-    pub fn set(self, s: &mut StackProfile, v: f64) {
-        match self {
-            FitParam::AlphaApi => s.alpha_api_ms = v,
-            FitParam::T0 => s.t0_ms = v,
-            FitParam::TLayer => s.t_layer_us = v,
-            FitParam::TSeq => s.t_seq_us = v,
-            FitParam::TMoe => s.t_moe_us = v,
-            FitParam::EtaBw => s.eta_bw = v,
-            FitParam::EtaFPrefill(p) => *s.eta_f_prefill.get_mut(p) = v,
-            FitParam::EtaFDecode(p) => *s.eta_f_decode.get_mut(p) = v,
-            FitParam::EtaFMoe(p) => *s.eta_f_moe.get_mut(p) = v,
-            FitParam::Eager => s.eager_ms = v,
-            FitParam::AlphaAr => s.alpha_ar_us = Some(v),
-        }
-    }
-
-    /// The range searched, in the constant's unit.
-    pub fn bounds(self) -> (f64, f64) {
-        match self {
-            FitParam::AlphaApi => (0.01, 10_000.0),
-            FitParam::T0 => (0.01, 500.0),
-            FitParam::TLayer | FitParam::TSeq | FitParam::TMoe | FitParam::AlphaAr => (0.1, 10_000.0),
-            FitParam::EtaBw => (0.05, 1.2),
-            FitParam::EtaFPrefill(_) | FitParam::EtaFDecode(_) | FitParam::EtaFMoe(_) => (1e-4, 1.5),
-            FitParam::Eager => (0.01, 1000.0),
-        }
-    }
-
-    /// Where the search starts when the profile's value is at or below the lower bound (0
-    /// disables some terms).
-    fn typical(self) -> f64 {
-        match self {
-            FitParam::AlphaApi => 15.0,
-            FitParam::T0 => 2.0,
-            FitParam::TLayer | FitParam::TSeq => 10.0,
-            FitParam::TMoe | FitParam::AlphaAr => 20.0,
-            FitParam::EtaBw => 0.85,
-            FitParam::EtaFPrefill(_) | FitParam::EtaFDecode(_) | FitParam::EtaFMoe(_) => 0.3,
-            FitParam::Eager => 5.0,
-        }
-    }
-
-    /// The starting value for a profile: its value, or a typical one when it is switched off.
-    pub fn start(self, s: &StackProfile) -> f64 {
-        let (lo, hi) = self.bounds();
-        let v = self.get(s);
-        if v > lo { v.min(hi) } else { self.typical() }
-    }
-}
+/// The typical relative error of one measured metric (run-to-run noise and what the model
+/// leaves out), in ln units: a residual this size costs as much in the fit's objective as moving
+/// a constant by its prior's σ costs half of.
+pub const MEASUREMENT_NOISE: f64 = 0.05;
 
 /// The constants worth fitting for `setup` from `points`, most identifiable first, no more
 /// than the points have measured values.
@@ -194,7 +79,7 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
         .map(|p| p.workload.num_prompts.min(p.workload.max_concurrency.unwrap_or(usize::MAX)))
         .max()
         .unwrap_or(0);
-    let mut params = vec![FitParam::AlphaApi, FitParam::EtaFPrefill(linear), FitParam::EtaBw, FitParam::T0];
+    let mut params = vec![FitParam::AlphaApi, FitParam::GemmEff(linear), FitParam::EtaBw, FitParam::T0];
     if busiest >= 8 {
         params.push(FitParam::TSeq);
     }
@@ -202,10 +87,10 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
         params.push(FitParam::TMoe);
     }
     if linear != ComputePrecision::Bf16 && longest_prompt >= 4096 {
-        params.push(FitParam::EtaFPrefill(ComputePrecision::Bf16));
+        params.push(FitParam::GemmEff(ComputePrecision::Bf16));
     }
-    if setup.stack.eager_ms > 0.0 {
-        params.push(FitParam::Eager);
+    if setup.stack.eager_layer_us > 0.0 && (setup.stack.graph_max_ctx > 0 || setup.options.enforce_eager) {
+        params.push(FitParam::EagerLayer);
     }
     let values: usize = points.iter().map(|p| p.measured.len()).sum();
     params.truncate(values.max(1));
@@ -250,10 +135,26 @@ impl Residual {
     }
 }
 
+/// What a fit learned about one constant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamEstimate {
+    pub param: FitParam,
+    /// The prior's centre (the profile's value before the fit).
+    pub prior: f64,
+    pub value: f64,
+    /// σ of the estimate in ln units, from the objective's curvature (data and prior).
+    pub sigma_ln: f64,
+    /// Whether the data pinned the constant down more than the prior did; when not, the value
+    /// is the prior's, give or take, and the data say little about it.
+    pub determined: bool,
+}
+
 /// The outcome of a fit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FitResult {
     pub values: Vec<(FitParam, f64)>,
+    /// Per constant: prior, estimate, its uncertainty, and whether the data determined it.
+    pub estimates: Vec<ParamEstimate>,
     /// The first target's profile with the fitted values.
     pub profile: StackProfile,
     /// The loss at the starting values and at the end.
@@ -321,28 +222,88 @@ impl Calibrator {
         r.iter().map(Residual::log_error).sum::<f64>() / r.len().max(1) as f64
     }
 
-    /// Fits `params` on the targets in `subset`, starting from `start` (or the first target's
-    /// profile), searching in log space within each constant's bounds.
+    /// The fit's objective: the residuals' `|ln(sim/meas)|` in units of the measurement noise,
+    /// plus the prior's `½ Σ ((ln v − ln prior) / σ)²`.
+    fn objective(&self, subset: &[usize], params: &[FitParam], prior: &[f64], x: &[f64]) -> f64 {
+        let values: Vec<(FitParam, f64)> = params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect();
+        let data: f64 = self.residuals(subset, &values).iter().map(Residual::log_error).sum::<f64>() / MEASUREMENT_NOISE;
+        data + prior_penalty(params, prior, x)
+    }
+
+    /// Fits `params` on the targets in `subset`: a bounded derivative-free search in log space
+    /// within each constant's physical range, pulled toward the profile's values (the prior) so
+    /// that points which cannot tell a constant apart leave it where the preset has it.
+    /// `start` overrides the starting point (not the prior).
     pub fn fit(&self, subset: &[usize], params: &[FitParam], start: Option<&[f64]>, o: SearchOptions) -> FitResult {
         let base = &self.targets[subset.first().copied().unwrap_or(0)].setup.stack;
+        let prior: Vec<f64> = params.iter().map(|p| p.start(base).ln()).collect();
         let x0: Vec<f64> = match start {
             Some(s) if s.len() == params.len() => s.iter().map(|v| v.max(1e-12).ln()).collect(),
-            _ => params.iter().map(|p| p.start(base).ln()).collect(),
+            _ => prior.clone(),
         };
         let lo: Vec<f64> = params.iter().map(|p| p.bounds().0.ln()).collect();
         let hi: Vec<f64> = params.iter().map(|p| p.bounds().1.ln()).collect();
         let values_at =
             |x: &[f64]| -> Vec<(FitParam, f64)> { params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect() };
         let loss_start = self.loss(subset, &values_at(&x0));
-        let mut objective = |x: &[f64]| self.loss(subset, &values_at(x));
+        let mut objective = |x: &[f64]| self.objective(subset, params, &prior, x);
         let m = optimize::minimize(&mut objective, &x0, &lo, &hi, o);
         let values = values_at(&m.x);
+        let estimates = self.estimates(subset, params, &prior, &m.x, (&lo, &hi));
         let mut profile = base.clone();
         for &(p, v) in &values {
             p.set(&mut profile, v);
         }
-        FitResult { values, profile, loss_start, loss: m.value, evaluations: m.evaluations + 1 }
+        let loss = self.loss(subset, &values);
+        FitResult { values, estimates, profile, loss_start, loss, evaluations: m.evaluations + 1 + 2 * params.len() }
     }
+
+    /// Each fitted constant's uncertainty from the objective's curvature along it (a central
+    /// difference of 0.1 in ln units), and whether the data's share of the curvature beats
+    /// the prior's.
+    fn estimates(
+        &self,
+        subset: &[usize],
+        params: &[FitParam],
+        prior: &[f64],
+        x: &[f64],
+        (lo, hi): (&[f64], &[f64]),
+    ) -> Vec<ParamEstimate> {
+        let h = 0.1;
+        let at = self.objective(subset, params, prior, x);
+        params
+            .iter()
+            .enumerate()
+            .map(|(i, &param)| {
+                let mut up = x.to_vec();
+                let mut down = x.to_vec();
+                up[i] = (x[i] + h).min(hi[i]);
+                down[i] = (x[i] - h).max(lo[i]);
+                let span = (up[i] - down[i]) / 2.0;
+                let curvature = if span > 0.0 {
+                    let f_up = self.objective(subset, params, prior, &up);
+                    let f_down = self.objective(subset, params, prior, &down);
+                    ((f_up + f_down - 2.0 * at) / (span * span)).max(0.0)
+                } else {
+                    0.0
+                };
+                let prior_curvature = 1.0 / param.prior_sigma().powi(2);
+                let total = curvature.max(prior_curvature);
+                ParamEstimate {
+                    param,
+                    prior: prior[i].exp(),
+                    value: x[i].exp(),
+                    sigma_ln: 1.0 / total.sqrt(),
+                    determined: curvature - prior_curvature > prior_curvature,
+                }
+            })
+            .collect()
+    }
+}
+
+/// `½ Σ ((x − prior) / σ)²` over the constants, in ln units.
+fn prior_penalty(params: &[FitParam], prior: &[f64], x: &[f64]) -> f64 {
+    params.iter().zip(prior.iter().zip(x)).map(|(p, (c, v))| ((v - c) / p.prior_sigma()).powi(2) / 2.0).sum()
 }
 
 /// A plain-text table of residuals: point, metric, measured, simulated, error, and the

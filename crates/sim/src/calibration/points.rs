@@ -322,7 +322,12 @@ fn points_from_json_text(text: &str, name: &str) -> Result<Vec<MeasuredPoint>, S
         .map(|d| {
             let item = d.item_suffix();
             let label = if one { name.to_string() } else { format!("{name} line {}{item}", d.line) };
-            point_from_json(&d.value, label).map_err(|message| format!("line {}{item}: {message}", d.line))
+            let point = if super::table::is_row(&d.value) {
+                super::table::point_from_row(&d.value, label, super::table::RowDefaults::default())
+            } else {
+                point_from_json(&d.value, label)
+            };
+            point.map_err(|message| format!("line {}{item}: {message}", d.line))
         })
         .collect()
 }

@@ -37,6 +37,8 @@ pub struct EngineConfig {
     pub window: u32,
     /// Delay before a received request is visible to the scheduler (`alpha_api`), ns.
     pub api_delay_ns: u64,
+    /// Further delay per prompt token (tokenising), ns.
+    pub api_ns_per_token: f64,
     pub eos: EosModel,
     /// σ of the lognormal factor on each step's duration.
     pub jitter_sigma: f64,
@@ -52,6 +54,7 @@ impl EngineConfig {
             kv: s.memory.layout,
             window: s.model.sliding_layers().1,
             api_delay_ns: (s.stack.alpha_api_ms * 1e6).round() as u64,
+            api_ns_per_token: s.stack.api_us_per_token * 1e3,
             eos: s.options.eos,
             jitter_sigma: s.stack.jitter_sigma,
         }
@@ -213,7 +216,8 @@ impl Engine {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let salt = mix64(self.seed ^ mix64(u64::from(generation)));
-        let ready = req.arrived_ns.saturating_add(self.cfg.api_delay_ns);
+        let tokenising = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
+        let ready = req.arrived_ns.saturating_add(self.cfg.api_delay_ns).saturating_add(tokenising);
         let state = Req::new(&req, generation, ready, stop_at, salt, self.cfg.kv.block_size);
         let slot = match self.free_slots.pop() {
             Some(s) => {

@@ -22,6 +22,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         },
         window: 0,
         api_delay_ns: 0,
+        api_ns_per_token: 0.0,
         eos: EosModel::None,
         jitter_sigma: 0.0,
     }

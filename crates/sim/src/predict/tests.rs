@@ -199,45 +199,24 @@ fn sharegpt_3000_request_run_speed() {
     assert!(r.records.iter().all(|x| x.succeeded()));
 }
 
-/// (model, mean TTFT ms, mean TPOT ms) from a `Results MODEL` + summary report.
-fn reference_000() -> Vec<(String, f64, f64)> {
-    let text = include_str!("../../../store/testdata/reports/000-dense-models.txt");
-    let mut out = Vec::new();
-    let mut model = None;
-    let mut ttft = None;
-    for line in text.lines() {
-        if let Some(m) = line.strip_prefix("Results ") {
-            model = Some(m.trim().to_string());
-        } else if let Some(v) = line.strip_prefix("Mean TTFT (ms):") {
-            ttft = v.trim().parse::<f64>().ok();
-        } else if let Some(v) = line.strip_prefix("Mean TPOT (ms):")
-            && let (Some(m), Some(t), Ok(tp)) = (model.take(), ttft.take(), v.trim().parse::<f64>())
-        {
-            out.push((m, t, tp));
-        }
-    }
-    out
-}
-
 #[test]
-fn default_priors_land_near_reference_000_on_dgx_spark() {
-    let refs = reference_000();
-    assert_eq!(refs.len(), 11);
-    let p = plan(20, |_| 128, |_| 128, 0);
-    let mut errors = Vec::new();
-    for (model, ttft, tpot) in &refs {
-        let s = setup(model, "dgx-spark", &[("jitter", "0")]);
-        let r = predict(&p, &config(Some(4), true), &s);
-        let (pt, pp) = (mean_ttft_ms(&r), mean_tpot_ms(&r));
-        // The right order of magnitude for every model...
-        assert!(pp / tpot > 0.5 && pp / tpot < 2.0, "{model}: TPOT {pp:.1} vs {tpot}");
-        assert!(pt / ttft > 0.33 && pt / ttft < 3.0, "{model}: TTFT {pt:.1} vs {ttft}");
-        errors.push((pp / tpot - 1.0).abs());
-    }
-    // ...and close for most: the priors were fitted on this file.
-    errors.sort_by(f64::total_cmp);
-    let median = errors[errors.len() / 2];
-    assert!(median < 0.15, "median TPOT error {median:.3}: {errors:?}");
+fn spark_defaults_land_near_public_single_spark_measurements() {
+    // Public vLLM figures for gpt-oss-120b (MXFP4, Marlin) on one DGX Spark, one stream: about
+    // 59 tok/s with CUDA graphs and 26 tok/s with --enforce-eager. Not fitted: the preset's
+    // bandwidth fraction and launch cost come from reference reports 000 and 001. 59 tok/s is a
+    // little faster than the 4.97 GB a token reads allow at 273 GB/s (55 tok/s), so the bound
+    // above it is loose; the launch cost (the difference) is the sharper check.
+    let p = plan(1, |_| 256, |_| 256, 0);
+    let graphs = predict(&p, &config(None, true), &setup("openai/gpt-oss-120b", "dgx-spark", &[("jitter", "0")]));
+    let eager = predict(
+        &p,
+        &config(None, true),
+        &setup("openai/gpt-oss-120b", "dgx-spark", &[("jitter", "0"), ("enforce-eager", "true")]),
+    );
+    let (g, e) = (mean_tpot_ms(&graphs), mean_tpot_ms(&eager));
+    assert!(g > 1000.0 / 59.0 * 0.8 && g < 1000.0 / 59.0 * 1.35, "with graphs: TPOT {g:.1} ms");
+    let launches = 1000.0 / 26.0 - 1000.0 / 59.0;
+    assert!((e - g) > launches * 0.7 && (e - g) < launches * 1.3, "launch cost {:.1} ms vs {launches:.1}", e - g);
 }
 
 #[test]

@@ -184,6 +184,7 @@ impl<'a> Runner<'a> {
                     kind: if self.predict { RunKind::Predict } else { RunKind::Sweep },
                     labels,
                     file_suffix: Some(file_suffix(&suffix_labels, point.target)),
+                    uncertainty: None,
                 };
                 let ran = if self.predict {
                     self.predict_point(&args, point.target, repeat, &keep).await
@@ -342,7 +343,8 @@ impl<'a> Runner<'a> {
             took.as_secs_f64() * 1e3
         ))?;
         let env = serde_json::to_value(&engine).ok().map(|s| serde_json::json!({ "simulated": s }));
-        finish_and_keep(result, env, keep, &self.choice())
+        let keep = Keep { uncertainty: Some(engine.hardware.uncertainty.clone()), ..keep.clone() };
+        finish_and_keep(result, env, &keep, &self.choice())
     }
 }
 

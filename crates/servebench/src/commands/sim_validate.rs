@@ -1,0 +1,160 @@
+//! `servebench sim validate`: the simulator's errors on measured results, with the presets as
+//! they are or held out (fit on some groups, predict the others), as a table or JSON.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use servebench_sim::Presets;
+use servebench_sim::calibration::validate::{self, Defaults, Split, Validation};
+use servebench_sim::calibration::{Calibrator, FitParam, Residual, SearchOptions, parse_param, residual_table};
+
+use crate::cli::sim_args::SimValidateArgs;
+
+/// Runs the validation and writes its report to `out`.
+pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let chosen: Vec<FitParam> = args.fit.iter().map(|p| parse_param(p)).collect::<Result<_, _>>()?;
+    let mut options = Vec::new();
+    for o in &args.options {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--option {o:?} is not KEY=VALUE; write it like --option tp=2"))?;
+        options.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    let defaults = Defaults {
+        model: args.model.clone(),
+        hardware: args.hardware.clone(),
+        options,
+        profile: args.profile.as_ref().map(Into::into),
+    };
+    let paths: Vec<&Path> = args.results.iter().map(Path::new).collect();
+    let (points, mut skipped) = validate::read_all(&paths);
+    let (targets, unmapped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
+    skipped.extend(unmapped);
+    for s in &skipped {
+        writeln!(out, "Skipped {}: {}", s.label, s.reason)?;
+    }
+    if targets.is_empty() {
+        anyhow::bail!("no measured result could be mapped to a simulated deployment (see the lines above)");
+    }
+    let split = if let Some(k) = args.folds {
+        Split::Folds(k as usize)
+    } else if !args.leave_out.is_empty() {
+        Split::LeaveOut(args.leave_out.clone())
+    } else {
+        Split::None
+    };
+    let params = if split == Split::None {
+        Vec::new()
+    } else if chosen.is_empty() {
+        validate::joint_params(&targets)
+    } else {
+        chosen
+    };
+    let calibrator = Calibrator::new(targets)?;
+    let clock = Instant::now();
+    let search = SearchOptions { max_evals: args.max_evals.max(params.len() + 2), initial_step: 0.3, tolerance: 1e-4 };
+    let v = validate::validate(&calibrator, &split, &params, search);
+    let took = clock.elapsed().as_secs_f64();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&json(&v, &skipped, &split))?)?;
+    } else {
+        print_text(out, &v, &split, &params, calibrator.targets().len(), took, args.points)?;
+    }
+    if let Some(limit) = args.fail_above {
+        let worst = v.worst_median() * 100.0;
+        if worst > limit {
+            writeln!(out, "FAIL: a median error of {worst:.1}% is above --fail-above {limit}%")?;
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_text(
+    out: &mut dyn Write,
+    v: &Validation,
+    split: &Split,
+    params: &[FitParam],
+    points: usize,
+    took: f64,
+    show_points: bool,
+) -> anyhow::Result<()> {
+    let how = match split {
+        Split::None => "predicted with the presets, nothing fitted".to_string(),
+        Split::LeaveOut(keys) => format!("held out by {}: fitted on the other groups", keys.join(",")),
+        Split::Folds(k) => format!("held out in {k} folds: fitted on the other folds"),
+    };
+    writeln!(out, "Validated {points} measured run(s), {how} ({took:.1} s).")?;
+    if !params.is_empty() {
+        let names: Vec<String> = params.iter().map(|p| p.name()).collect();
+        writeln!(out, "Fitted constants: {}", names.join(", "))?;
+    }
+    if show_points {
+        writeln!(out)?;
+        write!(out, "{}", residual_table(&v.held_out))?;
+    }
+    let held: Vec<&Residual> = v.held_out.iter().collect();
+    let title = if *split == Split::None { "Errors (presets, no fit):" } else { "Held-out errors:" };
+    writeln!(out)?;
+    write!(out, "{}", validate::errors_table(title, &validate::by_metric(&held)))?;
+    if !v.in_sample.is_empty() {
+        let ins: Vec<&Residual> = v.in_sample.iter().collect();
+        writeln!(out)?;
+        write!(out, "{}", validate::errors_table("In-sample errors (one fit on every run):", &validate::by_metric(&ins)))?;
+    }
+    let groups = v.by_group();
+    if groups.len() > 1 {
+        writeln!(out, "\nHeld-out errors by group (median / P90 / bias of TTFT, TPOT, throughput):")?;
+        for (g, rows) in groups {
+            let cell = |name: &str| {
+                rows.iter().find(|(m, _)| m == name).map_or("-".to_string(), |(_, e)| {
+                    format!("{:.0}/{:.0}/{:+.0}%", e.median * 100.0, e.p90 * 100.0, e.bias * 100.0)
+                })
+            };
+            writeln!(out, "  {g:<28} {:>14} {:>14} {:>14}", cell("mean TTFT (ms)"), cell("mean TPOT (ms)"), cell("output tok/s"))?;
+        }
+    }
+    if let Some(full) = &v.full_fit {
+        writeln!(out, "\nOne fit on every run (prior -> estimate, ±1σ):")?;
+        for e in &full.estimates {
+            let note = if e.determined { "" } else { "  (not determined by the data: stays near the prior)" };
+            writeln!(
+                out,
+                "  {:<20} {:>10.4} -> {:>10.4}  x/÷ {:.2}{note}",
+                e.param.name(),
+                e.prior,
+                e.value,
+                e.sigma_ln.exp()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn json(v: &Validation, skipped: &[validate::Skipped], split: &Split) -> serde_json::Value {
+    let residual = |r: &Residual, group: &str| {
+        serde_json::json!({
+            "point": r.label, "labels": r.labels, "group": group, "metric": r.metric.key(),
+            "measured": r.measured, "predicted": r.simulated, "error": r.error(),
+        })
+    };
+    let held: Vec<&Residual> = v.held_out.iter().collect();
+    let ins: Vec<&Residual> = v.in_sample.iter().collect();
+    let table = |rows: Vec<(String, validate::Errors)>| -> serde_json::Value {
+        rows.into_iter().map(|(m, e)| (m, serde_json::to_value(e).unwrap_or_default())).collect()
+    };
+    serde_json::json!({
+        "split": format!("{split:?}"),
+        "skipped": skipped,
+        "held_out": table(validate::by_metric(&held)),
+        "in_sample": table(validate::by_metric(&ins)),
+        "by_group": v.by_group().into_iter().map(|(g, rows)| (g, table(rows))).collect::<serde_json::Map<_, _>>(),
+        "fitted": v.full_fit.as_ref().map(|f| f.estimates.iter().map(|e| serde_json::json!({
+            "constant": e.param.name(), "prior": e.prior, "value": e.value, "sigma_ln": e.sigma_ln,
+            "determined": e.determined,
+        })).collect::<Vec<_>>()),
+        "points": v.held_out.iter().zip(&v.groups).map(|(r, g)| residual(r, g)).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,181 @@
+//! Measurement tables: one JSON object per benchmark point with its deployment and workload as
+//! fields, the way public benchmark suites publish their results (InferenceX's rows:
+//! `hw`, `tp`, `isl`, `osl`, `conc`, `mean_ttft`, `mean_tpot`, `output_tput_per_gpu`, ...).
+//!
+//! A row is recognised by its `isl`, `osl` and `conc` fields. Its workload is a random-prompt
+//! run at concurrency `conc`: `num_prompts` requests (default ten per concurrent stream) whose
+//! prompt and output lengths are spread uniformly over `[range_ratio · isl, isl]` and
+//! `[range_ratio · osl, osl]` (default 0.8; InferenceX's settings), outputs run to their length
+//! (`--ignore-eos`). Times are seconds; throughput per GPU is multiplied by the GPUs
+//! (`gpus`, else `tp · dp`). Every other scalar field becomes a label (`hw`, `tp`, `vllm`,
+//! `model`, ...), so the validator can map the row to a deployment and group it.
+
+use serde_json::Value;
+
+use super::points::{FitMetric, Lengths, MeasuredPoint, PointWorkload};
+
+/// The defaults a row's workload takes where it has no field of its own.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowDefaults {
+    pub range_ratio: f64,
+    pub prompts_per_stream: usize,
+}
+
+impl Default for RowDefaults {
+    fn default() -> Self {
+        RowDefaults { range_ratio: 0.8, prompts_per_stream: 10 }
+    }
+}
+
+/// Whether a JSON document is a table row.
+pub fn is_row(value: &Value) -> bool {
+    ["isl", "osl", "conc"].iter().all(|k| value.get(k).is_some_and(Value::is_number))
+}
+
+/// The point a row measured.
+pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Result<MeasuredPoint, String> {
+    let whole = |k: &str| -> Result<u64, String> {
+        value
+            .get(k)
+            .and_then(Value::as_u64)
+            .filter(|v| *v >= 1)
+            .ok_or_else(|| format!("{k} must be a whole number of at least 1"))
+    };
+    let (isl, osl, conc) = (whole("isl")?, whole("osl")?, whole("conc")?);
+    let number = |k: &str| value.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v > 0.0);
+    let range_ratio = match value.get("range_ratio") {
+        None => defaults.range_ratio,
+        Some(v) => v.as_f64().filter(|r| (0.0..=1.0).contains(r)).ok_or("range_ratio must be in [0, 1]")?,
+    };
+    let n = match value.get("num_prompts") {
+        None => usize::try_from(conc).unwrap_or(usize::MAX).saturating_mul(defaults.prompts_per_stream),
+        Some(_) => usize::try_from(whole("num_prompts")?).unwrap_or(usize::MAX),
+    };
+    let gpus = number("gpus").unwrap_or_else(|| number("tp").unwrap_or(1.0) * number("dp").unwrap_or(1.0));
+    let mut measured = Vec::new();
+    if let Some(v) = number("mean_ttft") {
+        measured.push((FitMetric::MeanTtft, v * 1e3));
+    }
+    if let Some(v) = number("mean_tpot") {
+        measured.push((FitMetric::MeanTpot, v * 1e3));
+    }
+    if let Some(v) = number("output_tput_per_gpu") {
+        measured.push((FitMetric::OutputThroughput, v * gpus));
+    } else if let Some(v) = number("output_throughput") {
+        measured.push((FitMetric::OutputThroughput, v));
+    }
+    if measured.is_empty() {
+        return Err("the row has none of mean_ttft, mean_tpot and output_tput_per_gpu".into());
+    }
+    let labels = value
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| !is_measurement(k))
+                .filter_map(|(k, v)| {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Number(x) => x.to_string(),
+                        Value::Bool(b) => b.to_string(),
+                        _ => return None,
+                    };
+                    Some((k.clone(), text))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(MeasuredPoint {
+        label,
+        headings: Vec::new(),
+        labels,
+        workload: PointWorkload {
+            num_prompts: n,
+            input: Lengths::Each(spread(isl, range_ratio, n)),
+            output: Lengths::Each(spread(osl, range_ratio, n)),
+            max_concurrency: usize::try_from(conc).ok(),
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            seed: 0,
+            warmup: true,
+        },
+        measured,
+    })
+}
+
+/// Fields that hold results rather than settings (never labels).
+fn is_measurement(key: &str) -> bool {
+    key.starts_with("mean_")
+        || key.starts_with("median_")
+        || key.starts_with("p9")
+        || key.starts_with("std_")
+        || key.contains("tput")
+        || key.contains("throughput")
+        || key == "n"
+}
+
+/// `n` lengths spread evenly over `[⌊ratio · len⌋, len]` in a fixed interleaved order (the
+/// golden-ratio sequence), so any run of consecutive requests covers the range.
+fn spread(len: u64, ratio: f64, n: usize) -> Vec<u32> {
+    let hi = u32::try_from(len).unwrap_or(u32::MAX);
+    let lo = ((len as f64 * ratio).floor() as u32).clamp(1, hi);
+    let span = f64::from(hi - lo);
+    (0..n)
+        .map(|i| {
+            let u = (i as f64 * 0.618_033_988_749_894_9).fract();
+            lo + (u * (span + 1.0)).floor().min(span) as u32
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> Value {
+        serde_json::json!({
+            "hw": "h100", "vllm": "v0.11.2", "tp": 2, "isl": 1024, "osl": 8192, "conc": 4, "n": 1,
+            "median_ttft": 0.053, "mean_ttft": 0.06, "median_tpot": 0.0051, "mean_tpot": 0.0051,
+            "output_tput_per_gpu": 385.5, "tput_per_gpu": 434.7, "median_e2el": 37.0
+        })
+    }
+
+    #[test]
+    fn a_row_becomes_a_point_with_its_settings_as_labels() {
+        let p = point_from_row(&row(), "t line 1".into(), RowDefaults::default()).unwrap();
+        assert_eq!(p.workload.num_prompts, 40);
+        assert_eq!(p.workload.max_concurrency, Some(4));
+        assert!(p.workload.request_rate.is_infinite());
+        assert_eq!(p.value(FitMetric::MeanTtft), Some(60.0));
+        assert_eq!(p.value(FitMetric::OutputThroughput), Some(771.0));
+        let keys: Vec<&str> = p.labels.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["hw", "vllm", "tp", "isl", "osl", "conc"]);
+        let inputs = p.workload.input.expand(40);
+        assert!(inputs.iter().all(|&x| (819..=1024).contains(&x)), "{inputs:?}");
+        let mean = p.workload.output.mean(40);
+        assert!((mean - 0.9 * 8192.0).abs() < 0.02 * 8192.0, "{mean}");
+        assert!(is_row(&row()));
+        assert!(!is_row(&serde_json::json!({"isl": 1, "osl": 2})));
+    }
+
+    #[test]
+    fn bad_rows_say_what_is_wrong() {
+        let mut r = row();
+        r["conc"] = serde_json::json!(0);
+        assert!(point_from_row(&r, "x".into(), RowDefaults::default()).unwrap_err().contains("conc"));
+        let mut r = row();
+        r["range_ratio"] = serde_json::json!(2.0);
+        assert!(point_from_row(&r, "x".into(), RowDefaults::default()).unwrap_err().contains("range_ratio"));
+        let r = serde_json::json!({"isl": 1, "osl": 2, "conc": 3});
+        assert!(point_from_row(&r, "x".into(), RowDefaults::default()).unwrap_err().contains("none of"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn spread_lengths_stay_in_range(len in 1u64..100_000, ratio in 0.0..1.0f64, n in 1usize..500) {
+            let v = spread(len, ratio, n);
+            let lo = ((len as f64 * ratio).floor() as u32).max(1);
+            proptest::prop_assert_eq!(v.len(), n);
+            proptest::prop_assert!(v.iter().all(|&x| x >= lo.min(len as u32) && u64::from(x) <= len));
+        }
+    }
+}

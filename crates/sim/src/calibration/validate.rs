@@ -1,0 +1,261 @@
+//! Validation: how well the simulator predicts measured runs, with the presets as they are or
+//! held out.
+//!
+//! Each measured point is mapped to the deployment it ran on: the model from its `model` label
+//! (else the default given), the hardware from its `hw`/`hardware`/`gpu` label (else the default),
+//! the parallelism from its `tp`, `pp`, `dp` and `ep` labels, and the options given on top. A point
+//! that cannot be mapped (no model named and none given, an unknown preset, a deployment that does
+//! not fit) is skipped with the reason, never guessed.
+//!
+//! Without a split every point is predicted with the presets (or the given profile), nothing
+//! fitted: the error of a planner that has never seen the data. With a split the constants are
+//! fitted on the other folds and each fold predicted (held out), and a fit on every point gives
+//! the in-sample residuals beside them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::fidelity::percentile;
+use super::points::{FitMetric, MeasuredPoint};
+use super::{Calibrator, FitParam, FitResult, Residual, SearchOptions, Target, default_params};
+use crate::presets::Presets;
+use crate::setup::SimSetup;
+
+/// What a point takes where its labels are silent.
+#[derive(Clone, Debug, Default)]
+pub struct Defaults {
+    pub model: Option<String>,
+    pub hardware: Option<String>,
+    /// `key=value` serving options applied to every point (after those of its labels).
+    pub options: Vec<(String, String)>,
+    pub profile: Option<std::path::PathBuf>,
+}
+
+/// A point that was not validated, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Skipped {
+    pub label: String,
+    pub reason: String,
+}
+
+/// The label keys that name a point's hardware, in order of preference.
+const HARDWARE_KEYS: [&str; 3] = ["hw", "hardware", "gpu"];
+
+/// Maps each point to its deployment; points that cannot be mapped are returned as skipped.
+pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) -> (Vec<Target>, Vec<Skipped>) {
+    let mut targets = Vec::new();
+    let mut skipped = Vec::new();
+    for point in points {
+        match deployment(&point, d, presets) {
+            Ok(setup) => targets.push(Target { setup, point }),
+            Err(reason) => skipped.push(Skipped { label: point.label.clone(), reason }),
+        }
+    }
+    (targets, skipped)
+}
+
+fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<SimSetup, String> {
+    let label = |k: &str| point.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let model = label("model")
+        .or(d.model.as_deref())
+        .ok_or("it names no model; give --model for results that do not say")?;
+    let hardware = HARDWARE_KEYS
+        .iter()
+        .find_map(|k| label(k))
+        .or(d.hardware.as_deref())
+        .ok_or("it names no hardware; give --hardware for results that do not say")?;
+    let mut options: Vec<(String, String)> = vec![("jitter".into(), "0".into())];
+    for key in ["tp", "pp", "dp"] {
+        if let Some(v) = label(key)
+            && !d.options.iter().any(|(k, _)| k == key)
+        {
+            options.push((key.to_string(), v.to_string()));
+        }
+    }
+    options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
+    let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());
+    resolved.map_err(|e| format!("{model} on {hardware}: {e}"))
+}
+
+/// How points are split for held-out validation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Split {
+    /// Predict every point with the presets; fit nothing.
+    None,
+    /// Leave out one group at a time, the groups being the values of these label keys.
+    LeaveOut(Vec<String>),
+    /// `k` folds, point `i` in fold `i mod k`.
+    Folds(usize),
+}
+
+/// A fold's fit.
+#[derive(Clone, Debug)]
+pub struct FoldFit {
+    pub name: String,
+    pub fit: FitResult,
+}
+
+/// The outcome of a validation.
+#[derive(Clone, Debug)]
+pub struct Validation {
+    /// Per point's metric: predicted by a fit that did not see it (or by the presets).
+    pub held_out: Vec<Residual>,
+    /// The group (fold) of each held-out residual's point.
+    pub groups: Vec<String>,
+    /// Residuals of one fit on every point (empty without a split).
+    pub in_sample: Vec<Residual>,
+    pub folds: Vec<FoldFit>,
+    /// The fit on every point, when there was a split.
+    pub full_fit: Option<FitResult>,
+}
+
+/// The constants fitted when none are named: what each deployment's points can tell apart,
+/// once each.
+pub fn joint_params(targets: &[Target]) -> Vec<FitParam> {
+    let mut params: Vec<FitParam> = Vec::new();
+    let mut by_model: BTreeMap<String, Vec<MeasuredPoint>> = BTreeMap::new();
+    for t in targets {
+        by_model.entry(t.setup.model.id.clone()).or_default().push(t.point.clone());
+    }
+    for t in targets {
+        if let Some(points) = by_model.remove(&t.setup.model.id) {
+            for p in default_params(&t.setup, &points) {
+                if !params.contains(&p) {
+                    params.push(p);
+                }
+            }
+        }
+    }
+    params
+}
+
+/// The group name of a point for `keys`: their values joined (`tp=2 isl=1024`).
+pub fn group_of(point: &MeasuredPoint, keys: &[String]) -> String {
+    keys.iter()
+        .map(|k| {
+            let v = point.labels.iter().find(|(key, _)| key == k).map_or("?", |(_, v)| v.as_str());
+            format!("{k}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs the validation of `cal`'s targets.
+pub fn validate(cal: &Calibrator, split: &Split, params: &[FitParam], search: SearchOptions) -> Validation {
+    let n = cal.targets().len();
+    let all: Vec<usize> = (0..n).collect();
+    let groups: Vec<String> = match split {
+        Split::None => vec![String::new(); n],
+        Split::LeaveOut(keys) => cal.targets().iter().map(|t| group_of(&t.point, keys)).collect(),
+        Split::Folds(k) => (0..n).map(|i| format!("fold {}", i % k.max(&1) + 1)).collect(),
+    };
+    if *split == Split::None || params.is_empty() {
+        let held_out = cal.residuals(&all, &[]);
+        let groups = held_out.iter().map(|r| groups[r.point].clone()).collect();
+        return Validation { held_out, groups, in_sample: Vec::new(), folds: Vec::new(), full_fit: None };
+    }
+    let mut names: Vec<String> = groups.clone();
+    names.sort();
+    names.dedup();
+    let mut held_out = Vec::new();
+    let mut residual_groups = Vec::new();
+    let mut folds = Vec::new();
+    for name in &names {
+        let (out, fit_on): (Vec<usize>, Vec<usize>) = all.iter().partition(|&&i| &groups[i] == name);
+        if fit_on.is_empty() {
+            continue;
+        }
+        let fit = cal.fit(&fit_on, params, None, search);
+        for r in cal.residuals(&out, &fit.values) {
+            residual_groups.push(name.clone());
+            held_out.push(r);
+        }
+        folds.push(FoldFit { name: name.clone(), fit });
+    }
+    let full = cal.fit(&all, params, None, search);
+    let in_sample = cal.residuals(&all, &full.values);
+    Validation { held_out, groups: residual_groups, in_sample, folds, full_fit: Some(full) }
+}
+
+/// Median and P90 of the absolute errors and the median signed error (bias), as fractions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Errors {
+    pub n: usize,
+    pub median: f64,
+    pub p90: f64,
+    pub bias: f64,
+}
+
+impl Errors {
+    pub fn of<'a>(residuals: impl IntoIterator<Item = &'a Residual>) -> Errors {
+        let (mut abs, mut signed): (Vec<f64>, Vec<f64>) =
+            residuals.into_iter().map(|r| (r.ape(), r.error())).unzip();
+        abs.sort_by(f64::total_cmp);
+        signed.sort_by(f64::total_cmp);
+        Errors { n: abs.len(), median: percentile(&abs, 50.0), p90: percentile(&abs, 90.0), bias: percentile(&signed, 50.0) }
+    }
+}
+
+/// Errors per metric (and over all metrics) of a set of residuals.
+pub fn by_metric(residuals: &[&Residual]) -> Vec<(String, Errors)> {
+    let mut rows: Vec<(String, Errors)> = FitMetric::ALL
+        .iter()
+        .map(|m| (m.name().to_string(), Errors::of(residuals.iter().copied().filter(|r| r.metric == *m))))
+        .filter(|(_, e)| e.n > 0)
+        .collect();
+    rows.push(("all".into(), Errors::of(residuals.iter().copied())));
+    rows
+}
+
+impl Validation {
+    /// Held-out errors per group and metric.
+    pub fn by_group(&self) -> Vec<(String, Vec<(String, Errors)>)> {
+        let mut names: Vec<&String> = self.groups.iter().collect();
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|g| {
+                let rs: Vec<&Residual> =
+                    self.held_out.iter().zip(&self.groups).filter(|(_, name)| *name == g).map(|(r, _)| r).collect();
+                (g.clone(), by_metric(&rs))
+            })
+            .collect()
+    }
+
+    /// The largest held-out median error over the metrics, as a fraction.
+    pub fn worst_median(&self) -> f64 {
+        let rs: Vec<&Residual> = self.held_out.iter().collect();
+        by_metric(&rs).iter().filter(|(m, _)| m != "all").map(|(_, e)| e.median).fold(0.0, f64::max)
+    }
+}
+
+/// A plain-text table of errors: one row per metric.
+pub fn errors_table(title: &str, rows: &[(String, Errors)]) -> String {
+    let mut out = format!("{title}\n{:<16} {:>5} {:>9} {:>9} {:>9}\n", "metric", "n", "median", "P90", "bias");
+    for (metric, e) in rows {
+        out.push_str(&format!(
+            "{metric:<16} {:>5} {:>8.1}% {:>8.1}% {:>+8.1}%\n",
+            e.n,
+            e.median * 100.0,
+            e.p90 * 100.0,
+            e.bias * 100.0
+        ));
+    }
+    out
+}
+
+/// Reads measured points from files, skipping (with the reason) files that cannot be read.
+pub fn read_all(paths: &[&Path]) -> (Vec<MeasuredPoint>, Vec<Skipped>) {
+    let mut points = Vec::new();
+    let mut skipped = Vec::new();
+    for path in paths {
+        match super::read_points(path) {
+            Ok(p) => points.extend(p),
+            Err(e) => skipped.push(Skipped { label: path.display().to_string(), reason: e.to_string() }),
+        }
+    }
+    (points, skipped)
+}

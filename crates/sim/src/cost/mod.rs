@@ -1,0 +1,318 @@
+//! The step-time model: how long one engine step takes for a given batch.
+//!
+//! A step is a sequence of kernels, each priced by its own physical term ([`terms`]): the
+//! dense matrix products (attention projections, dense and shared FFNs) and the lm_head as
+//! rooflines whose compute efficiency grows with the step's token count; the routed experts of
+//! a mixture of experts as the experts the batch touches, each read once, each product as tall
+//! as its share of the tokens; attention as query-key FLOPs or KV-cache reads; two
+//! tensor-parallel all-reduces per layer at their real message size over the link the
+//! deployment uses; hand-offs between pipeline stages. On top come the fixed costs a serving
+//! stack adds: per step (scheduling, sampling), per layer (the kernels' floor under CUDA
+//! graphs, or their launches without), per sequence, and per MoE layer (routing).
+//! Everything is per GPU; the constants come from a [`crate::profile::StackProfile`].
+
+pub mod terms;
+
+use crate::setup::SimSetup;
+use terms::{GemmDevice, GemmShape, attention_seconds, experts_seconds, gemm_seconds, pair_sum};
+pub use terms::expected_experts;
+
+/// The batch of one step, as the cost model sees it. The scheduler fills it with
+/// [`BatchStats::add_sequence`] while it builds the step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchStats {
+    pub num_seqs: u32,
+    pub prefill_tokens: u64,
+    pub decode_tokens: u64,
+    /// Rows that produce logits (decodes and prompts finishing this step).
+    pub sampled: u32,
+    /// Context tokens read by full-attention layers, summed over sequences.
+    pub kv_tokens_full: u64,
+    /// Context tokens read by sliding-window layers (each capped at the window).
+    pub kv_tokens_window: u64,
+    /// Query-key pairs of prefill tokens, full and windowed layers.
+    pub pairs_prefill_full: f64,
+    pub pairs_prefill_window: f64,
+    /// Query-key pairs of decode tokens, full and windowed layers.
+    pub pairs_decode_full: f64,
+    pub pairs_decode_window: f64,
+    /// The longest context in the batch.
+    pub max_context: u32,
+}
+
+impl BatchStats {
+    /// Adds a sequence that computes `new` tokens after `context` cached ones. `window` is the
+    /// sliding window (0: none); `prefill` tells the phase; `samples` whether it yields a token.
+    pub fn add_sequence(&mut self, context: u32, new: u32, window: u32, prefill: bool, samples: bool) {
+        let end = u64::from(context) + u64::from(new);
+        let full = pair_sum(u64::from(context) + 1, end, 0);
+        let win = if window == 0 { 0.0 } else { pair_sum(u64::from(context) + 1, end, u64::from(window)) };
+        self.num_seqs += 1;
+        if prefill {
+            self.prefill_tokens += u64::from(new);
+            self.pairs_prefill_full += full;
+            self.pairs_prefill_window += win;
+        } else {
+            self.decode_tokens += u64::from(new);
+            self.pairs_decode_full += full;
+            self.pairs_decode_window += win;
+        }
+        self.sampled += u32::from(samples);
+        self.kv_tokens_full += end;
+        self.kv_tokens_window += if window == 0 { 0 } else { end.min(u64::from(window)) };
+        self.max_context = self.max_context.max(u32::try_from(end).unwrap_or(u32::MAX));
+    }
+
+    /// Tokens computed this step.
+    pub fn tokens(&self) -> u64 {
+        self.prefill_tokens + self.decode_tokens
+    }
+}
+
+/// A step-time model. The engine calls it once per step.
+pub trait StepCost: Send + Sync {
+    /// Seconds the step takes.
+    fn step_seconds(&self, batch: &BatchStats) -> f64;
+}
+
+/// A trivial model: a fixed cost per step plus a cost per token and per sequence.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinearCost {
+    pub per_step_s: f64,
+    pub per_token_s: f64,
+    pub per_seq_s: f64,
+}
+
+impl StepCost for LinearCost {
+    fn step_seconds(&self, b: &BatchStats) -> f64 {
+        self.per_step_s + self.per_token_s * b.tokens() as f64 + self.per_seq_s * f64::from(b.num_seqs)
+    }
+}
+
+/// Where a step's time goes, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepBreakdown {
+    /// Per-step, per-layer and per-sequence overheads.
+    pub fixed: f64,
+    /// Attention projections, dense and shared FFNs.
+    pub dense: f64,
+    /// Routed experts.
+    pub experts: f64,
+    /// Attention kernels (query-key FLOPs or KV reads).
+    pub attention: f64,
+    pub lm_head: f64,
+    /// Bytes over bandwidth of everything read (weights touched and KV), for reference.
+    pub memory: f64,
+    pub allreduce: f64,
+    pub pipeline: f64,
+    /// Routing cost of the MoE layers.
+    pub moe_routing: f64,
+    /// Kernel launches of a step run without CUDA graphs, where they outlast the kernels.
+    pub eager: f64,
+    pub total: f64,
+}
+
+/// The step model of this module with every per-step constant precomputed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostModel {
+    layers: f64,
+    moe_layers: f64,
+    full_layers: f64,
+    sliding_layers: f64,
+    hidden: f64,
+    experts: f64,
+    top_k: f64,
+    /// GPUs that share one layer's routed experts.
+    expert_shards: f64,
+    /// Data-parallel attention ranks: each runs its share of the batch's sequences.
+    dp: f64,
+    /// Experts spread whole over GPUs: tokens travel to them and back (two all-to-alls).
+    expert_parallel: bool,
+    /// Attention projections of all layers, per GPU.
+    attn_proj: GemmShape,
+    attn_dev: GemmDevice,
+    /// Dense FFNs, shared experts and routers of all layers, per GPU.
+    ffn: GemmShape,
+    ffn_dev: GemmDevice,
+    /// One routed expert of one layer, whole (the shards split it).
+    expert: GemmShape,
+    expert_dev: GemmDevice,
+    lm_head: GemmShape,
+    lm_dev: GemmDevice,
+    kv_bytes_token_layer: f64,
+    attn_flops_per_pair_layer: f64,
+    attn_rate: f64,
+    bandwidth: f64,
+    datasheet_bandwidth: f64,
+    tp: f64,
+    pp: f64,
+    ar_latency_s: f64,
+    ar_beta: f64,
+    pp_alpha_s: f64,
+    pp_beta: f64,
+    t0_s: f64,
+    t_layer_s: f64,
+    t_seq_s: f64,
+    t_moe_s: f64,
+    eager_layer_s: f64,
+    always_eager: bool,
+    graph_max_tokens: u64,
+    graph_max_ctx: u32,
+}
+
+impl CostModel {
+    /// Precomputes the model for a resolved setup.
+    pub fn new(setup: &SimSetup) -> Self {
+        use crate::precision::ComputePrecision;
+        let m = &setup.model;
+        let hw = &setup.hardware;
+        let o = &setup.options;
+        let st = &setup.stack;
+        let tp = f64::from(o.tp);
+        let l = f64::from(m.layers);
+        let moe_layers = f64::from(m.moe_layers());
+        let dense_layers = f64::from(m.dense_ffn_layers());
+        let (experts, top_k) = m.moe.as_ref().map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.top_k)));
+        let peaks = &hw.peak_tflops;
+        let bandwidth = st.eta_bw * hw.bandwidth_gbs * 1e9;
+        let device = |format: ComputePrecision, ceiling: f64| GemmDevice {
+            peak_flops: peaks.get(format) * 1e12,
+            ceiling,
+            m_half: st.gemm_m_half,
+            bandwidth,
+        };
+        let attn_format = m.attention_precision().compute_on(peaks);
+        let lin_format = m.precision.compute_on(peaks);
+        // MLA's down-projections stay whole on every rank; everything else is split.
+        let replicated = m.attention_replicated_params();
+        let attn_params = l * (replicated + (m.attention_params() - replicated) / tp);
+        let ffn_params = (dense_layers * m.dense_ffn_params() + moe_layers * m.moe_always_params()) / tp;
+        let w_b = m.precision.bytes_per_param();
+        let lm_params = m.embedding_params() / tp;
+        let ar = o.allreduce_link(hw);
+        let pl = o.pipeline_link(hw);
+        let ar_latency_s = match st.alpha_ar_us {
+            Some(us) => us * 1e-6,
+            None => terms::allreduce_latency_s(tp, ar.allreduce_latency_us * 1e-6, ar.step_latency_us * 1e-6),
+        };
+        let (sliding, _) = m.sliding_layers();
+        CostModel {
+            layers: l,
+            moe_layers,
+            full_layers: f64::from(m.full_attention_layers()),
+            sliding_layers: f64::from(sliding),
+            hidden: f64::from(m.hidden),
+            experts,
+            top_k,
+            expert_shards: f64::from(o.expert_shards()),
+            dp: f64::from(o.dp),
+            expert_parallel: o.expert_parallel,
+            attn_proj: GemmShape {
+                flops_per_row: 2.0 * attn_params,
+                weight_bytes: attn_params * m.attention_precision().bytes_per_param(),
+            },
+            attn_dev: device(attn_format, st.gemm_eff.get(attn_format)),
+            ffn: GemmShape { flops_per_row: 2.0 * ffn_params, weight_bytes: ffn_params * w_b },
+            ffn_dev: device(lin_format, st.gemm_eff.get(lin_format)),
+            expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
+            expert_dev: device(lin_format, st.moe_eff.get(lin_format)),
+            lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
+            lm_dev: device(ComputePrecision::Bf16, st.gemm_eff.bf16),
+            kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
+            attn_flops_per_pair_layer: m.attention_flops_per_pair() / tp,
+            attn_rate: peaks.bf16 * 1e12 * st.attn_eff,
+            bandwidth,
+            datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
+            tp,
+            pp: f64::from(o.pp),
+            ar_latency_s,
+            ar_beta: ar.bandwidth_gbs * 1e9,
+            pp_alpha_s: pl.allreduce_latency_us * 1e-6,
+            pp_beta: pl.bandwidth_gbs * 1e9,
+            t0_s: st.t0_ms * 1e-3,
+            t_layer_s: st.t_layer_us * 1e-6,
+            t_seq_s: st.t_seq_us * 1e-6,
+            t_moe_s: st.t_moe_us * 1e-6,
+            eager_layer_s: st.eager_layer_us * 1e-6,
+            always_eager: o.enforce_eager,
+            graph_max_tokens: u64::from(st.graph_max_tokens),
+            graph_max_ctx: st.graph_max_ctx,
+        }
+    }
+
+    /// Expected distinct experts per MoE layer for a step of `tokens` tokens.
+    pub fn experts_touched(&self, tokens: u64) -> f64 {
+        expected_experts(self.experts, self.top_k, tokens as f64)
+    }
+
+    /// Whether a step runs without CUDA graphs.
+    fn eager(&self, b: &BatchStats) -> bool {
+        self.always_eager
+            || b.tokens() > self.graph_max_tokens
+            || (self.graph_max_ctx > 0 && b.max_context > self.graph_max_ctx)
+    }
+
+    /// The step time split into its terms.
+    pub fn breakdown(&self, b: &BatchStats) -> StepBreakdown {
+        let all_tokens = b.tokens() as f64;
+        // With data-parallel attention each rank runs its share of the sequences; the step
+        // lasts as long as one rank's share (the batch is spread evenly).
+        let dp = self.dp;
+        let n = all_tokens / dp;
+        let fixed = self.t0_s + self.t_layer_s * self.layers + self.t_seq_s * f64::from(b.num_seqs) / dp;
+        let dense = gemm_seconds(self.attn_proj, n, self.attn_dev) + gemm_seconds(self.ffn, n, self.ffn_dev);
+        let experts = self.moe_layers
+            * experts_seconds(self.expert, self.experts, self.top_k, all_tokens, self.expert_shards, self.expert_dev);
+        let kv_bytes = self.kv_bytes_token_layer
+            * (self.full_layers * b.kv_tokens_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
+            / dp;
+        let pairs = (self.full_layers * (b.pairs_prefill_full + b.pairs_decode_full)
+            + self.sliding_layers * (b.pairs_prefill_window + b.pairs_decode_window))
+            / dp;
+        let attention =
+            attention_seconds(self.attn_flops_per_pair_layer * pairs, kv_bytes, self.attn_rate, self.bandwidth);
+        let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) / dp).max(1.0), self.lm_dev);
+        let touched = expected_experts(self.experts, self.top_k, all_tokens) * self.moe_layers * self.expert.weight_bytes
+            / self.expert_shards;
+        let memory = (self.attn_proj.weight_bytes + self.ffn.weight_bytes + touched + kv_bytes + self.lm_head.weight_bytes)
+            / self.bandwidth;
+
+        let act_bytes = n * self.hidden * 2.0;
+        let mut allreduce =
+            2.0 * self.layers * terms::allreduce_seconds(self.tp, act_bytes, self.ar_latency_s, self.ar_beta);
+        if self.expert_parallel && self.expert_shards > 1.0 {
+            // Dispatch and combine: each token's activations to its experts' GPUs and back.
+            let sent = act_bytes * self.top_k * (self.expert_shards - 1.0) / self.expert_shards;
+            allreduce += 2.0 * self.moe_layers * (self.ar_latency_s + sent / self.ar_beta);
+        }
+        let pipeline = (self.pp - 1.0) * (self.pp_alpha_s + act_bytes / self.pp_beta);
+        let moe_routing = self.moe_layers * self.t_moe_s;
+        // Without graphs the host launches every kernel; launches run ahead of the device, so
+        // only the part of the launch time the kernels do not cover shows.
+        let kernels = dense + experts + attention + lm_head + allreduce;
+        let eager = if self.eager(b) { (self.eager_layer_s * self.layers - kernels).max(0.0) } else { 0.0 };
+        let total = fixed + kernels + pipeline + moe_routing + eager;
+        StepBreakdown {
+            fixed,
+            dense,
+            experts,
+            attention,
+            lm_head,
+            memory,
+            allreduce,
+            pipeline,
+            moe_routing,
+            eager,
+            total,
+        }
+    }
+}
+
+impl StepCost for CostModel {
+    fn step_seconds(&self, batch: &BatchStats) -> f64 {
+        self.breakdown(batch).total
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+//! The physical terms of a step's cost, one function each: a matrix product against the
+//! roofline, the experts a batch touches, attention, collective communication.
+//!
+//! Every function is pure and takes SI units (seconds, bytes, FLOP/s, bytes/s); the step model in
+//! [`super::CostModel`] adds them up. Each has unit and property tests below: a term never
+//! takes less than its bytes over the bandwidth, more work never takes less time, and so on.
+
+/// Fraction of a format's peak reached by a matrix product of `rows` rows: the kernel's
+/// `ceiling` for tall products, falling as `rows / (rows + m_half)` for short ones (tiles
+/// padded with empty rows, too few tiles to fill the device).
+pub fn gemm_efficiency(ceiling: f64, m_half: f64, rows: f64) -> f64 {
+    if rows <= 0.0 {
+        return 0.0;
+    }
+    ceiling * rows / (rows + m_half.max(0.0))
+}
+
+/// A matrix product's shape as the cost model sees it: FLOPs per row of activations and the
+/// weight bytes it streams once per step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GemmShape {
+    pub flops_per_row: f64,
+    pub weight_bytes: f64,
+}
+
+/// The device a product runs on: its peak for the product's format, the efficiency ceiling and
+/// half-efficiency row count of its kernels, and the bandwidth weights stream at.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmDevice {
+    pub peak_flops: f64,
+    pub ceiling: f64,
+    pub m_half: f64,
+    pub bandwidth: f64,
+}
+
+/// Seconds of a product over `rows` rows: the larger of its FLOPs at the row-dependent
+/// efficiency and its weight bytes over the bandwidth (weights are read once per step).
+pub fn gemm_seconds(shape: GemmShape, rows: f64, dev: GemmDevice) -> f64 {
+    if rows <= 0.0 {
+        return 0.0;
+    }
+    let compute = shape.flops_per_row * rows / (dev.peak_flops * gemm_efficiency(dev.ceiling, dev.m_half, rows));
+    let memory = shape.weight_bytes / dev.bandwidth;
+    compute.max(memory)
+}
+
+/// Expected distinct experts touched when `tokens` tokens each pick `top_k` of `experts`
+/// (uniform routing): `E · (1 − (1 − k/E)^N)`.
+pub fn expected_experts(experts: f64, top_k: f64, tokens: f64) -> f64 {
+    if experts <= 0.0 || tokens <= 0.0 {
+        return 0.0;
+    }
+    experts * (1.0 - (1.0 - top_k / experts).powf(tokens))
+}
+
+/// Seconds of one MoE layer's routed experts on one GPU. `tokens` tokens each use `top_k` of
+/// `experts` experts; `shards` GPUs share the experts (tensor parallel slices every expert,
+/// expert parallel spreads whole experts; either way each GPU holds 1/shards of the weights and
+/// does 1/shards of the work). Each touched expert's weights are read once; its product has
+/// `tokens · top_k / touched` rows.
+pub fn experts_seconds(expert: GemmShape, experts: f64, top_k: f64, tokens: f64, shards: f64, dev: GemmDevice) -> f64 {
+    let touched = expected_experts(experts, top_k, tokens);
+    if touched <= 0.0 {
+        return 0.0;
+    }
+    let rows_per_expert = tokens * top_k / touched;
+    let per_gpu = GemmShape {
+        flops_per_row: expert.flops_per_row / shards,
+        weight_bytes: expert.weight_bytes * touched / shards,
+    };
+    // All touched experts' rows together, each expert's product as tall as its own rows.
+    let compute = per_gpu.flops_per_row * tokens * top_k
+        / (dev.peak_flops * gemm_efficiency(dev.ceiling, dev.m_half, rows_per_expert));
+    compute.max(per_gpu.weight_bytes / dev.bandwidth)
+}
+
+/// Seconds of attention over a step: query-key FLOPs at the attention kernels' rate, or the KV
+/// cache bytes they read over the bandwidth, whichever is larger.
+pub fn attention_seconds(flops: f64, kv_bytes: f64, rate: f64, bandwidth: f64) -> f64 {
+    (flops / rate).max(kv_bytes / bandwidth)
+}
+
+/// Seconds of one all-reduce of `bytes` over `ranks` ranks: a fixed latency plus the ring's
+/// `2 (n − 1) / n` of the bytes over the link's bandwidth. Nothing for one rank.
+pub fn allreduce_seconds(ranks: f64, bytes: f64, latency_s: f64, bandwidth: f64) -> f64 {
+    if ranks <= 1.0 {
+        return 0.0;
+    }
+    latency_s + 2.0 * (ranks - 1.0) / ranks * bytes / bandwidth
+}
+
+/// The latency of one all-reduce over `ranks` ranks: a fixed part (launch, synchronisation) plus,
+/// over a network, `2 (n − 1)` ring steps of one message latency each.
+pub fn allreduce_latency_s(ranks: f64, fixed_s: f64, step_s: f64) -> f64 {
+    if ranks <= 1.0 {
+        return 0.0;
+    }
+    fixed_s + 2.0 * (ranks - 1.0) * step_s
+}
+
+/// Σ_{x=a}^{b} min(x, w): keys seen by queries at positions a..=b (1-based), w = 0 for no cap.
+pub fn pair_sum(a: u64, b: u64, w: u64) -> f64 {
+    if b < a {
+        return 0.0;
+    }
+    let tri = |lo: u64, hi: u64| (lo + hi) as f64 * (hi - lo + 1) as f64 / 2.0;
+    if w == 0 || b <= w {
+        return tri(a, b);
+    }
+    let below = if a <= w { tri(a, w) } else { 0.0 };
+    let above_from = a.max(w + 1);
+    below + (b - above_from + 1) as f64 * w as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const H100_BF16: GemmDevice = GemmDevice { peak_flops: 989e12, ceiling: 0.7, m_half: 32.0, bandwidth: 2.85e12 };
+
+    #[test]
+    fn pair_sums_match_brute_force() {
+        for (a, b, w) in [(1, 10, 0), (1, 10, 4), (5, 9, 3), (3, 3, 8), (100, 228, 128), (7, 6, 2)] {
+            let brute: u64 = (a..=b).map(|x: u64| if w == 0 { x } else { x.min(w) }).sum();
+            assert_eq!(pair_sum(a, b, w), brute as f64, "{a}..{b} w{w}");
+        }
+    }
+
+    #[test]
+    fn a_short_product_is_bandwidth_bound_and_a_tall_one_compute_bound() {
+        // One 4096 x 4096 BF16 projection.
+        let w = GemmShape { flops_per_row: 2.0 * 4096.0 * 4096.0, weight_bytes: 2.0 * 4096.0 * 4096.0 };
+        let one = gemm_seconds(w, 1.0, H100_BF16);
+        assert_eq!(one, w.weight_bytes / H100_BF16.bandwidth);
+        let tall = gemm_seconds(w, 8192.0, H100_BF16);
+        let ideal = w.flops_per_row * 8192.0 / (989e12 * 0.7);
+        assert!(tall > ideal && tall < 1.01 * ideal, "{tall} {ideal}");
+        assert_eq!(gemm_seconds(w, 0.0, H100_BF16), 0.0);
+    }
+
+    #[test]
+    fn efficiency_is_half_the_ceiling_at_m_half() {
+        assert_eq!(gemm_efficiency(0.8, 64.0, 64.0), 0.4);
+        assert_eq!(gemm_efficiency(0.8, 64.0, 0.0), 0.0);
+        assert!(gemm_efficiency(0.8, 64.0, 1e9) > 0.7999);
+    }
+
+    #[test]
+    fn expert_touch_grows_with_tokens_until_every_expert_is_read() {
+        assert_eq!(expected_experts(128.0, 4.0, 1.0), 4.0);
+        assert!(expected_experts(128.0, 4.0, 1024.0) > 127.9);
+        assert_eq!(expected_experts(0.0, 4.0, 10.0), 0.0);
+        let e = GemmShape { flops_per_row: 2.0 * 24.9e6, weight_bytes: 13.2e6 };
+        let one = experts_seconds(e, 128.0, 4.0, 1.0, 1.0, H100_BF16);
+        assert!((one - 4.0 * 13.2e6 / H100_BF16.bandwidth).abs() < 1e-12, "{one}");
+        let two_gpus = experts_seconds(e, 128.0, 4.0, 1.0, 2.0, H100_BF16);
+        assert!((two_gpus - one / 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_network_allreduce_pays_a_message_latency_per_ring_step() {
+        assert_eq!(allreduce_latency_s(1.0, 20e-6, 18e-6), 0.0);
+        assert!((allreduce_latency_s(4.0, 20e-6, 18e-6) - 128e-6).abs() < 1e-12);
+        assert!((allreduce_latency_s(8.0, 20e-6, 18e-6) - 272e-6).abs() < 1e-12);
+        assert_eq!(allreduce_seconds(1.0, 1e6, 1e-5, 1e9), 0.0);
+        assert!((allreduce_seconds(2.0, 1e6, 1e-5, 1e9) - (1e-5 + 1e-3)).abs() < 1e-12);
+    }
+
+    fn device() -> impl Strategy<Value = GemmDevice> {
+        (1e12..1e16f64, 0.02..0.95f64, 1.0..1024f64, 1e11..1e13f64).prop_map(|(p, c, m, b)| GemmDevice {
+            peak_flops: p,
+            ceiling: c,
+            m_half: m,
+            bandwidth: b,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn a_product_never_beats_its_bytes_over_the_bandwidth(
+            f in 1e3..1e12f64, w in 1e3..1e12f64, rows in 1.0..1e5f64, dev in device()
+        ) {
+            let t = gemm_seconds(GemmShape { flops_per_row: f, weight_bytes: w }, rows, dev);
+            prop_assert!(t >= w / dev.bandwidth);
+            prop_assert!(t >= f * rows / (dev.peak_flops * dev.ceiling) * 0.999_999);
+        }
+
+        #[test]
+        fn more_rows_never_take_less_time(
+            f in 1e3..1e12f64, w in 1e3..1e12f64, rows in 1.0..1e5f64, extra in 0.0..1e5f64, dev in device()
+        ) {
+            let s = GemmShape { flops_per_row: f, weight_bytes: w };
+            prop_assert!(gemm_seconds(s, rows + extra, dev) >= gemm_seconds(s, rows, dev));
+        }
+
+        #[test]
+        fn more_tokens_never_make_experts_cheaper(
+            tokens in 1.0..1e5f64, extra in 0.0..1e4f64, experts in 2u32..512, k in 1u32..16, shards in 1u32..16,
+            dev in device()
+        ) {
+            let k = f64::from(k.min(experts));
+            let e = GemmShape { flops_per_row: 5e7, weight_bytes: 1.3e7 };
+            let (a, b) = (
+                experts_seconds(e, f64::from(experts), k, tokens, f64::from(shards), dev),
+                experts_seconds(e, f64::from(experts), k, tokens + extra, f64::from(shards), dev),
+            );
+            prop_assert!(b >= a * (1.0 - 1e-9), "{a} {b}");
+            let touched = expected_experts(f64::from(experts), k, tokens);
+            prop_assert!(touched <= f64::from(experts) + 1e-9 && touched >= k.min(tokens * k) - 1e-9);
+        }
+
+        #[test]
+        fn an_allreduce_grows_with_bytes_and_ranks(
+            ranks in 2u32..64, bytes in 0.0..1e9f64, more in 0.0..1e9f64, lat in 0.0..1e-3f64, bw in 1e8..1e12f64
+        ) {
+            let n = f64::from(ranks);
+            prop_assert!(allreduce_seconds(n, bytes + more, lat, bw) >= allreduce_seconds(n, bytes, lat, bw));
+            prop_assert!(allreduce_seconds(n + 1.0, bytes, lat, bw) >= allreduce_seconds(n, bytes, lat, bw));
+            prop_assert!(allreduce_latency_s(n + 1.0, lat, 1e-5) > allreduce_latency_s(n, lat, 1e-5));
+        }
+    }
+}

@@ -1,0 +1,159 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::presets::Presets;
+
+fn model(model: &str, hw: &str, pairs: &[(&str, &str)]) -> CostModel {
+    let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let s = SimSetup::resolve_with(&Presets::embedded().unwrap(), model, hw, &pairs, None).unwrap();
+    CostModel::new(&s)
+}
+
+fn decode_batch(n: u32, ctx: u32) -> BatchStats {
+    let mut b = BatchStats::default();
+    for _ in 0..n {
+        b.add_sequence(ctx, 1, 0, false, true);
+    }
+    b
+}
+
+fn prefill(tokens: u32) -> BatchStats {
+    let mut b = BatchStats::default();
+    b.add_sequence(0, tokens, 0, true, true);
+    b
+}
+
+#[test]
+fn decode_streams_the_weights_and_prefill_is_compute_bound() {
+    let c = model("Qwen/Qwen3-8B", "h100-sxm", &[]);
+    let d = c.breakdown(&decode_batch(1, 100));
+    // 15.1 GB of weights (the input embedding is not read whole) at eta_bw of 3.35 TB/s.
+    let weights = c.attn_proj.weight_bytes + c.ffn.weight_bytes + c.lm_head.weight_bytes;
+    assert!((weights / 1e9 - 15.14).abs() < 0.05, "{weights}");
+    assert!(((d.dense + d.lm_head) - weights / c.bandwidth).abs() < 1e-9, "{d:?}");
+    let p = c.breakdown(&prefill(8192));
+    let flops = c.attn_proj.flops_per_row * 8192.0 + c.ffn.flops_per_row * 8192.0;
+    assert!(p.dense > flops / (989e12 * 0.9), "{p:?}");
+    assert!(p.dense > 3.0 * weights / c.bandwidth, "{p:?}");
+    assert!(p.total > 10.0 * d.total);
+}
+
+#[test]
+fn tensor_parallelism_halves_the_kernels_and_adds_two_allreduces_per_layer() {
+    let one = model("Qwen/Qwen3-8B", "h100-sxm", &[]);
+    let two = model("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]);
+    let b = decode_batch(8, 500);
+    let (b1, b2) = (one.breakdown(&b), two.breakdown(&b));
+    assert_eq!(b1.allreduce, 0.0);
+    // 2 all-reduces x 36 layers x the NVLink latency, plus the bytes.
+    let lat = two.ar_latency_s;
+    assert!(b2.allreduce >= 72.0 * lat && b2.allreduce < 72.0 * (lat + 1e-6), "{b2:?}");
+    assert!(((b2.dense + b2.lm_head) / (b1.dense + b1.lm_head) - 0.5).abs() < 0.01, "{b1:?} {b2:?}");
+    assert!(b2.total < b1.total);
+    // Over 200 GbE between Sparks the all-reduce dominates a small model's decode, and costs
+    // more over more nodes (more ring steps).
+    let spark2 = model("Qwen/Qwen3-0.6B", "dgx-spark", &[("tp", "2"), ("nodes", "2")]);
+    let spark8 = model("Qwen/Qwen3-0.6B", "dgx-spark", &[("tp", "8"), ("nodes", "8")]);
+    let s2 = spark2.breakdown(&decode_batch(1, 100));
+    assert!(s2.allreduce > s2.dense + s2.lm_head, "{s2:?}");
+    assert!(spark8.breakdown(&decode_batch(1, 100)).allreduce > 2.0 * s2.allreduce);
+}
+
+#[test]
+fn moe_steps_read_the_experts_their_tokens_touch() {
+    let c = model("openai/gpt-oss-120b", "h100-sxm", &[]);
+    let touched: Vec<f64> = [1, 4, 16, 64, 1024].iter().map(|&n| c.experts_touched(n)).collect();
+    assert_eq!(touched[0], 4.0);
+    assert!(touched.windows(2).all(|w| w[1] > w[0]), "{touched:?}");
+    assert!(touched[4] > 127.9 && touched[4] <= 128.0, "{touched:?}");
+    let e1 = c.breakdown(&decode_batch(1, 10)).experts;
+    let e64 = c.breakdown(&decode_batch(64, 10)).experts;
+    assert!(e64 > 5.0 * e1, "{e1} {e64}");
+    // One decode token reads 4 experts in each of 36 layers.
+    assert!((e1 - 36.0 * 4.0 * c.expert.weight_bytes / c.bandwidth).abs() / e1 < 1e-9, "{e1}");
+    let dense = model("Qwen/Qwen3-8B", "h100-sxm", &[]);
+    assert_eq!(dense.experts_touched(64), 0.0);
+    assert_eq!(dense.breakdown(&decode_batch(64, 10)).experts, 0.0);
+}
+
+#[test]
+fn windowed_layers_read_less_kv_on_long_contexts() {
+    let c = model("google/gemma-3-12b-it", "h100-sxm", &[]);
+    let batch = |ctx: u32| {
+        let mut b = BatchStats::default();
+        for _ in 0..32 {
+            b.add_sequence(ctx, 1, 1024, false, true);
+        }
+        b
+    };
+    let short = c.breakdown(&batch(2000));
+    let long = c.breakdown(&batch(32_000));
+    // Beyond the window only the 8 global layers of 48 read more KV.
+    let per_token_all_layers = c.kv_bytes_token_layer * 48.0 / c.bandwidth;
+    let grown = (long.attention - short.attention) / (32.0 * 30_000.0 * per_token_all_layers);
+    assert!((grown - 8.0 / 48.0).abs() < 1e-9, "{grown}");
+}
+
+#[test]
+fn pipeline_stages_add_handoffs_and_run_in_sequence() {
+    let one = model("Qwen/Qwen3-8B", "h100-sxm", &[]);
+    let two = model("Qwen/Qwen3-8B", "h100-sxm", &[("pp", "2")]);
+    let b = decode_batch(4, 100);
+    let (a, p) = (one.breakdown(&b), two.breakdown(&b));
+    assert_eq!(a.pipeline, 0.0);
+    assert!(p.pipeline > 0.0);
+    assert!((p.dense - a.dense).abs() / a.dense < 0.01);
+}
+
+#[test]
+fn launches_are_paid_per_layer_only_beyond_the_graph_limits() {
+    let c = model("Qwen/Qwen3-8B", "h100-sxm", &[("eager-layer-us", "500"), ("graph-max-ctx", "8192")]);
+    assert_eq!(c.breakdown(&decode_batch(4, 100)).eager, 0.0);
+    // A long-context decode step: launches (18 ms) outlast the kernels, and show.
+    let long = c.breakdown(&decode_batch(4, 9000));
+    assert!(long.eager > 0.0);
+    let kernels = long.dense + long.experts + long.attention + long.lm_head + long.allreduce;
+    assert!((long.eager + kernels - 36.0 * 500e-6).abs() < 1e-12, "{long:?}");
+    // A long prefill keeps the device busy longer than the host takes to launch it.
+    assert_eq!(c.breakdown(&prefill(8192)).eager, 0.0);
+}
+
+fn any_model() -> impl Strategy<Value = CostModel> {
+    let models = ["Qwen/Qwen3-8B", "openai/gpt-oss-120b", "google/gemma-3-12b-it", "Qwen/Qwen3-0.6B", "deepseek-ai/DeepSeek-R1"];
+    let hws = ["h100-sxm", "dgx-spark", "l40s", "b200", "mi300x", "gb200"];
+    (0..models.len(), 0..hws.len(), prop::sample::select(vec![1u32, 2, 4, 8]))
+        .prop_filter_map("the model does not fit", move |(m, h, tp)| {
+            let pairs = vec![("tp".to_string(), tp.to_string())];
+            let s = SimSetup::resolve_with(&Presets::embedded().unwrap(), models[m], hws[h], &pairs, None).ok()?;
+            Some(CostModel::new(&s))
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_step_never_beats_its_bytes_over_the_datasheet_bandwidth(
+        c in any_model(), seqs in 1u32..256, ctx in 0u32..20_000, chunk in 0u32..4096
+    ) {
+        let mut b = decode_batch(seqs, ctx);
+        if chunk > 0 {
+            b.add_sequence(0, chunk, 0, true, true);
+        }
+        let d = c.breakdown(&b);
+        // Every byte read at the attainable bandwidth (at most the datasheet's) is a floor.
+        prop_assert!(c.bandwidth <= c.datasheet_bandwidth);
+        prop_assert!(d.total >= d.memory * (1.0 - 1e-12), "{d:?}");
+        prop_assert!(d.total.is_finite() && d.total > 0.0);
+    }
+
+    #[test]
+    fn more_work_never_takes_less_time(
+        c in any_model(), seqs in 1u32..256, more in 1u32..64, ctx in 0u32..20_000, chunk in 1u32..4096, extra in 1u32..2048
+    ) {
+        let t = |b: &BatchStats| c.step_seconds(b);
+        prop_assert!(t(&decode_batch(seqs + more, ctx)) >= t(&decode_batch(seqs, ctx)));
+        prop_assert!(t(&decode_batch(seqs, ctx + extra)) >= t(&decode_batch(seqs, ctx)));
+        prop_assert!(t(&prefill(chunk + extra)) >= t(&prefill(chunk)));
+    }
+}

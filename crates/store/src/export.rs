@@ -11,8 +11,8 @@ use std::io::{self, Write};
 
 use serde_json::{Map, Value, json};
 
-use crate::model::{KeyStats, RunRecords, RunRow, StoredRun};
 use crate::requests::{EXPORT_COLUMNS, export_values};
+use crate::runs::{KeyStats, RunRecords, RunRow, StoredRun};
 
 /// The fixed columns of a run, in order.
 pub const RUN_COLUMNS: [&str; 34] = [
@@ -188,7 +188,7 @@ fn write_csv_line<'a>(w: &mut dyn Write, cells: impl Iterator<Item = &'a str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{NewRun, RunFilter, RunKind, RunRef};
+    use crate::runs::{NewRun, RunFilter, RunKind, RunRef};
     use crate::testutil::sample;
     use crate::{Store, import};
 

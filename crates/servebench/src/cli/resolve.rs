@@ -11,7 +11,7 @@ use servebench_core::config::{
 };
 use servebench_core::threshold;
 
-use super::args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
+use super::bench_args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
 
 /// A flag value that cannot be used, with what to do about it.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use servebench_core::record::{FailureKind, RunResult};
 use servebench_core::vllm::result_json;
 
 use super::*;
-use crate::model::{ChunkTimes, RunKind};
+use crate::runs::{ChunkTimes, RunKind};
 use crate::testutil::sample;
 
 const R000: &str = include_str!("../../testdata/reports/000-dense-models.txt");

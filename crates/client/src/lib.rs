@@ -11,8 +11,9 @@
 //! - [`align_prompts`] aligns a freshly built plan's prompts to the server's tokenizer
 //!   (`/tokenize`, `/detokenize`) before the run, as vLLM does;
 //! - [`progress_bar`] is the live progress display;
-//! - [`testserver`] is a scripted in-process server that records the true send times, for
-//!   tests of this crate and of others.
+//! - `testserver` (with the `testserver` feature) is a scripted in-process server that records
+//!   the true send times, for tests of this crate and of others, which enable the feature on
+//!   their dev-dependency.
 //!
 //! Modules: `http` (the only network code: pooled HTTP/1.1 connections, over TLS for https), `stream` (one request:
 //! timestamps, SSE decoding, failures; its sans-IO [`stream::StreamRecorder`] is public for
@@ -30,6 +31,7 @@ mod proxy;
 mod runner;
 mod server_info;
 pub mod stream;
+#[cfg(any(test, feature = "testserver"))]
 pub mod testserver;
 mod warmup;
 

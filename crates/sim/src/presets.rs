@@ -218,7 +218,8 @@ mod tests {
 
     #[test]
     fn user_presets_are_added_and_replace_built_in_ones() {
-        let dir = std::env::temp_dir().join(format!("sb-sim-presets-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::create_dir_all(dir.join("hardware")).unwrap();
         std::fs::create_dir_all(dir.join("models")).unwrap();
         let h100 = HARDWARE[0].1.replace("memory_gib = 79.2", "memory_gib = 70.0");
@@ -232,6 +233,5 @@ mod tests {
         std::fs::write(dir.join("models/broken.toml"), "id = 3").unwrap();
         let err = Presets::embedded().unwrap().with_user_dir(&dir).unwrap_err().to_string();
         assert!(err.contains("broken.toml"), "{err}");
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

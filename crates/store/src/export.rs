@@ -192,7 +192,7 @@ mod tests {
     use crate::testutil::sample;
     use crate::{Store, import};
 
-    const R004: &str = include_str!("../testdata/reports/004-prefill-decode.txt");
+    const R004: &str = include_str!("../../../testdata/vllm-reports/004-prefill-decode.txt");
 
     /// A store holding the two runs of reference 004 and the sample run, with fixed times.
     fn store() -> Store {

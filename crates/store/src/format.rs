@@ -210,7 +210,7 @@ mod tests {
     use crate::testutil::sample;
     use crate::{Store, import};
 
-    const R000: &str = include_str!("../testdata/reports/000-dense-models.txt");
+    const R000: &str = include_str!("../../../testdata/vllm-reports/000-dense-models.txt");
 
     fn fixed(mut row: RunRow) -> RunRow {
         row.created_at = "2026-01-02T03:04:05.678Z".into();

@@ -201,7 +201,7 @@ fn sharegpt_3000_request_run_speed() {
 
 /// (model, mean TTFT ms, mean TPOT ms) from a `Results MODEL` + summary report.
 fn reference_000() -> Vec<(String, f64, f64)> {
-    let text = include_str!("../../../store/testdata/reports/000-dense-models.txt");
+    let text = include_str!("../../../../testdata/vllm-reports/000-dense-models.txt");
     let mut out = Vec::new();
     let mut model = None;
     let mut ttft = None;

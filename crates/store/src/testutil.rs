@@ -1,7 +1,5 @@
 //! Helpers for this crate's tests: sample runs.
 
-
-
 use servebench_core::config::{Metric, RunConfig};
 use servebench_core::metrics::Summary;
 use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, TokenSource, Usage};

@@ -169,7 +169,7 @@ pub fn load_plan(path: &Path) -> Result<Plan, WorkloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-        use servebench_core::plan::TurnPlan;
+    use servebench_core::plan::TurnPlan;
 
     fn plan() -> Plan {
         Plan {

@@ -134,7 +134,7 @@ fn in_snapshot(repo: &Path, looked: &mut Vec<PathBuf>) -> Option<Located> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    
+
     #[test]
     fn finds_a_model_id_in_the_hub_cache_through_refs_main() {
         let tmp = tempfile::tempdir().unwrap();

@@ -142,7 +142,7 @@ impl Sweep {
             Some((key, template)) => self.run_search(&mut runner, &points, *key, template).await,
             None => {
                 let times = if repeats > 1 { format!(", {repeats} runs each") } else { String::new() };
-                eprintln!("sweep {}: {} points{times}", self.id, points.len());
+                output::note(format_args!("sweep {}: {} points{times}", self.id, points.len()));
                 for (i, p) in points.iter().enumerate() {
                     for r in 1..=repeats {
                         if stop.requested() {
@@ -165,13 +165,13 @@ impl Sweep {
         template: &Search,
     ) -> Vec<SearchRun> {
         let mut out = Vec::new();
-        eprintln!(
+        output::note(format_args!(
             "search {}: the highest {} meeting {}{}",
             self.id,
             key.key(),
             slo::conjunction(&self.slos),
             if bases.len() > 1 { format!(", for each of {} points", bases.len()) } else { String::new() }
-        );
+        ));
         for (b, base) in bases.iter().enumerate() {
             let mut run =
                 SearchRun { search: template.clone(), probes: Vec::new(), described: String::new(), finished: true };
@@ -210,12 +210,12 @@ impl Sweep {
                     break;
                 }
                 let verdict = slo::judge(&self.slos, &done);
-                eprintln!(
+                output::note(format_args!(
                     "{progress}: {}={} {}",
                     key.key(),
                     servebench_report::layout::number_text(value),
                     slo::verdict_text(&verdict)
-                );
+                ));
                 run.search.record(value, verdict.passed());
                 run.probes.push(Probe { value, num_prompts: point.num_prompts, verdict, runs: records });
             }

@@ -4,8 +4,6 @@
 //! - [`run`] executes a plan for a [`RunConfig`](servebench_core::config::RunConfig) and
 //!   returns the [`RunResult`](servebench_core::record::RunResult), single requests and
 //!   multi-turn conversations alike;
-//! - [`history`] builds a conversation's growing `messages` and counts each turn's prompt
-//!   tokens and prefix share after the run;
 //! - [`fetch_models`], [`fetch_metrics`], [`post_empty`] and [`raise_nofile_limit`] serve the CLI
 //!   around a run;
 //! - [`align_prompts`] aligns a freshly built plan's prompts to the server's tokenizer
@@ -24,7 +22,6 @@
 pub mod align;
 mod conversation;
 mod dispatch;
-pub mod history;
 pub mod http;
 mod progress;
 mod proxy;

@@ -35,9 +35,9 @@ use crate::dispatch::{
     BatchOutcome, CancelSignal, INTERRUPTED_FIRST, acquire, collect, fill_unsent, launch_in_order, nanos_since,
     not_sent, release_on_schedule, semaphore, send_timed, sleep_until_due, stop_dispatching,
 };
-use crate::history::History;
 use crate::progress::Progress;
 use crate::stream::StreamContext;
+use servebench_workload::History;
 
 /// The conversations of a plan, with everything that does not depend on the run prepared.
 #[derive(Debug)]
@@ -172,9 +172,8 @@ pub(crate) async fn run_conversations<F: Future<Output = ()>>(
     };
     let (records, interrupted) = collect(n, &mut record_rx, cancel, grace, &stop_tx, halt).await;
     let duration = t0.elapsed();
-    let skipped = records.iter().flatten().filter(|r| r.never_sent()).count();
     let (records, not_sent) = fill_unsent(records, |slot| set.unsent(slot, INTERRUPTED_FIRST));
-    BatchOutcome { records, not_sent, skipped, interrupted, duration }
+    BatchOutcome { records, not_sent, interrupted, duration }
 }
 
 /// Completes once the run has been halted (never, if its switch is gone).

@@ -57,8 +57,6 @@ pub(crate) struct BatchOutcome {
     /// One per job, in job order; never-sent ones have a `NotSent` failure.
     pub records: Vec<RequestRecord>,
     pub not_sent: usize,
-    /// Turns never sent because an earlier turn of their conversation failed.
-    pub skipped: usize,
     pub interrupted: bool,
     /// From just before the first dispatch to the end of the last request.
     pub duration: Duration,
@@ -67,7 +65,7 @@ pub(crate) struct BatchOutcome {
 impl BatchOutcome {
     /// The outcome of a run interrupted before its timed part: every request never sent.
     pub fn never_started(records: Vec<RequestRecord>) -> Self {
-        BatchOutcome { not_sent: records.len(), records, skipped: 0, interrupted: true, duration: Duration::ZERO }
+        BatchOutcome { not_sent: records.len(), records, interrupted: true, duration: Duration::ZERO }
     }
 }
 
@@ -127,7 +125,7 @@ pub(crate) async fn run_batch<F: Future<Output = ()>>(
     let duration = t0.elapsed();
     // `records` has one slot per job.
     let (records, not_sent) = fill_unsent(records, |slot| unsent_record(&jobs[slot], INTERRUPTED_FIRST));
-    BatchOutcome { records, not_sent, skipped: 0, interrupted, duration }
+    BatchOutcome { records, not_sent, interrupted, duration }
 }
 
 /// The records by slot, `unsent(slot)` standing in for each one never received, and how

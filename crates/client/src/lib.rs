@@ -4,15 +4,14 @@
 //! - [`run`] executes a plan for a [`RunConfig`](servebench_core::config::RunConfig) and
 //!   returns the [`RunResult`](servebench_core::record::RunResult), single requests and
 //!   multi-turn conversations alike;
-//! - [`history`] builds a conversation's growing `messages` and counts each turn's prompt
-//!   tokens and prefix share after the run;
 //! - [`fetch_models`], [`fetch_metrics`], [`post_empty`] and [`raise_nofile_limit`] serve the CLI
 //!   around a run;
 //! - [`align_prompts`] aligns a freshly built plan's prompts to the server's tokenizer
 //!   (`/tokenize`, `/detokenize`) before the run, as vLLM does;
 //! - [`progress_bar`] is the live progress display;
-//! - [`testserver`] is a scripted in-process server that records the true send times, for
-//!   tests of this crate and of others.
+//! - `testserver` (with the `testserver` feature) is a scripted in-process server that records
+//!   the true send times, for tests of this crate and of others, which enable the feature on
+//!   their dev-dependency.
 //!
 //! Modules: `http` (the only network code: pooled HTTP/1.1 connections, over TLS for https), `stream` (one request:
 //! timestamps, SSE decoding, failures; its sans-IO [`stream::StreamRecorder`] is public for
@@ -23,13 +22,13 @@
 pub mod align;
 mod conversation;
 mod dispatch;
-pub mod history;
 pub mod http;
 mod progress;
 mod proxy;
 mod runner;
 mod server_info;
 pub mod stream;
+#[cfg(any(test, feature = "testserver"))]
 pub mod testserver;
 mod warmup;
 

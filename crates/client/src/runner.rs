@@ -8,8 +8,9 @@
 //! before the clock starts.
 //!
 //! A multi-turn plan runs its conversations instead (see `conversation.rs`): the ready check
-//! and the warm-up send the first conversation's first turn, each turn is one record, and
-//! after the run every turn's prompt tokens and prefix share are counted (see `history.rs`).
+//! and the warm-up send the first conversation's first turn, and each turn is one record. The
+//! tokens of a run (output tokens, each turn's prompt tokens and prefix share) are counted
+//! after it by the caller, with `servebench_workload::account`.
 //!
 //! Runs on a multi-thread tokio runtime. A cancellation future (Ctrl-C) stops the run early:
 //! see [`run`].
@@ -23,11 +24,10 @@ use servebench_core::config::{RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, TokenCounting};
 use servebench_core::record::{RunResult, TokenSource};
 use servebench_core::vllm::render_traffic;
-use servebench_workload::{BodyBuilder, Tokenizer};
+use servebench_workload::BodyBuilder;
 
 use crate::conversation::{ConversationSet, run_conversations};
 use crate::dispatch::{BatchOutcome, CancelSignal, INTERRUPTED_BEFORE_START, Job, run_batch, unsent_record};
-use crate::history::count_turns;
 use crate::http::{HttpClient, HttpError, request_headers};
 use crate::progress::{Progress, progress_bar, spawn_ticker};
 use crate::stream::StreamContext;
@@ -50,9 +50,6 @@ pub struct RunOptions {
     /// Show the progress bar (it is also hidden when stderr is not a terminal or the config
     /// disables it).
     pub progress: bool,
-    /// The `--tokenizer`, to count the prompt tokens and prefix shares of multi-turn turns
-    /// exactly after the run (they are estimated without one).
-    pub tokenizer: Option<Arc<Tokenizer>>,
 }
 
 impl Default for RunOptions {
@@ -63,7 +60,6 @@ impl Default for RunOptions {
             api_key: crate::http::env_api_key(),
             ready_retry_interval: Duration::from_secs(5),
             progress: true,
-            tokenizer: None,
         }
     }
 }
@@ -75,7 +71,6 @@ impl std::fmt::Debug for RunOptions {
             .field("api_key", &self.api_key.as_ref().map(|_| "***"))
             .field("ready_retry_interval", &self.ready_retry_interval)
             .field("progress", &self.progress)
-            .field("tokenizer", &self.tokenizer.as_ref().map(|t| t.name()))
             .finish_non_exhaustive()
     }
 }
@@ -98,9 +93,8 @@ pub enum RunError {
 }
 
 /// Runs `plan` against the target of `config`: its single requests, or its multi-turn
-/// conversations (a plan with both is refused). After a multi-turn run, every turn's prompt
-/// tokens and prefix share are counted, with `options.tokenizer` when given (see
-/// [`crate::history`]), and the result's notes say how.
+/// conversations (a plan with both is refused). Tokens are counted afterwards, by
+/// `servebench_workload::account`.
 ///
 /// When `cancel` completes, nothing more is sent; requests in flight get `options.grace` to
 /// finish, then are recorded as interrupted; requests never sent are counted in `not_sent`;
@@ -147,47 +141,16 @@ where
     let show = options.progress && !config.output.disable_progress;
     let bar = progress_bar(plan.len() as u64, show);
     let ticker = spawn_ticker(bar.clone(), Arc::clone(&progress), Duration::from_millis(125));
-    let (mut outcome, conversations) = match work {
-        Work::Requests(jobs) => {
-            (run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await, None)
-        }
+    let outcome = match work {
+        Work::Requests(jobs) => run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await,
         Work::Conversations(set) => {
-            let outcome =
-                run_conversations(&ctx, Arc::clone(&set), traffic.max_concurrency, options.grace, &mut cancel).await;
-            (outcome, Some(set))
+            run_conversations(&ctx, set, traffic.max_concurrency, options.grace, &mut cancel).await
         }
     };
     ticker.abort();
     bar.set_position(Progress::get(&progress.completed));
     bar.finish();
-    let mut notes = Vec::new();
-    if let Some(set) = conversations {
-        // Counted after the clock stopped, on blocking threads.
-        let tokenizer = options.tokenizer.clone();
-        let mut records = std::mem::take(&mut outcome.records);
-        let counted = tokio::task::spawn_blocking(move || {
-            let how = count_turns(tokenizer.as_deref(), &set.plans, &mut records);
-            (records, how)
-        })
-        .await;
-        match counted {
-            Ok((records, how)) => {
-                outcome.records = records;
-                notes.push(how.note());
-            }
-            // The blocking task is never aborted: it can only have panicked.
-            Err(e) => std::panic::resume_unwind(e.try_into_panic().unwrap_or_else(|e| Box::new(e.to_string()))),
-        }
-        if outcome.skipped > 0 {
-            notes.push(format!(
-                "Multi-turn: {} turns were not sent because an earlier turn of their conversation failed.",
-                outcome.skipped
-            ));
-        }
-    }
-    let mut result = result(config, plan, &options, outcome);
-    result.notes.extend(notes);
-    Ok(result)
+    Ok(result(config, plan, &options, outcome))
 }
 
 /// What the timed run will send, prepared before the clock starts.

@@ -340,11 +340,19 @@ impl Metric {
     }
 }
 
-/// A goodput SLO (`--goodput ttft:500`), in milliseconds.
+/// A goodput SLO (`--goodput ttft:500`), in milliseconds: each request's metric at most
+/// `max_ms` (read by [`crate::threshold::parse_goodput`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Slo {
     pub metric: Metric,
     pub max_ms: f64,
+}
+
+impl Slo {
+    /// Whether a request whose metric took `seconds` meets the SLO.
+    pub fn met_by(&self, seconds: f64) -> bool {
+        crate::threshold::Op::AtMost.holds(seconds, self.max_ms / 1000.0)
+    }
 }
 
 /// What is reported and saved.

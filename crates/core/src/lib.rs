@@ -11,4 +11,5 @@ pub mod protocol;
 pub mod pyjson;
 pub mod record;
 pub mod rng;
+pub mod threshold;
 pub mod vllm;

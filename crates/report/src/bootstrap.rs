@@ -113,7 +113,7 @@ pub fn compare(a: &[f64], b: &[f64], stat: Stat, salt: u64) -> Option<Estimate> 
     }
     match stat {
         Stat::Mean => Some(welch(a, b)),
-        Stat::Median | Stat::P99 => Some(bootstrap(a, b, stat, salt)),
+        Stat::Median | Stat::Percentile(_) => Some(bootstrap(a, b, stat, salt)),
     }
 }
 
@@ -153,7 +153,8 @@ impl Quantile {
     fn of(stat: Stat) -> Quantile {
         match stat {
             Stat::Median => Quantile::Median,
-            Stat::P99 | Stat::Mean => Quantile::Percentile(99.0),
+            Stat::Percentile(p) => Quantile::Percentile(p),
+            Stat::Mean => Quantile::Percentile(99.0),
         }
     }
 

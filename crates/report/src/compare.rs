@@ -16,12 +16,13 @@
 use std::fmt::Write as _;
 
 use servebench_core::config::Metric;
+use servebench_core::threshold::{Threshold, Verdicts};
 use servebench_store::{ChunkTimes, RunId, StoredRun};
 
 use crate::ReportError;
 use crate::bootstrap::{self, Estimate, RESAMPLES};
 use crate::findings::{self, Finding};
-use crate::gate::{self, GateOutcome, Rule};
+use crate::gate;
 use crate::layout::{Layout, number_text};
 use crate::quantity::{LATENCIES, Quantity, Stat, metric_name, peak_is_vllm_bucket};
 use crate::table::{Format, Table};
@@ -94,8 +95,8 @@ impl PairStats {
                     Quantity::Latency(stat, metric) => estimate(ra, rb, stat, metric),
                     _ => None,
                 };
-                let a = q.value(ra).or(estimate.map(|e| e.a));
-                let b = q.value(rb).or(estimate.map(|e| e.b));
+                let a = q.value(&ra.summary).or(estimate.map(|e| e.a));
+                let b = q.value(&rb.summary).or(estimate.map(|e| e.b));
                 PairRow { quantity: q, a, b, estimate }
             })
             .collect();
@@ -249,7 +250,7 @@ impl Comparison {
     }
 
     /// Checks `--fail-on` rules; `None` unless exactly two runs are compared.
-    pub fn check(&self, rules: &[Rule]) -> Option<GateOutcome> {
+    pub fn check(&self, rules: &[Threshold]) -> Option<Verdicts> {
         self.pair.as_ref().map(|p| gate::check(rules, p))
     }
 }
@@ -281,9 +282,9 @@ fn short_header(q: Quantity) -> String {
         Quantity::PeakConcurrency => "PEAK".into(),
         Quantity::Latency(s, m) => {
             let stat = match s {
-                Stat::Mean => "MEAN",
-                Stat::Median => "MED",
-                Stat::P99 => "P99",
+                Stat::Mean => "MEAN".to_string(),
+                Stat::Median => "MED".to_string(),
+                Stat::Percentile(_) => s.label(),
             };
             format!("{} {stat}", metric_name(m))
         }
@@ -292,11 +293,11 @@ fn short_header(q: Quantity) -> String {
 
 /// The quantities that at least one of `runs[indices]` has.
 fn present(runs: &[StoredRun], indices: &[usize]) -> Vec<Quantity> {
-    Quantity::key_rows().into_iter().filter(|q| indices.iter().any(|&i| q.value(&runs[i]).is_some())).collect()
+    Quantity::key_rows().into_iter().filter(|q| indices.iter().any(|&i| q.value(&runs[i].summary).is_some())).collect()
 }
 
 fn cell(q: Quantity, run: &StoredRun) -> String {
-    q.value(run).map_or_else(|| "-".to_string(), |v| q.format(v))
+    q.value(&run.summary).map_or_else(|| "-".to_string(), |v| q.format(v))
 }
 
 /// The runs side by side: a column per run for a few runs, else a row per run.
@@ -352,7 +353,7 @@ fn pivot_quantities(runs: &[StoredRun]) -> Vec<Quantity> {
     if runs.iter().any(|r| r.summary.failed.is_some_and(|f| f > 0)) {
         qs.push(Quantity::FailedPct);
     }
-    qs.retain(|q| runs.iter().any(|r| q.value(r).is_some()));
+    qs.retain(|q| runs.iter().any(|r| q.value(&r.summary).is_some()));
     qs
 }
 
@@ -474,7 +475,7 @@ pub fn csv_table(runs: &[StoredRun], layout: &Layout) -> Table {
         let mut row =
             vec![run.row.id.to_string(), run.row.uid.clone(), run.row.kind.to_string(), layout.names[i].clone()];
         row.extend(layout.varying.iter().map(|k| layout.setting(i, k).unwrap_or_default().to_string()));
-        row.extend(quantities.iter().map(|q| q.value(run).map_or_else(String::new, |v| v.to_string())));
+        row.extend(quantities.iter().map(|q| q.value(&run.summary).map_or_else(String::new, |v| v.to_string())));
         t.rows.push(row);
     }
     t

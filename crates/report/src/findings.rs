@@ -190,7 +190,7 @@ fn finding(kind: FindingKind, text: String) -> Finding {
 /// Members with a value of `q`, best first (ties keep their order).
 fn ranked(runs: &[StoredRun], group: &Group, q: Quantity) -> Vec<(String, f64)> {
     let mut v: Vec<(String, f64)> =
-        group.members.iter().filter_map(|(n, i)| q.value(&runs[*i]).map(|x| (n.clone(), x))).collect();
+        group.members.iter().filter_map(|(n, i)| q.value(&runs[*i].summary).map(|x| (n.clone(), x))).collect();
     if q.higher_is_better() {
         v.sort_by(|a, b| b.1.total_cmp(&a.1));
     } else {
@@ -229,7 +229,7 @@ fn highest_throughput(runs: &[StoredRun], group: &Group) -> Vec<Finding> {
 fn lowest_latency(runs: &[StoredRun], group: &Group) -> Vec<Finding> {
     let mut out = Vec::new();
     let ctx = with_context(&group.context);
-    let all_have = |q: Quantity| group.members.iter().all(|(_, i)| q.value(&runs[*i]).is_some());
+    let all_have = |q: Quantity| group.members.iter().all(|(_, i)| q.value(&runs[*i].summary).is_some());
     let by = if all_have(E2EL) {
         Some(E2EL)
     } else if all_have(TPOT) {
@@ -257,7 +257,7 @@ fn lowest_latency(runs: &[StoredRun], group: &Group) -> Vec<Finding> {
 
 /// The `(axis value, value)` points of a series that have `q`.
 fn points(runs: &[StoredRun], series: &crate::layout::Series, q: Quantity) -> Vec<(f64, f64)> {
-    series.points.iter().filter_map(|&(x, i)| q.value(&runs[i]).map(|v| (x, v))).collect()
+    series.points.iter().filter_map(|&(x, i)| q.value(&runs[i].summary).map(|v| (x, v))).collect()
 }
 
 fn peak_along(runs: &[StoredRun], sweep: &Sweep, series: &crate::layout::Series) -> Option<Finding> {
@@ -278,7 +278,7 @@ fn peak_along(runs: &[StoredRun], sweep: &Sweep, series: &crate::layout::Series)
 
 fn degradation(runs: &[StoredRun], sweep: &Sweep) -> Vec<Finding> {
     let (Some(&lo), Some(&hi)) = (sweep.values.first(), sweep.values.last()) else { return Vec::new() };
-    let at = |s: &crate::layout::Series, v: f64, q: Quantity| sweep.point(s, v).and_then(|i| q.value(&runs[i]));
+    let at = |s: &crate::layout::Series, v: f64, q: Quantity| sweep.point(s, v).and_then(|i| q.value(&runs[i].summary));
     let mut spanning: Vec<(String, f64, f64)> = sweep
         .series
         .iter()
@@ -463,7 +463,9 @@ fn pair_changes(runs: &[StoredRun], pair: &PairStats) -> Vec<Finding> {
         let (Some(a), Some(b), Some(rel)) = (row.a, row.b, row.rel()) else { continue };
         let word = if b > a { "higher" } else { "lower" };
         match (q, row.estimate) {
-            (Quantity::Latency(Stat::Median | Stat::P99, _), Some(e)) if e.ci.excludes_zero() && rel.abs() >= 0.01 => {
+            (Quantity::Latency(Stat::Median | Stat::Percentile(_), _), Some(e))
+                if e.ci.excludes_zero() && rel.abs() >= 0.01 =>
+            {
                 out.push(finding(
                     FindingKind::PairChange,
                     format!(

@@ -53,16 +53,7 @@ pub fn settings(run: &StoredRun) -> Vec<(String, String)> {
     out
 }
 
-/// A number as a setting or axis value: whole numbers without decimals, `inf` for infinity.
-pub fn number_text(x: f64) -> String {
-    if x.is_infinite() {
-        "inf".into()
-    } else if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{x:.0}")
-    } else {
-        format!("{x}")
-    }
-}
+pub use servebench_core::threshold::number_text;
 
 /// `key=value`, or the value alone for a model.
 pub fn setting_text(key: &str, value: &str) -> String {

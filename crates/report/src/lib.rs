@@ -30,7 +30,6 @@ use thiserror::Error;
 
 pub use compare::{Comparison, PairRow, PairStats};
 pub use findings::{Finding, FindingKind};
-pub use gate::{GateOutcome, Rule};
 pub use layout::{Layout, Series, Sweep};
 pub use quantity::{Quantity, Stat};
 pub use servebench_store::StoredRun;
@@ -40,7 +39,7 @@ pub use table::{Format, Table};
 #[derive(Debug, Error)]
 pub enum ReportError {
     #[error(transparent)]
-    BadRule(#[from] gate::RuleError),
+    BadRule(#[from] servebench_core::threshold::ThresholdError),
     #[error(transparent)]
     Store(#[from] servebench_store::StoreError),
     #[error("no runs match; `servebench runs list` shows what the store holds")]

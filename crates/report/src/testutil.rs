@@ -7,8 +7,8 @@ use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, To
 use servebench_store::import::import_bytes;
 use servebench_store::{NewRun, RunKind, RunRef, Store, StoredRun};
 
-pub(crate) const R000: &str = include_str!("../../store/testdata/reports/000-dense-models.txt");
-pub(crate) const R001: &str = include_str!("../../store/testdata/reports/001-prompt-sweep.txt");
+pub(crate) const R000: &str = include_str!("../../../testdata/vllm-reports/000-dense-models.txt");
+pub(crate) const R001: &str = include_str!("../../../testdata/vllm-reports/001-prompt-sweep.txt");
 
 /// Stores `runs` in a fresh in-memory store and reads them back with their records, with a
 /// fixed storage time and short ids so that printed output is stable.

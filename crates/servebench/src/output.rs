@@ -18,6 +18,11 @@ pub fn line(text: impl Display) -> io::Result<()> {
     out(&format!("{text}\n"))
 }
 
+/// Writes one line of progress or a note to stderr; a closed stderr is ignored.
+pub fn note(text: impl Display) {
+    let _ = writeln!(io::stderr(), "{text}");
+}
+
 /// Prints an error and its causes to stderr.
 pub fn error(e: &(dyn std::error::Error + 'static)) {
     let mut msg = format!("Error: {e}");

@@ -247,20 +247,20 @@ mod tests {
 
     #[test]
     fn user_presets_are_added_and_replace_built_in_ones() {
-        let dir = std::env::temp_dir().join(format!("sb-sim-presets-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::create_dir_all(dir.join("hardware")).unwrap();
         std::fs::create_dir_all(dir.join("models")).unwrap();
         let h100 = HARDWARE[0].1.replace("memory_gib = 79.2", "memory_gib = 70.0");
         std::fs::write(dir.join("hardware/mine.toml"), h100).unwrap();
         let tiny = MODELS[0].1.replace("Qwen/Qwen3-0.6B", "me/tiny");
         std::fs::write(dir.join("models/tiny.toml"), tiny).unwrap();
-        let p = Presets::embedded().unwrap().with_user_dir(&dir).unwrap();
+        let p = Presets::embedded().unwrap().with_user_dir(dir).unwrap();
         assert_eq!(p.hardware("h100-sxm").unwrap().memory_gib, 70.0);
         assert_eq!(p.hardware_presets().len(), HARDWARE.len());
         assert_eq!(p.model("ME/TINY").unwrap().layers, 28);
         std::fs::write(dir.join("models/broken.toml"), "id = 3").unwrap();
-        let err = Presets::embedded().unwrap().with_user_dir(&dir).unwrap_err().to_string();
+        let err = Presets::embedded().unwrap().with_user_dir(dir).unwrap_err().to_string();
         assert!(err.contains("broken.toml"), "{err}");
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -11,8 +11,8 @@ use std::io::{self, Write};
 
 use serde_json::{Map, Value, json};
 
-use crate::model::{KeyStats, RunRecords, RunRow, StoredRun};
 use crate::requests::{EXPORT_COLUMNS, export_values};
+use crate::runs::{KeyStats, RunRecords, RunRow, StoredRun};
 
 /// The fixed columns of a run, in order.
 pub const RUN_COLUMNS: [&str; 34] = [
@@ -188,11 +188,11 @@ fn write_csv_line<'a>(w: &mut dyn Write, cells: impl Iterator<Item = &'a str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{NewRun, RunFilter, RunKind, RunRef};
+    use crate::runs::{NewRun, RunFilter, RunKind, RunRef};
     use crate::testutil::sample;
     use crate::{Store, import};
 
-    const R004: &str = include_str!("../testdata/reports/004-prefill-decode.txt");
+    const R004: &str = include_str!("../../../testdata/vllm-reports/004-prefill-decode.txt");
 
     /// A store holding the two runs of reference 004 and the sample run, with fixed times.
     fn store() -> Store {

@@ -6,7 +6,7 @@ use serde_json::Value;
 use servebench_core::config::Metric;
 use servebench_core::vllm::{render_failures, render_result_block, render_traffic};
 
-use crate::model::{ChunkTimes, RunRow, StoredRun};
+use crate::runs::{ChunkTimes, RunRow, StoredRun};
 
 /// Labels longer than this are cut in the table (`runs list --json` has them whole).
 const LABELS_WIDTH: usize = 60;
@@ -206,11 +206,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::{KeyStats, NewRun, RunKind, RunRef, Source};
+    use crate::runs::{KeyStats, NewRun, RunKind, RunRef, Source};
     use crate::testutil::sample;
     use crate::{Store, import};
 
-    const R000: &str = include_str!("../testdata/reports/000-dense-models.txt");
+    const R000: &str = include_str!("../../../testdata/vllm-reports/000-dense-models.txt");
 
     fn fixed(mut row: RunRow) -> RunRow {
         row.created_at = "2026-01-02T03:04:05.678Z".into();

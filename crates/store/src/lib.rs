@@ -18,9 +18,9 @@ pub mod export;
 pub mod format;
 mod ids;
 pub mod import;
-mod model;
 mod path;
 mod requests;
+mod runs;
 mod schema;
 mod store;
 #[cfg(test)]
@@ -30,11 +30,11 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-pub use model::{
+pub use path::{db_path_from, default_db_path};
+pub use runs::{
     BadRunRef, BadRunSpec, ChunkTimes, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow,
     RunSpec, Source, StoredRun,
 };
-pub use path::{db_path_from, default_db_path};
 pub use schema::SCHEMA_VERSION;
 pub use store::Store;
 

@@ -8,7 +8,7 @@
 use rusqlite::{Row, Transaction, params};
 use servebench_core::record::{Failure, FailureKind, RequestRecord, TurnRef, Usage};
 
-use crate::model::{ChunkTimes, RunId, RunRecords};
+use crate::runs::{ChunkTimes, RunId, RunRecords};
 
 const BLOB_FORMAT: u8 = 1;
 

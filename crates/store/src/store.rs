@@ -10,7 +10,7 @@ use servebench_core::metrics::Summary;
 
 use crate::dates::rfc3339_utc;
 use crate::ids::short_id;
-use crate::model::{
+use crate::runs::{
     ChunkTimes, KEY_METRICS, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow, RunSpec, Source,
     StoredRun,
 };

@@ -1,35 +1,8 @@
-//! Helpers for this crate's tests: a temporary folder and sample runs.
-
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+//! Helpers for this crate's tests: sample runs.
 
 use servebench_core::config::{Metric, RunConfig};
 use servebench_core::metrics::Summary;
 use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, TokenSource, Usage};
-
-/// A folder under the system temp dir, removed when dropped.
-pub(crate) struct TempDir(PathBuf);
-
-impl TempDir {
-    pub(crate) fn new() -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!("servebench-store-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        let dir = std::env::temp_dir().join(name);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create a temp dir");
-        TempDir(dir)
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A small measured run: three requests, one of them failed, on a multi-turn conversation.
 pub(crate) fn sample_run() -> RunResult {

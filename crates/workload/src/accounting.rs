@@ -1,13 +1,45 @@
 //! Token accounting: prompt tokens as the server will count them (chat template applied for
-//! chat requests, special tokens added for completions), and output tokens of generated text
-//! after a run (vLLM's fallback when the server sends no usage).
+//! chat requests, special tokens added for completions), and the one accounting after a run
+//! ([`account`]): output tokens of generated text (vLLM's fallback when the server sends no
+//! usage) and the turns of a multi-turn run.
 
 use serde_json::Value;
 use servebench_core::config::Api;
-use servebench_core::record::RequestRecord;
+use servebench_core::plan::Plan;
+use servebench_core::record::{RequestRecord, RunResult};
 
 use crate::datasets::multi_turn::prompt_text;
+use crate::history::count_turns;
 use crate::{Tokenizer, WorkloadError};
+
+/// The accounting of a finished run of `plan`, with the `--tokenizer` when there is one, for
+/// single requests and multi-turn conversations alike; the result's notes say how it counted.
+///
+/// - A multi-turn run that began gets every sent turn's prompt tokens and prefix share
+///   ([`count_turns`]; counted after the clock stopped, never between turns), and a note of the
+///   turns not sent because an earlier turn of their conversation failed.
+/// - With a tokenizer, every successful request gets its output tokens counted from its text.
+pub fn account(tok: Option<&Tokenizer>, plan: &Plan, result: &mut RunResult) {
+    // A run stopped before it began (during the ready check or warm-up) sent no turn.
+    let began = !(result.interrupted && result.duration_s == 0.0);
+    if !plan.conversations.is_empty() && began {
+        let how = count_turns(tok, &plan.conversations, &mut result.records);
+        result.notes.push(how.note());
+        // Turns never sent: those skipped after a failed turn, and those the interruption left.
+        let never_sent = result.records.iter().filter(|r| r.never_sent()).count();
+        let skipped = never_sent.saturating_sub(result.not_sent);
+        if skipped > 0 {
+            result.notes.push(format!(
+                "Multi-turn: {skipped} turns were not sent because an earlier turn of their conversation failed."
+            ));
+        }
+    }
+    if let Some(t) = tok
+        && let Err(e) = fill_output_tokens(t, &mut result.records)
+    {
+        result.notes.push(format!("output tokens could not be counted with the tokenizer: {e}"));
+    }
+}
 
 /// Prompt tokens of a single-prompt request: `encode(prompt)` with special tokens for
 /// completions; the rendered chat template (one user message, generation prompt) without
@@ -73,5 +105,62 @@ mod tests {
         fill_output_tokens(tok, &mut recs).unwrap();
         assert_eq!(recs[0].output_tokens_client, Some(tok.count("The answer is 42.", false).unwrap()));
         assert_eq!(recs[1].output_tokens_client, None);
+    }
+
+    fn turns_run(interrupted: bool, duration_s: f64, not_sent: usize) -> (Plan, RunResult) {
+        use servebench_core::config::RunConfig;
+        use servebench_core::plan::{ConversationPlan, TokenCounting, TurnPlan};
+        use servebench_core::record::{TokenSource, TurnRef};
+        let plan = Plan {
+            api: Api::Chat,
+            requests: Vec::new(),
+            conversations: vec![ConversationPlan {
+                id: 0,
+                at_ns: 0,
+                system: None,
+                turns: ["a?", "b?", "c?"].map(|u| TurnPlan { user: u.into(), max_tokens: 4 }).to_vec(),
+            }],
+            token_counting: TokenCounting::Estimate,
+            notes: Vec::new(),
+        };
+        let turn = |k: u32, failure: Option<FailureKind>| RequestRecord {
+            index: k,
+            text: "an answer".into(),
+            turn: Some(TurnRef { conversation: 0, turn: k, shared_prefix_tokens: 0 }),
+            failure: failure.map(|kind| Failure { kind, message: "x".into() }),
+            ..RequestRecord::default()
+        };
+        let records = vec![turn(0, None), turn(1, Some(FailureKind::HttpStatus)), turn(2, Some(FailureKind::NotSent))];
+        let result = RunResult {
+            config: RunConfig::for_target("http://127.0.0.1:8000", "m"),
+            records,
+            duration_s,
+            date: String::new(),
+            started_at: String::new(),
+            interrupted,
+            not_sent,
+            notes: vec!["from the plan".into()],
+            token_source: TokenSource::ServerUsage,
+        };
+        (plan, result)
+    }
+
+    #[test]
+    fn a_multi_turn_run_is_counted_after_it_and_says_which_turns_were_skipped() {
+        let (plan, mut result) = turns_run(false, 1.0, 0);
+        account(Some(qwen3()), &plan, &mut result);
+        assert_eq!(result.notes.len(), 3, "{:?}", result.notes);
+        assert!(result.notes[1].contains("counted with"), "{:?}", result.notes);
+        assert!(result.notes[2].starts_with("Multi-turn: 1 turns were not sent"), "{:?}", result.notes);
+        assert!(result.records[0].prompt_tokens_client.is_some() && result.records[2].prompt_tokens_client.is_none());
+        assert_eq!(result.records[0].output_tokens_client, Some(output_tokens(qwen3(), "an answer").unwrap()));
+        // Turns the interruption left are not skipped ones; a run stopped before it began
+        // counts nothing.
+        let (plan, mut result) = turns_run(true, 1.0, 1);
+        account(None, &plan, &mut result);
+        assert_eq!(result.notes.len(), 2, "{:?}", result.notes);
+        let (plan, mut result) = turns_run(true, 0.0, 3);
+        account(None, &plan, &mut result);
+        assert_eq!(result.notes, ["from the plan"]);
     }
 }

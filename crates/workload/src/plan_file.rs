@@ -169,7 +169,6 @@ pub fn load_plan(path: &Path) -> Result<Plan, WorkloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::TempDir;
     use servebench_core::plan::TurnPlan;
 
     fn plan() -> Plan {
@@ -214,7 +213,7 @@ mod tests {
         );
         let back = read_plan(&buf[..], Path::new("mem")).unwrap();
         assert_eq!(back, p);
-        let tmp = TempDir::new("planfile");
+        let tmp = tempfile::tempdir().unwrap();
         let f = tmp.path().join("plan.jsonl");
         save_plan(&p, &f).unwrap();
         assert_eq!(load_plan(&f).unwrap(), p);

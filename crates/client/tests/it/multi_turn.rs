@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use servebench_client::testserver::{RequestInfo, RequestTruth, Script, TestServer, TestServerConfig};
-use servebench_client::{RunOptions, run};
+use servebench_client::run;
 use servebench_core::config::{Api, MultiTurn, RunConfig, WorkloadSpec};
 use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_notes, render_turns};
 use servebench_core::plan::{ConversationPlan, Plan, TokenCounting, TurnPlan};
 use servebench_core::record::{FailureKind, RequestRecord, RunResult};
-use servebench_workload::{Tokenizer, build_plan, chat_prompt_tokens};
+use servebench_workload::{Tokenizer, account, build_plan, chat_prompt_tokens};
 
 use crate::common::{PREFIX, all_succeeded, config, never, quiet, serial, truth_by_index};
 
@@ -135,7 +135,8 @@ async fn turns_are_sent_in_order_with_the_growing_history_after_the_think_time()
     let think = 0.08;
     let cfg = multi_turn_config(&server.base_url(), 0, think);
     let plan = conversations(n, turns, |c| u64::from(c) * 20_000_000);
-    let result = run(&cfg, &plan, quiet(), never()).await.unwrap();
+    let mut result = run(&cfg, &plan, quiet(), never()).await.unwrap();
+    account(None, &plan, &mut result);
     all_succeeded(&result.records);
     assert_eq!(result.records.len(), 9);
     assert!(result.records.iter().enumerate().all(|(i, r)| r.index as usize == i), "records in slot order");
@@ -206,7 +207,8 @@ async fn the_active_conversation_cap_and_the_concurrency_cap_both_hold() {
     let mut cfg = multi_turn_config(&server.base_url(), 3, 0.03);
     cfg.traffic.max_concurrency = Some(2);
     let plan = conversations(n, turns, |_| 0);
-    let result = run(&cfg, &plan, quiet(), never()).await.unwrap();
+    let mut result = run(&cfg, &plan, quiet(), never()).await.unwrap();
+    account(None, &plan, &mut result);
     all_succeeded(&result.records);
     let truth = truth_by_index(&server.truth());
     assert_eq!(server.max_in_flight(), 2, "--max-concurrency over all turns");
@@ -241,7 +243,8 @@ async fn a_failed_turn_ends_its_conversation_and_the_rest_are_skipped_not_failed
     .await;
     let cfg = multi_turn_config(&server.base_url(), 0, 0.0);
     let plan = conversations(3, 3, |_| 0);
-    let result = run(&cfg, &plan, quiet(), never()).await.unwrap();
+    let mut result = run(&cfg, &plan, quiet(), never()).await.unwrap();
+    account(None, &plan, &mut result);
     assert!(!result.interrupted);
     assert_eq!(result.not_sent, 0, "skipped turns are not interruption losses");
     for r in &result.records {
@@ -276,7 +279,8 @@ async fn an_interrupted_multi_turn_run_stops_sending_and_counts_the_turns_never_
     let cfg = multi_turn_config(&server.base_url(), 2, 30.0);
     let plan = conversations(4, 3, |_| 0);
     let started = Instant::now();
-    let result = run(&cfg, &plan, quiet(), tokio::time::sleep(Duration::from_millis(300))).await.unwrap();
+    let mut result = run(&cfg, &plan, quiet(), tokio::time::sleep(Duration::from_millis(300))).await.unwrap();
+    account(None, &plan, &mut result);
     assert!(started.elapsed() < Duration::from_secs(5), "the run took {:?} to stop", started.elapsed());
     assert!(result.interrupted);
     assert_eq!(result.records.len(), 12);
@@ -285,6 +289,7 @@ async fn an_interrupted_multi_turn_run_stops_sending_and_counts_the_turns_never_
     assert_eq!(result.not_sent, 10);
     assert!(result.records.iter().filter(|r| !r.succeeded()).all(RequestRecord::never_sent));
     assert_eq!(Summary::compute(&result).failed, Some(0));
+    assert!(!result.notes.iter().any(|n| n.contains("were not sent because")), "{:?}", result.notes);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,8 +316,8 @@ async fn with_a_tokenizer_turn_prompts_and_prefix_shares_are_exact() {
     cfg.traffic.num_prompts = 4;
     let plan = build_plan(&cfg, Some(&tok)).unwrap();
     assert_eq!(plan.conversations.len(), 4);
-    let options = RunOptions { tokenizer: Some(Arc::clone(&tok)), ..quiet() };
-    let result = run(&cfg, &plan, options, never()).await.unwrap();
+    let mut result = run(&cfg, &plan, quiet(), never()).await.unwrap();
+    account(Some(&tok), &plan, &mut result);
     all_succeeded(&result.records);
     assert_eq!(result.records.len(), plan.len());
 

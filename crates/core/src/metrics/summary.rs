@@ -198,7 +198,7 @@ impl Summary {
                             Metric::E2el => e2el,
                             _ => return true,
                         };
-                        slo.max_ms / 1000.0 >= value
+                        slo.met_by(value)
                     })
                 })
                 .count();

@@ -180,7 +180,7 @@ mod tests {
         let style = TextStyle { legacy_total_token_label: true };
         assert_eq!(
             render_result_block_styled(&s, style),
-            include_str!("../../testdata/vllm-reports/003-sharegpt-percentiles.txt")
+            include_str!("../../../../testdata/vllm-reports/003-sharegpt-percentiles.txt")
         );
     }
 
@@ -223,7 +223,7 @@ mod tests {
             format!("# Prefill\n\n{}\n\n# Decode\n\n{}", render_result_block(&prefill), render_result_block(&decode));
         assert_eq!(
             file.strip_suffix('\n').unwrap(),
-            include_str!("../../testdata/vllm-reports/004-prefill-decode.txt")
+            include_str!("../../../../testdata/vllm-reports/004-prefill-decode.txt")
         );
     }
 

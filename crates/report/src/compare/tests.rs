@@ -4,8 +4,8 @@
 use servebench_core::config::Metric;
 
 use super::*;
-use crate::gate::parse_rules;
 use crate::testutil::*;
+use servebench_core::threshold::parse_fail_on as parse_rules;
 
 fn compared(runs: &[StoredRun]) -> Comparison {
     Comparison::new(runs, None).unwrap()

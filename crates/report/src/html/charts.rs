@@ -30,10 +30,10 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
             runs.iter()
                 .enumerate()
                 .filter_map(|(i, r)| {
-                    q.value(r).map(|v| Bar {
+                    q.value(&r.summary).map(|v| Bar {
                         name: layout.chart_name(r.row.id, i),
                         value: v,
-                        whisker: whisker.and_then(|w| w.value(r)),
+                        whisker: whisker.and_then(|w| w.value(&r.summary)),
                     })
                 })
                 .collect()
@@ -91,7 +91,11 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
             .iter()
             .map(|s| Line {
                 name: series_name(&s.name),
-                points: s.points.iter().filter_map(|&(x, i)| q.value(&runs[i]).map(|v| (x, v / scale))).collect(),
+                points: s
+                    .points
+                    .iter()
+                    .filter_map(|&(x, i)| q.value(&runs[i].summary).map(|v| (x, v / scale)))
+                    .collect(),
                 markers: true,
             })
             .collect()
@@ -112,7 +116,7 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
     ));
     for (metric, id) in [(Metric::Ttft, "chart-ttft"), (Metric::Tpot, "chart-tpot")] {
         let q = Quantity::Latency(Stat::Median, metric);
-        let (scale, unit) = time_unit(runs.iter().filter_map(|r| q.value(r)));
+        let (scale, unit) = time_unit(runs.iter().filter_map(|r| q.value(&r.summary)));
         let l = lines(q, scale);
         let name = metric_name(metric);
         let label = format!("Median {name} ({unit})");

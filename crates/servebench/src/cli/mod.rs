@@ -1,6 +1,6 @@
 //! The command line: clap structs for every subcommand ("low args") and their resolution.
 
-pub mod args;
+pub mod bench_args;
 pub mod compat;
 pub mod report_args;
 pub mod resolve;
@@ -10,9 +10,12 @@ pub mod sim_serve;
 pub mod store_args;
 pub mod sweep_args;
 
+/// `bench_args` under its former name, which `sim_args` still imports.
+pub(crate) use bench_args as args;
+
 use clap::{Args, Parser, Subcommand};
 
-use args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
+use bench_args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
 
 /// Measure, predict and compare the performance of LLM serving engines.
 #[derive(Parser, Debug)]

@@ -9,8 +9,9 @@ use servebench_core::config::{
     Backend, Lora, LoraAssignment, Metric, MultiTurn, OutputOptions, RampStrategy, RampUp, RangeRatio, RunConfig,
     SimTarget, Slo, Target, Traffic, WorkloadSpec,
 };
+use servebench_core::threshold;
 
-use super::args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
+use super::bench_args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
 
 /// A flag value that cannot be used, with what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -76,31 +77,7 @@ pub fn parse_kv_list(items: &[String], flag: &str) -> Result<Vec<(String, String
 }
 
 pub fn parse_goodput(items: &[String]) -> Result<Vec<Slo>, ResolveError> {
-    let mut out = Vec::new();
-    for item in items {
-        let Some((k, v)) = item.split_once(':') else {
-            return err(format!(
-                "invalid --goodput {item:?}: use KEY:VALUE with a value in milliseconds, e.g. ttft:500"
-            ));
-        };
-        let metric = match k {
-            "ttft" => Metric::Ttft,
-            "tpot" => Metric::Tpot,
-            "e2el" => Metric::E2el,
-            _ => {
-                return err(format!(
-                    "invalid --goodput metric {k:?}: the service level objective name should be one of ttft, tpot, e2el"
-                ));
-            }
-        };
-        let max_ms: f64 =
-            v.parse().map_err(|_| ResolveError(format!("invalid --goodput value {v:?}: not a number")))?;
-        if max_ms.is_nan() || max_ms < 0.0 {
-            return err(format!("invalid --goodput value {item:?}: the service level objective must be non-negative"));
-        }
-        out.push(Slo { metric, max_ms });
-    }
-    Ok(out)
+    items.iter().map(|item| threshold::parse_goodput(item).map_err(|e| ResolveError(e.to_string()))).collect()
 }
 
 pub fn parse_percentile_metrics(s: Option<&str>) -> Result<Vec<Metric>, ResolveError> {

@@ -117,20 +117,11 @@ async fn run_against(
     }
     let measured: anyhow::Result<Option<PointOutcome>> = async {
         let started = jiff::Zoned::now();
-        let mut result = servebench_client::run(
-            &config,
-            &plan,
-            RunOptions { log, tokenizer: tokenizer.clone(), ..RunOptions::default() },
-            cancel,
-        )
-        .await
-        .context("the benchmark could not run")?;
+        let mut result = servebench_client::run(&config, &plan, RunOptions { log, ..RunOptions::default() }, cancel)
+            .await
+            .context("the benchmark could not run")?;
         stamp_dates(&mut result, &started);
-        if let Some(t) = &tokenizer
-            && let Err(e) = servebench_workload::fill_output_tokens(t, &mut result.records)
-        {
-            result.notes.push(format!("output tokens could not be counted with the tokenizer: {e}"));
-        }
+        servebench_workload::account(tokenizer.as_deref(), &plan, &mut result);
         let metrics_after = env::ask(&target.base_url, "/metrics", &target.headers, target.insecure).await;
         let env = before.into_env(metrics_after);
         let choice = StoreChoice { db: args.extra.db.as_deref(), no_store: args.extra.no_store };

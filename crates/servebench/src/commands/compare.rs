@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::anyhow;
-use servebench_report::gate::{Rule, parse_rules};
+use servebench_core::threshold::{Threshold, parse_fail_on};
 use servebench_report::select::{Records, Selection, load};
 use servebench_report::{Comparison, Format};
 use servebench_store::RunRef;
@@ -18,7 +18,7 @@ use crate::output;
 pub const REGRESSION: u8 = 3;
 
 pub fn execute(args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let rules: Vec<Rule> = match args.fail_on.iter().map(|r| parse_rules(r)).collect::<Result<Vec<_>, _>>() {
+    let rules: Vec<Threshold> = match args.fail_on.iter().map(|r| parse_fail_on(r)).collect::<Result<Vec<_>, _>>() {
         Ok(rules) => rules.concat(),
         Err(e) => return Ok(usage(&e)),
     };

@@ -38,7 +38,7 @@ pub fn text(b: &[u8]) -> String {
 
 /// A reference report of the store's test data.
 pub fn report_file(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/testdata/reports").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vllm-reports").join(name)
 }
 
 /// Runs a store or report command (`import`, `runs`, `compare`, `report`) in-process; returns

@@ -258,7 +258,7 @@ fn sim_fit_writes_a_profile_that_predict_accepts() {
 
 /// The store's copy of reference report 000: eleven models on a `dgx-spark`, one block each.
 fn report_000() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/testdata/reports/000-dense-models.txt");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vllm-reports/000-dense-models.txt");
     path.to_str().unwrap().to_string()
 }
 

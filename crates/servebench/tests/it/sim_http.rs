@@ -50,6 +50,7 @@ fn means(run: &RunResult) -> Means {
 }
 
 /// Runs `case` against the served simulator on H100 and predicts it; returns both, printed.
+#[allow(clippy::print_stderr, reason = "the log shows what each case compared")]
 async fn served_and_predicted(case: &Case) -> (Means, Means) {
     let setup = SimSetup::resolve(case.model, "h100-sxm", &[], None).expect("the preset setup resolves");
     let server = start(setup.clone(), ServerOptions::default()).await.expect("the simulator starts");

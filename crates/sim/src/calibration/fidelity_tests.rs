@@ -20,7 +20,7 @@ fn testdata() -> PathBuf {
 
 fn case(id: &str) -> Case {
     let file = CASES.iter().find(|(c, _)| *c == id).map(|(_, f)| *f).unwrap();
-    let text = std::fs::read_to_string(testdata().join("../../store/testdata/reports").join(file)).unwrap();
+    let text = std::fs::read_to_string(testdata().join("../../../testdata/vllm-reports").join(file)).unwrap();
     reference_case(id, &text).unwrap()
 }
 

@@ -23,7 +23,7 @@ use servebench_core::vllm::{Document, metadata_from_vllm_json, read_documents, s
 use super::records::{from_servebench, from_vllm_arrays};
 use super::{Context, ImportReport, Problem};
 use crate::dates::from_vllm_date;
-use crate::model::{NewRun, RunKind};
+use crate::runs::{NewRun, RunKind};
 
 pub(crate) fn import(text: &str, cx: &Context<'_>, report: &mut ImportReport) {
     for entry in read_documents(text) {

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::ids;
-use crate::model::{NewRun, Source};
+use crate::runs::{NewRun, Source};
 
 /// What a file held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 use servebench_core::record::{Failure, FailureKind, RequestRecord, TurnRef, Usage};
 
-use crate::model::{ChunkTimes, RunRecords};
+use crate::runs::{ChunkTimes, RunRecords};
 
 /// Records from vLLM's per-request arrays: `ttfts` is required; `itls`, `latencies`,
 /// `start_times`, `queue_times`, `input_lens`, `output_lens`, `errors`, `server_queue_times`

@@ -7,13 +7,13 @@ use servebench_core::record::{FailureKind, RunResult};
 use servebench_core::vllm::result_json;
 
 use super::*;
-use crate::model::{ChunkTimes, RunKind};
+use crate::runs::{ChunkTimes, RunKind};
 use crate::testutil::sample;
 
-const R000: &str = include_str!("../../testdata/reports/000-dense-models.txt");
-const R001: &str = include_str!("../../testdata/reports/001-prompt-sweep.txt");
-const R003: &str = include_str!("../../testdata/reports/003-sharegpt-percentiles.txt");
-const R004: &str = include_str!("../../testdata/reports/004-prefill-decode.txt");
+const R000: &str = include_str!("../../../../testdata/vllm-reports/000-dense-models.txt");
+const R001: &str = include_str!("../../../../testdata/vllm-reports/001-prompt-sweep.txt");
+const R003: &str = include_str!("../../../../testdata/vllm-reports/003-sharegpt-percentiles.txt");
+const R004: &str = include_str!("../../../../testdata/vllm-reports/004-prefill-decode.txt");
 
 fn import(text: &str) -> ImportReport {
     import_bytes(text.as_bytes(), "/data/file")

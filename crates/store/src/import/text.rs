@@ -8,7 +8,7 @@
 use servebench_core::vllm::{ReportOrigin, block_labels, parse_reports};
 
 use super::{Context, ImportReport, Problem};
-use crate::model::{NewRun, RunKind};
+use crate::runs::{NewRun, RunKind};
 
 pub(crate) fn import(text: &str, cx: &Context<'_>, report: &mut ImportReport) {
     let entries = parse_reports(text, ReportOrigin::Vllm);

@@ -7,7 +7,7 @@ use servebench_core::config::Metric;
 use servebench_core::record::RunResult;
 
 use super::*;
-use crate::testutil::{TempDir, sample};
+use crate::testutil::sample;
 
 fn store_with(runs: &[NewRun]) -> (Store, Vec<RunId>) {
     let mut store = Store::open_in_memory().unwrap();
@@ -173,7 +173,7 @@ fn an_imported_block_is_stored_once() {
 
 #[test]
 fn a_version_1_store_is_migrated_and_keeps_its_runs() {
-    let dir = TempDir::new();
+    let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
     {
         let conn = Connection::open(&path).unwrap();
@@ -210,7 +210,7 @@ fn a_version_1_store_is_migrated_and_keeps_its_runs() {
 
 #[test]
 fn concurrent_writers_each_with_a_connection_lose_nothing() {
-    let dir = TempDir::new();
+    let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nested").join("runs.db");
     let (run, summary) = sample();
     let writers: Vec<_> = (0..4)
@@ -249,7 +249,7 @@ fn concurrent_writers_each_with_a_connection_lose_nothing() {
 
 #[test]
 fn files_that_are_not_stores_are_refused() {
-    let dir = TempDir::new();
+    let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, "this is not a database, it is a long enough text file to have a header ...........")
         .unwrap();

@@ -123,9 +123,9 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &CustomSpec) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{TempDir, qwen3};
+    use crate::testutil::qwen3;
 
-    fn file(tmp: &TempDir, body: &str) -> std::path::PathBuf {
+    fn file(tmp: &tempfile::TempDir, body: &str) -> std::path::PathBuf {
         let p = tmp.path().join("data.jsonl");
         std::fs::write(&p, body).unwrap();
         p
@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn rows_are_shuffled_templated_and_counted() {
-        let tmp = TempDir::new("custom");
+        let tmp = tempfile::tempdir().unwrap();
         let p = file(
             &tmp,
             "{\"prompt\": \"a\", \"output_tokens\": 3}\n\n{\"prompt\": \"b\", \"output_tokens\": 4}\n{\"prompt\": \"c\", \"output_tokens\": 5}\n",
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn skipping_the_template_and_fixed_lengths_and_oversampling() {
-        let tmp = TempDir::new("custom2");
+        let tmp = tempfile::tempdir().unwrap();
         let p = file(&tmp, "{\"prompt\": \"hello there\"}\n{\"prompt\": \"general kenobi\"}\n");
         let s = CustomSpec { num_requests: 5, skip_chat_template: true, shuffle: false, ..spec() };
         let ds = sample(Some(qwen3()), &p, &s).unwrap();
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn missing_output_tokens_and_prompt_are_errors_with_line_numbers() {
-        let tmp = TempDir::new("custom3");
+        let tmp = tempfile::tempdir().unwrap();
         let p = file(&tmp, "{\"prompt\": \"x\"}\n");
         let err = sample(Some(qwen3()), &p, &CustomSpec { output_len: -1, ..spec() }).unwrap_err().to_string();
         assert!(err.contains("line 1") && err.contains("output_tokens"), "{err}");
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn without_a_tokenizer_prompts_are_untemplated_estimates() {
-        let tmp = TempDir::new("custom4");
+        let tmp = tempfile::tempdir().unwrap();
         let p = file(&tmp, "{\"prompt\": \"twelve bytes\"}\n");
         let ds = sample(None, &p, &spec()).unwrap();
         assert_eq!(ds.samples[0].prompt, "twelve bytes");

@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_file_that_is_not_sharegpt_is_a_parse_error_with_its_path() {
-        let tmp = crate::testutil::TempDir::new("sharegpt-bad");
+        let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("x.json");
         std::fs::write(&p, "{\"a\": 1}").unwrap();
         let err = load(&p, true, 0).unwrap_err().to_string();

@@ -134,11 +134,10 @@ fn in_snapshot(repo: &Path, looked: &mut Vec<PathBuf>) -> Option<Located> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::TempDir;
 
     #[test]
     fn finds_a_model_id_in_the_hub_cache_through_refs_main() {
-        let tmp = TempDir::new("locate-hub");
+        let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("hub/models--Org--Model");
         let snap = repo.join("snapshots/abc123");
         std::fs::create_dir_all(&snap).unwrap();
@@ -153,7 +152,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_without_refs_is_still_found() {
-        let tmp = TempDir::new("locate-norefs");
+        let tmp = tempfile::tempdir().unwrap();
         let snap = tmp.path().join("models--gpt2/snapshots/r1");
         std::fs::create_dir_all(&snap).unwrap();
         std::fs::write(snap.join("tokenizer.json"), "{}").unwrap();
@@ -163,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_missing_tokenizer_lists_every_place_looked() {
-        let tmp = TempDir::new("locate-missing");
+        let tmp = tempfile::tempdir().unwrap();
         let env = CacheEnv {
             hf_hub_cache: Some(tmp.path().join("a")),
             home: Some(tmp.path().join("home")),
@@ -182,7 +181,7 @@ mod tests {
 
     #[test]
     fn a_folder_without_tokenizer_json_is_an_error_naming_the_file() {
-        let tmp = TempDir::new("locate-emptydir");
+        let tmp = tempfile::tempdir().unwrap();
         let err = locate(tmp.path().to_str().unwrap(), &CacheEnv::default()).unwrap_err();
         assert!(err.to_string().contains("tokenizer.json"));
     }

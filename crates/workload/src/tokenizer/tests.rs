@@ -62,7 +62,7 @@ fn qwen3_special_tokens_and_template_come_from_its_config() {
 
 #[test]
 fn a_bare_tokenizer_json_loads_without_config_or_template() {
-    let tmp = crate::testutil::TempDir::new("bare-tok");
+    let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("tokenizer.json");
     std::fs::copy(testdata().join("tokenizers/qwen3/tokenizer.json"), &file).unwrap();
     let tok = Tokenizer::load(file.to_str().unwrap()).unwrap();
@@ -75,7 +75,7 @@ fn a_bare_tokenizer_json_loads_without_config_or_template() {
 
 #[test]
 fn a_broken_tokenizer_file_names_the_path() {
-    let tmp = crate::testutil::TempDir::new("broken-tok");
+    let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("tokenizer.json");
     std::fs::write(&file, "{not json").unwrap();
     let err = Tokenizer::load(file.to_str().unwrap()).unwrap_err().to_string();
@@ -92,7 +92,7 @@ fn cleanup_matches_transformers_rules() {
 
 #[test]
 fn a_broken_chat_template_fails_only_when_it_is_needed() {
-    let tmp = crate::testutil::TempDir::new("broken-tpl");
+    let tmp = tempfile::tempdir().unwrap();
     std::fs::copy(testdata().join("tokenizers/qwen3/tokenizer.json"), tmp.path().join("tokenizer.json")).unwrap();
     std::fs::write(tmp.path().join("chat_template.jinja"), "{% for m in messages %}{{ m.content }").unwrap();
     let tok = Tokenizer::load(tmp.path().to_str().unwrap()).unwrap();

@@ -144,7 +144,8 @@ fn result_file_names_follow_vllm() {
 
 #[test]
 fn write_result_replaces_or_appends_one_document_per_line() {
-    let dir = std::env::temp_dir().join(format!("servebench-json-{}", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let path = dir.join("nested").join("r.json");
     let a = json!({"a": 1.0});
     let b = json!({"b": [1e-05]});
@@ -158,7 +159,6 @@ fn write_result_replaces_or_appends_one_document_per_line() {
     assert_eq!(fs::read_to_string(&fresh).unwrap(), r#"{"b": [1e-05]}"#);
     let err = write_result(&dir.join("nested"), &a, false).unwrap_err();
     assert!(err.to_string().contains("could not write the result file"));
-    fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -5,10 +5,10 @@ use proptest::prelude::*;
 use super::*;
 use crate::vllm::text::{render_result_block, render_result_block_styled};
 
-const R000: &str = include_str!("../../../testdata/vllm-reports/000-dense-models.txt");
-const R001: &str = include_str!("../../../testdata/vllm-reports/001-prompt-sweep.txt");
-const R003: &str = include_str!("../../../testdata/vllm-reports/003-sharegpt-percentiles.txt");
-const R004: &str = include_str!("../../../testdata/vllm-reports/004-prefill-decode.txt");
+const R000: &str = include_str!("../../../../../testdata/vllm-reports/000-dense-models.txt");
+const R001: &str = include_str!("../../../../../testdata/vllm-reports/001-prompt-sweep.txt");
+const R003: &str = include_str!("../../../../../testdata/vllm-reports/003-sharegpt-percentiles.txt");
+const R004: &str = include_str!("../../../../../testdata/vllm-reports/004-prefill-decode.txt");
 
 fn blocks(text: &str) -> Vec<ParsedBlock> {
     parse_reports(text, ReportOrigin::Vllm).into_iter().map(|e| e.unwrap_or_else(|err| panic!("{err}"))).collect()

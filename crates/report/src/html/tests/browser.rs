@@ -19,26 +19,6 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// The screenshot's size in pixels.
 const WINDOW: (u32, u32) = (1280, 2400);
 
-/// A folder under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!("servebench-report-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        let dir = std::env::temp_dir().join(name);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create a temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn find_chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("SERVEBENCH_CHROMIUM").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
@@ -174,13 +154,13 @@ fn the_report_renders_in_chromium() {
         eprintln!("note: no Chromium found; the browser test of the HTML report did not run");
         return;
     };
-    let dir = TempDir::new();
-    let blank = dir.0.join("blank.html");
+    let dir = tempfile::tempdir().unwrap();
+    let blank = dir.path().join("blank.html");
     std::fs::write(&blank, "<!DOCTYPE html><html><body></body></html>").unwrap();
-    let blank_png = dir.0.join("blank.png");
+    let blank_png = dir.path().join("blank.png");
     chromium(
         &browser,
-        &dir.0,
+        dir.path(),
         &blank,
         &[format!("--screenshot={}", blank_png.display()), format!("--window-size={},{}", WINDOW.0, WINDOW.1)],
     )
@@ -197,7 +177,7 @@ fn the_report_renders_in_chromium() {
         ("mixed", render(&runs, &options()).unwrap()),
     ];
     for (name, html) in &reports {
-        if let Err(e) = check(&browser, &dir.0, name, html, blank_len) {
+        if let Err(e) = check(&browser, dir.path(), name, html, blank_len) {
             panic!("the {name} report: {e}");
         }
     }
@@ -205,16 +185,16 @@ fn the_report_renders_in_chromium() {
     // The checks catch what they are for: a script error, and a page without its charts.
     let (_, good) = &reports[1];
     let broken = good.replace("</body>", "<script>no_such_function();</script>\n</body>");
-    let err = check(&browser, &dir.0, "broken", &broken, blank_len).unwrap_err();
+    let err = check(&browser, dir.path(), "broken", &broken, blank_len).unwrap_err();
     assert!(err.contains("the page's script failed: data-script-error=") && err.contains("no_such_function"), "{err}");
     let chartless = good.replacen(
         "<script>(function",
         "<script>document.querySelectorAll('figure').forEach(function (f) { f.remove(); });\n(function",
         1,
     );
-    let err = check(&browser, &dir.0, "chartless", &chartless, blank_len).unwrap_err();
+    let err = check(&browser, dir.path(), "chartless", &chartless, blank_len).unwrap_err();
     assert!(err.contains("does not hold the"), "{err}");
     let invisible = good.replacen("<style>", "<style>body { visibility: hidden; }", 1);
-    let err = check(&browser, &dir.0, "invisible", &invisible, blank_len).unwrap_err();
+    let err = check(&browser, dir.path(), "invisible", &invisible, blank_len).unwrap_err();
     assert!(err.contains("looks blank"), "{err}");
 }

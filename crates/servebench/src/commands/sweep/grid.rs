@@ -5,7 +5,7 @@ use servebench_core::config::SimTarget;
 use servebench_report::layout::number_text;
 
 use crate::cli::BenchServeArgs;
-use crate::cli::args::SimTargetArgs;
+use crate::cli::bench_args::SimTargetArgs;
 use crate::cli::resolve::parse_sim_target;
 use crate::cli::sweep_args::{SearchKey, SweepArgs};
 

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use servebench_core::metrics::Summary;
+use servebench_core::threshold::{Threshold, parse_slos};
 use servebench_report::select::{Records, Selection, load};
 use servebench_report::{Comparison, Format, StoredRun, Table};
 use servebench_store::{RunFilter, RunRef, Store};
@@ -28,7 +29,7 @@ use servebench_store::{RunFilter, RunRef, Store};
 use self::grid::{Grid, Point, PromptCount};
 use self::run::{Runner, Stop, describe};
 use self::search::{Search, Tolerance};
-use self::slo::{Slo, Verdict, missing_sections};
+use self::slo::missing_sections;
 use self::tables::{Probe, answer_text, probes_table, slo_table, spread_table};
 use crate::cli::resolve::{ResolvedModel, parse_metric_percentiles, parse_percentile_metrics, resolve_run_config};
 use crate::cli::sweep_args::{SearchKey, SweepArgs};
@@ -48,7 +49,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<ExitCode> {
 struct Sweep {
     args: SweepArgs,
     grid: Grid,
-    slos: Vec<Slo>,
+    slos: Vec<Threshold>,
     /// The search, with its empty state.
     search: Option<(SearchKey, Search)>,
     id: String,
@@ -71,7 +72,7 @@ impl Sweep {
             anyhow::bail!("--dry-run and --replay-plan are about one run: use them with `servebench bench serve`");
         }
         let grid = Grid::new(&args)?;
-        let slos = Slo::parse_all(&args.sweep.slo)?;
+        let slos = parse_slos(&args.sweep.slo)?;
         let notes = add_slo_sections(&mut args.bench, &slos)?;
         let search = match args.sweep.search {
             None => None,
@@ -141,7 +142,7 @@ impl Sweep {
             Some((key, template)) => self.run_search(&mut runner, &points, *key, template).await,
             None => {
                 let times = if repeats > 1 { format!(", {repeats} runs each") } else { String::new() };
-                eprintln!("sweep {}: {} points{times}", self.id, points.len());
+                output::note(format_args!("sweep {}: {} points{times}", self.id, points.len()));
                 for (i, p) in points.iter().enumerate() {
                     for r in 1..=repeats {
                         if stop.requested() {
@@ -164,13 +165,13 @@ impl Sweep {
         template: &Search,
     ) -> Vec<SearchRun> {
         let mut out = Vec::new();
-        eprintln!(
+        output::note(format_args!(
             "search {}: the highest {} meeting {}{}",
             self.id,
             key.key(),
             slo::conjunction(&self.slos),
             if bases.len() > 1 { format!(", for each of {} points", bases.len()) } else { String::new() }
-        );
+        ));
         for (b, base) in bases.iter().enumerate() {
             let mut run =
                 SearchRun { search: template.clone(), probes: Vec::new(), described: String::new(), finished: true };
@@ -208,13 +209,13 @@ impl Sweep {
                     run.finished = false;
                     break;
                 }
-                let verdict = Verdict::judge(&self.slos, &done);
-                eprintln!(
+                let verdict = slo::judge(&self.slos, &done);
+                output::note(format_args!(
                     "{progress}: {}={} {}",
                     key.key(),
                     servebench_report::layout::number_text(value),
-                    verdict.text(&self.slos)
-                );
+                    slo::verdict_text(&verdict)
+                ));
                 run.search.record(value, verdict.passed());
                 run.probes.push(Probe { value, num_prompts: point.num_prompts, verdict, runs: records });
             }
@@ -376,7 +377,7 @@ impl Sweep {
 
 /// Makes sure each run computes what the SLOs name (a percentile or an E2EL section beyond
 /// `bench serve`'s defaults), and says so.
-fn add_slo_sections(bench: &mut crate::cli::BenchServeArgs, slos: &[Slo]) -> anyhow::Result<Vec<String>> {
+fn add_slo_sections(bench: &mut crate::cli::BenchServeArgs, slos: &[Threshold]) -> anyhow::Result<Vec<String>> {
     let metrics = parse_percentile_metrics(bench.report.percentile_metrics.as_deref())?;
     let percentiles = parse_metric_percentiles(&bench.report.metric_percentiles)?;
     let (more_metrics, more_ps) = missing_sections(slos, &metrics, &percentiles);

@@ -166,7 +166,7 @@ impl<'a> Runner<'a> {
         }
         let described = describe(&shown);
         let repeat_text = if self.repeats > 1 { format!(" (repeat {repeat}/{})", self.repeats) } else { String::new() };
-        eprintln!("{progress}{repeat_text}: {described}");
+        output::note(format_args!("{progress}{repeat_text}: {described}"));
 
         let outcome = match model {
             Ok((id, served)) => {
@@ -200,14 +200,14 @@ impl<'a> Runner<'a> {
         match &outcome {
             Err(e) => {
                 let _ = output::line(format!("This point failed: {e}"));
-                eprintln!("{progress}{repeat_text} failed: {e}");
+                output::note(format_args!("{progress}{repeat_text} failed: {e}"));
             }
             Ok(done) if done.summary.completed == 0 && done.summary.failed.unwrap_or(0) > 0 => {
-                eprintln!(
+                output::note(format_args!(
                     "{progress}{repeat_text}: every request failed ({}{})",
                     done.summary.failed.unwrap_or(0),
                     done.summary.failure_messages.first().map(|m| format!("; first: {m}")).unwrap_or_default()
-                );
+                ));
             }
             Ok(_) => {}
         }

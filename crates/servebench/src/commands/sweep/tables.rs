@@ -8,7 +8,9 @@ use servebench_report::layout::number_text;
 
 use super::run::{RunRecord, describe};
 use super::search::{Answer, Search};
-use super::slo::{Slo, Verdict, conjunction, short};
+use servebench_core::threshold::{Threshold, Verdicts};
+
+use super::slo::{self, conjunction, short};
 
 /// `431 ± 12`, `4.35 ± 0.01` (sample standard deviation, at the mean's precision), or the
 /// value alone for one run; `-` for none.
@@ -70,9 +72,9 @@ pub fn spread_table(records: &[RunRecord]) -> Table {
 }
 
 /// Each point against the SLOs (judged on the mean of its runs), and how many meet them all.
-pub fn slo_table(records: &[RunRecord], slos: &[Slo]) -> (Table, String) {
+pub fn slo_table(records: &[RunRecord], slos: &[Threshold]) -> (Table, String) {
     let mut header = vec!["POINT".to_string()];
-    header.extend(slos.iter().map(Slo::key_text));
+    header.extend(slos.iter().map(|s| s.quantity.key()));
     header.push("VERDICT".into());
     let mut t = Table::new(header).with_title(format!("SLOs: {}", conjunction(slos)));
     t.right = std::iter::once(false).chain(slos.iter().map(|_| true)).collect();
@@ -80,17 +82,17 @@ pub fn slo_table(records: &[RunRecord], slos: &[Slo]) -> (Table, String) {
     let mut passed = 0;
     for (_, runs) in &points {
         let done = summaries(records, runs);
-        let verdict = Verdict::judge(slos, &done);
+        let verdict = slo::judge(slos, &done);
         let mut row = vec![describe(&records[runs[0]].shown)];
         for (i, _) in slos.iter().enumerate() {
-            let values: Vec<f64> = done.iter().filter_map(|s| slos[i].value(s)).collect();
+            let values: Vec<f64> = done.iter().filter_map(|s| slo::value(&slos[i], s)).collect();
             row.push(mean_std(&values));
         }
         if done.is_empty() {
             row.push("failed to run".into());
         } else {
             passed += usize::from(verdict.passed());
-            row.push(verdict.text(slos));
+            row.push(slo::verdict_text(&verdict));
         }
         t.rows.push(row);
     }
@@ -103,7 +105,7 @@ pub fn slo_table(records: &[RunRecord], slos: &[Slo]) -> (Table, String) {
 pub struct Probe {
     pub value: f64,
     pub num_prompts: usize,
-    pub verdict: Verdict,
+    pub verdict: Verdicts,
     /// Indices of its runs' records.
     pub runs: Vec<usize>,
 }
@@ -113,7 +115,7 @@ pub fn probes_table(
     records: &[RunRecord],
     key: &str,
     scaled: bool,
-    slos: &[Slo],
+    slos: &[Threshold],
     probes: &[Probe],
     title: String,
 ) -> Table {
@@ -121,7 +123,7 @@ pub fn probes_table(
     if scaled {
         header.push("num_prompts".into());
     }
-    header.extend(slos.iter().map(Slo::key_text));
+    header.extend(slos.iter().map(|s| s.quantity.key()));
     header.push("VERDICT".into());
     let stored = |p: &Probe| -> Vec<String> {
         p.runs
@@ -142,11 +144,11 @@ pub fn probes_table(
             row.push(p.num_prompts.to_string());
         }
         let done = summaries(records, &p.runs);
-        for slo in slos {
-            let values: Vec<f64> = done.iter().filter_map(|s| slo.value(s)).collect();
+        for objective in slos {
+            let values: Vec<f64> = done.iter().filter_map(|s| slo::value(objective, s)).collect();
             row.push(mean_std(&values));
         }
-        row.push(p.verdict.text(slos));
+        row.push(slo::verdict_text(&p.verdict));
         if with_ids {
             let ids = stored(p);
             row.push(if ids.is_empty() { "-".into() } else { ids.join(" ") });
@@ -158,16 +160,17 @@ pub fn probes_table(
 
 /// The answer of a search as a sentence: `highest max_concurrency meeting p99_ttft_ms<=500:
 /// 48 (p99 TTFT 431 ms); 49 fails p99 TTFT (512 ms)`.
-pub fn answer_text(key: &str, slos: &[Slo], search: &Search, probes: &[Probe], finished: bool) -> String {
+pub fn answer_text(key: &str, slos: &[Threshold], search: &Search, probes: &[Probe], finished: bool) -> String {
     let answer: Answer = search.answer();
     let verdict_at = |v: f64| probes.iter().find(|p| p.value == v).map(|p| &p.verdict);
     let fail_text = |v: f64| {
         let why: Vec<String> = verdict_at(v)
             .map(|verdict| {
-                slos.iter()
-                    .zip(&verdict.checks)
-                    .filter(|(_, (_, ok))| !ok)
-                    .map(|(s, (x, _))| format!("{} ({})", s.name(), s.value_text(*x)))
+                verdict
+                    .verdicts
+                    .iter()
+                    .filter(|v| v.failed())
+                    .map(|v| format!("{} ({})", slo::name(&v.threshold), slo::value_text(&v.threshold, v.value)))
                     .collect()
             })
             .unwrap_or_default();
@@ -180,7 +183,7 @@ pub fn answer_text(key: &str, slos: &[Slo], search: &Search, probes: &[Probe], f
             None => format!("no probe of {key} finished, so there is no answer"),
         },
         Some(best) => {
-            let values = verdict_at(best).map(|v| v.values(slos)).unwrap_or_default();
+            let values = verdict_at(best).map(slo::values_text).unwrap_or_default();
             let mut s = format!("highest {key} meeting {all}: {} ({values})", number_text(best));
             match answer.lowest_fail {
                 Some(f) => s.push_str(&format!("; {}", fail_text(f))),

@@ -2,7 +2,7 @@
 
 use super::{MOONCAKE_BLOCK_TOKENS, load, sample, split_csv};
 use crate::datasets::multi_turn::shared_prefix_len;
-use crate::testutil::{TempDir, qwen3, testdata};
+use crate::testutil::{qwen3, testdata};
 
 fn burstgpt() -> std::path::PathBuf {
     testdata().join("datasets/burstgpt_small.csv")
@@ -62,7 +62,7 @@ fn mooncake_hash_ids_become_shared_prefixes() {
 
 #[test]
 fn a_trace_without_the_needed_columns_names_them() {
-    let tmp = TempDir::new("trace-bad");
+    let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("t.csv");
     std::fs::write(&p, "when,in,out\n1,2,3\n").unwrap();
     let err = load(&p).unwrap_err().to_string();

@@ -1,4 +1,5 @@
-//! The values that go into the store and come out of it.
+//! Runs as the store holds them: the values that go into the store and come out of it, and
+//! the ways commands name runs.
 
 use std::fmt;
 use std::str::FromStr;

@@ -5,27 +5,27 @@
 //! turn followed by the answer the server actually generated for it, then the new user turn.
 //! Contents are plain strings, as vLLM's multi-turn benchmark sends them.
 //!
-//! Prompt tokens and prefix shares are counted after the run ([`count_turns`]), never between
-//! turns, so tokenizing neither delays a turn nor competes with the measurement for the CPU.
+//! Prompt tokens and prefix shares are counted after the run ([`count_turns`], called by
+//! [`crate::accounting::account`]), never between turns, so tokenizing neither delays a turn nor competes with the measurement for the CPU.
 //! The shares are rebuilt from the plan and the recorded answers, which are exactly what was
 //! sent:
 //! - with a tokenizer, exactly: the turn's prompt is the chat template rendered with the
 //!   generation prompt (the contents joined by newlines when the tokenizer has no template,
 //!   as the workload crate counts them); its share is the length of the common token prefix
 //!   of that prompt and the previous turn's prompt followed by its answer
-//!   ([`servebench_workload::turn_prefix_share`]'s definition). `prompt_tokens_client` is
-//!   set to the prompt's count ([`servebench_workload::chat_prompt_tokens`]'s definition).
+//!   ([`crate::turn_prefix_share`]'s definition). `prompt_tokens_client` is
+//!   set to the prompt's count ([`crate::chat_prompt_tokens`]'s definition).
 //! - without one, estimated from text: the fraction of the prompt's bytes (contents joined by
 //!   newlines) that the previous prompt and answer already had, times the server's
 //!   `usage.prompt_tokens` for the turn; when the server sent no usage, the shared bytes at
-//!   four per token ([`servebench_workload::datasets::multi_turn::estimate_prefix_share`]).
+//!   four per token ([`crate::datasets::multi_turn::estimate_prefix_share`]).
 //!   `prompt_tokens_client` stays unset (the plan's counts are estimates too).
 
+use crate::datasets::multi_turn::{estimate_prefix_share, prompt_text};
+use crate::{Tokenizer, WorkloadError, shared_prefix_len};
 use serde_json::{Value, json};
 use servebench_core::plan::ConversationPlan;
 use servebench_core::record::RequestRecord;
-use servebench_workload::datasets::multi_turn::{estimate_prefix_share, prompt_text};
-use servebench_workload::{Tokenizer, WorkloadError, shared_prefix_len};
 
 /// The growing `messages` array of one conversation.
 #[derive(Clone, Debug)]
@@ -57,7 +57,7 @@ impl History {
         }
     }
 
-    /// The `messages` array, ready for [`servebench_workload::BodyBuilder::messages`].
+    /// The `messages` array, ready for [`crate::BodyBuilder::messages`].
     pub fn messages(&self) -> &Value {
         &self.messages
     }
@@ -240,19 +240,10 @@ fn set_share(rec: &mut RequestRecord, share: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::qwen3;
+    use crate::{chat_prompt_tokens, turn_prefix_share};
     use servebench_core::plan::TurnPlan;
     use servebench_core::record::{Failure, FailureKind, TurnRef, Usage};
-    use servebench_workload::{chat_prompt_tokens, turn_prefix_share};
-    use std::path::Path;
-    use std::sync::OnceLock;
-
-    fn qwen3() -> &'static Tokenizer {
-        static TOK: OnceLock<Tokenizer> = OnceLock::new();
-        TOK.get_or_init(|| {
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/tokenizers/qwen3");
-            Tokenizer::load(dir.to_str().unwrap()).expect("the committed Qwen3 tokenizer loads")
-        })
-    }
 
     fn conversation(id: u32, system: Option<&str>, users: &[&str]) -> ConversationPlan {
         ConversationPlan {

@@ -1,0 +1,314 @@
+//! The numbers a threshold can name: a statistic of a latency or a count or rate of a run, with
+//! its key, label, unit and value in a [`Summary`].
+
+use std::hash::{Hash, Hasher};
+
+use crate::config::Metric;
+use crate::metrics::Summary;
+
+/// The latency metrics a threshold can name and a comparison shows, in vLLM's order.
+pub const LATENCIES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+
+/// A statistic of a latency distribution.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stat {
+    Mean,
+    Median,
+    /// A percentile, 0 to 100.
+    Percentile(f64),
+}
+
+// Percentiles come from the parser (finite, 0 to 100) or from constants, never NaN.
+impl Eq for Stat {}
+
+impl Hash for Stat {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match *self {
+            Stat::Mean => 0u8.hash(state),
+            Stat::Median => 1u8.hash(state),
+            Stat::Percentile(p) => {
+                2u8.hash(state);
+                // `+ 0.0` folds -0 into 0, which compare equal.
+                (p + 0.0).to_bits().hash(state);
+            }
+        }
+    }
+}
+
+impl Stat {
+    /// The 99th percentile.
+    pub const P99: Stat = Stat::Percentile(99.0);
+
+    /// The statistics a comparison shows for each latency.
+    pub const ALL: [Stat; 3] = [Stat::Mean, Stat::Median, Stat::P99];
+
+    /// As in vLLM's JSON keys: `mean`, `median`, `p99`, `p99.9`.
+    pub fn key(self) -> String {
+        match self {
+            Stat::Mean => "mean".into(),
+            Stat::Median => "median".into(),
+            Stat::Percentile(p) => format!("p{}", number_text(p)),
+        }
+    }
+
+    /// `Mean`, `Median`, `P99`.
+    pub fn label(self) -> String {
+        match self {
+            Stat::Mean => "Mean".into(),
+            Stat::Median => "Median".into(),
+            Stat::Percentile(p) => format!("P{}", number_text(p)),
+        }
+    }
+
+    /// Reads a [`Stat::key`]: `mean`, `median` or `pN` with N from 0 to 100.
+    pub fn from_key(key: &str) -> Option<Stat> {
+        match key {
+            "mean" => Some(Stat::Mean),
+            "median" => Some(Stat::Median),
+            p => {
+                let p: f64 = p.strip_prefix('p')?.parse().ok()?;
+                (0.0..=100.0).contains(&p).then_some(Stat::Percentile(p + 0.0))
+            }
+        }
+    }
+}
+
+/// The short upper-case name of a latency metric.
+pub fn metric_name(metric: Metric) -> &'static str {
+    match metric {
+        Metric::Ttft => "TTFT",
+        Metric::Tpot => "TPOT",
+        Metric::Itl => "ITL",
+        Metric::E2el => "E2EL",
+        Metric::ClientQueueTime => "client queue time",
+        Metric::E2elIncludingClientQueue => "E2EL with client queue",
+    }
+}
+
+/// One number of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Quantity {
+    /// Successful requests.
+    Completed,
+    /// Failed requests.
+    Failed,
+    /// Failed requests in percent of those sent.
+    FailedPct,
+    /// Requests per second.
+    RequestThroughput,
+    /// Output tokens per second.
+    OutputThroughput,
+    /// Input plus output tokens per second.
+    TotalTokenThroughput,
+    /// The most requests in flight at once: the exact count when the run has it, else vLLM's
+    /// per-second bucket count (which can exceed the concurrency cap).
+    PeakConcurrency,
+    /// A latency statistic, in milliseconds.
+    Latency(Stat, Metric),
+}
+
+impl Quantity {
+    /// The rows of a side-by-side comparison, in order.
+    pub fn key_rows() -> Vec<Quantity> {
+        let mut rows = vec![
+            Quantity::Completed,
+            Quantity::Failed,
+            Quantity::RequestThroughput,
+            Quantity::OutputThroughput,
+            Quantity::TotalTokenThroughput,
+        ];
+        for metric in LATENCIES {
+            rows.extend(Stat::ALL.map(|s| Quantity::Latency(s, metric)));
+        }
+        rows.push(Quantity::PeakConcurrency);
+        rows
+    }
+
+    /// Every quantity a comparison of two runs has (what `--fail-on` can check).
+    pub fn all() -> Vec<Quantity> {
+        let mut all = Quantity::key_rows();
+        all.insert(2, Quantity::FailedPct);
+        all
+    }
+
+    /// The key of thresholds and CSV headers: vLLM's JSON key where it has one.
+    pub fn key(self) -> String {
+        match self {
+            Quantity::Completed => "completed".into(),
+            Quantity::Failed => "failed".into(),
+            Quantity::FailedPct => "failed_pct".into(),
+            Quantity::RequestThroughput => "request_throughput".into(),
+            Quantity::OutputThroughput => "output_throughput".into(),
+            Quantity::TotalTokenThroughput => "total_token_throughput".into(),
+            Quantity::PeakConcurrency => "peak_concurrency".into(),
+            Quantity::Latency(s, m) => format!("{}_{}_ms", s.key(), m.key()),
+        }
+    }
+
+    /// Reads a [`Quantity::key`], a latency with any percentile included (`p99.9_e2el_ms`);
+    /// `None` for any other text.
+    pub fn from_key(key: &str) -> Option<Quantity> {
+        let fixed = [
+            Quantity::Completed,
+            Quantity::Failed,
+            Quantity::FailedPct,
+            Quantity::RequestThroughput,
+            Quantity::OutputThroughput,
+            Quantity::TotalTokenThroughput,
+            Quantity::PeakConcurrency,
+        ];
+        if let Some(q) = fixed.into_iter().find(|q| q.key() == key) {
+            return Some(q);
+        }
+        let (stat, metric) = key.strip_suffix("_ms")?.split_once('_')?;
+        let metric = LATENCIES.into_iter().find(|m| m.key() == metric)?;
+        Some(Quantity::Latency(Stat::from_key(stat)?, metric))
+    }
+
+    /// A label with the unit: `Median TTFT (ms)`.
+    pub fn label(self) -> String {
+        match self {
+            Quantity::Completed => "Successful requests".into(),
+            Quantity::Failed => "Failed requests".into(),
+            Quantity::FailedPct => "Failed requests (%)".into(),
+            Quantity::RequestThroughput => "Request throughput (req/s)".into(),
+            Quantity::OutputThroughput => "Output throughput (tok/s)".into(),
+            Quantity::TotalTokenThroughput => "Total token throughput (tok/s)".into(),
+            Quantity::PeakConcurrency => "Peak concurrency".into(),
+            Quantity::Latency(s, m) => format!("{} {} (ms)", s.label(), metric_name(m)),
+        }
+    }
+
+    /// The label without the unit: `median TTFT`, for sentences.
+    pub fn name(self) -> String {
+        match self {
+            Quantity::Latency(s, m) => format!("{} {}", s.key(), metric_name(m)),
+            other => {
+                let label = other.label();
+                let base = label.split(" (").next().unwrap_or(&label).to_string();
+                base.to_lowercase()
+            }
+        }
+    }
+
+    /// The unit as written after a number (empty for counts).
+    pub fn unit(self) -> &'static str {
+        match self {
+            Quantity::Completed | Quantity::Failed | Quantity::PeakConcurrency => "",
+            Quantity::FailedPct => "%",
+            Quantity::RequestThroughput => "req/s",
+            Quantity::OutputThroughput | Quantity::TotalTokenThroughput => "tok/s",
+            Quantity::Latency(..) => "ms",
+        }
+    }
+
+    /// Whether a larger value is the better one.
+    pub fn higher_is_better(self) -> bool {
+        matches!(
+            self,
+            Quantity::Completed
+                | Quantity::RequestThroughput
+                | Quantity::OutputThroughput
+                | Quantity::TotalTokenThroughput
+        )
+    }
+
+    /// Whether the value is a count, printed without decimals.
+    pub fn is_count(self) -> bool {
+        matches!(self, Quantity::Completed | Quantity::Failed | Quantity::PeakConcurrency)
+    }
+
+    /// The value in a run's summary, when it has it.
+    pub fn value(self, s: &Summary) -> Option<f64> {
+        match self {
+            Quantity::Completed => Some(s.completed as f64),
+            Quantity::Failed => s.failed.map(|f| f as f64),
+            Quantity::FailedPct => failed_pct(s.completed, s.failed?),
+            Quantity::RequestThroughput => Some(s.request_throughput),
+            Quantity::OutputThroughput => s.output_throughput,
+            Quantity::TotalTokenThroughput => s.total_token_throughput,
+            Quantity::PeakConcurrency => {
+                s.peak_concurrent_requests.or(s.vllm_max_concurrent_requests).map(|p| p as f64)
+            }
+            Quantity::Latency(stat, metric) => {
+                let m = s.metric(metric)?;
+                match stat {
+                    Stat::Mean => Some(m.mean_ms),
+                    Stat::Median => Some(m.median_ms),
+                    Stat::Percentile(p) => m.percentile(p),
+                }
+            }
+        }
+    }
+
+    /// The value as a table shows it: counts whole, everything else with two decimals (as
+    /// vLLM prints them).
+    pub fn format(self, value: f64) -> String {
+        if self.is_count() { format!("{value:.0}") } else { format!("{value:.2}") }
+    }
+
+    /// The value with its unit: `124.81 tok/s`, `20`, `2.50 %`.
+    pub fn format_with_unit(self, value: f64) -> String {
+        match self.unit() {
+            "" => self.format(value),
+            unit => format!("{} {unit}", self.format(value)),
+        }
+    }
+}
+
+/// Failed requests in percent of those sent (`completed + failed`); `None` when none was sent.
+pub fn failed_pct(completed: u64, failed: u64) -> Option<f64> {
+    let sent = completed.saturating_add(failed);
+    (sent > 0).then(|| failed as f64 * 100.0 / sent as f64)
+}
+
+/// A number as flags and keys write it: whole numbers without a fraction, `inf` for infinity.
+pub fn number_text(x: f64) -> String {
+    if x.is_infinite() {
+        "inf".into()
+    } else if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_read_back_and_follow_vllms_json() {
+        for q in Quantity::all() {
+            assert_eq!(Quantity::from_key(&q.key()), Some(q), "{q:?}");
+        }
+        assert_eq!(Quantity::Latency(Stat::P99, Metric::Ttft).key(), "p99_ttft_ms");
+        assert_eq!(Quantity::Latency(Stat::Median, Metric::E2el).label(), "Median E2EL (ms)");
+        assert_eq!(Quantity::Latency(Stat::Median, Metric::Tpot).name(), "median TPOT");
+        assert_eq!(Quantity::OutputThroughput.name(), "output throughput");
+        assert_eq!(Quantity::from_key("p99.9_e2el_ms"), Some(Quantity::Latency(Stat::Percentile(99.9), Metric::E2el)));
+        assert_eq!(Quantity::from_key("p99.0_ttft_ms"), Some(Quantity::Latency(Stat::P99, Metric::Ttft)));
+        for bad in ["p101_ttft_ms", "p99_client_queue_time_ms", "p99_ttft", "ttft", "pnan_ttft_ms", ""] {
+            assert_eq!(Quantity::from_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn values_come_from_the_summary() {
+        let s = Summary {
+            completed: 20,
+            failed: Some(0),
+            output_throughput: Some(39.75),
+            vllm_max_concurrent_requests: Some(8),
+            ..Summary::default()
+        };
+        assert_eq!(Quantity::OutputThroughput.value(&s), Some(39.75));
+        assert_eq!(Quantity::Latency(Stat::Median, Metric::E2el).value(&s), None);
+        assert_eq!(Quantity::FailedPct.value(&s), Some(0.0));
+        assert_eq!(Quantity::PeakConcurrency.value(&s), Some(8.0));
+        assert_eq!(Quantity::Completed.format(20.0), "20");
+        assert_eq!(Quantity::OutputThroughput.format_with_unit(39.75), "39.75 tok/s");
+        assert_eq!(number_text(2.0), "2");
+        assert_eq!(number_text(99.9), "99.9");
+    }
+}

@@ -253,7 +253,7 @@ fn sim_fit_writes_a_profile_that_predict_accepts() {
         profile.to_str().unwrap(),
         dir.path().join("m.json").to_str().unwrap(),
     ]);
-    assert!(out.contains("m.json") && out.contains("Fitting alpha-api-ms, eta-f-prefill.bf16"), "{out}");
+    assert!(out.contains("m.json") && out.contains("Fitting alpha-api-ms, gemm-eff.bf16"), "{out}");
 }
 
 /// The store's copy of reference report 000: eleven models on a `dgx-spark`, one block each.
@@ -345,4 +345,48 @@ fn bad_input_errors_say_what_to_do() {
     let err = fit(&["/nonexistent/result.json"]);
     assert!(err.contains("/nonexistent/result.json"), "{err}");
     assert!(!out.exists());
+}
+
+/// `sim validate` in-process on a measurement table: errors per metric with the presets, a file
+/// it cannot read skipped with the reason, a result it cannot map skipped with the reason,
+/// held-out folds with in-sample errors beside them, and `--fail-above` as the exit status.
+#[test]
+fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = serde_json::json!([
+        {"hw": "h100", "tp": 8, "isl": 1024, "osl": 128, "conc": 4, "mean_ttft": 0.034, "mean_tpot": 0.0037,
+         "output_tput_per_gpu": 130.0},
+        {"hw": "h100", "tp": 4, "isl": 1024, "osl": 128, "conc": 8, "mean_ttft": 0.048, "mean_tpot": 0.0049,
+         "output_tput_per_gpu": 400.0},
+        {"hw": "no-such-gpu", "tp": 1, "isl": 1024, "osl": 128, "conc": 4, "mean_ttft": 0.05},
+    ]);
+    let table = dir.path().join("rows.json");
+    std::fs::write(&table, rows.to_string()).unwrap();
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "[{\"oops\": ").unwrap();
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b"];
+        argv.extend_from_slice(extra);
+        argv.push(table.to_str().unwrap());
+        argv.push(broken.to_str().unwrap());
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+        let mut out = Vec::new();
+        let code = commands::sim_validate::run(&args, &mut out).unwrap();
+        (code, String::from_utf8(out).unwrap())
+    };
+    let (code, out) = run(&["--points"]);
+    assert_eq!(code, std::process::ExitCode::SUCCESS, "{out}");
+    assert!(out.contains("Validated 2 measured run(s), predicted with the presets"), "{out}");
+    assert!(out.contains("broken.json: line 1: not valid JSON"), "{out}");
+    assert!(out.contains("no-such-gpu") && out.contains("unknown hardware"), "{out}");
+    for metric in ["mean TTFT (ms)", "mean TPOT (ms)", "output tok/s"] {
+        assert_eq!(out.matches(metric).count(), 3, "{metric} in the point table and the summary:\n{out}");
+    }
+    let (code, out) = run(&["--fail-above", "0.001"]);
+    assert_eq!(code, std::process::ExitCode::from(1), "{out}");
+    assert!(out.contains("FAIL: a median error of"), "{out}");
+    let (_, out) = run(&["--leave-out", "tp", "--fit", "t0-ms", "--max-evals", "4"]);
+    assert!(out.contains("held out by tp") && out.contains("In-sample errors"), "{out}");
+    assert!(out.contains("tp=4") && out.contains("tp=8") && out.contains("t0-ms"), "{out}");
 }

@@ -94,15 +94,22 @@ async fn served_and_predicted(case: &Case) -> (Means, Means) {
     (served, predicted)
 }
 
+/// Served and predicted means agree within 5 %, or for latencies within 3 ms: the HTTP
+/// round trip and the pacer's wake-ups add a millisecond or two to every served first token,
+/// which is a large share of a 30 ms TTFT.
 fn assert_agree(served: &Means, predicted: &Means) {
-    for (name, s, p) in [
-        ("mean TTFT", served.ttft_ms, predicted.ttft_ms),
-        ("mean TPOT", served.tpot_ms, predicted.tpot_ms),
-        ("mean E2EL", served.e2el_ms, predicted.e2el_ms),
-        ("output throughput", served.output_tok_s, predicted.output_tok_s),
+    for (name, s, p, slack_ms) in [
+        ("mean TTFT", served.ttft_ms, predicted.ttft_ms, 3.0),
+        ("mean TPOT", served.tpot_ms, predicted.tpot_ms, 0.0),
+        ("mean E2EL", served.e2el_ms, predicted.e2el_ms, 3.0),
+        ("output throughput", served.output_tok_s, predicted.output_tok_s, 0.0),
     ] {
         let off = (s - p).abs() / p;
-        assert!(off <= 0.05, "{name}: served {s:.3}, predicted {p:.3} ({:.1} % apart)", off * 100.0);
+        assert!(
+            off <= 0.05 || (s - p).abs() <= slack_ms,
+            "{name}: served {s:.3}, predicted {p:.3} ({:.1} % apart)",
+            off * 100.0
+        );
     }
 }
 

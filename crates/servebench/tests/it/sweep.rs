@@ -311,7 +311,7 @@ fn the_reference_sweeps_reproduce_in_virtual_time_and_compare_and_report_render_
         "--sim-option",
         "graph-max-ctx=8192",
         "--sim-option",
-        "eager-ms=18",
+        "eager-layer-us=550",
         "--num-prompts",
         "1,2,4,8,16",
         "--random-input-len",

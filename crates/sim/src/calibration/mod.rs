@@ -22,7 +22,6 @@ pub use optimize::SearchOptions;
 pub use points::{FitMetric, Lengths, MeasuredPoint, PointWorkload, read_points};
 pub use select::{Selection, same_model, select_model};
 
-use crate::precision::ComputePrecision;
 use crate::profile::StackProfile;
 use crate::setup::SimSetup;
 use run::PreparedPoint;
@@ -86,8 +85,8 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     if setup.model.moe.is_some() {
         params.push(FitParam::TMoe);
     }
-    if linear != ComputePrecision::Bf16 && longest_prompt >= 4096 {
-        params.push(FitParam::GemmEff(ComputePrecision::Bf16));
+    if longest_prompt >= 4096 {
+        params.push(FitParam::AttnEff);
     }
     if setup.stack.eager_layer_us > 0.0 && (setup.stack.graph_max_ctx > 0 || setup.options.enforce_eager) {
         params.push(FitParam::EagerLayer);
@@ -167,6 +166,9 @@ pub struct FitResult {
 pub struct Calibrator {
     targets: Vec<Target>,
     prepared: Vec<PreparedPoint>,
+    /// How much the prior counts (1: as much as [`FitParam::prior_sigma`] says; less for a
+    /// stack known to be unlike the preset's).
+    prior_weight: f64,
 }
 
 impl Calibrator {
@@ -182,7 +184,13 @@ impl Calibrator {
                     .map_err(|message| CalibrationError::Input { path: t.point.label.clone(), message })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Calibrator { targets, prepared })
+        Ok(Calibrator { targets, prepared, prior_weight: 1.0 })
+    }
+
+    /// The same targets with the prior counted `weight` times (0 ignores it).
+    pub fn with_prior_weight(mut self, weight: f64) -> Self {
+        self.prior_weight = weight.max(0.0);
+        self
     }
 
     pub fn targets(&self) -> &[Target] {
@@ -227,7 +235,7 @@ impl Calibrator {
     fn objective(&self, subset: &[usize], params: &[FitParam], prior: &[f64], x: &[f64]) -> f64 {
         let values: Vec<(FitParam, f64)> = params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect();
         let data: f64 = self.residuals(subset, &values).iter().map(Residual::log_error).sum::<f64>() / MEASUREMENT_NOISE;
-        data + prior_penalty(params, prior, x)
+        data + self.prior_weight * prior_penalty(params, prior, x)
     }
 
     /// Fits `params` on the targets in `subset`: a bounded derivative-free search in log space
@@ -258,9 +266,10 @@ impl Calibrator {
         FitResult { values, estimates, profile, loss_start, loss, evaluations: m.evaluations + 1 + 2 * params.len() }
     }
 
-    /// Each fitted constant's uncertainty from the objective's curvature along it (a central
-    /// difference of 0.1 in ln units), and whether the data's share of the curvature beats
-    /// the prior's.
+    /// Each fitted constant's uncertainty: the data's Fisher information along it (the squared
+    /// sensitivities of the residuals' logs to the constant's log, over the noise², from a
+    /// central difference of 0.1) plus the prior's; the constant is determined by the data when
+    /// their information exceeds the prior's.
     fn estimates(
         &self,
         subset: &[usize],
@@ -270,7 +279,13 @@ impl Calibrator {
         (lo, hi): (&[f64], &[f64]),
     ) -> Vec<ParamEstimate> {
         let h = 0.1;
-        let at = self.objective(subset, params, prior, x);
+        let logs = |x: &[f64]| -> Vec<f64> {
+            let values: Vec<(FitParam, f64)> = params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect();
+            self.residuals(subset, &values)
+                .iter()
+                .map(|r| if r.simulated > 0.0 { (r.simulated / r.measured).ln() } else { -10.0 })
+                .collect()
+        };
         params
             .iter()
             .enumerate()
@@ -279,22 +294,20 @@ impl Calibrator {
                 let mut down = x.to_vec();
                 up[i] = (x[i] + h).min(hi[i]);
                 down[i] = (x[i] - h).max(lo[i]);
-                let span = (up[i] - down[i]) / 2.0;
-                let curvature = if span > 0.0 {
-                    let f_up = self.objective(subset, params, prior, &up);
-                    let f_down = self.objective(subset, params, prior, &down);
-                    ((f_up + f_down - 2.0 * at) / (span * span)).max(0.0)
+                let span = up[i] - down[i];
+                let information = if span > 0.0 {
+                    let (a, b) = (logs(&up), logs(&down));
+                    a.iter().zip(&b).map(|(u, d)| ((u - d) / span).powi(2)).sum::<f64>() / MEASUREMENT_NOISE.powi(2)
                 } else {
                     0.0
                 };
-                let prior_curvature = 1.0 / param.prior_sigma().powi(2);
-                let total = curvature.max(prior_curvature);
+                let prior_information = self.prior_weight / param.prior_sigma().powi(2);
                 ParamEstimate {
                     param,
                     prior: prior[i].exp(),
                     value: x[i].exp(),
-                    sigma_ln: 1.0 / total.sqrt(),
-                    determined: curvature - prior_curvature > prior_curvature,
+                    sigma_ln: 1.0 / (information + prior_information).max(1e-6).sqrt(),
+                    determined: information > prior_information,
                 }
             })
             .collect()

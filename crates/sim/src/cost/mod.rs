@@ -107,10 +107,14 @@ pub struct StepBreakdown {
     pub pipeline: f64,
     /// Routing cost of the MoE layers.
     pub moe_routing: f64,
-    /// Kernel launches of a step run without CUDA graphs, where they outlast the kernels.
+    /// Launches of a step run without CUDA graphs, where the small kernels do not cover them.
     pub eager: f64,
     pub total: f64,
 }
+
+/// Passes over a layer's activations by its small kernels (norms, residual adds, rotary
+/// embedding, activation function, quantisation), for when their launches stop showing.
+const ELEMENTWISE_PASSES: f64 = 10.0;
 
 /// The step model of this module with every per-step constant precomputed.
 #[derive(Clone, Debug, PartialEq)]
@@ -287,10 +291,15 @@ impl CostModel {
         }
         let pipeline = (self.pp - 1.0) * (self.pp_alpha_s + act_bytes / self.pp_beta);
         let moe_routing = self.moe_layers * self.t_moe_s;
-        // Without graphs the host launches every kernel; launches run ahead of the device, so
-        // only the part of the launch time the kernels do not cover shows.
+        // Without graphs the host launches every kernel. The few large products cover their own
+        // launches, but the many small kernels between them (norms, residual adds, rotary
+        // embedding, activations) finish before the next launch: their launches show, until
+        // the step has tokens enough that those kernels' own passes over the activations
+        // (about ten per layer) outlast them.
         let kernels = dense + experts + attention + lm_head + allreduce;
-        let eager = if self.eager(b) { (self.eager_layer_s * self.layers - kernels).max(0.0) } else { 0.0 };
+        let small_kernels = self.layers * ELEMENTWISE_PASSES * act_bytes / self.bandwidth;
+        let eager =
+            if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
         let total = fixed + kernels + pipeline + moe_routing + eager;
         StepBreakdown {
             fixed,

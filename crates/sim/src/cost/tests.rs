@@ -109,13 +109,14 @@ fn pipeline_stages_add_handoffs_and_run_in_sequence() {
 fn launches_are_paid_per_layer_only_beyond_the_graph_limits() {
     let c = model("Qwen/Qwen3-8B", "h100-sxm", &[("eager-layer-us", "500"), ("graph-max-ctx", "8192")]);
     assert_eq!(c.breakdown(&decode_batch(4, 100)).eager, 0.0);
-    // A long-context decode step: launches (18 ms) outlast the kernels, and show.
+    // A long-context decode step of four tokens: the small kernels' launches show in full
+    // (less a few microseconds of their own work).
     let long = c.breakdown(&decode_batch(4, 9000));
-    assert!(long.eager > 0.0);
-    let kernels = long.dense + long.experts + long.attention + long.lm_head + long.allreduce;
-    assert!((long.eager + kernels - 36.0 * 500e-6).abs() < 1e-12, "{long:?}");
-    // A long prefill keeps the device busy longer than the host takes to launch it.
-    assert_eq!(c.breakdown(&prefill(8192)).eager, 0.0);
+    assert!(long.eager > 0.99 * 36.0 * 500e-6 && long.eager <= 36.0 * 500e-6, "{long:?}");
+    // A long prefill's small kernels take longer than their launches where memory is slow.
+    let always = model("Qwen/Qwen3-8B", "dgx-spark", &[("eager-layer-us", "500"), ("enforce-eager", "true")]);
+    assert_eq!(always.breakdown(&prefill(8192)).eager, 0.0);
+    assert!(always.breakdown(&decode_batch(1, 10)).eager > 0.0);
 }
 
 fn any_model() -> impl Strategy<Value = CostModel> {

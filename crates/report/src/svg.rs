@@ -36,6 +36,8 @@ pub struct Line {
     pub points: Vec<(f64, f64)>,
     /// Draw a marker at each point (with its value on hover).
     pub markers: bool,
+    /// Uncertainty bands of predicted points, `(x, low, high)`: a vertical bar at `x`.
+    pub bands: Vec<(f64, f64, f64)>,
 }
 
 /// A line chart.
@@ -110,7 +112,10 @@ fn legend(out: &mut String, names: &[(String, &str)], top: f64, shape: &str) {
 pub fn line_chart(c: &LineChart) -> String {
     let lines: Vec<&Line> = c.lines.iter().filter(|l| !l.points.is_empty()).collect();
     let xs: Vec<f64> = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).collect();
-    let ys: Vec<f64> = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)).collect();
+    let ys: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1).chain(l.bands.iter().flat_map(|b| [b.1, b.2])))
+        .collect();
     let plot_bottom = HEIGHT - BOTTOM;
     let x = Mapper::new(&c.x, &xs, LEFT, WIDTH - LEGEND);
     let y = Mapper::new(&c.y, &ys, plot_bottom, TOP);
@@ -137,6 +142,17 @@ pub fn line_chart(c: &LineChart) -> String {
             "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" data-value=\"{0}\"><title>{0}</title></path>",
             html_escape(&line.name)
         );
+        for &(vx, lo, hi) in &line.bands {
+            let text = html_escape(&format!("{}: predicted range {lo:.2} to {hi:.2} {}", line.name, c.y_unit));
+            let _ = writeln!(
+                out,
+                "<line class=\"band\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1:.1}\" y2=\"{2:.1}\" stroke=\"{color}\" \
+                 stroke-width=\"6\" stroke-opacity=\"0.3\" data-value=\"{text}\"><title>{text}</title></line>",
+                x.map(vx),
+                y.map(lo),
+                y.map(hi)
+            );
+        }
         if line.markers {
             for &(vx, vy) in &line.points {
                 let x_text = match c.x_unit.strip_suffix('=') {
@@ -363,9 +379,10 @@ mod tests {
                     name: "seq_length=80".into(),
                     points: vec![(1.0, 18.75), (2.0, 27.28), (4.0, 53.18)],
                     markers: true,
+                    bands: vec![],
                 },
-                Line { name: "a <b>".into(), points: vec![(1.0, 5.0)], markers: true },
-                Line { name: "empty".into(), points: vec![], markers: true },
+                Line { name: "a <b>".into(), points: vec![(1.0, 5.0)], markers: true, bands: vec![] },
+                Line { name: "empty".into(), points: vec![], markers: true, bands: vec![] },
             ],
             x_unit: "num_prompts=".into(),
             y_unit: "tok/s".into(),

@@ -85,7 +85,7 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
         Axis { from_zero: false, ..axis.with_ticks(axis_values.clone()) }
     };
     let series_name = |name: &str| if name.is_empty() { "all runs".to_string() } else { name.to_string() };
-    let lines = |q: Quantity, scale: f64| -> Vec<Line> {
+    let lines = |q: Quantity, band: &str, scale: f64| -> Vec<Line> {
         sweep
             .series
             .iter()
@@ -97,11 +97,20 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
                     .filter_map(|&(x, i)| q.value(&runs[i].summary).map(|v| (x, v / scale)))
                     .collect(),
                 markers: true,
+                bands: s
+                    .points
+                    .iter()
+                    .filter_map(|&(x, i)| {
+                        let v = q.value(&runs[i].summary)? / scale;
+                        let [lo, hi] = prediction_errors(&runs[i], band)?;
+                        Some((x, v / (1.0 + hi), v / (1.0 + lo)))
+                    })
+                    .collect(),
             })
             .collect()
     };
     let x_unit = format!("{}=", sweep.axis);
-    let out_lines = lines(Quantity::OutputThroughput, 1.0);
+    let out_lines = lines(Quantity::OutputThroughput, "throughput", 1.0);
     out.push_str(&figure(
         svg::line_chart(&LineChart {
             id: "chart-output".into(),
@@ -114,10 +123,10 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
         }),
         &format!("Output tokens per second over each run, one line per series, against {}.", sweep.axis),
     ));
-    for (metric, id) in [(Metric::Ttft, "chart-ttft"), (Metric::Tpot, "chart-tpot")] {
+    for (metric, id, band) in [(Metric::Ttft, "chart-ttft", "ttft"), (Metric::Tpot, "chart-tpot", "tpot")] {
         let q = Quantity::Latency(Stat::Median, metric);
         let (scale, unit) = time_unit(runs.iter().filter_map(|r| q.value(&r.summary)));
-        let l = lines(q, scale);
+        let l = lines(q, band, scale);
         let name = metric_name(metric);
         let label = format!("Median {name} ({unit})");
         let values: Vec<f64> = l.iter().flat_map(|l| l.points.iter().map(|p| p.1)).collect();
@@ -138,6 +147,16 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
         ));
     }
     out
+}
+
+/// The 10th and 90th percentile relative errors a predicted run's device carries for `metric`
+/// (`ttft`, `tpot`, `throughput`), from the simulated setup kept with the run; `None` for a
+/// measured run.
+fn prediction_errors(run: &StoredRun, metric: &str) -> Option<[f64; 2]> {
+    let band = run.environment.as_ref()?.pointer(&format!("/simulated/hardware/uncertainty/{metric}"))?;
+    let pair = band.as_array()?;
+    let (lo, hi) = (pair.first()?.as_f64()?, pair.get(1)?.as_f64()?);
+    (lo > -1.0 && hi >= lo).then_some([lo, hi])
 }
 
 /// Up to 101 points of the empirical distribution function of `values`.
@@ -191,6 +210,7 @@ pub(super) fn distributions(runs: &[StoredRun], layout: &Layout) -> String {
                 name: layout.chart_name(runs[*i].row.id, *i),
                 points: cdf_points(s, scale),
                 markers: false,
+            bands: Vec::new(),
             })
             .collect();
         let xs: Vec<f64> = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).collect();

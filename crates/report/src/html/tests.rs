@@ -226,3 +226,27 @@ fn the_timeline_run_can_be_chosen() {
     let err = render(&mixed, &HtmlOptions { timeline_run: Some(1), ..options() }).unwrap_err();
     assert!(err.to_string().contains("it has no per-request records"), "{err}");
 }
+
+#[test]
+fn predicted_points_carry_their_band_and_measured_ones_none() {
+    // The 80-token sweep of 001, its first half marked as predicted on a device whose band is
+    // -10 % .. +25 %: those points get a band bar, the measured ones none.
+    let mut runs = reference_001_short();
+    let uncertainty = serde_json::json!({
+        "simulated": {"hardware": {"uncertainty": {
+            "source": "test", "ttft": [-0.1, 0.25], "tpot": [-0.1, 0.25], "throughput": [-0.1, 0.25]
+        }}}
+    });
+    for r in runs.iter_mut().take(6) {
+        r.environment = Some(uncertainty.clone());
+    }
+    let html = render(&runs, &options()).unwrap();
+    let chart = &html[html.find("id=\"chart-output\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("class=\"band\"").count(), 6, "{chart}");
+    // num_prompts=1 measured 10.7 tok/s (report 001): the band is 10.7/1.25 .. 10.7/0.9.
+    let first = runs.iter().find(|r| r.row.label("num_prompts") == Some("1")).unwrap();
+    let v = first.summary.output_throughput.unwrap();
+    let text = format!("predicted range {:.2} to {:.2} tok/s", v / 1.25, v / 0.9);
+    assert!(chart.contains(&text), "{text} not in {chart}");
+}

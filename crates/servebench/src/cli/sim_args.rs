@@ -146,8 +146,14 @@ pub struct SimValidateArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Runs of the run store to validate too: numbers, short ids or ranges (3-11),
+    /// comma-separated. Their labels (`model`, `hw`, `tp`, ...) say what they ran on.
+    #[arg(long, value_name = "RUNS", value_delimiter = ',')]
+    pub runs: Vec<servebench_store::RunSpec>,
+    #[command(flatten)]
+    pub db: super::store_args::DbArgs,
     /// Measured results: servebench or vLLM result JSON, vLLM console reports with their
     /// headings, or tables of rows with `isl`, `osl` and `conc` fields (InferenceX's format).
-    #[arg(value_name = "RESULT", required = true)]
+    #[arg(value_name = "RESULT", required_unless_present = "runs")]
     pub results: Vec<String>,
 }

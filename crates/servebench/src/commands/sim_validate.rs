@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use servebench_sim::Presets;
 use servebench_sim::calibration::validate::{self, Defaults, Split, Validation};
-use servebench_sim::calibration::{Calibrator, FitParam, Residual, SearchOptions, parse_param, residual_table};
+use servebench_sim::calibration::{
+    Calibrator, FitParam, MeasuredPoint, Residual, SearchOptions, parse_param, residual_table,
+};
 
 use crate::cli::sim_args::SimValidateArgs;
 
@@ -29,7 +31,17 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         profile: args.profile.as_ref().map(Into::into),
     };
     let paths: Vec<&Path> = args.results.iter().map(Path::new).collect();
-    let (points, mut skipped) = validate::read_all(&paths);
+    let (mut points, mut skipped) = validate::read_all(&paths);
+    if !args.runs.is_empty() {
+        let store = servebench_store::Store::open(&args.db.path()?)?;
+        for id in store.resolve_all(&args.runs)? {
+            let run = store.get_without_records(&servebench_store::RunRef::Id(id))?;
+            match point_of_run(&run) {
+                Ok(p) => points.push(p),
+                Err(reason) => skipped.push(validate::Skipped { label: format!("run {id}"), reason }),
+            }
+        }
+    }
     let (targets, unmapped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
     skipped.extend(unmapped);
     for s in &skipped {
@@ -70,6 +82,24 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A measured run of the store as a point: its workload rebuilt from its totals, its labels and
+/// model as the point's labels. Predictions are not measurements and are refused.
+fn point_of_run(run: &servebench_store::StoredRun) -> Result<MeasuredPoint, String> {
+    if run.row.kind == servebench_store::RunKind::Predict {
+        return Err("it is a prediction, not a measurement".into());
+    }
+    let mut p = MeasuredPoint::from_summary(format!("run {}", run.row.id), Vec::new(), &run.summary)?;
+    if let Some(model) = &run.row.model {
+        p.labels.push(("model".into(), model.clone()));
+    }
+    for (k, v) in &run.row.labels {
+        if k != "model" {
+            p.labels.push((k.clone(), v.clone()));
+        }
+    }
+    Ok(p)
 }
 
 fn print_text(

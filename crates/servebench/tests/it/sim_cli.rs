@@ -390,3 +390,34 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     assert!(out.contains("held out by tp") && out.contains("In-sample errors"), "{out}");
     assert!(out.contains("tp=4") && out.contains("tp=8") && out.contains("t0-ms"), "{out}");
 }
+
+/// `sim validate --runs` reads measured runs from the run store: report 000 imported, its eleven
+/// models validated against the DGX Spark run without graphs and the profile fitted to it.
+#[test]
+fn sim_validate_reads_runs_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let db = db.to_str().unwrap();
+    ok(&["import", "--db", db, &report_000()]);
+    let profile =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/profiles/dgx-spark-eager-ref-000.toml");
+    let out = ok(&[
+        "sim",
+        "validate",
+        "--db",
+        db,
+        "--runs",
+        "1-11",
+        "--hardware",
+        "dgx-spark",
+        "--option",
+        "enforce-eager=true",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--fail-above",
+        "25",
+    ]);
+    assert!(out.contains("Validated 11 measured run(s), predicted with the presets"), "{out}");
+    let (code, err) = fails(&["sim", "validate", "--db", db, "--runs", "12"]);
+    assert_eq!(code, 1, "{err}");
+}

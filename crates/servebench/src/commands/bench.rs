@@ -34,8 +34,19 @@ pub async fn serve(args: BenchServeArgs) -> anyhow::Result<ExitCode> {
     check_target(&args)?;
     let tokenizer = load_tokenizer(args.endpoint.request.tokenizer.as_deref())?;
     let outcome = run_point(&args, tokenizer, &Keep::new(RunKind::Bench), interrupted()).await?;
-    Ok(if outcome.is_some_and(|o| o.result.interrupted) { ExitCode::from(INTERRUPTED) } else { ExitCode::SUCCESS })
+    let Some(o) = outcome else { return Ok(ExitCode::SUCCESS) };
+    if o.result.interrupted {
+        return Ok(ExitCode::from(INTERRUPTED));
+    }
+    if o.summary.completed == 0 && o.summary.failed.unwrap_or(0) > 0 {
+        output::line("Every request failed (see the failures above): the run measured nothing; exit status 1.")?;
+        return Ok(ExitCode::from(ALL_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
 }
+
+/// Exit code of a run in which every request failed (vLLM exits 0 there; scripts should not).
+pub const ALL_FAILED: u8 = 1;
 
 /// `--sim`, checked against `--base-url`.
 pub fn check_target(args: &BenchServeArgs) -> anyhow::Result<Option<SimTarget>> {

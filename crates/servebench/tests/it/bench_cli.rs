@@ -87,6 +87,32 @@ async fn failed_requests_are_listed_counted_and_the_report_still_printed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_which_every_request_failed_exits_non_zero() {
+    let server =
+        TestServer::start(TestServerConfig::new(3, |_| Script { status: 503, ..quick(4) })).await.unwrap();
+    let out = servebench(args(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "test-model",
+        "--num-prompts",
+        "3",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--no-store",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("Failed requests:                         3         \n"), "{stdout}");
+    assert!(stdout.contains("Every request failed"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_model_the_first_served_model_is_used() {
     let server = TestServer::start(TestServerConfig::new(2, |_| quick(3))).await.unwrap();
     let out = servebench(args(&[

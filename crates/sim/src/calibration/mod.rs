@@ -220,8 +220,29 @@ impl Calibrator {
     }
 
     /// Residuals of the targets in `subset` with `values` applied.
+    /// The points are simulated on every core (each prediction is independent and
+    /// deterministic, so the result does not depend on how they are spread).
     pub fn residuals(&self, subset: &[usize], values: &[(FitParam, f64)]) -> Vec<Residual> {
-        subset.iter().flat_map(|&i| self.simulate(i, values)).collect()
+        let threads = std::thread::available_parallelism().map_or(1, usize::from).min(subset.len()).max(1);
+        if threads == 1 {
+            return subset.iter().flat_map(|&i| self.simulate(i, values)).collect();
+        }
+        // Interleaved shares even out points of very different sizes.
+        let mut per_point: Vec<(usize, Vec<Residual>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    scope.spawn(move || {
+                        (t..subset.len())
+                            .step_by(threads)
+                            .map(|k| (k, self.simulate(subset[k], values)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        });
+        per_point.sort_by_key(|(k, _)| *k);
+        per_point.into_iter().flat_map(|(_, r)| r).collect()
     }
 
     /// The fit's loss: mean `|ln(sim/meas)|` over every metric of `subset`.

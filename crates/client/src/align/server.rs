@@ -221,12 +221,7 @@ impl HttpServer {
 
 /// `tokens` as ids, if the answer has such a list.
 fn token_list(answer: &Value) -> Option<Vec<u32>> {
-    answer
-        .get("tokens")?
-        .as_array()?
-        .iter()
-        .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
-        .collect()
+    answer.get("tokens")?.as_array()?.iter().map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok())).collect()
 }
 
 /// The beginning of an answer, for messages.

@@ -94,7 +94,14 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        Self { host: "127.0.0.1".into(), port: 0, served_model_name: None, tokenizer: None, seed: 0, dialect: Dialect::Vllm }
+        Self {
+            host: "127.0.0.1".into(),
+            port: 0,
+            served_model_name: None,
+            tokenizer: None,
+            seed: 0,
+            dialect: Dialect::Vllm,
+        }
     }
 }
 

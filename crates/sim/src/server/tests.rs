@@ -294,7 +294,8 @@ async fn llama_cpp_dialect_speaks_its_tokenize_schema_usage_placement_and_closes
     let (status, _, body) = call(&app, "POST", "/tokenize", Some(json!({"model": "x", "prompt": text}))).await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, r#"{"tokens":[]}"#));
     let (_, _, body) = call(&app, "POST", "/tokenize", Some(json!({"content": text}))).await;
-    let ids: Vec<u32> = serde_json::from_value(serde_json::from_str::<Value>(&body).unwrap()["tokens"].clone()).unwrap();
+    let ids: Vec<u32> =
+        serde_json::from_value(serde_json::from_str::<Value>(&body).unwrap()["tokens"].clone()).unwrap();
     assert_eq!(ids, tok.encode(text, false).unwrap());
     let (_, _, body) = call(&app, "POST", "/detokenize", Some(json!({"tokens": ids}))).await;
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"content": text}));
@@ -329,7 +330,8 @@ async fn sglang_dialect_detokenizes_to_text_and_serves_v1_tokenize() {
         ServerOptions { tokenizer: Some(Arc::clone(&tok)), dialect: Dialect::Sglang, ..ServerOptions::default() };
     let app = app_with(&setup(&[]), options);
     for path in ["/tokenize", "/v1/tokenize"] {
-        let (status, _, body) = call(&app, "POST", path, Some(json!({"prompt": "one two", "add_special_tokens": false}))).await;
+        let (status, _, body) =
+            call(&app, "POST", path, Some(json!({"prompt": "one two", "add_special_tokens": false}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let v: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["count"], 2);

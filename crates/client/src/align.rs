@@ -3,10 +3,11 @@
 //!
 //! Only `random` and `prefix_repetition` plans of single text prompts are aligned, once, right
 //! after they are built (a replayed plan is sent exactly as written: the caller does not call
-//! this for it). Request 0's prompt goes to `POST {base_url}/tokenize` as
-//! `{"model", "prompt", "add_special_tokens": false}`:
+//! this for it). Request 0's prompt goes to `POST {base_url}/tokenize` in the server's own
+//! schema (vLLM's, SGLang's or llama.cpp's, from `--backend` or detected: see `align/server.rs`):
 //! - no answer: vLLM's `WARNING: {base_url} unreachable (...)` or `WARNING: /tokenize
-//!   unavailable (404 Not Found), skipping alignment.`, and nothing changes;
+//!   unavailable (404 Not Found), skipping alignment.`, and nothing changes; so does an answer
+//!   in no schema the client reads (one `WARNING: /tokenize unavailable (...)` line saying so);
 //! - with a local tokenizer (vLLM's behaviour): if the server counts request 0 as the tokenizer
 //!   does, nothing changes; otherwise `WARNING: tokenizer mismatch (server=a, expected=b),
 //!   re-aligning prompts.`, every prompt is tokenized by the server, and each with more tokens
@@ -20,21 +21,24 @@
 //!   plan's counts become the server's ([`TokenCounting::Server`]), each with what the server
 //!   adds around a prompt (special tokens, chat template), measured once on request 0.
 //!
-//! The same headers as the run go with every call. At most [`CONCURRENCY`] calls are in flight
-//! (vLLM's semaphore), and once a call gets no answer at all (refused, timed out) no more are
-//! made. Only the bodies of prompts that changed are rebuilt, by the run's body builder, so every
-//! other byte stays as planned. Nothing here is timed: it all happens before the clock starts.
+//! The same headers as the run go with every call. At most the run's `--max-concurrency` calls
+//! are in flight ([`DEFAULT_CONCURRENCY`] without one, never more than vLLM's [`CONCURRENCY`]),
+//! on as many pooled connections, so a server with a few HTTP threads that keeps idle
+//! connections open is not left holding them; once a call gets no answer at all (refused, timed
+//! out) no more are made, and after [`BUDGET`] the alignment stops with a line saying so and the
+//! run goes on. A line every few seconds shows progress while it lasts, and one at the end says
+//! how long it took. Only the bodies of prompts that changed are rebuilt, by the run's body
+//! builder, so every other byte stays as planned. Nothing here is timed: it all happens before
+//! the clock starts.
+
+mod server;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::{Method, StatusCode, Uri};
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use http::StatusCode;
+use serde_json::Value;
 use servebench_core::config::{Api, RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, TokenCounting};
 use servebench_workload::plan::ESTIMATE_NOTE;
@@ -42,18 +46,23 @@ use servebench_workload::prompts::{filler_words, raw_lengths};
 use servebench_workload::{BodyBuilder, PlanPrompts, PromptEdit, Tokenizer};
 use tokio::task::JoinSet;
 
-use crate::http::{HttpClient, HttpError, SendError, request_headers};
+use crate::http::{HttpError, SendError, request_headers};
 use crate::runner::Logger;
-use crate::server_info::{InfoError, call};
+use crate::server_info::InfoError;
+pub use server::{BUDGET, Dialect};
+use server::{HttpServer, TIMEOUT};
 
 /// The most calls in flight at once (vLLM's `asyncio.Semaphore(64)`).
 pub const CONCURRENCY: usize = 64;
+/// Calls in flight at once when the run has no `--max-concurrency`: few enough for a server
+/// with a handful of HTTP threads (llama.cpp's default is its slots + 2).
+pub const DEFAULT_CONCURRENCY: usize = 4;
+/// How often a line shows the progress of a long alignment.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// The most cut-or-lengthen rounds per prompt without a local tokenizer.
 pub const MAX_ROUNDS: usize = 10;
 /// The end of vLLM's warning when request 0 cannot be tokenized by the server.
 pub const SKIPPING: &str = "skipping alignment.";
-/// How long one call may take.
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the alignment did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,7 +93,7 @@ pub enum AlignError {
     Send { url: String, source: SendError },
     #[error("POST {url}: no answer within {} s", TIMEOUT.as_secs())]
     Timeout { url: String },
-    #[error("POST {url}: HTTP {status}; the server may not offer vLLM's /tokenize and /detokenize")]
+    #[error("POST {url}: HTTP {status}; the server may not offer /tokenize and /detokenize")]
     Status { url: String, status: StatusCode },
     #[error("POST {url}: the response broke off: {source}")]
     Body { url: String, source: hyper::Error },
@@ -92,6 +101,8 @@ pub enum AlignError {
     Format { url: String, reason: String },
     #[error("POST {url}: not sent, as an earlier call got no answer")]
     GaveUp { url: String },
+    #[error("POST {url}: not finished within the alignment's {} s budget", budget.as_secs_f64())]
+    OutOfTime { url: String, budget: Duration },
 }
 
 impl From<InfoError> for AlignError {
@@ -121,13 +132,47 @@ pub async fn align_prompts(
         return Alignment::NotApplicable;
     }
     let t = &config.target;
-    match HttpServer::new(&t.base_url, &t.model_name, &request_headers(&t.headers, api_key), t.insecure) {
-        Ok(server) => align_with(Arc::new(server), plan, config, tokenizer, log).await,
+    let headers = request_headers(&t.headers, api_key);
+    let dialect = Dialect::of_backend(t.backend);
+    let pool = concurrency(config);
+    let server = match HttpServer::new(&t.base_url, &t.model_name, &headers, t.insecure, pool, dialect, log.clone()) {
+        Ok(server) => Arc::new(server),
         Err(e) => {
             log(&unavailable(&e, &t.base_url));
-            Alignment::Unavailable
+            return Alignment::Unavailable;
         }
+    };
+    let started = Instant::now();
+    let outcome = {
+        let work = align_with(Arc::clone(&server), plan, config, tokenizer, log);
+        tokio::pin!(work);
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            tokio::select! {
+                outcome = &mut work => break outcome,
+                _ = ticks.tick() => log(&format!(
+                    "Aligning prompts to the server's tokenizer: {} calls in {:.0} s (at most {} s)...",
+                    server.calls(),
+                    started.elapsed().as_secs_f64(),
+                    BUDGET.as_secs(),
+                )),
+            }
+        }
+    };
+    if matches!(outcome, Alignment::Realigned { .. } | Alignment::Fitted { .. }) {
+        let schema = server.dialect().unwrap_or(Dialect::Vllm).label();
+        log(&format!(
+            "Prompt alignment took {:.2} s: {} calls in {schema} schema, at most {pool} at a time.",
+            started.elapsed().as_secs_f64(),
+            server.calls(),
+        ));
     }
+    outcome
+}
+
+/// How many alignment calls may be in flight: the run's concurrency, or a few.
+fn concurrency(config: &RunConfig) -> usize {
+    config.traffic.max_concurrency.unwrap_or(DEFAULT_CONCURRENCY).clamp(1, CONCURRENCY)
 }
 
 /// vLLM's warning when request 0 could not be tokenized: the server unreachable, or
@@ -136,7 +181,7 @@ fn unavailable(e: &AlignError, base_url: &str) -> String {
     let base = base_url.trim_end_matches('/');
     match e {
         AlignError::Send { source, .. } => format!("WARNING: {base} unreachable ({source}), {SKIPPING}"),
-        AlignError::Timeout { .. } | AlignError::GaveUp { .. } => {
+        AlignError::Timeout { .. } | AlignError::GaveUp { .. } | AlignError::OutOfTime { .. } => {
             format!("WARNING: {base} unreachable (no answer), {SKIPPING}")
         }
         AlignError::Status { status, .. } => format!("WARNING: /tokenize unavailable ({status}), {SKIPPING}"),
@@ -157,7 +202,7 @@ fn applies(plan: &Plan, config: &RunConfig, tokenizer: Option<&Tokenizer>) -> bo
         }
 }
 
-/// What alignment asks of a server: vLLM's `/tokenize` and `/detokenize`.
+/// What alignment asks of a server: its `/tokenize` and `/detokenize`.
 pub(crate) trait TokenServer: Send + Sync + 'static {
     /// The ids of a text prompt, with or without the special tokens the server adds.
     fn tokenize(
@@ -170,6 +215,10 @@ pub(crate) trait TokenServer: Send + Sync + 'static {
     fn tokenize_chat(&self, messages: &Value) -> impl Future<Output = Result<usize, AlignError>> + Send;
     /// The text of `tokens`.
     fn detokenize(&self, tokens: &[u32]) -> impl Future<Output = Result<String, AlignError>> + Send;
+    /// A line saying why calls stopped being made before the end (the time budget), if so.
+    fn stopped(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The alignment against `server`, for a plan that [`applies`].
@@ -200,13 +249,16 @@ pub(crate) async fn align_with<S: TokenServer>(
                 return Alignment::Agreed;
             }
             log(&mismatch(first.len(), expected as usize));
-            realign(&server, plan, &bodies, tok, texts).await
+            realign(&server, plan, &bodies, tok, texts, concurrency(config)).await
         }
         _ => fit_all(&server, plan, config, &bodies, texts, first, log).await,
     };
     let note = summary(&outcome, plan, base);
     log(&note);
     plan.notes.push(note);
+    if let Some(line) = server.stopped() {
+        log(&line);
+    }
     outcome
 }
 
@@ -222,11 +274,12 @@ async fn realign<S: TokenServer>(
     bodies: &BodyBuilder,
     tok: &Tokenizer,
     texts: Vec<String>,
+    limit: usize,
 ) -> Alignment {
     let n = texts.len();
     let Ok(targets) = raw_lengths(tok, &texts) else { return Alignment::Realigned { cut: 0, failed: n } };
     let items: Vec<(String, usize)> = texts.into_iter().zip(targets.into_iter().map(|t| t as usize)).collect();
-    let results = each(server, items, |server, _, (text, target)| async move {
+    let results = each(server, items, limit, |server, _, (text, target)| async move {
         let ids = server.tokenize(&text, false).await?;
         if ids.len() <= target {
             return Ok(None);
@@ -284,9 +337,10 @@ async fn fit_all<S: TokenServer>(
     let mut known = Some(first);
     let items: Vec<(String, usize, Option<Vec<u32>>)> =
         texts.into_iter().zip(&targets).map(|(text, &target)| (text, target, known.take())).collect();
-    let results =
-        each(server, items, |server, i, (text, target, ids)| async move { fit(&*server, i, text, target, ids).await })
-            .await;
+    let results = each(server, items, concurrency(config), |server, i, (text, target, ids)| async move {
+        fit(&*server, i, text, target, ids).await
+    })
+    .await;
 
     let (mut edits, mut off, mut uncounted) = (Vec::new(), 0, 0);
     for (position, r) in results.into_iter().enumerate() {
@@ -407,9 +461,9 @@ fn summary(outcome: &Alignment, plan: &Plan, base: &str) -> String {
     }
 }
 
-/// Runs `f` on every item, at most [`CONCURRENCY`] at a time; the results in item order, `None`
-/// for a task that did not finish (it panicked).
-async fn each<S, T, R, F, Fut>(server: &Arc<S>, items: Vec<T>, f: F) -> Vec<Option<R>>
+/// Runs `f` on every item, at most `limit` at a time; the results in item order, `None` for a
+/// task that did not finish (it panicked).
+async fn each<S, T, R, F, Fut>(server: &Arc<S>, items: Vec<T>, limit: usize, f: F) -> Vec<Option<R>>
 where
     S: TokenServer,
     T: Send + 'static,
@@ -421,7 +475,7 @@ where
     let mut pending = items.into_iter().enumerate();
     let mut set = JoinSet::new();
     loop {
-        while set.len() < CONCURRENCY {
+        while set.len() < limit.max(1) {
             let Some((i, item)) = pending.next() else { break };
             let task = f(Arc::clone(server), i, item);
             set.spawn(async move { (i, task.await) });
@@ -433,74 +487,6 @@ where
         }
     }
     out
-}
-
-/// vLLM's `/tokenize` and `/detokenize` over HTTP, with the run's headers.
-struct HttpServer {
-    client: HttpClient,
-    model: String,
-    tokenize: (String, Uri),
-    detokenize: (String, Uri),
-    /// Set once a call got no answer: later calls are not made.
-    gave_up: AtomicBool,
-}
-
-impl HttpServer {
-    fn new(base_url: &str, model: &str, headers: &[(String, String)], insecure: bool) -> Result<Self, AlignError> {
-        let base = base_url.trim_end_matches('/');
-        let (tok_url, detok_url) = (format!("{base}/tokenize"), format!("{base}/detokenize"));
-        let client = HttpClient::new(&tok_url, headers, CONCURRENCY, insecure)?;
-        Ok(Self {
-            model: model.to_string(),
-            tokenize: (tok_url.clone(), client.target(&tok_url)?),
-            detokenize: (detok_url.clone(), client.target(&detok_url)?),
-            client,
-            gave_up: AtomicBool::new(false),
-        })
-    }
-
-    async fn post<T: DeserializeOwned>(&self, (url, target): &(String, Uri), body: &Value) -> Result<T, AlignError> {
-        if self.gave_up.load(Ordering::Relaxed) {
-            return Err(AlignError::GaveUp { url: url.clone() });
-        }
-        let body = Some(Bytes::from(body.to_string()));
-        let text = call(&self.client, Method::POST, url, target, body, TIMEOUT)
-            .await
-            .map_err(AlignError::from)
-            .inspect_err(|e| {
-                if matches!(e, AlignError::Send { .. } | AlignError::Timeout { .. } | AlignError::Body { .. }) {
-                    self.gave_up.store(true, Ordering::Relaxed);
-                }
-            })?;
-        serde_json::from_str(&text).map_err(|e| AlignError::Format { url: url.clone(), reason: e.to_string() })
-    }
-}
-
-#[derive(Deserialize)]
-struct Tokens {
-    tokens: Vec<u32>,
-}
-
-#[derive(Deserialize)]
-struct Text {
-    prompt: String,
-}
-
-impl TokenServer for HttpServer {
-    async fn tokenize(&self, prompt: &str, add_special_tokens: bool) -> Result<Vec<u32>, AlignError> {
-        let body = json!({"model": self.model, "prompt": prompt, "add_special_tokens": add_special_tokens});
-        self.post::<Tokens>(&self.tokenize, &body).await.map(|t| t.tokens)
-    }
-
-    async fn tokenize_chat(&self, messages: &Value) -> Result<usize, AlignError> {
-        let body = json!({"model": self.model, "messages": messages, "add_generation_prompt": true});
-        self.post::<Tokens>(&self.tokenize, &body).await.map(|t| t.tokens.len())
-    }
-
-    async fn detokenize(&self, tokens: &[u32]) -> Result<String, AlignError> {
-        let body = json!({"model": self.model, "tokens": tokens});
-        self.post::<Text>(&self.detokenize, &body).await.map(|t| t.prompt)
-    }
 }
 
 #[cfg(test)]

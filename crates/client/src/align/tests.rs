@@ -2,9 +2,10 @@
 //! or a word-piece one that disagrees with it), and its HTTP calls against the scripted test
 //! server and a closed port.
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use serde_json::json;
 use servebench_core::config::{Backend, RangeRatio};
 use servebench_workload::{build_plan, prompt_tokens};
 
@@ -222,7 +223,18 @@ async fn without_a_tokenizer_every_prompt_gets_its_planned_length_and_the_server
             format!("WARNING: tokenizer mismatch (server={first}, expected={target}), re-aligning prompts.")
         );
     }
-    assert_eq!(fake.max_in_flight.load(Ordering::SeqCst), CONCURRENCY, "64 calls at a time");
+    assert_eq!(fake.max_in_flight.load(Ordering::SeqCst), DEFAULT_CONCURRENCY, "without --max-concurrency, a few");
+}
+
+#[tokio::test]
+async fn calls_in_flight_follow_the_runs_concurrency_up_to_vllms_64() {
+    for (max, expected) in [(Some(3), 3), (Some(1000), CONCURRENCY)] {
+        let mut c = config(Backend::Vllm, 150, 30);
+        c.traffic.max_concurrency = max;
+        let mut plan = build_plan(&c, None).unwrap();
+        let (_, _, fake) = align(Fake::new(Vocab::Words { long: 4, bos: false }), &mut plan, &c, None).await;
+        assert_eq!(fake.max_in_flight.load(Ordering::SeqCst), expected, "--max-concurrency {max:?}");
+    }
 }
 
 #[tokio::test]
@@ -373,7 +385,7 @@ async fn after_a_call_without_an_answer_no_more_are_made() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let server = HttpServer::new(&base, "m", &[], false).unwrap();
+    let server = HttpServer::new(&base, "m", &[], false, 4, None, Arc::new(|_: &str| {})).unwrap();
     let first = server.tokenize("a b", false).await.unwrap_err();
     assert!(matches!(first, AlignError::Send { .. }), "{first}");
     assert!(first.to_string().contains("check that the server is up"), "{first}");

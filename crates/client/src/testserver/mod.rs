@@ -3,13 +3,15 @@
 //! It binds `127.0.0.1:0`, answers `/v1/completions` and `/v1/chat/completions` by streaming
 //! tokens on a per-request [`Script`] (TTFT, inter-chunk gaps, tokens per chunk, where usage
 //! goes, the chat role chunk, an in-band error, a non-2xx status, a connection broken
-//! mid-stream), serves `/v1/models` and `/metrics`, and can mistreat keep-alive the way real
-//! servers do ([`KeepAlive`]). For every request it records when it arrived and when each token
+//! mid-stream), serves `/v1/models` and `/metrics`, `/tokenize` and `/detokenize` in the schema
+//! of vLLM, SGLang or llama.cpp or in none ([`TokenizeSchema`], see `tokenize.rs`), and can
+//! mistreat keep-alive the way real servers do ([`KeepAlive`]). For every request it records when it arrived and when each token
 //! chunk was handed to the connection, on the same monotonic clock as the client, so tests can
 //! compare measurements with the truth. It stops by itself after `max_requests` scripted
 //! requests have been answered or after `lifetime`, whichever comes first, and when dropped.
 
 mod body;
+mod tokenize;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -31,6 +33,8 @@ use tokio::sync::{Notify, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use body::{ScriptedBody, plan_steps};
+pub use tokenize::TokenizeSchema;
+use tokenize::Words;
 
 /// Where the token counts go in a stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -122,6 +126,8 @@ pub struct TestServerConfig {
     pub lifetime: Duration,
     /// The model `/v1/models` lists and chunks name.
     pub model: String,
+    /// The schema of `/tokenize` and `/detokenize` (none by default: they answer 404).
+    pub tokenize: TokenizeSchema,
 }
 
 impl TestServerConfig {
@@ -133,6 +139,7 @@ impl TestServerConfig {
             max_requests,
             lifetime: Duration::from_secs(60),
             model: "test-model".to_string(),
+            tokenize: TokenizeSchema::None,
         }
     }
 }
@@ -160,6 +167,9 @@ struct State {
     answered: AtomicUsize,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    tokenize_in_flight: AtomicUsize,
+    max_tokenize_in_flight: AtomicUsize,
+    words: Words,
     connections: AtomicU64,
     truth: Mutex<Vec<RequestTruth>>,
     shutdown: watch::Sender<bool>,
@@ -206,6 +216,9 @@ impl TestServer {
             answered: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            tokenize_in_flight: AtomicUsize::new(0),
+            max_tokenize_in_flight: AtomicUsize::new(0),
+            words: Words::default(),
             connections: AtomicU64::new(0),
             truth: Mutex::new(Vec::new()),
             shutdown: watch::channel(false).0,
@@ -239,6 +252,16 @@ impl TestServer {
     /// The most scripted requests that were being answered at the same time.
     pub fn max_in_flight(&self) -> usize {
         self.state.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The most `/tokenize`-family calls that were being answered at the same time.
+    pub fn max_tokenize_in_flight(&self) -> usize {
+        self.state.max_tokenize_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The token ids of `text` as this server's `/tokenize` counts them.
+    pub fn token_ids(&self, text: &str) -> Vec<u32> {
+        self.state.words.ids(text)
     }
 
     /// Connections accepted so far.
@@ -343,6 +366,19 @@ async fn handle(
         return Err(DropConnection);
     }
     let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    if let Some((status, text)) = tokenize::answer(state.config.tokenize, &state.words, &path, &body) {
+        let now = state.tokenize_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        state.max_tokenize_in_flight.fetch_max(now, Ordering::SeqCst);
+        // Long enough for calls sent together to overlap.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        state.tokenize_in_flight.fetch_sub(1, Ordering::SeqCst);
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let resp = simple(&state, truth, status, "application/json", text);
+        if state.config.keep_alive == KeepAlive::CloseAfterResponse {
+            conn.close.notify_one();
+        }
+        return Ok(resp);
+    }
     let api = match path.as_str() {
         "/v1/completions" => Api::Completions,
         "/v1/chat/completions" => Api::Chat,

@@ -304,7 +304,8 @@ pub struct SimTargetArgs {
     /// It is started in-process on a loopback port and benchmarked over HTTP.
     #[arg(long, value_name = "MODEL@HARDWARE")]
     pub sim: Option<String>,
-    /// A serving option for the simulator, in vLLM's names: tp=2, max-num-seqs=64, ...
+    /// A serving option for the simulator, in vLLM's names: tp=2, max-num-seqs=64, ...;
+    /// dialect=llama.cpp or dialect=sglang makes its HTTP API answer as that server does.
     #[arg(long = "sim-option", value_name = "KEY=VALUE")]
     pub sim_options: Vec<String>,
     /// A profile fitted by `servebench sim fit`.

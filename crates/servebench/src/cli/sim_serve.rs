@@ -8,7 +8,8 @@ use super::sim_model::SimModelArgs;
 ///
 /// The server answers `/v1/completions` and `/v1/chat/completions` (streamed or not) in real
 /// time, as the simulated engine would, plus `/v1/models`, `/metrics` (vLLM's names), `/health`,
-/// `/version`, `/tokenize` and `/detokenize`. It runs until Ctrl-C or SIGTERM.
+/// `/version`, `/tokenize` and `/detokenize`, in vLLM's dialect unless `--dialect` says
+/// otherwise. It runs until Ctrl-C or SIGTERM.
 #[derive(Args, Clone, Debug)]
 pub struct SimServeArgs {
     #[command(flatten)]
@@ -29,4 +30,9 @@ pub struct SimServeArgs {
     /// Seed of the engine's random draws and of the generated text.
     #[arg(long, default_value_t = 0, help_heading = "Server")]
     pub seed: u64,
+    /// Answer as this server does where servers differ: vllm, llama.cpp (its `/tokenize`
+    /// schema, usage inside the last completions chunk, the connection closed after every
+    /// stream) or sglang (its `/detokenize` schema).
+    #[arg(long, default_value = "vllm", help_heading = "Server")]
+    pub dialect: String,
 }

@@ -245,10 +245,17 @@ async fn start_sim(
     args: &BenchServeArgs,
     tokenizer: Option<Arc<Tokenizer>>,
 ) -> anyhow::Result<servebench_sim::server::SimServer> {
+    // `dialect=vllm|llama.cpp|sglang` is the HTTP server's, not the engine's.
+    let (dialects, engine_options): (Vec<_>, Vec<_>) =
+        target.options.iter().cloned().partition(|(k, _)| k.trim() == "dialect");
+    let dialect = match dialects.last() {
+        Some((_, v)) => v.parse::<servebench_sim::server::Dialect>().context("--sim-option dialect")?,
+        None => servebench_sim::server::Dialect::default(),
+    };
     let setup = servebench_sim::SimSetup::resolve(
         &target.model,
         &target.hardware,
-        &target.options,
+        &engine_options,
         target.profile.as_deref().map(Path::new),
     )?;
     let options = servebench_sim::server::ServerOptions {
@@ -257,6 +264,7 @@ async fn start_sim(
         served_model_name: args.endpoint.request.served_model_name.clone().or_else(|| args.endpoint.model.clone()),
         tokenizer,
         seed: args.traffic.seed,
+        dialect,
     };
     let server = servebench_sim::server::start(setup, options).await?;
     output::line(format!("Simulating {}@{} at {}", target.model, target.hardware, server.base_url()))?;

@@ -33,6 +33,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<ExitCode> {
         served_model_name: args.served_model_name.clone(),
         tokenizer,
         seed: args.seed,
+        dialect: args.dialect.parse()?,
     };
     let server = start(setup, options).await?;
     output::line(server.startup_line())?;

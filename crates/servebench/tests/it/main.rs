@@ -2,6 +2,7 @@
 
 mod bench_cli;
 mod common;
+mod dialects;
 mod report;
 mod sim_cli;
 mod sim_http;

@@ -3,7 +3,8 @@
 //! `POST /v1/completions` and `/v1/chat/completions` (streamed or not), `GET /v1/models`,
 //! `/health`, `/version`, `/metrics`, and `POST /tokenize` / `/detokenize`. Errors use OpenAI's
 //! shape, `{"error": {"message", "type", "param", "code"}}`, with vLLM's messages where vLLM has
-//! one (unknown model, context too long).
+//! one (unknown model, context too long). Where llama.cpp's or SGLang's API differs from vLLM's,
+//! the server's [`Dialect`] decides (see `dialect.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +24,7 @@ use servebench_core::protocol::ChunkRenderer;
 use tokio::sync::{mpsc, oneshot};
 
 use super::TOKEN_COUNT_HEADER;
+use super::dialect::Dialect;
 use super::metrics;
 use super::pacer::{Arrival, ToPacer};
 use super::stream::{Admission, Answer, SseStream, finish_str};
@@ -46,6 +48,7 @@ pub(crate) struct Shared {
     pub pacer: Sender<ToPacer>,
     pub next_tag: AtomicU64,
     pub seed: u64,
+    pub dialect: Dialect,
 }
 
 impl Shared {
@@ -83,7 +86,14 @@ impl Shared {
 
 /// The router of a simulated server.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+    let router = match shared.dialect {
+        Dialect::Vllm => Router::new(),
+        Dialect::LlamaCpp => Router::new().route("/apply-template", post(apply_template)),
+        Dialect::Sglang => {
+            Router::new().route("/v1/tokenize", post(tokenize)).route("/v1/detokenize", post(detokenize))
+        }
+    };
+    router
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
@@ -250,9 +260,13 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     if p.stream.unwrap_or(false) {
         let include_usage = p.stream_options.and_then(|o| o.include_usage).unwrap_or(false);
         let renderer = ChunkRenderer::new(api, &id, created, &s.model_name);
-        let stream = SseStream::new(admission, answer, renderer, include_usage);
+        let usage_in_last = s.dialect.usage_in_last_chunk(api);
+        let stream = SseStream::new(admission, answer, renderer, include_usage, usage_in_last);
         let mut resp = Response::new(Body::from_stream(stream));
         let h = resp.headers_mut();
+        if s.dialect.closes_after_stream() {
+            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         h.insert(TOKEN_COUNT_HEADER, s.token_count_header());
@@ -323,25 +337,57 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response {
 
 async fn tokenize(State(s): State<Arc<Shared>>, req: Request) -> Result<Response, ApiError> {
     let body = read_json(req).await?;
-    s.check_model(body.get("model").and_then(Value::as_str))?;
-    let (ids, strs) = s.text.tokenize(&body).map_err(ApiError::bad)?;
-    let mut resp = json_response(
-        StatusCode::OK,
-        &json!({"count": ids.len(), "max_model_len": s.max_model_len, "tokens": ids, "token_strs": strs}),
-    );
+    let answer = match s.dialect {
+        Dialect::LlamaCpp => {
+            // llama.cpp reads only `content` (an empty list of tokens without it) and never
+            // checks the model.
+            let ids = match body.get("content").and_then(Value::as_str) {
+                Some(content) => {
+                    let special = body.get("add_special").and_then(Value::as_bool).unwrap_or(false);
+                    let as_vllm = json!({"prompt": content, "add_special_tokens": special});
+                    s.text.tokenize(&as_vllm).map_err(ApiError::bad)?.0
+                }
+                None => Vec::new(),
+            };
+            json!({"tokens": ids})
+        }
+        Dialect::Vllm | Dialect::Sglang => {
+            s.check_model(body.get("model").and_then(Value::as_str))?;
+            let (ids, strs) = s.text.tokenize(&body).map_err(ApiError::bad)?;
+            match s.dialect {
+                Dialect::Sglang => json!({"tokens": ids, "count": ids.len(), "max_model_len": s.max_model_len}),
+                _ => json!({"count": ids.len(), "max_model_len": s.max_model_len, "tokens": ids, "token_strs": strs}),
+            }
+        }
+    };
+    let mut resp = json_response(StatusCode::OK, &answer);
     resp.headers_mut().insert(TOKEN_COUNT_HEADER, s.token_count_header());
     Ok(resp)
 }
 
+/// llama.cpp's `POST /apply-template`: `{"messages"}` → `{"prompt"}`, the chat template applied.
+async fn apply_template(State(s): State<Arc<Shared>>, req: Request) -> Result<Response, ApiError> {
+    let body = read_json(req).await?;
+    let prompt = s.text.chat_prompt(&body).map_err(ApiError::bad)?;
+    Ok(json_response(StatusCode::OK, &json!({"prompt": prompt})))
+}
+
 async fn detokenize(State(s): State<Arc<Shared>>, req: Request) -> Result<Response, ApiError> {
     let body = read_json(req).await?;
-    s.check_model(body.get("model").and_then(Value::as_str))?;
+    if s.dialect != Dialect::LlamaCpp {
+        s.check_model(body.get("model").and_then(Value::as_str))?;
+    }
     let ids: Vec<u32> = body
         .get("tokens")
         .and_then(|t| serde_json::from_value(t.clone()).ok())
         .ok_or_else(|| ApiError::bad_param("tokens", "\"tokens\" must be a list of token ids"))?;
     let text = s.text.detokenize(&ids).map_err(ApiError::bad)?;
-    Ok(json_response(StatusCode::OK, &json!({"prompt": text})))
+    let key = match s.dialect {
+        Dialect::Vllm => "prompt",
+        Dialect::LlamaCpp => "content",
+        Dialect::Sglang => "text",
+    };
+    Ok(json_response(StatusCode::OK, &json!({ key: text })))
 }
 
 async fn not_found() -> Response {

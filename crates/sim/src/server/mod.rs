@@ -4,7 +4,8 @@
 //! endpoints speak vLLM's dialect: `POST /v1/completions` and `/v1/chat/completions` (streamed
 //! as vLLM's SSE chunks, rendered by [`servebench_core::protocol::ChunkRenderer`], or whole),
 //! `GET /v1/models`, `/health`, `/version`, `/metrics` (vLLM's Prometheus names), and
-//! `POST /tokenize` / `/detokenize`.
+//! `POST /tokenize` / `/detokenize`. [`ServerOptions::dialect`] makes it answer as llama.cpp's
+//! `llama-server` or SGLang do instead, where those differ (see [`Dialect`]).
 //!
 //! # Timing
 //!
@@ -35,6 +36,7 @@
 //! answer, the `servebench.token_count` field of `/v1/models`, and [`SimServer::startup_line`].
 
 mod api;
+mod dialect;
 mod metrics;
 mod pacer;
 mod stream;
@@ -53,6 +55,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use dialect::{Dialect, UnknownDialect};
 pub use text::TokenCount;
 
 use crate::engine::Engine;
@@ -85,11 +88,20 @@ pub struct ServerOptions {
     pub tokenizer: Option<Arc<Tokenizer>>,
     /// Seeds the engine (with the setup's own seed) and the generated text.
     pub seed: u64,
+    /// The server whose API it imitates where servers differ.
+    pub dialect: Dialect,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        Self { host: "127.0.0.1".into(), port: 0, served_model_name: None, tokenizer: None, seed: 0 }
+        Self {
+            host: "127.0.0.1".into(),
+            port: 0,
+            served_model_name: None,
+            tokenizer: None,
+            seed: 0,
+            dialect: Dialect::Vllm,
+        }
     }
 }
 
@@ -101,6 +113,7 @@ pub struct SimServer {
     model_name: String,
     token_count: TokenCount,
     tokenizer_name: Option<String>,
+    dialect: Dialect,
     pacer: Sender<ToPacer>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
@@ -132,7 +145,11 @@ impl SimServer {
             (TokenCount::Tokenizer, Some(name)) => format!("prompt tokens counted with the tokenizer {name}"),
             _ => "prompt tokens estimated at one per word; pass a tokenizer for exact counts".to_string(),
         };
-        format!("Simulated {} serving at {}: {counting}", self.model_name, self.base_url)
+        let dialect = match self.dialect {
+            Dialect::Vllm => String::new(),
+            d => format!(" in {d}'s dialect"),
+        };
+        format!("Simulated {} serving at {}{dialect}: {counting}", self.model_name, self.base_url)
     }
 
     /// Stops accepting, aborts the requests in flight (their streams end with an error event),
@@ -172,6 +189,7 @@ pub async fn start(setup: SimSetup, options: ServerOptions) -> Result<SimServer,
     let model_name = shared.model_name.clone();
     let token_count = shared.text.token_count();
     let tokenizer_name = shared.text.tokenizer().map(|t| t.name().to_string());
+    let dialect = shared.dialect;
     let pacer_tx = shared.pacer.clone();
     let (stop, stopped) = oneshot::channel::<()>();
     let app = api::router(shared);
@@ -194,6 +212,7 @@ pub async fn start(setup: SimSetup, options: ServerOptions) -> Result<SimServer,
         model_name,
         token_count,
         tokenizer_name,
+        dialect,
         pacer: pacer_tx,
         stop: Some(stop),
         task: Some(task),
@@ -222,6 +241,7 @@ fn spawn_engine(
         pacer: tx,
         next_tag: AtomicU64::new(0),
         seed: options.seed,
+        dialect: options.dialect,
     });
     Ok((shared, pacer))
 }

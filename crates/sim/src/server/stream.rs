@@ -90,14 +90,30 @@ pub(crate) struct SseStream {
     answer: Answer,
     renderer: ChunkRenderer,
     include_usage: bool,
+    /// Usage inside the last token chunk, always (llama.cpp's completions).
+    usage_in_last: bool,
     /// Frames ready to go (the role chunk with the first token; usage and `[DONE]` with the last).
     queued: VecDeque<Bytes>,
     finished: bool,
 }
 
 impl SseStream {
-    pub fn new(admission: Admission, answer: Answer, renderer: ChunkRenderer, include_usage: bool) -> Self {
-        Self { admission, answer, renderer, include_usage, queued: VecDeque::with_capacity(4), finished: false }
+    pub fn new(
+        admission: Admission,
+        answer: Answer,
+        renderer: ChunkRenderer,
+        include_usage: bool,
+        usage_in_last: bool,
+    ) -> Self {
+        Self {
+            admission,
+            answer,
+            renderer,
+            include_usage,
+            usage_in_last,
+            queued: VecDeque::with_capacity(4),
+            finished: false,
+        }
     }
 
     fn on_event(&mut self, event: Event) {
@@ -109,10 +125,16 @@ impl SseStream {
                     self.queued.push_back(role);
                 }
                 let text = self.answer.text.token(self.answer.salt, index);
-                self.queued.push_back(self.renderer.token_chunk(text, finish.map(finish_str)));
+                let finish_reason = finish.map(finish_str);
+                let chunk = if finish.is_some() && self.usage_in_last {
+                    self.renderer.token_chunk_with_usage(text, finish_reason, self.answer.prompt_tokens, index)
+                } else {
+                    self.renderer.token_chunk(text, finish_reason)
+                };
+                self.queued.push_back(chunk);
                 if finish.is_some() {
                     self.admission.ended = true;
-                    if self.include_usage {
+                    if self.include_usage && !self.usage_in_last {
                         self.queued.push_back(self.renderer.usage_chunk(self.answer.prompt_tokens, index));
                     }
                     self.queued.push_back(done_frame());

@@ -110,6 +110,16 @@ impl TextModel {
         Ok((ids, strs))
     }
 
+    /// llama.cpp's `/apply-template`: the text the model reads for a chat body (tokenizer
+    /// only, as the template is the tokenizer's).
+    pub fn chat_prompt(&self, body: &Value) -> Result<String, String> {
+        let tok = self.tokenizer.as_deref().ok_or(
+            "this simulated server has no tokenizer, so it has no chat template to apply; start it with --tokenizer",
+        )?;
+        let messages = body.get("messages").ok_or("the body has no \"messages\" list")?;
+        chat_text(tok, messages, body)
+    }
+
     /// `/detokenize`: the text of `ids` (tokenizer only).
     pub fn detokenize(&self, ids: &[u32]) -> Result<String, String> {
         let tok = self.tokenizer.as_deref().ok_or(

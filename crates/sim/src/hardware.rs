@@ -274,7 +274,9 @@ mod tests {
         let (lo, hi) = hw.uncertainty.band("tpot", 10.0).unwrap();
         assert!(lo < 10.0 && hi > 10.0 && (lo - 10.0 / 1.3).abs() < 1e-12, "{lo} {hi}");
         assert!(hw.uncertainty.band("e2el", 1.0).is_none());
-        let bad = format!("{MINIMAL}\n[uncertainty]\nsource = \"x\"\nttft = [0.2, -0.2]\ntpot = [0, 0]\nthroughput = [0, 0]\n");
+        let bad = format!(
+            "{MINIMAL}\n[uncertainty]\nsource = \"x\"\nttft = [0.2, -0.2]\ntpot = [0, 0]\nthroughput = [0, 0]\n"
+        );
         let err = HardwareSpec::from_toml(&bad, "toy.toml").unwrap_err().to_string();
         assert!(err.contains("uncertainty.ttft"), "{err}");
     }

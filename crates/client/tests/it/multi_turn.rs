@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use servebench_client::testserver::{RequestInfo, RequestTruth, Script, TestServer, TestServerConfig};
 use servebench_client::run;
+use servebench_client::testserver::{RequestInfo, RequestTruth, Script, TestServer, TestServerConfig};
 use servebench_core::config::{Api, MultiTurn, RunConfig, WorkloadSpec};
 use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_notes, render_turns};
 use servebench_core::plan::{ConversationPlan, Plan, TokenCounting, TurnPlan};

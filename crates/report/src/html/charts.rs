@@ -210,7 +210,7 @@ pub(super) fn distributions(runs: &[StoredRun], layout: &Layout) -> String {
                 name: layout.chart_name(runs[*i].row.id, *i),
                 points: cdf_points(s, scale),
                 markers: false,
-            bands: Vec::new(),
+                bands: Vec::new(),
             })
             .collect();
         let xs: Vec<f64> = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).collect();

@@ -157,10 +157,7 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
         took.as_secs_f64()
     ))?;
     output::line("Constants (prior -> fitted, x/÷ one σ):")?;
-    for e in &result.estimates {
-        let note = if e.determined { "" } else { "  not determined by these runs: stays near the prior" };
-        output::line(format!("  {:<20} {:>10.4} -> {:>10.4}  x/÷ {:.2}{note}", e.param.name(), e.prior, e.value, e.sigma_ln.exp()))?;
-    }
+    output::out(&calibration::estimates_table(&result.estimates))?;
     let in_sample = calibrator.residuals(&all, &result.values);
     output::out(&calibration::residual_table(&in_sample))?;
     let ins: Vec<&calibration::Residual> = in_sample.iter().collect();

@@ -9,7 +9,7 @@ use std::time::Instant;
 use servebench_sim::Presets;
 use servebench_sim::calibration::validate::{self, Defaults, Split, Validation};
 use servebench_sim::calibration::{
-    Calibrator, FitParam, MeasuredPoint, Residual, SearchOptions, parse_param, residual_table,
+    Calibrator, FitParam, MeasuredPoint, Residual, SearchOptions, estimates_table, parse_param, residual_table,
 };
 
 use crate::cli::sim_args::SimValidateArgs;
@@ -17,13 +17,7 @@ use crate::cli::sim_args::SimValidateArgs;
 /// Runs the validation and writes its report to `out`.
 pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| parse_param(p)).collect::<Result<_, _>>()?;
-    let mut options = Vec::new();
-    for o in &args.options {
-        let (k, v) = o
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--option {o:?} is not KEY=VALUE; write it like --option tp=2"))?;
-        options.push((k.trim().to_string(), v.trim().to_string()));
-    }
+    let options = crate::cli::resolve::parse_kv_list(&args.options, "--option")?;
     let defaults = Defaults {
         model: args.model.clone(),
         hardware: args.hardware.clone(),
@@ -132,7 +126,11 @@ fn print_text(
     if !v.in_sample.is_empty() {
         let ins: Vec<&Residual> = v.in_sample.iter().collect();
         writeln!(out)?;
-        write!(out, "{}", validate::errors_table("In-sample errors (one fit on every run):", &validate::by_metric(&ins)))?;
+        write!(
+            out,
+            "{}",
+            validate::errors_table("In-sample errors (one fit on every run):", &validate::by_metric(&ins))
+        )?;
     }
     let groups = v.by_group();
     if groups.len() > 1 {
@@ -143,22 +141,18 @@ fn print_text(
                     format!("{:.0}/{:.0}/{:+.0}%", e.median * 100.0, e.p90 * 100.0, e.bias * 100.0)
                 })
             };
-            writeln!(out, "  {g:<28} {:>14} {:>14} {:>14}", cell("mean TTFT (ms)"), cell("mean TPOT (ms)"), cell("output tok/s"))?;
+            writeln!(
+                out,
+                "  {g:<28} {:>14} {:>14} {:>14}",
+                cell("mean TTFT (ms)"),
+                cell("mean TPOT (ms)"),
+                cell("output tok/s")
+            )?;
         }
     }
     if let Some(full) = &v.full_fit {
-        writeln!(out, "\nOne fit on every run (prior -> estimate, ±1σ):")?;
-        for e in &full.estimates {
-            let note = if e.determined { "" } else { "  (not determined by the data: stays near the prior)" };
-            writeln!(
-                out,
-                "  {:<20} {:>10.4} -> {:>10.4}  x/÷ {:.2}{note}",
-                e.param.name(),
-                e.prior,
-                e.value,
-                e.sigma_ln.exp()
-            )?;
-        }
+        writeln!(out, "\nOne fit on every run (prior -> estimate, x/÷ one σ):")?;
+        write!(out, "{}", estimates_table(&full.estimates))?;
     }
     Ok(())
 }

@@ -88,8 +88,7 @@ async fn failed_requests_are_listed_counted_and_the_report_still_printed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_in_which_every_request_failed_exits_non_zero() {
-    let server =
-        TestServer::start(TestServerConfig::new(3, |_| Script { status: 503, ..quick(4) })).await.unwrap();
+    let server = TestServer::start(TestServerConfig::new(3, |_| Script { status: 503, ..quick(4) })).await.unwrap();
     let out = servebench(args(&[
         "bench",
         "serve",

@@ -399,8 +399,7 @@ fn sim_validate_reads_runs_from_the_store() {
     let db = dir.path().join("runs.db");
     let db = db.to_str().unwrap();
     ok(&["import", "--db", db, &report_000()]);
-    let profile =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/profiles/dgx-spark-eager-ref-000.toml");
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/profiles/dgx-spark-eager-ref-000.toml");
     let out = ok(&[
         "sim",
         "validate",

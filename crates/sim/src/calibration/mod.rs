@@ -255,7 +255,8 @@ impl Calibrator {
     /// plus the prior's `½ Σ ((ln v − ln prior) / σ)²`.
     fn objective(&self, subset: &[usize], params: &[FitParam], prior: &[f64], x: &[f64]) -> f64 {
         let values: Vec<(FitParam, f64)> = params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect();
-        let data: f64 = self.residuals(subset, &values).iter().map(Residual::log_error).sum::<f64>() / MEASUREMENT_NOISE;
+        let data: f64 =
+            self.residuals(subset, &values).iter().map(Residual::log_error).sum::<f64>() / MEASUREMENT_NOISE;
         data + self.prior_weight * prior_penalty(params, prior, x)
     }
 
@@ -338,6 +339,24 @@ impl Calibrator {
 /// `½ Σ ((x − prior) / σ)²` over the constants, in ln units.
 fn prior_penalty(params: &[FitParam], prior: &[f64], x: &[f64]) -> f64 {
     params.iter().zip(prior.iter().zip(x)).map(|(p, (c, v))| ((v - c) / p.prior_sigma()).powi(2) / 2.0).sum()
+}
+
+/// A plain-text table of fitted constants: prior, estimate and its ×/÷ one-σ factor, and a
+/// note on those the data did not determine.
+pub fn estimates_table(estimates: &[ParamEstimate]) -> String {
+    let mut out = String::new();
+    for e in estimates {
+        let note = if e.determined { "" } else { "  not determined by these runs: stays near the prior" };
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>10.4} -> {:>10.4}  x/÷ {:.2}{note}",
+            e.param.name(),
+            e.prior,
+            e.value,
+            e.sigma_ln.exp()
+        );
+    }
+    out
 }
 
 /// A plain-text table of residuals: point, metric, measured, simulated, error, and the

@@ -58,9 +58,8 @@ pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) 
 
 fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<SimSetup, String> {
     let label = |k: &str| point.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-    let model = label("model")
-        .or(d.model.as_deref())
-        .ok_or("it names no model; give --model for results that do not say")?;
+    let model =
+        label("model").or(d.model.as_deref()).ok_or("it names no model; give --model for results that do not say")?;
     let hardware = HARDWARE_KEYS
         .iter()
         .find_map(|k| label(k))
@@ -190,11 +189,15 @@ pub struct Errors {
 
 impl Errors {
     pub fn of<'a>(residuals: impl IntoIterator<Item = &'a Residual>) -> Errors {
-        let (mut abs, mut signed): (Vec<f64>, Vec<f64>) =
-            residuals.into_iter().map(|r| (r.ape(), r.error())).unzip();
+        let (mut abs, mut signed): (Vec<f64>, Vec<f64>) = residuals.into_iter().map(|r| (r.ape(), r.error())).unzip();
         abs.sort_by(f64::total_cmp);
         signed.sort_by(f64::total_cmp);
-        Errors { n: abs.len(), median: percentile(&abs, 50.0), p90: percentile(&abs, 90.0), bias: percentile(&signed, 50.0) }
+        Errors {
+            n: abs.len(),
+            median: percentile(&abs, 50.0),
+            p90: percentile(&abs, 90.0),
+            bias: percentile(&signed, 50.0),
+        }
     }
 }
 

@@ -14,8 +14,8 @@
 pub mod terms;
 
 use crate::setup::SimSetup;
-use terms::{GemmDevice, GemmShape, attention_seconds, experts_seconds, gemm_seconds, pair_sum};
 pub use terms::expected_experts;
+use terms::{GemmDevice, GemmShape, attention_seconds, experts_seconds, gemm_seconds, pair_sum};
 
 /// The batch of one step, as the cost model sees it. The scheduler fills it with
 /// [`BatchStats::add_sequence`] while it builds the step.
@@ -276,10 +276,12 @@ impl CostModel {
         let attention =
             attention_seconds(self.attn_flops_per_pair_layer * pairs, kv_bytes, self.attn_rate, self.bandwidth);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) / dp).max(1.0), self.lm_dev);
-        let touched = expected_experts(self.experts, self.top_k, all_tokens) * self.moe_layers * self.expert.weight_bytes
-            / self.expert_shards;
-        let memory = (self.attn_proj.weight_bytes + self.ffn.weight_bytes + touched + kv_bytes + self.lm_head.weight_bytes)
-            / self.bandwidth;
+        let touched =
+            expected_experts(self.experts, self.top_k, all_tokens) * self.moe_layers * self.expert.weight_bytes
+                / self.expert_shards;
+        let memory =
+            (self.attn_proj.weight_bytes + self.ffn.weight_bytes + touched + kv_bytes + self.lm_head.weight_bytes)
+                / self.bandwidth;
 
         let act_bytes = n * self.hidden * 2.0;
         let mut allreduce =
@@ -298,8 +300,7 @@ impl CostModel {
         // (about ten per layer) outlast them.
         let kernels = dense + experts + attention + lm_head + allreduce;
         let small_kernels = self.layers * ELEMENTWISE_PASSES * act_bytes / self.bandwidth;
-        let eager =
-            if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
+        let eager = if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
         let total = fixed + kernels + pipeline + moe_routing + eager;
         StepBreakdown {
             fixed,

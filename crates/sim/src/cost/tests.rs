@@ -120,14 +120,17 @@ fn launches_are_paid_per_layer_only_beyond_the_graph_limits() {
 }
 
 fn any_model() -> impl Strategy<Value = CostModel> {
-    let models = ["Qwen/Qwen3-8B", "openai/gpt-oss-120b", "google/gemma-3-12b-it", "Qwen/Qwen3-0.6B", "deepseek-ai/DeepSeek-R1"];
+    let models =
+        ["Qwen/Qwen3-8B", "openai/gpt-oss-120b", "google/gemma-3-12b-it", "Qwen/Qwen3-0.6B", "deepseek-ai/DeepSeek-R1"];
     let hws = ["h100-sxm", "dgx-spark", "l40s", "b200", "mi300x", "gb200"];
-    (0..models.len(), 0..hws.len(), prop::sample::select(vec![1u32, 2, 4, 8]))
-        .prop_filter_map("the model does not fit", move |(m, h, tp)| {
+    (0..models.len(), 0..hws.len(), prop::sample::select(vec![1u32, 2, 4, 8])).prop_filter_map(
+        "the model does not fit",
+        move |(m, h, tp)| {
             let pairs = vec![("tp".to_string(), tp.to_string())];
             let s = SimSetup::resolve_with(&Presets::embedded().unwrap(), models[m], hws[h], &pairs, None).ok()?;
             Some(CostModel::new(&s))
-        })
+        },
+    )
 }
 
 proptest! {

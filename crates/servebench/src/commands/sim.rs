@@ -1,7 +1,5 @@
-//! `servebench sim predict`, `sim fit` and `sim presets`: the simulator without a server.
+//! `servebench sim fit` and `sim presets`: the simulator's calibration and presets.
 //!
-//! `predict` resolves the same flags as `bench serve` into a run config, builds the same plan,
-//! runs it through the engine in virtual time and reports it exactly like a measured run.
 //! `fit` calibrates the stack constants to measured results (those of the model fitted, when
 //! the results name models) and writes them as a profile.
 //! `presets` lists what `--model` and `--hardware` accept.
@@ -12,71 +10,18 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use servebench_core::config::SimTarget;
 use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, validate};
 use servebench_sim::{KvDtype, Presets, SimSetup};
 
-use crate::cli::resolve::{ResolvedModel, resolve_run_config};
-use crate::cli::sim_args::{SimFitArgs, SimPredictArgs, SimPresetsArgs};
-use crate::cli::sim_model::SimModelArgs;
-use crate::commands::bench::load_tokenizer;
-use crate::commands::finish::{Keep, StoreChoice, finish_and_keep, stamp_dates};
+use crate::cli::sim_args::{SimFitArgs, SimPresetsArgs};
 use crate::output;
-
-/// The deployment the flags describe, with the user's presets and profile.
-fn resolve_setup(d: &SimModelArgs) -> anyhow::Result<(SimTarget, SimSetup)> {
-    let model = d.model_spec()?;
-    let options = d.option_pairs()?;
-    let target = SimTarget { model: model.clone(), hardware: d.hardware.clone(), options, profile: d.profile.clone() };
-    let setup = SimSetup::resolve(&model, &d.hardware, &target.options, d.profile.as_deref().map(Path::new))?;
-    Ok((target, setup))
-}
-
-/// `sim predict`: plan the workload, run it in virtual time, report it like `bench serve`.
-pub fn predict(args: SimPredictArgs) -> anyhow::Result<ExitCode> {
-    let (target, setup) = resolve_setup(&args.deployment)?;
-    let base_url = format!("sim://{}@{}", target.model, target.hardware);
-    let endpoint = args.endpoint(&base_url, &setup.model.id);
-    let extra = args.extra();
-    let model = ResolvedModel {
-        model_id: setup.model.id.clone(),
-        model_name: args.requests.served_model_name.clone().unwrap_or_else(|| setup.model.id.clone()),
-    };
-    let config = resolve_run_config(&args.flags(&endpoint, &extra), Some(target), Some(&base_url), model)?;
-    let tokenizer = load_tokenizer(args.requests.tokenizer.as_deref())?;
-    let plan =
-        servebench_workload::build_plan(&config, tokenizer.as_deref()).context("could not build the workload")?;
-    for note in &plan.notes {
-        output::line(note)?;
-    }
-    for note in &setup.notes {
-        output::line(format!("Simulated: {note}"))?;
-    }
-
-    let started = jiff::Zoned::now();
-    let clock = Instant::now();
-    let mut result = servebench_sim::predict(&plan, &config, &setup);
-    let took = clock.elapsed();
-    stamp_dates(&mut result, &started);
-    for note in result.notes.iter().skip(setup.notes.len()) {
-        output::line(format!("Simulated: {note}"))?;
-    }
-    output::line(format!(
-        "Predicted {} requests ({:.1} s of simulated serving) in {:.0} ms.",
-        plan.len(),
-        result.duration_s,
-        took.as_secs_f64() * 1e3
-    ))?;
-    let env = serde_json::to_value(&setup).ok().map(|s| serde_json::json!({ "simulated": s }));
-    let choice = StoreChoice { db: args.db.as_deref(), no_store: args.no_store };
-    finish_and_keep(result, env, &Keep::prediction(&setup.hardware.uncertainty), &choice)?;
-    Ok(ExitCode::SUCCESS)
-}
 
 /// `sim fit`: calibrate the stack constants to measured results, write the profile.
 pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
-    let (target, setup) = resolve_setup(&args.deployment)?;
+    let d = &args.deployment;
+    let model = d.model_spec()?;
+    let setup = SimSetup::resolve(&model, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
     let mut points = Vec::new();
     for file in &args.results {
         points.extend(calibration::read_points(Path::new(file))?);
@@ -135,7 +80,7 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
 
     let mut profile = result.profile.clone();
     profile.jitter_sigma = setup.stack.jitter_sigma;
-    profile.name = Some(format!("{}@{}", target.model, target.hardware));
+    profile.name = Some(format!("{model}@{}", d.hardware));
     let header = format!(
         "# Stack constants fitted by `servebench sim fit` on {} run(s) of {} on {} (loss {:.4}).\n\
          # Use with: servebench sim predict --model {} --hardware {} --profile PATH\n",
@@ -143,8 +88,8 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
         setup.model.id,
         setup.hardware.name,
         result.loss,
-        target.model,
-        target.hardware
+        model,
+        d.hardware
     );
     std::fs::write(&args.out, header + &profile.to_toml())
         .with_context(|| format!("could not write the profile to {}", args.out))?;

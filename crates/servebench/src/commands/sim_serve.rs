@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::sim_serve::SimServeArgs;
-use crate::commands::bench::{interrupted, load_tokenizer};
+use crate::commands::bench::interrupted;
+use crate::commands::resolve::load_tokenizer;
 use crate::output;
 
 /// Open files wanted: one per connection, for thousands of concurrent clients.
@@ -20,7 +21,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<ExitCode> {
     let d = &args.deployment;
     let model = d.model_spec()?;
     let setup = SimSetup::resolve(&model, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
-    let tokenizer = load_tokenizer(args.tokenizer.as_deref())?;
+    let tokenizer = args.tokenizer.as_deref().map(load_tokenizer).transpose()?;
     if let Err(e) = servebench_client::raise_nofile_limit(WANTED_FILES) {
         output::line(format!("WARNING: could not raise the open-file limit ({e}); many concurrent clients may fail."))?;
     }

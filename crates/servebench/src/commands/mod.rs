@@ -12,8 +12,9 @@ pub mod import;
 pub mod report;
 pub mod resolve;
 pub mod runs;
-pub mod sim;
+pub mod sim_fit;
 pub mod sim_predict;
+pub mod sim_presets;
 pub mod sim_serve;
 pub mod sim_validate;
 pub mod sweep;
@@ -29,9 +30,9 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Serve(args)) => bench::serve(*args, &Sink::Stdout).await,
         Command::Sim(SimCommand::Serve(args)) => sim_serve::run(*args).await,
         Command::Sim(SimCommand::Predict(args)) => sim_predict::run(*args, &Sink::Stdout).await,
-        Command::Sim(SimCommand::Fit(args)) => sim::fit(args),
+        Command::Sim(SimCommand::Fit(args)) => sim_fit::fit(args),
         Command::Sim(SimCommand::Validate(args)) => sim_validate::run(&args, &mut std::io::stdout().lock()),
-        Command::Sim(SimCommand::Presets(args)) => sim::presets(args, &mut std::io::stdout().lock()),
+        Command::Sim(SimCommand::Presets(args)) => sim_presets::presets(args, &mut std::io::stdout().lock()),
         Command::Runs(command) => runs::execute(command, &mut std::io::stdout().lock()),
         Command::Import(args) => import::execute(args, &mut std::io::stdout().lock()),
         Command::Compare(args) => compare::execute(args, &mut std::io::stdout().lock()),

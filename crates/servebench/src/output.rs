@@ -56,27 +56,6 @@ impl Sink {
     }
 }
 
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.bytes(buf)?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Writes text to stdout as is (the caller supplies newlines).
-pub fn out(text: &str) -> io::Result<()> {
-    Sink::Stdout.out(text)
-}
-
-/// Writes one line to stdout.
-pub fn line(text: impl Display) -> io::Result<()> {
-    Sink::Stdout.line(text)
-}
-
 /// Writes one line of progress or a note to stderr; a closed stderr is ignored.
 pub fn note(text: impl Display) {
     let _ = writeln!(io::stderr(), "{text}");

@@ -94,9 +94,10 @@ pub struct BenchServeArgs {
 impl BenchServeArgs {
     /// The run these flags describe; a `--sim` target runs in virtual time when `virtual_time`
     /// (`sweep --predict`), else on a loopback port.
-    pub fn flags(&self, virtual_time: bool) -> Result<resolve::RunFlags<'_>, resolve::ResolveError> {
-        Ok(resolve::RunFlags {
-            aim: resolve::parse_aim(&self.endpoint, &self.sim, virtual_time)?,
+    pub fn flags(&self, virtual_time: bool) -> resolve::RunFlags<'_> {
+        resolve::RunFlags {
+            virtual_time,
+            sim: resolve::SimFlags::Target(&self.sim),
             endpoint: Some(&self.endpoint),
             request: &self.endpoint.request,
             traffic: &self.traffic,
@@ -104,6 +105,6 @@ impl BenchServeArgs {
             report: &self.report,
             dataset: &self.dataset,
             extra: self.extra.clone(),
-        })
+        }
     }
 }

@@ -15,6 +15,7 @@ use servebench_core::threshold;
 use super::bench_args::{
     ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RequestArgs, RunExtraArgs, SimTargetArgs, TrafficArgs,
 };
+use super::sim_model::SimModelArgs;
 
 /// A flag value that cannot be used, with what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -353,20 +354,13 @@ fn check_endpoint(endpoint: &str, backend: Backend) -> Result<(), ResolveError> 
     }
 }
 
-/// What a run is aimed at, as its flags say.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Aim {
-    /// A server: `--base-url`, else `--host` and `--port`.
-    Server,
-    /// The built-in simulator: over HTTP on a loopback port (`bench serve --sim`), or in virtual
-    /// time (`sim predict`, `sweep --predict`).
-    Sim { target: SimTarget, virtual_time: bool },
-}
-
 /// The flags of one run, whichever command gave them: `bench serve`, `sim predict`, a sweep
 /// point.
 pub struct RunFlags<'a> {
-    pub aim: Aim,
+    /// Whether a simulator target runs in virtual time (`sim predict`, `sweep --predict`) or
+    /// on a loopback port (`bench serve --sim`).
+    pub virtual_time: bool,
+    pub sim: SimFlags<'a>,
     /// `None` for `sim predict`, which has no server to reach: no headers, no TLS, no
     /// adapters, the backend's endpoint.
     pub endpoint: Option<&'a EndpointArgs>,
@@ -378,31 +372,30 @@ pub struct RunFlags<'a> {
     pub extra: RunExtraArgs,
 }
 
-/// The model a run names: `model_id` for results, `model_name` for requests.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct ResolvedModel {
-    pub model_id: String,
-    pub model_name: String,
+/// Where the flags say the simulator is.
+pub enum SimFlags<'a> {
+    /// `--sim MODEL@HARDWARE` (with `--sim-option`, `--sim-profile`), or none: a server.
+    Target(&'a SimTargetArgs),
+    /// `sim predict`'s deployment flags.
+    Deployment(&'a SimModelArgs),
 }
 
-impl ResolvedModel {
-    /// `--model` with `--served-model-name`, when the flags give a model.
-    pub fn given(f: &RunFlags<'_>) -> Option<ResolvedModel> {
-        let model = f.endpoint.and_then(|e| e.model.clone())?;
-        let name = f.request.served_model_name.clone().unwrap_or_else(|| model.clone());
-        Some(ResolvedModel { model_id: model, model_name: name })
-    }
-}
-
-/// `--sim MODEL@HARDWARE` (with `--sim-option` and `--sim-profile`), checked against
-/// `--base-url`: the aim of `bench serve` and of a sweep point.
-pub fn parse_aim(e: &EndpointArgs, s: &SimTargetArgs, virtual_time: bool) -> Result<Aim, ResolveError> {
-    match parse_sim_target(s)? {
-        Some(_) if e.base_url.is_some() => {
-            err("--sim starts the simulator on a loopback port and benchmarks it; leave out --base-url")
+impl SimFlags<'_> {
+    fn parse(&self, e: Option<&EndpointArgs>) -> Result<Option<SimTarget>, ResolveError> {
+        match self {
+            SimFlags::Target(s) => match parse_sim_target(s)? {
+                Some(_) if e.is_some_and(|e| e.base_url.is_some()) => {
+                    err("--sim starts the simulator on a loopback port and benchmarks it; leave out --base-url")
+                }
+                target => Ok(target),
+            },
+            SimFlags::Deployment(d) => Ok(Some(SimTarget {
+                model: d.model_spec()?,
+                hardware: d.hardware.clone(),
+                options: d.option_pairs()?,
+                profile: d.profile.clone(),
+            })),
         }
-        Some(target) => Ok(Aim::Sim { target, virtual_time }),
-        None => Ok(Aim::Server),
     }
 }
 
@@ -438,10 +431,11 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     let backend = parse_backend(&f.request.backend)?;
     let endpoint = f.endpoint.and_then(|e| e.endpoint.clone()).unwrap_or_else(|| backend.default_endpoint().into());
     check_endpoint(&endpoint, backend)?;
-    let (base_url, sim) = match (&f.aim, f.endpoint) {
-        (Aim::Sim { target, .. }, _) => (sim_url(target), Some(target.clone())),
-        (Aim::Server, Some(e)) => (endpoint_urls(e, backend).0, None),
-        (Aim::Server, None) => return err("a server needs its address: --base-url, or --host and --port"),
+    let sim = f.sim.parse(f.endpoint)?;
+    let base_url = match (&sim, f.endpoint) {
+        (Some(target), _) => sim_url(target),
+        (None, Some(e)) => endpoint_urls(e, backend).0,
+        (None, None) => return err("a server needs its address: --base-url, or --host and --port"),
     };
     if !is_positive(f.extra.request_timeout_sec) {
         return err("--request-timeout-sec must be greater than 0");

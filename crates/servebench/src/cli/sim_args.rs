@@ -2,10 +2,8 @@
 
 use clap::Args;
 
-use servebench_core::config::SimTarget;
-
 use super::bench_args::{ContentArgs, DatasetArgs, ReportArgs, RequestArgs, RunExtraArgs, TrafficArgs};
-use super::resolve::{Aim, ResolveError, RunFlags};
+use super::resolve::{RunFlags, SimFlags};
 use super::sim_model::SimModelArgs;
 
 /// Predict a benchmark in virtual time: the same engine as `sim serve`, no HTTP, no sleeping.
@@ -36,16 +34,10 @@ pub struct SimPredictArgs {
 impl SimPredictArgs {
     /// The run these flags describe: the deployment in virtual time, with no server to reach
     /// and servebench's run options at their defaults but for the store.
-    pub fn flags(&self) -> Result<RunFlags<'_>, ResolveError> {
-        let d = &self.deployment;
-        let target = SimTarget {
-            model: d.model_spec()?,
-            hardware: d.hardware.clone(),
-            options: d.option_pairs()?,
-            profile: d.profile.clone(),
-        };
-        Ok(RunFlags {
-            aim: Aim::Sim { target, virtual_time: true },
+    pub fn flags(&self) -> RunFlags<'_> {
+        RunFlags {
+            virtual_time: true,
+            sim: SimFlags::Deployment(&self.deployment),
             endpoint: None,
             request: &self.requests,
             traffic: &self.traffic,
@@ -53,7 +45,7 @@ impl SimPredictArgs {
             report: &self.report,
             dataset: &self.dataset,
             extra: RunExtraArgs { db: self.db.clone(), no_store: self.no_store, ..RunExtraArgs::default() },
-        })
+        }
     }
 }
 

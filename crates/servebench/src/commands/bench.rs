@@ -20,7 +20,7 @@ pub const ALL_FAILED: u8 = 1;
 
 /// `bench serve`, its report written to `out`.
 pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
-    let resolved = Resolver::default().resolve(&args.flags(false)?, out).await?;
+    let resolved = Resolver::default().resolve(&args.flags(false), out).await?;
     let plan = plan(&resolved)?;
     let outcome = execute(&resolved, plan, &Keep::new(RunKind::Bench), interrupted(), out).await?;
     let Some(o) = outcome else { return Ok(ExitCode::SUCCESS) };

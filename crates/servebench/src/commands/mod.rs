@@ -30,7 +30,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Serve(args)) => bench::serve(*args, &Sink::Stdout).await,
         Command::Sim(SimCommand::Serve(args)) => sim_serve::run(*args).await,
         Command::Sim(SimCommand::Predict(args)) => sim_predict::run(*args, &Sink::Stdout).await,
-        Command::Sim(SimCommand::Fit(args)) => sim_fit::fit(args),
+        Command::Sim(SimCommand::Fit(args)) => sim_fit::fit(args, &Sink::Stdout),
         Command::Sim(SimCommand::Validate(args)) => sim_validate::run(&args, &mut std::io::stdout().lock()),
         Command::Sim(SimCommand::Presets(args)) => sim_presets::presets(args, &mut std::io::stdout().lock()),
         Command::Runs(command) => runs::execute(command, &mut std::io::stdout().lock()),

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde::Serialize;
-use servebench_core::config::{RunConfig, SimTarget};
+use servebench_core::config::{RunConfig, SimTarget, Target};
 use servebench_sim::SimSetup;
 use servebench_sim::server::Dialect;
 use servebench_workload::Tokenizer;
 
-use crate::cli::resolve::{Aim, ResolvedModel, RunFlags, endpoint_urls, parse_backend, run_config};
+use crate::cli::resolve::{RunFlags, run_config};
 use crate::commands::finish::StoreChoice;
 use crate::output::Sink;
 
@@ -80,6 +80,9 @@ impl Resolved {
     }
 }
 
+/// A model as a server lists it: `(id for results, name for requests)`.
+type ServedModel = (String, String);
+
 /// Resolves runs, looking up each tokenizer, simulator deployment and server's model once: a
 /// failed lookup fails every run that needs it, with the same message, without asking again.
 #[derive(Default)]
@@ -87,7 +90,7 @@ pub struct Resolver {
     tokenizers: Vec<(String, Arc<Tokenizer>)>,
     setups: Vec<(SimTarget, Result<Arc<SimSetup>, String>)>,
     /// Keyed by the server's base URL.
-    models: Vec<(String, Result<ResolvedModel, String>)>,
+    models: Vec<(String, Result<ServedModel, String>)>,
 }
 
 impl Resolver {
@@ -98,19 +101,16 @@ impl Resolver {
             Some(spec) => Some(self.tokenizer(spec)?),
             None => None,
         };
-        let (executor, model) = match &f.aim {
-            Aim::Server => (Executor::Http, self.server_model(f, out).await?),
-            Aim::Sim { target, virtual_time } => {
+        let given = f.endpoint.and_then(|e| e.model.clone());
+        let served = f.request.served_model_name.clone();
+        let (executor, (model_id, model_name)) = match &config.target.sim {
+            None => (Executor::Http, self.server_model(&config.target, given, served, out).await?),
+            Some(target) => {
                 let (engine_options, dialect) = split_dialect(&target.options)?;
                 let setup = self.setup(&SimTarget { options: engine_options, ..target.clone() })?;
-                let model = ResolvedModel::given(f).unwrap_or_else(|| {
-                    let id = setup.model.id.clone();
-                    ResolvedModel {
-                        model_name: f.request.served_model_name.clone().unwrap_or_else(|| id.clone()),
-                        model_id: id,
-                    }
-                });
-                let executor = if *virtual_time {
+                let id = given.unwrap_or_else(|| setup.model.id.clone());
+                let model = (id.clone(), served.unwrap_or(id));
+                let executor = if f.virtual_time {
                     Executor::Virtual { setup }
                 } else {
                     Executor::Loopback { setup, dialect, seed: f.traffic.seed }
@@ -118,7 +118,7 @@ impl Resolver {
                 (executor, model)
             }
         };
-        (config.target.model_id, config.target.model_name) = (model.model_id, model.model_name);
+        (config.target.model_id, config.target.model_name) = (model_id, model_name);
         Ok(Resolved {
             config,
             executor,
@@ -152,37 +152,44 @@ impl Resolver {
         setup
     }
 
-    /// `--model`, or the first model the server lists (vLLM's behaviour and lines).
-    async fn server_model(&mut self, f: &RunFlags<'_>, out: &Sink) -> anyhow::Result<ResolvedModel> {
-        if let Some(given) = ResolvedModel::given(f) {
-            return Ok(given);
+    /// `--model`, or the first model the server at `target` lists (vLLM's behaviour and
+    /// lines): `(model id, name sent in requests)`, `--served-model-name` the latter.
+    async fn server_model(
+        &mut self,
+        target: &Target,
+        given: Option<String>,
+        served: Option<String>,
+        out: &Sink,
+    ) -> anyhow::Result<ServedModel> {
+        if let Some(model) = given {
+            return Ok((model.clone(), served.unwrap_or(model)));
         }
-        let endpoint = f.endpoint.context("a server needs its address: --base-url, or --host and --port")?;
-        let base_url = endpoint_urls(endpoint, parse_backend(&f.request.backend)?).0;
-        if let Some((_, known)) = self.models.iter().find(|(url, _)| *url == base_url) {
-            return known.clone().map_err(anyhow::Error::msg);
-        }
-        let asked = async {
-            out.line("Model not specified, fetching first model from server...")?;
-            let headers = crate::cli::resolve::parse_kv_list(&endpoint.header, "--header")?;
-            let api_key = servebench_client::env_api_key();
-            let info = servebench_client::fetch_models(&base_url, &headers, api_key, endpoint.insecure)
-                .await
-                .with_context(|| {
-                    format!(
-                        "could not fetch the model list from {base_url}/v1/models; is the server running? Or pass \
-                         --model"
-                    )
-                })?;
-            let id = info.root.clone().unwrap_or_else(|| info.id.clone());
-            out.line(format!("First model name: {}, first model id: {id}", info.id))?;
-            let name = f.request.served_model_name.clone().unwrap_or(info.id);
-            anyhow::Ok(ResolvedModel { model_id: id, model_name: name })
+        let base_url = &target.base_url;
+        let known = self.models.iter().find(|(url, _)| url == base_url).map(|(_, m)| m.clone());
+        let (id, name) = match known {
+            Some(known) => known.map_err(anyhow::Error::msg)?,
+            None => {
+                let asked = ask_model(target, out).await;
+                self.models.push((base_url.clone(), remembered(&asked)));
+                asked?
+            }
         };
-        let model = asked.await;
-        self.models.push((base_url, remembered(&model)));
-        model
+        Ok((id, served.unwrap_or(name)))
     }
+}
+
+/// vLLM's lookup of the first model a server lists: `(its root, its id)`.
+async fn ask_model(target: &Target, out: &Sink) -> anyhow::Result<ServedModel> {
+    out.line("Model not specified, fetching first model from server...")?;
+    let (base_url, api_key) = (&target.base_url, servebench_client::env_api_key());
+    let info = servebench_client::fetch_models(base_url, &target.headers, api_key, target.insecure)
+        .await
+        .with_context(|| {
+            format!("could not fetch the model list from {base_url}/v1/models; is the server running? Or pass --model")
+        })?;
+    let id = info.root.clone().unwrap_or_else(|| info.id.clone());
+    out.line(format!("First model name: {}, first model id: {id}", info.id))?;
+    Ok((id, info.id))
 }
 
 /// Loads the tokenizer `--tokenizer` names.

@@ -11,10 +11,10 @@ use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, val
 use servebench_sim::{Presets, SimSetup};
 
 use crate::cli::sim_args::SimFitArgs;
-use crate::output;
+use crate::output::Sink;
 
 /// `sim fit`: calibrate the stack constants to measured results, write the profile.
-pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
+pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
     let d = &args.deployment;
     let model = d.model_spec()?;
@@ -28,7 +28,7 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
         let total = points.len();
         let selection = calibration::select_model(points, &names)?;
         if selection.skipped() > 0 {
-            output::line(format!(
+            out.line(format!(
                 "Left out {} of {total} measured runs: {}. Add --all-points to fit them too.",
                 selection.skipped(),
                 selection.skipped_reasons()
@@ -47,7 +47,7 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
     };
     let (targets, skipped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
     for s in &skipped {
-        output::line(format!("Left out {}: {}", s.label, s.reason))?;
+        out.line(format!("Left out {}: {}", s.label, s.reason))?;
     }
     if targets.is_empty() {
         anyhow::bail!("none of the measured runs maps to a simulated deployment (see the lines above)");
@@ -61,7 +61,7 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
             params.len() + 2
         );
     }
-    output::line(format!(
+    out.line(format!(
         "Fitting {} to {} measured run(s) of {} on {}...",
         params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
         targets.len(),
@@ -91,29 +91,29 @@ pub fn fit(args: SimFitArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(&args.out, header + &profile.to_toml())
         .with_context(|| format!("could not write the profile to {}", args.out))?;
 
-    output::line(format!(
+    out.line(format!(
         "Loss (mean |ln(simulated/measured)|): {:.4} -> {:.4} after {} simulations of the set in {:.1} s.",
         result.loss_start,
         result.loss,
         result.evaluations,
         took.as_secs_f64()
     ))?;
-    output::line("Constants (prior -> fitted, x/÷ one σ):")?;
-    output::out(&calibration::estimates_table(&result.estimates))?;
+    out.line("Constants (prior -> fitted, x/÷ one σ):")?;
+    out.out(&calibration::estimates_table(&result.estimates))?;
     let in_sample = calibrator.residuals(&all, &result.values);
-    output::out(&calibration::residual_table(&in_sample))?;
+    out.out(&calibration::residual_table(&in_sample))?;
     let ins: Vec<&calibration::Residual> = in_sample.iter().collect();
-    output::out(&validate::errors_table("In-sample errors:", &validate::by_metric(&ins)))?;
+    out.out(&validate::errors_table("In-sample errors:", &validate::by_metric(&ins)))?;
     if !args.no_holdout && all.len() >= 2 {
         let split = if all.len() <= 10 { validate::Split::Folds(all.len()) } else { validate::Split::Folds(5) };
         let what = if all.len() <= 10 { "leave one out" } else { "5 folds" };
         let v = validate::validate(&calibrator, &split, &params, search);
         let held: Vec<&calibration::Residual> = v.held_out.iter().collect();
-        output::out(&validate::errors_table(
+        out.out(&validate::errors_table(
             &format!("Held-out errors ({what}: each run predicted by a fit without it):"),
             &validate::by_metric(&held),
         ))?;
     }
-    output::line(format!("Wrote the profile to {}", args.out))?;
+    out.line(format!("Wrote the profile to {}", args.out))?;
     Ok(ExitCode::SUCCESS)
 }

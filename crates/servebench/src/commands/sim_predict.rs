@@ -14,7 +14,7 @@ use crate::output::Sink;
 
 /// `sim predict`, its report written to `out`.
 pub async fn run(args: SimPredictArgs, out: &Sink) -> anyhow::Result<ExitCode> {
-    let resolved = Resolver::default().resolve(&args.flags()?, out).await?;
+    let resolved = Resolver::default().resolve(&args.flags(), out).await?;
     let plan = plan(&resolved)?;
     execute(&resolved, plan, &Keep::new(RunKind::Predict), std::future::pending(), out).await?;
     Ok(ExitCode::SUCCESS)

@@ -135,7 +135,7 @@ async fn a_resolver_asks_a_server_for_its_model_once_and_resolves_the_simulator_
     let mut resolver = Resolver::default();
     let args = bench_serve(&["--base-url", &base, "--served-model-name", "alias"]);
     for _ in 0..2 {
-        let resolved = resolver.resolve(&args.flags(false).unwrap(), &out).await.unwrap();
+        let resolved = resolver.resolve(&args.flags(false), &out).await.unwrap();
         let target = &resolved.config.target;
         assert_eq!((target.model_id.as_str(), target.model_name.as_str()), ("servebench/test-model", "alias"));
         assert!(matches!(resolved.executor, Executor::Http));
@@ -143,7 +143,7 @@ async fn a_resolver_asks_a_server_for_its_model_once_and_resolves_the_simulator_
     assert_eq!(out.text().matches("Model not specified").count(), 1, "{}", out.text());
 
     let sim = bench_serve(&["--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--num-prompts", "3"]);
-    let predicted = resolver.resolve(&sim.flags(true).unwrap(), &out).await.unwrap();
+    let predicted = resolver.resolve(&sim.flags(true), &out).await.unwrap();
     assert_eq!(predicted.config.target.base_url, "sim://Qwen/Qwen3-0.6B@h100-sxm");
     assert_eq!(predicted.config.target.model_id, "Qwen/Qwen3-0.6B");
     assert!(matches!(predicted.executor, Executor::Virtual { .. }));
@@ -151,8 +151,9 @@ async fn a_resolver_asks_a_server_for_its_model_once_and_resolves_the_simulator_
     assert_eq!(json["executor"]["kind"], "virtual");
 
     let unknown = bench_serve(&["--sim", "acme/none@h100-sxm"]);
-    let e = resolver.resolve(&unknown.flags(false).unwrap(), &out).await.err().expect("an unknown model fails");
+    let e = resolver.resolve(&unknown.flags(false), &out).await.err().expect("an unknown model fails");
     assert!(format!("{e:#}").contains("the simulator cannot run acme/none@h100-sxm"), "{e:#}");
     let both = bench_serve(&["--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--base-url", &base]);
-    assert!(both.flags(false).err().expect("--sim with --base-url fails").to_string().contains("leave out --base-url"));
+    let e = resolver.resolve(&both.flags(false), &out).await.err().expect("--sim with --base-url fails");
+    assert!(e.to_string().contains("leave out --base-url"), "{e}");
 }

@@ -96,7 +96,7 @@ impl Sweep {
                 Some((key, s)) => grid.probe(&p, *key, s.min),
                 None => p,
             };
-            run_config(&grid.args(&args.bench, &p).flags(args.sweep.predict)?)?;
+            run_config(&grid.args(&args.bench, &p).flags(args.sweep.predict))?;
         }
         let id = match &args.sweep.sweep_id {
             Some(id) if id.trim().is_empty() || id.contains(char::is_whitespace) => {

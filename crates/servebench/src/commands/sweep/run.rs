@@ -105,10 +105,7 @@ impl Runner<'_> {
             }
         };
         let args = self.grid.args(self.base, point);
-        let resolved = match args.flags(self.predict) {
-            Ok(f) => self.resolver.resolve(&f, &self.out).await.map(|r| r.repeat(repeat)),
-            Err(e) => Err(e.into()),
-        };
+        let resolved = self.resolver.resolve(&args.flags(self.predict), &self.out).await.map(|r| r.repeat(repeat));
         let mut labels = vec![self.id_label.clone()];
         let mut shown = Vec::new();
         for (k, v) in self.grid.settings(point) {

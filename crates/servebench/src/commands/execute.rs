@@ -17,7 +17,7 @@ use servebench_client::{Logger, RunOptions};
 use servebench_core::config::RunConfig;
 use servebench_core::plan::Plan;
 use servebench_sim::SimSetup;
-use servebench_sim::server::{ServerOptions, SimServer};
+use servebench_sim::server::ServerOptions;
 
 use super::env::{self, ServerBefore};
 use super::finish::{Keep, PointOutcome, finish_and_keep, stamp_dates};
@@ -63,7 +63,7 @@ pub async fn execute(
     };
     let outcome = run(resolved, &config, plan, keep, cancel, out).await;
     if let Some(server) = server {
-        SimServer::shutdown(server).await;
+        server.shutdown().await;
     }
     outcome
 }

@@ -50,7 +50,7 @@ pub enum Executor {
         /// Whose HTTP API it answers in (`--sim-option dialect=...`).
         #[serde(serialize_with = "dialect_name")]
         dialect: Dialect,
-        /// The seed of its generated text.
+        /// `--seed`: seeds the engine (with its own seed) and its generated text.
         seed: u64,
     },
     /// The simulator in virtual time: no HTTP, no sleeping.

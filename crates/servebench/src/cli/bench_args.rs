@@ -216,6 +216,10 @@ pub struct ReportArgs {
     /// KEY=VALUE pairs saved at the top level of the result JSON.
     #[arg(long, num_args = 0.., value_name = "KEY=VALUE")]
     pub metadata: Vec<String>,
+    /// Also report the run in time slices of N seconds (throughput, TTFT and ITL percentiles,
+    /// requests in flight), in the result JSON and the run store.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub slice_seconds: Option<u32>,
 }
 
 impl Default for ReportArgs {

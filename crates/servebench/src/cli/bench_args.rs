@@ -336,6 +336,10 @@ pub struct RunExtraArgs {
     /// Do not save this run to the run store.
     #[arg(long)]
     pub no_store: bool,
+    /// Exit with code 3 when a rule holds on this run: KEY>VALUE or KEY<VALUE, comma-separated
+    /// (p99_ttft_ms>500,output_throughput<1000,failed_pct>1).
+    #[arg(long, value_name = "RULES")]
+    pub fail_on: Vec<String>,
 }
 
 impl Default for RunExtraArgs {

@@ -18,6 +18,7 @@ use anyhow::Context as _;
 use servebench_client::{Logger, RunOptions};
 use servebench_core::config::{RunConfig, SimTarget};
 use servebench_core::plan::Plan;
+use servebench_core::threshold::{Threshold, ThresholdError, parse_fail_on_values};
 use servebench_store::RunKind;
 use servebench_workload::Tokenizer;
 
@@ -32,6 +33,10 @@ pub const INTERRUPTED: u8 = 130;
 
 pub async fn serve(args: BenchServeArgs) -> anyhow::Result<ExitCode> {
     check_target(&args)?;
+    let rules = match fail_on_rules(&args.extra.fail_on) {
+        Ok(rules) => rules,
+        Err(e) => return Ok(super::compare::usage(&e)),
+    };
     let tokenizer = load_tokenizer(args.endpoint.request.tokenizer.as_deref())?;
     let outcome = run_point(&args, tokenizer, &Keep::new(RunKind::Bench), interrupted()).await?;
     let Some(o) = outcome else { return Ok(ExitCode::SUCCESS) };
@@ -42,10 +47,25 @@ pub async fn serve(args: BenchServeArgs) -> anyhow::Result<ExitCode> {
         output::line("Every request failed (see the failures above): the run measured nothing; exit status 1.")?;
         return Ok(ExitCode::from(ALL_FAILED));
     }
+    if !rules.is_empty() {
+        let verdicts = servebench_report::gate::check_run(&rules, &o.summary);
+        output::out(&verdicts.text())?;
+        if verdicts.failed() {
+            return Ok(ExitCode::from(super::compare::REGRESSION));
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--fail-on` rules on one run, read before anything is sent.
+fn fail_on_rules(flags: &[String]) -> Result<Vec<Threshold>, ThresholdError> {
+    let rules: Result<Vec<_>, _> = flags.iter().map(|r| parse_fail_on_values(r)).collect();
+    Ok(rules?.concat())
+}
+
 /// Exit code of a run in which every request failed (vLLM exits 0 there; scripts should not).
+/// A run that measured something but broke a `--fail-on` rule exits with
+/// [`super::compare::REGRESSION`] (3), as `compare` does.
 pub const ALL_FAILED: u8 = 1;
 
 /// `--sim`, checked against `--base-url`.

@@ -105,6 +105,16 @@ pub struct RequestRecord {
     pub retried: bool,
     /// Set for a turn of a multi-turn conversation.
     pub turn: Option<TurnRef>,
+    /// Token chunks that carried only reasoning (`reasoning_content` or `reasoning` deltas).
+    #[serde(default)]
+    pub reasoning_chunks: u32,
+    /// When the first reasoning chunk arrived, µs after `start_ns`.
+    #[serde(default)]
+    pub first_reasoning_us: Option<u32>,
+    /// When the first answer chunk (any token chunk not only reasoning) arrived, µs after
+    /// `start_ns`.
+    #[serde(default)]
+    pub first_answer_us: Option<u32>,
     /// Server-reported timings, in seconds, when the stream carried them (vLLM `metrics` object).
     pub server_queue_s: Option<f64>,
     pub server_ttft_s: Option<f64>,

@@ -6,6 +6,7 @@
 pub mod health;
 pub mod ledger;
 pub mod peaks;
+pub mod reasoning;
 pub mod stats;
 pub mod summary;
 pub mod turns;
@@ -14,6 +15,7 @@ pub mod window;
 pub use health::{Health, Verdict, render_health};
 pub use ledger::{Ledger, render_notes};
 pub use peaks::{BucketPeaks, peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
+pub use reasoning::{Reasoning, render_reasoning};
 pub use stats::{Described, Sorted, describe, mean, median, pairwise_sum, percentile, std};
 pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary};
 pub use turns::{TurnMetrics, render_turns};

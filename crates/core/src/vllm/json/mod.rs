@@ -207,6 +207,9 @@ fn request_entry(r: &RequestRecord) -> Value {
         "status": r.status,
         "failure": r.failure.as_ref().map(|f| json!({"kind": f.kind.as_str(), "message": f.message})),
         "retried": r.retried,
+        "reasoning_chunks": r.reasoning_chunks,
+        "first_reasoning_s": chunk(r.first_reasoning_us.as_ref()),
+        "first_answer_s": chunk(r.first_answer_us.as_ref()),
         "turn": r.turn.map(|t| json!({
             "conversation": t.conversation,
             "turn": t.turn,

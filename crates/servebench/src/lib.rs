@@ -1,8 +1,10 @@
 //! servebench: measure, predict and compare the performance of LLM serving engines.
 //!
-//! This crate is the command layer: flags parse into clap structs ([`cli`]), resolve once into a
-//! validated config, and each subcommand in [`commands`] drives the library crates. `main.rs`
-//! only calls [`main_entry`].
+//! This crate is the command layer: flags parse into clap structs ([`cli`]) and each subcommand
+//! in [`commands`] drives the library crates. A benchmark run, from `bench serve`, `sim predict`
+//! or a sweep, is resolved once (`commands::resolve`), planned and executed
+//! (`commands::execute`), and reported through an [`output::Sink`]. `main.rs` only calls
+//! [`main_entry`].
 
 pub mod cli;
 pub mod commands;

@@ -1,0 +1,224 @@
+//! One run of a [`Resolved`] plan, whatever executes it: a server over HTTP, the simulator on a
+//! loopback port, or the simulator in virtual time. The run's dates, its token accounting, the
+//! environment it ran in, the server's profiler, the report and the saving happen here, once,
+//! for `bench serve`, `sim predict` and every point of a sweep.
+//!
+//! With `--profile`, the server's profiler is started just before the run (vLLM's
+//! `POST /start_profile`) and stopped after its report (`/stop_profile`), with vLLM's lines; a
+//! server that refuses gets a warning, and the run goes on.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use servebench_client::{Logger, RunOptions};
+use servebench_core::config::RunConfig;
+use servebench_core::plan::Plan;
+use servebench_sim::SimSetup;
+use servebench_sim::server::ServerOptions;
+
+use super::env::{self, ServerBefore};
+use super::finish::{Keep, PointOutcome, finish_and_keep, stamp_dates};
+use super::resolve::{Executor, Resolved};
+use crate::output::Sink;
+
+/// The plan of a run: read from `--replay-plan`, or built from its config.
+pub fn plan(resolved: &Resolved) -> anyhow::Result<Plan> {
+    match &resolved.replay_plan {
+        Some(path) => servebench_workload::load_plan(Path::new(path))
+            .with_context(|| format!("could not read the plan {path} (written by --dry-run)")),
+        None => servebench_workload::build_plan(&resolved.config, resolved.tokenizer.as_deref())
+            .context("could not build the requests"),
+    }
+}
+
+/// Runs `plan` as `resolved` says, then reports it and keeps it as `keep` says. `cancel`
+/// completing interrupts it (what was measured until then is still reported and kept). `None`
+/// after a `--dry-run`, which sends nothing.
+pub async fn execute(
+    resolved: &Resolved,
+    plan: Plan,
+    keep: &Keep,
+    cancel: impl Future<Output = ()>,
+    out: &Sink,
+) -> anyhow::Result<Option<PointOutcome>> {
+    let mut config = resolved.config.clone();
+    let server = match &resolved.executor {
+        Executor::Loopback { setup, dialect, seed } => {
+            let options = ServerOptions {
+                served_model_name: Some(config.target.model_name.clone()),
+                tokenizer: resolved.tokenizer.clone(),
+                seed: *seed,
+                dialect: *dialect,
+                ..ServerOptions::default()
+            };
+            let server = servebench_sim::server::start((**setup).clone(), options).await?;
+            out.line(format!("Simulating {} at {}", sim_name(&config), server.base_url()))?;
+            listening_at(&mut config, server.base_url());
+            Some(server)
+        }
+        Executor::Http | Executor::Virtual { .. } => None,
+    };
+    let outcome = run(resolved, &config, plan, keep, cancel, out).await;
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
+    outcome
+}
+
+/// `MODEL@HARDWARE` of a simulator target.
+fn sim_name(config: &RunConfig) -> String {
+    config.target.sim.as_ref().map_or_else(String::new, |s| format!("{}@{}", s.model, s.hardware))
+}
+
+/// Points a config at the server now listening at `base_url`.
+fn listening_at(config: &mut RunConfig, base_url: &str) {
+    let t = &mut config.target;
+    t.base_url = base_url.trim_end_matches('/').to_string();
+    t.api_url = format!("{}{}", t.base_url, t.endpoint);
+}
+
+/// The run with its executor started: the plan's notes, the alignment of its prompts to the
+/// server's tokenizer, the dry run or the run itself.
+async fn run(
+    resolved: &Resolved,
+    config: &RunConfig,
+    mut plan: Plan,
+    keep: &Keep,
+    cancel: impl Future<Output = ()>,
+    out: &Sink,
+) -> anyhow::Result<Option<PointOutcome>> {
+    for note in &plan.notes {
+        out.line(note)?;
+    }
+    let log = logger(out);
+    let over_http = !matches!(resolved.executor, Executor::Virtual { .. });
+    // vLLM's alignment of `random` and `prefix_repetition` prompts to the server's tokenizer
+    // (`/tokenize`), before `--dry-run` writes the plan and before the clock starts; never for
+    // `--replay-plan`, whose plan is sent exactly as written.
+    if over_http && resolved.replay_plan.is_none() {
+        let (tokenizer, key) = (resolved.tokenizer.as_deref(), servebench_client::env_api_key());
+        servebench_client::align_prompts(&mut plan, config, tokenizer, key, &log).await;
+    }
+    if let Some(path) = &resolved.dry_run {
+        servebench_workload::save_plan(&plan, Path::new(path))
+            .with_context(|| format!("could not write the plan to {path}"))?;
+        out.line(format!("Wrote {} planned requests to {path}; nothing was sent.", plan.len()))?;
+        return Ok(None);
+    }
+    match &resolved.executor {
+        Executor::Virtual { setup } => predict(resolved, config, plan, setup, keep, out).await.map(Some),
+        Executor::Http | Executor::Loopback { .. } => measure(resolved, config, plan, keep, cancel, log, out).await,
+    }
+}
+
+/// The load engine's progress lines, written to `out`.
+fn logger(out: &Sink) -> Logger {
+    let out = out.clone();
+    Arc::new(move |line: &str| {
+        let _ = out.line(line);
+    })
+}
+
+/// The plan sent over HTTP and measured, with the server's environment and profiler around it.
+async fn measure(
+    resolved: &Resolved,
+    config: &RunConfig,
+    plan: Plan,
+    keep: &Keep,
+    cancel: impl Future<Output = ()>,
+    log: Logger,
+    out: &Sink,
+) -> anyhow::Result<Option<PointOutcome>> {
+    let in_flight = u64::try_from(config.traffic.max_concurrency.unwrap_or(plan.len())).unwrap_or(u64::MAX);
+    let wanted_files = in_flight.saturating_mul(2).saturating_add(256);
+    if let Err(e) = servebench_client::raise_nofile_limit(wanted_files) {
+        out.line(format!("WARNING: could not raise the open-file limit ({e}); very high concurrency may fail."))?;
+    }
+    let target = &config.target;
+    let before = ServerBefore::capture(&target.base_url, &target.headers, target.insecure).await;
+    if target.profile {
+        profiler(config, Profiler::Start, out).await?;
+    }
+    let measured: anyhow::Result<Option<PointOutcome>> = async {
+        let started = jiff::Zoned::now();
+        let mut result = servebench_client::run(config, &plan, RunOptions { log, ..RunOptions::default() }, cancel)
+            .await
+            .context("the benchmark could not run")?;
+        stamp_dates(&mut result, &started);
+        servebench_workload::account(resolved.tokenizer.as_deref(), &plan, &mut result);
+        let metrics_after = env::ask(&target.base_url, "/metrics", &target.headers, target.insecure).await;
+        let env = before.into_env(metrics_after);
+        finish_and_keep(result, Some(env), None, keep, &resolved.store, out).map(Some)
+    }
+    .await;
+    // Stopped whatever happened to the run, so the server is not left profiling.
+    if target.profile {
+        profiler(config, Profiler::Stop, out).await?;
+    }
+    measured
+}
+
+/// The plan run through the simulated engine in virtual time, reported like a measured run
+/// with the prediction band of its hardware.
+async fn predict(
+    resolved: &Resolved,
+    config: &RunConfig,
+    plan: Plan,
+    setup: &Arc<SimSetup>,
+    keep: &Keep,
+    out: &Sink,
+) -> anyhow::Result<PointOutcome> {
+    for note in &setup.notes {
+        out.line(format!("Simulated: {note}"))?;
+    }
+    let started = jiff::Zoned::now();
+    let clock = Instant::now();
+    let requests = plan.len();
+    let (config, engine) = (config.clone(), setup.clone());
+    let mut result = tokio::task::spawn_blocking(move || servebench_sim::predict(&plan, &config, &engine))
+        .await
+        .context("the prediction stopped")?;
+    let took = clock.elapsed();
+    stamp_dates(&mut result, &started);
+    for note in result.notes.iter().skip(setup.notes.len()) {
+        out.line(format!("Simulated: {note}"))?;
+    }
+    out.line(format!(
+        "Predicted {requests} requests ({:.1} s of simulated serving) in {:.0} ms.",
+        result.duration_s,
+        took.as_secs_f64() * 1e3
+    ))?;
+    let env = serde_json::to_value(setup.as_ref()).ok().map(|s| serde_json::json!({ "simulated": s }));
+    finish_and_keep(result, env, Some(&setup.hardware.uncertainty), keep, &resolved.store, out)
+}
+
+/// A step of vLLM's `--profile`.
+#[derive(Clone, Copy)]
+enum Profiler {
+    Start,
+    Stop,
+}
+
+/// Starts or stops the server's profiler, printing vLLM's lines; a failure is a warning.
+async fn profiler(config: &RunConfig, step: Profiler, out: &Sink) -> anyhow::Result<()> {
+    let (path, doing, done, verb) = match step {
+        Profiler::Start => ("/start_profile", "Starting profiler...", "Profiler started", "start"),
+        Profiler::Stop => ("/stop_profile", "Stopping profiler...", "Profiler stopped", "stop"),
+    };
+    out.line(doing)?;
+    let t = &config.target;
+    // Stopping writes the traces, which can take minutes: the wait is the request timeout.
+    let timeout = Duration::try_from_secs_f64(t.request_timeout_s).unwrap_or(Duration::from_secs(6 * 3600));
+    let api_key = servebench_client::env_api_key();
+    match servebench_client::post_empty(&t.base_url, path, &t.headers, api_key, t.insecure, timeout).await {
+        Ok(()) => out.line(done)?,
+        Err(e) => out.line(format!(
+            "WARNING: could not {verb} the server's profiler ({e}); the run goes on. \
+             vLLM serves {path} only when started with its profiler enabled."
+        ))?,
+    }
+    Ok(())
+}

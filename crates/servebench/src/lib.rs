@@ -16,7 +16,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// Parses the command line, runs the command and maps the outcome to an exit code:
-/// 0 success, 1 error, 2 bad usage, 130 interrupted (after saving what was measured).
+/// 0 success, 1 error (or a run in which every request failed), 2 bad usage, 3 a `--fail-on`
+/// rule held, 130 interrupted (after saving what was measured).
 pub fn main_entry(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args = cli::compat::normalize_argv(args);
     if let Err(e) = cli::compat::refuse_unsupported(&args) {

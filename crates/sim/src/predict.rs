@@ -278,6 +278,7 @@ pub(crate) fn predict_prepared(
         not_sent,
         notes,
         token_source: TokenSource::Simulated,
+        client: None,
     }
 }
 

@@ -301,6 +301,7 @@ pub fn parse_output(
         metadata: parse_kv_list(&r.metadata, "--metadata")?,
         label,
         disable_progress,
+        slice_seconds: r.slice_seconds.map(f64::from),
     })
 }
 

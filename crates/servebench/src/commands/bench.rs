@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+use servebench_core::threshold::{Threshold, ThresholdError, parse_fail_on_values};
 use servebench_store::RunKind;
 
 use super::execute::{execute, plan};
@@ -16,10 +17,16 @@ use crate::output::Sink;
 pub const INTERRUPTED: u8 = 130;
 
 /// Exit code of a run in which every request failed (vLLM exits 0 there; scripts should not).
+/// A run that measured something but broke a `--fail-on` rule exits with
+/// [`super::compare::REGRESSION`] (3), as `compare` does.
 pub const ALL_FAILED: u8 = 1;
 
 /// `bench serve`, its report written to `out`.
 pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
+    let rules = match fail_on_rules(&args.extra.fail_on) {
+        Ok(rules) => rules,
+        Err(e) => return Ok(super::compare::usage(&e)),
+    };
     let resolved = Resolver::default().resolve(&args.flags(false), out).await?;
     let plan = plan(&resolved)?;
     let outcome = execute(&resolved, plan, &Keep::new(RunKind::Bench), interrupted(), out).await?;
@@ -31,7 +38,20 @@ pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode>
         out.line("Every request failed (see the failures above): the run measured nothing; exit status 1.")?;
         return Ok(ExitCode::from(ALL_FAILED));
     }
+    if !rules.is_empty() {
+        let verdicts = servebench_report::gate::check_run(&rules, &o.summary);
+        out.out(&verdicts.text())?;
+        if verdicts.failed() {
+            return Ok(ExitCode::from(super::compare::REGRESSION));
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--fail-on` rules on one run, read before anything is sent.
+fn fail_on_rules(flags: &[String]) -> Result<Vec<Threshold>, ThresholdError> {
+    let rules: Result<Vec<_>, _> = flags.iter().map(|r| parse_fail_on_values(r)).collect();
+    Ok(rules?.concat())
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_notes, render_turns};
+use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_health, render_notes, render_turns};
 use servebench_core::record::RunResult;
 use servebench_core::vllm::json::{result_filename, result_json, write_result};
-use servebench_core::vllm::text::{render_failures, render_result_block};
+use servebench_core::vllm::text::{render_failures, render_result_block, render_steady_state};
 use servebench_store::{NewRun, RunId, RunKind};
 
 use crate::output::Sink;
@@ -47,8 +47,11 @@ pub fn finish_run(
         out.out(&render_turns(&turns))?;
     }
     out.out(&render_notes(&Ledger::compute(result)))?;
-    if let Some(warning) = client_lag_warning(&summary) {
-        out.line(warning)?;
+    if let Some(steady) = &summary.steady_state {
+        out.out(&render_steady_state(steady))?;
+    }
+    if let Some(health) = &summary.health {
+        out.line(render_health(health))?;
     }
     if result.interrupted {
         out.line(format!(
@@ -70,21 +73,6 @@ pub fn finish_run(
         None
     };
     Ok(Finished { summary, saved_to })
-}
-
-/// Dispatch lag above this at p99 means the client, not the server, shaped the arrivals.
-const LAG_WARN_MS: f64 = 10.0;
-
-/// A warning when requests left the client noticeably later than the schedule said.
-fn client_lag_warning(summary: &Summary) -> Option<String> {
-    let lag = summary.dispatch_lag.as_ref()?;
-    (lag.p99_ms > LAG_WARN_MS).then(|| {
-        format!(
-            "WARNING: requests left the client later than planned (dispatch lag p50 {:.2} ms, p99 {:.2} ms, \
-             max {:.2} ms): the client or this machine was saturated, so the offered load was lower than asked.",
-            lag.p50_ms, lag.p99_ms, lag.max_ms
-        )
-    })
 }
 
 /// Where a finished run is kept: `--db PATH`, else `$SERVEBENCH_DB`, else the user's data
@@ -205,18 +193,6 @@ fn with_suffix(name: &str, suffix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use servebench_core::metrics::DispatchLag;
-
-    #[test]
-    fn a_late_client_is_called_out_and_a_punctual_one_is_not() {
-        let mut s = Summary::default();
-        assert!(client_lag_warning(&s).is_none(), "no lag measured");
-        s.dispatch_lag = Some(DispatchLag { p50_ms: 1.1, p99_ms: 3.0, max_ms: 4.0 });
-        assert!(client_lag_warning(&s).is_none());
-        s.dispatch_lag = Some(DispatchLag { p50_ms: 2.0, p99_ms: 25.0, max_ms: 40.0 });
-        let w = client_lag_warning(&s).unwrap();
-        assert!(w.contains("p99 25.00 ms") && w.contains("saturated"), "{w}");
-    }
 
     #[test]
     fn a_suffix_goes_before_the_extension_of_the_file_name() {

@@ -72,6 +72,9 @@ impl Sweep {
         if args.bench.extra.dry_run.is_some() || args.bench.extra.replay_plan.is_some() {
             anyhow::bail!("--dry-run and --replay-plan are about one run: use them with `servebench bench serve`");
         }
+        if !args.bench.extra.fail_on.is_empty() {
+            anyhow::bail!("--fail-on is about one run (`bench serve`) or two (`compare`); a sweep is held to --slo");
+        }
         let grid = Grid::new(&args)?;
         let slos = parse_slos(&args.sweep.slo)?;
         let notes = add_slo_sections(&mut args.bench, &slos)?;

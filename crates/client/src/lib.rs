@@ -11,7 +11,8 @@
 //! - [`progress_bar`] is the live progress display;
 //! - `testserver` (with the `testserver` feature) is a scripted in-process server that records
 //!   the true send times, for tests of this crate and of others, which enable the feature on
-//!   their dev-dependency.
+//!   their dev-dependency; `selftest` (same feature) runs the client against it at rising
+//!   concurrency and compares what it measured with the server's send times.
 //!
 //! Modules: `http` (the only network code: pooled HTTP/1.1 connections, over TLS for https), `stream` (one request:
 //! timestamps, SSE decoding, failures; its sans-IO [`stream::StreamRecorder`] is public for
@@ -27,6 +28,8 @@ mod monitor;
 mod progress;
 mod proxy;
 mod runner;
+#[cfg(any(test, feature = "testserver"))]
+pub mod selftest;
 mod server_info;
 pub mod stream;
 #[cfg(any(test, feature = "testserver"))]

@@ -2,7 +2,7 @@
 //! run's runtime notes how late each tick woke against its due time (a busy or starved runtime
 //! wakes late, and so does every request it drives), and once a second samples the process's
 //! CPU time and open file descriptors. Everything stays in the task's own locals and comes back
-//! once, as [`ClientObservations`], when the run ends.
+//! once, as [`ClientObservations`], when the run ends. Its CPU clocks serve the self-test too.
 
 use std::time::{Duration, Instant};
 
@@ -99,14 +99,35 @@ async fn watch(t0: Instant, period: Duration, mut stopped: oneshot::Receiver<()>
 }
 
 /// CPU seconds the whole process has used (every thread, user and system).
+pub(crate) fn process_cpu() -> Option<f64> {
+    cpu_clock(CpuClock::Process)
+}
+
+/// CPU seconds the calling thread has used.
+#[cfg_attr(not(feature = "testserver"), allow(dead_code))]
+pub(crate) fn thread_cpu() -> Option<f64> {
+    cpu_clock(CpuClock::Thread)
+}
+
+#[derive(Clone, Copy)]
+enum CpuClock {
+    Process,
+    Thread,
+}
+
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "freebsd"))]
-fn process_cpu() -> Option<f64> {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+fn cpu_clock(which: CpuClock) -> Option<f64> {
+    use rustix::time::ClockId;
+    let id = match which {
+        CpuClock::Process => ClockId::ProcessCPUTime,
+        CpuClock::Thread => ClockId::ThreadCPUTime,
+    };
+    let t = rustix::time::clock_gettime(id);
     Some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "freebsd")))]
-fn process_cpu() -> Option<f64> {
+fn cpu_clock(_: CpuClock) -> Option<f64> {
     None
 }
 

@@ -4,6 +4,7 @@ pub mod bench_args;
 pub mod compat;
 pub mod report_args;
 pub mod resolve;
+pub mod selftest_args;
 pub mod sim_args;
 pub mod sim_model;
 pub mod sim_serve;
@@ -42,6 +43,9 @@ pub enum Command {
     /// Run `bench serve` over a grid of loads, lengths and targets, or search for the highest
     /// load that meets SLOs; every point is kept in the run store and compared at the end.
     Sweep(Box<sweep_args::SweepArgs>),
+    /// Measure this machine's client error: the real client against the built-in scripted server
+    /// at rising concurrency, compared with the server's own send times.
+    Selftest(selftest_args::SelftestArgs),
 }
 
 /// `servebench sim ...`. Each variant's flags live in their own file.

@@ -12,6 +12,7 @@ pub mod import;
 pub mod report;
 pub mod resolve;
 pub mod runs;
+pub mod selftest;
 pub mod sim_fit;
 pub mod sim_predict;
 pub mod sim_presets;
@@ -38,5 +39,6 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Compare(args) => compare::execute(args, &mut std::io::stdout().lock()),
         Command::Report(args) => report::execute(args, &mut std::io::stdout().lock()),
         Command::Sweep(args) => sweep::execute(*args, &Sink::Stdout).await,
+        Command::Selftest(args) => selftest::run(args, &Sink::Stdout).await,
     }
 }

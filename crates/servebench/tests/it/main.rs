@@ -5,6 +5,7 @@ mod common;
 mod dialects;
 mod pipeline;
 mod report;
+mod selftest;
 mod sim_cli;
 mod sim_http;
 mod store;

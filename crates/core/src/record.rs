@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
+use crate::shard::Sharding;
 
 /// Why a request failed. Counted per kind in the report and the JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -192,6 +193,9 @@ pub struct RunResult {
     pub notes: Vec<String>,
     /// Where token counts came from.
     pub token_source: TokenSource,
+    /// A worker's share of a sharded run, or the merge of one (`None` for a run of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Sharding>,
 }
 
 /// A finished run of `records` lasting `duration_s`, against a local target with vLLM's
@@ -208,6 +212,7 @@ pub(crate) fn test_run(records: Vec<RequestRecord>, duration_s: f64) -> RunResul
         not_sent: 0,
         notes: Vec::new(),
         token_source: TokenSource::ServerUsage,
+        shard: None,
     }
 }
 

@@ -272,6 +272,7 @@ pub(crate) fn predict_prepared(plan: &Plan, config: &RunConfig, sim: &SimSetup, 
         not_sent,
         notes,
         token_source: TokenSource::Simulated,
+        shard: None,
     }
 }
 

@@ -464,6 +464,7 @@ mod tests {
             not_sent: 0,
             notes: vec!["a note".into()],
             token_source: Default::default(),
+            shard: None,
         };
         let new = NewRun::from_run(RunKind::Bench, &run, &Summary::default());
         assert_eq!(new.target.as_deref(), Some("http://h:8000"));

@@ -2,8 +2,11 @@
 
 pub mod bench_args;
 pub mod compat;
+pub mod launch_args;
+pub mod merge_args;
 pub mod report_args;
 pub mod resolve;
+pub mod shard_args;
 pub mod sim_args;
 pub mod sim_model;
 pub mod sim_serve;
@@ -45,6 +48,11 @@ pub enum Command {
     /// Run `bench serve` over a grid of loads, lengths and targets, or search for the highest
     /// load that meets SLOs; every point is kept in the run store and compared at the end.
     Sweep(Box<sweep_args::SweepArgs>),
+    /// Merge the result files of a sharded run's workers into one exact report, result JSON and stored run.
+    Merge(merge_args::MergeArgs),
+    /// Print a Kubernetes manifest or an sbatch script that runs a sharded `bench serve`.
+    #[command(subcommand)]
+    Launch(launch_args::LaunchCommand),
 }
 
 /// `servebench sim ...`. Each variant's flags live in their own file.
@@ -86,6 +94,8 @@ pub struct BenchServeArgs {
     pub sim: SimTargetArgs,
     #[command(flatten)]
     pub extra: RunExtraArgs,
+    #[command(flatten)]
+    pub shard: shard_args::ShardArgs,
     /// Accepted for compatibility: servebench's tokenizers are always Hugging Face `tokenizer.json` ("hf").
     #[arg(long, hide = true, value_parser = ["auto", "hf"])]
     pub tokenizer_mode: Option<String>,

@@ -31,6 +31,9 @@ use crate::output;
 pub const INTERRUPTED: u8 = 130;
 
 pub async fn serve(args: BenchServeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(n) = args.shard.workers {
+        return super::workers::run(&args, n).await;
+    }
     check_target(&args)?;
     let tokenizer = load_tokenizer(args.endpoint.request.tokenizer.as_deref())?;
     let outcome = run_point(&args, tokenizer, &Keep::new(RunKind::Bench), interrupted()).await?;
@@ -68,11 +71,13 @@ pub async fn run_point(
     cancel: impl Future<Output = ()>,
 ) -> anyhow::Result<Option<PointOutcome>> {
     let sim = check_target(args)?;
-    let sim_server = match &sim {
-        Some(target) => Some(start_sim(target, args, tokenizer.clone()).await?),
-        None => None,
+    // A `--workers` worker benchmarks the simulator its parent started.
+    let shared_sim = args.shard.sim_url.clone().filter(|_| sim.is_some());
+    let sim_server = match (&sim, &shared_sim) {
+        (Some(target), None) => Some(start_sim(target, args, tokenizer.clone()).await?),
+        _ => None,
     };
-    let base_override = sim_server.as_ref().map(|s| s.base_url().to_string());
+    let base_override = sim_server.as_ref().map(|s| s.base_url().to_string()).or(shared_sim);
     let outcome = run_against(args, sim, base_override, tokenizer, keep, cancel).await;
     if let Some(server) = sim_server {
         server.shutdown().await;
@@ -99,7 +104,8 @@ async fn run_against(
     let base_url = base_override.clone().unwrap_or_else(|| endpoint_urls(&args.endpoint, backend).0);
     let headers = parse_kv_list(&args.endpoint.header, "--header")?;
     let model = resolve_model(args, &base_url, &headers).await?;
-    let config = crate::cli::resolve::resolve_run_config(&args.flags(), sim, base_override.as_deref(), model)?;
+    let mut config = crate::cli::resolve::resolve_run_config(&args.flags(), sim, base_override.as_deref(), model)?;
+    let shard = super::shard::shard_of(&args.shard)?;
 
     let log: Logger = Arc::new(|line: &str| {
         let _ = output::line(line);
@@ -115,6 +121,10 @@ async fn run_against(
         output::line(format!("Wrote {} planned requests to {path}; nothing was sent.", plan.len()))?;
         return Ok(None);
     }
+    let mut worker = match shard {
+        Some(s) => Some(super::shard::take_share(s, &args.shard, &mut config, &mut plan)?),
+        None => None,
+    };
 
     let in_flight = u64::try_from(config.traffic.max_concurrency.unwrap_or(plan.len())).unwrap_or(u64::MAX);
     let wanted_files = in_flight.saturating_mul(2).saturating_add(256);
@@ -127,16 +137,29 @@ async fn run_against(
         profiler(&config, Profiler::Start).await?;
     }
     let measured: anyhow::Result<Option<PointOutcome>> = async {
+        let start_at = match worker.as_mut() {
+            Some(w) => super::shard::common_start(&args.shard, w).await?,
+            None => None,
+        };
         let started = jiff::Zoned::now();
-        let mut result = servebench_client::run(&config, &plan, RunOptions { log, ..RunOptions::default() }, cancel)
-            .await
-            .context("the benchmark could not run")?;
+        let mut result =
+            servebench_client::run(&config, &plan, RunOptions { log, start_at, ..RunOptions::default() }, cancel)
+                .await
+                .context("the benchmark could not run")?;
         stamp_dates(&mut result, &started);
         servebench_workload::account(tokenizer.as_deref(), &plan, &mut result);
         let metrics_after = env::ask(&target.base_url, "/metrics", &target.headers, target.insecure).await;
         let env = before.into_env(metrics_after);
-        let choice = StoreChoice { db: args.extra.db.as_deref(), no_store: args.extra.no_store };
-        finish_and_keep(result, Some(env), keep, &choice).map(Some)
+        // A worker's share is stored once merged.
+        let choice = StoreChoice { db: args.extra.db.as_deref(), no_store: args.extra.no_store || worker.is_some() };
+        match worker.take() {
+            Some(w) => {
+                let keep = super::shard::keep(keep, &w);
+                super::shard::stamp(&mut result, w);
+                finish_and_keep(result, Some(env), &keep, &choice).map(Some)
+            }
+            None => finish_and_keep(result, Some(env), keep, &choice).map(Some),
+        }
     }
     .await;
     // Stopped whatever happened to the run, so the server is not left profiling.
@@ -240,7 +263,7 @@ pub async fn interrupted() {
 }
 
 /// Starts the simulator on a loopback port for `--sim`.
-async fn start_sim(
+pub(crate) async fn start_sim(
     target: &SimTarget,
     args: &BenchServeArgs,
     tokenizer: Option<Arc<Tokenizer>>,

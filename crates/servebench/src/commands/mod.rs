@@ -7,12 +7,16 @@ pub mod compare;
 pub mod env;
 pub mod finish;
 pub mod import;
+pub mod launch;
+pub mod merge;
 pub mod report;
 pub mod runs;
+pub mod shard;
 pub mod sim;
 pub mod sim_serve;
 pub mod sim_validate;
 pub mod sweep;
+pub mod workers;
 
 use std::process::ExitCode;
 
@@ -32,5 +36,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Compare(args) => compare::execute(args, &mut std::io::stdout().lock()),
         Command::Report(args) => report::execute(args, &mut std::io::stdout().lock()),
         Command::Sweep(args) => sweep::execute(*args).await,
+        Command::Merge(args) => merge::execute(&args),
+        Command::Launch(command) => launch::execute(command),
     }
 }

@@ -4,6 +4,7 @@ mod bench_cli;
 mod common;
 mod dialects;
 mod report;
+mod shards;
 mod sim_cli;
 mod sim_http;
 mod store;

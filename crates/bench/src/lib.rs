@@ -105,6 +105,7 @@ pub fn run_result(records: Vec<RequestRecord>) -> RunResult {
         not_sent: 0,
         notes: Vec::new(),
         token_source: TokenSource::ServerUsage,
+        client: None,
         shard: None,
     }
 }

@@ -19,12 +19,13 @@
 //! timestamps, SSE decoding, failures; its sans-IO [`stream::StreamRecorder`] is public for
 //! benchmarks), `dispatch` (schedule, concurrency cap, interruption), `conversation` (multi-turn
 //! conversations: active-conversation cap, think time, skipped turns), `warmup` (ready check and
-//! warm-up), `runner` (the run's sequence and its result), `progress`, `proxy`, `server_info`.
+//! warm-up), `monitor` (the client's own lateness, CPU and open files during the run), `runner` (the run's sequence and its result), `progress`, `proxy`, `server_info`.
 
 pub mod align;
 mod conversation;
 mod dispatch;
 pub mod http;
+mod monitor;
 mod progress;
 mod proxy;
 pub mod rendezvous;

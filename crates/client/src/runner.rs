@@ -12,12 +12,15 @@
 //! tokens of a run (output tokens, each turn's prompt tokens and prefix share) are counted
 //! after it by the caller, with `servebench_workload::account`.
 //!
+//! While the timed run goes, a monitor (`monitor.rs`) watches the client itself; what it saw
+//! is the result's `client`, the ground of the health verdict.
+//!
 //! Runs on a multi-thread tokio runtime. A cancellation future (Ctrl-C) stops the run early:
 //! see [`run`].
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::HeaderValue;
 use servebench_core::config::{RunConfig, WorkloadSpec};
@@ -29,6 +32,7 @@ use servebench_workload::BodyBuilder;
 use crate::conversation::{ConversationSet, run_conversations};
 use crate::dispatch::{BatchOutcome, CancelSignal, INTERRUPTED_BEFORE_START, Job, run_batch, unsent_record};
 use crate::http::{HttpClient, HttpError, request_headers};
+use crate::monitor::Monitor;
 use crate::progress::{Progress, progress_bar, spawn_ticker};
 use crate::stream::StreamContext;
 use crate::warmup::{ReadyCheck, ready_check, warm_up};
@@ -152,16 +156,18 @@ where
     let bar = progress_bar(plan.len() as u64, show);
     let ticker = spawn_ticker(bar.clone(), Arc::clone(&progress), Duration::from_millis(125));
     let began = SystemTime::now();
+    let monitor = Monitor::start(Instant::now());
     let outcome = match work {
         Work::Requests(jobs) => run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await,
         Work::Conversations(set) => {
             run_conversations(&ctx, set, traffic.max_concurrency, options.grace, &mut cancel).await
         }
     };
+    let observed = monitor.finish().await;
     ticker.abort();
     bar.set_position(Progress::get(&progress.completed));
     bar.finish();
-    Ok(result(config, plan, &options, outcome, Some(began)))
+    Ok(RunResult { client: observed, ..result(config, plan, &options, outcome, Some(began)) })
 }
 
 /// Waits for the wall-clock instant `at`: on the timer until 2 ms before it (the timer's
@@ -316,6 +322,7 @@ fn result(
             TokenCounting::Tokenizer(_) => TokenSource::LocalTokenizer,
             TokenCounting::Estimate | TokenCounting::Server { .. } => TokenSource::ServerUsage,
         },
+        client: None,
         shard: None,
     }
 }

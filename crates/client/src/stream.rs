@@ -211,6 +211,15 @@ fn apply(api: Api, ev: SseEvent<'_>, t_us: u32, rec: &mut RequestRecord) -> Resu
     }
     if chunk.token {
         rec.chunks_us.push(t_us);
+        let reasoning = chunk.reasoning.as_deref().is_some_and(|r| !r.is_empty());
+        if reasoning {
+            rec.first_reasoning_us.get_or_insert(t_us);
+        }
+        if reasoning && chunk.text.as_deref().is_none_or(str::is_empty) {
+            rec.reasoning_chunks += 1;
+        } else {
+            rec.first_answer_us.get_or_insert(t_us);
+        }
     }
     if let Some(text) = chunk.text {
         rec.text.push_str(&text);
@@ -306,6 +315,26 @@ mod tests {
         let f = s.finish(&mut rec, 6).unwrap_err();
         assert_eq!(f.kind, FailureKind::Stream);
         assert!(rec.chunks_us.is_empty());
+    }
+
+    #[test]
+    fn reasoning_and_answer_chunks_are_timed_and_counted_apart() {
+        let r = ChunkRenderer::new(Api::Chat, "c", 0, "m");
+        let mut rec = record(4);
+        let mut s = StreamRecorder::new(Api::Chat);
+        s.feed(&mut rec, &r.role_chunk().unwrap(), 5).unwrap();
+        s.feed(&mut rec, &r.reasoning_chunk("think"), 10).unwrap();
+        s.feed(&mut rec, &r.reasoning_chunk("more"), 20).unwrap();
+        s.feed(&mut rec, &r.token_chunk("answer", None), 35).unwrap();
+        s.feed(&mut rec, &r.token_chunk("!", Some("stop")), 40).unwrap();
+        assert_eq!(rec.chunks_us, vec![10, 20, 35, 40], "TTFT counts the first token of either kind");
+        assert_eq!((rec.reasoning_chunks, rec.first_reasoning_us, rec.first_answer_us), (2, Some(10), Some(35)));
+        assert_eq!(rec.text, "answer!");
+
+        let mut plain = record(2);
+        let mut s = StreamRecorder::new(Api::Chat);
+        s.feed(&mut plain, &r.token_chunk("x", None), 7).unwrap();
+        assert_eq!((plain.reasoning_chunks, plain.first_reasoning_us, plain.first_answer_us), (0, None, Some(7)));
     }
 
     #[test]

@@ -373,6 +373,9 @@ pub struct OutputOptions {
     pub metadata: Vec<(String, String)>,
     pub label: Option<String>,
     pub disable_progress: bool,
+    /// `--slice-seconds`: report the run in time slices this long.
+    #[serde(default)]
+    pub slice_seconds: Option<f64>,
 }
 
 /// Serializes `f64::INFINITY` as the string "inf" (vLLM's JSON does this for request_rate).
@@ -412,6 +415,7 @@ impl Default for OutputOptions {
             metadata: Vec::new(),
             label: None,
             disable_progress: false,
+            slice_seconds: None,
         }
     }
 }

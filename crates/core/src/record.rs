@@ -106,6 +106,16 @@ pub struct RequestRecord {
     pub retried: bool,
     /// Set for a turn of a multi-turn conversation.
     pub turn: Option<TurnRef>,
+    /// Token chunks that carried only reasoning (`reasoning_content` or `reasoning` deltas).
+    #[serde(default)]
+    pub reasoning_chunks: u32,
+    /// When the first reasoning chunk arrived, µs after `start_ns`.
+    #[serde(default)]
+    pub first_reasoning_us: Option<u32>,
+    /// When the first answer chunk (any token chunk not only reasoning) arrived, µs after
+    /// `start_ns`.
+    #[serde(default)]
+    pub first_answer_us: Option<u32>,
     /// Server-reported timings, in seconds, when the stream carried them (vLLM `metrics` object).
     pub server_queue_s: Option<f64>,
     pub server_ttft_s: Option<f64>,
@@ -193,9 +203,49 @@ pub struct RunResult {
     pub notes: Vec<String>,
     /// Where token counts came from.
     pub token_source: TokenSource,
+    /// What the client observed about itself during the timed run (a measured run only).
+    #[serde(default)]
+    pub client: Option<ClientObservations>,
     /// A worker's share of a sharded run, or the merge of one (`None` for a run of its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Sharding>,
+}
+
+/// What the client process observed about itself during the timed run, gathered off the hot
+/// path by a periodic ticker: how late the runtime woke it, the CPU it used, its open files.
+/// [`crate::metrics::Health`] turns this into the run's health verdict.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientObservations {
+    /// The ticker's period, ms.
+    pub tick_ms: f64,
+    /// Ticks taken.
+    pub ticks: u64,
+    /// How late the ticks woke against their due times, ms.
+    pub lateness_p50_ms: f64,
+    pub lateness_p99_ms: f64,
+    pub lateness_max_ms: f64,
+    /// Ticks that woke noticeably late: `(due, late)`, seconds since the run's start and ms,
+    /// in time order (the first ones only).
+    pub late_ticks: Vec<(f64, f64)>,
+    /// How long the ticker watched, seconds.
+    pub wall_s: f64,
+    /// CPU time the whole process used meanwhile (user and system, every thread), seconds.
+    pub cpu_s: Option<f64>,
+    /// CPU cores this process may use.
+    pub cores: u32,
+    /// The soft limit on open files.
+    pub fd_limit: Option<u64>,
+    /// One entry per whole second of the run, from its start.
+    pub per_second: Vec<ClientSecond>,
+}
+
+/// One second of the client's own use of the machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientSecond {
+    /// CPU used in that second, in cores (1.0: one core busy all second).
+    pub cpu_cores: Option<f64>,
+    /// File descriptors open at its end.
+    pub open_fds: Option<u64>,
 }
 
 /// A finished run of `records` lasting `duration_s`, against a local target with vLLM's
@@ -212,6 +262,7 @@ pub(crate) fn test_run(records: Vec<RequestRecord>, duration_s: f64) -> RunResul
         not_sent: 0,
         notes: Vec::new(),
         token_source: TokenSource::ServerUsage,
+        client: None,
         shard: None,
     }
 }

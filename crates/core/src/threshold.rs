@@ -12,8 +12,8 @@
 //! ```
 //!
 //! Each flag reads the part of the language it has a meaning for (see [`parse`]):
-//! `--goodput` vLLM's `METRIC:MS` (each request's latency at most MS), `--fail-on` a change
-//! with `>` or `<`, `--slo` a value with `<=` (latencies, `failed_pct`) or `>=` (throughputs).
+//! `--goodput` vLLM's `METRIC:MS` (each request's latency at most MS), `compare --fail-on` a
+//! change with `>` or `<`, `bench serve --fail-on` a value with `>` or `<`, `--slo` a value with `<=` (latencies, `failed_pct`) or `>=` (throughputs).
 
 mod parse;
 mod quantity;
@@ -21,7 +21,7 @@ mod verdict;
 
 use std::fmt;
 
-pub use parse::{ThresholdError, parse_fail_on, parse_goodput, parse_slo, parse_slos};
+pub use parse::{ThresholdError, parse_fail_on, parse_fail_on_values, parse_goodput, parse_slo, parse_slos};
 pub use quantity::{LATENCIES, Quantity, Stat, failed_pct, metric_name, number_text};
 pub use verdict::{Outcome, Verdict, Verdicts};
 

@@ -23,8 +23,13 @@
 //! Where there is no interval (a run without per-request records, or a quantity without a
 //! per-request distribution such as a throughput), the threshold alone decides, and the
 //! verdict says so. A rule whose quantity one of the runs lacks is not checked.
+//!
+//! On one run (`bench serve --fail-on`, read by `parse_fail_on_values`) a rule is a value:
+//! `p99_ttft_ms>500` fails when the run's P99 TTFT is above 500 ms ([`check_run`]).
 
-use servebench_core::threshold::{Bound, Op, Outcome, Threshold, Verdict, Verdicts};
+use servebench_core::threshold::{Bound, Op, Outcome, Quantity, Threshold, Verdict, Verdicts};
+
+use servebench_core::metrics::Summary;
 
 use crate::compare::PairStats;
 
@@ -90,4 +95,67 @@ fn verdict(rule: &Threshold, pair: &PairStats) -> Verdict {
     };
     let outcome = if failed { Outcome::Fail } else { Outcome::Pass };
     Verdict { threshold: rule.clone(), value: Some(change), outcome, reason }
+}
+
+/// Checks value `rules` (`parse_fail_on_values`) on one run's summary: a rule that holds
+/// fails; a rule whose quantity the run lacks (a latency with no successful request, a
+/// section not computed) is not checked.
+pub fn check_run(rules: &[Threshold], summary: &Summary) -> Verdicts {
+    let verdicts = rules
+        .iter()
+        .map(|rule| {
+            let q = rule.quantity;
+            let value = q.value(summary).filter(|_| !(matches!(q, Quantity::Latency(..)) && summary.completed == 0));
+            let Some(v) = value else {
+                let reason = format!("not checked: the run has no {}", q.name());
+                return Verdict { threshold: rule.clone(), value: None, outcome: Outcome::Skip, reason };
+            };
+            let bound = q.format_with_unit(rule.bound.amount());
+            let (outcome, side) = if rule.holds(v) { (Outcome::Fail, "past") } else { (Outcome::Pass, "within") };
+            let reason = format!("{} {side} {bound}", q.format_with_unit(v));
+            Verdict { threshold: rule.clone(), value: Some(v), outcome, reason }
+        })
+        .collect();
+    Verdicts { verdicts }
+}
+
+#[cfg(test)]
+mod tests {
+    use servebench_core::config::Metric;
+    use servebench_core::metrics::MetricStats;
+    use servebench_core::threshold::parse_fail_on_values;
+
+    use super::*;
+
+    #[test]
+    fn a_rule_on_one_run_fails_when_its_value_is_past_the_bound() {
+        let ttft = MetricStats {
+            metric: Metric::Ttft,
+            mean_ms: 300.0,
+            median_ms: 280.0,
+            std_ms: None,
+            percentiles: vec![(99.0, 612.5)],
+        };
+        let s = Summary {
+            completed: 98,
+            failed: Some(2),
+            output_throughput: Some(1500.0),
+            metrics: vec![ttft],
+            ..Summary::default()
+        };
+        let rules = parse_fail_on_values("p99_ttft_ms>500,output_throughput<1000,failed_pct>5,p99_itl_ms>10").unwrap();
+        let v = check_run(&rules, &s);
+        let outcomes: Vec<Outcome> = v.verdicts.iter().map(|v| v.outcome).collect();
+        assert_eq!(outcomes, [Outcome::Fail, Outcome::Pass, Outcome::Pass, Outcome::Skip]);
+        assert!(v.failed());
+        assert_eq!(
+            v.text(),
+            "FAIL p99_ttft_ms>500: 612.50 ms past 500.00 ms\n\
+             pass output_throughput<1000: 1500.00 tok/s within 1000.00 tok/s\n\
+             pass failed_pct>5: 2.00 % within 5.00 %\n\
+             SKIP p99_itl_ms>10: not checked: the run has no p99 ITL\n"
+        );
+        let none_ok = Summary { completed: 0, failed: Some(3), ..s };
+        assert_eq!(check_run(&rules[..1], &none_ok).verdicts[0].outcome, Outcome::Skip);
+    }
 }

@@ -122,6 +122,7 @@ impl Synth {
             not_sent: 0,
             notes: Vec::new(),
             token_source: TokenSource::ServerUsage,
+            client: None,
             shard: None,
         }
     }

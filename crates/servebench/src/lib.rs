@@ -1,8 +1,10 @@
 //! servebench: measure, predict and compare the performance of LLM serving engines.
 //!
-//! This crate is the command layer: flags parse into clap structs ([`cli`]), resolve once into a
-//! validated config, and each subcommand in [`commands`] drives the library crates. `main.rs`
-//! only calls [`main_entry`].
+//! This crate is the command layer: flags parse into clap structs ([`cli`]) and each subcommand
+//! in [`commands`] drives the library crates. A benchmark run, from `bench serve`, `sim predict`
+//! or a sweep, is resolved once (`commands::resolve`), planned and executed
+//! (`commands::execute`), and reported through an [`output::Sink`]. `main.rs` only calls
+//! [`main_entry`].
 
 pub mod cli;
 pub mod commands;
@@ -14,7 +16,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// Parses the command line, runs the command and maps the outcome to an exit code:
-/// 0 success, 1 error, 2 bad usage, 130 interrupted (after saving what was measured).
+/// 0 success, 1 error (or a run in which every request failed), 2 bad usage, 3 a `--fail-on`
+/// rule held, 130 interrupted (after saving what was measured).
 pub fn main_entry(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args = cli::compat::normalize_argv(args);
     if let Err(e) = cli::compat::refuse_unsupported(&args) {

@@ -1,21 +1,59 @@
-//! The one place that prints: report lines to stdout, errors to stderr.
+//! The one place that prints: report lines to stdout (or to a [`Sink`] a test reads), errors
+//! to stderr.
 //!
-//! Printing goes through these functions so that a closed pipe (`servebench ... | head`) ends
-//! the program quietly instead of panicking, and errors show their whole chain.
+//! Printing goes through here so that a closed pipe (`servebench ... | head`) ends the program
+//! quietly instead of panicking, and errors show their whole chain.
 
 use std::fmt::Display;
 use std::io::{self, Write};
+use std::sync::{Arc, Mutex, PoisonError};
 
-/// Writes text to stdout as is (the caller supplies newlines).
-pub fn out(text: &str) -> io::Result<()> {
-    let mut stdout = io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()
+/// Where a run's report goes: stdout, or memory that a test reads back. A run hands clones of
+/// it to the load engine, whose progress lines come from its tasks, so it is shared, not
+/// borrowed.
+#[derive(Clone, Debug)]
+pub enum Sink {
+    Stdout,
+    Memory(Arc<Mutex<Vec<u8>>>),
 }
 
-/// Writes one line to stdout.
-pub fn line(text: impl Display) -> io::Result<()> {
-    out(&format!("{text}\n"))
+impl Sink {
+    /// A sink that keeps what is written, for [`Sink::text`].
+    pub fn memory() -> Sink {
+        Sink::Memory(Arc::default())
+    }
+
+    /// What a memory sink holds (empty for stdout).
+    pub fn text(&self) -> String {
+        match self {
+            Sink::Stdout => String::new(),
+            Sink::Memory(m) => String::from_utf8_lossy(&m.lock().unwrap_or_else(PoisonError::into_inner)).into_owned(),
+        }
+    }
+
+    /// Writes text as is (the caller supplies newlines), at once.
+    pub fn out(&self, text: &str) -> io::Result<()> {
+        self.bytes(text.as_bytes())
+    }
+
+    fn bytes(&self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Stdout => {
+                let mut stdout = io::stdout().lock();
+                stdout.write_all(bytes)?;
+                stdout.flush()
+            }
+            Sink::Memory(m) => {
+                m.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes one line.
+    pub fn line(&self, text: impl Display) -> io::Result<()> {
+        self.out(&format!("{text}\n"))
+    }
 }
 
 /// Writes one line of progress or a note to stderr; a closed stderr is ignored.

@@ -73,7 +73,12 @@ impl Precision {
         match self {
             Precision::Bf16 | Precision::Fp16 => ComputePrecision::Bf16,
             Precision::Fp8 if peaks.fp8.is_some() => ComputePrecision::Fp8,
-            Precision::Nvfp4 | Precision::Mxfp4 if peaks.fp4.is_some() => ComputePrecision::Fp4,
+            Precision::Nvfp4 if peaks.fp4.is_some() => ComputePrecision::Fp4,
+            // MXFP4 checkpoints (gpt-oss) keep activations at 8 bits where FP4 units exist: vLLM's
+            // MXFP4 expert kernels on those parts take MXFP8 activations (W4A8), at the FP8 rate.
+            // NVFP4 checkpoints quantize activations to FP4 as well (W4A4).
+            Precision::Mxfp4 if peaks.fp4.is_some() && peaks.fp8.is_some() => ComputePrecision::Fp8,
+            Precision::Mxfp4 if peaks.fp4.is_some() => ComputePrecision::Fp4,
             // Weight-only kernels (Marlin, AWQ) dequantize to BF16 on devices without these units.
             Precision::AwqInt4 | Precision::Fp8 | Precision::Nvfp4 | Precision::Mxfp4 => ComputePrecision::WeightOnly,
         }
@@ -198,7 +203,8 @@ mod tests {
         assert_eq!(Precision::Fp8.compute_on(&ampere), ComputePrecision::WeightOnly);
         assert_eq!(Precision::Nvfp4.compute_on(&ampere), ComputePrecision::WeightOnly);
         assert_eq!(Precision::Fp8.compute_on(&blackwell), ComputePrecision::Fp8);
-        assert_eq!(Precision::Mxfp4.compute_on(&blackwell), ComputePrecision::Fp4);
+        assert_eq!(Precision::Mxfp4.compute_on(&blackwell), ComputePrecision::Fp8);
+        assert_eq!(Precision::Nvfp4.compute_on(&blackwell), ComputePrecision::Fp4);
         assert_eq!(Precision::AwqInt4.compute_on(&blackwell), ComputePrecision::WeightOnly);
         assert_eq!(ComputePrecision::parse("weight-only"), Some(ComputePrecision::WeightOnly));
         assert!(Precision::Nvfp4.bytes_per_param() < Precision::Fp8.bytes_per_param());

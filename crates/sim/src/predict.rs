@@ -35,7 +35,7 @@ pub fn predict(plan: &Plan, config: &RunConfig, sim: &SimSetup) -> RunResult {
 /// Predicts a run, mapping bodies to token ids with `mapper`.
 pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dyn TokenMapper) -> RunResult {
     let prompts = Prompts::prepare(plan, config, mapper);
-    predict_prepared(plan, config, sim, prompts)
+    predict_prepared(plan, config, sim, prompts, warmup_count(sim, config))
 }
 
 /// A request's prompt and flags, read from its body before the run.
@@ -175,13 +175,19 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
     sent
 }
 
-/// Runs a plan whose prompts are already token ids.
-pub(crate) fn predict_prepared(plan: &Plan, config: &RunConfig, sim: &SimSetup, prompts: Prompts) -> RunResult {
+/// Runs a plan whose prompts are already token ids, after `warmups` copies of request 0.
+pub(crate) fn predict_prepared(
+    plan: &Plan,
+    config: &RunConfig,
+    sim: &SimSetup,
+    prompts: Prompts,
+    warmups: usize,
+) -> RunResult {
     let seed = config.traffic.seed ^ sim.options.seed;
     let mut engine = Engine::new(sim, seed);
     let mut notes = sim.notes.clone();
 
-    let warmups = run_warmups(&mut engine, plan, &prompts, warmup_count(sim, config));
+    let warmups = run_warmups(&mut engine, plan, &prompts, warmups);
     if warmups > 0 {
         notes.push(format!(
             "{warmups} warm-up request(s) identical to request 0 ran before the clock started \
@@ -272,6 +278,7 @@ pub(crate) fn predict_prepared(plan: &Plan, config: &RunConfig, sim: &SimSetup, 
         not_sent,
         notes,
         token_source: TokenSource::Simulated,
+        client: None,
         shard: None,
     }
 }

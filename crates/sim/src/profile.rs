@@ -48,6 +48,9 @@ pub struct StackProfile {
     pub alpha_api_ms: f64,
     /// Further delay per prompt token before the scheduler sees the request (tokenising), µs.
     pub api_us_per_token: f64,
+    /// The frontend's own work per request (parsing, validation, hand-off to the engine), ms:
+    /// like the tokenising, done for one request at a time, so a burst of arrivals queues.
+    pub api_ms_per_request: f64,
     /// Latency of one tensor-parallel all-reduce, µs; unset takes the link's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha_ar_us: Option<f64>,
@@ -76,15 +79,16 @@ impl Default for StackProfile {
             name: None,
             eta_bw: 0.93,
             gemm_eff: PrecisionTable { bf16: 0.75, fp8: 0.65, fp4: 0.5, weight_only: 0.5 },
-            moe_eff: PrecisionTable { bf16: 0.5, fp8: 0.45, fp4: 0.35, weight_only: 0.165 },
-            attn_eff: 0.55,
+            moe_eff: PrecisionTable { bf16: 0.5, fp8: 0.45, fp4: 0.35, weight_only: 0.167 },
+            attn_eff: 0.65,
             gemm_m_half: 12.5,
             t0_ms: 0.71,
             t_layer_us: 21.0,
             t_seq_us: 11.2,
             t_moe_us: 19.4,
-            alpha_api_ms: 18.3,
-            api_us_per_token: 4.9,
+            alpha_api_ms: 17.5,
+            api_us_per_token: 4.8,
+            api_ms_per_request: 1.05,
             alpha_ar_us: None,
             eager_layer_us: 0.0,
             graph_max_tokens: 512,
@@ -101,6 +105,7 @@ impl Default for StackProfile {
 pub enum FitParam {
     AlphaApi,
     ApiPerToken,
+    ApiPerRequest,
     T0,
     TLayer,
     TSeq,
@@ -115,9 +120,10 @@ pub enum FitParam {
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
-const SCALARS: [(FitParam, &str, (f64, f64), f64); 11] = [
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 12] = [
     (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
     (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
+    (FitParam::ApiPerRequest, "api-ms-per-request", (0.01, 50.0), 1.0),
     (FitParam::T0, "t0-ms", (0.05, 30.0), 0.7),
     (FitParam::TLayer, "t-layer-us", (1.0, 300.0), 0.7),
     (FitParam::TSeq, "t-seq-us", (0.1, 1000.0), 1.0),
@@ -178,6 +184,7 @@ impl FitParam {
         match self {
             FitParam::AlphaApi => s.alpha_api_ms,
             FitParam::ApiPerToken => s.api_us_per_token,
+            FitParam::ApiPerRequest => s.api_ms_per_request,
             FitParam::T0 => s.t0_ms,
             FitParam::TLayer => s.t_layer_us,
             FitParam::TSeq => s.t_seq_us,
@@ -196,6 +203,7 @@ impl FitParam {
         match self {
             FitParam::AlphaApi => s.alpha_api_ms = v,
             FitParam::ApiPerToken => s.api_us_per_token = v,
+            FitParam::ApiPerRequest => s.api_ms_per_request = v,
             FitParam::T0 => s.t0_ms = v,
             FitParam::TLayer => s.t_layer_us = v,
             FitParam::TSeq => s.t_seq_us = v,
@@ -237,7 +245,7 @@ impl FitParam {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 19] = [
+pub const PROFILE_OPTION_KEYS: [&str; 20] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -249,6 +257,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 19] = [
     "t-moe-us",
     "alpha-api-ms",
     "api-us-per-token",
+    "api-ms-per-request",
     "alpha-ar-us",
     "eager-layer-us",
     "activation-reserve-gib",
@@ -341,6 +350,7 @@ impl StackProfile {
             ("t_moe_us", self.t_moe_us),
             ("alpha_api_ms", self.alpha_api_ms),
             ("api_us_per_token", self.api_us_per_token),
+            ("api_ms_per_request", self.api_ms_per_request),
             ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0)),
             ("eager_layer_us", self.eager_layer_us),
             ("activation_reserve_gib", self.activation_reserve_gib),

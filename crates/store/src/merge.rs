@@ -109,6 +109,8 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
             .get("token_source")
             .and_then(|t| serde_json::from_value::<TokenSource>(t.clone()).ok())
             .unwrap_or_default(),
+        // The result file keeps the client's health verdict, not what it was computed from.
+        client: None,
         shard: Some(Sharding::Worker(worker.clone())),
     };
     Ok(ShardResult { source: source.to_string(), worker, run })
@@ -233,6 +235,8 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
         not_sent: parts.iter().map(|p| p.run.not_sent).sum(),
         notes,
         token_source: first.run.token_source,
+        // Each worker's client was watched apart; the merge keeps their dispatch lag per rank.
+        client: None,
         shard: Some(Sharding::Merged(MergedShards {
             world,
             plan_hash: hash,

@@ -188,6 +188,8 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Option<RequestRecord>> {
         turn,
         server_queue_s: row.get(21)?,
         server_ttft_s: row.get(22)?,
+        // Not kept per request in the store (the run's ledger in its result has them).
+        ..RequestRecord::default()
     }))
 }
 

@@ -464,6 +464,7 @@ mod tests {
             not_sent: 0,
             notes: vec!["a note".into()],
             token_source: Default::default(),
+            client: None,
             shard: None,
         };
         let new = NewRun::from_run(RunKind::Bench, &run, &Summary::default());

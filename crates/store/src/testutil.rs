@@ -27,6 +27,9 @@ pub(crate) fn sample_run() -> RunResult {
         failure: None,
         retried: index == 1,
         turn: None,
+        reasoning_chunks: 0,
+        first_reasoning_us: None,
+        first_answer_us: None,
         server_queue_s: Some(0.001),
         server_ttft_s: None,
     };
@@ -51,6 +54,7 @@ pub(crate) fn sample_run() -> RunResult {
         not_sent: 0,
         notes: vec!["token counts from the server's usage".into()],
         token_source: TokenSource::ServerUsage,
+        client: None,
         shard: None,
     }
 }

@@ -141,6 +141,7 @@ mod tests {
             not_sent,
             notes: vec!["from the plan".into()],
             token_source: TokenSource::ServerUsage,
+            client: None,
             shard: None,
         };
         (plan, result)

@@ -58,6 +58,7 @@ pub(super) fn plan_steps(script: &Script, arrived: Instant, renderer: &ChunkRend
             (true, UsagePlacement::InLastChunk) => {
                 renderer.token_chunk_with_usage(&text, finish, script.prompt_tokens, script.tokens)
             }
+            _ if j < script.reasoning_chunks && !last => renderer.reasoning_chunk(&text),
             _ => renderer.token_chunk(&text, finish),
         };
         steps.push_back((due, Step::Token(frame)));

@@ -83,6 +83,9 @@ pub struct Script {
     pub error_after: Option<u32>,
     /// Break the connection instead of sending chunk `n`.
     pub close_after: Option<u32>,
+    /// Chat only: the first this many chunks carry reasoning (`reasoning_content`), the rest
+    /// the answer.
+    pub reasoning_chunks: u32,
 }
 
 impl Default for Script {
@@ -98,6 +101,7 @@ impl Default for Script {
             role_chunk: true,
             error_after: None,
             close_after: None,
+            reasoning_chunks: 0,
         }
     }
 }

@@ -5,6 +5,7 @@ mod accuracy;
 mod common;
 mod concurrency;
 mod failures;
+mod health;
 mod keepalive;
 mod lifecycle;
 mod multi_turn;

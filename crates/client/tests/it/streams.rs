@@ -72,3 +72,35 @@ async fn without_usage_nothing_is_invented() {
         assert_eq!(r.chunks_us.len(), 3);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_deltas_are_timed_and_counted_apart_from_the_answer() {
+    let _serial = serial().await;
+    // Six tokens 10 ms apart: three of reasoning, then three of answer.
+    let script = Script {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(10),
+        tokens: 6,
+        reasoning_chunks: 3,
+        ..Script::default()
+    };
+    let (result, server) = one_run(Api::Chat, 3, script).await;
+    let truth = truth_by_index(&server.truth());
+    for r in &result.records {
+        assert_eq!(r.chunks_us.len(), 6, "TTFT and ITL still count every token");
+        assert_eq!(r.reasoning_chunks, 3);
+        assert_eq!(r.first_reasoning_us, Some(r.chunks_us[0]));
+        assert_eq!(r.first_answer_us, Some(r.chunks_us[3]));
+        // The answer began where the server sent its fourth chunk, about 30 ms after the first.
+        let t = &truth[&r.index];
+        let server_gap = (t.token_chunks[3] - t.token_chunks[0]).as_secs_f64() * 1e6;
+        let client_gap = f64::from(r.chunks_us[3] - r.chunks_us[0]);
+        assert!((client_gap - server_gap).abs() < 5_000.0, "{client_gap} µs against {server_gap} µs");
+        assert!(!r.text.contains("t0") && r.text.contains("t5"), "only the answer is the text: {:?}", r.text);
+    }
+    let ledger = servebench_core::metrics::Ledger::compute(&result);
+    let reasoning = ledger.reasoning.expect("the ledger splits the chunks");
+    assert_eq!((reasoning.with_reasoning, reasoning.reasoning_chunks, reasoning.answer_chunks), (3, 9, 9));
+    let (first_r, first_a) = (reasoning.time_to_first_reasoning.unwrap(), reasoning.time_to_first_answer.unwrap());
+    assert!(first_a.mean_ms - first_r.mean_ms > 20.0, "{first_r:?} {first_a:?}");
+}

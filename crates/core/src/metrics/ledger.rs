@@ -13,12 +13,16 @@
 //!   as vLLM does without a tokenizer);
 //! - with `ignore_eos` set, requests that ended before `max_tokens`.
 //!
+//! When reasoning was streamed, the ledger also splits the token chunks into reasoning and
+//! answer ([`crate::metrics::reasoning`]).
+//!
 //! Failed and unsent requests are left out: their counts are partial or absent.
 
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::reasoning::{Reasoning, render_reasoning};
 use crate::record::{RequestRecord, RunResult};
 
 /// Relative disagreement between a local and a server count above which it is flagged.
@@ -114,6 +118,10 @@ pub struct Ledger {
     /// Successful requests without any usage from the server.
     pub without_usage: Vec<u32>,
     pub short_outputs: ShortOutputs,
+    /// Reasoning and answer token chunks and their first-token times, when reasoning was
+    /// streamed.
+    #[serde(default)]
+    pub reasoning: Option<Reasoning>,
 }
 
 impl Ledger {
@@ -147,6 +155,7 @@ impl Ledger {
         let c = &l.chunks;
         l.tokens_per_chunk =
             (c.compared_local_total > 0).then(|| c.compared_server_total as f64 / c.compared_local_total as f64);
+        l.reasoning = Reasoning::compute(run);
         l
     }
 }
@@ -246,6 +255,9 @@ pub fn render_notes(l: &Ledger) -> String {
             s.checked,
             with_more(named.join(", "), s.indices.len()),
         );
+    }
+    if let Some(r) = &l.reasoning {
+        out.push_str(&render_reasoning(r));
     }
     out
 }

@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Metric;
+use crate::metrics::health::Health;
 use crate::metrics::peaks::{peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
 use crate::metrics::stats::{Sorted, describe};
+use crate::metrics::window::{Slice, SteadyState, slices, steady_state};
 use crate::record::{FailureKind, RequestRecord, RunResult};
 
 /// vLLM prints at most this many failure messages.
@@ -113,6 +115,17 @@ pub struct Summary {
     /// Dispatch lag against the plan; `None` when unknown or nothing was dispatched.
     #[serde(default)]
     pub dispatch_lag: Option<DispatchLag>,
+    /// The client's health verdict; `None` when the client observed nothing (an import, a
+    /// prediction).
+    #[serde(default)]
+    pub health: Option<Health>,
+    /// The summary of the window in which the asked-for load was fully in force, when the run
+    /// had one (see [`crate::metrics::window`]).
+    #[serde(default)]
+    pub steady_state: Option<Box<SteadyState>>,
+    /// The run in time slices of `--slice-seconds`; empty without it.
+    #[serde(default)]
+    pub slices: Vec<Slice>,
 }
 
 impl Summary {
@@ -134,7 +147,20 @@ impl Summary {
     /// - The client-queue sections need `--max-concurrency`, and the queue-inclusive E2EL
     ///   section also a finite request rate, as in vLLM.
     /// - Where vLLM would divide by a zero duration (and crash), the throughputs are 0.
+    ///
+    /// servebench's own sections come with it: the client's health, the steady state and the
+    /// time slices of `--slice-seconds`.
     pub fn compute(run: &RunResult) -> Summary {
+        let mut summary = Summary::compute_plain(run);
+        summary.steady_state = steady_state(run).map(Box::new);
+        if let Some(seconds) = run.config.output.slice_seconds {
+            summary.slices = slices(run, seconds);
+        }
+        summary
+    }
+
+    /// [`Summary::compute`] without the steady state and the time slices.
+    pub(crate) fn compute_plain(run: &RunResult) -> Summary {
         let config = &run.config;
         let output = &config.output;
         let traffic = &config.traffic;
@@ -233,6 +259,7 @@ impl Summary {
         }
 
         let buckets = vllm_bucket_peaks(&run.records);
+        let dispatch_lag = dispatch_lag(&run.records);
         Summary {
             completed,
             failed: Some(failed),
@@ -252,7 +279,10 @@ impl Summary {
             metrics,
             failures_by_kind,
             failure_messages,
-            dispatch_lag: dispatch_lag(&run.records),
+            dispatch_lag,
+            health: run.client.as_ref().map(|obs| Health::assess(run, obs, dispatch_lag)),
+            steady_state: None,
+            slices: Vec::new(),
         }
     }
 }

@@ -75,6 +75,20 @@ impl ChunkRenderer {
         })
     }
 
+    /// A chat chunk carrying reasoning `text` in `delta.reasoning_content` (reasoning models
+    /// behind a reasoning parser); for completions, which have no reasoning field, a token
+    /// chunk of `text`.
+    pub fn reasoning_chunk(&self, text: &str) -> Bytes {
+        if self.api != Api::Chat {
+            return self.token_chunk(text, None);
+        }
+        let mut b = self.start(text.len() + 96);
+        b.put_slice(b"{\"index\":0,\"delta\":{\"reasoning_content\":");
+        put_json_str(&mut b, text);
+        b.put_slice(b"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+        b.freeze()
+    }
+
     /// A chunk carrying `text` (one or more tokens); `finish_reason` is set on the last one.
     pub fn token_chunk(&self, text: &str, finish_reason: Option<&str>) -> Bytes {
         let mut b = self.token_body(text, finish_reason);

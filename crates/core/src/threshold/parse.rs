@@ -78,7 +78,37 @@ pub fn parse_fail_on(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
     text.split(',').filter(|r| !r.trim().is_empty()).map(parse_rule).collect()
 }
 
-fn parse_rule(text: &str) -> Result<Threshold, ThresholdError> {
+/// Reads comma-separated `--fail-on` rules on one run (`bench serve`): `KEY>VALUE` or
+/// `KEY<VALUE`, a plain number in the key's unit (`p99_ttft_ms>500`, `output_throughput<1000`,
+/// `failed_pct>1`). A change (`+N`, `-N`, `N%`) needs a baseline, so it is refused here.
+pub fn parse_fail_on_values(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
+    text.split(',')
+        .filter(|r| !r.trim().is_empty())
+        .map(|rule| {
+            let parts = rule_parts(rule)?;
+            if parts.sign.is_some() || parts.percent {
+                return Err(ThresholdError::FailOn {
+                    item: rule.trim().to_string(),
+                    why: "a single run has no baseline to change from: give a value (KEY>VALUE or KEY<VALUE), \
+                          or compare two stored runs with `servebench compare A B --fail-on`"
+                        .into(),
+                });
+            }
+            Ok(Threshold { quantity: parts.quantity, op: parts.op, bound: Bound::Value(parts.size) })
+        })
+        .collect()
+}
+
+/// A `--fail-on` rule taken apart: `KEY OP [SIGN] SIZE [%]`.
+struct RuleParts {
+    quantity: Quantity,
+    op: Op,
+    sign: Option<f64>,
+    size: f64,
+    percent: bool,
+}
+
+fn rule_parts(text: &str) -> Result<RuleParts, ThresholdError> {
     let err = |why: String| ThresholdError::FailOn { item: text.trim().to_string(), why };
     let (key, op, bound) = match split(text) {
         Some((key, Sym::Op(op @ (Op::Above | Op::Below)), bound)) => (key, op, bound),
@@ -105,6 +135,12 @@ fn parse_rule(text: &str) -> Result<Threshold, ThresholdError> {
         .ok()
         .filter(|x: &f64| x.is_finite() && *x >= 0.0)
         .ok_or_else(|| err(format!("{change:?} is not a number")))?;
+    Ok(RuleParts { quantity, op, sign, size, percent })
+}
+
+fn parse_rule(text: &str) -> Result<Threshold, ThresholdError> {
+    let err = |why: String| ThresholdError::FailOn { item: text.trim().to_string(), why };
+    let RuleParts { quantity, op, sign, size, percent } = rule_parts(text)?;
     let amount = match (op, sign) {
         (Op::Above, Some(s)) if s < 0.0 => return Err(err("`>` looks for a rise, so its change is +N".into())),
         (Op::Below, Some(s)) if s > 0.0 => return Err(err("`<` looks for a fall, so its change is -N".into())),

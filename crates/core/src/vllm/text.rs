@@ -1,5 +1,6 @@
 //! vLLM's console output, byte for byte: the result block, the failure listing printed before
-//! it, and the traffic lines printed before the run.
+//! it, and the traffic lines printed before the run; and servebench's steady-state block in
+//! the same layout.
 //!
 //! Lines are `"{:<40} {:<10}"` (integers) or `"{:<40} {:<10.2f}"` (floats), so most end with
 //! trailing spaces; headers are centred in 50 fill characters. Which lines appear follows the
@@ -17,7 +18,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Metric, Traffic};
-use crate::metrics::{MAX_FAILURE_MESSAGES, Summary};
+use crate::metrics::{MAX_FAILURE_MESSAGES, SteadyState, Summary};
 use crate::pyjson::{py_float_repr, py_whole_or_float};
 use crate::vllm::labels::{self, p_word, section_title, short_name};
 
@@ -37,9 +38,26 @@ pub fn render_result_block(summary: &Summary) -> String {
 
 /// The result block with version-specific spellings.
 pub fn render_result_block_styled(summary: &Summary, style: TextStyle) -> String {
+    render_block(labels::HEADER, summary, style)
+}
+
+/// The steady state of a run as a second block in vLLM's layout, under its own header (so
+/// no reader of vLLM's reports takes it for a run of its own), with the window it covers.
+pub fn render_steady_state(steady: &SteadyState) -> String {
+    let title = format!(" Steady state ({}) ", steady.basis);
+    let mut out = render_block(&format!("{title:=^50}"), &steady.summary, TextStyle::default());
+    let _ = writeln!(
+        out,
+        "Window: t = {:.2} s to {:.2} s; latencies of the requests sent and ended in it, throughputs of what ended in it.",
+        steady.from_s, steady.to_s
+    );
+    out
+}
+
+fn render_block(header: &str, summary: &Summary, style: TextStyle) -> String {
     let s = summary;
     let mut out = String::with_capacity(2048);
-    out.push_str(labels::HEADER);
+    out.push_str(header);
     out.push('\n');
     int_line(&mut out, labels::SUCCESSFUL, s.completed);
     if let Some(n) = s.failed {

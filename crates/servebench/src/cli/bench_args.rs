@@ -216,6 +216,10 @@ pub struct ReportArgs {
     /// KEY=VALUE pairs saved at the top level of the result JSON.
     #[arg(long, num_args = 0.., value_name = "KEY=VALUE")]
     pub metadata: Vec<String>,
+    /// Also report the run in time slices of N seconds (throughput, TTFT and ITL percentiles,
+    /// requests in flight), in the result JSON and the run store.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub slice_seconds: Option<u32>,
 }
 
 impl Default for ReportArgs {
@@ -332,6 +336,10 @@ pub struct RunExtraArgs {
     /// Do not save this run to the run store.
     #[arg(long)]
     pub no_store: bool,
+    /// Exit with code 3 when a rule holds on this run: KEY>VALUE or KEY<VALUE, comma-separated
+    /// (p99_ttft_ms>500,output_throughput<1000,failed_pct>1).
+    #[arg(long, value_name = "RULES")]
+    pub fail_on: Vec<String>,
 }
 
 impl Default for RunExtraArgs {

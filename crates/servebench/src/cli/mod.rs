@@ -13,9 +13,6 @@ pub mod sim_serve;
 pub mod store_args;
 pub mod sweep_args;
 
-/// `bench_args` under its former name, which `sim_args` still imports.
-pub(crate) use bench_args as args;
-
 use clap::{Args, Parser, Subcommand};
 
 use bench_args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
@@ -105,14 +102,20 @@ pub struct BenchServeArgs {
 }
 
 impl BenchServeArgs {
-    pub fn flags(&self) -> resolve::BenchFlags<'_> {
-        resolve::BenchFlags {
-            endpoint: &self.endpoint,
+    /// The run these flags describe; a `--sim` target runs in virtual time when `virtual_time`
+    /// (`sweep --predict`), else on a loopback port.
+    pub fn flags(&self, virtual_time: bool) -> resolve::RunFlags<'_> {
+        resolve::RunFlags {
+            virtual_time,
+            sim: resolve::SimFlags::Target(&self.sim),
+            endpoint: Some(&self.endpoint),
+            request: &self.endpoint.request,
             traffic: &self.traffic,
             content: &self.content,
             report: &self.report,
             dataset: &self.dataset,
-            extra: &self.extra,
+            extra: self.extra.clone(),
+            shard: Some(&self.shard),
         }
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Every rule vLLM applies to its flags is applied here (ramp-up needs an infinite
 //! `--request-rate`, goodput keys, `--dataset-path` with random, ignore_eos forced for random)
-//! with errors that say what to change. Nothing here touches the network: the model name is
-//! looked up by the caller when `--model` is absent.
+//! with errors that say what to change. Nothing here touches the network or the disk: the
+//! model a server serves, the simulator's deployment and the tokenizer are looked up after,
+//! by `commands::resolve`, which makes the [`RunConfig`] of a run with [`run_config`].
 
 use servebench_core::config::{
     Backend, Lora, LoraAssignment, Metric, MultiTurn, OutputOptions, RampStrategy, RampUp, RangeRatio, RunConfig,
@@ -11,7 +12,10 @@ use servebench_core::config::{
 };
 use servebench_core::threshold;
 
-use super::bench_args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArgs, SimTargetArgs, TrafficArgs};
+use super::bench_args::{
+    ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RequestArgs, RunExtraArgs, SimTargetArgs, TrafficArgs,
+};
+use super::sim_model::SimModelArgs;
 
 /// A flag value that cannot be used, with what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -297,6 +301,7 @@ pub fn parse_output(
         metadata: parse_kv_list(&r.metadata, "--metadata")?,
         label,
         disable_progress,
+        slice_seconds: r.slice_seconds.map(f64::from),
     })
 }
 
@@ -320,13 +325,6 @@ pub fn parse_sim_target(s: &SimTargetArgs) -> Result<Option<SimTarget>, ResolveE
         options: parse_kv_list(&s.sim_options, "--sim-option")?,
         profile: s.sim_profile.clone(),
     }))
-}
-
-/// The model a run names: `model_id` for results, `model_name` for requests.
-#[derive(Clone, Debug)]
-pub struct ResolvedModel {
-    pub model_id: String,
-    pub model_name: String,
 }
 
 /// Where the endpoint is: `(base_url, endpoint, api_url)` as vLLM computes them.
@@ -357,18 +355,59 @@ fn check_endpoint(endpoint: &str, backend: Backend) -> Result<(), ResolveError> 
     }
 }
 
-/// Everything `bench serve` (and `sim predict`) needs besides the network.
-pub struct BenchFlags<'a> {
-    pub endpoint: &'a EndpointArgs,
+/// The flags of one run, whichever command gave them: `bench serve`, `sim predict`, a sweep
+/// point.
+pub struct RunFlags<'a> {
+    /// Whether a simulator target runs in virtual time (`sim predict`, `sweep --predict`) or
+    /// on a loopback port (`bench serve --sim`).
+    pub virtual_time: bool,
+    pub sim: SimFlags<'a>,
+    /// `None` for `sim predict`, which has no server to reach: no headers, no TLS, no
+    /// adapters, the backend's endpoint.
+    pub endpoint: Option<&'a EndpointArgs>,
+    pub request: &'a RequestArgs,
     pub traffic: &'a TrafficArgs,
     pub content: &'a ContentArgs,
     pub report: &'a ReportArgs,
     pub dataset: &'a DatasetArgs,
-    pub extra: &'a RunExtraArgs,
+    pub extra: RunExtraArgs,
+    /// `bench serve`'s sharding flags (`None` where a command has none).
+    pub shard: Option<&'a super::shard_args::ShardArgs>,
 }
 
-/// Builds the run config. `base_url_override` points the run at a server started by the
-/// caller (the in-process simulator); `model` is the resolved model.
+/// Where the flags say the simulator is.
+pub enum SimFlags<'a> {
+    /// `--sim MODEL@HARDWARE` (with `--sim-option`, `--sim-profile`), or none: a server.
+    Target(&'a SimTargetArgs),
+    /// `sim predict`'s deployment flags.
+    Deployment(&'a SimModelArgs),
+}
+
+impl SimFlags<'_> {
+    fn parse(&self, e: Option<&EndpointArgs>) -> Result<Option<SimTarget>, ResolveError> {
+        match self {
+            SimFlags::Target(s) => match parse_sim_target(s)? {
+                Some(_) if e.is_some_and(|e| e.base_url.is_some()) => {
+                    err("--sim starts the simulator on a loopback port and benchmarks it; leave out --base-url")
+                }
+                target => Ok(target),
+            },
+            SimFlags::Deployment(d) => Ok(Some(SimTarget {
+                model: d.model_spec()?,
+                hardware: d.hardware.clone(),
+                options: d.option_pairs()?,
+                profile: d.profile.clone(),
+            })),
+        }
+    }
+}
+
+/// `sim://MODEL@HARDWARE`: the address of a simulator that listens nowhere (in virtual time,
+/// or before it is started on its loopback port).
+pub fn sim_url(target: &SimTarget) -> String {
+    format!("sim://{}@{}", target.model, target.hardware)
+}
+
 /// `--lora-modules` and `--lora-assignment`; the simulator serves no adapters.
 fn parse_lora(e: &EndpointArgs, sim: bool) -> Result<Option<Lora>, ResolveError> {
     if e.lora_modules.is_empty() {
@@ -387,19 +426,20 @@ fn parse_lora(e: &EndpointArgs, sim: bool) -> Result<Option<Lora>, ResolveError>
     Ok(Some(Lora { modules: e.lora_modules.clone(), assignment }))
 }
 
-pub fn resolve_run_config(
-    f: &BenchFlags<'_>,
-    sim: Option<SimTarget>,
-    base_url_override: Option<&str>,
-    model: ResolvedModel,
-) -> Result<RunConfig, ResolveError> {
-    let backend = parse_backend(&f.endpoint.request.backend)?;
-    let (mut base_url, endpoint, mut api_url) = endpoint_urls(f.endpoint, backend);
-    if let Some(b) = base_url_override {
-        base_url = b.trim_end_matches('/').to_string();
-        api_url = format!("{base_url}{endpoint}");
-    }
+/// The run config of `f`, every flag checked, but for the model it names: `model_id` and
+/// `model_name` are left empty, since a server's model is looked up on the network, after
+/// every flag is known to be good (`commands::resolve` names it). A simulator's address is
+/// [`sim_url`] until it listens.
+pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
+    let backend = parse_backend(&f.request.backend)?;
+    let endpoint = f.endpoint.and_then(|e| e.endpoint.clone()).unwrap_or_else(|| backend.default_endpoint().into());
     check_endpoint(&endpoint, backend)?;
+    let sim = f.sim.parse(f.endpoint)?;
+    let base_url = match (&sim, f.endpoint) {
+        (Some(target), _) => sim_url(target),
+        (None, Some(e)) => endpoint_urls(e, backend).0,
+        (None, None) => return err("a server needs its address: --base-url, or --host and --port"),
+    };
     if !is_positive(f.extra.request_timeout_sec) {
         return err("--request-timeout-sec must be greater than 0");
     }
@@ -407,24 +447,24 @@ pub fn resolve_run_config(
     let extra_body = parse_extra_body(f.content)?;
     let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
     let traffic = parse_traffic(f.traffic)?;
-    let output = parse_output(f.report, f.endpoint.request.label.clone(), f.traffic.disable_tqdm)?;
-    let lora = parse_lora(f.endpoint, sim.is_some())?;
+    let output = parse_output(f.report, f.request.label.clone(), f.traffic.disable_tqdm)?;
+    let e = f.endpoint;
     Ok(RunConfig {
         target: Target {
             backend,
+            api_url: format!("{base_url}{endpoint}"),
             base_url,
             endpoint,
-            api_url,
-            headers: parse_kv_list(&f.endpoint.header, "--header")?,
-            model_id: model.model_id,
-            model_name: model.model_name,
-            tokenizer: f.endpoint.request.tokenizer.clone(),
-            sim,
+            headers: e.map(|e| parse_kv_list(&e.header, "--header")).transpose()?.unwrap_or_default(),
+            model_id: String::new(),
+            model_name: String::new(),
+            tokenizer: f.request.tokenizer.clone(),
             request_timeout_s: f.extra.request_timeout_sec,
-            request_id_prefix: f.endpoint.request_id_prefix.clone().unwrap_or_else(default_request_id_prefix),
-            insecure: f.endpoint.insecure,
-            lora,
-            profile: f.endpoint.profile,
+            request_id_prefix: e.and_then(|e| e.request_id_prefix.clone()).unwrap_or_else(default_request_id_prefix),
+            insecure: e.is_some_and(|e| e.insecure),
+            lora: e.map(|e| parse_lora(e, sim.is_some())).transpose()?.flatten(),
+            profile: e.is_some_and(|e| e.profile),
+            sim,
         },
         workload,
         traffic,

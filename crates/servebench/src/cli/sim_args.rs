@@ -2,8 +2,8 @@
 
 use clap::Args;
 
-use super::args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RequestArgs, RunExtraArgs, TrafficArgs};
-use super::resolve::BenchFlags;
+use super::bench_args::{ContentArgs, DatasetArgs, ReportArgs, RequestArgs, RunExtraArgs, TrafficArgs};
+use super::resolve::{RunFlags, SimFlags};
 use super::sim_model::SimModelArgs;
 
 /// Predict a benchmark in virtual time: the same engine as `sim serve`, no HTTP, no sleeping.
@@ -32,32 +32,20 @@ pub struct SimPredictArgs {
 }
 
 impl SimPredictArgs {
-    /// The endpoint flags `resolve_run_config` expects, for a target at `base_url`.
-    pub fn endpoint(&self, base_url: &str, model: &str) -> EndpointArgs {
-        EndpointArgs {
-            base_url: Some(base_url.to_string()),
-            model: Some(model.to_string()),
-            request: self.requests.clone(),
-            ..EndpointArgs::default()
-        }
-    }
-
-    /// servebench's run options: the store, else the defaults (no timeouts apply in virtual
-    /// time).
-    pub fn extra(&self) -> RunExtraArgs {
-        RunExtraArgs { db: self.db.clone(), no_store: self.no_store, ..RunExtraArgs::default() }
-    }
-
-    /// The flags [`resolve_run_config`](super::resolve::resolve_run_config) reads, with
-    /// [`Self::endpoint`] and [`Self::extra`].
-    pub fn flags<'a>(&'a self, endpoint: &'a EndpointArgs, extra: &'a RunExtraArgs) -> BenchFlags<'a> {
-        BenchFlags {
-            endpoint,
+    /// The run these flags describe: the deployment in virtual time, with no server to reach
+    /// and servebench's run options at their defaults but for the store.
+    pub fn flags(&self) -> RunFlags<'_> {
+        RunFlags {
+            virtual_time: true,
+            sim: SimFlags::Deployment(&self.deployment),
+            endpoint: None,
+            request: &self.requests,
             traffic: &self.traffic,
             content: &self.content,
             report: &self.report,
             dataset: &self.dataset,
-            extra,
+            extra: RunExtraArgs { db: self.db.clone(), no_store: self.no_store, ..RunExtraArgs::default() },
+            shard: None,
         }
     }
 }

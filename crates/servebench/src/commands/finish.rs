@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 
-use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_notes, render_turns};
+use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_health, render_notes, render_turns};
 use servebench_core::record::RunResult;
 use servebench_core::vllm::json::{result_filename, result_json, write_result};
-use servebench_core::vllm::text::{render_failures, render_result_block};
+use servebench_core::vllm::text::{render_failures, render_result_block, render_steady_state};
 use servebench_store::{NewRun, RunId, RunKind};
 
-use crate::output;
+use crate::output::Sink;
 
 /// Stamps the run's wall-clock start (`date` as vLLM writes it, and RFC 3339) if unset.
 pub fn stamp_dates(result: &mut RunResult, started: &jiff::Zoned) {
@@ -30,36 +30,43 @@ pub struct Finished {
 
 /// Prints the failure listing and the result block exactly as vLLM does, then saves the
 /// result JSON if the config asks for it.
-pub fn finish_run(result: &RunResult, uncertainty: Option<&servebench_sim::Uncertainty>) -> anyhow::Result<Finished> {
+pub fn finish_run(
+    result: &RunResult,
+    uncertainty: Option<&servebench_sim::Uncertainty>,
+    out: &Sink,
+) -> anyhow::Result<Finished> {
     let summary = Summary::compute(result);
-    output::out(&render_failures(&summary))?;
-    output::out(&render_result_block(&summary))?;
+    out.out(&render_failures(&summary))?;
+    out.out(&render_result_block(&summary))?;
     let band = uncertainty.map(|u| super::band::PredictionBand::of(&summary, u));
     if let Some(b) = &band {
-        output::out(&b.render())?;
+        out.out(&b.render())?;
     }
     // servebench's own sections come after vLLM's block, so the block stays byte-identical.
     if let Some(turns) = TurnMetrics::compute(result) {
-        output::out(&render_turns(&turns))?;
+        out.out(&render_turns(&turns))?;
     }
-    output::out(&render_notes(&Ledger::compute(result)))?;
-    if let Some(warning) = client_lag_warning(&summary) {
-        output::line(warning)?;
+    out.out(&render_notes(&Ledger::compute(result)))?;
+    if let Some(steady) = &summary.steady_state {
+        out.out(&render_steady_state(steady))?;
+    }
+    if let Some(health) = &summary.health {
+        out.line(render_health(health))?;
     }
     if result.interrupted {
-        output::line(format!(
+        out.line(format!(
             "Run interrupted: {} requests were not sent; the report covers what was measured until then.",
             result.not_sent
         ))?;
     }
-    let out = &result.config.output;
-    let saved_to = if out.save_result || out.append_result {
+    let options = &result.config.output;
+    let saved_to = if options.save_result || options.append_result {
         let path = result_filename(&result.config, &result.config.target.model_id, &result.date);
         let mut value = result_json(result, &summary);
         if let (Some(b), Some(ours)) = (&band, value.get_mut("servebench").and_then(|v| v.as_object_mut())) {
             ours.insert("prediction_band".into(), serde_json::to_value(b)?);
         }
-        write_result(&path, &value, out.append_result)
+        write_result(&path, &value, options.append_result)
             .map_err(|e| anyhow::anyhow!("could not save the result to {}: {e}", path.display()))?;
         Some(path)
     } else {
@@ -68,25 +75,11 @@ pub fn finish_run(result: &RunResult, uncertainty: Option<&servebench_sim::Uncer
     Ok(Finished { summary, saved_to })
 }
 
-/// Dispatch lag above this at p99 means the client, not the server, shaped the arrivals.
-const LAG_WARN_MS: f64 = 10.0;
-
-/// A warning when requests left the client noticeably later than the schedule said.
-fn client_lag_warning(summary: &Summary) -> Option<String> {
-    let lag = summary.dispatch_lag.as_ref()?;
-    (lag.p99_ms > LAG_WARN_MS).then(|| {
-        format!(
-            "WARNING: requests left the client later than planned (dispatch lag p50 {:.2} ms, p99 {:.2} ms, \
-             max {:.2} ms): the client or this machine was saturated, so the offered load was lower than asked.",
-            lag.p50_ms, lag.p99_ms, lag.max_ms
-        )
-    })
-}
-
 /// Where a finished run is kept: `--db PATH`, else `$SERVEBENCH_DB`, else the user's data
 /// directory; `--no-store` keeps nothing.
-pub struct StoreChoice<'a> {
-    pub db: Option<&'a str>,
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StoreChoice {
+    pub db: Option<String>,
     pub no_store: bool,
 }
 
@@ -97,18 +90,11 @@ pub struct Keep {
     pub kind: RunKind,
     pub labels: Vec<(String, String)>,
     pub file_suffix: Option<String>,
-    /// For a prediction: how far off the simulated device's predictions are expected to be.
-    pub uncertainty: Option<servebench_sim::Uncertainty>,
 }
 
 impl Keep {
     pub fn new(kind: RunKind) -> Keep {
-        Keep { kind, labels: Vec::new(), file_suffix: None, uncertainty: None }
-    }
-
-    /// A prediction's keep, with the band of its device.
-    pub fn prediction(uncertainty: &servebench_sim::Uncertainty) -> Keep {
-        Keep { uncertainty: Some(uncertainty.clone()), ..Keep::new(RunKind::Predict) }
+        Keep { kind, labels: Vec::new(), file_suffix: None }
     }
 }
 
@@ -122,19 +108,22 @@ pub struct PointOutcome {
     pub stored: Option<RunId>,
 }
 
-/// Reports a finished run (vLLM's block, the result file) and keeps it in the run store.
+/// Reports a finished run (vLLM's block, the result file) and keeps it in the run store. A
+/// prediction comes with how far off its device's predictions are expected to be.
 pub fn finish_and_keep(
     mut result: RunResult,
     environment: Option<serde_json::Value>,
+    uncertainty: Option<&servebench_sim::Uncertainty>,
     keep: &Keep,
-    choice: &StoreChoice<'_>,
+    choice: &StoreChoice,
+    out: &Sink,
 ) -> anyhow::Result<PointOutcome> {
     if let Some(suffix) = &keep.file_suffix {
         name_result_file(&mut result, suffix);
     }
-    let finished = finish_run(&result, keep.uncertainty.as_ref())?;
+    let finished = finish_run(&result, uncertainty, out)?;
     if let Some(path) = &finished.saved_to {
-        output::line(format!("Saved the result to {}", path.display()))?;
+        out.line(format!("Saved the result to {}", path.display()))?;
     }
     let mut run = NewRun::from_run(keep.kind, &result, &finished.summary);
     for (k, v) in &keep.labels {
@@ -143,28 +132,28 @@ pub fn finish_and_keep(
     if let Some(env) = environment {
         run = run.with_environment(env);
     }
-    let stored = store_run(&run, choice)?;
+    let stored = store_run(&run, choice, out)?;
     Ok(PointOutcome { result, summary: finished.summary, run, stored })
 }
 
 /// Saves a run in the run store and says where. A store that cannot be written is a warning,
 /// not a lost run: the report was printed and any result file was written already.
-pub fn store_run(run: &NewRun, choice: &StoreChoice<'_>) -> anyhow::Result<Option<RunId>> {
+pub fn store_run(run: &NewRun, choice: &StoreChoice, out: &Sink) -> anyhow::Result<Option<RunId>> {
     if choice.no_store {
         return Ok(None);
     }
-    let path = match choice.db {
+    let path = match &choice.db {
         Some(p) => PathBuf::from(p),
         None => servebench_store::default_db_path()?,
     };
     let stored = servebench_store::Store::open(&path).and_then(|mut store| store.insert(run));
     match stored {
         Ok(id) => {
-            output::line(format!("Saved as run {id} in {} (see `servebench runs show {id}`)", path.display()))?;
+            out.line(format!("Saved as run {id} in {} (see `servebench runs show {id}`)", path.display()))?;
             Ok(Some(id))
         }
         Err(e) => {
-            output::line(format!("WARNING: the run could not be saved in the run store {}: {e}", path.display()))?;
+            out.line(format!("WARNING: the run could not be saved in the run store {}: {e}", path.display()))?;
             Ok(None)
         }
     }
@@ -204,18 +193,6 @@ fn with_suffix(name: &str, suffix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use servebench_core::metrics::DispatchLag;
-
-    #[test]
-    fn a_late_client_is_called_out_and_a_punctual_one_is_not() {
-        let mut s = Summary::default();
-        assert!(client_lag_warning(&s).is_none(), "no lag measured");
-        s.dispatch_lag = Some(DispatchLag { p50_ms: 1.1, p99_ms: 3.0, max_ms: 4.0 });
-        assert!(client_lag_warning(&s).is_none());
-        s.dispatch_lag = Some(DispatchLag { p50_ms: 2.0, p99_ms: 25.0, max_ms: 40.0 });
-        let w = client_lag_warning(&s).unwrap();
-        assert!(w.contains("p99 25.00 ms") && w.contains("saturated"), "{w}");
-    }
 
     #[test]
     fn a_suffix_goes_before_the_extension_of_the_file_name() {

@@ -9,17 +9,17 @@
 use std::process::ExitCode;
 
 use crate::cli::launch_args::{K8sArgs, LaunchCommand, LaunchCommon, SlurmArgs};
-use crate::output;
+use crate::output::Sink;
 
 /// Flags the launcher sets itself.
 const RESERVED: [&str; 5] = ["--shard", "--coordinator", "--start-at", "--workers", "--result-dir"];
 
-pub fn execute(command: LaunchCommand) -> anyhow::Result<ExitCode> {
+pub fn execute(command: LaunchCommand, out: &Sink) -> anyhow::Result<ExitCode> {
     let text = match command {
         LaunchCommand::K8s(args) => k8s_manifest(&args)?,
         LaunchCommand::Slurm(args) => sbatch_script(&args)?,
     };
-    output::out(&text)?;
+    out.out(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

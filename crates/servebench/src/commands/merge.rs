@@ -13,25 +13,25 @@ use servebench_store::merge::{MergeError, ShardResult, merge_shards, read_shard_
 
 use crate::cli::merge_args::MergeArgs;
 use crate::commands::finish::{Keep, StoreChoice, finish_and_keep};
-use crate::output;
+use crate::output::Sink;
 
-pub fn execute(args: &MergeArgs) -> anyhow::Result<ExitCode> {
+pub fn execute(args: &MergeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let parts = read_inputs(&args.inputs)?;
     let mut merged = merge_shards(parts, args.partial)?;
-    let out = &mut merged.config.output;
-    out.save_result = true;
-    out.save_detailed = true;
-    out.append_result = false;
-    out.result_dir.clone_from(&args.result_dir);
-    out.result_filename.clone_from(&args.result_filename);
-    let shards = print_merged(&merged)?;
+    let options = &mut merged.config.output;
+    options.save_result = true;
+    options.save_detailed = true;
+    options.append_result = false;
+    options.result_dir.clone_from(&args.result_dir);
+    options.result_filename.clone_from(&args.result_filename);
+    let shards = print_merged(&merged, out)?;
     let mut keep = Keep::new(RunKind::Bench);
     keep.labels.push(("shards".into(), shards.world.to_string()));
     if shards.partial() {
         keep.labels.push(("partial".into(), "true".into()));
     }
-    let choice = StoreChoice { db: args.db.as_deref(), no_store: args.no_store };
-    finish_and_keep(merged, None, &keep, &choice)?;
+    let choice = StoreChoice { db: args.db.clone(), no_store: args.no_store };
+    finish_and_keep(merged, None, None, &keep, &choice, out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -74,11 +74,11 @@ fn read_one(path: &Path) -> anyhow::Result<ShardResult> {
 }
 
 /// Prints what a merged run came from; returns its shards.
-pub(crate) fn print_merged(merged: &RunResult) -> anyhow::Result<MergedShards> {
+pub(crate) fn print_merged(merged: &RunResult, out: &Sink) -> anyhow::Result<MergedShards> {
     let Some(Sharding::Merged(shards)) = &merged.shard else {
         anyhow::bail!("the merge did not record its shards");
     };
-    output::out(&describe(shards, merged.records.len()))?;
+    out.out(&describe(shards, merged.records.len()))?;
     Ok(shards.clone())
 }
 

@@ -2,10 +2,15 @@
 //! `--max-concurrency`, agrees on the start with the other workers (`--coordinator` or
 //! `--start-at`), and records its shard in its result, which it always saves with every
 //! per-request record for `servebench merge`.
+//!
+//! The flags resolve into a [`ShardRun`], part of the [`Resolved`](super::resolve::Resolved)
+//! run; [`execute`](super::execute::execute) takes the share after the plan is built and
+//! aligned, waits for the common start and stamps the result.
 
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
+use serde::Serialize;
 use servebench_client::rendezvous;
 use servebench_core::config::RunConfig;
 use servebench_core::plan::Plan;
@@ -14,13 +19,42 @@ use servebench_core::shard::{Shard, ShardSpec, Sharding, WorkerShard, plan_hash,
 
 use crate::cli::shard_args::ShardArgs;
 use crate::commands::finish::Keep;
-use crate::output;
+use crate::output::Sink;
+
+/// One worker's part in a sharded run, resolved from its flags.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShardRun {
+    /// Its share of the plan.
+    pub shard: Shard,
+    /// `--coordinator HOST:PORT`: rank 0's rendezvous.
+    pub coordinator: Option<String>,
+    /// `--start-at`: the common start, as given.
+    pub start_at: Option<String>,
+    /// `--rendezvous-timeout`, seconds.
+    pub rendezvous_timeout: f64,
+    /// Where a `--workers` worker writes its result.
+    pub worker_dir: Option<String>,
+    /// The simulator a `--workers` parent started, which this worker benchmarks.
+    pub sim_url: Option<String>,
+}
 
 /// How far ahead of the last join rank 0 sets the start: time for every worker to hear it.
 const START_LEAD: Duration = Duration::from_secs(1);
 
+/// The sharding flags, resolved; `None` for a run of its own.
+pub fn shard_run(args: &ShardArgs) -> anyhow::Result<Option<ShardRun>> {
+    Ok(shard_of(args)?.map(|shard| ShardRun {
+        shard,
+        coordinator: args.coordinator.clone(),
+        start_at: args.start_at.clone(),
+        rendezvous_timeout: args.rendezvous_timeout,
+        worker_dir: args.worker_dir.clone(),
+        sim_url: args.sim_url.clone(),
+    }))
+}
+
 /// `--shard`, resolved against this process's environment; `None` for a run of its own.
-pub fn shard_of(args: &ShardArgs) -> anyhow::Result<Option<Shard>> {
+fn shard_of(args: &ShardArgs) -> anyhow::Result<Option<Shard>> {
     let Some(spec) = &args.shard else {
         if args.coordinator.is_some() || args.start_at.is_some() {
             anyhow::bail!(
@@ -35,12 +69,8 @@ pub fn shard_of(args: &ShardArgs) -> anyhow::Result<Option<Shard>> {
 
 /// Keeps `shard`'s share of `plan` and of the global `--max-concurrency` in `config`, and
 /// makes the run save every record (the merge needs them). The plan hash is of the whole plan.
-pub fn take_share(
-    shard: Shard,
-    args: &ShardArgs,
-    config: &mut RunConfig,
-    plan: &mut Plan,
-) -> anyhow::Result<WorkerShard> {
+pub fn take_share(run: &ShardRun, config: &mut RunConfig, plan: &mut Plan, out: &Sink) -> anyhow::Result<WorkerShard> {
+    let shard = run.shard;
     let hash = plan_hash(plan);
     let global = config.traffic.max_concurrency;
     let split = match global {
@@ -57,14 +87,14 @@ pub fn take_share(
         );
     }
     config.traffic.max_concurrency = split.get(shard.rank as usize).copied();
-    let out = &mut config.output;
-    out.save_result = true;
-    out.save_detailed = true;
-    out.append_result = false;
-    if let Some(dir) = &args.worker_dir {
-        out.result_dir = Some(dir.clone());
+    let options = &mut config.output;
+    options.save_result = true;
+    options.save_detailed = true;
+    options.append_result = false;
+    if let Some(dir) = &run.worker_dir {
+        options.result_dir = Some(dir.clone());
     }
-    output::line(format!(
+    out.line(format!(
         "Shard {shard}: {} of the plan's {whole} requests (plan {hash}){}.",
         plan.len(),
         match global {
@@ -88,7 +118,7 @@ pub fn take_share(
 /// The common start on this worker's clock, from `--start-at` or the rendezvous at
 /// `--coordinator` (rank 0 hosts it); `None` when neither is given (each worker starts when
 /// ready, and the merge aligns their starts as they were).
-pub async fn common_start(args: &ShardArgs, worker: &mut WorkerShard) -> anyhow::Result<Option<SystemTime>> {
+pub async fn common_start(args: &ShardRun, worker: &mut WorkerShard, out: &Sink) -> anyhow::Result<Option<SystemTime>> {
     if let Some(at) = &args.start_at {
         let ns = parse_start_at(at)?;
         worker.start_unix_ns = Some(ns);
@@ -108,14 +138,14 @@ pub async fn common_start(args: &ShardArgs, worker: &mut WorkerShard) -> anyhow:
             format!("0.0.0.0:{port}")
         };
         let listener = rendezvous::bind(&bind).await?;
-        output::line(format!("Rank 0: waiting for {} workers to join at {bind}...", shard.world - 1))?;
+        out.line(format!("Rank 0: waiting for {} workers to join at {bind}...", shard.world - 1))?;
         rendezvous::host(listener, shard, &worker.plan_hash, START_LEAD, timeout).await?
     } else {
-        output::line(format!("Rank {}: joining rank 0 at {addr}...", shard.rank))?;
+        out.line(format!("Rank {}: joining rank 0 at {addr}...", shard.rank))?;
         rendezvous::join(addr, shard, &worker.plan_hash, timeout).await?
     };
     if let Some(c) = met.clock {
-        output::line(format!(
+        out.line(format!(
             "Clock offset to rank 0: {:+.3} ms (best round trip {:.3} ms of {}).",
             c.offset_ns as f64 * 1e-6,
             c.rtt_ns as f64 * 1e-6,

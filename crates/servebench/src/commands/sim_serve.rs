@@ -10,22 +10,24 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::sim_serve::SimServeArgs;
-use crate::commands::bench::{interrupted, load_tokenizer};
-use crate::output;
+use crate::commands::bench::interrupted;
+use crate::commands::resolve::load_tokenizer;
+use crate::output::Sink;
 
 /// Open files wanted: one per connection, for thousands of concurrent clients.
 const WANTED_FILES: u64 = 65_536;
 
 pub async fn run(args: SimServeArgs) -> anyhow::Result<ExitCode> {
+    let out = Sink::Stdout;
     let d = &args.deployment;
     let model = d.model_spec()?;
     let setup = SimSetup::resolve(&model, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
-    let tokenizer = load_tokenizer(args.tokenizer.as_deref())?;
+    let tokenizer = args.tokenizer.as_deref().map(load_tokenizer).transpose()?;
     if let Err(e) = servebench_client::raise_nofile_limit(WANTED_FILES) {
-        output::line(format!("WARNING: could not raise the open-file limit ({e}); many concurrent clients may fail."))?;
+        out.line(format!("WARNING: could not raise the open-file limit ({e}); many concurrent clients may fail."))?;
     }
     for line in deployment_summary(&setup) {
-        output::line(line)?;
+        out.line(line)?;
     }
     let options = ServerOptions {
         host: args.host.clone(),
@@ -36,10 +38,10 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<ExitCode> {
         dialect: args.dialect.parse()?,
     };
     let server = start(setup, options).await?;
-    output::line(server.startup_line())?;
-    output::line("Press Ctrl-C to stop.")?;
+    out.line(server.startup_line())?;
+    out.line("Press Ctrl-C to stop.")?;
     interrupted().await;
-    output::line("Shutting down...")?;
+    out.line("Shutting down...")?;
     server.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

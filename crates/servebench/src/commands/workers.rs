@@ -2,48 +2,52 @@
 //! its share of the plan (`--shard i/N`, a rendezvous on a loopback port), then one merged
 //! report, result file and stored run, as if one process had sent everything.
 //!
-//! The workers get this process's flags (less `--workers`) and their role in the environment
+//! The workers get this process's flags (less `--workers` and `--fail-on`, whose rules are
+//! checked here, on the merged run) and their role in the environment
 //! (`SERVEBENCH_SHARD`, `SERVEBENCH_COORDINATOR`, `SERVEBENCH_WORKER_DIR`, and with `--sim`
 //! `SERVEBENCH_SIM_URL`: the simulator is started once, here, and shared). Their output goes
 //! to a log file each, kept with their results when one fails.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 
 use anyhow::Context as _;
 use servebench_store::RunKind;
 use servebench_store::merge::{merge_shards, read_shard_result};
 
 use crate::cli::BenchServeArgs;
-use crate::commands::bench::{check_target, load_tokenizer, start_sim};
-use crate::commands::finish::{Keep, StoreChoice, finish_and_keep};
-use crate::output;
+use crate::commands::execute::start_loopback;
+use crate::commands::finish::{Keep, PointOutcome, finish_and_keep};
+use crate::commands::resolve::{Resolved, Resolver};
+use crate::output::Sink;
 
-/// Runs the workers and merges their results; the exit code is `bench serve`'s.
-pub async fn run(args: &BenchServeArgs, workers: u32) -> anyhow::Result<ExitCode> {
-    let sim = check_target(args)?;
-    let sim_server = match &sim {
-        Some(target) => {
-            let tokenizer = load_tokenizer(args.endpoint.request.tokenizer.as_deref())?;
-            Some(start_sim(target, args, tokenizer).await?)
-        }
-        None => None,
-    };
-    let outcome = run_workers(args, workers, sim_server.as_ref().map(|s| s.base_url().to_string())).await;
+/// Runs the workers and merges their results into one reported and kept run.
+pub async fn run(args: &BenchServeArgs, workers: u32, out: &Sink) -> anyhow::Result<PointOutcome> {
+    // Resolved here too, so bad flags fail once, and `--sim` starts one simulator for all.
+    let resolved = Resolver::default().resolve(&args.flags(false), out).await?;
+    let sim_server = start_loopback(&resolved, out).await?;
+    let sim_url = sim_server.as_ref().map(|s| s.base_url().to_string());
+    let outcome = run_workers(args, &resolved, workers, sim_url, out).await;
     if let Some(server) = sim_server {
         server.shutdown().await;
     }
     outcome
 }
 
-async fn run_workers(args: &BenchServeArgs, workers: u32, sim_url: Option<String>) -> anyhow::Result<ExitCode> {
+async fn run_workers(
+    args: &BenchServeArgs,
+    resolved: &Resolved,
+    workers: u32,
+    sim_url: Option<String>,
+    out: &Sink,
+) -> anyhow::Result<PointOutcome> {
     let dir = std::env::temp_dir().join(format!("servebench-workers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let port = free_port()?;
     let exe = std::env::current_exe().context("could not find this program's path to start its workers")?;
     let argv = worker_argv(std::env::args_os().skip(1));
-    output::line(format!("Starting {workers} worker processes (results in {})...", dir.display()))?;
+    out.line(format!("Starting {workers} worker processes (results in {})...", dir.display()))?;
     // Ctrl-C reaches the workers too: they save what they measured, and this process merges it.
     let absorb_interrupt = tokio::spawn(async {
         let _ = tokio::signal::ctrl_c().await;
@@ -73,9 +77,10 @@ async fn run_workers(args: &BenchServeArgs, workers: u32, sim_url: Option<String
         anyhow::bail!("worker {rank} failed ({status}); its output is in {}:\n{}", log.display(), tail(&log, 20));
     }
     let merged = merge_dir(&dir, args)?;
-    let code = finish(merged, args)?;
+    super::merge::print_merged(&merged, out)?;
+    let o = finish_and_keep(merged, None, None, &Keep::new(RunKind::Bench), &resolved.store, out)?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(code)
+    Ok(o)
 }
 
 /// Waits for every worker; when one fails, stops the others (they would wait for it at the
@@ -129,22 +134,10 @@ fn merge_dir(dir: &Path, args: &BenchServeArgs) -> anyhow::Result<servebench_cor
     Ok(merged)
 }
 
-fn finish(merged: servebench_core::record::RunResult, args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
-    super::merge::print_merged(&merged)?;
-    let choice = StoreChoice { db: args.extra.db.as_deref(), no_store: args.extra.no_store };
-    let o = finish_and_keep(merged, None, &Keep::new(RunKind::Bench), &choice)?;
-    if o.result.interrupted {
-        return Ok(ExitCode::from(super::bench::INTERRUPTED));
-    }
-    if o.summary.completed == 0 && o.summary.failed.unwrap_or(0) > 0 {
-        output::line("Every request failed (see the failures above): the run measured nothing; exit status 1.")?;
-        return Ok(ExitCode::from(super::bench::ALL_FAILED));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// This process's arguments without `--workers N` (or `--workers=N`).
+/// This process's arguments without `--workers N` and `--fail-on RULE` (or `--flag=VALUE`):
+/// the rules judge the merged run, not a worker's share.
 fn worker_argv(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    const LEFT_OUT: [&str; 2] = ["--workers", "--fail-on"];
     let mut out = Vec::new();
     let mut skip_value = false;
     for a in args {
@@ -153,8 +146,8 @@ fn worker_argv(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
             continue;
         }
         match a.to_str() {
-            Some("--workers") => skip_value = true,
-            Some(s) if s.starts_with("--workers=") => {}
+            Some(s) if LEFT_OUT.contains(&s) => skip_value = true,
+            Some(s) if LEFT_OUT.iter().any(|f| s.strip_prefix(f).is_some_and(|v| v.starts_with('='))) => {}
             _ => out.push(a),
         }
     }
@@ -183,8 +176,21 @@ mod tests {
         let argv = |s: &[&str]| s.iter().map(OsString::from).collect::<Vec<_>>();
         assert_eq!(
             worker_argv(
-                argv(&["bench", "serve", "--workers", "4", "--num-prompts", "8", "--workers=2", "--sim", "m@h"])
-                    .into_iter()
+                argv(&[
+                    "bench",
+                    "serve",
+                    "--workers",
+                    "4",
+                    "--num-prompts",
+                    "8",
+                    "--workers=2",
+                    "--fail-on",
+                    "ttft_p99>200",
+                    "--sim",
+                    "m@h",
+                    "--fail-on=mean_tpot>9",
+                ])
+                .into_iter()
             ),
             argv(&["bench", "serve", "--num-prompts", "8", "--sim", "m@h"])
         );

@@ -23,8 +23,18 @@ fn quick(tokens: u32) -> Script {
 async fn bench_serve_prints_vllms_block_and_saves_a_json_that_agrees_with_it() {
     let server = TestServer::start(TestServerConfig::new(13, |_| quick(10))).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let flags =
-        ["--num-prompts", "12", "--max-concurrency", "4", "--random-input-len", "16", "--random-output-len", "10"];
+    let flags = [
+        "--num-prompts",
+        "12",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "10",
+        "--slice-seconds",
+        "1",
+    ];
     let save = ["--save-result", "--result-dir", dir.path().to_str().unwrap(), "--result-filename", "r.json"];
     let out = servebench(serve_args(&server.base_url(), &[&flags[..], &save[..]].concat())).await;
     let stdout = text(&out.stdout);
@@ -49,6 +59,19 @@ async fn bench_serve_prints_vllms_block_and_saves_a_json_that_agrees_with_it() {
     let mean_ttft = json["mean_ttft_ms"].as_f64().unwrap();
     assert!(stdout.contains(&format!("{:<40} {:<10.2}\n", "Mean TTFT (ms):", mean_ttft)), "{stdout}");
     assert_eq!(json["servebench"]["requests"].as_array().map(Vec::len), Some(12));
+    // servebench's own sections: the health line after vLLM's block, the same verdict in the
+    // JSON, one time slice per started second, and the steady state printed when there is one.
+    let health = &json["servebench"]["health"];
+    let state = health["verdict"]["state"].as_str().expect("a verdict");
+    let line = stdout.lines().find(|l| l.starts_with("Client health: ")).expect("a health line");
+    assert!(line.starts_with(&format!("Client health: {}", state.replace('_', "-"))), "{line} / {state}");
+    assert!(stdout.find("Client health: ") > stdout.find("Serving Benchmark Result"), "{stdout}");
+    assert!(health["timer_lateness"]["p99_ms"].is_number() && health["cpu"]["seconds"].is_number(), "{health}");
+    let slices = json["servebench"]["slices"].as_array().unwrap();
+    assert_eq!(slices.len() as f64, json["duration"].as_f64().unwrap().ceil(), "{slices:?}");
+    assert_eq!(slices.iter().map(|s| s["completed"].as_u64().unwrap()).sum::<u64>(), 12);
+    let steady = &json["servebench"]["steady_state"];
+    assert_eq!(steady.is_object(), stdout.contains("== Steady state (concurrency 4) =="), "{stdout}");
     // The server truly saw at most 4 requests at once (the ready check is off by default).
     assert!(server.max_in_flight() <= 4, "server saw {} in flight", server.max_in_flight());
 }
@@ -84,6 +107,30 @@ async fn failed_requests_are_listed_counted_and_the_report_still_printed() {
     assert!(stdout.contains("Successful requests:                     3         \n"), "{stdout}");
     assert!(stdout.contains("Failed requests:                         3         \n"), "{stdout}");
     assert!(stdout.contains("Error 0: "), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_on_rules_hold_one_run_to_values_with_exit_code_3() {
+    let server = TestServer::start(TestServerConfig::new(7, |_| quick(4))).await.unwrap();
+    let flags = ["--num-prompts", "3", "--random-input-len", "8", "--random-output-len", "4"];
+    let run = |rules: &'static str| {
+        let base = server.base_url();
+        async move { servebench(serve_args(&base, &[&flags[..], &["--fail-on", rules]].concat())).await }
+    };
+    let out = run("p99_ttft_ms>0.001").await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("FAIL p99_ttft_ms>0.001: "), "{stdout}");
+    let out = run("failed_pct>50, p99_ttft_ms>100000").await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("pass failed_pct>50: 0.00 % within 50.00 %"), "{stdout}");
+    // A change needs a baseline: a usage error, before anything is sent.
+    let out = run("p99_ttft_ms>+10%").await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("servebench compare A B --fail-on"), "{}", text(&out.stderr));
+    let completions = server.truth().iter().filter(|t| t.path.ends_with("/completions")).count();
+    assert_eq!(completions, 6, "the refused run sent nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 mod bench_cli;
 mod common;
 mod dialects;
+mod pipeline;
 mod report;
 mod shards;
 mod sim_cli;

@@ -60,6 +60,7 @@ fn measured(ttft_ms: u32, seed: u32) -> NewRun {
         not_sent: 0,
         notes: Vec::new(),
         token_source: TokenSource::ServerUsage,
+        client: None,
         shard: None,
     };
     NewRun::from_run(RunKind::Bench, &run, &Summary::compute(&run))

@@ -8,6 +8,7 @@ use clap::Parser;
 use serde_json::Value;
 use servebench::cli::{Cli, Command, SimCommand};
 use servebench::commands;
+use servebench::output::Sink;
 
 fn servebench(args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"));
@@ -229,7 +230,10 @@ fn sim_fit_writes_a_profile_that_predict_accepts() {
     );
     let cli = Cli::try_parse_from(std::iter::once("servebench").chain(with_profile.iter().copied())).unwrap();
     let Command::Sim(SimCommand::Predict(args)) = cli.command else { panic!("not sim predict") };
-    commands::sim::predict(*args).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let out = Sink::memory();
+    runtime.block_on(commands::sim_predict::run(*args, &out)).unwrap();
+    assert!(out.text().contains("Saved the result to"), "{}", out.text());
     let predicted = read_json(&dir.path().join("p.json"));
     let measured = measure("32", "8");
     for (key, label) in [("mean_ttft_ms", "Mean TTFT (ms):"), ("mean_tpot_ms", "Mean TPOT (ms):")] {

@@ -37,7 +37,7 @@ fn fidelity_full_refit() {
         }
         let c = case(id);
         let t = Instant::now();
-        let search = SearchOptions { max_evals: 400, initial_step: 0.5, tolerance: 1e-6 };
+        let search = SearchOptions { max_evals: 700, initial_step: 0.5, tolerance: 1e-6 };
         let o = evaluate(&c, search, None);
         println!("== {id}: {} ({:.1} s)", o.procedure, t.elapsed().as_secs_f64());
         for f in &o.folds {

@@ -23,6 +23,8 @@ pub(crate) struct PreparedPoint {
     plan: Plan,
     config: RunConfig,
     prompts: Prompts,
+    /// Copies of request 0 run first: the point's own record of the bench's warm-up.
+    warmups: usize,
 }
 
 impl PreparedPoint {
@@ -88,12 +90,12 @@ impl PreparedPoint {
             token_counting: TokenCounting::Estimate,
             notes: Vec::new(),
         };
-        Ok(PreparedPoint { plan, config, prompts })
+        Ok(PreparedPoint { plan, config, prompts, warmups: usize::from(w.warmup) })
     }
 
     /// Predicts the point on `setup`.
     pub fn run(&self, setup: &SimSetup) -> RunResult {
-        predict_prepared(&self.plan, &self.config, setup, self.prompts.clone())
+        predict_prepared(&self.plan, &self.config, setup, self.prompts.clone(), self.warmups)
     }
 
     /// Predicts the point on `setup`: the fit's metrics as the bench computes them.

@@ -5,7 +5,8 @@ use crate::precision::ComputePrecision;
 use crate::presets::Presets;
 
 fn setup(pairs: &[(&str, &str)]) -> SimSetup {
-    let mut all = vec![("jitter".to_string(), "0".to_string())];
+    // No frontend queue: bursts would hide the prefill ceiling behind it.
+    let mut all = vec![("jitter".to_string(), "0".to_string()), ("api-ms-per-request".to_string(), "0".to_string())];
     all.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-0.6B", "l40s", &all, None).unwrap()
 }

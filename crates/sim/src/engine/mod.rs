@@ -39,6 +39,8 @@ pub struct EngineConfig {
     pub api_delay_ns: u64,
     /// Further delay per prompt token (tokenising), ns.
     pub api_ns_per_token: f64,
+    /// The frontend's serial work per request, ns.
+    pub api_ns_per_request: u64,
     pub eos: EosModel,
     /// σ of the lognormal factor on each step's duration.
     pub jitter_sigma: f64,
@@ -55,6 +57,7 @@ impl EngineConfig {
             window: s.model.sliding_layers().1,
             api_delay_ns: (s.stack.alpha_api_ms * 1e6).round() as u64,
             api_ns_per_token: s.stack.api_us_per_token * 1e3,
+            api_ns_per_request: (s.stack.api_ms_per_request * 1e6).round() as u64,
             eos: s.options.eos,
             jitter_sigma: s.stack.jitter_sigma,
         }
@@ -141,6 +144,8 @@ pub struct Engine {
     reqs: Vec<Option<Req>>,
     free_slots: Vec<u32>,
     next_generation: u32,
+    /// When the frontend finishes tokenising the prompts it has received, ns.
+    frontend_free_ns: u64,
     pending: VecDeque<u32>,
     waiting: VecDeque<u32>,
     running: Vec<u32>,
@@ -169,6 +174,7 @@ impl Engine {
             reqs: Vec::new(),
             free_slots: Vec::new(),
             next_generation: 0,
+            frontend_free_ns: 0,
             pending: VecDeque::new(),
             waiting: VecDeque::new(),
             running: Vec::new(),
@@ -192,7 +198,8 @@ impl Engine {
         self.now_ns = self.now_ns.max(t_ns);
     }
 
-    /// Submits a request. It becomes visible to the scheduler `api_delay` after `arrived_ns`.
+    /// Submits a request. It becomes visible to the scheduler `api_delay` after the frontend has
+    /// tokenised it, in arrival order.
     pub fn add(&mut self, req: NewRequest) -> Result<RequestId, Rejection> {
         let len = req.prompt.len();
         if len == 0 {
@@ -216,8 +223,12 @@ impl Engine {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let salt = mix64(self.seed ^ mix64(u64::from(generation)));
-        let tokenising = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
-        let ready = req.arrived_ns.saturating_add(self.cfg.api_delay_ns).saturating_add(tokenising);
+        // The frontend handles one request at a time (vLLM's API server is one Python process
+        // and hands tokenising to a one-thread executor), so requests that arrive together queue.
+        let work = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64 + self.cfg.api_ns_per_request;
+        let tokenised = req.arrived_ns.max(self.frontend_free_ns).saturating_add(work);
+        self.frontend_free_ns = tokenised;
+        let ready = tokenised.saturating_add(self.cfg.api_delay_ns);
         let state = Req::new(&req, generation, ready, stop_at, salt, self.cfg.kv.block_size);
         let slot = match self.free_slots.pop() {
             Some(s) => {

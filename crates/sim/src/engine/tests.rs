@@ -23,6 +23,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         window: 0,
         api_delay_ns: 0,
         api_ns_per_token: 0.0,
+        api_ns_per_request: 0,
         eos: EosModel::None,
         jitter_sigma: 0.0,
     }
@@ -209,6 +210,22 @@ fn requests_wait_for_the_api_delay_and_cancelled_ones_free_their_blocks() {
     assert!(!e.cancel(id), "a cancelled request is gone");
     assert_eq!(e.kv_usage(), 0.0);
     assert!(e.is_idle() && e.step().is_none() && e.next_wakeup_ns().is_none());
+}
+
+#[test]
+fn requests_that_arrive_together_queue_for_the_frontend() {
+    let mut cfg = config(1000, 8, 8192, false);
+    cfg.api_delay_ns = 1_000_000;
+    cfg.api_ns_per_token = 1_000.0;
+    cfg.api_ns_per_request = 50_000;
+    let mut e = engine(cfg, 0);
+    // Three 100-token prompts at t = 0 (150 µs of frontend work each), a fourth long after.
+    for tag in 0..3 {
+        e.add(request(tag, ids(100, tag as u32 + 1), 4, 0)).unwrap();
+    }
+    e.add(request(3, ids(100, 9), 4, 50_000_000)).unwrap();
+    let ready: Vec<u64> = e.pending.iter().map(|&s| e.req(s).ready_ns).collect();
+    assert_eq!(ready, vec![1_150_000, 1_300_000, 1_450_000, 51_150_000]);
 }
 
 #[test]

@@ -112,7 +112,12 @@ fn the_warm_up_request_primes_the_prefix_cache_for_request_zero() {
     let on = predict(&p, &config(None, true), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0")]));
     let off =
         predict(&p, &config(None, true), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0"), ("warmup", "off")]));
-    let cold = predict(&p, &config(None, false), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0")]));
+    // By default the warm-up copy runs even when the bench has no ready check (as vLLM's bench up
+    // to 0.12 sends it); `auto` follows the run config.
+    let default = predict(&p, &config(None, false), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0")]));
+    assert_eq!(default.records[0].ttft_s(), on.records[0].ttft_s());
+    let cold =
+        predict(&p, &config(None, false), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0"), ("warmup", "auto")]));
     assert!(
         on.records[0].ttft_s() < 0.5 * off.records[0].ttft_s(),
         "{} vs {}",

@@ -307,8 +307,12 @@ mod tests {
     #[test]
     fn a_burst_spread_over_a_millisecond_and_a_half_is_scheduled_in_one_step() {
         let t0 = Instant::now();
+        // No frontend work, so the arrivals reach the scheduler as they came.
+        let free_frontend: [(String, String); 2] =
+            [("api-ms-per-request", "0"), ("api-us-per-token", "0")].map(|(k, v)| (k.into(), v.into()));
         let s =
-            SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-0.6B", "h100-sxm", &[], None).unwrap();
+            SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-0.6B", "h100-sxm", &free_frontend, None)
+                .unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || Pacer::new(Engine::new(&s, 1), t0).run(rx));
         let mut streams = Vec::new();

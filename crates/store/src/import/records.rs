@@ -155,6 +155,9 @@ pub(crate) fn from_servebench(m: &Map<String, Value>, ours: &Map<String, Value>)
             failure,
             retried: r.get("retried").and_then(Value::as_bool).unwrap_or(false),
             turn,
+            reasoning_chunks: u32_at("reasoning_chunks").unwrap_or(0),
+            first_reasoning_us: secs("first_reasoning_s").and_then(to_us),
+            first_answer_us: secs("first_answer_s").and_then(to_us),
             server_queue_s: server_queue.as_ref().and_then(|s| s[i]),
             server_ttft_s: server_ttft.as_ref().and_then(|s| s[i]),
         });

@@ -11,6 +11,24 @@ fn rule(quantity: Quantity, op: Op, bound: Bound) -> Threshold {
 }
 
 #[test]
+fn fail_on_for_one_run_takes_values_and_refuses_changes() {
+    assert_eq!(
+        parse_fail_on_values("p99_ttft_ms>500, output_throughput < 1000,failed_pct>1").unwrap(),
+        [
+            rule(Quantity::Latency(Stat::Percentile(99.0), Metric::Ttft), Op::Above, Bound::Value(500.0)),
+            rule(Quantity::OutputThroughput, Op::Below, Bound::Value(1000.0)),
+            rule(Quantity::FailedPct, Op::Above, Bound::Value(1.0)),
+        ]
+    );
+    for item in ["p99_ttft_ms>+10%", "p99_ttft_ms>+5", "output_throughput<-5", "median_itl_ms>5%"] {
+        let err = parse_fail_on_values(item).unwrap_err().to_string();
+        assert!(err.contains("no baseline") && err.contains("servebench compare"), "{item}: {err}");
+    }
+    let err = parse_fail_on_values("p99_ttft_ms<=5").unwrap_err().to_string();
+    assert!(err.contains("one of > and <"), "{err}");
+}
+
+#[test]
 fn goodput_accepts_vllm_keys_and_refuses_others() {
     assert_eq!(parse_goodput("ttft:500").unwrap(), Slo { metric: Metric::Ttft, max_ms: 500.0 });
     assert_eq!(parse_goodput("tpot:50.5").unwrap(), Slo { metric: Metric::Tpot, max_ms: 50.5 });

@@ -148,8 +148,9 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
 }
 
 /// servebench's additions: the resolved config, how the run ended, the exact peaks, failures
-/// by kind, dispatch lag, the token ledger, the per-turn metrics of a multi-turn run (`turns`,
-/// only then), its place in a sharded run (`shard`, only then) and one record per request.
+/// by kind, dispatch lag, the client's health verdict, the steady state and the time slices,
+/// the token ledger, the per-turn metrics of a multi-turn run (`turns`, only then), its place
+/// in a sharded run (`shard`, only then) and one record per request.
 fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
     let lag = summary
         .dispatch_lag
@@ -167,6 +168,9 @@ fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
         "failures_by_kind": serde_json::to_value(&summary.failures_by_kind).unwrap_or(Value::Null),
         "failure_messages": summary.failure_messages,
         "dispatch_lag_ms": lag,
+        "health": serde_json::to_value(&summary.health).unwrap_or(Value::Null),
+        "steady_state": serde_json::to_value(&summary.steady_state).unwrap_or(Value::Null),
+        "slices": serde_json::to_value(&summary.slices).unwrap_or(Value::Null),
     });
     if let Some(m) = section.as_object_mut() {
         m.insert("token_ledger".into(), serde_json::to_value(Ledger::compute(run)).unwrap_or(Value::Null));
@@ -206,6 +210,9 @@ fn request_entry(r: &RequestRecord) -> Value {
         "status": r.status,
         "failure": r.failure.as_ref().map(|f| json!({"kind": f.kind.as_str(), "message": f.message})),
         "retried": r.retried,
+        "reasoning_chunks": r.reasoning_chunks,
+        "first_reasoning_s": chunk(r.first_reasoning_us.as_ref()),
+        "first_answer_s": chunk(r.first_answer_us.as_ref()),
         "turn": r.turn.map(|t| json!({
             "conversation": t.conversation,
             "turn": t.turn,

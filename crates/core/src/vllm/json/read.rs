@@ -60,7 +60,24 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
     let (mut peak_out, mut peak_conc) = (None, None);
     let mut failures_by_kind = BTreeMap::new();
     let mut dispatch_lag = None;
+    let (mut health, mut steady_state, mut slices) = (None, None, Vec::new());
     if let Some(o) = ours {
+        if let Some(v) = o.get("steady_state").filter(|v| !v.is_null()) {
+            steady_state = Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|_| wrong("servebench.steady_state", "a steady-state object as servebench writes it"))?,
+            );
+        }
+        if let Some(v) = o.get("slices").filter(|v| !v.is_null()) {
+            slices = serde_json::from_value(v.clone())
+                .map_err(|_| wrong("servebench.slices", "a list of time slices as servebench writes them"))?;
+        }
+        if let Some(h) = o.get("health").filter(|v| !v.is_null()) {
+            health = Some(
+                serde_json::from_value(h.clone())
+                    .map_err(|_| wrong("servebench.health", "a health object as servebench writes it"))?,
+            );
+        }
         peak_out = f64_at(o, "peak_output_token_throughput")?;
         peak_conc = u64_at(o, "peak_concurrent_requests")?;
         if let Some(f) = o.get("failures_by_kind").filter(|v| !v.is_null()) {
@@ -93,6 +110,9 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         failures_by_kind,
         failure_messages,
         dispatch_lag,
+        health,
+        steady_state,
+        slices,
     })
 }
 

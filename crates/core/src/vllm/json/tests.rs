@@ -48,6 +48,7 @@ fn sample_run() -> RunResult {
         not_sent: 0,
         notes: vec!["token counts from the server's usage".into()],
         token_source: TokenSource::ServerUsage,
+        client: None,
         shard: None,
     }
 }

@@ -244,6 +244,9 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
             failures_by_kind: BTreeMap::new(),
             failure_messages: Vec::new(),
             dispatch_lag: None,
+            health: None,
+            steady_state: None,
+            slices: Vec::new(),
         }
     })
 }

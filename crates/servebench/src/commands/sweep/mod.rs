@@ -31,16 +31,17 @@ use self::run::{Runner, Stop, describe};
 use self::search::{Search, Tolerance};
 use self::slo::missing_sections;
 use self::tables::{Probe, answer_text, probes_table, slo_table, spread_table};
-use crate::cli::resolve::{ResolvedModel, parse_metric_percentiles, parse_percentile_metrics, resolve_run_config};
+use crate::cli::resolve::{parse_metric_percentiles, parse_percentile_metrics, run_config};
 use crate::cli::sweep_args::{SearchKey, SweepArgs};
-use crate::commands::bench::{self, INTERRUPTED};
+use crate::commands::bench::INTERRUPTED;
 use crate::commands::compare::usage;
-use crate::output;
+use crate::commands::resolve::Resolver;
+use crate::output::{self, Sink};
 
 /// Runs the sweep or the search the flags describe, then compares its runs.
-pub async fn execute(args: SweepArgs) -> anyhow::Result<ExitCode> {
+pub async fn execute(args: SweepArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     match Sweep::new(args) {
-        Ok(sweep) => sweep.run().await,
+        Ok(sweep) => sweep.run(out).await,
         Err(e) => Ok(usage(&*e)),
     }
 }
@@ -71,6 +72,9 @@ impl Sweep {
         if args.bench.extra.dry_run.is_some() || args.bench.extra.replay_plan.is_some() {
             anyhow::bail!("--dry-run and --replay-plan are about one run: use them with `servebench bench serve`");
         }
+        if !args.bench.extra.fail_on.is_empty() {
+            anyhow::bail!("--fail-on is about one run (`bench serve`) or two (`compare`); a sweep is held to --slo");
+        }
         let grid = Grid::new(&args)?;
         let slos = parse_slos(&args.sweep.slo)?;
         let notes = add_slo_sections(&mut args.bench, &slos)?;
@@ -95,10 +99,7 @@ impl Sweep {
                 Some((key, s)) => grid.probe(&p, *key, s.min),
                 None => p,
             };
-            let a = grid.args(&args.bench, &p);
-            let sim = bench::check_target(&a)?;
-            let model = ResolvedModel { model_id: "m".into(), model_name: "m".into() };
-            resolve_run_config(&a.flags(), sim, None, model)?;
+            run_config(&grid.args(&args.bench, &p).flags(args.sweep.predict))?;
         }
         let id = match &args.sweep.sweep_id {
             Some(id) if id.trim().is_empty() || id.contains(char::is_whitespace) => {
@@ -110,11 +111,14 @@ impl Sweep {
         Ok(Sweep { args, grid, slos, search, id, notes })
     }
 
-    async fn run(self) -> anyhow::Result<ExitCode> {
+    async fn run(self, out: &Sink) -> anyhow::Result<ExitCode> {
         for note in &self.notes {
-            output::line(note)?;
+            out.line(note)?;
         }
-        let tokenizer = bench::load_tokenizer(self.args.bench.endpoint.request.tokenizer.as_deref())?;
+        let mut resolver = Resolver::default();
+        if let Some(spec) = &self.args.bench.endpoint.request.tokenizer {
+            resolver.tokenizer(spec)?;
+        }
         let stop = Stop::listen();
         let points = self.grid.points();
         let repeats = self.args.sweep.repeats;
@@ -128,16 +132,19 @@ impl Sweep {
         } else {
             "sweep"
         };
-        let mut runner = Runner::new(
-            &self.args.bench,
-            &self.grid,
-            self.args.sweep.predict,
-            tokenizer,
-            stop.clone(),
-            (id_key.to_string(), self.id.clone()),
+        let mut runner = Runner {
+            base: &self.args.bench,
+            grid: &self.grid,
+            predict: self.args.sweep.predict,
+            resolver,
+            stop: stop.clone(),
+            id_label: (id_key.to_string(), self.id.clone()),
             varying,
             repeats,
-        );
+            points: Vec::new(),
+            runs: Vec::new(),
+            out: out.clone(),
+        };
         let searches = match &self.search {
             Some((key, template)) => self.run_search(&mut runner, &points, *key, template).await,
             None => {
@@ -154,7 +161,7 @@ impl Sweep {
                 Vec::new()
             }
         };
-        self.report(&runner, &searches, stop.requested())
+        self.report(&runner, &searches, stop.requested(), out)
     }
 
     async fn run_search(
@@ -228,7 +235,13 @@ impl Sweep {
     }
 
     /// The tables at the end, the failures, and how to see the runs again.
-    fn report(&self, runner: &Runner<'_>, searches: &[SearchRun], interrupted: bool) -> anyhow::Result<ExitCode> {
+    fn report(
+        &self,
+        runner: &Runner<'_>,
+        searches: &[SearchRun],
+        interrupted: bool,
+        out: &Sink,
+    ) -> anyhow::Result<ExitCode> {
         let records = &runner.runs;
         let failed: Vec<&run::RunRecord> = records.iter().filter(|r| r.outcome.is_err()).collect();
         let finished = records.len() - failed.len();
@@ -325,7 +338,7 @@ impl Sweep {
                 file_stem(id)
             ));
         }
-        output::out(&text)?;
+        out.out(&text)?;
         Ok(if interrupted {
             ExitCode::from(INTERRUPTED)
         } else if failed.is_empty() && all_failed.is_empty() {

@@ -1,0 +1,119 @@
+//! `servebench sim fit`: calibrate the simulator's stack constants to measured results (those
+//! of the model fitted, when the results name models), write them as a profile, and say how
+//! well they fit, in sample and held out.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, validate};
+use servebench_sim::{Presets, SimSetup};
+
+use crate::cli::sim_args::SimFitArgs;
+use crate::output::Sink;
+
+/// `sim fit`: calibrate the stack constants to measured results, write the profile.
+pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
+    let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
+    let d = &args.deployment;
+    let model = d.model_spec()?;
+    let setup = SimSetup::resolve(&model, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
+    let mut points = Vec::new();
+    for file in &args.results {
+        points.extend(calibration::read_points(Path::new(file))?);
+    }
+    if !args.all_points {
+        let names: Vec<&str> = args.deployment.model.as_deref().into_iter().chain([setup.model.id.as_str()]).collect();
+        let total = points.len();
+        let selection = calibration::select_model(points, &names)?;
+        if selection.skipped() > 0 {
+            out.line(format!(
+                "Left out {} of {total} measured runs: {}. Add --all-points to fit them too.",
+                selection.skipped(),
+                selection.skipped_reasons()
+            ))?;
+        }
+        points = selection.points;
+    }
+    // Each run on its own deployment: its labels (model, hw, tp, pp, dp) over the flags'.
+    let mut options = args.deployment.option_pairs()?;
+    options.push(("jitter".into(), "0".into()));
+    let defaults = validate::Defaults {
+        model: Some(args.deployment.model_spec()?),
+        hardware: Some(args.deployment.hardware.clone()),
+        options,
+        profile: args.deployment.profile.as_ref().map(Into::into),
+    };
+    let (targets, skipped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
+    for s in &skipped {
+        out.line(format!("Left out {}: {}", s.label, s.reason))?;
+    }
+    if targets.is_empty() {
+        anyhow::bail!("none of the measured runs maps to a simulated deployment (see the lines above)");
+    }
+    let params = if chosen.is_empty() { validate::joint_params(&targets) } else { chosen };
+    if args.max_evals < params.len() + 2 {
+        anyhow::bail!(
+            "--max-evals {} is too few to fit {} constants; give at least {}",
+            args.max_evals,
+            params.len(),
+            params.len() + 2
+        );
+    }
+    out.line(format!(
+        "Fitting {} to {} measured run(s) of {} on {}...",
+        params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
+        targets.len(),
+        setup.model.id,
+        setup.hardware.name
+    ))?;
+    let calibrator = Calibrator::new(targets)?;
+    let all: Vec<usize> = (0..calibrator.targets().len()).collect();
+    let clock = Instant::now();
+    let search = SearchOptions { max_evals: args.max_evals, initial_step: 0.3, tolerance: 1e-4 };
+    let result = calibrator.fit(&all, &params, None, search);
+    let took = clock.elapsed();
+
+    let mut profile = result.profile.clone();
+    profile.jitter_sigma = setup.stack.jitter_sigma;
+    profile.name = Some(format!("{model}@{}", d.hardware));
+    let header = format!(
+        "# Stack constants fitted by `servebench sim fit` on {} run(s) of {} on {} (loss {:.4}).\n\
+         # Use with: servebench sim predict --model {} --hardware {} --profile PATH\n",
+        all.len(),
+        setup.model.id,
+        setup.hardware.name,
+        result.loss,
+        model,
+        d.hardware
+    );
+    std::fs::write(&args.out, header + &profile.to_toml())
+        .with_context(|| format!("could not write the profile to {}", args.out))?;
+
+    out.line(format!(
+        "Loss (mean |ln(simulated/measured)|): {:.4} -> {:.4} after {} simulations of the set in {:.1} s.",
+        result.loss_start,
+        result.loss,
+        result.evaluations,
+        took.as_secs_f64()
+    ))?;
+    out.line("Constants (prior -> fitted, x/÷ one σ):")?;
+    out.out(&calibration::estimates_table(&result.estimates))?;
+    let in_sample = calibrator.residuals(&all, &result.values);
+    out.out(&calibration::residual_table(&in_sample))?;
+    let ins: Vec<&calibration::Residual> = in_sample.iter().collect();
+    out.out(&validate::errors_table("In-sample errors:", &validate::by_metric(&ins)))?;
+    if !args.no_holdout && all.len() >= 2 {
+        let split = if all.len() <= 10 { validate::Split::Folds(all.len()) } else { validate::Split::Folds(5) };
+        let what = if all.len() <= 10 { "leave one out" } else { "5 folds" };
+        let v = validate::validate(&calibrator, &split, &params, search);
+        let held: Vec<&calibration::Residual> = v.held_out.iter().collect();
+        out.out(&validate::errors_table(
+            &format!("Held-out errors ({what}: each run predicted by a fit without it):"),
+            &validate::by_metric(&held),
+        ))?;
+    }
+    out.line(format!("Wrote the profile to {}", args.out))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,159 @@
+//! `bench serve` in-process, through resolve → plan → execute with its report written to a
+//! memory sink: against the scripted test server and against the simulator on a loopback port,
+//! checking the printed vLLM block and the saved result JSON.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use servebench::cli::{BenchCommand, BenchServeArgs, Cli, Command};
+use servebench::commands::bench::serve;
+use servebench::commands::resolve::{Executor, Resolver};
+use servebench::output::Sink;
+use servebench_client::testserver::{Script, TestServer, TestServerConfig};
+
+/// `bench serve ARGS`, parsed as the command line is.
+fn bench_serve(argv: &[&str]) -> BenchServeArgs {
+    let cli =
+        Cli::try_parse_from(["servebench", "bench", "serve"].iter().chain(argv)).unwrap_or_else(|e| panic!("{e}"));
+    match cli.command {
+        Command::Bench(BenchCommand::Serve(args)) => *args,
+        other => panic!("not bench serve: {other:?}"),
+    }
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("the result file is JSON")
+}
+
+/// `Label:` of vLLM's block, its value.
+fn value(report: &str, label: &str) -> f64 {
+    let line = report.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label} in\n{report}"));
+    line[label.len()..].trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_serve_against_the_scripted_server_prints_the_block_and_saves_the_json() {
+    let quick =
+        Script { ttft: Duration::from_millis(5), itl: Duration::from_millis(2), tokens: 6, ..Script::default() };
+    let server = TestServer::start(TestServerConfig::new(8, move |_| quick.clone())).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (base, saved) = (server.base_url(), dir.path().to_str().unwrap().to_string());
+    let args = bench_serve(&[
+        "--base-url",
+        &base,
+        "--num-prompts",
+        "8",
+        "--max-concurrency",
+        "2",
+        "--random-input-len",
+        "12",
+        "--random-output-len",
+        "6",
+        "--save-result",
+        "--result-dir",
+        &saved,
+        "--result-filename",
+        "r.json",
+        "--no-store",
+        "--disable-tqdm",
+    ]);
+    let out = Sink::memory();
+    let code = serve(args, &out).await.unwrap();
+    let text = out.text();
+    assert_eq!(code, ExitCode::SUCCESS, "{text}");
+    // The model was looked up while resolving, with vLLM's lines, before the plan's notes.
+    let asked = text.find("Model not specified, fetching first model from server...\n").expect(&text);
+    assert!(asked < text.find("Starting main benchmark run...").unwrap(), "{text}");
+    assert!(text.contains("First model name: test-model, first model id: "), "{text}");
+    assert!(text.contains("============ Serving Benchmark Result ============\n"), "{text}");
+    assert_eq!(value(&text, "Successful requests:"), 8.0);
+    assert_eq!(value(&text, "Maximum request concurrency:"), 2.0);
+    assert_eq!(value(&text, "Total generated tokens:"), 48.0);
+    assert!(text.ends_with(&format!("Saved the result to {saved}/r.json\n")), "{text}");
+
+    let json = read_json(&dir.path().join("r.json"));
+    assert_eq!((json["completed"].as_u64(), json["total_output_tokens"].as_u64()), (Some(8), Some(48)));
+    // vLLM names results after the root of the first model the server lists.
+    assert_eq!(json["model_id"], "servebench/test-model");
+    assert_eq!(json["servebench"]["config"]["target"]["base_url"], base.as_str());
+    assert_eq!(
+        json["mean_ttft_ms"].as_f64().map(|v| format!("{v:.2}")),
+        Some(format!("{:.2}", value(&text, "Mean TTFT (ms):")))
+    );
+    assert!(server.max_in_flight() <= 2, "server saw {} in flight", server.max_in_flight());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_serve_against_the_simulator_on_loopback_names_its_model_without_asking() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().to_str().unwrap().to_string();
+    let args = bench_serve(&[
+        "--sim",
+        "Qwen/Qwen3-0.6B@h100-sxm",
+        "--num-prompts",
+        "6",
+        "--max-concurrency",
+        "3",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "4",
+        "--save-result",
+        "--result-dir",
+        &saved,
+        "--result-filename",
+        "s.json",
+        "--no-store",
+        "--disable-tqdm",
+    ]);
+    let out = Sink::memory();
+    assert_eq!(serve(args, &out).await.unwrap(), ExitCode::SUCCESS, "{}", out.text());
+    let text = out.text();
+    assert!(text.starts_with("Simulating Qwen/Qwen3-0.6B@h100-sxm at http://127.0.0.1:"), "{text}");
+    assert!(!text.contains("Model not specified"), "the simulator's model is known: {text}");
+    assert_eq!(value(&text, "Successful requests:"), 6.0);
+    assert_eq!(value(&text, "Total input tokens:"), 6.0 * 32.0);
+    assert_eq!(value(&text, "Total generated tokens:"), 24.0);
+
+    let json = read_json(&dir.path().join("s.json"));
+    assert_eq!(json["completed"].as_u64(), Some(6));
+    assert_eq!(json["model_id"], "Qwen/Qwen3-0.6B");
+    let target = &json["servebench"]["config"]["target"];
+    // The config saved is the one the run used: pointed at the port the simulator listened on.
+    let listened = text.lines().next().and_then(|l| l.rsplit(' ').next()).unwrap();
+    assert_eq!(target["base_url"], listened);
+    assert_eq!(target["sim"]["hardware"], "h100-sxm");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_asks_a_server_for_its_model_once_and_resolves_the_simulator_without_one() {
+    let server = TestServer::start(TestServerConfig::new(1, |_| Script::default())).await.unwrap();
+    let base = server.base_url();
+    let out = Sink::memory();
+    let mut resolver = Resolver::default();
+    let args = bench_serve(&["--base-url", &base, "--served-model-name", "alias"]);
+    for _ in 0..2 {
+        let resolved = resolver.resolve(&args.flags(false), &out).await.unwrap();
+        let target = &resolved.config.target;
+        assert_eq!((target.model_id.as_str(), target.model_name.as_str()), ("servebench/test-model", "alias"));
+        assert!(matches!(resolved.executor, Executor::Http));
+    }
+    assert_eq!(out.text().matches("Model not specified").count(), 1, "{}", out.text());
+
+    let sim = bench_serve(&["--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--num-prompts", "3"]);
+    let predicted = resolver.resolve(&sim.flags(true), &out).await.unwrap();
+    assert_eq!(predicted.config.target.base_url, "sim://Qwen/Qwen3-0.6B@h100-sxm");
+    assert_eq!(predicted.config.target.model_id, "Qwen/Qwen3-0.6B");
+    assert!(matches!(predicted.executor, Executor::Virtual { .. }));
+    let json = serde_json::to_value(&predicted).unwrap();
+    assert_eq!(json["executor"]["kind"], "virtual");
+
+    let unknown = bench_serve(&["--sim", "acme/none@h100-sxm"]);
+    let e = resolver.resolve(&unknown.flags(false), &out).await.err().expect("an unknown model fails");
+    assert!(format!("{e:#}").contains("the simulator cannot run acme/none@h100-sxm"), "{e:#}");
+    let both = bench_serve(&["--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--base-url", &base]);
+    let e = resolver.resolve(&both.flags(false), &out).await.err().expect("--sim with --base-url fails");
+    assert!(e.to_string().contains("leave out --base-url"), "{e}");
+}

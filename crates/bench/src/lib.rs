@@ -106,6 +106,7 @@ pub fn run_result(records: Vec<RequestRecord>) -> RunResult {
         notes: Vec::new(),
         token_source: TokenSource::ServerUsage,
         client: None,
+        shard: None,
     }
 }
 

@@ -9,6 +9,8 @@
 //! - [`align_prompts`] aligns a freshly built plan's prompts to the server's tokenizer
 //!   (`/tokenize`, `/detokenize`) before the run, as vLLM does;
 //! - [`progress_bar`] is the live progress display;
+//! - [`rendezvous`] gives the workers of a sharded run a common start and their clock offsets
+//!   to rank 0;
 //! - `testserver` (with the `testserver` feature) is a scripted in-process server that records
 //!   the true send times, for tests of this crate and of others, which enable the feature on
 //!   their dev-dependency; `selftest` (same feature) runs the client against it at rising
@@ -27,6 +29,7 @@ pub mod http;
 mod monitor;
 mod progress;
 mod proxy;
+pub mod rendezvous;
 mod runner;
 #[cfg(any(test, feature = "testserver"))]
 pub mod selftest;

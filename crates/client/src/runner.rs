@@ -20,7 +20,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::HeaderValue;
 use servebench_core::config::{RunConfig, WorkloadSpec};
@@ -54,6 +54,9 @@ pub struct RunOptions {
     /// Show the progress bar (it is also hidden when stderr is not a terminal or the config
     /// disables it).
     pub progress: bool,
+    /// Begin the timed run at this wall-clock instant (a start shared with other workers of a
+    /// sharded run), after the ready check and the warm-up; at once when it has passed.
+    pub start_at: Option<SystemTime>,
 }
 
 impl Default for RunOptions {
@@ -64,6 +67,7 @@ impl Default for RunOptions {
             api_key: crate::http::env_api_key(),
             ready_retry_interval: Duration::from_secs(5),
             progress: true,
+            start_at: None,
         }
     }
 }
@@ -75,6 +79,7 @@ impl std::fmt::Debug for RunOptions {
             .field("api_key", &self.api_key.as_ref().map(|_| "***"))
             .field("ready_retry_interval", &self.ready_retry_interval)
             .field("progress", &self.progress)
+            .field("start_at", &self.start_at)
             .finish_non_exhaustive()
     }
 }
@@ -131,11 +136,16 @@ where
         let check =
             ReadyCheck { timeout_s: traffic.ready_check_timeout_s, retry_interval: options.ready_retry_interval };
         if !ready_check(&ctx, &first, &check, log, &mut cancel).await? {
-            return Ok(result(config, plan, &options, work.interrupted_before()));
+            return Ok(result(config, plan, &options, work.interrupted_before(), None));
         }
         if !warm_up(&ctx, &first, traffic.num_warmups, traffic.max_concurrency, options.grace, log, &mut cancel).await {
-            return Ok(result(config, plan, &options, work.interrupted_before()));
+            return Ok(result(config, plan, &options, work.interrupted_before(), None));
         }
+    }
+    if let Some(at) = options.start_at
+        && !wait_until(at, log, &mut cancel).await
+    {
+        return Ok(result(config, plan, &options, work.interrupted_before(), None));
     }
     log("Starting main benchmark run...");
     for line in render_traffic(traffic).lines() {
@@ -145,6 +155,7 @@ where
     let show = options.progress && !config.output.disable_progress;
     let bar = progress_bar(plan.len() as u64, show);
     let ticker = spawn_ticker(bar.clone(), Arc::clone(&progress), Duration::from_millis(125));
+    let began = SystemTime::now();
     let monitor = Monitor::start(Instant::now());
     let outcome = match work {
         Work::Requests(jobs) => run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await,
@@ -156,7 +167,31 @@ where
     ticker.abort();
     bar.set_position(Progress::get(&progress.completed));
     bar.finish();
-    Ok(RunResult { client: observed, ..result(config, plan, &options, outcome) })
+    Ok(RunResult { client: observed, ..result(config, plan, &options, outcome, Some(began)) })
+}
+
+/// Waits for the wall-clock instant `at`: on the timer until 2 ms before it (the timer's
+/// granularity is 1 ms), then yielding until it is reached. `false` when cancelled first.
+async fn wait_until<F: Future<Output = ()>>(at: SystemTime, log: &Logger, cancel: &mut CancelSignal<F>) -> bool {
+    let left = match at.duration_since(SystemTime::now()) {
+        Ok(left) => left,
+        Err(late) => {
+            log(&format!(
+                "WARNING: the common start passed {:.3} s ago; starting now (merging moves this worker's times by its lateness).",
+                late.duration().as_secs_f64()
+            ));
+            return true;
+        }
+    };
+    log(&format!("Waiting {:.3} s for the common start...", left.as_secs_f64()));
+    tokio::select! {
+        () = tokio::time::sleep(left.saturating_sub(Duration::from_millis(2))) => {}
+        () = cancel.fired() => return false,
+    }
+    while SystemTime::now() < at {
+        tokio::task::yield_now().await;
+    }
+    true
 }
 
 /// What the timed run will send, prepared before the clock starts.
@@ -252,9 +287,20 @@ fn base_model_probe(mut job: Job, config: &RunConfig) -> Job {
     job
 }
 
-fn result(config: &RunConfig, plan: &Plan, options: &RunOptions, outcome: BatchOutcome) -> RunResult {
+/// The run's result; `began` is the wall-clock instant the timed run began (`None` when it
+/// never did).
+fn result(
+    config: &RunConfig,
+    plan: &Plan,
+    options: &RunOptions,
+    outcome: BatchOutcome,
+    began: Option<SystemTime>,
+) -> RunResult {
     let now = jiff::Zoned::now();
-    let started = now.checked_sub(jiff::SignedDuration::try_from(outcome.duration).unwrap_or_default()).unwrap_or(now);
+    let started = match began.and_then(|t| jiff::Timestamp::try_from(t).ok()) {
+        Some(t) => t.to_zoned(now.time_zone().clone()),
+        None => now,
+    };
     let mut notes = plan.notes.clone();
     if outcome.interrupted {
         notes.push(format!(
@@ -277,5 +323,6 @@ fn result(config: &RunConfig, plan: &Plan, options: &RunOptions, outcome: BatchO
             TokenCounting::Estimate | TokenCounting::Server { .. } => TokenSource::ServerUsage,
         },
         client: None,
+        shard: None,
     }
 }

@@ -5,11 +5,13 @@
 //! its only I/O is writing result files ([`vllm::json::write_result`]).
 
 pub mod config;
+pub mod hash;
 pub mod metrics;
 pub mod plan;
 pub mod protocol;
 pub mod pyjson;
 pub mod record;
 pub mod rng;
+pub mod shard;
 pub mod threshold;
 pub mod vllm;

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
+use crate::shard::Sharding;
 
 /// Why a request failed. Counted per kind in the report and the JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -205,6 +206,9 @@ pub struct RunResult {
     /// What the client observed about itself during the timed run (a measured run only).
     #[serde(default)]
     pub client: Option<ClientObservations>,
+    /// A worker's share of a sharded run, or the merge of one (`None` for a run of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Sharding>,
 }
 
 /// What the client process observed about itself during the timed run, gathered off the hot
@@ -259,6 +263,7 @@ pub(crate) fn test_run(records: Vec<RequestRecord>, duration_s: f64) -> RunResul
         notes: Vec::new(),
         token_source: TokenSource::ServerUsage,
         client: None,
+        shard: None,
     }
 }
 

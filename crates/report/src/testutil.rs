@@ -123,6 +123,7 @@ impl Synth {
             notes: Vec::new(),
             token_source: TokenSource::ServerUsage,
             client: None,
+            shard: None,
         }
     }
 

@@ -279,6 +279,7 @@ pub(crate) fn predict_prepared(
         notes,
         token_source: TokenSource::Simulated,
         client: None,
+        shard: None,
     }
 }
 

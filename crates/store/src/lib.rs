@@ -8,6 +8,7 @@
 //!   and its [`Summary`](servebench_core::metrics::Summary), or from a summary alone (imports).
 //! - [`import`] turns vLLM result files (JSON of any 0.x version, appended JSON lines, console
 //!   reports with free-text headings) into [`NewRun`]s.
+//! - [`merge`] merges the result files of a sharded run's workers into one exact run.
 //! - [`export`] writes runs as CSV or JSON lines, and one run's requests likewise; [`mod@format`]
 //!   prints the `runs list` table and the `runs show` text.
 //!
@@ -18,6 +19,7 @@ pub mod export;
 pub mod format;
 mod ids;
 pub mod import;
+pub mod merge;
 mod path;
 mod requests;
 mod runs;

@@ -465,6 +465,7 @@ mod tests {
             notes: vec!["a note".into()],
             token_source: Default::default(),
             client: None,
+            shard: None,
         };
         let new = NewRun::from_run(RunKind::Bench, &run, &Summary::default());
         assert_eq!(new.target.as_deref(), Some("http://h:8000"));

@@ -55,6 +55,7 @@ pub(crate) fn sample_run() -> RunResult {
         notes: vec!["token counts from the server's usage".into()],
         token_source: TokenSource::ServerUsage,
         client: None,
+        shard: None,
     }
 }
 

@@ -142,6 +142,7 @@ mod tests {
             notes: vec!["from the plan".into()],
             token_source: TokenSource::ServerUsage,
             client: None,
+            shard: None,
         };
         (plan, result)
     }

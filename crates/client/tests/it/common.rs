@@ -62,6 +62,7 @@ pub fn options(lines: &Arc<Mutex<Vec<String>>>) -> RunOptions {
         api_key: None,
         ready_retry_interval: Duration::from_millis(50),
         progress: false,
+        start_at: None,
     }
 }
 

@@ -17,6 +17,6 @@ pub use ledger::{Ledger, render_notes};
 pub use peaks::{BucketPeaks, peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
 pub use reasoning::{Reasoning, render_reasoning};
 pub use stats::{Described, Sorted, describe, mean, median, pairwise_sum, percentile, std};
-pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary};
+pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary, dispatch_lag};
 pub use turns::{TurnMetrics, render_turns};
 pub use window::{Slice, SteadyState};

@@ -289,7 +289,7 @@ impl Summary {
 
 /// p50, p99 and max of [`RequestRecord::dispatch_lag_s`] over the requests that were
 /// dispatched (an unsent request has an arrival time before its planned time).
-fn dispatch_lag(records: &[RequestRecord]) -> Option<DispatchLag> {
+pub fn dispatch_lag(records: &[RequestRecord]) -> Option<DispatchLag> {
     let lags: Vec<f64> =
         records.iter().filter(|r| r.arrival_ns >= r.planned_ns).map(RequestRecord::dispatch_lag_s).collect();
     if lags.is_empty() {

@@ -2,9 +2,12 @@
 
 pub mod bench_args;
 pub mod compat;
+pub mod launch_args;
+pub mod merge_args;
 pub mod report_args;
 pub mod resolve;
 pub mod selftest_args;
+pub mod shard_args;
 pub mod sim_args;
 pub mod sim_model;
 pub mod sim_serve;
@@ -46,6 +49,11 @@ pub enum Command {
     /// Measure this machine's client error: the real client against the built-in scripted server
     /// at rising concurrency, compared with the server's own send times.
     Selftest(selftest_args::SelftestArgs),
+    /// Merge the result files of a sharded run's workers into one exact report, result JSON and stored run.
+    Merge(merge_args::MergeArgs),
+    /// Print a Kubernetes manifest or an sbatch script that runs a sharded `bench serve`.
+    #[command(subcommand)]
+    Launch(launch_args::LaunchCommand),
 }
 
 /// `servebench sim ...`. Each variant's flags live in their own file.
@@ -87,6 +95,8 @@ pub struct BenchServeArgs {
     pub sim: SimTargetArgs,
     #[command(flatten)]
     pub extra: RunExtraArgs,
+    #[command(flatten)]
+    pub shard: shard_args::ShardArgs,
     /// Accepted for compatibility: servebench's tokenizers are always Hugging Face `tokenizer.json` ("hf").
     #[arg(long, hide = true, value_parser = ["auto", "hf"])]
     pub tokenizer_mode: Option<String>,
@@ -109,6 +119,7 @@ impl BenchServeArgs {
             report: &self.report,
             dataset: &self.dataset,
             extra: self.extra.clone(),
+            shard: Some(&self.shard),
         }
     }
 }

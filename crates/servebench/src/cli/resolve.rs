@@ -371,6 +371,8 @@ pub struct RunFlags<'a> {
     pub report: &'a ReportArgs,
     pub dataset: &'a DatasetArgs,
     pub extra: RunExtraArgs,
+    /// `bench serve`'s sharding flags (`None` where a command has none).
+    pub shard: Option<&'a super::shard_args::ShardArgs>,
 }
 
 /// Where the flags say the simulator is.

@@ -45,6 +45,7 @@ impl SimPredictArgs {
             report: &self.report,
             dataset: &self.dataset,
             extra: RunExtraArgs { db: self.db.clone(), no_store: self.no_store, ..RunExtraArgs::default() },
+            shard: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `servebench bench serve`: resolve the flags, plan every request, execute the plan against
 //! the server (or the simulator started for it with `--sim`), report and keep what was
-//! measured; the exit code says how it went.
+//! measured; the exit code says how it went. With `--workers N`, N worker processes send the
+//! plan's shares and their results are merged into the one report (see `workers.rs`).
 
 use std::process::ExitCode;
 
@@ -8,7 +9,7 @@ use servebench_core::threshold::{Threshold, ThresholdError, parse_fail_on_values
 use servebench_store::RunKind;
 
 use super::execute::{execute, plan};
-use super::finish::Keep;
+use super::finish::{Keep, PointOutcome};
 use super::resolve::Resolver;
 use crate::cli::BenchServeArgs;
 use crate::output::Sink;
@@ -27,10 +28,20 @@ pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode>
         Ok(rules) => rules,
         Err(e) => return Ok(super::compare::usage(&e)),
     };
+    if let Some(n) = args.shard.workers {
+        let merged = super::workers::run(&args, n, out).await?;
+        return verdict(&merged, &rules, out);
+    }
     let resolved = Resolver::default().resolve(&args.flags(false), out).await?;
     let plan = plan(&resolved)?;
     let outcome = execute(&resolved, plan, &Keep::new(RunKind::Bench), interrupted(), out).await?;
     let Some(o) = outcome else { return Ok(ExitCode::SUCCESS) };
+    verdict(&o, &rules, out)
+}
+
+/// The exit code of a finished run: interrupted, nothing measured, a broken `--fail-on` rule
+/// (its verdicts printed), or success.
+fn verdict(o: &PointOutcome, rules: &[Threshold], out: &Sink) -> anyhow::Result<ExitCode> {
     if o.result.interrupted {
         return Ok(ExitCode::from(INTERRUPTED));
     }
@@ -39,7 +50,7 @@ pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode>
         return Ok(ExitCode::from(ALL_FAILED));
     }
     if !rules.is_empty() {
-        let verdicts = servebench_report::gate::check_run(&rules, &o.summary);
+        let verdicts = servebench_report::gate::check_run(rules, &o.summary);
         out.out(&verdicts.text())?;
         if verdicts.failed() {
             return Ok(ExitCode::from(super::compare::REGRESSION));

@@ -6,6 +6,10 @@
 //! With `--profile`, the server's profiler is started just before the run (vLLM's
 //! `POST /start_profile`) and stopped after its report (`/stop_profile`), with vLLM's lines; a
 //! server that refuses gets a warning, and the run goes on.
+//!
+//! A worker of a sharded run (`--shard`) sends its share of the plan, taken once the whole
+//! plan is built and aligned (so every worker hashes the same plan), starts its timed run at
+//! the common start (`--coordinator`, `--start-at`) and records its shard in its result.
 
 use std::future::Future;
 use std::path::Path;
@@ -16,12 +20,14 @@ use anyhow::Context as _;
 use servebench_client::{Logger, RunOptions};
 use servebench_core::config::RunConfig;
 use servebench_core::plan::Plan;
+use servebench_core::shard::WorkerShard;
 use servebench_sim::SimSetup;
 use servebench_sim::server::ServerOptions;
 
 use super::env::{self, ServerBefore};
 use super::finish::{Keep, PointOutcome, finish_and_keep, stamp_dates};
 use super::resolve::{Executor, Resolved};
+use super::shard;
 use crate::output::Sink;
 
 /// The plan of a run: read from `--replay-plan`, or built from its config.
@@ -45,27 +51,43 @@ pub async fn execute(
     out: &Sink,
 ) -> anyhow::Result<Option<PointOutcome>> {
     let mut config = resolved.config.clone();
-    let server = match &resolved.executor {
-        Executor::Loopback { setup, dialect, seed } => {
-            let options = ServerOptions {
-                served_model_name: Some(config.target.model_name.clone()),
-                tokenizer: resolved.tokenizer.clone(),
-                seed: *seed,
-                dialect: *dialect,
-                ..ServerOptions::default()
-            };
-            let server = servebench_sim::server::start((**setup).clone(), options).await?;
-            out.line(format!("Simulating {} at {}", sim_name(&config), server.base_url()))?;
-            listening_at(&mut config, server.base_url());
-            Some(server)
+    // A `--workers` worker benchmarks the simulator its parent started.
+    let shared = resolved.shard.as_ref().and_then(|s| s.sim_url.as_deref());
+    let server = match (&resolved.executor, shared) {
+        (Executor::Loopback { .. }, Some(url)) => {
+            listening_at(&mut config, url);
+            None
         }
-        Executor::Http | Executor::Virtual { .. } => None,
+        _ => start_loopback(resolved, out).await?,
     };
-    let outcome = run(resolved, &config, plan, keep, cancel, out).await;
+    if let Some(server) = &server {
+        listening_at(&mut config, server.base_url());
+    }
+    let outcome = run(resolved, config, plan, keep, cancel, out).await;
     if let Some(server) = server {
         server.shutdown().await;
     }
     outcome
+}
+
+/// The simulator a [`Executor::Loopback`] run benchmarks, started on a loopback port (`None`
+/// for the other executors).
+pub async fn start_loopback(
+    resolved: &Resolved,
+    out: &Sink,
+) -> anyhow::Result<Option<servebench_sim::server::SimServer>> {
+    let Executor::Loopback { setup, dialect, seed } = &resolved.executor else { return Ok(None) };
+    let config = &resolved.config;
+    let options = ServerOptions {
+        served_model_name: Some(config.target.model_name.clone()),
+        tokenizer: resolved.tokenizer.clone(),
+        seed: *seed,
+        dialect: *dialect,
+        ..ServerOptions::default()
+    };
+    let server = servebench_sim::server::start((**setup).clone(), options).await?;
+    out.line(format!("Simulating {} at {}", sim_name(config), server.base_url()))?;
+    Ok(Some(server))
 }
 
 /// `MODEL@HARDWARE` of a simulator target.
@@ -81,10 +103,10 @@ fn listening_at(config: &mut RunConfig, base_url: &str) {
 }
 
 /// The run with its executor started: the plan's notes, the alignment of its prompts to the
-/// server's tokenizer, the dry run or the run itself.
+/// server's tokenizer, the dry run, a worker's share of the plan, or the run itself.
 async fn run(
     resolved: &Resolved,
-    config: &RunConfig,
+    mut config: RunConfig,
     mut plan: Plan,
     keep: &Keep,
     cancel: impl Future<Output = ()>,
@@ -100,7 +122,7 @@ async fn run(
     // `--replay-plan`, whose plan is sent exactly as written.
     if over_http && resolved.replay_plan.is_none() {
         let (tokenizer, key) = (resolved.tokenizer.as_deref(), servebench_client::env_api_key());
-        servebench_client::align_prompts(&mut plan, config, tokenizer, key, &log).await;
+        servebench_client::align_prompts(&mut plan, &config, tokenizer, key, &log).await;
     }
     if let Some(path) = &resolved.dry_run {
         servebench_workload::save_plan(&plan, Path::new(path))
@@ -108,9 +130,18 @@ async fn run(
         out.line(format!("Wrote {} planned requests to {path}; nothing was sent.", plan.len()))?;
         return Ok(None);
     }
+    let worker = match &resolved.shard {
+        Some(s) => Some(shard::take_share(s, &mut config, &mut plan, out)?),
+        None => None,
+    };
     match &resolved.executor {
-        Executor::Virtual { setup } => predict(resolved, config, plan, setup, keep, out).await.map(Some),
-        Executor::Http | Executor::Loopback { .. } => measure(resolved, config, plan, keep, cancel, log, out).await,
+        Executor::Virtual { .. } if worker.is_some() => {
+            anyhow::bail!("--shard splits a measured run; a prediction in virtual time is not sharded")
+        }
+        Executor::Virtual { setup } => predict(resolved, &config, plan, setup, keep, out).await.map(Some),
+        Executor::Http | Executor::Loopback { .. } => {
+            measure(resolved, &config, plan, worker, keep, cancel, log, out).await
+        }
     }
 }
 
@@ -122,11 +153,14 @@ fn logger(out: &Sink) -> Logger {
     })
 }
 
-/// The plan sent over HTTP and measured, with the server's environment and profiler around it.
+/// The plan sent over HTTP and measured, with the server's environment and profiler around it;
+/// a `worker`'s run starts at the common start and records its shard.
+#[allow(clippy::too_many_arguments)]
 async fn measure(
     resolved: &Resolved,
     config: &RunConfig,
     plan: Plan,
+    mut worker: Option<WorkerShard>,
     keep: &Keep,
     cancel: impl Future<Output = ()>,
     log: Logger,
@@ -143,15 +177,26 @@ async fn measure(
         profiler(config, Profiler::Start, out).await?;
     }
     let measured: anyhow::Result<Option<PointOutcome>> = async {
+        let start_at = match (&resolved.shard, worker.as_mut()) {
+            (Some(s), Some(w)) => shard::common_start(s, w, out).await?,
+            _ => None,
+        };
         let started = jiff::Zoned::now();
-        let mut result = servebench_client::run(config, &plan, RunOptions { log, ..RunOptions::default() }, cancel)
-            .await
-            .context("the benchmark could not run")?;
+        let options = RunOptions { log, start_at, ..RunOptions::default() };
+        let mut result =
+            servebench_client::run(config, &plan, options, cancel).await.context("the benchmark could not run")?;
         stamp_dates(&mut result, &started);
         servebench_workload::account(resolved.tokenizer.as_deref(), &plan, &mut result);
         let metrics_after = env::ask(&target.base_url, "/metrics", &target.headers, target.insecure).await;
         let env = before.into_env(metrics_after);
-        finish_and_keep(result, Some(env), None, keep, &resolved.store, out).map(Some)
+        match worker {
+            Some(w) => {
+                let keep = shard::keep(keep, &w);
+                shard::stamp(&mut result, w);
+                finish_and_keep(result, Some(env), None, &keep, &resolved.store, out).map(Some)
+            }
+            None => finish_and_keep(result, Some(env), None, keep, &resolved.store, out).map(Some),
+        }
     }
     .await;
     // Stopped whatever happened to the run, so the server is not left profiling.

@@ -9,16 +9,20 @@ pub mod env;
 pub mod execute;
 pub mod finish;
 pub mod import;
+pub mod launch;
+pub mod merge;
 pub mod report;
 pub mod resolve;
 pub mod runs;
 pub mod selftest;
+pub mod shard;
 pub mod sim_fit;
 pub mod sim_predict;
 pub mod sim_presets;
 pub mod sim_serve;
 pub mod sim_validate;
 pub mod sweep;
+pub mod workers;
 
 use std::process::ExitCode;
 
@@ -40,5 +44,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::execute(args, &mut std::io::stdout().lock()),
         Command::Sweep(args) => sweep::execute(*args, &Sink::Stdout).await,
         Command::Selftest(args) => selftest::run(args, &Sink::Stdout).await,
+        Command::Merge(args) => merge::execute(&args, &Sink::Stdout),
+        Command::Launch(command) => launch::execute(command, &Sink::Stdout),
     }
 }

@@ -19,6 +19,7 @@ use servebench_workload::Tokenizer;
 
 use crate::cli::resolve::{RunFlags, run_config};
 use crate::commands::finish::StoreChoice;
+use crate::commands::shard::{ShardRun, shard_run};
 use crate::output::Sink;
 
 /// A run, resolved: everything [`execute`](super::execute::execute) needs. Saved with the
@@ -32,6 +33,9 @@ pub struct Resolved {
     /// `--dry-run FILE`: the plan is written there and nothing is sent.
     pub dry_run: Option<String>,
     pub store: StoreChoice,
+    /// `--shard`: this run is one worker's share of a sharded run (its result is saved for
+    /// `servebench merge`, and stored only once merged).
+    pub shard: Option<ShardRun>,
     /// `--tokenizer`, loaded (its name is in the config).
     #[serde(skip)]
     pub tokenizer: Option<Arc<Tokenizer>>,
@@ -97,6 +101,10 @@ impl Resolver {
     /// Resolves the run `f` describes; the lookup of a server's model prints vLLM's lines.
     pub async fn resolve(&mut self, f: &RunFlags<'_>, out: &Sink) -> anyhow::Result<Resolved> {
         let mut config = run_config(f)?;
+        let shard = match f.shard {
+            Some(args) => shard_run(args)?,
+            None => None,
+        };
         let tokenizer = match &f.request.tokenizer {
             Some(spec) => Some(self.tokenizer(spec)?),
             None => None,
@@ -124,7 +132,9 @@ impl Resolver {
             executor,
             replay_plan: f.extra.replay_plan.clone(),
             dry_run: f.extra.dry_run.clone(),
-            store: StoreChoice { db: f.extra.db.clone(), no_store: f.extra.no_store },
+            // A worker's share is stored once merged.
+            store: StoreChoice { db: f.extra.db.clone(), no_store: f.extra.no_store || shard.is_some() },
+            shard,
             tokenizer,
         })
     }

@@ -6,6 +6,7 @@ mod dialects;
 mod pipeline;
 mod report;
 mod selftest;
+mod shards;
 mod sim_cli;
 mod sim_http;
 mod store;

@@ -61,6 +61,7 @@ fn measured(ttft_ms: u32, seed: u32) -> NewRun {
         notes: Vec::new(),
         token_source: TokenSource::ServerUsage,
         client: None,
+        shard: None,
     };
     NewRun::from_run(RunKind::Bench, &run, &Summary::compute(&run))
 }

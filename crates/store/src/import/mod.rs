@@ -15,7 +15,7 @@
 //! reason, and skipped; the rest of the file is imported. Nothing is guessed.
 
 pub mod json;
-mod records;
+pub(crate) mod records;
 pub mod text;
 
 use std::fmt;

@@ -149,8 +149,8 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
 
 /// servebench's additions: the resolved config, how the run ended, the exact peaks, failures
 /// by kind, dispatch lag, the client's health verdict, the steady state and the time slices,
-/// the token ledger, the per-turn metrics of a multi-turn run (`turns`,
-/// only then) and one record per request.
+/// the token ledger, the per-turn metrics of a multi-turn run (`turns`, only then), its place
+/// in a sharded run (`shard`, only then) and one record per request.
 fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
     let lag = summary
         .dispatch_lag
@@ -176,6 +176,9 @@ fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
         m.insert("token_ledger".into(), serde_json::to_value(Ledger::compute(run)).unwrap_or(Value::Null));
         if let Some(turns) = TurnMetrics::compute(run) {
             m.insert("turns".into(), serde_json::to_value(turns).unwrap_or(Value::Null));
+        }
+        if let Some(shard) = &run.shard {
+            m.insert("shard".into(), serde_json::to_value(shard).unwrap_or(Value::Null));
         }
         m.insert("requests".into(), run.records.iter().map(request_entry).collect());
     }

@@ -1,0 +1,167 @@
+//! `servebench launch k8s|slurm`: prints what runs a sharded `bench serve` on an existing
+//! engine, for the user to apply (`kubectl apply -f -`, `sbatch`). Nothing is submitted.
+//!
+//! Every worker runs `bench serve --shard auto ... --coordinator RANK0:PORT --result-dir DIR`
+//! with the user's flags: the rank comes from the engine (`JOB_COMPLETION_INDEX`,
+//! `SLURM_PROCID`), rank 0 hosts the rendezvous, and the results land in one folder for
+//! `servebench merge`.
+
+use std::process::ExitCode;
+
+use crate::cli::launch_args::{K8sArgs, LaunchCommand, LaunchCommon, SlurmArgs};
+use crate::output::Sink;
+
+/// Flags the launcher sets itself.
+const RESERVED: [&str; 5] = ["--shard", "--coordinator", "--start-at", "--workers", "--result-dir"];
+
+pub fn execute(command: LaunchCommand, out: &Sink) -> anyhow::Result<ExitCode> {
+    let text = match command {
+        LaunchCommand::K8s(args) => k8s_manifest(&args)?,
+        LaunchCommand::Slurm(args) => sbatch_script(&args)?,
+    };
+    out.out(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses user flags that the launcher sets or that cannot work sharded.
+fn check_args(common: &LaunchCommon) -> anyhow::Result<()> {
+    for arg in &common.args {
+        let flag = arg.split('=').next().unwrap_or(arg);
+        if RESERVED.contains(&flag) {
+            anyhow::bail!("leave out {flag}: the launcher sets it for every worker");
+        }
+        if flag == "--sim" {
+            anyhow::bail!(
+                "--sim would start a simulator inside every worker; point the workers at one server with --base-url \
+                 (for example a `servebench sim serve` pod)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A YAML (and JSON) double-quoted string.
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
+}
+
+/// A word for a POSIX shell: as is when plain, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&b));
+    if plain { s.to_string() } else { format!("'{}'", s.replace('\'', r"'\''")) }
+}
+
+/// The Indexed Job and its headless Service.
+pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
+    check_args(&a.common)?;
+    let (name, world, port) = (&a.name, a.common.workers, a.common.port);
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+        anyhow::bail!("--name {name:?}: Kubernetes names are lowercase letters, digits and '-'");
+    }
+    let results = format!("{}/{name}", a.results_dir.trim_end_matches('/'));
+    let mut args = vec![
+        "bench".to_string(),
+        "serve".into(),
+        "--shard".into(),
+        format!("auto/{world}"),
+        "--coordinator".into(),
+        format!("{name}-0.{name}:{port}"),
+        "--result-dir".into(),
+        results,
+    ];
+    args.extend(a.common.args.iter().cloned());
+    let namespace = a.namespace.as_ref().map(|n| format!("\n  namespace: {}", quoted(n))).unwrap_or_default();
+    let args_yaml: String = args.iter().map(|x| format!("\n            - {}", quoted(x))).collect();
+    Ok(format!(
+        r#"# servebench: {world} workers of one sharded `bench serve`, ranks from the Job's completion index.
+# Apply with `kubectl apply -f -`; when the Job completes, merge the results on the volume
+# with `servebench merge {results_dir}/{name}` (see the README).
+apiVersion: v1
+kind: Service
+metadata:
+  name: {name}{namespace}
+spec:
+  clusterIP: None
+  publishNotReadyAddresses: true
+  selector:
+    batch.kubernetes.io/job-name: {name}
+  ports:
+    - name: rendezvous
+      port: {port}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}{namespace}
+spec:
+  completionMode: Indexed
+  completions: {world}
+  parallelism: {world}
+  backoffLimit: 0
+  template:
+    spec:
+      subdomain: {name}
+      restartPolicy: Never
+      containers:
+        - name: servebench
+          image: {image}
+          args:{args_yaml}
+          env:
+            - name: JOB_COMPLETION_INDEX
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+            - name: SERVEBENCH_WORLD
+              value: "{world}"
+          ports:
+            - containerPort: {port}
+              name: rendezvous
+          resources:
+            requests:
+              cpu: {cpu}
+          volumeMounts:
+            - name: results
+              mountPath: {results_dir}
+      volumes:
+        - name: results
+          persistentVolumeClaim:
+            claimName: {claim}
+"#,
+        image = quoted(&a.image),
+        cpu = quoted(&a.cpu),
+        results_dir = a.results_dir.trim_end_matches('/'),
+        claim = quoted(&a.results_claim),
+    ))
+}
+
+/// The sbatch script.
+pub fn sbatch_script(a: &SlurmArgs) -> anyhow::Result<String> {
+    check_args(&a.common)?;
+    let (world, port) = (a.common.workers, a.common.port);
+    let mut directives = vec![format!("--job-name={}", a.job_name), format!("--ntasks={world}")];
+    directives.extend(a.nodes.map(|n| format!("--nodes={n}")));
+    directives.extend(a.time.as_ref().map(|t| format!("--time={t}")));
+    directives.extend(a.partition.as_ref().map(|p| format!("--partition={p}")));
+    let directives: String = directives.iter().map(|d| format!("#SBATCH {d}\n")).collect();
+    let user: String = a.common.args.iter().map(|x| format!(" {}", shell_word(x))).collect();
+    let bin = shell_word(&a.binary);
+    let results = shell_word(a.results_dir.trim_end_matches('/'));
+    Ok(format!(
+        r#"#!/bin/bash
+# servebench: {world} workers of one sharded `bench serve`, ranks from SLURM_PROCID; submit with sbatch.
+{directives}set -euo pipefail
+
+RESULTS={results}/"$SLURM_JOB_ID"
+mkdir -p "$RESULTS"
+# Task 0 runs on the first node of the allocation and hosts the rendezvous.
+COORDINATOR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):{port}"
+
+srun --ntasks={world} {bin} bench serve --shard auto --coordinator "$COORDINATOR" --result-dir "$RESULTS"{user}
+
+{bin} merge "$RESULTS" --result-dir "$RESULTS"
+"#
+    ))
+}
+
+#[cfg(test)]
+mod tests;

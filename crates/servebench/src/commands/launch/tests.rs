@@ -1,0 +1,123 @@
+use serde::Deserialize as _;
+use serde_norway::Value;
+
+use super::*;
+
+fn common(args: &[&str]) -> LaunchCommon {
+    LaunchCommon { workers: 4, port: 29500, args: args.iter().map(|s| s.to_string()).collect() }
+}
+
+fn k8s(args: &[&str]) -> K8sArgs {
+    K8sArgs {
+        common: common(args),
+        image: "ghcr.io/example/servebench:0.1".into(),
+        name: "bench-qwen".into(),
+        namespace: Some("llm".into()),
+        results_claim: "servebench-results".into(),
+        results_dir: "/results".into(),
+        cpu: "2".into(),
+    }
+}
+
+const USER_ARGS: [&str; 8] = [
+    "--base-url",
+    "http://vllm.llm:8000",
+    "--model",
+    "Qwen/Qwen3-8B",
+    "--num-prompts",
+    "20000",
+    "--max-concurrency",
+    "4096",
+];
+
+#[test]
+fn the_kubernetes_manifest() {
+    insta::assert_snapshot!(k8s_manifest(&k8s(&USER_ARGS)).unwrap());
+}
+
+#[test]
+fn the_manifest_parses_as_yaml_and_names_the_job_it_means() {
+    let text = k8s_manifest(&k8s(&[&USER_ARGS[..], &["--metadata", "note=it's \"quoted\""]].concat())).unwrap();
+    let docs: Vec<Value> =
+        serde_norway::Deserializer::from_str(&text).map(|d| Value::deserialize(d).unwrap()).collect();
+    assert_eq!(docs.len(), 2);
+    let (service, job) = (&docs[0], &docs[1]);
+    assert_eq!(service["kind"], "Service");
+    assert_eq!(service["spec"]["clusterIP"], "None");
+    assert_eq!(service["spec"]["selector"]["batch.kubernetes.io/job-name"], "bench-qwen");
+    assert_eq!(job["kind"], "Job");
+    assert_eq!(job["metadata"]["namespace"], "llm");
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    assert_eq!(job["spec"]["completions"], 4);
+    assert_eq!(job["spec"]["parallelism"], 4);
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["subdomain"], "bench-qwen", "pods resolve as bench-qwen-N.bench-qwen through the Service");
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], "ghcr.io/example/servebench:0.1");
+    let args: Vec<&str> = container["args"].as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(
+        &args[..8],
+        [
+            "bench",
+            "serve",
+            "--shard",
+            "auto/4",
+            "--coordinator",
+            "bench-qwen-0.bench-qwen:29500",
+            "--result-dir",
+            "/results/bench-qwen"
+        ]
+    );
+    assert_eq!(&args[8..16], USER_ARGS);
+    assert_eq!(args[17], "note=it's \"quoted\"", "arguments survive YAML quoting");
+    let env = container["env"].as_sequence().unwrap();
+    assert_eq!(env[0]["name"], "JOB_COMPLETION_INDEX");
+    assert_eq!(
+        env[0]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    );
+    assert_eq!((env[1]["name"].as_str(), env[1]["value"].as_str()), (Some("SERVEBENCH_WORLD"), Some("4")));
+    assert_eq!(container["volumeMounts"][0]["mountPath"], "/results");
+    assert_eq!(pod["volumes"][0]["persistentVolumeClaim"]["claimName"], "servebench-results");
+}
+
+#[test]
+fn the_sbatch_script() {
+    let args = SlurmArgs {
+        common: common(&[&USER_ARGS[..], &["--label", "two words"]].concat()),
+        nodes: Some(2),
+        job_name: "servebench".into(),
+        time: Some("01:00:00".into()),
+        partition: Some("cpu".into()),
+        results_dir: "/shared/results/".into(),
+        binary: "/shared/bin/servebench".into(),
+    };
+    let script = sbatch_script(&args).unwrap();
+    assert!(script.contains("srun --ntasks=4 /shared/bin/servebench bench serve --shard auto "), "{script}");
+    assert!(script.contains(" --label 'two words'\n"), "{script}");
+    assert!(script.trim_end().ends_with("/shared/bin/servebench merge \"$RESULTS\" --result-dir \"$RESULTS\""));
+    insta::assert_snapshot!(script);
+}
+
+#[test]
+fn flags_the_launcher_sets_or_that_cannot_shard_are_refused() {
+    let e = k8s_manifest(&k8s(&["--shard", "0/4"])).unwrap_err().to_string();
+    assert_eq!(e, "leave out --shard: the launcher sets it for every worker");
+    let e = k8s_manifest(&k8s(&["--result-dir=/x"])).unwrap_err().to_string();
+    assert_eq!(e, "leave out --result-dir: the launcher sets it for every worker");
+    let e = k8s_manifest(&k8s(&["--sim", "Qwen/Qwen3-8B@h100-sxm"])).unwrap_err().to_string();
+    assert!(e.starts_with("--sim would start a simulator inside every worker"), "{e}");
+    let mut bad_name = k8s(&USER_ARGS);
+    bad_name.name = "Bench_Qwen".into();
+    assert!(k8s_manifest(&bad_name).unwrap_err().to_string().contains("lowercase letters"));
+}
+
+#[test]
+fn shell_words_are_quoted_only_when_needed() {
+    assert_eq!(shell_word("--model"), "--model");
+    assert_eq!(shell_word("http://h:8000/v1"), "http://h:8000/v1");
+    assert_eq!(shell_word("a b"), "'a b'");
+    assert_eq!(shell_word("it's"), r"'it'\''s'");
+    assert_eq!(shell_word("$HOME"), "'$HOME'");
+    assert_eq!(shell_word(""), "''");
+}

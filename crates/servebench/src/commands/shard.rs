@@ -1,0 +1,210 @@
+//! A `bench serve` worker of a sharded run: takes its share of the plan and of
+//! `--max-concurrency`, agrees on the start with the other workers (`--coordinator` or
+//! `--start-at`), and records its shard in its result, which it always saves with every
+//! per-request record for `servebench merge`.
+//!
+//! The flags resolve into a [`ShardRun`], part of the [`Resolved`](super::resolve::Resolved)
+//! run; [`execute`](super::execute::execute) takes the share after the plan is built and
+//! aligned, waits for the common start and stamps the result.
+
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+use serde::Serialize;
+use servebench_client::rendezvous;
+use servebench_core::config::RunConfig;
+use servebench_core::plan::Plan;
+use servebench_core::record::RunResult;
+use servebench_core::shard::{Shard, ShardSpec, Sharding, WorkerShard, plan_hash, select, split_concurrency};
+
+use crate::cli::shard_args::ShardArgs;
+use crate::commands::finish::Keep;
+use crate::output::Sink;
+
+/// One worker's part in a sharded run, resolved from its flags.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShardRun {
+    /// Its share of the plan.
+    pub shard: Shard,
+    /// `--coordinator HOST:PORT`: rank 0's rendezvous.
+    pub coordinator: Option<String>,
+    /// `--start-at`: the common start, as given.
+    pub start_at: Option<String>,
+    /// `--rendezvous-timeout`, seconds.
+    pub rendezvous_timeout: f64,
+    /// Where a `--workers` worker writes its result.
+    pub worker_dir: Option<String>,
+    /// The simulator a `--workers` parent started, which this worker benchmarks.
+    pub sim_url: Option<String>,
+}
+
+/// How far ahead of the last join rank 0 sets the start: time for every worker to hear it.
+const START_LEAD: Duration = Duration::from_secs(1);
+
+/// The sharding flags, resolved; `None` for a run of its own.
+pub fn shard_run(args: &ShardArgs) -> anyhow::Result<Option<ShardRun>> {
+    Ok(shard_of(args)?.map(|shard| ShardRun {
+        shard,
+        coordinator: args.coordinator.clone(),
+        start_at: args.start_at.clone(),
+        rendezvous_timeout: args.rendezvous_timeout,
+        worker_dir: args.worker_dir.clone(),
+        sim_url: args.sim_url.clone(),
+    }))
+}
+
+/// `--shard`, resolved against this process's environment; `None` for a run of its own.
+fn shard_of(args: &ShardArgs) -> anyhow::Result<Option<Shard>> {
+    let Some(spec) = &args.shard else {
+        if args.coordinator.is_some() || args.start_at.is_some() {
+            anyhow::bail!(
+                "--coordinator and --start-at are for sharded runs; add --shard RANK/WORLD (or --shard auto)"
+            );
+        }
+        return Ok(None);
+    };
+    let spec: ShardSpec = spec.parse()?;
+    Ok(Some(spec.resolve(|k| std::env::var(k).ok())?))
+}
+
+/// Keeps `shard`'s share of `plan` and of the global `--max-concurrency` in `config`, and
+/// makes the run save every record (the merge needs them). The plan hash is of the whole plan.
+pub fn take_share(run: &ShardRun, config: &mut RunConfig, plan: &mut Plan, out: &Sink) -> anyhow::Result<WorkerShard> {
+    let shard = run.shard;
+    let hash = plan_hash(plan);
+    let global = config.traffic.max_concurrency;
+    let split = match global {
+        Some(c) => split_concurrency(c, shard.world)?,
+        None => Vec::new(),
+    };
+    let whole = plan.len();
+    *plan = select(plan, shard);
+    if plan.is_empty() {
+        anyhow::bail!(
+            "shard {shard} has no request: the plan has {whole} requests (or conversations) for {} workers; \
+             run fewer workers or plan more requests",
+            shard.world
+        );
+    }
+    config.traffic.max_concurrency = split.get(shard.rank as usize).copied();
+    let options = &mut config.output;
+    options.save_result = true;
+    options.save_detailed = true;
+    options.append_result = false;
+    if let Some(dir) = &run.worker_dir {
+        options.result_dir = Some(dir.clone());
+    }
+    out.line(format!(
+        "Shard {shard}: {} of the plan's {whole} requests (plan {hash}){}.",
+        plan.len(),
+        match global {
+            Some(c) => format!(", max concurrency {} of {c}", split[shard.rank as usize]),
+            None => String::new(),
+        }
+    ))?;
+    Ok(WorkerShard {
+        rank: shard.rank,
+        world: shard.world,
+        plan_hash: hash,
+        plan_requests: whole,
+        max_concurrency: global,
+        concurrency_split: split,
+        start_unix_ns: None,
+        clock: None,
+        t0_unix_ns: 0,
+    })
+}
+
+/// The common start on this worker's clock, from `--start-at` or the rendezvous at
+/// `--coordinator` (rank 0 hosts it); `None` when neither is given (each worker starts when
+/// ready, and the merge aligns their starts as they were).
+pub async fn common_start(args: &ShardRun, worker: &mut WorkerShard, out: &Sink) -> anyhow::Result<Option<SystemTime>> {
+    if let Some(at) = &args.start_at {
+        let ns = parse_start_at(at)?;
+        worker.start_unix_ns = Some(ns);
+        return Ok(Some(rendezvous::from_unix_ns(ns)));
+    }
+    let Some(addr) = &args.coordinator else { return Ok(None) };
+    let timeout = Duration::try_from_secs_f64(args.rendezvous_timeout)
+        .map_err(|_| anyhow::anyhow!("--rendezvous-timeout {} is not a number of seconds", args.rendezvous_timeout))?;
+    let shard = worker.shard();
+    let met = if shard.rank == 0 {
+        let port = addr.rsplit_once(':').map(|(_, p)| p).context("--coordinator takes HOST:PORT")?;
+        let host = addr.rsplit_once(':').map_or("", |(h, _)| h);
+        // Reachable from other machines, unless the coordinator is this machine's loopback.
+        let bind = if matches!(host, "127.0.0.1" | "localhost") {
+            format!("127.0.0.1:{port}")
+        } else {
+            format!("0.0.0.0:{port}")
+        };
+        let listener = rendezvous::bind(&bind).await?;
+        out.line(format!("Rank 0: waiting for {} workers to join at {bind}...", shard.world - 1))?;
+        rendezvous::host(listener, shard, &worker.plan_hash, START_LEAD, timeout).await?
+    } else {
+        out.line(format!("Rank {}: joining rank 0 at {addr}...", shard.rank))?;
+        rendezvous::join(addr, shard, &worker.plan_hash, timeout).await?
+    };
+    if let Some(c) = met.clock {
+        out.line(format!(
+            "Clock offset to rank 0: {:+.3} ms (best round trip {:.3} ms of {}).",
+            c.offset_ns as f64 * 1e-6,
+            c.rtt_ns as f64 * 1e-6,
+            c.samples
+        ))?;
+    }
+    worker.start_unix_ns = Some(met.start_unix_ns);
+    worker.clock = met.clock;
+    Ok(Some(met.start))
+}
+
+/// `--start-at`: RFC 3339, or seconds since the Unix epoch; ns since the epoch.
+fn parse_start_at(text: &str) -> anyhow::Result<i64> {
+    if let Ok(secs) = text.trim().parse::<f64>()
+        && secs.is_finite()
+        && secs > 0.0
+    {
+        return Ok((secs * 1e9).round() as i64);
+    }
+    let t: jiff::Timestamp = text.trim().parse().map_err(|e| {
+        anyhow::anyhow!(
+            "--start-at {text:?} is not a time ({e}); write 2025-06-01T12:00:00Z or seconds since the Unix epoch"
+        )
+    })?;
+    i64::try_from(t.as_nanosecond()).context("--start-at is out of range")
+}
+
+/// Records the worker's shard in its result, with when its timed run began on its own clock.
+pub fn stamp(result: &mut RunResult, mut worker: WorkerShard) {
+    worker.t0_unix_ns = result
+        .started_at
+        .parse::<jiff::Timestamp>()
+        .ok()
+        .and_then(|t| i64::try_from(t.as_nanosecond()).ok())
+        .unwrap_or(0);
+    result.shard = Some(Sharding::Worker(worker));
+}
+
+/// `keep` with the worker's own result file name (`...-shard1of4.json`).
+pub fn keep(keep: &Keep, worker: &WorkerShard) -> Keep {
+    let suffix = format!("shard{}of{}", worker.rank, worker.world);
+    Keep {
+        file_suffix: Some(match &keep.file_suffix {
+            Some(s) => format!("{s}-{suffix}"),
+            None => suffix,
+        }),
+        ..keep.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_times_are_read_in_both_forms() {
+        assert_eq!(parse_start_at("1750000000.5").unwrap(), 1_750_000_000_500_000_000);
+        assert_eq!(parse_start_at("2025-06-15T15:06:40Z").unwrap(), 1_750_000_000_000_000_000);
+        let e = parse_start_at("tomorrow").unwrap_err().to_string();
+        assert!(e.starts_with("--start-at \"tomorrow\" is not a time"), "{e}");
+    }
+}

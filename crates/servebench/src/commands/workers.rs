@@ -1,0 +1,198 @@
+//! `bench serve --workers N`: N worker processes of this binary on this machine, each sending
+//! its share of the plan (`--shard i/N`, a rendezvous on a loopback port), then one merged
+//! report, result file and stored run, as if one process had sent everything.
+//!
+//! The workers get this process's flags (less `--workers` and `--fail-on`, whose rules are
+//! checked here, on the merged run) and their role in the environment
+//! (`SERVEBENCH_SHARD`, `SERVEBENCH_COORDINATOR`, `SERVEBENCH_WORKER_DIR`, and with `--sim`
+//! `SERVEBENCH_SIM_URL`: the simulator is started once, here, and shared). Their output goes
+//! to a log file each, kept with their results when one fails.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::Context as _;
+use servebench_store::RunKind;
+use servebench_store::merge::{merge_shards, read_shard_result};
+
+use crate::cli::BenchServeArgs;
+use crate::commands::execute::start_loopback;
+use crate::commands::finish::{Keep, PointOutcome, finish_and_keep};
+use crate::commands::resolve::{Resolved, Resolver};
+use crate::output::Sink;
+
+/// Runs the workers and merges their results into one reported and kept run.
+pub async fn run(args: &BenchServeArgs, workers: u32, out: &Sink) -> anyhow::Result<PointOutcome> {
+    // Resolved here too, so bad flags fail once, and `--sim` starts one simulator for all.
+    let resolved = Resolver::default().resolve(&args.flags(false), out).await?;
+    let sim_server = start_loopback(&resolved, out).await?;
+    let sim_url = sim_server.as_ref().map(|s| s.base_url().to_string());
+    let outcome = run_workers(args, &resolved, workers, sim_url, out).await;
+    if let Some(server) = sim_server {
+        server.shutdown().await;
+    }
+    outcome
+}
+
+async fn run_workers(
+    args: &BenchServeArgs,
+    resolved: &Resolved,
+    workers: u32,
+    sim_url: Option<String>,
+    out: &Sink,
+) -> anyhow::Result<PointOutcome> {
+    let dir = std::env::temp_dir().join(format!("servebench-workers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let port = free_port()?;
+    let exe = std::env::current_exe().context("could not find this program's path to start its workers")?;
+    let argv = worker_argv(std::env::args_os().skip(1));
+    out.line(format!("Starting {workers} worker processes (results in {})...", dir.display()))?;
+    // Ctrl-C reaches the workers too: they save what they measured, and this process merges it.
+    let absorb_interrupt = tokio::spawn(async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
+    let mut children = Vec::new();
+    for rank in 0..workers {
+        let log = dir.join(format!("worker-{rank}.log"));
+        let file = std::fs::File::create(&log).with_context(|| format!("could not create {}", log.display()))?;
+        let mut cmd = Command::new(&exe);
+        cmd.args(&argv)
+            .env("SERVEBENCH_SHARD", format!("{rank}/{workers}"))
+            .env("SERVEBENCH_COORDINATOR", format!("127.0.0.1:{port}"))
+            .env("SERVEBENCH_WORKER_DIR", &dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(file.try_clone()?))
+            .stderr(Stdio::from(file));
+        match &sim_url {
+            Some(url) => cmd.env("SERVEBENCH_SIM_URL", url),
+            None => cmd.env_remove("SERVEBENCH_SIM_URL"),
+        };
+        let child = cmd.spawn().with_context(|| format!("could not start worker {rank}"))?;
+        children.push((rank, log, child));
+    }
+    let failed = tokio::task::spawn_blocking(move || wait_all(children)).await??;
+    absorb_interrupt.abort();
+    if let Some((rank, log, status)) = failed {
+        anyhow::bail!("worker {rank} failed ({status}); its output is in {}:\n{}", log.display(), tail(&log, 20));
+    }
+    let merged = merge_dir(&dir, args)?;
+    super::merge::print_merged(&merged, out)?;
+    let o = finish_and_keep(merged, None, None, &Keep::new(RunKind::Bench), &resolved.store, out)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(o)
+}
+
+/// Waits for every worker; when one fails, stops the others (they would wait for it at the
+/// rendezvous) and returns it.
+fn wait_all(
+    mut children: Vec<(u32, PathBuf, std::process::Child)>,
+) -> anyhow::Result<Option<(u32, PathBuf, std::process::ExitStatus)>> {
+    let mut running = children.len();
+    while running > 0 {
+        running = 0;
+        for i in 0..children.len() {
+            let (rank, log, child) = &mut children[i];
+            match child.try_wait().with_context(|| format!("worker {rank} could not be waited for"))? {
+                // 130: interrupted with Ctrl-C, which reached every worker; its result is saved.
+                Some(status) if !status.success() && status.code() != Some(i32::from(super::bench::INTERRUPTED)) => {
+                    let failed = (*rank, log.clone(), status);
+                    for (_, _, other) in &mut children {
+                        let _ = other.kill();
+                        let _ = other.wait();
+                    }
+                    return Ok(Some(failed));
+                }
+                Some(_) => {}
+                None => running += 1,
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(None)
+}
+
+/// The workers' results in `dir`, merged, with this run's own output options.
+fn merge_dir(dir: &Path, args: &BenchServeArgs) -> anyhow::Result<servebench_core::record::RunResult> {
+    let mut parts = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        let text = std::fs::read_to_string(&f).with_context(|| format!("could not read {}", f.display()))?;
+        parts.push(read_shard_result(&text, &f.display().to_string())?);
+    }
+    let mut merged = merge_shards(parts, false)?;
+    let (out, r) = (&mut merged.config.output, &args.report);
+    out.save_result = r.save_result;
+    out.save_detailed = r.save_detailed;
+    out.append_result = r.append_result;
+    out.result_dir.clone_from(&r.result_dir);
+    out.result_filename.clone_from(&r.result_filename);
+    Ok(merged)
+}
+
+/// This process's arguments without `--workers N` and `--fail-on RULE` (or `--flag=VALUE`):
+/// the rules judge the merged run, not a worker's share.
+fn worker_argv(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    const LEFT_OUT: [&str; 2] = ["--workers", "--fail-on"];
+    let mut out = Vec::new();
+    let mut skip_value = false;
+    for a in args {
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        match a.to_str() {
+            Some(s) if LEFT_OUT.contains(&s) => skip_value = true,
+            Some(s) if LEFT_OUT.iter().any(|f| s.strip_prefix(f).is_some_and(|v| v.starts_with('='))) => {}
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
+/// A loopback port free at the moment of asking (rank 0 binds it moments later).
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("could not find a free loopback port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// The last `n` lines of a log file.
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_get_every_flag_but_workers() {
+        let argv = |s: &[&str]| s.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            worker_argv(
+                argv(&[
+                    "bench",
+                    "serve",
+                    "--workers",
+                    "4",
+                    "--num-prompts",
+                    "8",
+                    "--workers=2",
+                    "--fail-on",
+                    "ttft_p99>200",
+                    "--sim",
+                    "m@h",
+                    "--fail-on=mean_tpot>9",
+                ])
+                .into_iter()
+            ),
+            argv(&["bench", "serve", "--num-prompts", "8", "--sim", "m@h"])
+        );
+    }
+}

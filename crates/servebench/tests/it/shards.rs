@@ -1,0 +1,181 @@
+//! Sharded runs end to end: `bench serve --workers N` (local worker processes, a rendezvous,
+//! one merged report), `bench serve --shard` workers merged by `servebench merge`, and the
+//! merge's refusals.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use servebench_client::testserver::{Script, TestServer, TestServerConfig};
+
+use crate::common::{args, servebench, text};
+
+const PROMPTS: usize = 24;
+
+fn fixed() -> Script {
+    Script { ttft: Duration::from_millis(20), itl: Duration::from_millis(4), tokens: 6, ..Script::default() }
+}
+
+/// `bench serve` of the test model at `base_url` with `flags`, storing nothing, saving the
+/// result in `dir` as `name`.
+fn serve_args(base_url: &str, dir: &Path, name: &str, flags: &[&str]) -> Vec<String> {
+    let head = ["bench", "serve", "--base-url", base_url, "--model", "test-model", "--disable-tqdm", "--no-store"];
+    let load =
+        ["--num-prompts", "24", "--max-concurrency", "8", "--random-input-len", "16", "--random-output-len", "6"];
+    let save = ["--save-result", "--save-detailed", "--result-dir", dir.to_str().unwrap(), "--result-filename", name];
+    args(&[&head[..], &load[..], &save[..], flags].concat())
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Runs the workload with `--workers workers`; returns the result JSON and how many times
+/// the server saw each planned request (by its `x-request-id`).
+async fn run_with_workers(workers: &str) -> (Value, BTreeMap<usize, usize>) {
+    let server = TestServer::start(TestServerConfig::new(PROMPTS, |_| fixed())).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = servebench(serve_args(&server.base_url(), dir.path(), "r.json", &["--workers", workers])).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.contains(&format!("Merged {workers} of {workers} workers (plan ")), "{stdout}");
+    assert!(stdout.contains("Successful requests:                     24 "), "{stdout}");
+    // Request ids are a per-process prefix and the request's index in the plan.
+    let mut seen = BTreeMap::new();
+    for truth in server.truth().into_iter().filter(|t| t.path == "/v1/completions") {
+        let id = truth.request_id.unwrap_or_default();
+        let index: usize = id.rsplit('-').next().and_then(|i| i.parse().ok()).unwrap_or(usize::MAX);
+        *seen.entry(index).or_insert(0) += 1;
+    }
+    (read_json(&dir.path().join("r.json")), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_two_and_four_workers_send_every_planned_request_once_and_merge_them_all() {
+    let mut means = Vec::new();
+    for workers in ["1", "2", "4"] {
+        let (json, seen) = run_with_workers(workers).await;
+        let expected: BTreeMap<usize, usize> = (0..PROMPTS).map(|i| (i, 1)).collect();
+        assert_eq!(seen, expected, "{workers} workers: every planned request exactly once");
+        assert_eq!(json["completed"], 24);
+        assert_eq!(json["max_concurrency"], 8, "the global cap, not a worker's part");
+        assert_eq!(json["total_output_tokens"], 24 * 6);
+        let records = json["servebench"]["requests"].as_array().unwrap();
+        let indices: Vec<u64> = records.iter().map(|r| r["index"].as_u64().unwrap()).collect();
+        assert_eq!(indices, (0..PROMPTS as u64).collect::<Vec<_>>(), "every shard's records, in plan order");
+        assert_eq!(json["ttfts"].as_array().unwrap().len(), PROMPTS);
+        let shard = &json["servebench"]["shard"];
+        let n: u64 = workers.parse().unwrap();
+        assert_eq!((shard["role"].as_str(), shard["world"].as_u64()), (Some("merged"), Some(n)));
+        let split: Vec<u64> =
+            shard["concurrency_split"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
+        assert_eq!(split.iter().sum::<u64>(), 8);
+        assert_eq!(split.len() as u64, n);
+        let per_rank: Vec<u64> =
+            shard["ranks"].as_array().unwrap().iter().map(|r| r["requests"].as_u64().unwrap()).collect();
+        assert_eq!(per_rank, vec![PROMPTS as u64 / n; n as usize]);
+        means.push((json["mean_ttft_ms"].as_f64().unwrap(), json["mean_tpot_ms"].as_f64().unwrap()));
+    }
+    // Fixed server timings: the merged figures are the single process's, within timer noise.
+    let (ttft1, tpot1) = means[0];
+    for &(ttft, tpot) in &means[1..] {
+        assert!((ttft - ttft1).abs() < 15.0, "mean TTFT {ttft} ms vs {ttft1} ms in one process");
+        assert!((tpot - tpot1).abs() < 3.0, "mean TPOT {tpot} ms vs {tpot1} ms in one process");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_against_the_simulator_merge_into_one_report_with_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = servebench(args(&[
+        "bench",
+        "serve",
+        "--sim",
+        "Qwen/Qwen3-8B@h100-sxm",
+        "--workers",
+        "4",
+        "--num-prompts",
+        "32",
+        "--max-concurrency",
+        "8",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "8",
+        "--disable-tqdm",
+        "--no-store",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "sim.json",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    let json = read_json(&dir.path().join("sim.json"));
+    assert_eq!(json["completed"], 32);
+    assert_eq!(json["servebench"]["config"]["target"]["sim"]["model"], "Qwen/Qwen3-8B", "still a run of the simulator");
+    let records = json["servebench"]["requests"].as_array().unwrap();
+    assert_eq!(records.len(), 32);
+    assert!(records.iter().all(|r| r["failure"].is_null() && r["output_tokens"] == 8));
+    let ranks = json["servebench"]["shard"]["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 4);
+    for r in &ranks[1..] {
+        assert!(r["clock"]["samples"].as_u64() == Some(8), "every worker but rank 0 measured its clock: {r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_takes_the_workers_files_and_refuses_incomplete_or_foreign_sets() {
+    let server = TestServer::start(TestServerConfig::new(PROMPTS + 12, |_| fixed())).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (rank, extra) in [("0/2", &[][..]), ("1/2", &[][..]), ("1/2", &["--seed", "7"][..])] {
+        let name = format!("w{}{}.json", &rank[..1], if extra.is_empty() { "" } else { "-seed7" });
+        let out = servebench(serve_args(&server.base_url(), d, &name, &[&["--shard", rank][..], extra].concat())).await;
+        assert!(out.status.success(), "stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+        assert!(text(&out.stdout).contains(&format!("Shard {rank}: 12 of the plan's 24 requests")));
+    }
+    let file = |n: &str| d.join(n).to_str().unwrap().to_string();
+    let merge = |inputs: &[String]| {
+        let mut a = args(&["merge", "--no-store", "--result-dir", d.join("merged").to_str().unwrap()]);
+        a.extend(inputs.iter().cloned());
+        servebench(a)
+    };
+
+    let out = merge(&[file("w0-shard0of2.json"), file("w1-shard1of2.json")]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.contains("Merged 2 of 2 workers (plan "), "{stdout}");
+    assert!(stdout.contains("Successful requests:                     24 "), "{stdout}");
+    let merged = std::fs::read_dir(d.join("merged")).unwrap().next().unwrap().unwrap().path();
+    let json = read_json(&merged);
+    assert_eq!(json["servebench"]["requests"].as_array().unwrap().len(), 24);
+    assert_eq!(json["max_concurrency"], 8);
+
+    let refusals = [
+        (vec![file("w0-shard0of2.json")], "rank 1 of 2 missing (present: 0); pass every worker's result, or --partial"),
+        (vec![file("w0-shard0of2.json"), file("w0-shard0of2.json")], "rank 0 appears twice"),
+        (vec![file("w0-shard0of2.json"), file("w1-seed7-shard1of2.json")], "sent a plan with hash"),
+        (
+            vec![file("w0-shard0of2.json"), merged.to_str().unwrap().to_string()],
+            "is not a worker's result of a sharded run",
+        ),
+    ];
+    for (inputs, says) in refusals {
+        let out = merge(&inputs).await;
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{inputs:?} merged");
+        assert!(stderr.contains(says), "{inputs:?}: {stderr}");
+    }
+
+    let mut partial = vec![file("w0-shard0of2.json")];
+    partial.insert(0, "--partial".into());
+    let out = merge(&partial).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    assert!(stdout.contains("PARTIAL: ranks missing: 1"), "{stdout}");
+    assert!(stdout.contains("Successful requests:                     12 "), "{stdout}");
+}

@@ -1,0 +1,271 @@
+//! Merges the result files of a sharded run's workers into the run one process sending the
+//! whole plan would have measured: every worker's raw per-request records, their times moved
+//! onto one timeline, in plan order, so that every statistic computed from them is exact.
+//!
+//! [`read_shard_result`] reads one worker's result JSON (written by `bench serve --shard`,
+//! which always keeps per-request chunk times). [`merge_shards`] checks that the set is
+//! complete and consistent (one world size, every rank once, one plan hash, no request
+//! twice), then moves each worker's times by how much later than the earliest worker its
+//! timed run began, on rank 0's clock (its start on its own clock plus its measured offset).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use servebench_core::config::RunConfig;
+use servebench_core::metrics::dispatch_lag;
+use servebench_core::record::{RequestRecord, RunResult, TokenSource};
+use servebench_core::shard::{MergedShards, RankFigures, Sharding, WorkerShard};
+use thiserror::Error;
+
+use crate::import::records::from_servebench;
+use crate::runs::ChunkTimes;
+
+/// One worker's result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardResult {
+    /// Where it was read from (a path), for messages.
+    pub source: String,
+    pub worker: WorkerShard,
+    pub run: RunResult,
+}
+
+/// Why worker results could not be read or merged.
+#[derive(Debug, Error, PartialEq)]
+pub enum MergeError {
+    #[error("{file}: {reason}")]
+    Unreadable { file: String, reason: String },
+    #[error(
+        "{file} is not a worker's result of a sharded run (it has no servebench.shard with role \"worker\"); \
+         merge only the files `bench serve --shard` wrote"
+    )]
+    NotAWorker { file: String },
+    #[error(
+        "{file} lacks per-request chunk times (`itls`), so its records cannot be merged exactly; \
+         sharded workers save them: was it written by `bench serve --shard`?"
+    )]
+    NoChunkTimes { file: String },
+    #[error("no worker results to merge; pass the files (or the folder) the workers wrote")]
+    Empty,
+    #[error("{file} is rank {rank} of {world} workers, but {expected_file} is of {expected}; these are not one run")]
+    WorldMismatch { file: String, rank: u32, world: u32, expected: u32, expected_file: String },
+    #[error(
+        "{file} (rank {rank}) sent a plan with hash {hash}, but {expected_file} sent {expected}: the workers \
+         built different plans (check that every worker had the same flags, seed, dataset files and tokenizer)"
+    )]
+    PlanHashMismatch { file: String, rank: u32, hash: String, expected: String, expected_file: String },
+    #[error("rank {rank} appears twice: in {first} and in {second}; pass each worker's result once")]
+    DuplicateRank { rank: u32, first: String, second: String },
+    #[error(
+        "rank{} {missing} of {world} missing (present: {present}); pass every worker's result, or --partial \
+         to merge those present (the result is marked partial)",
+        if missing.contains(',') { "s" } else { "" }
+    )]
+    MissingRanks { missing: String, present: String, world: u32 },
+    #[error("{request} was sent by rank {first} and again by rank {second}; the shards overlap")]
+    DuplicateRequest { request: String, first: u32, second: u32 },
+}
+
+/// Reads one worker's result JSON (`source` names it in messages).
+pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeError> {
+    let bad = |reason: String| MergeError::Unreadable { file: source.to_string(), reason };
+    let value: Value = serde_json::from_str(text).map_err(|e| bad(format!("not one JSON document ({e})")))?;
+    let m = value.as_object().ok_or_else(|| bad("not a JSON object".into()))?;
+    let not_a_worker = || MergeError::NotAWorker { file: source.to_string() };
+    let ours = m.get("servebench").and_then(Value::as_object).ok_or_else(not_a_worker)?;
+    let worker = match ours.get("shard").map(|s| serde_json::from_value::<Sharding>(s.clone())) {
+        Some(Ok(Sharding::Worker(w))) => w,
+        Some(Err(e)) => return Err(bad(format!("servebench.shard is not readable ({e})"))),
+        _ => return Err(not_a_worker()),
+    };
+    let config: RunConfig = serde_json::from_value(ours.get("config").cloned().unwrap_or(Value::Null))
+        .map_err(|e| bad(format!("servebench.config is not readable by this servebench ({e})")))?;
+    let records = from_servebench(m, ours).map_err(bad)?.ok_or_else(|| bad("it has no servebench.requests".into()))?;
+    if records.chunk_times != ChunkTimes::All {
+        return Err(MergeError::NoChunkTimes { file: source.to_string() });
+    }
+    let mut records = records.records;
+    if let Some(Value::Array(texts)) = m.get("generated_texts")
+        && texts.len() == records.len()
+    {
+        for (r, t) in records.iter_mut().zip(texts) {
+            r.text = t.as_str().unwrap_or_default().to_string();
+        }
+    }
+    let text_at = |k: &str| m.get(k).or_else(|| ours.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
+    let run = RunResult {
+        config,
+        records,
+        duration_s: m.get("duration").and_then(Value::as_f64).ok_or_else(|| bad("it has no `duration`".into()))?,
+        date: text_at("date"),
+        started_at: text_at("started_at"),
+        interrupted: ours.get("interrupted").and_then(Value::as_bool).unwrap_or(false),
+        not_sent: ours.get("not_sent").and_then(Value::as_u64).map_or(0, |n| n as usize),
+        notes: ours
+            .get("notes")
+            .and_then(Value::as_array)
+            .map(|n| n.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default(),
+        token_source: ours
+            .get("token_source")
+            .and_then(|t| serde_json::from_value::<TokenSource>(t.clone()).ok())
+            .unwrap_or_default(),
+        // The result file keeps the client's health verdict, not what it was computed from.
+        client: None,
+        shard: Some(Sharding::Worker(worker.clone())),
+    };
+    Ok(ShardResult { source: source.to_string(), worker, run })
+}
+
+/// Merges worker results into one run (see the module docs). Without `partial`, every rank
+/// of the world must be there; with it, the ranks present are merged and the run records
+/// which were missing.
+pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunResult, MergeError> {
+    parts.sort_by_key(|p| p.worker.rank);
+    let first = parts.first().ok_or(MergeError::Empty)?;
+    let (world, hash, base) = (first.worker.world, first.worker.plan_hash.clone(), first.source.clone());
+    for pair in parts.windows(2) {
+        if pair[0].worker.rank == pair[1].worker.rank {
+            return Err(MergeError::DuplicateRank {
+                rank: pair[0].worker.rank,
+                first: pair[0].source.clone(),
+                second: pair[1].source.clone(),
+            });
+        }
+    }
+    for p in &parts {
+        if p.worker.world != world {
+            return Err(MergeError::WorldMismatch {
+                file: p.source.clone(),
+                rank: p.worker.rank,
+                world: p.worker.world,
+                expected: world,
+                expected_file: base,
+            });
+        }
+        if p.worker.plan_hash != hash {
+            return Err(MergeError::PlanHashMismatch {
+                file: p.source.clone(),
+                rank: p.worker.rank,
+                hash: p.worker.plan_hash.clone(),
+                expected: hash,
+                expected_file: base,
+            });
+        }
+    }
+    let present: Vec<u32> = parts.iter().map(|p| p.worker.rank).collect();
+    let missing: Vec<u32> = (0..world).filter(|r| !present.contains(r)).collect();
+    if !missing.is_empty() && !partial {
+        return Err(MergeError::MissingRanks { missing: list(&missing), present: list(&present), world });
+    }
+
+    // The earliest start on rank 0's clock is the merged run's start.
+    let origin = parts.iter().map(|p| p.worker.t0_on_rank0_ns()).min().unwrap_or(0);
+    let mut owner: BTreeMap<(u32, u32, u32), (u32, RequestRecord)> = BTreeMap::new();
+    let mut figures = Vec::with_capacity(parts.len());
+    let mut duration_s: f64 = 0.0;
+    for p in &parts {
+        let shift = p.worker.t0_on_rank0_ns() - origin;
+        let lag = dispatch_lag(&p.run.records);
+        figures.push(RankFigures {
+            rank: p.worker.rank,
+            requests: p.run.records.len(),
+            rebased_ns: shift,
+            clock: p.worker.clock,
+            duration_s: p.run.duration_s,
+            dispatch_lag_p99_ms: lag.map(|l| l.p99_ms),
+            dispatch_lag_max_ms: lag.map(|l| l.max_ms),
+        });
+        duration_s = duration_s.max(shift as f64 * 1e-9 + p.run.duration_s);
+        for r in &p.run.records {
+            let key = match r.turn {
+                Some(t) => (1, t.conversation, t.turn),
+                None => (0, r.index, 0),
+            };
+            if let Some((rank, _)) = owner.get(&key) {
+                return Err(MergeError::DuplicateRequest {
+                    request: match r.turn {
+                        Some(t) => format!("turn {} of conversation {}", t.turn, t.conversation),
+                        None => format!("request {}", r.index),
+                    },
+                    first: *rank,
+                    second: p.worker.rank,
+                });
+            }
+            owner.insert(key, (p.worker.rank, rebased(r, shift.unsigned_abs())));
+        }
+    }
+    let multi_turn = owner.keys().any(|k| k.0 == 1);
+    let records: Vec<RequestRecord> = owner
+        .into_values()
+        .enumerate()
+        .map(|(slot, (_, mut r))| {
+            // Turns are numbered in conversation order, as one process numbers them.
+            if multi_turn {
+                r.index = slot as u32;
+            }
+            r
+        })
+        .collect();
+
+    let lead = parts.iter().min_by_key(|p| p.worker.t0_on_rank0_ns()).unwrap_or(first);
+    let mut config = first.run.config.clone();
+    config.traffic.max_concurrency = first.worker.max_concurrency;
+    let mut notes: Vec<String> = Vec::new();
+    for note in parts.iter().flat_map(|p| &p.run.notes) {
+        if !notes.contains(note) {
+            notes.push(note.clone());
+        }
+    }
+    notes.push(format!("Merged from {} of {world} shards (plan {hash}).", parts.len()));
+    if !missing.is_empty() {
+        notes.push(format!(
+            "PARTIAL: rank{} {} of {world} missing; {} of the plan's {} requests are reported.",
+            if missing.len() > 1 { "s" } else { "" },
+            list(&missing),
+            records.len(),
+            first.worker.plan_requests
+        ));
+    }
+    Ok(RunResult {
+        config,
+        duration_s,
+        date: lead.run.date.clone(),
+        started_at: lead.run.started_at.clone(),
+        interrupted: parts.iter().any(|p| p.run.interrupted),
+        not_sent: parts.iter().map(|p| p.run.not_sent).sum(),
+        notes,
+        token_source: first.run.token_source,
+        // Each worker's client was watched apart; the merge keeps their dispatch lag per rank.
+        client: None,
+        shard: Some(Sharding::Merged(MergedShards {
+            world,
+            plan_hash: hash,
+            max_concurrency: first.worker.max_concurrency,
+            concurrency_split: first.worker.concurrency_split.clone(),
+            ranks: figures,
+            missing,
+        })),
+        records,
+    })
+}
+
+/// `r` with its times moved `shift_ns` later; a request never sent keeps its zero times.
+fn rebased(r: &RequestRecord, shift_ns: u64) -> RequestRecord {
+    let mut r = r.clone();
+    r.planned_ns += shift_ns;
+    if !r.never_sent() {
+        r.arrival_ns += shift_ns;
+        r.start_ns += shift_ns;
+    }
+    r
+}
+
+fn list(ranks: &[u32]) -> String {
+    if ranks.is_empty() {
+        return "none".into();
+    }
+    ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -35,7 +35,7 @@ pub fn predict(plan: &Plan, config: &RunConfig, sim: &SimSetup) -> RunResult {
 /// Predicts a run, mapping bodies to token ids with `mapper`.
 pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dyn TokenMapper) -> RunResult {
     let prompts = Prompts::prepare(plan, config, mapper);
-    predict_prepared(plan, config, sim, prompts, warmup_count(sim, config))
+    predict_prepared(plan, config, sim, prompts, warmup_count(sim.options.warmup, config))
 }
 
 /// A request's prompt and flags, read from its body before the run.
@@ -135,10 +135,10 @@ fn resize_prompt(ids: &mut Vec<u32>, len: usize) {
     }
 }
 
-/// How many warm-up copies of request 0 the bench sends before the timed run.
-fn warmup_count(sim: &SimSetup, config: &RunConfig) -> usize {
+/// How many warm-up copies of request 0 run before the timed run, in `mode`.
+pub(crate) fn warmup_count(mode: Warmup, config: &RunConfig) -> usize {
     let auto = usize::from(config.traffic.ready_check_timeout_s > 0.0) + config.traffic.num_warmups;
-    match sim.options.warmup {
+    match mode {
         Warmup::Off => 0,
         Warmup::On => auto.max(1),
         Warmup::Auto => auto,

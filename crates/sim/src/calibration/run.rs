@@ -11,7 +11,8 @@ use servebench_core::record::RunResult;
 use servebench_core::rng::RandomState;
 
 use super::points::{FitMetric, PointWorkload};
-use crate::predict::{Prepared, Prompts, predict_prepared};
+use crate::options::Warmup;
+use crate::predict::{Prepared, Prompts, predict_prepared, warmup_count};
 use crate::rng::mix64;
 use crate::setup::SimSetup;
 
@@ -23,8 +24,6 @@ pub(crate) struct PreparedPoint {
     plan: Plan,
     config: RunConfig,
     prompts: Prompts,
-    /// Copies of request 0 run first: the point's own record of the bench's warm-up.
-    warmups: usize,
 }
 
 impl PreparedPoint {
@@ -90,12 +89,14 @@ impl PreparedPoint {
             token_counting: TokenCounting::Estimate,
             notes: Vec::new(),
         };
-        Ok(PreparedPoint { plan, config, prompts, warmups: usize::from(w.warmup) })
+        Ok(PreparedPoint { plan, config, prompts })
     }
 
     /// Predicts the point on `setup`.
     pub fn run(&self, setup: &SimSetup) -> RunResult {
-        predict_prepared(&self.plan, &self.config, setup, self.prompts.clone(), self.warmups)
+        // The point's own record of the bench's warm-up (its ready check), whatever the setup's default.
+        let warmups = warmup_count(Warmup::Auto, &self.config);
+        predict_prepared(&self.plan, &self.config, setup, self.prompts.clone(), warmups)
     }
 
     /// Predicts the point on `setup`: the fit's metrics as the bench computes them.

@@ -107,6 +107,7 @@ pub fn run_result(records: Vec<RequestRecord>) -> RunResult {
         token_source: TokenSource::ServerUsage,
         client: None,
         shard: None,
+        telemetry: None,
     }
 }
 

@@ -20,7 +20,8 @@
 //! timestamps, SSE decoding, failures; its sans-IO [`stream::StreamRecorder`] is public for
 //! benchmarks), `dispatch` (schedule, concurrency cap, interruption), `conversation` (multi-turn
 //! conversations: active-conversation cap, think time, skipped turns), `warmup` (ready check and
-//! warm-up), `monitor` (the client's own lateness, CPU and open files during the run), `runner` (the run's sequence and its result), `progress`, `proxy`, `server_info`.
+//! warm-up), `monitor` (the client's own lateness, CPU and open files during the run), `scrape` (the
+//! server's Prometheus telemetry during the run), `runner` (the run's sequence and its result), `progress`, `proxy`, `server_info`.
 
 pub mod align;
 mod conversation;
@@ -31,6 +32,7 @@ mod progress;
 mod proxy;
 pub mod rendezvous;
 mod runner;
+mod scrape;
 #[cfg(any(test, feature = "testserver"))]
 pub mod selftest;
 mod server_info;

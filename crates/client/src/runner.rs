@@ -13,7 +13,8 @@
 //! after it by the caller, with `servebench_workload::account`.
 //!
 //! While the timed run goes, a monitor (`monitor.rs`) watches the client itself; what it saw
-//! is the result's `client`, the ground of the health verdict.
+//! is the result's `client`, the ground of the health verdict; with `--server-metrics` or
+//! `--scrape` a scraper (`scrape.rs`) records the server's telemetry beside it.
 //!
 //! Runs on a multi-thread tokio runtime. A cancellation future (Ctrl-C) stops the run early:
 //! see [`run`].
@@ -34,6 +35,7 @@ use crate::dispatch::{BatchOutcome, CancelSignal, INTERRUPTED_BEFORE_START, Job,
 use crate::http::{HttpClient, HttpError, request_headers};
 use crate::monitor::Monitor;
 use crate::progress::{Progress, progress_bar, spawn_ticker};
+use crate::scrape::{ScrapeSpec, Scraper};
 use crate::stream::StreamContext;
 use crate::warmup::{ReadyCheck, ready_check, warm_up};
 
@@ -156,7 +158,19 @@ where
     let bar = progress_bar(plan.len() as u64, show);
     let ticker = spawn_ticker(bar.clone(), Arc::clone(&progress), Duration::from_millis(125));
     let began = SystemTime::now();
-    let monitor = Monitor::start(Instant::now());
+    let t0 = Instant::now();
+    let monitor = Monitor::start(t0);
+    let urls = config.scrape_urls();
+    let scraper = Scraper::start(
+        t0,
+        &ScrapeSpec {
+            urls: &urls,
+            interval: Duration::try_from_secs_f64(config.output.scrape_interval_s).unwrap_or(Duration::from_secs(1)),
+            headers: &target.headers,
+            api_key: options.api_key.clone(),
+            insecure: target.insecure,
+        },
+    );
     let outcome = match work {
         Work::Requests(jobs) => run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await,
         Work::Conversations(set) => {
@@ -164,10 +178,14 @@ where
         }
     };
     let observed = monitor.finish().await;
+    let telemetry = match scraper {
+        Some(s) => s.finish().await,
+        None => None,
+    };
     ticker.abort();
     bar.set_position(Progress::get(&progress.completed));
     bar.finish();
-    Ok(RunResult { client: observed, ..result(config, plan, &options, outcome, Some(began)) })
+    Ok(RunResult { client: observed, telemetry, ..result(config, plan, &options, outcome, Some(began)) })
 }
 
 /// Waits for the wall-clock instant `at`: on the timer until 2 ms before it (the timer's
@@ -324,5 +342,6 @@ fn result(
         },
         client: None,
         shard: None,
+        telemetry: None,
     }
 }

@@ -376,6 +376,31 @@ pub struct OutputOptions {
     /// `--slice-seconds`: report the run in time slices this long.
     #[serde(default)]
     pub slice_seconds: Option<f64>,
+    /// `--server-metrics`: scrape the target's own `/metrics` during the run.
+    #[serde(default)]
+    pub server_metrics: bool,
+    /// `--scrape`: other Prometheus endpoints scraped during the run (a DCGM exporter).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scrape: Vec<String>,
+    /// Seconds between scrapes (`--scrape-interval`).
+    #[serde(default = "default_scrape_interval")]
+    pub scrape_interval_s: f64,
+}
+
+/// One scrape a second.
+pub const DEFAULT_SCRAPE_INTERVAL_S: f64 = 1.0;
+
+fn default_scrape_interval() -> f64 {
+    DEFAULT_SCRAPE_INTERVAL_S
+}
+
+impl RunConfig {
+    /// Every endpoint scraped during the run: the target's `/metrics` first (with
+    /// `--server-metrics`), then those of `--scrape`.
+    pub fn scrape_urls(&self) -> Vec<String> {
+        let own = self.output.server_metrics.then(|| format!("{}/metrics", self.target.base_url.trim_end_matches('/')));
+        own.into_iter().chain(self.output.scrape.iter().cloned()).collect()
+    }
 }
 
 /// Serializes `f64::INFINITY` as the string "inf" (vLLM's JSON does this for request_rate).
@@ -416,6 +441,9 @@ impl Default for OutputOptions {
             label: None,
             disable_progress: false,
             slice_seconds: None,
+            server_metrics: false,
+            scrape: Vec::new(),
+            scrape_interval_s: DEFAULT_SCRAPE_INTERVAL_S,
         }
     }
 }

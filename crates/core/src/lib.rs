@@ -1,5 +1,5 @@
 //! Shared types of servebench: the resolved run config, the request plan, request records,
-//! the OpenAI wire protocol with its SSE codec, the metric maths and vLLM's report formats.
+//! the OpenAI wire protocol with its SSE codec, the metric maths, server telemetry and vLLM's report formats.
 //!
 //! This crate has no network code and no async runtime, so every other crate can depend on it;
 //! its only I/O is writing result files ([`vllm::json::write_result`]).
@@ -13,5 +13,6 @@ pub mod pyjson;
 pub mod record;
 pub mod rng;
 pub mod shard;
+pub mod telemetry;
 pub mod threshold;
 pub mod vllm;

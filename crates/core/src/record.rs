@@ -209,6 +209,9 @@ pub struct RunResult {
     /// A worker's share of a sharded run, or the merge of one (`None` for a run of its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Sharding>,
+    /// What the server said about itself during the run (`--server-metrics`, `--scrape`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<crate::telemetry::ServerTelemetry>,
 }
 
 /// What the client process observed about itself during the timed run, gathered off the hot
@@ -264,6 +267,7 @@ pub(crate) fn test_run(records: Vec<RequestRecord>, duration_s: f64) -> RunResul
         token_source: TokenSource::ServerUsage,
         client: None,
         shard: None,
+        telemetry: None,
     }
 }
 

@@ -124,6 +124,7 @@ impl Synth {
             token_source: TokenSource::ServerUsage,
             client: None,
             shard: None,
+            telemetry: None,
         }
     }
 

@@ -280,6 +280,7 @@ pub(crate) fn predict_prepared(
         token_source: TokenSource::Simulated,
         client: None,
         shard: None,
+        telemetry: None,
     }
 }
 

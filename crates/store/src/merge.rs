@@ -112,6 +112,7 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
         // The result file keeps the client's health verdict, not what it was computed from.
         client: None,
         shard: Some(Sharding::Worker(worker.clone())),
+        telemetry: ours.get("server_telemetry").and_then(|v| serde_json::from_value(v.clone()).ok()),
     };
     Ok(ShardResult { source: source.to_string(), worker, run })
 }
@@ -237,6 +238,8 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
         token_source: first.run.token_source,
         // Each worker's client was watched apart; the merge keeps their dispatch lag per rank.
         client: None,
+        // Every worker loads the same server: the first worker's scrapes stand for the run.
+        telemetry: parts.iter().find_map(|p| p.run.telemetry.clone()),
         shard: Some(Sharding::Merged(MergedShards {
             world,
             plan_hash: hash,

@@ -466,6 +466,7 @@ mod tests {
             token_source: Default::default(),
             client: None,
             shard: None,
+            telemetry: None,
         };
         let new = NewRun::from_run(RunKind::Bench, &run, &Summary::default());
         assert_eq!(new.target.as_deref(), Some("http://h:8000"));

@@ -56,6 +56,7 @@ pub(crate) fn sample_run() -> RunResult {
         token_source: TokenSource::ServerUsage,
         client: None,
         shard: None,
+        telemetry: None,
     }
 }
 

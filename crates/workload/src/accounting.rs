@@ -143,6 +143,7 @@ mod tests {
             token_source: TokenSource::ServerUsage,
             client: None,
             shard: None,
+            telemetry: None,
         };
         (plan, result)
     }

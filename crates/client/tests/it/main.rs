@@ -10,4 +10,5 @@ mod keepalive;
 mod lifecycle;
 mod multi_turn;
 mod streams;
+mod telemetry;
 mod tls;

@@ -126,6 +126,9 @@ pub struct Summary {
     /// The run in time slices of `--slice-seconds`; empty without it.
     #[serde(default)]
     pub slices: Vec<Slice>,
+    /// The server's own telemetry during the run (`--server-metrics`, `--scrape`).
+    #[serde(default)]
+    pub server: Option<crate::telemetry::ServerTelemetry>,
 }
 
 impl Summary {
@@ -283,6 +286,7 @@ impl Summary {
             health: run.client.as_ref().map(|obs| Health::assess(run, obs, dispatch_lag)),
             steady_state: None,
             slices: Vec::new(),
+            server: run.telemetry.clone(),
         }
     }
 }

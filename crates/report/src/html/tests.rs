@@ -250,3 +250,34 @@ fn predicted_points_carry_their_band_and_measured_ones_none() {
     let text = format!("predicted range {:.2} to {:.2} tok/s", v / 1.25, v / 0.9);
     assert!(chart.contains(&text), "{text} not in {chart}");
 }
+
+#[test]
+fn the_servers_telemetry_is_charted_on_the_runs_time_axis() {
+    use servebench_core::telemetry::{ServerTelemetry, Source, read};
+    use servebench_store::{NewRun, RunKind};
+    let synth = Synth { requests: 20, ..Synth::new("org/model", 1) };
+    let mut run = synth.run();
+    let mut source = Source::new("http://127.0.0.1:8000/metrics");
+    for (t, running, waiting, kv) in [(0.0, 0, 0, 0.0), (0.5, 4, 2, 0.25), (1.0, 1, 0, 0.5)] {
+        let text = format!(
+            "vllm:num_requests_running {running}\nvllm:num_requests_waiting {waiting}\nvllm:kv_cache_usage_perc {kv}\n"
+        );
+        source.record(t, &read(&text));
+    }
+    run.telemetry = Some(ServerTelemetry { interval_s: 0.5, sources: vec![source] });
+    let summary = Summary::compute(&run);
+    let runs = stored(&[NewRun::from_run(RunKind::Bench, &run, &summary)]);
+    // Through the store and back.
+    assert_eq!(runs[0].summary.server, run.telemetry);
+    let html = render(&runs, &options()).unwrap();
+    let inflight = &html[html.find("id=\"chart-inflight\"").unwrap()..];
+    let inflight = &inflight[..inflight.find("</svg>").unwrap()];
+    assert!(inflight.contains("server running") && inflight.contains("server waiting"), "{inflight}");
+    let server = &html[html.find("id=\"chart-server\"").expect("a chart of the server's levels")..];
+    let server = &server[..server.find("</svg>").unwrap()];
+    assert!(server.contains("KV cache used"));
+    assert!(!server.contains("GPU utilisation"), "no GPU series was scraped");
+    // Without telemetry neither appears.
+    let plain = render(&measured_pair(), &options()).unwrap();
+    assert!(!plain.contains("server running") && !plain.contains("id=\"chart-server\""));
+}

@@ -1,6 +1,8 @@
 //! The report's timeline of one run: a row per request (queue wait, prefill, decode), and
-//! output tokens per second and requests in flight over the run.
+//! output tokens per second and requests in flight over the run, and beside them the server's
+//! own telemetry when it was scraped (running and waiting requests, KV cache and GPU use).
 
+use servebench_core::telemetry::Signal;
 use servebench_store::{ChunkTimes, RunId, StoredRun};
 
 use super::{MAX_TIMELINE, figure};
@@ -75,15 +77,12 @@ pub(super) fn timeline_section(
     if end > 0.0 {
         let (tokens, in_flight) = over_time(run, &spans, end);
         out.push_str(&figure(
-            svg::line_chart(&LineChart {
-                id: "chart-tokens".into(),
-                title: format!("Output tokens per second, run {}", run.row.id),
-                x: Axis::linear("Time since the run started (s)"),
-                y: Axis::linear("Output throughput (tok/s)"),
-                lines: vec![Line { name: "output tokens/s".into(), points: tokens, markers: false, bands: Vec::new() }],
-                x_unit: "s".into(),
-                y_unit: "tok/s".into(),
-            }),
+            time_chart(
+                "chart-tokens",
+                format!("Output tokens per second, run {}", run.row.id),
+                ("Output throughput (tok/s)", "tok/s"),
+                vec![line("output tokens/s", tokens)],
+            ),
             &format!(
                 "Output tokens per second of {name} in time buckets{}.",
                 if records.chunk_times == ChunkTimes::FirstLast {
@@ -95,19 +94,78 @@ pub(super) fn timeline_section(
             ),
         ));
         out.push_str(&figure(
-            svg::line_chart(&LineChart {
-                id: "chart-inflight".into(),
-                title: format!("Requests in flight, run {}", run.row.id),
-                x: Axis::linear("Time since the run started (s)"),
-                y: Axis::linear("Requests in flight"),
-                lines: vec![Line { name: "in flight".into(), points: in_flight, markers: false, bands: Vec::new() }],
-                x_unit: "s".into(),
-                y_unit: "requests".into(),
-            }),
-            &format!("Requests of {name} sent and not yet finished, at the middle of each time bucket."),
+            time_chart(
+                "chart-inflight",
+                format!("Requests in flight, run {}", run.row.id),
+                ("Requests in flight", "requests"),
+                std::iter::once(line("in flight", in_flight))
+                    .chain(server_lines(
+                        run,
+                        &[(Signal::Running, "server running", 1.0), (Signal::Waiting, "server waiting", 1.0)],
+                    ))
+                    .collect(),
+            ),
+            &format!(
+                "Requests of {name} sent and not yet finished, at the middle of each time bucket{}.",
+                if run.summary.server.is_some() {
+                    "; beside them what the server said it was running and holding in its queue, scrape by scrape"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    let levels =
+        server_lines(run, &[(Signal::KvCacheUsage, "KV cache used", 100.0), (Signal::GpuUtil, "GPU utilisation", 1.0)]);
+    if !levels.is_empty() {
+        out.push_str(&figure(
+            time_chart(
+                "chart-server",
+                format!("Server KV cache and GPU use, run {}", run.row.id),
+                ("Percent", "%"),
+                levels,
+            ),
+            &format!("What the server reported about itself during {name}, scrape by scrape."),
         ));
     }
     Ok(out)
+}
+
+/// A chart of `lines` over the run's time; `y` is the axis label and the values' unit.
+fn time_chart(id: &str, title: String, y: (&str, &str), lines: Vec<Line>) -> String {
+    svg::line_chart(&LineChart {
+        id: id.into(),
+        title,
+        x: Axis::linear("Time since the run started (s)"),
+        y: Axis::linear(y.0),
+        lines,
+        x_unit: "s".into(),
+        y_unit: y.1.into(),
+    })
+}
+
+fn line(name: &str, points: Points) -> Line {
+    Line { name: name.into(), points, markers: false, bands: Vec::new() }
+}
+
+/// The lines of the run's scraped `signals` (`(signal, name, scale)`), every source's; a
+/// source's engine is named when there are several.
+fn server_lines(run: &StoredRun, signals: &[(Signal, &str, f64)]) -> Vec<Line> {
+    let Some(telemetry) = &run.summary.server else { return Vec::new() };
+    let several = telemetry.sources.len() > 1;
+    let mut lines = Vec::new();
+    for source in &telemetry.sources {
+        for &(signal, name, scale) in signals {
+            let Some(series) = source.series(signal) else { continue };
+            let name = match (several, &source.engine) {
+                (true, Some(engine)) => format!("{name} ({engine})"),
+                _ => name.to_string(),
+            };
+            let points = series.points.iter().map(|p| (p[0], p[1] * scale)).collect();
+            lines.push(line(&name, points));
+        }
+    }
+    lines
 }
 
 /// `(x, y)` points of a line.

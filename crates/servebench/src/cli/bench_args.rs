@@ -220,6 +220,18 @@ pub struct ReportArgs {
     /// requests in flight), in the result JSON and the run store.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub slice_seconds: Option<u32>,
+    /// Scrape the server's Prometheus `/metrics` during the run (running and waiting requests,
+    /// KV cache use, preemptions, prefix-cache hits, the server's own queue time and TTFT;
+    /// vLLM, SGLang, TGI and llama.cpp names), stored with the run and charted in its report.
+    #[arg(long)]
+    pub server_metrics: bool,
+    /// Also scrape this Prometheus endpoint during the run (a DCGM exporter for GPU use, power
+    /// and memory); repeatable. A failing scrape is noted, never fatal.
+    #[arg(long, value_name = "URL")]
+    pub scrape: Vec<String>,
+    /// Seconds between scrapes.
+    #[arg(long, value_name = "SECONDS", default_value_t = servebench_core::config::DEFAULT_SCRAPE_INTERVAL_S)]
+    pub scrape_interval: f64,
 }
 
 impl Default for ReportArgs {

@@ -289,6 +289,12 @@ pub fn parse_output(
     label: Option<String>,
     disable_progress: bool,
 ) -> Result<OutputOptions, ResolveError> {
+    if !(r.scrape_interval.is_finite() && r.scrape_interval >= 0.1) {
+        return err(format!("--scrape-interval {} is too short; give at least 0.1 seconds", r.scrape_interval));
+    }
+    if let Some(bad) = r.scrape.iter().find(|u| !(u.starts_with("http://") || u.starts_with("https://"))) {
+        return err(format!("--scrape {bad:?} is not an address; give a URL such as http://gpu-node:9400/metrics"));
+    }
     Ok(OutputOptions {
         percentile_metrics: parse_percentile_metrics(r.percentile_metrics.as_deref())?,
         metric_percentiles: parse_metric_percentiles(&r.metric_percentiles)?,
@@ -302,6 +308,9 @@ pub fn parse_output(
         label,
         disable_progress,
         slice_seconds: r.slice_seconds.map(f64::from),
+        server_metrics: r.server_metrics,
+        scrape: r.scrape.clone(),
+        scrape_interval_s: r.scrape_interval,
     })
 }
 

@@ -53,6 +53,9 @@ pub fn finish_run(
     if let Some(health) = &summary.health {
         out.line(render_health(health))?;
     }
+    if let Some(telemetry) = &summary.server {
+        out.out(&servebench_core::telemetry::render(telemetry, summary.total_output_tokens))?;
+    }
     if result.interrupted {
         out.line(format!(
             "Run interrupted: {} requests were not sent; the report covers what was measured until then.",

@@ -107,6 +107,9 @@ async fn bench_serve_against_the_simulator_on_loopback_names_its_model_without_a
         "s.json",
         "--no-store",
         "--disable-tqdm",
+        "--server-metrics",
+        "--scrape-interval",
+        "0.2",
     ]);
     let out = Sink::memory();
     assert_eq!(serve(args, &out).await.unwrap(), ExitCode::SUCCESS, "{}", out.text());
@@ -125,6 +128,29 @@ async fn bench_serve_against_the_simulator_on_loopback_names_its_model_without_a
     let listened = text.lines().next().and_then(|l| l.rsplit(' ').next()).unwrap();
     assert_eq!(target["base_url"], listened);
     assert_eq!(target["sim"]["hardware"], "h100-sxm");
+    // The simulator's own /metrics, scraped through the run: its count of generated tokens
+    // is the client's.
+    let telemetry = text.lines().find(|l| l.starts_with("Server telemetry")).expect("a telemetry line");
+    assert!(telemetry.starts_with(&format!("Server telemetry (vllm, {listened}/metrics, ")), "{telemetry}");
+    assert!(telemetry.contains("generated tokens 24 (client counted 24)"), "{telemetry}");
+    let source = &json["servebench"]["server_telemetry"]["sources"][0];
+    assert_eq!(source["engine"], "vllm");
+    assert_eq!(source["failed"], 0);
+    assert!(source["series"].as_array().is_some_and(|s| s.iter().any(|x| x["signal"] == "running")), "{source}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrape_flags_are_checked_before_anything_runs() {
+    let mut resolver = Resolver::default();
+    let out = Sink::memory();
+    for (flags, expected) in [
+        (&["--scrape-interval", "0.01"][..], "--scrape-interval 0.01 is too short"),
+        (&["--scrape", "dcgm:9400"][..], "--scrape \"dcgm:9400\" is not an address"),
+    ] {
+        let args = bench_serve(&[&["--sim", "Qwen/Qwen3-0.6B@h100-sxm"][..], flags].concat());
+        let e = resolver.resolve(&args.flags(true), &out).await.err().expect("refused");
+        assert!(format!("{e:#}").contains(expected), "{e:#}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -62,6 +62,7 @@ fn measured(ttft_ms: u32, seed: u32) -> NewRun {
         token_source: TokenSource::ServerUsage,
         client: None,
         shard: None,
+        telemetry: None,
     };
     NewRun::from_run(RunKind::Bench, &run, &Summary::compute(&run))
 }

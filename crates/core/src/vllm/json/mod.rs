@@ -150,7 +150,8 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
 /// servebench's additions: the resolved config, how the run ended, the exact peaks, failures
 /// by kind, dispatch lag, the client's health verdict, the steady state and the time slices,
 /// the token ledger, the per-turn metrics of a multi-turn run (`turns`, only then), its place
-/// in a sharded run (`shard`, only then) and one record per request.
+/// in a sharded run (`shard`, only then), the server's telemetry (`server_telemetry`, only when
+/// scraped) and one record per request.
 fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
     let lag = summary
         .dispatch_lag
@@ -179,6 +180,9 @@ fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
         }
         if let Some(shard) = &run.shard {
             m.insert("shard".into(), serde_json::to_value(shard).unwrap_or(Value::Null));
+        }
+        if let Some(telemetry) = &summary.server {
+            m.insert("server_telemetry".into(), serde_json::to_value(telemetry).unwrap_or(Value::Null));
         }
         m.insert("requests".into(), run.records.iter().map(request_entry).collect());
     }

@@ -50,6 +50,7 @@ fn sample_run() -> RunResult {
         token_source: TokenSource::ServerUsage,
         client: None,
         shard: None,
+        telemetry: None,
     }
 }
 

@@ -247,6 +247,7 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
             health: None,
             steady_state: None,
             slices: Vec::new(),
+            server: None,
         }
     })
 }

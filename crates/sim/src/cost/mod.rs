@@ -150,7 +150,11 @@ pub struct CostModel {
     datasheet_bandwidth: f64,
     tp: f64,
     pp: f64,
+    /// One all-reduce of no bytes (the latency expert-parallel dispatch pays too).
     ar_latency_s: f64,
+    /// The all-reduce link's fixed latency and its per-step network latency.
+    ar_fixed_s: f64,
+    ar_step_s: f64,
     ar_beta: f64,
     pp_alpha_s: f64,
     pp_beta: f64,
@@ -195,9 +199,10 @@ impl CostModel {
         let lm_params = m.embedding_params() / tp;
         let ar = o.allreduce_link(hw);
         let pl = o.pipeline_link(hw);
-        let ar_latency_s = match st.alpha_ar_us {
-            Some(us) => us * 1e-6,
-            None => terms::allreduce_latency_s(tp, ar.allreduce_latency_us * 1e-6, ar.step_latency_us * 1e-6),
+        // A fitted all-reduce latency replaces the link's fixed part and its steps.
+        let (ar_fixed_s, ar_step_s) = match st.alpha_ar_us {
+            Some(us) => (us * 1e-6, 0.0),
+            None => (ar.allreduce_latency_us * 1e-6, ar.step_latency_us * 1e-6),
         };
         let (sliding, _) = m.sliding_layers();
         CostModel {
@@ -229,7 +234,9 @@ impl CostModel {
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
             tp,
             pp: f64::from(o.pp),
-            ar_latency_s,
+            ar_latency_s: terms::allreduce_latency_s(tp, ar_fixed_s, ar_step_s),
+            ar_fixed_s,
+            ar_step_s,
             ar_beta: ar.bandwidth_gbs * 1e9,
             pp_alpha_s: pl.allreduce_latency_us * 1e-6,
             pp_beta: pl.bandwidth_gbs * 1e9,
@@ -284,8 +291,9 @@ impl CostModel {
                 / self.bandwidth;
 
         let act_bytes = n * self.hidden * 2.0;
-        let mut allreduce =
-            2.0 * self.layers * terms::allreduce_seconds(self.tp, act_bytes, self.ar_latency_s, self.ar_beta);
+        let mut allreduce = 2.0
+            * self.layers
+            * terms::allreduce_seconds(self.tp, act_bytes, self.ar_fixed_s, self.ar_step_s, self.ar_beta);
         if self.expert_parallel && self.expert_shards > 1.0 {
             // Dispatch and combine: each token's activations to its experts' GPUs and back.
             let sent = act_bytes * self.top_k * (self.expert_shards - 1.0) / self.expert_shards;

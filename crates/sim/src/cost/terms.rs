@@ -80,22 +80,34 @@ pub fn attention_seconds(flops: f64, kv_bytes: f64, rate: f64, bandwidth: f64) -
     (flops / rate).max(kv_bytes / bandwidth)
 }
 
-/// Seconds of one all-reduce of `bytes` over `ranks` ranks: a fixed latency plus the ring's
-/// `2 (n − 1) / n` of the bytes over the link's bandwidth. Nothing for one rank.
-pub fn allreduce_seconds(ranks: f64, bytes: f64, latency_s: f64, bandwidth: f64) -> f64 {
+/// How much longer a network hop of NCCL's tree takes than one of its ring: the ratio of the
+/// per-hop network latencies in NCCL's own tuning model for small messages (LL protocol:
+/// 5.0 µs for a tree hop, 2.7 µs for a ring step).
+pub const TREE_HOP: f64 = 5.0 / 2.7;
+
+/// Seconds of one all-reduce of `bytes` over `ranks` ranks, as NCCL runs it: a fixed part
+/// (launch, synchronisation) plus the cheaper of two algorithms. A ring takes `2 (n − 1)`
+/// message steps of `step_s` each and moves `2 (n − 1) / n` of the bytes over the link; across
+/// a network (`step_s` > 0) a binary tree takes `2 ⌈log2 n⌉` hops of [`TREE_HOP`] steps each and
+/// moves the bytes twice, so that small messages over many nodes go by the tree (8 nodes: 6
+/// hops against 14 steps) and large ones by the ring. Within a node (`step_s` 0) the ring's
+/// steps cost nothing beyond the fixed part. Nothing for one rank.
+pub fn allreduce_seconds(ranks: f64, bytes: f64, fixed_s: f64, step_s: f64, bandwidth: f64) -> f64 {
     if ranks <= 1.0 {
         return 0.0;
     }
-    latency_s + 2.0 * (ranks - 1.0) / ranks * bytes / bandwidth
+    let ring = 2.0 * (ranks - 1.0) * step_s + 2.0 * (ranks - 1.0) / ranks * bytes / bandwidth;
+    let tree = if step_s > 0.0 {
+        2.0 * ranks.log2().ceil() * TREE_HOP * step_s + 2.0 * bytes / bandwidth
+    } else {
+        f64::INFINITY
+    };
+    fixed_s + ring.min(tree)
 }
 
-/// The latency of one all-reduce over `ranks` ranks: a fixed part (launch, synchronisation) plus,
-/// over a network, `2 (n − 1)` ring steps of one message latency each.
+/// The latency of one all-reduce over `ranks` ranks: [`allreduce_seconds`] of no bytes.
 pub fn allreduce_latency_s(ranks: f64, fixed_s: f64, step_s: f64) -> f64 {
-    if ranks <= 1.0 {
-        return 0.0;
-    }
-    fixed_s + 2.0 * (ranks - 1.0) * step_s
+    allreduce_seconds(ranks, 0.0, fixed_s, step_s, 1.0)
 }
 
 /// Σ_{x=a}^{b} min(x, w): keys seen by queries at positions a..=b (1-based), w = 0 for no cap.
@@ -159,12 +171,21 @@ mod tests {
     }
 
     #[test]
-    fn a_network_allreduce_pays_a_message_latency_per_ring_step() {
+    fn a_network_allreduce_takes_the_cheaper_of_ring_and_tree() {
         assert_eq!(allreduce_latency_s(1.0, 20e-6, 18e-6), 0.0);
+        // Four nodes: the ring's 6 steps (108 µs) beat the tree's 4 slower hops (133 µs).
         assert!((allreduce_latency_s(4.0, 20e-6, 18e-6) - 128e-6).abs() < 1e-12);
-        assert!((allreduce_latency_s(8.0, 20e-6, 18e-6) - 272e-6).abs() < 1e-12);
-        assert_eq!(allreduce_seconds(1.0, 1e6, 1e-5, 1e9), 0.0);
-        assert!((allreduce_seconds(2.0, 1e6, 1e-5, 1e9) - (1e-5 + 1e-3)).abs() < 1e-12);
+        // Eight: the tree's 6 hops (200 µs) beat the ring's 14 steps (252 µs).
+        let tree8 = 20e-6 + 6.0 * TREE_HOP * 18e-6;
+        assert!((allreduce_latency_s(8.0, 20e-6, 18e-6) - tree8).abs() < 1e-12);
+        assert!(tree8 < 20e-6 + 14.0 * 18e-6);
+        // Large messages go by the ring, which moves fewer bytes: 8 nodes, 100 MB at 22 GB/s.
+        let ring = 20e-6 + 14.0 * 18e-6 + 1.75 * 1e8 / 22e9;
+        assert!((allreduce_seconds(8.0, 1e8, 20e-6, 18e-6, 22e9) - ring).abs() < 1e-12);
+        // Within a node only the ring counts, and its steps cost nothing beyond the fixed part.
+        assert_eq!(allreduce_seconds(1.0, 1e6, 1e-5, 0.0, 1e9), 0.0);
+        assert!((allreduce_seconds(2.0, 1e6, 1e-5, 0.0, 1e9) - (1e-5 + 1e-3)).abs() < 1e-12);
+        assert!((allreduce_seconds(8.0, 0.0, 1e-5, 0.0, 1e9) - 1e-5).abs() < 1e-15);
     }
 
     fn device() -> impl Strategy<Value = GemmDevice> {
@@ -212,12 +233,18 @@ mod tests {
 
         #[test]
         fn an_allreduce_grows_with_bytes_and_ranks(
-            ranks in 2u32..64, bytes in 0.0..1e9f64, more in 0.0..1e9f64, lat in 0.0..1e-3f64, bw in 1e8..1e12f64
+            ranks in 2u32..64, bytes in 0.0..1e9f64, more in 0.0..1e9f64, lat in 0.0..1e-3f64,
+            step in prop_oneof![Just(0.0), 1e-7..1e-4f64], bw in 1e8..1e12f64
         ) {
             let n = f64::from(ranks);
-            prop_assert!(allreduce_seconds(n, bytes + more, lat, bw) >= allreduce_seconds(n, bytes, lat, bw));
-            prop_assert!(allreduce_seconds(n + 1.0, bytes, lat, bw) >= allreduce_seconds(n, bytes, lat, bw));
-            prop_assert!(allreduce_latency_s(n + 1.0, lat, 1e-5) > allreduce_latency_s(n, lat, 1e-5));
+            let ar = |n: f64, bytes: f64| allreduce_seconds(n, bytes, lat, step, bw);
+            prop_assert!(ar(n, bytes + more) >= ar(n, bytes));
+            prop_assert!(ar(n + 1.0, bytes) >= ar(n, bytes));
+            prop_assert!(allreduce_latency_s(n + 1.0, lat, 1e-5) >= allreduce_latency_s(n, lat, 1e-5));
+            // Never slower than the ring alone, nor faster than the bytes over the link.
+            let ring_alone = lat + 2.0 * (n - 1.0) * step + 2.0 * (n - 1.0) / n * bytes / bw;
+            prop_assert!(ar(n, bytes) <= ring_alone * (1.0 + 1e-12));
+            prop_assert!(ar(n, bytes) >= lat + bytes / bw * (1.0 - 1e-12));
         }
     }
 }

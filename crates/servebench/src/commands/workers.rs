@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::Context as _;
+use servebench_core::config::OutputOptions;
+use servebench_core::record::RunResult;
 use servebench_store::RunKind;
 use servebench_store::merge::{merge_shards, read_shard_result};
 
@@ -28,7 +30,7 @@ pub async fn run(args: &BenchServeArgs, workers: u32, out: &Sink) -> anyhow::Res
     let resolved = Resolver::default().resolve(&args.flags(false), out).await?;
     let sim_server = start_loopback(&resolved, out).await?;
     let sim_url = sim_server.as_ref().map(|s| s.base_url().to_string());
-    let outcome = run_workers(args, &resolved, workers, sim_url, out).await;
+    let outcome = run_workers(&resolved, workers, sim_url, out).await;
     if let Some(server) = sim_server {
         server.shutdown().await;
     }
@@ -36,12 +38,24 @@ pub async fn run(args: &BenchServeArgs, workers: u32, out: &Sink) -> anyhow::Res
 }
 
 async fn run_workers(
-    args: &BenchServeArgs,
     resolved: &Resolved,
     workers: u32,
     sim_url: Option<String>,
     out: &Sink,
 ) -> anyhow::Result<PointOutcome> {
+    let dir = spawn_and_wait(workers, sim_url.as_deref(), out).await?;
+    let merged = merge_files(&dir, |_| true, &resolved.config.output)?;
+    super::merge::print_merged(&merged, out)?;
+    let o = finish_and_keep(merged, None, None, &Keep::new(RunKind::Bench), &resolved.store, out)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(o)
+}
+
+/// Starts `workers` processes of this command (its flags less `--workers` and `--fail-on`),
+/// each told its shard, the loopback rendezvous and the folder for its results (and the
+/// simulator to share, if any), and waits for all of them. Returns the folder; a failed
+/// worker is an error naming it, with the end of its output.
+pub async fn spawn_and_wait(workers: u32, sim_url: Option<&str>, out: &Sink) -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("servebench-workers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let port = free_port()?;
@@ -64,7 +78,7 @@ async fn run_workers(
             .stdin(Stdio::null())
             .stdout(Stdio::from(file.try_clone()?))
             .stderr(Stdio::from(file));
-        match &sim_url {
+        match sim_url {
             Some(url) => cmd.env("SERVEBENCH_SIM_URL", url),
             None => cmd.env_remove("SERVEBENCH_SIM_URL"),
         };
@@ -76,11 +90,7 @@ async fn run_workers(
     if let Some((rank, log, status)) = failed {
         anyhow::bail!("worker {rank} failed ({status}); its output is in {}:\n{}", log.display(), tail(&log, 20));
     }
-    let merged = merge_dir(&dir, args)?;
-    super::merge::print_merged(&merged, out)?;
-    let o = finish_and_keep(merged, None, None, &Keep::new(RunKind::Bench), &resolved.store, out)?;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(o)
+    Ok(dir)
 }
 
 /// Waits for every worker; when one fails, stops the others (they would wait for it at the
@@ -112,25 +122,30 @@ fn wait_all(
     Ok(None)
 }
 
-/// The workers' results in `dir`, merged, with this run's own output options.
-fn merge_dir(dir: &Path, args: &BenchServeArgs) -> anyhow::Result<servebench_core::record::RunResult> {
-    let mut parts = Vec::new();
+/// The worker results in `dir` whose file names `wanted` accepts, merged, saved as `output`
+/// says (the merged run's own `--save-result`, `--result-dir`, ...).
+pub fn merge_files(dir: &Path, wanted: impl Fn(&str) -> bool, output: &OutputOptions) -> anyhow::Result<RunResult> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&wanted))
         .collect();
+    if files.is_empty() {
+        anyhow::bail!("no worker wrote a result for this run in {}", dir.display());
+    }
     files.sort();
+    let mut parts = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).with_context(|| format!("could not read {}", f.display()))?;
         parts.push(read_shard_result(&text, &f.display().to_string())?);
     }
     let mut merged = merge_shards(parts, false)?;
-    let (out, r) = (&mut merged.config.output, &args.report);
-    out.save_result = r.save_result;
-    out.save_detailed = r.save_detailed;
-    out.append_result = r.append_result;
-    out.result_dir.clone_from(&r.result_dir);
-    out.result_filename.clone_from(&r.result_filename);
+    let out = &mut merged.config.output;
+    out.save_result = output.save_result;
+    out.save_detailed = output.save_detailed;
+    out.append_result = output.append_result;
+    out.result_dir.clone_from(&output.result_dir);
+    out.result_filename.clone_from(&output.result_filename);
     Ok(merged)
 }
 

@@ -179,3 +179,64 @@ async fn merge_takes_the_workers_files_and_refuses_incomplete_or_foreign_sets() 
     assert!(stdout.contains("PARTIAL: ranks missing: 1"), "{stdout}");
     assert!(stdout.contains("Successful requests:                     12 "), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_with_workers_merges_each_point_from_every_workers_share() {
+    let server = TestServer::start(TestServerConfig::new(200, |_| fixed())).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = servebench(args(&[
+        "sweep",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "test-model",
+        "--num-prompts",
+        "8,16",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "6",
+        "--workers",
+        "2",
+        "--disable-tqdm",
+        "--no-store",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert_eq!(stdout.matches("Merged 2 of 2 workers (plan ").count(), 2, "{stdout}");
+    assert!(stdout.contains("Sweep ") && stdout.contains("2 runs finished"), "{stdout}");
+    // One merged result per point, each with every planned request once.
+    let mut completed: Vec<u64> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| read_json(&e.unwrap().path()))
+        .map(|json| {
+            let records = json["servebench"]["requests"].as_array().unwrap().len() as u64;
+            assert_eq!(json["servebench"]["shard"]["world"], 2, "a merge of two workers");
+            assert_eq!(json["completed"].as_u64(), Some(records));
+            records
+        })
+        .collect();
+    completed.sort_unstable();
+    assert_eq!(completed, [8, 16]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_sweeps_refuse_what_workers_cannot_share() {
+    let base = ["sweep", "--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--num-prompts", "4,8", "--no-store"];
+    for (extra, expected) in [
+        (&["--workers", "2", "--predict"][..], "--predict runs in virtual time"),
+        (&["--shard", "0/2", "--search", "max-concurrency", "--slo", "p99_ttft_ms<500"][..], "an SLO search chooses"),
+        (&["--shard", "0/2", "--start-at", "1750000000"][..], "--start-at is one instant"),
+    ] {
+        let out = servebench(args(&[&base[..], extra].concat())).await;
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} should be refused");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+    }
+}

@@ -3,6 +3,7 @@
 //! whatever happens.
 
 use std::future::Future;
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use servebench_core::metrics::Summary;
@@ -13,8 +14,10 @@ use super::grid::{Grid, Point, file_suffix};
 use crate::cli::BenchServeArgs;
 use crate::commands::bench;
 use crate::commands::execute::{execute, plan};
-use crate::commands::finish::{Keep, PointOutcome};
+use crate::commands::finish::{Keep, PointOutcome, finish_and_keep};
+use crate::commands::merge::print_merged;
 use crate::commands::resolve::{Resolved, Resolver, one_line};
+use crate::commands::workers::merge_files;
 use crate::output::{self, Sink};
 
 /// Ctrl-C (or SIGTERM) for the whole sweep: the run in progress is interrupted, kept, and no
@@ -91,6 +94,9 @@ pub struct Runner<'a> {
     pub points: Vec<Point>,
     pub runs: Vec<RunRecord>,
     pub out: Sink,
+    /// With `--workers`: the folder of the workers' results, merged point by point instead of
+    /// running each point here.
+    pub merge_from: Option<PathBuf>,
 }
 
 impl Runner<'_> {
@@ -171,8 +177,15 @@ impl Runner<'_> {
         }
     }
 
-    /// One run of a resolved point, as `bench serve` runs it.
+    /// One run of a resolved point, as `bench serve` runs it; with `--workers`, the merge of the
+    /// shares the workers sent (their files carry the point's suffix).
     async fn execute(&self, resolved: &Resolved, keep: &Keep) -> anyhow::Result<PointOutcome> {
+        if let Some(dir) = &self.merge_from {
+            let tag = format!("-{}-shard", keep.file_suffix.as_deref().unwrap_or_default());
+            let merged = merge_files(dir, |name| name.contains(&tag), &resolved.config.output)?;
+            print_merged(&merged, &self.out)?;
+            return finish_and_keep(merged, None, None, keep, &resolved.store, &self.out);
+        }
         let plan = plan(resolved)?;
         execute(resolved, plan, keep, self.stop.wait(), &self.out).await?.context("a sweep point sent nothing")
     }

@@ -262,6 +262,9 @@ pub struct RankFigures {
     /// Its dispatch lag (client health), ms, when measured.
     pub dispatch_lag_p99_ms: Option<f64>,
     pub dispatch_lag_max_ms: Option<f64>,
+    /// Its own client-health verdict, as its result file recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::metrics::Verdict>,
 }
 
 /// What a merged run came from.

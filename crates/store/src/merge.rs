@@ -27,6 +27,8 @@ pub struct ShardResult {
     pub source: String,
     pub worker: WorkerShard,
     pub run: RunResult,
+    /// The worker's client-health verdict, from its result file.
+    pub health: Option<servebench_core::metrics::Verdict>,
 }
 
 /// Why worker results could not be read or merged.
@@ -114,7 +116,8 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
         shard: Some(Sharding::Worker(worker.clone())),
         telemetry: ours.get("server_telemetry").and_then(|v| serde_json::from_value(v.clone()).ok()),
     };
-    Ok(ShardResult { source: source.to_string(), worker, run })
+    let health = ours.get("health").and_then(|h| h.get("verdict")).and_then(|v| serde_json::from_value(v.clone()).ok());
+    Ok(ShardResult { source: source.to_string(), worker, run, health })
 }
 
 /// Merges worker results into one run (see the module docs). Without `partial`, every rank
@@ -175,6 +178,7 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
             duration_s: p.run.duration_s,
             dispatch_lag_p99_ms: lag.map(|l| l.p99_ms),
             dispatch_lag_max_ms: lag.map(|l| l.max_ms),
+            health: p.health,
         });
         duration_s = duration_s.max(shift as f64 * 1e-9 + p.run.duration_s);
         for r in &p.run.records {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use servebench_core::metrics::Verdict;
 use servebench_core::record::RunResult;
 use servebench_core::shard::{MergedShards, Sharding};
 use servebench_store::RunKind;
@@ -103,8 +104,13 @@ fn describe(m: &MergedShards, requests: usize) -> String {
             |c| format!("clock offset {:+.3} ms (RTT {:.3} ms)", c.offset_ns as f64 * 1e-6, c.rtt_ns as f64 * 1e-6),
         );
         let lag = r.dispatch_lag_p99_ms.map_or_else(String::new, |p| format!(", dispatch lag p99 {p:.2} ms"));
+        let health = match r.health {
+            Some(Verdict::Ok) => ", client health ok".to_string(),
+            Some(Verdict::ClientBound { from_s }) => format!(", client-bound from t = {from_s:.1} s"),
+            None => String::new(),
+        };
         text.push_str(&format!(
-            "  rank {}: {} requests, {clock}, started {:.3} ms after the first{lag}\n",
+            "  rank {}: {} requests, {clock}, started {:.3} ms after the first{lag}{health}\n",
             r.rank,
             r.requests,
             r.rebased_ns as f64 * 1e-6

@@ -41,6 +41,13 @@ async fn run_with_workers(workers: &str) -> (Value, BTreeMap<usize, usize>) {
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     assert!(stdout.contains(&format!("Merged {workers} of {workers} workers (plan ")), "{stdout}");
     assert!(stdout.contains("Successful requests:                     24 "), "{stdout}");
+    // Each rank's own client-health verdict, read from its result file.
+    let ranks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  rank ")).collect();
+    assert_eq!(ranks.len(), workers.parse::<usize>().unwrap(), "{stdout}");
+    assert!(
+        ranks.iter().all(|l| l.contains(", client health ok") || l.contains(", client-bound from t = ")),
+        "{stdout}"
+    );
     // Request ids are a per-process prefix and the request's index in the plan.
     let mut seen = BTreeMap::new();
     for truth in server.truth().into_iter().filter(|t| t.path == "/v1/completions") {

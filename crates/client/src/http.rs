@@ -100,6 +100,19 @@ struct Conn {
     read: Arc<AtomicU64>,
     /// Requests this connection has completed.
     served: u32,
+    /// How long it took to open, until its first request takes it.
+    opened: Option<Opened>,
+}
+
+/// How a new connection was opened: the TCP connect, then TLS (with any proxy tunnel), µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Opened {
+    pub connect_us: u32,
+    pub tls_us: Option<u32>,
+}
+
+fn micros(d: std::time::Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
 impl HttpClient {
@@ -253,13 +266,14 @@ impl HttpClient {
         req
     }
 
-    fn response(&self, resp: http::Response<Incoming>, conn: Conn, retried: bool) -> Response {
+    fn response(&self, resp: http::Response<Incoming>, mut conn: Conn, retried: bool) -> Response {
         let (parts, body) = resp.into_parts();
+        let opened = conn.opened.take();
         let reason = parts
             .extensions
             .get::<hyper::ext::ReasonPhrase>()
             .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
-        Response { status: parts.status, reason, retried, body, conn: Some(conn), client: self.clone() }
+        Response { status: parts.status, reason, retried, opened, body, conn: Some(conn), client: self.clone() }
     }
 
     /// An idle pooled connection that is still open, or a new one. The most recently used
@@ -303,8 +317,15 @@ impl HttpClient {
         let addrs = self.resolve().await?;
         let mut last = None;
         for addr in addrs {
+            let began = std::time::Instant::now();
             match TcpStream::connect(addr).await {
-                Ok(stream) => return self.open(stream, addr).await,
+                Ok(stream) => {
+                    let connect_us = micros(began.elapsed());
+                    let mut conn = self.open(stream, addr).await?;
+                    let tls_us = self.inner.tls.is_some().then(|| micros(began.elapsed()).saturating_sub(connect_us));
+                    conn.opened = Some(Opened { connect_us, tls_us });
+                    return Ok(conn);
+                }
                 Err(e) => last = Some((addr, e)),
             }
         }
@@ -384,7 +405,7 @@ where
         let _ = connection.await;
     });
     sender.ready().await.map_err(SendError::Exchange)?;
-    Ok(Conn { sender, read, served: 0 })
+    Ok(Conn { sender, read, served: 0, opened: None })
 }
 
 /// An error and its chain of causes, `: `-separated.
@@ -423,12 +444,19 @@ pub struct Response {
     status: StatusCode,
     reason: Option<String>,
     retried: bool,
+    /// How its connection was opened, when this request was the connection's first.
+    opened: Option<Opened>,
     body: Incoming,
     conn: Option<Conn>,
     client: HttpClient,
 }
 
 impl Response {
+    /// How the connection was opened, when this request opened it (`None` on a reused one).
+    pub fn opened(&self) -> Option<Opened> {
+        self.opened
+    }
+
     /// The response's status code.
     pub fn status(&self) -> StatusCode {
         self.status

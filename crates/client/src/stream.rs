@@ -108,6 +108,11 @@ async fn drive(
         .map_err(|e| failure(FailureKind::Connect, e.to_string()))?;
     rec.retried = resp.retried();
     rec.status = resp.status().as_u16();
+    rec.http.headers_us = Some(micros(start.elapsed()));
+    if let Some(o) = resp.opened() {
+        rec.http.connect_us = Some(o.connect_us);
+        rec.http.tls_us = o.tls_us;
+    }
     if !resp.status().is_success() {
         let body = tokio::time::timeout(ERROR_BODY_WAIT, resp.text(ERROR_BODY_LIMIT))
             .await
@@ -128,6 +133,7 @@ async fn drive(
         let t_us = micros(start.elapsed());
         match next {
             Ok(Some(bytes)) => {
+                rec.http.first_byte_us.get_or_insert(t_us);
                 let before = rec.chunks_us.len();
                 recorder.feed(rec, &bytes, t_us)?;
                 let new = rec.chunks_us.len() - before;

@@ -119,6 +119,23 @@ pub struct RequestRecord {
     /// Server-reported timings, in seconds, when the stream carried them (vLLM `metrics` object).
     pub server_queue_s: Option<f64>,
     pub server_ttft_s: Option<f64>,
+    /// Where the time before the first token went, on the HTTP side.
+    #[serde(default)]
+    pub http: HttpTimes,
+}
+
+/// One request's HTTP timing breakdown, µs after `start_ns` for the response's head and first
+/// byte; `None` where it did not happen (a reused connection has no connect, plain HTTP no TLS).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpTimes {
+    /// The TCP connect of a new connection, µs long.
+    pub connect_us: Option<u32>,
+    /// Its TLS handshake (and proxy tunnel), µs long.
+    pub tls_us: Option<u32>,
+    /// When the response's status line and headers had arrived.
+    pub headers_us: Option<u32>,
+    /// When the first byte of the body arrived.
+    pub first_byte_us: Option<u32>,
 }
 
 impl RequestRecord {

@@ -32,6 +32,7 @@ pub(crate) fn sample_run() -> RunResult {
         first_answer_us: None,
         server_queue_s: Some(0.001),
         server_ttft_s: None,
+        http: Default::default(),
     };
     let mut second = ok(1, 5_000_000, vec![200_000, 230_000, 260_500, 290_000]);
     second.turn = Some(servebench_core::record::TurnRef { conversation: 3, turn: 1, shared_prefix_tokens: 80 });

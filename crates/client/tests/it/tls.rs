@@ -80,6 +80,9 @@ async fn a_self_signed_server_fails_every_request_without_insecure_and_serves_al
     cfg.target.insecure = true;
     let result = run(&cfg, &plan(Api::Completions, n as u32, 6, |_| 0), quiet(), never()).await.unwrap();
     all_succeeded(&result.records);
+    // Every new connection timed its TLS handshake apart from its TCP connect.
+    let opened: Vec<_> = result.records.iter().filter(|r| r.http.connect_us.is_some()).collect();
+    assert!(!opened.is_empty() && opened.iter().all(|r| r.http.tls_us.is_some()), "{opened:?}");
     for r in &result.records {
         assert_eq!(r.output_tokens(), 6, "request {}", r.index);
         assert_eq!(r.chunks_us.len(), 6, "request {}", r.index);

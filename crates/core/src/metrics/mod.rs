@@ -1,9 +1,11 @@
 //! Metric maths: numpy-exact statistics, vLLM's and the exact peak counters, and the run
 //! [`Summary`] that every report, JSON file and comparison is built from; the token
-//! [`Ledger`] and the multi-turn [`TurnMetrics`] beside it, the client's [`Health`], and the
+//! [`Ledger`] and the multi-turn [`TurnMetrics`] beside it, the client's [`Health`], the HTTP
+//! timing breakdown ([`HttpBreakdown`]), and the
 //! run's steady state and time slices ([`window`]).
 
 pub mod health;
+pub mod http;
 pub mod ledger;
 pub mod peaks;
 pub mod reasoning;
@@ -13,6 +15,7 @@ pub mod turns;
 pub mod window;
 
 pub use health::{Health, Verdict, render_health};
+pub use http::{HttpBreakdown, render_http};
 pub use ledger::{Ledger, render_notes};
 pub use peaks::{BucketPeaks, peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
 pub use reasoning::{Reasoning, render_reasoning};

@@ -129,6 +129,9 @@ pub struct Summary {
     /// The server's own telemetry during the run (`--server-metrics`, `--scrape`).
     #[serde(default)]
     pub server: Option<crate::telemetry::ServerTelemetry>,
+    /// Connects, TLS, response heads and first bytes; `None` when the records do not say.
+    #[serde(default)]
+    pub http: Option<super::HttpBreakdown>,
 }
 
 impl Summary {
@@ -287,6 +290,7 @@ impl Summary {
             steady_state: None,
             slices: Vec::new(),
             server: run.telemetry.clone(),
+            http: super::HttpBreakdown::of(&run.records),
         }
     }
 }

@@ -53,6 +53,9 @@ pub fn finish_run(
     if let Some(health) = &summary.health {
         out.line(render_health(health))?;
     }
+    if let Some(http) = &summary.http {
+        out.line(servebench_core::metrics::render_http(http))?;
+    }
     if let Some(telemetry) = &summary.server {
         out.out(&servebench_core::telemetry::render(telemetry, summary.total_output_tokens))?;
     }

@@ -7,7 +7,7 @@
 //! times are known ([`ChunkTimes::FirstLast`]).
 
 use serde_json::{Map, Value};
-use servebench_core::record::{Failure, FailureKind, RequestRecord, TurnRef, Usage};
+use servebench_core::record::{Failure, FailureKind, HttpTimes, RequestRecord, TurnRef, Usage};
 
 use crate::runs::{ChunkTimes, RunRecords};
 
@@ -160,6 +160,12 @@ pub(crate) fn from_servebench(m: &Map<String, Value>, ours: &Map<String, Value>)
             first_answer_us: secs("first_answer_s").and_then(to_us),
             server_queue_s: server_queue.as_ref().and_then(|s| s[i]),
             server_ttft_s: server_ttft.as_ref().and_then(|s| s[i]),
+            http: HttpTimes {
+                connect_us: secs("connect_s").and_then(to_us),
+                tls_us: secs("tls_s").and_then(to_us),
+                headers_us: secs("headers_s").and_then(to_us),
+                first_byte_us: secs("first_byte_s").and_then(to_us),
+            },
         });
     }
     let chunk_times = if itls.is_some() { ChunkTimes::All } else { ChunkTimes::FirstLast };

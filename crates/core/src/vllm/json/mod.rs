@@ -172,6 +172,7 @@ fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
         "health": serde_json::to_value(&summary.health).unwrap_or(Value::Null),
         "steady_state": serde_json::to_value(&summary.steady_state).unwrap_or(Value::Null),
         "slices": serde_json::to_value(&summary.slices).unwrap_or(Value::Null),
+        "http": serde_json::to_value(&summary.http).unwrap_or(Value::Null),
     });
     if let Some(m) = section.as_object_mut() {
         m.insert("token_ledger".into(), serde_json::to_value(Ledger::compute(run)).unwrap_or(Value::Null));
@@ -217,6 +218,10 @@ fn request_entry(r: &RequestRecord) -> Value {
         "reasoning_chunks": r.reasoning_chunks,
         "first_reasoning_s": chunk(r.first_reasoning_us.as_ref()),
         "first_answer_s": chunk(r.first_answer_us.as_ref()),
+        "connect_s": chunk(r.http.connect_us.as_ref()),
+        "tls_s": chunk(r.http.tls_us.as_ref()),
+        "headers_s": chunk(r.http.headers_us.as_ref()),
+        "first_byte_s": chunk(r.http.first_byte_us.as_ref()),
         "turn": r.turn.map(|t| json!({
             "conversation": t.conversation,
             "turn": t.turn,

@@ -60,8 +60,14 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
     let (mut peak_out, mut peak_conc) = (None, None);
     let mut failures_by_kind = BTreeMap::new();
     let mut dispatch_lag = None;
-    let (mut health, mut steady_state, mut slices, mut server) = (None, None, Vec::new(), None);
+    let (mut health, mut steady_state, mut slices, mut server, mut http) = (None, None, Vec::new(), None, None);
     if let Some(o) = ours {
+        if let Some(v) = o.get("http").filter(|v| !v.is_null()) {
+            http = Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|_| wrong("servebench.http", "an HTTP timing breakdown as servebench writes it"))?,
+            );
+        }
         if let Some(v) = o.get("server_telemetry").filter(|v| !v.is_null()) {
             server = Some(
                 serde_json::from_value(v.clone())
@@ -120,6 +126,7 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         steady_state,
         slices,
         server,
+        http,
     })
 }
 

@@ -248,6 +248,7 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
             steady_state: None,
             slices: Vec::new(),
             server: None,
+            http: None,
         }
     })
 }

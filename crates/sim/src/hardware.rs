@@ -235,11 +235,25 @@ impl HardwareSpec {
         self.memory_gib >= 70.0 && !self.device_name.to_ascii_lowercase().contains("a100")
     }
 
-    /// Whether this preset answers to `name` (case-insensitive, aliases included).
+    /// Whether this preset answers to `name`: its name, an alias or the device's own name
+    /// (`nvidia-smi`'s, as results record it), ignoring case and whether words are joined by
+    /// `-`, `_` or spaces (`H100_SXM`, `NVIDIA H100 80GB HBM3`).
     pub fn matches(&self, name: &str) -> bool {
-        let n = name.trim();
-        self.name.eq_ignore_ascii_case(n) || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(n))
+        let n = normalized(name);
+        std::iter::once(&self.name)
+            .chain(&self.aliases)
+            .chain(std::iter::once(&self.device_name))
+            .any(|known| normalized(known) == n)
     }
+}
+
+/// Lower case, words joined by `-`.
+fn normalized(name: &str) -> String {
+    name.split(|c: char| c.is_whitespace() || c == '_' || c == '-')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 #[cfg(test)]

@@ -167,6 +167,24 @@ mod tests {
     use crate::precision::Precision;
 
     #[test]
+    fn hardware_is_found_by_device_name_and_any_word_separator_but_never_guessed() {
+        let p = Presets::embedded().unwrap();
+        for (given, preset) in [
+            ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+            ("H100_SXM", "h100-sxm"),
+            ("h100 sxm", "h100-sxm"),
+            ("NVIDIA B200", "b200"),
+            ("AMD Instinct MI300X", "mi300x"),
+            ("  MI355X ", "mi355x"),
+        ] {
+            assert_eq!(p.hardware(given).unwrap().name, preset, "{given:?}");
+        }
+        for unknown in ["h100-pcie", "b2000", "nvidia", ""] {
+            assert!(p.hardware(unknown).is_err(), "{unknown:?} is no preset");
+        }
+    }
+
+    #[test]
     fn every_embedded_preset_parses_and_is_found_by_name() {
         let p = Presets::embedded().unwrap();
         assert_eq!(p.hardware_presets().len(), HARDWARE.len());

@@ -187,6 +187,9 @@ pub struct SweepOptions {
     /// HTTP in real time: a large grid finishes in seconds.
     #[arg(long)]
     pub predict: bool,
+    /// Set by `--workers` for its worker processes: the one run (point and repeat) to send.
+    #[arg(long, hide = true, env = "SERVEBENCH_SWEEP_RUN")]
+    pub worker_run: Option<String>,
     /// The sweep's name, the value of the sweep=NAME label of its runs [default: its start time
     /// and a random suffix].
     #[arg(long, value_name = "NAME")]

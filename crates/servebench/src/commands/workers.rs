@@ -43,7 +43,8 @@ async fn run_workers(
     sim_url: Option<String>,
     out: &Sink,
 ) -> anyhow::Result<PointOutcome> {
-    let dir = spawn_and_wait(workers, sim_url.as_deref(), out).await?;
+    let dir = std::env::temp_dir().join(format!("servebench-workers-{}", std::process::id()));
+    spawn_and_wait(workers, &dir, sim_url.as_deref(), &[], out).await?;
     let merged = merge_files(&dir, |_| true, &resolved.config.output)?;
     super::merge::print_merged(&merged, out)?;
     let o = finish_and_keep(merged, None, None, &Keep::new(RunKind::Bench), &resolved.store, out)?;
@@ -52,12 +53,17 @@ async fn run_workers(
 }
 
 /// Starts `workers` processes of this command (its flags less `--workers` and `--fail-on`),
-/// each told its shard, the loopback rendezvous and the folder for its results (and the
-/// simulator to share, if any), and waits for all of them. Returns the folder; a failed
-/// worker is an error naming it, with the end of its output.
-pub async fn spawn_and_wait(workers: u32, sim_url: Option<&str>, out: &Sink) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("servebench-workers-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+/// each told its shard, the loopback rendezvous and `dir` for its results (and the simulator
+/// to share, if any, and `env` besides), and waits for all of them. A failed worker is an
+/// error naming it, with the end of its output.
+pub async fn spawn_and_wait(
+    workers: u32,
+    dir: &Path,
+    sim_url: Option<&str>,
+    env: &[(&str, String)],
+    out: &Sink,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
     let port = free_port()?;
     let exe = std::env::current_exe().context("could not find this program's path to start its workers")?;
     let argv = worker_argv(std::env::args_os().skip(1));
@@ -74,7 +80,8 @@ pub async fn spawn_and_wait(workers: u32, sim_url: Option<&str>, out: &Sink) -> 
         cmd.args(&argv)
             .env("SERVEBENCH_SHARD", format!("{rank}/{workers}"))
             .env("SERVEBENCH_COORDINATOR", format!("127.0.0.1:{port}"))
-            .env("SERVEBENCH_WORKER_DIR", &dir)
+            .env("SERVEBENCH_WORKER_DIR", dir)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(file.try_clone()?))
             .stderr(Stdio::from(file));
@@ -90,7 +97,7 @@ pub async fn spawn_and_wait(workers: u32, sim_url: Option<&str>, out: &Sink) -> 
     if let Some((rank, log, status)) = failed {
         anyhow::bail!("worker {rank} failed ({status}); its output is in {}:\n{}", log.display(), tail(&log, 20));
     }
-    Ok(dir)
+    Ok(())
 }
 
 /// Waits for every worker; when one fails, stops the others (they would wait for it at the

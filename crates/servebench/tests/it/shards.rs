@@ -234,6 +234,46 @@ async fn a_sweep_with_workers_merges_each_point_from_every_workers_share() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_slo_search_with_workers_judges_each_probe_on_its_merged_run() {
+    let server = TestServer::start(TestServerConfig::new(400, |_| fixed())).await.unwrap();
+    let out = servebench(args(&[
+        "sweep",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "test-model",
+        "--search",
+        "max-concurrency",
+        "--slo",
+        "p99_ttft_ms<=5000",
+        "--search-min",
+        "2",
+        "--search-max",
+        "8",
+        "--scale-num-prompts",
+        "2",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "6",
+        "--workers",
+        "2",
+        "--disable-tqdm",
+        "--no-store",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    // Probes 2, 4 and 8, each sent by both workers and merged before the next was chosen.
+    let merged: Vec<&str> = stdout.lines().filter(|l| l.starts_with("Merged 2 of 2 workers")).collect();
+    assert_eq!(merged.len(), 3, "{stdout}");
+    for (line, requests) in merged.iter().zip([4, 8, 16]) {
+        assert!(line.contains(&format!("): {requests} requests")), "{line}");
+    }
+    assert!(stdout.contains("Highest max_concurrency meeting p99_ttft_ms<=5000: 8"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_sweeps_refuse_what_workers_cannot_share() {
     let base = ["sweep", "--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--num-prompts", "4,8", "--no-store"];
     for (extra, expected) in [

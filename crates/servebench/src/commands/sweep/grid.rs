@@ -92,6 +92,50 @@ pub struct Point {
     pub num_prompts: usize,
 }
 
+impl Point {
+    /// The point and a repeat as one line (`target=0 input_len=128 ... repeat=2`), how a
+    /// `--workers` parent tells its workers which run to send.
+    pub fn to_spec(&self, repeat: u32) -> String {
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        format!(
+            "target={} input_len={} output_len={} request_rate={} max_concurrency={} num_prompts={} repeat={repeat}",
+            self.target,
+            opt(self.input_len.map(|v| v.to_string())),
+            opt(self.output_len.map(|v| v.to_string())),
+            self.request_rate,
+            opt(self.max_concurrency.map(|v| v.to_string())),
+            self.num_prompts,
+        )
+    }
+
+    /// Reads [`Point::to_spec`] back: the point and the repeat.
+    pub fn from_spec(spec: &str) -> Result<(Point, u32), GridError> {
+        let bad = || GridError(format!("{spec:?} is not a sweep run as --workers writes it"));
+        let mut fields = std::collections::BTreeMap::new();
+        for pair in spec.split_whitespace() {
+            let (k, v) = pair.split_once('=').ok_or_else(bad)?;
+            fields.insert(k, v);
+        }
+        let get = |k: &str| fields.get(k).copied().ok_or_else(bad);
+        let opt = |k: &str| -> Result<Option<&str>, GridError> { get(k).map(|v| (v != "-").then_some(v)) };
+        let num = |v: &str| v.parse::<u64>().map_err(|_| bad());
+        let point = Point {
+            target: usize::try_from(num(get("target")?)?).map_err(|_| bad())?,
+            input_len: opt("input_len")?
+                .map(|v| num(v).and_then(|n| u32::try_from(n).map_err(|_| bad())))
+                .transpose()?,
+            output_len: opt("output_len")?
+                .map(|v| num(v).and_then(|n| u32::try_from(n).map_err(|_| bad())))
+                .transpose()?,
+            request_rate: get("request_rate")?.parse().map_err(|_| bad())?,
+            max_concurrency: opt("max_concurrency")?.map(|v| v.parse::<i64>().map_err(|_| bad())).transpose()?,
+            num_prompts: usize::try_from(num(get("num_prompts")?)?).map_err(|_| bad())?,
+        };
+        let repeat = u32::try_from(num(get("repeat")?)?).map_err(|_| bad())?;
+        Ok((point, repeat))
+    }
+}
+
 impl Grid {
     /// Reads the grid from the flags; errors are usage errors.
     pub fn new(args: &SweepArgs) -> Result<Grid, GridError> {
@@ -471,6 +515,22 @@ mod tests {
             ("repeat".to_string(), "1".to_string()),
         ];
         assert_eq!(file_suffix(&labels, 0), "M-1-c8-r1");
+        let p = Point {
+            target: 1,
+            input_len: Some(128),
+            output_len: None,
+            request_rate: f64::INFINITY,
+            max_concurrency: Some(16),
+            num_prompts: 160,
+        };
+        let spec = p.to_spec(2);
+        assert_eq!(
+            spec,
+            "target=1 input_len=128 output_len=- request_rate=inf max_concurrency=16 num_prompts=160 repeat=2"
+        );
+        assert_eq!(Point::from_spec(&spec).unwrap(), (p, 2));
+        assert!(Point::from_spec("target=1").is_err());
+        assert!(Point::from_spec(&spec.replace("160", "many")).is_err());
     }
 
     #[test]

@@ -11,10 +11,10 @@
 //! At the end the sweep's runs are compared exactly as `servebench compare --label sweep=NAME`
 //! compares them.
 //!
-//! A grid sweep can be sharded like `bench serve`: with `--shard` each point sends this
-//! worker's share (the workers meet at the rendezvous before every point), and with
-//! `--workers N` N such processes run the whole sweep while this one waits, then merges each
-//! point's shares and reports the merged runs as its own.
+//! A sweep can be sharded like `bench serve`: with `--workers N` every run (a grid point, a
+//! search's probe) is sent by N worker processes of this sweep, each told the one run to send,
+//! and merged here before the next run is chosen; with `--shard` a grid sweep sends this
+//! worker's share of every point, the workers meeting at the rendezvous before each.
 
 mod grid;
 mod run;
@@ -40,9 +40,7 @@ use crate::cli::resolve::{parse_metric_percentiles, parse_percentile_metrics, ru
 use crate::cli::sweep_args::{SearchKey, SweepArgs};
 use crate::commands::bench::INTERRUPTED;
 use crate::commands::compare::usage;
-use crate::commands::execute::start_loopback;
 use crate::commands::resolve::Resolver;
-use crate::commands::workers::spawn_and_wait;
 use crate::output::{self, Sink};
 
 /// Runs the sweep or the search the flags describe, then compares its runs.
@@ -83,7 +81,7 @@ impl Sweep {
             anyhow::bail!("--fail-on is about one run (`bench serve`) or two (`compare`); a sweep is held to --slo");
         }
         let grid = Grid::new(&args)?;
-        check_sharding(&args, &grid)?;
+        check_sharding(&args)?;
         let slos = parse_slos(&args.sweep.slo)?;
         let notes = add_slo_sections(&mut args.bench, &slos)?;
         let search = match args.sweep.search {
@@ -152,10 +150,16 @@ impl Sweep {
             points: Vec::new(),
             runs: Vec::new(),
             out: out.clone(),
-            merge_from: None,
+            workers: self.args.bench.shard.workers,
         };
-        if let Some(n) = self.args.bench.shard.workers {
-            runner.merge_from = Some(self.run_workers(&mut runner, &points, n, out).await?);
+        if let Some(spec) = &self.args.sweep.worker_run {
+            // A `--workers` worker: its one run, its share sent and saved for the parent.
+            let (point, repeat) = Point::from_spec(spec).map_err(|e| anyhow::anyhow!(e.0))?;
+            let i = runner.run(&point, repeat, &[], "worker run").await;
+            return Ok(match &runner.runs[i].outcome {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => anyhow::bail!("{e}"),
+            });
         }
         let searches = match &self.search {
             Some((key, template)) => self.run_search(&mut runner, &points, *key, template).await,
@@ -173,30 +177,7 @@ impl Sweep {
                 Vec::new()
             }
         };
-        if let Some(dir) = &runner.merge_from {
-            let _ = std::fs::remove_dir_all(dir);
-        }
         self.report(&runner, &searches, stop.requested(), out)
-    }
-
-    /// `--workers N`: N processes of this sweep, each sending its share of every point (the
-    /// simulator of a `--sim` target started once, here, and shared); returns the folder of
-    /// their results, which the runner then merges point by point.
-    async fn run_workers(
-        &self,
-        runner: &mut Runner<'_>,
-        points: &[Point],
-        workers: u32,
-        out: &Sink,
-    ) -> anyhow::Result<std::path::PathBuf> {
-        let first = points.first().context("the sweep has no point")?;
-        let resolved = runner.resolver.resolve(&self.grid.args(&self.args.bench, first).flags(false), out).await?;
-        let sim = start_loopback(&resolved, out).await?;
-        let dir = spawn_and_wait(workers, sim.as_ref().map(|s| s.base_url()), out).await;
-        if let Some(server) = sim {
-            server.shutdown().await;
-        }
-        dir
     }
 
     async fn run_search(
@@ -445,9 +426,12 @@ fn add_slo_sections(bench: &mut crate::cli::BenchServeArgs, slos: &[Threshold]) 
 }
 
 /// `20250601-143012-a3f9`: the start time and four hex digits.
-/// What a sharded sweep (`--shard`, `--workers`) can do: a grid, measured, with one simulator
-/// at most (shared by the workers), the workers meeting per point at the rendezvous.
-fn check_sharding(args: &SweepArgs, grid: &Grid) -> anyhow::Result<()> {
+/// What a sharded sweep can do. With `--workers` every run of the sweep (a grid point, a
+/// search's probe) is sent by N processes and merged before the next; with `--shard` each
+/// point of a grid sends this worker's share, the workers meeting per point. Refused: a
+/// prediction (virtual time has no client to spread), `--start-at` (one instant for many
+/// runs), and a search with `--shard` (its workers cannot see the merged result of a probe).
+fn check_sharding(args: &SweepArgs) -> anyhow::Result<()> {
     let shard = &args.bench.shard;
     if shard.workers.is_none() && shard.shard.is_none() {
         return Ok(());
@@ -457,20 +441,13 @@ fn check_sharding(args: &SweepArgs, grid: &Grid) -> anyhow::Result<()> {
             "--predict runs in virtual time, with no client to spread over processes; drop --workers and --shard"
         );
     }
-    if args.sweep.search.is_some() {
-        anyhow::bail!(
-            "an SLO search chooses each probe from the merged result of the one before, which sharded workers \
-             cannot see; run the search in one process, or sweep a grid with --workers or --shard"
-        );
-    }
     if shard.start_at.is_some() {
-        anyhow::bail!("--start-at is one instant, and a sweep's points start one after another; use --coordinator");
+        anyhow::bail!("--start-at is one instant, and a sweep's runs start one after another; use --coordinator");
     }
-    let sims = grid.targets.iter().filter(|t| matches!(t.kind, grid::TargetKind::Sim { .. })).count();
-    if shard.workers.is_some() && sims > 1 {
+    if args.sweep.search.is_some() && shard.shard.is_some() && args.sweep.worker_run.is_none() {
         anyhow::bail!(
-            "--workers shares one simulator among its processes, and this sweep has {sims} simulated targets; \
-             run one sweep per target"
+            "an SLO search chooses each probe from the merged result of the one before, which workers started \
+             apart cannot see; search with --workers N (this machine), or shard a grid sweep"
         );
     }
     Ok(())

@@ -3,7 +3,6 @@
 //! whatever happens.
 
 use std::future::Future;
-use std::path::PathBuf;
 
 use anyhow::Context as _;
 use servebench_core::metrics::Summary;
@@ -13,11 +12,12 @@ use tokio::sync::watch;
 use super::grid::{Grid, Point, file_suffix};
 use crate::cli::BenchServeArgs;
 use crate::commands::bench;
+use crate::commands::execute::start_loopback;
 use crate::commands::execute::{execute, plan};
 use crate::commands::finish::{Keep, PointOutcome, finish_and_keep};
 use crate::commands::merge::print_merged;
 use crate::commands::resolve::{Resolved, Resolver, one_line};
-use crate::commands::workers::merge_files;
+use crate::commands::workers::{merge_files, spawn_and_wait};
 use crate::output::{self, Sink};
 
 /// Ctrl-C (or SIGTERM) for the whole sweep: the run in progress is interrupted, kept, and no
@@ -94,9 +94,8 @@ pub struct Runner<'a> {
     pub points: Vec<Point>,
     pub runs: Vec<RunRecord>,
     pub out: Sink,
-    /// With `--workers`: the folder of the workers' results, merged point by point instead of
-    /// running each point here.
-    pub merge_from: Option<PathBuf>,
+    /// `--workers N`: every run is sent by N worker processes and merged here.
+    pub workers: Option<u32>,
 }
 
 impl Runner<'_> {
@@ -146,7 +145,11 @@ impl Runner<'_> {
                     labels,
                     file_suffix: Some(file_suffix(&suffix_labels, point.target)),
                 };
-                self.execute(&resolved, &keep).await.map(|o| self.done(o)).map_err(|e| one_line(&e))
+                let executed = match self.workers {
+                    Some(n) => self.by_workers(n, &resolved, point, repeat, &keep).await,
+                    None => self.execute(&resolved, &keep).await,
+                };
+                executed.map(|o| self.done(o)).map_err(|e| one_line(&e))
             }
             Err(e) => Err(one_line(&e)),
         };
@@ -177,17 +180,38 @@ impl Runner<'_> {
         }
     }
 
-    /// One run of a resolved point, as `bench serve` runs it; with `--workers`, the merge of the
-    /// shares the workers sent (their files carry the point's suffix).
+    /// One run of a resolved point, as `bench serve` runs it.
     async fn execute(&self, resolved: &Resolved, keep: &Keep) -> anyhow::Result<PointOutcome> {
-        if let Some(dir) = &self.merge_from {
-            let tag = format!("-{}-shard", keep.file_suffix.as_deref().unwrap_or_default());
-            let merged = merge_files(dir, |name| name.contains(&tag), &resolved.config.output)?;
-            print_merged(&merged, &self.out)?;
-            return finish_and_keep(merged, None, None, keep, &resolved.store, &self.out);
-        }
         let plan = plan(resolved)?;
         execute(resolved, plan, keep, self.stop.wait(), &self.out).await?.context("a sweep point sent nothing")
+    }
+}
+
+impl Runner<'_> {
+    /// One run sent by `workers` processes of this sweep, each told the run (`point`, `repeat`)
+    /// and its shard, sharing the point's simulator when it has one; their shares merged into
+    /// the run this sweep reports and keeps.
+    async fn by_workers(
+        &self,
+        workers: u32,
+        resolved: &Resolved,
+        point: &Point,
+        repeat: u32,
+        keep: &Keep,
+    ) -> anyhow::Result<PointOutcome> {
+        let dir =
+            std::env::temp_dir().join(format!("servebench-workers-{}-run{}", std::process::id(), self.runs.len()));
+        let sim = start_loopback(resolved, &self.out).await?;
+        let env = [("SERVEBENCH_SWEEP_RUN", point.to_spec(repeat))];
+        let sent = spawn_and_wait(workers, &dir, sim.as_ref().map(|s| s.base_url()), &env, &self.out).await;
+        if let Some(server) = sim {
+            server.shutdown().await;
+        }
+        let merged = sent.and_then(|()| merge_files(&dir, |_| true, &resolved.config.output));
+        let _ = std::fs::remove_dir_all(&dir);
+        let merged = merged?;
+        print_merged(&merged, &self.out)?;
+        finish_and_keep(merged, None, None, keep, &resolved.store, &self.out)
     }
 }
 

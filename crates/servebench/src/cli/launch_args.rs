@@ -1,5 +1,5 @@
 //! Flags of `servebench launch k8s` and `servebench launch slurm`: how many workers, where
-//! their results go, and the `bench serve` flags every worker runs with.
+//! their results go, and the `bench serve` (or `sweep`) flags every worker runs with.
 
 use clap::{Args, Subcommand};
 
@@ -23,9 +23,13 @@ pub struct LaunchCommon {
     /// The port rank 0 serves the rendezvous on.
     #[arg(long, default_value_t = 29500)]
     pub port: u16,
-    /// The `bench serve` flags every worker runs with, after `--` (the launcher adds
-    /// --shard, --coordinator and --result-dir).
-    #[arg(last = true, value_name = "BENCH_SERVE_ARGS")]
+    /// The workers run a grid `sweep` (every point sharded, the workers meeting before each)
+    /// instead of one `bench serve`; the merge makes one run per point (`merge --per-run`).
+    #[arg(long)]
+    pub sweep: bool,
+    /// The `bench serve` (or `sweep`) flags every worker runs with, after `--` (the launcher
+    /// adds --shard, --coordinator and --result-dir).
+    #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<String>,
 }
 

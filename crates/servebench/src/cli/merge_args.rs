@@ -12,6 +12,11 @@ pub struct MergeArgs {
     /// the folder; other JSON files there are skipped).
     #[arg(required = true, value_name = "FILE|DIR")]
     pub inputs: Vec<PathBuf>,
+    /// The inputs hold the workers' files of several runs (a sharded sweep's points): group
+    /// them by run (the file name less `-shardRofW`) and merge each into its own run, saved
+    /// under that name.
+    #[arg(long)]
+    pub per_run: bool,
     /// Merge the ranks present when some are missing; the result is marked partial.
     #[arg(long)]
     pub partial: bool,

@@ -1,10 +1,11 @@
-//! `servebench launch k8s|slurm`: prints what runs a sharded `bench serve` on an existing
-//! engine, for the user to apply (`kubectl apply -f -`, `sbatch`). Nothing is submitted.
+//! `servebench launch k8s|slurm`: prints what runs a sharded `bench serve` (or grid `sweep`)
+//! on an existing engine, for the user to apply (`kubectl apply -f -`, `sbatch`). Nothing is
+//! submitted.
 //!
 //! Every worker runs `bench serve --shard auto ... --coordinator RANK0:PORT --result-dir DIR`
 //! with the user's flags: the rank comes from the engine (`JOB_COMPLETION_INDEX`,
 //! `SLURM_PROCID`), rank 0 hosts the rendezvous, and the results land in one folder for
-//! `servebench merge`.
+//! `servebench merge` (`merge --per-run` for a sweep: one run per point).
 
 use std::process::ExitCode;
 
@@ -30,6 +31,12 @@ fn check_args(common: &LaunchCommon) -> anyhow::Result<()> {
         if RESERVED.contains(&flag) {
             anyhow::bail!("leave out {flag}: the launcher sets it for every worker");
         }
+        if common.sweep && ["--search", "--predict"].contains(&flag) {
+            anyhow::bail!(
+                "leave out {flag}: sharded sweeps are grids measured in real time (an SLO search runs sharded \
+                 only with --workers on one machine)"
+            );
+        }
         if flag == "--sim" {
             anyhow::bail!(
                 "--sim would start a simulator inside every worker; point the workers at one server with --base-url \
@@ -38,6 +45,11 @@ fn check_args(common: &LaunchCommon) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What every worker runs (`bench serve` or `sweep`), and the merge's extra flag.
+fn command(common: &LaunchCommon) -> (&'static [&'static str], &'static str) {
+    if common.sweep { (&["sweep"], " --per-run") } else { (&["bench", "serve"], "") }
 }
 
 /// A YAML (and JSON) double-quoted string.
@@ -59,23 +71,23 @@ pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
         anyhow::bail!("--name {name:?}: Kubernetes names are lowercase letters, digits and '-'");
     }
     let results = format!("{}/{name}", a.results_dir.trim_end_matches('/'));
-    let mut args = vec![
-        "bench".to_string(),
-        "serve".into(),
+    let (words, per_run) = command(&a.common);
+    let mut args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+    args.extend([
         "--shard".into(),
         format!("auto/{world}"),
         "--coordinator".into(),
         format!("{name}-0.{name}:{port}"),
         "--result-dir".into(),
         results,
-    ];
+    ]);
     args.extend(a.common.args.iter().cloned());
     let namespace = a.namespace.as_ref().map(|n| format!("\n  namespace: {}", quoted(n))).unwrap_or_default();
     let args_yaml: String = args.iter().map(|x| format!("\n            - {}", quoted(x))).collect();
     Ok(format!(
-        r#"# servebench: {world} workers of one sharded `bench serve`, ranks from the Job's completion index.
+        r#"# servebench: {world} workers of one sharded `{what}`, ranks from the Job's completion index.
 # Apply with `kubectl apply -f -`; when the Job completes, merge the results on the volume
-# with `servebench merge {results_dir}/{name}` (see the README).
+# with `servebench merge{per_run} {results_dir}/{name}` (see the README).
 apiVersion: v1
 kind: Service
 metadata:
@@ -127,6 +139,7 @@ spec:
           persistentVolumeClaim:
             claimName: {claim}
 "#,
+        what = words.join(" "),
         image = quoted(&a.image),
         cpu = quoted(&a.cpu),
         results_dir = a.results_dir.trim_end_matches('/'),
@@ -146,9 +159,11 @@ pub fn sbatch_script(a: &SlurmArgs) -> anyhow::Result<String> {
     let user: String = a.common.args.iter().map(|x| format!(" {}", shell_word(x))).collect();
     let bin = shell_word(&a.binary);
     let results = shell_word(a.results_dir.trim_end_matches('/'));
+    let (words, per_run) = command(&a.common);
+    let what = words.join(" ");
     Ok(format!(
         r#"#!/bin/bash
-# servebench: {world} workers of one sharded `bench serve`, ranks from SLURM_PROCID; submit with sbatch.
+# servebench: {world} workers of one sharded `{what}`, ranks from SLURM_PROCID; submit with sbatch.
 {directives}set -euo pipefail
 
 RESULTS={results}/"$SLURM_JOB_ID"
@@ -156,9 +171,9 @@ mkdir -p "$RESULTS"
 # Task 0 runs on the first node of the allocation and hosts the rendezvous.
 COORDINATOR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):{port}"
 
-srun --ntasks={world} {bin} bench serve --shard auto --coordinator "$COORDINATOR" --result-dir "$RESULTS"{user}
+srun --ntasks={world} {bin} {what} --shard auto --coordinator "$COORDINATOR" --result-dir "$RESULTS"{user}
 
-{bin} merge "$RESULTS" --result-dir "$RESULTS"
+{bin} merge{per_run} "$RESULTS" --result-dir "$RESULTS"
 "#
     ))
 }

@@ -2,6 +2,7 @@
 //! run a single process would have measured: vLLM's report, the result JSON and a run in
 //! the store, from every worker's raw records (see `servebench_store::merge`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -18,13 +19,37 @@ use crate::output::Sink;
 
 pub fn execute(args: &MergeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let parts = read_inputs(&args.inputs)?;
+    if !args.per_run {
+        merge_one(parts, args.result_filename.clone(), args, out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.result_filename.is_some() {
+        anyhow::bail!("--per-run saves each run under its own name; leave out --result-filename");
+    }
+    let runs = by_run(parts);
+    let mut failed = Vec::new();
+    for (name, parts) in runs.iter() {
+        out.out(&format!("Run {name}:\n"))?;
+        if let Err(e) = merge_one(parts.clone(), Some(format!("{name}.json")), args, out) {
+            crate::output::note(format_args!("Could not merge {name}: {e:#}"));
+            failed.push(name.as_str());
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!("{} of {} runs could not be merged: {}", failed.len(), runs.len(), failed.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Merges one run's worker results, prints it and keeps it.
+fn merge_one(parts: Vec<ShardResult>, filename: Option<String>, args: &MergeArgs, out: &Sink) -> anyhow::Result<()> {
     let mut merged = merge_shards(parts, args.partial)?;
     let options = &mut merged.config.output;
     options.save_result = true;
     options.save_detailed = true;
     options.append_result = false;
     options.result_dir.clone_from(&args.result_dir);
-    options.result_filename.clone_from(&args.result_filename);
+    options.result_filename = filename;
     let shards = print_merged(&merged, out)?;
     let mut keep = Keep::new(RunKind::Bench);
     keep.labels.push(("shards".into(), shards.world.to_string()));
@@ -33,7 +58,31 @@ pub fn execute(args: &MergeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     }
     let choice = StoreChoice { db: args.db.clone(), no_store: args.no_store };
     finish_and_keep(merged, None, None, &keep, &choice, out)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// Worker results grouped by the run they belong to: their file name less `.json` and the
+/// `-shardRofW` every worker adds (a sweep point's files share its name).
+fn by_run(parts: Vec<ShardResult>) -> BTreeMap<String, Vec<ShardResult>> {
+    let mut runs: BTreeMap<String, Vec<ShardResult>> = BTreeMap::new();
+    for part in parts {
+        runs.entry(run_name(&part.source)).or_default().push(part);
+    }
+    runs
+}
+
+/// `.../sweep-c8-r1-shard2of4.json` → `sweep-c8-r1`.
+fn run_name(source: &str) -> String {
+    let file = Path::new(source).file_name().and_then(|f| f.to_str()).unwrap_or(source);
+    let stem = file.strip_suffix(".json").unwrap_or(file);
+    match stem.rsplit_once("-shard") {
+        Some((run, tail)) if tail.split_once("of").is_some_and(|(r, w)| is_number(r) && is_number(w)) => run.into(),
+        _ => stem.into(),
+    }
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Every worker result named, or found in a named folder.
@@ -124,4 +173,17 @@ fn describe(m: &MergedShards, requests: usize) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_name;
+
+    #[test]
+    fn a_run_is_named_by_its_workers_file_less_the_shard() {
+        assert_eq!(run_name("/r/sweep-c8-r1-shard2of4.json"), "sweep-c8-r1");
+        assert_eq!(run_name("res-shard0of1.json"), "res");
+        assert_eq!(run_name("/r/odd-shardXofY.json"), "odd-shardXofY");
+        assert_eq!(run_name("plain.json"), "plain");
+    }
 }

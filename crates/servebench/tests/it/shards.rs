@@ -234,6 +234,72 @@ async fn a_sweep_with_workers_merges_each_point_from_every_workers_share() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_of_a_sharded_sweep_are_merged_one_run_per_point() {
+    let server = TestServer::start(TestServerConfig::new(100, |_| fixed())).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for rank in ["0/2", "1/2"] {
+        let out = servebench(args(&[
+            "sweep",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "test-model",
+            "--num-prompts",
+            "8,16",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "6",
+            "--shard",
+            rank,
+            "--disable-tqdm",
+            "--no-store",
+            "--result-dir",
+            d.to_str().unwrap(),
+        ]))
+        .await;
+        assert!(out.status.success(), "stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+    }
+    let merged = d.join("merged");
+    let merge = |extra: &[&str]| {
+        let mut a = args(&["merge", "--per-run", "--no-store", "--result-dir", merged.to_str().unwrap()]);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.push(d.to_str().unwrap().to_string());
+        servebench(a)
+    };
+    let out = merge(&[]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert_eq!(stdout.matches("Merged 2 of 2 workers (plan ").count(), 2, "{stdout}");
+    let mut names: Vec<(String, usize)> = std::fs::read_dir(&merged)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            let records = read_json(&p)["servebench"]["requests"].as_array().unwrap().len();
+            (p.file_name().unwrap().to_str().unwrap().to_string(), records)
+        })
+        .collect();
+    names.sort_by_key(|n| n.1);
+    assert_eq!(names.iter().map(|n| n.1).collect::<Vec<_>>(), [8, 16], "{names:?}");
+    assert!(names.iter().all(|(n, _)| !n.contains("shard") && n.ends_with(".json")), "{names:?}");
+
+    // One point's rank lost: the other point is still merged and saved, the merge fails naming it.
+    let lost = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_str().unwrap().contains("n16") && p.to_str().unwrap().ends_with("-shard1of2.json"))
+        .expect("the 16-prompt point's rank 1 file");
+    std::fs::remove_file(&lost).unwrap();
+    std::fs::remove_dir_all(&merged).unwrap();
+    let out = merge(&[]).await;
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("rank 1 of 2 missing") && stderr.contains("1 of 2 runs could not be merged"), "{stderr}");
+    assert_eq!(std::fs::read_dir(&merged).unwrap().count(), 1, "the complete point is saved");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_slo_search_with_workers_judges_each_probe_on_its_merged_run() {
     let server = TestServer::start(TestServerConfig::new(400, |_| fixed())).await.unwrap();
     let out = servebench(args(&[

@@ -4,7 +4,7 @@ use serde_norway::Value;
 use super::*;
 
 fn common(args: &[&str]) -> LaunchCommon {
-    LaunchCommon { workers: 4, port: 29500, args: args.iter().map(|s| s.to_string()).collect() }
+    LaunchCommon { workers: 4, port: 29500, sweep: false, args: args.iter().map(|s| s.to_string()).collect() }
 }
 
 fn k8s(args: &[&str]) -> K8sArgs {
@@ -120,4 +120,32 @@ fn shell_words_are_quoted_only_when_needed() {
     assert_eq!(shell_word("it's"), r"'it'\''s'");
     assert_eq!(shell_word("$HOME"), "'$HOME'");
     assert_eq!(shell_word(""), "''");
+}
+
+#[test]
+fn a_sharded_sweep_runs_sweep_in_every_worker_and_merges_one_run_per_point() {
+    let mut args = k8s(&["--base-url", "http://vllm.llm:8000", "--max-concurrency", "256,1024,4096"]);
+    args.common.sweep = true;
+    let text = k8s_manifest(&args).unwrap();
+    assert!(text.contains("workers of one sharded `sweep`"), "{text}");
+    assert!(text.contains("servebench merge --per-run /results/bench-qwen"), "{text}");
+    assert!(text.contains("\n            - \"sweep\"\n            - \"--shard\""), "{text}");
+    let slurm = SlurmArgs {
+        common: LaunchCommon { sweep: true, ..common(&["--max-concurrency", "256,1024"]) },
+        nodes: None,
+        job_name: "servebench".into(),
+        time: None,
+        partition: None,
+        results_dir: "r".into(),
+        binary: "servebench".into(),
+    };
+    let script = sbatch_script(&slurm).unwrap();
+    assert!(script.contains("srun --ntasks=4 servebench sweep --shard auto "), "{script}");
+    assert!(script.contains("servebench merge --per-run \"$RESULTS\""), "{script}");
+    for refused in ["--search", "--predict"] {
+        let mut a = k8s(&[refused]);
+        a.common.sweep = true;
+        let e = k8s_manifest(&a).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("leave out {refused}: sharded sweeps are grids")), "{e}");
+    }
 }

@@ -42,6 +42,9 @@ pub enum Signal {
     /// Sum and count of the server's own time to first token, seconds.
     TtftSum,
     TtftCount,
+    /// The server's own prompt (prefill) processing time summed over requests, seconds
+    /// (counter): no request's time to first token can be shorter than its share.
+    PrefillTimeSum,
     /// GPU utilisation, percent (mean over GPUs).
     GpuUtil,
     /// GPU power draw, watts (sum over GPUs).
@@ -67,6 +70,7 @@ impl Signal {
                 | QueueTimeCount
                 | TtftSum
                 | TtftCount
+                | PrefillTimeSum
         )
     }
 }
@@ -109,6 +113,7 @@ pub const KNOWN: &[Known] = &[
     k("vllm:request_queue_time_seconds_count", Signal::QueueTimeCount, "vllm", Combine::Sum),
     k("vllm:time_to_first_token_seconds_sum", Signal::TtftSum, "vllm", Combine::Sum),
     k("vllm:time_to_first_token_seconds_count", Signal::TtftCount, "vllm", Combine::Sum),
+    k("vllm:request_prefill_time_seconds_sum", Signal::PrefillTimeSum, "vllm", Combine::Sum),
     k("sglang:num_running_reqs", Signal::Running, "sglang", Combine::Sum),
     k("sglang:num_queue_reqs", Signal::Waiting, "sglang", Combine::Sum),
     k("sglang:token_usage", Signal::KvCacheUsage, "sglang", Combine::Mean),
@@ -128,6 +133,7 @@ pub const KNOWN: &[Known] = &[
     k("llamacpp:kv_cache_usage_ratio", Signal::KvCacheUsage, "llama.cpp", Combine::Mean),
     k("llamacpp:prompt_tokens_total", Signal::PromptTokens, "llama.cpp", Combine::Sum),
     k("llamacpp:tokens_predicted_total", Signal::GenerationTokens, "llama.cpp", Combine::Sum),
+    k("llamacpp:prompt_seconds_total", Signal::PrefillTimeSum, "llama.cpp", Combine::Sum),
     k("DCGM_FI_DEV_GPU_UTIL", Signal::GpuUtil, "dcgm", Combine::Mean),
     k("DCGM_FI_DEV_POWER_USAGE", Signal::GpuPower, "dcgm", Combine::Sum),
     k("DCGM_FI_DEV_FB_USED", Signal::GpuMemoryUsed, "dcgm", Combine::Sum),

@@ -44,10 +44,13 @@ fn other_engines_are_recognised_by_their_names() {
     );
     assert_eq!(sglang.engine, Some("sglang"));
     assert_eq!(value(&sglang, Signal::Running), Some(7.0));
-    let llama =
-        read("llamacpp:requests_processing 2\nllamacpp:requests_deferred 0\nllamacpp:tokens_predicted_total 55\n");
+    let llama = read(
+        "llamacpp:requests_processing 2\nllamacpp:requests_deferred 0\nllamacpp:tokens_predicted_total 55\n\
+         llamacpp:prompt_seconds_total 0.25\n",
+    );
     assert_eq!(llama.engine, Some("llama.cpp"));
     assert_eq!(value(&llama, Signal::GenerationTokens), Some(55.0));
+    assert_eq!(value(&llama, Signal::PrefillTimeSum), Some(0.25));
     let tgi = read("tgi_batch_current_size 4\ntgi_queue_size 1\n");
     assert_eq!(tgi.engine, Some("tgi"));
     let dcgm = read(

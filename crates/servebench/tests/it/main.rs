@@ -4,6 +4,7 @@ mod bench_cli;
 mod common;
 mod dialects;
 mod pipeline;
+mod real_server;
 mod report;
 mod selftest;
 mod shards;

@@ -281,3 +281,21 @@ fn the_servers_telemetry_is_charted_on_the_runs_time_axis() {
     let plain = render(&measured_pair(), &options()).unwrap();
     assert!(!plain.contains("server running") && !plain.contains("id=\"chart-server\""));
 }
+
+#[test]
+fn time_slices_are_charted_when_the_run_has_them() {
+    use servebench_store::{NewRun, RunKind};
+    let synth = Synth { requests: 40, ..Synth::new("org/model", 1) };
+    let mut run = synth.run();
+    run.config.output.slice_seconds = Some(run.duration_s / 4.0);
+    let summary = Summary::compute(&run);
+    assert!(summary.slices.len() >= 4, "{:?}", summary.slices);
+    let runs = stored(&[NewRun::from_run(RunKind::Bench, &run, &summary)]);
+    assert_eq!(runs[0].summary.slices, summary.slices, "slices go through the store");
+    let html = render(&runs, &options()).unwrap();
+    let chart = &html[html.find("id=\"chart-slices\"").expect("a chart of the time slices")..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert!(chart.contains("TTFT p99") && chart.contains("ITL p50"), "{chart}");
+    let plain = render(&measured_pair(), &options()).unwrap();
+    assert!(!plain.contains("id=\"chart-slices\""), "no slices, no chart");
+}

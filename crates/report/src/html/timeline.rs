@@ -115,6 +115,9 @@ pub(super) fn timeline_section(
             ),
         ));
     }
+    if let Some(chart) = slices_chart(run, &name) {
+        out.push_str(&chart);
+    }
     let levels =
         server_lines(run, &[(Signal::KvCacheUsage, "KV cache used", 100.0), (Signal::GpuUtil, "GPU utilisation", 1.0)]);
     if !levels.is_empty() {
@@ -129,6 +132,36 @@ pub(super) fn timeline_section(
         ));
     }
     Ok(out)
+}
+
+/// The run's `--slice-seconds` slices: TTFT and ITL percentiles slice by slice, each at the
+/// slice's middle; `None` without slices.
+fn slices_chart(run: &StoredRun, name: &str) -> Option<String> {
+    let slices = &run.summary.slices;
+    let seconds = slices.first().map(|s| s.end_s - s.start_s)?;
+    let series = |pick: fn(&servebench_core::metrics::Slice) -> Option<f64>| -> Points {
+        slices.iter().filter_map(|s| pick(s).map(|v| ((s.start_s + s.end_s) / 2.0, v))).collect()
+    };
+    let lines: Vec<Line> = [
+        ("TTFT p50", series(|s| s.ttft_p50_ms)),
+        ("TTFT p99", series(|s| s.ttft_p99_ms)),
+        ("ITL p50", series(|s| s.itl_p50_ms)),
+        ("ITL p99", series(|s| s.itl_p99_ms)),
+    ]
+    .into_iter()
+    .filter(|(_, points)| !points.is_empty())
+    .map(|(n, points)| Line { name: n.into(), points, markers: true, bands: Vec::new() })
+    .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    Some(figure(
+        time_chart("chart-slices", format!("Latency by time slice, run {}", run.row.id), ("Latency (ms)", "ms"), lines),
+        &format!(
+            "The percentiles of {name} slice by slice ({seconds:.0} s slices of --slice-seconds): a TTFT counts in the \
+             slice its first token arrived in, a gap between tokens in the slice its later token arrived in."
+        ),
+    ))
 }
 
 /// A chart of `lines` over the run's time; `y` is the axis label and the values' unit.

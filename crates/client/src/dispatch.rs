@@ -1,22 +1,18 @@
-//! Executes a list of prepared requests on their schedule, under an optional concurrency cap,
-//! and collects one record per request.
+//! Executes a plan's requests or conversations in real time under the load policy
+//! ([`servebench_core::load::LoadPolicy`], the one the simulator's predictor follows in
+//! virtual time), and collects one record per item.
 //!
-//! Three kinds of task share the work:
-//! - the dispatcher sleeps until each request's absolute due time `t0 + at_ns` (so lateness
-//!   never accumulates) and releases it, recording the actual arrival;
-//! - the launcher takes released requests in order, waits for a concurrency slot when the run
-//!   is capped (a FIFO wait, recorded as the gap between arrival and send, never inside TTFT),
-//!   and spawns the request;
-//! - each request task sends, streams and records, then hands its record back over a channel.
+//! One conductor task owns the policy. It sleeps until the next item falls due (each at its
+//! absolute due time `t0 + at_ns`, so lateness never accumulates), hears each request's end
+//! over a channel, and carries out the policy's actions: every send is a task of its own that
+//! sends, streams and records, then hands its record back. A conversation's next body is built
+//! by the task of the turn before it once its answer is in, off the conductor and while the
+//! think time runs. The wait for a concurrency or conversation slot shows as the gap between
+//! arrival and send, never inside TTFT; waiting items are only entries in the policy's queues,
+//! so a huge backlog costs no tasks.
 //!
-//! Waiting requests are only small `(slot, arrival)` messages, so a huge backlog costs no
-//! tasks. On cancellation nothing more is dispatched, requests in flight get a grace period to
-//! finish, then are told to stop and recorded as interrupted; requests never sent are counted.
-//!
-//! The schedule ([`release_on_schedule`]), the FIFO caps ([`launch_in_order`], [`acquire`]), the
-//! timed send ([`send_timed`]) and the collection of records with its interruption handling
-//! ([`collect`], [`stop_dispatching`], [`fill_unsent`]) are shared with the multi-turn runner
-//! (`conversation.rs`).
+//! On cancellation nothing more is sent, requests in flight get a grace period to finish, then
+//! are told to stop and recorded as interrupted; items never sent are counted.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,10 +21,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::HeaderValue;
+use servebench_core::load::{Action, LoadPolicy, skip_message};
 use servebench_core::record::{Failure, FailureKind, RequestRecord};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
-use tokio::task::JoinHandle;
+use servebench_workload::History;
+use tokio::sync::{mpsc, watch};
 
+use crate::conversation::ConversationSet;
 use crate::progress::Progress;
 use crate::stream::{StreamContext, execute};
 
@@ -79,10 +77,6 @@ impl<F: Future<Output = ()>> CancelSignal<F> {
         Self { pending: Some(Box::pin(cancel)) }
     }
 
-    pub fn has_fired(&self) -> bool {
-        self.pending.is_none()
-    }
-
     /// Completes when the cancellation has fired (at once if it already has).
     pub async fn fired(&mut self) {
         if let Some(f) = self.pending.as_mut() {
@@ -92,9 +86,52 @@ impl<F: Future<Output = ()>> CancelSignal<F> {
     }
 }
 
+/// What a run sends: independent requests, or conversations.
+pub(crate) enum Load {
+    Requests(Arc<[Job]>),
+    Conversations(Arc<ConversationSet>),
+}
+
+impl Load {
+    fn len(&self) -> usize {
+        match self {
+            Load::Requests(jobs) => jobs.len(),
+            Load::Conversations(set) => set.len(),
+        }
+    }
+
+    fn policy(&self, max_concurrency: Option<usize>) -> LoadPolicy {
+        match self {
+            Load::Requests(jobs) => {
+                LoadPolicy::from_times(jobs.iter().map(|j| j.at_ns).collect(), Vec::new(), max_concurrency, None, 0)
+            }
+            Load::Conversations(set) => {
+                let starts = set.plans.iter().map(|c| (c.at_ns, c.turns.len())).collect();
+                let think_ns = u64::try_from(set.think.as_nanos()).unwrap_or(u64::MAX);
+                LoadPolicy::from_times(Vec::new(), starts, max_concurrency, set.max_active, think_ns)
+            }
+        }
+    }
+
+    fn unsent(&self, slot: usize, message: &str) -> RequestRecord {
+        match self {
+            Load::Requests(jobs) => unsent_record(&jobs[slot], message),
+            Load::Conversations(set) => set.unsent(slot, message),
+        }
+    }
+}
+
+/// A sent item's end, from its task: the record and, for a turn that was answered and has a
+/// turn after it, the conversation, its history and that turn's body.
+struct Done {
+    slot: usize,
+    rec: RequestRecord,
+    next: Option<(usize, History, Bytes)>,
+}
+
 struct Shared {
     ctx: StreamContext,
-    jobs: Arc<[Job]>,
+    load: Load,
     t0: Instant,
     stop: watch::Receiver<bool>,
 }
@@ -107,25 +144,187 @@ pub(crate) async fn run_batch<F: Future<Output = ()>>(
     grace: Duration,
     cancel: &mut CancelSignal<F>,
 ) -> BatchOutcome {
-    let n = jobs.len();
+    conduct(ctx, Load::Requests(jobs), max_concurrency, grace, cancel).await
+}
+
+/// Runs every conversation of `set` and returns one record per turn; see the module docs.
+pub(crate) async fn run_conversations<F: Future<Output = ()>>(
+    ctx: &StreamContext,
+    set: Arc<ConversationSet>,
+    max_concurrency: Option<usize>,
+    grace: Duration,
+    cancel: &mut CancelSignal<F>,
+) -> BatchOutcome {
+    conduct(ctx, Load::Conversations(set), max_concurrency, grace, cancel).await
+}
+
+/// The conductor: the policy driven in real time until every item is done or `cancel` fires.
+async fn conduct<F: Future<Output = ()>>(
+    ctx: &StreamContext,
+    load: Load,
+    max_concurrency: Option<usize>,
+    grace: Duration,
+    cancel: &mut CancelSignal<F>,
+) -> BatchOutcome {
+    let n = load.len();
+    let mut policy = load.policy(max_concurrency);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (release_tx, release_rx) = mpsc::unbounded_channel();
-    let (record_tx, mut record_rx) = mpsc::unbounded_channel();
-    let semaphore = max_concurrency.map(semaphore);
-
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
     let t0 = Instant::now();
-    let shared = Arc::new(Shared { ctx: ctx.clone(), jobs: Arc::clone(&jobs), t0, stop: stop_rx });
-    let dispatcher = tokio::spawn(release_on_schedule(Arc::clone(&jobs), |j: &Job| j.at_ns, t0, release_tx));
-    let launcher = tokio::spawn(launch_in_order(release_rx, semaphore, move |slot, arrival_ns, permit| {
-        request_task(Arc::clone(&shared), slot, arrival_ns, permit, record_tx.clone())
-    }));
-
-    let halt = stop_dispatching(dispatcher, launcher);
-    let (records, interrupted) = collect(n, &mut record_rx, cancel, grace, &stop_tx, halt).await;
+    let shared = Arc::new(Shared { ctx: ctx.clone(), load, t0, stop: stop_rx });
+    let mut state = Sending::new(&shared.load, n);
+    let mut actions = Vec::new();
+    let sleep = tokio::time::sleep_until(t0.into());
+    tokio::pin!(sleep);
+    let mut armed: Option<u64> = None;
+    let interrupted = loop {
+        for action in actions.drain(..) {
+            state.carry_out(action, &shared, &done_tx);
+        }
+        if policy.done() {
+            break false;
+        }
+        let due = policy.next_due();
+        // Items already due go at once: a timer would wait for its next tick.
+        let now = nanos_since(t0);
+        if due.is_some_and(|d| d <= now) {
+            policy.advance(now, &mut actions);
+            continue;
+        }
+        if due.is_some() && due != armed {
+            let at = due.and_then(|d| t0.checked_add(Duration::from_nanos(d))).unwrap_or(t0);
+            sleep.as_mut().reset(at.into());
+        }
+        armed = due;
+        tokio::select! {
+            biased;
+            () = cancel.fired() => break true,
+            () = &mut sleep, if armed.is_some() => {
+                armed = None;
+                policy.advance(nanos_since(t0), &mut actions);
+            }
+            Some(done) = done_rx.recv() => {
+                let (slot, ok, end_ns) = state.receive(done);
+                policy.finished(slot, ok, end_ns, &mut actions);
+            }
+        }
+    };
+    if interrupted {
+        // Nothing more is sent; requests in flight get the grace period, then are told to stop.
+        let drained = tokio::time::timeout(grace, state.drain(&mut done_rx)).await;
+        if drained.is_err() {
+            let _ = stop_tx.send(true);
+            let _ = tokio::time::timeout(STOP_WAIT, state.drain(&mut done_rx)).await;
+        }
+    }
     let duration = t0.elapsed();
-    // `records` has one slot per job.
-    let (records, not_sent) = fill_unsent(records, |slot| unsent_record(&jobs[slot], INTERRUPTED_FIRST));
+    let (records, not_sent) = fill_unsent(state.records, |slot| shared.load.unsent(slot, INTERRUPTED_FIRST));
     BatchOutcome { records, not_sent, interrupted, duration }
+}
+
+/// The conductor's bookkeeping: records by slot, requests in flight, and each conversation's
+/// history and next body between its turns.
+struct Sending {
+    records: Vec<Option<RequestRecord>>,
+    in_flight: usize,
+    histories: Vec<Option<History>>,
+    bodies: Vec<Option<Bytes>>,
+}
+
+impl Sending {
+    fn new(load: &Load, n: usize) -> Self {
+        let (histories, bodies) = match load {
+            Load::Requests(_) => (Vec::new(), Vec::new()),
+            Load::Conversations(set) => ((0..set.plans.len()).map(|_| None).collect(), vec![None; n]),
+        };
+        Sending { records: vec![None; n], in_flight: 0, histories, bodies }
+    }
+
+    fn carry_out(&mut self, action: Action, shared: &Arc<Shared>, done: &mpsc::UnboundedSender<Done>) {
+        match action {
+            Action::Send { item, planned_ns, arrived_ns } => {
+                let (rec, body, id, turn) = match &shared.load {
+                    Load::Requests(jobs) => {
+                        let job = &jobs[item];
+                        let rec = RequestRecord {
+                            index: job.index,
+                            planned_ns,
+                            arrival_ns: arrived_ns,
+                            max_tokens: job.max_tokens,
+                            prompt_tokens_client: job.prompt_tokens,
+                            ..RequestRecord::default()
+                        };
+                        (rec, job.body.clone(), job.request_id.clone(), None)
+                    }
+                    Load::Conversations(set) => {
+                        let (c, k) = set.locate(item);
+                        let rec = set.turn_record(item, planned_ns, arrived_ns);
+                        let body = match k {
+                            0 => set.first_bodies[c].clone(),
+                            _ => self.bodies[item].take().unwrap_or_default(),
+                        };
+                        (rec, body, Some(set.request_ids[item].clone()), Some((c, k, self.histories[c].take())))
+                    }
+                };
+                self.in_flight += 1;
+                tokio::spawn(request_task(Arc::clone(shared), item, rec, body, id, turn, done.clone()));
+            }
+            Action::Skip { item, planned_ns, failed_turn } => {
+                let Load::Conversations(set) = &shared.load else { return };
+                let (c, _) = set.locate(item);
+                let mut rec = set.unsent(item, &skip_message(set.plans[c].id, failed_turn));
+                rec.planned_ns = planned_ns;
+                Progress::add(&shared.ctx.progress.completed, 1);
+                self.records[item] = Some(rec);
+            }
+        }
+    }
+
+    /// Files a finished item; returns its slot, whether it succeeded, and when it ended.
+    fn receive(&mut self, done: Done) -> (usize, bool, u64) {
+        self.in_flight -= 1;
+        let Done { slot, rec, next } = done;
+        if let Some((c, history, body)) = next {
+            self.bodies[slot + 1] = Some(body);
+            self.histories[c] = Some(history);
+        }
+        let ok = rec.failure.is_none();
+        let end_ns = rec.start_ns.saturating_add(u64::from(rec.end_us) * 1000);
+        self.records[slot] = Some(rec);
+        (slot, ok, end_ns)
+    }
+
+    /// Receives the records of the requests still in flight.
+    async fn drain(&mut self, rx: &mut mpsc::UnboundedReceiver<Done>) {
+        while self.in_flight > 0 {
+            let Some(done) = rx.recv().await else { return };
+            self.in_flight -= 1;
+            self.records[done.slot] = Some(done.rec);
+        }
+    }
+}
+
+/// Sends item `slot` and hands its record back; a conversation's turn (`turn`: conversation,
+/// turn and history so far) that was answered also builds the next turn's body.
+async fn request_task(
+    shared: Arc<Shared>,
+    slot: usize,
+    mut rec: RequestRecord,
+    body: Bytes,
+    request_id: Option<HeaderValue>,
+    turn: Option<(usize, usize, Option<History>)>,
+    done: mpsc::UnboundedSender<Done>,
+) {
+    let mut stop = shared.stop.clone();
+    send_timed(&shared.ctx, shared.t0, &mut rec, body, request_id, &mut stop).await;
+    let next = match (&shared.load, turn) {
+        (Load::Conversations(set), Some((c, k, history))) if rec.failure.is_none() => {
+            set.next_turn(c, k, history, &rec.text).map(|(h, body)| (c, h, body))
+        }
+        _ => None,
+    };
+    // The receiver is gone only if the run stopped waiting; the record is then not needed.
+    let _ = done.send(Done { slot, rec, next });
 }
 
 /// The records by slot, `unsent(slot)` standing in for each one never received, and how
@@ -148,68 +347,6 @@ pub(crate) fn fill_unsent(
     (records, not_sent)
 }
 
-/// A semaphore of `permits` (at least one), for a FIFO cap.
-pub(crate) fn semaphore(permits: usize) -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(permits.clamp(1, Semaphore::MAX_PERMITS)))
-}
-
-/// Receives `n` records by slot until all came or `cancel` fires. On cancellation `halt` runs
-/// (it stops anything new from being sent), requests in flight get `grace` to finish, then
-/// are told to stop through `stop` and get a little longer to hand their records back.
-/// Returns the records by slot (`None`: never sent) and whether the run was interrupted.
-pub(crate) async fn collect<F: Future<Output = ()>>(
-    n: usize,
-    rx: &mut mpsc::UnboundedReceiver<(usize, RequestRecord)>,
-    cancel: &mut CancelSignal<F>,
-    grace: Duration,
-    stop: &watch::Sender<bool>,
-    halt: impl Future<Output = ()>,
-) -> (Vec<Option<RequestRecord>>, bool) {
-    // Slots come from this run's own tasks, each below `n`.
-    let mut records: Vec<Option<RequestRecord>> = vec![None; n];
-    let mut received = 0;
-    while received < n && !cancel.has_fired() {
-        tokio::select! {
-            biased;
-            msg = rx.recv() => match msg {
-                Some((slot, rec)) => {
-                    records[slot] = Some(rec);
-                    received += 1;
-                }
-                None => break,
-            },
-            () = cancel.fired() => {}
-        }
-    }
-    let interrupted = received < n;
-    if interrupted {
-        halt.await;
-        let drained = tokio::time::timeout(grace, drain(rx, &mut records)).await;
-        if drained.is_err() {
-            // Requests still streaming are told to stop; each records itself as interrupted.
-            let _ = stop.send(true);
-            let _ = tokio::time::timeout(STOP_WAIT, drain(rx, &mut records)).await;
-        }
-    }
-    (records, interrupted)
-}
-
-/// Stops the dispatcher and the launcher and waits until both are gone.
-pub(crate) async fn stop_dispatching(dispatcher: JoinHandle<()>, launcher: JoinHandle<()>) {
-    dispatcher.abort();
-    launcher.abort();
-    // Both end at their next await point; waiting makes sure the launcher's channel ends are
-    // dropped, so the record channel closes once the last request task is done.
-    let _ = dispatcher.await;
-    let _ = launcher.await;
-}
-
-async fn drain(rx: &mut mpsc::UnboundedReceiver<(usize, RequestRecord)>, records: &mut [Option<RequestRecord>]) {
-    while let Some((slot, rec)) = rx.recv().await {
-        records[slot] = Some(rec);
-    }
-}
-
 /// The record of `job`, never sent (`message` says why).
 pub(crate) fn unsent_record(job: &Job, message: &str) -> RequestRecord {
     RequestRecord {
@@ -227,85 +364,14 @@ pub(crate) fn not_sent(message: &str) -> Failure {
     Failure { kind: FailureKind::NotSent, message: message.to_string() }
 }
 
-/// Releases each item at `t0 + at_ns(item)` (items are in non-decreasing `at_ns` order),
-/// sending its slot and the actual release time (ns since `t0`).
-pub(crate) async fn release_on_schedule<T: Send + Sync + 'static>(
-    items: Arc<[T]>,
-    at_ns: fn(&T) -> u64,
-    t0: Instant,
-    release: mpsc::UnboundedSender<(usize, u64)>,
-) {
-    for (slot, item) in items.iter().enumerate() {
-        sleep_until_due(t0, at_ns(item)).await;
-        if release.send((slot, nanos_since(t0))).is_err() {
-            return;
-        }
-    }
-}
-
-/// Sleeps until `t0 + at_ns`, unless that time has passed.
-pub(crate) async fn sleep_until_due(t0: Instant, at_ns: u64) {
-    if let Some(due) = t0.checked_add(Duration::from_nanos(at_ns))
-        && Instant::now() < due
-    {
-        tokio::time::sleep_until(due.into()).await;
-    }
-}
-
-/// A permit of `semaphore`, waiting in FIFO order; `None` when uncapped.
-pub(crate) async fn acquire(semaphore: Option<&Arc<Semaphore>>) -> Option<OwnedSemaphorePermit> {
-    // The semaphores are never closed, so acquiring cannot fail; were one closed, the
-    // request would go uncapped rather than hang.
-    Arc::clone(semaphore?).acquire_owned().await.ok()
-}
-
-/// Takes released `(slot, arrival_ns)` items in order and spawns `start` for each once a
-/// permit of `semaphore` is free (a FIFO wait; none when uncapped). The permit goes to the task.
-pub(crate) async fn launch_in_order<T>(
-    mut released: mpsc::UnboundedReceiver<(usize, u64)>,
-    semaphore: Option<Arc<Semaphore>>,
-    start: impl Fn(usize, u64, Option<OwnedSemaphorePermit>) -> T,
-) where
-    T: Future<Output = ()> + Send + 'static,
-{
-    while let Some((slot, arrival_ns)) = released.recv().await {
-        let permit = acquire(semaphore.as_ref()).await;
-        tokio::spawn(start(slot, arrival_ns, permit));
-    }
-}
-
-async fn request_task(
-    shared: Arc<Shared>,
-    slot: usize,
-    arrival_ns: u64,
-    permit: Option<OwnedSemaphorePermit>,
-    records: mpsc::UnboundedSender<(usize, RequestRecord)>,
-) {
-    let job = &shared.jobs[slot];
-    let mut stop = shared.stop.clone();
-    let mut rec = RequestRecord {
-        index: job.index,
-        planned_ns: job.at_ns,
-        arrival_ns,
-        max_tokens: job.max_tokens,
-        prompt_tokens_client: job.prompt_tokens,
-        ..RequestRecord::default()
-    };
-    send_timed(&shared.ctx, shared.t0, &mut rec, job.body.clone(), job.request_id.clone(), permit, &mut stop).await;
-    // The receiver is gone only if the run stopped waiting; the record is then not needed.
-    let _ = records.send((slot, rec));
-}
-
 /// Sends one request now and fills `rec` (whose identity and schedule fields the caller has
-/// set): the send time, then everything [`execute`] measures. The concurrency `permit` is
-/// given back as soon as the response has ended; the progress counters are kept.
-pub(crate) async fn send_timed(
+/// set): the send time, then everything [`execute`] measures; the progress counters are kept.
+async fn send_timed(
     ctx: &StreamContext,
     t0: Instant,
     rec: &mut RequestRecord,
     body: Bytes,
     request_id: Option<HeaderValue>,
-    permit: Option<OwnedSemaphorePermit>,
     stop: &mut watch::Receiver<bool>,
 ) {
     let progress = &ctx.progress;
@@ -313,7 +379,6 @@ pub(crate) async fn send_timed(
     let start = Instant::now();
     rec.start_ns = nanos_between(t0, start);
     execute(ctx, rec, start, body, request_id, stop).await;
-    drop(permit);
     Progress::sub(&progress.in_flight, 1);
     Progress::add(&progress.completed, 1);
     if rec.failure.is_some() {

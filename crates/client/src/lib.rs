@@ -18,8 +18,9 @@
 //!
 //! Modules: `http` (the only network code: pooled HTTP/1.1 connections, over TLS for https), `stream` (one request:
 //! timestamps, SSE decoding, failures; its sans-IO [`stream::StreamRecorder`] is public for
-//! benchmarks), `dispatch` (schedule, concurrency cap, interruption), `conversation` (multi-turn
-//! conversations: active-conversation cap, think time, skipped turns), `warmup` (ready check and
+//! benchmarks), `dispatch` (the load policy of `servebench_core::load` driven in real time: schedule,
+//! concurrency and conversation caps, think time, skipped turns, interruption), `conversation`
+//! (multi-turn conversations' bodies, request ids and records), `warmup` (ready check and
 //! warm-up), `monitor` (the client's own lateness, CPU and open files during the run), `scrape` (the
 //! server's Prometheus telemetry during the run), `runner` (the run's sequence and its result), `progress`, `proxy`, `server_info`.
 

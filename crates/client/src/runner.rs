@@ -30,8 +30,10 @@ use servebench_core::record::{RunResult, TokenSource};
 use servebench_core::vllm::render_traffic;
 use servebench_workload::BodyBuilder;
 
-use crate::conversation::{ConversationSet, run_conversations};
-use crate::dispatch::{BatchOutcome, CancelSignal, INTERRUPTED_BEFORE_START, Job, run_batch, unsent_record};
+use crate::conversation::ConversationSet;
+use crate::dispatch::{
+    BatchOutcome, CancelSignal, INTERRUPTED_BEFORE_START, Job, run_batch, run_conversations, unsent_record,
+};
 use crate::http::{HttpClient, HttpError, request_headers};
 use crate::monitor::Monitor;
 use crate::progress::{Progress, progress_bar, spawn_ticker};

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod hash;
+pub mod load;
 pub mod metrics;
 pub mod plan;
 pub mod protocol;

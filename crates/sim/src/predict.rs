@@ -229,14 +229,13 @@ pub(crate) fn predict_prepared(
             Some(end) => {
                 client.arrive_until(&mut engine, end);
                 for e in &emitted {
-                    client.deliver(e, end);
+                    client.deliver(&mut engine, e, end);
                 }
                 if emitted.iter().any(|e| e.finish.is_some()) {
                     last_end = last_end.max(end);
                 }
                 // Turns that follow an answer at once (no think time) arrive now.
                 client.arrive_until(&mut engine, end);
-                client.drain_queue(&mut engine, end);
             }
             None => {
                 let wake = match (engine.next_wakeup_ns(), client.next_arrival_abs()) {
@@ -250,11 +249,10 @@ pub(crate) fn predict_prepared(
                 }
                 engine.advance_to(wake);
                 client.arrive_until(&mut engine, wake);
-                client.drain_queue(&mut engine, wake);
             }
         }
     }
-    let (mut records, not_sent) = client.finish();
+    let mut records = client.finish();
     for rec in &records {
         if rec.failure.is_some() && rec.status == 400 {
             last_end = last_end.max(t0 + rec.start_ns);
@@ -275,7 +273,7 @@ pub(crate) fn predict_prepared(
         date: String::new(),
         started_at: String::new(),
         interrupted: false,
-        not_sent,
+        not_sent: 0,
         notes,
         token_source: TokenSource::Simulated,
         client: None,

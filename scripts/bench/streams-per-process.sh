@@ -9,7 +9,7 @@ set -euo pipefail
 SB=${SERVEBENCH:-target/release/servebench}
 PORT=${PORT:-18080}
 LEVELS=${*:-512 1024 2048 4096 8192}
-"$SB" sim serve --model Qwen/Qwen3-8B --hardware h100-sxm --max-num-seqs 16384 --port "$PORT" >/dev/null 2>&1 &
+"$SB" sim serve --model Qwen/Qwen3-8B --hardware h100-sxm --max-num-seqs 16384 --max-num-batched-tokens 16384 --port "$PORT" >/tmp/streams-sim.log 2>&1 &
 SIM=$!
 trap 'kill $SIM' EXIT
 sleep 2

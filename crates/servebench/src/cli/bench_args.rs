@@ -42,8 +42,9 @@ pub struct EndpointArgs {
     pub model: Option<String>,
     #[command(flatten)]
     pub request: RequestArgs,
-    /// Prefix of the x-request-id header sent with request i (prefix + i).
-    #[arg(long)]
+    /// Prefix of the x-request-id header sent with request i (prefix + i) [default:
+    /// `bench-` and 8 random hex digits; the workers of a sharded run share one].
+    #[arg(long, env = "SERVEBENCH_REQUEST_ID_PREFIX")]
     pub request_id_prefix: Option<String>,
     /// LoRA adapters the server serves: each request names one of them as its model, chosen
     /// by --lora-assignment (the ready check and warm-up use the base model).

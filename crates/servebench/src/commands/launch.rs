@@ -52,6 +52,11 @@ fn command(common: &LaunchCommon) -> (&'static [&'static str], &'static str) {
     if common.sweep { (&["sweep"], " --per-run") } else { (&["bench", "serve"], "") }
 }
 
+/// Whether the user chose the request-id prefix; else the launcher gives every worker one.
+fn has_prefix(common: &LaunchCommon) -> bool {
+    common.args.iter().any(|a| a == "--request-id-prefix" || a.starts_with("--request-id-prefix="))
+}
+
 /// A YAML (and JSON) double-quoted string.
 fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
@@ -81,6 +86,9 @@ pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
         "--result-dir".into(),
         results,
     ]);
+    if !has_prefix(&a.common) {
+        args.extend(["--request-id-prefix".to_string(), format!("{name}-")]);
+    }
     args.extend(a.common.args.iter().cloned());
     let namespace = a.namespace.as_ref().map(|n| format!("\n  namespace: {}", quoted(n))).unwrap_or_default();
     let args_yaml: String = args.iter().map(|x| format!("\n            - {}", quoted(x))).collect();
@@ -161,6 +169,7 @@ pub fn sbatch_script(a: &SlurmArgs) -> anyhow::Result<String> {
     let results = shell_word(a.results_dir.trim_end_matches('/'));
     let (words, per_run) = command(&a.common);
     let what = words.join(" ");
+    let prefix = if has_prefix(&a.common) { "" } else { r#" --request-id-prefix "bench-$SLURM_JOB_ID-""# };
     Ok(format!(
         r#"#!/bin/bash
 # servebench: {world} workers of one sharded `{what}`, ranks from SLURM_PROCID; submit with sbatch.
@@ -171,7 +180,7 @@ mkdir -p "$RESULTS"
 # Task 0 runs on the first node of the allocation and hosts the rendezvous.
 COORDINATOR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):{port}"
 
-srun --ntasks={world} {bin} {what} --shard auto --coordinator "$COORDINATOR" --result-dir "$RESULTS"{user}
+srun --ntasks={world} {bin} {what} --shard auto --coordinator "$COORDINATOR" --result-dir "$RESULTS"{prefix}{user}
 
 {bin} merge{per_run} "$RESULTS" --result-dir "$RESULTS"
 "#

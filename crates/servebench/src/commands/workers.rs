@@ -44,13 +44,17 @@ async fn run_workers(
     out: &Sink,
 ) -> anyhow::Result<PointOutcome> {
     let dir = std::env::temp_dir().join(format!("servebench-workers-{}", std::process::id()));
-    spawn_and_wait(workers, &dir, sim_url.as_deref(), &[], out).await?;
+    let prefix = [(PREFIX_ENV, resolved.config.target.request_id_prefix.clone())];
+    spawn_and_wait(workers, &dir, sim_url.as_deref(), &prefix, out).await?;
     let merged = merge_files(&dir, |_| true, &resolved.config.output)?;
     super::merge::print_merged(&merged, out)?;
     let o = finish_and_keep(merged, None, None, &Keep::new(RunKind::Bench), &resolved.store, out)?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(o)
 }
+
+/// Tells a worker the request-id prefix of the run, so that every rank's ids share it.
+pub const PREFIX_ENV: &str = "SERVEBENCH_REQUEST_ID_PREFIX";
 
 /// Starts `workers` processes of this command (its flags less `--workers` and `--fail-on`),
 /// each told its shard, the loopback rendezvous and `dir` for its results (and the simulator

@@ -48,13 +48,16 @@ async fn run_with_workers(workers: &str) -> (Value, BTreeMap<usize, usize>) {
         ranks.iter().all(|l| l.contains(", client health ok") || l.contains(", client-bound from t = ")),
         "{stdout}"
     );
-    // Request ids are a per-process prefix and the request's index in the plan.
+    // Request ids are the run's prefix (one for every worker) and the request's index in the plan.
     let mut seen = BTreeMap::new();
+    let mut prefixes = std::collections::BTreeSet::new();
     for truth in server.truth().into_iter().filter(|t| t.path == "/v1/completions") {
         let id = truth.request_id.unwrap_or_default();
+        prefixes.insert(id.rsplit_once('-').map(|(p, _)| p.to_string()).unwrap_or_default());
         let index: usize = id.rsplit('-').next().and_then(|i| i.parse().ok()).unwrap_or(usize::MAX);
         *seen.entry(index).or_insert(0) += 1;
     }
+    assert_eq!(prefixes.len(), 1, "every worker's request ids share one prefix: {prefixes:?}");
     (read_json(&dir.path().join("r.json")), seen)
 }
 

@@ -68,8 +68,9 @@ fn the_manifest_parses_as_yaml_and_names_the_job_it_means() {
             "/results/bench-qwen"
         ]
     );
-    assert_eq!(&args[8..16], USER_ARGS);
-    assert_eq!(args[17], "note=it's \"quoted\"", "arguments survive YAML quoting");
+    assert_eq!(&args[8..10], ["--request-id-prefix", "bench-qwen-"], "one prefix for every worker");
+    assert_eq!(&args[10..18], USER_ARGS);
+    assert_eq!(args[19], "note=it's \"quoted\"", "arguments survive YAML quoting");
     let env = container["env"].as_sequence().unwrap();
     assert_eq!(env[0]["name"], "JOB_COMPLETION_INDEX");
     assert_eq!(
@@ -95,6 +96,7 @@ fn the_sbatch_script() {
     let script = sbatch_script(&args).unwrap();
     assert!(script.contains("srun --ntasks=4 /shared/bin/servebench bench serve --shard auto "), "{script}");
     assert!(script.contains(" --label 'two words'\n"), "{script}");
+    assert!(script.contains(r#" --request-id-prefix "bench-$SLURM_JOB_ID-" --base-url"#), "{script}");
     assert!(script.trim_end().ends_with("/shared/bin/servebench merge \"$RESULTS\" --result-dir \"$RESULTS\""));
     insta::assert_snapshot!(script);
 }
@@ -142,6 +144,9 @@ fn a_sharded_sweep_runs_sweep_in_every_worker_and_merges_one_run_per_point() {
     let script = sbatch_script(&slurm).unwrap();
     assert!(script.contains("srun --ntasks=4 servebench sweep --shard auto "), "{script}");
     assert!(script.contains("servebench merge --per-run \"$RESULTS\""), "{script}");
+    let mut own = k8s(&["--request-id-prefix=mine-"]);
+    own.common.sweep = true;
+    assert!(!k8s_manifest(&own).unwrap().contains("\"bench-qwen-\""), "the user's prefix is kept");
     for refused in ["--search", "--predict"] {
         let mut a = k8s(&[refused]);
         a.common.sweep = true;

@@ -17,7 +17,7 @@ use crate::commands::execute::{execute, plan};
 use crate::commands::finish::{Keep, PointOutcome, finish_and_keep};
 use crate::commands::merge::print_merged;
 use crate::commands::resolve::{Resolved, Resolver, one_line};
-use crate::commands::workers::{merge_files, spawn_and_wait};
+use crate::commands::workers::{PREFIX_ENV, merge_files, spawn_and_wait};
 use crate::output::{self, Sink};
 
 /// Ctrl-C (or SIGTERM) for the whole sweep: the run in progress is interrupted, kept, and no
@@ -202,7 +202,10 @@ impl Runner<'_> {
         let dir =
             std::env::temp_dir().join(format!("servebench-workers-{}-run{}", std::process::id(), self.runs.len()));
         let sim = start_loopback(resolved, &self.out).await?;
-        let env = [("SERVEBENCH_SWEEP_RUN", point.to_spec(repeat))];
+        let env = [
+            ("SERVEBENCH_SWEEP_RUN", point.to_spec(repeat)),
+            (PREFIX_ENV, resolved.config.target.request_id_prefix.clone()),
+        ];
         let sent = spawn_and_wait(workers, &dir, sim.as_ref().map(|s| s.base_url()), &env, &self.out).await;
         if let Some(server) = sim {
             server.shutdown().await;

@@ -8,9 +8,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::Sorted;
+use super::stats::mean;
 use crate::record::RequestRecord;
 
-/// Mean, median and P99 of one timing, ms.
+/// Mean, median and P99 of one timing, ms (numpy's arithmetic, as the report's other timings).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub mean_ms: f64,
@@ -25,11 +26,7 @@ impl Spread {
             return None;
         }
         let sorted = Sorted::new(&ms);
-        Some(Spread {
-            mean_ms: ms.iter().sum::<f64>() / ms.len() as f64,
-            median_ms: sorted.percentile(50.0),
-            p99_ms: sorted.percentile(99.0),
-        })
+        Some(Spread { mean_ms: mean(&ms), median_ms: sorted.median(), p99_ms: sorted.percentile(99.0) })
     }
 }
 

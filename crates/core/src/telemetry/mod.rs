@@ -313,7 +313,7 @@ fn level(series: &Series) -> Option<Level> {
         return None;
     }
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    Some(Level { max, mean: values.iter().sum::<f64>() / values.len() as f64 })
+    Some(Level { max, mean: crate::metrics::stats::mean(&values) })
 }
 
 /// How much a counter grew over the series; a drop (the server restarted and its counters

@@ -58,11 +58,7 @@ impl ConversationSet {
             offsets.push(slots);
             slots += c.turns.len();
             first_bodies.push(match c.turns.first() {
-                Some(t) => {
-                    let mut h = History::new(c.system.as_deref());
-                    h.push_user(&t.user);
-                    builder.messages(h.messages(), t.max_tokens)
-                }
+                Some(t) => builder.messages(first_history(c).messages(), t.max_tokens),
                 None => Bytes::new(),
             });
         }
@@ -91,20 +87,10 @@ impl ConversationSet {
 
     /// The record of turn `slot`, never sent (`message` says why).
     pub fn unsent(&self, slot: usize, message: &str) -> RequestRecord {
-        let (c, k) = self.locate(slot);
-        let plan = &self.plans[c];
-        RequestRecord {
-            index: slot as u32,
-            planned_ns: plan.at_ns,
-            max_tokens: plan.turns[k].max_tokens,
-            turn: Some(turn_ref(plan, k)),
-            failure: Some(not_sent(message)),
-            ..RequestRecord::default()
-        }
+        let planned_ns = self.plans[self.locate(slot).0].at_ns;
+        RequestRecord { failure: Some(not_sent(message)), ..self.turn_record(slot, planned_ns, 0) }
     }
-}
 
-impl ConversationSet {
     /// The record of turn `slot`, sent now: due at `planned_ns`, reached the client at `arrived_ns`.
     pub fn turn_record(&self, slot: usize, planned_ns: u64, arrived_ns: u64) -> RequestRecord {
         let (c, k) = self.locate(slot);
@@ -125,16 +111,22 @@ impl ConversationSet {
     pub fn next_turn(&self, c: usize, k: usize, history: Option<History>, answer: &str) -> Option<(History, Bytes)> {
         let plan = &self.plans[c];
         let next = plan.turns.get(k + 1)?;
-        let mut history = history.unwrap_or_else(|| {
-            let mut h = History::new(plan.system.as_deref());
-            h.push_user(&plan.turns[0].user);
-            h
-        });
+        let mut history = history.unwrap_or_else(|| first_history(plan));
         history.push_assistant(answer);
         history.push_user(&next.user);
         let body = self.builder.messages(history.messages(), next.max_tokens);
         Some((history, body))
     }
+}
+
+/// A conversation's history as its first turn sends it: the system prompt and the first user
+/// message (a conversation without turns has only the system prompt).
+fn first_history(plan: &ConversationPlan) -> History {
+    let mut h = History::new(plan.system.as_deref());
+    if let Some(t) = plan.turns.first() {
+        h.push_user(&t.user);
+    }
+    h
 }
 
 fn turn_ref(plan: &ConversationPlan, k: usize) -> TurnRef {

@@ -49,6 +49,20 @@ pub(crate) struct Job {
     pub request_id: Option<HeaderValue>,
 }
 
+impl Job {
+    /// Its record before it is sent: due at `planned_ns`, reached the client at `arrived_ns`.
+    fn record(&self, planned_ns: u64, arrived_ns: u64) -> RequestRecord {
+        RequestRecord {
+            index: self.index,
+            planned_ns,
+            arrival_ns: arrived_ns,
+            max_tokens: self.max_tokens,
+            prompt_tokens_client: self.prompt_tokens,
+            ..RequestRecord::default()
+        }
+    }
+}
+
 /// What [`run_batch`] produced.
 #[derive(Debug)]
 pub(crate) struct BatchOutcome {
@@ -246,15 +260,7 @@ impl Sending {
                 let (rec, body, id, turn) = match &shared.load {
                     Load::Requests(jobs) => {
                         let job = &jobs[item];
-                        let rec = RequestRecord {
-                            index: job.index,
-                            planned_ns,
-                            arrival_ns: arrived_ns,
-                            max_tokens: job.max_tokens,
-                            prompt_tokens_client: job.prompt_tokens,
-                            ..RequestRecord::default()
-                        };
-                        (rec, job.body.clone(), job.request_id.clone(), None)
+                        (job.record(planned_ns, arrived_ns), job.body.clone(), job.request_id.clone(), None)
                     }
                     Load::Conversations(set) => {
                         let (c, k) = set.locate(item);
@@ -349,14 +355,7 @@ pub(crate) fn fill_unsent(
 
 /// The record of `job`, never sent (`message` says why).
 pub(crate) fn unsent_record(job: &Job, message: &str) -> RequestRecord {
-    RequestRecord {
-        index: job.index,
-        planned_ns: job.at_ns,
-        max_tokens: job.max_tokens,
-        prompt_tokens_client: job.prompt_tokens,
-        failure: Some(not_sent(message)),
-        ..RequestRecord::default()
-    }
+    RequestRecord { failure: Some(not_sent(message)), ..job.record(job.at_ns, 0) }
 }
 
 /// The failure of a request that was never sent.

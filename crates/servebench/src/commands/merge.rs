@@ -86,7 +86,7 @@ fn is_number(s: &str) -> bool {
 }
 
 /// Every worker result named, or found in a named folder.
-fn read_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<ShardResult>> {
+pub(crate) fn read_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<ShardResult>> {
     let mut parts = Vec::new();
     for input in inputs {
         if input.is_dir() {

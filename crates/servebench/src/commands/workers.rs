@@ -11,12 +11,13 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context as _;
 use servebench_core::config::OutputOptions;
 use servebench_core::record::RunResult;
 use servebench_store::RunKind;
-use servebench_store::merge::{merge_shards, read_shard_result};
+use servebench_store::merge::merge_shards;
 
 use crate::cli::BenchServeArgs;
 use crate::commands::execute::start_loopback;
@@ -28,39 +29,44 @@ use crate::output::Sink;
 pub async fn run(args: &BenchServeArgs, workers: u32, out: &Sink) -> anyhow::Result<PointOutcome> {
     // Resolved here too, so bad flags fail once, and `--sim` starts one simulator for all.
     let resolved = Resolver::default().resolve(&args.flags(false), out).await?;
-    let sim_server = start_loopback(&resolved, out).await?;
-    let sim_url = sim_server.as_ref().map(|s| s.base_url().to_string());
-    let outcome = run_workers(&resolved, workers, sim_url, out).await;
-    if let Some(server) = sim_server {
-        server.shutdown().await;
-    }
-    outcome
+    send_by_workers(&resolved, workers, &[], &Keep::new(RunKind::Bench), out).await
 }
 
-async fn run_workers(
+/// One run sent by `workers` worker processes of this command and merged: the run's simulator,
+/// if it has one, started once here and shared; every worker told the run's request-id prefix
+/// and `env` besides; their shares merged, printed and kept as `keep` says. The workers' folder
+/// is removed once merged, and kept (with their logs) when a worker or the merge failed.
+pub async fn send_by_workers(
     resolved: &Resolved,
     workers: u32,
-    sim_url: Option<String>,
+    env: &[(&str, String)],
+    keep: &Keep,
     out: &Sink,
 ) -> anyhow::Result<PointOutcome> {
-    let dir = std::env::temp_dir().join(format!("servebench-workers-{}", std::process::id()));
-    let prefix = [(PREFIX_ENV, resolved.config.target.request_id_prefix.clone())];
-    spawn_and_wait(workers, &dir, sim_url.as_deref(), &prefix, out).await?;
-    let merged = merge_files(&dir, |_| true, &resolved.config.output)?;
-    super::merge::print_merged(&merged, out)?;
-    let o = finish_and_keep(merged, None, None, &Keep::new(RunKind::Bench), &resolved.store, out)?;
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("servebench-workers-{}-{run}", std::process::id()));
+    let mut env = env.to_vec();
+    env.push((PREFIX_ENV, resolved.config.target.request_id_prefix.clone()));
+    let sim = start_loopback(resolved, out).await?;
+    let sent = spawn_and_wait(workers, &dir, sim.as_ref().map(|s| s.base_url()), &env, out).await;
+    if let Some(server) = sim {
+        server.shutdown().await;
+    }
+    let merged = sent.and_then(|()| merge_files(&dir, &resolved.config.output))?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(o)
+    super::merge::print_merged(&merged, out)?;
+    finish_and_keep(merged, None, None, keep, &resolved.store, out)
 }
 
 /// Tells a worker the request-id prefix of the run, so that every rank's ids share it.
-pub const PREFIX_ENV: &str = "SERVEBENCH_REQUEST_ID_PREFIX";
+const PREFIX_ENV: &str = "SERVEBENCH_REQUEST_ID_PREFIX";
 
 /// Starts `workers` processes of this command (its flags less `--workers` and `--fail-on`),
 /// each told its shard, the loopback rendezvous and `dir` for its results (and the simulator
 /// to share, if any, and `env` besides), and waits for all of them. A failed worker is an
 /// error naming it, with the end of its output.
-pub async fn spawn_and_wait(
+async fn spawn_and_wait(
     workers: u32,
     dir: &Path,
     sim_url: Option<&str>,
@@ -133,23 +139,10 @@ fn wait_all(
     Ok(None)
 }
 
-/// The worker results in `dir` whose file names `wanted` accepts, merged, saved as `output`
-/// says (the merged run's own `--save-result`, `--result-dir`, ...).
-pub fn merge_files(dir: &Path, wanted: impl Fn(&str) -> bool, output: &OutputOptions) -> anyhow::Result<RunResult> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&wanted))
-        .collect();
-    if files.is_empty() {
-        anyhow::bail!("no worker wrote a result for this run in {}", dir.display());
-    }
-    files.sort();
-    let mut parts = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).with_context(|| format!("could not read {}", f.display()))?;
-        parts.push(read_shard_result(&text, &f.display().to_string())?);
-    }
+/// The worker results in `dir`, merged, saved as `output` says (the merged run's own
+/// `--save-result`, `--result-dir`, ...).
+fn merge_files(dir: &Path, output: &OutputOptions) -> anyhow::Result<RunResult> {
+    let parts = super::merge::read_inputs(&[dir.to_path_buf()])?;
     let mut merged = merge_shards(parts, false)?;
     let out = &mut merged.config.output;
     out.save_result = output.save_result;

@@ -12,12 +12,10 @@ use tokio::sync::watch;
 use super::grid::{Grid, Point, file_suffix};
 use crate::cli::BenchServeArgs;
 use crate::commands::bench;
-use crate::commands::execute::start_loopback;
 use crate::commands::execute::{execute, plan};
-use crate::commands::finish::{Keep, PointOutcome, finish_and_keep};
-use crate::commands::merge::print_merged;
+use crate::commands::finish::{Keep, PointOutcome};
 use crate::commands::resolve::{Resolved, Resolver, one_line};
-use crate::commands::workers::{PREFIX_ENV, merge_files, spawn_and_wait};
+use crate::commands::workers::send_by_workers;
 use crate::output::{self, Sink};
 
 /// Ctrl-C (or SIGTERM) for the whole sweep: the run in progress is interrupted, kept, and no
@@ -189,8 +187,7 @@ impl Runner<'_> {
 
 impl Runner<'_> {
     /// One run sent by `workers` processes of this sweep, each told the run (`point`, `repeat`)
-    /// and its shard, sharing the point's simulator when it has one; their shares merged into
-    /// the run this sweep reports and keeps.
+    /// and its shard; their shares merged into the run this sweep reports and keeps.
     async fn by_workers(
         &self,
         workers: u32,
@@ -199,22 +196,8 @@ impl Runner<'_> {
         repeat: u32,
         keep: &Keep,
     ) -> anyhow::Result<PointOutcome> {
-        let dir =
-            std::env::temp_dir().join(format!("servebench-workers-{}-run{}", std::process::id(), self.runs.len()));
-        let sim = start_loopback(resolved, &self.out).await?;
-        let env = [
-            ("SERVEBENCH_SWEEP_RUN", point.to_spec(repeat)),
-            (PREFIX_ENV, resolved.config.target.request_id_prefix.clone()),
-        ];
-        let sent = spawn_and_wait(workers, &dir, sim.as_ref().map(|s| s.base_url()), &env, &self.out).await;
-        if let Some(server) = sim {
-            server.shutdown().await;
-        }
-        let merged = sent.and_then(|()| merge_files(&dir, |_| true, &resolved.config.output));
-        let _ = std::fs::remove_dir_all(&dir);
-        let merged = merged?;
-        print_merged(&merged, &self.out)?;
-        finish_and_keep(merged, None, None, keep, &resolved.store, &self.out)
+        let env = [("SERVEBENCH_SWEEP_RUN", point.to_spec(repeat))];
+        send_by_workers(resolved, workers, &env, keep, &self.out).await
     }
 }
 

@@ -27,6 +27,14 @@ fn serve_args(base_url: &str, dir: &Path, name: &str, flags: &[&str]) -> Vec<Str
     args(&[&head[..], &load[..], &save[..], flags].concat())
 }
 
+/// `sweep` of the test model at `base_url` with requests of 16/6 tokens, storing nothing,
+/// with `flags`.
+fn sweep_args(base_url: &str, flags: &[&str]) -> Vec<String> {
+    let head = ["sweep", "--base-url", base_url, "--model", "test-model", "--disable-tqdm", "--no-store"];
+    let load = ["--random-input-len", "16", "--random-output-len", "6"];
+    args(&[&head[..], &load[..], flags].concat())
+}
+
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -194,29 +202,9 @@ async fn merge_takes_the_workers_files_and_refuses_incomplete_or_foreign_sets() 
 async fn a_sweep_with_workers_merges_each_point_from_every_workers_share() {
     let server = TestServer::start(TestServerConfig::new(200, |_| fixed())).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let out = servebench(args(&[
-        "sweep",
-        "--base-url",
-        &server.base_url(),
-        "--model",
-        "test-model",
-        "--num-prompts",
-        "8,16",
-        "--max-concurrency",
-        "4",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "6",
-        "--workers",
-        "2",
-        "--disable-tqdm",
-        "--no-store",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-    ]))
-    .await;
+    let points = ["--num-prompts", "8,16", "--max-concurrency", "4", "--workers", "2"];
+    let save = ["--save-result", "--result-dir", dir.path().to_str().unwrap()];
+    let out = servebench(sweep_args(&server.base_url(), &[&points[..], &save[..]].concat())).await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     assert_eq!(stdout.matches("Merged 2 of 2 workers (plan ").count(), 2, "{stdout}");
@@ -242,36 +230,22 @@ async fn workers_of_a_sharded_sweep_are_merged_one_run_per_point() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     for rank in ["0/2", "1/2"] {
-        let out = servebench(args(&[
-            "sweep",
-            "--base-url",
-            &server.base_url(),
-            "--model",
-            "test-model",
-            "--num-prompts",
-            "8,16",
-            "--random-input-len",
-            "16",
-            "--random-output-len",
-            "6",
-            "--shard",
-            rank,
-            "--disable-tqdm",
-            "--no-store",
-            "--result-dir",
-            d.to_str().unwrap(),
-        ]))
-        .await;
+        let flags = ["--num-prompts", "8,16", "--shard", rank, "--result-dir", d.to_str().unwrap()];
+        let out = servebench(sweep_args(&server.base_url(), &flags)).await;
         assert!(out.status.success(), "stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
     }
     let merged = d.join("merged");
-    let merge = |extra: &[&str]| {
-        let mut a = args(&["merge", "--per-run", "--no-store", "--result-dir", merged.to_str().unwrap()]);
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a.push(d.to_str().unwrap().to_string());
-        servebench(a)
+    let merge = || {
+        servebench(args(&[
+            "merge",
+            "--per-run",
+            "--no-store",
+            "--result-dir",
+            merged.to_str().unwrap(),
+            d.to_str().unwrap(),
+        ]))
     };
-    let out = merge(&[]).await;
+    let out = merge().await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     assert_eq!(stdout.matches("Merged 2 of 2 workers (plan ").count(), 2, "{stdout}");
@@ -295,7 +269,7 @@ async fn workers_of_a_sharded_sweep_are_merged_one_run_per_point() {
         .expect("the 16-prompt point's rank 1 file");
     std::fs::remove_file(&lost).unwrap();
     std::fs::remove_dir_all(&merged).unwrap();
-    let out = merge(&[]).await;
+    let out = merge().await;
     let stderr = text(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("rank 1 of 2 missing") && stderr.contains("1 of 2 runs could not be merged"), "{stderr}");
@@ -305,32 +279,9 @@ async fn workers_of_a_sharded_sweep_are_merged_one_run_per_point() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_slo_search_with_workers_judges_each_probe_on_its_merged_run() {
     let server = TestServer::start(TestServerConfig::new(400, |_| fixed())).await.unwrap();
-    let out = servebench(args(&[
-        "sweep",
-        "--base-url",
-        &server.base_url(),
-        "--model",
-        "test-model",
-        "--search",
-        "max-concurrency",
-        "--slo",
-        "p99_ttft_ms<=5000",
-        "--search-min",
-        "2",
-        "--search-max",
-        "8",
-        "--scale-num-prompts",
-        "2",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "6",
-        "--workers",
-        "2",
-        "--disable-tqdm",
-        "--no-store",
-    ]))
-    .await;
+    let search = ["--search", "max-concurrency", "--slo", "p99_ttft_ms<=5000", "--search-min", "2"];
+    let probes = ["--search-max", "8", "--scale-num-prompts", "2", "--workers", "2"];
+    let out = servebench(sweep_args(&server.base_url(), &[&search[..], &probes[..]].concat())).await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     // Probes 2, 4 and 8, each sent by both workers and merged before the next was chosen.

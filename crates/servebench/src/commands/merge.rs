@@ -66,23 +66,9 @@ fn merge_one(parts: Vec<ShardResult>, filename: Option<String>, args: &MergeArgs
 fn by_run(parts: Vec<ShardResult>) -> BTreeMap<String, Vec<ShardResult>> {
     let mut runs: BTreeMap<String, Vec<ShardResult>> = BTreeMap::new();
     for part in parts {
-        runs.entry(run_name(&part.source)).or_default().push(part);
+        runs.entry(super::shard::run_name(&part.source)).or_default().push(part);
     }
     runs
-}
-
-/// `.../sweep-c8-r1-shard2of4.json` → `sweep-c8-r1`.
-fn run_name(source: &str) -> String {
-    let file = Path::new(source).file_name().and_then(|f| f.to_str()).unwrap_or(source);
-    let stem = file.strip_suffix(".json").unwrap_or(file);
-    match stem.rsplit_once("-shard") {
-        Some((run, tail)) if tail.split_once("of").is_some_and(|(r, w)| is_number(r) && is_number(w)) => run.into(),
-        _ => stem.into(),
-    }
-}
-
-fn is_number(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Every worker result named, or found in a named folder.
@@ -173,17 +159,4 @@ fn describe(m: &MergedShards, requests: usize) -> String {
         ));
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::run_name;
-
-    #[test]
-    fn a_run_is_named_by_its_workers_file_less_the_shard() {
-        assert_eq!(run_name("/r/sweep-c8-r1-shard2of4.json"), "sweep-c8-r1");
-        assert_eq!(run_name("res-shard0of1.json"), "res");
-        assert_eq!(run_name("/r/odd-shardXofY.json"), "odd-shardXofY");
-        assert_eq!(run_name("plain.json"), "plain");
-    }
 }

@@ -184,9 +184,24 @@ pub fn stamp(result: &mut RunResult, mut worker: WorkerShard) {
     result.shard = Some(Sharding::Worker(worker));
 }
 
+/// What a worker's result file name carries before its `RANKofWORLD`.
+const SHARD_TAG: &str = "shard";
+
+/// The run a worker's result file belongs to: its name less `.json` and the `-shardRofW`
+/// [`keep`] added (`.../sweep-c8-r1-shard2of4.json` → `sweep-c8-r1`).
+pub fn run_name(path: &str) -> String {
+    let file = std::path::Path::new(path).file_name().and_then(|f| f.to_str()).unwrap_or(path);
+    let stem = file.strip_suffix(".json").unwrap_or(file);
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match stem.rsplit_once(&format!("-{SHARD_TAG}")) {
+        Some((run, tail)) if tail.split_once("of").is_some_and(|(r, w)| number(r) && number(w)) => run.into(),
+        _ => stem.into(),
+    }
+}
+
 /// `keep` with the worker's own result file name (`...-shard1of4.json`).
 pub fn keep(keep: &Keep, worker: &WorkerShard) -> Keep {
-    let suffix = format!("shard{}of{}", worker.rank, worker.world);
+    let suffix = format!("{SHARD_TAG}{}of{}", worker.rank, worker.world);
     Keep {
         file_suffix: Some(match &keep.file_suffix {
             Some(s) => format!("{s}-{suffix}"),
@@ -199,6 +214,14 @@ pub fn keep(keep: &Keep, worker: &WorkerShard) -> Keep {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_is_named_by_its_workers_file_less_the_shard() {
+        assert_eq!(run_name("/r/sweep-c8-r1-shard2of4.json"), "sweep-c8-r1");
+        assert_eq!(run_name("res-shard0of1.json"), "res");
+        assert_eq!(run_name("/r/odd-shardXofY.json"), "odd-shardXofY");
+        assert_eq!(run_name("plain.json"), "plain");
+    }
 
     #[test]
     fn start_times_are_read_in_both_forms() {

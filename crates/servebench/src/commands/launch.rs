@@ -27,7 +27,7 @@ pub fn execute(command: LaunchCommand, out: &Sink) -> anyhow::Result<ExitCode> {
 /// Refuses user flags that the launcher sets or that cannot work sharded.
 fn check_args(common: &LaunchCommon) -> anyhow::Result<()> {
     for arg in &common.args {
-        let flag = arg.split('=').next().unwrap_or(arg);
+        let flag = flag_name(arg);
         if RESERVED.contains(&flag) {
             anyhow::bail!("leave out {flag}: the launcher sets it for every worker");
         }
@@ -54,7 +54,12 @@ fn command(common: &LaunchCommon) -> (&'static [&'static str], &'static str) {
 
 /// Whether the user chose the request-id prefix; else the launcher gives every worker one.
 fn has_prefix(common: &LaunchCommon) -> bool {
-    common.args.iter().any(|a| a == "--request-id-prefix" || a.starts_with("--request-id-prefix="))
+    common.args.iter().any(|a| flag_name(a) == "--request-id-prefix")
+}
+
+/// `--flag` of `--flag` or `--flag=VALUE`.
+fn flag_name(arg: &str) -> &str {
+    arg.split('=').next().unwrap_or(arg)
 }
 
 /// A YAML (and JSON) double-quoted string.

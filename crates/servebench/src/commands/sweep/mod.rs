@@ -425,7 +425,6 @@ fn add_slo_sections(bench: &mut crate::cli::BenchServeArgs, slos: &[Threshold]) 
     Ok(notes)
 }
 
-/// `20250601-143012-a3f9`: the start time and four hex digits.
 /// What a sharded sweep can do. With `--workers` every run of the sweep (a grid point, a
 /// search's probe) is sent by N processes and merged before the next; with `--shard` each
 /// point of a grid sends this worker's share, the workers meeting per point. Refused: a
@@ -453,6 +452,7 @@ fn check_sharding(args: &SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `20250601-143012-a3f9`: the start time and four hex digits.
 fn default_id() -> String {
     let now = jiff::Zoned::now();
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());

@@ -266,8 +266,14 @@ pub(crate) fn predict_prepared(
             });
         }
     }
+    // The saved config says what ran: warm-ups beyond the flags' own (the simulator's default
+    // `warmup=on` emulates the bench's initial test request) count as `num_warmups`, so a
+    // prediction read back as a measured point (`sim fit`, `sim validate`) gets them too.
+    let mut config = config.clone();
+    let asked = usize::from(config.traffic.ready_check_timeout_s > 0.0) + config.traffic.num_warmups;
+    config.traffic.num_warmups += warmups.saturating_sub(asked);
     RunResult {
-        config: config.clone(),
+        config,
         records,
         duration_s: (last_end - t0) as f64 * 1e-9,
         date: String::new(),

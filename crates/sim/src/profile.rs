@@ -320,7 +320,11 @@ impl StackProfile {
         };
         let patch = match (table_field, sub) {
             (true, None) => serde_json::json!({ name: { "bf16": v, "fp8": v, "fp4": v, "weight_only": v } }),
-            (true, Some(fmt)) => serde_json::json!({ name: { fmt: v } }),
+            (true, Some(fmt)) => {
+                let fmt = ComputePrecision::parse(fmt)
+                    .ok_or_else(|| format!("{field}.{fmt}: the formats are bf16, fp8, fp4 and weight_only"))?;
+                serde_json::json!({ name: { fmt.name(): v } })
+            }
             (false, None) => serde_json::json!({ name: v }),
             (false, Some(_)) => return Err(format!("{field} has no per-format values")),
         };
@@ -421,6 +425,12 @@ mod tests {
         assert_eq!(p.gemm_eff.fp8, 0.7);
         assert_eq!(p.gemm_eff.bf16, StackProfile::default().gemm_eff.bf16);
         assert_eq!(p.moe_eff, PrecisionTable::splat(0.2));
+        // `--option` keys arrive with `_` turned to `-`: both spellings name the format.
+        assert!(p.set_option("moe-eff.weight-only", "0.25").unwrap());
+        assert_eq!(p.moe_eff.weight_only, 0.25);
+        assert!(p.set_option("moe-eff.weight_only", "0.3").unwrap());
+        assert_eq!(p.moe_eff.weight_only, 0.3);
+        assert!(p.set_option("moe-eff.int3", "0.3").unwrap_err().contains("weight_only"));
         assert_eq!(p.jitter_sigma, 0.0);
         assert_eq!(p.alpha_ar_us, Some(120.0));
         assert!(!p.set_option("max-num-seqs", "4").unwrap());

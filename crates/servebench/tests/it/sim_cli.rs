@@ -395,6 +395,36 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     assert!(out.contains("tp=4") && out.contains("tp=8") && out.contains("t0-ms"), "{out}");
 }
 
+/// A prediction saved by `sim predict` and read back by `sim validate` on the same deployment
+/// is predicted again as it was: the warm-up copy of request 0 that the simulator ran (and that
+/// left request 0's prompt cached) is in the saved config, so the check runs it too.
+#[test]
+fn sim_validate_of_a_saved_prediction_gives_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let result_dir = dir.path().to_str().unwrap();
+    let mut files = Vec::new();
+    for n in ["1", "8"] {
+        let name = format!("n{n}.json");
+        let mut args = predict_args(n, n, &["--save-result", "--result-dir", result_dir, "--result-filename", &name]);
+        args[7] = "2048";
+        ok(&args);
+        let json = read_json(&dir.path().join(&name));
+        assert_eq!(json["servebench"]["config"]["traffic"]["num_warmups"], 1, "{}", json["servebench"]["config"]);
+        files.push(dir.path().join(&name).to_str().unwrap().to_string());
+    }
+    let mut argv = vec!["servebench", "sim", "validate", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s"];
+    argv.extend(["--option", "jitter=0", "--json"]);
+    argv.extend(files.iter().map(String::as_str));
+    let cli = Cli::try_parse_from(argv).unwrap();
+    let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+    let mut out = Vec::new();
+    commands::sim_validate::run(&args, &mut out).unwrap();
+    let json: Value = serde_json::from_slice(&out).unwrap();
+    let all = &json["held_out"]["all"];
+    assert_eq!(all["n"], 6, "{json}");
+    assert!(all["p90"].as_f64().unwrap() < 0.02, "{json}");
+}
+
 /// `sim validate --runs` reads measured runs from the run store: report 000 imported, its eleven
 /// models validated against the DGX Spark run without graphs and the profile fitted to it.
 #[test]

@@ -78,7 +78,10 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
         .map(|p| p.workload.num_prompts.min(p.workload.max_concurrency.unwrap_or(usize::MAX)))
         .max()
         .unwrap_or(0);
-    let mut params = vec![FitParam::AlphaApi, FitParam::GemmEff(linear), FitParam::EtaBw, FitParam::T0];
+    // A mixture of experts spends its prefill in the expert products (attention and any dense
+    // layers are a small part): their ceiling is what long or many prompts identify.
+    let products = if setup.model.moe.is_some() { FitParam::MoeEff(linear) } else { FitParam::GemmEff(linear) };
+    let mut params = vec![FitParam::AlphaApi, products, FitParam::EtaBw, FitParam::T0];
     if busiest >= 8 {
         params.push(FitParam::TSeq);
     }

@@ -126,6 +126,12 @@ fn default_params_fit_what_the_points_can_tell() {
     let params = default_params(&s, &busy);
     assert!(params.contains(&FitParam::TSeq) && params.contains(&FitParam::T0), "{params:?}");
     assert!(Calibrator::new(Vec::new()).is_err());
+    // A mixture of experts fits its expert products' ceiling, not the dense one it barely uses.
+    let moe =
+        SimSetup::resolve_with(&Presets::embedded().unwrap(), "openai/gpt-oss-20b", "h100-sxm", &[], None).unwrap();
+    let params = default_params(&moe, &busy);
+    assert_eq!(params[..2], [FitParam::AlphaApi, FitParam::MoeEff(ComputePrecision::WeightOnly)], "{params:?}");
+    assert!(params.contains(&FitParam::TMoe), "{params:?}");
 }
 
 #[test]

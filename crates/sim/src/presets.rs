@@ -16,10 +16,10 @@ macro_rules! embedded {
     };
 }
 
-const HARDWARE: [(&str, &str); 14] = embedded!("hardware":
-    "h100-sxm.toml", "h200.toml", "b200.toml", "gb200.toml", "a100-80g.toml", "l40s.toml", "l4.toml",
-    "rtx-4090.toml", "rtx-5090.toml", "dgx-spark.toml", "jetson-agx-thor.toml", "mi300x.toml", "mi325x.toml",
-    "mi355x.toml",
+const HARDWARE: [(&str, &str); 16] = embedded!("hardware":
+    "h100-sxm.toml", "h200.toml", "b200.toml", "gb200.toml", "b300.toml", "gb300.toml", "a100-80g.toml",
+    "l40s.toml", "l4.toml", "rtx-4090.toml", "rtx-5090.toml", "dgx-spark.toml", "jetson-agx-thor.toml",
+    "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
 const MODELS: [(&str, &str); 27] = embedded!("models":

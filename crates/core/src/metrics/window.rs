@@ -4,7 +4,8 @@
 //! its figures leave out the ramp (in flight still growing) and the drain (nothing left to
 //! send):
 //! - with `--max-concurrency C`: from the moment `C` requests were first in flight to the
-//!   last send (after it nothing waits for a slot);
+//!   first end after the last send (from then on nothing waits for the slot it frees); with
+//!   `C = 1` that is the whole run, which then has no separate steady state;
 //! - without a cap, at a finite request rate without ramp-up: from the first response's end
 //!   (until then requests only pile up) to the last send;
 //! - otherwise (everything sent at once, or a ramping rate) there is none.
@@ -75,14 +76,17 @@ pub fn steady_window(run: &RunResult) -> Option<(u64, u64, String)> {
     let traffic = &run.config.traffic;
     let spans: Vec<(u64, u64)> = run.records.iter().filter_map(span).collect();
     let last_send = spans.iter().map(|s| s.0).max()?;
-    let (from, basis) = match traffic.max_concurrency {
-        Some(cap) => (first_time_at(&spans, cap as u64)?, format!("concurrency {cap}")),
+    let (from, to, basis) = match traffic.max_concurrency {
+        Some(cap) => {
+            let drain = spans.iter().map(|s| s.1).filter(|&e| e > last_send).min().unwrap_or(last_send);
+            (first_time_at(&spans, cap as u64)?, drain, format!("concurrency {cap}"))
+        }
         None if traffic.request_rate.is_finite() && traffic.ramp_up.is_none() => {
-            (spans.iter().map(|s| s.1).min()?, format!("rate {} req/s", traffic.request_rate))
+            (spans.iter().map(|s| s.1).min()?, last_send, format!("rate {} req/s", traffic.request_rate))
         }
         None => return None,
     };
-    (from < last_send).then_some((from, last_send, basis))
+    (from < last_send).then_some((from, to, basis))
 }
 
 /// The first moment `level` requests were in flight (ends before starts at equal times).

@@ -40,7 +40,8 @@ fn capped_run() -> (RunResult, Vec<bool>) {
         starts.push(start);
     }
     let last_send = *starts.last().unwrap();
-    let steady: Vec<bool> = starts.iter().enumerate().map(|(i, &s)| i >= cap - 1 && s + 300 <= last_send).collect();
+    let drain = starts.iter().map(|s| s + 300).filter(|&e| e > last_send).min().unwrap();
+    let steady: Vec<bool> = starts.iter().enumerate().map(|(i, &s)| i >= cap - 1 && s + 300 <= drain).collect();
     let records = starts
         .iter()
         .enumerate()
@@ -63,7 +64,9 @@ fn the_steady_state_of_a_capped_run_leaves_out_the_ramp_and_the_drain() {
     let (run, steady) = capped_run();
     let (from, to, basis) = steady_window(&run).unwrap();
     assert_eq!((from, basis.as_str()), (150 * MS, "concurrency 4"), "the fourth send fills the cap");
-    assert_eq!(to, run.records.last().unwrap().start_ns, "the last send starts the drain");
+    let last_send = run.records.last().unwrap().start_ns;
+    let first_end_after = run.records.iter().map(|r| r.start_ns + 300 * MS).filter(|&e| e > last_send).min();
+    assert_eq!(Some(to), first_end_after, "the first end after the last send starts the drain");
     let s = steady_state(&run).unwrap();
     let n_steady = steady.iter().filter(|&&b| b).count() as u64;
     assert!((5..20).contains(&n_steady), "{n_steady}");
@@ -106,6 +109,16 @@ fn a_cap_never_reached_has_no_steady_state() {
     let mut run = test_run(records, 0.6);
     run.config.traffic.max_concurrency = Some(4);
     assert!(steady_state(&run).is_none());
+}
+
+#[test]
+fn one_request_at_a_time_is_steady_from_start_to_end_and_so_has_no_block_of_its_own() {
+    // Each request sent when the one before ended: the cap of one holds until the last ends.
+    let records: Vec<RequestRecord> = (0..5).map(|i| request(i, u64::from(i) * 100, &[20, 100], 2)).collect();
+    let mut run = test_run(records, 0.5);
+    run.config.traffic.max_concurrency = Some(1);
+    assert_eq!(steady_window(&run).map(|w| (w.0, w.1)), Some((0, 500 * MS)));
+    assert!(steady_state(&run).is_none() && Summary::compute(&run).steady_state.is_none());
 }
 
 #[test]

@@ -115,7 +115,7 @@ impl StatsTable {
     pub fn of(residuals: &[&Residual]) -> StatsTable {
         let by = |m: FitMetric| ErrorStats::of(residuals.iter().copied().filter(move |r| r.metric == m));
         StatsTable {
-            all: ErrorStats::of(residuals.iter().copied()),
+            all: ErrorStats::of(residuals.iter().copied().filter(|r| FitMetric::ALL.contains(&r.metric))),
             ttft: by(FitMetric::MeanTtft),
             tpot: by(FitMetric::MeanTpot),
             throughput: by(FitMetric::OutputThroughput),

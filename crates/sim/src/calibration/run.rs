@@ -111,6 +111,7 @@ impl PreparedPoint {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct FitMetrics {
     pub ttft_ms: Option<f64>,
+    pub ttft_median_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
     pub throughput: Option<f64>,
 }
@@ -118,10 +119,12 @@ pub(crate) struct FitMetrics {
 impl FitMetrics {
     pub fn of(run: &RunResult) -> FitMetrics {
         let (mut n, mut ttft, mut tpot_n, mut tpot, mut out) = (0usize, 0.0, 0usize, 0.0, 0u64);
+        let mut ttfts = Vec::with_capacity(run.records.len());
         for r in run.records.iter().filter(|r| r.succeeded()) {
             let tokens = r.output_tokens();
             n += 1;
             ttft += r.ttft_s();
+            ttfts.push(r.ttft_s());
             out += u64::from(tokens);
             if tokens > 1 {
                 tpot_n += 1;
@@ -131,6 +134,7 @@ impl FitMetrics {
         let positive = |x: f64| (x.is_finite() && x > 0.0).then_some(x);
         FitMetrics {
             ttft_ms: positive(ttft / n.max(1) as f64 * 1e3),
+            ttft_median_ms: positive(median(&mut ttfts) * 1e3),
             tpot_ms: positive(tpot / tpot_n.max(1) as f64 * 1e3),
             throughput: positive(out as f64 / run.duration_s),
         }
@@ -141,6 +145,17 @@ impl FitMetrics {
             FitMetric::MeanTtft => self.ttft_ms,
             FitMetric::MeanTpot => self.tpot_ms,
             FitMetric::OutputThroughput => self.throughput,
+            FitMetric::MedianTtft => self.ttft_median_ms,
         }
     }
+}
+
+/// The median as the bench computes it (numpy's: the mean of the two middle values).
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_unstable_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 }
 }

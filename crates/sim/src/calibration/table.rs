@@ -56,6 +56,9 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
     if let Some(v) = number("mean_ttft") {
         measured.push((FitMetric::MeanTtft, v * 1e3));
     }
+    if let Some(v) = number("median_ttft") {
+        measured.push((FitMetric::MedianTtft, v * 1e3));
+    }
     if let Some(v) = number("mean_tpot") {
         measured.push((FitMetric::MeanTpot, v * 1e3));
     }

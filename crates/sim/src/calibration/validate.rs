@@ -208,7 +208,7 @@ pub fn by_metric(residuals: &[&Residual]) -> Vec<(String, Errors)> {
         .map(|m| (m.name().to_string(), Errors::of(residuals.iter().copied().filter(|r| r.metric == *m))))
         .filter(|(_, e)| e.n > 0)
         .collect();
-    rows.push(("all".into(), Errors::of(residuals.iter().copied())));
+    rows.push(("all".into(), Errors::of(residuals.iter().copied().filter(|r| FitMetric::ALL.contains(&r.metric)))));
     rows
 }
 

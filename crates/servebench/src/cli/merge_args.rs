@@ -13,8 +13,8 @@ pub struct MergeArgs {
     #[arg(required = true, value_name = "FILE|DIR")]
     pub inputs: Vec<PathBuf>,
     /// The inputs hold the workers' files of several runs (a sharded sweep's points): group
-    /// them by run (the file name less `-shardRofW`) and merge each into its own run, saved
-    /// under that name.
+    /// them by run (the same plan, and the file name less `-shardRofW` and the date and time
+    /// each worker stamped) and merge each into its own run, saved under its rank 0's name.
     #[arg(long)]
     pub per_run: bool,
     /// Merge the ranks present when some are missing; the result is marked partial.

@@ -61,12 +61,24 @@ fn merge_one(parts: Vec<ShardResult>, filename: Option<String>, args: &MergeArgs
     Ok(())
 }
 
-/// Worker results grouped by the run they belong to: their file name less `.json` and the
-/// `-shardRofW` every worker adds (a sweep point's files share its name).
+/// Worker results grouped by the run they belong to: the same plan (its hash) and number of
+/// workers, and the same file name less `.json`, the `-shardRofW` every worker adds and the
+/// date and time each stamped on its own (a sweep point's files share the rest). Each run is
+/// named by its lowest rank's file.
 fn by_run(parts: Vec<ShardResult>) -> BTreeMap<String, Vec<ShardResult>> {
-    let mut runs: BTreeMap<String, Vec<ShardResult>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String, u32), Vec<ShardResult>> = BTreeMap::new();
     for part in parts {
-        runs.entry(super::shard::run_name(&part.source)).or_default().push(part);
+        let key = (super::shard::run_key(&part.source), part.worker.plan_hash.clone(), part.worker.world);
+        groups.entry(key).or_default().push(part);
+    }
+    let mut runs: BTreeMap<String, Vec<ShardResult>> = BTreeMap::new();
+    for ((_, plan, _), parts) in groups {
+        let first = parts.iter().min_by_key(|p| p.worker.rank).map(|p| super::shard::run_name(&p.source));
+        let mut name = first.unwrap_or_default();
+        if runs.contains_key(&name) {
+            name = format!("{name}-{plan}");
+        }
+        runs.insert(name, parts);
     }
     runs
 }

@@ -199,6 +199,26 @@ pub fn run_name(path: &str) -> String {
     }
 }
 
+/// What the workers of one run share in their file names: [`run_name`] less the date and time
+/// each worker stamped on its own (`-20261125-165334`), which differ between machines and
+/// between workers started in different seconds.
+pub fn run_key(path: &str) -> String {
+    let name = run_name(path);
+    let parts: Vec<&str> = name.split('-').collect();
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    let mut kept = Vec::with_capacity(parts.len());
+    let mut i = 0;
+    while i < parts.len() {
+        if i + 1 < parts.len() && digits(parts[i], 8) && digits(parts[i + 1], 6) {
+            i += 2;
+            continue;
+        }
+        kept.push(parts[i]);
+        i += 1;
+    }
+    kept.join("-")
+}
+
 /// `keep` with the worker's own result file name (`...-shard1of4.json`).
 pub fn keep(keep: &Keep, worker: &WorkerShard) -> Keep {
     let suffix = format!("{SHARD_TAG}{}of{}", worker.rank, worker.world);
@@ -220,6 +240,16 @@ mod tests {
         assert_eq!(run_name("/r/sweep-c8-r1-shard2of4.json"), "sweep-c8-r1");
         assert_eq!(run_name("res-shard0of1.json"), "res");
         assert_eq!(run_name("/r/odd-shardXofY.json"), "odd-shardXofY");
+        // Workers started in different seconds, or on other machines, stamp other times.
+        let (a, b) =
+            ("/r/openai-infqps-m-20261125-165334-m-n8-shard0of2.json", "m-20261125-165335-m-n8-shard1of2.json");
+        assert_eq!((run_key(a), run_key(b)), ("openai-infqps-m-m-n8".into(), "m-m-n8".into()));
+        assert_eq!(
+            run_key("/r/openai-infqps-m-20261125-165334-m-n8-shard0of2.json"),
+            run_key(&a.replace("165334", "010203"))
+        );
+        assert_eq!(run_key("sweep-c8-r1-shard2of4.json"), "sweep-c8-r1");
+        assert_eq!(run_key("x-2026112-165334-y.json"), "x-2026112-165334-y");
         assert_eq!(run_name("plain.json"), "plain");
     }
 

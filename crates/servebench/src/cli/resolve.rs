@@ -449,6 +449,9 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
         (None, Some(e)) => endpoint_urls(e, backend).0,
         (None, None) => return err("a server needs its address: --base-url, or --host and --port"),
     };
+    if let Some(spec) = sim.is_none().then(|| base_url.strip_prefix("sim://")).flatten() {
+        return err(format!("--base-url takes a server's http:// or https:// URL; for the simulator use --sim {spec}"));
+    }
     if !is_positive(f.extra.request_timeout_sec) {
         return err("--request-timeout-sec must be greater than 0");
     }

@@ -232,6 +232,10 @@ async fn unsupported_vllm_flags_are_refused_by_name() {
     let out = servebench(args(&["bench", "serve", "--dataset-name", "hf", "--model", "m", "--port", "9"])).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("\"hf\" is not supported"), "{}", text(&out.stderr));
+    let sim_url = ["bench", "serve", "--base-url", "sim://Qwen/Qwen3-0.6B@l40s", "--num-prompts", "1"];
+    let out = servebench(args(&sim_url)).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("use --sim Qwen/Qwen3-0.6B@l40s"), "{}", text(&out.stderr));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

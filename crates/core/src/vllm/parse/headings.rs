@@ -10,15 +10,19 @@
 //!    (`Traffic request rate: inf`, `Maximum request concurrency: 4`, ...), the failure
 //!    listing (`Error 3: ...`) and the other fixed progress messages.
 //! 2. `# Title` (any number of `#`): `section=Title`.
-//! 3. `key: value` or `key=value`, where the key is one word (letters, digits, `_`, `.`,
+//! 3. A `vllm serve MODEL ...` command line (after any prompt such as `$`): `model=MODEL` and
+//!    the parallel sizes its flags give, `tp`, `pp` and `dp` (`-tp 4`,
+//!    `--tensor-parallel-size=4`, `-pp`, `-dp` and their long forms), so that a pasted command
+//!    tells `sim fit` and `sim validate` the deployment of the blocks below it.
+//! 4. `key: value` or `key=value`, where the key is one word (letters, digits, `_`, `.`,
 //!    `-`): `key=value`, the key as written (except `Model`/`MODEL`, which become `model`).
 //!    If the value is a comma-separated list of two or more single-word items
 //!    (`num_prompts: 1, 2, 4, 8`), it is a **list** (see below). A line of several
 //!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word.
-//! 4. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
+//! 5. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
 //!    `model=org/name`. (The run store also makes it the run's model, `sim fit` picks the
 //!    blocks of the model it fits by it.)
-//! 5. Anything else is free text: `heading=the line`. Several free-text lines before one
+//! 6. Anything else is free text: `heading=the line`. Several free-text lines before one
 //!    block are joined with ` / `.
 //!
 //! Scope: a label applies to every block after its heading until a later heading sets the
@@ -236,6 +240,9 @@ pub fn classify(line: &str) -> Heading {
         }
         return Heading::Labels(vec![("section".into(), vec![title.to_string()])]);
     }
+    if let Some(labels) = serve_command(line) {
+        return Heading::Labels(labels);
+    }
     let words: Vec<&str> = line.split([',', ' ', '\t']).filter(|w| !w.is_empty()).collect();
     if words.len() >= 2 {
         let pairs: Option<Vec<_>> = words.iter().map(|w| key_value(w).filter(|_| w.contains('='))).collect();
@@ -254,6 +261,34 @@ pub fn classify(line: &str) -> Heading {
         return Heading::Labels(vec![("model".into(), vec![last.to_string()])]);
     }
     Heading::Text(line.to_string())
+}
+
+/// The labels of a `vllm serve MODEL [flags]` line: the model and the parallel sizes.
+fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.windows(2).position(|w| w == ["vllm", "serve"])?;
+    let rest = &words[at + 2..];
+    let mut labels = Vec::new();
+    if let Some(model) = rest.first().filter(|m| !m.starts_with('-')) {
+        labels.push(("model".to_string(), vec![model.to_string()]));
+    }
+    let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+    for (i, word) in rest.iter().enumerate() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (*word, None),
+        };
+        let key = match flag {
+            "-tp" | "--tensor-parallel-size" => "tp",
+            "-pp" | "--pipeline-parallel-size" => "pp",
+            "-dp" | "--data-parallel-size" => "dp",
+            _ => continue,
+        };
+        if let Some(value) = inline.or_else(|| rest.get(i + 1).copied()).filter(|v| whole(v)) {
+            labels.push((key.to_string(), vec![value.to_string()]));
+        }
+    }
+    Some(labels).filter(|l| !l.is_empty())
 }
 
 fn is_vllm_line(line: &str) -> bool {
@@ -331,6 +366,23 @@ mod tests {
         assert_eq!(classify("Qwen/Qwen3-8B on two H100"), Heading::Text("Qwen/Qwen3-8B on two H100".into()));
         assert_eq!(classify("see http://host/x"), Heading::Text("see http://host/x".into()));
         assert_eq!(classify("2025/06"), Heading::Text("2025/06".into()));
+    }
+
+    #[test]
+    fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
+        let two = |model: &str, tp: &str| {
+            Heading::Labels(vec![("model".into(), vec![model.into()]), ("tp".into(), vec![tp.into()])])
+        };
+        let line = "vllm serve openai/gpt-oss-120b --host 0.0.0.0 -tp 4 --distributed-executor-backend ray";
+        assert_eq!(classify(line), two("openai/gpt-oss-120b", "4"));
+        assert_eq!(classify("$ vllm serve Qwen/Qwen3-8B --tensor-parallel-size=8"), two("Qwen/Qwen3-8B", "8"));
+        let all = classify("vllm serve M -pp 2 -tp 4 --data-parallel-size 2 --kv-cache-dtype fp8");
+        let want: Vec<(String, Vec<String>)> =
+            [("model", "M"), ("pp", "2"), ("tp", "4"), ("dp", "2")].map(|(k, v)| (k.into(), vec![v.into()])).into();
+        assert_eq!(all, Heading::Labels(want));
+        // A placeholder size is no size; a bench command is not a serve command.
+        assert_eq!(classify("vllm serve M -tp X"), label("model", &["M"]));
+        assert!(matches!(classify("vllm bench serve --model M --num-prompts 10"), Heading::Text(_)));
     }
 
     #[test]

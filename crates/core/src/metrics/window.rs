@@ -4,8 +4,9 @@
 //! its figures leave out the ramp (in flight still growing) and the drain (nothing left to
 //! send):
 //! - with `--max-concurrency C`: from the moment `C` requests were first in flight to the
-//!   first end after the last send (from then on nothing waits for the slot it frees); with
-//!   `C = 1` that is the whole run, which then has no separate steady state;
+//!   last send, or on to the next end if `C` were still in flight at the last send (from then
+//!   on nothing waits for the slot it frees); with `C = 1` that is the whole run, which then has
+//!   no separate steady state;
 //! - without a cap, at a finite request rate without ramp-up: from the first response's end
 //!   (until then requests only pile up) to the last send;
 //! - otherwise (everything sent at once, or a ramping rate) there is none.
@@ -78,7 +79,13 @@ pub fn steady_window(run: &RunResult) -> Option<(u64, u64, String)> {
     let last_send = spans.iter().map(|s| s.0).max()?;
     let (from, to, basis) = match traffic.max_concurrency {
         Some(cap) => {
-            let drain = spans.iter().map(|s| s.1).filter(|&e| e > last_send).min().unwrap_or(last_send);
+            // After the last send the cap holds until the next end, if it was full then; in the
+            // last wave of a synchronised run it is not (fewer requests are left than slots).
+            let in_flight = spans.iter().filter(|&&(s, e)| s <= last_send && e > last_send).count();
+            let drain = match in_flight >= cap {
+                true => spans.iter().map(|s| s.1).filter(|&e| e > last_send).min().unwrap_or(last_send),
+                false => last_send,
+            };
             (first_time_at(&spans, cap as u64)?, drain, format!("concurrency {cap}"))
         }
         None if traffic.request_rate.is_finite() && traffic.ramp_up.is_none() => {

@@ -122,6 +122,18 @@ fn one_request_at_a_time_is_steady_from_start_to_end_and_so_has_no_block_of_its_
 }
 
 #[test]
+fn the_last_wave_of_a_synchronised_run_is_not_steady() {
+    // Waves of four 100 ms requests under a cap of four; the last wave has two.
+    let starts = [0, 0, 0, 0, 100, 100, 100, 100, 200, 200];
+    let records: Vec<RequestRecord> =
+        starts.iter().enumerate().map(|(i, &s)| request(i as u32, s, &[20, 100], 2)).collect();
+    let mut run = test_run(records, 0.3);
+    run.config.traffic.max_concurrency = Some(4);
+    assert_eq!(steady_window(&run).map(|w| (w.0, w.1)), Some((0, 200 * MS)));
+    assert_eq!(steady_state(&run).unwrap().summary.completed, 8);
+}
+
+#[test]
 fn slices_count_what_landed_in_them() {
     // Two requests: one 0-900 ms with chunks at 100, 500, 900; one 1200-1700 ms.
     let run = test_run(vec![request(0, 0, &[100, 500, 900], 6), request(1, 1200, &[300, 500], 2)], 2.0);

@@ -61,6 +61,20 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     let calibrator = Calibrator::new(targets)?;
     let clock = Instant::now();
     let search = SearchOptions { max_evals: args.max_evals.max(params.len() + 2), initial_step: 0.3, tolerance: 1e-4 };
+    if !params.is_empty() {
+        // Each fit simulates the whole set up to `max_evals` times: say what is coming.
+        let groups = validate::group_count(&calibrator, &split);
+        let names: Vec<String> = params.iter().map(|p| p.name()).collect();
+        crate::output::note(format_args!(
+            "Fitting {} ({}) {} times: once per held-out group, then once on all {} results; up to {} \
+             simulations of the set each (--max-evals). With many results this takes minutes.",
+            if names.len() == 1 { "1 constant".to_string() } else { format!("{} constants", names.len()) },
+            names.join(", "),
+            groups + 1,
+            calibrator.targets().len(),
+            search.max_evals
+        ));
+    }
     let v = validate::validate(&calibrator, &split, &params, search);
     let took = clock.elapsed().as_secs_f64();
     if args.json {

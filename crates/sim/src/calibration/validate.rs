@@ -141,15 +141,29 @@ pub fn group_of(point: &MeasuredPoint, keys: &[String]) -> String {
         .join(" ")
 }
 
+/// The group of each of the calibrator's targets under `split`.
+fn groups_of(cal: &Calibrator, split: &Split) -> Vec<String> {
+    let n = cal.targets().len();
+    match split {
+        Split::None => vec![String::new(); n],
+        Split::LeaveOut(keys) => cal.targets().iter().map(|t| group_of(&t.point, keys)).collect(),
+        Split::Folds(k) => (0..n).map(|i| format!("fold {}", i % k.max(&1) + 1)).collect(),
+    }
+}
+
+/// How many groups `split` makes of the calibrator's targets (the held-out fits to run).
+pub fn group_count(cal: &Calibrator, split: &Split) -> usize {
+    let mut groups = groups_of(cal, split);
+    groups.sort();
+    groups.dedup();
+    groups.len()
+}
+
 /// Runs the validation of `cal`'s targets.
 pub fn validate(cal: &Calibrator, split: &Split, params: &[FitParam], search: SearchOptions) -> Validation {
     let n = cal.targets().len();
     let all: Vec<usize> = (0..n).collect();
-    let groups: Vec<String> = match split {
-        Split::None => vec![String::new(); n],
-        Split::LeaveOut(keys) => cal.targets().iter().map(|t| group_of(&t.point, keys)).collect(),
-        Split::Folds(k) => (0..n).map(|i| format!("fold {}", i % k.max(&1) + 1)).collect(),
-    };
+    let groups = groups_of(cal, split);
     if *split == Split::None || params.is_empty() {
         let held_out = cal.residuals(&all, &[]);
         let groups = held_out.iter().map(|r| groups[r.point].clone()).collect();

@@ -86,6 +86,16 @@ impl RealServer {
         panic!("llama-server was not healthy within 60 s:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
     }
 
+    /// Returns once the server has finished `n` requests of 128 tokens (by its `/metrics`), or
+    /// after a minute.
+    async fn wait_for_finished_requests(&self, n: u32) {
+        let addr = self.base_url.trim_start_matches("http://").to_string();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while tokens_predicted(&addr) < f64::from(n) * 128.0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Kills the server at once (SIGKILL, no graceful shutdown) with its `timeout` guard:
     /// `timeout` leads a process group of its own, the server in it.
     fn kill(&mut self) {
@@ -102,16 +112,28 @@ impl Drop for RealServer {
     }
 }
 
-/// `GET /health` answers 200, by hand on a plain socket (the test needs no HTTP client).
-fn health_ok(addr: &str) -> bool {
+/// `GET path` by hand on a plain socket (the test needs no HTTP client): the whole answer,
+/// head and body, or `None` when the server does not answer.
+fn get(addr: &str, path: &str) -> Option<String> {
     use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return false };
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).ok()?;
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    Some(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// `GET /health` answers 200.
+fn health_ok(addr: &str) -> bool {
+    get(addr, "/health").is_some_and(|a| a.starts_with("HTTP/1.1 200"))
+}
+
+/// Tokens of the requests the server has finished, from its `/metrics`.
+fn tokens_predicted(addr: &str) -> f64 {
+    let metrics = get(addr, "/metrics").unwrap_or_default();
+    let line = metrics.lines().find(|l| l.starts_with("llamacpp:tokens_predicted_total"));
+    line.and_then(|l| l.split_whitespace().last()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
 }
 
 /// `bench serve` flags for 40 requests of 128/128 at concurrency 4 against `base_url`.
@@ -186,7 +208,9 @@ async fn a_server_killed_mid_run_is_counted_as_failures_with_reasons() {
     let Some(mut server) = RealServer::start(dir.path()).await else { return };
     let flags = bench(&server.base_url, dir.path(), "killed.json", &["--num-prompts", "400"]);
     let run = tokio::spawn(servebench(flags));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Killed once a few requests have finished (however slow this machine is), long before the
+    // 400th can.
+    server.wait_for_finished_requests(3).await;
     server.kill();
     let out = tokio::time::timeout(Duration::from_secs(120), run).await.expect("the run ends").unwrap();
     let stdout = text(&out.stdout);
@@ -211,7 +235,7 @@ async fn ctrl_c_mid_run_saves_what_was_measured() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    server.wait_for_finished_requests(3).await;
     let pid = child.id().to_string();
     assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
     let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();

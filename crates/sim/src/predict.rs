@@ -137,12 +137,18 @@ fn resize_prompt(ids: &mut Vec<u32>, len: usize) {
 
 /// How many warm-up copies of request 0 run before the timed run, in `mode`.
 pub(crate) fn warmup_count(mode: Warmup, config: &RunConfig) -> usize {
-    let auto = usize::from(config.traffic.ready_check_timeout_s > 0.0) + config.traffic.num_warmups;
+    let auto = asked_warmups(config);
     match mode {
         Warmup::Off => 0,
         Warmup::On => auto.max(1),
         Warmup::Auto => auto,
     }
+}
+
+/// The warm-up requests the run's own flags ask for: the ready check's first request and
+/// `--num-warmups`.
+fn asked_warmups(config: &RunConfig) -> usize {
+    usize::from(config.traffic.ready_check_timeout_s > 0.0) + config.traffic.num_warmups
 }
 
 /// Runs the warm-up requests to completion; returns how many ran.
@@ -270,8 +276,7 @@ pub(crate) fn predict_prepared(
     // `warmup=on` emulates the bench's initial test request) count as `num_warmups`, so a
     // prediction read back as a measured point (`sim fit`, `sim validate`) gets them too.
     let mut config = config.clone();
-    let asked = usize::from(config.traffic.ready_check_timeout_s > 0.0) + config.traffic.num_warmups;
-    config.traffic.num_warmups += warmups.saturating_sub(asked);
+    config.traffic.num_warmups += warmups.saturating_sub(asked_warmups(&config));
     RunResult {
         config,
         records,

@@ -82,9 +82,10 @@ pub fn steady_window(run: &RunResult) -> Option<(u64, u64, String)> {
             // After the last send the cap holds until the next end, if it was full then; in the
             // last wave of a synchronised run it is not (fewer requests are left than slots).
             let in_flight = spans.iter().filter(|&&(s, e)| s <= last_send && e > last_send).count();
-            let drain = match in_flight >= cap {
-                true => spans.iter().map(|s| s.1).filter(|&e| e > last_send).min().unwrap_or(last_send),
-                false => last_send,
+            let drain = if in_flight >= cap {
+                spans.iter().map(|s| s.1).filter(|&e| e > last_send).min().unwrap_or(last_send)
+            } else {
+                last_send
             };
             (first_time_at(&spans, cap as u64)?, drain, format!("concurrency {cap}"))
         }

@@ -109,8 +109,9 @@ pub enum FitMetric {
     MeanTtft,
     MeanTpot,
     OutputThroughput,
-    /// Fitted where measured, never reported: with the mean it tells the first token of a
-    /// request that arrives alone from that of a burst's queue (the mean carries both).
+    /// Fitted where measured and listed per point, but left out of the error summaries: with
+    /// the mean it tells the first token of a request that arrives alone from that of a
+    /// burst's queue (the mean carries both).
     MedianTtft,
 }
 

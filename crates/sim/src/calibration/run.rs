@@ -6,6 +6,7 @@
 
 use bytes::Bytes;
 use servebench_core::config::{Api, RunConfig, Traffic};
+use servebench_core::metrics::median;
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
 use servebench_core::record::RunResult;
 use servebench_core::rng::RandomState;
@@ -134,7 +135,7 @@ impl FitMetrics {
         let positive = |x: f64| (x.is_finite() && x > 0.0).then_some(x);
         FitMetrics {
             ttft_ms: positive(ttft / n.max(1) as f64 * 1e3),
-            ttft_median_ms: positive(median(&mut ttfts) * 1e3),
+            ttft_median_ms: positive(median(&ttfts) * 1e3),
             tpot_ms: positive(tpot / tpot_n.max(1) as f64 * 1e3),
             throughput: positive(out as f64 / run.duration_s),
         }
@@ -148,14 +149,4 @@ impl FitMetrics {
             FitMetric::MedianTtft => self.ttft_median_ms,
         }
     }
-}
-
-/// The median as the bench computes it (numpy's: the mean of the two middle values).
-fn median(values: &mut [f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_unstable_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 }
 }

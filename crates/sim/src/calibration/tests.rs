@@ -206,3 +206,31 @@ fn a_fit_on_two_loads_of_a_mixture_of_experts_predicts_the_third() {
     assert!(preset_errors.iter().any(|e| *e > 0.15), "the truth is far from the preset: {preset_errors:?}");
     assert!(held_out.iter().all(|e| *e < 0.08), "{held_out:?} with {:?}", fit.values);
 }
+
+#[test]
+fn a_point_s_parallelism_labels_set_its_deployment() {
+    let presets = Presets::embedded().unwrap();
+    let defaults = validate::Defaults {
+        model: Some("openai/gpt-oss-120b".into()),
+        hardware: Some("b200".into()),
+        ..Default::default()
+    };
+    let with = |labels: &[(&str, &str)]| {
+        let mut p = point(8, 1024, 64, Some(4));
+        p.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        p
+    };
+    let points = vec![
+        with(&[("tp", "4"), ("ep", "1")]),
+        with(&[("tp", "4"), ("ep", "4")]),
+        with(&[("tp", "8"), ("ep", "8"), ("dp_attention", "true")]),
+        with(&[("tp", "2"), ("ep", "true"), ("dp_attention", "false")]),
+        with(&[("tp", "2"), ("ep", "two")]),
+    ];
+    let (targets, skipped) = validate::targets_for(points, &defaults, &presets);
+    let got: Vec<_> =
+        targets.iter().map(|t| (t.setup.options.tp, t.setup.options.dp, t.setup.options.expert_parallel)).collect();
+    assert_eq!(got, [(4, 1, false), (4, 1, true), (1, 8, true), (2, 1, true)]);
+    assert_eq!(skipped.len(), 1);
+    assert!(skipped[0].reason.contains("ep label \"two\""), "{:?}", skipped[0]);
+}

@@ -66,16 +66,36 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
         .or(d.hardware.as_deref())
         .ok_or("it names no hardware; give --hardware for results that do not say")?;
     let mut options: Vec<(String, String)> = vec![("jitter".into(), "0".into())];
-    for key in ["tp", "pp", "dp"] {
-        if let Some(v) = label(key)
-            && !d.options.iter().any(|(k, _)| k == key)
-        {
-            options.push((key.to_string(), v.to_string()));
-        }
-    }
+    options.extend(parallelism(&label)?.into_iter().filter(|(key, _)| !d.options.iter().any(|(k, _)| k == key)));
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
     let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());
     resolved.map_err(|e| format!("{model} on {hardware}: {e}"))
+}
+
+/// A point's parallelism from its labels, as serving options. `tp`, `pp` and `dp` as given;
+/// `ep` is an expert-parallel size as InferenceX records it (above 1: experts spread over the
+/// GPUs, vLLM's `--enable-expert-parallel`) or `true`/`false`; `dp_attention` (or
+/// `dp-attention`) `true` means attention data-parallel over the `tp` GPUs, as vLLM serves it
+/// with `--data-parallel-size N --tensor-parallel-size 1`.
+fn parallelism<'a>(label: &impl Fn(&str) -> Option<&'a str>) -> Result<Vec<(String, String)>, String> {
+    let mut out: Vec<(String, String)> =
+        ["tp", "pp", "dp"].iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))).collect();
+    if let Some(ep) = label("ep") {
+        let on = match ep.trim().to_ascii_lowercase().as_str() {
+            "true" => true,
+            "false" => false,
+            n => n.parse::<u32>().map_err(|_| format!("its ep label {ep:?} is neither a size nor true/false"))? > 1,
+        };
+        out.push(("enable-expert-parallel".into(), on.to_string()));
+    }
+    let dp_attention = label("dp_attention").or_else(|| label("dp-attention"));
+    if dp_attention.is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        let tp = label("tp").unwrap_or("1").to_string();
+        out.retain(|(k, _)| k != "tp" && k != "dp");
+        out.push(("tp".into(), "1".into()));
+        out.push(("dp".into(), tp));
+    }
+    Ok(out)
 }
 
 /// How points are split for held-out validation.

@@ -21,6 +21,20 @@ pub struct PeakTflops {
     /// Integer 4-bit peak where published (informational: AWQ kernels compute in BF16).
     #[serde(default)]
     pub int4: Option<f64>,
+    /// The activations the serving stack's expert kernels for MXFP4 checkpoints (gpt-oss) take
+    /// on this device: `fp8` (W4A8 at the FP8 rate, vLLM's FlashInfer kernels on Blackwell),
+    /// `bf16` (W4A16: the weights dequantized to BF16, as ROCm vLLM's AITER kernels on the
+    /// MI355X and Marlin everywhere). Unset: FP8 where the device has FP4 and FP8 units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mxfp4_activations: Option<Mxfp4Activations>,
+}
+
+/// See [`PeakTflops::mxfp4_activations`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mxfp4Activations {
+    Fp8,
+    Bf16,
 }
 
 impl PeakTflops {

@@ -70,13 +70,16 @@ impl Precision {
 
     /// The tensor-core format the matrix products run in on a device with the given peaks.
     pub fn compute_on(self, peaks: &crate::hardware::PeakTflops) -> ComputePrecision {
+        use crate::hardware::Mxfp4Activations;
         match self {
             Precision::Bf16 | Precision::Fp16 => ComputePrecision::Bf16,
             Precision::Fp8 if peaks.fp8.is_some() => ComputePrecision::Fp8,
             Precision::Nvfp4 if peaks.fp4.is_some() => ComputePrecision::Fp4,
             // MXFP4 checkpoints (gpt-oss) keep activations at 8 bits where FP4 units exist: vLLM's
-            // MXFP4 expert kernels on those parts take MXFP8 activations (W4A8), at the FP8 rate.
-            // NVFP4 checkpoints quantize activations to FP4 as well (W4A4).
+            // MXFP4 expert kernels on those parts take MXFP8 activations (W4A8), at the FP8 rate,
+            // unless the device's stack runs them as W4A16. NVFP4 checkpoints quantize
+            // activations to FP4 as well (W4A4).
+            Precision::Mxfp4 if peaks.mxfp4_activations == Some(Mxfp4Activations::Bf16) => ComputePrecision::WeightOnly,
             Precision::Mxfp4 if peaks.fp4.is_some() && peaks.fp8.is_some() => ComputePrecision::Fp8,
             Precision::Mxfp4 if peaks.fp4.is_some() => ComputePrecision::Fp4,
             // Weight-only kernels (Marlin, AWQ) dequantize to BF16 on devices without these units.
@@ -198,8 +201,12 @@ mod tests {
 
     #[test]
     fn quantized_formats_fall_back_to_bf16_compute_without_units() {
-        let ampere = PeakTflops { bf16: 312.0, fp8: None, fp4: None, int4: Some(1248.0) };
-        let blackwell = PeakTflops { bf16: 2250.0, fp8: Some(4500.0), fp4: Some(9000.0), int4: None };
+        let ampere = PeakTflops { bf16: 312.0, fp8: None, fp4: None, int4: Some(1248.0), mxfp4_activations: None };
+        let blackwell =
+            PeakTflops { bf16: 2250.0, fp8: Some(4500.0), fp4: Some(9000.0), int4: None, mxfp4_activations: None };
+        let w4a16 = PeakTflops { mxfp4_activations: Some(crate::hardware::Mxfp4Activations::Bf16), ..blackwell };
+        assert_eq!(Precision::Mxfp4.compute_on(&w4a16), ComputePrecision::WeightOnly);
+        assert_eq!(Precision::Nvfp4.compute_on(&w4a16), ComputePrecision::Fp4);
         assert_eq!(Precision::Fp8.compute_on(&ampere), ComputePrecision::WeightOnly);
         assert_eq!(Precision::Nvfp4.compute_on(&ampere), ComputePrecision::WeightOnly);
         assert_eq!(Precision::Fp8.compute_on(&blackwell), ComputePrecision::Fp8);

@@ -14,12 +14,13 @@ use crate::precision::{KvDtype, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 18] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 19] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("dp", "data-parallel size: engines serving side by side (alias data-parallel-size)"),
     ("enable-expert-parallel", "true or false: spread MoE experts over tp x dp GPUs (alias ep)"),
     ("enforce-eager", "true or false: run without CUDA graphs"),
+    ("async-scheduling", "true (default) or false: the host prepares the next step while the GPU runs this one"),
     ("nodes", "machines the GPUs are spread over (default: as many as tp x pp x dp GPUs need)"),
     ("interconnect", "the link the all-reduce crosses, by name"),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
@@ -74,6 +75,10 @@ pub struct ServingOptions {
     pub expert_parallel: bool,
     /// `--enforce-eager`: every step runs eagerly, without CUDA graphs.
     pub enforce_eager: bool,
+    /// `--async-scheduling` (vLLM's default where nothing rules it out): the host schedules
+    /// and prepares step k + 1 while the GPU runs step k, so its work shows only where it
+    /// outlasts the GPU's; without it every step waits for it.
+    pub async_scheduling: bool,
     pub nodes: u32,
     /// `nodes` was not given and was derived from the GPUs the deployment needs.
     pub nodes_derived: bool,
@@ -126,6 +131,7 @@ impl ServingOptions {
             dp: 1,
             expert_parallel: false,
             enforce_eager: false,
+            async_scheduling: true,
             nodes: 1,
             nodes_derived: false,
             interconnect: None,
@@ -169,6 +175,10 @@ impl ServingOptions {
                     o.expert_parallel = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
                 }
                 "enforce-eager" => o.enforce_eager = boolean(v).ok_or_else(|| bad("expected true or false"))?,
+                "async-scheduling" => o.async_scheduling = boolean(v).ok_or_else(|| bad("expected true or false"))?,
+                "no-async-scheduling" => {
+                    o.async_scheduling = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
+                }
                 "max-num-seqs" => {
                     o.max_num_seqs = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
                 }

@@ -35,7 +35,8 @@ pub struct StackProfile {
     /// Rows at which a matrix product reaches half its ceiling: efficiency is
     /// `ceiling × M / (M + gemm_m_half)` for M rows (tokens, or tokens per expert).
     pub gemm_m_half: f64,
-    /// Fixed cost of every step on the host (scheduling, input preparation, sampling), ms.
+    /// Fixed cost of every step that async scheduling does not hide (sampling, copying inputs
+    /// to the GPU, synchronising with it), ms.
     pub t0_ms: f64,
     /// Fixed cost per transformer layer per step with CUDA graphs (the floor of each kernel), µs.
     pub t_layer_us: f64,
@@ -43,6 +44,11 @@ pub struct StackProfile {
     pub t_seq_us: f64,
     /// Cost per MoE layer per step (routing, top-k, permutation), µs.
     pub t_moe_us: f64,
+    /// The host's own work per step (scheduling, preparing inputs, turning sampled ids into
+    /// outputs), ms. With async scheduling it overlaps the GPU's step and shows only where it is
+    /// longer; without, every step waits for it. Zero in profiles written before it existed.
+    #[serde(default)]
+    pub t_host_ms: f64,
     /// Delay between the client sending a request and the scheduler seeing it (HTTP, request
     /// parsing), ms. It lands in every TTFT.
     pub alpha_api_ms: f64,
@@ -51,6 +57,11 @@ pub struct StackProfile {
     /// The frontend's own work per request (parsing, validation, hand-off to the engine), ms:
     /// like the tokenising, done for one request at a time, so a burst of arrivals queues.
     pub api_ms_per_request: f64,
+    /// The frontend's work per streamed token (detokenising, writing the chunk), µs: the same
+    /// one process does it after every step, so requests that arrive while it streams the
+    /// running requests' tokens wait for it. Zero in profiles written before it existed.
+    #[serde(default)]
+    pub api_us_per_output_token: f64,
     /// Latency of one tensor-parallel all-reduce, µs; unset takes the link's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha_ar_us: Option<f64>,
@@ -86,9 +97,11 @@ impl Default for StackProfile {
             t_layer_us: 21.0,
             t_seq_us: 11.2,
             t_moe_us: 19.4,
-            alpha_api_ms: 17.5,
-            api_us_per_token: 4.8,
-            api_ms_per_request: 1.05,
+            t_host_ms: 1.5,
+            alpha_api_ms: 16.7,
+            api_us_per_token: 3.9,
+            api_ms_per_request: 1.09,
+            api_us_per_output_token: 27.0,
             alpha_ar_us: None,
             eager_layer_us: 0.0,
             graph_max_tokens: 512,
@@ -106,10 +119,12 @@ pub enum FitParam {
     AlphaApi,
     ApiPerToken,
     ApiPerRequest,
+    ApiPerOutputToken,
     T0,
     TLayer,
     TSeq,
     TMoe,
+    THost,
     EtaBw,
     GemmEff(ComputePrecision),
     MoeEff(ComputePrecision),
@@ -120,14 +135,16 @@ pub enum FitParam {
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
-const SCALARS: [(FitParam, &str, (f64, f64), f64); 12] = [
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 14] = [
     (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
     (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
     (FitParam::ApiPerRequest, "api-ms-per-request", (0.01, 50.0), 1.0),
+    (FitParam::ApiPerOutputToken, "api-us-per-output-token", (0.01, 500.0), 1.0),
     (FitParam::T0, "t0-ms", (0.05, 30.0), 0.7),
     (FitParam::TLayer, "t-layer-us", (1.0, 300.0), 0.7),
     (FitParam::TSeq, "t-seq-us", (0.1, 1000.0), 1.0),
     (FitParam::TMoe, "t-moe-us", (0.1, 1000.0), 1.0),
+    (FitParam::THost, "t-host-ms", (0.05, 30.0), 0.7),
     (FitParam::EtaBw, "eta-bw", (0.3, 1.0), 0.15),
     (FitParam::AttnEff, "attn-eff", (0.02, 0.95), 0.5),
     (FitParam::GemmMHalf, "gemm-m-half", (1.0, 2048.0), 0.7),
@@ -185,10 +202,12 @@ impl FitParam {
             FitParam::AlphaApi => s.alpha_api_ms,
             FitParam::ApiPerToken => s.api_us_per_token,
             FitParam::ApiPerRequest => s.api_ms_per_request,
+            FitParam::ApiPerOutputToken => s.api_us_per_output_token,
             FitParam::T0 => s.t0_ms,
             FitParam::TLayer => s.t_layer_us,
             FitParam::TSeq => s.t_seq_us,
             FitParam::TMoe => s.t_moe_us,
+            FitParam::THost => s.t_host_ms,
             FitParam::EtaBw => s.eta_bw,
             FitParam::GemmEff(p) => s.gemm_eff.get(p),
             FitParam::MoeEff(p) => s.moe_eff.get(p),
@@ -204,10 +223,12 @@ impl FitParam {
             FitParam::AlphaApi => s.alpha_api_ms = v,
             FitParam::ApiPerToken => s.api_us_per_token = v,
             FitParam::ApiPerRequest => s.api_ms_per_request = v,
+            FitParam::ApiPerOutputToken => s.api_us_per_output_token = v,
             FitParam::T0 => s.t0_ms = v,
             FitParam::TLayer => s.t_layer_us = v,
             FitParam::TSeq => s.t_seq_us = v,
             FitParam::TMoe => s.t_moe_us = v,
+            FitParam::THost => s.t_host_ms = v,
             FitParam::EtaBw => s.eta_bw = v,
             FitParam::GemmEff(p) => *s.gemm_eff.get_mut(p) = v,
             FitParam::MoeEff(p) => *s.moe_eff.get_mut(p) = v,
@@ -245,7 +266,7 @@ impl FitParam {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 20] = [
+pub const PROFILE_OPTION_KEYS: [&str; 22] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -255,9 +276,11 @@ pub const PROFILE_OPTION_KEYS: [&str; 20] = [
     "t-layer-us",
     "t-seq-us",
     "t-moe-us",
+    "t-host-ms",
     "alpha-api-ms",
     "api-us-per-token",
     "api-ms-per-request",
+    "api-us-per-output-token",
     "alpha-ar-us",
     "eager-layer-us",
     "activation-reserve-gib",
@@ -352,9 +375,11 @@ impl StackProfile {
             ("t_layer_us", self.t_layer_us),
             ("t_seq_us", self.t_seq_us),
             ("t_moe_us", self.t_moe_us),
+            ("t_host_ms", self.t_host_ms),
             ("alpha_api_ms", self.alpha_api_ms),
             ("api_us_per_token", self.api_us_per_token),
             ("api_ms_per_request", self.api_ms_per_request),
+            ("api_us_per_output_token", self.api_us_per_output_token),
             ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0)),
             ("eager_layer_us", self.eager_layer_us),
             ("activation_reserve_gib", self.activation_reserve_gib),

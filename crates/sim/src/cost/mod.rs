@@ -109,6 +109,9 @@ pub struct StepBreakdown {
     pub moe_routing: f64,
     /// Launches of a step run without CUDA graphs, where the small kernels do not cover them.
     pub eager: f64,
+    /// The host's work that the step waits for: all of it without async scheduling, with it
+    /// only what outlasts the GPU's part.
+    pub host: f64,
     pub total: f64,
 }
 
@@ -163,6 +166,8 @@ pub struct CostModel {
     t_seq_s: f64,
     t_moe_s: f64,
     eager_layer_s: f64,
+    host_s: f64,
+    async_scheduling: bool,
     always_eager: bool,
     graph_max_tokens: u64,
     graph_max_ctx: u32,
@@ -245,6 +250,8 @@ impl CostModel {
             t_seq_s: st.t_seq_us * 1e-6,
             t_moe_s: st.t_moe_us * 1e-6,
             eager_layer_s: st.eager_layer_us * 1e-6,
+            host_s: st.t_host_ms * 1e-3,
+            async_scheduling: o.async_scheduling,
             always_eager: o.enforce_eager,
             graph_max_tokens: u64::from(st.graph_max_tokens),
             graph_max_ctx: st.graph_max_ctx,
@@ -309,7 +316,9 @@ impl CostModel {
         let kernels = dense + experts + attention + lm_head + allreduce;
         let small_kernels = self.layers * ELEMENTWISE_PASSES * act_bytes / self.bandwidth;
         let eager = if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
-        let total = fixed + kernels + pipeline + moe_routing + eager;
+        let gpu = fixed + kernels + pipeline + moe_routing + eager;
+        let host = if self.async_scheduling { (self.host_s - gpu).max(0.0) } else { self.host_s };
+        let total = gpu + host;
         StepBreakdown {
             fixed,
             dense,
@@ -321,6 +330,7 @@ impl CostModel {
             pipeline,
             moe_routing,
             eager,
+            host,
             total,
         }
     }

@@ -161,3 +161,31 @@ proptest! {
         prop_assert!(t(&prefill(chunk + extra)) >= t(&prefill(chunk)));
     }
 }
+
+#[test]
+fn async_scheduling_hides_the_host_s_work_unless_it_outlasts_the_gpu() {
+    let on = model("Qwen/Qwen3-8B", "h100-sxm", &[("t-host-ms", "2")]);
+    let off = model("Qwen/Qwen3-8B", "h100-sxm", &[("t-host-ms", "2"), ("async-scheduling", "false")]);
+    // A decode step of 15 GB of weights (about 5 ms) hides 2 ms of host work; without async
+    // scheduling the step waits for it.
+    let (a, b) = (on.breakdown(&decode_batch(1, 100)), off.breakdown(&decode_batch(1, 100)));
+    assert_eq!(a.host, 0.0, "{a:?}");
+    assert!((b.total - a.total - 2e-3).abs() < 1e-12, "{a:?} {b:?}");
+    // A tiny model's step is shorter than the host's work: the host sets the pace.
+    let tiny = model("Qwen/Qwen3-0.6B", "b200", &[("t-host-ms", "5")]);
+    let d = tiny.breakdown(&decode_batch(1, 100));
+    assert!(d.host > 0.0 && (d.total - 5e-3).abs() < 1e-12, "{d:?}");
+}
+
+proptest! {
+    #[test]
+    fn a_step_never_takes_less_than_the_host_s_work(host_ms in 0.05f64..30.0, n in 1u32..256, ctx in 1u32..8000, sync in any::<bool>()) {
+        let host = host_ms.to_string();
+        let asy = (!sync).to_string();
+        let c = model("Qwen/Qwen3-8B", "h100-sxm", &[("t-host-ms", host.as_str()), ("async-scheduling", asy.as_str())]);
+        let d = c.breakdown(&decode_batch(n, ctx));
+        prop_assert!(d.total >= host_ms * 1e-3 - 1e-12);
+        let gpu = d.total - d.host;
+        if sync { prop_assert!((d.host - host_ms * 1e-3).abs() < 1e-12); } else { prop_assert!(d.total >= gpu); }
+    }
+}

@@ -41,6 +41,8 @@ pub struct EngineConfig {
     pub api_ns_per_token: f64,
     /// The frontend's serial work per request, ns.
     pub api_ns_per_request: u64,
+    /// The frontend's serial work per streamed token, ns.
+    pub api_ns_per_output_token: f64,
     pub eos: EosModel,
     /// σ of the lognormal factor on each step's duration.
     pub jitter_sigma: f64,
@@ -58,6 +60,7 @@ impl EngineConfig {
             api_delay_ns: (s.stack.alpha_api_ms * 1e6).round() as u64,
             api_ns_per_token: s.stack.api_us_per_token * 1e3,
             api_ns_per_request: (s.stack.api_ms_per_request * 1e6).round() as u64,
+            api_ns_per_output_token: s.stack.api_us_per_output_token * 1e3,
             eos: s.options.eos,
             jitter_sigma: s.stack.jitter_sigma,
         }
@@ -146,6 +149,8 @@ pub struct Engine {
     next_generation: u32,
     /// When the frontend finishes tokenising the prompts it has received, ns.
     frontend_free_ns: u64,
+    /// The last step's streamed tokens, queued for the frontend at the step's end: (end, work), ns.
+    frontend_backlog: Option<(u64, u64)>,
     pending: VecDeque<u32>,
     waiting: VecDeque<u32>,
     running: Vec<u32>,
@@ -175,6 +180,7 @@ impl Engine {
             free_slots: Vec::new(),
             next_generation: 0,
             frontend_free_ns: 0,
+            frontend_backlog: None,
             pending: VecDeque::new(),
             waiting: VecDeque::new(),
             running: Vec::new(),
@@ -224,7 +230,9 @@ impl Engine {
         let generation = self.next_generation;
         let salt = mix64(self.seed ^ mix64(u64::from(generation)));
         // The frontend handles one request at a time (vLLM's API server is one Python process
-        // and hands tokenising to a one-thread executor), so requests that arrive together queue.
+        // and hands tokenising to a one-thread executor), so requests that arrive together queue,
+        // behind the tokens of the steps that ended before they arrived.
+        self.frontend_catch_up(req.arrived_ns);
         let work = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64 + self.cfg.api_ns_per_request;
         let tokenised = req.arrived_ns.max(self.frontend_free_ns).saturating_add(work);
         self.frontend_free_ns = tokenised;
@@ -287,6 +295,7 @@ impl Engine {
             self.req_mut(slot).phase = Phase::Waiting;
             self.waiting.push_back(slot);
         }
+        self.frontend_catch_up(u64::MAX);
         self.emissions.clear();
         self.scheduled.clear();
         let (batch, preempted) = self.schedule();
@@ -298,7 +307,21 @@ impl Engine {
         self.now_ns = start + ((seconds * 1e9).round() as u64).max(1);
         self.counters.steps += 1;
         self.finish_step();
+        let streamed = (self.cfg.api_ns_per_output_token * self.emissions.len() as f64).round() as u64;
+        if streamed > 0 {
+            self.frontend_backlog = Some((self.now_ns, streamed));
+        }
         Some(StepReport { start_ns: start, end_ns: self.now_ns, batch, preempted, emissions: &self.emissions })
+    }
+
+    /// Queues the last step's streamed tokens on the frontend if the step ended by `until_ns`.
+    fn frontend_catch_up(&mut self, until_ns: u64) {
+        if let Some((end, work)) = self.frontend_backlog
+            && end <= until_ns
+        {
+            self.frontend_free_ns = self.frontend_free_ns.max(end).saturating_add(work);
+            self.frontend_backlog = None;
+        }
     }
 
     /// Requests running now.

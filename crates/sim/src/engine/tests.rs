@@ -24,6 +24,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         api_delay_ns: 0,
         api_ns_per_token: 0.0,
         api_ns_per_request: 0,
+        api_ns_per_output_token: 0.0,
         eos: EosModel::None,
         jitter_sigma: 0.0,
     }
@@ -226,6 +227,34 @@ fn requests_that_arrive_together_queue_for_the_frontend() {
     e.add(request(3, ids(100, 9), 4, 50_000_000)).unwrap();
     let ready: Vec<u64> = e.pending.iter().map(|&s| e.req(s).ready_ns).collect();
     assert_eq!(ready, vec![1_150_000, 1_300_000, 1_450_000, 51_150_000]);
+}
+
+#[test]
+fn requests_that_arrive_while_tokens_stream_wait_behind_them() {
+    let mut cfg = config(1000, 8, 8192, false);
+    cfg.api_ns_per_request = 100_000;
+    cfg.api_ns_per_output_token = 50_000.0;
+    let mut e = engine(cfg, 0);
+    for tag in 0..4 {
+        e.add(request(tag, ids(10, tag as u32 + 1), 8, 0)).unwrap();
+    }
+    // All four are through the frontend by 400 µs; the step emits their first tokens.
+    e.advance_to(400_000);
+    let end = e.step().unwrap().end_ns;
+    // One arrived during the step: it goes before the step's four tokens (200 µs of streaming).
+    let during = e.add(request(10, ids(10, 11), 8, end - 1)).unwrap();
+    let after = e.add(request(11, ids(10, 12), 8, end)).unwrap();
+    let ready = |id: RequestId| e.req(id.slot).ready_ns;
+    assert_eq!(ready(during), end - 1 + 100_000);
+    assert_eq!(ready(after), end - 1 + 100_000 + 200_000 + 100_000);
+    // Without the term nothing waits.
+    let mut quiet = engine(config(1000, 8, 8192, false), 0);
+    for tag in 0..4 {
+        quiet.add(request(tag, ids(10, tag as u32 + 1), 8, 0)).unwrap();
+    }
+    let end = quiet.step().unwrap().end_ns;
+    let id = quiet.add(request(11, ids(10, 12), 8, end)).unwrap();
+    assert_eq!(quiet.req(id.slot).ready_ns, end);
 }
 
 #[test]

@@ -308,8 +308,9 @@ mod tests {
     fn a_burst_spread_over_a_millisecond_and_a_half_is_scheduled_in_one_step() {
         let t0 = Instant::now();
         // No frontend work, so the arrivals reach the scheduler as they came.
-        let free_frontend: [(String, String); 2] =
-            [("api-ms-per-request", "0"), ("api-us-per-token", "0")].map(|(k, v)| (k.into(), v.into()));
+        let free_frontend: [(String, String); 3] =
+            [("api-ms-per-request", "0"), ("api-us-per-token", "0"), ("api-us-per-output-token", "0")]
+                .map(|(k, v)| (k.into(), v.into()));
         let s =
             SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-0.6B", "h100-sxm", &free_frontend, None)
                 .unwrap();

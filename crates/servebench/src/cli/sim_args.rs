@@ -118,6 +118,10 @@ pub struct SimValidateArgs {
     /// Held out by fold: N folds of the results (result i in fold i mod N).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
     pub folds: Option<u32>,
+    /// Summarise the errors by the values of these labels too (comma-separated, e.g. `hw` or
+    /// `hw,tp`); without a split and with results of several devices, by `hw`.
+    #[arg(long, value_name = "KEY", value_delimiter = ',')]
+    pub by: Vec<String>,
     /// Constants fitted in each fold, comma-separated (default: what the results can tell apart).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub fit: Vec<String>,

@@ -75,8 +75,16 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
             search.max_evals
         ));
     }
-    let v = validate::validate(&calibrator, &split, &params, search);
+    let mut v = validate::validate(&calibrator, &split, &params, search);
     let took = clock.elapsed().as_secs_f64();
+    let by = if args.by.is_empty() && split == Split::None && several_devices(&calibrator) {
+        vec!["hw".to_string()]
+    } else {
+        args.by.clone()
+    };
+    if !by.is_empty() {
+        v.regroup(&calibrator, &by);
+    }
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&json(&v, &skipped, &split))?)?;
     } else {
@@ -90,6 +98,15 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the results name more than one device in their `hw` labels.
+fn several_devices(cal: &Calibrator) -> bool {
+    let hw = ["hw".to_string()];
+    let mut names: Vec<String> = cal.targets().iter().map(|t| validate::group_of(&t.point, &hw)).collect();
+    names.sort();
+    names.dedup();
+    names.len() > 1
 }
 
 /// A measured run of the store as a point: its workload rebuilt from its totals, its labels and
@@ -148,7 +165,8 @@ fn print_text(
     }
     let groups = v.by_group();
     if groups.len() > 1 {
-        writeln!(out, "\nHeld-out errors by group (median / P90 / bias of TTFT, TPOT, throughput):")?;
+        let whose = if *split == Split::None { "Errors" } else { "Held-out errors" };
+        writeln!(out, "\n{whose} by group (median / P90 / bias of TTFT, TPOT, throughput):")?;
         for (g, rows) in groups {
             let cell = |name: &str| {
                 rows.iter().find(|(m, _)| m == name).map_or("-".to_string(), |(_, e)| {
@@ -157,7 +175,7 @@ fn print_text(
             };
             writeln!(
                 out,
-                "  {g:<28} {:>14} {:>14} {:>14}",
+                "  {g:<28} {:>16} {:>16} {:>16}",
                 cell("mean TTFT (ms)"),
                 cell("mean TPOT (ms)"),
                 cell("output tok/s")

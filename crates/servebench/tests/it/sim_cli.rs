@@ -395,6 +395,30 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     let (_, out) = run(&["--leave-out", "tp", "--fit", "t0-ms", "--max-evals", "4"]);
     assert!(out.contains("held out by tp") && out.contains("In-sample errors"), "{out}");
     assert!(out.contains("tp=4") && out.contains("tp=8") && out.contains("t0-ms"), "{out}");
+    // One device: no summary by group unless asked for one.
+    let (_, out) = run(&[]);
+    assert!(!out.contains("by group"), "{out}");
+    let (_, out) = run(&["--by", "tp"]);
+    assert!(out.contains("Errors by group") && out.contains("tp=4") && out.contains("tp=8"), "{out}");
+    // Results of several devices are summarised by device without asking.
+    let mixed = dir.path().join("mixed.json");
+    let mut two = rows.as_array().unwrap()[..2].to_vec();
+    two[1]["hw"] = "h200".into();
+    std::fs::write(&mixed, serde_json::Value::Array(two).to_string()).unwrap();
+    let cli = Cli::try_parse_from([
+        "servebench",
+        "sim",
+        "validate",
+        "--model",
+        "openai/gpt-oss-120b",
+        mixed.to_str().unwrap(),
+    ])
+    .unwrap();
+    let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+    let mut out = Vec::new();
+    commands::sim_validate::run(&args, &mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("Errors by group") && out.contains("hw=h100") && out.contains("hw=h200"), "{out}");
 }
 
 /// A prediction saved by `sim predict` and read back by `sim validate` on the same deployment

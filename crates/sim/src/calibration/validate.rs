@@ -262,6 +262,12 @@ impl Validation {
             .collect()
     }
 
+    /// Groups the held-out residuals by the values of label `keys` instead of the split's
+    /// groups, for the summary by group (`sim validate --by hw`); the fits are unchanged.
+    pub fn regroup(&mut self, cal: &Calibrator, keys: &[String]) {
+        self.groups = self.held_out.iter().map(|r| group_of(&cal.targets()[r.point].point, keys)).collect();
+    }
+
     /// The largest held-out median error over the metrics, as a fraction.
     pub fn worst_median(&self) -> f64 {
         let rs: Vec<&Residual> = self.held_out.iter().collect();

@@ -67,6 +67,8 @@ pub enum SimCommand {
     Fit(sim_args::SimFitArgs),
     /// Check the simulator against measured results, with the presets or held out.
     Validate(sim_args::SimValidateArgs),
+    /// Price one engine step term by term (weights, experts, attention, all-reduce, fixed costs).
+    Step(Box<sim_args::SimStepArgs>),
     /// List the hardware and model presets.
     Presets(sim_args::SimPresetsArgs),
 }

@@ -1,4 +1,4 @@
-//! `servebench sim predict`, `sim fit` and `sim presets` flags.
+//! `servebench sim predict`, `sim fit`, `sim validate`, `sim step` and `sim presets` flags.
 
 use clap::Args;
 
@@ -148,4 +148,23 @@ pub struct SimValidateArgs {
     /// headings, or tables of rows with `isl`, `osl` and `conc` fields (InferenceX's format).
     #[arg(value_name = "RESULT", required_unless_present = "runs")]
     pub results: Vec<String>,
+}
+
+/// Price one engine step term by term: the cost model's breakdown for a batch you describe.
+#[derive(Args, Clone, Debug)]
+pub struct SimStepArgs {
+    #[command(flatten)]
+    pub deployment: SimModelArgs,
+    /// Sequences decoding one token each in the step.
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    /// Tokens of context each decoding sequence has already.
+    #[arg(long, default_value_t = 1024)]
+    pub context: u32,
+    /// Prompt tokens of one sequence prefilled in the same step (a chunk, after no cached ones).
+    #[arg(long, default_value_t = 0)]
+    pub prefill: u32,
+    /// Print the breakdown as JSON.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -20,6 +20,7 @@ pub mod sim_fit;
 pub mod sim_predict;
 pub mod sim_presets;
 pub mod sim_serve;
+pub mod sim_step;
 pub mod sim_validate;
 pub mod sweep;
 pub mod workers;
@@ -38,6 +39,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sim(SimCommand::Fit(args)) => sim_fit::fit(args, &Sink::Stdout),
         Command::Sim(SimCommand::Validate(args)) => sim_validate::run(&args, &mut std::io::stdout().lock()),
         Command::Sim(SimCommand::Presets(args)) => sim_presets::presets(args, &mut std::io::stdout().lock()),
+        Command::Sim(SimCommand::Step(args)) => sim_step::run(&args, &mut std::io::stdout().lock()),
         Command::Runs(command) => runs::execute(command, &mut std::io::stdout().lock()),
         Command::Import(args) => import::execute(args, &mut std::io::stdout().lock()),
         Command::Compare(args) => compare::execute(args, &mut std::io::stdout().lock()),

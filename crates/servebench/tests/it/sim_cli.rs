@@ -480,3 +480,34 @@ fn sim_validate_reads_runs_from_the_store() {
     let (code, err) = fails(&["sim", "validate", "--db", db, "--runs", "12"]);
     assert_eq!(code, 1, "{err}");
 }
+
+/// `sim step` in-process: one step priced term by term (a snapshot of the table), the terms
+/// adding up to the total in the JSON, and a step with nothing to compute refused.
+#[test]
+fn sim_step_prices_one_step_term_by_term() {
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "step", "--model", "openai/gpt-oss-120b", "--hardware", "h100-sxm"];
+        argv.extend_from_slice(extra);
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Sim(SimCommand::Step(args)) = cli.command else { panic!("not sim step") };
+        let mut out = Vec::new();
+        let r = commands::sim_step::run(&args, &mut out);
+        (r, String::from_utf8(out).unwrap())
+    };
+    let (r, out) = run(&["--tp", "4", "--batch", "16"]);
+    assert!(r.is_ok());
+    insta::assert_snapshot!(out);
+    let (_, out) = run(&["--tp", "2", "--batch", "8", "--prefill", "2048", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let s = &doc["seconds"];
+    let parts: f64 =
+        ["fixed", "dense", "experts", "attention", "lm_head", "allreduce", "pipeline", "moe_routing", "eager", "host"]
+            .iter()
+            .map(|k| s[k].as_f64().unwrap())
+            .sum();
+    assert!((parts - s["total"].as_f64().unwrap()).abs() < 1e-12, "{doc}");
+    assert_eq!(doc["tokens"], 2056);
+    assert!(doc["experts_touched"].as_f64().unwrap() > 120.0, "2,056 tokens touch nearly all 128 experts: {doc}");
+    let (r, _) = run(&["--batch", "0"]);
+    assert!(r.unwrap_err().to_string().contains("--batch N decoding sequences or --prefill"));
+}

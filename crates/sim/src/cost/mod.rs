@@ -90,7 +90,7 @@ impl StepCost for LinearCost {
 }
 
 /// Where a step's time goes, seconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct StepBreakdown {
     /// Per-step, per-layer and per-sequence overheads.
     pub fixed: f64,

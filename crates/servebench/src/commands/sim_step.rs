@@ -1,0 +1,112 @@
+//! `servebench sim step`: one engine step priced term by term, for a batch the user describes,
+//! so each physical term of the cost model can be checked against what a profiler shows.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use servebench_sim::{BatchStats, CostModel, SimSetup, StepBreakdown};
+
+use crate::cli::sim_args::SimStepArgs;
+
+/// `sim step`: the cost model's breakdown of one step.
+pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if args.batch == 0 && args.prefill == 0 {
+        anyhow::bail!("the step has nothing to compute: give --batch N decoding sequences or --prefill TOKENS");
+    }
+    let d = &args.deployment;
+    let setup =
+        SimSetup::resolve(&d.model_spec()?, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
+    let window = setup.model.sliding_layers().1;
+    let mut batch = BatchStats::default();
+    for _ in 0..args.batch {
+        batch.add_sequence(args.context, 1, window, false, true);
+    }
+    if args.prefill > 0 {
+        batch.add_sequence(0, args.prefill, window, true, true);
+    }
+    let cost = CostModel::new(&setup);
+    let b = cost.breakdown(&batch);
+    let tokens = batch.tokens();
+    if args.json {
+        let doc = serde_json::json!({
+            "model": setup.model.id, "hardware": setup.hardware.name, "tp": setup.options.tp,
+            "pp": setup.options.pp, "dp": setup.options.dp, "batch": args.batch, "context": args.context,
+            "prefill": args.prefill, "tokens": tokens, "experts_touched": experts(&setup, &cost, tokens),
+            "seconds": b,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        write!(out, "{}", render(args, &setup, &cost, &b, tokens))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Distinct experts a MoE layer's step touches, where the model has experts.
+fn experts(setup: &SimSetup, cost: &CostModel, tokens: u64) -> Option<f64> {
+    setup.model.moe.as_ref().map(|_| cost.experts_touched(tokens))
+}
+
+fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakdown, tokens: u64) -> String {
+    let o = &setup.options;
+    let mut what = Vec::new();
+    if args.batch > 0 {
+        what.push(format!("{} decoding sequence(s) of {} tokens of context", args.batch, args.context));
+    }
+    if args.prefill > 0 {
+        what.push(format!("a prefill of {} tokens", args.prefill));
+    }
+    let mut s = format!(
+        "{} on {} (tp {}, pp {}, dp {}): one step of {}\n",
+        setup.model.id,
+        setup.hardware.name,
+        o.tp,
+        o.pp,
+        o.dp,
+        what.join(" and ")
+    );
+    let format = setup.model.precision.compute_on(&setup.hardware.peak_tflops);
+    let expert_note = experts(setup, cost, tokens).map(|touched| {
+        let moe = setup.model.moe.as_ref().map_or(0, |m| m.experts);
+        format!(
+            "{touched:.0} of {moe} experts a layer, {} at {:.2} of {:.0} TFLOP/s",
+            format.name(),
+            setup.stack.moe_eff.get(format),
+            setup.hardware.peak_tflops.get(format)
+        )
+    });
+    let rows: [(&str, f64, Option<String>); 11] = [
+        ("fixed (step, layers, sequences)", b.fixed, None),
+        ("dense products", b.dense, None),
+        ("routed experts", b.experts, expert_note),
+        ("attention", b.attention, None),
+        ("LM head", b.lm_head, None),
+        ("all-reduce", b.allreduce, (o.tp > 1).then(|| format!("{} a step", 2 * setup.model.layers))),
+        ("pipeline hand-offs", b.pipeline, None),
+        ("MoE routing", b.moe_routing, None),
+        ("launches without graphs", b.eager, None),
+        (
+            "host, not hidden",
+            b.host,
+            Some(if o.async_scheduling { "async scheduling" } else { "no async scheduling" }.into()),
+        ),
+        ("total", b.total, None),
+    ];
+    s.push_str(&format!("{:<32} {:>9} {:>6}\n", "term", "ms", "share"));
+    for (name, secs, note) in rows {
+        let share = if b.total > 0.0 { secs / b.total * 100.0 } else { 0.0 };
+        let note = note.map_or(String::new(), |n| format!("  {n}"));
+        s.push_str(&format!("{name:<32} {:>9.3} {share:>5.0}%{note}\n", secs * 1e3));
+    }
+    s.push_str(&format!(
+        "{:<32} {:>9.3}         weights read and KV cache at {:.2} of {:.0} GB/s, for reference\n",
+        "bytes over bandwidth",
+        b.memory * 1e3,
+        setup.stack.eta_bw,
+        setup.hardware.bandwidth_gbs
+    ));
+    if b.total > 0.0 {
+        s.push_str(&format!("{:<32} {:>9.0}\n", "tokens per second of the step", tokens as f64 / b.total));
+    }
+    s
+}

@@ -16,9 +16,10 @@ macro_rules! embedded {
     };
 }
 
-const HARDWARE: [(&str, &str); 16] = embedded!("hardware":
+const HARDWARE: [(&str, &str); 17] = embedded!("hardware":
     "h100-sxm.toml", "h200.toml", "b200.toml", "gb200.toml", "b300.toml", "gb300.toml", "a100-80g.toml",
-    "l40s.toml", "l4.toml", "rtx-4090.toml", "rtx-5090.toml", "dgx-spark.toml", "jetson-agx-thor.toml",
+    "l40s.toml", "l4.toml", "rtx-4090.toml", "rtx-5090.toml", "rtx-pro-6000.toml", "dgx-spark.toml",
+    "jetson-agx-thor.toml",
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 

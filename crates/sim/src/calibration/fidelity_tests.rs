@@ -190,3 +190,29 @@ fn the_presets_keep_their_h100_calibration() {
         assert!(e.median <= bound, "{metric}: median error {:.1} % above {:.0} %", e.median * 100.0, bound * 100.0);
     }
 }
+
+/// Public reports of gpt-oss-20b and -120b on one H100 with 32,000-token prompts
+/// (`testdata/public/`), a model, a prompt length and a tensor-parallel size that no constant was
+/// fitted to: the shipped presets predicted every metric within 10 % when this test was written;
+/// it fails if a change takes any of them past 15 %.
+#[test]
+fn public_reports_no_constant_was_fitted_to_stay_predicted() {
+    use super::validate::{Defaults, Split, targets_for, validate};
+    use super::{Calibrator, read_points};
+    let points = read_points(&testdata().join("public/gpustack-h100-gpt-oss-32k.txt")).unwrap();
+    let options = [("async-scheduling", "false"), ("max-model-len", "32768")];
+    let defaults = Defaults {
+        hardware: Some("h100-sxm".into()),
+        options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..Defaults::default()
+    };
+    let (targets, skipped) = targets_for(points, &defaults, &crate::presets::Presets::embedded().unwrap());
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(targets.len(), 2);
+    let cal = Calibrator::new(targets).unwrap();
+    let v = validate(&cal, &Split::None, &[], SearchOptions { max_evals: 1, initial_step: 0.1, tolerance: 1.0 });
+    assert_eq!(v.held_out.len(), 8, "mean and median TTFT, TPOT and throughput of each");
+    for r in &v.held_out {
+        assert!(r.error().abs() <= 0.15, "{} {}: {:+.1} %", r.label, r.metric.name(), r.error() * 100.0);
+    }
+}

@@ -231,3 +231,8 @@ pub fn one_line(e: &anyhow::Error) -> String {
     let (top, root) = (e.to_string(), e.root_cause().to_string());
     if top.contains(&root) { top } else { format!("{top}: {root}") }
 }
+
+/// The simulated deployment `sim serve`, `sim fit` and `sim step` name with their flags.
+pub fn deployment_setup(d: &crate::cli::sim_model::SimModelArgs) -> anyhow::Result<SimSetup> {
+    Ok(SimSetup::resolve(&d.model_spec()?, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?)
+}

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context as _;
+use servebench_sim::Presets;
 use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, validate};
-use servebench_sim::{Presets, SimSetup};
 
 use crate::cli::sim_args::SimFitArgs;
 use crate::output::Sink;
@@ -18,7 +18,7 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
     let d = &args.deployment;
     let model = d.model_spec()?;
-    let setup = SimSetup::resolve(&model, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
+    let setup = super::resolve::deployment_setup(d)?;
     let mut points = Vec::new();
     for file in &args.results {
         points.extend(calibration::read_points(Path::new(file))?);

@@ -6,7 +6,6 @@
 
 use servebench_sim::SimSetup;
 use servebench_sim::server::{ServerOptions, start};
-use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::sim_serve::SimServeArgs;
@@ -20,8 +19,7 @@ const WANTED_FILES: u64 = 65_536;
 pub async fn run(args: SimServeArgs) -> anyhow::Result<ExitCode> {
     let out = Sink::Stdout;
     let d = &args.deployment;
-    let model = d.model_spec()?;
-    let setup = SimSetup::resolve(&model, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
+    let setup = super::resolve::deployment_setup(d)?;
     let tokenizer = args.tokenizer.as_deref().map(load_tokenizer).transpose()?;
     if let Err(e) = servebench_client::raise_nofile_limit(WANTED_FILES) {
         out.line(format!("WARNING: could not raise the open-file limit ({e}); many concurrent clients may fail."))?;

@@ -2,7 +2,6 @@
 //! so each physical term of the cost model can be checked against what a profiler shows.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use servebench_sim::{BatchStats, CostModel, SimSetup, StepBreakdown};
@@ -15,8 +14,7 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         anyhow::bail!("the step has nothing to compute: give --batch N decoding sequences or --prefill TOKENS");
     }
     let d = &args.deployment;
-    let setup =
-        SimSetup::resolve(&d.model_spec()?, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?;
+    let setup = super::resolve::deployment_setup(d)?;
     let window = setup.model.sliding_layers().1;
     let mut batch = BatchStats::default();
     for _ in 0..args.batch {

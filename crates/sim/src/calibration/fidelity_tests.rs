@@ -165,8 +165,8 @@ fn the_check_fails_when_numbers_get_worse_or_break_the_bounds() {
 /// tp` and are in `presets/hardware/CALIBRATION.md`.
 #[test]
 fn the_presets_keep_their_h100_calibration() {
-    use super::validate::{Defaults, Split, by_metric, targets_for, validate};
-    use super::{Calibrator, Residual, read_points};
+    use super::validate::{Defaults, by_metric};
+    use super::{Residual, read_points};
     let rows = read_points(&testdata().join("inferencex-h100-gpt-oss-120b-vllm.json")).unwrap();
     // One vLLM version and the smallest and largest load of each shape keep the debug build quick.
     let rows: Vec<_> = rows
@@ -177,11 +177,7 @@ fn the_presets_keep_their_h100_calibration() {
         })
         .collect();
     let defaults = Defaults { model: Some("openai/gpt-oss-120b".into()), ..Defaults::default() };
-    let (targets, skipped) = targets_for(rows, &defaults, &crate::presets::Presets::embedded().unwrap());
-    assert!(skipped.is_empty(), "{skipped:?}");
-    assert_eq!(targets.len(), 17);
-    let cal = Calibrator::new(targets).unwrap();
-    let v = validate(&cal, &Split::None, &[], SearchOptions { max_evals: 1, initial_step: 0.1, tolerance: 1.0 });
+    let v = predicted_by_the_presets(rows, &defaults, 17);
     let all: Vec<&Residual> = v.held_out.iter().collect();
     let rows = by_metric(&all);
     println!("{}", super::validate::errors_table("presets on the H100 rows (in sample):", &rows));
@@ -197,8 +193,8 @@ fn the_presets_keep_their_h100_calibration() {
 /// it fails if a change takes any of them past 15 %.
 #[test]
 fn public_reports_no_constant_was_fitted_to_stay_predicted() {
-    use super::validate::{Defaults, Split, targets_for, validate};
-    use super::{Calibrator, read_points};
+    use super::read_points;
+    use super::validate::Defaults;
     let points = read_points(&testdata().join("public/gpustack-h100-gpt-oss-32k.txt")).unwrap();
     let options = [("async-scheduling", "false"), ("max-model-len", "32768")];
     let defaults = Defaults {
@@ -206,13 +202,24 @@ fn public_reports_no_constant_was_fitted_to_stay_predicted() {
         options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         ..Defaults::default()
     };
-    let (targets, skipped) = targets_for(points, &defaults, &crate::presets::Presets::embedded().unwrap());
-    assert!(skipped.is_empty(), "{skipped:?}");
-    assert_eq!(targets.len(), 2);
-    let cal = Calibrator::new(targets).unwrap();
-    let v = validate(&cal, &Split::None, &[], SearchOptions { max_evals: 1, initial_step: 0.1, tolerance: 1.0 });
+    let v = predicted_by_the_presets(points, &defaults, 2);
     assert_eq!(v.held_out.len(), 8, "mean and median TTFT, TPOT and throughput of each");
     for r in &v.held_out {
         assert!(r.error().abs() <= 0.15, "{} {}: {:+.1} %", r.label, r.metric.name(), r.error() * 100.0);
     }
+}
+
+/// `points` predicted with the shipped presets, nothing fitted; every point maps to a deployment
+/// and there are `expected` of them.
+fn predicted_by_the_presets(
+    points: Vec<super::MeasuredPoint>,
+    defaults: &super::validate::Defaults,
+    expected: usize,
+) -> super::validate::Validation {
+    use super::validate::{Split, targets_for, validate};
+    let (targets, skipped) = targets_for(points, defaults, &crate::presets::Presets::embedded().unwrap());
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(targets.len(), expected);
+    let cal = super::Calibrator::new(targets).unwrap();
+    validate(&cal, &Split::None, &[], SearchOptions { max_evals: 1, initial_step: 0.1, tolerance: 1.0 })
 }

@@ -13,6 +13,7 @@ pub mod protocol;
 pub mod pyjson;
 pub mod record;
 pub mod rng;
+pub mod search;
 pub mod shard;
 pub mod telemetry;
 pub mod threshold;

@@ -17,6 +17,7 @@
 
 mod parse;
 mod quantity;
+pub mod slo;
 mod verdict;
 
 use std::fmt;

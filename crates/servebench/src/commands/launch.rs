@@ -68,7 +68,7 @@ fn quoted(s: &str) -> String {
 }
 
 /// A word for a POSIX shell: as is when plain, else single-quoted.
-fn shell_word(s: &str) -> String {
+pub(crate) fn shell_word(s: &str) -> String {
     let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&b));
     if plain { s.to_string() } else { format!("'{}'", s.replace('\'', r"'\''")) }
 }

@@ -4,7 +4,8 @@
 //! - `grid` reads the grid from the flags and names its points;
 //! - `run` runs each point as a full `bench serve` run (or a prediction in virtual time with
 //!   `--predict`), labelled and kept, and records failures without stopping;
-//! - `slo` reads and checks `--slo`; `search` chooses the probes of `--search`;
+//! - `servebench_core::threshold::slo` judges points against `--slo`, and
+//!   `servebench_core::search` chooses the probes of `--search`;
 //! - `tables` prints what the comparison does not: the spread of repeats, SLO verdicts, the
 //!   probes and the answer.
 //!
@@ -18,8 +19,6 @@
 
 mod grid;
 mod run;
-mod search;
-mod slo;
 mod tables;
 
 use std::process::ExitCode;
@@ -33,15 +32,16 @@ use servebench_store::{RunFilter, RunRef, Store};
 
 use self::grid::{Grid, Point, PromptCount};
 use self::run::{Runner, Stop, describe};
-use self::search::{Search, Tolerance};
-use self::slo::missing_sections;
 use self::tables::{Probe, answer_text, probes_table, slo_table, spread_table};
 use crate::cli::resolve::{parse_metric_percentiles, parse_percentile_metrics, run_config};
 use crate::cli::sweep_args::{SearchKey, SweepArgs};
 use crate::commands::bench::INTERRUPTED;
 use crate::commands::compare::usage;
+use crate::commands::launch::shell_word;
 use crate::commands::resolve::Resolver;
 use crate::output::{self, Sink};
+use servebench_core::search::{Search, Tolerance};
+use servebench_core::threshold::slo::{self, missing_sections};
 
 /// Runs the sweep or the search the flags describe, then compares its runs.
 pub async fn execute(args: SweepArgs, out: &Sink) -> anyhow::Result<ExitCode> {
@@ -461,13 +461,6 @@ fn default_id() -> String {
 }
 
 /// A word as a shell reads it: quoted when it holds anything but safe characters.
-fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@+,".contains(c)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
 
 fn file_stem(id: &str) -> String {
     id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()

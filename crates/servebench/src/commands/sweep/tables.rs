@@ -7,10 +7,10 @@ use servebench_report::Table;
 use servebench_report::layout::number_text;
 
 use super::run::{RunRecord, describe};
-use super::search::{Answer, Search};
+use servebench_core::search::{Answer, Search};
 use servebench_core::threshold::{Threshold, Verdicts};
 
-use super::slo::{self, conjunction, short};
+use servebench_core::threshold::slo::{self, conjunction, short};
 
 /// `431 ± 12`, `4.35 ± 0.01` (sample standard deviation, at the mean's precision), or the
 /// value alone for one run; `-` for none.

@@ -1,5 +1,5 @@
-//! The SLO search as a pure state machine: which value to probe next, given the verdicts so
-//! far.
+//! The SLO search of `sweep --search` as a pure state machine: which value to probe next,
+//! given the verdicts so far.
 //!
 //! It probes `min`, then doubles the highest passing value until a probe fails or `max` is
 //! reached (bracketing), then bisects between the highest pass and the lowest fail until they
@@ -7,7 +7,7 @@
 //! Probes are full runs, so noise can make a value pass above one that failed; the search
 //! then trusts the lowest failure, and [`Answer::passed_above`] says what passed above it.
 
-use servebench_report::layout::number_text;
+use crate::threshold::number_text;
 
 /// How close the highest pass and the lowest fail must come.
 #[derive(Clone, Copy, Debug, PartialEq)]

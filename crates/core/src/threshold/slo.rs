@@ -1,14 +1,14 @@
 //! Service level objectives of `sweep --slo`: `p99_ttft_ms<=500,output_throughput>=1000`.
 //!
-//! The objectives are thresholds of [`servebench_core::threshold`] (read by its `parse_slos`):
+//! The objectives are [`Threshold`]s (read by [`super::parse_slos`]):
 //! a latency statistic in milliseconds or `failed_pct` with `<=`, a throughput with `>=`. A run
 //! meets an SLO when it has the value and the value is within the bound (inclusive); a run
 //! without the value (no successful request) does not meet it. This module judges points
 //! against them and words the outcome.
 
-use servebench_core::config::Metric;
-use servebench_core::metrics::Summary;
-use servebench_core::threshold::{Outcome, Quantity, Stat, Threshold, Verdict, Verdicts, failed_pct};
+use crate::config::Metric;
+use crate::metrics::Summary;
+use crate::threshold::{Outcome, Quantity, Stat, Threshold, Verdict, Verdicts, failed_pct};
 
 /// The SLO's value in a run's summary; `None` when the run does not have it (a latency of a
 /// run without a successful request; a missing failure count reads as none failed).
@@ -121,9 +121,9 @@ pub fn conjunction(slos: &[Threshold]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use servebench_core::metrics::MetricStats;
+    use crate::metrics::MetricStats;
 
-    use servebench_core::threshold::parse_slos;
+    use crate::threshold::parse_slos;
 
     use super::*;
 

@@ -460,8 +460,6 @@ fn default_id() -> String {
     format!("{}-{:04x}", now.strftime("%Y%m%d-%H%M%S"), (mixed >> 48) as u16)
 }
 
-/// A word as a shell reads it: quoted when it holds anything but safe characters.
-
 fn file_stem(id: &str) -> String {
     id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }

@@ -489,9 +489,13 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
 
 /// `bench-{8 hex digits}-`, different for every run (vLLM uses a random uuid).
 fn default_request_id_prefix() -> String {
+    format!("bench-{:08x}-", (nonce() >> 32) as u32)
+}
+
+/// A number that differs between runs: the clock's nanoseconds and the process id, mixed.
+pub fn nonce() -> u64 {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let mixed = (nanos as u64 ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    format!("bench-{:08x}-", (mixed >> 32) as u32)
+    (nanos as u64 ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 #[cfg(test)]

@@ -455,9 +455,7 @@ fn check_sharding(args: &SweepArgs) -> anyhow::Result<()> {
 /// `20250601-143012-a3f9`: the start time and four hex digits.
 fn default_id() -> String {
     let now = jiff::Zoned::now();
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let mixed = (nanos as u64 ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    format!("{}-{:04x}", now.strftime("%Y%m%d-%H%M%S"), (mixed >> 48) as u16)
+    format!("{}-{:04x}", now.strftime("%Y%m%d-%H%M%S"), (crate::cli::resolve::nonce() >> 48) as u16)
 }
 
 fn file_stem(id: &str) -> String {

@@ -21,6 +21,10 @@ pub struct PeakTflops {
     /// Integer 4-bit peak where published (informational: AWQ kernels compute in BF16).
     #[serde(default)]
     pub int4: Option<f64>,
+    /// The SMs' 32-bit integer rate, TOPS (datasheet: SMs × boost clock × 64 lanes × 2): what
+    /// prices dequantizing (weight-only) kernels; see [`PeakTflops::dequant_issue`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int32: Option<f64>,
     /// The activations the serving stack's expert kernels for MXFP4 checkpoints (gpt-oss) take
     /// on this device: `fp8` (W4A8 at the FP8 rate, vLLM's FlashInfer kernels on Blackwell),
     /// `bf16` (W4A16: the weights dequantized to BF16, as ROCm vLLM's AITER kernels on the
@@ -47,7 +51,22 @@ impl PeakTflops {
             C::Fp4 => self.fp4.or(self.fp8).unwrap_or(self.bf16),
         }
     }
+
+    /// The rate, in BF16 FLOP/s equivalents (TFLOPS), at which the SMs issue the work of a
+    /// dequantizing (weight-only) kernel: Marlin and its kin unpack every weight on the integer
+    /// units and multiply with `mma.sync`, so their speed follows the SMs' issue rate (the
+    /// integer rate), not the tensor peak. The integer rate times [`WEIGHT_ONLY_PER_INT32`],
+    /// so that the weight-only ceilings fitted on the H100 keep their meaning there; the BF16
+    /// peak where the preset gives no integer rate.
+    pub fn dequant_issue(&self) -> f64 {
+        self.int32.map_or(self.bf16, |i| i * WEIGHT_ONLY_PER_INT32)
+    }
 }
+
+/// The H100 SXM's BF16 tensor peak over its integer rate (989 / 33.5): BF16 FLOP/s
+/// equivalents of a dequantizing kernel's issue rate per integer op/s (see
+/// [`PeakTflops::dequant_issue`]).
+pub const WEIGHT_ONLY_PER_INT32: f64 = 989.0 / 33.5;
 
 /// A link the tensor-parallel all-reduce (or pipeline hand-off) crosses.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -193,20 +193,44 @@ fn the_presets_keep_their_h100_calibration() {
 /// it fails if a change takes any of them past 15 %.
 #[test]
 fn public_reports_no_constant_was_fitted_to_stay_predicted() {
-    use super::read_points;
-    use super::validate::Defaults;
-    let points = read_points(&testdata().join("public/gpustack-h100-gpt-oss-32k.txt")).unwrap();
-    let options = [("async-scheduling", "false"), ("max-model-len", "32768")];
-    let defaults = Defaults {
-        hardware: Some("h100-sxm".into()),
-        options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        ..Defaults::default()
-    };
-    let v = predicted_by_the_presets(points, &defaults, 2);
+    let v = gpustack_reports("gpustack-h100-gpt-oss-32k.txt", "h100-sxm", 2);
     assert_eq!(v.held_out.len(), 8, "mean and median TTFT, TPOT and throughput of each");
     for r in &v.held_out {
         assert!(r.error().abs() <= 0.15, "{} {}: {:+.1} %", r.label, r.metric.name(), r.error() * 100.0);
     }
+}
+
+/// Public reports of gpt-oss-120b on one A100 (`testdata/public/`), a device no constant was
+/// fitted on, whose experts run through dequantizing kernels priced by the SMs' integer rate:
+/// the median error of mean TTFT and of throughput over the four reports was 11 % and 7 % when
+/// this test was written (62 % and 41 % when those kernels were priced by the BF16 peak); it
+/// fails past 20 %. Their TPOT is not held: the steps that decode beside long prompts' chunks
+/// come out short (CALIBRATION.md).
+#[test]
+fn public_a100_reports_stay_predicted() {
+    use super::Residual;
+    use super::validate::by_metric;
+    let v = gpustack_reports("gpustack-a100-gpt-oss-120b.txt", "a100-80g", 4);
+    let all: Vec<&Residual> = v.held_out.iter().collect();
+    for (metric, e) in by_metric(&all) {
+        if metric.contains("mean TTFT") || metric.contains("tok/s") {
+            assert!(e.median <= 0.20, "{metric}: median error {:.1} % above 20 %", e.median * 100.0);
+        }
+    }
+}
+
+/// The reports of `file` in `testdata/public/` (GPUStack's: `vllm serve MODEL --max-model-len
+/// 32768`, no async scheduling) predicted on `hardware` by the shipped presets.
+fn gpustack_reports(file: &str, hardware: &str, expected: usize) -> super::validate::Validation {
+    use super::validate::Defaults;
+    let points = super::read_points(&testdata().join("public").join(file)).unwrap();
+    let options = [("async-scheduling", "false"), ("max-model-len", "32768")];
+    let defaults = Defaults {
+        hardware: Some(hardware.into()),
+        options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..Defaults::default()
+    };
+    predicted_by_the_presets(points, &defaults, expected)
 }
 
 /// `points` predicted with the shipped presets, nothing fitted; every point maps to a deployment

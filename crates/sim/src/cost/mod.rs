@@ -188,11 +188,18 @@ impl CostModel {
         let (experts, top_k) = m.moe.as_ref().map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.top_k)));
         let peaks = &hw.peak_tflops;
         let bandwidth = st.eta_bw * hw.bandwidth_gbs * 1e9;
-        let device = |format: ComputePrecision, ceiling: f64| GemmDevice {
-            peak_flops: peaks.get(format) * 1e12,
-            ceiling,
-            m_half: st.gemm_m_half,
-            bandwidth,
+        // A dequantizing kernel runs at the lower of its issue-bound rate (the integer rate, at
+        // the weight-only ceiling) and the tensor cores' BF16 rate: the first binds on parts
+        // with strong tensor cores (H100, A100), the second on those with weak ones (RTX 4090).
+        let device = |format: ComputePrecision, table: &crate::precision::PrecisionTable| {
+            let (peak, ceiling) = match format {
+                ComputePrecision::WeightOnly => {
+                    let rate = (peaks.dequant_issue() * table.weight_only).min(peaks.bf16 * table.bf16);
+                    (peaks.bf16, rate / peaks.bf16)
+                }
+                _ => (peaks.get(format), table.get(format)),
+            };
+            GemmDevice { peak_flops: peak * 1e12, ceiling, m_half: st.gemm_m_half, bandwidth }
         };
         let attn_format = m.attention_precision().compute_on(peaks);
         let lin_format = m.precision.compute_on(peaks);
@@ -225,13 +232,13 @@ impl CostModel {
                 flops_per_row: 2.0 * attn_params,
                 weight_bytes: attn_params * m.attention_precision().bytes_per_param(),
             },
-            attn_dev: device(attn_format, st.gemm_eff.get(attn_format)),
+            attn_dev: device(attn_format, &st.gemm_eff),
             ffn: GemmShape { flops_per_row: 2.0 * ffn_params, weight_bytes: ffn_params * w_b },
-            ffn_dev: device(lin_format, st.gemm_eff.get(lin_format)),
+            ffn_dev: device(lin_format, &st.gemm_eff),
             expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
-            expert_dev: device(lin_format, st.moe_eff.get(lin_format)),
+            expert_dev: device(lin_format, &st.moe_eff),
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
-            lm_dev: device(ComputePrecision::Bf16, st.gemm_eff.bf16),
+            lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff),
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
             attn_flops_per_pair_layer: m.attention_flops_per_pair() / tp,
             attn_rate: peaks.bf16 * 1e12 * st.attn_eff,

@@ -189,3 +189,26 @@ proptest! {
         if sync { prop_assert!((d.host - host_ms * 1e-3).abs() < 1e-12); } else { prop_assert!(d.total >= gpu); }
     }
 }
+
+#[test]
+fn dequantizing_experts_run_at_the_sms_issue_rate_capped_by_the_tensor_rate() {
+    let st = crate::profile::StackProfile::default();
+    let expert_rate = |c: &CostModel| c.expert_dev.peak_flops * c.expert_dev.ceiling;
+    // The H100's integer rate gives back the BF16-peak pricing its ceilings were fitted with.
+    let h100 = model("openai/gpt-oss-120b", "h100-sxm", &[]);
+    assert!((expert_rate(&h100) / (989e12 * st.moe_eff.weight_only) - 1.0).abs() < 1e-9);
+    // The A100 issues 19.5 / 33.5 of the H100's integer work: its Marlin experts run at that
+    // share of the H100's rate, not at the 312 / 989 share of the tensor peaks.
+    let a100 = model("openai/gpt-oss-120b", "a100-80g", &[]);
+    assert!((expert_rate(&a100) / expert_rate(&h100) - 19.5 / 33.5).abs() < 1e-9);
+    let b = decode_batch(256, 1000);
+    let (ta, th) = (a100.breakdown(&b).experts, h100.breakdown(&b).experts);
+    assert!(ta / th > 1.5 && ta / th < 1.8, "{ta} {th}");
+    // Weak tensor cores bind first: the RTX 4090's integer rate would allow more than its BF16
+    // rate at the BF16 ceiling.
+    let rtx = model("openai/gpt-oss-20b", "rtx-4090", &[]);
+    assert!((expert_rate(&rtx) / (165e12 * st.moe_eff.bf16) - 1.0).abs() < 1e-9);
+    // A device without an integer rate keeps its BF16 peak.
+    let mi300x = model("openai/gpt-oss-120b", "mi300x", &[]);
+    assert!(mi300x.expert_dev.ceiling < 0.2 && (mi300x.expert_dev.peak_flops - 1307e12).abs() < 1.0);
+}

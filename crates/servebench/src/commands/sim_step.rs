@@ -66,12 +66,8 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
     let format = setup.model.precision.compute_on(&setup.hardware.peak_tflops);
     let expert_note = experts(setup, cost, tokens).map(|touched| {
         let moe = setup.model.moe.as_ref().map_or(0, |m| m.experts);
-        format!(
-            "{touched:.0} of {moe} experts a layer, {} at {:.2} of {:.0} TFLOP/s",
-            format.name(),
-            setup.stack.moe_eff.get(format),
-            setup.hardware.peak_tflops.get(format)
-        )
+        let (ceiling, peak) = cost.expert_ceiling();
+        format!("{touched:.0} of {moe} experts a layer, {} at {ceiling:.2} of {peak:.0} TFLOP/s", format.name())
     });
     let rows: [(&str, f64, Option<String>); 11] = [
         ("fixed (step, layers, sequences)", b.fixed, None),

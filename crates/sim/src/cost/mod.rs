@@ -270,6 +270,12 @@ impl CostModel {
         expected_experts(self.experts, self.top_k, tokens as f64)
     }
 
+    /// The routed experts' ceiling and the peak it is a fraction of, TFLOP/s: for dequantizing
+    /// kernels the ceiling the SMs' issue rate leaves them (see [`CostModel::new`]).
+    pub fn expert_ceiling(&self) -> (f64, f64) {
+        (self.expert_dev.ceiling, self.expert_dev.peak_flops / 1e12)
+    }
+
     /// Whether a step runs without CUDA graphs.
     fn eager(&self, b: &BatchStats) -> bool {
         self.always_eager

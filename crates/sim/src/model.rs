@@ -47,6 +47,10 @@ pub struct ModelShape {
     /// Parameters outside the language model (a vision tower), billions: memory only.
     #[serde(default)]
     pub extra_params_b: f64,
+    /// Learned attention sinks (gpt-oss): attention kernels must support them, which only
+    /// some do (see `StackProfile::attn_eff_sinks`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attention_sinks: bool,
 }
 
 /// Mixture-of-experts FFN layers.
@@ -336,6 +340,7 @@ mod tests {
             sliding: None,
             mla: None,
             extra_params_b: 0.0,
+            attention_sinks: false,
         }
     }
 

@@ -32,6 +32,11 @@ pub struct StackProfile {
     pub moe_eff: PrecisionTable,
     /// Fraction of the BF16 peak that attention kernels reach on their query-key FLOPs.
     pub attn_eff: f64,
+    /// The same for models with attention sinks (gpt-oss) where the stack's fast attention
+    /// kernels lack them and vLLM falls back to its Triton kernels (every NVIDIA part before
+    /// Hopper, consumer Blackwell and GB10); unset: `attn_eff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_eff_sinks: Option<f64>,
     /// Rows at which a matrix product reaches half its ceiling: efficiency is
     /// `ceiling × M / (M + gemm_m_half)` for M rows (tokens, or tokens per expert).
     pub gemm_m_half: f64,
@@ -92,6 +97,7 @@ impl Default for StackProfile {
             gemm_eff: PrecisionTable { bf16: 0.75, fp8: 0.65, fp4: 0.5, weight_only: 0.5 },
             moe_eff: PrecisionTable { bf16: 0.5, fp8: 0.45, fp4: 0.35, weight_only: 0.167 },
             attn_eff: 0.65,
+            attn_eff_sinks: None,
             gemm_m_half: 12.5,
             t0_ms: 0.71,
             t_layer_us: 21.0,
@@ -266,11 +272,12 @@ impl FitParam {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 22] = [
+pub const PROFILE_OPTION_KEYS: [&str; 23] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
     "attn-eff",
+    "attn-eff-sinks",
     "gemm-m-half",
     "t0-ms",
     "t-layer-us",
@@ -358,6 +365,7 @@ impl StackProfile {
     /// Checks that every constant is in a meaningful range.
     pub fn validate(&self) -> Result<(), String> {
         let mut effs = vec![("eta_bw".to_string(), self.eta_bw), ("attn_eff".to_string(), self.attn_eff)];
+        effs.extend(self.attn_eff_sinks.map(|v| ("attn_eff_sinks".to_string(), v)));
         for p in ComputePrecision::ALL {
             effs.push((format!("gemm_eff.{}", p.name()), self.gemm_eff.get(p)));
             effs.push((format!("moe_eff.{}", p.name()), self.moe_eff.get(p)));

@@ -212,3 +212,21 @@ fn dequantizing_experts_run_at_the_sms_issue_rate_capped_by_the_tensor_rate() {
     let mi300x = model("openai/gpt-oss-120b", "mi300x", &[]);
     assert!(mi300x.expert_dev.ceiling < 0.2 && (mi300x.expert_dev.peak_flops - 1307e12).abs() < 1.0);
 }
+
+#[test]
+fn attention_sinks_run_at_the_triton_kernels_rate_where_the_fast_kernels_lack_them() {
+    let st = |hw: &str| crate::presets::Presets::embedded().unwrap().hardware(hw).unwrap().stack.clone();
+    let rate = |m: &str, hw: &str| model(m, hw, &[]).attn_rate;
+    // gpt-oss has sinks: on the A100 vLLM serves them with its Triton kernels.
+    let sinks = st("a100-80g").attn_eff_sinks.unwrap();
+    assert!((rate("openai/gpt-oss-20b", "a100-80g") - 312e12 * sinks).abs() < 1.0);
+    // A model without sinks keeps FlashAttention's rate there, and the H100's kernels have sinks.
+    assert!((rate("Qwen/Qwen3-8B", "a100-80g") - 312e12 * st("a100-80g").attn_eff).abs() < 1.0);
+    assert!(st("h100-sxm").attn_eff_sinks.is_none());
+    assert!((rate("openai/gpt-oss-20b", "h100-sxm") - 989e12 * st("h100-sxm").attn_eff).abs() < 1.0);
+    // A long prompt's prefill takes longer for it.
+    let long = prefill(8192);
+    let a100 = model("openai/gpt-oss-20b", "a100-80g", &[]).breakdown(&long).attention;
+    let without = model("openai/gpt-oss-20b", "a100-80g", &[("attn-eff-sinks", "0.65")]).breakdown(&long).attention;
+    assert!(a100 > 3.0 * without, "{a100} {without}");
+}

@@ -257,6 +257,26 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     (attention + always + experts) * stage_fraction + (heads * embedding_bytes + extra) / tp
 }
 
+/// The sequences the stack's activation reserves are stated at: vLLM's default `max-num-seqs`
+/// on the large GPUs they were calibrated on.
+const RESERVE_SEQS: u32 = 1024;
+
+/// Bytes per vocabulary entry of the sampler's working set that vLLM's memory profiling runs for
+/// `max-num-seqs` rows: the logits and probabilities in FP32 and the sort top-k/top-p does on
+/// them (FP32 values, int64 indices).
+const SAMPLER_BYTES_PER_LOGIT: f64 = 20.0;
+
+/// Memory each GPU keeps outside weights and KV cache: the stack's reserve (CUDA graphs,
+/// workspaces, the profiled peak of a forward pass and of the sampler), stated at
+/// [`RESERVE_SEQS`] sequences, less the sampler rows a smaller `max-num-seqs` does not profile
+/// (2.9 GiB for gpt-oss's 201,088-entry vocabulary at 256 sequences, vLLM's default on the A100),
+/// and never below a quarter of the reserve.
+pub fn activation_reserve_gib(model: &ModelShape, opts: &ServingOptions, stack: &StackProfile) -> f64 {
+    let reserve = if model.moe.is_some() { stack.activation_reserve_moe_gib } else { stack.activation_reserve_gib };
+    let rows = f64::from(RESERVE_SEQS.saturating_sub(opts.max_num_seqs));
+    (reserve - rows * f64::from(model.vocab) * SAMPLER_BYTES_PER_LOGIT / GIB).max(reserve / 4.0)
+}
+
 /// Sizes the KV pool of one GPU (the most loaded pipeline stage of one data-parallel rank).
 pub fn plan_memory(
     model: &ModelShape,
@@ -266,7 +286,7 @@ pub fn plan_memory(
 ) -> Result<MemoryPlan, SimError> {
     let pp = opts.pp;
     let weights_gib = weight_bytes_per_gpu(model, opts) / GIB;
-    let reserve_gib = if model.moe.is_some() { stack.activation_reserve_moe_gib } else { stack.activation_reserve_gib };
+    let reserve_gib = activation_reserve_gib(model, opts, stack);
     let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
     let kv_gib = usable_gib - weights_gib - reserve_gib;
     let does_not_fit = || SimError::DoesNotFit {
@@ -452,5 +472,24 @@ mod tests {
         let bf16 = setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap();
         let fp8 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("precision", "fp8")]).unwrap();
         assert!(fp8.memory.weights_gib < 0.6 * bf16.memory.weights_gib);
+    }
+
+    #[test]
+    fn the_reserve_leaves_out_the_sampler_rows_fewer_sequences_do_not_profile() {
+        // gpt-oss on the H100 runs vLLM's default 1,024 sequences: the reserve as stated.
+        let h100 = setup("openai/gpt-oss-120b", "h100-sxm", &[]).unwrap();
+        assert_eq!(h100.memory.reserve_gib, 8.0);
+        // The A100's default is 256: 768 rows of 201,088 logits at 20 bytes fewer.
+        let a100 = setup("openai/gpt-oss-120b", "a100-80g", &[]).unwrap();
+        let sampler = 768.0 * 201_088.0 * 20.0 / GIB;
+        assert!((a100.memory.reserve_gib - (8.0 - sampler)).abs() < 1e-9, "{}", a100.memory.reserve_gib);
+        assert!(a100.memory.kv_tokens > h100.memory.kv_tokens);
+        // Asked for on the H100, the same; and never below a quarter of the reserve.
+        let asked = setup("openai/gpt-oss-120b", "h100-sxm", &[("max-num-seqs", "256")]).unwrap();
+        assert_eq!(asked.memory.reserve_gib, a100.memory.reserve_gib);
+        let one = setup("Qwen/Qwen3-8B", "l4", &[("max-num-seqs", "1")]).unwrap();
+        assert!((one.memory.reserve_gib - (4.17 - 1023.0 * 151_936.0 * 20.0 / GIB)).abs() < 1e-9);
+        let gemma = setup("google/gemma-3-1b-it", "l4", &[("max-num-seqs", "1")]).unwrap();
+        assert_eq!(gemma.memory.reserve_gib, 4.17 / 4.0, "262,144 logits a row would take it all");
     }
 }

@@ -11,7 +11,7 @@
 //!           | ( "+" | "-" ) NUMBER [ "%" ] a change from a baseline, relative with `%`
 //! ```
 //!
-//! Each flag reads the part of the language it has a meaning for (see [`parse`]):
+//! Each flag reads the part of the language it has a meaning for (see `parse.rs`):
 //! `--goodput` vLLM's `METRIC:MS` (each request's latency at most MS), `compare --fail-on` a
 //! change with `>` or `<`, `bench serve --fail-on` a value with `>` or `<`, `--slo` a value with `<=` (latencies, `failed_pct`) or `>=` (throughputs).
 

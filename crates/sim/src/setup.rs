@@ -268,7 +268,7 @@ const SAMPLER_BYTES_PER_LOGIT: f64 = 20.0;
 
 /// Memory each GPU keeps outside weights and KV cache: the stack's reserve (CUDA graphs,
 /// workspaces, the profiled peak of a forward pass and of the sampler), stated at
-/// [`RESERVE_SEQS`] sequences, less the sampler rows a smaller `max-num-seqs` does not profile
+/// 1,024 sequences, less the sampler rows a smaller `max-num-seqs` does not profile
 /// (2.9 GiB for gpt-oss's 201,088-entry vocabulary at 256 sequences, vLLM's default on the A100),
 /// and never below a quarter of the reserve.
 pub fn activation_reserve_gib(model: &ModelShape, opts: &ServingOptions, stack: &StackProfile) -> f64 {

@@ -241,9 +241,7 @@ impl CostModel {
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff),
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
             attn_flops_per_pair_layer: m.attention_flops_per_pair() / tp,
-            attn_rate: peaks.bf16
-                * 1e12
-                * m.attention_sinks.then_some(st.attn_eff_sinks).flatten().unwrap_or(st.attn_eff),
+            attn_rate: peaks.bf16 * 1e12 * st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff),
             bandwidth,
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
             tp,

@@ -89,8 +89,8 @@ pub struct Link {
 /// InfiniBand (a few µs of wire and NIC plus the proxy's hand-off), slower on TCP Ethernet.
 pub const KNOWN_LINKS: [(&str, f64, f64, f64); 12] = [
     ("nvlink3", 300.0, 20.0, 0.0),
-    ("nvlink4", 450.0, 15.0, 0.0),
-    ("nvlink5", 900.0, 10.0, 0.0),
+    ("nvlink4", 450.0, 9.0, 0.0),
+    ("nvlink5", 900.0, 9.0, 0.0),
     ("infinity-fabric", 448.0, 20.0, 0.0),
     ("pcie4", 25.0, 30.0, 5.0),
     ("pcie5", 50.0, 25.0, 5.0),

@@ -100,7 +100,7 @@ impl Default for StackProfile {
             attn_eff_sinks: None,
             gemm_m_half: 12.5,
             t0_ms: 0.71,
-            t_layer_us: 21.0,
+            t_layer_us: 33.0,
             t_seq_us: 11.2,
             t_moe_us: 19.4,
             t_host_ms: 1.5,

@@ -6,7 +6,10 @@ token every 10 ms, 100 tokens per request: the ground truth), at each concurrenc
 alternating between the clients, and this prints per client and level the medians over the
 runs of: the error of the mean TTFT and of the p99 ITL against the truth, the CPU seconds the
 client process used, and its CPU per streamed event above start-up (the CPU of a one-request
-run subtracted, divided by the events).
+run subtracted, divided by the events). For servebench it also prints the CPU per event inside
+the timed run alone (its own health record, `servebench.health.cpu`): the hot path without the
+start-up and the tokenizer's work before and after the run (counting the prompts, re-counting
+the generated text for the token ledger); vllm-bench records no such figure ("-").
 
 Usage:
   scripts/bench/client_overhead.py VLLM_BENCH_CHECKOUT [--levels 500,1000,2000] [--runs 3]
@@ -113,7 +116,7 @@ def main():
         print(f"start-up CPU (one request): " + ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
         width = max(len(name) for name in clients)
         print(f"{'streams':>7} {'client':>{width}} {'TTFT err ms':>11} {'ITL p99 err ms':>14} {'CPU s':>6} "
-              f"{'CPU us/event':>12}")
+              f"{'CPU us/event':>12} {'in run us/event':>15}")
         for level in (int(x) for x in args.levels.split(",")):
             requests = level * 2
             seen = {name: [] for name in clients}
@@ -121,11 +124,16 @@ def main():
                 for name, make in clients.items():
                     result, cpu = run(name, make(port, requests, level))
                     events = result["total_output_tokens"]
+                    in_run = result.get("servebench", {}).get("health", {}).get("cpu", {}).get("seconds")
                     seen[name].append((result["mean_ttft_ms"] - TTFT_MS, result["p99_itl_ms"] - ITL_MS, cpu,
-                                       (cpu - startup[name]) / max(events, 1) * 1e6))
+                                       (cpu - startup[name]) / max(events, 1) * 1e6,
+                                       None if in_run is None else in_run / max(events, 1) * 1e6))
             for name, rows in seen.items():
                 med = [statistics.median(r[i] for r in rows) for i in range(4)]
-                print(f"{level:>7} {name:>{width}} {med[0]:>11.1f} {med[1]:>14.1f} {med[2]:>6.2f} {med[3]:>12.1f}")
+                in_run = [r[4] for r in rows if r[4] is not None]
+                in_run = f"{statistics.median(in_run):>15.1f}" if in_run else f"{'-':>15}"
+                print(f"{level:>7} {name:>{width}} {med[0]:>11.1f} {med[1]:>14.1f} {med[2]:>6.2f} {med[3]:>12.1f} "
+                      f"{in_run}")
     finally:
         server.kill()
 

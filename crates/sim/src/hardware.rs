@@ -132,6 +132,9 @@ pub struct Uncertainty {
     pub ttft: [f64; 2],
     pub tpot: [f64; 2],
     pub throughput: [f64; 2],
+    /// The tensor-parallel sizes the errors were measured at; empty when that is not known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tp: Vec<u32>,
 }
 
 impl Default for Uncertainty {
@@ -143,6 +146,7 @@ impl Default for Uncertainty {
             ttft: [-0.4, 0.4],
             tpot: [-0.3, 0.3],
             throughput: [-0.3, 0.3],
+            tp: Vec::new(),
         }
     }
 }
@@ -157,6 +161,20 @@ impl Uncertainty {
             _ => return None,
         };
         Some((value / (1.0 + hi), value / (1.0 + lo)))
+    }
+
+    /// The band for a deployment over `tp` GPUs: as it is, or, for a size its errors were not
+    /// measured at, with its source saying so (errors there are likely larger than the band).
+    pub fn for_tp(&self, tp: u32) -> Uncertainty {
+        let mut u = self.clone();
+        if !u.tp.is_empty() && !u.tp.contains(&tp) {
+            let sizes = u.tp.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            u.source = format!(
+                "{}; tp {tp} is outside the sizes they were measured at ({sizes}): expect wider errors",
+                u.source
+            );
+        }
+        u
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -326,6 +344,23 @@ mod tests {
         );
         let err = HardwareSpec::from_toml(&bad, "toy.toml").unwrap_err().to_string();
         assert!(err.contains("uncertainty.ttft"), "{err}");
+    }
+
+    #[test]
+    fn a_band_says_when_the_deployment_is_outside_the_sizes_it_was_measured_at() {
+        let text = format!(
+            "{MINIMAL}\n[uncertainty]\nsource = \"held out\"\nttft = [-0.1, 0.1]\ntpot = [0, 0]\nthroughput = [0, 0]\ntp = [2, 4]\n"
+        );
+        let u = HardwareSpec::from_toml(&text, "toy.toml").unwrap().uncertainty;
+        assert_eq!(u.for_tp(4), u, "a measured size keeps the band as it is");
+        let outside = u.for_tp(1);
+        assert_eq!(
+            outside.source,
+            "held out; tp 1 is outside the sizes they were measured at (2, 4): expect wider errors"
+        );
+        assert_eq!((outside.ttft, outside.tpot), (u.ttft, u.tpot));
+        let unknown = Uncertainty::default();
+        assert_eq!(unknown.for_tp(1), unknown, "a band that names no sizes says nothing more");
     }
 
     #[test]

@@ -64,7 +64,13 @@ mod tests {
 
     #[test]
     fn the_band_brackets_each_prediction_and_prints_one_line_per_metric() {
-        let u = Uncertainty { source: "test".into(), ttft: [-0.2, 0.25], tpot: [-0.05, 0.05], throughput: [-0.1, 0.1] };
+        let u = Uncertainty {
+            source: "test".into(),
+            ttft: [-0.2, 0.25],
+            tpot: [-0.05, 0.05],
+            throughput: [-0.1, 0.1],
+            tp: Vec::new(),
+        };
         let (lo, hi) = u.band("ttft", 100.0).unwrap();
         assert_eq!((lo, hi), (80.0, 125.0));
         let band = PredictionBand {

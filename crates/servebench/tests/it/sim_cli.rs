@@ -101,6 +101,47 @@ fn sim_predict_prints_the_vllm_block_and_saves_the_result() {
 }
 
 #[test]
+fn the_prediction_band_says_when_the_tp_size_was_not_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let result_dir = dir.path().to_str().unwrap();
+    let band = |tp: &str, file: &str| {
+        let args = [
+            "sim",
+            "predict",
+            "--model",
+            "Qwen/Qwen3-0.6B",
+            "--hardware",
+            "h100-sxm",
+            "--tp",
+            tp,
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "8",
+            "--num-prompts",
+            "4",
+            "--no-store",
+            "--save-result",
+            "--result-dir",
+            result_dir,
+            "--result-filename",
+            file,
+        ];
+        let out = ok(&args);
+        let line = out.lines().find(|l| l.starts_with("Prediction band")).map(str::to_string);
+        let json = read_json(&dir.path().join(file));
+        (line.unwrap_or_else(|| panic!("no band in\n{out}")), json["servebench"]["prediction_band"]["source"].clone())
+    };
+    // The H100's band was measured at TP 2, 4 and 8.
+    let (measured, source) = band("2", "tp2.json");
+    assert!(!measured.contains("outside"), "{measured}");
+    assert!(source.as_str().is_some_and(|s| !s.contains("outside")), "{source}");
+    let (outside, source) = band("1", "tp1.json");
+    assert!(outside.contains("tp 1 is outside the sizes they were measured at (2, 4, 8)"), "{outside}");
+    assert!(source.as_str().is_some_and(|s| s.contains("tp 1 is outside")), "{source}");
+}
+
+#[test]
 fn sim_predict_runs_multi_turn_conversations() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("conversations.json");

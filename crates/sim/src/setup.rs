@@ -207,6 +207,12 @@ impl SimSetup {
         }
         Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, notes })
     }
+
+    /// The prediction band of this deployment: the device's, saying so when the deployment's
+    /// tensor-parallel size is outside those its errors were measured at.
+    pub fn uncertainty(&self) -> crate::hardware::Uncertainty {
+        self.hardware.uncertainty.for_tp(self.options.tp)
+    }
 }
 
 /// A preset by id, or a config.json path (a folder means its config.json).

@@ -237,8 +237,7 @@ async fn predict(
         took.as_secs_f64() * 1e3
     ))?;
     let env = serde_json::to_value(setup.as_ref()).ok().map(|s| serde_json::json!({ "simulated": s }));
-    let band = setup.hardware.uncertainty.for_tp(setup.options.tp);
-    finish_and_keep(result, env, Some(&band), keep, &resolved.store, out)
+    finish_and_keep(result, env, Some(&setup.uncertainty()), keep, &resolved.store, out)
 }
 
 /// A step of vLLM's `--profile`.

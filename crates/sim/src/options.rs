@@ -10,11 +10,11 @@ use serde::Serialize;
 use crate::error::SimError;
 use crate::hardware::{HardwareSpec, Link};
 use crate::model::ModelShape;
-use crate::precision::{KvDtype, Precision};
+use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 19] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 20] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("dp", "data-parallel size: engines serving side by side (alias data-parallel-size)"),
@@ -25,6 +25,7 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 19] = [
     ("interconnect", "the link the all-reduce crosses, by name"),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
     ("kv-cache-dtype", "auto or fp8"),
+    ("mxfp4-backend", "marlin (default) or triton: the kernels of an MXFP4 model's experts where they run W4A16"),
     ("max-num-seqs", "sequences per step"),
     ("max-num-batched-tokens", "tokens per step"),
     ("max-model-len", "longest prompt plus output"),
@@ -86,6 +87,8 @@ pub struct ServingOptions {
     pub interconnect: Option<Link>,
     pub gpu_memory_utilization: f64,
     pub kv_cache_dtype: KvDtype,
+    /// The kernels of an MXFP4 model's experts where they dequantize to BF16.
+    pub mxfp4_backend: Mxfp4Backend,
     pub max_num_seqs: u32,
     pub max_num_batched_tokens: u32,
     /// Set explicitly; otherwise the setup derives it (model maximum, capped by the KV cache).
@@ -137,6 +140,7 @@ impl ServingOptions {
             interconnect: None,
             gpu_memory_utilization: 0.9,
             kv_cache_dtype: KvDtype::Auto,
+            mxfp4_backend: Mxfp4Backend::Marlin,
             max_num_seqs: if large { 1024 } else { 256 },
             max_num_batched_tokens: if large { 8192 } else { 2048 },
             max_model_len: None,
@@ -202,6 +206,9 @@ impl ServingOptions {
                 }
                 "kv-cache-dtype" => {
                     o.kv_cache_dtype = KvDtype::parse(v).ok_or_else(|| bad("expected auto or fp8"))?;
+                }
+                "mxfp4-backend" => {
+                    o.mxfp4_backend = Mxfp4Backend::parse(v).ok_or_else(|| bad("expected marlin or triton"))?;
                 }
                 "enable-prefix-caching" => {
                     o.enable_prefix_caching = boolean(v).ok_or_else(|| bad("expected true or false"))?;
@@ -316,6 +323,10 @@ impl ServingOptions {
         if self.pp > model.layers {
             return conflict(format!("pp={} is more than the {} layers of {}", self.pp, model.layers, model.id));
         }
+        let precision = self.precision.unwrap_or(model.precision);
+        if let Some(why) = self.mxfp4_backend.refusal(&model.id, precision, model.moe.is_some(), hw) {
+            return conflict(why);
+        }
         if self.expert_parallel {
             let Some(moe) = &model.moe else {
                 return conflict(format!(
@@ -420,6 +431,21 @@ mod tests {
         let mut stack = hw.stack.clone();
         let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         ServingOptions::parse(&pairs, p.model(model).unwrap(), hw, &mut stack)
+    }
+
+    #[test]
+    fn the_mxfp4_backend_applies_only_to_w4a16_mxfp4_experts() {
+        let o = parse("openai/gpt-oss-120b", "h100-sxm", &[("mxfp4-backend", "Triton")]).unwrap();
+        assert_eq!(o.mxfp4_backend, Mxfp4Backend::Triton);
+        assert_eq!(parse("openai/gpt-oss-120b", "h100-sxm", &[]).unwrap().mxfp4_backend, Mxfp4Backend::Marlin);
+        for (model, hw, says) in
+            [("Qwen/Qwen3-8B", "h100-sxm", "is bf16 and dense"), ("openai/gpt-oss-120b", "b200", "W4A8")]
+        {
+            let e = parse(model, hw, &[("mxfp4-backend", "triton")]).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("drop mxfp4-backend"), "{e}");
+        }
+        let e = parse("openai/gpt-oss-120b", "h100-sxm", &[("mxfp4-backend", "cutlass")]).unwrap_err();
+        assert!(e.to_string().contains("expected marlin or triton"), "{e}");
     }
 
     #[test]

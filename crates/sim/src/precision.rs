@@ -88,6 +88,60 @@ impl Precision {
     }
 }
 
+/// The kernels vLLM runs an MXFP4 checkpoint's experts with where they dequantize to BF16
+/// (W4A16: Hopper and every part without FP4 units): `VLLM_MXFP4_USE_MARLIN=1` picks Marlin,
+/// otherwise vLLM takes OpenAI's Triton kernels on Hopper when its `triton_kernels` package is
+/// installed (its container images) and Marlin when it is not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mxfp4Backend {
+    /// Marlin's dequantizing kernels: the path the NVIDIA stack constants were calibrated on.
+    #[default]
+    Marlin,
+    /// triton_kernels' grouped product, priced by its measured constants
+    /// ([`crate::profile::TritonMoeKernel`]).
+    Triton,
+}
+
+impl Mxfp4Backend {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "marlin" => Some(Self::Marlin),
+            "triton" => Some(Self::Triton),
+            _ => None,
+        }
+    }
+
+    /// Why this choice cannot apply to `model` (stored as `precision`, with routed experts or
+    /// not) on `hw`: Triton prices only MXFP4 experts that run W4A16.
+    pub fn refusal(
+        self,
+        model: &str,
+        precision: Precision,
+        experts: bool,
+        hw: &crate::hardware::HardwareSpec,
+    ) -> Option<String> {
+        if self == Self::Marlin {
+            return None;
+        }
+        if !experts || precision != Precision::Mxfp4 {
+            let shape = if experts { "with experts" } else { "and dense" };
+            return Some(format!(
+                "mxfp4-backend=triton prices the experts of an MXFP4 mixture-of-experts model; {model} is {} {shape}; \
+                 drop mxfp4-backend",
+                precision.name()
+            ));
+        }
+        (precision.compute_on(&hw.peak_tflops) != ComputePrecision::WeightOnly).then(|| {
+            format!(
+                "on {} vLLM runs MXFP4 experts with 8-bit activations (W4A8), not through the W4A16 kernels \
+                 mxfp4-backend chooses between; drop mxfp4-backend",
+                hw.name
+            )
+        })
+    }
+}
+
 /// The format the arithmetic runs in; selects a hardware peak and an efficiency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ComputePrecision {

@@ -67,6 +67,11 @@ pub struct StackProfile {
     /// running requests' tokens wait for it. Zero in profiles written before it existed.
     #[serde(default)]
     pub api_us_per_output_token: f64,
+    /// The SMs' integer operations a dequantizing expert kernel (Marlin's) spends per weight:
+    /// set, its weights stream no faster than `int32 rate / dequant_ops_per_weight`; unset, at
+    /// the memory's pace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dequant_ops_per_weight: Option<f64>,
     /// Latency of one tensor-parallel all-reduce, µs; unset takes the link's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha_ar_us: Option<f64>,
@@ -83,6 +88,38 @@ pub struct StackProfile {
     pub activation_reserve_moe_gib: f64,
     /// σ of the lognormal factor applied to each step's duration (0: deterministic).
     pub jitter_sigma: f64,
+    /// vLLM's Triton kernels for MXFP4 experts (`mxfp4-backend=triton`), as measured on the
+    /// GPU by `scripts/sim/kernel_probe.py`; the calibrated default path is Marlin's.
+    #[serde(default)]
+    pub triton_moe: TritonMoeKernel,
+}
+
+/// The expert products of vLLM's Triton backend for MXFP4 checkpoints (triton_kernels' grouped
+/// product with BF16 activations, W4A16), each number measured kernel by kernel on an H100 and
+/// an H200 (`presets/hardware/CALIBRATION.md`, "Expert kernels measured").
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TritonMoeKernel {
+    /// The SMs' integer operations spent per weight dequantized: the kernel streams weights no
+    /// faster than `int32 rate / ops_per_weight`, whatever the memory could deliver.
+    pub ops_per_weight: f64,
+    /// Fixed cost of the two expert products per MoE layer beyond the floor `t_layer_us`
+    /// already counts for them, µs.
+    pub fixed_us: f64,
+    /// Fraction of the BF16 peak its products reach with many rows per expert.
+    pub ceiling: f64,
+    /// Rows per expert at which it reaches half that ceiling.
+    pub m_half: f64,
+}
+
+impl Default for TritonMoeKernel {
+    /// Measured on an H100 SXM and an H200 (Triton 3.6, CUDA graphs): expert weights stream at
+    /// 2.66 and 2.86 TB/s (33.5 TOPS of integer rate over 6.45 operations a weight gives 2.75
+    /// on both), after 24 µs a layer for the two products, of which the floor of two kernels
+    /// (about 3.5 µs each, the probe's small cuBLAS products) is in `t_layer_us` already.
+    fn default() -> Self {
+        Self { ops_per_weight: 6.45, fixed_us: 17.0, ceiling: 0.33, m_half: 30.0 }
+    }
 }
 
 impl Default for StackProfile {
@@ -108,6 +145,7 @@ impl Default for StackProfile {
             api_us_per_token: 3.9,
             api_ms_per_request: 1.09,
             api_us_per_output_token: 27.0,
+            dequant_ops_per_weight: None,
             alpha_ar_us: None,
             eager_layer_us: 0.0,
             graph_max_tokens: 512,
@@ -115,6 +153,7 @@ impl Default for StackProfile {
             activation_reserve_gib: 5.5,
             activation_reserve_moe_gib: 8.0,
             jitter_sigma: 0.03,
+            triton_moe: TritonMoeKernel::default(),
         }
     }
 }
@@ -138,10 +177,11 @@ pub enum FitParam {
     GemmMHalf,
     EagerLayer,
     AlphaAr,
+    DequantOps,
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
-const SCALARS: [(FitParam, &str, (f64, f64), f64); 14] = [
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 15] = [
     (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
     (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
     (FitParam::ApiPerRequest, "api-ms-per-request", (0.01, 50.0), 1.0),
@@ -156,6 +196,7 @@ const SCALARS: [(FitParam, &str, (f64, f64), f64); 14] = [
     (FitParam::GemmMHalf, "gemm-m-half", (1.0, 2048.0), 0.7),
     (FitParam::EagerLayer, "eager-layer-us", (1.0, 5000.0), 0.7),
     (FitParam::AlphaAr, "alpha-ar-us", (1.0, 2000.0), 0.5),
+    (FitParam::DequantOps, "dequant-ops-per-weight", (1.0, 100.0), 0.5),
 ];
 const TABLES: [(&str, (f64, f64), f64); 2] = [("gemm-eff", (0.02, 0.95), 0.4), ("moe-eff", (0.02, 0.95), 0.5)];
 
@@ -221,6 +262,7 @@ impl FitParam {
             FitParam::GemmMHalf => s.gemm_m_half,
             FitParam::EagerLayer => s.eager_layer_us,
             FitParam::AlphaAr => s.alpha_ar_us.unwrap_or(0.0),
+            FitParam::DequantOps => s.dequant_ops_per_weight.unwrap_or(0.0),
         }
     }
 
@@ -242,6 +284,7 @@ impl FitParam {
             FitParam::GemmMHalf => s.gemm_m_half = v,
             FitParam::EagerLayer => s.eager_layer_us = v,
             FitParam::AlphaAr => s.alpha_ar_us = Some(v),
+            FitParam::DequantOps => s.dequant_ops_per_weight = Some(v),
         }
     }
 
@@ -272,7 +315,7 @@ impl FitParam {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 23] = [
+pub const PROFILE_OPTION_KEYS: [&str; 24] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -289,6 +332,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 23] = [
     "api-ms-per-request",
     "api-us-per-output-token",
     "alpha-ar-us",
+    "dequant-ops-per-weight",
     "eager-layer-us",
     "activation-reserve-gib",
     "activation-reserve-moe-gib",
@@ -366,6 +410,7 @@ impl StackProfile {
     pub fn validate(&self) -> Result<(), String> {
         let mut effs = vec![("eta_bw".to_string(), self.eta_bw), ("attn_eff".to_string(), self.attn_eff)];
         effs.extend(self.attn_eff_sinks.map(|v| ("attn_eff_sinks".to_string(), v)));
+        effs.push(("triton_moe.ceiling".to_string(), self.triton_moe.ceiling));
         for p in ComputePrecision::ALL {
             effs.push((format!("gemm_eff.{}", p.name()), self.gemm_eff.get(p)));
             effs.push((format!("moe_eff.{}", p.name()), self.moe_eff.get(p)));
@@ -373,6 +418,14 @@ impl StackProfile {
         for (name, v) in effs {
             if !(v.is_finite() && v > 0.0 && v <= 1.5) {
                 return Err(format!("{name} is an efficiency and must be in (0, 1.5], got {v}"));
+            }
+        }
+        for (name, v) in [
+            ("triton_moe.ops_per_weight", self.triton_moe.ops_per_weight),
+            ("triton_moe.m_half", self.triton_moe.m_half),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{name} must be positive, got {v}"));
             }
         }
         if !(self.gemm_m_half.is_finite() && self.gemm_m_half > 0.0) {
@@ -392,6 +445,7 @@ impl StackProfile {
             ("eager_layer_us", self.eager_layer_us),
             ("activation_reserve_gib", self.activation_reserve_gib),
             ("activation_reserve_moe_gib", self.activation_reserve_moe_gib),
+            ("triton_moe.fixed_us", self.triton_moe.fixed_us),
         ];
         for (name, v) in times {
             if !(v.is_finite() && v >= 0.0) {

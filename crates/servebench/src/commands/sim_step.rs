@@ -67,7 +67,14 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
     let expert_note = experts(setup, cost, tokens).map(|touched| {
         let moe = setup.model.moe.as_ref().map_or(0, |m| m.experts);
         let (ceiling, peak) = cost.expert_ceiling();
-        format!("{touched:.0} of {moe} experts a layer, {} at {ceiling:.2} of {peak:.0} TFLOP/s", format.name())
+        let kernels = match o.mxfp4_backend {
+            servebench_sim::precision::Mxfp4Backend::Triton => " (triton)",
+            servebench_sim::precision::Mxfp4Backend::Marlin => "",
+        };
+        format!(
+            "{touched:.0} of {moe} experts a layer, {}{kernels} at {ceiling:.2} of {peak:.0} TFLOP/s",
+            format.name()
+        )
     });
     let rows: [(&str, f64, Option<String>); 11] = [
         ("fixed (step, layers, sequences)", b.fixed, None),

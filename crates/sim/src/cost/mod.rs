@@ -144,6 +144,8 @@ pub struct CostModel {
     /// One routed expert of one layer, whole (the shards split it).
     expert: GemmShape,
     expert_dev: GemmDevice,
+    /// Fixed cost of one MoE layer's expert products beyond the layer floor (Triton's kernels).
+    moe_fixed_s: f64,
     lm_head: GemmShape,
     lm_dev: GemmDevice,
     kv_bytes_token_layer: f64,
@@ -217,6 +219,29 @@ impl CostModel {
             None => (ar.allreduce_latency_us * 1e-6, ar.step_latency_us * 1e-6),
         };
         let (sliding, _) = m.sliding_layers();
+        // vLLM's Triton kernels for MXFP4 experts have their own ceiling and half-efficiency
+        // rows, stream weights no faster than the SMs dequantize them, and pay a fixed cost
+        // per layer (all measured; see `TritonMoeKernel`).
+        let triton = (o.mxfp4_backend == crate::precision::Mxfp4Backend::Triton).then_some(st.triton_moe);
+        let expert_dev = match triton {
+            Some(k) => {
+                let int_ops = peaks.dequant_issue() / crate::hardware::WEIGHT_ONLY_PER_INT32 * 1e12;
+                GemmDevice {
+                    peak_flops: peaks.bf16 * 1e12,
+                    ceiling: k.ceiling,
+                    m_half: k.m_half,
+                    bandwidth: bandwidth.min(int_ops / k.ops_per_weight * w_b),
+                }
+            }
+            None => {
+                let mut dev = device(lin_format, &st.moe_eff);
+                if let (ComputePrecision::WeightOnly, Some(ops)) = (lin_format, st.dequant_ops_per_weight) {
+                    let int_ops = peaks.dequant_issue() / crate::hardware::WEIGHT_ONLY_PER_INT32 * 1e12;
+                    dev.bandwidth = dev.bandwidth.min(int_ops / ops * w_b);
+                }
+                dev
+            }
+        };
         CostModel {
             layers: l,
             moe_layers,
@@ -236,7 +261,8 @@ impl CostModel {
             ffn: GemmShape { flops_per_row: 2.0 * ffn_params, weight_bytes: ffn_params * w_b },
             ffn_dev: device(lin_format, &st.gemm_eff),
             expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
-            expert_dev: device(lin_format, &st.moe_eff),
+            expert_dev,
+            moe_fixed_s: triton.map_or(0.0, |k| k.fixed_us * 1e-6),
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff),
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
@@ -293,7 +319,8 @@ impl CostModel {
         let fixed = self.t0_s + self.t_layer_s * self.layers + self.t_seq_s * f64::from(b.num_seqs) / dp;
         let dense = gemm_seconds(self.attn_proj, n, self.attn_dev) + gemm_seconds(self.ffn, n, self.ffn_dev);
         let experts = self.moe_layers
-            * experts_seconds(self.expert, self.experts, self.top_k, all_tokens, self.expert_shards, self.expert_dev);
+            * (experts_seconds(self.expert, self.experts, self.top_k, all_tokens, self.expert_shards, self.expert_dev)
+                + self.moe_fixed_s);
         let kv_bytes = self.kv_bytes_token_layer
             * (self.full_layers * b.kv_tokens_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
             / dp;

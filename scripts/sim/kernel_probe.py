@@ -9,10 +9,12 @@ the cost model can be checked against the kernel it stands for:
 - the floor of a small kernel inside a CUDA graph (t_layer_us is a dozen of them);
 - cuBLAS BF16 products of the layer's dense shapes (QKV, output, router, LM head) at tensor-parallel
   shard sizes 1, 2, 4 and 8 and from 1 to 8192 rows (gemm_eff, gemm_m_half);
-- the routed experts as vLLM runs MXFP4 checkpoints on Hopper by default: BF16 activations times
-  MXFP4 weights through triton_kernels (top-k routing, the gate/up product with SwiGLU fused, the
-  down product, the combine), at the same shard sizes and step sizes (moe_eff.weight_only and the
-  per-layer routing cost t_moe_us).
+- the routed experts as vLLM's Triton backend runs MXFP4 checkpoints on Hopper: BF16 activations
+  times MXFP4 weights through triton_kernels (top-k routing, the gate/up product with SwiGLU
+  fused, the down product, the combine), split-K fixed at 1 as vLLM sets it, at the same shard
+  sizes and step sizes (the `triton_moe` constants and the per-layer routing cost t_moe_us).
+  Both of triton_kernels' APIs work: `matmul` (December 2025 on) and `matmul_ogs` with
+  `routing` (before; what vLLM calls).
 
 Every time is of kernels replayed in a CUDA graph (as vLLM decodes), over inputs rotated so that
 the L2 cache does not hold the weights between calls; where a graph cannot be captured the time
@@ -205,45 +207,53 @@ def probe_dense(args):
 
 
 # ----------------------------------------------------------------------------------------------
+def quantize_mxfp4(w):
+    """MXFP4 values and scales of `w` (experts, k, n) along k, in the device's swizzled layout."""
+    from triton_kernels.numerics_details.mxfp import downcast_to_mxfp
+    from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
+    from triton_kernels.tensor_details import layout
+
+    wq, scale = downcast_to_mxfp(w, torch.uint8, axis=1)
+    vl, vlo = layout.make_default_matmul_mxfp4_w_layout(mx_axis=1)
+    sl, slo = layout.make_default_matmul_mxfp4_w_scale_layout(mx_axis=1, num_warps=8)
+    wq = convert_layout(wrap_torch_tensor(wq, dtype=FP4), vl, **vlo)
+    scale = convert_layout(wrap_torch_tensor(scale), sl, **slo)
+    return wq, scale
+
+
 class Moe:
-    """One MoE layer of gpt-oss-120b at one tensor-parallel shard, MXFP4 weights, BF16 activations."""
+    """One MoE layer of gpt-oss-120b at one tensor-parallel shard, MXFP4 weights, BF16
+    activations, through triton_kernels' `matmul` API (December 2025 on)."""
+
+    api = "matmul"
 
     def __init__(self, tp):
-        import triton_kernels.swiglu
-        from triton_kernels.matmul import FlexCtx, FnSpecs, FusedActivation, PrecisionConfig
-        from triton_kernels.numerics import InFlexData
-        from triton_kernels.numerics_details.mxfp import downcast_to_mxfp
-        from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
-        from triton_kernels.tensor_details import layout
-
         self.tp = tp
         self.inter = round_up(INTERMEDIATE // tp, 64)
         dev = "cuda"
-
-        def quant(w):
-            wq, scale = downcast_to_mxfp(w, torch.uint8, axis=1)
-            vl, vlo = layout.make_default_matmul_mxfp4_w_layout(mx_axis=1)
-            sl, slo = layout.make_default_matmul_mxfp4_w_scale_layout(mx_axis=1, num_warps=8)
-            wq = convert_layout(wrap_torch_tensor(wq, dtype=FP4), vl, **vlo)
-            scale = convert_layout(wrap_torch_tensor(scale), sl, **slo)
-            return wq, scale
-
         w1 = torch.randn(EXPERTS, HIDDEN, 2 * self.inter, device=dev, dtype=torch.bfloat16) * 0.02
-        self.w1, s1 = quant(w1)
+        self.w1, s1 = quantize_mxfp4(w1)
         del w1
         w2 = torch.randn(EXPERTS, self.inter, HIDDEN, device=dev, dtype=torch.bfloat16) * 0.02
-        self.w2, s2 = quant(w2)
+        self.w2, s2 = quantize_mxfp4(w2)
         del w2
         torch.cuda.empty_cache()
         self.b1 = torch.zeros(EXPERTS, 2 * self.inter, device=dev, dtype=torch.float32)
         self.b2 = torch.zeros(EXPERTS, HIDDEN, device=dev, dtype=torch.float32)
+        self.precision(s1, s2)
+        # bytes of one expert's weights (4-bit values plus one 8-bit scale per 32)
+        self.expert_bytes = (HIDDEN * 2 * self.inter + self.inter * HIDDEN) * (0.5 + 1 / 32)
+
+    def precision(self, s1, s2):
+        import triton_kernels.swiglu
+        from triton_kernels.matmul import FlexCtx, FnSpecs, FusedActivation, PrecisionConfig
+        from triton_kernels.numerics import InFlexData
+
         self.pc1 = PrecisionConfig(flex_ctx=FlexCtx(rhs_data=InFlexData()), b_mx_scale=s1)
         self.pc2 = PrecisionConfig(flex_ctx=FlexCtx(rhs_data=InFlexData()), b_mx_scale=s2)
         self.act = FusedActivation(
             FnSpecs("swiglu", triton_kernels.swiglu.swiglu_fn, ("alpha", "limit"), reduction_n=2),
             (1.702, 7.0))
-        # bytes of one expert's weights (4-bit values plus one 8-bit scale per 32)
-        self.expert_bytes = (HIDDEN * 2 * self.inter + self.inter * HIDDEN) * (0.5 + 1 / 32)
 
     def route(self, logits):
         from triton_kernels.tensor import make_ragged_tensor_metadata
@@ -274,6 +284,41 @@ class Moe:
         return self.combine(self.experts(x, self.route(logits)), m)
 
 
+class OgsMoe(Moe):
+    """The same layer through the `matmul_ogs` and `routing` API of triton_kernels up to late
+    2025, as vLLM's Triton backend calls it (the down product's scatter weighs and sums the
+    experts' rows itself)."""
+
+    api = "matmul_ogs"
+
+    def precision(self, s1, s2):
+        import triton_kernels.swiglu
+        from triton_kernels.matmul_ogs import FlexCtx, FnSpecs, FusedActivation, PrecisionConfig
+        from triton_kernels.numerics import InFlexData
+
+        self.pc1 = PrecisionConfig(flex_ctx=FlexCtx(rhs_data=InFlexData()), weight_scale=s1)
+        self.pc2 = PrecisionConfig(flex_ctx=FlexCtx(rhs_data=InFlexData()), weight_scale=s2)
+        self.act = FusedActivation(
+            FnSpecs("swiglu", triton_kernels.swiglu.swiglu_fn, ("alpha", "limit")), (1.702, 7.0), 2)
+
+    def route(self, logits):
+        from triton_kernels.routing import routing
+
+        return routing(logits, TOP_K, sm_first=False)
+
+    def experts(self, x, routed):
+        from triton_kernels.matmul_ogs import matmul_ogs
+
+        rdata, gather, scatter = routed
+        h = matmul_ogs(x, self.w1, self.b1, rdata, gather_indx=gather, precision_config=self.pc1,
+                       fused_activation=self.act)
+        return matmul_ogs(h, self.w2, self.b2, rdata, scatter_indx=scatter, precision_config=self.pc2,
+                          gammas=rdata.gate_scal)
+
+    def combine(self, y, m):
+        return y
+
+
 def experts_touched(m):
     # expected distinct experts under uniform routing: E (1 - (1 - k/E)^m)
     return EXPERTS * (1.0 - (1.0 - TOP_K / EXPERTS) ** m)
@@ -282,14 +327,24 @@ def experts_touched(m):
 def probe_moe(args):
     if args.triton_kernels:
         sys.path.insert(0, args.triton_kernels)
+    import importlib.util
+
     import triton
 
-    record("moe setup", triton=triton.__version__)
+    kind = OgsMoe if importlib.util.find_spec("triton_kernels.routing") else Moe
+    # vLLM fixes split-K at 1 on Hopper (`_swizzle_mxfp4`); the kernels' own heuristics would
+    # split small products over K and add reduction kernels.
+    constrained = {}
+    if torch.cuda.get_device_capability()[0] == 9:
+        flags = "triton_kernels.matmul_ogs_details.opt_flags" if kind is OgsMoe else "triton_kernels.matmul_details.opt_flags"
+        constrained = {"split_k": 1}
+        importlib.import_module(flags).update_opt_flags_constraints(constrained)
+    record("moe setup", triton=triton.__version__, api=kind.api, constraints=constrained)
     ms_all = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
     for tp in (1, 8, 2, 4):
         if over_budget(args):
             return
-        moe = Moe(tp)
+        moe = kind(tp)
         ms = ms_all if tp in (1, 8) else [1, 4, 16, 64, 256, 1024, 4096]
         for m in ms:
             if over_budget(args):

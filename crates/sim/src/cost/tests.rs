@@ -276,16 +276,23 @@ proptest! {
     }
 }
 
-/// Every expert-kernel timing of the probe's two runs (`testdata/kernel-probe/`: an H100 SXM and
-/// an H200, TP 1 to 8, 1 to 8192 tokens): the Triton term plus the two kernels' floor in
-/// `t_layer_us` is within 10 % of the measured time at the median and 25 % at the 90th
-/// percentile (7.5 % and 20 % when written). The routing kernels measured around them (top-k,
-/// the expert histogram, the combine) cost what `t_moe_us` (fitted on whole-server reports,
-/// not on these) says, within 20 % at the median.
+/// Every expert-kernel timing of the probe's runs (`testdata/kernel-probe/`: an H100 SXM and an
+/// H200 with triton_kernels of December 2025, and the H100 again with those of September 2025
+/// under vLLM's Hopper setting, split-K 1; TP 1 to 8, 1 to 8192 tokens): the Triton term plus
+/// the two kernels' floor in `t_layer_us` is within 10 % of the measured time at the median (15 %
+/// for the September kernels) and 25 % at the 90th percentile (7.5 %, 6.7 % and 11.9 %; 20 %,
+/// 20 % and 18 % when written). The December routing kernels around them (top-k, the expert
+/// histogram, the combine) cost what `t_moe_us` (fitted on whole-server reports, not on these)
+/// says, within 20 % at the median; September's fuse the combine into the down product and
+/// take about half.
 #[test]
 fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe");
-    for (file, hw) in [("h100-sxm.json", "h100-sxm"), ("h200.json", "h200")] {
+    for (file, hw, within, routing_like_t_moe) in [
+        ("h100-sxm.json", "h100-sxm", 0.10, true),
+        ("h200.json", "h200", 0.10, true),
+        ("h100-sxm-sep2025.json", "h100-sxm", 0.15, false),
+    ] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
         let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
         let (mut errors, mut routing) = (Vec::new(), Vec::new());
@@ -301,10 +308,14 @@ fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
         errors.sort_by(f64::total_cmp);
         routing.sort_by(f64::total_cmp);
         let (median, p90) = (errors[errors.len() / 2], errors[errors.len() * 9 / 10]);
-        assert!(median <= 0.10 && p90 <= 0.25, "{file}: median {median:.3}, p90 {p90:.3}");
+        assert!(median <= within && p90 <= 0.25, "{file}: median {median:.3}, p90 {p90:.3}");
         let t_moe = crate::profile::StackProfile::default().t_moe_us * 1e-6;
         let routing_median = routing[routing.len() / 2];
-        assert!((routing_median / t_moe - 1.0).abs() <= 0.2, "{file}: routing {routing_median}");
+        if routing_like_t_moe {
+            assert!((routing_median / t_moe - 1.0).abs() <= 0.2, "{file}: routing {routing_median}");
+        } else {
+            assert!(routing_median < t_moe, "{file}: routing {routing_median}");
+        }
     }
 }
 

@@ -9,6 +9,8 @@ the cost model can be checked against the kernel it stands for:
 - the floor of a small kernel inside a CUDA graph (t_layer_us is a dozen of them);
 - cuBLAS BF16 products of the layer's dense shapes (QKV, output, router, LM head) at tensor-parallel
   shard sizes 1, 2, 4 and 8 and from 1 to 8192 rows (gemm_eff, gemm_m_half);
+- BF16 and FP8 products of large dense models' shapes (Llama-3.1-70B, Qwen3-32B) from 16 to
+  16384 rows, FP8 through `torch._scaled_mm` (the format ceilings gemm_eff.bf16 and .fp8);
 - the routed experts as vLLM's Triton backend runs MXFP4 checkpoints on Hopper: BF16 activations
   times MXFP4 weights through triton_kernels (top-k routing, the gate/up product with SwiGLU
   fused, the down product, the combine), split-K fixed at 1 as vLLM sets it, at the same shard
@@ -367,6 +369,34 @@ def probe_moe(args):
         torch.cuda.empty_cache()
 
 
+def probe_fp8(args):
+    """Dense BF16 and FP8 products of large models' shapes (cuBLAS; FP8 through
+    `torch._scaled_mm` with per-tensor scales): the format ceilings `gemm_eff.bf16` and
+    `gemm_eff.fp8` and the rows at which a product reaches half of them (`gemm_m_half`)."""
+    shapes = {"llama-70b up+gate": (8192, 57344), "llama-70b down": (28672, 8192),
+              "llama-70b qkv": (8192, 10240), "qwen3-32b up+gate": (5120, 51200)}
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    for name, (k, n) in shapes.items():
+        wbf = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        w8 = [w.to(torch.float8_e4m3fn) for w in wbf]
+        for m in (16, 64, 256, 1024, 4096, 8192, 16384):
+            if over_budget(args):
+                return
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            x8 = x.to(torch.float8_e4m3fn)
+            flops = 2.0 * m * k * n
+            for fmt, fns in (
+                ("bf16", [(lambda w=w: x @ w.t()) for w in wbf]),
+                ("fp8", [(lambda w=w: torch._scaled_mm(x8, w.t(), scale_a=one, scale_b=one,
+                                                        out_dtype=torch.bfloat16)) for w in w8]),
+            ):
+                t = timed(fns)
+                record("dense formats", shape=name, format=fmt, m=m, k=k, n=n, **t,
+                       tflops=round(flops / (t["us"] * 1e-6) / 1e12, 1))
+        del wbf, w8
+        torch.cuda.empty_cache()
+
+
 def probe_attention(args):
     import torch.nn.functional as F
 
@@ -390,7 +420,7 @@ def main():
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--triton-kernels", help="folder holding the triton_kernels package")
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new measurements after this")
-    ap.add_argument("--sections", default="moe,floor,bandwidth,dense,attention")
+    ap.add_argument("--sections", default="moe,floor,bandwidth,dense,fp8,attention")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("kernel_probe: no CUDA device; this probe measures a GPU and needs one")
@@ -401,7 +431,7 @@ def main():
             "cuda": torch.version.cuda}
     log(head)
     probes = {"bandwidth": probe_bandwidth, "floor": probe_floor, "moe": probe_moe,
-              "dense": probe_dense, "attention": probe_attention}
+              "dense": probe_dense, "fp8": probe_fp8, "attention": probe_attention}
 
     def save():
         with open(args.out, "w") as f:

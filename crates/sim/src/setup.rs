@@ -194,6 +194,24 @@ impl SimSetup {
             opts.max_num_seqs,
             opts.max_num_batched_tokens
         ));
+        let precision = opts.precision.unwrap_or(model.precision);
+        if model.moe.is_some()
+            && precision == crate::precision::Precision::Mxfp4
+            && precision.compute_on(&hardware.peak_tflops) == crate::precision::ComputePrecision::WeightOnly
+        {
+            notes.push(
+                match opts.mxfp4_backend {
+                    crate::precision::Mxfp4Backend::Marlin => {
+                        "MXFP4 experts priced as Marlin's dequantizing kernels (mxfp4-backend=marlin; vLLM takes \
+                     Triton's on Hopper where its triton_kernels package is installed: mxfp4-backend=triton)"
+                    }
+                    crate::precision::Mxfp4Backend::Triton => {
+                        "MXFP4 experts priced as vLLM's Triton kernels (mxfp4-backend=triton)"
+                    }
+                }
+                .to_string(),
+            );
+        }
         if opts.dp > 1 {
             let dp = opts.dp;
             opts.max_num_seqs = opts.max_num_seqs.saturating_mul(dp);
@@ -367,6 +385,19 @@ mod tests {
         let tp2 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]).unwrap();
         assert!((tp2.memory.weights_gib - m.weights_gib / 2.0).abs() < 1e-9);
         assert!(tp2.memory.layout.total_units > 2 * m.layout.total_units);
+    }
+
+    #[test]
+    fn the_notes_say_which_kernels_price_mxfp4_experts() {
+        let says = |hw: &str, pairs: &[(&str, &str)]| {
+            let s = setup("openai/gpt-oss-120b", hw, pairs).unwrap();
+            s.notes.iter().find(|n| n.starts_with("MXFP4 experts")).cloned()
+        };
+        assert!(says("h100-sxm", &[]).unwrap().contains("Marlin's dequantizing kernels (mxfp4-backend=marlin"));
+        assert!(says("h100-sxm", &[("mxfp4-backend", "triton")]).unwrap().contains("vLLM's Triton kernels"));
+        // On parts whose MXFP4 experts take FP8 activations there is no such choice to note.
+        assert_eq!(says("b200", &[]), None);
+        assert!(setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().notes.iter().all(|n| !n.contains("MXFP4")));
     }
 
     #[test]

@@ -229,7 +229,11 @@ impl SimSetup {
     /// The prediction band of this deployment: the device's, saying so when the deployment's
     /// tensor-parallel size is outside those its errors were measured at.
     pub fn uncertainty(&self) -> crate::hardware::Uncertainty {
-        self.hardware.uncertainty.for_tp(self.options.tp)
+        let mut band = self.hardware.uncertainty.for_tp(self.options.tp);
+        if self.options.mxfp4_backend == crate::precision::Mxfp4Backend::Triton {
+            band.source.push_str("; the experts are priced as Triton's kernels, measured apart from these errors");
+        }
+        band
     }
 }
 
@@ -395,6 +399,8 @@ mod tests {
         };
         assert!(says("h100-sxm", &[]).unwrap().contains("Marlin's dequantizing kernels (mxfp4-backend=marlin"));
         assert!(says("h100-sxm", &[("mxfp4-backend", "triton")]).unwrap().contains("vLLM's Triton kernels"));
+        let triton = setup("openai/gpt-oss-120b", "h100-sxm", &[("tp", "2"), ("mxfp4-backend", "triton")]).unwrap();
+        assert!(triton.uncertainty().source.ends_with("priced as Triton's kernels, measured apart from these errors"));
         // On parts whose MXFP4 experts take FP8 activations there is no such choice to note.
         assert_eq!(says("b200", &[]), None);
         assert!(setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().notes.iter().all(|n| !n.contains("MXFP4")));

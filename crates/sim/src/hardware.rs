@@ -61,6 +61,12 @@ impl PeakTflops {
     pub fn dequant_issue(&self) -> f64 {
         self.int32.map_or(self.bf16, |i| i * WEIGHT_ONLY_PER_INT32)
     }
+
+    /// The SMs' integer rate, TOPS: the preset's, or where it gives none the BF16 peak over the
+    /// H100's ratio of the two (the inverse of [`PeakTflops::dequant_issue`]'s fallback).
+    pub fn integer_tops(&self) -> f64 {
+        self.dequant_issue() / WEIGHT_ONLY_PER_INT32
+    }
 }
 
 /// The H100 SXM's BF16 tensor peak over its integer rate (989 / 33.5): BF16 FLOP/s

@@ -223,21 +223,19 @@ impl CostModel {
         // rows, stream weights no faster than the SMs dequantize them, and pay a fixed cost
         // per layer (all measured; see `TritonMoeKernel`).
         let triton = (o.mxfp4_backend == crate::precision::Mxfp4Backend::Triton).then_some(st.triton_moe);
+        // Bytes a second of weights the SMs dequantize at `ops` integer operations a weight.
+        let dequant_stream = |ops: f64| peaks.integer_tops() * 1e12 / ops * w_b;
         let expert_dev = match triton {
-            Some(k) => {
-                let int_ops = peaks.dequant_issue() / crate::hardware::WEIGHT_ONLY_PER_INT32 * 1e12;
-                GemmDevice {
-                    peak_flops: peaks.bf16 * 1e12,
-                    ceiling: k.ceiling,
-                    m_half: k.m_half,
-                    bandwidth: bandwidth.min(int_ops / k.ops_per_weight * w_b),
-                }
-            }
+            Some(k) => GemmDevice {
+                peak_flops: peaks.bf16 * 1e12,
+                ceiling: k.ceiling,
+                m_half: k.m_half,
+                bandwidth: bandwidth.min(dequant_stream(k.ops_per_weight)),
+            },
             None => {
                 let mut dev = device(lin_format, &st.moe_eff);
                 if let (ComputePrecision::WeightOnly, Some(ops)) = (lin_format, st.dequant_ops_per_weight) {
-                    let int_ops = peaks.dequant_issue() / crate::hardware::WEIGHT_ONLY_PER_INT32 * 1e12;
-                    dev.bandwidth = dev.bandwidth.min(int_ops / ops * w_b);
+                    dev.bandwidth = dev.bandwidth.min(dequant_stream(ops));
                 }
                 dev
             }

@@ -54,6 +54,11 @@ pub struct StackProfile {
     /// longer; without, every step waits for it. Zero in profiles written before it existed.
     #[serde(default)]
     pub t_host_ms: f64,
+    /// The host's work per request it takes from the waiting queue in a step (its state in
+    /// the scheduler and the model runner), µs: part of the step's host work, overlapped by
+    /// async scheduling like the rest. Zero where not calibrated.
+    #[serde(default)]
+    pub t_admit_us: f64,
     /// Delay between the client sending a request and the scheduler seeing it (HTTP, request
     /// parsing), ms. It lands in every TTFT.
     pub alpha_api_ms: f64,
@@ -141,6 +146,7 @@ impl Default for StackProfile {
             t_seq_us: 11.2,
             t_moe_us: 19.4,
             t_host_ms: 1.5,
+            t_admit_us: 0.0,
             alpha_api_ms: 16.7,
             api_us_per_token: 3.9,
             api_ms_per_request: 1.09,
@@ -170,6 +176,7 @@ pub enum FitParam {
     TSeq,
     TMoe,
     THost,
+    TAdmit,
     EtaBw,
     GemmEff(ComputePrecision),
     MoeEff(ComputePrecision),
@@ -181,7 +188,7 @@ pub enum FitParam {
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
-const SCALARS: [(FitParam, &str, (f64, f64), f64); 15] = [
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 16] = [
     (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
     (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
     (FitParam::ApiPerRequest, "api-ms-per-request", (0.01, 50.0), 1.0),
@@ -191,6 +198,7 @@ const SCALARS: [(FitParam, &str, (f64, f64), f64); 15] = [
     (FitParam::TSeq, "t-seq-us", (0.1, 1000.0), 1.0),
     (FitParam::TMoe, "t-moe-us", (0.1, 1000.0), 1.0),
     (FitParam::THost, "t-host-ms", (0.05, 30.0), 0.7),
+    (FitParam::TAdmit, "t-admit-us", (1.0, 5000.0), 1.0),
     (FitParam::EtaBw, "eta-bw", (0.3, 1.0), 0.15),
     (FitParam::AttnEff, "attn-eff", (0.02, 0.95), 0.5),
     (FitParam::GemmMHalf, "gemm-m-half", (1.0, 2048.0), 0.7),
@@ -255,6 +263,7 @@ impl FitParam {
             FitParam::TSeq => s.t_seq_us,
             FitParam::TMoe => s.t_moe_us,
             FitParam::THost => s.t_host_ms,
+            FitParam::TAdmit => s.t_admit_us,
             FitParam::EtaBw => s.eta_bw,
             FitParam::GemmEff(p) => s.gemm_eff.get(p),
             FitParam::MoeEff(p) => s.moe_eff.get(p),
@@ -277,6 +286,7 @@ impl FitParam {
             FitParam::TSeq => s.t_seq_us = v,
             FitParam::TMoe => s.t_moe_us = v,
             FitParam::THost => s.t_host_ms = v,
+            FitParam::TAdmit => s.t_admit_us = v,
             FitParam::EtaBw => s.eta_bw = v,
             FitParam::GemmEff(p) => *s.gemm_eff.get_mut(p) = v,
             FitParam::MoeEff(p) => *s.moe_eff.get_mut(p) = v,
@@ -315,7 +325,7 @@ impl FitParam {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 24] = [
+pub const PROFILE_OPTION_KEYS: [&str; 25] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -327,6 +337,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 24] = [
     "t-seq-us",
     "t-moe-us",
     "t-host-ms",
+    "t-admit-us",
     "alpha-api-ms",
     "api-us-per-token",
     "api-ms-per-request",
@@ -437,6 +448,7 @@ impl StackProfile {
             ("t_seq_us", self.t_seq_us),
             ("t_moe_us", self.t_moe_us),
             ("t_host_ms", self.t_host_ms),
+            ("t_admit_us", self.t_admit_us),
             ("alpha_api_ms", self.alpha_api_ms),
             ("api_us_per_token", self.api_us_per_token),
             ("api_ms_per_request", self.api_ms_per_request),

@@ -38,6 +38,8 @@ pub struct BatchStats {
     pub pairs_decode_window: f64,
     /// The longest context in the batch.
     pub max_context: u32,
+    /// Requests taken from the waiting queue this step (new, or back after a preemption).
+    pub admitted: u32,
 }
 
 impl BatchStats {
@@ -169,6 +171,7 @@ pub struct CostModel {
     t_moe_s: f64,
     eager_layer_s: f64,
     host_s: f64,
+    admit_s: f64,
     async_scheduling: bool,
     always_eager: bool,
     graph_max_tokens: u64,
@@ -282,6 +285,7 @@ impl CostModel {
             t_moe_s: st.t_moe_us * 1e-6,
             eager_layer_s: st.eager_layer_us * 1e-6,
             host_s: st.t_host_ms * 1e-3,
+            admit_s: st.t_admit_us * 1e-6,
             async_scheduling: o.async_scheduling,
             always_eager: o.enforce_eager,
             graph_max_tokens: u64::from(st.graph_max_tokens),
@@ -355,7 +359,8 @@ impl CostModel {
         let small_kernels = self.layers * ELEMENTWISE_PASSES * act_bytes / self.bandwidth;
         let eager = if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
         let gpu = fixed + kernels + pipeline + moe_routing + eager;
-        let host = if self.async_scheduling { (self.host_s - gpu).max(0.0) } else { self.host_s };
+        let host_work = self.host_s + self.admit_s * f64::from(b.admitted);
+        let host = if self.async_scheduling { (host_work - gpu).max(0.0) } else { host_work };
         let total = gpu + host;
         StepBreakdown {
             fixed,

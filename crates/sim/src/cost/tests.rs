@@ -357,3 +357,20 @@ fn the_dense_ceilings_are_near_the_probe_s_products() {
         assert!((prior / median - 1.0).abs() <= 0.10, "{format}: prior {prior}, measured {median:.3}");
     }
 }
+
+#[test]
+fn admitted_requests_add_host_work_that_async_scheduling_hides_like_the_rest() {
+    let pairs = |sync: &'static str| [("t-host-ms", "1"), ("t-admit-us", "500"), ("async-scheduling", sync)];
+    let (on, off) =
+        (model("Qwen/Qwen3-8B", "h100-sxm", &pairs("true")), model("Qwen/Qwen3-8B", "h100-sxm", &pairs("false")));
+    let mut b = decode_batch(4, 100);
+    let base = off.breakdown(&b).total;
+    b.admitted = 8;
+    // Without async scheduling each admission lengthens the step by its host work.
+    assert!((off.breakdown(&b).total - base - 8.0 * 500e-6).abs() < 1e-12);
+    // With it, 1 + 4 ms of host work hides under a 5 ms decode step, and shows past it.
+    assert_eq!(on.breakdown(&b).host, 0.0);
+    b.admitted = 20;
+    let d = on.breakdown(&b);
+    assert!(d.host > 0.0 && (d.total - 11e-3).abs() < 1e-12, "{d:?}");
+}

@@ -142,6 +142,7 @@ impl Engine {
                 }
                 self.grow(slot, computed + n);
                 self.running.push(slot);
+                batch.admitted += 1;
                 self.note(slot, n, &mut batch);
                 budget -= n;
             }

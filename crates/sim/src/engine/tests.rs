@@ -146,6 +146,19 @@ fn waiting_requests_are_admitted_first_come_first_served() {
 }
 
 #[test]
+fn a_step_counts_the_requests_it_takes_from_the_waiting_queue() {
+    // Three sequences a step: the first step admits three, the next ones one each time a
+    // request finishes (a prompt of 10 tokens, 2 out: two steps each), the running ones none.
+    let mut e = engine(config(10_000, 3, 64, false), 0);
+    for tag in 0..5u64 {
+        e.add(request(tag, ids(10, tag as u32), 2, 0)).unwrap();
+    }
+    let admitted: Vec<u32> = std::iter::from_fn(|| e.step().map(|s| s.batch.admitted)).collect();
+    assert_eq!(admitted.iter().sum::<u32>(), 5, "{admitted:?}");
+    assert_eq!(admitted[..2], [3, 0], "{admitted:?}");
+}
+
+#[test]
 fn a_repeated_prompt_hits_the_prefix_cache_except_its_last_token() {
     let mut e = engine(config(1000, 8, 2048, true), 0);
     let a = e.add(request(0, ids(100, 9), 4, 0)).unwrap();

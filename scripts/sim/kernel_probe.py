@@ -40,7 +40,8 @@ import traceback
 import torch
 
 # gpt-oss-120b's shapes (config.json): hidden 2880, 64 query heads and 8 KV heads of 64,
-# 128 experts of intermediate 2880 with 4 active, vocabulary 201088.
+# 128 experts of intermediate 2880 with 4 active, vocabulary 201088 (`--experts 32`: gpt-oss-20b's
+# experts, the same shapes otherwise).
 HIDDEN = 2880
 HEAD_DIM = 64
 Q_HEADS = 64
@@ -421,12 +422,14 @@ def main():
     ap.add_argument("--triton-kernels", help="folder holding the triton_kernels package")
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new measurements after this")
     ap.add_argument("--sections", default="moe,floor,bandwidth,dense,fp8,attention")
+    ap.add_argument("--experts", type=int, default=128, help="routed experts a layer (32: gpt-oss-20b)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("kernel_probe: no CUDA device; this probe measures a GPU and needs one")
+    globals()["EXPERTS"] = args.experts
     torch.set_grad_enabled(False)
     props = torch.cuda.get_device_properties(0)
-    head = {"device": props.name, "sms": props.multi_processor_count,
+    head = {"device": props.name, "sms": props.multi_processor_count, "experts": EXPERTS,
             "memory_gib": round(props.total_memory / 2**30, 1), "torch": torch.__version__,
             "cuda": torch.version.cuda}
     log(head)

@@ -9,6 +9,8 @@ the cost model can be checked against the kernel it stands for:
 - the floor of a small kernel inside a CUDA graph (t_layer_us is a dozen of them);
 - cuBLAS BF16 products of the layer's dense shapes (QKV, output, router, LM head) at tensor-parallel
   shard sizes 1, 2, 4 and 8 and from 1 to 8192 rows (gemm_eff, gemm_m_half);
+- whether those kernels add up: a layer's products and MoE back to back in one graph against
+  the sum of their times alone;
 - BF16 and FP8 products of large dense models' shapes (Llama-3.1-70B, Qwen3-32B) from 16 to
   16384 rows, FP8 through `torch._scaled_mm` (the format ceilings gemm_eff.bf16 and .fp8);
 - the routed experts as vLLM's Triton backend runs MXFP4 checkpoints on Hopper: BF16 activations
@@ -398,6 +400,47 @@ def probe_fp8(args):
         torch.cuda.empty_cache()
 
 
+def probe_chain(args):
+    """Whether the kernels of a layer add up: the QKV, output and router products and the MoE
+    (Triton, as above) timed one by one and back to back in one graph, at TP 1 and 8."""
+    if args.triton_kernels:
+        sys.path.insert(0, args.triton_kernels)
+    import importlib.util
+
+    kind = OgsMoe if importlib.util.find_spec("triton_kernels.routing") else Moe
+    if torch.cuda.get_device_capability()[0] == 9:
+        flags = "triton_kernels.matmul_ogs_details.opt_flags" if kind is OgsMoe else "triton_kernels.matmul_details.opt_flags"
+        importlib.import_module(flags).update_opt_flags_constraints({"split_k": 1})
+    for tp in (1, 8):
+        moe = kind(tp)
+        shapes = dense_shapes(tp)
+        rot = 4
+        ws = {name: [torch.randn(*shapes[name], device="cuda", dtype=torch.bfloat16) for _ in range(rot)]
+              for name in ("qkv", "o_proj", "router")}
+        for m in (4, 64):
+            if over_budget(args):
+                return
+            xs = [torch.randn(m, HIDDEN, device="cuda", dtype=torch.bfloat16) for _ in range(rot)]
+            ys = [torch.randn(m, shapes["o_proj"][0], device="cuda", dtype=torch.bfloat16) for _ in range(rot)]
+            ls = [torch.randn(m, EXPERTS, device="cuda", dtype=torch.float32) for _ in range(rot)]
+            parts = {
+                "qkv": [(lambda i=i: xs[i] @ ws["qkv"][i]) for i in range(rot)],
+                "o_proj": [(lambda i=i: ys[i] @ ws["o_proj"][i]) for i in range(rot)],
+                "router": [(lambda i=i: xs[i] @ ws["router"][i]) for i in range(rot)],
+                "moe": [(lambda i=i: moe.layer(xs[i], ls[i])) for i in range(rot)],
+            }
+            alone = {name: timed(fns)["us"] for name, fns in parts.items()}
+
+            def layer(i):
+                for fns in parts.values():
+                    fns[i]()
+
+            chain = timed([(lambda i=i: layer(i)) for i in range(rot)])["us"]
+            record("chain", tp=tp, m=m, alone=alone, sum_us=round(sum(alone.values()), 2), chain_us=chain)
+        del moe, ws
+        torch.cuda.empty_cache()
+
+
 def probe_attention(args):
     import torch.nn.functional as F
 
@@ -421,7 +464,7 @@ def main():
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--triton-kernels", help="folder holding the triton_kernels package")
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting new measurements after this")
-    ap.add_argument("--sections", default="moe,floor,bandwidth,dense,fp8,attention")
+    ap.add_argument("--sections", default="moe,floor,bandwidth,dense,fp8,chain,attention")
     ap.add_argument("--experts", type=int, default=128, help="routed experts a layer (32: gpt-oss-20b)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -434,7 +477,7 @@ def main():
             "cuda": torch.version.cuda}
     log(head)
     probes = {"bandwidth": probe_bandwidth, "floor": probe_floor, "moe": probe_moe,
-              "dense": probe_dense, "fp8": probe_fp8, "attention": probe_attention}
+              "dense": probe_dense, "fp8": probe_fp8, "chain": probe_chain, "attention": probe_attention}
 
     def save():
         with open(args.out, "w") as f:

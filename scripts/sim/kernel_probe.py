@@ -6,7 +6,7 @@ whole-server reports; this probe measures the parts one by one on a real GPU, so
 the cost model can be checked against the kernel it stands for:
 
 - the streaming bandwidth a plain copy reaches (eta_bw);
-- the floor of a small kernel inside a CUDA graph (t_layer_us is a dozen of them);
+- the floor of a small kernel inside a CUDA graph (t_layer_us holds about nine of them);
 - cuBLAS BF16 products of the layer's dense shapes (QKV, output, router, LM head) at tensor-parallel
   shard sizes 1, 2, 4 and 8 and from 1 to 8192 rows (gemm_eff, gemm_m_half);
 - whether those kernels add up: a layer's products and MoE back to back in one graph against
@@ -28,6 +28,7 @@ Usage (needs PyTorch with CUDA; the MoE part also needs triton_kernels on the pa
 of that name in the Triton repository, python/triton_kernels, matching the installed Triton):
 
     python3 scripts/sim/kernel_probe.py --out probe.json [--triton-kernels DIR] [--budget-s 420]
+        [--sections moe,floor,bandwidth,dense,fp8,chain,attention] [--experts 32]
 
 The JSON holds the device, the library versions and one record per measurement; a section that
 fails records its error and the rest go on.

@@ -330,21 +330,29 @@ def experts_touched(m):
     return EXPERTS * (1.0 - (1.0 - TOP_K / EXPERTS) ** m)
 
 
-def probe_moe(args):
-    if args.triton_kernels:
+def moe_kind(args):
+    """The MoE class for the triton_kernels on the path (its API), with the kernels' options as
+    vLLM sets them: split-K fixed at 1 on Hopper (`_swizzle_mxfp4`), where the kernels' own
+    heuristics would split small products over K and add reduction kernels. Returns the class
+    and the constraints set."""
+    if args.triton_kernels and args.triton_kernels not in sys.path:
         sys.path.insert(0, args.triton_kernels)
+    import importlib
     import importlib.util
 
-    import triton
-
     kind = OgsMoe if importlib.util.find_spec("triton_kernels.routing") else Moe
-    # vLLM fixes split-K at 1 on Hopper (`_swizzle_mxfp4`); the kernels' own heuristics would
-    # split small products over K and add reduction kernels.
     constrained = {}
     if torch.cuda.get_device_capability()[0] == 9:
         flags = "triton_kernels.matmul_ogs_details.opt_flags" if kind is OgsMoe else "triton_kernels.matmul_details.opt_flags"
         constrained = {"split_k": 1}
         importlib.import_module(flags).update_opt_flags_constraints(constrained)
+    return kind, constrained
+
+
+def probe_moe(args):
+    import triton
+
+    kind, constrained = moe_kind(args)
     record("moe setup", triton=triton.__version__, api=kind.api, constraints=constrained)
     ms_all = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
     for tp in (1, 8, 2, 4):
@@ -404,14 +412,7 @@ def probe_fp8(args):
 def probe_chain(args):
     """Whether the kernels of a layer add up: the QKV, output and router products and the MoE
     (Triton, as above) timed one by one and back to back in one graph, at TP 1 and 8."""
-    if args.triton_kernels:
-        sys.path.insert(0, args.triton_kernels)
-    import importlib.util
-
-    kind = OgsMoe if importlib.util.find_spec("triton_kernels.routing") else Moe
-    if torch.cuda.get_device_capability()[0] == 9:
-        flags = "triton_kernels.matmul_ogs_details.opt_flags" if kind is OgsMoe else "triton_kernels.matmul_details.opt_flags"
-        importlib.import_module(flags).update_opt_flags_constraints({"split_k": 1})
+    kind, _ = moe_kind(args)
     for tp in (1, 8):
         moe = kind(tp)
         shapes = dense_shapes(tp)

@@ -48,6 +48,13 @@ impl Precision {
         }
     }
 
+    /// Whether a model stored in this format, with routed experts or not, runs them as MXFP4
+    /// weights dequantized to BF16 on a device of these peaks: the experts
+    /// [`Mxfp4Backend`] chooses the kernels of.
+    pub fn dequantizes_mxfp4_experts(self, experts: bool, peaks: &crate::hardware::PeakTflops) -> bool {
+        experts && self == Precision::Mxfp4 && self.compute_on(peaks) == ComputePrecision::WeightOnly
+    }
+
     /// The canonical spelling.
     pub fn name(self) -> &'static str {
         Self::ALL.iter().find(|(p, _)| *p == self).map_or("bf16", |(_, n)| n)
@@ -121,7 +128,7 @@ impl Mxfp4Backend {
         experts: bool,
         hw: &crate::hardware::HardwareSpec,
     ) -> Option<String> {
-        if self == Self::Marlin {
+        if self == Self::Marlin || precision.dequantizes_mxfp4_experts(experts, &hw.peak_tflops) {
             return None;
         }
         if !experts || precision != Precision::Mxfp4 {
@@ -132,13 +139,11 @@ impl Mxfp4Backend {
                 precision.name()
             ));
         }
-        (precision.compute_on(&hw.peak_tflops) != ComputePrecision::WeightOnly).then(|| {
-            format!(
-                "on {} vLLM runs MXFP4 experts with 8-bit activations (W4A8), not through the W4A16 kernels \
-                 mxfp4-backend chooses between; drop mxfp4-backend",
-                hw.name
-            )
-        })
+        Some(format!(
+            "on {} vLLM runs MXFP4 experts with 8-bit activations (W4A8), not through the W4A16 kernels \
+             mxfp4-backend chooses between; drop mxfp4-backend",
+            hw.name
+        ))
     }
 }
 

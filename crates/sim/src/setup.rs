@@ -194,11 +194,7 @@ impl SimSetup {
             opts.max_num_seqs,
             opts.max_num_batched_tokens
         ));
-        let precision = opts.precision.unwrap_or(model.precision);
-        if model.moe.is_some()
-            && precision == crate::precision::Precision::Mxfp4
-            && precision.compute_on(&hardware.peak_tflops) == crate::precision::ComputePrecision::WeightOnly
-        {
+        if model.precision.dequantizes_mxfp4_experts(model.moe.is_some(), &hardware.peak_tflops) {
             notes.push(
                 match opts.mxfp4_backend {
                     crate::precision::Mxfp4Backend::Marlin => {

@@ -18,7 +18,9 @@ use crate::{Tokenizer, WorkloadError};
 /// - A multi-turn run that began gets every sent turn's prompt tokens and prefix share
 ///   ([`count_turns`]; counted after the clock stopped, never between turns), and a note of the
 ///   turns not sent because an earlier turn of their conversation failed.
-/// - With a tokenizer, every successful request gets its output tokens counted from its text.
+/// - With a tokenizer, every successful request without the server's output count gets its
+///   output tokens counted from its text, and a sample of the others for the token ledger
+///   ([`fill_output_tokens`]).
 pub fn account(tok: Option<&Tokenizer>, plan: &Plan, result: &mut RunResult) {
     // A run stopped before it began (during the ready check or warm-up) sent no turn.
     let began = !(result.interrupted && result.duration_s == 0.0);
@@ -64,9 +66,27 @@ pub fn output_tokens(tok: &Tokenizer, text: &str) -> Result<u32, WorkloadError> 
     tok.count(text, false)
 }
 
-/// Fills `output_tokens_client` for every successful record from its text.
+/// Successful requests with the server's output count that the ledger re-tokenizes: all of
+/// them up to this many, else an even sample of about this many (every k-th in index order).
+/// Re-tokenizing every output of a long run costs more CPU than the run's own streaming, and a
+/// sample of this size shows a wrong tokenizer or a miscounting server as plainly.
+pub const LEDGER_SAMPLE: usize = 256;
+
+/// Fills `output_tokens_client` from the text: for every successful record the server gave no
+/// output count (the count itself, vLLM's fallback), and for the ledger's sample of the others
+/// ([`LEDGER_SAMPLE`]).
 pub fn fill_output_tokens(tok: &Tokenizer, records: &mut [RequestRecord]) -> Result<(), WorkloadError> {
+    let counted_by_server = |r: &RequestRecord| r.usage.completion_tokens.is_some_and(|n| n > 0);
+    let with_count = records.iter().filter(|r| r.succeeded() && counted_by_server(r)).count();
+    let every = with_count.div_ceil(LEDGER_SAMPLE).max(1);
+    let mut seen = 0usize;
     for r in records.iter_mut().filter(|r| r.succeeded()) {
+        if counted_by_server(r) {
+            seen += 1;
+            if (seen - 1) % every != 0 {
+                continue;
+            }
+        }
         r.output_tokens_client = Some(output_tokens(tok, &r.text)?);
     }
     Ok(())
@@ -89,6 +109,35 @@ mod tests {
         assert_eq!(chat, 10);
         let msgs = json!([{"role": "user", "content": "hello world"}]);
         assert_eq!(chat_prompt_tokens(tok, &msgs).unwrap(), chat);
+    }
+
+    #[test]
+    fn the_ledger_re_tokenizes_a_sample_of_server_counted_outputs_and_every_uncounted_one() {
+        use servebench_core::record::Usage;
+        let tok = qwen3();
+        let n = LEDGER_SAMPLE * 3 + 7;
+        let mut recs: Vec<RequestRecord> = (0..n)
+            .map(|i| RequestRecord {
+                index: u32::try_from(i).unwrap(),
+                text: "The answer is 42.".into(),
+                status: 200,
+                // every tenth request without the server's count
+                usage: Usage { prompt_tokens: None, completion_tokens: (i % 10 != 0).then_some(5) },
+                ..RequestRecord::default()
+            })
+            .collect();
+        fill_output_tokens(tok, &mut recs).unwrap();
+        let uncounted = recs.iter().filter(|r| r.usage.completion_tokens.is_none());
+        assert!(uncounted.clone().all(|r| r.output_tokens_client.is_some()));
+        let sampled = recs.iter().filter(|r| r.usage.completion_tokens.is_some() && r.output_tokens_client.is_some());
+        let (sampled, total) = (sampled.count(), n - uncounted.count());
+        assert!(sampled <= LEDGER_SAMPLE && sampled >= LEDGER_SAMPLE / 2, "{sampled} of {total}");
+        // the first server-counted request is always in the sample, and a short run is counted whole
+        assert!(recs[1].output_tokens_client.is_some());
+        let mut short = recs[..LEDGER_SAMPLE].to_vec();
+        short.iter_mut().for_each(|r| r.output_tokens_client = None);
+        fill_output_tokens(tok, &mut short).unwrap();
+        assert!(short.iter().all(|r| r.output_tokens_client.is_some()));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! (`prompt_tokens_client`, chat template applied, with a tokenizer) and by the server
 //! (`usage.prompt_tokens`); output tokens by the server (`usage.completion_tokens`), by
 //! streamed token chunks, and re-tokenized locally from the generated text
-//! (`output_tokens_client`, filled after the run). The ledger sums each source, compares the
+//! (`output_tokens_client`, filled after the run: for every request the server did not count,
+//! and for an even sample of at most 256 of the others). The ledger sums each source, compares the
 //! pairs request by request, and flags:
 //! - local and server counts that disagree by more than [`TOLERANCE`] (2 %) of the server's;
 //! - streams whose chunks do not match the server's output tokens (several tokens per chunk:

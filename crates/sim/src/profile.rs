@@ -130,14 +130,16 @@ impl Default for TritonMoeKernel {
 impl Default for StackProfile {
     /// vLLM V1 with CUDA graphs on an NVIDIA datacenter GPU: the constants calibrated on the
     /// H100 (see `presets/hardware/CALIBRATION.md`); other devices' presets override only what
-    /// differs physically. Dense BF16, FP8 and FP4 ceilings are priors the H100 data could not
-    /// determine.
+    /// differs physically. The experts' ceilings are calibrated: weight-only (Marlin) on
+    /// InferenceX's gpt-oss-120b rows, BF16 and block-scaled FP8 (vLLM's Triton fused-MoE
+    /// kernels) on GPUStack's public Qwen3-235B-A22B reports; the dense ceilings and the FP4
+    /// experts' are priors the data could not determine.
     fn default() -> Self {
         Self {
             name: None,
             eta_bw: 0.93,
             gemm_eff: PrecisionTable { bf16: 0.75, fp8: 0.65, fp4: 0.5, weight_only: 0.5 },
-            moe_eff: PrecisionTable { bf16: 0.5, fp8: 0.45, fp4: 0.35, weight_only: 0.167 },
+            moe_eff: PrecisionTable { bf16: 0.19, fp8: 0.12, fp4: 0.35, weight_only: 0.167 },
             attn_eff: 0.65,
             attn_eff_sinks: None,
             gemm_m_half: 12.5,

@@ -83,7 +83,7 @@ pub fn fill_output_tokens(tok: &Tokenizer, records: &mut [RequestRecord]) -> Res
     for r in records.iter_mut().filter(|r| r.succeeded()) {
         if counted_by_server(r) {
             seen += 1;
-            if (seen - 1) % every != 0 {
+            if !(seen - 1).is_multiple_of(every) {
                 continue;
             }
         }
@@ -131,7 +131,7 @@ mod tests {
         assert!(uncounted.clone().all(|r| r.output_tokens_client.is_some()));
         let sampled = recs.iter().filter(|r| r.usage.completion_tokens.is_some() && r.output_tokens_client.is_some());
         let (sampled, total) = (sampled.count(), n - uncounted.count());
-        assert!(sampled <= LEDGER_SAMPLE && sampled >= LEDGER_SAMPLE / 2, "{sampled} of {total}");
+        assert!((LEDGER_SAMPLE / 2..=LEDGER_SAMPLE).contains(&sampled), "{sampled} of {total}");
         // the first server-counted request is always in the sample, and a short run is counted whole
         assert!(recs[1].output_tokens_client.is_some());
         let mut short = recs[..LEDGER_SAMPLE].to_vec();

@@ -36,7 +36,8 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         }
         points = selection.points;
     }
-    // Each run on its own deployment: its labels (model, hw, tp, pp, dp) over the flags'.
+    // Each run on its own deployment: its labels (model, hw, tp, pp, dp and the serving flags of a
+    // pasted `vllm serve` line) where the flags given here do not set the same option.
     let mut options = args.deployment.option_pairs()?;
     options.push(("jitter".into(), "0".into()));
     let defaults = validate::Defaults {

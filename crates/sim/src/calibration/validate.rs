@@ -3,7 +3,9 @@
 //!
 //! Each measured point is mapped to the deployment it ran on: the model from its `model` label
 //! (else the default given), the hardware from its `hw`/`hardware`/`gpu` label (else the default),
-//! the parallelism from its `tp`, `pp`, `dp` and `ep` labels, and the options given on top. A point
+//! the parallelism from its `tp`, `pp`, `dp` and `ep` labels, the serving options its labels
+//! name (`max-num-batched-tokens`, `max-model-len`, ...: a pasted `vllm serve` line gives
+//! them), and the options given on top, which win. A point
 //! that cannot be mapped (no model named and none given, an unknown preset, a deployment that does
 //! not fit) is skipped with the reason, never guessed.
 //!
@@ -16,6 +18,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
+use servebench_core::vllm::SERVE_OPTION_LABELS;
 
 use super::fidelity::percentile;
 use super::points::{FitMetric, MeasuredPoint};
@@ -66,7 +69,10 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
         .or(d.hardware.as_deref())
         .ok_or("it names no hardware; give --hardware for results that do not say")?;
     let mut options: Vec<(String, String)> = vec![("jitter".into(), "0".into())];
-    options.extend(parallelism(&label)?.into_iter().filter(|(key, _)| !d.options.iter().any(|(k, _)| k == key)));
+    let from_labels = parallelism(&label)?
+        .into_iter()
+        .chain(SERVE_OPTION_LABELS.iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))));
+    options.extend(from_labels.filter(|(key, _)| !d.options.iter().any(|(k, _)| k == key)));
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
     let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());
     resolved.map_err(|e| format!("{model} on {hardware}: {e}"))

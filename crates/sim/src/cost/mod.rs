@@ -121,6 +121,13 @@ pub struct StepBreakdown {
 /// embedding, activation function, quantisation), for when their launches stop showing.
 const ELEMENTWISE_PASSES: f64 = 10.0;
 
+/// The fraction of the BF16 tensor rate a dequantizing expert kernel's `mma.sync` reaches where
+/// the tensor cores bind before the integer units (weak tensor cores: RTX 4090, L40S, L4). It
+/// is the expert ceiling's BF16 prior from before the BF16 and FP8 experts' own kernels (vLLM's
+/// Triton fused-MoE) were calibrated, kept so that those kernels' low ceilings do not cap
+/// Marlin's, which the A100's public reports show running faster (CALIBRATION.md).
+pub const DEQUANT_MMA_CEILING_MOE: f64 = 0.5;
+
 /// The step model of this module with every per-step constant precomputed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
@@ -194,12 +201,14 @@ impl CostModel {
         let peaks = &hw.peak_tflops;
         let bandwidth = st.eta_bw * hw.bandwidth_gbs * 1e9;
         // A dequantizing kernel runs at the lower of its issue-bound rate (the integer rate, at
-        // the weight-only ceiling) and the tensor cores' BF16 rate: the first binds on parts
-        // with strong tensor cores (H100, A100), the second on those with weak ones (RTX 4090).
-        let device = |format: ComputePrecision, table: &crate::precision::PrecisionTable| {
+        // the weight-only ceiling) and the tensor cores' BF16 rate at `mma`: the first binds on
+        // parts with strong tensor cores (H100, A100), the second on those with weak ones (RTX
+        // 4090). Dense products take the dense BF16 ceiling for `mma`; expert products
+        // [`DEQUANT_MMA_CEILING_MOE`], not the BF16 experts' ceiling, which is another kernel's.
+        let device = |format: ComputePrecision, table: &crate::precision::PrecisionTable, mma: f64| {
             let (peak, ceiling) = match format {
                 ComputePrecision::WeightOnly => {
-                    let rate = (peaks.dequant_issue() * table.weight_only).min(peaks.bf16 * table.bf16);
+                    let rate = (peaks.dequant_issue() * table.weight_only).min(peaks.bf16 * mma);
                     (peaks.bf16, rate / peaks.bf16)
                 }
                 _ => (peaks.get(format), table.get(format)),
@@ -236,7 +245,7 @@ impl CostModel {
                 bandwidth: bandwidth.min(dequant_stream(k.ops_per_weight)),
             },
             None => {
-                let mut dev = device(lin_format, &st.moe_eff);
+                let mut dev = device(lin_format, &st.moe_eff, DEQUANT_MMA_CEILING_MOE);
                 if let (ComputePrecision::WeightOnly, Some(ops)) = (lin_format, st.dequant_ops_per_weight) {
                     dev.bandwidth = dev.bandwidth.min(dequant_stream(ops));
                 }
@@ -258,14 +267,14 @@ impl CostModel {
                 flops_per_row: 2.0 * attn_params,
                 weight_bytes: attn_params * m.attention_precision().bytes_per_param(),
             },
-            attn_dev: device(attn_format, &st.gemm_eff),
+            attn_dev: device(attn_format, &st.gemm_eff, st.gemm_eff.bf16),
             ffn: GemmShape { flops_per_row: 2.0 * ffn_params, weight_bytes: ffn_params * w_b },
-            ffn_dev: device(lin_format, &st.gemm_eff),
+            ffn_dev: device(lin_format, &st.gemm_eff, st.gemm_eff.bf16),
             expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
             expert_dev,
             moe_fixed_s: triton.map_or(0.0, |k| k.fixed_us * 1e-6),
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
-            lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff),
+            lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
             attn_flops_per_pair_layer: m.attention_flops_per_pair() / tp,
             attn_rate: peaks.bf16 * 1e12 * st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff),

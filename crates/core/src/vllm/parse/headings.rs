@@ -12,8 +12,14 @@
 //! 2. `# Title` (any number of `#`): `section=Title`.
 //! 3. A `vllm serve MODEL ...` command line (after any prompt such as `$`): `model=MODEL` and
 //!    the parallel sizes its flags give, `tp`, `pp` and `dp` (`-tp 4`,
-//!    `--tensor-parallel-size=4`, `-pp`, `-dp` and their long forms), so that a pasted command
-//!    tells `sim fit` and `sim validate` the deployment of the blocks below it.
+//!    `--tensor-parallel-size=4`, `-pp`, `-dp` and their long forms), `ep=true` for
+//!    `--enable-expert-parallel`, and the serving flags the simulator has options for, under
+//!    the option's name: `--max-num-batched-tokens`, `--max-num-seqs`, `--max-model-len`,
+//!    `--kv-cache-dtype`, `--gpu-memory-utilization` with their values, and
+//!    `--enforce-eager`, `--[no-]async-scheduling`, `--[no-]enable-prefix-caching` as
+//!    `true`/`false`; so that a pasted command tells `sim fit` and `sim validate` the
+//!    deployment of the blocks below it. A serve line replaces every label an earlier one set:
+//!    a flag it leaves out is vLLM's default again, not the earlier line's value.
 //! 4. `key: value` or `key=value`, where the key is one word (letters, digits, `_`, `.`,
 //!    `-`): `key=value`, the key as written (except `Model`/`MODEL`, which become `model`).
 //!    If the value is a comma-separated list of two or more single-word items
@@ -123,6 +129,11 @@ impl Headings {
             match classify(heading) {
                 Heading::Ignored => {}
                 Heading::Labels(labels) => {
+                    // A `vllm serve` line states a whole deployment: what an earlier one set and
+                    // this one leaves out (expert parallel, a token budget) does not carry over.
+                    if serve_command(heading).is_some() {
+                        self.scopes.retain(|scope| !set_by_serve(&scope.key));
+                    }
                     for (key, values) in labels {
                         self.set(key, values, line, notes);
                     }
@@ -263,7 +274,40 @@ pub fn classify(line: &str) -> Heading {
     Heading::Text(line.to_string())
 }
 
-/// The labels of a `vllm serve MODEL [flags]` line: the model and the parallel sizes.
+/// The labels of a `vllm serve` line that name a serving option of the deployment, under the
+/// simulator's option names (its parallel sizes and model aside).
+pub const SERVE_OPTION_LABELS: [&str; 8] = [
+    "max-num-batched-tokens",
+    "max-num-seqs",
+    "max-model-len",
+    "kv-cache-dtype",
+    "gpu-memory-utilization",
+    "enforce-eager",
+    "async-scheduling",
+    "enable-prefix-caching",
+];
+
+/// Whether a `vllm serve` line can set the label `key`.
+fn set_by_serve(key: &str) -> bool {
+    ["model", "tp", "pp", "dp", "ep"].contains(&key) || SERVE_OPTION_LABELS.contains(&key)
+}
+
+/// Serving flags of `vllm serve` with a value, read as labels of the same name.
+const VALUE_FLAGS: [&str; 5] =
+    ["max-num-batched-tokens", "max-num-seqs", "max-model-len", "kv-cache-dtype", "gpu-memory-utilization"];
+/// Switches of `vllm serve`: (flag, label, value).
+const SWITCHES: [(&str, &str, &str); 7] = [
+    ("--enable-expert-parallel", "ep", "true"),
+    ("--enforce-eager", "enforce-eager", "true"),
+    ("--async-scheduling", "async-scheduling", "true"),
+    ("--no-async-scheduling", "async-scheduling", "false"),
+    ("--enable-prefix-caching", "enable-prefix-caching", "true"),
+    ("--no-enable-prefix-caching", "enable-prefix-caching", "false"),
+    ("-ep", "ep", "true"),
+];
+
+/// The labels of a `vllm serve MODEL [flags]` line: the model, the parallel sizes and the
+/// serving flags the simulator knows (see the module docs).
 fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let at = words.windows(2).position(|w| w == ["vllm", "serve"])?;
@@ -278,13 +322,24 @@ fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
             Some((f, v)) => (f, Some(v)),
             None => (*word, None),
         };
+        if let Some((_, key, value)) = SWITCHES.iter().find(|(f, _, _)| *f == flag) {
+            labels.push((key.to_string(), vec![value.to_string()]));
+            continue;
+        }
+        let value = inline.or_else(|| rest.get(i + 1).copied());
+        if let Some(key) = flag.strip_prefix("--").filter(|k| VALUE_FLAGS.contains(k)) {
+            if let Some(v) = value.filter(|v| !v.is_empty() && !v.starts_with('-')) {
+                labels.push((key.to_string(), vec![v.to_string()]));
+            }
+            continue;
+        }
         let key = match flag {
             "-tp" | "--tensor-parallel-size" => "tp",
             "-pp" | "--pipeline-parallel-size" => "pp",
             "-dp" | "--data-parallel-size" => "dp",
             _ => continue,
         };
-        if let Some(value) = inline.or_else(|| rest.get(i + 1).copied()).filter(|v| whole(v)) {
+        if let Some(value) = value.filter(|v| whole(v)) {
             labels.push((key.to_string(), vec![value.to_string()]));
         }
     }
@@ -378,11 +433,45 @@ mod tests {
         assert_eq!(classify("$ vllm serve Qwen/Qwen3-8B --tensor-parallel-size=8"), two("Qwen/Qwen3-8B", "8"));
         let all = classify("vllm serve M -pp 2 -tp 4 --data-parallel-size 2 --kv-cache-dtype fp8");
         let want: Vec<(String, Vec<String>)> =
-            [("model", "M"), ("pp", "2"), ("tp", "4"), ("dp", "2")].map(|(k, v)| (k.into(), vec![v.into()])).into();
+            [("model", "M"), ("pp", "2"), ("tp", "4"), ("dp", "2"), ("kv-cache-dtype", "fp8")]
+                .map(|(k, v)| (k.into(), vec![v.into()]))
+                .into();
         assert_eq!(all, Heading::Labels(want));
+        let flags = classify(
+            "vllm serve M -tp 4 --enable-expert-parallel --max-num-batched-tokens=16384 --max-model-len 32768 \
+             --no-enable-prefix-caching --async-scheduling --gpu-memory-utilization 0.85 --max-num-seqs --host h",
+        );
+        let want: Vec<(String, Vec<String>)> = [
+            ("model", "M"),
+            ("tp", "4"),
+            ("ep", "true"),
+            ("max-num-batched-tokens", "16384"),
+            ("max-model-len", "32768"),
+            ("enable-prefix-caching", "false"),
+            ("async-scheduling", "true"),
+            ("gpu-memory-utilization", "0.85"),
+        ]
+        .map(|(k, v)| (k.into(), vec![v.into()]))
+        .into();
+        assert_eq!(flags, Heading::Labels(want), "a flag without its value gives no label");
         // A placeholder size is no size; a bench command is not a serve command.
         assert_eq!(classify("vllm serve M -tp X"), label("model", &["M"]));
         assert!(matches!(classify("vllm bench serve --model M --num-prompts 10"), Heading::Text(_)));
+    }
+
+    #[test]
+    fn a_later_vllm_serve_line_does_not_inherit_an_earlier_one_s_flags() {
+        let text = format!(
+            "vllm serve M -tp 4 --enable-expert-parallel --max-num-batched-tokens 4096\n{}\nvllm serve M -tp 8\n{}",
+            block(1),
+            block(2)
+        );
+        let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+        assert_eq!(
+            labels.blocks[0],
+            pairs(&[("model", "M"), ("tp", "4"), ("ep", "true"), ("max-num-batched-tokens", "4096")])
+        );
+        assert_eq!(labels.blocks[1], pairs(&[("model", "M"), ("tp", "8")]));
     }
 
     #[test]

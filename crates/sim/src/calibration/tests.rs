@@ -234,3 +234,19 @@ fn a_point_s_parallelism_labels_set_its_deployment() {
     assert_eq!(skipped.len(), 1);
     assert!(skipped[0].reason.contains("ep label \"two\""), "{:?}", skipped[0]);
 }
+
+#[test]
+fn a_point_whose_requests_do_not_fit_the_kv_cache_is_skipped_with_the_reason() {
+    let presets = Presets::embedded().unwrap();
+    let defaults = validate::Defaults {
+        model: Some("Qwen/Qwen3-32B".into()),
+        hardware: Some("h100-sxm".into()),
+        ..Default::default()
+    };
+    // One H100 keeps about 19,000 tokens of Qwen3-32B's KV cache beside its weights.
+    let points = vec![point(4, 2000, 100, None), point(4, 32000, 100, None)];
+    let (targets, skipped) = validate::targets_for(points, &defaults, &presets);
+    assert_eq!(targets.len(), 1);
+    assert_eq!(skipped.len(), 1);
+    assert!(skipped[0].reason.contains("32100 tokens") && skipped[0].reason.contains("KV cache"), "{skipped:?}");
+}

@@ -7,7 +7,8 @@
 //! name (`max-num-batched-tokens`, `max-model-len`, ...: a pasted `vllm serve` line gives
 //! them), and the options given on top, which win. A point
 //! that cannot be mapped (no model named and none given, an unknown preset, a deployment that does
-//! not fit) is skipped with the reason, never guessed.
+//! not fit, a request longer than the KV cache the deployment keeps) is skipped with the reason,
+//! never guessed.
 //!
 //! Without a split every point is predicted with the presets (or the given profile), nothing
 //! fitted: the error of a planner that has never seen the data. With a split the constants are
@@ -51,7 +52,7 @@ pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) 
     let mut targets = Vec::new();
     let mut skipped = Vec::new();
     for point in points {
-        match deployment(&point, d, presets) {
+        match deployment(&point, d, presets).and_then(|setup| fits(&point, setup)) {
             Ok(setup) => targets.push(Target { setup, point }),
             Err(reason) => skipped.push(Skipped { label: point.label.clone(), reason }),
         }
@@ -76,6 +77,23 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
     let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());
     resolved.map_err(|e| format!("{model} on {hardware}: {e}"))
+}
+
+/// `setup` if it can serve the point's longest request; otherwise why not: every request
+/// longer than the KV cache fails in the simulator, which is not a prediction of the run.
+fn fits(point: &MeasuredPoint, setup: SimSetup) -> Result<SimSetup, String> {
+    let w = &point.workload;
+    let n = w.num_prompts.min(100_000);
+    let longest = w.input.expand(n).iter().zip(w.output.expand(n)).map(|(i, o)| u64::from(*i) + u64::from(o)).max();
+    match longest {
+        Some(len) if len > u64::from(setup.max_model_len) => Err(format!(
+            "its longest request ({len} tokens) does not fit the {} tokens the KV cache of {} on {} holds in the \
+             simulator's memory plan; the run it measured had more room (more memory, a smaller reserve or a \
+             higher --gpu-memory-utilization): give that as an option, or leave the point out",
+            setup.max_model_len, setup.model.id, setup.hardware.name
+        )),
+        _ => Ok(setup),
+    }
 }
 
 /// A point's parallelism from its labels, as serving options. `tp`, `pp` and `dp` as given;

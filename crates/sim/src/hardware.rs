@@ -141,6 +141,9 @@ pub struct Uncertainty {
     /// The tensor-parallel sizes the errors were measured at; empty when that is not known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tp: Vec<u32>,
+    /// The models the errors were measured on; empty when that is not known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
 }
 
 impl Default for Uncertainty {
@@ -153,6 +156,7 @@ impl Default for Uncertainty {
             tpot: [-0.3, 0.3],
             throughput: [-0.3, 0.3],
             tp: Vec::new(),
+            models: Vec::new(),
         }
     }
 }
@@ -181,6 +185,30 @@ impl Uncertainty {
             );
         }
         u
+    }
+
+    /// The band for a deployment of `model`: as it is for a model its errors were measured on;
+    /// for another, at least the spread assumed for an uncalibrated device, its source saying
+    /// so (the constants are shared across models, but the checks on other models' public
+    /// reports in CALIBRATION.md find larger errors than the calibration's own).
+    pub fn for_model(&self, model: &str) -> Uncertainty {
+        if self.models.is_empty() || self.models.iter().any(|m| m == model) {
+            return self.clone();
+        }
+        let assumed = Uncertainty::default();
+        let widen = |a: [f64; 2], b: [f64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
+        Uncertainty {
+            source: format!(
+                "{}; {model} is not among the models they were measured on ({}): widened to the spread \
+                 assumed for an uncalibrated device",
+                self.source,
+                self.models.join(", ")
+            ),
+            ttft: widen(self.ttft, assumed.ttft),
+            tpot: widen(self.tpot, assumed.tpot),
+            throughput: widen(self.throughput, assumed.throughput),
+            ..self.clone()
+        }
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -367,6 +395,21 @@ mod tests {
         assert_eq!((outside.ttft, outside.tpot), (u.ttft, u.tpot));
         let unknown = Uncertainty::default();
         assert_eq!(unknown.for_tp(1), unknown, "a band that names no sizes says nothing more");
+    }
+
+    #[test]
+    fn a_band_measured_on_one_model_widens_for_another() {
+        let text = format!(
+            "{MINIMAL}\n[uncertainty]\nsource = \"held out\"\nttft = [-0.5, 0.1]\ntpot = [-0.05, 0.1]\nthroughput = [0, 0]\nmodels = [\"a/b\"]\n"
+        );
+        let u = HardwareSpec::from_toml(&text, "toy.toml").unwrap().uncertainty;
+        assert_eq!(u.for_model("a/b"), u, "the measured model keeps the band");
+        let other = u.for_model("c/d");
+        let assumed = Uncertainty::default();
+        assert_eq!(other.ttft, [-0.5, assumed.ttft[1]], "each side at least as wide as either");
+        assert_eq!(other.tpot, assumed.tpot);
+        assert!(other.source.starts_with("held out; c/d is not among the models they were measured on (a/b)"));
+        assert_eq!(Uncertainty::default().for_model("c/d"), Uncertainty::default());
     }
 
     #[test]

@@ -223,9 +223,10 @@ impl SimSetup {
     }
 
     /// The prediction band of this deployment: the device's, saying so when the deployment's
-    /// tensor-parallel size is outside those its errors were measured at.
+    /// tensor-parallel size is outside those its errors were measured at, and widened for a
+    /// model other than those they were measured on.
     pub fn uncertainty(&self) -> crate::hardware::Uncertainty {
-        let mut band = self.hardware.uncertainty.for_tp(self.options.tp);
+        let mut band = self.hardware.uncertainty.for_tp(self.options.tp).for_model(&self.model.id);
         if self.options.mxfp4_backend == crate::precision::Mxfp4Backend::Triton {
             band.source.push_str("; the experts are priced as Triton's kernels, measured apart from these errors");
         }

@@ -70,6 +70,7 @@ mod tests {
             tpot: [-0.05, 0.05],
             throughput: [-0.1, 0.1],
             tp: Vec::new(),
+            models: Vec::new(),
         };
         let (lo, hi) = u.band("ttft", 100.0).unwrap();
         assert_eq!((lo, hi), (80.0, 125.0));

@@ -18,12 +18,19 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
     let d = &args.deployment;
     let model = d.model_spec()?;
-    let setup = super::resolve::deployment_setup(d)?;
+    // With --all-points every run resolves its own deployment from its labels, so the flags'
+    // one need not fit (a model too big for one GPU without --tp, which would override the
+    // runs' own tp); the first run's deployment then stands for the fit's hardware and stack.
+    let base = match (super::resolve::deployment_setup(d), args.all_points) {
+        (Ok(setup), _) => Some(setup),
+        (Err(_), true) => None,
+        (Err(e), false) => return Err(e),
+    };
     let mut points = Vec::new();
     for file in &args.results {
         points.extend(calibration::read_points(Path::new(file))?);
     }
-    if !args.all_points {
+    if let (false, Some(setup)) = (args.all_points, &base) {
         let names: Vec<&str> = args.deployment.model.as_deref().into_iter().chain([setup.model.id.as_str()]).collect();
         let total = points.len();
         let selection = calibration::select_model(points, &names)?;
@@ -53,6 +60,10 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     if targets.is_empty() {
         anyhow::bail!("none of the measured runs maps to a simulated deployment (see the lines above)");
     }
+    let setup = match base {
+        Some(setup) => setup,
+        None => targets[0].setup.clone(),
+    };
     let params = if chosen.is_empty() { validate::joint_params(&targets) } else { chosen };
     if args.max_evals < params.len() + 2 {
         anyhow::bail!(

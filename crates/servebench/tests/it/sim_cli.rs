@@ -351,6 +351,56 @@ fn sim_fit_fits_only_the_blocks_of_the_model_given() {
     assert!(!profile.exists());
 }
 
+/// With `--all-points` each block runs on the deployment of the `vllm serve` line above it, so
+/// a model too big for the flags' one GPU fits without a `--tp` (which would override the
+/// blocks' own); without it, the flags' deployment must fit and the error says so.
+#[test]
+fn sim_fit_all_points_takes_each_block_s_deployment_from_its_serve_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("fitted.toml");
+    let report = dir.path().join("reports.txt");
+    let block = |n: u64| {
+        let s = servebench_core::metrics::Summary {
+            completed: n,
+            duration_s: 10.0,
+            total_input_tokens: 1024 * n,
+            total_output_tokens: Some(64 * n),
+            output_throughput: Some(6.4 * n as f64),
+            ..Default::default()
+        };
+        servebench_core::vllm::render_result_block(&s)
+    };
+    std::fs::write(
+        &report,
+        format!(
+            "vllm serve Qwen/Qwen3-235B-A22B -tp 8\n{}\nvllm serve Qwen/Qwen3-235B-A22B-FP8 -tp 4\n{}",
+            block(8),
+            block(4)
+        ),
+    )
+    .unwrap();
+    let args = |extra: &'static str| {
+        let mut a: Vec<String> = ["sim", "fit", "--model", "Qwen/Qwen3-235B-A22B", "--hardware", "h100-sxm"]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        a.extend(["--fit", "moe-eff.bf16", "--max-evals", "4", "--out"].map(str::to_string));
+        a.push(profile.to_str().unwrap().to_string());
+        if !extra.is_empty() {
+            a.push(extra.to_string());
+        }
+        a.push(report.to_str().unwrap().to_string());
+        a
+    };
+    let all = args("--all-points");
+    let out = ok(&all.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("to 2 measured run(s)"), "{out}");
+    assert!(out.contains("tp=8") && out.contains("tp=4"), "{out}");
+    let one = args("");
+    let (_, err) = fails(&one.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(err.contains("does not fit on h100-sxm with tp=1") && err.contains("Use more GPUs"), "{err}");
+}
+
 #[test]
 fn bad_input_errors_say_what_to_do() {
     let (code, err) = fails(&["sim", "predict", "--model", "acme/unknown-9b", "--hardware", "h100-sxm", "--no-store"]);

@@ -13,7 +13,7 @@ This probe measures the two candidates a GPU can settle:
   whether the GPU slows down (power, heat) once it runs flat out for as long as a burst of long
   prompts keeps it busy.
 
-Usage (needs PyTorch with CUDA):
+Usage (needs PyTorch with CUDA, and kernel_probe.py beside it for the record keeping):
 
     python3 scripts/sim/prefill_probe.py --out prefill.json [--sustain-s 60]
 
@@ -29,20 +29,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+from kernel_probe import RECORDS, log, record  # the sibling probe's record keeping (same folder)
+
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER = 5120, 40, 8, 128, 17408  # Qwen3-14B
-RECORDS = []
-START = time.monotonic()
-
-
-def log(*a):
-    print(f"[{time.monotonic() - START:6.1f}s]", *a, flush=True)
-
-
-def record(section, **fields):
-    fields["section"] = section
-    RECORDS.append(fields)
-    log(section, fields)
-
 
 def timed_ms(fn, reps=10):
     fn()

@@ -83,7 +83,11 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
 /// longer than the KV cache fails in the simulator, which is not a prediction of the run.
 fn fits(point: &MeasuredPoint, setup: SimSetup) -> Result<SimSetup, String> {
     let w = &point.workload;
-    let n = w.num_prompts.min(100_000);
+    // A run too large to simulate is refused with its own reason when it is prepared.
+    if w.num_prompts > super::run::MAX_REQUESTS {
+        return Ok(setup);
+    }
+    let n = w.num_prompts;
     let longest = w.input.expand(n).iter().zip(w.output.expand(n)).map(|(i, o)| u64::from(*i) + u64::from(o)).max();
     match longest {
         Some(len) if len > u64::from(setup.max_model_len) => Err(format!(

@@ -292,10 +292,8 @@ fn set_by_serve(key: &str) -> bool {
     ["model", "tp", "pp", "dp", "ep"].contains(&key) || SERVE_OPTION_LABELS.contains(&key)
 }
 
-/// Serving flags of `vllm serve` with a value, read as labels of the same name.
-const VALUE_FLAGS: [&str; 5] =
-    ["max-num-batched-tokens", "max-num-seqs", "max-model-len", "kv-cache-dtype", "gpu-memory-utilization"];
-/// Switches of `vllm serve`: (flag, label, value).
+/// Switches of `vllm serve`: (flag, label, value). Every other `--NAME` flag whose NAME is one
+/// of [`SERVE_OPTION_LABELS`] takes a value, read as the label NAME.
 const SWITCHES: [(&str, &str, &str); 7] = [
     ("--enable-expert-parallel", "ep", "true"),
     ("--enforce-eager", "enforce-eager", "true"),
@@ -327,7 +325,7 @@ fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
             continue;
         }
         let value = inline.or_else(|| rest.get(i + 1).copied());
-        if let Some(key) = flag.strip_prefix("--").filter(|k| VALUE_FLAGS.contains(k)) {
+        if let Some(key) = flag.strip_prefix("--").filter(|k| SERVE_OPTION_LABELS.contains(k)) {
             if let Some(v) = value.filter(|v| !v.is_empty() && !v.starts_with('-')) {
                 labels.push((key.to_string(), vec![v.to_string()]));
             }

@@ -96,7 +96,7 @@ pub enum AlignError {
     #[error("POST {url}: HTTP {status}; the server may not offer /tokenize and /detokenize")]
     Status { url: String, status: StatusCode },
     #[error("POST {url}: the response broke off: {source}")]
-    Body { url: String, source: hyper::Error },
+    Body { url: String, source: crate::http::BodyError },
     #[error("POST {url}: unexpected answer: {reason}")]
     Format { url: String, reason: String },
     #[error("POST {url}: not sent, as an earlier call got no answer")]

@@ -1,5 +1,12 @@
-//! The only network code: HTTP/1.1 with hyper over TCP, or over TLS for `https://` targets,
-//! one connection per request in flight.
+//! The only network code: HTTP/1.1 over TCP, or over TLS for `https://` targets, one
+//! connection per request in flight.
+//!
+//! The protocol is written here rather than taken from a general HTTP library because the
+//! client's own cost per streamed event is what it measures with: the task that sends a
+//! request owns its connection and reads the socket itself into the connection's buffer; the
+//! clock is read as each read returns, before anything is parsed, and the body's framing is
+//! taken off in place (`http/wire.rs`), so a streamed event costs one read and no allocation
+//! or hand-off between tasks. Response heads are parsed by `httparse`.
 //!
 //! Connections are kept in a small pool (sized to the concurrency) and reused, with
 //! `TCP_NODELAY` set. A pooled connection the server has closed is detected and replaced
@@ -19,29 +26,32 @@
 //! The pool's idle list is the only lock, taken when a request starts and when its response
 //! ends, never per chunk.
 
+mod conn;
 mod tls;
 mod tunnel;
+mod wire;
 
-use std::io;
+use std::io::{self, Write as _};
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION, USER_AGENT};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use tokio::net::TcpStream;
 use tokio::sync::OnceCell;
 
 use crate::proxy::{Proxy, proxy_for, split_host_port};
+use conn::{Conn, Failed, Io};
 use tls::Tls;
+use wire::BodyDecoder;
+pub use wire::WireError;
+
+/// A connection's read buffer: reads are up to this size.
+const READ_BUFFER: usize = 16 * 1024;
+/// The longest response head accepted.
+const HEAD_LIMIT: usize = 64 * 1024;
 
 /// A target or option that cannot be used; reported before anything is sent.
 #[derive(Debug, thiserror::Error)]
@@ -67,8 +77,17 @@ pub enum SendError {
     Tls { host: String, addr: String, reason: String },
     #[error("the proxy {proxy} did not open a tunnel to {target}: {reason}")]
     Tunnel { proxy: String, target: String, reason: String },
-    #[error("connection failed before a response: {}", with_causes(.0))]
-    Exchange(hyper::Error),
+    #[error("connection failed before a response: {0}")]
+    Exchange(BodyError),
+}
+
+/// Why reading a response failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Wire(#[from] WireError),
 }
 
 /// A pooled client for one origin (scheme, host and port).
@@ -91,17 +110,6 @@ struct Inner {
     headers: HeaderMap,
     idle: Mutex<Vec<Conn>>,
     max_idle: usize,
-}
-
-#[derive(Debug)]
-struct Conn {
-    sender: SendRequest<Full<Bytes>>,
-    /// Bytes read from the socket so far: tells whether a failed request got any answer.
-    read: Arc<AtomicU64>,
-    /// Requests this connection has completed.
-    served: u32,
-    /// How long it took to open, until its first request takes it.
-    opened: Option<Opened>,
 }
 
 /// How a new connection was opened: the TCP connect, then TLS (with any proxy tunnel), µs.
@@ -215,41 +223,44 @@ impl HttpClient {
         body: Option<Bytes>,
         extra: Option<(HeaderName, HeaderValue)>,
     ) -> Result<Response, SendError> {
-        let build = || self.build(method.clone(), target, body.clone(), extra.clone());
+        let headers = self.headers(body.is_some(), extra);
+        let request = request_bytes(&method, target, &headers, body.as_deref());
         let mut conn = self.checkout().await?;
         let reused = conn.served > 0;
-        let read_before = conn.read.load(Ordering::Relaxed);
-        match conn.sender.try_send_request(build()).await {
-            Ok(resp) => Ok(self.response(resp, conn, false)),
-            Err(mut e) => {
-                // Never written (the connection closed first): sending it now is not a retry.
-                let unsent = e.take_message().is_some();
-                let no_answer = conn.read.load(Ordering::Relaxed) == read_before;
-                drop(conn);
-                let resend = unsent || (reused && no_answer);
-                if !resend {
-                    return Err(SendError::Exchange(e.into_error()));
-                }
-                let mut fresh = self.dial().await?;
-                let resp = fresh.sender.send_request(build()).await.map_err(SendError::Exchange)?;
-                Ok(self.response(resp, fresh, !unsent))
+        let (head, at, retried) = match conn.exchange(&request).await {
+            Ok((head, at)) => (head, at, false),
+            Err(Failed::Answered(e)) => return Err(SendError::Exchange(e)),
+            Err(Failed::NoAnswer(e)) if !reused => return Err(SendError::Exchange(e)),
+            Err(Failed::Unsent(e)) if !reused => return Err(SendError::Exchange(e.into())),
+            Err(failed) => {
+                // A pooled connection the server had closed: sending it on a fresh one is a
+                // retry only when the first copy went out.
+                conn = self.dial().await?;
+                let (head, at) = conn.exchange(&request).await.map_err(|f| match f {
+                    Failed::Unsent(e) => SendError::Exchange(e.into()),
+                    Failed::NoAnswer(e) | Failed::Answered(e) => SendError::Exchange(e),
+                })?;
+                (head, at, matches!(failed, Failed::NoAnswer(_)))
             }
-        }
+        };
+        Ok(Response {
+            status: head.status,
+            reason: head.reason,
+            retried,
+            opened: conn.opened.take(),
+            keep_alive: head.keep_alive,
+            decoder: BodyDecoder::new(head.framing),
+            at,
+            conn: Some(conn),
+            client: self.clone(),
+        })
     }
 
-    fn build(
-        &self,
-        method: Method,
-        target: &Uri,
-        body: Option<Bytes>,
-        extra: Option<(HeaderName, HeaderValue)>,
-    ) -> Request<Full<Bytes>> {
-        let has_body = body.is_some();
-        let mut req = Request::new(Full::new(body.unwrap_or_default()));
-        *req.method_mut() = method;
-        *req.uri_mut() = target.clone();
-        let headers = req.headers_mut();
-        headers.reserve(self.inner.headers.len() + 4);
+    /// The headers of a request: `Host`, `Content-Type` for a body, the client's own (the
+    /// user agent, the user's), the proxy's credentials when forwarding, then `extra`; a later
+    /// one replaces an earlier one of the same name.
+    fn headers(&self, has_body: bool, extra: Option<(HeaderName, HeaderValue)>) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(self.inner.headers.len() + 4);
         headers.insert(HOST, self.inner.authority.clone());
         if has_body {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -263,51 +274,26 @@ impl HttpClient {
         if let Some((name, value)) = extra {
             headers.insert(name, value);
         }
-        req
-    }
-
-    fn response(&self, resp: http::Response<Incoming>, mut conn: Conn, retried: bool) -> Response {
-        let (parts, body) = resp.into_parts();
-        let opened = conn.opened.take();
-        let reason = parts
-            .extensions
-            .get::<hyper::ext::ReasonPhrase>()
-            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned());
-        Response { status: parts.status, reason, retried, opened, body, conn: Some(conn), client: self.clone() }
+        headers
     }
 
     /// An idle pooled connection that is still open, or a new one. The most recently used
-    /// connection that is ready right now is preferred (one whose last response is still
-    /// settling would cost a wait, one idle for long is likelier to be closed by the server).
+    /// connection is preferred (one idle for long is likelier to be closed by the server).
     async fn checkout(&self) -> Result<Conn, SendError> {
         loop {
-            let pooled = {
-                let mut idle = lock(&self.inner.idle);
-                match idle.iter().rposition(|c| c.sender.is_ready() && !c.sender.is_closed()) {
-                    Some(i) => idle.swap_remove(i),
-                    None => match idle.pop() {
-                        Some(c) => c,
-                        None => break,
-                    },
-                }
-            };
-            let mut conn = pooled;
-            if conn.sender.ready().await.is_ok() {
+            let Some(mut conn) = lock(&self.inner.idle).pop() else { break };
+            if conn.io.is_idle_open() {
                 return Ok(conn);
             }
         }
         self.dial().await
     }
 
+    /// A connection whose response was read to its end, back to the pool when it may carry
+    /// another request.
     fn release(&self, mut conn: Conn) {
         conn.served = conn.served.saturating_add(1);
-        if conn.sender.is_closed() {
-            return;
-        }
         let mut idle = lock(&self.inner.idle);
-        if idle.len() >= self.inner.max_idle {
-            idle.retain(|c| !c.sender.is_closed());
-        }
         if idle.len() < self.inner.max_idle {
             idle.push(conn);
         }
@@ -340,7 +326,7 @@ impl HttpClient {
         // costs latency, so it is not an error.
         let _ = stream.set_nodelay(true);
         let Some(tls) = &self.inner.tls else {
-            return handshake(stream).await;
+            return Ok(Conn::new(Io::Plain(stream)));
         };
         if let Some(proxy) = &self.inner.proxy {
             tunnel::open(&mut stream, &self.inner.host, self.inner.port, proxy.authorization.as_ref()).await.map_err(
@@ -356,7 +342,7 @@ impl HttpClient {
             addr: addr.to_string(),
             reason,
         })?;
-        handshake(stream).await
+        Ok(Conn::new(Io::Tls(Box::new(stream))))
     }
 
     fn connect_host(&self) -> String {
@@ -391,23 +377,6 @@ impl HttpClient {
     }
 }
 
-/// Starts HTTP/1.1 on a connected stream (TCP, or TLS over TCP); a task drives the stream.
-async fn handshake<S>(stream: S) -> Result<Conn, SendError>
-where
-    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
-{
-    let read = Arc::new(AtomicU64::new(0));
-    let io = TokioIo::new(CountingIo { inner: stream, read: Arc::clone(&read) });
-    let (mut sender, connection) =
-        hyper::client::conn::http1::Builder::new().handshake(io).await.map_err(SendError::Exchange)?;
-    tokio::spawn(async move {
-        // Errors surface on the request side; the task only drives the socket.
-        let _ = connection.await;
-    });
-    sender.ready().await.map_err(SendError::Exchange)?;
-    Ok(Conn { sender, read, served: 0, opened: None })
-}
-
 /// An error and its chain of causes, `: `-separated.
 pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -436,6 +405,29 @@ fn is_https(uri: &Uri) -> bool {
     uri.scheme_str() == Some("https")
 }
 
+/// The bytes of a request: its line, `headers`, `Content-Length` when there is a body, and
+/// the body, in one buffer for one write.
+fn request_bytes(method: &Method, target: &Uri, headers: &HeaderMap, body: Option<&[u8]>) -> Vec<u8> {
+    let body = body.unwrap_or_default();
+    let mut out = Vec::with_capacity(256 + body.len());
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    // The target as `HttpClient::target` made it: origin form, or absolute through a proxy.
+    let _ = write!(out, "{target} HTTP/1.1\r\n");
+    for (name, value) in headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !body.is_empty() || *method == Method::POST || *method == Method::PUT {
+        let _ = write!(out, "content-length: {}\r\n", body.len());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
 /// A response whose head has arrived; the body is read with [`Response::chunk`]. When the body
 /// has been read to its end the connection goes back to the pool; dropping the response earlier
 /// closes it.
@@ -446,9 +438,22 @@ pub struct Response {
     retried: bool,
     /// How its connection was opened, when this request was the connection's first.
     opened: Option<Opened>,
-    body: Incoming,
+    /// The server allows another request on the connection after this body.
+    keep_alive: bool,
+    decoder: BodyDecoder,
+    /// When the bytes last read arrived.
+    at: Instant,
+    /// `None` once the body has ended or failed.
     conn: Option<Conn>,
     client: HttpClient,
+}
+
+/// A piece of a response body, in the connection's buffer, and when the read that brought it
+/// returned.
+#[derive(Debug)]
+pub struct Piece<'a> {
+    pub data: &'a [u8],
+    pub at: Instant,
 }
 
 impl Response {
@@ -473,87 +478,74 @@ impl Response {
         self.retried
     }
 
-    /// The next piece of the body as it came off the network; `None` at its end.
-    pub async fn chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
+    /// When the response head arrived (before [`Response::chunk`] is called), then when the
+    /// last piece's bytes did.
+    pub fn arrived(&self) -> Instant {
+        self.at
+    }
+
+    /// The next piece of the body, as it came off the network (a read may hold several pieces,
+    /// which share its time); `None` at its end. Reads the socket only when the bytes already
+    /// read hold no more of the body.
+    pub async fn chunk(&mut self) -> Result<Option<Piece<'_>>, BodyError> {
+        let result = self.next_range().await;
+        if result.is_err() {
+            self.conn = None;
+        }
+        match result? {
+            Some(range) => {
+                let conn = self.conn.as_ref().expect("a range is only found on an open connection");
+                Ok(Some(Piece { data: &conn.buf[range], at: self.at }))
+            }
+            None => {
+                if let Some(conn) = self.conn.take()
+                    && self.keep_alive
+                    && self.decoder.is_done()
+                    && conn.lo == conn.hi
+                {
+                    self.client.release(conn);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Where the next piece of the body lies in the connection's buffer.
+    async fn next_range(&mut self) -> Result<Option<std::ops::Range<usize>>, BodyError> {
+        let Some(conn) = self.conn.as_mut() else { return Ok(None) };
         loop {
-            match self.body.frame().await {
-                None => {
-                    if let Some(conn) = self.conn.take() {
-                        self.client.release(conn);
-                    }
-                    return Ok(None);
+            if conn.lo < conn.hi {
+                let base = conn.lo;
+                let (taken, data) = self.decoder.next(conn.unread())?;
+                conn.lo += taken;
+                if let Some(r) = data.filter(|r| !r.is_empty()) {
+                    return Ok(Some(base + r.start..base + r.end));
                 }
-                Some(Err(e)) => {
-                    self.conn = None;
-                    return Err(e);
-                }
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data()
-                        && !data.is_empty()
-                    {
-                        return Ok(Some(data));
-                    }
-                }
+            }
+            if self.decoder.is_done() {
+                return Ok(None);
+            }
+            let n = conn.fill().await?;
+            self.at = Instant::now();
+            if n == 0 {
+                self.decoder.eof()?;
+                self.keep_alive = false;
+                return Ok(None);
             }
         }
     }
 
     /// Reads the whole body, up to `limit` bytes (the rest is dropped).
-    pub async fn text(&mut self, limit: usize) -> Result<String, hyper::Error> {
+    pub async fn text(&mut self, limit: usize) -> Result<String, BodyError> {
         let mut buf = Vec::new();
-        while let Some(c) = self.chunk().await? {
+        while let Some(piece) = self.chunk().await? {
             let room = limit.saturating_sub(buf.len());
-            buf.extend_from_slice(&c[..c.len().min(room)]);
+            buf.extend_from_slice(&piece.data[..piece.data.len().min(room)]);
             if buf.len() >= limit {
                 break;
             }
         }
         Ok(String::from_utf8_lossy(&buf).into_owned())
-    }
-}
-
-/// A stream that counts the bytes it reads (after decryption, for TLS: a session ticket is
-/// not an answer).
-struct CountingIo<S> {
-    inner: S,
-    read: Arc<AtomicU64>,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for CountingIo<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = buf.filled().len() - before;
-        if n > 0 {
-            self.read.fetch_add(n as u64, Ordering::Relaxed);
-        }
-        res
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for CountingIo<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

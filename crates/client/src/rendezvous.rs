@@ -18,14 +18,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use servebench_core::shard::{ClockOffset, Shard};
-use tokio::net::{TcpListener, TcpStream};
+
+use crate::http::{HttpClient, SendError};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+/// The longest answer read from the coordinator.
+const ANSWER_LIMIT: usize = 64 * 1024;
 
 /// Round trips measured per worker.
 pub const CLOCK_SAMPLES: u32 = 8;
@@ -273,42 +278,34 @@ async fn accept_loop(listener: TcpListener, host: Arc<Host>) {
 pub async fn join(addr: &str, shard: Shard, plan_hash: &str, timeout: Duration) -> Result<Rendezvous, RendezvousError> {
     let deadline = tokio::time::Instant::now() + timeout;
     let broken = |reason: String| RendezvousError::Broken { addr: addr.to_string(), reason };
-    let stream = loop {
-        match TcpStream::connect(addr).await {
-            Ok(s) => break s,
-            Err(e) if tokio::time::Instant::now() + Duration::from_millis(200) >= deadline => {
-                return Err(RendezvousError::Unreachable {
-                    addr: addr.to_string(),
-                    waited_s: timeout.as_secs_f64(),
-                    reason: e.to_string(),
-                });
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    };
-    let _ = stream.set_nodelay(true);
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| broken(e.to_string()))?;
-    let driver = tokio::spawn(conn);
-    let host = addr.to_string();
-    let mut call = async |method: Method, path: &str, body: String| -> Result<(StatusCode, String), RendezvousError> {
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(http::header::HOST, host.as_str())
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| broken(e.to_string()))?;
-        // The connection must be ready (its driver polled) before each request.
-        sender.ready().await.map_err(|e| broken(format!("{path}: {e}")))?;
-        let resp = sender.send_request(req).await.map_err(|e| broken(format!("{path}: {e}")))?;
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await.map_err(|e| broken(e.to_string()))?.to_bytes();
-        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
-    };
+    // The coordinator is reached directly, whatever proxies the environment names.
+    let client =
+        HttpClient::with_env(&format!("http://{addr}"), &[], 1, false, |_| None).map_err(|e| broken(e.to_string()))?;
+    let call =
+        async |method: Method, path: &'static str, body: Option<String>| -> Result<(StatusCode, String), SendError> {
+            let mut resp = client.send(method, &Uri::from_static(path), body.map(Bytes::from), None).await?;
+            let text = resp.text(ANSWER_LIMIT).await.map_err(SendError::Exchange)?;
+            Ok((resp.status(), text))
+        };
     let mut samples = Vec::with_capacity(CLOCK_SAMPLES as usize);
-    for _ in 0..CLOCK_SAMPLES {
+    while samples.len() < CLOCK_SAMPLES as usize {
         let sent_ns = unix_ns(SystemTime::now());
-        let (status, text) = call(Method::GET, "/clock", String::new()).await?;
+        let (status, text) = match call(Method::GET, "/clock", None).await {
+            Ok(answer) => answer,
+            // Rank 0 may start later: until the deadline, its port not answering is waited out.
+            Err(SendError::Connect { source, .. }) if samples.is_empty() => {
+                if tokio::time::Instant::now() + Duration::from_millis(200) >= deadline {
+                    return Err(RendezvousError::Unreachable {
+                        addr: addr.to_string(),
+                        waited_s: timeout.as_secs_f64(),
+                        reason: source.to_string(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(e) => return Err(broken(format!("/clock: {e}"))),
+        };
         let received_ns = unix_ns(SystemTime::now());
         let remote_ns = text.trim().parse().ok().filter(|_| status.is_success());
         let remote_ns = remote_ns.ok_or_else(|| broken(format!("GET /clock answered {status} {text:?}")))?;
@@ -317,11 +314,12 @@ pub async fn join(addr: &str, shard: Shard, plan_hash: &str, timeout: Duration) 
     let clock = estimate_offset(&samples);
     let join = Join { rank: shard.rank, world: shard.world, plan_hash: plan_hash.to_string() };
     let body = serde_json::to_string(&join).map_err(|e| broken(e.to_string()))?;
-    let answer = tokio::time::timeout_at(deadline, call(Method::POST, "/join", body)).await;
-    driver.abort();
-    let (status, text) = answer.map_err(|_| {
-        RendezvousError::Failed(format!("rank 0 did not name a start within {:.0} s", timeout.as_secs_f64()))
-    })??;
+    let answer = tokio::time::timeout_at(deadline, call(Method::POST, "/join", Some(body))).await;
+    let (status, text) = answer
+        .map_err(|_| {
+            RendezvousError::Failed(format!("rank 0 did not name a start within {:.0} s", timeout.as_secs_f64()))
+        })?
+        .map_err(|e| broken(format!("/join: {e}")))?;
     if !status.is_success() {
         return Err(RendezvousError::Refused(text));
     }

@@ -38,7 +38,7 @@ pub enum InfoError {
     #[error("{method} {url}: HTTP {status}")]
     Status { method: Method, url: String, status: StatusCode },
     #[error("{method} {url}: the response broke off: {source}")]
-    Body { method: Method, url: String, source: hyper::Error },
+    Body { method: Method, url: String, source: crate::http::BodyError },
     #[error("GET {url}: unexpected answer: {reason}")]
     Format { url: String, reason: String },
 }

@@ -108,7 +108,7 @@ async fn drive(
         .map_err(|e| failure(FailureKind::Connect, e.to_string()))?;
     rec.retried = resp.retried();
     rec.status = resp.status().as_u16();
-    rec.http.headers_us = Some(micros(start.elapsed()));
+    rec.http.headers_us = Some(micros(resp.arrived().saturating_duration_since(start)));
     if let Some(o) = resp.opened() {
         rec.http.connect_us = Some(o.connect_us);
         rec.http.tls_us = o.tls_us;
@@ -129,13 +129,12 @@ async fn drive(
     }
     let mut recorder = StreamRecorder::new(ctx.api);
     loop {
-        let next = resp.chunk().await;
-        let t_us = micros(start.elapsed());
-        match next {
-            Ok(Some(bytes)) => {
+        match resp.chunk().await {
+            Ok(Some(piece)) => {
+                let t_us = micros(piece.at.saturating_duration_since(start));
                 rec.http.first_byte_us.get_or_insert(t_us);
                 let before = rec.chunks_us.len();
-                recorder.feed(rec, &bytes, t_us)?;
+                recorder.feed(rec, piece.data, t_us)?;
                 let new = rec.chunks_us.len() - before;
                 if new > 0 {
                     Progress::add(&ctx.progress.chunks, new as u64);

@@ -54,12 +54,10 @@ fn https_targets_use_port_443_and_https_proxy_through_a_tunnel() {
     assert_eq!(tunnelled.inner.proxy.as_ref().map(|p| p.host.as_str()), Some("tunnel"));
     // Requests go through the tunnel in origin form; the proxy's credentials stay with CONNECT.
     assert_eq!(tunnelled.target("https://10.0.0.1:8443/v1/models").unwrap(), "/v1/models");
-    let req = tunnelled.build(Method::GET, &Uri::from_static("/v1/models"), None, None);
-    assert!(req.headers().get(PROXY_AUTHORIZATION).is_none());
+    assert!(tunnelled.headers(false, None).get(PROXY_AUTHORIZATION).is_none());
     let forwarded = HttpClient::with_env("http://10.0.0.1:8000", &[], 1, false, env).unwrap();
     assert_eq!(forwarded.inner.proxy.as_ref().map(|p| p.host.as_str()), Some("forward"));
-    let req = forwarded.build(Method::GET, &Uri::from_static("/v1/models"), None, None);
-    assert!(req.headers().get(PROXY_AUTHORIZATION).is_some());
+    assert!(forwarded.headers(false, None).get(PROXY_AUTHORIZATION).is_some());
     // no_proxy and loopback apply to https too; a bad https_proxy is named as such.
     let bypass = |k: &str| if k == "no_proxy" { Some("10.0.0.1".to_string()) } else { env(k) };
     assert!(!HttpClient::with_env("https://10.0.0.1", &[], 1, false, bypass).unwrap().via_proxy());
@@ -84,10 +82,39 @@ fn api_key_header_comes_first_and_user_headers_can_override_it() {
         no_env,
     )
     .unwrap();
-    let req = c.build(Method::POST, &Uri::from_static("/x"), Some(Bytes::new()), None);
-    assert_eq!(req.headers()[AUTHORIZATION], "Bearer mine");
-    assert_eq!(req.headers()[CONTENT_TYPE], "application/json");
-    assert_eq!(req.headers()[HOST], "h:1");
+    let headers = c.headers(true, None);
+    assert_eq!(headers[AUTHORIZATION], "Bearer mine");
+    assert_eq!(headers[CONTENT_TYPE], "application/json");
+    assert_eq!(headers[HOST], "h:1");
+}
+
+#[test]
+fn a_request_is_its_line_headers_length_and_body_in_one_buffer() {
+    let c = HttpClient::with_env("http://h:1", &[], 1, false, no_env).unwrap();
+    let post = request_bytes(&Method::POST, &Uri::from_static("/v1/completions"), &c.headers(true, None), Some(b"{}"));
+    let text = String::from_utf8(post).unwrap();
+    assert!(
+        text.starts_with("POST /v1/completions HTTP/1.1\r\nhost: h:1\r\ncontent-type: application/json\r\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("content-length: 2\r\n\r\n{}"), "{text}");
+    let get = request_bytes(&Method::GET, &Uri::from_static("http://h:1/metrics"), &c.headers(false, None), None);
+    let text = String::from_utf8(get).unwrap();
+    assert!(text.starts_with("GET http://h:1/metrics HTTP/1.1\r\n") && !text.contains("content-length"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "{text}");
+}
+
+/// Reads a request head (a test request has no body); false when the connection ended first.
+async fn read_head(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> bool {
+    let mut head = Vec::new();
+    let mut buf = [0_u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
 }
 
 /// A loopback https server on `ip` that answers each request `200 ok` and closes; it takes
@@ -115,13 +142,8 @@ async fn https_server(ip: &str, connections: usize) -> (SocketAddr, Arc<Mutex<Ve
             tokio::spawn(async move {
                 let Ok(mut tls) = acceptor.accept(tcp).await else { return };
                 lock(&seen).push(tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec));
-                let mut head = Vec::new();
-                let mut buf = [0_u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tls.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if !read_head(&mut tls).await {
+                    return;
                 }
                 let _ = tls.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").await;
                 let _ = tls.shutdown().await;
@@ -194,4 +216,66 @@ async fn a_plain_http_server_behind_an_https_url_is_named_as_such() {
     let url = format!("https://{addr}/");
     let e = get(&HttpClient::with_env(&url, &[], 1, true, no_env).unwrap(), &url).await.unwrap_err();
     assert!(e.contains("use an http:// URL"), "{e}");
+}
+
+/// A loopback server that answers each request on one connection with the next of `replies`
+/// (written in one piece), then closes; returns its address and how many connections it took.
+async fn scripted(replies: Vec<&'static [u8]>) -> (SocketAddr, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(Mutex::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        let Ok((mut tcp, _)) = listener.accept().await else { return };
+        *lock(&count) += 1;
+        for reply in replies {
+            if !read_head(&mut tcp).await || tcp.write_all(reply).await.is_err() {
+                return;
+            }
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn informational_heads_are_skipped_and_a_finished_body_leaves_the_connection_for_the_next() {
+    let (addr, accepted) = scripted(vec![
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
+        b"HTTP/1.1 201 Created\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+    ])
+    .await;
+    let url = format!("http://{addr}/x");
+    let client = HttpClient::with_env(&url, &[], 1, false, no_env).unwrap();
+    assert_eq!(get(&client, &url).await, Ok((StatusCode::OK, "hello".to_string())));
+    let target = client.target(&url).unwrap();
+    let mut resp = client.send(Method::GET, &target, None, None).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    // Both chunks came in one read: two pieces with that read's time.
+    let first = resp.chunk().await.unwrap().map(|p| (p.data.to_vec(), p.at)).unwrap();
+    let second = resp.chunk().await.unwrap().map(|p| (p.data.to_vec(), p.at)).unwrap();
+    assert_eq!((first.0.as_slice(), second.0.as_slice()), (&b"abc"[..], &b"de"[..]));
+    assert_eq!(first.1, second.1);
+    assert!(resp.chunk().await.unwrap().is_none());
+    assert_eq!(*lock(&accepted), 1, "the second request went on the first connection");
+}
+
+#[tokio::test]
+async fn a_body_cut_off_mid_chunk_is_an_error_after_what_arrived() {
+    let (addr, _) = scripted(vec![b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel"]).await;
+    let url = format!("http://{addr}/");
+    let client = HttpClient::with_env(&url, &[], 1, false, no_env).unwrap();
+    let mut resp = client.send(Method::GET, &client.target(&url).unwrap(), None, None).await.unwrap();
+    assert_eq!(resp.chunk().await.unwrap().map(|p| p.data.to_vec()), Some(b"hel".to_vec()));
+    let e = resp.chunk().await.unwrap_err();
+    assert_eq!(e.to_string(), "the connection closed before the body ended");
+    assert!(resp.chunk().await.unwrap().is_none(), "a failed body stays ended");
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_http_is_named_before_any_body() {
+    let (addr, _) = scripted(vec![b"SSH-2.0-OpenSSH_9.6\r\n\r\n"]).await;
+    let url = format!("http://{addr}/");
+    let client = HttpClient::with_env(&url, &[], 1, false, no_env).unwrap();
+    let e = client.send(Method::GET, &client.target(&url).unwrap(), None, None).await.unwrap_err();
+    assert!(e.to_string().starts_with("connection failed before a response: the response head is not HTTP/1.x"), "{e}");
 }

@@ -249,7 +249,13 @@ pub(crate) async fn align_with<S: TokenServer>(
                 return Alignment::Agreed;
             }
             log(&mismatch(first.len(), expected as usize));
-            realign(&server, plan, &bodies, tok, texts, concurrency(config)).await
+            // A completions prompt's planned count is its tokens and the special ones the
+            // tokenizer adds, so the local counts need no second pass over every prompt.
+            let planned = (config.target.backend.api() == Api::Completions).then(|| {
+                let special = tok.num_special_tokens_to_add();
+                plan.requests.iter().map(|r| r.prompt_tokens.saturating_sub(special)).collect()
+            });
+            realign(&server, plan, &bodies, tok, texts, planned, concurrency(config)).await
         }
         _ => fit_all(&server, plan, config, &bodies, texts, first, log).await,
     };
@@ -266,18 +272,22 @@ fn mismatch(server: usize, expected: usize) -> String {
     format!("WARNING: tokenizer mismatch (server={server}, expected={expected}), re-aligning prompts.")
 }
 
-/// vLLM's re-alignment: every prompt with more server tokens than the local tokenizer counts is
-/// cut to that many; its planned count stays.
+/// vLLM's re-alignment: every prompt with more server tokens than the local tokenizer counts
+/// (`local`, when the plan already holds those counts) is cut to that many; its planned count
+/// stays.
 async fn realign<S: TokenServer>(
     server: &Arc<S>,
     plan: &mut Plan,
     bodies: &BodyBuilder,
     tok: &Tokenizer,
     texts: Vec<String>,
+    local: Option<Vec<u32>>,
     limit: usize,
 ) -> Alignment {
     let n = texts.len();
-    let Ok(targets) = raw_lengths(tok, &texts) else { return Alignment::Realigned { cut: 0, failed: n } };
+    let Some(targets) = local.or_else(|| raw_lengths(tok, &texts).ok()) else {
+        return Alignment::Realigned { cut: 0, failed: n };
+    };
     let items: Vec<(String, usize)> = texts.into_iter().zip(targets.into_iter().map(|t| t as usize)).collect();
     let results = each(server, items, limit, |server, _, (text, target)| async move {
         let ids = server.tokenize(&text, false).await?;

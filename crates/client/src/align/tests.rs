@@ -337,6 +337,29 @@ async fn with_a_local_tokenizer_vllms_alignment_is_applied() {
 }
 
 #[tokio::test]
+async fn chat_prompts_are_cut_to_their_local_count_without_the_template() {
+    // A chat request's planned count includes the template, so the cut is to the prompt's own
+    // count, made locally.
+    let c = config(Backend::OpenaiChat, 8, 24);
+    let mut plan = build_plan(&c, Some(qwen3())).unwrap();
+    let before = plan.clone();
+    let (outcome, _, fake) = align(Fake::new(Vocab::Words { long: 3, bos: false }), &mut plan, &c, Some(qwen3())).await;
+    let old = texts(&before, &c);
+    let mut cut = 0;
+    for (i, text) in texts(&plan, &c).iter().enumerate() {
+        let target = qwen3().count(&old[i], false).unwrap() as usize;
+        assert!((before.requests[i].prompt_tokens as usize) > target, "the template counts");
+        let ids = fake.ids(&old[i], false);
+        if ids.len() > target {
+            cut += 1;
+            assert_eq!(text, &fake.text(&ids[..target]), "request {i}");
+        }
+    }
+    assert!(cut > 0);
+    assert_eq!(outcome, Alignment::Realigned { cut, failed: 0 });
+}
+
+#[tokio::test]
 async fn other_plans_are_left_alone() {
     let c = config(Backend::Vllm, 3, 8);
     let plan = build_plan(&c, None).unwrap();

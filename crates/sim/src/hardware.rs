@@ -67,6 +67,20 @@ impl PeakTflops {
     pub fn integer_tops(&self) -> f64 {
         self.dequant_issue() / WEIGHT_ONLY_PER_INT32
     }
+
+    /// Every rate (tensor and integer) times `k`: what the SMs deliver at a clock `k` times the
+    /// one the rates assume (see [`HardwareSpec::sustained_clock`]).
+    pub fn at_clock(&self, k: f64) -> PeakTflops {
+        let scale = |v: Option<f64>| v.map(|x| x * k);
+        PeakTflops {
+            bf16: self.bf16 * k,
+            fp8: scale(self.fp8),
+            fp4: scale(self.fp4),
+            int4: scale(self.int4),
+            int32: scale(self.int32),
+            mxfp4_activations: self.mxfp4_activations,
+        }
+    }
 }
 
 /// The H100 SXM's BF16 tensor peak over its integer rate (989 / 33.5): BF16 FLOP/s
@@ -236,6 +250,12 @@ pub struct HardwareSpec {
     /// Memory bandwidth, GB/s.
     pub bandwidth_gbs: f64,
     pub peak_tflops: PeakTflops,
+    /// The SMs' clock under a serving load, as a fraction of what the stack constants assume:
+    /// they were calibrated on the H100 SXM, whose 700 W lets it hold the clock its share of the
+    /// datasheet peaks implies; a part held back further by its power limit computes at this
+    /// fraction of its peaks (every tensor and integer rate; memory is not affected). 1 unless a
+    /// preset's own measurements say otherwise (the H100 PCIe at 350 W, CALIBRATION.md).
+    pub sustained_clock: f64,
     pub gpus_per_node: u32,
     /// The link between GPUs of one node; absent on single-GPU machines.
     pub intra_node: Option<Link>,
@@ -258,6 +278,8 @@ struct RawHardware {
     memory_gib: f64,
     bandwidth_gbs: f64,
     peak_tflops: PeakTflops,
+    #[serde(default)]
+    sustained_clock: Option<f64>,
     gpus_per_node: u32,
     #[serde(default)]
     intra_node: Option<Link>,
@@ -288,6 +310,10 @@ impl HardwareSpec {
                 return Err(bad(format!("{field} must be a positive number, got {v}")));
             }
         }
+        let sustained_clock = raw.sustained_clock.unwrap_or(1.0);
+        if !(sustained_clock.is_finite() && sustained_clock > 0.0 && sustained_clock <= 1.5) {
+            return Err(bad(format!("sustained_clock must be in (0, 1.5], got {sustained_clock}")));
+        }
         let uncertainty = raw.uncertainty.unwrap_or_default();
         uncertainty.validate().map_err(bad)?;
         if raw.gpus_per_node == 0 {
@@ -307,6 +333,7 @@ impl HardwareSpec {
             memory_gib: raw.memory_gib,
             bandwidth_gbs: raw.bandwidth_gbs,
             peak_tflops: raw.peak_tflops,
+            sustained_clock,
             gpus_per_node: raw.gpus_per_node,
             intra_node: raw.intra_node,
             inter_node: raw.inter_node,
@@ -361,6 +388,17 @@ mod tests {
         [stack]
         t0_ms = 4.5
     "#;
+
+    #[test]
+    fn a_sustained_clock_outside_its_range_is_refused() {
+        let with = |k: &str| MINIMAL.replace("gpus_per_node = 1", &format!("gpus_per_node = 1\nsustained_clock = {k}"));
+        assert_eq!(HardwareSpec::from_toml(MINIMAL, "toy").unwrap().sustained_clock, 1.0);
+        assert_eq!(HardwareSpec::from_toml(&with("0.5"), "toy").unwrap().sustained_clock, 0.5);
+        for bad in ["0", "-1", "2"] {
+            let e = HardwareSpec::from_toml(&with(bad), "toy").unwrap_err().to_string();
+            assert!(e.contains("sustained_clock must be in (0, 1.5]"), "{e}");
+        }
+    }
 
     #[test]
     fn a_minimal_preset_reads_and_patches_the_default_stack() {

@@ -16,8 +16,8 @@ macro_rules! embedded {
     };
 }
 
-const HARDWARE: [(&str, &str); 17] = embedded!("hardware":
-    "h100-sxm.toml", "h200.toml", "b200.toml", "gb200.toml", "b300.toml", "gb300.toml", "a100-80g.toml",
+const HARDWARE: [(&str, &str); 18] = embedded!("hardware":
+    "h100-sxm.toml", "h100-pcie.toml", "h200.toml", "b200.toml", "gb200.toml", "b300.toml", "gb300.toml", "a100-80g.toml",
     "l40s.toml", "l4.toml", "rtx-4090.toml", "rtx-5090.toml", "rtx-pro-6000.toml", "dgx-spark.toml",
     "jetson-agx-thor.toml",
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
@@ -177,10 +177,11 @@ mod tests {
             ("NVIDIA B200", "b200"),
             ("AMD Instinct MI300X", "mi300x"),
             ("  MI355X ", "mi355x"),
+            ("NVIDIA H100 PCIe", "h100-pcie"),
         ] {
             assert_eq!(p.hardware(given).unwrap().name, preset, "{given:?}");
         }
-        for unknown in ["h100-pcie", "b2000", "nvidia", ""] {
+        for unknown in ["h100-nvl", "b2000", "nvidia", ""] {
             assert!(p.hardware(unknown).is_err(), "{unknown:?} is no preset");
         }
     }

@@ -198,7 +198,7 @@ impl CostModel {
         let moe_layers = f64::from(m.moe_layers());
         let dense_layers = f64::from(m.dense_ffn_layers());
         let (experts, top_k) = m.moe.as_ref().map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.top_k)));
-        let peaks = &hw.peak_tflops;
+        let peaks = &hw.peak_tflops.at_clock(hw.sustained_clock);
         let bandwidth = st.eta_bw * hw.bandwidth_gbs * 1e9;
         // A dequantizing kernel runs at the lower of its issue-bound rate (the integer rate, at
         // the weight-only ceiling) and the tensor cores' BF16 rate at `mma`: the first binds on

@@ -377,3 +377,19 @@ fn admitted_requests_add_host_work_that_async_scheduling_hides_like_the_rest() {
     let d = on.breakdown(&b);
     assert!(d.host > 0.0 && (d.total - 11e-3).abs() < 1e-12, "{d:?}");
 }
+
+#[test]
+fn a_held_back_clock_slows_compute_and_leaves_the_memory_stream() {
+    let pcie = model("Qwen/Qwen3-14B", "h100-pcie", &[]);
+    let mut s =
+        SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-14B", "h100-pcie", &[], None).unwrap();
+    assert_eq!(s.hardware.sustained_clock, 0.62);
+    s.hardware.sustained_clock = 1.0;
+    let full = CostModel::new(&s);
+    // An 8,192-token prefill is compute-bound: its products take 1 / 0.62 as long.
+    let (slow, fast) = (pcie.breakdown(&prefill(8192)), full.breakdown(&prefill(8192)));
+    assert!((slow.dense / fast.dense - 1.0 / 0.62).abs() < 0.02, "{} / {}", slow.dense, fast.dense);
+    // One sequence's decode streams the weights, at the memory's rate either way.
+    let (slow, fast) = (pcie.breakdown(&decode_batch(1, 1000)), full.breakdown(&decode_batch(1, 1000)));
+    assert!((slow.dense - fast.dense).abs() < 1e-9, "{} / {}", slow.dense, fast.dense);
+}

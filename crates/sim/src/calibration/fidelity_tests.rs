@@ -315,3 +315,16 @@ fn the_h100_pcie_preset_predicts_the_lab_s_dense_reports() {
         }
     }
 }
+
+/// The same lab's Qwen3-14B page for one A100 (vLLM 0.11.0), on which nothing was fitted: the
+/// A100 preset's dense terms (datasheet peak and bandwidth, the H100's constants) predict its
+/// five reports at median errors of TTFT 12.4 %, TPOT 17.4 %, throughput 14.8 %; the
+/// prefill-bound runs of 32,000, 4,000 and 2,000-token prompts come within 8 to 17 %, the
+/// bursts of 1,000 short chat prompts come out early (the frontend, CALIBRATION.md).
+#[test]
+fn a_dense_model_on_the_a100_is_predicted_from_its_datasheet() {
+    let got = public_medians("gpustack-a100-qwen3-14b.txt", "a100-80g", 5);
+    for ((e, b), metric) in got.iter().zip([0.15, 0.20, 0.17]).zip(["TTFT", "TPOT", "throughput"]) {
+        assert!(*e <= b, "{metric}: median error {:.1} % above {:.0} %", e * 100.0, b * 100.0);
+    }
+}

@@ -23,13 +23,13 @@ const HARDWARE: [(&str, &str); 18] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 30] = embedded!("models":
+const MODELS: [(&str, &str); 31] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
     "qwen3-vl-32b-instruct-fp8.toml", "qwen3-vl-235b-a22b-instruct-fp8.toml",
     "qwen3-vl-235b-a22b-instruct-awq.toml", "gpt-oss-20b.toml", "gpt-oss-120b.toml",
-    "glm-4.6.toml", "glm-4.6-fp8.toml", "llama-4-scout-17b-16e-instruct-nvfp4.toml",
+    "glm-4.6.toml", "glm-4.6-fp8.toml", "glm-4.5-air.toml", "llama-4-scout-17b-16e-instruct-nvfp4.toml",
     "llama-3.3-70b-instruct-nvfp4.toml", "llama-3.1-70b-instruct.toml", "llama-3.1-70b-instruct-fp8.toml",
     "qwen3-30b-a3b.toml", "qwen3-30b-a3b-fp8.toml", "qwen3-235b-a22b.toml", "qwen3-235b-a22b-fp8.toml",
     "deepseek-r1.toml",

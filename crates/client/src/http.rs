@@ -227,8 +227,8 @@ impl HttpClient {
         let request = request_bytes(&method, target, &headers, body.as_deref());
         let mut conn = self.checkout().await?;
         let reused = conn.served > 0;
-        let (head, at, retried) = match conn.exchange(&request).await {
-            Ok((head, at)) => (head, at, false),
+        let (head, retried) = match conn.exchange(&request).await {
+            Ok(head) => (head, false),
             Err(Failed::Answered(e)) => return Err(SendError::Exchange(e)),
             Err(Failed::NoAnswer(e)) if !reused => return Err(SendError::Exchange(e)),
             Err(Failed::Unsent(e)) if !reused => return Err(SendError::Exchange(e.into())),
@@ -236,11 +236,11 @@ impl HttpClient {
                 // A pooled connection the server had closed: sending it on a fresh one is a
                 // retry only when the first copy went out.
                 conn = self.dial().await?;
-                let (head, at) = conn.exchange(&request).await.map_err(|f| match f {
+                let head = conn.exchange(&request).await.map_err(|f| match f {
                     Failed::Unsent(e) => SendError::Exchange(e.into()),
                     Failed::NoAnswer(e) | Failed::Answered(e) => SendError::Exchange(e),
                 })?;
-                (head, at, matches!(failed, Failed::NoAnswer(_)))
+                (head, matches!(failed, Failed::NoAnswer(_)))
             }
         };
         Ok(Response {
@@ -250,7 +250,7 @@ impl HttpClient {
             opened: conn.opened.take(),
             keep_alive: head.keep_alive,
             decoder: BodyDecoder::new(head.framing),
-            at,
+            at: conn.arrived,
             conn: Some(conn),
             client: self.clone(),
         })
@@ -526,7 +526,7 @@ impl Response {
                 return Ok(None);
             }
             let n = conn.fill().await?;
-            self.at = Instant::now();
+            self.at = conn.arrived;
             if n == 0 {
                 self.decoder.eof()?;
                 self.keep_alive = false;

@@ -64,6 +64,8 @@ pub(super) struct Conn {
     pub(super) served: u32,
     /// How long it took to open, until its first request takes it.
     pub(super) opened: Option<Opened>,
+    /// When the last read returned: the clock is read there and nowhere else.
+    pub(super) arrived: Instant,
 }
 
 impl fmt::Debug for Conn {
@@ -78,7 +80,7 @@ impl fmt::Debug for Conn {
 
 impl Conn {
     pub(super) fn new(io: Io) -> Self {
-        Self { io, buf: vec![0; READ_BUFFER], lo: 0, hi: 0, served: 0, opened: None }
+        Self { io, buf: vec![0; READ_BUFFER], lo: 0, hi: 0, served: 0, opened: None, arrived: Instant::now() }
     }
 
     pub(super) fn unread(&self) -> &[u8] {
@@ -102,22 +104,23 @@ impl Conn {
             }
         }
         let n = self.io.read(&mut self.buf[self.hi..]).await?;
+        self.arrived = Instant::now();
         self.hi += n;
         Ok(n)
     }
 
-    /// Sends `request` and reads the response's head (after any informational ones).
-    pub(super) async fn exchange(&mut self, request: &[u8]) -> Result<(Head, Instant), Failed> {
+    /// Sends `request` and reads the response's head (after any informational ones); the
+    /// head arrived at [`Conn::arrived`].
+    pub(super) async fn exchange(&mut self, request: &[u8]) -> Result<Head, Failed> {
         self.io.write(request).await.map_err(Failed::Unsent)?;
         let mut answered = self.lo < self.hi;
         loop {
             if let Some(head) = wire::parse_head(self.unread()).map_err(|e| Failed::Answered(e.into()))? {
-                let at = Instant::now();
                 self.lo += head.len;
                 if head.status.is_informational() {
                     continue;
                 }
-                return Ok((head, at));
+                return Ok(head);
             }
             match self.fill().await {
                 Ok(0) if answered => return Err(Failed::Answered(WireError::Truncated.into())),

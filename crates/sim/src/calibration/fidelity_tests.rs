@@ -272,6 +272,13 @@ fn public_medians_with(file: &str, hardware: &str, expected: usize, options: &[(
     [median("mean TTFT (ms)"), median("mean TPOT (ms)"), median("output tok/s")]
 }
 
+/// Fails unless each of `got`'s median errors (TTFT, TPOT, throughput) is at most its `bound`.
+fn assert_medians_within(name: &str, got: [f64; 3], bound: [f64; 3]) {
+    for ((e, b), metric) in got.iter().zip(bound).zip(["TTFT", "TPOT", "throughput"]) {
+        assert!(*e <= b, "{name} {metric}: median error {:.1} % above {:.0} %", e * 100.0, b * 100.0);
+    }
+}
+
 /// The BF16 and block-FP8 expert ceilings (vLLM's Triton fused-MoE kernels) were fitted to
 /// GPUStack's eight random-prompt bursts of Qwen3-235B-A22B on H100s (in sample: median errors
 /// of TTFT 8.0 %, TPOT 28.6 %, throughput 7.8 %; 33 %, 52 % and 43 % with the priors before).
@@ -289,9 +296,7 @@ fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
         ("A100", a100, [0.37, 0.40, 0.65]),
         ("GLM-4.6 on H200", glm, [0.36, 0.32, 0.50]),
     ] {
-        for ((e, b), metric) in got.iter().zip(bound).zip(["TTFT", "TPOT", "throughput"]) {
-            assert!(*e <= b, "{name} {metric}: median error {:.1} % above {:.0} %", e * 100.0, b * 100.0);
-        }
+        assert_medians_within(name, got, bound);
     }
 }
 
@@ -310,9 +315,7 @@ fn the_h100_pcie_preset_predicts_the_lab_s_dense_reports() {
         ("Qwen3-14B (in sample)", fourteen, [0.14, 0.07, 0.09]),
         ("Qwen3-32B (held out)", thirty_two, [0.08, 0.08, 0.09]),
     ] {
-        for ((e, b), metric) in got.iter().zip(bound).zip(["TTFT", "TPOT", "throughput"]) {
-            assert!(*e <= b, "{name} {metric}: median error {:.1} % above {:.0} %", e * 100.0, b * 100.0);
-        }
+        assert_medians_within(name, got, bound);
     }
 }
 
@@ -331,8 +334,6 @@ fn a_dense_model_on_the_a100_is_predicted_from_its_datasheet() {
     for (name, got, bound) in
         [("Qwen3-14B", fourteen, [0.15, 0.20, 0.17]), ("Qwen3-32B", thirty_two, [0.10, 0.30, 0.10])]
     {
-        for ((e, b), metric) in got.iter().zip(bound).zip(["TTFT", "TPOT", "throughput"]) {
-            assert!(*e <= b, "{name} {metric}: median error {:.1} % above {:.0} %", e * 100.0, b * 100.0);
-        }
+        assert_medians_within(name, got, bound);
     }
 }

@@ -3,7 +3,9 @@
 //! hardware. Keys naming a [`StackProfile`] constant (`t0-ms`, `eta-bw`, ...) override it.
 //!
 //! A deployment uses `tp × pp × dp` GPUs; when `nodes` is not given it is derived from the
-//! hardware's GPUs per node, as Ray places vLLM's workers.
+//! hardware's GPUs per node, as Ray places vLLM's workers. A layout stated in machines
+//! (`tp-nodes=4`: tensor parallel over every GPU of four machines, as reports say "4 nodes
+//! (tp)") becomes sizes here, where the GPUs per node are known.
 
 use serde::Serialize;
 
@@ -14,9 +16,11 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 20] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 22] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
+    ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
+    ("pp-nodes", "pipeline parallel over this many machines, one stage each: pp = machines, tp = GPUs per node"),
     ("dp", "data-parallel size: engines serving side by side (alias data-parallel-size)"),
     ("enable-expert-parallel", "true or false: spread MoE experts over tp x dp GPUs (alias ep)"),
     ("enforce-eager", "true or false: run without CUDA graphs"),
@@ -152,6 +156,7 @@ impl ServingOptions {
             seed: 0,
         };
         let mut nodes = None;
+        let mut layout: Option<(&str, u32)> = None;
         let mut seen: Vec<String> = Vec::new();
         for (raw_key, value) in pairs {
             let key = canonical_key(raw_key);
@@ -171,6 +176,13 @@ impl ServingOptions {
                 "dp" => o.dp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
                 "nodes" => {
                     nodes = Some(positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?);
+                }
+                "tp-nodes" | "pp-nodes" => {
+                    if let Some((other, _)) = layout {
+                        return Err(SimError::Conflict(format!("{other} and {key} both give the layout; keep one")));
+                    }
+                    let machines = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                    layout = Some((if key == "tp-nodes" { "tp-nodes" } else { "pp-nodes" }, machines));
                 }
                 "enable-expert-parallel" => {
                     o.expert_parallel = boolean(v).ok_or_else(|| bad("expected true or false"))?;
@@ -250,6 +262,10 @@ impl ServingOptions {
                 },
             }
         }
+        if let Some((key, machines)) = layout {
+            o.apply_layout(key, machines, hw, &seen, nodes)?;
+            nodes = Some(machines);
+        }
         match nodes {
             Some(n) => o.nodes = n,
             None => {
@@ -259,6 +275,39 @@ impl ServingOptions {
         }
         o.check(model, hw)?;
         Ok(o)
+    }
+
+    /// Sets `tp` and `pp` from a layout over `machines` whole machines of `hw` (`tp-nodes`:
+    /// one tensor-parallel group over all their GPUs; `pp-nodes`: one pipeline stage a machine,
+    /// tensor parallel within it). Sizes or a machine count given as well must agree.
+    fn apply_layout(
+        &mut self,
+        key: &str,
+        machines: u32,
+        hw: &HardwareSpec,
+        given: &[String],
+        nodes: Option<u32>,
+    ) -> Result<(), SimError> {
+        let per_node = hw.gpus_per_node.max(1);
+        let (tp, pp) = if key == "tp-nodes" { (machines.saturating_mul(per_node), 1) } else { (per_node, machines) };
+        let clash = |what: &str, was: u32, now: u32| {
+            Err(SimError::Conflict(format!(
+                "{key}={machines} on {} ({per_node} GPU(s) a node) means {what}={now}, but {what}={was} is given; \
+                 keep one",
+                hw.name
+            )))
+        };
+        if given.iter().any(|k| k == "tp") && self.tp != tp {
+            return clash("tp", self.tp, tp);
+        }
+        if given.iter().any(|k| k == "pp") && self.pp != pp {
+            return clash("pp", self.pp, pp);
+        }
+        if let Some(n) = nodes.filter(|n| *n != machines) {
+            return clash("nodes", n, machines);
+        }
+        (self.tp, self.pp) = (tp, pp);
+        Ok(())
     }
 
     /// GPUs the deployment uses: `tp × pp × dp`.
@@ -541,6 +590,24 @@ mod tests {
         assert_eq!((one.nodes, one.nodes_derived), (1, true));
         let given = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).unwrap();
         assert!(!given.nodes_derived);
+    }
+
+    #[test]
+    fn a_layout_over_machines_becomes_sizes_by_the_gpus_per_node() {
+        // "4 nodes (tp)" on DGX Sparks (one GPU each) is tp=4; on H100 nodes of eight, tp=16.
+        let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4")]).unwrap();
+        assert_eq!((spark.tp, spark.pp, spark.nodes, spark.nodes_derived), (4, 1, 4, false));
+        let h = parse("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp-nodes", "2")]).unwrap();
+        assert_eq!((h.tp, h.nodes), (16, 2));
+        let pp = parse("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("pp-nodes", "2")]).unwrap();
+        assert_eq!((pp.tp, pp.pp, pp.nodes), (8, 2, 2));
+        // Sizes given as well must agree.
+        assert!(parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4"), ("tp", "4"), ("nodes", "4")]).is_ok());
+        let e = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4"), ("tp", "8")]).unwrap_err().to_string();
+        assert!(e.contains("tp-nodes=4") && e.contains("tp=4") && e.contains("tp=8 is given"), "{e}");
+        let e = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4"), ("pp-nodes", "2")]).unwrap_err();
+        assert!(e.to_string().contains("both give the layout"), "{e}");
+        assert!(parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "0")]).is_err());
     }
 
     #[test]

@@ -100,14 +100,18 @@ fn fits(point: &MeasuredPoint, setup: SimSetup) -> Result<SimSetup, String> {
     }
 }
 
-/// A point's parallelism from its labels, as serving options. `tp`, `pp` and `dp` as given;
+/// A point's parallelism from its labels, as serving options. `tp`, `pp`, `dp`, `nodes`
+/// and a layout over machines (`tp-nodes`, `pp-nodes`: a heading such as `4 nodes (tp)`) as
+/// given;
 /// `ep` is an expert-parallel size as InferenceX records it (above 1: experts spread over the
 /// GPUs, vLLM's `--enable-expert-parallel`) or `true`/`false`; `dp_attention` (or
 /// `dp-attention`) `true` means attention data-parallel over the `tp` GPUs, as vLLM serves it
 /// with `--data-parallel-size N --tensor-parallel-size 1`.
 fn parallelism<'a>(label: &impl Fn(&str) -> Option<&'a str>) -> Result<Vec<(String, String)>, String> {
-    let mut out: Vec<(String, String)> =
-        ["tp", "pp", "dp"].iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))).collect();
+    let mut out: Vec<(String, String)> = ["tp", "pp", "dp", "nodes", "tp-nodes", "pp-nodes"]
+        .iter()
+        .filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string())))
+        .collect();
     if let Some(ep) = label("ep") {
         let on = match ep.trim().to_ascii_lowercase().as_str() {
             "true" => true,

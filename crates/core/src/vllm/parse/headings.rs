@@ -20,15 +20,23 @@
 //!    `true`/`false`; so that a pasted command tells `sim fit` and `sim validate` the
 //!    deployment of the blocks below it. A serve line replaces every label an earlier one set:
 //!    a flag it leaves out is vLLM's default again, not the earlier line's value.
-//! 4. `key: value` or `key=value`, where the key is one word (letters, digits, `_`, `.`,
-//!    `-`): `key=value`, the key as written (except `Model`/`MODEL`, which become `model`).
+//!    The command may be quoted inside another (`docker exec ... bash -c "vllm serve ..."`,
+//!    straight or typographic quotes); a placeholder model (`M`, `$MODEL`, `<model>`) sets no
+//!    model, and a placeholder size (`-tp X`) no size.
+//! 4. A parallel layout across machines: `4 nodes (tp)`, `tp over 8 nodes`, `2 nodes (pp)`
+//!    (a count, `node`/`nodes`, and `tp` or `pp`, spelled out or not; case and brackets do
+//!    not matter): `tp-nodes=N` or `pp-nodes=N`, tensor (or pipeline) parallel over every GPU
+//!    of N machines, which the simulator turns into sizes with the hardware's GPUs per node.
+//! 5. `key: value` or `key=value`, where the key is one word (letters, digits, `_`, `.`,
+//!    `-`): `key=value`, the key as written (except `Model`, `TP`, `PP`, `DP`, `EP` and
+//!    `Nodes` in any case, which become `model`, `tp`, `pp`, `dp`, `ep` and `nodes`).
 //!    If the value is a comma-separated list of two or more single-word items
 //!    (`num_prompts: 1, 2, 4, 8`), it is a **list** (see below). A line of several
 //!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word.
-//! 5. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
+//! 6. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
 //!    `model=org/name`. (The run store also makes it the run's model, `sim fit` picks the
 //!    blocks of the model it fits by it.)
-//! 6. Anything else is free text: `heading=the line`. Several free-text lines before one
+//! 7. Anything else is free text: `heading=the line`. Several free-text lines before one
 //!    block are joined with ` / `.
 //!
 //! Scope: a label applies to every block after its heading until a later heading sets the
@@ -254,6 +262,9 @@ pub fn classify(line: &str) -> Heading {
     if let Some(labels) = serve_command(line) {
         return Heading::Labels(labels);
     }
+    if let Some((key, nodes)) = nodes_layout(line) {
+        return Heading::Labels(vec![(key.to_string(), vec![nodes.to_string()])]);
+    }
     let words: Vec<&str> = line.split([',', ' ', '\t']).filter(|w| !w.is_empty()).collect();
     if words.len() >= 2 {
         let pairs: Option<Vec<_>> = words.iter().map(|w| key_value(w).filter(|_| w.contains('='))).collect();
@@ -305,13 +316,14 @@ const SWITCHES: [(&str, &str, &str); 7] = [
 ];
 
 /// The labels of a `vllm serve MODEL [flags]` line: the model, the parallel sizes and the
-/// serving flags the simulator knows (see the module docs).
+/// serving flags the simulator knows (see the module docs); none for a line of placeholders,
+/// which still states a deployment of vLLM's defaults.
 fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
-    let words: Vec<&str> = line.split_whitespace().collect();
+    let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_matches(QUOTES)).filter(|w| !w.is_empty()).collect();
     let at = words.windows(2).position(|w| w == ["vllm", "serve"])?;
     let rest = &words[at + 2..];
     let mut labels = Vec::new();
-    if let Some(model) = rest.first().filter(|m| !m.starts_with('-')) {
+    if let Some(model) = rest.first().filter(|m| !m.starts_with('-') && !is_placeholder(m)) {
         labels.push(("model".to_string(), vec![model.to_string()]));
     }
     let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
@@ -341,7 +353,7 @@ fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
             labels.push((key.to_string(), vec![value.to_string()]));
         }
     }
-    Some(labels).filter(|l| !l.is_empty())
+    Some(labels)
 }
 
 fn is_vllm_line(line: &str) -> bool {
@@ -370,12 +382,47 @@ fn key_value(line: &str) -> Option<(String, Vec<String>)> {
     if !key_ok || value.is_empty() || value.starts_with("//") {
         return None;
     }
-    let key = if key.eq_ignore_ascii_case("model") { "model".to_string() } else { key.to_string() };
+    let key =
+        NORMALISED_KEYS.iter().find(|k| key.eq_ignore_ascii_case(k)).map_or_else(|| key.to_string(), |k| k.to_string());
     let items: Vec<&str> = value.split(',').map(str::trim).collect();
     let list = items.len() >= 2
         && items.iter().all(|i| !i.is_empty() && !i.contains(|c: char| c.is_whitespace() || c == '=' || c == ':'));
     let values = if list { items.into_iter().map(str::to_string).collect() } else { vec![value.to_string()] };
     Some((key, values))
+}
+
+/// Keys written in any case that are read in lower case (the ones the simulator reads).
+const NORMALISED_KEYS: [&str; 6] = ["model", "tp", "pp", "dp", "ep", "nodes"];
+
+/// Quotes a pasted command may be wrapped in, straight or typographic.
+const QUOTES: &[char] = &['"', '\'', '`', '\u{201c}', '\u{201d}', '\u{2018}', '\u{2019}'];
+
+/// A stand-in for a model in a command template: one capital letter (`M`), a shell variable
+/// (`$MODEL`, `${MODEL}`) or a bracketed name (`<model>`, `{model}`).
+fn is_placeholder(word: &str) -> bool {
+    (word.len() == 1 && word.bytes().all(|b| b.is_ascii_uppercase())) || word.starts_with(['$', '<', '{'])
+}
+
+/// A parallel layout across machines (`4 nodes (tp)`, `TP over 8 nodes`, `2-node pp`): the
+/// label key (`tp-nodes` or `pp-nodes`) and the count. Every word must be one of the count,
+/// `node`/`nodes`, the layout (`tp`, `pp`, or `tensor`/`pipeline` with `parallel`) and the
+/// fillers `over`, `across`, `on`; anything else makes the line something else.
+fn nodes_layout(line: &str) -> Option<(&'static str, u32)> {
+    let lower = line.to_ascii_lowercase().replace(['(', ')', '[', ']', ',', '-', ':', '='], " ");
+    let (mut count, mut node, mut key) = (None, false, None);
+    for word in lower.split_whitespace() {
+        match word {
+            "node" | "nodes" if !node => node = true,
+            "tp" | "tensor" if key.is_none() => key = Some("tp-nodes"),
+            "pp" | "pipeline" if key.is_none() => key = Some("pp-nodes"),
+            "parallel" | "over" | "across" | "on" => {}
+            n if count.is_none() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                count = Some(n.parse::<u32>().ok().filter(|c| *c >= 1)?);
+            }
+            _ => return None,
+        }
+    }
+    Some((key?, count.filter(|_| node)?))
 }
 
 /// A Hugging Face style model id: `org/name`, each part starting with a letter or digit,
@@ -392,194 +439,4 @@ fn is_model_id(word: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn label(key: &str, values: &[&str]) -> Heading {
-        Heading::Labels(vec![(key.into(), values.iter().map(|v| v.to_string()).collect())])
-    }
-
-    #[test]
-    fn each_kind_of_heading_is_recognised() {
-        assert_eq!(classify("# Prefill"), label("section", &["Prefill"]));
-        assert_eq!(classify("## Decode phase "), label("section", &["Decode phase"]));
-        assert_eq!(classify("num_prompts: 1, 2, 4"), label("num_prompts", &["1", "2", "4"]));
-        assert_eq!(classify("num_prompt:1"), label("num_prompt", &["1"]));
-        assert_eq!(classify("seq_length: 80"), label("seq_length", &["80"]));
-        assert_eq!(classify("tp=2"), label("tp", &["2"]));
-        let two = Heading::Labels(vec![("tp".into(), vec!["2".into()]), ("pp".into(), vec!["1".into()])]);
-        assert_eq!(classify("tp=2 pp=1"), two);
-        assert_eq!(classify("tp=2, pp=1"), two);
-        assert_eq!(classify("mode: a=1, b=2"), label("mode", &["a=1, b=2"]));
-        assert_eq!(classify("Model: Qwen/Qwen3-8B"), label("model", &["Qwen/Qwen3-8B"]));
-        assert_eq!(classify("Note: run after the reboot, twice"), label("Note", &["run after the reboot, twice"]));
-        assert_eq!(classify("Results Qwen/Qwen3-8B"), label("model", &["Qwen/Qwen3-8B"]));
-        assert_eq!(classify("google/gemma-3-1b-it"), label("model", &["google/gemma-3-1b-it"]));
-        assert_eq!(classify("vllm"), Heading::Text("vllm".into()));
-        assert_eq!(classify("Qwen/Qwen3-8B on two H100"), Heading::Text("Qwen/Qwen3-8B on two H100".into()));
-        assert_eq!(classify("see http://host/x"), Heading::Text("see http://host/x".into()));
-        assert_eq!(classify("2025/06"), Heading::Text("2025/06".into()));
-    }
-
-    #[test]
-    fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
-        let two = |model: &str, tp: &str| {
-            Heading::Labels(vec![("model".into(), vec![model.into()]), ("tp".into(), vec![tp.into()])])
-        };
-        let line = "vllm serve openai/gpt-oss-120b --host 0.0.0.0 -tp 4 --distributed-executor-backend ray";
-        assert_eq!(classify(line), two("openai/gpt-oss-120b", "4"));
-        assert_eq!(classify("$ vllm serve Qwen/Qwen3-8B --tensor-parallel-size=8"), two("Qwen/Qwen3-8B", "8"));
-        let all = classify("vllm serve M -pp 2 -tp 4 --data-parallel-size 2 --kv-cache-dtype fp8");
-        let want: Vec<(String, Vec<String>)> =
-            [("model", "M"), ("pp", "2"), ("tp", "4"), ("dp", "2"), ("kv-cache-dtype", "fp8")]
-                .map(|(k, v)| (k.into(), vec![v.into()]))
-                .into();
-        assert_eq!(all, Heading::Labels(want));
-        let flags = classify(
-            "vllm serve M -tp 4 --enable-expert-parallel --max-num-batched-tokens=16384 --max-model-len 32768 \
-             --no-enable-prefix-caching --async-scheduling --gpu-memory-utilization 0.85 --max-num-seqs --host h",
-        );
-        let want: Vec<(String, Vec<String>)> = [
-            ("model", "M"),
-            ("tp", "4"),
-            ("ep", "true"),
-            ("max-num-batched-tokens", "16384"),
-            ("max-model-len", "32768"),
-            ("enable-prefix-caching", "false"),
-            ("async-scheduling", "true"),
-            ("gpu-memory-utilization", "0.85"),
-        ]
-        .map(|(k, v)| (k.into(), vec![v.into()]))
-        .into();
-        assert_eq!(flags, Heading::Labels(want), "a flag without its value gives no label");
-        // A placeholder size is no size; a bench command is not a serve command.
-        assert_eq!(classify("vllm serve M -tp X"), label("model", &["M"]));
-        assert!(matches!(classify("vllm bench serve --model M --num-prompts 10"), Heading::Text(_)));
-    }
-
-    #[test]
-    fn a_later_vllm_serve_line_does_not_inherit_an_earlier_one_s_flags() {
-        let text = format!(
-            "vllm serve M -tp 4 --enable-expert-parallel --max-num-batched-tokens 4096\n{}\nvllm serve M -tp 8\n{}",
-            block(1),
-            block(2)
-        );
-        let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
-        assert_eq!(
-            labels.blocks[0],
-            pairs(&[("model", "M"), ("tp", "4"), ("ep", "true"), ("max-num-batched-tokens", "4096")])
-        );
-        assert_eq!(labels.blocks[1], pairs(&[("model", "M"), ("tp", "8")]));
-    }
-
-    #[test]
-    fn lines_vllm_prints_are_not_headings() {
-        for line in [
-            "INFO 05-01 12:00:00 [datasets.py:123] Sampling input_len from [127, 127]",
-            "WARNING: /tokenize unavailable (404 Not Found), skipping alignment.",
-            "Namespace(backend='vllm', base_url=None)",
-            "Traffic request rate: inf",
-            "Burstiness factor: 1.0 (Poisson process)",
-            "Maximum request concurrency: 4",
-            "Error 0: Bad Request",
-            "100%|██████████| 20/20 [01:04<00:00,  3.22s/it]",
-            "Starting main benchmark run...",
-            "#",
-        ] {
-            assert_eq!(classify(line), Heading::Ignored, "{line}");
-        }
-        assert_eq!(classify("Errors seen: none"), Heading::Text("Errors seen: none".into()));
-    }
-
-    #[test]
-    fn a_list_gives_one_value_per_block_then_ends() {
-        let mut h = Headings::default();
-        let mut notes = Vec::new();
-        let first = h.block(&[(1, "vllm"), (2, "n: 1, 2"), (3, "len: 80")], &mut notes);
-        assert_eq!(
-            first,
-            [("heading".into(), "vllm".into()), ("n".into(), "1".into()), ("len".into(), "80".into())]
-                as [(String, String); 3]
-        );
-        let second = h.block(&[], &mut notes);
-        assert_eq!(second[1], ("n".into(), "2".into()));
-        let third = h.block(&[], &mut notes);
-        assert_eq!(third, [("heading".into(), "vllm".into()), ("len".into(), "80".into())] as [(String, String); 2]);
-        h.finish(&mut notes);
-        assert!(notes.is_empty(), "{notes:?}");
-    }
-
-    #[test]
-    fn a_heading_lasts_until_the_same_key_is_set_again() {
-        let mut h = Headings::default();
-        let mut notes = Vec::new();
-        h.block(&[(1, "# Prefill"), (2, "gpu: H100")], &mut notes);
-        let next = h.block(&[(20, "# Decode")], &mut notes);
-        assert_eq!(next, [("section".into(), "Decode".into()), ("gpu".into(), "H100".into())] as [(String, String); 2]);
-        let free = h.block(&[(40, "first run"), (41, "after reboot")], &mut notes);
-        assert_eq!(free[2], ("heading".into(), "first run / after reboot".into()));
-    }
-
-    #[test]
-    fn lists_cut_short_are_noted_with_their_line() {
-        let mut h = Headings::default();
-        let mut notes = Vec::new();
-        h.block(&[(3, "n: 1, 2, 4")], &mut notes);
-        h.block(&[(30, "n: 8, 16")], &mut notes);
-        h.block(&[], &mut notes);
-        h.block(&[(60, "c: 1, 2")], &mut notes);
-        h.finish(&mut notes);
-        assert_eq!(notes.len(), 2, "{notes:?}");
-        assert_eq!(notes[0].line, 3);
-        assert!(notes[0].message.contains("3 values but only 1 result blocks came before line 30"), "{}", notes[0]);
-        assert_eq!(notes[1].line, 60);
-        assert!(notes[1].message.contains("from \"2\" on"), "{}", notes[1]);
-    }
-
-    /// A block of `n` requests as vLLM prints it.
-    fn block(n: u64) -> String {
-        let s = crate::metrics::Summary {
-            completed: n,
-            duration_s: 1.0,
-            request_throughput: n as f64,
-            ..Default::default()
-        };
-        crate::vllm::render_result_block(&s)
-    }
-
-    fn pairs(labels: &[(&str, &str)]) -> Vec<(String, String)> {
-        labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn each_parsed_block_gets_the_labels_of_the_headings_above_it() {
-        let bad = block(2).replace("Benchmark duration (s):                  1.00", "Benchmark duration (s): fast");
-        let text = format!(
-            "INFO 05-01 12:00:00 starting\nResults Qwen/Qwen3-8B\nn: 1, 2, 3, 4\n{}\n# Decode\n{bad}{}\nResults google/gemma-3-1b-it\n{}",
-            block(1),
-            block(3),
-            block(4)
-        );
-        let entries = super::super::parse_reports(&text, super::super::ReportOrigin::Vllm);
-        assert_eq!(entries.iter().map(Result::is_ok).collect::<Vec<_>>(), [true, false, true, true]);
-        let got = block_labels(&entries);
-        assert_eq!(got.blocks.len(), 4);
-        assert_eq!(got.blocks[0], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "1")]));
-        // The malformed block takes its value, so the next one gets the third.
-        assert_eq!(got.blocks[1], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "2"), ("section", "Decode")]));
-        assert_eq!(got.blocks[2], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "3"), ("section", "Decode")]));
-        assert_eq!(got.blocks[3], pairs(&[("model", "google/gemma-3-1b-it"), ("n", "4"), ("section", "Decode")]));
-        assert!(got.notes.is_empty(), "{:?}", got.notes);
-    }
-
-    #[test]
-    fn a_list_longer_than_its_blocks_is_noted_at_its_heading_line() {
-        let text = format!("\n# Sweep\nn: 1, 2, 4\n{}{}", block(1), block(2));
-        let got = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
-        assert_eq!(got.blocks[1], pairs(&[("section", "Sweep"), ("n", "2")]));
-        assert_eq!(got.notes.len(), 1);
-        let note = got.notes[0].to_string();
-        assert!(note.starts_with("line 3: the list `n` has 3 values but only 2 result blocks"), "{note}");
-        assert!(block_labels(&[]).blocks.is_empty());
-    }
-}
+mod tests;

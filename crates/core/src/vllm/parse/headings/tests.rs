@@ -1,0 +1,230 @@
+//! Tests of how headings become labels.
+
+use super::*;
+
+fn label(key: &str, values: &[&str]) -> Heading {
+    Heading::Labels(vec![(key.into(), values.iter().map(|v| v.to_string()).collect())])
+}
+
+#[test]
+fn each_kind_of_heading_is_recognised() {
+    assert_eq!(classify("# Prefill"), label("section", &["Prefill"]));
+    assert_eq!(classify("## Decode phase "), label("section", &["Decode phase"]));
+    assert_eq!(classify("num_prompts: 1, 2, 4"), label("num_prompts", &["1", "2", "4"]));
+    assert_eq!(classify("num_prompt:1"), label("num_prompt", &["1"]));
+    assert_eq!(classify("seq_length: 80"), label("seq_length", &["80"]));
+    assert_eq!(classify("tp=2"), label("tp", &["2"]));
+    let two = Heading::Labels(vec![("tp".into(), vec!["2".into()]), ("pp".into(), vec!["1".into()])]);
+    assert_eq!(classify("tp=2 pp=1"), two);
+    assert_eq!(classify("tp=2, pp=1"), two);
+    assert_eq!(classify("mode: a=1, b=2"), label("mode", &["a=1, b=2"]));
+    assert_eq!(classify("Model: Qwen/Qwen3-8B"), label("model", &["Qwen/Qwen3-8B"]));
+    assert_eq!(classify("Note: run after the reboot, twice"), label("Note", &["run after the reboot, twice"]));
+    assert_eq!(classify("Results Qwen/Qwen3-8B"), label("model", &["Qwen/Qwen3-8B"]));
+    assert_eq!(classify("google/gemma-3-1b-it"), label("model", &["google/gemma-3-1b-it"]));
+    assert_eq!(classify("vllm"), Heading::Text("vllm".into()));
+    assert_eq!(classify("Qwen/Qwen3-8B on two H100"), Heading::Text("Qwen/Qwen3-8B on two H100".into()));
+    assert_eq!(classify("see http://host/x"), Heading::Text("see http://host/x".into()));
+    assert_eq!(classify("2025/06"), Heading::Text("2025/06".into()));
+}
+
+#[test]
+fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
+    let two = |model: &str, tp: &str| {
+        Heading::Labels(vec![("model".into(), vec![model.into()]), ("tp".into(), vec![tp.into()])])
+    };
+    let line = "vllm serve openai/gpt-oss-120b --host 0.0.0.0 -tp 4 --distributed-executor-backend ray";
+    assert_eq!(classify(line), two("openai/gpt-oss-120b", "4"));
+    assert_eq!(classify("$ vllm serve Qwen/Qwen3-8B --tensor-parallel-size=8"), two("Qwen/Qwen3-8B", "8"));
+    let all = classify("vllm serve org/m -pp 2 -tp 4 --data-parallel-size 2 --kv-cache-dtype fp8");
+    let want: Vec<(String, Vec<String>)> =
+        [("model", "org/m"), ("pp", "2"), ("tp", "4"), ("dp", "2"), ("kv-cache-dtype", "fp8")]
+            .map(|(k, v)| (k.into(), vec![v.into()]))
+            .into();
+    assert_eq!(all, Heading::Labels(want));
+    let flags = classify(
+        "vllm serve org/m -tp 4 --enable-expert-parallel --max-num-batched-tokens=16384 --max-model-len 32768 \
+         --no-enable-prefix-caching --async-scheduling --gpu-memory-utilization 0.85 --max-num-seqs --host h",
+    );
+    let want: Vec<(String, Vec<String>)> = [
+        ("model", "org/m"),
+        ("tp", "4"),
+        ("ep", "true"),
+        ("max-num-batched-tokens", "16384"),
+        ("max-model-len", "32768"),
+        ("enable-prefix-caching", "false"),
+        ("async-scheduling", "true"),
+        ("gpu-memory-utilization", "0.85"),
+    ]
+    .map(|(k, v)| (k.into(), vec![v.into()]))
+    .into();
+    assert_eq!(flags, Heading::Labels(want), "a flag without its value gives no label");
+    // A placeholder model or size is none; a bench command is not a serve command.
+    assert_eq!(classify("vllm serve M -tp X"), Heading::Labels(Vec::new()));
+    for placeholder in ["$MODEL", "${MODEL}", "<model>", "{model}"] {
+        assert_eq!(classify(&format!("vllm serve {placeholder} -tp 2")), label("tp", &["2"]), "{placeholder}");
+    }
+    assert!(matches!(classify("vllm bench serve --model M --num-prompts 10"), Heading::Text(_)));
+}
+
+#[test]
+fn a_serve_command_quoted_inside_another_is_read() {
+    // As pasted from a forum: typographic quotes around a command run in a container.
+    let line = "docker exec -it vllm_node bash -i -c \u{201c}vllm serve M --host 0.0.0.0 --gpu-memory-utilization 0.8 \
+                -pp 1 -tp X --distributed-executor-backend ray --kv-cache-dtype fp8\u{201d}";
+    let want: Vec<(String, Vec<String>)> = [("gpu-memory-utilization", "0.8"), ("pp", "1"), ("kv-cache-dtype", "fp8")]
+        .map(|(k, v)| (k.into(), vec![v.into()]))
+        .into();
+    assert_eq!(classify(line), Heading::Labels(want));
+    let plain = "bash -c \"vllm serve Qwen/Qwen3-8B -tp 2\"";
+    assert_eq!(
+        classify(plain),
+        Heading::Labels(vec![("model".into(), vec!["Qwen/Qwen3-8B".into()]), ("tp".into(), vec!["2".into()])])
+    );
+}
+
+#[test]
+fn a_parallel_layout_over_machines_is_a_label() {
+    for (line, key, n) in [
+        ("4 nodes (tp)", "tp-nodes", "4"),
+        ("8 Nodes (TP)", "tp-nodes", "8"),
+        ("TP over 8 nodes", "tp-nodes", "8"),
+        ("tensor parallel across 2 nodes", "tp-nodes", "2"),
+        ("2-node pp", "pp-nodes", "2"),
+        ("[3 nodes, pipeline parallel]", "pp-nodes", "3"),
+    ] {
+        assert_eq!(classify(line), label(key, &[n]), "{line}");
+    }
+    for line in ["4 nodes", "tp", "0 nodes (tp)", "4 nodes (tp) twice", "4 nodes 8 nodes tp", "4 nodes (dp)"] {
+        assert!(matches!(classify(line), Heading::Text(_)), "{line}: {:?}", classify(line));
+    }
+    // The simulator's keys in any case.
+    assert_eq!(classify("TP: 4"), label("tp", &["4"]));
+    assert_eq!(classify("Nodes=2"), label("nodes", &["2"]));
+    assert_eq!(
+        classify("TP=2 PP=1"),
+        Heading::Labels(vec![("tp".into(), vec!["2".into()]), ("pp".into(), vec!["1".into()])])
+    );
+}
+
+#[test]
+fn a_later_vllm_serve_line_does_not_inherit_an_earlier_one_s_flags() {
+    let text = format!(
+        "vllm serve org/m -tp 4 --enable-expert-parallel --max-num-batched-tokens 4096\n{}\nvllm serve org/m -tp 8\n{}",
+        block(1),
+        block(2)
+    );
+    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    assert_eq!(
+        labels.blocks[0],
+        pairs(&[("model", "org/m"), ("tp", "4"), ("ep", "true"), ("max-num-batched-tokens", "4096")])
+    );
+    assert_eq!(labels.blocks[1], pairs(&[("model", "org/m"), ("tp", "8")]));
+}
+
+#[test]
+fn lines_vllm_prints_are_not_headings() {
+    for line in [
+        "INFO 05-01 12:00:00 [datasets.py:123] Sampling input_len from [127, 127]",
+        "WARNING: /tokenize unavailable (404 Not Found), skipping alignment.",
+        "Namespace(backend='vllm', base_url=None)",
+        "Traffic request rate: inf",
+        "Burstiness factor: 1.0 (Poisson process)",
+        "Maximum request concurrency: 4",
+        "Error 0: Bad Request",
+        "100%|██████████| 20/20 [01:04<00:00,  3.22s/it]",
+        "Starting main benchmark run...",
+        "#",
+    ] {
+        assert_eq!(classify(line), Heading::Ignored, "{line}");
+    }
+    assert_eq!(classify("Errors seen: none"), Heading::Text("Errors seen: none".into()));
+}
+
+#[test]
+fn a_list_gives_one_value_per_block_then_ends() {
+    let mut h = Headings::default();
+    let mut notes = Vec::new();
+    let first = h.block(&[(1, "vllm"), (2, "n: 1, 2"), (3, "len: 80")], &mut notes);
+    assert_eq!(
+        first,
+        [("heading".into(), "vllm".into()), ("n".into(), "1".into()), ("len".into(), "80".into())]
+            as [(String, String); 3]
+    );
+    let second = h.block(&[], &mut notes);
+    assert_eq!(second[1], ("n".into(), "2".into()));
+    let third = h.block(&[], &mut notes);
+    assert_eq!(third, [("heading".into(), "vllm".into()), ("len".into(), "80".into())] as [(String, String); 2]);
+    h.finish(&mut notes);
+    assert!(notes.is_empty(), "{notes:?}");
+}
+
+#[test]
+fn a_heading_lasts_until_the_same_key_is_set_again() {
+    let mut h = Headings::default();
+    let mut notes = Vec::new();
+    h.block(&[(1, "# Prefill"), (2, "gpu: H100")], &mut notes);
+    let next = h.block(&[(20, "# Decode")], &mut notes);
+    assert_eq!(next, [("section".into(), "Decode".into()), ("gpu".into(), "H100".into())] as [(String, String); 2]);
+    let free = h.block(&[(40, "first run"), (41, "after reboot")], &mut notes);
+    assert_eq!(free[2], ("heading".into(), "first run / after reboot".into()));
+}
+
+#[test]
+fn lists_cut_short_are_noted_with_their_line() {
+    let mut h = Headings::default();
+    let mut notes = Vec::new();
+    h.block(&[(3, "n: 1, 2, 4")], &mut notes);
+    h.block(&[(30, "n: 8, 16")], &mut notes);
+    h.block(&[], &mut notes);
+    h.block(&[(60, "c: 1, 2")], &mut notes);
+    h.finish(&mut notes);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert_eq!(notes[0].line, 3);
+    assert!(notes[0].message.contains("3 values but only 1 result blocks came before line 30"), "{}", notes[0]);
+    assert_eq!(notes[1].line, 60);
+    assert!(notes[1].message.contains("from \"2\" on"), "{}", notes[1]);
+}
+
+/// A block of `n` requests as vLLM prints it.
+fn block(n: u64) -> String {
+    let s =
+        crate::metrics::Summary { completed: n, duration_s: 1.0, request_throughput: n as f64, ..Default::default() };
+    crate::vllm::render_result_block(&s)
+}
+
+fn pairs(labels: &[(&str, &str)]) -> Vec<(String, String)> {
+    labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn each_parsed_block_gets_the_labels_of_the_headings_above_it() {
+    let bad = block(2).replace("Benchmark duration (s):                  1.00", "Benchmark duration (s): fast");
+    let text = format!(
+        "INFO 05-01 12:00:00 starting\nResults Qwen/Qwen3-8B\nn: 1, 2, 3, 4\n{}\n# Decode\n{bad}{}\nResults google/gemma-3-1b-it\n{}",
+        block(1),
+        block(3),
+        block(4)
+    );
+    let entries = super::super::parse_reports(&text, super::super::ReportOrigin::Vllm);
+    assert_eq!(entries.iter().map(Result::is_ok).collect::<Vec<_>>(), [true, false, true, true]);
+    let got = block_labels(&entries);
+    assert_eq!(got.blocks.len(), 4);
+    assert_eq!(got.blocks[0], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "1")]));
+    // The malformed block takes its value, so the next one gets the third.
+    assert_eq!(got.blocks[1], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "2"), ("section", "Decode")]));
+    assert_eq!(got.blocks[2], pairs(&[("model", "Qwen/Qwen3-8B"), ("n", "3"), ("section", "Decode")]));
+    assert_eq!(got.blocks[3], pairs(&[("model", "google/gemma-3-1b-it"), ("n", "4"), ("section", "Decode")]));
+    assert!(got.notes.is_empty(), "{:?}", got.notes);
+}
+
+#[test]
+fn a_list_longer_than_its_blocks_is_noted_at_its_heading_line() {
+    let text = format!("\n# Sweep\nn: 1, 2, 4\n{}{}", block(1), block(2));
+    let got = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    assert_eq!(got.blocks[1], pairs(&[("section", "Sweep"), ("n", "2")]));
+    assert_eq!(got.notes.len(), 1);
+    let note = got.notes[0].to_string();
+    assert!(note.starts_with("line 3: the list `n` has 3 values but only 2 result blocks"), "{note}");
+    assert!(block_labels(&[]).blocks.is_empty());
+}

@@ -403,8 +403,9 @@ fn is_placeholder(word: &str) -> bool {
     (word.len() == 1 && word.bytes().all(|b| b.is_ascii_uppercase())) || word.starts_with(['$', '<', '{'])
 }
 
-/// A parallel layout across machines (`4 nodes (tp)`, `TP over 8 nodes`, `2-node pp`): the
-/// label key (`tp-nodes` or `pp-nodes`) and the count. Every word must be one of the count,
+/// A parallel layout across machines (`4 nodes (tp)`, `TP over 8 nodes`, `2-node pp`,
+/// `4 nodes (tp=4)`): the label key (`tp-nodes` or `pp-nodes`) and the count. Every word must
+/// be one of the count (said once, or twice alike),
 /// `node`/`nodes`, the layout (`tp`, `pp`, or `tensor`/`pipeline` with `parallel`) and the
 /// fillers `over`, `across`, `on`; anything else makes the line something else.
 fn nodes_layout(line: &str) -> Option<(&'static str, u32)> {
@@ -416,8 +417,13 @@ fn nodes_layout(line: &str) -> Option<(&'static str, u32)> {
             "tp" | "tensor" if key.is_none() => key = Some("tp-nodes"),
             "pp" | "pipeline" if key.is_none() => key = Some("pp-nodes"),
             "parallel" | "over" | "across" | "on" => {}
-            n if count.is_none() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-                count = Some(n.parse::<u32>().ok().filter(|c| *c >= 1)?);
+            n if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                // The count may be said twice (`4 nodes (tp=4)`), never two counts.
+                let n = n.parse::<u32>().ok().filter(|c| *c >= 1)?;
+                if count.is_some_and(|c| c != n) {
+                    return None;
+                }
+                count = Some(n);
             }
             _ => return None,
         }

@@ -92,10 +92,14 @@ fn a_parallel_layout_over_machines_is_a_label() {
         ("tensor parallel across 2 nodes", "tp-nodes", "2"),
         ("2-node pp", "pp-nodes", "2"),
         ("[3 nodes, pipeline parallel]", "pp-nodes", "3"),
+        ("4 nodes (tp=4)", "tp-nodes", "4"),
+        ("TP 8 - 8 nodes", "tp-nodes", "8"),
     ] {
         assert_eq!(classify(line), label(key, &[n]), "{line}");
     }
-    for line in ["4 nodes", "tp", "0 nodes (tp)", "4 nodes (tp) twice", "4 nodes 8 nodes tp", "4 nodes (dp)"] {
+    for line in
+        ["4 nodes", "tp", "0 nodes (tp)", "4 nodes (tp=2)", "4 nodes (tp) twice", "4 nodes 8 nodes tp", "4 nodes (dp)"]
+    {
         assert!(matches!(classify(line), Heading::Text(_)), "{line}: {:?}", classify(line));
     }
     // The simulator's keys in any case.

@@ -106,6 +106,7 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
     let id = root.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(origin).to_string();
     Ok(ModelShape {
         id,
+        aliases: Vec::new(),
         layers,
         hidden,
         heads,

@@ -16,6 +16,10 @@ use crate::precision::{KvDtype, Precision};
 pub struct ModelShape {
     /// The Hugging Face id (or the config file it was read from).
     pub id: String,
+    /// Other Hugging Face ids of the same weights and shapes (the same checkpoint published by
+    /// another organisation, or under another name), found as the id is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
     pub layers: u32,
     pub hidden: u32,
     /// Query heads.
@@ -325,6 +329,7 @@ mod tests {
     fn qwen3_8b() -> ModelShape {
         ModelShape {
             id: "Qwen/Qwen3-8B".into(),
+            aliases: Vec::new(),
             layers: 36,
             hidden: 4096,
             heads: 32,
@@ -348,6 +353,7 @@ mod tests {
     fn deepseek_v3() -> ModelShape {
         ModelShape {
             id: "deepseek-ai/DeepSeek-V3".into(),
+            aliases: Vec::new(),
             layers: 61,
             hidden: 7168,
             heads: 128,

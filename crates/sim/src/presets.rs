@@ -135,10 +135,13 @@ impl Presets {
         })
     }
 
-    /// A model preset by Hugging Face id, or by the part after the organisation when unique.
+    /// A model preset by Hugging Face id or one of its aliases, or by the part after the
+    /// organisation when unique.
     pub fn model(&self, id: &str) -> Result<&ModelShape, SimError> {
         let id = id.trim();
-        if let Some(m) = self.models.iter().find(|m| m.id.eq_ignore_ascii_case(id)) {
+        let named =
+            |m: &&ModelShape| m.id.eq_ignore_ascii_case(id) || m.aliases.iter().any(|a| a.eq_ignore_ascii_case(id));
+        if let Some(m) = self.models.iter().find(named) {
             return Ok(m);
         }
         let short = |m: &&ModelShape| m.id.rsplit('/').next().is_some_and(|s| s.eq_ignore_ascii_case(id));
@@ -254,6 +257,20 @@ mod tests {
         }
         let r1 = p.model("DeepSeek-R1").unwrap();
         assert!(r1.mla.is_some() && r1.precision == Precision::Fp8);
+    }
+
+    #[test]
+    fn a_model_is_found_by_its_aliases_which_name_no_other_preset() {
+        let p = Presets::embedded().unwrap();
+        for alias in ["nvidia/Llama-3.3-70B-Instruct-FP4", "redhatai/llama-3.3-70b-instruct-nvfp4"] {
+            assert_eq!(p.model(alias).unwrap().id, "nvidia/Llama-3.3-70B-Instruct-NVFP4", "{alias}");
+        }
+        let names: Vec<String> =
+            p.models.iter().flat_map(|m| std::iter::once(&m.id).chain(&m.aliases)).map(|n| n.to_lowercase()).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "a name is given to two presets");
     }
 
     #[test]

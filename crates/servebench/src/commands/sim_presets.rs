@@ -83,6 +83,9 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
                 kv_text,
                 m.max_context
             )?;
+            for alias in &m.aliases {
+                writeln!(out, "  also {alias}")?;
+            }
         }
         writeln!(out, "KV KiB/tok: BF16 cache, all layers (with sliding windows: the growth beyond the window).")?;
     }

@@ -183,8 +183,16 @@ fn sim_predict_runs_multi_turn_conversations() {
 #[test]
 fn sim_presets_lists_the_presets_and_where_user_presets_live() {
     let out = ok(&["sim", "presets"]);
-    for want in ["h100-sxm", "dgx-spark", "3350", "Qwen/Qwen3-8B", "openai/gpt-oss-120b", "KV KiB/tok", "User presets"]
-    {
+    for want in [
+        "h100-sxm",
+        "dgx-spark",
+        "3350",
+        "Qwen/Qwen3-8B",
+        "openai/gpt-oss-120b",
+        "also nvidia/Llama-3.3-70B-Instruct-FP4",
+        "KV KiB/tok",
+        "User presets",
+    ] {
         assert!(out.contains(want), "{want} missing:\n{out}");
     }
     let hw = ok(&["sim", "presets", "--hardware"]);

@@ -9,6 +9,10 @@
 //! (`--ignore-eos`). Times are seconds; throughput per GPU is multiplied by the GPUs
 //! (`gpus`, else `tp · dp`). Every other scalar field becomes a label (`hw`, `tp`, `vllm`,
 //! `model`, ...), so the validator can map the row to a deployment and group it.
+//!
+//! The server flags InferenceX's launch scripts pass where they change what the simulator
+//! prices are added as labels when the row does not give them ([`SUITE_FLAGS`]), so that a
+//! row is predicted for the deployment that measured it; they show in the validator's labels.
 
 use serde_json::Value;
 
@@ -87,6 +91,8 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
                 .collect()
         })
         .unwrap_or_default();
+    let mut labels: Vec<(String, String)> = labels;
+    add_suite_flags(&mut labels);
     Ok(MeasuredPoint {
         label,
         headings: Vec::new(),
@@ -103,6 +109,28 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
         },
         measured,
     })
+}
+
+/// Serving flags of InferenceX's vLLM launch scripts (`benchmarks/gptoss_fp4_HW*.sh` in
+/// github.com/SemiAnalysisAI/InferenceX) that differ from vLLM's defaults and change a
+/// prediction, by the row's `hw`: the B200 runs keep the KV cache in FP8 (`kv-cache-dtype: fp8`
+/// in every version of its script). Other flags they pass (no prefix caching on random prompts,
+/// `max-num-seqs` at or above the concurrency, 95 % of memory on AMD parts where the KV cache is
+/// never short at these loads) change nothing the simulator prices here.
+pub const SUITE_FLAGS: [(&str, &[(&str, &str)]); 1] = [("b200", &[("kv-cache-dtype", "fp8")])];
+
+/// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself.
+fn add_suite_flags(labels: &mut Vec<(String, String)>) {
+    let hw = labels.iter().find(|(k, _)| k == "hw").map(|(_, v)| v.to_ascii_lowercase());
+    let Some((_, flags)) = SUITE_FLAGS.iter().find(|(name, _)| hw.as_deref() == Some(*name)) else {
+        return;
+    };
+    for (key, value) in *flags {
+        let given = labels.iter().any(|(k, _)| k.replace('_', "-") == *key);
+        if !given {
+            labels.push((key.to_string(), value.to_string()));
+        }
+    }
 }
 
 /// Fields that hold results rather than settings (never labels).
@@ -158,6 +186,19 @@ mod tests {
         assert!((mean - 0.9 * 8192.0).abs() < 0.02 * 8192.0, "{mean}");
         assert!(is_row(&row()));
         assert!(!is_row(&serde_json::json!({"isl": 1, "osl": 2})));
+    }
+
+    #[test]
+    fn a_row_takes_the_suite_s_flags_for_its_device_unless_it_gives_them() {
+        let mut r = row();
+        r["hw"] = serde_json::json!("B200");
+        let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+        assert!(p.labels.contains(&("kv-cache-dtype".into(), "fp8".into())), "{:?}", p.labels);
+        r["kv_cache_dtype"] = serde_json::json!("auto");
+        let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+        assert!(!p.labels.iter().any(|(k, _)| k == "kv-cache-dtype"), "{:?}", p.labels);
+        let h100 = point_from_row(&row(), "x".into(), RowDefaults::default()).unwrap();
+        assert!(!h100.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));
     }
 
     #[test]

@@ -51,6 +51,7 @@ impl SimPredictArgs {
 }
 
 /// Fit the simulator's stack constants to measured results and write them as a profile.
+/// Without --model, the model the results name (their headings or fields) is fitted.
 #[derive(Args, Clone, Debug)]
 pub struct SimFitArgs {
     /// Boxed to keep `SimCommand` small.

@@ -16,7 +16,15 @@ use crate::output::Sink;
 /// `sim fit`: calibrate the stack constants to measured results, write the profile.
 pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
-    let d = &args.deployment;
+    let mut points = Vec::new();
+    for file in &args.results {
+        points.extend(calibration::read_points(Path::new(file))?);
+    }
+    let mut deployment = args.deployment.clone();
+    if deployment.model.is_none() && deployment.model_config.is_none() {
+        deployment.model = Some(model_the_runs_name(&points, args.all_points)?);
+    }
+    let d = &deployment;
     let model = d.model_spec()?;
     // With --all-points every run resolves its own deployment from its labels, so the flags'
     // one need not fit (a model too big for one GPU without --tp, which would override the
@@ -26,12 +34,8 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         (Err(_), true) => None,
         (Err(e), false) => return Err(e),
     };
-    let mut points = Vec::new();
-    for file in &args.results {
-        points.extend(calibration::read_points(Path::new(file))?);
-    }
     if let (false, Some(setup)) = (args.all_points, &base) {
-        let names: Vec<&str> = args.deployment.model.as_deref().into_iter().chain([setup.model.id.as_str()]).collect();
+        let names: Vec<&str> = d.model.as_deref().into_iter().chain([setup.model.id.as_str()]).collect();
         let total = points.len();
         let selection = calibration::select_model(points, &names)?;
         if selection.skipped() > 0 {
@@ -45,13 +49,13 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     }
     // Each run on its own deployment: its labels (model, hw, tp, pp, dp and the serving flags of a
     // pasted `vllm serve` line) where the flags given here do not set the same option.
-    let mut options = args.deployment.option_pairs()?;
+    let mut options = d.option_pairs()?;
     options.push(("jitter".into(), "0".into()));
     let defaults = validate::Defaults {
-        model: Some(args.deployment.model_spec()?),
-        hardware: Some(args.deployment.hardware.clone()),
+        model: Some(model.clone()),
+        hardware: Some(d.hardware.clone()),
         options,
-        profile: args.deployment.profile.as_ref().map(Into::into),
+        profile: d.profile.as_ref().map(Into::into),
     };
     let (targets, skipped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
     for s in &skipped {
@@ -128,4 +132,30 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     }
     out.line(format!("Wrote the profile to {}", args.out))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The model of the runs when `--model` is not given: the one their labels name, or with
+/// `--all-points` the first of several (each run is still simulated as its own model).
+fn model_the_runs_name(points: &[calibration::MeasuredPoint], all_points: bool) -> anyhow::Result<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for point in points {
+        if let Some((_, name)) = point.labels.iter().find(|(k, _)| k == "model")
+            && !names.contains(&name.as_str())
+        {
+            names.push(name);
+        }
+    }
+    match names.as_slice() {
+        [] => anyhow::bail!(
+            "the results name no model: give the model to simulate with --model HF_ID (see `servebench sim presets`) \
+             or --model-config config.json"
+        ),
+        [one] => Ok(one.to_string()),
+        [first, ..] if all_points => Ok(first.to_string()),
+        many => anyhow::bail!(
+            "the results name {} models ({}): give --model to fit one of them, or --all-points to fit them jointly",
+            many.len(),
+            many.join(", ")
+        ),
+    }
 }

@@ -359,6 +359,34 @@ fn sim_fit_fits_only_the_blocks_of_the_model_given() {
     assert!(!profile.exists());
 }
 
+/// Without `--model`, `sim fit` fits the model the runs name; several need `--model` or
+/// `--all-points`, and runs that name none need `--model`.
+#[test]
+fn sim_fit_takes_the_model_the_runs_name_when_none_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("fitted.toml");
+    let report = report_000();
+    let out_path = profile.to_str().unwrap();
+    let base = ["sim", "fit", "--hardware", "dgx-spark", "--max-evals", "4", "--fit", "t0-ms", "--out", out_path];
+    let (_, err) = fails(&[&base[..], &[report.as_str()]].concat());
+    assert!(err.contains("the results name 11 models (Qwen/Qwen3-8B, Qwen/Qwen3-4B,"), "{err}");
+    assert!(err.contains("give --model to fit one of them, or --all-points"), "{err}");
+    let out = ok(&[&base[..], &["--all-points", report.as_str()]].concat());
+    assert!(out.contains("to 11 measured run(s) of Qwen/Qwen3-8B on"), "{out}");
+    // One model named: fitted without --model.
+    let one = dir.path().join("one.txt");
+    let text = std::fs::read_to_string(&report).unwrap();
+    let first_two_blocks: String = text.split("Results ").take(2).collect::<Vec<_>>().join("Results ");
+    std::fs::write(&one, first_two_blocks).unwrap();
+    let out = ok(&[&base[..], &[one.to_str().unwrap()]].concat());
+    assert!(out.contains("to 1 measured run(s) of Qwen/Qwen3-8B on dgx-spark"), "{out}");
+    let bare = dir.path().join("bare.txt");
+    let block = &text[text.find("============ Serving").unwrap()..];
+    std::fs::write(&bare, &block[..block.find("Results ").unwrap_or(block.len())]).unwrap();
+    let (_, err) = fails(&[&base[..], &[bare.to_str().unwrap()]].concat());
+    assert!(err.contains("the results name no model: give the model to simulate with --model"), "{err}");
+}
+
 /// With `--all-points` each block runs on the deployment of the `vllm serve` line above it, so
 /// a model too big for the flags' one GPU fits without a `--tp` (which would override the
 /// blocks' own); without it, the flags' deployment must fit and the error says so.

@@ -9,6 +9,7 @@ mod report;
 mod selftest;
 mod shards;
 mod sim_cli;
+mod sim_fit_cli;
 mod sim_http;
 mod store;
 mod sweep;

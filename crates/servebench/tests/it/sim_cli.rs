@@ -1,5 +1,5 @@
-//! `servebench sim predict`, `sim fit` and `sim presets`: the real binary, its output, the
-//! files it writes and its errors.
+//! `servebench sim predict`, `sim presets`, `sim validate` and `sim step`: the real binary,
+//! its output, the files it writes and its errors (`sim fit` is in `sim_fit_cli`).
 
 use std::path::Path;
 use std::process::Output;
@@ -8,9 +8,8 @@ use clap::Parser;
 use serde_json::Value;
 use servebench::cli::{Cli, Command, SimCommand};
 use servebench::commands;
-use servebench::output::Sink;
 
-fn servebench(args: &[&str], env: &[(&str, &Path)]) -> Output {
+pub(super) fn servebench(args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"));
     cmd.args(args).env_remove("SERVEBENCH_DB").env_remove("SERVEBENCH_PRESETS").env("NO_COLOR", "1");
     for (k, v) in env {
@@ -19,7 +18,7 @@ fn servebench(args: &[&str], env: &[(&str, &Path)]) -> Output {
     cmd.output().expect("the servebench binary runs")
 }
 
-fn ok(args: &[&str]) -> String {
+pub(super) fn ok(args: &[&str]) -> String {
     let out = servebench(args, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "servebench {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -27,25 +26,25 @@ fn ok(args: &[&str]) -> String {
 }
 
 /// The exit code and stderr of a command that must fail.
-fn fails(args: &[&str]) -> (i32, String) {
+pub(super) fn fails(args: &[&str]) -> (i32, String) {
     let out = servebench(args, &[]);
     assert!(!out.status.success(), "servebench {args:?} succeeded:\n{}", String::from_utf8_lossy(&out.stdout));
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// A `label: value` line of a vLLM block.
-fn value(report: &str, label: &str) -> f64 {
+pub(super) fn value(report: &str, label: &str) -> f64 {
     let line = report.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label:?} in\n{report}"));
     line[label.len()..].trim().parse().unwrap()
 }
 
-fn read_json(path: &Path) -> Value {
+pub(super) fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// `sim predict` of a small deployment: `prompts` requests of 64 tokens in and 16 out,
 /// `concurrency` at a time, then `extra`.
-fn predict_args<'a>(prompts: &'a str, concurrency: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+pub(super) fn predict_args<'a>(prompts: &'a str, concurrency: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "sim",
         "predict",
@@ -212,229 +211,10 @@ fn sim_presets_lists_the_presets_and_where_user_presets_live() {
     assert!(text.contains("me/tiny-model") && text.contains(&dir.path().display().to_string()), "{text}");
 }
 
-/// A console report of two runs on a small deployment, as vLLM prints them.
-fn report_of(runs: &[(&str, String)]) -> String {
-    runs.iter().map(|(heading, block)| format!("{heading}\n{block}\n")).collect()
-}
-
-/// The vLLM block `sim predict` printed.
-fn block(out: &str) -> String {
-    let start = out.find("============ Serving Benchmark Result").unwrap();
-    let end = out[start..].find("==================================================\n").unwrap() + start + 51;
-    out[start..end].to_string()
-}
-
-#[test]
-fn sim_fit_writes_a_profile_that_predict_accepts() {
-    let dir = tempfile::tempdir().unwrap();
-    // "Measurements": predictions with constants the fit does not start from.
-    let truth = ["--option", "alpha-api-ms=90", "--option", "t0-ms=6"];
-    let measure = |prompts: &str, conc: &str| block(&ok(&predict_args(prompts, conc, &truth)));
-    let report = report_of(&[("# one at a time", measure("8", "1")), ("# eight at a time", measure("32", "8"))]);
-    let report_path = dir.path().join("measured.txt");
-    std::fs::write(&report_path, report).unwrap();
-    let profile = dir.path().join("fitted.toml");
-    let out = ok(&[
-        "sim",
-        "fit",
-        "--model",
-        "Qwen/Qwen3-0.6B",
-        "--hardware",
-        "l40s",
-        "--fit",
-        "alpha-api-ms,t0-ms",
-        "--max-evals",
-        "60",
-        "--out",
-        profile.to_str().unwrap(),
-        report_path.to_str().unwrap(),
-    ]);
-    assert!(out.contains("measured.txt #2") && out.contains("mean TPOT (ms)"), "{out}");
-    assert!(out.contains("Wrote the profile to"), "{out}");
-    let text = std::fs::read_to_string(&profile).unwrap();
-    assert!(text.starts_with("# Stack constants fitted by `servebench sim fit`"), "{text}");
-    let number = |key: &str| -> f64 {
-        let line = text.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap();
-        line.split('=').nth(1).unwrap().trim().parse().unwrap()
-    };
-    assert!((number("alpha_api_ms") / 90.0 - 1.0).abs() < 0.1, "{text}");
-    assert!((number("t0_ms") / 6.0 - 1.0).abs() < 0.2, "{text}");
-
-    // The profile reproduces the measurement.
-    // (In process: the command line's vLLM-compatibility check refuses `--profile`, vLLM's
-    // torch-profiler flag, before any subcommand sees it.)
-    let saved = dir.path().to_str().unwrap();
-    let with_profile = predict_args(
-        "32",
-        "8",
-        &[
-            "--profile",
-            profile.to_str().unwrap(),
-            "--save-result",
-            "--result-dir",
-            saved,
-            "--result-filename",
-            "p.json",
-        ],
-    );
-    let cli = Cli::try_parse_from(std::iter::once("servebench").chain(with_profile.iter().copied())).unwrap();
-    let Command::Sim(SimCommand::Predict(args)) = cli.command else { panic!("not sim predict") };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let out = Sink::memory();
-    runtime.block_on(commands::sim_predict::run(*args, &out)).unwrap();
-    assert!(out.text().contains("Saved the result to"), "{}", out.text());
-    let predicted = read_json(&dir.path().join("p.json"));
-    let measured = measure("32", "8");
-    for (key, label) in [("mean_ttft_ms", "Mean TTFT (ms):"), ("mean_tpot_ms", "Mean TPOT (ms):")] {
-        let (p, m) = (predicted[key].as_f64().unwrap(), value(&measured, label));
-        assert!((p / m - 1.0).abs() < 0.05, "{label} {p} vs {m}");
-    }
-
-    // Result JSON files are read too.
-    let json_dir = dir.path().to_str().unwrap();
-    ok(&predict_args("40", "4", &["--save-result", "--result-dir", json_dir, "--result-filename", "m.json"]));
-    let out = ok(&[
-        "sim",
-        "fit",
-        "--model",
-        "Qwen/Qwen3-0.6B",
-        "--hardware",
-        "l40s",
-        "--max-evals",
-        "12",
-        "--out",
-        profile.to_str().unwrap(),
-        dir.path().join("m.json").to_str().unwrap(),
-    ]);
-    assert!(out.contains("m.json") && out.contains("Fitting alpha-api-ms, gemm-eff.bf16"), "{out}");
-}
-
 /// The store's copy of reference report 000: eleven models on a `dgx-spark`, one block each.
-fn report_000() -> String {
+pub(super) fn report_000() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vllm-reports/000-dense-models.txt");
     path.to_str().unwrap().to_string()
-}
-
-#[test]
-fn sim_fit_fits_only_the_blocks_of_the_model_given() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("fitted.toml");
-    let report = report_000();
-    let fit = |model: &'static str, extra: &[&'static str]| -> Vec<String> {
-        let mut args = vec!["sim", "fit", "--model", model, "--hardware", "dgx-spark", "--max-evals", "4"];
-        args.extend(["--fit", "alpha-api-ms,t0-ms"]);
-        args.extend(extra);
-        let mut args: Vec<String> = args.into_iter().map(str::to_string).collect();
-        args.extend(["--out".to_string(), profile.to_str().unwrap().to_string(), report.clone()]);
-        args
-    };
-    let run = |args: &[String]| ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
-
-    let out = run(&fit("Qwen/Qwen3-8B", &[]));
-    assert!(
-        out.contains("Left out 10 of 11 measured runs: 10 of other models (Qwen/Qwen3-4B, Qwen/Qwen3-1.7B,"),
-        "{out}"
-    );
-    assert!(out.contains("to 1 measured run(s) of Qwen/Qwen3-8B on"), "{out}");
-    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("000-dense-models.txt #")).collect();
-    // Mean TTFT, mean TPOT, output throughput and the median TTFT the fit matches too.
-    assert_eq!(rows.len(), 4, "{out}");
-    assert!(rows.iter().any(|r| r.contains("median TTFT (ms)")), "{out}");
-    for row in rows {
-        assert!(row.starts_with("000-dense-models.txt #1 (line 3)") && row.ends_with("  model=Qwen/Qwen3-8B"), "{out}");
-    }
-    assert!(profile.exists());
-
-    let out = run(&fit("Qwen/Qwen3-8B", &["--all-points"]));
-    assert!(out.contains("to 11 measured run(s)") && !out.contains("Left out"), "{out}");
-    assert!(out.contains("model=microsoft/Phi-4-mini-instruct"), "{out}");
-
-    std::fs::remove_file(&profile).unwrap();
-    let args = fit("meta-llama/Llama-3.1-8B-Instruct", &[]);
-    let (_, err) = fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(err.contains("no measured point is of meta-llama/Llama-3.1-8B-Instruct"), "{err}");
-    assert!(err.contains("the 11 point(s) given are of Qwen/Qwen3-8B, Qwen/Qwen3-4B,"), "{err}");
-    assert!(err.contains("microsoft/Phi-4-mini-instruct") && err.contains("--model NAME"), "{err}");
-    assert!(err.contains("add --all-points to fit them all anyway"), "{err}");
-    assert!(!profile.exists());
-}
-
-/// Without `--model`, `sim fit` fits the model the runs name; several need `--model` or
-/// `--all-points`, and runs that name none need `--model`.
-#[test]
-fn sim_fit_takes_the_model_the_runs_name_when_none_is_given() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("fitted.toml");
-    let report = report_000();
-    let out_path = profile.to_str().unwrap();
-    let base = ["sim", "fit", "--hardware", "dgx-spark", "--max-evals", "4", "--fit", "t0-ms", "--out", out_path];
-    let (_, err) = fails(&[&base[..], &[report.as_str()]].concat());
-    assert!(err.contains("the results name 11 models (Qwen/Qwen3-8B, Qwen/Qwen3-4B,"), "{err}");
-    assert!(err.contains("give --model to fit one of them, or --all-points"), "{err}");
-    let out = ok(&[&base[..], &["--all-points", report.as_str()]].concat());
-    assert!(out.contains("to 11 measured run(s) of Qwen/Qwen3-8B on"), "{out}");
-    // One model named: fitted without --model.
-    let one = dir.path().join("one.txt");
-    let text = std::fs::read_to_string(&report).unwrap();
-    let first_two_blocks: String = text.split("Results ").take(2).collect::<Vec<_>>().join("Results ");
-    std::fs::write(&one, first_two_blocks).unwrap();
-    let out = ok(&[&base[..], &[one.to_str().unwrap()]].concat());
-    assert!(out.contains("to 1 measured run(s) of Qwen/Qwen3-8B on dgx-spark"), "{out}");
-    let bare = dir.path().join("bare.txt");
-    let block = &text[text.find("============ Serving").unwrap()..];
-    std::fs::write(&bare, &block[..block.find("Results ").unwrap_or(block.len())]).unwrap();
-    let (_, err) = fails(&[&base[..], &[bare.to_str().unwrap()]].concat());
-    assert!(err.contains("the results name no model: give the model to simulate with --model"), "{err}");
-}
-
-/// With `--all-points` each block runs on the deployment of the `vllm serve` line above it, so
-/// a model too big for the flags' one GPU fits without a `--tp` (which would override the
-/// blocks' own); without it, the flags' deployment must fit and the error says so.
-#[test]
-fn sim_fit_all_points_takes_each_block_s_deployment_from_its_serve_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("fitted.toml");
-    let report = dir.path().join("reports.txt");
-    let block = |n: u64| {
-        let s = servebench_core::metrics::Summary {
-            completed: n,
-            duration_s: 10.0,
-            total_input_tokens: 1024 * n,
-            total_output_tokens: Some(64 * n),
-            output_throughput: Some(6.4 * n as f64),
-            ..Default::default()
-        };
-        servebench_core::vllm::render_result_block(&s)
-    };
-    std::fs::write(
-        &report,
-        format!(
-            "vllm serve Qwen/Qwen3-235B-A22B -tp 8\n{}\nvllm serve Qwen/Qwen3-235B-A22B-FP8 -tp 4\n{}",
-            block(8),
-            block(4)
-        ),
-    )
-    .unwrap();
-    let args = |extra: &'static str| {
-        let mut a: Vec<String> = ["sim", "fit", "--model", "Qwen/Qwen3-235B-A22B", "--hardware", "h100-sxm"]
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        a.extend(["--fit", "moe-eff.bf16", "--max-evals", "4", "--out"].map(str::to_string));
-        a.push(profile.to_str().unwrap().to_string());
-        if !extra.is_empty() {
-            a.push(extra.to_string());
-        }
-        a.push(report.to_str().unwrap().to_string());
-        a
-    };
-    let all = args("--all-points");
-    let out = ok(&all.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.contains("to 2 measured run(s)"), "{out}");
-    assert!(out.contains("tp=8") && out.contains("tp=4"), "{out}");
-    let one = args("");
-    let (_, err) = fails(&one.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(err.contains("does not fit on h100-sxm with tp=1") && err.contains("Use more GPUs"), "{err}");
 }
 
 #[test]

@@ -1,0 +1,193 @@
+//! Tests of the serving options: vLLM's spellings, defaults and the checks against model and hardware.
+
+use super::*;
+use crate::presets::Presets;
+
+fn parse(model: &str, hw: &str, pairs: &[(&str, &str)]) -> Result<ServingOptions, SimError> {
+    let p = Presets::embedded().unwrap();
+    let hw = p.hardware(hw).unwrap();
+    let mut stack = hw.stack.clone();
+    let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    ServingOptions::parse(&pairs, p.model(model).unwrap(), hw, &mut stack)
+}
+
+#[test]
+fn the_mxfp4_backend_applies_only_to_w4a16_mxfp4_experts() {
+    let o = parse("openai/gpt-oss-120b", "h100-sxm", &[("mxfp4-backend", "Triton")]).unwrap();
+    assert_eq!(o.mxfp4_backend, Mxfp4Backend::Triton);
+    assert_eq!(parse("openai/gpt-oss-120b", "h100-sxm", &[]).unwrap().mxfp4_backend, Mxfp4Backend::Marlin);
+    for (model, hw, says) in
+        [("Qwen/Qwen3-8B", "h100-sxm", "is bf16 and dense"), ("openai/gpt-oss-120b", "b200", "W4A8")]
+    {
+        let e = parse(model, hw, &[("mxfp4-backend", "triton")]).unwrap_err().to_string();
+        assert!(e.contains(says) && e.contains("drop mxfp4-backend"), "{e}");
+    }
+    let e = parse("openai/gpt-oss-120b", "h100-sxm", &[("mxfp4-backend", "cutlass")]).unwrap_err();
+    assert!(e.to_string().contains("expected marlin or triton"), "{e}");
+}
+
+#[test]
+fn batch_defaults_follow_vllm_rules() {
+    for (hw, tokens, seqs) in [
+        ("h100-sxm", 8192, 1024),
+        ("mi300x", 8192, 1024),
+        ("dgx-spark", 8192, 1024),
+        ("a100-80g", 2048, 256),
+        ("l40s", 2048, 256),
+        ("rtx-4090", 2048, 256),
+    ] {
+        let o = parse("Qwen/Qwen3-0.6B", hw, &[]).unwrap();
+        assert_eq!((o.max_num_batched_tokens, o.max_num_seqs), (tokens, seqs), "{hw}");
+        assert!(o.enable_prefix_caching);
+    }
+}
+
+#[test]
+fn vllm_spellings_and_aliases_are_accepted() {
+    let o = parse(
+        "Qwen/Qwen3-8B",
+        "h100-sxm",
+        &[
+            ("--tensor_parallel_size", "2"),
+            ("gpu_memory_utilization", "0.8"),
+            ("kv-cache-dtype", "fp8"),
+            ("enable-prefix-caching", "false"),
+            ("quantization", "fp8"),
+            ("interconnect", "PCIe4"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(o.tp, 2);
+    assert_eq!(o.gpu_memory_utilization, 0.8);
+    assert_eq!(o.kv_cache_dtype, KvDtype::Fp8);
+    assert!(!o.enable_prefix_caching);
+    assert_eq!(o.precision, Some(Precision::Fp8));
+    assert_eq!(o.interconnect.unwrap().name, "pcie4");
+}
+
+#[test]
+fn unknown_keys_and_bad_values_say_what_is_accepted() {
+    let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("max-seqs", "4")]).unwrap_err().to_string();
+    assert!(err.contains("max-seqs") && err.contains("max-num-seqs"), "{err}");
+    let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("gpu-memory-utilization", "1.5")]).unwrap_err().to_string();
+    assert!(err.contains("(0, 1]"), "{err}");
+    let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("block-size", "12")]).unwrap_err().to_string();
+    assert!(err.contains("16"), "{err}");
+    let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("interconnect", "usb")]).unwrap_err().to_string();
+    assert!(err.contains("nvlink4"), "{err}");
+    let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("t0-ms", "-2")]).unwrap_err().to_string();
+    assert!(err.contains("t0_ms"), "{err}");
+}
+
+#[test]
+fn contradictions_name_both_sides() {
+    let err = |pairs: &[(&str, &str)]| parse("Qwen/Qwen3-8B", "h100-sxm", pairs).unwrap_err().to_string();
+    let e = err(&[("tp", "3")]);
+    assert!(e.contains("tp=3") && e.contains("32 attention heads"), "{e}");
+    let e = err(&[("tp", "8"), ("pp", "2"), ("nodes", "1")]);
+    assert!(e.contains("16 GPUs") && e.contains("nodes=1"), "{e}");
+    assert!(parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).is_ok());
+    let e = err(&[("nodes", "2")]);
+    assert!(e.contains("nodes=2"), "{e}");
+    let e = err(&[("max-num-seqs", "512"), ("max-num-batched-tokens", "256")]);
+    assert!(e.contains("max-num-batched-tokens=256") && e.contains("max-num-seqs=512"), "{e}");
+    let e = err(&[("max-model-len", "100000")]);
+    assert!(e.contains("40960"), "{e}");
+    let e = err(&[("tp", "2"), ("tensor-parallel-size", "4")]);
+    assert!(e.contains("twice"), "{e}");
+}
+
+#[test]
+fn a_huge_node_count_is_refused_not_overflowed() {
+    let e = parse("Qwen/Qwen3-8B", "h100-sxm", &[("nodes", "4000000000")]).unwrap_err().to_string();
+    assert!(e.contains("nodes=4000000000") && e.contains("lower nodes"), "{e}");
+    let e = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("dp", "4000000000")]).unwrap_err().to_string();
+    assert!(e.contains("dp") && e.contains("at most 16384"), "{e}");
+}
+
+#[test]
+fn nodes_are_derived_from_the_gpus_when_not_given() {
+    // One GPU per DGX Spark: tp=4 takes four of them.
+    let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4")]).unwrap();
+    assert_eq!((spark.nodes, spark.nodes_derived), (4, true));
+    let e = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nodes", "2")]).unwrap_err().to_string();
+    assert!(e.contains("4 GPUs") && e.contains("nodes=2") && e.contains("1 GPUs per dgx-spark"), "{e}");
+    // Eight per H100 node: tp=8 x dp=3 needs three nodes; tp=2 one.
+    let h = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("tp", "8"), ("dp", "3")]).unwrap();
+    assert_eq!((h.nodes, h.gpus()), (3, 24));
+    let one = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]).unwrap();
+    assert_eq!((one.nodes, one.nodes_derived), (1, true));
+    let given = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).unwrap();
+    assert!(!given.nodes_derived);
+}
+
+#[test]
+fn a_layout_over_machines_becomes_sizes_by_the_gpus_per_node() {
+    // "4 nodes (tp)" on DGX Sparks (one GPU each) is tp=4; on H100 nodes of eight, tp=16.
+    let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4")]).unwrap();
+    assert_eq!((spark.tp, spark.pp, spark.nodes, spark.nodes_derived), (4, 1, 4, false));
+    let h = parse("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp-nodes", "2")]).unwrap();
+    assert_eq!((h.tp, h.nodes), (16, 2));
+    let pp = parse("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("pp-nodes", "2")]).unwrap();
+    assert_eq!((pp.tp, pp.pp, pp.nodes), (8, 2, 2));
+    // Sizes given as well must agree.
+    assert!(parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4"), ("tp", "4"), ("nodes", "4")]).is_ok());
+    let e = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4"), ("tp", "8")]).unwrap_err().to_string();
+    assert!(e.contains("tp-nodes=4") && e.contains("tp=4") && e.contains("tp=8 is given"), "{e}");
+    let e = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4"), ("pp-nodes", "2")]).unwrap_err();
+    assert!(e.to_string().contains("both give the layout"), "{e}");
+    assert!(parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "0")]).is_err());
+}
+
+#[test]
+fn data_and_expert_parallel_options_use_vllm_spellings() {
+    let o = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[]).unwrap();
+    assert_eq!((o.dp, o.expert_parallel, o.enforce_eager), (1, false, false));
+    for pairs in [
+        [("--data-parallel-size", "2"), ("--enable-expert-parallel", ""), ("--enforce-eager", "")],
+        [("dp", "2"), ("ep", "true"), ("enforce_eager", "true")],
+        [("-dp", "2"), ("enable_expert_parallel", "1"), ("enforce-eager", "yes")],
+    ] {
+        let mut pairs = pairs.to_vec();
+        pairs.push(("tp", "4"));
+        let o = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &pairs).unwrap();
+        assert_eq!((o.tp, o.dp, o.expert_parallel, o.enforce_eager), (4, 2, true, true), "{pairs:?}");
+        assert_eq!((o.gpus(), o.expert_shards(), o.nodes), (8, 8, 1));
+        assert_eq!(o.parallel_text(), "tp=4 dp=2 ep");
+    }
+    let no_ep = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("tp", "4"), ("dp", "2")]).unwrap();
+    assert_eq!(no_ep.expert_shards(), 4);
+    let e = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("ep", "maybe")]).unwrap_err().to_string();
+    assert!(e.contains("true or false"), "{e}");
+    let e = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("dp", "0")]).unwrap_err().to_string();
+    assert!(e.contains(">= 1"), "{e}");
+}
+
+#[test]
+fn expert_parallel_needs_experts_to_spread() {
+    let e = parse("Qwen/Qwen3-8B", "h100-sxm", &[("enable-expert-parallel", "true")]).unwrap_err().to_string();
+    assert!(e.contains("mixture-of-experts") && e.contains("Qwen/Qwen3-8B"), "{e}");
+    // gpt-oss-20b has 32 experts: 8 x 8 GPUs would leave some without one.
+    let e =
+        parse("openai/gpt-oss-20b", "h100-sxm", &[("tp", "8"), ("dp", "8"), ("ep", "true")]).unwrap_err().to_string();
+    assert!(e.contains("32 experts") && e.contains("64 GPUs"), "{e}");
+}
+
+#[test]
+fn mla_models_take_any_tp_that_divides_the_heads() {
+    let r1 = parse("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]).unwrap();
+    assert_eq!(r1.tp, 8);
+    let e = parse("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "6")]).unwrap_err().to_string();
+    assert!(e.contains("128 attention heads"), "{e}");
+}
+
+#[test]
+fn the_allreduce_crosses_nodes_only_when_tp_spans_them() {
+    let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nodes", "4")]).unwrap();
+    let p = Presets::embedded().unwrap();
+    assert_eq!(spark.allreduce_link(p.hardware("dgx-spark").unwrap()).name, "200gbe");
+    let h = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).unwrap();
+    let h100 = p.hardware("h100-sxm").unwrap();
+    assert_eq!(h.allreduce_link(h100).name, "nvlink4");
+    assert_eq!(h.pipeline_link(h100).name, "ib-ndr");
+}

@@ -143,6 +143,10 @@ impl Headings {
                         self.scopes.retain(|scope| !set_by_serve(&scope.key));
                     }
                     for (key, values) in labels {
+                        // A layout in machines and one in sizes say the same thing twice: the
+                        // later heading's stands.
+                        let replaced = superseded_by(&key);
+                        self.scopes.retain(|scope| !replaced.contains(&scope.key.as_str()));
                         self.set(key, values, line, notes);
                     }
                 }
@@ -298,9 +302,22 @@ pub const SERVE_OPTION_LABELS: [&str; 8] = [
     "enable-prefix-caching",
 ];
 
-/// Whether a `vllm serve` line can set the label `key`.
+/// Whether a `vllm serve` line can set the label `key` (and so resets it): its parallel sizes
+/// replace a layout over machines given before it too.
 fn set_by_serve(key: &str) -> bool {
-    ["model", "tp", "pp", "dp", "ep"].contains(&key) || SERVE_OPTION_LABELS.contains(&key)
+    ["model", "tp", "pp", "dp", "ep", "tp-nodes", "pp-nodes", "nodes"].contains(&key)
+        || SERVE_OPTION_LABELS.contains(&key)
+}
+
+/// The labels a heading setting `key` replaces besides `key` itself: a layout over machines
+/// replaces the sizes and the other layout, and a size replaces the layouts.
+fn superseded_by(key: &str) -> &'static [&'static str] {
+    match key {
+        "tp-nodes" => &["tp", "pp", "nodes", "pp-nodes"],
+        "pp-nodes" => &["tp", "pp", "nodes", "tp-nodes"],
+        "tp" | "pp" | "nodes" => &["tp-nodes", "pp-nodes"],
+        _ => &[],
+    }
 }
 
 /// Switches of `vllm serve`: (flag, label, value). Every other `--NAME` flag whose NAME is one

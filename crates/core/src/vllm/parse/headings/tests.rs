@@ -232,3 +232,21 @@ fn a_list_longer_than_its_blocks_is_noted_at_its_heading_line() {
     assert!(note.starts_with("line 3: the list `n` has 3 values but only 2 result blocks"), "{note}");
     assert!(block_labels(&[]).blocks.is_empty());
 }
+
+#[test]
+fn a_layout_over_machines_and_parallel_sizes_replace_each_other() {
+    // The forum's order: a serve template, the model, then the layout; later a new layout, then
+    // a serve line with sizes of its own.
+    let text = format!(
+        "vllm serve M -pp 1 -tp X --kv-cache-dtype fp8\norg/a\n4 nodes (tp)\n{}\n8 nodes (tp)\n{}\nvllm serve org/b -tp 2\n{}\ntp: 4\n{}",
+        block(1),
+        block(2),
+        block(3),
+        block(4)
+    );
+    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    assert_eq!(labels.blocks[0], pairs(&[("kv-cache-dtype", "fp8"), ("model", "org/a"), ("tp-nodes", "4")]));
+    assert_eq!(labels.blocks[1], pairs(&[("kv-cache-dtype", "fp8"), ("model", "org/a"), ("tp-nodes", "8")]));
+    assert_eq!(labels.blocks[2], pairs(&[("model", "org/b"), ("tp", "2")]));
+    assert_eq!(labels.blocks[3], pairs(&[("model", "org/b"), ("tp", "4")]));
+}

@@ -35,7 +35,13 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         (Err(e), false) => return Err(e),
     };
     if let (false, Some(setup)) = (args.all_points, &base) {
-        let names: Vec<&str> = d.model.as_deref().into_iter().chain([setup.model.id.as_str()]).collect();
+        let names: Vec<&str> = d
+            .model
+            .as_deref()
+            .into_iter()
+            .chain([setup.model.id.as_str()])
+            .chain(setup.model.aliases.iter().map(String::as_str))
+            .collect();
         let total = points.len();
         let selection = calibration::select_model(points, &names)?;
         if selection.skipped() > 0 {

@@ -1,6 +1,8 @@
 //! `servebench sim fit`: the real binary fitting stack constants to reports, the profile it
 //! writes, which measured runs it takes, and its errors.
 
+use std::path::Path;
+
 use clap::Parser;
 use servebench::cli::{Cli, Command, SimCommand};
 use servebench::commands;
@@ -225,4 +227,35 @@ fn sim_fit_all_points_takes_each_block_s_deployment_from_its_serve_line() {
     let one = args("");
     let (_, err) = fails(&one.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(err.contains("does not fit on h100-sxm with tp=1") && err.contains("Use more GPUs"), "{err}");
+}
+
+/// Results that name a model by another of its ids (an alias of the preset) are fitted for it.
+#[test]
+fn sim_fit_takes_results_that_name_the_model_by_an_alias() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../sim/testdata/public/nvidia-forum-spark-qwen3-vl-32b-fp8.txt");
+    let text = std::fs::read_to_string(fixture).unwrap();
+    let renamed = text.replace("\nQwen/Qwen3-VL-32B-Instruct-FP8\n", "\nnvidia/Llama-3.3-70B-Instruct-FP4\n");
+    assert_ne!(renamed, text);
+    let report = dir.path().join("alias.txt");
+    std::fs::write(&report, renamed).unwrap();
+    let profile = dir.path().join("fitted.toml");
+    let out = ok(&[
+        "sim",
+        "fit",
+        "--model",
+        "nvidia/Llama-3.3-70B-Instruct-NVFP4",
+        "--hardware",
+        "dgx-spark",
+        "--fit",
+        "t-layer-us",
+        "--max-evals",
+        "4",
+        "--out",
+        profile.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.contains("to 1 measured run(s) of nvidia/Llama-3.3-70B-Instruct-NVFP4 on dgx-spark"), "{out}");
+    assert!(out.contains("tp-nodes=4"), "{out}");
 }

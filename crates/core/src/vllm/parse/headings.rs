@@ -34,8 +34,9 @@
 //!    (`num_prompts: 1, 2, 4, 8`), it is a **list** (see below). A line of several
 //!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word.
 //! 6. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
-//!    `model=org/name`. (The run store also makes it the run's model, `sim fit` picks the
-//!    blocks of the model it fits by it.)
+//!    `model=org/name`; or first and followed by a layout over machines
+//!    (`org/name (4 nodes, tp)`): that model and the layout's label. (The run store also makes
+//!    the model the run's model, `sim fit` picks the blocks of the model it fits by it.)
 //! 7. Anything else is free text: `heading=the line`. Several free-text lines before one
 //!    block are joined with ` / `.
 //!
@@ -285,6 +286,16 @@ pub fn classify(line: &str) -> Heading {
         && is_model_id(last)
     {
         return Heading::Labels(vec![("model".into(), vec![last.to_string()])]);
+    }
+    // A model id with its layout: `org/name (4 nodes, tp)`, `org/name - TP over 8 nodes`.
+    if let Some(at) = words.iter().position(|w| is_model_id(w))
+        && at == 0
+        && let Some((key, nodes)) = nodes_layout(&words[1..].join(" "))
+    {
+        return Heading::Labels(vec![
+            ("model".into(), vec![words[0].to_string()]),
+            (key.to_string(), vec![nodes.to_string()]),
+        ]);
     }
     Heading::Text(line.to_string())
 }

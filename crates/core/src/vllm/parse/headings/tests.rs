@@ -102,6 +102,16 @@ fn a_parallel_layout_over_machines_is_a_label() {
     {
         assert!(matches!(classify(line), Heading::Text(_)), "{line}: {:?}", classify(line));
     }
+    // With the model first on the line.
+    let both = |model: &str, key: &str, n: &str| {
+        Heading::Labels(vec![("model".into(), vec![model.into()]), (key.into(), vec![n.into()])])
+    };
+    assert_eq!(
+        classify("Qwen/Qwen3-VL-32B-Instruct-FP8 (4 nodes, tp)"),
+        both("Qwen/Qwen3-VL-32B-Instruct-FP8", "tp-nodes", "4")
+    );
+    assert_eq!(classify("openai/gpt-oss-120b - TP over 8 nodes"), both("openai/gpt-oss-120b", "tp-nodes", "8"));
+    assert!(matches!(classify("openai/gpt-oss-120b on 8 H100"), Heading::Text(_)));
     // The simulator's keys in any case.
     assert_eq!(classify("TP: 4"), label("tp", &["4"]));
     assert_eq!(classify("Nodes=2"), label("nodes", &["2"]));

@@ -320,9 +320,18 @@ impl CostModel {
             || (self.graph_max_ctx > 0 && b.max_context > self.graph_max_ctx)
     }
 
+    /// Rows a step's products run on: its tokens, or with CUDA graphs the captured size they
+    /// are padded to (see [`terms::graph_rows`]).
+    fn rows(&self, b: &BatchStats) -> f64 {
+        let tokens = b.tokens();
+        if self.eager(b) { tokens as f64 } else { terms::graph_rows(tokens) as f64 }
+    }
+
     /// The step time split into its terms.
     pub fn breakdown(&self, b: &BatchStats) -> StepBreakdown {
-        let all_tokens = b.tokens() as f64;
+        // Products (and the router: vLLM routes padded rows like real ones) run on the padded
+        // rows; attention, the LM head and the per-sequence costs see the real batch.
+        let all_tokens = self.rows(b);
         // With data-parallel attention each rank runs its share of the sequences; the step
         // lasts as long as one rank's share (the batch is spread evenly).
         let dp = self.dp;

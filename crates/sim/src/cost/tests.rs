@@ -61,6 +61,24 @@ fn tensor_parallelism_halves_the_kernels_and_adds_two_allreduces_per_layer() {
 }
 
 #[test]
+fn a_graph_pads_the_batch_and_its_padded_rows_touch_experts() {
+    // Five decodes run in the graph captured for eight, whose padded rows route like tokens.
+    let c = model("openai/gpt-oss-120b", "h100-sxm", &[]);
+    let (five, eight) = (c.breakdown(&decode_batch(5, 100)), c.breakdown(&decode_batch(8, 100)));
+    assert!((five.experts - eight.experts).abs() < 1e-12, "{five:?} {eight:?}");
+    assert!(five.experts > c.breakdown(&decode_batch(4, 100)).experts);
+    // Attention and the per-sequence costs see the five real sequences.
+    assert!(five.attention < eight.attention && five.fixed < eight.fixed, "{five:?} {eight:?}");
+    // Without graphs nothing is padded.
+    let eager = model("openai/gpt-oss-120b", "h100-sxm", &[("enforce-eager", "true")]);
+    assert!(eager.breakdown(&decode_batch(5, 100)).experts < eager.breakdown(&decode_batch(8, 100)).experts);
+    // A dense model's padded rows only add rows to products that stream their weights anyway.
+    let dense = model("Qwen/Qwen3-8B", "h100-sxm", &[]);
+    let (d5, d8) = (dense.breakdown(&decode_batch(5, 100)), dense.breakdown(&decode_batch(8, 100)));
+    assert!((d5.dense - d8.dense).abs() < 1e-12 && d5.total < d8.total, "{d5:?} {d8:?}");
+}
+
+#[test]
 fn moe_steps_read_the_experts_their_tokens_touch() {
     let c = model("openai/gpt-oss-120b", "h100-sxm", &[]);
     let touched: Vec<f64> = [1, 4, 16, 64, 1024].iter().map(|&n| c.experts_touched(n)).collect();

@@ -26,16 +26,18 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     let cost = CostModel::new(&setup);
     let b = cost.breakdown(&batch);
     let tokens = batch.tokens();
+    // With CUDA graphs the products (and the experts) run on the captured size's rows.
+    let rows = cost.rows(&batch);
     if args.json {
         let doc = serde_json::json!({
             "model": setup.model.id, "hardware": setup.hardware.name, "tp": setup.options.tp,
             "pp": setup.options.pp, "dp": setup.options.dp, "batch": args.batch, "context": args.context,
-            "prefill": args.prefill, "tokens": tokens, "experts_touched": experts(&setup, &cost, tokens),
-            "seconds": b,
+            "prefill": args.prefill, "tokens": tokens, "graph_rows": rows,
+            "experts_touched": experts(&setup, &cost, rows), "seconds": b,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        write!(out, "{}", render(args, &setup, &cost, &b, tokens))?;
+        write!(out, "{}", render(args, &setup, &cost, &b, tokens, rows))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -45,7 +47,7 @@ fn experts(setup: &SimSetup, cost: &CostModel, tokens: u64) -> Option<f64> {
     setup.model.moe.as_ref().map(|_| cost.experts_touched(tokens))
 }
 
-fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakdown, tokens: u64) -> String {
+fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakdown, tokens: u64, rows: u64) -> String {
     let o = &setup.options;
     let mut what = Vec::new();
     if args.batch > 0 {
@@ -63,8 +65,13 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
         o.dp,
         what.join(" and ")
     );
+    if rows > tokens {
+        s.push_str(&format!(
+            "run in the CUDA graph captured for {rows} rows: the products, and the experts the padded rows are routed to, cost {rows} tokens\n"
+        ));
+    }
     let format = setup.model.precision.compute_on(&setup.hardware.peak_tflops);
-    let expert_note = experts(setup, cost, tokens).map(|touched| {
+    let expert_note = experts(setup, cost, rows).map(|touched| {
         let moe = setup.model.moe.as_ref().map_or(0, |m| m.experts);
         let (ceiling, peak) = cost.expert_ceiling();
         let kernels = match o.mxfp4_backend {

@@ -415,6 +415,15 @@ fn sim_step_prices_one_step_term_by_term() {
     assert!((parts - s["total"].as_f64().unwrap()).abs() < 1e-12, "{doc}");
     assert_eq!(doc["tokens"], 2056);
     assert!(doc["experts_touched"].as_f64().unwrap() > 120.0, "2,056 tokens touch nearly all 128 experts: {doc}");
+    // Five decodes run in the graph of eight; the padded rows reach the experts too.
+    let (_, out) = run(&["--batch", "5"]);
+    assert!(out.contains("run in the CUDA graph captured for 8 rows"), "{out}");
+    let (_, out) = run(&["--batch", "5", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((doc["tokens"].as_u64(), doc["graph_rows"].as_u64()), (Some(5), Some(8)), "{doc}");
+    let (_, eight) = run(&["--batch", "8", "--json"]);
+    let eight: serde_json::Value = serde_json::from_str(&eight).unwrap();
+    assert_eq!(doc["experts_touched"], eight["experts_touched"], "{doc} {eight}");
     let (r, _) = run(&["--batch", "0"]);
     assert!(r.unwrap_err().to_string().contains("--batch N decoding sequences or --prefill"));
 }

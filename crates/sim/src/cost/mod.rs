@@ -322,16 +322,16 @@ impl CostModel {
 
     /// Rows a step's products run on: its tokens, or with CUDA graphs the captured size they
     /// are padded to (see [`terms::graph_rows`]).
-    fn rows(&self, b: &BatchStats) -> f64 {
+    pub fn rows(&self, b: &BatchStats) -> u64 {
         let tokens = b.tokens();
-        if self.eager(b) { tokens as f64 } else { terms::graph_rows(tokens) as f64 }
+        if self.eager(b) { tokens } else { terms::graph_rows(tokens) }
     }
 
     /// The step time split into its terms.
     pub fn breakdown(&self, b: &BatchStats) -> StepBreakdown {
         // Products (and the router: vLLM routes padded rows like real ones) run on the padded
         // rows; attention, the LM head and the per-sequence costs see the real batch.
-        let all_tokens = self.rows(b);
+        let all_tokens = self.rows(b) as f64;
         // With data-parallel attention each rank runs its share of the sequences; the step
         // lasts as long as one rank's share (the batch is spread evenly).
         let dp = self.dp;

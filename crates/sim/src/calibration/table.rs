@@ -74,7 +74,7 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
     if measured.is_empty() {
         return Err("the row has none of mean_ttft, mean_tpot and output_tput_per_gpu".into());
     }
-    let labels = value
+    let mut labels: Vec<(String, String)> = value
         .as_object()
         .map(|o| {
             o.iter()
@@ -91,7 +91,6 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
                 .collect()
         })
         .unwrap_or_default();
-    let mut labels: Vec<(String, String)> = labels;
     add_suite_flags(&mut labels);
     Ok(MeasuredPoint {
         label,

@@ -181,6 +181,8 @@ mod tests {
             ("AMD Instinct MI300X", "mi300x"),
             ("  MI355X ", "mi355x"),
             ("NVIDIA H100 PCIe", "h100-pcie"),
+            ("NVIDIA DGX Spark", "dgx-spark"),
+            ("DGX Spark", "dgx-spark"),
         ] {
             assert_eq!(p.hardware(given).unwrap().name, preset, "{given:?}");
         }

@@ -28,8 +28,8 @@
 //!    not matter): `tp-nodes=N` or `pp-nodes=N`, tensor (or pipeline) parallel over every GPU
 //!    of N machines, which the simulator turns into sizes with the hardware's GPUs per node.
 //! 5. `key: value` or `key=value`, where the key is one word (letters, digits, `_`, `.`,
-//!    `-`): `key=value`, the key as written (except `Model`, `TP`, `PP`, `DP`, `EP` and
-//!    `Nodes` in any case, which become `model`, `tp`, `pp`, `dp`, `ep` and `nodes`).
+//!    `-`): `key=value`, the key as written (except the keys the simulator reads, `model`,
+//!    `tp`, `pp`, `dp`, `ep`, `nodes`, `hw`, `hardware` and `gpu`, taken in any case).
 //!    If the value is a comma-separated list of two or more single-word items
 //!    (`num_prompts: 1, 2, 4, 8`), it is a **list** (see below). A line of several
 //!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word.
@@ -420,7 +420,7 @@ fn key_value(line: &str) -> Option<(String, Vec<String>)> {
 }
 
 /// Keys written in any case that are read in lower case (the ones the simulator reads).
-const NORMALISED_KEYS: [&str; 6] = ["model", "tp", "pp", "dp", "ep", "nodes"];
+const NORMALISED_KEYS: [&str; 9] = ["model", "tp", "pp", "dp", "ep", "nodes", "hw", "hardware", "gpu"];
 
 /// Quotes a pasted command may be wrapped in, straight or typographic.
 const QUOTES: &[char] = &['"', '\'', '`', '\u{201c}', '\u{201d}', '\u{2018}', '\u{2019}'];

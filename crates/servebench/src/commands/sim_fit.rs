@@ -144,10 +144,8 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
 /// `--all-points` the first of several (each run is still simulated as its own model).
 fn model_the_runs_name(points: &[calibration::MeasuredPoint], all_points: bool) -> anyhow::Result<String> {
     let mut names: Vec<&str> = Vec::new();
-    for point in points {
-        if let Some((_, name)) = point.labels.iter().find(|(k, _)| k == "model")
-            && !names.contains(&name.as_str())
-        {
+    for name in points.iter().filter_map(calibration::MeasuredPoint::model) {
+        if !names.contains(&name) {
             names.push(name);
         }
     }

@@ -288,12 +288,12 @@ pub fn classify(line: &str) -> Heading {
         return Heading::Labels(vec![("model".into(), vec![last.to_string()])]);
     }
     // A model id with its layout: `org/name (4 nodes, tp)`, `org/name - TP over 8 nodes`.
-    if let Some(at) = words.iter().position(|w| is_model_id(w))
-        && at == 0
-        && let Some((key, nodes)) = nodes_layout(&words[1..].join(" "))
+    if let Some((&model, rest)) = words.split_first()
+        && is_model_id(model)
+        && let Some((key, nodes)) = nodes_layout(&rest.join(" "))
     {
         return Heading::Labels(vec![
-            ("model".into(), vec![words[0].to_string()]),
+            ("model".into(), vec![model.to_string()]),
             (key.to_string(), vec![nodes.to_string()]),
         ]);
     }

@@ -73,9 +73,11 @@ pub struct StackProfile {
     #[serde(default)]
     pub api_us_per_output_token: f64,
     /// The SMs' integer operations a dequantizing expert kernel (Marlin's) spends per weight:
-    /// set, its weights stream no faster than `int32 rate / dequant_ops_per_weight`; unset, at
-    /// the memory's pace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// set, its weights stream no faster than `int32 rate / dequant_ops_per_weight`; unset
+    /// (`false` in a preset or profile), at the memory's pace. vLLM's Marlin kernels for MXFP4
+    /// experts take the same time on an H100 and an H200 (`scripts/sim/marlin_probe.py`): the
+    /// SMs bound them, not the memory.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ops_or_off")]
     pub dequant_ops_per_weight: Option<f64>,
     /// Latency of one tensor-parallel all-reduce, µs; unset takes the link's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,6 +129,32 @@ impl Default for TritonMoeKernel {
     }
 }
 
+/// Integer operations a weight that hold Marlin's MXFP4 experts to the H100's calibrated
+/// stream: 33.5 TOPS / 5.7 x 0.53125 bytes a weight is 3.12 TB/s, just above the 3.12 TB/s that
+/// `eta_bw` gives the H100 (so no H100 prediction moves), and the same 3.12 TB/s on an H200,
+/// whose Marlin kernels measured no faster than the H100's (2 % at the median, CALIBRATION.md,
+/// "Marlin's experts are bound by the SMs"). The kernels alone, on uniformly routed random
+/// tokens, stream the padded weights at 2.6 TB/s at most (6.6 operations a weight, 6.0 counted
+/// on the checkpoint's own bytes).
+pub const DEQUANT_OPS_PER_WEIGHT: f64 = 5.7;
+
+/// A number, or `false` for none (TOML has no null).
+fn ops_or_off<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OpsOrOff {
+        Off(bool),
+        Ops(f64),
+    }
+    match Option::<OpsOrOff>::deserialize(d)? {
+        Some(OpsOrOff::Ops(v)) => Ok(Some(v)),
+        Some(OpsOrOff::Off(false)) | None => Ok(None),
+        Some(OpsOrOff::Off(true)) => {
+            Err(serde::de::Error::custom("dequant_ops_per_weight takes a number of operations, or false for no cap"))
+        }
+    }
+}
+
 impl Default for StackProfile {
     /// vLLM V1 with CUDA graphs on an NVIDIA datacenter GPU: the constants calibrated on the
     /// H100 (see `presets/hardware/CALIBRATION.md`); other devices' presets override only what
@@ -153,7 +181,7 @@ impl Default for StackProfile {
             api_us_per_token: 3.9,
             api_ms_per_request: 1.09,
             api_us_per_output_token: 27.0,
-            dequant_ops_per_weight: None,
+            dequant_ops_per_weight: Some(DEQUANT_OPS_PER_WEIGHT),
             alpha_ar_us: None,
             eager_layer_us: 0.0,
             graph_max_tokens: 512,
@@ -436,6 +464,7 @@ impl StackProfile {
         for (name, v) in [
             ("triton_moe.ops_per_weight", self.triton_moe.ops_per_weight),
             ("triton_moe.m_half", self.triton_moe.m_half),
+            ("dequant_ops_per_weight", self.dequant_ops_per_weight.unwrap_or(1.0)),
         ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("{name} must be positive, got {v}"));
@@ -511,59 +540,4 @@ fn merge(base: &mut serde_json::Value, patch: &serde_json::Value) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn options_set_fields_and_per_format_tables() {
-        let mut p = StackProfile::default();
-        assert!(p.set_option("t0-ms", "3.5").unwrap());
-        assert!(p.set_option("gemm-eff.fp8", "0.7").unwrap());
-        assert!(p.set_option("moe-eff", "0.2").unwrap());
-        assert!(p.set_option("jitter", "0").unwrap());
-        assert!(p.set_option("alpha-ar-us", "120").unwrap());
-        assert_eq!(p.t0_ms, 3.5);
-        assert_eq!(p.gemm_eff.fp8, 0.7);
-        assert_eq!(p.gemm_eff.bf16, StackProfile::default().gemm_eff.bf16);
-        assert_eq!(p.moe_eff, PrecisionTable::splat(0.2));
-        // `--option` keys arrive with `_` turned to `-`: both spellings name the format.
-        assert!(p.set_option("moe-eff.weight-only", "0.25").unwrap());
-        assert_eq!(p.moe_eff.weight_only, 0.25);
-        assert!(p.set_option("moe-eff.weight_only", "0.3").unwrap());
-        assert_eq!(p.moe_eff.weight_only, 0.3);
-        assert!(p.set_option("moe-eff.int3", "0.3").unwrap_err().contains("weight_only"));
-        assert_eq!(p.jitter_sigma, 0.0);
-        assert_eq!(p.alpha_ar_us, Some(120.0));
-        assert!(!p.set_option("max-num-seqs", "4").unwrap());
-        assert!(p.set_option("eta-bw", "-1").unwrap_err().contains("eta_bw"));
-        assert!(p.set_option("t0-ms", "fast").is_err());
-        assert!(p.set_option("t0-ms.fp8", "1").is_err());
-    }
-
-    #[test]
-    fn toml_output_reads_back_to_the_same_profile() {
-        let p = StackProfile {
-            name: Some("toy/vllm".into()),
-            alpha_ar_us: Some(42.0),
-            t_seq_us: 123.25,
-            ..StackProfile::default()
-        };
-        let dir = std::env::temp_dir().join(format!("sb-sim-profile-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("fit.toml");
-        std::fs::write(&path, p.to_toml()).unwrap();
-        let mut back = StackProfile::default();
-        back.apply_file(&path).unwrap();
-        assert_eq!(back, p);
-        let json = dir.join("fit.json");
-        std::fs::write(&json, r#"{"eta_bw": 0.9, "moe_eff": {"fp4": 0.1}}"#).unwrap();
-        let mut partial = StackProfile::default();
-        partial.apply_file(&json).unwrap();
-        assert_eq!(partial.eta_bw, 0.9);
-        assert_eq!(partial.moe_eff.fp4, 0.1);
-        std::fs::write(&json, r#"{"eta_bandwidth": 0.9}"#).unwrap();
-        let err = StackProfile::default().apply_file(&json).unwrap_err().to_string();
-        assert!(err.contains("eta_bandwidth") && err.contains("fit.json"), "{err}");
-        std::fs::remove_dir_all(&dir).ok();
-    }
-}
+mod tests;

@@ -1,0 +1,76 @@
+//! Tests of the stack profile: options, files, the dequantizing cap.
+
+use super::*;
+
+#[test]
+fn options_set_fields_and_per_format_tables() {
+    let mut p = StackProfile::default();
+    assert!(p.set_option("t0-ms", "3.5").unwrap());
+    assert!(p.set_option("gemm-eff.fp8", "0.7").unwrap());
+    assert!(p.set_option("moe-eff", "0.2").unwrap());
+    assert!(p.set_option("jitter", "0").unwrap());
+    assert!(p.set_option("alpha-ar-us", "120").unwrap());
+    assert_eq!(p.t0_ms, 3.5);
+    assert_eq!(p.gemm_eff.fp8, 0.7);
+    assert_eq!(p.gemm_eff.bf16, StackProfile::default().gemm_eff.bf16);
+    assert_eq!(p.moe_eff, PrecisionTable::splat(0.2));
+    // `--option` keys arrive with `_` turned to `-`: both spellings name the format.
+    assert!(p.set_option("moe-eff.weight-only", "0.25").unwrap());
+    assert_eq!(p.moe_eff.weight_only, 0.25);
+    assert!(p.set_option("moe-eff.weight_only", "0.3").unwrap());
+    assert_eq!(p.moe_eff.weight_only, 0.3);
+    assert!(p.set_option("moe-eff.int3", "0.3").unwrap_err().contains("weight_only"));
+    assert_eq!(p.jitter_sigma, 0.0);
+    assert_eq!(p.alpha_ar_us, Some(120.0));
+    assert!(!p.set_option("max-num-seqs", "4").unwrap());
+    assert!(p.set_option("eta-bw", "-1").unwrap_err().contains("eta_bw"));
+    assert!(p.set_option("t0-ms", "fast").is_err());
+    assert!(p.set_option("t0-ms.fp8", "1").is_err());
+}
+
+#[test]
+fn toml_output_reads_back_to_the_same_profile() {
+    let p = StackProfile {
+        name: Some("toy/vllm".into()),
+        alpha_ar_us: Some(42.0),
+        t_seq_us: 123.25,
+        ..StackProfile::default()
+    };
+    let dir = std::env::temp_dir().join(format!("sb-sim-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("fit.toml");
+    std::fs::write(&path, p.to_toml()).unwrap();
+    let mut back = StackProfile::default();
+    back.apply_file(&path).unwrap();
+    assert_eq!(back, p);
+    let json = dir.join("fit.json");
+    std::fs::write(&json, r#"{"eta_bw": 0.9, "moe_eff": {"fp4": 0.1}}"#).unwrap();
+    let mut partial = StackProfile::default();
+    partial.apply_file(&json).unwrap();
+    assert_eq!(partial.eta_bw, 0.9);
+    assert_eq!(partial.moe_eff.fp4, 0.1);
+    std::fs::write(&json, r#"{"eta_bandwidth": 0.9}"#).unwrap();
+    let err = StackProfile::default().apply_file(&json).unwrap_err().to_string();
+    assert!(err.contains("eta_bandwidth") && err.contains("fit.json"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn the_dequant_cap_is_on_by_default_and_false_turns_it_off() {
+    let mut p = StackProfile::default();
+    assert_eq!(p.dequant_ops_per_weight, Some(DEQUANT_OPS_PER_WEIGHT));
+    p.apply_patch(&serde_json::json!({"dequant_ops_per_weight": false})).unwrap();
+    assert_eq!(p.dequant_ops_per_weight, None);
+    p.apply_patch(&serde_json::json!({"dequant_ops_per_weight": 6.0})).unwrap();
+    assert_eq!(p.dequant_ops_per_weight, Some(6.0));
+    let err = p.apply_patch(&serde_json::json!({"dequant_ops_per_weight": true})).unwrap_err();
+    assert!(err.contains("false for no cap"), "{err}");
+    let err = p.apply_patch(&serde_json::json!({"dequant_ops_per_weight": 0.0})).unwrap_err();
+    assert!(err.contains("dequant_ops_per_weight"), "{err}");
+    // ROCm has no Marlin: the AMD presets turn the cap off.
+    let presets = crate::presets::Presets::embedded().unwrap();
+    for hw in ["mi300x", "mi325x", "mi355x"] {
+        assert_eq!(presets.hardware(hw).unwrap().stack.dequant_ops_per_weight, None, "{hw}");
+    }
+    assert_eq!(presets.hardware("h200").unwrap().stack.dequant_ops_per_weight, Some(DEQUANT_OPS_PER_WEIGHT));
+}

@@ -99,6 +99,12 @@ pub struct StackProfile {
     /// GPU by `scripts/sim/kernel_probe.py`; the calibrated default path is Marlin's.
     #[serde(default)]
     pub triton_moe: TritonMoeKernel,
+    /// Fixed cost per MoE layer of vLLM's Triton fused-MoE kernels for experts kept in BF16 or
+    /// FP8, beyond the floor `t_layer_us` already counts for their two products, µs: measured
+    /// on an H200 (`scripts/sim/fused_moe_probe.py`), where at a few tokens the products take
+    /// 23 to 40 µs for 38 to 75 MB of weights. Zero in profiles written before it existed.
+    #[serde(default)]
+    pub fused_moe_us: f64,
 }
 
 /// The expert products of vLLM's Triton backend for MXFP4 checkpoints (triton_kernels' grouped
@@ -128,6 +134,13 @@ impl Default for TritonMoeKernel {
         Self { ops_per_weight: 6.45, fixed_us: 17.0, ceiling: 0.33, m_half: 30.0 }
     }
 }
+
+/// See [`StackProfile::fused_moe_us`]: the touched weights at the calibrated stream (`eta_bw`)
+/// plus 27 µs a layer for the two products fit the probe's 30 timings at 1 to 256 tokens (GLM-4.6,
+/// Qwen3-235B-A22B, DeepSeek-R1 shards) at 9.7 % median and 31 % P90 error; 7 µs of the 27 are
+/// the floor of two kernels in `t_layer_us`. The time is latency (small grids of long reads),
+/// not bandwidth, so it is kept in µs on every device.
+pub const FUSED_MOE_US: f64 = 20.0;
 
 /// Integer operations a weight that hold Marlin's MXFP4 experts to the H100's calibrated
 /// stream: 33.5 TOPS / 5.7 x 0.53125 bytes a weight is 3.12 TB/s, just above the 3.12 TB/s that
@@ -190,6 +203,7 @@ impl Default for StackProfile {
             activation_reserve_moe_gib: 8.0,
             jitter_sigma: 0.03,
             triton_moe: TritonMoeKernel::default(),
+            fused_moe_us: FUSED_MOE_US,
         }
     }
 }
@@ -489,6 +503,7 @@ impl StackProfile {
             ("activation_reserve_gib", self.activation_reserve_gib),
             ("activation_reserve_moe_gib", self.activation_reserve_moe_gib),
             ("triton_moe.fixed_us", self.triton_moe.fixed_us),
+            ("fused_moe_us", self.fused_moe_us),
         ];
         for (name, v) in times {
             if !(v.is_finite() && v >= 0.0) {

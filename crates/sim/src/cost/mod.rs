@@ -237,6 +237,12 @@ impl CostModel {
         let triton = (o.mxfp4_backend == crate::precision::Mxfp4Backend::Triton).then_some(st.triton_moe);
         // Bytes a second of weights the SMs dequantize at `ops` integer operations a weight.
         let dequant_stream = |ops: f64| peaks.integer_tops() * 1e12 / ops * w_b;
+        // Experts kept in BF16 or FP8 run vLLM's Triton fused-MoE kernels, which pay a fixed
+        // cost per layer (measured; see `StackProfile::fused_moe_us`).
+        let native_experts =
+            matches!(m.precision, crate::Precision::Bf16 | crate::Precision::Fp16 | crate::Precision::Fp8)
+                && matches!(lin_format, ComputePrecision::Bf16 | ComputePrecision::Fp8);
+        let fused_us = if triton.is_none() && native_experts { st.fused_moe_us } else { 0.0 };
         let expert_dev = match triton {
             Some(k) => GemmDevice {
                 peak_flops: peaks.bf16 * 1e12,
@@ -272,7 +278,7 @@ impl CostModel {
             ffn_dev: device(lin_format, &st.gemm_eff, st.gemm_eff.bf16),
             expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
             expert_dev,
-            moe_fixed_s: triton.map_or(0.0, |k| k.fixed_us * 1e-6),
+            moe_fixed_s: triton.map_or(fused_us, |k| k.fixed_us) * 1e-6,
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),

@@ -411,6 +411,40 @@ fn the_probe_s_fused_moe_kernels_are_priced_by_the_expert_term() {
     assert!(median <= 0.12 && p90 <= 0.35, "median {median:.3}, p90 {p90:.3}");
 }
 
+/// The same probe on an H100 (`h100-sxm-fused-moe.json`, vLLM's H100 tile tables where it has
+/// them): at one token the kernels take about the H200's time (H100 / H200 1.02 to 1.37), from
+/// 16 to 256 tokens about the ratio of the two memories (4.8 / 3.35 = 1.43): a latency and a
+/// stream, as the term has them.
+#[test]
+fn the_fused_moe_kernels_are_a_latency_and_a_stream() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe");
+    let times = |file: &str| -> std::collections::BTreeMap<(String, String, u64, u64), f64> {
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap();
+        let records = doc["records"].as_array().unwrap().iter().filter(|r| r["experts_us"].is_f64());
+        records
+            .map(|r| {
+                let key = (
+                    r["model"].to_string(),
+                    r["format"].to_string(),
+                    r["tp"].as_u64().unwrap(),
+                    r["m"].as_u64().unwrap(),
+                );
+                (key, r["experts_us"].as_f64().unwrap())
+            })
+            .collect()
+    };
+    let (h100, h200) = (times("h100-sxm-fused-moe.json"), times("h200-fused-moe.json"));
+    let median = |pick: &dyn Fn(u64) -> bool| {
+        let mut r: Vec<f64> = h100.iter().filter(|(k, _)| pick(k.3)).map(|(k, t)| t / h200[k]).collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    let one = median(&|m| m == 1);
+    let streaming = median(&|m| (16..=256).contains(&m));
+    assert!(one < 1.25, "{one}");
+    assert!((streaming / (4.8 / 3.35) - 1.0).abs() < 0.08, "{streaming}");
+}
+
 #[test]
 fn the_fused_moe_term_prices_only_experts_kept_in_bf16_or_fp8() {
     let st = crate::profile::StackProfile::default();

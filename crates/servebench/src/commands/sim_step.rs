@@ -78,8 +78,10 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
             servebench_sim::precision::Mxfp4Backend::Triton => " (triton)",
             servebench_sim::precision::Mxfp4Backend::Marlin => "",
         };
+        let fixed = cost.expert_fixed_us();
+        let fixed = if fixed > 0.0 { format!(", {fixed:.0} µs a layer fixed") } else { String::new() };
         format!(
-            "{touched:.0} of {moe} experts a layer, {}{kernels} at {ceiling:.2} of {peak:.0} TFLOP/s",
+            "{touched:.0} of {moe} experts a layer, {}{kernels} at {ceiling:.2} of {peak:.0} TFLOP/s{fixed}",
             format.name()
         )
     });

@@ -319,6 +319,12 @@ impl CostModel {
         (self.expert_dev.ceiling, self.expert_dev.peak_flops / 1e12)
     }
 
+    /// The expert kernels' fixed cost per MoE layer beyond the floor of `t_layer_us`, µs (the
+    /// measured latency of vLLM's Triton MXFP4 or fused-MoE kernels; zero where none applies).
+    pub fn expert_fixed_us(&self) -> f64 {
+        self.moe_fixed_s * 1e6
+    }
+
     /// Whether a step runs without CUDA graphs.
     fn eager(&self, b: &BatchStats) -> bool {
         self.always_eager

@@ -139,12 +139,13 @@ impl Default for TritonMoeKernel {
 /// plus 27 µs a layer for the two products fit the probe's 30 timings at 1 to 256 tokens (GLM-4.6,
 /// Qwen3-235B-A22B, DeepSeek-R1 shards) at 9.7 % median and 31 % P90 error; 7 µs of the 27 are
 /// the floor of two kernels in `t_layer_us`. The time is latency (small grids of long reads),
-/// not bandwidth, so it is kept in µs on every device.
+/// not bandwidth, so it is kept in µs on every device (ROCm's fused-MoE kernels, unmeasured,
+/// are assumed alike).
 pub const FUSED_MOE_US: f64 = 20.0;
 
 /// Integer operations a weight that hold Marlin's MXFP4 experts to the H100's calibrated
-/// stream: 33.5 TOPS / 5.7 x 0.53125 bytes a weight is 3.12 TB/s, just above the 3.12 TB/s that
-/// `eta_bw` gives the H100 (so no H100 prediction moves), and the same 3.12 TB/s on an H200,
+/// stream: 33.5 TOPS / 5.7 x 0.53125 bytes a weight is 3.122 TB/s, just above the 3.116 TB/s
+/// that `eta_bw` gives the H100 (so no H100 prediction moves), and the same on an H200,
 /// whose Marlin kernels measured no faster than the H100's (2 % at the median, CALIBRATION.md,
 /// "Marlin's experts are bound by the SMs"). The kernels alone, on uniformly routed random
 /// tokens, stream the padded weights at 2.6 TB/s at most (6.6 operations a weight, 6.0 counted
@@ -369,7 +370,7 @@ impl FitParam {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 25] = [
+pub const PROFILE_OPTION_KEYS: [&str; 26] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -388,6 +389,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 25] = [
     "api-us-per-output-token",
     "alpha-ar-us",
     "dequant-ops-per-weight",
+    "fused-moe-us",
     "eager-layer-us",
     "activation-reserve-gib",
     "activation-reserve-moe-gib",

@@ -10,6 +10,8 @@ fn options_set_fields_and_per_format_tables() {
     assert!(p.set_option("moe-eff", "0.2").unwrap());
     assert!(p.set_option("jitter", "0").unwrap());
     assert!(p.set_option("alpha-ar-us", "120").unwrap());
+    assert!(p.set_option("fused-moe-us", "0").unwrap());
+    assert_eq!(p.fused_moe_us, 0.0);
     assert_eq!(p.t0_ms, 3.5);
     assert_eq!(p.gemm_eff.fp8, 0.7);
     assert_eq!(p.gemm_eff.bf16, StackProfile::default().gemm_eff.bf16);

@@ -445,6 +445,24 @@ fn the_fused_moe_kernels_are_a_latency_and_a_stream() {
     assert!((streaming / (4.8 / 3.35) - 1.0).abs() < 0.08, "{streaming}");
 }
 
+proptest! {
+    /// The fused-MoE latency is paid once a MoE layer whatever the batch, and more tokens never
+    /// make the experts cheaper.
+    #[test]
+    fn fused_moe_experts_pay_their_latency_once_a_layer_and_grow_with_tokens(
+        n in 1u32..300,
+        extra in 1u32..300,
+        tp in prop::sample::select(vec!["4", "8"]),
+    ) {
+        let c = model("Qwen/Qwen3-235B-A22B-FP8", "h200", &[("tp", tp)]);
+        let st = crate::profile::StackProfile::default();
+        let small = c.breakdown(&decode_batch(n, 1000)).experts;
+        let large = c.breakdown(&decode_batch(n + extra, 1000)).experts;
+        prop_assert!(small >= c.moe_layers * st.fused_moe_us * 1e-6);
+        prop_assert!(large >= small);
+    }
+}
+
 #[test]
 fn the_fused_moe_term_prices_only_experts_kept_in_bf16_or_fp8() {
     let st = crate::profile::StackProfile::default();

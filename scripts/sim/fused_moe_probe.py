@@ -92,32 +92,6 @@ def pick_config(ns, configs_dir, m, experts, n, k, top_k, dtype, block):
     return ns["get_default_config"](m, experts, n, k, top_k, dtype, block), None
 
 
-def align(topk_ids, block_m, experts):
-    """moe_align_block_size's output: token slots sorted by expert, each expert's run padded
-    to the block, sized as vLLM sizes it (every expert may need a partial block)."""
-    import torch
-
-    flat = topk_ids.flatten().cpu()
-    numel = flat.numel()
-    cap = numel + experts * (block_m - 1)
-    sorted_ids = torch.full((cap,), numel, dtype=torch.int32)
-    expert_ids = torch.full(((cap + block_m - 1) // block_m,), -1, dtype=torch.int32)
-    order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=experts)
-    pos, src = 0, 0
-    for e in range(experts):
-        c = int(counts[e])
-        if c == 0:
-            continue
-        sorted_ids[pos:pos + c] = order[src:src + c].to(torch.int32)
-        blocks = -(-c // block_m)
-        expert_ids[pos // block_m:pos // block_m + blocks] = e
-        pos += blocks * block_m
-        src += c
-    return sorted_ids.cuda(), expert_ids.cuda(), torch.tensor([pos], dtype=torch.int32).cuda(), \
-        int((counts > 0).sum())
-
-
 def quantize_groups(x, group=128):
     """Per-token, per-128-column FP8 quantization (the activations of block-scaled FP8 experts)."""
     import torch
@@ -169,7 +143,7 @@ def time_point(ns, configs_dir, kp, sh, m, top_k):
         logits = torch.randn(m, sh.experts, device="cuda")
         topw, topi = torch.topk(torch.softmax(logits, -1), top_k, dim=-1)
         topw = topw.float().contiguous()
-        sorted_ids, eids, ntp, n_touched = align(topi, block_m, sh.experts)
+        sorted_ids, eids, ntp, n_touched = kp.moe_align(topi, block_m, sh.experts)
         touched.append(n_touched)
         c1 = torch.empty(m, top_k, 2 * sh.inter, dtype=torch.bfloat16, device="cuda")
         c2 = torch.randn(m * top_k, sh.inter, dtype=torch.bfloat16, device="cuda")

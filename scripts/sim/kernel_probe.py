@@ -72,6 +72,32 @@ def round_up(x, m):
     return (x + m - 1) // m * m
 
 
+def moe_align(topk_ids, block, experts):
+    """moe_align_block_size's output, as vLLM hands it to its MoE kernels (Marlin's and the
+    Triton fused-MoE's): token slots sorted by expert, each expert's run padded to the block,
+    the array sized as vLLM sizes it (every expert may need a partial block); the expert of each
+    block (-1 past the last); the padded count; and how many experts were touched."""
+    flat = topk_ids.flatten().cpu()
+    numel = flat.numel()
+    cap = numel + experts * (block - 1)
+    sorted_ids = torch.full((cap,), numel, dtype=torch.int32)
+    expert_ids = torch.full(((cap + block - 1) // block,), -1, dtype=torch.int32)
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=experts)
+    pos, src = 0, 0
+    for e in range(experts):
+        c = int(counts[e])
+        if c == 0:
+            continue
+        sorted_ids[pos:pos + c] = order[src:src + c].to(torch.int32)
+        blocks = -(-c // block)
+        expert_ids[pos // block:pos // block + blocks] = e
+        pos += blocks * block
+        src += c
+    return sorted_ids.cuda(), expert_ids.cuda(), torch.tensor([pos], dtype=torch.int32).cuda(), \
+        int((counts > 0).sum())
+
+
 def graph_time_us(fns, reps=20, inner=4):
     """Mean time of one call, replaying every fn `inner` times per graph; None if capture fails."""
     for f in fns:

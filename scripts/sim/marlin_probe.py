@@ -165,29 +165,6 @@ def block_size(m, experts):
     return 64
 
 
-def align(topk_ids, bs, experts):
-    """Tokens sorted by expert, each expert's run padded to the block (moe_align_block_size's
-    output): sorted ids, the expert of each block, and the padded count."""
-    import torch
-
-    flat = topk_ids.flatten().cpu()
-    numel = flat.numel()
-    cap = numel + experts * (bs - 1)
-    sorted_ids = torch.full((round_up(cap, bs),), numel, dtype=torch.int32)
-    expert_ids = torch.zeros(round_up(cap, bs) // bs, dtype=torch.int32)
-    pos = 0
-    for e in range(experts):
-        idx = (flat == e).nonzero().flatten()
-        if idx.numel() == 0:
-            continue
-        sorted_ids[pos:pos + idx.numel()] = idx.to(torch.int32)
-        blocks = -(-idx.numel() // bs)
-        expert_ids[pos // bs:pos // bs + blocks] = e
-        pos += blocks * bs
-    return (sorted_ids.cuda(), expert_ids.cuda(), torch.tensor([pos], dtype=torch.int32).cuda(),
-            int(flat.unique().numel()))
-
-
 class Shard:
     """One TP shard's experts in Marlin's layout, `copies` times over (rotated between calls)."""
 
@@ -274,7 +251,7 @@ def time_step(op, fe2m1f, sh, ws, m, copies, kp):
         x = torch.randn(m, sh.k1, dtype=torch.bfloat16, device="cuda")
         logits = torch.randn(m, EXPERTS, device="cuda")
         topw, topi = torch.topk(torch.softmax(logits, -1), TOP_K, dim=-1)
-        sorted_ids, eids, ntp, n_touched = align(topi, bs, EXPERTS)
+        sorted_ids, eids, ntp, n_touched = kp.moe_align(topi, bs, EXPERTS)
         touched.append(n_touched)
         c1 = torch.empty(m * TOP_K, sh.n1, dtype=torch.bfloat16, device="cuda")
         c2 = torch.empty(m * TOP_K, sh.inter, dtype=torch.bfloat16, device="cuda")

@@ -55,6 +55,14 @@ impl Precision {
         experts && self == Precision::Mxfp4 && self.compute_on(peaks) == ComputePrecision::WeightOnly
     }
 
+    /// Whether a model stored in this format keeps its routed experts' weights in BF16 or FP8 and
+    /// computes them so on a device of these peaks: the experts vLLM runs through its Triton
+    /// fused-MoE kernels (not dequantized, not quantized to FP4).
+    pub fn keeps_experts_native(self, peaks: &crate::hardware::PeakTflops) -> bool {
+        matches!(self, Precision::Bf16 | Precision::Fp16 | Precision::Fp8)
+            && matches!(self.compute_on(peaks), ComputePrecision::Bf16 | ComputePrecision::Fp8)
+    }
+
     /// The canonical spelling.
     pub fn name(self) -> &'static str {
         Self::ALL.iter().find(|(p, _)| *p == self).map_or("bf16", |(_, n)| n)

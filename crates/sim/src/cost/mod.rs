@@ -239,10 +239,7 @@ impl CostModel {
         let dequant_stream = |ops: f64| peaks.integer_tops() * 1e12 / ops * w_b;
         // Experts kept in BF16 or FP8 run vLLM's Triton fused-MoE kernels, which pay a fixed
         // cost per layer (measured; see `StackProfile::fused_moe_us`).
-        let native_experts =
-            matches!(m.precision, crate::Precision::Bf16 | crate::Precision::Fp16 | crate::Precision::Fp8)
-                && matches!(lin_format, ComputePrecision::Bf16 | ComputePrecision::Fp8);
-        let fused_us = if triton.is_none() && native_experts { st.fused_moe_us } else { 0.0 };
+        let fused_us = if triton.is_none() && m.precision.keeps_experts_native(peaks) { st.fused_moe_us } else { 0.0 };
         let expert_dev = match triton {
             Some(k) => GemmDevice {
                 peak_flops: peaks.bf16 * 1e12,

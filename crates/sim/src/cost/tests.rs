@@ -18,6 +18,13 @@ fn decode_batch(n: u32, ctx: u32) -> BatchStats {
     b
 }
 
+/// The records of a kernel probe's results in `testdata/kernel-probe/`.
+fn probe_records(file: &str) -> Vec<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe").join(file);
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["records"].as_array().unwrap().clone()
+}
+
 fn prefill(tokens: u32) -> BatchStats {
     let mut b = BatchStats::default();
     b.add_sequence(0, tokens, 0, true, true);
@@ -307,17 +314,14 @@ proptest! {
 /// take about half.
 #[test]
 fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe");
     for (file, model_id, hw, within, routing_like_t_moe) in [
         ("h100-sxm.json", "openai/gpt-oss-120b", "h100-sxm", 0.10, true),
         ("h200.json", "openai/gpt-oss-120b", "h200", 0.10, true),
         ("h100-sxm-sep2025.json", "openai/gpt-oss-120b", "h100-sxm", 0.15, false),
         ("h100-sxm-20b.json", "openai/gpt-oss-20b", "h100-sxm", 0.10, true),
     ] {
-        let text = std::fs::read_to_string(dir.join(file)).unwrap();
-        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
         let (mut errors, mut routing) = (Vec::new(), Vec::new());
-        for r in doc["records"].as_array().unwrap().iter().filter(|r| r["section"] == "moe" && r["m"].is_u64()) {
+        for r in probe_records(file).iter().filter(|r| r["section"] == "moe" && r["m"].is_u64()) {
             let (tp, m) = (r["tp"].as_u64().unwrap().to_string(), r["m"].as_u64().unwrap() as u32);
             let c = model(model_id, hw, &[("tp", tp.as_str()), ("mxfp4-backend", "triton")]);
             let predicted = c.breakdown(&decode_batch(m, 100)).experts / c.moe_layers + 7e-6;
@@ -347,12 +351,8 @@ fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
 /// simulator's experts follow: within 1 % of each other on the two presets at every size.
 #[test]
 fn marlin_experts_take_the_same_time_on_an_h100_and_an_h200() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe");
     let times = |file: &str| -> std::collections::BTreeMap<(u64, u64), f64> {
-        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap();
-        doc["records"]
-            .as_array()
-            .unwrap()
+        probe_records(file)
             .iter()
             .filter(|r| r["experts_us"].is_f64())
             .map(|r| ((r["tp"].as_u64().unwrap(), r["m"].as_u64().unwrap()), r["experts_us"].as_f64().unwrap()))
@@ -383,12 +383,8 @@ fn marlin_experts_take_the_same_time_on_an_h100_and_an_h200() {
 /// no tuned tile table in vLLM and run slower than the term, Qwen3's tuned ones faster.
 #[test]
 fn the_probe_s_fused_moe_kernels_are_priced_by_the_expert_term() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe/h200-fused-moe.json");
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut errors = Vec::new();
-    for r in doc["records"]
-        .as_array()
-        .unwrap()
+    for r in probe_records("h200-fused-moe.json")
         .iter()
         .filter(|r| r["experts_us"].is_f64() && r["m"].as_u64().unwrap() <= 256)
     {
@@ -417,11 +413,10 @@ fn the_probe_s_fused_moe_kernels_are_priced_by_the_expert_term() {
 /// stream, as the term has them.
 #[test]
 fn the_fused_moe_kernels_are_a_latency_and_a_stream() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe");
     let times = |file: &str| -> std::collections::BTreeMap<(String, String, u64, u64), f64> {
-        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap();
-        let records = doc["records"].as_array().unwrap().iter().filter(|r| r["experts_us"].is_f64());
-        records
+        probe_records(file)
+            .iter()
+            .filter(|r| r["experts_us"].is_f64())
             .map(|r| {
                 let key = (
                     r["model"].to_string(),
@@ -501,14 +496,10 @@ fn a_dequant_rate_caps_the_weight_only_experts_stream_when_set() {
 /// priors stay within 10 % of what was measured.
 #[test]
 fn the_dense_ceilings_are_near_the_probe_s_products() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe/h100-sxm-dense-formats.json");
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let records = probe_records("h100-sxm-dense-formats.json");
     let st = crate::profile::StackProfile::default();
     for (format, peak, prior) in [("bf16", 989.0, st.gemm_eff.bf16), ("fp8", 1979.0, st.gemm_eff.fp8)] {
-        let mut v: Vec<f64> = doc["records"]
-            .as_array()
-            .unwrap()
+        let mut v: Vec<f64> = records
             .iter()
             .filter(|r| r["format"] == format && r["m"].as_u64().unwrap_or(0) >= 1024)
             .map(|r| r["tflops"].as_f64().unwrap() / peak)

@@ -340,7 +340,8 @@ impl CostModel {
     pub fn breakdown(&self, b: &BatchStats) -> StepBreakdown {
         // Products (and the router: vLLM routes padded rows like real ones) run on the padded
         // rows; attention, the LM head and the per-sequence costs see the real batch.
-        let all_tokens = self.rows(b) as f64;
+        let rows = self.rows(b);
+        let all_tokens = rows as f64;
         // With data-parallel attention each rank runs its share of the sequences; the step
         // lasts as long as one rank's share (the batch is spread evenly).
         let dp = self.dp;
@@ -359,9 +360,7 @@ impl CostModel {
         let attention =
             attention_seconds(self.attn_flops_per_pair_layer * pairs, kv_bytes, self.attn_rate, self.bandwidth);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) / dp).max(1.0), self.lm_dev);
-        let touched =
-            expected_experts(self.experts, self.top_k, all_tokens) * self.moe_layers * self.expert.weight_bytes
-                / self.expert_shards;
+        let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_shards;
         let memory =
             (self.attn_proj.weight_bytes + self.ffn.weight_bytes + touched + kv_bytes + self.lm_head.weight_bytes)
                 / self.bandwidth;

@@ -256,6 +256,11 @@ pub struct HardwareSpec {
     /// fraction of its peaks (every tensor and integer rate; memory is not affected). 1 unless a
     /// preset's own measurements say otherwise (the H100 PCIe at 350 W, CALIBRATION.md).
     pub sustained_clock: f64,
+    /// The kernels the device's serving stack runs an MXFP4 checkpoint's experts with where
+    /// they dequantize to BF16 (W4A16), unless `mxfp4-backend` says otherwise: Marlin on CUDA
+    /// (the path the stack constants were calibrated on), OpenAI's Triton kernels on ROCm, where
+    /// vLLM has no Marlin.
+    pub mxfp4_backend: crate::precision::Mxfp4Backend,
     pub gpus_per_node: u32,
     /// The link between GPUs of one node; absent on single-GPU machines.
     pub intra_node: Option<Link>,
@@ -280,6 +285,8 @@ struct RawHardware {
     peak_tflops: PeakTflops,
     #[serde(default)]
     sustained_clock: Option<f64>,
+    #[serde(default)]
+    mxfp4_backend: crate::precision::Mxfp4Backend,
     gpus_per_node: u32,
     #[serde(default)]
     intra_node: Option<Link>,
@@ -334,6 +341,7 @@ impl HardwareSpec {
             bandwidth_gbs: raw.bandwidth_gbs,
             peak_tflops: raw.peak_tflops,
             sustained_clock,
+            mxfp4_backend: raw.mxfp4_backend,
             gpus_per_node: raw.gpus_per_node,
             intra_node: raw.intra_node,
             inter_node: raw.inter_node,

@@ -274,6 +274,13 @@ impl ServingOptions {
             }
         }
         o.check(model, hw)?;
+        // Unless chosen, MXFP4 experts that dequantize run the kernels of the device's stack.
+        let precision = o.precision.unwrap_or(model.precision);
+        if !seen.iter().any(|k| k == "mxfp4-backend")
+            && precision.dequantizes_mxfp4_experts(model.moe.is_some(), &hw.peak_tflops)
+        {
+            o.mxfp4_backend = hw.mxfp4_backend;
+        }
         Ok(o)
     }
 

@@ -107,7 +107,7 @@ impl Precision {
 /// (W4A16: Hopper and every part without FP4 units): `VLLM_MXFP4_USE_MARLIN=1` picks Marlin,
 /// otherwise vLLM takes OpenAI's Triton kernels on Hopper when its `triton_kernels` package is
 /// installed (its container images) and Marlin when it is not.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mxfp4Backend {
     /// Marlin's dequantizing kernels: the path the NVIDIA stack constants were calibrated on.

@@ -236,8 +236,32 @@ fn dequantizing_experts_run_at_the_sms_issue_rate_capped_by_the_tensor_rate() {
     assert!((expert_rate(&rtx) / (165e12 * super::DEQUANT_MMA_CEILING_MOE) - 1.0).abs() < 1e-9);
     assert!(st.moe_eff.bf16 < super::DEQUANT_MMA_CEILING_MOE);
     // A device without an integer rate keeps its BF16 peak.
-    let mi300x = model("openai/gpt-oss-120b", "mi300x", &[]);
-    assert!(mi300x.expert_dev.ceiling < 0.2 && (mi300x.expert_dev.peak_flops - 1307e12).abs() < 1.0);
+    let spark = model("openai/gpt-oss-120b", "dgx-spark", &[]);
+    assert!(spark.expert_dev.ceiling < 0.2 && (spark.expert_dev.peak_flops - 100e12).abs() < 1.0);
+}
+
+#[test]
+fn rocm_parts_run_mxfp4_experts_in_triton_s_kernels_at_their_sustained_clock() {
+    let presets = crate::presets::Presets::embedded().unwrap();
+    let st = crate::profile::StackProfile::default();
+    for (hw, peak) in [("mi300x", 1307e12), ("mi325x", 1307e12), ("mi355x", 2517e12)] {
+        let spec = presets.hardware(hw).unwrap();
+        assert_eq!(spec.mxfp4_backend, crate::precision::Mxfp4Backend::Triton, "{hw}");
+        // Held below the H100's share of its peak by its power limit, not above it.
+        assert!(spec.sustained_clock > 0.5 && spec.sustained_clock < 0.9, "{hw}");
+        let c = model("openai/gpt-oss-120b", hw, &[]);
+        assert!((c.expert_dev.ceiling - st.triton_moe.ceiling).abs() < 1e-12, "{hw}");
+        assert!((c.expert_dev.peak_flops - peak * spec.sustained_clock).abs() < 1e6, "{hw}");
+        assert!((c.moe_fixed_s - st.triton_moe.fixed_us * 1e-6).abs() < 1e-12, "{hw}");
+    }
+    // The same experts on a CUDA part stay Marlin's, and a ROCm part takes Marlin's if asked.
+    let h100 = model("openai/gpt-oss-120b", "h100-sxm", &[]);
+    assert!((h100.expert_dev.ceiling - st.moe_eff.weight_only).abs() < 1e-12);
+    let marlin = model("openai/gpt-oss-120b", "mi300x", &[("mxfp4-backend", "marlin")]);
+    assert!(marlin.moe_fixed_s == 0.0 && (marlin.expert_dev.m_half - st.gemm_m_half).abs() < 1e-12);
+    // A dense model on a ROCm part is not refused for the default it has no use for.
+    let dense = model("Qwen/Qwen3-8B", "mi300x", &[]);
+    assert!((dense.ffn_dev.peak_flops - 1307e12 * 0.637).abs() < 1e6);
 }
 
 #[test]

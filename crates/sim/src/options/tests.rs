@@ -16,6 +16,11 @@ fn the_mxfp4_backend_applies_only_to_w4a16_mxfp4_experts() {
     let o = parse("openai/gpt-oss-120b", "h100-sxm", &[("mxfp4-backend", "Triton")]).unwrap();
     assert_eq!(o.mxfp4_backend, Mxfp4Backend::Triton);
     assert_eq!(parse("openai/gpt-oss-120b", "h100-sxm", &[]).unwrap().mxfp4_backend, Mxfp4Backend::Marlin);
+    // ROCm's stack has no Marlin: its default is Triton, where it applies, and choosing stays open.
+    assert_eq!(parse("openai/gpt-oss-120b", "mi300x", &[]).unwrap().mxfp4_backend, Mxfp4Backend::Triton);
+    let chosen = parse("openai/gpt-oss-120b", "mi300x", &[("mxfp4-backend", "marlin")]).unwrap();
+    assert_eq!(chosen.mxfp4_backend, Mxfp4Backend::Marlin);
+    assert_eq!(parse("Qwen/Qwen3-8B", "mi300x", &[]).unwrap().mxfp4_backend, Mxfp4Backend::Marlin);
     for (model, hw, says) in
         [("Qwen/Qwen3-8B", "h100-sxm", "is bf16 and dense"), ("openai/gpt-oss-120b", "b200", "W4A8")]
     {

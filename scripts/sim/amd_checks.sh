@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The public gpt-oss-120b measurements of AMD parts (CALIBRATION.md, "AMD Instinct"), predicted
+# with the shipped presets: per point, the errors of total throughput per GPU, median TTFT and
+# median TPOT (where the source gives them), then the median and P90 of all the errors.
+# InferenceX's workload: random prompts, lengths over [0.8 x ISL, ISL], ten prompts a stream.
+#
+# Usage: scripts/sim/amd_checks.sh [--option KEY=VALUE ...]   (e.g. --option mxfp4-backend=marlin)
+# Environment: SB (default target/release/servebench); SERVEBENCH_PRESETS for presets of your own.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+SB=${SB:-$repo/target/release/servebench}
+extra=("$@")
+errors=()
+pct() { python3 -c "import sys; m, p = map(float, sys.argv[1:]); print(f'{100 * (p - m) / m:+.0f}')" "$1" "$2"; }
+# NAME HW TP ISL OSL CONC TOTAL_TPUT_PER_GPU MEDIAN_TTFT_MS MEDIAN_TPOT_MS ('-': not given)
+check() {
+  local name=$1 hw=$2 tp=$3 isl=$4 osl=$5 conc=$6 tput=$7 ttft=$8 tpot=$9 out t f o line
+  out=$("$SB" sim predict --model openai/gpt-oss-120b --hardware "$hw" --tp "$tp" \
+    --no-enable-prefix-caching --dataset-name random --random-input-len "$isl" \
+    --random-output-len "$osl" --random-range-ratio 0.8 --num-prompts $((10 * conc)) \
+    --max-concurrency "$conc" "${extra[@]}")
+  t=$(awk '/^Total token throughput/ {print $NF; exit}' <<<"$out")
+  f=$(awk '/^Median TTFT/ {print $NF; exit}' <<<"$out")
+  o=$(awk '/^Median TPOT/ {print $NF; exit}' <<<"$out")
+  line="throughput $(pct "$tput" "$(python3 -c "print($t / $tp)")")"
+  errors+=("${line##* }")
+  if [ "$ttft" != - ]; then line+="  TTFT $(pct "$ttft" "$f")"; errors+=("${line##* }"); fi
+  if [ "$tpot" != - ]; then line+="  TPOT $(pct "$tpot" "$o")"; errors+=("${line##* }"); fi
+  printf '%-28s %s %%\n' "$name" "$line"
+}
+# InferenceX blog "Best GPU for gpt-oss-120b" (runs of 2026-03-09).
+check "MI300X tp1 1k/1k c64" mi300x 1 1024 1024 64 3887 143.6 32.2
+check "MI325X tp2 1k/1k c64" mi325x 2 1024 1024 64 4521 62.5 13.8
+check "MI300X tp1 8k/1k c64" mi300x 1 8192 1024 64 11512 443 49.0
+check "MI325X tp1 8k/1k c64" mi325x 1 8192 1024 64 13011 336 43.5
+check "MI355X tp1 8k/1k c128" mi355x 1 8192 1024 128 38532 268.7 -
+# InferenceX PR #1531 (2026-05), the dashboard's MI355X column at 1k/1k.
+for c_t in "4 1653" "8 2668" "16 4189" "32 6275" "64 8812" "128 13186"; do
+  set -- $c_t
+  check "MI355X tp1 1k/1k c$1" mi355x 1 1024 1024 "$1" "$2" - -
+done
+# InferenceX PR #1061 (2026-04, vLLM 0.17.0 ROCm).
+for c_t_o in "64 4016 31.4" "128 5981 41.3" "256 8552 58.3"; do
+  set -- $c_t_o
+  check "MI300X tp1 1k/1k c$1 (0.17)" mi300x 1 1024 1024 "$1" "$2" - "$3"
+done
+python3 - "${errors[@]}" <<'PY'
+import statistics, sys
+e = sorted(abs(int(x)) for x in sys.argv[1:])
+print(f"{len(e)} errors: median {statistics.median(e):.0f} %, P90 {e[int(0.9 * (len(e) - 1))]} %")
+PY

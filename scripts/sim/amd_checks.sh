@@ -44,6 +44,18 @@ for c_t_o in "64 4016 31.4" "128 5981 41.3" "256 8552 58.3"; do
   set -- $c_t_o
   check "MI300X tp1 1k/1k c$1 (0.17)" mi300x 1 1024 1024 "$1" "$2" - "$3"
 done
+# InferenceX PR #1092 (2026-04, vLLM 0.17.0 ROCm): the best MI300X TP8 rates before that PR,
+# tokens/s per user (one over the median TPOT) at one and four streams, 64 prompts.
+for c_r in "1 249" "4 234"; do
+  set -- $c_r
+  line=$("$SB" sim predict --model openai/gpt-oss-120b --hardware mi300x --tp 8 \
+    --no-enable-prefix-caching --dataset-name random --random-input-len 1024 \
+    --random-output-len 1024 --random-range-ratio 0.8 --num-prompts 64 \
+    --max-concurrency "$1" "${extra[@]}" | awk '/^Median TPOT/ {print $NF; exit}')
+  e=$(pct "$2" "$(python3 -c "print(1000 / $line)")")
+  errors+=("$e")
+  printf '%-28s %s %%\n' "MI300X tp8 1k/1k c$1 (0.17)" "tokens/s a user $e"
+done
 python3 - "${errors[@]}" <<'PY'
 import statistics, sys
 e = sorted(abs(int(x)) for x in sys.argv[1:])

@@ -195,15 +195,19 @@ impl SimSetup {
             opts.max_num_batched_tokens
         ));
         if model.precision.dequantizes_mxfp4_experts(model.moe.is_some(), &hardware.peak_tflops) {
+            use crate::precision::Mxfp4Backend::{Marlin, Triton};
             notes.push(
-                match opts.mxfp4_backend {
-                    crate::precision::Mxfp4Backend::Marlin => {
+                match (opts.mxfp4_backend, hardware.mxfp4_backend) {
+                    (Marlin, Marlin) => {
                         "MXFP4 experts priced as Marlin's dequantizing kernels (mxfp4-backend=marlin; vLLM takes \
                      Triton's on Hopper where its triton_kernels package is installed: mxfp4-backend=triton)"
                     }
-                    crate::precision::Mxfp4Backend::Triton => {
-                        "MXFP4 experts priced as vLLM's Triton kernels (mxfp4-backend=triton)"
+                    (Marlin, Triton) => "MXFP4 experts priced as Marlin's dequantizing kernels (mxfp4-backend=marlin)",
+                    (Triton, Triton) => {
+                        "MXFP4 experts priced as vLLM's Triton kernels, the ones it runs on ROCm \
+                     (mxfp4-backend=marlin prices Marlin's)"
                     }
+                    (Triton, Marlin) => "MXFP4 experts priced as vLLM's Triton kernels (mxfp4-backend=triton)",
                 }
                 .to_string(),
             );

@@ -412,4 +412,6 @@ impl StepCost for CostModel {
 }
 
 #[cfg(test)]
+mod kernel_checks;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,222 @@
+//! The cost terms against expert and product kernels timed on GPUs: the probes in
+//! `testdata/kernel-probe/` (`scripts/sim/*_probe.py`) and vendors' own tuning tables.
+
+use super::CostModel;
+use super::tests::{decode_batch, model, prefill};
+
+/// The records of a kernel probe's results in `testdata/kernel-probe/`.
+fn probe_records(file: &str) -> Vec<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe").join(file);
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["records"].as_array().unwrap().clone()
+}
+
+#[test]
+fn triton_mxfp4_experts_follow_the_kernels_measured_on_the_gpu() {
+    // Per MoE layer, the two expert products of triton_kernels as scripts/sim/kernel_probe.py
+    // timed them on an H100 (CUDA graphs; µs): 4 tokens at TP 1 and 8, all 128 experts at TP 1
+    // (256 tokens) and a long prefill (8192 tokens). The model's term plus the floor of the two
+    // kernels that `t_layer_us` carries (7 µs) must land within 15 % of each, the prefill within
+    // 25 %: the smooth ceiling curve is 22 % slow there (the kernel changes tile sizes in steps).
+    let floor = 7e-6;
+    let layers = |c: &CostModel| c.moe_layers;
+    for (tp, tokens, measured_us) in [(1, 4, 99.9), (8, 4, 32.3), (1, 256, 667.3), (1, 8192, 4584.2)] {
+        let within = if tokens > 256 { 0.25 } else { 0.15 };
+        let tp = tp.to_string();
+        let c = model("openai/gpt-oss-120b", "h100-sxm", &[("tp", tp.as_str()), ("mxfp4-backend", "triton")]);
+        let b = if tokens > 256 { prefill(tokens) } else { decode_batch(tokens, 1000) };
+        let per_layer = c.breakdown(&b).experts / layers(&c) + floor;
+        assert!((per_layer / (measured_us * 1e-6) - 1.0).abs() < within, "tp {tp} tokens {tokens}: {per_layer}");
+    }
+    // The kernels dequantize at the SMs' pace: the H200's faster memory gains them little
+    // (measured 99.9 µs on the H100, 95.5 on the H200 at 4 tokens).
+    let step = |hw: &str| {
+        let c = model("openai/gpt-oss-120b", hw, &[("mxfp4-backend", "triton")]);
+        c.breakdown(&decode_batch(4, 1000)).experts / layers(&c) + floor
+    };
+    let ratio = step("h100-sxm") / step("h200");
+    assert!((ratio / (99.9 / 95.5) - 1.0).abs() < 0.05, "{ratio}");
+}
+
+/// Every expert-kernel timing of the probe's runs (`testdata/kernel-probe/`: an H100 SXM and an
+/// H200 with triton_kernels of December 2025, the H100 again with those of September 2025
+/// under vLLM's Hopper setting, split-K 1, and with gpt-oss-20b's 32 experts; TP 1 to 8, 1 to
+/// 8192 tokens): the Triton term plus
+/// the two kernels' floor in `t_layer_us` is within 10 % of the measured time at the median (15 %
+/// for the September kernels) and 25 % at the 90th percentile (7.5 %, 6.7 %, 11.9 % and 9.6 %
+/// for the 20b; 20 %, 20 %, 18 % and 24 % when written). The December routing kernels around them (top-k, the expert
+/// histogram, the combine) cost what `t_moe_us` (fitted on whole-server reports, not on these)
+/// says, within 20 % at the median; September's fuse the combine into the down product and
+/// take about half.
+#[test]
+fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
+    for (file, model_id, hw, within, routing_like_t_moe) in [
+        ("h100-sxm.json", "openai/gpt-oss-120b", "h100-sxm", 0.10, true),
+        ("h200.json", "openai/gpt-oss-120b", "h200", 0.10, true),
+        ("h100-sxm-sep2025.json", "openai/gpt-oss-120b", "h100-sxm", 0.15, false),
+        ("h100-sxm-20b.json", "openai/gpt-oss-20b", "h100-sxm", 0.10, true),
+    ] {
+        let (mut errors, mut routing) = (Vec::new(), Vec::new());
+        for r in probe_records(file).iter().filter(|r| r["section"] == "moe" && r["m"].is_u64()) {
+            let (tp, m) = (r["tp"].as_u64().unwrap().to_string(), r["m"].as_u64().unwrap() as u32);
+            let c = model(model_id, hw, &[("tp", tp.as_str()), ("mxfp4-backend", "triton")]);
+            let predicted = c.breakdown(&decode_batch(m, 100)).experts / c.moe_layers + 7e-6;
+            let experts = r["experts_only"]["us"].as_f64().unwrap() * 1e-6;
+            errors.push((predicted / experts - 1.0).abs());
+            routing.push(r["layer"]["us"].as_f64().unwrap() * 1e-6 - experts);
+        }
+        assert!(errors.len() >= 40, "{file}: {} points", errors.len());
+        errors.sort_by(f64::total_cmp);
+        routing.sort_by(f64::total_cmp);
+        let (median, p90) = (errors[errors.len() / 2], errors[errors.len() * 9 / 10]);
+        assert!(median <= within && p90 <= 0.25, "{file}: median {median:.3}, p90 {p90:.3}");
+        let t_moe = crate::profile::StackProfile::default().t_moe_us * 1e-6;
+        let routing_median = routing[routing.len() / 2];
+        if routing_like_t_moe {
+            assert!((routing_median / t_moe - 1.0).abs() <= 0.2, "{file}: routing {routing_median}");
+        } else {
+            assert!(routing_median < t_moe, "{file}: routing {routing_median}");
+        }
+    }
+}
+
+/// vLLM 0.13's Marlin kernels for MXFP4 experts (`scripts/sim/marlin_probe.py`;
+/// `testdata/kernel-probe/h100-sxm-marlin.json` and `h200-marlin.json`: gpt-oss-120b's experts
+/// at TP 1 to 8 and 1 to 8,192 tokens) take the same time on both GPUs (H100 / H200 1.02 at the
+/// median, none past 1.07): the SMs bound them, not the H200's 43 % faster memory. The
+/// simulator's experts follow: within 1 % of each other on the two presets at every size.
+#[test]
+fn marlin_experts_take_the_same_time_on_an_h100_and_an_h200() {
+    let times = |file: &str| -> std::collections::BTreeMap<(u64, u64), f64> {
+        probe_records(file)
+            .iter()
+            .filter(|r| r["experts_us"].is_f64())
+            .map(|r| ((r["tp"].as_u64().unwrap(), r["m"].as_u64().unwrap()), r["experts_us"].as_f64().unwrap()))
+            .collect()
+    };
+    let (h100, h200) = (times("h100-sxm-marlin.json"), times("h200-marlin.json"));
+    let mut ratios: Vec<f64> = h100.iter().filter_map(|(k, t)| h200.get(k).map(|u| t / u)).collect();
+    ratios.sort_by(f64::total_cmp);
+    assert!(ratios.len() >= 40, "{} points", ratios.len());
+    let median = ratios[ratios.len() / 2];
+    assert!((median - 1.0).abs() < 0.05 && ratios.iter().all(|r| (0.95..1.10).contains(r)), "{ratios:?}");
+    for (tp, m) in h100.keys().filter(|(_, m)| *m <= 256) {
+        let tp = tp.to_string();
+        let experts = |hw: &str| {
+            model("openai/gpt-oss-120b", hw, &[("tp", tp.as_str())]).breakdown(&decode_batch(*m as u32, 1000)).experts
+        };
+        let ratio = experts("h100-sxm") / experts("h200");
+        assert!((ratio - 1.0).abs() < 0.01, "tp {tp}, {m} tokens: {ratio}");
+    }
+}
+
+/// vLLM 0.13's Triton fused-MoE kernels (`scripts/sim/fused_moe_probe.py`;
+/// `testdata/kernel-probe/h200-fused-moe.json`: GLM-4.6 in BF16 at TP8 and FP8 at TP4,
+/// Qwen3-235B-A22B in BF16 at TP4 and TP8 and FP8 at TP4, DeepSeek-R1 in FP8 at TP8, 1 to 256
+/// tokens, on an H200) against the experts' term plus the two kernels' floor in `t_layer_us`:
+/// within 12 % at the median and 35 % at the 90th percentile (9.7 % and 31 % when written; before
+/// the measured fixed cost, every point came out fast, by 13 % to 58 %). GLM-4.6's shards have
+/// no tuned tile table in vLLM and run slower than the term, Qwen3's tuned ones faster.
+#[test]
+fn the_probe_s_fused_moe_kernels_are_priced_by_the_expert_term() {
+    let mut errors = Vec::new();
+    for r in probe_records("h200-fused-moe.json")
+        .iter()
+        .filter(|r| r["experts_us"].is_f64() && r["m"].as_u64().unwrap() <= 256)
+    {
+        let id = match (r["model"].as_str().unwrap(), r["format"].as_str().unwrap()) {
+            ("GLM-4.6", "bf16") => "zai-org/GLM-4.6",
+            ("GLM-4.6", _) => "zai-org/GLM-4.6-FP8",
+            ("Qwen3-235B-A22B", "bf16") => "Qwen/Qwen3-235B-A22B",
+            ("Qwen3-235B-A22B", _) => "Qwen/Qwen3-235B-A22B-FP8",
+            _ => "deepseek-ai/DeepSeek-R1",
+        };
+        let tp = r["tp"].as_u64().unwrap().to_string();
+        let c = model(id, "h200", &[("tp", tp.as_str())]);
+        let m = r["m"].as_u64().unwrap() as u32;
+        let predicted = c.breakdown(&decode_batch(m, 100)).experts / c.moe_layers + 7e-6;
+        errors.push((predicted / (r["experts_us"].as_f64().unwrap() * 1e-6) - 1.0).abs());
+    }
+    assert_eq!(errors.len(), 30);
+    errors.sort_by(f64::total_cmp);
+    let (median, p90) = (errors[errors.len() / 2], errors[errors.len() * 9 / 10]);
+    assert!(median <= 0.12 && p90 <= 0.35, "median {median:.3}, p90 {p90:.3}");
+}
+
+/// The same probe on an H100 (`h100-sxm-fused-moe.json`, vLLM's H100 tile tables where it has
+/// them): at one token the kernels take about the H200's time (H100 / H200 1.02 to 1.37), from
+/// 16 to 256 tokens about the ratio of the two memories (4.8 / 3.35 = 1.43): a latency and a
+/// stream, as the term has them.
+#[test]
+fn the_fused_moe_kernels_are_a_latency_and_a_stream() {
+    let times = |file: &str| -> std::collections::BTreeMap<(String, String, u64, u64), f64> {
+        probe_records(file)
+            .iter()
+            .filter(|r| r["experts_us"].is_f64())
+            .map(|r| {
+                let key = (
+                    r["model"].to_string(),
+                    r["format"].to_string(),
+                    r["tp"].as_u64().unwrap(),
+                    r["m"].as_u64().unwrap(),
+                );
+                (key, r["experts_us"].as_f64().unwrap())
+            })
+            .collect()
+    };
+    let (h100, h200) = (times("h100-sxm-fused-moe.json"), times("h200-fused-moe.json"));
+    let median = |pick: &dyn Fn(u64) -> bool| {
+        let mut r: Vec<f64> = h100.iter().filter(|(k, _)| pick(k.3)).map(|(k, t)| t / h200[k]).collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    let one = median(&|m| m == 1);
+    let streaming = median(&|m| (16..=256).contains(&m));
+    assert!(one < 1.25, "{one}");
+    assert!((streaming / (4.8 / 3.35) - 1.0).abs() < 0.08, "{streaming}");
+}
+
+/// The dense ceilings `gemm_eff.bf16` and `.fp8` were priors the H100 reports could not
+/// determine; the probe's cuBLAS products of Llama-3.1-70B's and Qwen3-32B's shapes at 1,024 to
+/// 16,384 rows (`testdata/kernel-probe/h100-sxm-dense-formats.json`, random data, which runs the
+/// clocks lower than trained weights do) reach 0.70 and 0.63 of the peaks at the median: the
+/// priors stay within 10 % of what was measured.
+#[test]
+fn the_dense_ceilings_are_near_the_probe_s_products() {
+    let records = probe_records("h100-sxm-dense-formats.json");
+    let st = crate::profile::StackProfile::default();
+    for (format, peak, prior) in [("bf16", 989.0, st.gemm_eff.bf16), ("fp8", 1979.0, st.gemm_eff.fp8)] {
+        let mut v: Vec<f64> = records
+            .iter()
+            .filter(|r| r["format"] == format && r["m"].as_u64().unwrap_or(0) >= 1024)
+            .map(|r| r["tflops"].as_f64().unwrap() / peak)
+            .collect();
+        assert!(v.len() >= 12, "{format}: {} points", v.len());
+        v.sort_by(f64::total_cmp);
+        let median = v[v.len() / 2];
+        assert!((prior / median - 1.0).abs() <= 0.10, "{format}: prior {prior}, measured {median:.3}");
+    }
+}
+
+/// AITER's own timings of its fused MoE for gpt-oss on an MI355X, BF16 activations and MXFP4
+/// weights (`mi355x-aiter-a16w4.json`, from its tuning table: the kernel InferenceX's MI355X
+/// recipe runs, 1 to 128 tokens at TP 1, 2 and 8). Nothing was set from them. The expert term
+/// (Triton's constants measured on Hopper, at the MI355X's sustained clock) plus the two kernels'
+/// floor in `t_layer_us` came within 12 % of every TP1 and TP2 timing when written (4.5 % at
+/// the median, the worst at one token); it fails past 15 %. At TP8 it is 1 to 25 % fast: vLLM
+/// pads each shard's 360 columns to 512 on gfx950 (to a multiple of 256), work the term does
+/// not price.
+#[test]
+fn aiter_s_mi355x_expert_kernels_are_priced_by_the_triton_term() {
+    let (mut small_tp, mut tp8) = (Vec::new(), Vec::new());
+    for r in probe_records("mi355x-aiter-a16w4.json") {
+        let (tp, m) = (r["tp"].as_u64().unwrap().to_string(), r["m"].as_u64().unwrap() as u32);
+        let c = model("openai/gpt-oss-120b", "mi355x", &[("tp", tp.as_str())]);
+        let predicted = c.breakdown(&decode_batch(m, 100)).experts / c.moe_layers + 7e-6;
+        let error = predicted / (r["experts_us"].as_f64().unwrap() * 1e-6) - 1.0;
+        if tp == "8" { tp8.push(error) } else { small_tp.push(error) }
+    }
+    assert_eq!((small_tp.len(), tp8.len()), (16, 8));
+    assert!(small_tp.iter().all(|e| e.abs() <= 0.15), "{small_tp:?}");
+    assert!(tp8.iter().all(|e| (-0.30..=0.05).contains(e)), "{tp8:?}");
+}

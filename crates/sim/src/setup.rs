@@ -231,8 +231,16 @@ impl SimSetup {
     /// model other than those they were measured on.
     pub fn uncertainty(&self) -> crate::hardware::Uncertainty {
         let mut band = self.hardware.uncertainty.for_tp(self.options.tp).for_model(&self.model.id);
-        if self.options.mxfp4_backend == crate::precision::Mxfp4Backend::Triton {
-            band.source.push_str("; the experts are priced as Triton's kernels, measured apart from these errors");
+        let dequantizes =
+            self.model.precision.dequantizes_mxfp4_experts(self.model.moe.is_some(), &self.hardware.peak_tflops);
+        if dequantizes && self.options.mxfp4_backend != self.hardware.mxfp4_backend {
+            let kernels = match self.options.mxfp4_backend {
+                crate::precision::Mxfp4Backend::Triton => "Triton's",
+                crate::precision::Mxfp4Backend::Marlin => "Marlin's",
+            };
+            band.source.push_str(&format!(
+                "; the experts are priced as {kernels} kernels, not the device's own that these errors come with"
+            ));
         }
         band
     }
@@ -401,7 +409,24 @@ mod tests {
         assert!(says("h100-sxm", &[]).unwrap().contains("Marlin's dequantizing kernels (mxfp4-backend=marlin"));
         assert!(says("h100-sxm", &[("mxfp4-backend", "triton")]).unwrap().contains("vLLM's Triton kernels"));
         let triton = setup("openai/gpt-oss-120b", "h100-sxm", &[("tp", "2"), ("mxfp4-backend", "triton")]).unwrap();
-        assert!(triton.uncertainty().source.ends_with("priced as Triton's kernels, measured apart from these errors"));
+        assert!(
+            triton
+                .uncertainty()
+                .source
+                .ends_with("priced as Triton's kernels, not the device's own that these errors come with")
+        );
+        // On ROCm Triton's are the device's own: the band says nothing of them, and of Marlin's
+        // when chosen there.
+        assert!(says("mi300x", &[]).unwrap().contains("the ones it runs on ROCm"));
+        let rocm = setup("openai/gpt-oss-120b", "mi300x", &[]).unwrap();
+        assert!(!rocm.uncertainty().source.contains("priced as"));
+        let marlin = setup("openai/gpt-oss-120b", "mi300x", &[("mxfp4-backend", "marlin")]).unwrap();
+        assert!(
+            marlin
+                .uncertainty()
+                .source
+                .ends_with("priced as Marlin's kernels, not the device's own that these errors come with")
+        );
         // On parts whose MXFP4 experts take FP8 activations there is no such choice to note.
         assert_eq!(says("b200", &[]), None);
         assert!(setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().notes.iter().all(|n| !n.contains("MXFP4")));

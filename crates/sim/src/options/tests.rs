@@ -196,3 +196,23 @@ fn the_allreduce_crosses_nodes_only_when_tp_spans_them() {
     assert_eq!(h.allreduce_link(h100).name, "nvlink4");
     assert_eq!(h.pipeline_link(h100).name, "ib-ndr");
 }
+
+#[test]
+fn a_device_s_own_mxfp4_kernels_are_never_refused() {
+    let p = Presets::embedded().unwrap();
+    for hw in p.hardware_presets() {
+        for model in ["openai/gpt-oss-120b", "openai/gpt-oss-20b", "Qwen/Qwen3-8B", "zai-org/GLM-4.6-FP8"] {
+            match parse(model, &hw.name, &[]) {
+                Err(e) => assert!(!e.to_string().contains("mxfp4-backend"), "{model} on {}: {e}", hw.name),
+                Ok(o) => {
+                    // The device's kernels where its experts dequantize MXFP4, else the neutral
+                    // default that prices nothing differently.
+                    let shape = p.model(model).unwrap();
+                    let dequantizes = shape.precision.dequantizes_mxfp4_experts(shape.moe.is_some(), &hw.peak_tflops);
+                    let expected = if dequantizes { hw.mxfp4_backend } else { Mxfp4Backend::Marlin };
+                    assert_eq!(o.mxfp4_backend, expected, "{model} on {}", hw.name);
+                }
+            }
+        }
+    }
+}

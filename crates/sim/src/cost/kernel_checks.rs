@@ -1,8 +1,18 @@
 //! The cost terms against expert and product kernels timed on GPUs: the probes in
 //! `testdata/kernel-probe/` (`scripts/sim/*_probe.py`) and vendors' own tuning tables.
 
-use super::CostModel;
 use super::tests::{decode_batch, model, prefill};
+use super::{BatchStats, CostModel};
+
+/// The floor of an expert layer's two products that `t_layer_us` already carries (about 3.5 µs a
+/// kernel, the probe's smallest cuBLAS products), s.
+const TWO_KERNELS_FLOOR_S: f64 = 7e-6;
+
+/// What the model prices one MoE layer's expert kernels at in step `b`, as a probe times them:
+/// the expert term a layer plus the two kernels' floor.
+fn experts_per_layer(c: &CostModel, b: &BatchStats) -> f64 {
+    c.breakdown(b).experts / c.moe_layers + TWO_KERNELS_FLOOR_S
+}
 
 /// The records of a kernel probe's results in `testdata/kernel-probe/`.
 fn probe_records(file: &str) -> Vec<serde_json::Value> {
@@ -18,21 +28,19 @@ fn triton_mxfp4_experts_follow_the_kernels_measured_on_the_gpu() {
     // (256 tokens) and a long prefill (8192 tokens). The model's term plus the floor of the two
     // kernels that `t_layer_us` carries (7 µs) must land within 15 % of each, the prefill within
     // 25 %: the smooth ceiling curve is 22 % slow there (the kernel changes tile sizes in steps).
-    let floor = 7e-6;
-    let layers = |c: &CostModel| c.moe_layers;
     for (tp, tokens, measured_us) in [(1, 4, 99.9), (8, 4, 32.3), (1, 256, 667.3), (1, 8192, 4584.2)] {
         let within = if tokens > 256 { 0.25 } else { 0.15 };
         let tp = tp.to_string();
         let c = model("openai/gpt-oss-120b", "h100-sxm", &[("tp", tp.as_str()), ("mxfp4-backend", "triton")]);
         let b = if tokens > 256 { prefill(tokens) } else { decode_batch(tokens, 1000) };
-        let per_layer = c.breakdown(&b).experts / layers(&c) + floor;
+        let per_layer = experts_per_layer(&c, &b);
         assert!((per_layer / (measured_us * 1e-6) - 1.0).abs() < within, "tp {tp} tokens {tokens}: {per_layer}");
     }
     // The kernels dequantize at the SMs' pace: the H200's faster memory gains them little
     // (measured 99.9 µs on the H100, 95.5 on the H200 at 4 tokens).
     let step = |hw: &str| {
         let c = model("openai/gpt-oss-120b", hw, &[("mxfp4-backend", "triton")]);
-        c.breakdown(&decode_batch(4, 1000)).experts / layers(&c) + floor
+        experts_per_layer(&c, &decode_batch(4, 1000))
     };
     let ratio = step("h100-sxm") / step("h200");
     assert!((ratio / (99.9 / 95.5) - 1.0).abs() < 0.05, "{ratio}");
@@ -60,7 +68,7 @@ fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
         for r in probe_records(file).iter().filter(|r| r["section"] == "moe" && r["m"].is_u64()) {
             let (tp, m) = (r["tp"].as_u64().unwrap().to_string(), r["m"].as_u64().unwrap() as u32);
             let c = model(model_id, hw, &[("tp", tp.as_str()), ("mxfp4-backend", "triton")]);
-            let predicted = c.breakdown(&decode_batch(m, 100)).experts / c.moe_layers + 7e-6;
+            let predicted = experts_per_layer(&c, &decode_batch(m, 100));
             let experts = r["experts_only"]["us"].as_f64().unwrap() * 1e-6;
             errors.push((predicted / experts - 1.0).abs());
             routing.push(r["layer"]["us"].as_f64().unwrap() * 1e-6 - experts);
@@ -134,7 +142,7 @@ fn the_probe_s_fused_moe_kernels_are_priced_by_the_expert_term() {
         let tp = r["tp"].as_u64().unwrap().to_string();
         let c = model(id, "h200", &[("tp", tp.as_str())]);
         let m = r["m"].as_u64().unwrap() as u32;
-        let predicted = c.breakdown(&decode_batch(m, 100)).experts / c.moe_layers + 7e-6;
+        let predicted = experts_per_layer(&c, &decode_batch(m, 100));
         errors.push((predicted / (r["experts_us"].as_f64().unwrap() * 1e-6) - 1.0).abs());
     }
     assert_eq!(errors.len(), 30);
@@ -212,7 +220,7 @@ fn aiter_s_mi355x_expert_kernels_are_priced_by_the_triton_term() {
     for r in probe_records("mi355x-aiter-a16w4.json") {
         let (tp, m) = (r["tp"].as_u64().unwrap().to_string(), r["m"].as_u64().unwrap() as u32);
         let c = model("openai/gpt-oss-120b", "mi355x", &[("tp", tp.as_str())]);
-        let predicted = c.breakdown(&decode_batch(m, 100)).experts / c.moe_layers + 7e-6;
+        let predicted = experts_per_layer(&c, &decode_batch(m, 100));
         let error = predicted / (r["experts_us"].as_f64().unwrap() * 1e-6) - 1.0;
         if tp == "8" { tp8.push(error) } else { small_tp.push(error) }
     }

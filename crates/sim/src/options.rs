@@ -84,6 +84,10 @@ pub struct ServingOptions {
     /// and prepares step k + 1 while the GPU runs step k, so its work shows only where it
     /// outlasts the GPU's; without it every step waits for it.
     pub async_scheduling: bool,
+    /// Async scheduling was left off, not chosen: one engine spans machines, and vLLM runs such
+    /// an engine on its Ray executor, which has no async scheduling.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sync_for_ray: bool,
     pub nodes: u32,
     /// `nodes` was not given and was derived from the GPUs the deployment needs.
     pub nodes_derived: bool,
@@ -139,6 +143,7 @@ impl ServingOptions {
             expert_parallel: false,
             enforce_eager: false,
             async_scheduling: true,
+            sync_for_ray: false,
             nodes: 1,
             nodes_derived: false,
             interconnect: None,
@@ -274,6 +279,13 @@ impl ServingOptions {
             }
         }
         o.check(model, hw)?;
+        // vLLM runs an engine whose GPUs span machines on its Ray executor, which has no async
+        // scheduling (it warns and turns it off, through 0.17 at least): unless chosen, off.
+        let chose_async = seen.iter().any(|k| k == "async-scheduling" || k == "no-async-scheduling");
+        if !chose_async && o.tp.saturating_mul(o.pp) > hw.gpus_per_node.max(1) {
+            o.async_scheduling = false;
+            o.sync_for_ray = true;
+        }
         // Unless chosen, MXFP4 experts that dequantize run the kernels of the device's stack.
         let precision = o.precision.unwrap_or(model.precision);
         if !seen.iter().any(|k| k == "mxfp4-backend")

@@ -54,6 +54,11 @@ pub struct StackProfile {
     /// longer; without, every step waits for it. Zero in profiles written before it existed.
     #[serde(default)]
     pub t_host_ms: f64,
+    /// The host's work per sequence in a step (its slot in the batch's inputs, its sampled
+    /// token turned into an output), µs: part of the step's host work, overlapped by async
+    /// scheduling like the rest. Zero in profiles written before it existed.
+    #[serde(default)]
+    pub t_host_seq_us: f64,
     /// The host's work per request it takes from the waiting queue in a step (its state in
     /// the scheduler and the model runner), µs: part of the step's host work, overlapped by
     /// async scheduling like the rest. Zero where not calibrated.
@@ -152,6 +157,9 @@ pub const FUSED_MOE_US: f64 = 20.0;
 /// on the checkpoint's own bytes).
 pub const DEQUANT_OPS_PER_WEIGHT: f64 = 5.7;
 
+/// The host's work per sequence in a step, µs (set in CALIBRATION.md, "The host's work a step").
+pub const HOST_SEQ_US: f64 = 16.0;
+
 /// A number, or `false` for none (TOML has no null).
 fn ops_or_off<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     #[derive(Deserialize)]
@@ -189,7 +197,8 @@ impl Default for StackProfile {
             t_layer_us: 33.0,
             t_seq_us: 11.2,
             t_moe_us: 19.4,
-            t_host_ms: 1.5,
+            t_host_ms: 0.5,
+            t_host_seq_us: HOST_SEQ_US,
             t_admit_us: 0.0,
             alpha_api_ms: 16.7,
             api_us_per_token: 3.9,
@@ -221,6 +230,7 @@ pub enum FitParam {
     TSeq,
     TMoe,
     THost,
+    THostSeq,
     TAdmit,
     EtaBw,
     GemmEff(ComputePrecision),
@@ -233,7 +243,7 @@ pub enum FitParam {
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
-const SCALARS: [(FitParam, &str, (f64, f64), f64); 16] = [
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 17] = [
     (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
     (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
     (FitParam::ApiPerRequest, "api-ms-per-request", (0.01, 50.0), 1.0),
@@ -243,6 +253,7 @@ const SCALARS: [(FitParam, &str, (f64, f64), f64); 16] = [
     (FitParam::TSeq, "t-seq-us", (0.1, 1000.0), 1.0),
     (FitParam::TMoe, "t-moe-us", (0.1, 1000.0), 1.0),
     (FitParam::THost, "t-host-ms", (0.05, 30.0), 0.7),
+    (FitParam::THostSeq, "t-host-seq-us", (0.1, 200.0), 1.0),
     (FitParam::TAdmit, "t-admit-us", (1.0, 5000.0), 1.0),
     (FitParam::EtaBw, "eta-bw", (0.3, 1.0), 0.15),
     (FitParam::AttnEff, "attn-eff", (0.02, 0.95), 0.5),
@@ -308,6 +319,7 @@ impl FitParam {
             FitParam::TSeq => s.t_seq_us,
             FitParam::TMoe => s.t_moe_us,
             FitParam::THost => s.t_host_ms,
+            FitParam::THostSeq => s.t_host_seq_us,
             FitParam::TAdmit => s.t_admit_us,
             FitParam::EtaBw => s.eta_bw,
             FitParam::GemmEff(p) => s.gemm_eff.get(p),
@@ -331,6 +343,7 @@ impl FitParam {
             FitParam::TSeq => s.t_seq_us = v,
             FitParam::TMoe => s.t_moe_us = v,
             FitParam::THost => s.t_host_ms = v,
+            FitParam::THostSeq => s.t_host_seq_us = v,
             FitParam::TAdmit => s.t_admit_us = v,
             FitParam::EtaBw => s.eta_bw = v,
             FitParam::GemmEff(p) => *s.gemm_eff.get_mut(p) = v,
@@ -370,7 +383,7 @@ impl FitParam {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 26] = [
+pub const PROFILE_OPTION_KEYS: [&str; 27] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -382,6 +395,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 26] = [
     "t-seq-us",
     "t-moe-us",
     "t-host-ms",
+    "t-host-seq-us",
     "t-admit-us",
     "alpha-api-ms",
     "api-us-per-token",
@@ -495,6 +509,7 @@ impl StackProfile {
             ("t_seq_us", self.t_seq_us),
             ("t_moe_us", self.t_moe_us),
             ("t_host_ms", self.t_host_ms),
+            ("t_host_seq_us", self.t_host_seq_us),
             ("t_admit_us", self.t_admit_us),
             ("alpha_api_ms", self.alpha_api_ms),
             ("api_us_per_token", self.api_us_per_token),

@@ -155,6 +155,14 @@ impl SimSetup {
                 opts.nodes
             ));
         }
+        if opts.sync_for_ray {
+            notes.push(format!(
+                "no async scheduling: one engine of {} spans {} machines, which vLLM runs on its Ray \
+                 executor, and that has none (async-scheduling=true to override)",
+                opts.parallel_text(),
+                opts.nodes
+            ));
+        }
         let max_model_len = match opts.max_model_len {
             Some(len) => {
                 let blocks = u64::from(len).div_ceil(u64::from(opts.block_size));

@@ -178,6 +178,7 @@ pub struct CostModel {
     t_moe_s: f64,
     eager_layer_s: f64,
     host_s: f64,
+    host_seq_s: f64,
     admit_s: f64,
     async_scheduling: bool,
     always_eager: bool,
@@ -297,6 +298,7 @@ impl CostModel {
             t_moe_s: st.t_moe_us * 1e-6,
             eager_layer_s: st.eager_layer_us * 1e-6,
             host_s: st.t_host_ms * 1e-3,
+            host_seq_s: st.t_host_seq_us * 1e-6,
             admit_s: st.t_admit_us * 1e-6,
             async_scheduling: o.async_scheduling,
             always_eager: o.enforce_eager,
@@ -385,7 +387,7 @@ impl CostModel {
         let small_kernels = self.layers * ELEMENTWISE_PASSES * act_bytes / self.bandwidth;
         let eager = if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
         let gpu = fixed + kernels + pipeline + moe_routing + eager;
-        let host_work = self.host_s + self.admit_s * f64::from(b.admitted);
+        let host_work = self.host_s + self.host_seq_s * f64::from(b.num_seqs) + self.admit_s * f64::from(b.admitted);
         let host = if self.async_scheduling { (host_work - gpu).max(0.0) } else { host_work };
         let total = gpu + host;
         StepBreakdown {

@@ -127,6 +127,34 @@ fn nodes_are_derived_from_the_gpus_when_not_given() {
 }
 
 #[test]
+fn an_engine_over_several_machines_runs_without_async_scheduling_unless_chosen() {
+    // vLLM runs it on its Ray executor, which has no async scheduling.
+    for (model, hw, pairs) in [
+        ("openai/gpt-oss-120b", "dgx-spark", vec![("tp", "4")]),
+        ("openai/gpt-oss-120b", "dgx-spark", vec![("pp", "2")]),
+        ("Qwen/Qwen3-235B-A22B", "h100-sxm", vec![("tp-nodes", "2")]),
+        ("Qwen/Qwen3-235B-A22B", "h100-sxm", vec![("tp", "8"), ("pp", "2")]),
+    ] {
+        let o = parse(model, hw, &pairs).unwrap();
+        assert!(!o.async_scheduling && o.sync_for_ray, "{hw} {pairs:?}");
+    }
+    // One machine an engine, data parallel over several included: vLLM's default stands.
+    for (model, hw, pairs) in [
+        ("openai/gpt-oss-120b", "dgx-spark", vec![]),
+        ("Qwen/Qwen3-235B-A22B", "h100-sxm", vec![("tp", "8")]),
+        ("Qwen/Qwen3-30B-A3B", "h100-sxm", vec![("tp", "8"), ("dp", "3")]),
+    ] {
+        let o = parse(model, hw, &pairs).unwrap();
+        assert!(o.async_scheduling && !o.sync_for_ray, "{hw} {pairs:?}");
+    }
+    // A choice, either way, is kept.
+    let on = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("async-scheduling", "true")]).unwrap();
+    assert!(on.async_scheduling && !on.sync_for_ray);
+    let off = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("no-async-scheduling", "true")]).unwrap();
+    assert!(!off.async_scheduling && !off.sync_for_ray);
+}
+
+#[test]
 fn a_layout_over_machines_becomes_sizes_by_the_gpus_per_node() {
     // "4 nodes (tp)" on DGX Sparks (one GPU each) is tp=4; on H100 nodes of eight, tp=16.
     let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4")]).unwrap();

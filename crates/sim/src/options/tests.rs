@@ -218,7 +218,7 @@ fn mla_models_take_any_tp_that_divides_the_heads() {
 fn the_allreduce_crosses_nodes_only_when_tp_spans_them() {
     let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nodes", "4")]).unwrap();
     let p = Presets::embedded().unwrap();
-    assert_eq!(spark.allreduce_link(p.hardware("dgx-spark").unwrap()).name, "200gbe");
+    assert_eq!(spark.allreduce_link(p.hardware("dgx-spark").unwrap()).name, "200gbe-one-x4-link");
     let h = parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).unwrap();
     let h100 = p.hardware("h100-sxm").unwrap();
     assert_eq!(h.allreduce_link(h100).name, "nvlink4");

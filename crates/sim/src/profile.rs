@@ -56,7 +56,7 @@ pub struct StackProfile {
     pub t_host_ms: f64,
     /// The host's work per sequence in a step (its slot in the batch's inputs, its sampled
     /// token turned into an output), µs: part of the step's host work, overlapped by async
-    /// scheduling like the rest. Zero in profiles written before it existed.
+    /// scheduling like the rest. A profile file that does not name it keeps the preset's.
     #[serde(default)]
     pub t_host_seq_us: f64,
     /// The host's work per request it takes from the waiting queue in a step (its state in

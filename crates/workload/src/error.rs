@@ -38,13 +38,10 @@ pub enum WorkloadError {
     #[error(transparent)]
     Template(#[from] crate::template::TemplateError),
 
-    /// A dataset or plan file could not be read.
-    #[error("could not read {path}: {source}; check the path and that the file is readable")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// A dataset or plan file could not be read (the I/O error is in the message, not repeated
+    /// as a cause).
+    #[error("could not read {path}: {error}; check the path and that the file is readable")]
+    Read { path: PathBuf, error: std::io::Error },
 
     /// A dataset or plan file has content that cannot be used.
     #[error("{path}{}: {message}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
@@ -59,12 +56,8 @@ pub enum WorkloadError {
     Invalid(String),
 
     /// A plan file could not be written.
-    #[error("could not write the plan to {path}: {source}; check that its folder exists and is writable")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("could not write the plan to {path}: {error}; check that its folder exists and is writable")]
+    Write { path: PathBuf, error: std::io::Error },
 }
 
 impl WorkloadError {
@@ -72,7 +65,7 @@ impl WorkloadError {
         WorkloadError::Parse { path: path.into(), line, message: message.into() }
     }
 
-    pub(crate) fn read(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        WorkloadError::Read { path: path.into(), source }
+    pub(crate) fn read(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
+        WorkloadError::Read { path: path.into(), error }
     }
 }

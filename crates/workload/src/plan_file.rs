@@ -97,7 +97,7 @@ pub fn save_plan(plan: &Plan, path: &Path) -> Result<(), WorkloadError> {
         write_plan(plan, &mut f)?;
         f.flush()
     };
-    write().map_err(|source| WorkloadError::Write { path: path.to_path_buf(), source })
+    write().map_err(|error| WorkloadError::Write { path: path.to_path_buf(), error })
 }
 
 /// Reads a plan written by [`write_plan`]; `path` names the source in errors.

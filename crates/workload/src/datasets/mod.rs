@@ -53,6 +53,22 @@ pub fn estimate_tokens(text: &str) -> u32 {
 
 /// A length as a token count, saturating at `u32::MAX` (no prompt comes near: that is 16 GiB
 /// of token ids).
+/// The most prompt tokens one generated dataset holds (2^30): every prompt is built before the
+/// run, at a few bytes a token, so more would exhaust a machine's memory instead of failing.
+pub const MAX_TOTAL_PROMPT_TOKENS: i64 = 1 << 30;
+
+/// Refuses a generated dataset whose `n` prompts would hold `total` tokens, past
+/// [`MAX_TOTAL_PROMPT_TOKENS`]; `lower` names the flags to lower.
+pub(crate) fn check_total_prompt_tokens(n: usize, total: i64, lower: &str) -> Result<(), WorkloadError> {
+    if total <= MAX_TOTAL_PROMPT_TOKENS {
+        return Ok(());
+    }
+    Err(WorkloadError::Invalid(format!(
+        "the {n} prompts would hold {total} tokens in all, more than the {MAX_TOTAL_PROMPT_TOKENS} a run \
+         builds in memory (several GB of text); lower {lower}"
+    )))
+}
+
 pub(crate) fn count_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }

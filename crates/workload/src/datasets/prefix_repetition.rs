@@ -7,7 +7,7 @@ use servebench_core::rng::RandomState;
 use super::fit::{Extender, decode_to_target_len, mismatch_note};
 use super::random::words_text;
 use super::words::WORDS;
-use super::{Dataset, Sample, seeded_shuffle};
+use super::{Dataset, Sample, check_total_prompt_tokens, seeded_shuffle};
 use crate::{Tokenizer, WorkloadError};
 
 /// The prefix-repetition parameters (`--prefix-repetition-*`).
@@ -40,8 +40,15 @@ pub fn sample(
             spec.num_requests, spec.num_prefixes
         )));
     }
+    let prompts = per_prefix * spec.num_prefixes as usize;
+    let total = prompts as i64 * (i64::from(spec.prefix_len) + i64::from(spec.suffix_len));
+    check_total_prompt_tokens(
+        prompts,
+        total,
+        "--num-prompts, --prefix-repetition-prefix-len or --prefix-repetition-suffix-len",
+    )?;
     let mut notes = Vec::new();
-    let mut samples = Vec::with_capacity(per_prefix * spec.num_prefixes as usize);
+    let mut samples = Vec::with_capacity(prompts);
     let mut mismatch = 0i64;
     let mut draw = |len: u32, np: &mut RandomState| -> Result<(Vec<u32>, String), WorkloadError> {
         match tok {
@@ -171,5 +178,20 @@ mod tests {
         };
         let err = sample(None, &spec, &mut RandomState::new(0)).unwrap_err().to_string();
         assert!(err.contains("number of prefixes (10)"), "{err}");
+    }
+
+    #[test]
+    fn prompts_too_many_to_build_are_refused_before_any_is_drawn() {
+        let spec = PrefixRepetitionSpec {
+            num_requests: 1000,
+            prefix_len: 2_000_000,
+            suffix_len: 0,
+            num_prefixes: 1,
+            output_len: 1,
+            shuffle: false,
+            seed: 0,
+        };
+        let err = sample(None, &spec, &mut RandomState::new(0)).unwrap_err().to_string();
+        assert!(err.contains("2000000000 tokens") && err.contains("--prefix-repetition-prefix-len"), "{err}");
     }
 }

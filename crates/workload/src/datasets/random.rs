@@ -8,7 +8,7 @@ use servebench_core::rng::Generator;
 
 use super::fit::{Extender, continue_fit, decode_to_target_len, first_pass, mismatch_note};
 use super::words::WORDS;
-use super::{Dataset, Sample, count_u32, par_map};
+use super::{Dataset, Sample, check_total_prompt_tokens, count_u32, par_map};
 use crate::{Tokenizer, WorkloadError};
 
 /// The random dataset's parameters (`--random-*`).
@@ -88,6 +88,8 @@ pub fn sample(tok: Option<&Tokenizer>, spec: &RandomSpec) -> Result<Dataset, Wor
     let mut rng = Generator::default_rng(spec.seed);
     let input_lens = rng.integers(r.input.0, r.input.1 + 1, n);
     let output_lens = rng.integers(r.output.0, r.output.1 + 1, n);
+    let total = input_lens.iter().map(|l| l + i64::from(spec.prefix_len)).sum();
+    check_total_prompt_tokens(n, total, "--num-prompts or --random-input-len")?;
     let mut notes = vec![ranges_note(&r)];
     let samples = match tok {
         Some(tok) => with_tokenizer(tok, spec, &mut rng, &input_lens, &output_lens, &mut notes)?,

@@ -120,7 +120,16 @@ fn bad_parameters_are_rejected_with_advice() {
     let past_u32 =
         RandomSpec { input_len: u32::MAX, range_ratio: RangeRatio { input: 0.5, output: 0.0 }, ..base.clone() };
     assert!(ranges(&past_u32, 0).unwrap_err().to_string().contains("lower --random-input-len"));
-    let r = ranges(&RandomSpec { input_len: 10, output_len: 0, ..base }, 1).unwrap();
+    let r = ranges(&RandomSpec { input_len: 10, output_len: 0, ..base.clone() }, 1).unwrap();
     assert_eq!(r.input, (9, 9));
     assert_eq!(r.output, (1, 1));
+    // A thousand prompts of ten million tokens would be built in memory before the run: refused
+    // at once, with what to lower, instead of exhausting the machine.
+    let huge = RandomSpec { num_requests: 1000, input_len: 10_000_000, ..base.clone() };
+    let err = sample(None, &huge).unwrap_err().to_string();
+    assert!(err.contains("10000000000 tokens") && err.contains("lower --num-prompts"), "{err}");
+    // The limit counts every prompt: four of a quarter of it would be built, a fifth is refused.
+    let quarter = (crate::datasets::MAX_TOTAL_PROMPT_TOKENS / 4) as u32;
+    let five = RandomSpec { num_requests: 5, input_len: quarter, ..base };
+    assert!(sample(None, &five).unwrap_err().to_string().contains("lower --num-prompts"));
 }

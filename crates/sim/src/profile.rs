@@ -430,7 +430,12 @@ impl StackProfile {
 
     /// Reads a fitted profile file (`.json`, else TOML) and overlays it.
     pub fn apply_file(&mut self, path: &Path) -> Result<(), SimError> {
-        let bad = |message: String| SimError::Profile { path: path.display().to_string(), message };
+        // Parsers' messages may end in a newline (TOML's point at the line): the advice follows
+        // on the message's last line.
+        let bad = |message: String| SimError::Profile {
+            path: path.display().to_string(),
+            message: message.trim_end().into(),
+        };
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
         let value: serde_json::Value = if is_json {
@@ -452,7 +457,12 @@ impl StackProfile {
         if !PROFILE_OPTION_KEYS.contains(&field) {
             return Ok(false);
         }
-        let number: f64 = value.trim().parse().map_err(|_| format!("expected a number, got {value:?}"))?;
+        let number = value
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite())
+            .ok_or_else(|| format!("expected a number, got {value:?}"))?;
         let name = field.replace('-', "_");
         let table_field = name == "gemm_eff" || name == "moe_eff";
         let v = if name.starts_with("graph_max") {

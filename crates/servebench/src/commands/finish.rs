@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_health, render_notes, render_turns};
 use servebench_core::record::RunResult;
-use servebench_core::vllm::json::{result_filename, result_json, write_result};
+use servebench_core::vllm::json::{ResultFileError, result_filename, result_json, write_result};
 use servebench_core::vllm::text::{render_failures, render_result_block, render_steady_state};
 use servebench_store::{NewRun, RunId, RunKind};
 
@@ -24,13 +24,14 @@ pub fn stamp_dates(result: &mut RunResult, started: &jiff::Zoned) {
 /// What happened to a finished run's outputs.
 pub struct Finished {
     pub summary: Summary,
-    /// The result JSON written, if `--save-result` or `--append-result` was given.
-    pub saved_to: Option<PathBuf>,
+    /// The result JSON written, if `--save-result` or `--append-result` was given, or why it
+    /// could not be: the run is kept in the store either way, then the command fails.
+    pub saved_to: Result<Option<PathBuf>, ResultFileError>,
 }
 
 /// Prints the failure listing and the result block exactly as vLLM does, then saves the
 /// result JSON if the config asks for it.
-pub fn finish_run(
+fn finish_run(
     result: &RunResult,
     uncertainty: Option<&servebench_sim::Uncertainty>,
     out: &Sink,
@@ -72,11 +73,9 @@ pub fn finish_run(
         if let (Some(b), Some(ours)) = (&band, value.get_mut("servebench").and_then(|v| v.as_object_mut())) {
             ours.insert("prediction_band".into(), serde_json::to_value(b)?);
         }
-        write_result(&path, &value, options.append_result)
-            .map_err(|e| anyhow::anyhow!("could not save the result to {}: {e}", path.display()))?;
-        Some(path)
+        write_result(&path, &value, options.append_result).map(|()| Some(path))
     } else {
-        None
+        Ok(None)
     };
     Ok(Finished { summary, saved_to })
 }
@@ -128,7 +127,7 @@ pub fn finish_and_keep(
         name_result_file(&mut result, suffix);
     }
     let finished = finish_run(&result, uncertainty, out)?;
-    if let Some(path) = &finished.saved_to {
+    if let Ok(Some(path)) = &finished.saved_to {
         out.line(format!("Saved the result to {}", path.display()))?;
     }
     let mut run = NewRun::from_run(keep.kind, &result, &finished.summary);
@@ -139,6 +138,10 @@ pub fn finish_and_keep(
         run = run.with_environment(env);
     }
     let stored = store_run(&run, choice, out)?;
+    if let Err(e) = finished.saved_to {
+        let kept = stored.map_or_else(String::new, |id| format!("; what was measured is kept as run {id}"));
+        anyhow::bail!("{e}{kept}");
+    }
     Ok(PointOutcome { result, summary: finished.summary, run, stored })
 }
 

@@ -183,3 +183,38 @@ async fn a_resolver_asks_a_server_for_its_model_once_and_resolves_the_simulator_
     let e = resolver.resolve(&both.flags(false), &out).await.err().expect("--sim with --base-url fails");
     assert!(e.to_string().contains("leave out --base-url"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_file_that_cannot_be_written_fails_the_run_after_it_is_kept_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    // A file where the result's folder should be: no folder can be made under it.
+    let blocker = dir.path().join("blocker");
+    std::fs::write(&blocker, "").unwrap();
+    let (result_dir, db) = (blocker.join("results"), dir.path().join("runs.db"));
+    let args = bench_serve(&[
+        "--sim",
+        "Qwen/Qwen3-0.6B@h100-sxm",
+        "--num-prompts",
+        "3",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "2",
+        "--save-result",
+        "--result-dir",
+        result_dir.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--disable-tqdm",
+    ]);
+    let out = Sink::memory();
+    let e = serve(args, &out).await.expect_err("the result file cannot be written");
+    let message = format!("{e:#}");
+    assert!(message.contains("could not write the result file") && message.contains("kept as run 1"), "{message}");
+    // Said once: the I/O error is in the message, not repeated as its cause.
+    assert_eq!(message.matches("Not a directory").count(), 1, "{message}");
+    let text = out.text();
+    assert_eq!(value(&text, "Successful requests:"), 3.0, "the report was printed first: {text}");
+    let runs = servebench_store::Store::open(&db).unwrap().list(&servebench_store::RunFilter::default()).unwrap();
+    assert_eq!(runs.len(), 1, "what was measured is kept");
+}

@@ -27,6 +27,12 @@ fn options_set_fields_and_per_format_tables() {
     assert!(!p.set_option("max-num-seqs", "4").unwrap());
     assert!(p.set_option("eta-bw", "-1").unwrap_err().contains("eta_bw"));
     assert!(p.set_option("t0-ms", "fast").is_err());
+    for not_a_number in ["nan", "inf", "-inf"] {
+        assert_eq!(
+            p.set_option("t0-ms", not_a_number).unwrap_err(),
+            format!("expected a number, got {not_a_number:?}")
+        );
+    }
     assert!(p.set_option("t0-ms.fp8", "1").is_err());
 }
 

@@ -261,16 +261,12 @@ pub fn result_filename(config: &RunConfig, model_id: &str, date: &str) -> PathBu
     }
 }
 
-/// Writing a result file failed.
+/// Writing a result file failed (the I/O error is in the message, not repeated as a cause).
 #[derive(Debug, Error)]
-#[error(
-    "could not write the result file {}: {source}; check that its directory is writable",
-    path.display()
-)]
+#[error("could not write the result file {}: {error}; check that its directory is writable", path.display())]
 pub struct ResultFileError {
     pub path: PathBuf,
-    #[source]
-    pub source: io::Error,
+    pub error: io::Error,
 }
 
 /// Writes `value` as Python's `json.dump` would, with no trailing newline. With `append`
@@ -278,7 +274,7 @@ pub struct ResultFileError {
 /// when the file is not empty (one JSON document per line); otherwise the file is replaced.
 /// A missing parent directory is created, as vLLM does for `--result-dir`.
 pub fn write_result(path: &Path, value: &Value, append: bool) -> Result<(), ResultFileError> {
-    let fail = |source| ResultFileError { path: path.to_path_buf(), source };
+    let fail = |error| ResultFileError { path: path.to_path_buf(), error };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).map_err(fail)?;
     }

@@ -192,6 +192,19 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
 
 /// Sampling flags and `--extra-body` merged (extra body wins), as vLLM merges them.
 pub fn parse_extra_body(c: &ContentArgs) -> Result<serde_json::Map<String, serde_json::Value>, ResolveError> {
+    for (flag, v) in [
+        ("--top-p", c.top_p),
+        ("--min-p", c.min_p),
+        ("--temperature", c.temperature),
+        ("--frequency-penalty", c.frequency_penalty),
+        ("--presence-penalty", c.presence_penalty),
+        ("--repetition-penalty", c.repetition_penalty),
+    ] {
+        // JSON has no NaN or infinity: such a value would reach the server as null.
+        if let Some(v) = v.filter(|v| !v.is_finite()) {
+            return err(format!("{flag} must be a finite number, got {v}"));
+        }
+    }
     let mut m = serde_json::Map::new();
     let mut put = |k: &str, v: Option<serde_json::Value>| {
         if let Some(v) = v {
@@ -245,11 +258,17 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             output_len: output.or(d.sharegpt_output_len),
             oversample: !d.no_oversample,
             shuffle: !d.disable_shuffle,
-            multi_turn: d.multi_turn.then(|| MultiTurn {
-                max_active_conversations: d.max_active_conversations.max(1),
-                think_time_s: d.think_time.max(0.0),
-                max_turns: d.max_turns.max(1),
-            }),
+            multi_turn: match d.multi_turn {
+                true if !(d.think_time.is_finite() && d.think_time >= 0.0) => {
+                    return err(format!("--think-time must be 0 or more seconds, got {}", d.think_time));
+                }
+                true => Some(MultiTurn {
+                    max_active_conversations: d.max_active_conversations.max(1),
+                    think_time_s: d.think_time,
+                    max_turns: d.max_turns.max(1),
+                }),
+                false => None,
+            },
         },
         "custom" => WorkloadSpec::Custom {
             path: need_path(d)?,
@@ -519,6 +538,27 @@ mod tests {
         assert!(parse_percentile_metrics(Some("ttft, tpot")).is_err());
         assert_eq!(parse_metric_percentiles("50,90,99.9").unwrap(), vec![50.0, 90.0, 99.9]);
         assert!(parse_metric_percentiles("101").is_err());
+    }
+
+    #[test]
+    fn sampling_and_think_time_refuse_values_json_cannot_carry() {
+        let c = ContentArgs { temperature: Some(f64::NAN), ..ContentArgs::default() };
+        assert_eq!(parse_extra_body(&c).unwrap_err().to_string(), "--temperature must be a finite number, got NaN");
+        let c = ContentArgs { top_p: Some(0.9), ..ContentArgs::default() };
+        assert_eq!(parse_extra_body(&c).unwrap()["top_p"], 0.9);
+        let sharegpt = |think_time: f64| DatasetArgs {
+            dataset_name: "sharegpt".into(),
+            dataset_path: Some("conversations.json".into()),
+            multi_turn: true,
+            think_time,
+            ..DatasetArgs::default()
+        };
+        for bad in [f64::NAN, -1.0] {
+            let e = parse_workload(&sharegpt(bad), &ContentArgs::default()).unwrap_err().to_string();
+            assert!(e.starts_with("--think-time must be 0 or more seconds"), "{e}");
+        }
+        let ok = parse_workload(&sharegpt(0.5), &ContentArgs::default()).unwrap();
+        assert!(matches!(ok, WorkloadSpec::Sharegpt { multi_turn: Some(MultiTurn { think_time_s: 0.5, .. }), .. }));
     }
 
     #[test]

@@ -16,6 +16,10 @@ use crate::cli::sim_args::SimValidateArgs;
 
 /// Runs the validation and writes its report to `out`.
 pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    // A gate no error can exceed (NaN) or every error exceeds (below 0) checks nothing.
+    if let Some(limit) = args.fail_above.filter(|l| !(l.is_finite() && *l >= 0.0)) {
+        anyhow::bail!("--fail-above takes a percentage of 0 or more, got {limit}");
+    }
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| parse_param(p)).collect::<Result<_, _>>()?;
     let options = crate::cli::resolve::parse_kv_list(&args.options, "--option")?;
     let defaults = Defaults {

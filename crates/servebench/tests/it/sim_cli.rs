@@ -299,6 +299,15 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     let (code, out) = run(&["--fail-above", "0.001"]);
     assert_eq!(code, std::process::ExitCode::from(1), "{out}");
     assert!(out.contains("FAIL: a median error of"), "{out}");
+    // A gate that could never fail (NaN), or always would (below 0), is refused before any work.
+    for limit in ["--fail-above=nan", "--fail-above=-5"] {
+        let argv = ["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b", limit, table.to_str().unwrap()];
+        let Command::Sim(SimCommand::Validate(args)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not sim validate")
+        };
+        let e = commands::sim_validate::run(&args, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("--fail-above takes a percentage of 0 or more"), "{e}");
+    }
     let (_, out) = run(&["--leave-out", "tp", "--fit", "t0-ms", "--max-evals", "4"]);
     assert!(out.contains("held out by tp") && out.contains("In-sample errors"), "{out}");
     assert!(out.contains("tp=4") && out.contains("tp=8") && out.contains("t0-ms"), "{out}");

@@ -28,18 +28,54 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     let tokens = batch.tokens();
     // With CUDA graphs the products (and the experts) run on the captured size's rows.
     let rows = cost.rows(&batch);
+    let notes = limits(args, &setup, tokens);
     if args.json {
         let doc = serde_json::json!({
             "model": setup.model.id, "hardware": setup.hardware.name, "tp": setup.options.tp,
             "pp": setup.options.pp, "dp": setup.options.dp, "batch": args.batch, "context": args.context,
             "prefill": args.prefill, "tokens": tokens, "graph_rows": rows,
-            "experts_touched": experts(&setup, &cost, rows), "seconds": b,
+            "experts_touched": experts(&setup, &cost, rows), "seconds": b, "notes": notes,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
         write!(out, "{}", render(args, &setup, &cost, &b, tokens, rows))?;
+        for note in &notes {
+            writeln!(out, "note: {note}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the step asked for is not one the engine would run: more sequences or tokens than a
+/// step takes, or more context than the KV cache holds. The price is still given (a term can
+/// be checked at any size), with what the engine would do instead.
+fn limits(args: &SimStepArgs, setup: &SimSetup, tokens: u64) -> Vec<String> {
+    let o = &setup.options;
+    let mut notes = Vec::new();
+    let (batch, context, prefill) = (u64::from(args.batch), u64::from(args.context), u64::from(args.prefill));
+    let seqs = batch + u64::from(prefill > 0);
+    if seqs > u64::from(o.max_num_seqs) {
+        notes.push(format!(
+            "{seqs} sequences are more than max-num-seqs ({}): the engine would run them over several steps",
+            o.max_num_seqs
+        ));
+    }
+    if tokens > u64::from(o.max_num_batched_tokens) {
+        notes.push(format!(
+            "{tokens} tokens are more than max-num-batched-tokens ({}): the engine would split the prefill into \
+             chunks, or the batch over steps",
+            o.max_num_batched_tokens
+        ));
+    }
+    let context = batch * (context + 1) + prefill;
+    if context > setup.memory.kv_tokens {
+        notes.push(format!(
+            "the step's context ({context} tokens) is more than the KV cache holds ({} tokens): the engine would \
+             preempt sequences",
+            setup.memory.kv_tokens
+        ));
+    }
+    notes
 }
 
 /// Distinct experts a MoE layer's step touches, where the model has experts.

@@ -398,7 +398,8 @@ fn sim_validate_reads_runs_from_the_store() {
 }
 
 /// `sim step` in-process: one step priced term by term (a snapshot of the table), the terms
-/// adding up to the total in the JSON, and a step with nothing to compute refused.
+/// adding up to the total in the JSON, a step with nothing to compute refused, and a step past
+/// the engine's limits priced with a note.
 #[test]
 fn sim_step_prices_one_step_term_by_term() {
     let run = |extra: &[&str]| {
@@ -435,4 +436,15 @@ fn sim_step_prices_one_step_term_by_term() {
     assert_eq!(doc["experts_touched"], eight["experts_touched"], "{doc} {eight}");
     let (r, _) = run(&["--batch", "0"]);
     assert!(r.unwrap_err().to_string().contains("--batch N decoding sequences or --prefill"));
+    // A step the engine would not run as one is still priced, with what the engine would do.
+    assert_eq!(doc["notes"], serde_json::json!([]), "{doc}");
+    let (r, out) = run(&["--batch", "2000", "--context", "100000"]);
+    assert!(r.is_ok());
+    let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("note: ")).collect();
+    assert_eq!(notes.len(), 2, "{out}");
+    assert!(notes[0].contains("2000 sequences are more than max-num-seqs (1024)"), "{out}");
+    assert!(notes[1].contains("200002000 tokens) is more than the KV cache holds"), "{out}");
+    let (_, out) = run(&["--prefill", "10000", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(doc["notes"][0].as_str().unwrap().contains("more than max-num-batched-tokens (8192)"), "{doc}");
 }

@@ -3,7 +3,8 @@
 //! Prints, per file, how many runs were added (with their numbers) and every block or
 //! document skipped with its line and reason, then the total. A block already in the store
 //! (same file content and line) is skipped, so importing a file again adds nothing. The exit
-//! code is 1 only when a file could not be read at all; the other files are still imported.
+//! code is 1 when a file could not be read or held no result at all; the other files are still
+//! imported.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -43,6 +44,11 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         }
         skipped.sort_by_key(|p| p.line);
         total += added.len();
+        // A file with no result in it is a mistake to report; one whose results are all in the
+        // store already is not (importing twice is harmless).
+        if report.runs.is_empty() {
+            unreadable += 1;
+        }
         let mut line = format!("{}: added {}", file.display(), runs(added.len()));
         if !added.is_empty() {
             line.push_str(&format!(" ({})", ranges(&added)));

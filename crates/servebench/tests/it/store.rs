@@ -90,7 +90,7 @@ fn importing_a_file_again_adds_nothing() {
 }
 
 #[test]
-fn a_missing_file_fails_the_command_but_not_the_others() {
+fn a_missing_file_or_one_without_results_fails_the_command_but_not_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_of(&dir);
     let (code, out) = try_run(&[
@@ -103,6 +103,13 @@ fn a_missing_file_fails_the_command_but_not_the_others() {
     .unwrap();
     assert_eq!(code, ExitCode::FAILURE);
     assert!(out.contains("added 1 run (1)"), "{out}");
+    // A file that holds no result at all fails the command too (importing one again, as
+    // above, does not: its results are in the store already).
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "just some notes\n").unwrap();
+    let (code, out) = try_run(&["import", "--db", &db, &notes.to_string_lossy()]).unwrap();
+    assert_eq!(code, ExitCode::FAILURE, "{out}");
+    assert!(out.contains("added 0 runs, skipped 1") && out.contains("no vLLM result block"), "{out}");
 }
 
 #[test]

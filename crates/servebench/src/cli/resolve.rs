@@ -258,16 +258,17 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             output_len: output.or(d.sharegpt_output_len),
             oversample: !d.no_oversample,
             shuffle: !d.disable_shuffle,
-            multi_turn: match d.multi_turn {
-                true if !(d.think_time.is_finite() && d.think_time >= 0.0) => {
+            multi_turn: if d.multi_turn {
+                if !(d.think_time.is_finite() && d.think_time >= 0.0) {
                     return err(format!("--think-time must be 0 or more seconds, got {}", d.think_time));
                 }
-                true => Some(MultiTurn {
+                Some(MultiTurn {
                     max_active_conversations: d.max_active_conversations.max(1),
                     think_time_s: d.think_time,
                     max_turns: d.max_turns.max(1),
-                }),
-                false => None,
+                })
+            } else {
+                None
             },
         },
         "custom" => WorkloadSpec::Custom {

@@ -20,13 +20,13 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     let path = args.db.path()?;
     let mut store = Store::open(&path)?;
     let mut total = 0;
-    let mut unreadable = 0;
+    let mut failed = 0;
     for file in &args.files {
         let report = match import_file(file) {
             Ok(report) => report,
             Err(e) => {
                 output::error(&e);
-                unreadable += 1;
+                failed += 1;
                 continue;
             }
         };
@@ -47,7 +47,7 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         // A file with no result in it is a mistake to report; one whose results are all in the
         // store already is not (importing twice is harmless).
         if report.runs.is_empty() {
-            unreadable += 1;
+            failed += 1;
         }
         let mut line = format!("{}: added {}", file.display(), runs(added.len()));
         if !added.is_empty() {
@@ -66,7 +66,7 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     }
     writeln!(out, "Added {} to {}.", runs(total), path.display())?;
     out.flush()?;
-    Ok(if unreadable > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 fn runs(n: usize) -> String {

@@ -51,8 +51,6 @@ pub fn estimate_tokens(text: &str) -> u32 {
     count_u32(text.len().div_ceil(4).max(1))
 }
 
-/// A length as a token count, saturating at `u32::MAX` (no prompt comes near: that is 16 GiB
-/// of token ids).
 /// The most prompt tokens one generated dataset holds (2^30): every prompt is built before the
 /// run, at a few bytes a token, so more would exhaust a machine's memory instead of failing.
 pub const MAX_TOTAL_PROMPT_TOKENS: i64 = 1 << 30;
@@ -69,6 +67,8 @@ pub(crate) fn check_total_prompt_tokens(n: usize, total: i64, lower: &str) -> Re
     )))
 }
 
+/// A length as a token count, saturating at `u32::MAX` (no prompt comes near: that is 16 GiB
+/// of token ids).
 pub(crate) fn count_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }

@@ -22,11 +22,11 @@ pub fn stamp_dates(result: &mut RunResult, started: &jiff::Zoned) {
 }
 
 /// What happened to a finished run's outputs.
-pub struct Finished {
-    pub summary: Summary,
+struct Finished {
+    summary: Summary,
     /// The result JSON written, if `--save-result` or `--append-result` was given, or why it
     /// could not be: the run is kept in the store either way, then the command fails.
-    pub saved_to: Result<Option<PathBuf>, ResultFileError>,
+    saved_to: Result<Option<PathBuf>, ResultFileError>,
 }
 
 /// Prints the failure listing and the result block exactly as vLLM does, then saves the

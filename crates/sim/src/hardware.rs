@@ -88,6 +88,11 @@ impl PeakTflops {
 /// [`PeakTflops::dequant_issue`]).
 pub const WEIGHT_ONLY_PER_INT32: f64 = 989.0 / 33.5;
 
+/// The SMs' boost clock of the H100 SXM, MHz: the clock at which the stack constants that are
+/// kernel latencies (`t_layer_us`, `t_moe_us`, the expert kernels' fixed costs) were
+/// calibrated (see [`HardwareSpec::latency_scale`]).
+pub const CALIBRATION_CLOCK_MHZ: f64 = 1980.0;
+
 /// A link the tensor-parallel all-reduce (or pipeline hand-off) crosses.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -256,6 +261,10 @@ pub struct HardwareSpec {
     /// fraction of its peaks (every tensor and integer rate; memory is not affected). 1 unless a
     /// preset's own measurements say otherwise (the H100 PCIe at 350 W, CALIBRATION.md).
     pub sustained_clock: f64,
+    /// The SMs' (or CUs') boost clock from the datasheet, MHz, where it is published: the clock
+    /// at which a light step's small, latency-bound kernels run (see
+    /// [`HardwareSpec::latency_scale`]).
+    pub boost_clock_mhz: Option<f64>,
     /// The kernels the device's serving stack runs an MXFP4 checkpoint's experts with where
     /// they dequantize to BF16 (W4A16), unless `mxfp4-backend` says otherwise: Marlin on CUDA
     /// (the path the stack constants were calibrated on), OpenAI's Triton kernels on ROCm, where
@@ -285,6 +294,8 @@ struct RawHardware {
     peak_tflops: PeakTflops,
     #[serde(default)]
     sustained_clock: Option<f64>,
+    #[serde(default)]
+    boost_clock_mhz: Option<f64>,
     #[serde(default)]
     mxfp4_backend: crate::precision::Mxfp4Backend,
     gpus_per_node: u32,
@@ -321,6 +332,9 @@ impl HardwareSpec {
         if !(sustained_clock.is_finite() && sustained_clock > 0.0 && sustained_clock <= 1.5) {
             return Err(bad(format!("sustained_clock must be in (0, 1.5], got {sustained_clock}")));
         }
+        if let Some(mhz) = raw.boost_clock_mhz.filter(|c| !(c.is_finite() && (100.0..=10_000.0).contains(c))) {
+            return Err(bad(format!("boost_clock_mhz must be a clock in MHz between 100 and 10000, got {mhz}")));
+        }
         let uncertainty = raw.uncertainty.unwrap_or_default();
         uncertainty.validate().map_err(bad)?;
         if raw.gpus_per_node == 0 {
@@ -341,6 +355,7 @@ impl HardwareSpec {
             bandwidth_gbs: raw.bandwidth_gbs,
             peak_tflops: raw.peak_tflops,
             sustained_clock,
+            boost_clock_mhz: raw.boost_clock_mhz,
             mxfp4_backend: raw.mxfp4_backend,
             gpus_per_node: raw.gpus_per_node,
             intra_node: raw.intra_node,
@@ -348,6 +363,16 @@ impl HardwareSpec {
             stack,
             uncertainty,
         })
+    }
+
+    /// How much longer than on the H100 SXM a latency-bound kernel takes here: the calibration
+    /// clock over the device's boost clock (1 where the preset gives none). A small kernel of a
+    /// light step (a norm, a router, a top-k, an expert product of a few rows) is a chain of
+    /// dependent instructions and barriers counted in the SMs' cycles, not a stream limited by
+    /// memory or by power, so it runs at the boost clock and its time scales as its inverse;
+    /// the constants that are such latencies were calibrated at [`CALIBRATION_CLOCK_MHZ`].
+    pub fn latency_scale(&self) -> f64 {
+        self.boost_clock_mhz.map_or(1.0, |mhz| CALIBRATION_CLOCK_MHZ / mhz)
     }
 
     /// vLLM's test for its larger batch defaults: at least 70 GiB and not an A100.
@@ -405,6 +430,18 @@ mod tests {
         for bad in ["0", "-1", "2"] {
             let e = HardwareSpec::from_toml(&with(bad), "toy").unwrap_err().to_string();
             assert!(e.contains("sustained_clock must be in (0, 1.5]"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_boost_clock_sets_the_latency_scale_and_a_bad_one_is_refused() {
+        let with = |c: &str| MINIMAL.replace("gpus_per_node = 1", &format!("gpus_per_node = 1\nboost_clock_mhz = {c}"));
+        assert_eq!(HardwareSpec::from_toml(MINIMAL, "toy").unwrap().latency_scale(), 1.0);
+        let hw = HardwareSpec::from_toml(&with("2475"), "toy").unwrap();
+        assert_eq!((hw.boost_clock_mhz, hw.latency_scale()), (Some(2475.0), 0.8));
+        for bad in ["0", "-1980", "1.98", "1e9"] {
+            let e = HardwareSpec::from_toml(&with(bad), "toy").unwrap_err().to_string();
+            assert!(e.contains("boost_clock_mhz must be a clock in MHz"), "{e}");
         }
     }
 

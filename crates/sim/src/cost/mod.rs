@@ -200,6 +200,10 @@ impl CostModel {
         let dense_layers = f64::from(m.dense_ffn_layers());
         let (experts, top_k) = m.moe.as_ref().map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.top_k)));
         let peaks = &hw.peak_tflops.at_clock(hw.sustained_clock);
+        // The floor of a layer's small kernels and the routing kernels are chains of dependent
+        // instructions, calibrated at the H100's clock; the expert kernels' fixed costs are
+        // long reads from memory (their latency does not follow the SMs' clock).
+        let latency = hw.latency_scale();
         let bandwidth = st.eta_bw * hw.bandwidth_gbs * 1e9;
         // A dequantizing kernel runs at the lower of its issue-bound rate (the integer rate, at
         // the weight-only ceiling) and the tensor cores' BF16 rate at `mma`: the first binds on
@@ -293,9 +297,9 @@ impl CostModel {
             pp_alpha_s: pl.allreduce_latency_us * 1e-6,
             pp_beta: pl.bandwidth_gbs * 1e9,
             t0_s: st.t0_ms * 1e-3,
-            t_layer_s: st.t_layer_us * 1e-6,
+            t_layer_s: st.t_layer_us * latency * 1e-6,
             t_seq_s: st.t_seq_us * 1e-6,
-            t_moe_s: st.t_moe_us * 1e-6,
+            t_moe_s: st.t_moe_us * latency * 1e-6,
             eager_layer_s: st.eager_layer_us * 1e-6,
             host_s: st.t_host_ms * 1e-3,
             host_seq_s: st.t_host_seq_us * 1e-6,

@@ -402,3 +402,26 @@ fn a_held_back_clock_slows_compute_and_leaves_the_memory_stream() {
     let (slow, fast) = (pcie.breakdown(&decode_batch(1, 1000)), full.breakdown(&decode_batch(1, 1000)));
     assert!((slow.dense - fast.dense).abs() < 1e-9, "{} / {}", slow.dense, fast.dense);
 }
+
+#[test]
+fn a_light_step_s_kernel_floor_follows_the_boost_clock() {
+    let setup =
+        |hw: &str| SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-30B-A3B", hw, &[], None).unwrap();
+    // The constants were calibrated at the H100 SXM's clock: there they are as written.
+    assert_eq!(setup("h100-sxm").hardware.latency_scale(), 1.0);
+    let a100 = setup("a100-80g");
+    assert_eq!(a100.hardware.boost_clock_mhz, Some(1410.0));
+    let mut unclocked = a100.clone();
+    unclocked.hardware.boost_clock_mhz = None;
+    let b = decode_batch(1, 200);
+    let (slow, at_h100) = (CostModel::new(&a100).breakdown(&b), CostModel::new(&unclocked).breakdown(&b));
+    let k = 1980.0 / 1410.0;
+    // The layers' floor and the routing kernels take 1980 / 1410 as long; the per-step and
+    // per-sequence costs, the experts' long reads and their fixed cost do not move.
+    let st = &a100.stack;
+    let layers = f64::from(a100.model.layers);
+    assert!(((slow.fixed - at_h100.fixed) - (k - 1.0) * layers * st.t_layer_us * 1e-6).abs() < 1e-12);
+    assert!((slow.moe_routing / at_h100.moe_routing - k).abs() < 1e-12, "{slow:?} {at_h100:?}");
+    assert_eq!(slow.experts, at_h100.experts);
+    assert_eq!(slow.dense, at_h100.dense);
+}

@@ -16,7 +16,7 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
     if args.hardware || both {
         writeln!(
             out,
-            "Hardware ({}):\n{:<16} {:>8} {:>8} {:>7} {:>7} {:>7} {:>5}  description",
+            "Hardware ({}):\n{:<16} {:>8} {:>8} {:>7} {:>7} {:>7} {:>5} {:>5}  description",
             presets.hardware_presets().len(),
             "name",
             "mem GiB",
@@ -24,19 +24,21 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
             "BF16 TF",
             "FP8 TF",
             "FP4 TF",
+            "MHz",
             "GPUs",
         )?;
         for h in presets.hardware_presets() {
             let tf = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
             writeln!(
                 out,
-                "{:<16} {:>8.1} {:>8.0} {:>7.0} {:>7} {:>7} {:>5}  {}",
+                "{:<16} {:>8.1} {:>8.0} {:>7.0} {:>7} {:>7} {:>5} {:>5}  {}",
                 h.name,
                 h.memory_gib,
                 h.bandwidth_gbs,
                 h.peak_tflops.bf16,
                 tf(h.peak_tflops.fp8),
                 tf(h.peak_tflops.fp4),
+                tf(h.boost_clock_mhz),
                 h.gpus_per_node,
                 h.description
             )?;

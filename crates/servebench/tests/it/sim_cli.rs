@@ -196,6 +196,11 @@ fn sim_presets_lists_the_presets_and_where_user_presets_live() {
     }
     let hw = ok(&["sim", "presets", "--hardware"]);
     assert!(hw.contains("mi300x") && !hw.contains("Qwen/Qwen3-8B"), "{hw}");
+    // The boost clock the kernels' latencies scale with; "-" where no datasheet gives one.
+    let row = |name: &str| hw.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap().to_string();
+    assert!(hw.lines().nth(1).unwrap().contains("MHz"), "{hw}");
+    assert!(row("a100-80g").split_whitespace().any(|w| w == "1410"), "{hw}");
+    assert!(row("dgx-spark").split_whitespace().filter(|w| *w == "-").count() >= 2, "{hw}");
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("models")).unwrap();

@@ -43,11 +43,14 @@ pub struct StackProfile {
     /// Fixed cost of every step that async scheduling does not hide (sampling, copying inputs
     /// to the GPU, synchronising with it), ms.
     pub t0_ms: f64,
-    /// Fixed cost per transformer layer per step with CUDA graphs (the floor of each kernel), µs.
+    /// Fixed cost per transformer layer per step with CUDA graphs (the floor of each kernel), µs,
+    /// at the H100 SXM's clock: a device whose preset gives its boost clock takes it scaled by
+    /// [`crate::hardware::HardwareSpec::latency_scale`].
     pub t_layer_us: f64,
     /// Cost per sequence in the batch (input preparation, detokenisation), µs.
     pub t_seq_us: f64,
-    /// Cost per MoE layer per step (routing, top-k, permutation), µs.
+    /// Cost per MoE layer per step (routing, top-k, permutation), µs, at the H100 SXM's clock
+    /// (scaled as `t_layer_us`).
     pub t_moe_us: f64,
     /// The host's own work per step (scheduling, preparing inputs, turning sampled ids into
     /// outputs), ms. With async scheduling it overlaps the GPU's step and shows only where it is

@@ -89,8 +89,8 @@ impl PeakTflops {
 pub const WEIGHT_ONLY_PER_INT32: f64 = 989.0 / 33.5;
 
 /// The SMs' boost clock of the H100 SXM, MHz: the clock at which the stack constants that are
-/// kernel latencies (`t_layer_us`, `t_moe_us`, the expert kernels' fixed costs) were
-/// calibrated (see [`HardwareSpec::latency_scale`]).
+/// chains of small kernels (`t_layer_us`, `t_moe_us`) were calibrated (see
+/// [`HardwareSpec::latency_scale`]).
 pub const CALIBRATION_CLOCK_MHZ: f64 = 1980.0;
 
 /// A link the tensor-parallel all-reduce (or pipeline hand-off) crosses.
@@ -367,10 +367,11 @@ impl HardwareSpec {
 
     /// How much longer than on the H100 SXM a latency-bound kernel takes here: the calibration
     /// clock over the device's boost clock (1 where the preset gives none). A small kernel of a
-    /// light step (a norm, a router, a top-k, an expert product of a few rows) is a chain of
+    /// light step (a norm, a projection of a few rows, a router, a top-k) is a chain of
     /// dependent instructions and barriers counted in the SMs' cycles, not a stream limited by
     /// memory or by power, so it runs at the boost clock and its time scales as its inverse;
-    /// the constants that are such latencies were calibrated at [`CALIBRATION_CLOCK_MHZ`].
+    /// the constants that are such latencies were calibrated at [`CALIBRATION_CLOCK_MHZ`]. The
+    /// expert kernels' fixed costs are long reads from memory and do not scale.
     pub fn latency_scale(&self) -> f64 {
         self.boost_clock_mhz.map_or(1.0, |mhz| CALIBRATION_CLOCK_MHZ / mhz)
     }

@@ -415,7 +415,7 @@ fn a_light_step_s_kernel_floor_follows_the_boost_clock() {
     unclocked.hardware.boost_clock_mhz = None;
     let b = decode_batch(1, 200);
     let (slow, at_h100) = (CostModel::new(&a100).breakdown(&b), CostModel::new(&unclocked).breakdown(&b));
-    let k = 1980.0 / 1410.0;
+    let k = crate::hardware::CALIBRATION_CLOCK_MHZ / 1410.0;
     // The layers' floor and the routing kernels take 1980 / 1410 as long; the per-step and
     // per-sequence costs, the experts' long reads and their fixed cost do not move.
     let st = &a100.stack;

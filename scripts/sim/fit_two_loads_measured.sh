@@ -17,21 +17,8 @@ rows=$repo/crates/sim/testdata/inferencex-h100-gpt-oss-120b-vllm.json
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# Generic priors: round numbers of the right order for any NVIDIA datacenter GPU, the ones the
-# held-out checks of CALIBRATION.md start from.
-cat >"$out/priors.toml" <<'EOF'
-eta_bw = 0.85
-attn_eff = 0.5
-t0_ms = 1.0
-t_layer_us = 30.0
-t_seq_us = 10.0
-alpha_api_ms = 15.0
-api_us_per_token = 1.0
-api_ms_per_request = 1.0
-api_us_per_output_token = 20.0
-[moe_eff]
-weight_only = 0.3
-EOF
+# Generic priors (the held-out checks of CALIBRATION.md start from them).
+priors=$repo/docs/profiles/generic-priors.toml
 
 python3 - "$rows" "$out" <<'EOF'
 import json, sys
@@ -52,9 +39,9 @@ common=(--model openai/gpt-oss-120b --hardware h100-sxm)
 for fit in "$out"/*.fit.json; do
   g=${fit%.fit.json}
   (
-    "$SB" sim fit "${common[@]}" --profile "$out/priors.toml" --no-holdout --out "$g.toml" "$fit" >"$g.log" 2>&1
+    "$SB" sim fit "${common[@]}" --profile "$priors" --no-holdout --out "$g.toml" "$fit" >"$g.log" 2>&1
     "$SB" sim validate "${common[@]}" --profile "$g.toml" --json "$g.test.json" >"$g.fitted.json" 2>/dev/null
-    "$SB" sim validate "${common[@]}" --profile "$out/priors.toml" --json "$g.test.json" >"$g.priors.json" 2>/dev/null
+    "$SB" sim validate "${common[@]}" --profile "$priors" --json "$g.test.json" >"$g.priors.json" 2>/dev/null
   ) &
   while [ "$(jobs -r | wc -l)" -ge "$JOBS" ]; do sleep 1; done
 done

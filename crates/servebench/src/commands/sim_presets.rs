@@ -28,7 +28,7 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
             "GPUs",
         )?;
         for h in presets.hardware_presets() {
-            let tf = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
+            let or_dash = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
             writeln!(
                 out,
                 "{:<16} {:>8.1} {:>8.0} {:>7.0} {:>7} {:>7} {:>5} {:>5}  {}",
@@ -36,9 +36,9 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
                 h.memory_gib,
                 h.bandwidth_gbs,
                 h.peak_tflops.bf16,
-                tf(h.peak_tflops.fp8),
-                tf(h.peak_tflops.fp4),
-                tf(h.boost_clock_mhz),
+                or_dash(h.peak_tflops.fp8),
+                or_dash(h.peak_tflops.fp4),
+                or_dash(h.boost_clock_mhz),
                 h.gpus_per_node,
                 h.description
             )?;

@@ -4,10 +4,14 @@ use super::*;
 use crate::precision::Precision;
 use crate::presets::Presets;
 
-pub(super) fn model(model: &str, hw: &str, pairs: &[(&str, &str)]) -> CostModel {
+/// The resolved setup of `model` on `hw` with serving options `pairs`.
+fn setup(model: &str, hw: &str, pairs: &[(&str, &str)]) -> SimSetup {
     let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let s = SimSetup::resolve_with(&Presets::embedded().unwrap(), model, hw, &pairs, None).unwrap();
-    CostModel::new(&s)
+    SimSetup::resolve_with(&Presets::embedded().unwrap(), model, hw, &pairs, None).unwrap()
+}
+
+pub(super) fn model(model: &str, hw: &str, pairs: &[(&str, &str)]) -> CostModel {
+    CostModel::new(&setup(model, hw, pairs))
 }
 
 pub(super) fn decode_batch(n: u32, ctx: u32) -> BatchStats {
@@ -390,8 +394,7 @@ fn the_host_s_work_grows_with_the_sequences_of_a_step_and_async_scheduling_hides
 #[test]
 fn a_held_back_clock_slows_compute_and_leaves_the_memory_stream() {
     let pcie = model("Qwen/Qwen3-14B", "h100-pcie", &[]);
-    let mut s =
-        SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-14B", "h100-pcie", &[], None).unwrap();
+    let mut s = setup("Qwen/Qwen3-14B", "h100-pcie", &[]);
     assert_eq!(s.hardware.sustained_clock, 0.62);
     s.hardware.sustained_clock = 1.0;
     let full = CostModel::new(&s);
@@ -405,11 +408,9 @@ fn a_held_back_clock_slows_compute_and_leaves_the_memory_stream() {
 
 #[test]
 fn a_light_step_s_kernel_floor_follows_the_boost_clock() {
-    let setup =
-        |hw: &str| SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-30B-A3B", hw, &[], None).unwrap();
     // The constants were calibrated at the H100 SXM's clock: there they are as written.
-    assert_eq!(setup("h100-sxm").hardware.latency_scale(), 1.0);
-    let a100 = setup("a100-80g");
+    assert_eq!(setup("Qwen/Qwen3-30B-A3B", "h100-sxm", &[]).hardware.latency_scale(), 1.0);
+    let a100 = setup("Qwen/Qwen3-30B-A3B", "a100-80g", &[]);
     assert_eq!(a100.hardware.boost_clock_mhz, Some(1410.0));
     let mut unclocked = a100.clone();
     unclocked.hardware.boost_clock_mhz = None;

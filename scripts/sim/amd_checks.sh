@@ -2,7 +2,10 @@
 # The public gpt-oss-120b measurements of AMD parts (CALIBRATION.md, "AMD Instinct"), predicted
 # with the shipped presets: per point, the errors of total throughput per GPU, median TTFT and
 # median TPOT (where the source gives them), then the median and P90 of all the errors.
-# InferenceX's workload: random prompts, lengths over [0.8 x ISL, ISL], ten prompts a stream.
+# InferenceX's workload: random prompts, lengths over [0.8 x ISL, ISL], ten prompts a stream
+# (its client's `--random-range-ratio 0.8` is the older vLLM convention, [r x len, len]; today's
+# `vllm bench serve`, which `sim predict` follows, reads a ratio r as [(1 - r) len, (1 + r) len],
+# so the same spread is asked for as 0.9 x len with a ratio of 1/9).
 #
 # Usage: scripts/sim/amd_checks.sh [--option KEY=VALUE ...]   (e.g. --option mxfp4-backend=marlin)
 # Environment: SB (default target/release/servebench); SERVEBENCH_PRESETS for presets of your own.
@@ -16,8 +19,8 @@ pct() { python3 -c "import sys; m, p = map(float, sys.argv[1:]); print(f'{100 * 
 check() {
   local name=$1 hw=$2 tp=$3 isl=$4 osl=$5 conc=$6 tput=$7 ttft=$8 tpot=$9 out t f o line
   out=$("$SB" sim predict --model openai/gpt-oss-120b --hardware "$hw" --tp "$tp" \
-    --no-enable-prefix-caching --dataset-name random --random-input-len "$isl" \
-    --random-output-len "$osl" --random-range-ratio 0.8 --num-prompts $((10 * conc)) \
+    --no-enable-prefix-caching --dataset-name random --random-input-len $((isl * 9 / 10)) \
+    --random-output-len $((osl * 9 / 10)) --random-range-ratio 0.1112 --num-prompts $((10 * conc)) \
     --max-concurrency "$conc" "${extra[@]}")
   t=$(awk '/^Total token throughput/ {print $NF; exit}' <<<"$out")
   f=$(awk '/^Median TTFT/ {print $NF; exit}' <<<"$out")
@@ -49,8 +52,8 @@ done
 for c_r in "1 249" "4 234"; do
   set -- $c_r
   line=$("$SB" sim predict --model openai/gpt-oss-120b --hardware mi300x --tp 8 \
-    --no-enable-prefix-caching --dataset-name random --random-input-len 1024 \
-    --random-output-len 1024 --random-range-ratio 0.8 --num-prompts 64 \
+    --no-enable-prefix-caching --dataset-name random --random-input-len 921 \
+    --random-output-len 921 --random-range-ratio 0.1112 --num-prompts 64 \
     --max-concurrency "$1" "${extra[@]}" | awk '/^Median TPOT/ {print $NF; exit}')
   e=$(pct "$2" "$(python3 -c "print(1000 / $line)")")
   errors+=("$e")

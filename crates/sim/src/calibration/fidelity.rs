@@ -28,7 +28,9 @@
 //!   one H100 with `max-num-seqs` 16: the prefill efficiency fitted on the prefill run, the
 //!   decode run predicted with the H100 priors.
 //!
-//! Every case runs with deterministic step times (no jitter) and the built-in presets only.
+//! Every case runs with deterministic step times (no jitter), synchronous scheduling (the
+//! reference set's servers ran on Ray's executor, which has no async scheduling) and the
+//! built-in presets only.
 //! 000 runs without CUDA graphs (`enforce-eager`), as its per-layer decode cost shows.
 
 use std::collections::BTreeMap;
@@ -174,7 +176,9 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 fn setup(model: &str, hardware: &str, options: &[(&str, &str)]) -> Result<SimSetup, CalibrationError> {
-    let mut all = pairs(&[("jitter", "0")]);
+    // The reference set's servers ran on Ray's executor (`--distributed-executor-backend ray` in
+    // the command lines its README quotes), which schedules synchronously: no step planned ahead.
+    let mut all = pairs(&[("jitter", "0"), ("async-scheduling", "false")]);
     all.extend(pairs(options));
     Ok(SimSetup::resolve_with(&Presets::embedded()?, model, hardware, &all, None)?)
 }

@@ -371,7 +371,7 @@ fn a_dense_model_on_the_a100_is_predicted_from_its_datasheet() {
 /// typographic quotes and placeholders (`M`, `-tp X`), then the model, then `4 nodes (tp)`.
 /// The headings give the deployment (tp 4 over four DGX Sparks, FP8 KV cache, memory
 /// utilization 0.8), and the preset, which nothing from this post set, predicts its one-prompt
-/// run at TTFT -5.4 %, TPOT -0.6 %, throughput +0.7 %, synchronously, as vLLM's Ray executor
+/// run at TTFT -5.1 %, TPOT -0.6 %, throughput +0.7 %, synchronously, as vLLM's Ray executor
 /// runs an engine over several machines.
 #[test]
 fn a_forum_report_of_four_sparks_is_read_from_its_headings_and_predicted() {

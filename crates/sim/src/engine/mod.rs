@@ -46,6 +46,9 @@ pub struct EngineConfig {
     pub eos: EosModel,
     /// σ of the lognormal factor on each step's duration.
     pub jitter_sigma: f64,
+    /// vLLM's async scheduling: a step that follows another back to back was planned when that
+    /// one began, so a request that became visible since waits one step more for its prefill.
+    pub async_scheduling: bool,
 }
 
 impl EngineConfig {
@@ -63,6 +66,7 @@ impl EngineConfig {
             api_ns_per_output_token: s.stack.api_us_per_output_token * 1e3,
             eos: s.options.eos,
             jitter_sigma: s.stack.jitter_sigma,
+            async_scheduling: s.options.async_scheduling,
         }
     }
 }
@@ -151,6 +155,8 @@ pub struct Engine {
     frontend_free_ns: u64,
     /// The last step's streamed tokens, queued for the frontend at the step's end: (end, work), ns.
     frontend_backlog: Option<(u64, u64)>,
+    /// The last step's (start, end), ns.
+    last_step: (u64, u64),
     pending: VecDeque<u32>,
     waiting: VecDeque<u32>,
     running: Vec<u32>,
@@ -181,6 +187,7 @@ impl Engine {
             next_generation: 0,
             frontend_free_ns: 0,
             frontend_backlog: None,
+            last_step: (0, 0),
             pending: VecDeque::new(),
             waiting: VecDeque::new(),
             running: Vec::new(),
@@ -287,13 +294,10 @@ impl Engine {
 
     /// Runs one step at the current time. `None` when nothing can be scheduled now.
     pub fn step(&mut self) -> Option<StepReport<'_>> {
-        while let Some(&slot) = self.pending.front() {
-            if self.req(slot).ready_ns > self.now_ns {
-                break;
-            }
-            self.pending.pop_front();
-            self.req_mut(slot).phase = Phase::Waiting;
-            self.waiting.push_back(slot);
+        self.admit_visible(self.planned_at());
+        if self.running.is_empty() && self.waiting.is_empty() {
+            // Nothing was planned for this step: the engine idled and schedules as requests come.
+            self.admit_visible(self.now_ns);
         }
         self.frontend_catch_up(u64::MAX);
         self.emissions.clear();
@@ -305,6 +309,7 @@ impl Engine {
         let seconds = self.cost.step_seconds(&batch) * self.jitter_rng.lognormal_factor(self.cfg.jitter_sigma);
         let start = self.now_ns;
         self.now_ns = start + ((seconds * 1e9).round() as u64).max(1);
+        self.last_step = (start, self.now_ns);
         self.counters.steps += 1;
         self.finish_step();
         let streamed = (self.cfg.api_ns_per_output_token * self.emissions.len() as f64).round() as u64;
@@ -312,6 +317,27 @@ impl Engine {
             self.frontend_backlog = Some((self.now_ns, streamed));
         }
         Some(StepReport { start_ns: start, end_ns: self.now_ns, batch, preempted, emissions: &self.emissions })
+    }
+
+    /// When the step starting now was scheduled: with async scheduling vLLM plans each step
+    /// while the one before it runs (its engine loop schedules step N+1, launches it, then waits
+    /// for step N's output), so a step that follows another back to back was planned when that
+    /// one began; otherwise now.
+    fn planned_at(&self) -> u64 {
+        let (start, end) = self.last_step;
+        if self.cfg.async_scheduling && end == self.now_ns && self.counters.steps > 0 { start } else { self.now_ns }
+    }
+
+    /// Moves the requests visible by `t_ns` to the waiting queue, in arrival order.
+    fn admit_visible(&mut self, t_ns: u64) {
+        while let Some(&slot) = self.pending.front() {
+            if self.req(slot).ready_ns > t_ns {
+                break;
+            }
+            self.pending.pop_front();
+            self.req_mut(slot).phase = Phase::Waiting;
+            self.waiting.push_back(slot);
+        }
     }
 
     /// Queues the last step's streamed tokens on the frontend if the step ended by `until_ns`.

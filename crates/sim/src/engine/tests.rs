@@ -27,6 +27,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         api_ns_per_output_token: 0.0,
         eos: EosModel::None,
         jitter_sigma: 0.0,
+        async_scheduling: false,
     }
 }
 
@@ -268,6 +269,42 @@ fn requests_that_arrive_while_tokens_stream_wait_behind_them() {
     let end = quiet.step().unwrap().end_ns;
     let id = quiet.add(request(11, ids(10, 12), 8, end)).unwrap();
     assert_eq!(quiet.req(id.slot).ready_ns, end);
+}
+
+#[test]
+fn with_async_scheduling_a_request_that_arrives_mid_step_waits_one_step_more() {
+    // One long decode keeps the engine stepping back to back; a second request becomes visible
+    // halfway through the third step. Without async scheduling it is prefilled in the fourth
+    // step; with it, the fourth step was planned when the third began, so the fifth.
+    let first_token_step = |async_scheduling: bool| {
+        let mut cfg = config(1000, 8, 8192, false);
+        cfg.async_scheduling = async_scheduling;
+        let mut e = engine(cfg, 0);
+        e.add(request(0, ids(10, 1), 50, 0)).unwrap();
+        let mut late: Option<RequestId> = None;
+        for steps in 1..100 {
+            let step = e.step().expect("the long decode outlasts the late request");
+            if late.is_some_and(|id| step.emissions.iter().any(|em| em.id == id && em.index == 1)) {
+                return steps;
+            }
+            let (start, end) = (step.start_ns, step.end_ns);
+            if steps == 3 {
+                late = Some(e.add(request(1, ids(10, 2), 4, (start + end) / 2)).unwrap());
+            }
+        }
+        panic!("the late request never started")
+    };
+    assert_eq!(first_token_step(false), 4);
+    assert_eq!(first_token_step(true), 5);
+    // After the engine ran dry nothing was planned ahead: a new request starts at once.
+    let mut cfg = config(1000, 8, 8192, false);
+    cfg.async_scheduling = true;
+    let mut e = engine(cfg, 0);
+    e.add(request(0, ids(10, 1), 2, 0)).unwrap();
+    while e.step().is_some() {}
+    let id = e.add(request(1, ids(10, 2), 2, e.now_ns())).unwrap();
+    let step = e.step().expect("the new request runs");
+    assert!(step.emissions.iter().any(|em| em.id == id && em.index == 1));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The serving engine in virtual time: pure, deterministic for a seed, no runtime and no I/O.
 //!
 //! A caller submits requests ([`Engine::add`]), then calls [`Engine::step`] repeatedly. Each
-//! step schedules one batch as vLLM V1 does, asks the [`StepCost`] model how long it takes,
+//! step schedules one batch as vLLM V1 does (with async scheduling, planned while the step
+//! before it ran), asks the [`StepCost`] model how long it takes,
 //! moves the clock to the step's end and reports the tokens emitted at that instant. When
 //! nothing can run, [`Engine::next_wakeup_ns`] says when something will (a request becoming
 //! visible) and [`Engine::advance_to`] moves the idle clock. `predict` drives it as fast as it
@@ -137,7 +138,7 @@ pub(crate) struct Scheduled {
 ///     }
 /// }
 /// assert_eq!(tokens.len(), 3);
-/// assert!(tokens[0].2 > 15_000_000, "the first token comes after the API delay");
+/// assert!(tokens[0].2 > (setup.stack.alpha_api_ms * 1e6) as u64, "the first token comes after the API delay");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Engine {
@@ -325,7 +326,7 @@ impl Engine {
     /// one began; otherwise now.
     fn planned_at(&self) -> u64 {
         let (start, end) = self.last_step;
-        if self.cfg.async_scheduling && end == self.now_ns && self.counters.steps > 0 { start } else { self.now_ns }
+        if self.cfg.async_scheduling && end == self.now_ns { start } else { self.now_ns }
     }
 
     /// Moves the requests visible by `t_ns` to the waiting queue, in arrival order.

@@ -24,7 +24,10 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 22] = [
     ("dp", "data-parallel size: engines serving side by side (alias data-parallel-size)"),
     ("enable-expert-parallel", "true or false: spread MoE experts over tp x dp GPUs (alias ep)"),
     ("enforce-eager", "true or false: run without CUDA graphs"),
-    ("async-scheduling", "true (default) or false: the host prepares the next step while the GPU runs this one"),
+    (
+        "async-scheduling",
+        "true (default) or false: the host plans and prepares the next step while the GPU runs this one (a request that arrives meanwhile waits one step more)",
+    ),
     ("nodes", "machines the GPUs are spread over (default: as many as tp x pp x dp GPUs need)"),
     ("interconnect", "the link the all-reduce crosses, by name"),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
@@ -82,7 +85,8 @@ pub struct ServingOptions {
     pub enforce_eager: bool,
     /// `--async-scheduling` (vLLM's default where nothing rules it out): the host schedules
     /// and prepares step k + 1 while the GPU runs step k, so its work shows only where it
-    /// outlasts the GPU's; without it every step waits for it.
+    /// outlasts the GPU's (without it every step waits for it), and a request that reaches the
+    /// scheduler after step k began joins step k + 2 (the engine's planning).
     pub async_scheduling: bool,
     /// Async scheduling was left off, not chosen: one engine spans machines, and vLLM runs such
     /// an engine on its Ray executor, which has no async scheduling.

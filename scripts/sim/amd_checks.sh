@@ -15,13 +15,17 @@ SB=${SB:-$repo/target/release/servebench}
 extra=("$@")
 errors=()
 pct() { python3 -c "import sys; m, p = map(float, sys.argv[1:]); print(f'{100 * (p - m) / m:+.0f}')" "$1" "$2"; }
+# HW TP ISL OSL PROMPTS CONC: the report of `sim predict` on InferenceX's workload.
+predict() {
+  "$SB" sim predict --model openai/gpt-oss-120b --hardware "$1" --tp "$2" \
+    --no-enable-prefix-caching --dataset-name random --random-input-len $(($3 * 9 / 10)) \
+    --random-output-len $(($4 * 9 / 10)) --random-range-ratio 0.1112 --num-prompts "$5" \
+    --max-concurrency "$6" "${extra[@]}"
+}
 # NAME HW TP ISL OSL CONC TOTAL_TPUT_PER_GPU MEDIAN_TTFT_MS MEDIAN_TPOT_MS ('-': not given)
 check() {
   local name=$1 hw=$2 tp=$3 isl=$4 osl=$5 conc=$6 tput=$7 ttft=$8 tpot=$9 out t f o line
-  out=$("$SB" sim predict --model openai/gpt-oss-120b --hardware "$hw" --tp "$tp" \
-    --no-enable-prefix-caching --dataset-name random --random-input-len $((isl * 9 / 10)) \
-    --random-output-len $((osl * 9 / 10)) --random-range-ratio 0.1112 --num-prompts $((10 * conc)) \
-    --max-concurrency "$conc" "${extra[@]}")
+  out=$(predict "$hw" "$tp" "$isl" "$osl" $((10 * conc)) "$conc")
   t=$(awk '/^Total token throughput/ {print $NF; exit}' <<<"$out")
   f=$(awk '/^Median TTFT/ {print $NF; exit}' <<<"$out")
   o=$(awk '/^Median TPOT/ {print $NF; exit}' <<<"$out")
@@ -51,10 +55,7 @@ done
 # tokens/s per user (one over the median TPOT) at one and four streams, 64 prompts.
 for c_r in "1 249" "4 234"; do
   set -- $c_r
-  line=$("$SB" sim predict --model openai/gpt-oss-120b --hardware mi300x --tp 8 \
-    --no-enable-prefix-caching --dataset-name random --random-input-len 921 \
-    --random-output-len 921 --random-range-ratio 0.1112 --num-prompts 64 \
-    --max-concurrency "$1" "${extra[@]}" | awk '/^Median TPOT/ {print $NF; exit}')
+  line=$(predict mi300x 8 1024 1024 64 "$1" | awk '/^Median TPOT/ {print $NF; exit}')
   e=$(pct "$2" "$(python3 -c "print(1000 / $line)")")
   errors+=("$e")
   printf '%-28s %s %%\n' "MI300X tp8 1k/1k c$1 (0.17)" "tokens/s a user $e"

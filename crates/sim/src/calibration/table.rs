@@ -118,10 +118,13 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
 /// never short at these loads) change nothing the simulator prices here.
 pub const SUITE_FLAGS: [(&str, &[(&str, &str)]); 1] = [("b200", &[("kv-cache-dtype", "fp8")])];
 
-/// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself.
+/// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself; `hw` may be
+/// a runner (`b200-dgxc`) or a dashboard series (`b200_vllm`) of the device.
 fn add_suite_flags(labels: &mut Vec<(String, String)>) {
-    let hw = labels.iter().find(|(k, _)| k == "hw").map(|(_, v)| v.to_ascii_lowercase());
-    let Some((_, flags)) = SUITE_FLAGS.iter().find(|(name, _)| hw.as_deref() == Some(*name)) else {
+    let Some(hw) = labels.iter().find(|(k, _)| k == "hw").map(|(_, v)| v.to_ascii_lowercase()) else { return };
+    let device = hw.split('_').next().unwrap_or_default();
+    let names = |name: &str| device == name || device.strip_prefix(name).is_some_and(|rest| rest.starts_with('-'));
+    let Some((_, flags)) = SUITE_FLAGS.iter().find(|(name, _)| names(name)) else {
         return;
     };
     for (key, value) in *flags {
@@ -196,6 +199,15 @@ mod tests {
         r["kv_cache_dtype"] = serde_json::json!("auto");
         let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
         assert!(!p.labels.iter().any(|(k, _)| k == "kv-cache-dtype"), "{:?}", p.labels);
+        for hw in ["b200_vllm", "b200-dgxc"] {
+            r["hw"] = serde_json::json!(hw);
+            r.as_object_mut().unwrap().remove("kv_cache_dtype");
+            let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+            assert!(p.labels.contains(&("kv-cache-dtype".into(), "fp8".into())), "{hw}: {:?}", p.labels);
+        }
+        r["hw"] = serde_json::json!("gb200");
+        let gb200 = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+        assert!(!gb200.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));
         let h100 = point_from_row(&row(), "x".into(), RowDefaults::default()).unwrap();
         assert!(!h100.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));
     }

@@ -69,6 +69,7 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
         .find_map(|k| label(k))
         .or(d.hardware.as_deref())
         .ok_or("it names no hardware; give --hardware for results that do not say")?;
+    let hardware = device_of_series(hardware, presets)?;
     let mut options: Vec<(String, String)> = vec![("jitter".into(), "0".into())];
     let from_labels = parallelism(&label)?
         .into_iter()
@@ -77,6 +78,25 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
     let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());
     resolved.map_err(|e| format!("{model} on {hardware}: {e}"))
+}
+
+/// The device a hardware label names. InferenceX's dashboard keys a series by device and
+/// engine, joined by `_` (`h200_vllm`, `b200_sglang`, `mi355x_mori-sglang_mtp`): where the label
+/// is no preset itself but its part before the first `_` is, that part is the device, and a
+/// series of an engine other than vLLM is refused (the simulator prices vLLM's engine).
+fn device_of_series<'a>(label: &'a str, presets: &Presets) -> Result<&'a str, String> {
+    let Some((device, engine)) = label.split_once('_') else { return Ok(label) };
+    if presets.hardware(label).is_ok() || presets.hardware(device).is_err() {
+        return Ok(label);
+    }
+    if engine.trim().eq_ignore_ascii_case("vllm") {
+        return Ok(device);
+    }
+    Err(format!(
+        "its hardware label {label:?} names a series of {engine} on {device}; the simulator prices vLLM's \
+         engine, so runs of another engine are not predicted (leave them out, or label them {device} to compare \
+         anyway)"
+    ))
 }
 
 /// `setup` if it can serve the point's longest request; otherwise why not: every request

@@ -8,13 +8,15 @@
 //! `[range_ratio · osl, osl]` (default 0.8; InferenceX's settings), outputs run to their length
 //! (`--ignore-eos`). Times are seconds; throughput per GPU is multiplied by the GPUs
 //! (`gpus`, else `tp · dp`). Every other scalar field becomes a label (`hw`, `tp`, `vllm`,
-//! `model`, ...), so the validator can map the row to a deployment and group it.
+//! `model`, ...), so the validator can map the row to a deployment and group it; a serving
+//! option in Python's spelling (`max_num_seqs`) is labelled by its flag's name (`max-num-seqs`).
 //!
 //! The server flags InferenceX's launch scripts pass where they change what the simulator
 //! prices are added as labels when the row does not give them ([`SUITE_FLAGS`]), so that a
 //! row is predicted for the deployment that measured it; they show in the validator's labels.
 
 use serde_json::Value;
+use servebench_core::vllm::SERVE_OPTION_LABELS;
 
 use super::points::{FitMetric, Lengths, MeasuredPoint, PointWorkload};
 
@@ -86,7 +88,7 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
                         Value::Bool(b) => b.to_string(),
                         _ => return None,
                     };
-                    Some((k.clone(), text))
+                    Some((serve_option_spelling(k), text))
                 })
                 .collect()
         })
@@ -128,11 +130,18 @@ fn add_suite_flags(labels: &mut Vec<(String, String)>) {
         return;
     };
     for (key, value) in *flags {
-        let given = labels.iter().any(|(k, _)| k.replace('_', "-") == *key);
+        let given = labels.iter().any(|(k, _)| k == key);
         if !given {
             labels.push((key.to_string(), value.to_string()));
         }
     }
+}
+
+/// A field that names a serving option in Python's spelling (`kv_cache_dtype`) is that
+/// option's label (`kv-cache-dtype`); other keys are kept as they are.
+fn serve_option_spelling(key: &str) -> String {
+    let hyphenated = key.replace('_', "-");
+    if SERVE_OPTION_LABELS.contains(&hyphenated.as_str()) { hyphenated } else { key.to_string() }
 }
 
 /// Fields that hold results rather than settings (never labels).
@@ -198,7 +207,8 @@ mod tests {
         assert!(p.labels.contains(&("kv-cache-dtype".into(), "fp8".into())), "{:?}", p.labels);
         r["kv_cache_dtype"] = serde_json::json!("auto");
         let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
-        assert!(!p.labels.iter().any(|(k, _)| k == "kv-cache-dtype"), "{:?}", p.labels);
+        let kv: Vec<_> = p.labels.iter().filter(|(k, _)| k.contains("kv")).collect();
+        assert_eq!(kv, [&("kv-cache-dtype".to_string(), "auto".to_string())], "{:?}", p.labels);
         for hw in ["b200_vllm", "b200-dgxc"] {
             r["hw"] = serde_json::json!(hw);
             r.as_object_mut().unwrap().remove("kv_cache_dtype");

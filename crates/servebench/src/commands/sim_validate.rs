@@ -9,7 +9,8 @@ use std::time::Instant;
 use servebench_sim::Presets;
 use servebench_sim::calibration::validate::{self, Defaults, Split, Validation};
 use servebench_sim::calibration::{
-    Calibrator, FitParam, MeasuredPoint, Residual, SearchOptions, estimates_table, parse_param, residual_table,
+    Calibrator, FitMetric, FitParam, MeasuredPoint, Residual, SearchOptions, estimates_table, parse_param,
+    residual_table,
 };
 
 use crate::cli::sim_args::SimValidateArgs;
@@ -170,20 +171,24 @@ fn print_text(
     let groups = v.by_group();
     if groups.len() > 1 {
         let whose = if *split == Split::None { "Errors" } else { "Held-out errors" };
-        writeln!(out, "\n{whose} by group (median / P90 / bias of TTFT, TPOT, throughput):")?;
+        // A column for each metric some group measured, in the summary's order.
+        let columns: Vec<FitMetric> = FitMetric::REPORTED
+            .into_iter()
+            .filter(|m| groups.iter().any(|(_, rows)| rows.iter().any(|(name, _)| name == m.name())))
+            .collect();
+        let heads: Vec<&str> = columns.iter().map(|m| m.short_name()).collect();
+        writeln!(out, "\n{whose} by group (median / P90 / bias of {}):", heads.join(", "))?;
         for (g, rows) in groups {
-            let cell = |name: &str| {
-                rows.iter().find(|(m, _)| m == name).map_or("-".to_string(), |(_, e)| {
-                    format!("{:.0}/{:.0}/{:+.0}%", e.median * 100.0, e.p90 * 100.0, e.bias * 100.0)
+            let cells: Vec<String> = columns
+                .iter()
+                .map(|m| {
+                    let cell = rows.iter().find(|(name, _)| name == m.name()).map_or("-".to_string(), |(_, e)| {
+                        format!("{:.0}/{:.0}/{:+.0}%", e.median * 100.0, e.p90 * 100.0, e.bias * 100.0)
+                    });
+                    format!(" {cell:>16}")
                 })
-            };
-            writeln!(
-                out,
-                "  {g:<28} {:>16} {:>16} {:>16}",
-                cell("mean TTFT (ms)"),
-                cell("mean TPOT (ms)"),
-                cell("output tok/s")
-            )?;
+                .collect();
+            writeln!(out, "  {g:<28}{}", cells.concat())?;
         }
     }
     if let Some(full) = &v.full_fit {

@@ -109,15 +109,18 @@ pub enum FitMetric {
     MeanTtft,
     MeanTpot,
     OutputThroughput,
-    /// Fitted where measured and listed per point, but left out of the error summaries: with
-    /// the mean it tells the first token of a request that arrives alone from that of a
-    /// burst's queue (the mean carries both).
+    /// Fitted and reported where measured, with its own row in the error summaries but not in
+    /// their "all": with the mean it tells the first token of a request that arrives alone
+    /// from that of a burst's queue (the mean carries both).
     MedianTtft,
 }
 
 impl FitMetric {
-    /// The headline metrics: what validation reports.
+    /// The headline metrics: the "all" of an error summary.
     pub const ALL: [FitMetric; 3] = [FitMetric::MeanTtft, FitMetric::MeanTpot, FitMetric::OutputThroughput];
+    /// What an error summary has a row for, where measured, in its order.
+    pub const REPORTED: [FitMetric; 4] =
+        [FitMetric::MeanTtft, FitMetric::MedianTtft, FitMetric::MeanTpot, FitMetric::OutputThroughput];
     /// What a fit matches where measured: the headline metrics and the median TTFT.
     pub const FITTED: [FitMetric; 4] =
         [FitMetric::MeanTtft, FitMetric::MeanTpot, FitMetric::OutputThroughput, FitMetric::MedianTtft];
@@ -128,6 +131,16 @@ impl FitMetric {
             FitMetric::MeanTpot => "mean TPOT (ms)",
             FitMetric::OutputThroughput => "output tok/s",
             FitMetric::MedianTtft => "median TTFT (ms)",
+        }
+    }
+
+    /// A short name for a table's heading.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            FitMetric::MeanTtft => "TTFT",
+            FitMetric::MeanTpot => "TPOT",
+            FitMetric::OutputThroughput => "throughput",
+            FitMetric::MedianTtft => "median TTFT",
         }
     }
 

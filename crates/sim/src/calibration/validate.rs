@@ -287,9 +287,10 @@ impl Errors {
     }
 }
 
-/// Errors per metric (and over all metrics) of a set of residuals.
+/// Errors per metric measured ([`FitMetric::REPORTED`]) and over the headline metrics
+/// ([`FitMetric::ALL`], the row "all") of a set of residuals.
 pub fn by_metric(residuals: &[&Residual]) -> Vec<(String, Errors)> {
-    let mut rows: Vec<(String, Errors)> = FitMetric::ALL
+    let mut rows: Vec<(String, Errors)> = FitMetric::REPORTED
         .iter()
         .map(|m| (m.name().to_string(), Errors::of(residuals.iter().copied().filter(|r| r.metric == *m))))
         .filter(|(_, e)| e.n > 0)

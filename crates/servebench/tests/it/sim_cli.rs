@@ -344,8 +344,8 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     // A median TTFT measured on one device has its own summary row (not in "all") and column.
     assert!(out.contains("median / P90 / bias of TTFT, median TTFT, TPOT, throughput"), "{out}");
     let row = |name: &str| out.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_string();
-    assert!(row("median TTFT (ms)").split_whitespace().nth(3) == Some("1"), "{out}");
-    assert!(row("all").split_whitespace().nth(1) == Some("6"), "{out}");
+    assert_eq!(row("median TTFT (ms)").split_whitespace().nth(3), Some("1"), "{out}");
+    assert_eq!(row("all").split_whitespace().nth(1), Some("6"), "{out}");
     let h100 = row("  hw=h100");
     assert_eq!(h100.split_whitespace().nth(2), Some("-"), "no median TTFT measured on the H100: {out}");
 }

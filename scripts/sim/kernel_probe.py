@@ -19,6 +19,8 @@ the cost model can be checked against the kernel it stands for:
   sizes and step sizes (the `triton_moe` constants and the per-layer routing cost t_moe_us).
   Both of triton_kernels' APIs work: `matmul` (December 2025 on) and `matmul_ogs` with
   `routing` (before; what vLLM calls).
+- decode attention through torch's fused SDPA over contiguous BF16 caches of the layer's heads
+  at TP 1 and 8, 1 to 256 sequences of 1,024 to 8,192 tokens (the KV cache's stream, eta_bw).
 
 Every time is of kernels replayed in a CUDA graph (as vLLM decodes), over inputs rotated so that
 the L2 cache does not hold the weights between calls; where a graph cannot be captured the time
@@ -470,21 +472,31 @@ def probe_chain(args):
 
 
 def probe_attention(args):
+    """Decode attention (one query token a sequence) through torch's fused SDPA over contiguous
+    BF16 caches of gpt-oss's heads, at TP 1 (64 query heads, 8 KV heads) and TP 8 (8 and 1):
+    the KV cache's stream against the bandwidth term. The first six points are the grid of the
+    earliest runs; the rest extend it to the batches and contexts of InferenceX's long runs."""
     import torch.nn.functional as F
 
-    for b, ctx in ((1, 1024), (4, 1024), (16, 1024), (64, 1024), (4, 8192), (64, 8192)):
+    grid = [(1, 1, 1024), (1, 4, 1024), (1, 16, 1024), (1, 64, 1024), (1, 4, 8192), (1, 64, 8192)]
+    grid += [(tp, b, ctx) for tp in (1, 8) for ctx in (1024, 4096, 8192) for b in (1, 16, 64, 128, 256)
+             if (tp, b, ctx) not in grid]
+    for tp, b, ctx in grid:
         if over_budget(args):
             return
-        q = torch.randn(b, Q_HEADS, 1, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
-        ks = [torch.randn(b, KV_HEADS, ctx, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+        qh, kvh = Q_HEADS // tp, KV_HEADS // tp
+        q = torch.randn(b, qh, 1, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+        ks = [torch.randn(b, kvh, ctx, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
               for _ in range(2)]
         vs = [torch.randn_like(k) for k in ks]
         fns = [(lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
                for k, v in zip(ks, vs)]
         t = timed(fns, want_kernels=True)
-        kv_bytes = 2 * b * KV_HEADS * ctx * HEAD_DIM * 2
-        record("attention (torch sdpa)", batch=b, context=ctx, **t,
+        kv_bytes = 2 * b * kvh * ctx * HEAD_DIM * 2
+        record("attention (torch sdpa)", tp=tp, batch=b, context=ctx, **t,
                kv_gb_per_s=round(kv_bytes / (t["us"] * 1e-6) / 1e9, 1))
+        del q, ks, vs
+        torch.cuda.empty_cache()
 
 
 def main():

@@ -9,6 +9,7 @@ by a ceiling of the tensor peak (`moe_eff.bf16`, `moe_eff.fp8`, fitted on prefil
 reports) and their weights' stream; this probe measures the kernels, decode sizes included:
 
     python3 scripts/sim/fused_moe_probe.py --vllm VLLM_SRC --out probe.json [--budget-s 300]
+        [--tokens 1,4,16,64,256,2048]
 
 The kernel, its launcher and vLLM's config rules are read from the vLLM source tree given
 (`vllm/model_executor/layers/fused_moe/fused_moe.py`, executed without importing vLLM; nothing
@@ -26,7 +27,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Optional
 
 # (name, hidden, expert intermediate, experts, top-k, formats, tensor-parallel sizes)
 # FP8 only where each shard's width is a multiple of the 128-wide scale blocks, as vLLM requires.
@@ -72,6 +73,7 @@ def load_vllm_functions(vllm):
 
     # Triton looks at a called kernel's module name: give the executed functions one.
     ns = {"__name__": "vllm_fused_moe", "torch": torch, "triton": triton, "tl": tl, "Any": Any,
+          "Optional": Optional,
           "current_platform": Platform, "vllm_is_batch_invariant": lambda: False}
     module = ast.Module(body=found, type_ignores=[])
     code = compile(module, path, "exec")
@@ -180,6 +182,8 @@ def main():
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting new points after this")
     ap.add_argument("--vllm-version", default="", help="recorded in the JSON's head")
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)),
+                    help="step sizes to time, comma-separated (prefill chunks: 4096,8192)")
     args = ap.parse_args()
     import torch
 
@@ -211,7 +215,7 @@ def main():
                 records.append({**base, "error": f"{type(e).__name__}: {e}"})
                 save()
                 continue
-            for m in TOKENS:
+            for m in [int(t) for t in args.tokens.split(",")]:
                 if time.monotonic() - START > args.budget_s:
                     log("budget spent")
                     save()

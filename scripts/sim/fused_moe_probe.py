@@ -9,7 +9,7 @@ by a ceiling of the tensor peak (`moe_eff.bf16`, `moe_eff.fp8`, fitted on prefil
 reports) and their weights' stream; this probe measures the kernels, decode sizes included:
 
     python3 scripts/sim/fused_moe_probe.py --vllm VLLM_SRC --out probe.json [--budget-s 300]
-        [--tokens 1,4,16,64,256,2048]
+        [--tokens 1,4,16,64,256,2048] [--sustain-s 12]
 
 The kernel, its launcher and vLLM's config rules are read from the vLLM source tree given
 (`vllm/model_executor/layers/fused_moe/fused_moe.py`, executed without importing vLLM; nothing
@@ -129,7 +129,7 @@ class Shard:
         self.expert_bytes = 3 * hidden * self.inter * bytes_per
 
 
-def time_point(ns, configs_dir, kp, sh, m, top_k):
+def time_point(ns, configs_dir, kp, sh, m, top_k, sustain_s=0.0):
     import torch
     import triton.language as tl
 
@@ -165,7 +165,8 @@ def time_point(ns, configs_dir, kp, sh, m, top_k):
                    fp8, False, False, False, False, block)
 
         calls.append((gate_up, down))
-    experts = kp.timed([(lambda c=c: (c[0](), c[1]())) for c in calls])
+    both = [(lambda c=c: (c[0](), c[1]())) for c in calls]
+    experts = kp.timed(both)
     g1 = kp.timed([c[0] for c in calls])
     mean_touched = sum(touched) / len(touched)
     wbytes = mean_touched * sh.expert_bytes
@@ -173,7 +174,41 @@ def time_point(ns, configs_dir, kp, sh, m, top_k):
     return {"m": m, "config": cfg1, "tuned_table": table, "experts_touched": round(mean_touched, 2),
             "experts_us": experts["us"], "gate_up_us": g1["us"], "method": experts["method"],
             "weight_gb_per_s": round(wbytes / (experts["us"] * 1e-6) / 1e9, 1),
-            "tflops": round(flops / (experts["us"] * 1e-6) / 1e12, 1)}
+            "tflops": round(flops / (experts["us"] * 1e-6) / 1e12, 1),
+            **({"sustained": sustained(both, sustain_s, flops)} if sustain_s > 0 else {})}
+
+
+def sustained(fns, seconds, flops):
+    """Replays the products back to back for `seconds` (as a long prefill keeps the GPU busy) and
+    reports each half second's mean time per call, TFLOP/s, SM clock and power draw: whether the
+    rate holds or the clock falls under the power limit."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for f in fns:
+            f()
+    torch.cuda.synchronize()
+    windows, start = [], time.monotonic()
+    while time.monotonic() - start < seconds:
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        n, t0 = 0, time.monotonic()
+        a.record()
+        while time.monotonic() - t0 < 0.5:
+            graph.replay()
+            n += 1
+            if n % 8 == 0:
+                torch.cuda.synchronize()
+        b.record()
+        b.synchronize()
+        us = a.elapsed_time(b) * 1000.0 / (n * len(fns))
+        try:
+            clock, watts = torch.cuda.clock_rate(), torch.cuda.power_draw() / 1000.0
+        except Exception:  # noqa: BLE001 - no NVML: the times alone
+            clock, watts = None, None
+        windows.append({"t_s": round(time.monotonic() - start, 1), "us": round(us, 1),
+                        "tflops": round(flops / (us * 1e-6) / 1e12, 1), "sm_mhz": clock, "watts": watts})
+    return windows
 
 
 def main():
@@ -182,6 +217,8 @@ def main():
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting new points after this")
     ap.add_argument("--vllm-version", default="", help="recorded in the JSON's head")
+    ap.add_argument("--sustain-s", type=float, default=0.0,
+                    help="also replay the largest step size's products for this long (clock under load)")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)),
                     help="step sizes to time, comma-separated (prefill chunks: 4096,8192)")
     args = ap.parse_args()
@@ -215,18 +252,22 @@ def main():
                 records.append({**base, "error": f"{type(e).__name__}: {e}"})
                 save()
                 continue
-            for m in [int(t) for t in args.tokens.split(",")]:
+            sizes = [int(t) for t in args.tokens.split(",")]
+            for m in sizes:
                 if time.monotonic() - START > args.budget_s:
                     log("budget spent")
                     save()
                     return
                 try:
-                    rec = {**base, **time_point(ns, configs_dir, kp, sh, m, top_k)}
+                    hold = args.sustain_s if m == sizes[-1] else 0.0
+                    rec = {**base, **time_point(ns, configs_dir, kp, sh, m, top_k, hold)}
                 except Exception as e:  # noqa: BLE001 - one failed point must not lose the others
                     rec = {**base, "m": m, "error": f"{type(e).__name__}: {e}",
                            "trace": traceback.format_exc()[-1500:]}
                 records.append(rec)
-                log({k: v for k, v in rec.items() if k not in ("trace", "config")})
+                log({k: v for k, v in rec.items() if k not in ("trace", "config", "sustained")})
+                for w in rec.get("sustained", []):
+                    log("  sustained", w)
                 save()
             del sh
             torch.cuda.empty_cache()

@@ -167,6 +167,7 @@ def time_point(ns, configs_dir, kp, sh, m, top_k, sustain_s=0.0):
         calls.append((gate_up, down))
     both = [(lambda c=c: (c[0](), c[1]())) for c in calls]
     experts = kp.timed(both)
+    around = around_the_products(kp, m, top_k, sh) if m >= 2048 else {}
     g1 = kp.timed([c[0] for c in calls])
     mean_touched = sum(touched) / len(touched)
     wbytes = mean_touched * sh.expert_bytes
@@ -175,7 +176,26 @@ def time_point(ns, configs_dir, kp, sh, m, top_k, sustain_s=0.0):
             "experts_us": experts["us"], "gate_up_us": g1["us"], "method": experts["method"],
             "weight_gb_per_s": round(wbytes / (experts["us"] * 1e-6) / 1e9, 1),
             "tflops": round(flops / (experts["us"] * 1e-6) / 1e12, 1),
-            **({"sustained": sustained(both, sustain_s, flops)} if sustain_s > 0 else {})}
+            **around, **({"sustained": sustained(both, sustain_s, flops)} if sustain_s > 0 else {})}
+
+
+def around_the_products(kp, m, top_k, sh):
+    """The memory-bound work between and after the two products at prefill sizes (recorded from
+    2,048 tokens on), as torch ops of the same traffic as vLLM's kernels: SwiGLU over the
+    gate/up output (read 2n, write n a row; torch's two kernels, vLLM fuses them) and the sum
+    of each token's top-k down-product rows (read top_k rows, write one: `moe_sum`)."""
+    import torch
+
+    rot = 2
+    up = [torch.randn(m * top_k, 2 * sh.inter, dtype=torch.bfloat16, device="cuda") for _ in range(rot)]
+    down = [torch.randn(m, top_k, sh.hidden, dtype=torch.bfloat16, device="cuda") for _ in range(rot)]
+    n = sh.inter
+    act = kp.timed([(lambda x=x: torch.nn.functional.silu(x[:, :n]) * x[:, n:]) for x in up])
+    combine = kp.timed([(lambda y=y: y.sum(dim=1)) for y in down])
+    act_bytes = m * top_k * 3 * n * 2
+    sum_bytes = m * (top_k + 1) * sh.hidden * 2
+    return {"act_us": act["us"], "act_gb_per_s": round(act_bytes / (act["us"] * 1e-6) / 1e9, 1),
+            "combine_us": combine["us"], "combine_gb_per_s": round(sum_bytes / (combine["us"] * 1e-6) / 1e9, 1)}
 
 
 def sustained(fns, seconds, flops):

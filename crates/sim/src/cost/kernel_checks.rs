@@ -14,6 +14,17 @@ fn experts_per_layer(c: &CostModel, b: &BatchStats) -> f64 {
     c.breakdown(b).experts / c.moe_layers + TWO_KERNELS_FLOOR_S
 }
 
+/// The model preset of a fused-MoE probe record's shard (`fused_moe_probe.py`'s model and format).
+fn fused_moe_preset(model: &str, format: &str) -> &'static str {
+    match (model, format) {
+        ("GLM-4.6", "bf16") => "zai-org/GLM-4.6",
+        ("GLM-4.6", _) => "zai-org/GLM-4.6-FP8",
+        ("Qwen3-235B-A22B", "bf16") => "Qwen/Qwen3-235B-A22B",
+        ("Qwen3-235B-A22B", _) => "Qwen/Qwen3-235B-A22B-FP8",
+        _ => "deepseek-ai/DeepSeek-R1",
+    }
+}
+
 /// The records of a kernel probe's results in `testdata/kernel-probe/`.
 fn probe_records(file: &str) -> Vec<serde_json::Value> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe").join(file);
@@ -132,13 +143,7 @@ fn the_probe_s_fused_moe_kernels_are_priced_by_the_expert_term() {
         .iter()
         .filter(|r| r["experts_us"].is_f64() && r["m"].as_u64().unwrap() <= 256)
     {
-        let id = match (r["model"].as_str().unwrap(), r["format"].as_str().unwrap()) {
-            ("GLM-4.6", "bf16") => "zai-org/GLM-4.6",
-            ("GLM-4.6", _) => "zai-org/GLM-4.6-FP8",
-            ("Qwen3-235B-A22B", "bf16") => "Qwen/Qwen3-235B-A22B",
-            ("Qwen3-235B-A22B", _) => "Qwen/Qwen3-235B-A22B-FP8",
-            _ => "deepseek-ai/DeepSeek-R1",
-        };
+        let id = fused_moe_preset(r["model"].as_str().unwrap(), r["format"].as_str().unwrap());
         let tp = r["tp"].as_u64().unwrap().to_string();
         let c = model(id, "h200", &[("tp", tp.as_str())]);
         let m = r["m"].as_u64().unwrap() as u32;
@@ -283,13 +288,7 @@ fn at_prefill_sizes_the_expert_ceilings_are_slower_than_the_kernels() {
     for file in ["h200-fused-moe.json", "h200-fused-moe-prefill-0.13.0.json", "h200-fused-moe-prefill-0.11.0.json"] {
         for r in probe_records(file).iter().filter(|r| r["experts_us"].is_f64() && r["m"].as_u64().unwrap() >= 2048) {
             let (name, format) = (r["model"].as_str().unwrap(), r["format"].as_str().unwrap());
-            let id = match (name, format) {
-                ("GLM-4.6", "bf16") => "zai-org/GLM-4.6",
-                ("GLM-4.6", _) => "zai-org/GLM-4.6-FP8",
-                ("Qwen3-235B-A22B", "bf16") => "Qwen/Qwen3-235B-A22B",
-                ("Qwen3-235B-A22B", _) => "Qwen/Qwen3-235B-A22B-FP8",
-                _ => "deepseek-ai/DeepSeek-R1",
-            };
+            let id = fused_moe_preset(name, format);
             let (tp, m) = (r["tp"].as_u64().unwrap(), r["m"].as_u64().unwrap() as u32);
             let c = model(id, "h200", &[("tp", tp.to_string().as_str())]);
             let measured = r["experts_us"].as_f64().unwrap() * 1e-6;
@@ -311,15 +310,16 @@ fn at_prefill_sizes_the_expert_ceilings_are_slower_than_the_kernels() {
     // 0.11.0's kernels and H100 tables: only Qwen3-235B's BF16 TP8 shard has one), the fitted
     // shards' kernels too run faster than the term at 8,192 tokens: Qwen3-235B BF16 at TP8 at
     // 329 TFLOP/s (0.33 of the peak, `moe_eff.bf16` 0.19) and FP8 at TP4 at 427 (0.22; 0.12).
-    for r in probe_records("h100-sxm-fused-moe-prefill.json").iter().filter(|r| r["m"] == 8192) {
-        let (name, format, tp) =
-            (r["model"].as_str().unwrap(), r["format"].as_str().unwrap(), r["tp"].as_u64().unwrap());
-        let id = match (name, format) {
-            ("Qwen3-235B-A22B", "bf16") if tp == 8 => "Qwen/Qwen3-235B-A22B",
-            ("Qwen3-235B-A22B", "fp8") => "Qwen/Qwen3-235B-A22B-FP8",
-            _ => continue,
-        };
-        let c = model(id, "h100-sxm", &[("tp", tp.to_string().as_str())]);
+    let fitted = probe_records("h100-sxm-fused-moe-prefill.json");
+    let fitted: Vec<_> = fitted
+        .iter()
+        .filter(|r| r["m"] == 8192 && r["model"] == "Qwen3-235B-A22B")
+        .filter(|r| (r["format"] == "bf16" && r["tp"] == 8) || (r["format"] == "fp8" && r["tp"] == 4))
+        .collect();
+    assert_eq!(fitted.len(), 2);
+    for r in fitted {
+        let (id, tp) = (fused_moe_preset("Qwen3-235B-A22B", r["format"].as_str().unwrap()), r["tp"].to_string());
+        let c = model(id, "h100-sxm", &[("tp", tp.as_str())]);
         let ratio = experts_per_layer(&c, &prefill(8192)) / (r["experts_us"].as_f64().unwrap() * 1e-6);
         assert!((1.5..=2.2).contains(&ratio), "{id} tp {tp} on the H100: {ratio:.2}");
     }

@@ -176,7 +176,7 @@ def time_point(ns, configs_dir, kp, sh, m, top_k, sustain_s=0.0):
             "experts_us": experts["us"], "gate_up_us": g1["us"], "method": experts["method"],
             "weight_gb_per_s": round(wbytes / (experts["us"] * 1e-6) / 1e9, 1),
             "tflops": round(flops / (experts["us"] * 1e-6) / 1e12, 1),
-            **around, **({"sustained": sustained(both, sustain_s, flops)} if sustain_s > 0 else {})}
+            **around, **({"sustained": sustained(kp, both, sustain_s, flops)} if sustain_s > 0 else {})}
 
 
 def around_the_products(kp, m, top_k, sh):
@@ -198,17 +198,15 @@ def around_the_products(kp, m, top_k, sh):
             "combine_us": combine["us"], "combine_gb_per_s": round(sum_bytes / (combine["us"] * 1e-6) / 1e9, 1)}
 
 
-def sustained(fns, seconds, flops):
+def sustained(kp, fns, seconds, flops):
     """Replays the products back to back for `seconds` (as a long prefill keeps the GPU busy) and
     reports each half second's mean time per call, TFLOP/s, SM clock and power draw: whether the
     rate holds or the clock falls under the power limit."""
     import torch
 
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for f in fns:
-            f()
-    torch.cuda.synchronize()
+    graph, err = kp.capture_graph(fns)
+    if graph is None:
+        return [{"error": err}]
     windows, start = [], time.monotonic()
     while time.monotonic() - start < seconds:
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

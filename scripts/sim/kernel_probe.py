@@ -100,8 +100,10 @@ def moe_align(topk_ids, block, experts):
         int((counts > 0).sum())
 
 
-def graph_time_us(fns, reps=20, inner=4):
-    """Mean time of one call, replaying every fn `inner` times per graph; None if capture fails."""
+def capture_graph(fns, inner=1):
+    """The fns, run once on the current stream and once on a side stream (warm-up, as capture
+    requires), then captured `inner` times over in one CUDA graph: (graph, None), or (None,
+    the error) if capture fails."""
     for f in fns:
         f()
     torch.cuda.synchronize()
@@ -121,6 +123,14 @@ def graph_time_us(fns, reps=20, inner=4):
     except Exception as e:  # noqa: BLE001 - a capture failure is a finding, not a crash
         torch.cuda.synchronize()
         return None, f"{type(e).__name__}: {e}"
+    return graph, None
+
+
+def graph_time_us(fns, reps=20, inner=4):
+    """Mean time of one call, replaying every fn `inner` times per graph; None if capture fails."""
+    graph, err = capture_graph(fns, inner)
+    if graph is None:
+        return None, err
     for _ in range(3):
         graph.replay()
     torch.cuda.synchronize()

@@ -270,6 +270,12 @@ pub struct HardwareSpec {
     /// (the path the stack constants were calibrated on), OpenAI's Triton kernels on ROCm, where
     /// vLLM has no Marlin.
     pub mxfp4_backend: crate::precision::Mxfp4Backend,
+    /// The kernels whose weight layout those experts take in memory, which sizes the KV pool:
+    /// the kernels vLLM's images really run there (OpenAI's Triton kernels on Hopper, where
+    /// `triton_kernels` is installed; Marlin before Hopper; Triton on ROCm). The same as
+    /// `mxfp4_backend` unless a preset says otherwise (the Hopper presets, whose constants were
+    /// calibrated with Marlin's pricing on measurements of Triton's kernels).
+    pub mxfp4_layout: crate::precision::Mxfp4Backend,
     pub gpus_per_node: u32,
     /// The link between GPUs of one node; absent on single-GPU machines.
     pub intra_node: Option<Link>,
@@ -298,6 +304,8 @@ struct RawHardware {
     boost_clock_mhz: Option<f64>,
     #[serde(default)]
     mxfp4_backend: crate::precision::Mxfp4Backend,
+    #[serde(default)]
+    mxfp4_layout: Option<crate::precision::Mxfp4Backend>,
     gpus_per_node: u32,
     #[serde(default)]
     intra_node: Option<Link>,
@@ -357,6 +365,7 @@ impl HardwareSpec {
             sustained_clock,
             boost_clock_mhz: raw.boost_clock_mhz,
             mxfp4_backend: raw.mxfp4_backend,
+            mxfp4_layout: raw.mxfp4_layout.unwrap_or(raw.mxfp4_backend),
             gpus_per_node: raw.gpus_per_node,
             intra_node: raw.intra_node,
             inter_node: raw.inter_node,

@@ -119,6 +119,24 @@ pub enum Mxfp4Backend {
 }
 
 impl Mxfp4Backend {
+    /// How many times the checkpoint's bytes of one GPU's share of the routed experts these
+    /// kernels hold in memory, for experts `hidden` wide with `shard` columns of their FFN on
+    /// each GPU (vLLM 0.10 to 0.13, `quantization/mxfp4.py`). Marlin pads each product to its
+    /// tile: the hidden width to a multiple of 256 and the shard to one of 128 (gpt-oss-120b on
+    /// one GPU: 2,880 x 2,880 becomes 3,072 x 2,944, 9 % more; vLLM logs 65.97 GiB loaded
+    /// against the checkpoint's 60.7). Triton's path swizzles the scales into a second tensor
+    /// and keeps the loaded ones: one more byte per 32 weights, 4.5 bits a weight instead of
+    /// 4.25 (6 %; 64.38 GiB logged with Triton's kernels).
+    pub fn expert_memory_factor(self, hidden: u32, shard: u32) -> f64 {
+        match self {
+            Self::Marlin => {
+                let pad = |x: u32, to: u32| f64::from(x.div_ceil(to) * to) / f64::from(x.max(1));
+                pad(hidden, 256) * pad(shard, 128)
+            }
+            Self::Triton => (Precision::Mxfp4.bytes_per_param() + 1.0 / 32.0) / Precision::Mxfp4.bytes_per_param(),
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "marlin" => Some(Self::Marlin),
@@ -289,5 +307,28 @@ mod tests {
         assert_eq!(Precision::AwqInt4.compute_on(&blackwell), ComputePrecision::WeightOnly);
         assert_eq!(ComputePrecision::parse("weight-only"), Some(ComputePrecision::WeightOnly));
         assert!(Precision::Nvfp4.bytes_per_param() < Precision::Fp8.bytes_per_param());
+    }
+
+    #[test]
+    fn mxfp4_kernels_hold_more_than_the_checkpoint_as_vllm_logs() {
+        // gpt-oss-120b on one GPU: 56.7 GiB of experts in the checkpoint, 60.7 GiB in all.
+        let (experts, rest) = (56.74, 60.70 - 56.74);
+        let loaded = |b: Mxfp4Backend| rest + experts * b.expert_memory_factor(2880, 2880);
+        // vLLM's logs: 65.97 GiB with Marlin (vLLM 0.10), 64.38 GiB with Triton's kernels (0.14).
+        assert!((loaded(Mxfp4Backend::Marlin) - 65.97).abs() < 0.3, "{}", loaded(Mxfp4Backend::Marlin));
+        assert!((loaded(Mxfp4Backend::Triton) - 64.38).abs() < 0.5, "{}", loaded(Mxfp4Backend::Triton));
+        // Widths already on Marlin's tiles cost nothing more; a TP8 shard of 360 pads to 384.
+        assert_eq!(Mxfp4Backend::Marlin.expert_memory_factor(4096, 1536), 1.0);
+        assert!((Mxfp4Backend::Marlin.expert_memory_factor(2880, 360) - 3072.0 / 2880.0 * 384.0 / 360.0).abs() < 1e-12);
+        assert_eq!(Mxfp4Backend::Triton.expert_memory_factor(1, 1), 0.5625 / 0.53125);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn padding_never_shrinks_and_stays_under_a_tile(hidden in 1u32..20_000, shard in 1u32..20_000) {
+            let f = Mxfp4Backend::Marlin.expert_memory_factor(hidden, shard);
+            let most = (1.0 + 255.0 / f64::from(hidden)) * (1.0 + 127.0 / f64::from(shard));
+            proptest::prop_assert!(f >= 1.0 && f <= most + 1e-12, "{f} {most}");
+        }
     }
 }

@@ -20,6 +20,7 @@ use crate::error::SimError;
 use crate::hardware::HardwareSpec;
 use crate::model::ModelShape;
 use crate::options::ServingOptions;
+use crate::precision::Mxfp4Backend;
 use crate::presets::Presets;
 use crate::profile::StackProfile;
 
@@ -276,7 +277,9 @@ fn gcd(a: u32, b: u32) -> u32 {
 /// split over `tp` (MLA's down-projections whole on every rank, routed experts over
 /// [`ServingOptions::expert_shards`]: whole experts, the busiest GPU taking the rounded-up share,
 /// with expert parallelism), plus the embeddings (and lm_head with one stage) split over `tp`.
-pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
+/// `mxfp4` names the kernels whose layout dequantized MXFP4 experts take (None for other
+/// experts): they hold more than the checkpoint ([`Mxfp4Backend::expert_memory_factor`]).
+pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions, mxfp4: Option<Mxfp4Backend>) -> f64 {
     let tp = f64::from(opts.tp);
     let layers = f64::from(model.layers);
     let stage_fraction = f64::from(model.layers.div_ceil(opts.pp)) / layers;
@@ -295,7 +298,15 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
             f64::from(m.experts) / tp
         }
     });
-    let experts = f64::from(model.moe_layers()) * experts_per_gpu * model.expert_params() * w_b;
+    let layout = match (mxfp4, model.moe.as_ref()) {
+        (Some(kernels), Some(m)) => {
+            let shard =
+                if opts.expert_parallel { m.expert_intermediate } else { m.expert_intermediate / opts.tp.max(1) };
+            kernels.expert_memory_factor(model.hidden, shard)
+        }
+        _ => 1.0,
+    };
+    let experts = f64::from(model.moe_layers()) * experts_per_gpu * model.expert_params() * w_b * layout;
     let embedding_bytes = model.embedding_params() * 2.0;
     let heads = if opts.pp == 1 && !model.tied_embeddings { 2.0 } else { 1.0 };
     let extra = model.extra_params_b * 1e9 * 2.0;
@@ -330,7 +341,13 @@ pub fn plan_memory(
     stack: &StackProfile,
 ) -> Result<MemoryPlan, SimError> {
     let pp = opts.pp;
-    let weights_gib = weight_bytes_per_gpu(model, opts) / GIB;
+    // Dequantized MXFP4 experts take the layout of the kernels vLLM runs on the device, unless
+    // other kernels were asked for.
+    let mxfp4 = model
+        .precision
+        .dequantizes_mxfp4_experts(model.moe.is_some(), &hw.peak_tflops)
+        .then_some(if opts.mxfp4_backend == hw.mxfp4_backend { hw.mxfp4_layout } else { opts.mxfp4_backend });
+    let weights_gib = weight_bytes_per_gpu(model, opts, mxfp4) / GIB;
     let reserve_gib = activation_reserve_gib(model, opts, stack);
     let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
     let kv_gib = usable_gib - weights_gib - reserve_gib;
@@ -545,6 +562,23 @@ mod tests {
     }
 
     #[test]
+    fn mxfp4_experts_take_the_memory_of_the_kernels_vllm_runs_on_the_device() {
+        // gpt-oss-120b on one GPU: the checkpoint's 60.7 GiB; vLLM logs 64.38 GiB with Triton's
+        // kernels (Hopper's images) and 65.97 with Marlin's (every part before Hopper).
+        let gib = |hw: &str, opts: &[(&str, &str)]| setup("openai/gpt-oss-120b", hw, opts).unwrap().memory.weights_gib;
+        let (h100, a100) = (gib("h100-sxm", &[]), gib("a100-80g", &[]));
+        assert!((h100 - 64.38).abs() < 0.5, "{h100}");
+        assert!((a100 - 65.97).abs() < 0.3, "{a100}");
+        // Other kernels asked for bring their own layout; the pricing default keeps the device's.
+        assert_eq!(gib("a100-80g", &[("mxfp4-backend", "triton")]), h100);
+        assert_eq!(gib("h100-sxm", &[("mxfp4-backend", "marlin")]), h100);
+        // Experts kept in BF16 hold what the checkpoint holds; native FP4 units take no layout.
+        let qwen = |hw: &str| setup("Qwen/Qwen3-30B-A3B", hw, &[]).unwrap().memory.weights_gib;
+        assert_eq!(qwen("h100-sxm"), qwen("a100-80g"));
+        assert!(gib("b200", &[]) < h100 - 3.0);
+    }
+
+    #[test]
     fn precision_override_shrinks_the_weights() {
         let bf16 = setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap();
         let fp8 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("precision", "fp8")]).unwrap();
@@ -554,12 +588,13 @@ mod tests {
     #[test]
     fn the_reserve_leaves_out_the_sampler_rows_fewer_sequences_do_not_profile() {
         // gpt-oss on the H100 runs vLLM's default 1,024 sequences: the reserve as stated.
+        let stated = StackProfile::default().activation_reserve_moe_gib;
         let h100 = setup("openai/gpt-oss-120b", "h100-sxm", &[]).unwrap();
-        assert_eq!(h100.memory.reserve_gib, 8.0);
+        assert_eq!(h100.memory.reserve_gib, stated);
         // The A100's default is 256: 768 rows of 201,088 logits at 20 bytes fewer.
         let a100 = setup("openai/gpt-oss-120b", "a100-80g", &[]).unwrap();
         let sampler = 768.0 * 201_088.0 * 20.0 / GIB;
-        assert!((a100.memory.reserve_gib - (8.0 - sampler)).abs() < 1e-9, "{}", a100.memory.reserve_gib);
+        assert!((a100.memory.reserve_gib - (stated - sampler)).abs() < 1e-9, "{}", a100.memory.reserve_gib);
         assert!(a100.memory.kv_tokens > h100.memory.kv_tokens);
         // Asked for on the H100, the same; and never below a quarter of the reserve.
         let asked = setup("openai/gpt-oss-120b", "h100-sxm", &[("max-num-seqs", "256")]).unwrap();

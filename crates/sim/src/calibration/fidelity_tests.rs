@@ -312,17 +312,20 @@ fn assert_medians_within(name: &str, got: [f64; 3], bound: [f64; 3]) {
 /// Held out: GLM-4.6 (160 experts and a shared one) on H200s came out at 30.5 %, 26.1 % and
 /// 42.3 % (55 %, 51 % and 106 % with the priors; 30.0 %, 23.6 %, 36.4 % with `fused_moe_us`),
 /// and the lab's 13 reports of Qwen3-235B on A100s at 35 %, 35 % and 56 % (39 %, 46 % and 77 %:
-/// there the FP8 checkpoint runs as W8A16 through Marlin, whose ceiling did not change). The
-/// bounds sit between the two.
+/// there the FP8 checkpoint runs as W8A16 through Marlin, whose ceiling did not change). Since
+/// the MoE reserve stopped carrying gpt-oss's second copy of its expert scales (4.66 GiB, not 8:
+/// CALIBRATION.md, "The KV pool of MXFP4 experts") and the two ceilings were refitted beside it
+/// (0.165 and 0.114): in sample 4.6 %, 5.8 %, 4.2 %; GLM-4.6 24.1 %, 20.2 %, 31.1 %; the A100's
+/// 28.4 %, 31.7 %, 59.1 %. The bounds hold those with a little room.
 #[test]
 fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let h100 = public_medians("gpustack-h100-qwen3-235b.txt", "h100-sxm", 8);
     let a100 = public_medians("gpustack-a100-qwen3-235b.txt", "a100-80g", 13);
     let glm = public_medians("gpustack-h200-glm-4.6.txt", "h200", 6);
     for (name, got, bound) in [
-        ("H100 (in sample)", h100, [0.12, 0.35, 0.12]),
-        ("A100", a100, [0.37, 0.40, 0.65]),
-        ("GLM-4.6 on H200", glm, [0.36, 0.32, 0.50]),
+        ("H100 (in sample)", h100, [0.07, 0.08, 0.07]),
+        ("A100", a100, [0.31, 0.34, 0.62]),
+        ("GLM-4.6 on H200", glm, [0.27, 0.23, 0.35]),
     ] {
         assert_medians_within(name, got, bound);
     }

@@ -221,6 +221,14 @@ impl SimSetup {
                 .to_string(),
             );
         }
+        if let Some((e, n)) = crate::cost::tiles::untuned_bf16_experts(&model, &opts, &hardware) {
+            notes.push(format!(
+                "vLLM ships no tuned fused-MoE tiles for these BF16 experts (E={e},N={n}) on {}: their products \
+                 are priced at vLLM's default tile, {:.2} of the tuned ceiling",
+                hardware.device_name,
+                crate::cost::tiles::DEFAULT_TILE_RATE
+            ));
+        }
         if opts.dp > 1 {
             let dp = opts.dp;
             opts.max_num_seqs = opts.max_num_seqs.saturating_mul(dp);

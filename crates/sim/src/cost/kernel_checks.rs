@@ -338,3 +338,48 @@ fn at_prefill_sizes_the_expert_ceilings_are_slower_than_the_kernels() {
         assert!((0.0..0.04).contains(&slower), "{} {}: {slower:+.3}", r["model"], r["format"]);
     }
 }
+
+/// vLLM's BF16 tile tables as `presets/kernels/` lists them are the ones its kernels loaded in the
+/// probe: every BF16 shard timed at 2,048 tokens or more ran a tuned tile where the list has a
+/// table for it and the default tile (64 x 64 x 32) where it has none. And the default tile runs
+/// at [`super::tiles::DEFAULT_TILE_RATE`] of a tuned one: GLM-4.6 at TP8 against Qwen3-235B at
+/// TP8 (the same 192 columns a GPU) on both GPUs, and Qwen3-235B at TP4 untuned on the H100
+/// against tuned on the H200 (scaled by the two GPUs' tuned TP8 rates), within 0.03 at the median.
+#[test]
+fn untuned_expert_shapes_run_vllm_s_default_tile_at_the_measured_rate() {
+    use super::tiles::{DEFAULT_TILE_RATE, untuned_bf16_experts};
+    // vLLM's default BF16 tile from 65 rows up (0.13 adds `SPLIT_K` 1); tuned tables set warps.
+    let default_tile = |c: &serde_json::Value| {
+        (c["BLOCK_SIZE_M"] == 64 && c["BLOCK_SIZE_N"] == 64 && c["BLOCK_SIZE_K"] == 32) && c.get("num_warps").is_none()
+    };
+    let mut tflops = std::collections::BTreeMap::new();
+    // Resolved on the H200 (GLM-4.6's BF16 weights do not fit eight H100s), under each GPU's name.
+    for (file, device) in [
+        ("h200-fused-moe-prefill-0.13.0.json", "NVIDIA H200"),
+        ("h200-fused-moe-prefill-0.11.0.json", "NVIDIA H200"),
+        ("h100-sxm-fused-moe-prefill.json", "NVIDIA H100 80GB HBM3"),
+    ] {
+        for r in probe_records(file).iter().filter(|r| r["format"] == "bf16" && r["m"].as_u64().unwrap() >= 2048) {
+            let (name, tp, m) = (r["model"].as_str().unwrap(), r["tp"].to_string(), r["m"].as_u64().unwrap());
+            let mut s = super::tests::setup(fused_moe_preset(name, "bf16"), "h200", &[("tp", tp.as_str())]);
+            s.hardware.device_name = device.to_string();
+            let untuned = untuned_bf16_experts(&s.model, &s.options, &s.hardware).is_some();
+            assert_eq!(untuned, default_tile(&r["config"]), "{file} {name} tp {tp}: {}", r["config"]);
+            tflops.insert((file, name.to_string(), tp, m), r["tflops"].as_f64().unwrap());
+        }
+    }
+    let mut rates = Vec::new();
+    for ((file, name, tp, m), t) in &tflops {
+        if name == "GLM-4.6" {
+            rates.push(t / tflops[&(*file, "Qwen3-235B-A22B".to_string(), tp.clone(), *m)]);
+        }
+    }
+    let h100 = "h100-sxm-fused-moe-prefill.json";
+    let h200 = "h200-fused-moe-prefill-0.11.0.json";
+    let at = |file, tp: &str| tflops[&(file, "Qwen3-235B-A22B".to_string(), tp.to_string(), 8192)];
+    rates.push(at(h100, "4") / (at(h200, "4") * at(h100, "8") / at(h200, "8")));
+    assert_eq!(rates.len(), 7, "{rates:?}");
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    assert!((median - DEFAULT_TILE_RATE).abs() < 0.03 && rates[0] > 0.45 && rates[6] < 0.7, "{rates:?}");
+}

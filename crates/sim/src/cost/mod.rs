@@ -12,6 +12,7 @@
 //! Everything is per GPU; the constants come from a [`crate::profile::StackProfile`].
 
 pub mod terms;
+pub mod tiles;
 
 use crate::setup::SimSetup;
 pub use terms::expected_experts;
@@ -256,6 +257,11 @@ impl CostModel {
                 let mut dev = device(lin_format, &st.moe_eff, DEQUANT_MMA_CEILING_MOE);
                 if let (ComputePrecision::WeightOnly, Some(ops)) = (lin_format, st.dequant_ops_per_weight) {
                     dev.bandwidth = dev.bandwidth.min(dequant_stream(ops));
+                }
+                // The BF16 ceiling was fitted on shapes vLLM has tuned tiles for; others run its
+                // default tile.
+                if tiles::untuned_bf16_experts(m, o, hw).is_some() {
+                    dev.ceiling *= tiles::DEFAULT_TILE_RATE;
                 }
                 dev
             }

@@ -5,7 +5,7 @@ use crate::precision::Precision;
 use crate::presets::Presets;
 
 /// The resolved setup of `model` on `hw` with serving options `pairs`.
-fn setup(model: &str, hw: &str, pairs: &[(&str, &str)]) -> SimSetup {
+pub(super) fn setup(model: &str, hw: &str, pairs: &[(&str, &str)]) -> SimSetup {
     let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     SimSetup::resolve_with(&Presets::embedded().unwrap(), model, hw, &pairs, None).unwrap()
 }

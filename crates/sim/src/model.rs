@@ -236,11 +236,17 @@ impl ModelShape {
     }
 
     /// FLOPs of one query attending to one key in one layer, all heads (before any
-    /// tensor-parallel split): QK^T and PV. With MLA, the absorbed form vLLM runs: every head
-    /// scores against the latent plus the rotary key and sums the latent.
-    pub fn attention_flops_per_pair(&self) -> f64 {
+    /// tensor-parallel split): QK^T and PV. With MLA, vLLM runs two forms (`MLACommonImpl`):
+    /// decodes the absorbed one, every head scoring against the latent plus the rotary key and
+    /// summing the latent (2 x 128 x 576 + 2 x 128 x 512 for DeepSeek-V3); prefill tokens the
+    /// decompressed one, the latents projected back to per-head keys and values and attended
+    /// as plain multi-head attention (2 x 128 x 192 + 2 x 128 x 128), 3.4 times fewer.
+    pub fn attention_flops_per_pair(&self, prefill: bool) -> f64 {
         let heads = f64::from(self.heads);
         match &self.mla {
+            Some(a) if prefill => {
+                2.0 * heads * f64::from(a.qk_nope_head_dim + a.qk_rope_head_dim) + 2.0 * heads * f64::from(a.v_head_dim)
+            }
             Some(a) => 2.0 * heads * f64::from(a.cache_width()) + 2.0 * heads * f64::from(a.kv_lora_rank),
             None => 4.0 * heads * f64::from(self.head_dim),
         }
@@ -411,8 +417,10 @@ mod tests {
         assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Auto, 1) * 61.0, 70_272.0);
         assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Fp8, 4), 576.0);
         assert_eq!(m.kv_heads_per_rank(8), 1);
-        // Absorbed MLA: 2x128x576 for the scores, 2x128x512 for the latent sum.
-        assert_eq!(m.attention_flops_per_pair(), 278_528.0);
+        // Decodes run absorbed MLA: 2x128x576 for the scores, 2x128x512 for the latent sum;
+        // prefill tokens the decompressed heads: 2x128x192 for the scores, 2x128x128 for values.
+        assert_eq!(m.attention_flops_per_pair(false), 278_528.0);
+        assert_eq!(m.attention_flops_per_pair(true), 81_920.0);
     }
 
     #[test]
@@ -429,7 +437,8 @@ mod tests {
     #[test]
     fn flops_per_pair_of_grouped_query_attention() {
         // 32 heads of 128: QK^T and PV, 2 FLOPs per multiply-add each.
-        assert_eq!(qwen3_8b().attention_flops_per_pair(), 4.0 * 32.0 * 128.0);
+        assert_eq!(qwen3_8b().attention_flops_per_pair(true), 4.0 * 32.0 * 128.0);
+        assert_eq!(qwen3_8b().attention_flops_per_pair(false), 4.0 * 32.0 * 128.0);
         assert_eq!(qwen3_8b().attention_replicated_params(), 0.0);
     }
 

@@ -258,7 +258,7 @@ fn decode_attention_streams_the_kv_cache_at_the_bandwidth_term() {
             if kv_bytes < 32e6 {
                 continue;
             }
-            let flops = c.attn_flops_per_pair_layer * b * ctx;
+            let flops = c.attn_flops_decode * b * ctx;
             let predicted = super::terms::attention_seconds(flops, kv_bytes, c.attn_rate, c.bandwidth) + FLOOR_S;
             let error = predicted / (r["us"].as_f64().unwrap() * 1e-6) - 1.0;
             let within = if kv_bytes >= 500e6 { 0.04 } else { 0.11 };

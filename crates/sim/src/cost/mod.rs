@@ -159,7 +159,10 @@ pub struct CostModel {
     lm_head: GemmShape,
     lm_dev: GemmDevice,
     kv_bytes_token_layer: f64,
-    attn_flops_per_pair_layer: f64,
+    /// Attention FLOPs of one query-key pair in one layer, per GPU: prefill tokens, decodes
+    /// (they differ with MLA, whose two phases run different forms).
+    attn_flops_prefill: f64,
+    attn_flops_decode: f64,
     attn_rate: f64,
     bandwidth: f64,
     datasheet_bandwidth: f64,
@@ -290,7 +293,8 @@ impl CostModel {
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
-            attn_flops_per_pair_layer: m.attention_flops_per_pair() / tp,
+            attn_flops_prefill: m.attention_flops_per_pair(true) / tp,
+            attn_flops_decode: m.attention_flops_per_pair(false) / tp,
             attn_rate: peaks.bf16 * 1e12 * st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff),
             bandwidth,
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
@@ -366,11 +370,10 @@ impl CostModel {
         let kv_bytes = self.kv_bytes_token_layer
             * (self.full_layers * b.kv_tokens_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
             / dp;
-        let pairs = (self.full_layers * (b.pairs_prefill_full + b.pairs_decode_full)
-            + self.sliding_layers * (b.pairs_prefill_window + b.pairs_decode_window))
-            / dp;
-        let attention =
-            attention_seconds(self.attn_flops_per_pair_layer * pairs, kv_bytes, self.attn_rate, self.bandwidth);
+        let prefill_pairs = self.full_layers * b.pairs_prefill_full + self.sliding_layers * b.pairs_prefill_window;
+        let decode_pairs = self.full_layers * b.pairs_decode_full + self.sliding_layers * b.pairs_decode_window;
+        let flops = (self.attn_flops_prefill * prefill_pairs + self.attn_flops_decode * decode_pairs) / dp;
+        let attention = attention_seconds(flops, kv_bytes, self.attn_rate, self.bandwidth);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) / dp).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_shards;
         let memory =

@@ -426,3 +426,20 @@ fn a_light_step_s_kernel_floor_follows_the_boost_clock() {
     assert_eq!(slow.experts, at_h100.experts);
     assert_eq!(slow.dense, at_h100.dense);
 }
+
+#[test]
+fn mla_prefill_attends_decompressed_heads_and_decodes_the_latent() {
+    // DeepSeek-R1 at TP8: a 32,768-token prompt's last chunk (24,576 cached, 8,192 new) is
+    // compute-bound at the decompressed heads' 81,920 FLOPs a pair; decodes are priced at the
+    // absorbed form's 278,528.
+    let c = model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]);
+    let mut chunk = BatchStats::default();
+    chunk.add_sequence(24_576, 8_192, 0, true, true);
+    let pairs = chunk.pairs_prefill_full * c.full_layers;
+    let attention = c.breakdown(&chunk).attention;
+    assert!((attention / (pairs * 81_920.0 / 8.0 / c.attn_rate) - 1.0).abs() < 1e-9, "{attention}");
+    assert_eq!((c.attn_flops_prefill, c.attn_flops_decode), (81_920.0 / 8.0, 278_528.0 / 8.0));
+    // A dense model's two phases cost the same a pair.
+    let q = model("Qwen/Qwen3-8B", "h100-sxm", &[]);
+    assert_eq!(q.attn_flops_prefill, q.attn_flops_decode);
+}

@@ -344,6 +344,12 @@ impl ServingOptions {
         if self.expert_parallel { self.tp.saturating_mul(self.dp) } else { self.tp }
     }
 
+    /// The columns of a routed expert's FFN, `width` in all, that one GPU holds: all of them
+    /// with expert parallelism (whole experts), a tensor-parallel slice otherwise.
+    pub fn expert_width_per_gpu(&self, width: u32) -> u32 {
+        if self.expert_parallel { width } else { width / self.tp.max(1) }
+    }
+
     /// The parallel layout in vLLM's words: `tp=8`, plus `pp=`, `dp=` and `ep` when used.
     pub fn parallel_text(&self) -> String {
         let mut s = format!("tp={}", self.tp);

@@ -1,0 +1,310 @@
+//! How vLLM fills a GPU's memory, and what is left for the KV cache: weights on the most loaded
+//! GPU (the checkpoint's bytes, and the layout the experts' kernels give them), the activation
+//! reserve of the stack, and the block pool that sizes the KV cache.
+//!
+//! Memory per GPU follows vLLM: `memory × gpu-memory-utilization − weights per GPU − activation
+//! reserve` is left for KV blocks. Weights per GPU: one pipeline stage's layers, attention, dense
+//! FFNs, shared experts and embeddings split over `tp` (and whole on each data-parallel rank),
+//! routed experts split over [`ServingOptions::expert_shards`]. Full-attention layers keep every
+//! block of a request; sliding-window layers keep at most the blocks covering their window.
+
+use serde::Serialize;
+
+use crate::error::SimError;
+use crate::hardware::HardwareSpec;
+use crate::model::ModelShape;
+use crate::options::ServingOptions;
+use crate::precision::Mxfp4Backend;
+use crate::profile::StackProfile;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// How the KV pool is counted. One *unit* is `block_size` tokens of `unit_layers` layers on one
+/// GPU; a full block of a request costs `units_per_block` units for its full-attention layers,
+/// and `sliding_units_per_block` more for its sliding layers while it is inside the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct KvLayout {
+    pub block_size: u32,
+    pub total_units: u64,
+    pub units_per_block: u32,
+    pub sliding_units_per_block: u32,
+    /// Blocks of a request the sliding layers keep (window / block size, plus one).
+    pub sliding_cap_blocks: u32,
+}
+
+impl KvLayout {
+    /// Units a request of `blocks` blocks holds.
+    pub fn units_for_blocks(&self, blocks: u64) -> u64 {
+        u64::from(self.units_per_block) * blocks
+            + u64::from(self.sliding_units_per_block) * blocks.min(u64::from(self.sliding_cap_blocks))
+    }
+
+    /// The longest single sequence the pool can hold, tokens.
+    pub fn max_tokens_single(&self) -> u64 {
+        let f = u64::from(self.units_per_block);
+        let s = u64::from(self.sliding_units_per_block);
+        let cap = u64::from(self.sliding_cap_blocks);
+        let blocks = if f == 0 {
+            if s * cap.max(1) <= self.total_units { u64::from(u32::MAX) } else { 0 }
+        } else if (f + s) * cap >= self.total_units {
+            self.total_units / (f + s)
+        } else {
+            cap + (self.total_units - (f + s) * cap) / f
+        };
+        blocks.saturating_mul(u64::from(self.block_size))
+    }
+}
+
+/// Where each GPU's memory goes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemoryPlan {
+    pub device_gib: f64,
+    pub utilization: f64,
+    /// Weights on the most loaded GPU.
+    pub weights_gib: f64,
+    pub reserve_gib: f64,
+    /// Left for the KV cache.
+    pub kv_gib: f64,
+    /// KV bytes one token takes on one GPU, over the layers of the largest stage.
+    pub kv_bytes_per_token: f64,
+    /// The block pool: one GPU's, or in a [`SimSetup`] with `dp > 1` the `dp` ranks' together.
+    pub layout: KvLayout,
+    /// The longest sequence one rank's KV cache can hold ("GPU KV cache size" in vLLM's log).
+    pub kv_tokens: u64,
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Weight bytes on the most loaded GPU: one pipeline stage's share of the transformer blocks,
+/// split over `tp` (MLA's down-projections whole on every rank, routed experts over
+/// [`ServingOptions::expert_shards`]: whole experts, the busiest GPU taking the rounded-up share,
+/// with expert parallelism), plus the embeddings (and lm_head with one stage) split over `tp`.
+/// `mxfp4` names the kernels whose layout dequantized MXFP4 experts take (None for other
+/// experts): they hold more than the checkpoint ([`Mxfp4Backend::expert_memory_factor`]).
+pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions, mxfp4: Option<Mxfp4Backend>) -> f64 {
+    let tp = f64::from(opts.tp);
+    let layers = f64::from(model.layers);
+    let stage_fraction = f64::from(model.layers.div_ceil(opts.pp)) / layers;
+    let attn_b = model.attention_precision().bytes_per_param();
+    let w_b = model.precision.bytes_per_param();
+    let replicated = model.attention_replicated_params();
+    let attention = layers * ((model.attention_params() - replicated) / tp + replicated) * attn_b;
+    let always = (f64::from(model.dense_ffn_layers()) * model.dense_ffn_params()
+        + f64::from(model.moe_layers()) * model.moe_always_params())
+        * w_b
+        / tp;
+    let experts_per_gpu = model.moe.as_ref().map_or(0.0, |m| {
+        if opts.expert_parallel {
+            f64::from(m.experts.div_ceil(opts.expert_shards().max(1)))
+        } else {
+            f64::from(m.experts) / tp
+        }
+    });
+    let layout = match (mxfp4, model.moe.as_ref()) {
+        (Some(kernels), Some(m)) => {
+            kernels.expert_memory_factor(model.hidden, opts.expert_width_per_gpu(m.expert_intermediate))
+        }
+        _ => 1.0,
+    };
+    let experts = f64::from(model.moe_layers()) * experts_per_gpu * model.expert_params() * w_b * layout;
+    let embedding_bytes = model.embedding_params() * 2.0;
+    let heads = if opts.pp == 1 && !model.tied_embeddings { 2.0 } else { 1.0 };
+    let extra = model.extra_params_b * 1e9 * 2.0;
+    (attention + always + experts) * stage_fraction + (heads * embedding_bytes + extra) / tp
+}
+
+/// The sequences the stack's activation reserves are stated at: vLLM's default `max-num-seqs`
+/// on the large GPUs they were calibrated on.
+const RESERVE_SEQS: u32 = 1024;
+
+/// Bytes per vocabulary entry of the sampler's working set that vLLM's memory profiling runs for
+/// `max-num-seqs` rows: the logits and probabilities in FP32 and the sort top-k/top-p does on
+/// them (FP32 values, int64 indices).
+const SAMPLER_BYTES_PER_LOGIT: f64 = 20.0;
+
+/// Memory each GPU keeps outside weights and KV cache: the stack's reserve (CUDA graphs,
+/// workspaces, the profiled peak of a forward pass and of the sampler), stated at
+/// 1,024 sequences, less the sampler rows a smaller `max-num-seqs` does not profile
+/// (2.9 GiB for gpt-oss's 201,088-entry vocabulary at 256 sequences, vLLM's default on the A100),
+/// and never below a quarter of the reserve.
+pub fn activation_reserve_gib(model: &ModelShape, opts: &ServingOptions, stack: &StackProfile) -> f64 {
+    let reserve = if model.moe.is_some() { stack.activation_reserve_moe_gib } else { stack.activation_reserve_gib };
+    let rows = f64::from(RESERVE_SEQS.saturating_sub(opts.max_num_seqs));
+    (reserve - rows * f64::from(model.vocab) * SAMPLER_BYTES_PER_LOGIT / GIB).max(reserve / 4.0)
+}
+
+/// Sizes the KV pool of one GPU (the most loaded pipeline stage of one data-parallel rank).
+pub fn plan_memory(
+    model: &ModelShape,
+    hw: &HardwareSpec,
+    opts: &ServingOptions,
+    stack: &StackProfile,
+) -> Result<MemoryPlan, SimError> {
+    let pp = opts.pp;
+    // Dequantized MXFP4 experts take the layout of the kernels vLLM runs on the device, unless
+    // other kernels were asked for.
+    let mxfp4 = model
+        .precision
+        .dequantizes_mxfp4_experts(model.moe.is_some(), &hw.peak_tflops)
+        .then_some(if opts.mxfp4_backend == hw.mxfp4_backend { hw.mxfp4_layout } else { opts.mxfp4_backend });
+    let weights_gib = weight_bytes_per_gpu(model, opts, mxfp4) / GIB;
+    let reserve_gib = activation_reserve_gib(model, opts, stack);
+    let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
+    let kv_gib = usable_gib - weights_gib - reserve_gib;
+    let does_not_fit = || SimError::DoesNotFit {
+        model: model.id.clone(),
+        hardware: hw.name.clone(),
+        tp: opts.tp,
+        pp: opts.pp,
+        weights_gib,
+        device_gib: hw.memory_gib,
+        utilization: opts.gpu_memory_utilization,
+        reserve_gib,
+        room_gib: (usable_gib - reserve_gib).max(0.0),
+    };
+    if kv_gib <= 0.0 {
+        return Err(does_not_fit());
+    }
+    let (sliding, window) = model.sliding_layers();
+    let full_stage = model.full_attention_layers().div_ceil(pp);
+    let sliding_stage = sliding.div_ceil(pp);
+    let g = gcd(full_stage, sliding_stage).max(1);
+    let per_token_layer = model.kv_bytes_per_token_layer(opts.kv_cache_dtype, opts.tp);
+    let unit_bytes = f64::from(opts.block_size) * per_token_layer * f64::from(g);
+    let total_units = (kv_gib * GIB / unit_bytes).floor() as u64;
+    let layout = KvLayout {
+        block_size: opts.block_size,
+        total_units,
+        units_per_block: full_stage / g,
+        sliding_units_per_block: sliding_stage / g,
+        sliding_cap_blocks: if sliding_stage == 0 { 0 } else { window.div_ceil(opts.block_size).saturating_add(1) },
+    };
+    let kv_tokens = layout.max_tokens_single();
+    if kv_tokens < u64::from(opts.block_size) {
+        return Err(does_not_fit());
+    }
+    Ok(MemoryPlan {
+        device_gib: hw.memory_gib,
+        utilization: opts.gpu_memory_utilization,
+        weights_gib,
+        reserve_gib,
+        kv_gib,
+        kv_bytes_per_token: per_token_layer * f64::from(full_stage + sliding_stage),
+        layout,
+        kv_tokens,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setup::tests::setup;
+
+    #[test]
+    fn kv_capacity_of_qwen3_8b_on_one_h100() {
+        let s = setup("Qwen/Qwen3-8B", "h100-sxm", &[("gpu-memory-utilization", "0.9")]).unwrap();
+        // By hand: 79.2 GiB x 0.9 = 71.28 GiB; weights 8.19e9 params x 2 B = 15.26 GiB; 5.5 GiB
+        // reserve; 50.52 GiB left. One token: 36 layers x 2 (K,V) x 8 heads x 128 x 2 B = 144 KiB,
+        // a 16-token block 2.25 MiB, so 50.52 GiB / 2.25 MiB = 22 992 blocks = 367 872 tokens.
+        let m = &s.memory;
+        assert!((m.weights_gib - 15.26).abs() < 0.02, "{}", m.weights_gib);
+        assert!((m.kv_gib - 50.52).abs() < 0.02, "{}", m.kv_gib);
+        assert_eq!(m.kv_bytes_per_token, 147_456.0);
+        assert!((m.layout.total_units as i64 - 22_992).abs() <= 10, "{}", m.layout.total_units);
+        assert_eq!(m.kv_tokens, m.layout.total_units * 16);
+        assert_eq!(s.max_model_len, 40960);
+        // FP8 KV doubles the blocks; tp=2 halves the weights per GPU and the KV heads.
+        let fp8 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("kv-cache-dtype", "fp8")]).unwrap();
+        assert_eq!(fp8.memory.layout.total_units / 2, m.layout.total_units);
+        let tp2 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]).unwrap();
+        assert!((tp2.memory.weights_gib - m.weights_gib / 2.0).abs() < 1e-9);
+        assert!(tp2.memory.layout.total_units > 2 * m.layout.total_units);
+    }
+
+    #[test]
+    fn sliding_layers_hold_only_their_window() {
+        let s = setup("google/gemma-3-1b-it", "rtx-4090", &[]).unwrap();
+        let l = s.memory.layout;
+        // 4 global and 22 local layers: units of 2 layers, 2 + 11 per block; 512/16 + 1 = 33 blocks.
+        assert_eq!((l.units_per_block, l.sliding_units_per_block, l.sliding_cap_blocks), (2, 11, 33));
+        assert_eq!(l.units_for_blocks(10), 130);
+        assert_eq!(l.units_for_blocks(100), 2 * 100 + 11 * 33);
+        let long = l.max_tokens_single() / 16;
+        assert!(l.units_for_blocks(long) <= l.total_units);
+        assert!(l.units_for_blocks(long + 1) > l.total_units);
+    }
+
+    #[test]
+    fn deepseek_r1_on_eight_h200s_keeps_the_latent_cache_whole_on_each_gpu() {
+        let s = setup("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]).unwrap();
+        // By hand, FP8 bytes: attention 61 x ((187 105 280 - 15 138 816) / 8 + 15 138 816), the
+        // down-projections whole on every rank; dense FFNs, shared experts and routers
+        // (3 x 396 361 728 + 58 x 45 875 200) / 8; routed experts 58 x 32 x 44 040 192;
+        // embedding and lm_head 2 x 129 280 x 7168 x 2 B / 8: 84 917 878 784 B = 79.09 GiB.
+        let m = &s.memory;
+        assert!((m.weights_gib - 79.085).abs() < 0.01, "{}", m.weights_gib);
+        // 576 BF16 values per layer and token, not divided by tp.
+        assert_eq!(m.kv_bytes_per_token, 70_272.0);
+        assert_eq!(s.options.nodes, 1);
+    }
+
+    #[test]
+    fn expert_parallel_spreads_whole_experts_and_dp_replicates_the_rest() {
+        let r1 = |pairs: &[(&str, &str)]| setup("deepseek-ai/DeepSeek-R1", "h200", pairs).unwrap().memory.weights_gib;
+        // tp=8 slices every expert 8 ways, ep over tp=8 gives each GPU 32 whole experts: same bytes.
+        assert!((r1(&[("tp", "8")]) - r1(&[("tp", "8"), ("ep", "true")])).abs() < 1e-9);
+        // dp=8 with ep: each GPU holds all of attention, the dense layers and the embeddings but only
+        // 32 experts, 93.8 GiB.
+        let dp_ep = r1(&[("dp", "8"), ("ep", "true")]);
+        assert!((dp_ep - 93.79).abs() < 0.02, "{dp_ep}");
+        // tp=8 x dp=2 with ep: 16 experts per GPU, 58 x 16 x 44 040 192 B fewer than without ep.
+        let saved = r1(&[("tp", "8"), ("dp", "2")]) - r1(&[("tp", "8"), ("dp", "2"), ("ep", "true")]);
+        assert!((saved - 58.0 * 16.0 * 44_040_192.0 / GIB).abs() < 1e-6, "{saved}");
+    }
+
+    #[test]
+    fn mxfp4_experts_take_the_memory_of_the_kernels_vllm_runs_on_the_device() {
+        // gpt-oss-120b on one GPU: the checkpoint's 60.7 GiB; vLLM logs 64.38 GiB with Triton's
+        // kernels (Hopper's images) and 65.97 with Marlin's (every part before Hopper).
+        let gib = |hw: &str, opts: &[(&str, &str)]| setup("openai/gpt-oss-120b", hw, opts).unwrap().memory.weights_gib;
+        let (h100, a100) = (gib("h100-sxm", &[]), gib("a100-80g", &[]));
+        assert!((h100 - 64.38).abs() < 0.5, "{h100}");
+        assert!((a100 - 65.97).abs() < 0.3, "{a100}");
+        // Other kernels asked for bring their own layout; the pricing default keeps the device's.
+        assert_eq!(gib("a100-80g", &[("mxfp4-backend", "triton")]), h100);
+        assert_eq!(gib("h100-sxm", &[("mxfp4-backend", "marlin")]), h100);
+        // Experts kept in BF16 hold what the checkpoint holds; native FP4 units take no layout.
+        let qwen = |hw: &str| setup("Qwen/Qwen3-30B-A3B", hw, &[]).unwrap().memory.weights_gib;
+        assert_eq!(qwen("h100-sxm"), qwen("a100-80g"));
+        assert!(gib("b200", &[]) < h100 - 3.0);
+    }
+
+    #[test]
+    fn precision_override_shrinks_the_weights() {
+        let bf16 = setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap();
+        let fp8 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("precision", "fp8")]).unwrap();
+        assert!(fp8.memory.weights_gib < 0.6 * bf16.memory.weights_gib);
+    }
+
+    #[test]
+    fn the_reserve_leaves_out_the_sampler_rows_fewer_sequences_do_not_profile() {
+        // gpt-oss on the H100 runs vLLM's default 1,024 sequences: the reserve as stated.
+        let stated = StackProfile::default().activation_reserve_moe_gib;
+        let h100 = setup("openai/gpt-oss-120b", "h100-sxm", &[]).unwrap();
+        assert_eq!(h100.memory.reserve_gib, stated);
+        // The A100's default is 256: 768 rows of 201,088 logits at 20 bytes fewer.
+        let a100 = setup("openai/gpt-oss-120b", "a100-80g", &[]).unwrap();
+        let sampler = 768.0 * 201_088.0 * 20.0 / GIB;
+        assert!((a100.memory.reserve_gib - (stated - sampler)).abs() < 1e-9, "{}", a100.memory.reserve_gib);
+        assert!(a100.memory.kv_tokens > h100.memory.kv_tokens);
+        // Asked for on the H100, the same; and never below a quarter of the reserve.
+        let asked = setup("openai/gpt-oss-120b", "h100-sxm", &[("max-num-seqs", "256")]).unwrap();
+        assert_eq!(asked.memory.reserve_gib, a100.memory.reserve_gib);
+        let one = setup("Qwen/Qwen3-8B", "l4", &[("max-num-seqs", "1")]).unwrap();
+        assert!((one.memory.reserve_gib - (4.17 - 1023.0 * 151_936.0 * 20.0 / GIB)).abs() < 1e-9);
+        let gemma = setup("google/gemma-3-1b-it", "l4", &[("max-num-seqs", "1")]).unwrap();
+        assert_eq!(gemma.memory.reserve_gib, 4.17 / 4.0, "262,144 logits a row would take it all");
+    }
+}

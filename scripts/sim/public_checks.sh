@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every public report in crates/sim/testdata/public/ (GPUStack's performance lab, the NVIDIA
+# forum's four-Spark post), predicted with the shipped presets or a profile: per file, the median
+# error, P90 and bias of mean TTFT, mean TPOT and output throughput, then of all three together.
+# Which files are in sample for which constant, and which are held out, is in that folder's
+# README.md; the options each file needs (the lab's runs had no async scheduling; some need a
+# memory utilization or a context length) are the ones it lists.
+#
+# Usage: scripts/sim/public_checks.sh [ARG ...]   (passed to every `sim validate`, e.g.
+#        --profile fit.toml, or --option moe-eff.bf16=0.2)
+# Environment: SB (default target/release/servebench).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+SB=${SB:-$repo/target/release/servebench}
+dir=$repo/crates/sim/testdata/public
+extra=("$@")
+printf '%-40s %-24s %-24s %-24s %s\n' "file (median / P90 / bias)" "mean TTFT" "mean TPOT" "output tok/s" "all"
+check() {
+  local hw=$1 file=$2
+  shift 2
+  "$SB" sim validate --hardware "$hw" "$@" "${extra[@]}" --points "$dir/$file" 2>&1 |
+    awk -v f="$file" '/^(mean TTFT|mean TPOT|output tok\/s|all) / { r[++n] = $(NF-2) " / " $(NF-1) " / " $NF }
+      END { if (n == 4) printf "%-40s %-24s %-24s %-24s %s\n", f, r[1], r[2], r[3], r[4]; else printf "%-40s (no summary: run sim validate on it)\n", f }'
+}
+sync=(--option async-scheduling=false)
+check h100-sxm gpustack-h100-qwen3-235b.txt "${sync[@]}"
+check h100-sxm gpustack-h100-gpt-oss-32k.txt "${sync[@]}" --option max-model-len=32768
+check h100-sxm gpustack-h100-qwen3-8b-latency.txt "${sync[@]}"
+check h100-pcie gpustack-h100-qwen3-14b.txt "${sync[@]}"
+check h100-pcie gpustack-h100-qwen3-32b.txt "${sync[@]}" --option gpu-memory-utilization=0.95
+check h200 gpustack-h200-glm-4.6.txt "${sync[@]}"
+check h200 gpustack-h200-deepseek-r1.json "${sync[@]}" --option max-model-len=32768
+check a100-80g gpustack-a100-gpt-oss-120b.txt "${sync[@]}" --option max-model-len=32768
+check a100-80g gpustack-a100-gpt-oss-20b.txt "${sync[@]}"
+check a100-80g gpustack-a100-qwen3-235b.txt "${sync[@]}"
+check a100-80g gpustack-a100-glm-4.5-air.txt "${sync[@]}"
+check a100-80g gpustack-a100-qwen3-14b.txt "${sync[@]}"
+check a100-80g gpustack-a100-qwen3-32b.txt "${sync[@]}" --option gpu-memory-utilization=0.95
+check dgx-spark nvidia-forum-spark-qwen3-vl-32b-fp8.txt

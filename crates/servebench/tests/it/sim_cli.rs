@@ -460,4 +460,14 @@ fn sim_step_prices_one_step_term_by_term() {
     let (_, out) = run(&["--prefill", "10000", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(doc["notes"][0].as_str().unwrap().contains("more than max-num-batched-tokens (8192)"), "{doc}");
+    // BF16 experts of a shape vLLM has no tuned tiles for say so beside their ceiling.
+    let experts_line = |model: &str, hw: &str| {
+        let argv = ["servebench", "sim", "step", "--model", model, "--hardware", hw, "--tp", "8", "--prefill", "8192"];
+        let Command::Sim(SimCommand::Step(args)) = Cli::try_parse_from(argv).unwrap().command else { panic!() };
+        let mut out = Vec::new();
+        commands::sim_step::run(&args, &mut out).unwrap();
+        String::from_utf8(out).unwrap().lines().find(|l| l.starts_with("routed experts")).unwrap().to_string()
+    };
+    assert!(experts_line("zai-org/GLM-4.6", "h200").contains("(vLLM's default tile)"));
+    assert!(!experts_line("Qwen/Qwen3-235B-A22B", "h100-sxm").contains("default tile"));
 }

@@ -252,6 +252,15 @@ impl ModelShape {
         }
     }
 
+    /// FLOPs of projecting one cached token's MLA latent back to every head's key and value
+    /// (`kv_b_proj`), which vLLM's MLA prefill does for the cached context of each chunk it
+    /// attends (`_compute_prefill_context`); zero without MLA.
+    pub fn mla_context_upproj_flops(&self) -> f64 {
+        self.mla.as_ref().map_or(0.0, |a| {
+            2.0 * f64::from(a.kv_lora_rank) * f64::from(self.heads) * f64::from(a.qk_nope_head_dim + a.v_head_dim)
+        })
+    }
+
     /// Parameters of one dense gated FFN.
     pub fn dense_ffn_params(&self) -> f64 {
         3.0 * f64::from(self.hidden) * f64::from(self.intermediate)
@@ -421,6 +430,8 @@ mod tests {
         // prefill tokens the decompressed heads: 2x128x192 for the scores, 2x128x128 for values.
         assert_eq!(m.attention_flops_per_pair(false), 278_528.0);
         assert_eq!(m.attention_flops_per_pair(true), 81_920.0);
+        // A cached token's latent back to 128 heads of 128 key and 128 value columns.
+        assert_eq!(m.mla_context_upproj_flops(), 2.0 * 512.0 * 128.0 * 256.0);
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub struct BatchStats {
     pub max_context: u32,
     /// Requests taken from the waiting queue this step (new, or back after a preemption).
     pub admitted: u32,
+    /// Cached tokens before the new ones of the prefilling sequences, summed.
+    pub prefill_context_tokens: u64,
 }
 
 impl BatchStats {
@@ -53,6 +55,7 @@ impl BatchStats {
         self.num_seqs += 1;
         if prefill {
             self.prefill_tokens += u64::from(new);
+            self.prefill_context_tokens += u64::from(context);
             self.pairs_prefill_full += full;
             self.pairs_prefill_window += win;
         } else {
@@ -163,6 +166,9 @@ pub struct CostModel {
     /// (they differ with MLA, whose two phases run different forms).
     attn_flops_prefill: f64,
     attn_flops_decode: f64,
+    /// MLA: the up-projection of one cached token's latent to every head's key and value, which
+    /// vLLM redoes for the context of each prefill chunk, one layer, per GPU (zero otherwise).
+    context_upproj: GemmShape,
     attn_rate: f64,
     bandwidth: f64,
     datasheet_bandwidth: f64,
@@ -295,6 +301,7 @@ impl CostModel {
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
             attn_flops_prefill: m.attention_flops_per_pair(true) / tp,
             attn_flops_decode: m.attention_flops_per_pair(false) / tp,
+            context_upproj: GemmShape { flops_per_row: m.mla_context_upproj_flops() / tp, weight_bytes: 0.0 },
             attn_rate: peaks.bf16 * 1e12 * st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff),
             bandwidth,
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
@@ -373,7 +380,9 @@ impl CostModel {
         let prefill_pairs = self.full_layers * b.pairs_prefill_full + self.sliding_layers * b.pairs_prefill_window;
         let decode_pairs = self.full_layers * b.pairs_decode_full + self.sliding_layers * b.pairs_decode_window;
         let flops = (self.attn_flops_prefill * prefill_pairs + self.attn_flops_decode * decode_pairs) / dp;
-        let attention = attention_seconds(flops, kv_bytes, self.attn_rate, self.bandwidth);
+        let context = b.prefill_context_tokens as f64 / dp;
+        let attention = attention_seconds(flops, kv_bytes, self.attn_rate, self.bandwidth)
+            + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) / dp).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_shards;
         let memory =

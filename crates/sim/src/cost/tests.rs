@@ -430,14 +430,25 @@ fn a_light_step_s_kernel_floor_follows_the_boost_clock() {
 #[test]
 fn mla_prefill_attends_decompressed_heads_and_decodes_the_latent() {
     // DeepSeek-R1 at TP8: a 32,768-token prompt's last chunk (24,576 cached, 8,192 new) is
-    // compute-bound at the decompressed heads' 81,920 FLOPs a pair; decodes are priced at the
+    // compute-bound at the decompressed heads' 81,920 FLOPs a pair, plus the up-projection of
+    // the 24,576 cached latents to those heads in every layer; decodes are priced at the
     // absorbed form's 278,528.
     let c = model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]);
     let mut chunk = BatchStats::default();
     chunk.add_sequence(24_576, 8_192, 0, true, true);
+    assert_eq!(chunk.prefill_context_tokens, 24_576);
     let pairs = chunk.pairs_prefill_full * c.full_layers;
+    let upproj = super::terms::GemmShape { flops_per_row: 2.0 * 512.0 * 128.0 * 256.0 / 8.0, weight_bytes: 0.0 };
+    let expected =
+        pairs * 81_920.0 / 8.0 / c.attn_rate + c.full_layers * super::terms::gemm_seconds(upproj, 24_576.0, c.attn_dev);
     let attention = c.breakdown(&chunk).attention;
-    assert!((attention / (pairs * 81_920.0 / 8.0 / c.attn_rate) - 1.0).abs() < 1e-9, "{attention}");
+    assert!((attention / expected - 1.0).abs() < 1e-9, "{attention} {expected}");
+    // The up-projection is a few percent of the chunk's attention, and nothing without context.
+    let mut first = BatchStats::default();
+    first.add_sequence(0, 8_192, 0, true, true);
+    let share = c.full_layers * super::terms::gemm_seconds(upproj, 24_576.0, c.attn_dev) / attention;
+    assert!(share > 0.005 && share < 0.1, "{share}");
+    assert_eq!(c.breakdown(&first).attention, first.pairs_prefill_full * c.full_layers * 81_920.0 / 8.0 / c.attn_rate);
     assert_eq!((c.attn_flops_prefill, c.attn_flops_decode), (81_920.0 / 8.0, 278_528.0 / 8.0));
     // A dense model's two phases cost the same a pair.
     let q = model("Qwen/Qwen3-8B", "h100-sxm", &[]);

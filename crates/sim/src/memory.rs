@@ -96,11 +96,7 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions, mxfp4: Op
         * w_b
         / tp;
     let experts_per_gpu = model.moe.as_ref().map_or(0.0, |m| {
-        if opts.expert_parallel {
-            f64::from(m.experts.div_ceil(opts.expert_shards().max(1)))
-        } else {
-            f64::from(m.experts) / tp
-        }
+        if opts.expert_parallel { f64::from(opts.experts_per_gpu(m.experts)) } else { f64::from(m.experts) / tp }
     });
     let layout = match (mxfp4, model.moe.as_ref()) {
         (Some(kernels), Some(m)) => {

@@ -344,6 +344,13 @@ impl ServingOptions {
         if self.expert_parallel { self.tp.saturating_mul(self.dp) } else { self.tp }
     }
 
+    /// The routed experts of a layer, `experts` in all, of which one GPU holds a part: with expert
+    /// parallelism its share of whole experts (the busiest GPU taking the rounded-up share),
+    /// otherwise every one, sliced.
+    pub fn experts_per_gpu(&self, experts: u32) -> u32 {
+        if self.expert_parallel { experts.div_ceil(self.expert_shards().max(1)) } else { experts }
+    }
+
     /// The columns of a routed expert's FFN, `width` in all, that one GPU holds: all of them
     /// with expert parallelism (whole experts), a tensor-parallel slice otherwise.
     pub fn expert_width_per_gpu(&self, width: u32) -> u32 {

@@ -116,8 +116,7 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
         };
         let fixed = cost.expert_fixed_us();
         let fixed = if fixed > 0.0 { format!(", {fixed:.0} µs a layer fixed") } else { String::new() };
-        let tile = servebench_sim::cost::tiles::untuned_bf16_experts(&setup.model, o, &setup.hardware)
-            .map_or(String::new(), |_| " (vLLM's default tile)".to_string());
+        let tile = if cost.expert_default_tile() { " (vLLM's default tile)" } else { "" };
         format!(
             "{touched:.0} of {moe} experts a layer, {}{kernels} at {ceiling:.2}{tile} of {peak:.0} TFLOP/s{fixed}",
             format.name()

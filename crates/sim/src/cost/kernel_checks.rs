@@ -274,10 +274,10 @@ fn decode_attention_streams_the_kv_cache_at_the_bandwidth_term() {
 /// `fused_moe_probe.py --tokens`: 2,048 to 8,192 tokens with vLLM 0.13.0's source, 4 to 8,192
 /// with 0.11.0's, the version of GPUStack's public runs; the two agree within 3 % at 8,192
 /// tokens). There the kernels alone run 1.4 to 2.8 times faster than the expert term prices them
-/// (1.9 at the median; 1.0 to 2.5 and 1.8 before the ceilings were refitted beside the MoE reserve
-/// and untuned shapes priced at vLLM's default tile): at 8,192 tokens they reach 218 (GLM-4.6, untuned) to 445 TFLOP/s
-/// (Qwen3-235B, tuned) in BF16, 0.22 to 0.45 of the peak, and 369 to 446 in FP8, 0.19 to 0.23,
-/// where `moe_eff` says 0.165 and 0.114. Those ceilings were fitted on whole bursts
+/// (1.9 at the median; 1.0 to 2.5 and 1.8 before the ceilings were refitted beside the MoE
+/// reserve and untuned shapes priced at vLLM's default tile): at 8,192 tokens they reach 218
+/// (GLM-4.6, untuned) to 445 TFLOP/s (Qwen3-235B, tuned) in BF16, 0.22 to 0.45 of the peak, and
+/// 369 to 446 in FP8, 0.19 to 0.23, where `moe_eff` says 0.165 and 0.114. Those ceilings were fitted on whole bursts
 /// (CALIBRATION.md, "Experts in BF16 and FP8") and carry costs of a burst beyond the kernels
 /// that no term names yet; at the kernels' own ceilings the public bursts come out far too fast.
 /// This test holds that reading: the term is never faster than the kernels at these sizes, and

@@ -159,6 +159,8 @@ pub struct CostModel {
     expert_dev: GemmDevice,
     /// Fixed cost of one MoE layer's expert products beyond the layer floor (Triton's kernels).
     moe_fixed_s: f64,
+    /// Whether the BF16 experts run vLLM's default tile (no tuned table for their shape).
+    default_tile: bool,
     lm_head: GemmShape,
     lm_dev: GemmDevice,
     kv_bytes_token_layer: f64,
@@ -255,6 +257,7 @@ impl CostModel {
         // Experts kept in BF16 or FP8 run vLLM's Triton fused-MoE kernels, which pay a fixed
         // cost per layer (measured; see `StackProfile::fused_moe_us`).
         let fused_us = if triton.is_none() && m.precision.keeps_experts_native(peaks) { st.fused_moe_us } else { 0.0 };
+        let default_tile = tiles::untuned_bf16_experts(m, o, hw).is_some();
         let expert_dev = match triton {
             Some(k) => GemmDevice {
                 peak_flops: peaks.bf16 * 1e12,
@@ -269,7 +272,7 @@ impl CostModel {
                 }
                 // The BF16 ceiling was fitted on shapes vLLM has tuned tiles for; others run its
                 // default tile.
-                if tiles::untuned_bf16_experts(m, o, hw).is_some() {
+                if default_tile {
                     dev.ceiling *= tiles::DEFAULT_TILE_RATE;
                 }
                 dev
@@ -296,6 +299,7 @@ impl CostModel {
             expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
             expert_dev,
             moe_fixed_s: triton.map_or(fused_us, |k| k.fixed_us) * 1e-6,
+            default_tile,
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
@@ -343,6 +347,12 @@ impl CostModel {
     /// measured latency of vLLM's Triton MXFP4 or fused-MoE kernels; zero where none applies).
     pub fn expert_fixed_us(&self) -> f64 {
         self.moe_fixed_s * 1e6
+    }
+
+    /// Whether the BF16 experts are priced at vLLM's default tile (no tuned table for their
+    /// shape on the device: [`tiles::untuned_bf16_experts`]).
+    pub fn expert_default_tile(&self) -> bool {
+        self.default_tile
     }
 
     /// Whether a step runs without CUDA graphs.

@@ -46,7 +46,7 @@ pub fn untuned_bf16_experts(
     if !model.precision.keeps_experts_native(peaks) || model.precision.compute_on(peaks) != ComputePrecision::Bf16 {
         return None;
     }
-    let experts = if opts.expert_parallel { moe.experts.div_ceil(opts.expert_shards().max(1)) } else { moe.experts };
+    let experts = opts.experts_per_gpu(moe.experts);
     let width = opts.expert_width_per_gpu(moe.expert_intermediate);
     (!has_bf16_table(experts, width, &hw.device_name)).then_some((experts, width))
 }

@@ -14,7 +14,6 @@ use crate::error::SimError;
 use crate::hardware::HardwareSpec;
 use crate::model::ModelShape;
 use crate::options::ServingOptions;
-use crate::precision::Mxfp4Backend;
 use crate::profile::StackProfile;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -81,9 +80,9 @@ fn gcd(a: u32, b: u32) -> u32 {
 /// split over `tp` (MLA's down-projections whole on every rank, routed experts over
 /// [`ServingOptions::expert_shards`]: whole experts, the busiest GPU taking the rounded-up share,
 /// with expert parallelism), plus the embeddings (and lm_head with one stage) split over `tp`.
-/// `mxfp4` names the kernels whose layout dequantized MXFP4 experts take (None for other
-/// experts): they hold more than the checkpoint ([`Mxfp4Backend::expert_memory_factor`]).
-pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions, mxfp4: Option<Mxfp4Backend>) -> f64 {
+/// Dequantized MXFP4 experts take the layout resolved in [`ServingOptions::mxfp4_layout`]: they
+/// hold more than the checkpoint ([`crate::precision::Mxfp4Backend::expert_memory_factor`]).
+pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     let tp = f64::from(opts.tp);
     let layers = f64::from(model.layers);
     let stage_fraction = f64::from(model.layers.div_ceil(opts.pp)) / layers;
@@ -98,7 +97,7 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions, mxfp4: Op
     let experts_per_gpu = model.moe.as_ref().map_or(0.0, |m| {
         if opts.expert_parallel { f64::from(opts.experts_per_gpu(m.experts)) } else { f64::from(m.experts) / tp }
     });
-    let layout = match (mxfp4, model.moe.as_ref()) {
+    let layout = match (opts.mxfp4_layout, model.moe.as_ref()) {
         (Some(kernels), Some(m)) => {
             kernels.expert_memory_factor(model.hidden, opts.expert_width_per_gpu(m.expert_intermediate))
         }
@@ -139,13 +138,7 @@ pub fn plan_memory(
     stack: &StackProfile,
 ) -> Result<MemoryPlan, SimError> {
     let pp = opts.pp;
-    // Dequantized MXFP4 experts take the layout of the kernels vLLM runs on the device, unless
-    // other kernels were asked for.
-    let mxfp4 = model
-        .precision
-        .dequantizes_mxfp4_experts(model.moe.is_some(), &hw.peak_tflops)
-        .then_some(if opts.mxfp4_backend == hw.mxfp4_backend { hw.mxfp4_layout } else { opts.mxfp4_backend });
-    let weights_gib = weight_bytes_per_gpu(model, opts, mxfp4) / GIB;
+    let weights_gib = weight_bytes_per_gpu(model, opts) / GIB;
     let reserve_gib = activation_reserve_gib(model, opts, stack);
     let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
     let kv_gib = usable_gib - weights_gib - reserve_gib;
@@ -268,9 +261,10 @@ mod tests {
         let (h100, a100) = (gib("h100-sxm", &[]), gib("a100-80g", &[]));
         assert!((h100 - 64.38).abs() < 0.5, "{h100}");
         assert!((a100 - 65.97).abs() < 0.3, "{a100}");
-        // Other kernels asked for bring their own layout; the pricing default keeps the device's.
+        // Kernels asked for bring their own layout (Marlin asked for on Hopper too); the pricing
+        // default keeps the device's.
         assert_eq!(gib("a100-80g", &[("mxfp4-backend", "triton")]), h100);
-        assert_eq!(gib("h100-sxm", &[("mxfp4-backend", "marlin")]), h100);
+        assert_eq!(gib("h100-sxm", &[("mxfp4-backend", "marlin")]), a100);
         // Experts kept in BF16 hold what the checkpoint holds; native FP4 units take no layout.
         let qwen = |hw: &str| setup("Qwen/Qwen3-30B-A3B", hw, &[]).unwrap().memory.weights_gib;
         assert_eq!(qwen("h100-sxm"), qwen("a100-80g"));

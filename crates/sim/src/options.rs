@@ -101,6 +101,11 @@ pub struct ServingOptions {
     pub kv_cache_dtype: KvDtype,
     /// The kernels of an MXFP4 model's experts where they dequantize to BF16.
     pub mxfp4_backend: Mxfp4Backend,
+    /// The memory layout those experts take (resolved once: the layout of the kernels asked
+    /// for, else of the kernels vLLM runs on the device, which may differ from the ones that
+    /// price them: see `HardwareSpec::mxfp4_layout`); `None` where no expert dequantizes MXFP4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mxfp4_layout: Option<Mxfp4Backend>,
     pub max_num_seqs: u32,
     pub max_num_batched_tokens: u32,
     /// Set explicitly; otherwise the setup derives it (model maximum, capped by the KV cache).
@@ -154,6 +159,7 @@ impl ServingOptions {
             gpu_memory_utilization: 0.9,
             kv_cache_dtype: KvDtype::Auto,
             mxfp4_backend: Mxfp4Backend::Marlin,
+            mxfp4_layout: None,
             max_num_seqs: if large { 1024 } else { 256 },
             max_num_batched_tokens: if large { 8192 } else { 2048 },
             max_model_len: None,
@@ -291,11 +297,15 @@ impl ServingOptions {
             o.sync_for_ray = true;
         }
         // Unless chosen, MXFP4 experts that dequantize run the kernels of the device's stack.
+        // Their memory layout is that of the kernels asked for, or else of the device's own.
         let precision = o.precision.unwrap_or(model.precision);
-        if !seen.iter().any(|k| k == "mxfp4-backend")
-            && precision.dequantizes_mxfp4_experts(model.moe.is_some(), &hw.peak_tflops)
-        {
-            o.mxfp4_backend = hw.mxfp4_backend;
+        if precision.dequantizes_mxfp4_experts(model.moe.is_some(), &hw.peak_tflops) {
+            if seen.iter().any(|k| k == "mxfp4-backend") {
+                o.mxfp4_layout = Some(o.mxfp4_backend);
+            } else {
+                o.mxfp4_backend = hw.mxfp4_backend;
+                o.mxfp4_layout = Some(hw.mxfp4_layout);
+            }
         }
         Ok(o)
     }

@@ -21,6 +21,15 @@ fn the_mxfp4_backend_applies_only_to_w4a16_mxfp4_experts() {
     let chosen = parse("openai/gpt-oss-120b", "mi300x", &[("mxfp4-backend", "marlin")]).unwrap();
     assert_eq!(chosen.mxfp4_backend, Mxfp4Backend::Marlin);
     assert_eq!(parse("Qwen/Qwen3-8B", "mi300x", &[]).unwrap().mxfp4_backend, Mxfp4Backend::Marlin);
+    // The experts' memory layout is resolved once: the device's own kernels' (Triton's on Hopper,
+    // whose pricing stays Marlin's), or those asked for; none where nothing dequantizes MXFP4.
+    let layout = |model: &str, hw: &str, pairs: &[(&str, &str)]| parse(model, hw, pairs).unwrap().mxfp4_layout;
+    assert_eq!(layout("openai/gpt-oss-120b", "h100-sxm", &[]), Some(Mxfp4Backend::Triton));
+    assert_eq!(layout("openai/gpt-oss-120b", "h100-sxm", &[("mxfp4-backend", "marlin")]), Some(Mxfp4Backend::Marlin));
+    assert_eq!(layout("openai/gpt-oss-120b", "a100-80g", &[]), Some(Mxfp4Backend::Marlin));
+    assert_eq!(layout("openai/gpt-oss-120b", "a100-80g", &[("mxfp4-backend", "triton")]), Some(Mxfp4Backend::Triton));
+    assert_eq!(layout("openai/gpt-oss-120b", "b200", &[]), None);
+    assert_eq!(layout("Qwen/Qwen3-8B", "h100-sxm", &[]), None);
     for (model, hw, says) in
         [("Qwen/Qwen3-8B", "h100-sxm", "is bf16 and dense"), ("openai/gpt-oss-120b", "b200", "W4A8")]
     {

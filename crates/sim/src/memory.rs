@@ -95,7 +95,11 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
         * w_b
         / tp;
     let experts_per_gpu = model.moe.as_ref().map_or(0.0, |m| {
-        if opts.expert_parallel { f64::from(opts.experts_per_gpu(m.experts)) } else { f64::from(m.experts) / tp }
+        if opts.expert_parallel {
+            f64::from(opts.experts_per_gpu(m.experts))
+        } else {
+            f64::from(m.experts) / f64::from(opts.expert_shards())
+        }
     });
     let layout = match (opts.mxfp4_layout, model.moe.as_ref()) {
         (Some(kernels), Some(m)) => {
@@ -248,8 +252,12 @@ mod tests {
         // 32 experts, 93.8 GiB.
         let dp_ep = r1(&[("dp", "8"), ("ep", "true")]);
         assert!((dp_ep - 93.79).abs() < 0.02, "{dp_ep}");
-        // tp=8 x dp=2 with ep: 16 experts per GPU, 58 x 16 x 44 040 192 B fewer than without ep.
-        let saved = r1(&[("tp", "8"), ("dp", "2")]) - r1(&[("tp", "8"), ("dp", "2"), ("ep", "true")]);
+        // tp=8 x dp=2: a MoE layer spans all 16 GPUs with ep (16 whole experts each) or without
+        // (every expert sliced 16 ways, as vLLM flattens tp across dp): the same bytes, and half
+        // the experts' bytes of tp=8 alone (58 x 16 x 44 040 192 B fewer).
+        let (dp2, dp2_ep) = (r1(&[("tp", "8"), ("dp", "2")]), r1(&[("tp", "8"), ("dp", "2"), ("ep", "true")]));
+        assert!((dp2 - dp2_ep).abs() < 1e-9, "{dp2} {dp2_ep}");
+        let saved = r1(&[("tp", "8")]) - dp2;
         assert!((saved - 58.0 * 16.0 * 44_040_192.0 / GIB).abs() < 1e-6, "{saved}");
     }
 

@@ -348,10 +348,12 @@ impl ServingOptions {
         self.tp.saturating_mul(self.pp).saturating_mul(self.dp)
     }
 
-    /// GPUs that share one MoE layer's routed experts: `tp × dp` with expert parallelism (each
-    /// holds whole experts), else `tp` (each holds a slice of every expert).
+    /// GPUs that share one MoE layer's routed experts: all `tp × dp` of a data-parallel group,
+    /// with expert parallelism or not (vLLM flattens tensor parallelism across the data-parallel
+    /// ranks for its MoE layers, `FusedMoEParallelConfig.make`): each holds whole experts with
+    /// it, a slice of every expert without.
     pub fn expert_shards(&self) -> u32 {
-        if self.expert_parallel { self.tp.saturating_mul(self.dp) } else { self.tp }
+        self.tp.saturating_mul(self.dp)
     }
 
     /// The routed experts of a layer, `experts` in all, of which one GPU holds a part: with expert
@@ -362,9 +364,9 @@ impl ServingOptions {
     }
 
     /// The columns of a routed expert's FFN, `width` in all, that one GPU holds: all of them
-    /// with expert parallelism (whole experts), a tensor-parallel slice otherwise.
+    /// with expert parallelism (whole experts), a slice over [`Self::expert_shards`] otherwise.
     pub fn expert_width_per_gpu(&self, width: u32) -> u32 {
-        if self.expert_parallel { width } else { width / self.tp.max(1) }
+        if self.expert_parallel { width } else { width / self.expert_shards().max(1) }
     }
 
     /// The parallel layout in vLLM's words: `tp=8`, plus `pp=`, `dp=` and `ep` when used.
@@ -489,6 +491,15 @@ impl ServingOptions {
         }
         if self.tp > hw.gpus_per_node {
             return hw.inter_node.clone();
+        }
+        hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
+    }
+
+    /// The link of the GPUs that share a MoE layer ([`Self::expert_shards`]), over which
+    /// data-parallel ranks exchange their tokens around it: between nodes when they span them.
+    pub fn expert_link(&self, hw: &HardwareSpec) -> Link {
+        if self.expert_shards() > hw.gpus_per_node {
+            return self.interconnect.clone().unwrap_or_else(|| hw.inter_node.clone());
         }
         hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
     }

@@ -297,8 +297,8 @@ pub(crate) mod tests {
 
     #[test]
     fn data_parallel_ranks_are_simulated_as_one_larger_scheduler() {
-        let one = setup("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("max-num-seqs", "256")]).unwrap();
-        let two = setup("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("max-num-seqs", "256"), ("dp", "2")]).unwrap();
+        let one = setup("Qwen/Qwen3-8B", "h100-sxm", &[("max-num-seqs", "256")]).unwrap();
+        let two = setup("Qwen/Qwen3-8B", "h100-sxm", &[("max-num-seqs", "256"), ("dp", "2")]).unwrap();
         assert_eq!(two.memory.weights_gib, one.memory.weights_gib);
         assert_eq!(two.memory.kv_gib, one.memory.kv_gib);
         assert_eq!(two.memory.layout.total_units, 2 * one.memory.layout.total_units);

@@ -320,8 +320,13 @@ fn assert_medians_within(name: &str, got: [f64; 3], bound: [f64; 3]) {
 /// tile (`cost::tiles`: GLM-4.6's at TP8 on the H200, GLM-4.5-Air's at TP4 on the A100, nothing
 /// fitted on either): GLM-4.6 8.6 %, 14.5 %, 20.2 %; GLM-4.5-Air on four A100s 15.4 %, 12.9 %,
 /// 16.1 % (28.9 %, 18.9 %, 42.0 % before). DeepSeek-R1 on eight H200s (MLA's prefill priced
-/// decompressed, as vLLM runs it): 30.4 %, 21.4 %, 35.4 %, every burst early. The bounds hold
-/// those with a little room.
+/// decompressed, as vLLM runs it): 30.4 %, 21.4 %, 35.4 %, every burst early. Since expert
+/// parallelism within one engine exchanges nothing beyond tensor parallelism's all-reduces (as
+/// vLLM runs it; the two all-to-alls priced before belong to data-parallel ranks only), the
+/// A100's two expert-parallel bursts lost a cost that had hidden part of that page's FP8 error:
+/// 35.2 %, 33.3 %, 59.1 %; its pair of TP4 bursts with and without expert parallelism now
+/// differs by 0.2 % in TTFT where it measured 6.6 % (24.9 % before). The bounds hold those with
+/// a little room.
 #[test]
 fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let h100 = public_medians("gpustack-h100-qwen3-235b.txt", "h100-sxm", 8);
@@ -331,7 +336,7 @@ fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let r1 = public_medians_with("gpustack-h200-deepseek-r1.json", "h200", 4, &[("max-model-len", "32768")]);
     for (name, got, bound) in [
         ("H100 (in sample)", h100, [0.07, 0.08, 0.07]),
-        ("A100", a100, [0.31, 0.34, 0.62]),
+        ("A100", a100, [0.36, 0.35, 0.62]),
         ("GLM-4.6 on H200", glm, [0.11, 0.17, 0.23]),
         ("GLM-4.5-Air on A100", air, [0.18, 0.15, 0.19]),
         ("DeepSeek-R1 on H200", r1, [0.34, 0.25, 0.39]),

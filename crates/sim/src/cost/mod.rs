@@ -16,7 +16,7 @@ pub mod tiles;
 
 use crate::setup::SimSetup;
 pub use terms::expected_experts;
-use terms::{GemmDevice, GemmShape, attention_seconds, experts_seconds, gemm_seconds, pair_sum};
+use terms::{ExpertSpread, GemmDevice, GemmShape, attention_seconds, experts_seconds, gemm_seconds, pair_sum};
 
 /// The batch of one step, as the cost model sees it. The scheduler fills it with
 /// [`BatchStats::add_sequence`] while it builds the step.
@@ -142,12 +142,10 @@ pub struct CostModel {
     hidden: f64,
     experts: f64,
     top_k: f64,
-    /// GPUs that share one layer's routed experts.
-    expert_shards: f64,
+    /// The GPUs that share one layer's routed experts, and whether each holds whole experts.
+    expert_spread: ExpertSpread,
     /// Data-parallel attention ranks: each runs its share of the batch's sequences.
     dp: f64,
-    /// Experts spread whole over GPUs: tokens travel to them and back (two all-to-alls).
-    expert_parallel: bool,
     /// Attention projections of all layers, per GPU.
     attn_proj: GemmShape,
     attn_dev: GemmDevice,
@@ -176,8 +174,9 @@ pub struct CostModel {
     datasheet_bandwidth: f64,
     tp: f64,
     pp: f64,
-    /// One all-reduce of no bytes (the latency expert-parallel dispatch pays too).
-    ar_latency_s: f64,
+    /// The link of the GPUs that share a MoE layer (data-parallel ranks exchange their tokens
+    /// over it): fixed latency, per-step network latency, bandwidth.
+    moe_link: (f64, f64, f64),
     /// The all-reduce link's fixed latency and its per-step network latency.
     ar_fixed_s: f64,
     ar_step_s: f64,
@@ -286,9 +285,8 @@ impl CostModel {
             hidden: f64::from(m.hidden),
             experts,
             top_k,
-            expert_shards: f64::from(o.expert_shards()),
+            expert_spread: ExpertSpread { gpus: f64::from(o.expert_shards()), whole: o.expert_parallel },
             dp: f64::from(o.dp),
-            expert_parallel: o.expert_parallel,
             attn_proj: GemmShape {
                 flops_per_row: 2.0 * attn_params,
                 weight_bytes: attn_params * m.attention_precision().bytes_per_param(),
@@ -311,7 +309,10 @@ impl CostModel {
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
             tp,
             pp: f64::from(o.pp),
-            ar_latency_s: terms::allreduce_latency_s(tp, ar_fixed_s, ar_step_s),
+            moe_link: {
+                let l = o.expert_link(hw);
+                (l.allreduce_latency_us * 1e-6, l.step_latency_us * 1e-6, l.bandwidth_gbs * 1e9)
+            },
             ar_fixed_s,
             ar_step_s,
             ar_beta: ar.bandwidth_gbs * 1e9,
@@ -382,7 +383,7 @@ impl CostModel {
         let fixed = self.t0_s + self.t_layer_s * self.layers + self.t_seq_s * f64::from(b.num_seqs) / dp;
         let dense = gemm_seconds(self.attn_proj, n, self.attn_dev) + gemm_seconds(self.ffn, n, self.ffn_dev);
         let experts = self.moe_layers
-            * (experts_seconds(self.expert, self.experts, self.top_k, all_tokens, self.expert_shards, self.expert_dev)
+            * (experts_seconds(self.expert, self.experts, self.top_k, all_tokens, self.expert_spread, self.expert_dev)
                 + self.moe_fixed_s);
         let kv_bytes = self.kv_bytes_token_layer
             * (self.full_layers * b.kv_tokens_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
@@ -394,7 +395,7 @@ impl CostModel {
         let attention = attention_seconds(flops, kv_bytes, self.attn_rate, self.bandwidth)
             + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) / dp).max(1.0), self.lm_dev);
-        let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_shards;
+        let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
         let memory =
             (self.attn_proj.weight_bytes + self.ffn.weight_bytes + touched + kv_bytes + self.lm_head.weight_bytes)
                 / self.bandwidth;
@@ -403,10 +404,14 @@ impl CostModel {
         let mut allreduce = 2.0
             * self.layers
             * terms::allreduce_seconds(self.tp, act_bytes, self.ar_fixed_s, self.ar_step_s, self.ar_beta);
-        if self.expert_parallel && self.expert_shards > 1.0 {
-            // Dispatch and combine: each token's activations to its experts' GPUs and back.
-            let sent = act_bytes * self.top_k * (self.expert_shards - 1.0) / self.expert_shards;
-            allreduce += 2.0 * self.moe_layers * (self.ar_latency_s + sent / self.ar_beta);
+        if dp > 1.0 {
+            // A MoE layer spans every data-parallel rank (with expert parallelism or not): each
+            // gathers the other ranks' tokens before the experts and reduce-scatters the result
+            // after them (vLLM's default all-gather / reduce-scatter exchange). The two are the
+            // halves of an all-reduce of the whole batch's activations over the ranks, launched
+            // twice.
+            let (fixed, step, beta) = self.moe_link;
+            allreduce += self.moe_layers * (terms::allreduce_seconds(dp, dp * act_bytes, fixed, step, beta) + fixed);
         }
         let pipeline = (self.pp - 1.0) * (self.pp_alpha_s + act_bytes / self.pp_beta);
         let moe_routing = self.moe_layers * self.t_moe_s;

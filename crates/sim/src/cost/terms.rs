@@ -67,25 +67,70 @@ pub fn expected_experts(experts: f64, top_k: f64, tokens: f64) -> f64 {
     experts * (1.0 - (1.0 - top_k / experts).powf(tokens))
 }
 
+/// How a MoE layer's routed experts are spread over the `gpus` GPUs that share them: slices of
+/// every expert on each (tensor parallel), or whole experts, `ceil(experts / gpus)` on the
+/// busiest (expert parallel).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExpertSpread {
+    pub gpus: f64,
+    pub whole: bool,
+}
+
+impl ExpertSpread {
+    /// Every expert sliced over `gpus` GPUs.
+    pub fn sliced(gpus: f64) -> Self {
+        ExpertSpread { gpus, whole: false }
+    }
+}
+
+/// Expected touched experts on the busiest of `gpus` GPUs that hold `per_gpu` whole experts
+/// each, when every expert is touched with probability `p` (independently, as uniform routing
+/// nearly makes them): the mean of the largest of `gpus` draws of Binomial(`per_gpu`, `p`),
+/// `Σ_m (1 − F(m)^gpus)`. One token routed to 8 of 128 experts over two GPUs touches 4 on
+/// each on average but 5.1 on the busier one; a step waits for that one.
+pub fn busiest_gpu_experts(per_gpu: f64, p: f64, gpus: f64) -> f64 {
+    let n = per_gpu.round().max(0.0) as u32;
+    let p = p.clamp(0.0, 1.0);
+    if gpus <= 1.0 || p == 0.0 || p == 1.0 || n == 0 {
+        return f64::from(n) * p;
+    }
+    let (mut pmf, mut cdf, mut expected) = ((1.0 - p).powi(n as i32), 0.0, 0.0);
+    for m in 0..n {
+        cdf += pmf;
+        expected += 1.0 - cdf.min(1.0).powf(gpus);
+        pmf *= f64::from(n - m) / f64::from(m + 1) * p / (1.0 - p);
+    }
+    expected
+}
+
 /// Seconds of one MoE layer's routed experts on one GPU. `tokens` tokens each use `top_k` of
-/// `experts` experts; `shards` GPUs share the experts (tensor parallel slices every expert,
-/// expert parallel spreads whole experts; either way each GPU holds 1/shards of the weights and
-/// does 1/shards of the work). Each touched expert's weights are read once; its product has
-/// `tokens · top_k / touched` rows.
-pub fn experts_seconds(expert: GemmShape, experts: f64, top_k: f64, tokens: f64, shards: f64, dev: GemmDevice) -> f64 {
+/// `experts` experts, which `spread` shares over its GPUs: each holds 1/gpus of the weights
+/// and does 1/gpus of the work, and with whole experts (expert parallel) the step waits for
+/// the GPU whose experts the batch touches most ([`busiest_gpu_experts`]). Each touched
+/// expert's weights are read once; its product has `tokens · top_k / touched` rows.
+pub fn experts_seconds(
+    expert: GemmShape,
+    experts: f64,
+    top_k: f64,
+    tokens: f64,
+    spread: ExpertSpread,
+    dev: GemmDevice,
+) -> f64 {
     let touched = expected_experts(experts, top_k, tokens);
     if touched <= 0.0 {
         return 0.0;
     }
     let rows_per_expert = tokens * top_k / touched;
-    let per_gpu = GemmShape {
-        flops_per_row: expert.flops_per_row / shards,
-        weight_bytes: expert.weight_bytes * touched / shards,
+    let shards = spread.gpus;
+    let read = if spread.whole && shards > 1.0 {
+        busiest_gpu_experts((experts / shards).ceil(), touched / experts, shards) * expert.weight_bytes
+    } else {
+        expert.weight_bytes * touched / shards
     };
     // All touched experts' rows together, each expert's product as tall as its own rows.
-    let compute = per_gpu.flops_per_row * tokens * top_k
+    let compute = expert.flops_per_row / shards * tokens * top_k
         / (dev.peak_flops * gemm_efficiency(dev.ceiling, dev.m_half, rows_per_expert));
-    compute.max(per_gpu.weight_bytes / dev.bandwidth)
+    compute.max(read / dev.bandwidth)
 }
 
 /// Seconds of attention over a step: query-key FLOPs at the attention kernels' rate, or the KV
@@ -184,10 +229,28 @@ mod tests {
         assert!(expected_experts(128.0, 4.0, 1024.0) > 127.9);
         assert_eq!(expected_experts(0.0, 4.0, 10.0), 0.0);
         let e = GemmShape { flops_per_row: 2.0 * 24.9e6, weight_bytes: 13.2e6 };
-        let one = experts_seconds(e, 128.0, 4.0, 1.0, 1.0, H100_BF16);
+        let one = experts_seconds(e, 128.0, 4.0, 1.0, ExpertSpread::sliced(1.0), H100_BF16);
         assert!((one - 4.0 * 13.2e6 / H100_BF16.bandwidth).abs() < 1e-12, "{one}");
-        let two_gpus = experts_seconds(e, 128.0, 4.0, 1.0, 2.0, H100_BF16);
+        let two_gpus = experts_seconds(e, 128.0, 4.0, 1.0, ExpertSpread::sliced(2.0), H100_BF16);
         assert!((two_gpus - one / 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn whole_experts_wait_for_the_busiest_gpu() {
+        // One token to 8 of 128 experts, 64 on each of two GPUs: 4 touched on each on average,
+        // 5.1 on the busier (the hypergeometric's exact answer is 5.07).
+        let busiest = busiest_gpu_experts(64.0, 1.0 / 16.0, 2.0);
+        assert!((busiest - 5.1).abs() < 0.05, "{busiest}");
+        assert_eq!(busiest_gpu_experts(64.0, 1.0 / 16.0, 1.0), 4.0);
+        assert_eq!(busiest_gpu_experts(64.0, 1.0, 8.0), 64.0);
+        // Slices spread the same reads evenly; whole experts read the busiest GPU's.
+        let e = GemmShape { flops_per_row: 2.0 * 24.9e6, weight_bytes: 13.2e6 };
+        let sliced = experts_seconds(e, 128.0, 8.0, 1.0, ExpertSpread::sliced(2.0), H100_BF16);
+        let whole = experts_seconds(e, 128.0, 8.0, 1.0, ExpertSpread { gpus: 2.0, whole: true }, H100_BF16);
+        assert!((whole / sliced - busiest / 4.0).abs() < 1e-9, "{whole} {sliced}");
+        // Once every expert is touched there is nothing to wait for.
+        let many = |whole| experts_seconds(e, 128.0, 8.0, 4096.0, ExpertSpread { gpus: 2.0, whole }, H100_BF16);
+        assert!((many(true) / many(false) - 1.0).abs() < 1e-6);
     }
 
     #[test]
@@ -246,17 +309,32 @@ mod tests {
         #[test]
         fn more_tokens_never_make_experts_cheaper(
             tokens in 1.0..1e5f64, extra in 0.0..1e4f64, experts in 2u32..512, k in 1u32..16, shards in 1u32..16,
-            dev in device()
+            whole in any::<bool>(), dev in device()
         ) {
             let k = f64::from(k.min(experts));
             let e = GemmShape { flops_per_row: 5e7, weight_bytes: 1.3e7 };
+            let spread = ExpertSpread { gpus: f64::from(shards), whole };
             let (a, b) = (
-                experts_seconds(e, f64::from(experts), k, tokens, f64::from(shards), dev),
-                experts_seconds(e, f64::from(experts), k, tokens + extra, f64::from(shards), dev),
+                experts_seconds(e, f64::from(experts), k, tokens, spread, dev),
+                experts_seconds(e, f64::from(experts), k, tokens + extra, spread, dev),
             );
             prop_assert!(b >= a * (1.0 - 1e-9), "{a} {b}");
+            // Whole experts never take less than slices of the same experts.
+            let sliced = experts_seconds(e, f64::from(experts), k, tokens, ExpertSpread::sliced(f64::from(shards)), dev);
+            prop_assert!(!whole || a >= sliced * (1.0 - 1e-9), "{a} {sliced}");
             let touched = expected_experts(f64::from(experts), k, tokens);
             prop_assert!(touched <= f64::from(experts) + 1e-9 && touched >= k.min(tokens * k) - 1e-9);
+        }
+
+        #[test]
+        fn the_busiest_gpu_holds_at_least_the_mean_and_at_most_its_experts(
+            per_gpu in 1u32..300, p in 0.0..1.0f64, gpus in 1u32..64, more in 0.0..0.5f64
+        ) {
+            let (n, g) = (f64::from(per_gpu), f64::from(gpus));
+            let busiest = busiest_gpu_experts(n, p, g);
+            prop_assert!(busiest >= n * p * (1.0 - 1e-9) && busiest <= n * (1.0 + 1e-9), "{busiest}");
+            prop_assert!(busiest_gpu_experts(n, p, g + 1.0) >= busiest * (1.0 - 1e-9));
+            prop_assert!(busiest_gpu_experts(n, (p + more).min(1.0), g) >= busiest * (1.0 - 1e-9));
         }
 
         #[test]

@@ -51,7 +51,7 @@ fn tensor_parallelism_halves_the_kernels_and_adds_two_allreduces_per_layer() {
     let (b1, b2) = (one.breakdown(&b), two.breakdown(&b));
     assert_eq!(b1.allreduce, 0.0);
     // 2 all-reduces x 36 layers x the NVLink latency, plus the bytes.
-    let lat = two.ar_latency_s;
+    let lat = terms::allreduce_latency_s(2.0, two.ar_fixed_s, two.ar_step_s);
     assert!(b2.allreduce >= 72.0 * lat && b2.allreduce < 72.0 * (lat + 1e-6), "{b2:?}");
     assert!(((b2.dense + b2.lm_head) / (b1.dense + b1.lm_head) - 0.5).abs() < 0.01, "{b1:?} {b2:?}");
     assert!(b2.total < b1.total);
@@ -62,6 +62,32 @@ fn tensor_parallelism_halves_the_kernels_and_adds_two_allreduces_per_layer() {
     let s2 = spark2.breakdown(&decode_batch(1, 100));
     assert!(s2.allreduce > s2.dense + s2.lm_head, "{s2:?}");
     assert!(spark8.breakdown(&decode_batch(1, 100)).allreduce > 2.0 * s2.allreduce);
+}
+
+#[test]
+fn moe_layers_exchange_tokens_only_between_data_parallel_ranks() {
+    // vLLM's expert parallelism within one engine (tp=8, ep) keeps tensor parallelism's two
+    // all-reduces a layer and adds no exchange; the step waits for the GPU whose whole experts
+    // the batch touches most.
+    let b = decode_batch(64, 1000);
+    let tp = model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]).breakdown(&b);
+    let ep = model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8"), ("ep", "true")]).breakdown(&b);
+    assert_eq!(tp.allreduce, ep.allreduce);
+    assert!(ep.experts > 1.05 * tp.experts && ep.experts < 1.5 * tp.experts, "{tp:?} {ep:?}");
+    // Data-parallel ranks (dp=8, ep) run no tensor-parallel all-reduce, but every MoE layer
+    // gathers the other ranks' tokens and reduce-scatters the result: an all-reduce's traffic
+    // of the whole batch over the eight ranks, launched twice.
+    let c = model("deepseek-ai/DeepSeek-R1", "h200", &[("dp", "8"), ("ep", "true")]);
+    let (fixed, step, beta) = c.moe_link;
+    let whole_batch = 64.0 * 7168.0 * 2.0;
+    let exchange = c.moe_layers * (terms::allreduce_seconds(8.0, whole_batch, fixed, step, beta) + fixed);
+    assert!((c.breakdown(&b).allreduce - exchange).abs() < 1e-12, "{:?}", c.breakdown(&b));
+    // Without ep the ranks exchange the same way (their experts are sliced over all 8 GPUs).
+    let sliced = model("deepseek-ai/DeepSeek-R1", "h200", &[("dp", "8")]).breakdown(&b);
+    assert_eq!(sliced.allreduce, c.breakdown(&b).allreduce);
+    // Ranks spread over two nodes exchange over the network.
+    let two_nodes = model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8"), ("dp", "2"), ("ep", "true")]);
+    assert!(two_nodes.moe_link.2 < beta, "{:?}", two_nodes.moe_link);
 }
 
 #[test]
@@ -294,7 +320,7 @@ proptest! {
         let b = decode_batch(n, 1000);
         let st = crate::profile::StackProfile::default().triton_moe;
         let stream = 33.5e12 / st.ops_per_weight * Precision::Mxfp4.bytes_per_param();
-        let bytes = c.experts_touched(u64::from(n)) * c.expert.weight_bytes / c.expert_shards * c.moe_layers;
+        let bytes = c.experts_touched(u64::from(n)) * c.expert.weight_bytes / c.expert_spread.gpus * c.moe_layers;
         prop_assert!(c.breakdown(&b).experts >= bytes / stream);
         // At decode sizes (up to 128 sequences) they are slower than the calibrated Marlin path;
         // with many rows per expert their higher ceiling wins (the probe's prefill figures).

@@ -197,8 +197,12 @@ fn data_and_expert_parallel_options_use_vllm_spellings() {
         assert_eq!((o.gpus(), o.expert_shards(), o.nodes), (8, 8, 1));
         assert_eq!(o.parallel_text(), "tp=4 dp=2 ep");
     }
+    // Without expert parallelism vLLM still spreads a MoE layer over all tp x dp GPUs, slicing
+    // every expert eight ways here.
     let no_ep = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("tp", "4"), ("dp", "2")]).unwrap();
-    assert_eq!(no_ep.expert_shards(), 4);
+    assert_eq!((no_ep.expert_shards(), no_ep.experts_per_gpu(128), no_ep.expert_width_per_gpu(768)), (8, 128, 96));
+    let ep = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("tp", "4"), ("dp", "2"), ("ep", "true")]).unwrap();
+    assert_eq!((ep.expert_shards(), ep.experts_per_gpu(128), ep.expert_width_per_gpu(768)), (8, 16, 768));
     let e = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("ep", "maybe")]).unwrap_err().to_string();
     assert!(e.contains("true or false"), "{e}");
     let e = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("dp", "0")]).unwrap_err().to_string();

@@ -117,18 +117,34 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
         let fixed = cost.expert_fixed_us();
         let fixed = if fixed > 0.0 { format!(", {fixed:.0} µs a layer fixed") } else { String::new() };
         let tile = if cost.expert_default_tile() { " (vLLM's default tile)" } else { "" };
+        let whole = if o.expert_parallel {
+            format!(" (whole, over {} GPUs: the busiest reads the most)", o.expert_shards())
+        } else {
+            String::new()
+        };
         format!(
-            "{touched:.0} of {moe} experts a layer, {}{kernels} at {ceiling:.2}{tile} of {peak:.0} TFLOP/s{fixed}",
+            "{touched:.0} of {moe} experts a layer{whole}, {}{kernels} at {ceiling:.2}{tile} of {peak:.0} TFLOP/s{fixed}",
             format.name()
         )
     });
+    // Tensor parallelism's two all-reduces a layer; data-parallel ranks' exchange around each
+    // MoE layer (a gather and a reduce-scatter).
+    let moe_layers = if setup.model.moe.is_some() { setup.model.moe_layers() } else { 0 };
+    let mut comm = Vec::new();
+    if o.tp > 1 {
+        comm.push(format!("{} all-reduces", 2 * setup.model.layers));
+    }
+    if o.dp > 1 && moe_layers > 0 {
+        comm.push(format!("{} exchanges between data-parallel ranks", 2 * moe_layers));
+    }
+    let comm = (!comm.is_empty()).then(|| format!("{} a step", comm.join(" and ")));
     let rows: [(&str, f64, Option<String>); 11] = [
         ("fixed (step, layers, sequences)", b.fixed, None),
         ("dense products", b.dense, None),
         ("routed experts", b.experts, expert_note),
         ("attention", b.attention, None),
         ("LM head", b.lm_head, None),
-        ("all-reduce", b.allreduce, (o.tp > 1).then(|| format!("{} a step", 2 * setup.model.layers))),
+        ("all-reduce", b.allreduce, comm),
         ("pipeline hand-offs", b.pipeline, None),
         ("MoE routing", b.moe_routing, None),
         ("launches without graphs", b.eager, None),

@@ -441,6 +441,11 @@ fn sim_step_prices_one_step_term_by_term() {
     // Five decodes run in the graph of eight; the padded rows reach the experts too.
     let (_, out) = run(&["--batch", "5"]);
     assert!(out.contains("run in the CUDA graph captured for 8 rows"), "{out}");
+    // Data-parallel ranks with whole experts: the exchange around each MoE layer, no all-reduce.
+    let (r, out) = run(&["--batch", "64", "--option", "dp=4", "--option", "ep=true"]);
+    assert!(r.is_ok(), "{r:?}");
+    assert!(out.contains("(whole, over 4 GPUs: the busiest reads the most)"), "{out}");
+    assert!(out.contains("72 exchanges between data-parallel ranks a step") && !out.contains("all-reduces"), "{out}");
     let (_, out) = run(&["--batch", "5", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((doc["tokens"].as_u64(), doc["graph_rows"].as_u64()), (Some(5), Some(8)), "{doc}");

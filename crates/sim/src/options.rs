@@ -486,20 +486,23 @@ impl ServingOptions {
     /// The link the tensor-parallel all-reduce crosses: between nodes when the TP group spans
     /// them, else within the node (the `interconnect` option replaces it).
     pub fn allreduce_link(&self, hw: &HardwareSpec) -> Link {
-        if let Some(l) = &self.interconnect {
-            return l.clone();
-        }
-        if self.tp > hw.gpus_per_node {
-            return hw.inter_node.clone();
-        }
-        hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
+        self.group_link(self.tp, hw)
     }
 
     /// The link of the GPUs that share a MoE layer ([`Self::expert_shards`]), over which
-    /// data-parallel ranks exchange their tokens around it: between nodes when they span them.
+    /// data-parallel ranks exchange their tokens around it, chosen as for the all-reduce.
     pub fn expert_link(&self, hw: &HardwareSpec) -> Link {
-        if self.expert_shards() > hw.gpus_per_node {
-            return self.interconnect.clone().unwrap_or_else(|| hw.inter_node.clone());
+        self.group_link(self.expert_shards(), hw)
+    }
+
+    /// The link within a group of `gpus` GPUs: the one chosen with `interconnect`, else the
+    /// network between nodes when the group spans them, else the node's own.
+    fn group_link(&self, gpus: u32, hw: &HardwareSpec) -> Link {
+        if let Some(l) = &self.interconnect {
+            return l.clone();
+        }
+        if gpus > hw.gpus_per_node {
+            return hw.inter_node.clone();
         }
         hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
     }

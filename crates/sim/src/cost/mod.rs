@@ -16,7 +16,9 @@ pub mod tiles;
 
 use crate::setup::SimSetup;
 pub use terms::expected_experts;
-use terms::{ExpertSpread, GemmDevice, GemmShape, attention_seconds, experts_seconds, gemm_seconds, pair_sum};
+use terms::{
+    ExpertSpread, GemmDevice, GemmShape, LinkCost, attention_seconds, experts_seconds, gemm_seconds, pair_sum,
+};
 
 /// The batch of one step, as the cost model sees it. The scheduler fills it with
 /// [`BatchStats::add_sequence`] while it builds the step.
@@ -174,13 +176,11 @@ pub struct CostModel {
     datasheet_bandwidth: f64,
     tp: f64,
     pp: f64,
-    /// The link of the GPUs that share a MoE layer (data-parallel ranks exchange their tokens
-    /// over it): fixed latency, per-step network latency, bandwidth.
-    moe_link: (f64, f64, f64),
-    /// The all-reduce link's fixed latency and its per-step network latency.
-    ar_fixed_s: f64,
-    ar_step_s: f64,
-    ar_beta: f64,
+    /// The link of the tensor-parallel all-reduce.
+    ar_link: LinkCost,
+    /// The link of the GPUs that share a MoE layer, over which data-parallel ranks exchange
+    /// their tokens.
+    moe_link: LinkCost,
     pp_alpha_s: f64,
     pp_beta: f64,
     t0_s: f64,
@@ -242,9 +242,9 @@ impl CostModel {
         let ar = o.allreduce_link(hw);
         let pl = o.pipeline_link(hw);
         // A fitted all-reduce latency replaces the link's fixed part and its steps.
-        let (ar_fixed_s, ar_step_s) = match st.alpha_ar_us {
-            Some(us) => (us * 1e-6, 0.0),
-            None => (ar.allreduce_latency_us * 1e-6, ar.step_latency_us * 1e-6),
+        let ar_link = match st.alpha_ar_us {
+            Some(us) => LinkCost { fixed_s: us * 1e-6, step_s: 0.0, ..LinkCost::of(&ar) },
+            None => LinkCost::of(&ar),
         };
         let (sliding, _) = m.sliding_layers();
         // vLLM's Triton kernels for MXFP4 experts have their own ceiling and half-efficiency
@@ -309,13 +309,8 @@ impl CostModel {
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
             tp,
             pp: f64::from(o.pp),
-            moe_link: {
-                let l = o.expert_link(hw);
-                (l.allreduce_latency_us * 1e-6, l.step_latency_us * 1e-6, l.bandwidth_gbs * 1e9)
-            },
-            ar_fixed_s,
-            ar_step_s,
-            ar_beta: ar.bandwidth_gbs * 1e9,
+            ar_link,
+            moe_link: LinkCost::of(&o.expert_link(hw)),
             pp_alpha_s: pl.allreduce_latency_us * 1e-6,
             pp_beta: pl.bandwidth_gbs * 1e9,
             t0_s: st.t0_ms * 1e-3,
@@ -401,17 +396,15 @@ impl CostModel {
                 / self.bandwidth;
 
         let act_bytes = n * self.hidden * 2.0;
-        let mut allreduce = 2.0
-            * self.layers
-            * terms::allreduce_seconds(self.tp, act_bytes, self.ar_fixed_s, self.ar_step_s, self.ar_beta);
+        let mut allreduce = 2.0 * self.layers * self.ar_link.allreduce_seconds(self.tp, act_bytes);
         if dp > 1.0 {
             // A MoE layer spans every data-parallel rank (with expert parallelism or not): each
             // gathers the other ranks' tokens before the experts and reduce-scatters the result
             // after them (vLLM's default all-gather / reduce-scatter exchange). The two are the
             // halves of an all-reduce of the whole batch's activations over the ranks, launched
             // twice.
-            let (fixed, step, beta) = self.moe_link;
-            allreduce += self.moe_layers * (terms::allreduce_seconds(dp, dp * act_bytes, fixed, step, beta) + fixed);
+            let link = self.moe_link;
+            allreduce += self.moe_layers * (link.allreduce_seconds(dp, dp * act_bytes) + link.fixed_s);
         }
         let pipeline = (self.pp - 1.0) * (self.pp_alpha_s + act_bytes / self.pp_beta);
         let moe_routing = self.moe_layers * self.t_moe_s;

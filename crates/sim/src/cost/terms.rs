@@ -164,6 +164,31 @@ pub fn allreduce_seconds(ranks: f64, bytes: f64, fixed_s: f64, step_s: f64, band
     fixed_s + ring.min(tree)
 }
 
+/// What a link charges a collective: a fixed part (launch, synchronisation), a network latency
+/// per message step (0 within a node) and a bandwidth, bytes a second.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkCost {
+    pub fixed_s: f64,
+    pub step_s: f64,
+    pub bandwidth: f64,
+}
+
+impl LinkCost {
+    /// The link as a hardware preset states it.
+    pub fn of(link: &crate::hardware::Link) -> Self {
+        LinkCost {
+            fixed_s: link.allreduce_latency_us * 1e-6,
+            step_s: link.step_latency_us * 1e-6,
+            bandwidth: link.bandwidth_gbs * 1e9,
+        }
+    }
+
+    /// Seconds of one all-reduce of `bytes` over `ranks` ranks on this link ([`allreduce_seconds`]).
+    pub fn allreduce_seconds(&self, ranks: f64, bytes: f64) -> f64 {
+        allreduce_seconds(ranks, bytes, self.fixed_s, self.step_s, self.bandwidth)
+    }
+}
+
 /// The latency of one all-reduce over `ranks` ranks: [`allreduce_seconds`] of no bytes.
 pub fn allreduce_latency_s(ranks: f64, fixed_s: f64, step_s: f64) -> f64 {
     allreduce_seconds(ranks, 0.0, fixed_s, step_s, 1.0)

@@ -51,7 +51,7 @@ fn tensor_parallelism_halves_the_kernels_and_adds_two_allreduces_per_layer() {
     let (b1, b2) = (one.breakdown(&b), two.breakdown(&b));
     assert_eq!(b1.allreduce, 0.0);
     // 2 all-reduces x 36 layers x the NVLink latency, plus the bytes.
-    let lat = terms::allreduce_latency_s(2.0, two.ar_fixed_s, two.ar_step_s);
+    let lat = two.ar_link.allreduce_seconds(2.0, 0.0);
     assert!(b2.allreduce >= 72.0 * lat && b2.allreduce < 72.0 * (lat + 1e-6), "{b2:?}");
     assert!(((b2.dense + b2.lm_head) / (b1.dense + b1.lm_head) - 0.5).abs() < 0.01, "{b1:?} {b2:?}");
     assert!(b2.total < b1.total);
@@ -78,16 +78,17 @@ fn moe_layers_exchange_tokens_only_between_data_parallel_ranks() {
     // gathers the other ranks' tokens and reduce-scatters the result: an all-reduce's traffic
     // of the whole batch over the eight ranks, launched twice.
     let c = model("deepseek-ai/DeepSeek-R1", "h200", &[("dp", "8"), ("ep", "true")]);
-    let (fixed, step, beta) = c.moe_link;
+    let link = c.moe_link;
     let whole_batch = 64.0 * 7168.0 * 2.0;
-    let exchange = c.moe_layers * (terms::allreduce_seconds(8.0, whole_batch, fixed, step, beta) + fixed);
+    let exchange = c.moe_layers
+        * (terms::allreduce_seconds(8.0, whole_batch, link.fixed_s, link.step_s, link.bandwidth) + link.fixed_s);
     assert!((c.breakdown(&b).allreduce - exchange).abs() < 1e-12, "{:?}", c.breakdown(&b));
     // Without ep the ranks exchange the same way (their experts are sliced over all 8 GPUs).
     let sliced = model("deepseek-ai/DeepSeek-R1", "h200", &[("dp", "8")]).breakdown(&b);
     assert_eq!(sliced.allreduce, c.breakdown(&b).allreduce);
     // Ranks spread over two nodes exchange over the network.
     let two_nodes = model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8"), ("dp", "2"), ("ep", "true")]);
-    assert!(two_nodes.moe_link.2 < beta, "{:?}", two_nodes.moe_link);
+    assert!(two_nodes.moe_link.bandwidth < link.bandwidth, "{:?}", two_nodes.moe_link);
 }
 
 #[test]

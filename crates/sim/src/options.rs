@@ -68,6 +68,16 @@ pub enum Warmup {
     Off,
 }
 
+/// Why a deployment runs without async scheduling though nobody chose so: vLLM turns it off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyncBecause {
+    /// One engine spans machines: vLLM runs it on its Ray executor, which has none.
+    RayExecutor,
+    /// Pipeline stages: vLLM has no async scheduling with them.
+    PipelineParallel,
+}
+
 /// The most GPUs one deployment may use (`tp × pp × dp`).
 pub const MAX_GPUS: u32 = 16_384;
 
@@ -88,10 +98,10 @@ pub struct ServingOptions {
     /// outlasts the GPU's (without it every step waits for it), and a request that reaches the
     /// scheduler after step k began joins step k + 2 (the engine's planning).
     pub async_scheduling: bool,
-    /// Async scheduling was left off, not chosen: one engine spans machines, and vLLM runs such
-    /// an engine on its Ray executor, which has no async scheduling.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub sync_for_ray: bool,
+    /// Why async scheduling was left off when it was not chosen either way (`None`: it was
+    /// chosen, or it is on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_because: Option<SyncBecause>,
     pub nodes: u32,
     /// `nodes` was not given and was derived from the GPUs the deployment needs.
     pub nodes_derived: bool,
@@ -152,7 +162,7 @@ impl ServingOptions {
             expert_parallel: false,
             enforce_eager: false,
             async_scheduling: true,
-            sync_for_ray: false,
+            sync_because: None,
             nodes: 1,
             nodes_derived: false,
             interconnect: None,
@@ -289,12 +299,22 @@ impl ServingOptions {
             }
         }
         o.check(model, hw)?;
-        // vLLM runs an engine whose GPUs span machines on its Ray executor, which has no async
-        // scheduling (it warns and turns it off, through 0.17 at least): unless chosen, off.
+        // Unless chosen, async scheduling is off where vLLM turns it off: an engine whose GPUs
+        // span machines runs on its Ray executor, which has none (vLLM warns and turns it off,
+        // through 0.17 at least), and pipeline parallelism has none either (0.13: "not yet
+        // supported with pipeline_parallel_size > 1"; 0.11 had it off by default).
         let chose_async = seen.iter().any(|k| k == "async-scheduling" || k == "no-async-scheduling");
-        if !chose_async && o.tp.saturating_mul(o.pp) > hw.gpus_per_node.max(1) {
-            o.async_scheduling = false;
-            o.sync_for_ray = true;
+        if !chose_async {
+            o.sync_because = if o.tp.saturating_mul(o.pp) > hw.gpus_per_node.max(1) {
+                Some(SyncBecause::RayExecutor)
+            } else if o.pp > 1 {
+                Some(SyncBecause::PipelineParallel)
+            } else {
+                None
+            };
+            if o.sync_because.is_some() {
+                o.async_scheduling = false;
+            }
         }
         // Unless chosen, MXFP4 experts that dequantize run the kernels of the device's stack.
         // Their memory layout is that of the kernels asked for, or else of the device's own.

@@ -15,7 +15,7 @@ use crate::hardware::HardwareSpec;
 use crate::memory::plan_memory;
 pub use crate::memory::{KvLayout, MemoryPlan};
 use crate::model::ModelShape;
-use crate::options::ServingOptions;
+use crate::options::{ServingOptions, SyncBecause};
 use crate::presets::Presets;
 use crate::profile::StackProfile;
 
@@ -95,13 +95,19 @@ impl SimSetup {
                 opts.nodes
             ));
         }
-        if opts.sync_for_ray {
-            notes.push(format!(
+        match opts.sync_because {
+            Some(SyncBecause::RayExecutor) => notes.push(format!(
                 "no async scheduling: one engine of {} spans {} machines, which vLLM runs on its Ray \
                  executor, and that has none (async-scheduling=true to override)",
                 opts.parallel_text(),
                 opts.nodes
-            ));
+            )),
+            Some(SyncBecause::PipelineParallel) => notes.push(format!(
+                "no async scheduling: vLLM has none with pipeline parallelism ({}; async-scheduling=true \
+                 to override)",
+                opts.parallel_text()
+            )),
+            None => {}
         }
         let max_model_len = match opts.max_model_len {
             Some(len) => {

@@ -409,7 +409,9 @@ fn a_forum_report_of_four_sparks_is_read_from_its_headings_and_predicted() {
     let presets = crate::presets::Presets::embedded().unwrap();
     let model = "Qwen/Qwen3-VL-32B-Instruct-FP8";
     let setup = crate::setup::SimSetup::resolve_with(&presets, model, "dgx-spark", &deployment, None).unwrap();
-    assert!(!setup.options.async_scheduling && setup.options.sync_for_ray);
+    assert!(
+        !setup.options.async_scheduling && setup.options.sync_because == Some(crate::options::SyncBecause::RayExecutor)
+    );
     let got = public_medians_with(file, "dgx-spark", 1, &[("async-scheduling", "false")]);
     assert_medians_within("Qwen3-VL-32B-FP8 on four Sparks (held out)", got, [0.12, 0.05, 0.05]);
 }

@@ -145,8 +145,13 @@ fn an_engine_over_several_machines_runs_without_async_scheduling_unless_chosen()
         ("Qwen/Qwen3-235B-A22B", "h100-sxm", vec![("tp", "8"), ("pp", "2")]),
     ] {
         let o = parse(model, hw, &pairs).unwrap();
-        assert!(!o.async_scheduling && o.sync_for_ray, "{hw} {pairs:?}");
+        assert!(!o.async_scheduling && o.sync_because == Some(SyncBecause::RayExecutor), "{hw} {pairs:?}");
     }
+    // Pipeline stages within one machine: vLLM has no async scheduling with them either.
+    let pp = parse("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp", "4"), ("pp", "2")]).unwrap();
+    assert!(!pp.async_scheduling && pp.sync_because == Some(SyncBecause::PipelineParallel));
+    let chosen = parse("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp", "4"), ("pp", "2"), ("async-scheduling", "true")]);
+    assert!(chosen.unwrap().async_scheduling);
     // One machine an engine, data parallel over several included: vLLM's default stands.
     for (model, hw, pairs) in [
         ("openai/gpt-oss-120b", "dgx-spark", vec![]),
@@ -154,13 +159,13 @@ fn an_engine_over_several_machines_runs_without_async_scheduling_unless_chosen()
         ("Qwen/Qwen3-30B-A3B", "h100-sxm", vec![("tp", "8"), ("dp", "3")]),
     ] {
         let o = parse(model, hw, &pairs).unwrap();
-        assert!(o.async_scheduling && !o.sync_for_ray, "{hw} {pairs:?}");
+        assert!(o.async_scheduling && o.sync_because.is_none(), "{hw} {pairs:?}");
     }
     // A choice, either way, is kept.
     let on = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("async-scheduling", "true")]).unwrap();
-    assert!(on.async_scheduling && !on.sync_for_ray);
+    assert!(on.async_scheduling && on.sync_because.is_none());
     let off = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("no-async-scheduling", "true")]).unwrap();
-    assert!(!off.async_scheduling && !off.sync_for_ray);
+    assert!(!off.async_scheduling && off.sync_because.is_none());
 }
 
 #[test]

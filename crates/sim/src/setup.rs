@@ -109,6 +109,15 @@ impl SimSetup {
             )),
             None => {}
         }
+        if opts.pp > 1 {
+            notes.push(format!(
+                "pp={}: each step takes its batch through every stage in turn; vLLM keeps up to {} batches \
+                 in flight, so where the token budget splits waiting prompts over several (prefill-bound \
+                 bursts) it runs up to that many times faster than predicted here; decode-bound steps \
+                 are not affected (each in-flight batch reads its stage's weights again)",
+                opts.pp, opts.pp
+            ));
+        }
         let max_model_len = match opts.max_model_len {
             Some(len) => {
                 let blocks = u64::from(len).div_ceil(u64::from(opts.block_size));
@@ -299,6 +308,17 @@ pub(crate) mod tests {
         assert_eq!(from_file.memory, from_preset.memory);
         let err = setup("/nonexistent/config.json", "h100-sxm", &[]).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/config.json"), "{err}");
+    }
+
+    #[test]
+    fn pipeline_stages_run_synchronously_and_say_what_the_step_model_leaves_out() {
+        let pp = setup("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp", "4"), ("pp", "2")]).unwrap();
+        assert!(!pp.options.async_scheduling);
+        let says = |s: &SimSetup, what: &str| s.notes.iter().any(|n| n.contains(what));
+        assert!(says(&pp, "vLLM has none with pipeline parallelism"), "{:?}", pp.notes);
+        assert!(says(&pp, "keeps up to 2 batches in flight"), "{:?}", pp.notes);
+        let tp = setup("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp", "8")]).unwrap();
+        assert!(!says(&tp, "in flight") && !says(&tp, "async"), "{:?}", tp.notes);
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct BatchStats {
     pub admitted: u32,
     /// Cached tokens before the new ones of the prefilling sequences, summed.
     pub prefill_context_tokens: u64,
+    /// The most tokens one sequence computes this step (its prefill chunk, or 1 for a decode).
+    pub max_new: u32,
 }
 
 impl BatchStats {
@@ -66,6 +68,7 @@ impl BatchStats {
             self.pairs_decode_window += win;
         }
         self.sampled += u32::from(samples);
+        self.max_new = self.max_new.max(new);
         self.kv_tokens_full += end;
         self.kv_tokens_window += if window == 0 { 0 } else { end.min(u64::from(window)) };
         self.max_context = self.max_context.max(u32::try_from(end).unwrap_or(u32::MAX));
@@ -365,31 +368,49 @@ impl CostModel {
         if self.eager(b) { tokens } else { terms::graph_rows(tokens) }
     }
 
+    /// The busiest data-parallel rank's share of a step's tokens: vLLM gives each request to
+    /// one rank, so a prefill chunk is one rank's whole, beside its even share of the rest, and
+    /// decodes spread evenly, the busiest rank taking the rounded-up share. One long prompt
+    /// among a few decodes is nearly all one rank's work and holds the other ranks' step. 1
+    /// without data parallelism.
+    fn rank_share(&self, b: &BatchStats) -> f64 {
+        let tokens = b.tokens() as f64;
+        if self.dp <= 1.0 || tokens <= 0.0 {
+            return 1.0;
+        }
+        let even = (tokens / self.dp).ceil();
+        let largest = f64::from(b.max_new).min(tokens);
+        let busiest = if largest > 1.0 { even.max(largest + (tokens - largest) / self.dp) } else { even };
+        (busiest / tokens).min(1.0)
+    }
+
     /// The step time split into its terms.
     pub fn breakdown(&self, b: &BatchStats) -> StepBreakdown {
         // Products (and the router: vLLM routes padded rows like real ones) run on the padded
         // rows; attention, the LM head and the per-sequence costs see the real batch.
         let rows = self.rows(b);
         let all_tokens = rows as f64;
-        // With data-parallel attention each rank runs its share of the sequences; the step
-        // lasts as long as one rank's share (the batch is spread evenly).
+        // With data-parallel attention each rank runs its own sequences and the ranks step
+        // together: a step lasts as long as its busiest rank's share (`rank_share`).
         let dp = self.dp;
-        let n = all_tokens / dp;
-        let fixed = self.t0_s + self.t_layer_s * self.layers + self.t_seq_s * f64::from(b.num_seqs) / dp;
+        let share = self.rank_share(b);
+        let n = all_tokens * share;
+        let seqs = (f64::from(b.num_seqs) / dp).ceil();
+        let fixed = self.t0_s + self.t_layer_s * self.layers + self.t_seq_s * seqs;
         let dense = gemm_seconds(self.attn_proj, n, self.attn_dev) + gemm_seconds(self.ffn, n, self.ffn_dev);
         let experts = self.moe_layers
             * (experts_seconds(self.expert, self.experts, self.top_k, all_tokens, self.expert_spread, self.expert_dev)
                 + self.moe_fixed_s);
         let kv_bytes = self.kv_bytes_token_layer
             * (self.full_layers * b.kv_tokens_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
-            / dp;
+            * share;
         let prefill_pairs = self.full_layers * b.pairs_prefill_full + self.sliding_layers * b.pairs_prefill_window;
         let decode_pairs = self.full_layers * b.pairs_decode_full + self.sliding_layers * b.pairs_decode_window;
-        let flops = (self.attn_flops_prefill * prefill_pairs + self.attn_flops_decode * decode_pairs) / dp;
-        let context = b.prefill_context_tokens as f64 / dp;
+        let flops = (self.attn_flops_prefill * prefill_pairs + self.attn_flops_decode * decode_pairs) * share;
+        let context = b.prefill_context_tokens as f64 * share;
         let attention = attention_seconds(flops, kv_bytes, self.attn_rate, self.bandwidth)
             + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev);
-        let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) / dp).max(1.0), self.lm_dev);
+        let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
         let memory =
             (self.attn_proj.weight_bytes + self.ffn.weight_bytes + touched + kv_bytes + self.lm_head.weight_bytes)
@@ -404,7 +425,8 @@ impl CostModel {
             // halves of an all-reduce of the whole batch's activations over the ranks, launched
             // twice.
             let link = self.moe_link;
-            allreduce += self.moe_layers * (link.allreduce_seconds(dp, dp * act_bytes) + link.fixed_s);
+            let batch_bytes = all_tokens * self.hidden * 2.0;
+            allreduce += self.moe_layers * (link.allreduce_seconds(dp, batch_bytes) + link.fixed_s);
         }
         let pipeline = (self.pp - 1.0) * (self.pp_alpha_s + act_bytes / self.pp_beta);
         let moe_routing = self.moe_layers * self.t_moe_s;

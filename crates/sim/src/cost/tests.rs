@@ -92,6 +92,28 @@ fn moe_layers_exchange_tokens_only_between_data_parallel_ranks() {
 }
 
 #[test]
+fn a_data_parallel_step_lasts_as_long_as_its_busiest_rank() {
+    let one = model("Qwen/Qwen3-30B-A3B", "h100-sxm", &[]);
+    let eight = model("Qwen/Qwen3-30B-A3B", "h100-sxm", &[("dp", "8")]);
+    // A prompt's chunk is one rank's work: beside seven decodes elsewhere, that rank's products
+    // and attention take what one engine's would, not an eighth.
+    let mut b = prefill(8192);
+    for _ in 0..7 {
+        b.add_sequence(1000, 1, 0, false, true);
+    }
+    assert_eq!(b.max_new, 8192);
+    let (p1, p8) = (one.breakdown(&b), eight.breakdown(&b));
+    assert!(p8.dense > 0.99 * p1.dense && p8.attention > 0.99 * p1.attention, "{p1:?} {p8:?}");
+    // Many decodes spread evenly: each rank reads about an eighth of their KV cache.
+    let d = decode_batch(800, 2000);
+    let (d1, d8) = (one.breakdown(&d), eight.breakdown(&d));
+    assert!((d8.attention / d1.attention - 0.125).abs() < 1e-9, "{d1:?} {d8:?}");
+    // Four decodes over eight ranks: the busiest holds one.
+    let (f1, f8) = (one.breakdown(&decode_batch(1, 2000)), eight.breakdown(&decode_batch(4, 2000)));
+    assert!((f8.attention - f1.attention).abs() < 1e-12 && f8.fixed == f1.fixed, "{f1:?} {f8:?}");
+}
+
+#[test]
 fn a_graph_pads_the_batch_and_its_padded_rows_touch_experts() {
     // Five decodes run in the graph captured for eight, whose padded rows route like tokens.
     let c = model("openai/gpt-oss-120b", "h100-sxm", &[]);

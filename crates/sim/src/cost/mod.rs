@@ -80,6 +80,14 @@ impl BatchStats {
     }
 }
 
+/// The busiest data-parallel rank's shares of a step ([`CostModel::rank_shares`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct RankShares {
+    tokens: f64,
+    prefill: f64,
+    seqs: f64,
+}
+
 /// A step-time model. The engine calls it once per step.
 pub trait StepCost: Send + Sync {
     /// Seconds the step takes.
@@ -368,20 +376,36 @@ impl CostModel {
         if self.eager(b) { tokens } else { terms::graph_rows(tokens) }
     }
 
-    /// The busiest data-parallel rank's share of a step's tokens: vLLM gives each request to
-    /// one rank, so a prefill chunk is one rank's whole, beside its even share of the rest, and
-    /// decodes spread evenly, the busiest rank taking the rounded-up share. One long prompt
-    /// among a few decodes is nearly all one rank's work and holds the other ranks' step. 1
-    /// without data parallelism.
-    fn rank_share(&self, b: &BatchStats) -> f64 {
-        let tokens = b.tokens() as f64;
-        if self.dp <= 1.0 || tokens <= 0.0 {
-            return 1.0;
+    /// The busiest data-parallel rank's shares of a step. vLLM gives each request to one rank
+    /// and the ranks step together, so the step lasts as long as the busiest: a prefill chunk is
+    /// one rank's whole (beside its even share of the rest), while sequences spread evenly, the
+    /// busiest rank taking the rounded-up share. Returns the shares of the step's tokens (the
+    /// products' rows), of its prefill work (query-key pairs, cached context) and of its
+    /// sequences (their KV reads, decode attention, sampled rows, per-sequence costs); all 1
+    /// without data parallelism. One long prompt among a few decodes is nearly all one rank's
+    /// work and holds the other ranks' step; many decodes spread evenly.
+    fn rank_shares(&self, b: &BatchStats) -> RankShares {
+        if self.dp <= 1.0 {
+            return RankShares { tokens: 1.0, prefill: 1.0, seqs: 1.0 };
         }
-        let even = (tokens / self.dp).ceil();
-        let largest = f64::from(b.max_new).min(tokens);
-        let busiest = if largest > 1.0 { even.max(largest + (tokens - largest) / self.dp) } else { even };
-        (busiest / tokens).min(1.0)
+        let dp = self.dp;
+        // `n` units of which one is `largest` units: the busiest rank takes that one whole and an
+        // even share of the rest, or the rounded-up even share when nothing stands out.
+        let busiest = |n: f64, largest: f64| {
+            if n <= 0.0 {
+                return 1.0;
+            }
+            let largest = largest.min(n);
+            let even = (n / dp).ceil();
+            let whole = if largest > 1.0 { largest + (n - largest) / dp } else { 0.0 };
+            (even.max(whole) / n).min(1.0)
+        };
+        let largest = f64::from(b.max_new);
+        RankShares {
+            tokens: busiest(b.tokens() as f64, largest),
+            prefill: busiest(b.prefill_tokens as f64, largest),
+            seqs: busiest(f64::from(b.num_seqs), 1.0),
+        }
     }
 
     /// The step time split into its terms.
@@ -393,9 +417,9 @@ impl CostModel {
         // With data-parallel attention each rank runs its own sequences and the ranks step
         // together: a step lasts as long as its busiest rank's share (`rank_share`).
         let dp = self.dp;
-        let share = self.rank_share(b);
-        let n = all_tokens * share;
-        let seqs = (f64::from(b.num_seqs) / dp).ceil();
+        let share = self.rank_shares(b);
+        let n = all_tokens * share.tokens;
+        let seqs = f64::from(b.num_seqs) * share.seqs;
         let fixed = self.t0_s + self.t_layer_s * self.layers + self.t_seq_s * seqs;
         let dense = gemm_seconds(self.attn_proj, n, self.attn_dev) + gemm_seconds(self.ffn, n, self.ffn_dev);
         let experts = self.moe_layers
@@ -403,14 +427,15 @@ impl CostModel {
                 + self.moe_fixed_s);
         let kv_bytes = self.kv_bytes_token_layer
             * (self.full_layers * b.kv_tokens_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
-            * share;
+            * share.seqs;
         let prefill_pairs = self.full_layers * b.pairs_prefill_full + self.sliding_layers * b.pairs_prefill_window;
         let decode_pairs = self.full_layers * b.pairs_decode_full + self.sliding_layers * b.pairs_decode_window;
-        let flops = (self.attn_flops_prefill * prefill_pairs + self.attn_flops_decode * decode_pairs) * share;
-        let context = b.prefill_context_tokens as f64 * share;
+        let flops = self.attn_flops_prefill * prefill_pairs * share.prefill
+            + self.attn_flops_decode * decode_pairs * share.seqs;
+        let context = b.prefill_context_tokens as f64 * share.prefill;
         let attention = attention_seconds(flops, kv_bytes, self.attn_rate, self.bandwidth)
             + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev);
-        let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share).max(1.0), self.lm_dev);
+        let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share.seqs).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
         let memory =
             (self.attn_proj.weight_bytes + self.ffn.weight_bytes + touched + kv_bytes + self.lm_head.weight_bytes)

@@ -108,6 +108,14 @@ fn a_data_parallel_step_lasts_as_long_as_its_busiest_rank() {
     let d = decode_batch(800, 2000);
     let (d1, d8) = (one.breakdown(&d), eight.breakdown(&d));
     assert!((d8.attention / d1.attention - 0.125).abs() < 1e-9, "{d1:?} {d8:?}");
+    // A chunk among many decodes: the chunk's rank prefills it whole, but reads only its even
+    // share of the decodes' KV cache, not the share of the step's tokens the chunk gives it.
+    let mut mixed = prefill(8192);
+    for _ in 0..1000 {
+        mixed.add_sequence(2000, 1, 0, false, true);
+    }
+    let (m1, m8, alone) = (one.breakdown(&mixed), eight.breakdown(&mixed), one.breakdown(&prefill(8192)));
+    assert!(m8.attention >= 0.99 * alone.attention && m8.attention < 0.8 * m1.attention, "{m1:?} {m8:?} {alone:?}");
     // Four decodes over eight ranks: the busiest holds one.
     let (f1, f8) = (one.breakdown(&decode_batch(1, 2000)), eight.breakdown(&decode_batch(4, 2000)));
     assert!((f8.attention - f1.attention).abs() < 1e-12 && f8.fixed == f1.fixed, "{f1:?} {f8:?}");

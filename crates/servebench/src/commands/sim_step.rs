@@ -129,7 +129,7 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
     });
     // Tensor parallelism's two all-reduces a layer; data-parallel ranks' exchange around each
     // MoE layer (a gather and a reduce-scatter).
-    let moe_layers = if setup.model.moe.is_some() { setup.model.moe_layers() } else { 0 };
+    let moe_layers = setup.model.moe_layers();
     let mut comm = Vec::new();
     if o.tp > 1 {
         comm.push(format!("{} all-reduces", 2 * setup.model.layers));

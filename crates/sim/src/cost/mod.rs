@@ -192,8 +192,8 @@ pub struct CostModel {
     /// The link of the GPUs that share a MoE layer, over which data-parallel ranks exchange
     /// their tokens.
     moe_link: LinkCost,
-    pp_alpha_s: f64,
-    pp_beta: f64,
+    /// The link between pipeline stages (a hand-off pays its fixed part and its bytes).
+    pp_link: LinkCost,
     t0_s: f64,
     t_layer_s: f64,
     t_seq_s: f64,
@@ -322,8 +322,7 @@ impl CostModel {
             pp: f64::from(o.pp),
             ar_link,
             moe_link: LinkCost::of(&o.expert_link(hw)),
-            pp_alpha_s: pl.allreduce_latency_us * 1e-6,
-            pp_beta: pl.bandwidth_gbs * 1e9,
+            pp_link: LinkCost::of(&pl),
             t0_s: st.t0_ms * 1e-3,
             t_layer_s: st.t_layer_us * latency * 1e-6,
             t_seq_s: st.t_seq_us * 1e-6,
@@ -415,7 +414,7 @@ impl CostModel {
         let rows = self.rows(b);
         let all_tokens = rows as f64;
         // With data-parallel attention each rank runs its own sequences and the ranks step
-        // together: a step lasts as long as its busiest rank's share (`rank_share`).
+        // together: a step lasts as long as its busiest rank's shares (`rank_shares`).
         let dp = self.dp;
         let share = self.rank_shares(b);
         let n = all_tokens * share.tokens;
@@ -453,7 +452,7 @@ impl CostModel {
             let batch_bytes = all_tokens * self.hidden * 2.0;
             allreduce += self.moe_layers * (link.allreduce_seconds(dp, batch_bytes) + link.fixed_s);
         }
-        let pipeline = (self.pp - 1.0) * (self.pp_alpha_s + act_bytes / self.pp_beta);
+        let pipeline = (self.pp - 1.0) * (self.pp_link.fixed_s + act_bytes / self.pp_link.bandwidth);
         let moe_routing = self.moe_layers * self.t_moe_s;
         // Without graphs the host launches every kernel. The few large products cover their own
         // launches, but the many small kernels between them (norms, residual adds, rotary

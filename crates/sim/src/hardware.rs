@@ -21,7 +21,8 @@ pub struct PeakTflops {
     /// Integer 4-bit peak where published (informational: AWQ kernels compute in BF16).
     #[serde(default)]
     pub int4: Option<f64>,
-    /// The SMs' 32-bit integer rate, TOPS (datasheet: SMs × boost clock × 64 lanes × 2): what
+    /// The SMs' 32-bit integer rate, TOPS (datasheet: SMs × boost clock × integer lanes × 2, the
+    /// lanes 64 an SM up to Hopper and 128 on consumer Blackwell and GB10): what
     /// prices dequantizing (weight-only) kernels; see [`PeakTflops::dequant_issue`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub int32: Option<f64>,
@@ -60,6 +61,19 @@ impl PeakTflops {
     /// peak where the preset gives no integer rate.
     pub fn dequant_issue(&self) -> f64 {
         self.int32.map_or(self.bf16, |i| i * WEIGHT_ONLY_PER_INT32)
+    }
+
+    /// A dequantizing product's rate, TFLOP/s: the lower of its issue-bound rate
+    /// (`issue_ceiling` of [`PeakTflops::dequant_issue`]) and the tensor cores' BF16 rate at
+    /// `mma`. The first binds on parts with strong tensor cores (H100, A100), the second where
+    /// the integer rate is high beside the tensor rate (RTX 4090, consumer Blackwell, GB10).
+    pub fn weight_only_rate(&self, issue_ceiling: f64, mma: f64) -> f64 {
+        (self.dequant_issue() * issue_ceiling).min(self.bf16 * mma)
+    }
+
+    /// Whether [`PeakTflops::weight_only_rate`] is the tensor cores' rate.
+    pub fn weight_only_tensor_bound(&self, issue_ceiling: f64, mma: f64) -> bool {
+        self.bf16 * mma < self.dequant_issue() * issue_ceiling
     }
 
     /// The SMs' integer rate, TOPS: the preset's, or where it gives none the BF16 peak over the

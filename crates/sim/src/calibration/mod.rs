@@ -22,6 +22,7 @@ pub use optimize::SearchOptions;
 pub use points::{FitMetric, Lengths, MeasuredPoint, PointWorkload, read_points};
 pub use select::{Selection, same_model, select_model};
 
+use crate::precision::ComputePrecision;
 use crate::profile::StackProfile;
 use crate::setup::SimSetup;
 use run::PreparedPoint;
@@ -79,8 +80,20 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
         .max()
         .unwrap_or(0);
     // A mixture of experts spends its prefill in the expert products (attention and any dense
-    // layers are a small part): their ceiling is what long or many prompts identify.
-    let products = if setup.model.moe.is_some() { FitParam::MoeEff(linear) } else { FitParam::GemmEff(linear) };
+    // layers are a small part): their ceiling is what long or many prompts identify; for
+    // dequantizing experts on a part whose tensor cores bind before the unpacking, the
+    // fraction of the tensor rate they reach.
+    let peaks = setup.hardware.peak_tflops.at_clock(setup.hardware.sustained_clock);
+    let st = &setup.stack;
+    let products = match (setup.model.moe.is_some(), linear) {
+        (true, ComputePrecision::WeightOnly)
+            if peaks.weight_only_tensor_bound(st.moe_eff.weight_only, st.dequant_mma_moe) =>
+        {
+            FitParam::DequantMmaMoe
+        }
+        (true, _) => FitParam::MoeEff(linear),
+        (false, _) => FitParam::GemmEff(linear),
+    };
     let mut params = vec![FitParam::AlphaApi, products, FitParam::EtaBw, FitParam::T0];
     if busiest >= 8 {
         params.push(FitParam::TSeq);

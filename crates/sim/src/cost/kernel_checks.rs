@@ -384,3 +384,23 @@ fn untuned_expert_shapes_run_vllm_s_default_tile_at_the_measured_rate() {
     let median = rates[rates.len() / 2];
     assert!((median - DEFAULT_TILE_RATE).abs() < 0.03 && rates[0] > 0.45 && rates[6] < 0.7, "{rates:?}");
 }
+
+/// Upstream vLLM's prompt rate on one DGX Spark (GB10) for gpt-oss-120b, where SM121 falls to
+/// Marlin's dequantizing expert kernels and Triton attention (a public baseline analysis of
+/// 2026-01-09, christopherowen/spark-vllm-mxfp4-docker, `docs/analysis/VLLM_BASELINE_ANALYSIS.md`:
+/// llama-benchy's prefill rates of 2,209, 3,386, 4,341 and 4,008 tokens/s for 512 to 4,096-token
+/// prompts, i.e. the prompt's time less a one-token request's). A prefill step less a one-token
+/// step must land within 20 % of each (+2.4, -10.3, -6.9 and -10.9 % when written). The GB10's integer lanes (128 an SM, as on all Blackwell
+/// consumer parts) put Marlin's unpacking far above its tensor rate, so the tensor cores bind:
+/// priced at the H100's ratio of integer to tensor rate instead, as before the preset gave its
+/// integer rate, the experts ran at 17 TFLOP/s and these steps came out 70 to 141 % slow.
+#[test]
+fn the_spark_s_marlin_prefill_runs_at_vllm_s_published_prompt_rate() {
+    let c = model("openai/gpt-oss-120b", "dgx-spark", &[]);
+    let one = c.breakdown(&prefill(1)).total;
+    for (tokens, tokens_per_s) in [(512, 2209.0), (1024, 3386.0), (2048, 4341.0), (4096, 4008.0)] {
+        let predicted = c.breakdown(&prefill(tokens)).total - one;
+        let error = predicted / (f64::from(tokens) / tokens_per_s) - 1.0;
+        assert!(error.abs() < 0.2, "{tokens} tokens: {predicted} s, {error:+.3}");
+    }
+}

@@ -138,13 +138,6 @@ pub struct StepBreakdown {
 /// embedding, activation function, quantisation), for when their launches stop showing.
 const ELEMENTWISE_PASSES: f64 = 10.0;
 
-/// The fraction of the BF16 tensor rate a dequantizing expert kernel's `mma.sync` reaches where
-/// the tensor cores bind before the integer units (weak tensor cores: RTX 4090, L40S, L4). It
-/// is the expert ceiling's BF16 prior from before the BF16 and FP8 experts' own kernels (vLLM's
-/// Triton fused-MoE) were calibrated, kept so that those kernels' low ceilings do not cap
-/// Marlin's, which the A100's public reports show running faster (CALIBRATION.md).
-pub const DEQUANT_MMA_CEILING_MOE: f64 = 0.5;
-
 /// The step model of this module with every per-step constant precomputed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
@@ -227,16 +220,13 @@ impl CostModel {
         // long reads from memory (their latency does not follow the SMs' clock).
         let latency = hw.latency_scale();
         let bandwidth = st.eta_bw * hw.bandwidth_gbs * 1e9;
-        // A dequantizing kernel runs at the lower of its issue-bound rate (the integer rate, at
-        // the weight-only ceiling) and the tensor cores' BF16 rate at `mma`: the first binds on
-        // parts with strong tensor cores (H100, A100), the second on those with weak ones (RTX
-        // 4090). Dense products take the dense BF16 ceiling for `mma`; expert products
-        // [`DEQUANT_MMA_CEILING_MOE`], not the BF16 experts' ceiling, which is another kernel's.
+        // A dequantizing kernel runs at `PeakTflops::weight_only_rate`. Dense products take the
+        // dense BF16 ceiling for `mma`; expert products `dequant_mma_moe`, not the BF16
+        // experts' ceiling, which is another kernel's.
         let device = |format: ComputePrecision, table: &crate::precision::PrecisionTable, mma: f64| {
             let (peak, ceiling) = match format {
                 ComputePrecision::WeightOnly => {
-                    let rate = (peaks.dequant_issue() * table.weight_only).min(peaks.bf16 * mma);
-                    (peaks.bf16, rate / peaks.bf16)
+                    (peaks.bf16, peaks.weight_only_rate(table.weight_only, mma) / peaks.bf16)
                 }
                 _ => (peaks.get(format), table.get(format)),
             };
@@ -276,7 +266,7 @@ impl CostModel {
                 bandwidth: bandwidth.min(dequant_stream(k.ops_per_weight)),
             },
             None => {
-                let mut dev = device(lin_format, &st.moe_eff, DEQUANT_MMA_CEILING_MOE);
+                let mut dev = device(lin_format, &st.moe_eff, st.dequant_mma_moe);
                 if let (ComputePrecision::WeightOnly, Some(ops)) = (lin_format, st.dequant_ops_per_weight) {
                     dev.bandwidth = dev.bandwidth.min(dequant_stream(ops));
                 }

@@ -292,11 +292,17 @@ fn dequantizing_experts_run_at_the_sms_issue_rate_capped_by_the_tensor_rate() {
     // Weak tensor cores bind first: the RTX 4090's integer rate would allow more than its BF16
     // rate at the dequantizing kernels' mma ceiling (not the BF16 experts' own ceiling).
     let rtx = model("openai/gpt-oss-20b", "rtx-4090", &[]);
-    assert!((expert_rate(&rtx) / (165e12 * super::DEQUANT_MMA_CEILING_MOE) - 1.0).abs() < 1e-9);
-    assert!(st.moe_eff.bf16 < super::DEQUANT_MMA_CEILING_MOE);
-    // A device without an integer rate keeps its BF16 peak.
+    assert!((expert_rate(&rtx) / (165e12 * crate::profile::DEQUANT_MMA_MOE) - 1.0).abs() < 1e-9);
+    assert!(st.moe_eff.bf16 < crate::profile::DEQUANT_MMA_MOE);
+    // So do the GB10's (its 128 integer lanes an SM unpack faster than its tensor cores
+    // multiply), and the fraction they reach is a constant of the stack.
     let spark = model("openai/gpt-oss-120b", "dgx-spark", &[]);
-    assert!(spark.expert_dev.ceiling < 0.2 && (spark.expert_dev.peak_flops - 100e12).abs() < 1.0);
+    assert!((expert_rate(&spark) / (100e12 * crate::profile::DEQUANT_MMA_MOE) - 1.0).abs() < 1e-9);
+    let slower = model("openai/gpt-oss-120b", "dgx-spark", &[("dequant-mma-moe", "0.25")]);
+    assert!((expert_rate(&slower) / expert_rate(&spark) - 0.5).abs() < 1e-9);
+    // A device without an integer rate keeps its BF16 peak at the weight-only ceiling.
+    let thor = model("openai/gpt-oss-120b", "jetson-agx-thor", &[]);
+    assert!((expert_rate(&thor) / (258e12 * st.moe_eff.weight_only) - 1.0).abs() < 1e-9);
 }
 
 #[test]

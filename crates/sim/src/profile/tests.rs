@@ -82,3 +82,21 @@ fn the_dequant_cap_is_on_by_default_and_false_turns_it_off() {
     }
     assert_eq!(presets.hardware("h200").unwrap().stack.dequant_ops_per_weight, Some(DEQUANT_OPS_PER_WEIGHT));
 }
+
+#[test]
+fn the_dequantizing_experts_tensor_share_is_an_option_and_a_fit_parameter() {
+    let mut p = StackProfile::default();
+    assert_eq!(p.dequant_mma_moe, DEQUANT_MMA_MOE);
+    assert!(p.set_option("dequant-mma-moe", "0.3").unwrap());
+    assert_eq!(p.dequant_mma_moe, 0.3);
+    assert!(p.set_option("dequant-mma-moe", "2").unwrap_err().contains("dequant_mma_moe"));
+    // A profile written before the constant existed reads with the default.
+    let mut written = serde_json::to_value(&p).unwrap();
+    written.as_object_mut().unwrap().remove("dequant_mma_moe").unwrap();
+    let old: StackProfile = serde_json::from_value(written).unwrap();
+    assert_eq!(old.dequant_mma_moe, DEQUANT_MMA_MOE);
+    let param = FitParam::parse("dequant-mma-moe").unwrap();
+    assert_eq!(param, FitParam::DequantMmaMoe);
+    param.set(&mut p, 0.4);
+    assert_eq!((param.get(&p), param.name()), (0.4, "dequant-mma-moe".to_string()));
+}

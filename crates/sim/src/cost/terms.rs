@@ -94,11 +94,13 @@ pub fn busiest_gpu_experts(per_gpu: f64, p: f64, gpus: f64) -> f64 {
     if gpus <= 1.0 || p == 0.0 || p == 1.0 || n == 0 {
         return f64::from(n) * p;
     }
-    let (mut pmf, mut cdf, mut expected) = ((1.0 - p).powi(n as i32), 0.0, 0.0);
+    // The probabilities in logs: (1 - p)^n underflows for many experts touched almost surely.
+    let odds = (p / (1.0 - p)).ln();
+    let (mut ln_pmf, mut cdf, mut expected) = (f64::from(n) * (1.0 - p).ln(), 0.0, 0.0);
     for m in 0..n {
-        cdf += pmf;
+        cdf += ln_pmf.exp();
         expected += 1.0 - cdf.min(1.0).powf(gpus);
-        pmf *= f64::from(n - m) / f64::from(m + 1) * p / (1.0 - p);
+        ln_pmf += (f64::from(n - m) / f64::from(m + 1)).ln() + odds;
     }
     expected
 }

@@ -80,19 +80,23 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
         .max()
         .unwrap_or(0);
     // A mixture of experts spends its prefill in the expert products (attention and any dense
-    // layers are a small part): their ceiling is what long or many prompts identify; for
-    // dequantizing experts on a part whose tensor cores bind before the unpacking, the
-    // fraction of the tensor rate they reach.
+    // layers are a small part): their ceiling is what long or many prompts identify. Where
+    // the tensor cores bind dequantizing products before their unpacking, the fraction of the
+    // tensor rate they reach instead: `dequant_mma_moe` for experts, the dense BF16 ceiling for
+    // dense products (the weight-only ceilings do not reach them there).
     let peaks = setup.hardware.peak_tflops.at_clock(setup.hardware.sustained_clock);
     let st = &setup.stack;
-    let products = match (setup.model.moe.is_some(), linear) {
-        (true, ComputePrecision::WeightOnly)
-            if peaks.weight_only_tensor_bound(st.moe_eff.weight_only, st.dequant_mma_moe) =>
-        {
+    let weight_only = linear == ComputePrecision::WeightOnly;
+    let products = if setup.model.moe.is_some() {
+        if weight_only && peaks.weight_only_tensor_bound(st.moe_eff.weight_only, st.dequant_mma_moe) {
             FitParam::DequantMmaMoe
+        } else {
+            FitParam::MoeEff(linear)
         }
-        (true, _) => FitParam::MoeEff(linear),
-        (false, _) => FitParam::GemmEff(linear),
+    } else if weight_only && peaks.weight_only_tensor_bound(st.gemm_eff.weight_only, st.gemm_eff.bf16) {
+        FitParam::GemmEff(ComputePrecision::Bf16)
+    } else {
+        FitParam::GemmEff(linear)
     };
     let mut params = vec![FitParam::AlphaApi, products, FitParam::EtaBw, FitParam::T0];
     if busiest >= 8 {

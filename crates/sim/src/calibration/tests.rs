@@ -145,6 +145,16 @@ fn default_params_fit_what_the_points_can_tell() {
     let spark =
         SimSetup::resolve_with(&Presets::embedded().unwrap(), "openai/gpt-oss-20b", "dgx-spark", &[], None).unwrap();
     assert_eq!(default_params(&spark, &busy)[1], FitParam::DequantMmaMoe);
+    // So for a dense dequantizing model there: the dense BF16 ceiling, which caps them.
+    let dense = SimSetup::resolve_with(
+        &Presets::embedded().unwrap(),
+        "Qwen/Qwen3-8B",
+        "dgx-spark",
+        &[("precision".into(), "awq-int4".into())],
+        None,
+    )
+    .unwrap();
+    assert_eq!(default_params(&dense, &busy)[1], FitParam::GemmEff(ComputePrecision::Bf16));
 }
 
 #[test]

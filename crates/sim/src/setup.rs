@@ -111,10 +111,9 @@ impl SimSetup {
         }
         if opts.pp > 1 {
             notes.push(format!(
-                "pp={}: each step takes its batch through every stage in turn; vLLM keeps up to {} batches \
-                 in flight, so where the token budget splits waiting prompts over several (prefill-bound \
-                 bursts) it runs up to that many times faster than predicted here; decode-bound steps \
-                 are not affected (each in-flight batch reads its stage's weights again)",
+                "pp={}: up to {} batches in flight, one a stage, as vLLM's batch queue keeps them: prompts \
+                 the token budget splits over several batches go through the stages together, while a \
+                 request's next token waits for its batch to leave the last stage (decode gains nothing)",
                 opts.pp, opts.pp
             ));
         }
@@ -311,12 +310,12 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn pipeline_stages_run_synchronously_and_say_what_the_step_model_leaves_out() {
+    fn pipeline_stages_run_synchronously_with_a_batch_in_flight_a_stage() {
         let pp = setup("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp", "4"), ("pp", "2")]).unwrap();
         assert!(!pp.options.async_scheduling);
         let says = |s: &SimSetup, what: &str| s.notes.iter().any(|n| n.contains(what));
         assert!(says(&pp, "vLLM has none with pipeline parallelism"), "{:?}", pp.notes);
-        assert!(says(&pp, "keeps up to 2 batches in flight"), "{:?}", pp.notes);
+        assert!(says(&pp, "up to 2 batches in flight"), "{:?}", pp.notes);
         let tp = setup("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp", "8")]).unwrap();
         assert!(!says(&tp, "in flight") && !says(&tp, "async"), "{:?}", tp.notes);
     }

@@ -3,7 +3,10 @@
 //! A caller submits requests ([`Engine::add`]), then calls [`Engine::step`] repeatedly. Each
 //! step schedules one batch as vLLM V1 does (with async scheduling, planned while the step
 //! before it ran), asks the [`StepCost`] model how long it takes,
-//! moves the clock to the step's end and reports the tokens emitted at that instant. When
+//! moves the clock to the step's end and reports the tokens emitted at that instant. With
+//! pipeline stages, as vLLM's batch queue does, up to one batch a stage is in flight: each
+//! enters the first stage when it is free and leaves after the whole step's time, and `step`
+//! reports them in the order they leave. When
 //! nothing can run, [`Engine::next_wakeup_ns`] says when something will (a request becoming
 //! visible) and [`Engine::advance_to`] moves the idle clock. `predict` drives it as fast as it
 //! can; a real-time server sleeps until each step's end before delivering its tokens, and calls
@@ -50,6 +53,8 @@ pub struct EngineConfig {
     /// vLLM's async scheduling: a step that follows another back to back was planned when that
     /// one began, so a request that became visible since waits one step more for its prefill.
     pub async_scheduling: bool,
+    /// Batches in flight at once: one a pipeline stage (vLLM's batch queue), 1 without stages.
+    pub pipeline_batches: u32,
 }
 
 impl EngineConfig {
@@ -68,6 +73,7 @@ impl EngineConfig {
             eos: s.options.eos,
             jitter_sigma: s.stack.jitter_sigma,
             async_scheduling: s.options.async_scheduling,
+            pipeline_batches: s.options.pp.max(1),
         }
     }
 }
@@ -109,11 +115,24 @@ pub struct EngineCounters {
     pub generation_tokens: u64,
 }
 
-/// One scheduled sequence of the current step.
+/// One scheduled sequence of a batch, and the request it was scheduled for (a slot may be
+/// reused, or its request preempted, before a batch in flight returns).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Scheduled {
     slot: u32,
     new_tokens: u32,
+    generation: u32,
+    epoch: u32,
+}
+
+/// A batch on its way through the pipeline's stages.
+#[derive(Debug)]
+struct Flight {
+    start_ns: u64,
+    end_ns: u64,
+    batch: BatchStats,
+    preempted: u32,
+    scheduled: Vec<Scheduled>,
 }
 
 /// The simulated engine.
@@ -162,6 +181,10 @@ pub struct Engine {
     waiting: VecDeque<u32>,
     running: Vec<u32>,
     scheduled: Vec<Scheduled>,
+    /// Batches launched and not yet reported, oldest first.
+    in_flight: VecDeque<Flight>,
+    /// When the pipeline's first stage can take the next batch, ns.
+    stage_free_ns: u64,
     emissions: Vec<Emission>,
     counters: EngineCounters,
 }
@@ -193,6 +216,8 @@ impl Engine {
             waiting: VecDeque::new(),
             running: Vec::new(),
             scheduled: Vec::new(),
+            in_flight: VecDeque::new(),
+            stage_free_ns: 0,
             emissions: Vec::new(),
             counters: EngineCounters::default(),
         }
@@ -282,7 +307,7 @@ impl Engine {
     /// When the engine next has something to do: now when a step can run, else when the
     /// earliest received request becomes visible; `None` when it holds no request at all.
     pub fn next_wakeup_ns(&self) -> Option<u64> {
-        if !self.running.is_empty() || !self.waiting.is_empty() {
+        if !self.running.is_empty() || !self.waiting.is_empty() || !self.in_flight.is_empty() {
             return Some(self.now_ns);
         }
         self.pending.front().map(|&s| self.req(s).ready_ns.max(self.now_ns))
@@ -290,7 +315,7 @@ impl Engine {
 
     /// Whether the engine holds no request.
     pub fn is_idle(&self) -> bool {
-        self.running.is_empty() && self.waiting.is_empty() && self.pending.is_empty()
+        self.running.is_empty() && self.waiting.is_empty() && self.pending.is_empty() && self.in_flight.is_empty()
     }
 
     /// Runs one step at the current time. `None` when nothing can be scheduled now.
@@ -302,22 +327,46 @@ impl Engine {
         }
         self.frontend_catch_up(u64::MAX);
         self.emissions.clear();
-        self.scheduled.clear();
-        let (batch, preempted) = self.schedule();
-        if self.scheduled.is_empty() {
-            return None;
-        }
-        let seconds = self.cost.step_seconds(&batch) * self.jitter_rng.lognormal_factor(self.cfg.jitter_sigma);
-        let start = self.now_ns;
-        self.now_ns = start + ((seconds * 1e9).round() as u64).max(1);
-        self.last_step = (start, self.now_ns);
-        self.counters.steps += 1;
+        while self.in_flight.len() < self.cfg.pipeline_batches.max(1) as usize && self.launch() {}
+        let flight = self.in_flight.pop_front()?;
+        self.now_ns = flight.end_ns;
+        self.last_step = (flight.start_ns, flight.end_ns);
+        self.scheduled = flight.scheduled;
         self.finish_step();
         let streamed = (self.cfg.api_ns_per_output_token * self.emissions.len() as f64).round() as u64;
         if streamed > 0 {
             self.frontend_backlog = Some((self.now_ns, streamed));
         }
-        Some(StepReport { start_ns: start, end_ns: self.now_ns, batch, preempted, emissions: &self.emissions })
+        Some(StepReport {
+            start_ns: flight.start_ns,
+            end_ns: flight.end_ns,
+            batch: flight.batch,
+            preempted: flight.preempted,
+            emissions: &self.emissions,
+        })
+    }
+
+    /// Schedules a batch and puts it in flight; false when nothing can be scheduled. The batch
+    /// enters the first stage when that is free, holds each stage for its share of the step's
+    /// time, and leaves the last one no sooner than that share after the batch ahead of it.
+    /// Without stages it simply runs from now for the step's time.
+    fn launch(&mut self) -> bool {
+        self.scheduled.clear();
+        let (batch, preempted) = self.schedule();
+        if self.scheduled.is_empty() {
+            return false;
+        }
+        let seconds = self.cost.step_seconds(&batch) * self.jitter_rng.lognormal_factor(self.cfg.jitter_sigma);
+        let step_ns = ((seconds * 1e9).round() as u64).max(1);
+        let stage_ns = (step_ns / u64::from(self.cfg.pipeline_batches.max(1))).max(1);
+        let start_ns = self.now_ns.max(self.stage_free_ns);
+        let behind = self.in_flight.back().map_or(0, |f| f.end_ns + stage_ns);
+        let end_ns = (start_ns + step_ns).max(behind);
+        self.stage_free_ns = start_ns + stage_ns;
+        self.counters.steps += 1;
+        let scheduled = std::mem::take(&mut self.scheduled);
+        self.in_flight.push_back(Flight { start_ns, end_ns, batch, preempted, scheduled });
+        true
     }
 
     /// When the step starting now was scheduled: with async scheduling vLLM plans each step

@@ -122,6 +122,8 @@ pub(crate) struct Req {
     pub num_output: u32,
     /// Tokens whose KV is in the cache.
     pub num_computed: u32,
+    /// Tokens of batches still in flight through the pipeline's stages (scheduled, not done).
+    pub in_flight: u32,
     /// Chained hashes of every full block of known tokens (prompt and outputs).
     pub hashes: Vec<u64>,
     /// Prompt tokens after the last full prompt block.
@@ -165,6 +167,7 @@ impl Req {
             stop_at,
             num_output: 0,
             num_computed: 0,
+            in_flight: 0,
             hashes,
             tail,
             salt,
@@ -181,9 +184,14 @@ impl Req {
         self.prompt_len + self.num_output
     }
 
+    /// Tokens computed or in flight: where the next scheduled chunk starts.
+    pub fn scheduled_upto(&self) -> u32 {
+        self.num_computed + self.in_flight
+    }
+
     /// Whether the prompt still has tokens to compute (a recomputed request counts as prefill).
     pub fn in_prefill(&self) -> bool {
-        self.num_computed + 1 < self.num_tokens() || self.num_output == 0
+        self.scheduled_upto() + 1 < self.num_tokens() || self.num_output == 0
     }
 
     /// The id of the output token at position `j` of the sequence (prompt included).

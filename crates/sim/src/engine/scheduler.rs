@@ -51,11 +51,13 @@ impl Engine {
         r.registered = 0;
     }
 
-    /// Sends a running request back to the head of the queue; its KV is recomputed later.
+    /// Sends a running request back to the head of the queue; its KV is recomputed later (what
+    /// it has in flight is dropped when that batch returns).
     fn preempt(&mut self, slot: u32) {
         self.release_blocks(slot);
         let r = self.req_mut(slot);
         r.num_computed = 0;
+        r.in_flight = 0;
         r.phase = Phase::Waiting;
         r.preemptions += 1;
         self.waiting.push_front(slot);
@@ -65,9 +67,11 @@ impl Engine {
     fn note(&mut self, slot: u32, new_tokens: u32, batch: &mut BatchStats) {
         let r = self.req(slot);
         let prefill = r.in_prefill();
-        let samples = r.num_computed + new_tokens == r.num_tokens();
-        batch.add_sequence(r.num_computed, new_tokens, self.cfg.window, prefill, samples);
-        self.scheduled.push(Scheduled { slot, new_tokens });
+        let upto = r.scheduled_upto();
+        let samples = upto + new_tokens == r.num_tokens();
+        batch.add_sequence(upto, new_tokens, self.cfg.window, prefill, samples);
+        self.scheduled.push(Scheduled { slot, new_tokens, generation: r.generation, epoch: r.preemptions });
+        self.req_mut(slot).in_flight += new_tokens;
     }
 
     /// Builds this step's batch into `self.scheduled`; returns its stats and the preemptions.
@@ -80,8 +84,13 @@ impl Engine {
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
             let r = self.req(slot);
-            let n = (r.num_tokens() - r.num_computed).min(budget);
-            let target = r.num_computed + n;
+            let n = (r.num_tokens() - r.scheduled_upto()).min(budget);
+            if n == 0 {
+                // Its last token is still in flight through the pipeline's stages.
+                i += 1;
+                continue;
+            }
+            let target = r.scheduled_upto() + n;
             let mut fits = true;
             while self.extra_units(slot, target, 0) > self.pool.available_units() {
                 let Some(victim) = self.running.pop() else {
@@ -156,8 +165,14 @@ impl Engine {
         let bs = self.cfg.kv.block_size;
         let mut any_finished = false;
         for k in 0..self.scheduled.len() {
-            let Scheduled { slot, new_tokens } = self.scheduled[k];
-            let r = self.reqs[slot as usize].as_mut().expect("live request slot");
+            let Scheduled { slot, new_tokens, generation, epoch } = self.scheduled[k];
+            // A request cancelled or preempted while its batch was in flight drops the result.
+            let Some(r) =
+                self.reqs[slot as usize].as_mut().filter(|r| r.generation == generation && r.preemptions == epoch)
+            else {
+                continue;
+            };
+            r.in_flight -= new_tokens;
             r.num_computed += new_tokens;
             let full = (r.num_computed / bs) as usize;
             for b in r.registered as usize..full {

@@ -28,6 +28,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         eos: EosModel::None,
         jitter_sigma: 0.0,
         async_scheduling: false,
+        pipeline_batches: 1,
     }
 }
 
@@ -105,9 +106,11 @@ proptest! {
         budget in 16u32..600,
         caching in any::<bool>(),
         shared in any::<bool>(),
+        stages in 1u32..4,
     ) {
         let budget = budget.max(seqs);
-        let mut e = engine(config(blocks, seqs, budget, caching), 1);
+        let cfg = EngineConfig { pipeline_batches: stages, ..config(blocks, seqs, budget, caching) };
+        let mut e = engine(cfg, 1);
         let mut at = 0;
         let mut asked = Vec::new();
         for (tag, (prompt, out, gap)) in lens.iter().enumerate() {
@@ -132,6 +135,34 @@ proptest! {
         prop_assert!(e.is_idle());
         prop_assert_eq!(e.pool.used_units(), 0);
     }
+}
+
+#[test]
+fn pipeline_stages_keep_a_batch_a_stage_in_flight() {
+    // Eight prompts of 64 tokens and a budget of 64: eight one-prompt batches of T each.
+    let t = 0.01 + 64.0 * 1e-5 + 1e-4;
+    let last_token = |stages: u32, prompts: u64, out: u32| {
+        let cfg = EngineConfig { pipeline_batches: stages, ..config(10_000, 16, 64, false) };
+        let mut e = engine(cfg, 0);
+        for tag in 0..prompts {
+            e.add(request(tag, ids(64, tag as u32), out, 0)).unwrap();
+        }
+        let mut ends = Vec::new();
+        while let Some(step) = e.step() {
+            ends.extend(step.emissions.iter().map(|_| step.end_ns));
+        }
+        assert!(e.is_idle());
+        (ends.len(), *ends.last().unwrap() as f64 * 1e-9)
+    };
+    // One after another without stages; over two, a batch enters every half step and the
+    // last leaves after 1 + 7 / 2 steps.
+    let (n, sync) = last_token(1, 8, 1);
+    assert!(n == 8 && (sync / (8.0 * t) - 1.0).abs() < 1e-3, "{sync}");
+    let (_, piped) = last_token(2, 8, 1);
+    assert!((piped / (4.5 * t) - 1.0).abs() < 1e-3, "{piped}");
+    // A decoding request waits for its batch to leave the last stage: one alone gains nothing.
+    let decode = |stages: u32| last_token(stages, 1, 40).1;
+    assert!((decode(2) / decode(1) - 1.0).abs() < 1e-9, "{} {}", decode(2), decode(1));
 }
 
 #[test]
@@ -225,6 +256,29 @@ fn requests_wait_for_the_api_delay_and_cancelled_ones_free_their_blocks() {
     assert!(!e.cancel(id), "a cancelled request is gone");
     assert_eq!(e.kv_usage(), 0.0);
     assert!(e.is_idle() && e.step().is_none() && e.next_wakeup_ns().is_none());
+}
+
+#[test]
+fn a_request_cancelled_while_its_batch_is_in_flight_drops_the_result() {
+    // Two stages, a budget of one prompt a batch: both prompts go in flight at once.
+    let cfg = EngineConfig { pipeline_batches: 2, ..config(100, 4, 64, false) };
+    let mut e = engine(cfg, 0);
+    e.add(request(0, ids(64, 1), 3, 0)).unwrap();
+    let second = e.add(request(1, ids(64, 2), 3, 0)).unwrap();
+    let step = e.step().unwrap();
+    assert_eq!(step.emissions.len(), 1, "the first batch left; the second is still in flight");
+    assert_eq!(e.req(second.slot).in_flight, 64);
+    // Cancelled in flight, its slot taken by a new request: the returning batch's result for
+    // that slot is stale and dropped.
+    assert!(e.cancel(second));
+    let again = e.add(request(2, ids(64, 3), 1, e.now_ns())).unwrap();
+    assert_eq!(again.slot, second.slot);
+    let (done, _) = run_checked(&mut e);
+    let mut tags: Vec<u64> = done.iter().map(|d| d.0).collect();
+    tags.sort_unstable();
+    assert_eq!(tags, vec![0, 2]);
+    assert!(done.iter().all(|d| d.1 == if d.0 == 0 { 3 } else { 1 }), "{done:?}");
+    assert_eq!(e.kv_usage(), 0.0);
 }
 
 #[test]

@@ -170,6 +170,18 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
     ));
     if b.total > 0.0 {
         s.push_str(&format!("{:<32} {:>9.0}\n", "tokens per second of the step", tokens as f64 / b.total));
+        // The engine keeps a batch a stage in flight: with the pipeline full, one leaves every
+        // stage's share of the step.
+        if o.pp > 1 {
+            let every = b.total / f64::from(o.pp);
+            s.push_str(&format!(
+                "{:<32} {:>9.0}  {} batches like it in flight, one leaving every {:.3} ms\n",
+                "tokens per second, pipeline full",
+                tokens as f64 / every,
+                o.pp,
+                every * 1e3
+            ));
+        }
     }
     s
 }

@@ -454,6 +454,18 @@ fn sim_step_prices_one_step_term_by_term() {
     assert_eq!(doc["experts_touched"], eight["experts_touched"], "{doc} {eight}");
     let (r, _) = run(&["--batch", "0"]);
     assert!(r.unwrap_err().to_string().contains("--batch N decoding sequences or --prefill"));
+    // Pipeline stages: a batch a stage in flight, so with the pipeline full one leaves every
+    // half step over two stages.
+    let (_, out) = run(&["--tp", "4", "--pp", "2", "--prefill", "8192", "--batch", "0"]);
+    let rate = |name: &str| -> f64 {
+        let line = out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{out}"));
+        line[name.len()..].split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (step, full) = (rate("tokens per second of the step"), rate("tokens per second, pipeline full"));
+    assert!((full / step - 2.0).abs() < 0.01, "{out}");
+    assert!(out.contains("2 batches like it in flight, one leaving every"), "{out}");
+    let (_, out) = run(&["--tp", "4", "--batch", "16"]);
+    assert!(!out.contains("pipeline full"), "{out}");
     // A step the engine would not run as one is still priced, with what the engine would do.
     assert_eq!(doc["notes"], serde_json::json!([]), "{doc}");
     let (r, out) = run(&["--batch", "2000", "--context", "100000"]);

@@ -30,11 +30,14 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     let rows = cost.rows(&batch);
     let notes = limits(args, &setup, tokens);
     if args.json {
+        // With a batch a stage in flight, one leaves every stage's share of the step.
+        let interval = b.total / f64::from(setup.options.pp.max(1));
         let doc = serde_json::json!({
             "model": setup.model.id, "hardware": setup.hardware.name, "tp": setup.options.tp,
             "pp": setup.options.pp, "dp": setup.options.dp, "batch": args.batch, "context": args.context,
             "prefill": args.prefill, "tokens": tokens, "graph_rows": rows,
-            "experts_touched": experts(&setup, &cost, rows), "seconds": b, "notes": notes,
+            "experts_touched": experts(&setup, &cost, rows), "seconds": b,
+            "batch_interval_s": interval, "notes": notes,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {

@@ -464,6 +464,10 @@ fn sim_step_prices_one_step_term_by_term() {
     let (step, full) = (rate("tokens per second of the step"), rate("tokens per second, pipeline full"));
     assert!((full / step - 2.0).abs() < 0.01, "{out}");
     assert!(out.contains("2 batches like it in flight, one leaving every"), "{out}");
+    let (_, out) = run(&["--tp", "4", "--pp", "2", "--prefill", "8192", "--batch", "0", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let total = doc["seconds"]["total"].as_f64().unwrap();
+    assert!((doc["batch_interval_s"].as_f64().unwrap() - total / 2.0).abs() < 1e-12, "{doc}");
     let (_, out) = run(&["--tp", "4", "--batch", "16"]);
     assert!(!out.contains("pipeline full"), "{out}");
     // A step the engine would not run as one is still priced, with what the engine would do.

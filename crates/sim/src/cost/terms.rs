@@ -191,11 +191,6 @@ impl LinkCost {
     }
 }
 
-/// The latency of one all-reduce over `ranks` ranks: [`allreduce_seconds`] of no bytes.
-pub fn allreduce_latency_s(ranks: f64, fixed_s: f64, step_s: f64) -> f64 {
-    allreduce_seconds(ranks, 0.0, fixed_s, step_s, 1.0)
-}
-
 /// Σ_{x=a}^{b} min(x, w): keys seen by queries at positions a..=b (1-based), w = 0 for no cap.
 pub fn pair_sum(a: u64, b: u64, w: u64) -> f64 {
     if b < a {
@@ -282,6 +277,9 @@ mod tests {
 
     #[test]
     fn a_network_allreduce_takes_the_cheaper_of_ring_and_tree() {
+        // The latency of one all-reduce: one of no bytes.
+        let allreduce_latency_s =
+            |ranks: f64, fixed_s: f64, step_s: f64| allreduce_seconds(ranks, 0.0, fixed_s, step_s, 1.0);
         assert_eq!(allreduce_latency_s(1.0, 20e-6, 18e-6), 0.0);
         // Four nodes: the ring's 6 steps (108 µs) beat the tree's 4 slower hops (133 µs).
         assert!((allreduce_latency_s(4.0, 20e-6, 18e-6) - 128e-6).abs() < 1e-12);
@@ -373,7 +371,8 @@ mod tests {
             let ar = |n: f64, bytes: f64| allreduce_seconds(n, bytes, lat, step, bw);
             prop_assert!(ar(n, bytes + more) >= ar(n, bytes));
             prop_assert!(ar(n + 1.0, bytes) >= ar(n, bytes));
-            prop_assert!(allreduce_latency_s(n + 1.0, lat, 1e-5) >= allreduce_latency_s(n, lat, 1e-5));
+            let latency = |n: f64| allreduce_seconds(n, 0.0, lat, 1e-5, 1.0);
+            prop_assert!(latency(n + 1.0) >= latency(n));
             // Never slower than the ring alone, nor faster than the bytes over the link.
             let ring_alone = lat + 2.0 * (n - 1.0) * step + 2.0 * (n - 1.0) / n * bytes / bw;
             prop_assert!(ar(n, bytes) <= ring_alone * (1.0 + 1e-12));

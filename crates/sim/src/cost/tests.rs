@@ -80,8 +80,7 @@ fn moe_layers_exchange_tokens_only_between_data_parallel_ranks() {
     let c = model("deepseek-ai/DeepSeek-R1", "h200", &[("dp", "8"), ("ep", "true")]);
     let link = c.moe_link;
     let whole_batch = 64.0 * 7168.0 * 2.0;
-    let exchange = c.moe_layers
-        * (terms::allreduce_seconds(8.0, whole_batch, link.fixed_s, link.step_s, link.bandwidth) + link.fixed_s);
+    let exchange = c.moe_layers * (link.allreduce_seconds(8.0, whole_batch) + link.fixed_s);
     assert!((c.breakdown(&b).allreduce - exchange).abs() < 1e-12, "{:?}", c.breakdown(&b));
     // Without ep the ranks exchange the same way (their experts are sliced over all 8 GPUs).
     let sliced = model("deepseek-ai/DeepSeek-R1", "h200", &[("dp", "8")]).breakdown(&b);

@@ -146,22 +146,23 @@ impl FitParam {
         }
     }
 
+    /// The constant's plausible range and prior width, from its row of `TABLES` or `SCALARS`.
+    fn range_and_prior(self) -> ((f64, f64), f64) {
+        match self {
+            FitParam::GemmEff(_) => (TABLES[0].1, TABLES[0].2),
+            FitParam::MoeEff(_) => (TABLES[1].1, TABLES[1].2),
+            other => SCALARS.iter().find(|s| s.0 == other).map_or(((0.0, f64::INFINITY), 1.0), |s| (s.2, s.3)),
+        }
+    }
+
     /// The physically plausible range, in the constant's unit: a fit stays inside it.
     pub fn bounds(self) -> (f64, f64) {
-        match self {
-            FitParam::GemmEff(_) => TABLES[0].1,
-            FitParam::MoeEff(_) => TABLES[1].1,
-            other => SCALARS.iter().find(|s| s.0 == other).map_or((0.0, f64::INFINITY), |s| s.2),
-        }
+        self.range_and_prior().0
     }
 
     /// Width of the prior around the preset's value, in ln units (0.7: a factor of two is one σ).
     pub fn prior_sigma(self) -> f64 {
-        match self {
-            FitParam::GemmEff(_) => TABLES[0].2,
-            FitParam::MoeEff(_) => TABLES[1].2,
-            other => SCALARS.iter().find(|s| s.0 == other).map_or(1.0, |s| s.3),
-        }
+        self.range_and_prior().1
     }
 
     /// The starting value for a profile: its value clamped into the range (a switched-off term,

@@ -19,8 +19,9 @@ check() {
   local hw=$1 file=$2
   shift 2
   "$SB" sim validate --hardware "$hw" "$@" "${extra[@]}" --points "$dir/$file" 2>&1 |
-    awk -v f="$file" '/^(mean TTFT|mean TPOT|output tok\/s|all) / { r[++n] = $(NF-2) " / " $(NF-1) " / " $NF }
-      END { if (n == 4) printf "%-40s %-24s %-24s %-24s %s\n", f, r[1], r[2], r[3], r[4]; else printf "%-40s (no summary: run sim validate on it)\n", f }'
+    awk -v f="$file" '/^(mean TTFT|mean TPOT|output tok\/s|all) / { k = ($1 == "all") ? "all" : $1 " " $2; r[k] = $(NF-2) " / " $(NF-1) " / " $NF; n++ }
+      function get(k) { return (k in r) ? r[k] : "-" }
+      END { if (n) printf "%-40s %-24s %-24s %-24s %s\n", f, get("mean TTFT"), get("mean TPOT"), get("output tok/s"), get("all"); else printf "%-40s (no summary: run sim validate on it)\n", f }'
 }
 sync=(--option async-scheduling=false)
 check h100-sxm gpustack-h100-qwen3-235b.txt "${sync[@]}"
@@ -37,3 +38,4 @@ check a100-80g gpustack-a100-glm-4.5-air.txt "${sync[@]}"
 check a100-80g gpustack-a100-qwen3-14b.txt "${sync[@]}"
 check a100-80g gpustack-a100-qwen3-32b.txt "${sync[@]}" --option gpu-memory-utilization=0.95
 check dgx-spark nvidia-forum-spark-qwen3-vl-32b-fp8.txt
+check b200 vllm-pr-43232-b200-qwen3-235b-fp8.txt

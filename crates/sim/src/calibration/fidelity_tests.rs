@@ -416,6 +416,33 @@ fn a_forum_report_of_four_sparks_is_read_from_its_headings_and_predicted() {
     assert_medians_within("Qwen3-VL-32B-FP8 on four Sparks (held out)", got, [0.12, 0.05, 0.05]);
 }
 
+/// A report whose serve command was pasted over three lines (`\` at each line's end): the
+/// headings still give the whole deployment (vLLM pull request 43232's B200 run,
+/// crates/sim/testdata/public/README.md), and the prediction keeps the miss CALIBRATION.md
+/// records ("B200: block-scaled FP8 experts"), held out: throughput fast, first tokens early.
+#[test]
+fn a_serve_command_over_several_lines_gives_the_b200_run_its_deployment() {
+    let file = "vllm-pr-43232-b200-qwen3-235b-fp8.txt";
+    let points = super::read_points(&testdata().join("public").join(file)).unwrap();
+    assert_eq!(points.len(), 1);
+    let labels = &points[0].labels;
+    for (key, value) in [
+        ("model", "Qwen/Qwen3-235B-A22B-FP8"),
+        ("tp", "4"),
+        ("kv-cache-dtype", "fp8"),
+        ("max-model-len", "32768"),
+        ("gpu-memory-utilization", "0.85"),
+    ] {
+        assert!(labels.iter().any(|(k, v)| k == key && v == value), "{key}={value} not in {labels:?}");
+    }
+    let defaults = super::validate::Defaults { hardware: Some("b200".into()), ..Default::default() };
+    let v = predicted_by_the_presets(points, &defaults, 1);
+    let error = |metric: super::FitMetric| v.held_out.iter().find(|r| r.metric == metric).unwrap().error();
+    assert!(v.held_out.iter().all(|r| r.metric != super::FitMetric::MeanTpot), "the copy has no TPOT");
+    let (ttft, tput) = (error(super::FitMetric::MeanTtft), error(super::FitMetric::OutputThroughput));
+    assert!((-0.6..=-0.3).contains(&ttft) && (0.3..=0.6).contains(&tput), "TTFT {ttft:+.3}, throughput {tput:+.3}");
+}
+
 /// One stream's decode on an A100 and an RTX 4090 (`tenstorrent-gpu-one-stream.json`: the mean
 /// TPOTs of the vLLM reference sweeps in tenstorrent/tt-inference-server's issues 340 and 394).
 /// Nothing was fitted to them; they showed the A100's light steps 10 to 18 % slower than the

@@ -20,7 +20,8 @@
 //!    `true`/`false`; so that a pasted command tells `sim fit` and `sim validate` the
 //!    deployment of the blocks below it. A serve line replaces every label an earlier one set:
 //!    a flag it leaves out is vLLM's default again, not the earlier line's value.
-//!    The command may be quoted inside another (`docker exec ... bash -c "vllm serve ..."`,
+//!    A command continued over several lines (each but the last ending in `\`, as pasted
+//!    from a shell) is one heading. The command may be quoted inside another (`docker exec ... bash -c "vllm serve ..."`,
 //!    straight or typographic quotes); a placeholder model (`M`, `$MODEL`, `<model>`) sets no
 //!    model, and a placeholder size (`-tp X`) no size.
 //! 4. A parallel layout across machines: `4 nodes (tp)`, `tp over 8 nodes`, `2 nodes (pp)`
@@ -117,6 +118,30 @@ enum ScopeValue {
     },
 }
 
+/// The headings with shell continuations joined: a line that ends in `\` goes on in the next
+/// one (a pasted multi-line `vllm serve ... \` command is one heading), at the first line's
+/// number.
+fn join_continued(headings: &[(usize, &str)]) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::with_capacity(headings.len());
+    let mut open = false;
+    for &(line, text) in headings {
+        let trimmed = text.trim_end();
+        let (body, continues) = match trimmed.strip_suffix('\\') {
+            Some(body) => (body.trim_end(), true),
+            None => (trimmed, false),
+        };
+        match out.last_mut() {
+            Some((_, joined)) if open => {
+                joined.push(' ');
+                joined.push_str(body.trim_start());
+            }
+            _ => out.push((line, body.to_string())),
+        }
+        open = continues;
+    }
+    out
+}
+
 /// What one heading line says.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Heading {
@@ -134,7 +159,8 @@ impl Headings {
     fn block(&mut self, headings: &[(usize, &str)], notes: &mut Vec<HeadingNote>) -> Vec<(String, String)> {
         let mut text: Vec<String> = Vec::new();
         let mut text_line = 0;
-        for &(line, heading) in headings {
+        for (line, joined) in join_continued(headings) {
+            let heading = joined.as_str();
             match classify(heading) {
                 Heading::Ignored => {}
                 Heading::Labels(labels) => {

@@ -139,6 +139,30 @@ fn a_later_vllm_serve_line_does_not_inherit_an_earlier_one_s_flags() {
 }
 
 #[test]
+fn a_serve_command_continued_over_lines_is_one_heading() {
+    let text = format!(
+        "vllm serve org/m --tensor-parallel-size 4 --kv-cache-dtype fp8 \\\n  --max-model-len 32768 --gpu-memory-utilization 0.85 \\\n  --enable-prefix-caching &\nvllm bench serve --model org/m \\\n  --max-concurrency 64\n{}",
+        block(1)
+    );
+    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    assert_eq!(
+        labels.blocks[0],
+        pairs(&[
+            ("model", "org/m"),
+            ("tp", "4"),
+            ("kv-cache-dtype", "fp8"),
+            ("max-model-len", "32768"),
+            ("gpu-memory-utilization", "0.85"),
+            ("enable-prefix-caching", "true"),
+            ("heading", "vllm bench serve --model org/m --max-concurrency 64"),
+        ])
+    );
+    // A trailing backslash on the last heading joins nothing that is not there.
+    assert_eq!(join_continued(&[(3, "a \\")]), vec![(3, "a".to_string())]);
+    assert_eq!(join_continued(&[(1, "a \\"), (2, " b"), (4, "c")]), vec![(1, "a b".to_string()), (4, "c".to_string())]);
+}
+
+#[test]
 fn lines_vllm_prints_are_not_headings() {
     for line in [
         "INFO 05-01 12:00:00 [datasets.py:123] Sampling input_len from [127, 127]",

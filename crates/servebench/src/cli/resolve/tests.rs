@@ -1,0 +1,94 @@
+//! Tests of resolving flags into a run's config.
+
+use super::*;
+
+#[test]
+fn goodput_accepts_vllm_keys_and_refuses_others() {
+    let slos = parse_goodput(&["ttft:500".into(), "tpot:50.5".into()]).unwrap();
+    assert_eq!(slos, vec![Slo { metric: Metric::Ttft, max_ms: 500.0 }, Slo { metric: Metric::Tpot, max_ms: 50.5 }]);
+    assert!(parse_goodput(&["itl:5".into()]).unwrap_err().to_string().contains("ttft, tpot, e2el"));
+    assert!(parse_goodput(&["ttft:-1".into()]).is_err());
+    assert!(parse_goodput(&["ttft".into()]).is_err());
+}
+
+#[test]
+fn percentile_flags_parse_like_vllm() {
+    assert_eq!(parse_percentile_metrics(None).unwrap(), vec![Metric::Ttft, Metric::Tpot, Metric::Itl]);
+    assert_eq!(parse_percentile_metrics(Some("e2el,ttft")).unwrap(), vec![Metric::E2el, Metric::Ttft]);
+    // vLLM splits without stripping, so a space is an error there too.
+    assert!(parse_percentile_metrics(Some("ttft, tpot")).is_err());
+    assert_eq!(parse_metric_percentiles("50,90,99.9").unwrap(), vec![50.0, 90.0, 99.9]);
+    assert!(parse_metric_percentiles("101").is_err());
+}
+
+#[test]
+fn sampling_and_think_time_refuse_values_json_cannot_carry() {
+    let c = ContentArgs { temperature: Some(f64::NAN), ..ContentArgs::default() };
+    assert_eq!(parse_extra_body(&c).unwrap_err().to_string(), "--temperature must be a finite number, got NaN");
+    let c = ContentArgs { top_p: Some(0.9), ..ContentArgs::default() };
+    assert_eq!(parse_extra_body(&c).unwrap()["top_p"], 0.9);
+    let sharegpt = |think_time: f64| DatasetArgs {
+        dataset_name: "sharegpt".into(),
+        dataset_path: Some("conversations.json".into()),
+        multi_turn: true,
+        think_time,
+        ..DatasetArgs::default()
+    };
+    for bad in [f64::NAN, -1.0] {
+        let e = parse_workload(&sharegpt(bad), &ContentArgs::default()).unwrap_err().to_string();
+        assert!(e.starts_with("--think-time must be 0 or more seconds"), "{e}");
+    }
+    let ok = parse_workload(&sharegpt(0.5), &ContentArgs::default()).unwrap();
+    assert!(matches!(ok, WorkloadSpec::Sharegpt { multi_turn: Some(MultiTurn { think_time_s: 0.5, .. }), .. }));
+}
+
+#[test]
+fn ramp_up_rules_match_vllm() {
+    let mut t = TrafficArgs { ramp_up_strategy: Some("linear".into()), ..TrafficArgs::default() };
+    assert!(parse_traffic(&t).unwrap_err().to_string().contains("both"));
+    t.ramp_up_start_rps = Some(5);
+    t.ramp_up_end_rps = Some(1);
+    assert!(parse_traffic(&t).unwrap_err().to_string().contains("less than"));
+    t.ramp_up_end_rps = Some(10);
+    assert_eq!(parse_traffic(&t).unwrap().ramp_up.unwrap().end_rps, 10.0);
+    t.request_rate = 4.0;
+    assert!(parse_traffic(&t).unwrap_err().to_string().contains("do not specify --request-rate"));
+    let zero = TrafficArgs { max_concurrency: Some(0), ..TrafficArgs::default() };
+    assert!(parse_traffic(&zero).is_err());
+}
+
+#[test]
+fn range_ratio_is_a_float_or_json() {
+    assert_eq!(parse_range_ratio("0.5").unwrap(), RangeRatio { input: 0.5, output: 0.5 });
+    assert_eq!(parse_range_ratio(r#"{"input":0.1,"output":0.2}"#).unwrap(), RangeRatio { input: 0.1, output: 0.2 });
+    assert!(parse_range_ratio("1.0").is_err());
+    assert!(parse_range_ratio("x").is_err());
+}
+
+#[test]
+fn urls_follow_vllm_rules() {
+    let e = EndpointArgs { host: "::1".into(), port: 9000, ..EndpointArgs::default() };
+    let (base, ep, api) = endpoint_urls(&e, Backend::OpenaiChat);
+    assert_eq!(
+        (base.as_str(), ep.as_str(), api.as_str()),
+        ("http://[::1]:9000", "/v1/chat/completions", "http://[::1]:9000/v1/chat/completions")
+    );
+    assert!(check_endpoint("/v1/completions", Backend::OpenaiChat).is_err());
+    assert!(parse_backend("openai-responses").unwrap_err().to_string().contains("not supported"));
+}
+
+#[test]
+fn dataset_rules() {
+    let c = ContentArgs { output_len: Some(64), ..ContentArgs::default() };
+    let d = DatasetArgs { dataset_path: Some("x.json".into()), ..DatasetArgs::default() };
+    assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("--dataset-path"));
+    let d = DatasetArgs { dataset_name: "sharegpt".into(), ..DatasetArgs::default() };
+    assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("needs --dataset-path"));
+    let d = DatasetArgs::default();
+    match parse_workload(&d, &c).unwrap() {
+        WorkloadSpec::Random { output_len, input_len, .. } => assert_eq!((input_len, output_len), (1024, 64)),
+        other => panic!("unexpected {other:?}"),
+    }
+    let d = DatasetArgs { dataset_name: "hf".into(), ..DatasetArgs::default() };
+    assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("not supported"));
+}

@@ -5,7 +5,9 @@
 # InferenceX's workload: random prompts, lengths over [0.8 x ISL, ISL], ten prompts a stream
 # (its client's `--random-range-ratio 0.8` is the older vLLM convention, [r x len, len]; today's
 # `vllm bench serve`, which `sim predict` follows, reads a ratio r as [(1 - r) len, (1 + r) len],
-# so the same spread is asked for as 0.9 x len with a ratio of 1/9).
+# so the same spread is asked for as 0.9 x len with a ratio of 1/9). Its AMD launch scripts
+# all-reduce through ROCm's QuickReduce at INT4 (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`), so
+# every prediction here does too (`--option quick-reduce=none` after it undoes that).
 #
 # Usage: scripts/sim/amd_checks.sh [--option KEY=VALUE ...]   (e.g. --option mxfp4-backend=marlin)
 # Environment: SB (default target/release/servebench); SERVEBENCH_PRESETS for presets of your own.
@@ -20,7 +22,7 @@ predict() {
   "$SB" sim predict --model openai/gpt-oss-120b --hardware "$1" --tp "$2" \
     --no-enable-prefix-caching --dataset-name random --random-input-len $(($3 * 9 / 10)) \
     --random-output-len $(($4 * 9 / 10)) --random-range-ratio 0.1112 --num-prompts "$5" \
-    --max-concurrency "$6" "${extra[@]}"
+    --max-concurrency "$6" --option quick-reduce=int4 "${extra[@]}"
 }
 # NAME HW TP ISL OSL CONC TOTAL_TPUT_PER_GPU MEDIAN_TTFT_MS MEDIAN_TPOT_MS ('-': not given)
 check() {

@@ -121,6 +121,20 @@ pub struct Link {
     /// shot (NVLink, Infinity Fabric).
     #[serde(default)]
     pub step_latency_us: f64,
+    /// A full mesh of this many point-to-point links a GPU (AMD's Infinity Fabric: 7 between
+    /// the 8 GPUs of a node), whose sum `bandwidth_gbs` is: a group of n GPUs of the node
+    /// reaches the others over n − 1 of them ([`Link::for_group`]). 0 for a switched fabric
+    /// (NVLink through NVSwitch, PCIe, a network), where any group gets the whole bandwidth.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mesh_links: u32,
+    /// The serving stack can run ROCm's QuickReduce over it (MI300-series Infinity Fabric; the
+    /// `quick-reduce` serving option).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quick_reduce: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Links that `interconnect=NAME` can select: (name, GB/s one way, fixed µs per all-reduce,
@@ -130,6 +144,7 @@ pub const KNOWN_LINKS: [(&str, f64, f64, f64); 12] = [
     ("nvlink3", 300.0, 20.0, 0.0),
     ("nvlink4", 450.0, 9.0, 0.0),
     ("nvlink5", 900.0, 9.0, 0.0),
+    // MI300X's: 7 links of 64 GB/s each way, a full mesh (see `Link::named`).
     ("infinity-fabric", 448.0, 9.0, 0.0),
     ("pcie4", 25.0, 30.0, 5.0),
     ("pcie5", 50.0, 25.0, 5.0),
@@ -145,12 +160,28 @@ impl Link {
     /// A link from [`KNOWN_LINKS`], by case-insensitive name.
     pub fn named(name: &str) -> Option<Link> {
         let key = name.trim().to_ascii_lowercase();
-        KNOWN_LINKS.iter().find(|(n, ..)| *n == key).map(|&(n, bw, lat, step)| Link {
-            name: n.to_string(),
-            bandwidth_gbs: bw,
-            allreduce_latency_us: lat,
-            step_latency_us: step,
+        KNOWN_LINKS.iter().find(|(n, ..)| *n == key).map(|&(n, bw, lat, step)| {
+            let fabric = n == "infinity-fabric";
+            Link {
+                name: n.to_string(),
+                bandwidth_gbs: bw,
+                allreduce_latency_us: lat,
+                step_latency_us: step,
+                mesh_links: if fabric { 7 } else { 0 },
+                quick_reduce: fabric,
+            }
         })
+    }
+
+    /// The link as a group of `gpus` GPUs uses it: on a full mesh the group's links to each
+    /// other only, `gpus − 1` of [`Link::mesh_links`] (two MI300X reach each other over one
+    /// 64 GB/s link, not the 448 GB/s of all seven); unchanged on a switched fabric.
+    pub fn for_group(&self, gpus: u32) -> Link {
+        let used = gpus.saturating_sub(1).max(1);
+        if self.mesh_links == 0 || used >= self.mesh_links {
+            return self.clone();
+        }
+        Link { bandwidth_gbs: self.bandwidth_gbs * f64::from(used) / f64::from(self.mesh_links), ..self.clone() }
     }
 
     /// The names [`Link::named`] accepts, comma-separated.

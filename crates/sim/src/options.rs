@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use crate::cost::quick_reduce::QuickReduce;
 use crate::error::SimError;
 use crate::hardware::{HardwareSpec, Link};
 use crate::model::ModelShape;
@@ -16,7 +17,7 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 22] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 23] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -30,6 +31,10 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 22] = [
     ),
     ("nodes", "machines the GPUs are spread over (default: as many as tp x pp x dp GPUs need)"),
     ("interconnect", "the link the all-reduce crosses, by name"),
+    (
+        "quick-reduce",
+        "none (default), fp, int8, int6 or int4: ROCm's QuickReduce all-reduce (VLLM_ROCM_QUICK_REDUCE_QUANTIZATION) on MI300X, MI325X, MI355X",
+    ),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
     ("kv-cache-dtype", "auto or fp8"),
     ("mxfp4-backend", "marlin (default) or triton: the kernels of an MXFP4 model's experts where they run W4A16"),
@@ -107,6 +112,8 @@ pub struct ServingOptions {
     pub nodes_derived: bool,
     /// The link chosen with `interconnect`, replacing the preset's for the all-reduce.
     pub interconnect: Option<Link>,
+    /// ROCm's QuickReduce level (vLLM's `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION`).
+    pub quick_reduce: QuickReduce,
     pub gpu_memory_utilization: f64,
     pub kv_cache_dtype: KvDtype,
     /// The kernels of an MXFP4 model's experts where they dequantize to BF16.
@@ -166,6 +173,7 @@ impl ServingOptions {
             nodes: 1,
             nodes_derived: false,
             interconnect: None,
+            quick_reduce: QuickReduce::None,
             gpu_memory_utilization: 0.9,
             kv_cache_dtype: KvDtype::Auto,
             mxfp4_backend: Mxfp4Backend::Marlin,
@@ -252,6 +260,10 @@ impl ServingOptions {
                 }
                 "no-enable-prefix-caching" => {
                     o.enable_prefix_caching = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
+                }
+                "quick-reduce" => {
+                    o.quick_reduce =
+                        QuickReduce::parse(v).ok_or_else(|| bad("expected none, fp, int8, int6 or int4"))?;
                 }
                 "interconnect" => {
                     o.interconnect =
@@ -414,6 +426,15 @@ impl ServingOptions {
                 self.tp, self.pp, self.dp
             ));
         }
+        if self.quick_reduce != QuickReduce::None && !self.allreduce_link(hw).quick_reduce {
+            return conflict(format!(
+                "quick-reduce is ROCm's QuickReduce, which vLLM runs within a node of MI300X, MI325X or MI355X; \
+                 the all-reduce of tp={} on {} crosses {}, which has none: drop quick-reduce",
+                self.tp,
+                hw.name,
+                self.allreduce_link(hw).name
+            ));
+        }
         if !model.heads.is_multiple_of(self.tp) {
             let fits: Vec<String> = (1..=model.heads)
                 .filter(|d| model.heads.is_multiple_of(*d) && *d <= 64)
@@ -516,24 +537,31 @@ impl ServingOptions {
     }
 
     /// The link within a group of `gpus` GPUs: the one chosen with `interconnect`, else the
-    /// network between nodes when the group spans them, else the node's own.
+    /// network between nodes when the group spans them, else the node's own; as the group
+    /// uses it ([`Link::for_group`]: on a full mesh, its links to each other).
     fn group_link(&self, gpus: u32, hw: &HardwareSpec) -> Link {
         if let Some(l) = &self.interconnect {
-            return l.clone();
+            return l.for_group(gpus);
         }
         if gpus > hw.gpus_per_node {
             return hw.inter_node.clone();
         }
-        hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
+        hw.intra_node.as_ref().map_or_else(|| hw.inter_node.clone(), |l| l.for_group(gpus))
     }
 
     /// The link between pipeline stages (between nodes when one engine's `tp × pp` GPUs span
-    /// them).
+    /// them; within a node, one GPU's link to the next).
     pub fn pipeline_link(&self, hw: &HardwareSpec) -> Link {
         if self.tp.saturating_mul(self.pp) > hw.gpus_per_node {
             return self.interconnect.clone().unwrap_or_else(|| hw.inter_node.clone());
         }
-        hw.intra_node.clone().unwrap_or_else(|| hw.inter_node.clone())
+        hw.intra_node.as_ref().map_or_else(|| hw.inter_node.clone(), |l| l.for_group(2))
+    }
+
+    /// The QuickReduce level the tensor-parallel all-reduce runs at: the option's where the
+    /// group's link carries it (MI300-series Infinity Fabric within a node), else none.
+    pub fn allreduce_quick_reduce(&self, hw: &HardwareSpec) -> QuickReduce {
+        if self.allreduce_link(hw).quick_reduce { self.quick_reduce } else { QuickReduce::None }
     }
 }
 

@@ -115,10 +115,18 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
 /// Serving flags of InferenceX's vLLM launch scripts (`benchmarks/gptoss_fp4_HW*.sh` in
 /// github.com/SemiAnalysisAI/InferenceX) that differ from vLLM's defaults and change a
 /// prediction, by the row's `hw`: the B200 runs keep the KV cache in FP8 (`kv-cache-dtype: fp8`
-/// in every version of its script). Other flags they pass (no prefix caching on random prompts,
-/// `max-num-seqs` at or above the concurrency, 95 % of memory on AMD parts where the KV cache is
-/// never short at these loads) change nothing the simulator prices here.
-pub const SUITE_FLAGS: [(&str, &[(&str, &str)]); 1] = [("b200", &[("kv-cache-dtype", "fp8")])];
+/// in every version of its script); the AMD runs all-reduce through ROCm's QuickReduce at INT4
+/// (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`: the MI300X's script since September 2025, the
+/// MI325X's and MI355X's since the vLLM 0.17 update of March 2026). Other flags they pass (no
+/// prefix caching on random prompts, `max-num-seqs` at or above the concurrency, 95 % of memory
+/// on AMD parts where the KV cache is never short at these loads) change nothing the simulator
+/// prices here.
+pub const SUITE_FLAGS: [(&str, &[(&str, &str)]); 4] = [
+    ("b200", &[("kv-cache-dtype", "fp8")]),
+    ("mi300x", &[("quick-reduce", "int4")]),
+    ("mi325x", &[("quick-reduce", "int4")]),
+    ("mi355x", &[("quick-reduce", "int4")]),
+];
 
 /// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself; `hw` may be
 /// a runner (`b200-dgxc`) or a dashboard series (`b200_vllm`) of the device.

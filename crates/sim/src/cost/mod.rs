@@ -11,6 +11,7 @@
 //! graphs, or their launches without), per sequence, and per MoE layer (routing).
 //! Everything is per GPU; the constants come from a [`crate::profile::StackProfile`].
 
+pub mod quick_reduce;
 pub mod terms;
 pub mod tiles;
 
@@ -182,6 +183,8 @@ pub struct CostModel {
     pp: f64,
     /// The link of the tensor-parallel all-reduce.
     ar_link: LinkCost,
+    /// The QuickReduce level of that all-reduce, and its group's GPUs.
+    ar_quick: (quick_reduce::QuickReduce, u32),
     /// The link of the GPUs that share a MoE layer, over which data-parallel ranks exchange
     /// their tokens.
     moe_link: LinkCost,
@@ -311,6 +314,7 @@ impl CostModel {
             tp,
             pp: f64::from(o.pp),
             ar_link,
+            ar_quick: (o.allreduce_quick_reduce(hw), o.tp),
             moe_link: LinkCost::of(&o.expert_link(hw)),
             pp_link: LinkCost::of(&pl),
             t0_s: st.t0_ms * 1e-3,
@@ -431,7 +435,8 @@ impl CostModel {
                 / self.bandwidth;
 
         let act_bytes = n * self.hidden * 2.0;
-        let mut allreduce = 2.0 * self.layers * self.ar_link.allreduce_seconds(self.tp, act_bytes);
+        let (quick, gpus) = self.ar_quick;
+        let mut allreduce = 2.0 * self.layers * quick.allreduce_seconds(gpus, act_bytes, &self.ar_link);
         if dp > 1.0 {
             // A MoE layer spans every data-parallel rank (with expert parallelism or not): each
             // gathers the other ranks' tokens before the experts and reduce-scatters the result

@@ -262,3 +262,24 @@ fn a_device_s_own_mxfp4_kernels_are_never_refused() {
         }
     }
 }
+
+#[test]
+fn an_amd_node_is_a_mesh_and_runs_quick_reduce_where_asked() {
+    let p = Presets::embedded().unwrap();
+    let gbs = |hw: &str, tp: &str| {
+        let o = parse("openai/gpt-oss-120b", hw, &[("tp", tp)]).unwrap();
+        o.allreduce_link(p.hardware(hw).unwrap()).bandwidth_gbs
+    };
+    // Two MI300X reach each other over one of seven 64 GB/s links; eight over all seven.
+    assert_eq!((gbs("mi300x", "2"), gbs("mi300x", "4"), gbs("mi300x", "8")), (64.0, 192.0, 448.0));
+    // NVSwitch gives any group the whole bandwidth.
+    assert_eq!((gbs("h100-sxm", "2"), gbs("h100-sxm", "8")), (450.0, 450.0));
+    let mi300x = p.hardware("mi300x").unwrap();
+    let o = parse("openai/gpt-oss-120b", "mi300x", &[("tp", "8"), ("quick-reduce", "INT4")]).unwrap();
+    assert_eq!(o.allreduce_quick_reduce(mi300x), QuickReduce::Int4);
+    assert_eq!(parse("openai/gpt-oss-120b", "mi300x", &[("tp", "8")]).unwrap().quick_reduce, QuickReduce::None);
+    // Not on CUDA parts, and not a level vLLM lacks.
+    let e = parse("openai/gpt-oss-120b", "h100-sxm", &[("tp", "8"), ("quick-reduce", "int4")]).unwrap_err();
+    assert!(e.to_string().contains("drop quick-reduce"), "{e}");
+    assert!(parse("openai/gpt-oss-120b", "mi300x", &[("quick-reduce", "int2")]).is_err());
+}

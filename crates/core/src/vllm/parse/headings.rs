@@ -17,7 +17,8 @@
 //!    the option's name: `--max-num-batched-tokens`, `--max-num-seqs`, `--max-model-len`,
 //!    `--kv-cache-dtype`, `--gpu-memory-utilization` with their values, and
 //!    `--enforce-eager`, `--[no-]async-scheduling`, `--[no-]enable-prefix-caching` as
-//!    `true`/`false`; so that a pasted command tells `sim fit` and `sim validate` the
+//!    `true`/`false`, and `quick-reduce` from `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL`
+//!    written before the command; so that a pasted command tells `sim fit` and `sim validate` the
 //!    deployment of the blocks below it. A serve line replaces every label an earlier one set:
 //!    a flag it leaves out is vLLM's default again, not the earlier line's value.
 //!    A command continued over several lines (each but the last ending in `\`, as pasted
@@ -327,8 +328,9 @@ pub fn classify(line: &str) -> Heading {
 }
 
 /// The labels of a `vllm serve` line that name a serving option of the deployment, under the
-/// simulator's option names (its parallel sizes and model aside).
-pub const SERVE_OPTION_LABELS: [&str; 8] = [
+/// simulator's option names (its parallel sizes and model aside). `quick-reduce` comes from the
+/// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command.
+pub const SERVE_OPTION_LABELS: [&str; 9] = [
     "max-num-batched-tokens",
     "max-num-seqs",
     "max-model-len",
@@ -337,7 +339,12 @@ pub const SERVE_OPTION_LABELS: [&str; 8] = [
     "enforce-eager",
     "async-scheduling",
     "enable-prefix-caching",
+    "quick-reduce",
 ];
+
+/// The environment variables before a `vllm serve` command that set a serving option: (name,
+/// label); the value is the label's, lower-cased.
+const SERVE_ENV: [(&str, &str); 1] = [("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "quick-reduce")];
 
 /// Whether a `vllm serve` line can set the label `key` (and so resets it): its parallel sizes
 /// replace a layout over machines given before it too.
@@ -377,6 +384,13 @@ fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     let at = words.windows(2).position(|w| w == ["vllm", "serve"])?;
     let rest = &words[at + 2..];
     let mut labels = Vec::new();
+    for (name, value) in words[..at].iter().filter_map(|w| w.split_once('=')) {
+        if let Some((_, key)) = SERVE_ENV.iter().find(|(var, _)| *var == name)
+            && !value.is_empty()
+        {
+            labels.push((key.to_string(), vec![value.to_ascii_lowercase()]));
+        }
+    }
     if let Some(model) = rest.first().filter(|m| !m.starts_with('-') && !is_placeholder(m)) {
         labels.push(("model".to_string(), vec![model.to_string()]));
     }

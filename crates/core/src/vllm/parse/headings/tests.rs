@@ -59,6 +59,11 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
     .map(|(k, v)| (k.into(), vec![v.into()]))
     .into();
     assert_eq!(flags, Heading::Labels(want), "a flag without its value gives no label");
+    // ROCm's QuickReduce is chosen in the environment, before the command.
+    let want: Vec<(String, Vec<String>)> =
+        [("quick-reduce", "int4"), ("model", "org/m"), ("tp", "8")].map(|(k, v)| (k.into(), vec![v.into()])).into();
+    assert_eq!(classify("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4 vllm serve org/m -tp 8"), Heading::Labels(want));
+    assert_eq!(classify("OTHER=1 vllm serve org/m"), label("model", &["org/m"]));
     // A placeholder model or size is none; a bench command is not a serve command.
     assert_eq!(classify("vllm serve M -tp X"), Heading::Labels(Vec::new()));
     for placeholder in ["$MODEL", "${MODEL}", "<model>", "{model}"] {

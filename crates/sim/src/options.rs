@@ -426,13 +426,13 @@ impl ServingOptions {
                 self.tp, self.pp, self.dp
             ));
         }
-        if self.quick_reduce != QuickReduce::None && !self.allreduce_link(hw).quick_reduce {
+        // vLLM turns it off by itself across nodes; a device without it is a mistake.
+        let node_link = self.interconnect.as_ref().or(hw.intra_node.as_ref());
+        if self.quick_reduce != QuickReduce::None && !node_link.is_some_and(|l| l.quick_reduce) {
             return conflict(format!(
                 "quick-reduce is ROCm's QuickReduce, which vLLM runs within a node of MI300X, MI325X or MI355X; \
-                 the all-reduce of tp={} on {} crosses {}, which has none: drop quick-reduce",
-                self.tp,
-                hw.name,
-                self.allreduce_link(hw).name
+                 {} has none: drop quick-reduce",
+                hw.name
             ));
         }
         if !model.heads.is_multiple_of(self.tp) {

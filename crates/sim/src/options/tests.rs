@@ -282,4 +282,7 @@ fn an_amd_node_is_a_mesh_and_runs_quick_reduce_where_asked() {
     let e = parse("openai/gpt-oss-120b", "h100-sxm", &[("tp", "8"), ("quick-reduce", "int4")]).unwrap_err();
     assert!(e.to_string().contains("drop quick-reduce"), "{e}");
     assert!(parse("openai/gpt-oss-120b", "mi300x", &[("quick-reduce", "int2")]).is_err());
+    // Across nodes vLLM leaves it off by itself: asked for, it prices nothing, and is no error.
+    let across = parse("openai/gpt-oss-120b", "mi300x", &[("tp", "16"), ("quick-reduce", "int4")]).unwrap();
+    assert_eq!(across.allreduce_quick_reduce(mi300x), QuickReduce::None);
 }

@@ -114,15 +114,16 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
 
 /// Serving flags of InferenceX's vLLM launch scripts (`benchmarks/gptoss_fp4_HW*.sh` in
 /// github.com/SemiAnalysisAI/InferenceX) that differ from vLLM's defaults and change a
-/// prediction, by the row's `hw`: the B200 runs keep the KV cache in FP8 (`kv-cache-dtype: fp8`
-/// in every version of its script); the AMD runs all-reduce through ROCm's QuickReduce at INT4
+/// prediction, by the row's `hw`: the B200 and B300 runs keep the KV cache in FP8
+/// (`kv-cache-dtype: fp8` in every version of their scripts); the AMD runs all-reduce through ROCm's QuickReduce at INT4
 /// (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`: the MI300X's script since September 2025, the
 /// MI325X's and MI355X's since the vLLM 0.17 update of March 2026). Other flags they pass (no
 /// prefix caching on random prompts, `max-num-seqs` at or above the concurrency, 95 % of memory
 /// on AMD parts where the KV cache is never short at these loads) change nothing the simulator
 /// prices here.
-pub const SUITE_FLAGS: [(&str, &[(&str, &str)]); 4] = [
+pub const SUITE_FLAGS: [(&str, &[(&str, &str)]); 5] = [
     ("b200", &[("kv-cache-dtype", "fp8")]),
+    ("b300", &[("kv-cache-dtype", "fp8")]),
     ("mi300x", &[("quick-reduce", "int4")]),
     ("mi325x", &[("quick-reduce", "int4")]),
     ("mi355x", &[("quick-reduce", "int4")]),
@@ -226,6 +227,12 @@ mod tests {
         r["hw"] = serde_json::json!("gb200");
         let gb200 = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
         assert!(!gb200.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));
+        // The AMD scripts all-reduce through QuickReduce at INT4.
+        for hw in ["mi300x", "MI355X_vllm", "mi325x-amds"] {
+            r["hw"] = serde_json::json!(hw);
+            let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+            assert!(p.labels.contains(&("quick-reduce".into(), "int4".into())), "{hw}: {:?}", p.labels);
+        }
         let h100 = point_from_row(&row(), "x".into(), RowDefaults::default()).unwrap();
         assert!(!h100.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));
     }

@@ -164,9 +164,13 @@ pub struct SimStepArgs {
     /// Tokens of context each decoding sequence has already.
     #[arg(long, default_value_t = 1024)]
     pub context: u32,
-    /// Prompt tokens of one sequence prefilled in the same step (a chunk, after no cached ones).
+    /// Prompt tokens of one sequence prefilled in the same step (a chunk).
     #[arg(long, default_value_t = 0)]
     pub prefill: u32,
+    /// Tokens of that prompt already in the KV cache before the chunk (earlier chunks of a long
+    /// prompt, or a cached prefix): the chunk attends to them too.
+    #[arg(long, default_value_t = 0, value_name = "TOKENS")]
+    pub prefill_after: u32,
     /// Print the breakdown as JSON.
     #[arg(long)]
     pub json: bool,

@@ -13,6 +13,11 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     if args.batch == 0 && args.prefill == 0 {
         anyhow::bail!("the step has nothing to compute: give --batch N decoding sequences or --prefill TOKENS");
     }
+    if args.prefill_after > 0 && args.prefill == 0 {
+        anyhow::bail!(
+            "--prefill-after places a prefill chunk after cached tokens: give the chunk with --prefill TOKENS"
+        );
+    }
     let d = &args.deployment;
     let setup = super::resolve::deployment_setup(d)?;
     let window = setup.model.sliding_layers().1;
@@ -21,7 +26,7 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         batch.add_sequence(args.context, 1, window, false, true);
     }
     if args.prefill > 0 {
-        batch.add_sequence(0, args.prefill, window, true, true);
+        batch.add_sequence(args.prefill_after, args.prefill, window, true, true);
     }
     let cost = CostModel::new(&setup);
     let b = cost.breakdown(&batch);
@@ -35,7 +40,7 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         let doc = serde_json::json!({
             "model": setup.model.id, "hardware": setup.hardware.name, "tp": setup.options.tp,
             "pp": setup.options.pp, "dp": setup.options.dp, "batch": args.batch, "context": args.context,
-            "prefill": args.prefill, "tokens": tokens, "graph_rows": rows,
+            "prefill": args.prefill, "prefill_after": args.prefill_after, "tokens": tokens, "graph_rows": rows,
             "experts_touched": experts(&setup, &cost, rows), "seconds": b,
             "batch_interval_s": interval, "notes": notes,
         });
@@ -70,7 +75,7 @@ fn limits(args: &SimStepArgs, setup: &SimSetup, tokens: u64) -> Vec<String> {
             o.max_num_batched_tokens
         ));
     }
-    let context = batch * (context + 1) + prefill;
+    let context = batch * (context + 1) + prefill + u64::from(args.prefill_after);
     if context > setup.memory.kv_tokens {
         notes.push(format!(
             "the step's context ({context} tokens) is more than the KV cache holds ({} tokens): the engine would \
@@ -93,7 +98,11 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
         what.push(format!("{} decoding sequence(s) of {} tokens of context", args.batch, args.context));
     }
     if args.prefill > 0 {
-        what.push(format!("a prefill of {} tokens", args.prefill));
+        what.push(if args.prefill_after > 0 {
+            format!("a prefill of {} tokens after {} cached", args.prefill, args.prefill_after)
+        } else {
+            format!("a prefill of {} tokens", args.prefill)
+        });
     }
     let mut s = format!(
         "{} on {} (tp {}, pp {}, dp {}): one step of {}\n",

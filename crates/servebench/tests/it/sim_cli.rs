@@ -454,6 +454,20 @@ fn sim_step_prices_one_step_term_by_term() {
     assert_eq!(doc["experts_touched"], eight["experts_touched"], "{doc} {eight}");
     let (r, _) = run(&["--batch", "0"]);
     assert!(r.unwrap_err().to_string().contains("--batch N decoding sequences or --prefill"));
+    // A chunk after cached tokens of its prompt attends to them: only attention grows.
+    let seconds = |extra: &[&str]| {
+        let mut argv = vec!["--batch", "0", "--prefill", "8192", "--json"];
+        argv.extend_from_slice(extra);
+        let doc: serde_json::Value = serde_json::from_str(&run(&argv).1).unwrap();
+        doc["seconds"].clone()
+    };
+    let (fresh, later) = (seconds(&[]), seconds(&["--prefill-after", "24576"]));
+    assert!(later["attention"].as_f64() > fresh["attention"].as_f64(), "{fresh} {later}");
+    assert_eq!((later["dense"].clone(), later["experts"].clone()), (fresh["dense"].clone(), fresh["experts"].clone()));
+    let (_, out) = run(&["--batch", "0", "--prefill", "8192", "--prefill-after", "24576"]);
+    assert!(out.contains("a prefill of 8192 tokens after 24576 cached"), "{out}");
+    let (r, _) = run(&["--batch", "4", "--prefill-after", "100"]);
+    assert!(r.unwrap_err().to_string().contains("give the chunk with --prefill"));
     // Pipeline stages: a batch a stage in flight, so with the pipeline full one leaves every
     // half step over two stages.
     let (_, out) = run(&["--tp", "4", "--pp", "2", "--prefill", "8192", "--batch", "0"]);

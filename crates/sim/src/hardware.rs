@@ -112,7 +112,7 @@ pub const CALIBRATION_CLOCK_MHZ: f64 = 1980.0;
 #[serde(deny_unknown_fields)]
 pub struct Link {
     pub name: String,
-    /// Effective one-direction bandwidth per GPU, GB/s.
+    /// Effective one-direction bandwidth per GPU, GB/s (on a mesh, the sum of its links).
     pub bandwidth_gbs: f64,
     /// Fixed cost of one all-reduce (kernel launch, synchronisation), µs.
     pub allreduce_latency_us: f64,

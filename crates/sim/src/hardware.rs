@@ -137,39 +137,64 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Links that `interconnect=NAME` can select: (name, GB/s one way, fixed µs per all-reduce,
-/// µs per ring step). Network step latencies are NCCL's small-message latency over RoCE or
-/// InfiniBand (a few µs of wire and NIC plus the proxy's hand-off), slower on TCP Ethernet.
-pub const KNOWN_LINKS: [(&str, f64, f64, f64); 12] = [
-    ("nvlink3", 300.0, 20.0, 0.0),
-    ("nvlink4", 450.0, 9.0, 0.0),
-    ("nvlink5", 900.0, 9.0, 0.0),
-    // MI300X's: 7 links of 64 GB/s each way, a full mesh (see `Link::named`).
-    ("infinity-fabric", 448.0, 9.0, 0.0),
-    ("pcie4", 25.0, 30.0, 5.0),
-    ("pcie5", 50.0, 25.0, 5.0),
-    ("10gbe", 1.1, 30.0, 60.0),
-    ("25gbe", 2.8, 30.0, 40.0),
-    ("100gbe", 11.0, 20.0, 20.0),
-    ("200gbe", 22.0, 20.0, 18.0),
-    ("400gbe", 45.0, 20.0, 12.0),
-    ("ib-ndr", 50.0, 15.0, 5.0),
+/// A link `interconnect=NAME` can select, as [`KNOWN_LINKS`] lists it (the fields of [`Link`]).
+#[derive(Clone, Copy, Debug)]
+pub struct KnownLink {
+    pub name: &'static str,
+    pub bandwidth_gbs: f64,
+    pub allreduce_latency_us: f64,
+    pub step_latency_us: f64,
+    pub mesh_links: u32,
+    pub quick_reduce: bool,
+}
+
+/// A switched link: every group gets the whole bandwidth, no QuickReduce.
+const fn switched(
+    name: &'static str,
+    bandwidth_gbs: f64,
+    allreduce_latency_us: f64,
+    step_latency_us: f64,
+) -> KnownLink {
+    KnownLink { name, bandwidth_gbs, allreduce_latency_us, step_latency_us, mesh_links: 0, quick_reduce: false }
+}
+
+/// Links that `interconnect=NAME` can select: GB/s one way, fixed µs per all-reduce, µs per
+/// ring step. Network step latencies are NCCL's small-message latency over RoCE or InfiniBand
+/// (a few µs of wire and NIC plus the proxy's hand-off), slower on TCP Ethernet.
+pub const KNOWN_LINKS: [KnownLink; 12] = [
+    switched("nvlink3", 300.0, 20.0, 0.0),
+    switched("nvlink4", 450.0, 9.0, 0.0),
+    switched("nvlink5", 900.0, 9.0, 0.0),
+    // MI300X's: 7 links of 64 GB/s each way, a full mesh that QuickReduce can run over.
+    KnownLink {
+        name: "infinity-fabric",
+        bandwidth_gbs: 448.0,
+        allreduce_latency_us: 9.0,
+        step_latency_us: 0.0,
+        mesh_links: 7,
+        quick_reduce: true,
+    },
+    switched("pcie4", 25.0, 30.0, 5.0),
+    switched("pcie5", 50.0, 25.0, 5.0),
+    switched("10gbe", 1.1, 30.0, 60.0),
+    switched("25gbe", 2.8, 30.0, 40.0),
+    switched("100gbe", 11.0, 20.0, 20.0),
+    switched("200gbe", 22.0, 20.0, 18.0),
+    switched("400gbe", 45.0, 20.0, 12.0),
+    switched("ib-ndr", 50.0, 15.0, 5.0),
 ];
 
 impl Link {
     /// A link from [`KNOWN_LINKS`], by case-insensitive name.
     pub fn named(name: &str) -> Option<Link> {
         let key = name.trim().to_ascii_lowercase();
-        KNOWN_LINKS.iter().find(|(n, ..)| *n == key).map(|&(n, bw, lat, step)| {
-            let fabric = n == "infinity-fabric";
-            Link {
-                name: n.to_string(),
-                bandwidth_gbs: bw,
-                allreduce_latency_us: lat,
-                step_latency_us: step,
-                mesh_links: if fabric { 7 } else { 0 },
-                quick_reduce: fabric,
-            }
+        KNOWN_LINKS.iter().find(|k| k.name == key).map(|k| Link {
+            name: k.name.to_string(),
+            bandwidth_gbs: k.bandwidth_gbs,
+            allreduce_latency_us: k.allreduce_latency_us,
+            step_latency_us: k.step_latency_us,
+            mesh_links: k.mesh_links,
+            quick_reduce: k.quick_reduce,
         })
     }
 
@@ -186,7 +211,7 @@ impl Link {
 
     /// The names [`Link::named`] accepts, comma-separated.
     pub fn known_names() -> String {
-        KNOWN_LINKS.iter().map(|(n, ..)| *n).collect::<Vec<_>>().join(", ")
+        KNOWN_LINKS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
     }
 }
 

@@ -17,7 +17,7 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 23] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 24] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -34,6 +34,10 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 23] = [
     (
         "quick-reduce",
         "none (default), fp, int8, int6 or int4: ROCm's QuickReduce all-reduce (VLLM_ROCM_QUICK_REDUCE_QUANTIZATION) on MI300X, MI325X, MI355X",
+    ),
+    (
+        "fuse-allreduce-rms",
+        "true or false (default): FlashInfer's all-reduce fused with the RMSNorm after it (vLLM's pass_config.fuse_allreduce_rms) on H100, H200, B200, GB200",
     ),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
     ("kv-cache-dtype", "auto or fp8"),
@@ -114,6 +118,8 @@ pub struct ServingOptions {
     pub interconnect: Option<Link>,
     /// ROCm's QuickReduce level (vLLM's `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION`).
     pub quick_reduce: QuickReduce,
+    /// vLLM's `pass_config.fuse_allreduce_rms`: FlashInfer's fused all-reduce and RMSNorm.
+    pub fuse_allreduce_rms: bool,
     pub gpu_memory_utilization: f64,
     pub kv_cache_dtype: KvDtype,
     /// The kernels of an MXFP4 model's experts where they dequantize to BF16.
@@ -174,6 +180,7 @@ impl ServingOptions {
             nodes_derived: false,
             interconnect: None,
             quick_reduce: QuickReduce::None,
+            fuse_allreduce_rms: false,
             gpu_memory_utilization: 0.9,
             kv_cache_dtype: KvDtype::Auto,
             mxfp4_backend: Mxfp4Backend::Marlin,
@@ -264,6 +271,9 @@ impl ServingOptions {
                 "quick-reduce" => {
                     o.quick_reduce =
                         QuickReduce::parse(v).ok_or_else(|| bad("expected none, fp, int8, int6 or int4"))?;
+                }
+                "fuse-allreduce-rms" => {
+                    o.fuse_allreduce_rms = boolean(v).ok_or_else(|| bad("expected true or false"))?;
                 }
                 "interconnect" => {
                     o.interconnect =
@@ -435,6 +445,13 @@ impl ServingOptions {
                 hw.name
             ));
         }
+        if self.fuse_allreduce_rms && node_link.is_none_or(|l| l.norm_fusion.is_none()) {
+            return conflict(format!(
+                "fuse-allreduce-rms is FlashInfer's fused all-reduce and RMSNorm, which vLLM runs within a node of \
+                 Hopper or Blackwell GPUs (H100, H200, B200, GB200); {} has none: drop fuse-allreduce-rms",
+                hw.name
+            ));
+        }
         if !model.heads.is_multiple_of(self.tp) {
             let fits: Vec<String> = (1..=model.heads)
                 .filter(|d| model.heads.is_multiple_of(*d) && *d <= 64)
@@ -523,46 +540,6 @@ impl ServingOptions {
         }
         Ok(())
     }
-
-    /// The link the tensor-parallel all-reduce crosses: between nodes when the TP group spans
-    /// them, else within the node (the `interconnect` option replaces it).
-    pub fn allreduce_link(&self, hw: &HardwareSpec) -> Link {
-        self.group_link(self.tp, hw)
-    }
-
-    /// The link of the GPUs that share a MoE layer ([`Self::expert_shards`]), over which
-    /// data-parallel ranks exchange their tokens around it, chosen as for the all-reduce.
-    pub fn expert_link(&self, hw: &HardwareSpec) -> Link {
-        self.group_link(self.expert_shards(), hw)
-    }
-
-    /// The link within a group of `gpus` GPUs: the one chosen with `interconnect`, else the
-    /// network between nodes when the group spans them, else the node's own; as the group
-    /// uses it ([`Link::for_group`]: on a full mesh, its links to each other).
-    fn group_link(&self, gpus: u32, hw: &HardwareSpec) -> Link {
-        if let Some(l) = &self.interconnect {
-            return l.for_group(gpus);
-        }
-        if gpus > hw.gpus_per_node {
-            return hw.inter_node.clone();
-        }
-        hw.intra_node.as_ref().map_or_else(|| hw.inter_node.clone(), |l| l.for_group(gpus))
-    }
-
-    /// The link between pipeline stages (between nodes when one engine's `tp × pp` GPUs span
-    /// them; within a node, one GPU's link to the next).
-    pub fn pipeline_link(&self, hw: &HardwareSpec) -> Link {
-        if self.tp.saturating_mul(self.pp) > hw.gpus_per_node {
-            return self.interconnect.clone().unwrap_or_else(|| hw.inter_node.clone());
-        }
-        hw.intra_node.as_ref().map_or_else(|| hw.inter_node.clone(), |l| l.for_group(2))
-    }
-
-    /// The QuickReduce level the tensor-parallel all-reduce runs at: the option's where the
-    /// group's link carries it (MI300-series Infinity Fabric within a node), else none.
-    pub fn allreduce_quick_reduce(&self, hw: &HardwareSpec) -> QuickReduce {
-        if self.allreduce_link(hw).quick_reduce { self.quick_reduce } else { QuickReduce::None }
-    }
 }
 
 fn positive(v: &str) -> Option<u32> {
@@ -577,5 +554,6 @@ fn boolean(v: &str) -> Option<bool> {
     }
 }
 
+mod links;
 #[cfg(test)]
 mod tests;

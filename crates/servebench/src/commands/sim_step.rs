@@ -144,7 +144,8 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
     let moe_layers = setup.model.moe_layers();
     let mut comm = Vec::new();
     if o.tp > 1 {
-        comm.push(format!("{} all-reduces", 2 * setup.model.layers));
+        let fused = if o.allreduce_norm_fusion(&setup.hardware).is_some() { " (fused with their RMSNorm)" } else { "" };
+        comm.push(format!("{} all-reduces{fused}", 2 * setup.model.layers));
     }
     if o.dp > 1 && moe_layers > 0 {
         comm.push(format!("{} exchanges between data-parallel ranks", 2 * moe_layers));

@@ -115,14 +115,17 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
 /// Serving flags of InferenceX's vLLM launch scripts (`benchmarks/gptoss_fp4_HW*.sh` in
 /// github.com/SemiAnalysisAI/InferenceX) that differ from vLLM's defaults and change a
 /// prediction, by the row's `hw`: the B200 and B300 runs keep the KV cache in FP8
-/// (`kv-cache-dtype: fp8` in every version of their scripts); the AMD runs all-reduce through ROCm's QuickReduce at INT4
+/// (`kv-cache-dtype: fp8` in every version of their scripts), and the B200's fuse each
+/// all-reduce with the RMSNorm after it (`compilation-config` with `pass_config`'s
+/// `fuse_allreduce_rms`, in every version since September 2025; the B300's script sets it
+/// too, but vLLM 0.13 has no fusion for the B300's compute capability, 10.3); the AMD runs all-reduce through ROCm's QuickReduce at INT4
 /// (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`: the MI300X's script since September 2025, the
 /// MI325X's and MI355X's since the vLLM 0.17 update of March 2026). Other flags they pass (no
 /// prefix caching on random prompts, `max-num-seqs` at or above the concurrency, 95 % of memory
 /// on AMD parts where the KV cache is never short at these loads) change nothing the simulator
 /// prices here.
 pub const SUITE_FLAGS: [(&str, &[(&str, &str)]); 5] = [
-    ("b200", &[("kv-cache-dtype", "fp8")]),
+    ("b200", &[("kv-cache-dtype", "fp8"), ("fuse-allreduce-rms", "true")]),
     ("b300", &[("kv-cache-dtype", "fp8")]),
     ("mi300x", &[("quick-reduce", "int4")]),
     ("mi325x", &[("quick-reduce", "int4")]),
@@ -223,7 +226,13 @@ mod tests {
             r.as_object_mut().unwrap().remove("kv_cache_dtype");
             let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
             assert!(p.labels.contains(&("kv-cache-dtype".into(), "fp8".into())), "{hw}: {:?}", p.labels);
+            assert!(p.labels.contains(&("fuse-allreduce-rms".into(), "true".into())), "{hw}: {:?}", p.labels);
         }
+        // The B300's script asks for the fusion too, but vLLM 0.13 has none for its SMs.
+        r["hw"] = serde_json::json!("b300");
+        let b300 = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+        assert!(b300.labels.contains(&("kv-cache-dtype".into(), "fp8".into())), "{:?}", b300.labels);
+        assert!(!b300.labels.iter().any(|(k, _)| k == "fuse-allreduce-rms"), "{:?}", b300.labels);
         r["hw"] = serde_json::json!("gb200");
         let gb200 = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
         assert!(!gb200.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));

@@ -14,6 +14,7 @@
 pub mod quick_reduce;
 pub mod terms;
 pub mod tiles;
+pub mod tp_allreduce;
 
 use crate::setup::SimSetup;
 pub use terms::expected_experts;
@@ -181,10 +182,8 @@ pub struct CostModel {
     datasheet_bandwidth: f64,
     tp: f64,
     pp: f64,
-    /// The link of the tensor-parallel all-reduce.
-    ar_link: LinkCost,
-    /// The QuickReduce level of that all-reduce, and its group's GPUs.
-    ar_quick: (quick_reduce::QuickReduce, u32),
+    /// The tensor-parallel all-reduce: its link, its GPUs, QuickReduce and the fused norm.
+    tp_allreduce: tp_allreduce::TpAllReduce,
     /// The link of the GPUs that share a MoE layer, over which data-parallel ranks exchange
     /// their tokens.
     moe_link: LinkCost,
@@ -313,8 +312,12 @@ impl CostModel {
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
             tp,
             pp: f64::from(o.pp),
-            ar_link,
-            ar_quick: (o.allreduce_quick_reduce(hw), o.tp),
+            tp_allreduce: tp_allreduce::TpAllReduce {
+                link: ar_link,
+                gpus: o.tp,
+                quick: o.allreduce_quick_reduce(hw),
+                fusion: o.allreduce_norm_fusion(hw),
+            },
             moe_link: LinkCost::of(&o.expert_link(hw)),
             pp_link: LinkCost::of(&pl),
             t0_s: st.t0_ms * 1e-3,
@@ -435,8 +438,7 @@ impl CostModel {
                 / self.bandwidth;
 
         let act_bytes = n * self.hidden * 2.0;
-        let (quick, gpus) = self.ar_quick;
-        let mut allreduce = 2.0 * self.layers * quick.allreduce_seconds(gpus, act_bytes, &self.ar_link);
+        let mut allreduce = 2.0 * self.layers * self.tp_allreduce.seconds(act_bytes);
         if dp > 1.0 {
             // A MoE layer spans every data-parallel rank (with expert parallelism or not): each
             // gathers the other ranks' tokens before the experts and reduce-scatters the result

@@ -51,7 +51,7 @@ fn tensor_parallelism_halves_the_kernels_and_adds_two_allreduces_per_layer() {
     let (b1, b2) = (one.breakdown(&b), two.breakdown(&b));
     assert_eq!(b1.allreduce, 0.0);
     // 2 all-reduces x 36 layers x the NVLink latency, plus the bytes.
-    let lat = two.ar_link.allreduce_seconds(2.0, 0.0);
+    let lat = two.tp_allreduce.link.allreduce_seconds(2.0, 0.0);
     assert!(b2.allreduce >= 72.0 * lat && b2.allreduce < 72.0 * (lat + 1e-6), "{b2:?}");
     assert!(((b2.dense + b2.lm_head) / (b1.dense + b1.lm_head) - 0.5).abs() < 0.01, "{b1:?} {b2:?}");
     assert!(b2.total < b1.total);

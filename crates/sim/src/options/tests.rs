@@ -286,3 +286,30 @@ fn an_amd_node_is_a_mesh_and_runs_quick_reduce_where_asked() {
     let across = parse("openai/gpt-oss-120b", "mi300x", &[("tp", "16"), ("quick-reduce", "int4")]).unwrap();
     assert_eq!(across.allreduce_quick_reduce(mi300x), QuickReduce::None);
 }
+
+#[test]
+fn the_fused_all_reduce_and_norm_runs_within_a_hopper_or_blackwell_node_where_asked() {
+    use crate::hardware::NormFusion;
+    let p = Presets::embedded().unwrap();
+    let fusion = |hw: &str, tp: &str, on: &str| {
+        let o = parse("openai/gpt-oss-120b", hw, &[("tp", tp), ("fuse-allreduce-rms", on)]).unwrap();
+        o.allreduce_norm_fusion(p.hardware(hw).unwrap())
+    };
+    // The presets carry vLLM's tables for their compute capability, the same as the named links.
+    assert_eq!(fusion("b200", "8", "true"), Some(NormFusion::BLACKWELL));
+    assert_eq!(fusion("gb200", "4", "true"), Some(NormFusion::BLACKWELL));
+    assert_eq!(fusion("h100-sxm", "2", "true"), Some(NormFusion::HOPPER));
+    assert_eq!(fusion("h200", "8", "true"), Some(NormFusion::HOPPER));
+    assert_eq!(Link::named("nvlink5").unwrap().norm_fusion, Some(NormFusion::BLACKWELL));
+    // Off by default, as in vLLM; across nodes the group's link has none.
+    assert_eq!(fusion("b200", "8", "false"), None);
+    assert!(!parse("openai/gpt-oss-120b", "b200", &[("tp", "8")]).unwrap().fuse_allreduce_rms);
+    assert_eq!(fusion("b200", "16", "true"), None);
+    // Refused where vLLM has no fusion: AMD parts, the B300 (vLLM 0.13 has no sizes for its
+    // compute capability), a PCIe H100, a part with one GPU a machine.
+    for hw in ["mi300x", "b300", "h100-pcie", "dgx-spark"] {
+        let e = parse("openai/gpt-oss-120b", hw, &[("fuse-allreduce-rms", "true")]).unwrap_err();
+        assert!(e.to_string().contains("drop fuse-allreduce-rms"), "{hw}: {e}");
+    }
+    assert!(parse("openai/gpt-oss-120b", "b200", &[("fuse-allreduce-rms", "maybe")]).is_err());
+}

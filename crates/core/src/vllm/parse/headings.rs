@@ -17,8 +17,9 @@
 //!    the option's name: `--max-num-batched-tokens`, `--max-num-seqs`, `--max-model-len`,
 //!    `--kv-cache-dtype`, `--gpu-memory-utilization` with their values, and
 //!    `--enforce-eager`, `--[no-]async-scheduling`, `--[no-]enable-prefix-caching` as
-//!    `true`/`false`, and `quick-reduce` from `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL`
-//!    written before the command; so that a pasted command tells `sim fit` and `sim validate` the
+//!    `true`/`false`, `quick-reduce` from `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL`
+//!    written before the command, and `fuse-allreduce-rms` from a compilation config that
+//!    sets `pass_config`'s `fuse_allreduce_rms`; so that a pasted command tells `sim fit` and `sim validate` the
 //!    deployment of the blocks below it. A serve line replaces every label an earlier one set:
 //!    a flag it leaves out is vLLM's default again, not the earlier line's value.
 //!    A command continued over several lines (each but the last ending in `\`, as pasted
@@ -329,8 +330,9 @@ pub fn classify(line: &str) -> Heading {
 
 /// The labels of a `vllm serve` line that name a serving option of the deployment, under the
 /// simulator's option names (its parallel sizes and model aside). `quick-reduce` comes from the
-/// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command.
-pub const SERVE_OPTION_LABELS: [&str; 9] = [
+/// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
+/// `fuse-allreduce-rms` from the compilation config's pass (see [`fused_norm_pass`]).
+pub const SERVE_OPTION_LABELS: [&str; 10] = [
     "max-num-batched-tokens",
     "max-num-seqs",
     "max-model-len",
@@ -340,6 +342,7 @@ pub const SERVE_OPTION_LABELS: [&str; 9] = [
     "async-scheduling",
     "enable-prefix-caching",
     "quick-reduce",
+    "fuse-allreduce-rms",
 ];
 
 /// The environment variables before a `vllm serve` command that set a serving option: (name,
@@ -394,6 +397,9 @@ fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     if let Some(model) = rest.first().filter(|m| !m.starts_with('-') && !is_placeholder(m)) {
         labels.push(("model".to_string(), vec![model.to_string()]));
     }
+    if let Some(on) = fused_norm_pass(&rest.join(" ")) {
+        labels.push(("fuse-allreduce-rms".to_string(), vec![on.to_string()]));
+    }
     let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
     for (i, word) in rest.iter().enumerate() {
         let (flag, inline) = match word.split_once('=') {
@@ -422,6 +428,26 @@ fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
         }
     }
     Some(labels)
+}
+
+/// Whether a `vllm serve` command's compilation config turns FlashInfer's fused all-reduce and
+/// RMSNorm on or off, in any of its spellings: JSON (`-O '{"pass_config":
+/// {"fuse_allreduce_rms": true}}'`, `--compilation-config '...'`), dotted
+/// (`--compilation-config.pass_config.fuse_allreduce_rms=true`), or vLLM 0.10's name for the
+/// pass, `enable_fi_allreduce_fusion`. `None` where the command does not say.
+fn fused_norm_pass(args: &str) -> Option<bool> {
+    ["fuse_allreduce_rms", "enable_fi_allreduce_fusion"].iter().find_map(|name| {
+        let at = args.find(name)? + name.len();
+        let value = args[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ':' | '='));
+        let lower = value.to_ascii_lowercase();
+        if lower.starts_with("true") {
+            Some(true)
+        } else if lower.starts_with("false") {
+            Some(false)
+        } else {
+            None
+        }
+    })
 }
 
 fn is_vllm_line(line: &str) -> bool {

@@ -64,6 +64,20 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
         [("quick-reduce", "int4"), ("model", "org/m"), ("tp", "8")].map(|(k, v)| (k.into(), vec![v.into()])).into();
     assert_eq!(classify("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4 vllm serve org/m -tp 8"), Heading::Labels(want));
     assert_eq!(classify("OTHER=1 vllm serve org/m"), label("model", &["org/m"]));
+    // FlashInfer's fused all-reduce and RMSNorm is a pass of the compilation config, however
+    // it is spelled.
+    let fused = |on: &str| -> Vec<(String, Vec<String>)> {
+        [("model", "org/m"), ("fuse-allreduce-rms", on), ("tp", "4")].map(|(k, v)| (k.into(), vec![v.into()])).into()
+    };
+    for line in [
+        r#"vllm serve org/m --compilation-config '{"pass_config":{"fuse_allreduce_rms":true,"eliminate_noops":true}}' -tp 4"#,
+        r#"vllm serve org/m -O '{"pass_config": {"enable_fi_allreduce_fusion": true}, "level": 3}' -tp 4"#,
+        "vllm serve org/m --compilation-config.pass_config.fuse_allreduce_rms=true -tp 4",
+    ] {
+        assert_eq!(classify(line), Heading::Labels(fused("true")), "{line}");
+    }
+    let off = "vllm serve org/m -O.pass_config.fuse_allreduce_rms=False -tp 4";
+    assert_eq!(classify(off), Heading::Labels(fused("false")));
     // A placeholder model or size is none; a bench command is not a serve command.
     assert_eq!(classify("vllm serve M -tp X"), Heading::Labels(Vec::new()));
     for placeholder in ["$MODEL", "${MODEL}", "<model>", "{model}"] {

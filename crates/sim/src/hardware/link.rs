@@ -1,0 +1,188 @@
+//! The links between GPUs that a deployment's collectives cross (NVLink, Infinity Fabric, PCIe,
+//! networks between nodes): their bandwidth and latencies, how a group of GPUs uses a mesh, and
+//! the all-reduce variants the serving stack runs over them (ROCm's QuickReduce, FlashInfer's
+//! all-reduce fused with the RMSNorm after it).
+
+use serde::{Deserialize, Serialize};
+
+/// A link the tensor-parallel all-reduce (or pipeline hand-off) crosses.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    pub name: String,
+    /// Effective one-direction bandwidth per GPU, GB/s (on a mesh, the sum of its links).
+    pub bandwidth_gbs: f64,
+    /// Fixed cost of one all-reduce (kernel launch, synchronisation), µs.
+    pub allreduce_latency_us: f64,
+    /// One message's latency over a network, µs: a ring all-reduce over n ranks takes
+    /// `2 (n − 1)` such steps on top of the fixed cost. 0 for links whose all-reduce is one
+    /// shot (NVLink, Infinity Fabric).
+    #[serde(default)]
+    pub step_latency_us: f64,
+    /// A full mesh of this many point-to-point links a GPU (AMD's Infinity Fabric: 7 between
+    /// the 8 GPUs of a node), whose sum `bandwidth_gbs` is: a group of n GPUs of the node
+    /// reaches the others over n − 1 of them ([`Link::for_group`]). 0 for a switched fabric
+    /// (NVLink through NVSwitch, PCIe, a network), where any group gets the whole bandwidth.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mesh_links: u32,
+    /// The serving stack can run ROCm's QuickReduce over it (MI300-series Infinity Fabric; the
+    /// `quick-reduce` serving option).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quick_reduce: bool,
+    /// The serving stack can fuse the all-reduce over it with the residual add and RMSNorm
+    /// after it (FlashInfer's kernel; the `fuse-allreduce-rms` serving option): where and what
+    /// that saves. Absent where vLLM has no fusion for the device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm_fusion: Option<NormFusion>,
+}
+
+/// FlashInfer's all-reduce fused with the residual add and RMSNorm that follow it, as vLLM
+/// 0.11 to 0.13 run it within one node of Hopper (compute capability 9.0) or Blackwell (10.0)
+/// GPUs when `pass_config.fuse_allreduce_rms` is on: one kernel (a one-shot or two-shot
+/// all-reduce whose peers write into each other's buffers, then the add and the norm) takes
+/// the place of the all-reduce and the norm kernel, for steps whose message is at most
+/// vLLM's size for the group (`FI_ALLREDUCE_FUSION_MAX_SIZE_MB`); larger steps are compiled
+/// without it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NormFusion {
+    /// The largest message fused over 2, 4 and 8 GPUs, MiB (vLLM runs no fusion over other
+    /// group sizes).
+    pub max_mb: [f64; 3],
+    /// What one fused all-reduce of a small message saves against the all-reduce and the norm
+    /// kernel apart, µs. vLLM's sizes are where the fused kernel stops winning, so the saving
+    /// is taken to fall linearly to nothing at the largest size ([`NormFusion::saving_seconds`]).
+    pub saving_us: f64,
+}
+
+impl NormFusion {
+    /// Blackwell (B200, GB200): vLLM's sizes for compute capability 10.0 (64, 32 and 1 MiB);
+    /// 4.8 µs saved where SGLang's change to FlashInfer's fused kernel on 8 B200 measured an
+    /// all-reduce and its RMSNorm at 13.5 µs apart and 8.7 µs fused (sgl-project/sglang pull
+    /// request 7621, DeepSeek-R1 decode at TP 8).
+    pub const BLACKWELL: NormFusion = NormFusion { max_mb: [64.0, 32.0, 1.0], saving_us: 4.8 };
+    /// Hopper (H100, H200): vLLM's sizes for compute capability 9.0 (64, 2 and 0.5 MiB);
+    /// nothing saved: vLLM's own benchmark of the fused kernel on two H100 (pull request
+    /// 22086) times it as the all-reduce and norm apart at small messages (10 µs both).
+    pub const HOPPER: NormFusion = NormFusion { max_mb: [64.0, 2.0, 0.5], saving_us: 0.0 };
+
+    /// The largest message fused over `gpus` GPUs, bytes; `None` for a group vLLM does not
+    /// fuse over.
+    pub fn max_bytes(&self, gpus: u32) -> Option<f64> {
+        let mb = match gpus {
+            2 => self.max_mb[0],
+            4 => self.max_mb[1],
+            8 => self.max_mb[2],
+            _ => return None,
+        };
+        Some(mb * 1024.0 * 1024.0)
+    }
+
+    /// Seconds one all-reduce of `bytes` over `gpus` GPUs saves fused: [`NormFusion::saving_us`]
+    /// for a small message, falling linearly to 0 at the largest fused size, 0 beyond it.
+    pub fn saving_seconds(&self, gpus: u32, bytes: f64) -> f64 {
+        match self.max_bytes(gpus) {
+            Some(max) if max > 0.0 && bytes <= max => self.saving_us * 1e-6 * (1.0 - bytes.max(0.0) / max),
+            _ => 0.0,
+        }
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A link `interconnect=NAME` can select, as [`KNOWN_LINKS`] lists it (the fields of [`Link`]).
+#[derive(Clone, Copy, Debug)]
+pub struct KnownLink {
+    pub name: &'static str,
+    pub bandwidth_gbs: f64,
+    pub allreduce_latency_us: f64,
+    pub step_latency_us: f64,
+    pub mesh_links: u32,
+    pub quick_reduce: bool,
+    pub norm_fusion: Option<NormFusion>,
+}
+
+/// A switched link: every group gets the whole bandwidth, no QuickReduce, no fused norm.
+const fn switched(
+    name: &'static str,
+    bandwidth_gbs: f64,
+    allreduce_latency_us: f64,
+    step_latency_us: f64,
+) -> KnownLink {
+    KnownLink {
+        name,
+        bandwidth_gbs,
+        allreduce_latency_us,
+        step_latency_us,
+        mesh_links: 0,
+        quick_reduce: false,
+        norm_fusion: None,
+    }
+}
+
+/// An NVLink generation through NVSwitch, with the fused all-reduce and norm of the GPUs that
+/// carry it.
+const fn nvlink(name: &'static str, bandwidth_gbs: f64, fusion: NormFusion) -> KnownLink {
+    KnownLink { norm_fusion: Some(fusion), ..switched(name, bandwidth_gbs, 9.0, 0.0) }
+}
+
+/// Links that `interconnect=NAME` can select: GB/s one way, fixed µs per all-reduce, µs per
+/// ring step. Network step latencies are NCCL's small-message latency over RoCE or InfiniBand
+/// (a few µs of wire and NIC plus the proxy's hand-off), slower on TCP Ethernet.
+pub const KNOWN_LINKS: [KnownLink; 12] = [
+    switched("nvlink3", 300.0, 20.0, 0.0),
+    nvlink("nvlink4", 450.0, NormFusion::HOPPER),
+    nvlink("nvlink5", 900.0, NormFusion::BLACKWELL),
+    // MI300X's: 7 links of 64 GB/s each way, a full mesh that QuickReduce can run over.
+    KnownLink {
+        name: "infinity-fabric",
+        bandwidth_gbs: 448.0,
+        allreduce_latency_us: 9.0,
+        step_latency_us: 0.0,
+        mesh_links: 7,
+        quick_reduce: true,
+        norm_fusion: None,
+    },
+    switched("pcie4", 25.0, 30.0, 5.0),
+    switched("pcie5", 50.0, 25.0, 5.0),
+    switched("10gbe", 1.1, 30.0, 60.0),
+    switched("25gbe", 2.8, 30.0, 40.0),
+    switched("100gbe", 11.0, 20.0, 20.0),
+    switched("200gbe", 22.0, 20.0, 18.0),
+    switched("400gbe", 45.0, 20.0, 12.0),
+    switched("ib-ndr", 50.0, 15.0, 5.0),
+];
+
+impl Link {
+    /// A link from [`KNOWN_LINKS`], by case-insensitive name.
+    pub fn named(name: &str) -> Option<Link> {
+        let key = name.trim().to_ascii_lowercase();
+        KNOWN_LINKS.iter().find(|k| k.name == key).map(|k| Link {
+            name: k.name.to_string(),
+            bandwidth_gbs: k.bandwidth_gbs,
+            allreduce_latency_us: k.allreduce_latency_us,
+            step_latency_us: k.step_latency_us,
+            mesh_links: k.mesh_links,
+            quick_reduce: k.quick_reduce,
+            norm_fusion: k.norm_fusion,
+        })
+    }
+
+    /// The link as a group of `gpus` GPUs uses it: on a full mesh the group's links to each
+    /// other only, `gpus − 1` of [`Link::mesh_links`] (two MI300X reach each other over one
+    /// 64 GB/s link, not the 448 GB/s of all seven); unchanged on a switched fabric.
+    pub fn for_group(&self, gpus: u32) -> Link {
+        let used = gpus.saturating_sub(1).max(1);
+        if self.mesh_links == 0 || used >= self.mesh_links {
+            return self.clone();
+        }
+        Link { bandwidth_gbs: self.bandwidth_gbs * f64::from(used) / f64::from(self.mesh_links), ..self.clone() }
+    }
+
+    /// The names [`Link::named`] accepts, comma-separated.
+    pub fn known_names() -> String {
+        KNOWN_LINKS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+    }
+}

@@ -446,6 +446,10 @@ fn sim_step_prices_one_step_term_by_term() {
     assert!(r.is_ok(), "{r:?}");
     assert!(out.contains("(whole, over 4 GPUs: the busiest reads the most)"), "{out}");
     assert!(out.contains("72 exchanges between data-parallel ranks a step") && !out.contains("all-reduces"), "{out}");
+    // The fused all-reduce and norm is named where it runs (on Hopper it saves nothing).
+    let (r, out) = run(&["--tp", "8", "--batch", "64", "--option", "fuse-allreduce-rms=true"]);
+    assert!(r.is_ok(), "{r:?}");
+    assert!(out.contains("72 all-reduces (fused with their RMSNorm) a step"), "{out}");
     let (_, out) = run(&["--batch", "5", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((doc["tokens"].as_u64(), doc["graph_rows"].as_u64()), (Some(5), Some(8)), "{doc}");

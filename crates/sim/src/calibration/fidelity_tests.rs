@@ -325,8 +325,12 @@ fn assert_medians_within(name: &str, got: [f64; 3], bound: [f64; 3]) {
 /// vLLM runs it; the two all-to-alls priced before belong to data-parallel ranks only), the
 /// A100's two expert-parallel bursts lost a cost that had hidden part of that page's FP8 error:
 /// 35.2 %, 33.3 %, 59.1 %; its pair of TP4 bursts with and without expert parallelism now
-/// differs by 0.2 % in TTFT where it measured 6.6 % (24.9 % before). The bounds hold those with
-/// a little room.
+/// differs by 0.2 % in TTFT where it measured 6.6 % (24.9 % before). Since a block whose heading
+/// names ShareGPT gets that dataset's lengths behind its totals (`calibration::datasets`; the
+/// lab's 1,000-prompt ShareGPT bursts had been spread evenly): the A100's 41.3 %, 31.7 %, 36.5 %;
+/// GLM-4.6 18.1 %, 13.2 %, 10.7 %; GLM-4.5-Air 16.5 %, 12.9 %, 11.1 % (throughput closer, the
+/// chat bursts' first tokens, the known miss of the frontend, further off). The bounds hold those
+/// with a little room.
 #[test]
 fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let h100 = public_medians("gpustack-h100-qwen3-235b.txt", "h100-sxm", 8);
@@ -336,9 +340,9 @@ fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let r1 = public_medians_with("gpustack-h200-deepseek-r1.json", "h200", 4, &[("max-model-len", "32768")]);
     for (name, got, bound) in [
         ("H100 (in sample)", h100, [0.07, 0.08, 0.07]),
-        ("A100", a100, [0.36, 0.35, 0.62]),
-        ("GLM-4.6 on H200", glm, [0.11, 0.17, 0.23]),
-        ("GLM-4.5-Air on A100", air, [0.18, 0.15, 0.19]),
+        ("A100", a100, [0.43, 0.34, 0.39]),
+        ("GLM-4.6 on H200", glm, [0.20, 0.15, 0.13]),
+        ("GLM-4.5-Air on A100", air, [0.18, 0.15, 0.13]),
         ("DeepSeek-R1 on H200", r1, [0.34, 0.25, 0.39]),
     ] {
         assert_medians_within(name, got, bound);

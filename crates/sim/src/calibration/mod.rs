@@ -8,6 +8,7 @@
 //! [`select`] keeps the points of the fitted model when the inputs name models.
 //! [`fidelity`] holds the reference cases and the error statistics (MdAPE, P90).
 
+mod datasets;
 pub mod fidelity;
 mod optimize;
 pub mod points;

@@ -243,6 +243,7 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
             }
         })?;
         point.labels = labels;
+        super::datasets::shape_by_dataset(&mut point);
         out.push(point);
     }
     if out.is_empty() {

@@ -26,6 +26,9 @@
 //!    from a shell) is one heading. The command may be quoted inside another (`docker exec ... bash -c "vllm serve ..."`,
 //!    straight or typographic quotes); a placeholder model (`M`, `$MODEL`, `<model>`) sets no
 //!    model, and a placeholder size (`-tp X`) no size.
+//!    A benchmark command (`vllm bench serve`, `benchmark_serving.py`) that names its dataset
+//!    (`--dataset-name sharegpt`) gives `dataset=NAME`, which tells `sim validate` the shape of
+//!    the request lengths behind the report's totals.
 //! 4. A parallel layout across machines: `4 nodes (tp)`, `tp over 8 nodes`, `2 nodes (pp)`
 //!    (a count, `node`/`nodes`, and `tp` or `pp`, spelled out or not; case and brackets do
 //!    not matter): `tp-nodes=N` or `pp-nodes=N`, tensor (or pipeline) parallel over every GPU
@@ -295,6 +298,9 @@ pub fn classify(line: &str) -> Heading {
     if let Some(labels) = serve_command(line) {
         return Heading::Labels(labels);
     }
+    if let Some(dataset) = bench_dataset(line) {
+        return Heading::Labels(vec![("dataset".into(), vec![dataset])]);
+    }
     if let Some((key, nodes)) = nodes_layout(line) {
         return Heading::Labels(vec![(key.to_string(), vec![nodes.to_string()])]);
     }
@@ -428,6 +434,26 @@ fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
         }
     }
     Some(labels)
+}
+
+/// The dataset a benchmark command names (`vllm bench serve ... --dataset-name sharegpt`, or
+/// the older `benchmark_serving.py` script), lower-cased; `None` for other lines and for a
+/// command that leaves it to the default.
+fn bench_dataset(line: &str) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_matches(QUOTES)).collect();
+    let bench = words.windows(3).any(|w| w == ["vllm", "bench", "serve"])
+        || words.iter().any(|w| w.ends_with("benchmark_serving.py"));
+    if !bench {
+        return None;
+    }
+    words.iter().enumerate().find_map(|(i, w)| {
+        let value = match w.split_once('=') {
+            Some(("--dataset-name", v)) => Some(v),
+            _ if *w == "--dataset-name" => words.get(i + 1).copied(),
+            _ => None,
+        }?;
+        (!value.is_empty() && !value.starts_with('-')).then(|| value.to_ascii_lowercase())
+    })
 }
 
 /// Whether a `vllm serve` command's compilation config turns FlashInfer's fused all-reduce and

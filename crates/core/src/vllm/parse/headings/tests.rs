@@ -84,6 +84,14 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
         assert_eq!(classify(&format!("vllm serve {placeholder} -tp 2")), label("tp", &["2"]), "{placeholder}");
     }
     assert!(matches!(classify("vllm bench serve --model M --num-prompts 10"), Heading::Text(_)));
+    // A benchmark command says which dataset its requests came from.
+    for line in [
+        "vllm bench serve --backend vllm --model m --dataset-name sharegpt --dataset-path S.json",
+        "$ python3 benchmarks/benchmark_serving.py --dataset-name=ShareGPT --num-prompts 1000",
+    ] {
+        assert_eq!(classify(line), label("dataset", &["sharegpt"]), "{line}");
+    }
+    assert!(matches!(classify("run with --dataset-name sharegpt"), Heading::Text(_)));
 }
 
 #[test]

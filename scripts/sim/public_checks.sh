@@ -14,14 +14,14 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 SB=${SB:-$repo/target/release/servebench}
 dir=$repo/crates/sim/testdata/public
 extra=("$@")
-printf '%-40s %-24s %-24s %-24s %s\n' "file (median / P90 / bias)" "mean TTFT" "mean TPOT" "output tok/s" "all"
+printf '%-46s %-24s %-24s %-24s %s\n' "file (median / P90 / bias)" "mean TTFT" "mean TPOT" "output tok/s" "all"
 check() {
   local hw=$1 file=$2
   shift 2
   "$SB" sim validate --hardware "$hw" "$@" "${extra[@]}" --points "$dir/$file" 2>&1 |
     awk -v f="$file" '/^(mean TTFT|mean TPOT|output tok\/s|all) / { k = ($1 == "all") ? "all" : $1 " " $2; r[k] = $(NF-2) " / " $(NF-1) " / " $NF; n++ }
       function get(k) { return (k in r) ? r[k] : "-" }
-      END { if (n) printf "%-40s %-24s %-24s %-24s %s\n", f, get("mean TTFT"), get("mean TPOT"), get("output tok/s"), get("all"); else printf "%-40s (no summary: run sim validate on it)\n", f }'
+      END { if (n) printf "%-46s %-24s %-24s %-24s %s\n", f, get("mean TTFT"), get("mean TPOT"), get("output tok/s"), get("all"); else printf "%-46s (no summary: run sim validate on it)\n", f }'
 }
 sync=(--option async-scheduling=false)
 check h100-sxm gpustack-h100-qwen3-235b.txt "${sync[@]}"

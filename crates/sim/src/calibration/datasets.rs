@@ -1,6 +1,6 @@
 //! The shape of the request lengths behind a report that gives only totals, for the public
 //! datasets a report's heading may name (`dataset=sharegpt`, from a pasted `vllm bench serve
-//! --dataset-name sharegpt` line): ShareGPT's prompts and completions are mostly short with a
+//! --dataset-name sharegpt` line, or a result JSON's `--metadata dataset=sharegpt`): ShareGPT's prompts and completions are mostly short with a
 //! long tail, and a burst of them lasts as long as its longest completions, which totals spread
 //! evenly would never show.
 
@@ -86,5 +86,14 @@ mod tests {
         // Without the label, the totals are spread evenly as before.
         let plain = points_from_report(&REPORT.replacen("--dataset-name sharegpt", "", 1), "r.txt").unwrap().remove(0);
         assert_eq!(plain.workload.output, Lengths::Even { total: 197_144 });
+        // A result JSON without per-request lengths takes the label from its metadata.
+        let doc = serde_json::json!({
+            "model_id": "m", "completed": 1000, "total_input_tokens": 215312, "total_output_tokens": 197144,
+            "duration": 26.62, "request_throughput": 37.56, "output_throughput": 7404.72,
+            "mean_ttft_ms": 3449.17, "median_ttft_ms": 3229.56,
+            "dataset": "ShareGPT",
+        });
+        let json = crate::calibration::points::point_from_json(&doc, "r.json".into()).unwrap();
+        assert_eq!(json.workload.output, p.workload.output);
     }
 }

@@ -286,6 +286,9 @@ pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, St
         p.workload.input = Lengths::Each(i);
         p.workload.output = Lengths::Each(o);
     }
+    // Without per-request lengths, a `dataset` label (`--metadata dataset=sharegpt`) shapes the
+    // totals as a report's heading would.
+    super::datasets::shape_by_dataset(&mut p);
     if let Some(b) = value.get("burstiness").and_then(Value::as_f64).filter(|b| *b > 0.0) {
         p.workload.burstiness = b;
     }

@@ -9,7 +9,8 @@
 //!    `WARNING ...`), progress bars, the `Namespace(...)` line, the traffic lines
 //!    (`Traffic request rate: inf`, `Maximum request concurrency: 4`, ...), the failure
 //!    listing (`Error 3: ...`) and the other fixed progress messages.
-//! 2. `# Title` (any number of `#`): `section=Title`.
+//! 2. `# Title` (any number of `#`): `section=Title`; the `#` lines right below it go on
+//!    with the same comment and set nothing.
 //! 3. A `vllm serve MODEL ...` command line (after any prompt such as `$`): `model=MODEL` and
 //!    the parallel sizes its flags give, `tp`, `pp` and `dp` (`-tp 4`,
 //!    `--tensor-parallel-size=4`, `-pp`, `-dp` and their long forms), `ep=true` for
@@ -125,11 +126,20 @@ enum ScopeValue {
 
 /// The headings with shell continuations joined: a line that ends in `\` goes on in the next
 /// one (a pasted multi-line `vllm serve ... \` command is one heading), at the first line's
-/// number.
+/// number. A `#` comment line right below another one goes on with the same comment, which
+/// its first line titles (the section), and is dropped.
 fn join_continued(headings: &[(usize, &str)]) -> Vec<(usize, String)> {
     let mut out: Vec<(usize, String)> = Vec::with_capacity(headings.len());
     let mut open = false;
+    let is_comment = |text: &str| text.trim_start().starts_with('#');
+    let mut previous_comment: Option<usize> = None;
     for &(line, text) in headings {
+        let comment = is_comment(text);
+        let continues_comment = comment && previous_comment.is_some_and(|l| l + 1 == line);
+        previous_comment = comment.then_some(line);
+        if continues_comment && !open {
+            continue;
+        }
         let trimmed = text.trim_end();
         let (body, continues) = match trimmed.strip_suffix('\\') {
             Some(body) => (body.trim_end(), true),

@@ -313,3 +313,19 @@ fn a_layout_over_machines_and_parallel_sizes_replace_each_other() {
     assert_eq!(labels.blocks[2], pairs(&[("model", "org/b"), ("tp", "2")]));
     assert_eq!(labels.blocks[3], pairs(&[("model", "org/b"), ("tp", "4")]));
 }
+
+#[test]
+fn a_comment_over_several_lines_is_titled_by_its_first() {
+    let text = format!(
+        "# GPUStack's lab, one H100\n# ShareGPT, then random prompts\n\n# Second part\n{}\n# a title\n\n# another\n{}",
+        block(1),
+        block(2)
+    );
+    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    // The second line goes on with the first; after a blank line a `#` line titles anew.
+    assert_eq!(labels.blocks[0], pairs(&[("section", "Second part")]));
+    assert_eq!(labels.blocks[1], pairs(&[("section", "another")]));
+    let text = format!("# GPUStack's lab, one H100\n# ShareGPT, then random prompts\n{}", block(1));
+    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    assert_eq!(labels.blocks[0], pairs(&[("section", "GPUStack's lab, one H100")]));
+}

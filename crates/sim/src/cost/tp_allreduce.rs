@@ -23,8 +23,8 @@ impl TpAllReduce {
     pub fn seconds(&self, bytes: f64) -> f64 {
         let plain = self.quick.allreduce_seconds(self.gpus, bytes, &self.link);
         let Some(fusion) = self.fusion else { return plain };
-        let ranks = f64::from(self.gpus);
-        let wire = 2.0 * (ranks - 1.0) / ranks * bytes / self.link.bandwidth;
+        // The link's own time for the bytes: the same all-reduce without its latencies.
+        let wire = LinkCost { fixed_s: 0.0, step_s: 0.0, ..self.link }.allreduce_seconds(f64::from(self.gpus), bytes);
         (plain - fusion.saving_seconds(self.gpus, bytes)).max(wire)
     }
 }

@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// The labels of every block of a vLLM console report.
+fn labels_of(text: &str) -> BlockLabels {
+    block_labels(&super::super::parse_reports(text, super::super::ReportOrigin::Vllm))
+}
+
 fn label(key: &str, values: &[&str]) -> Heading {
     Heading::Labels(vec![(key.into(), values.iter().map(|v| v.to_string()).collect())])
 }
@@ -157,7 +162,7 @@ fn a_later_vllm_serve_line_does_not_inherit_an_earlier_one_s_flags() {
         block(1),
         block(2)
     );
-    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    let labels = labels_of(&text);
     assert_eq!(
         labels.blocks[0],
         pairs(&[("model", "org/m"), ("tp", "4"), ("ep", "true"), ("max-num-batched-tokens", "4096")])
@@ -171,7 +176,7 @@ fn a_serve_command_continued_over_lines_is_one_heading() {
         "vllm serve org/m --tensor-parallel-size 4 --kv-cache-dtype fp8 \\\n  --max-model-len 32768 --gpu-memory-utilization 0.85 \\\n  --enable-prefix-caching &\nvllm bench serve --model org/m \\\n  --max-concurrency 64\n{}",
         block(1)
     );
-    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    let labels = labels_of(&text);
     assert_eq!(
         labels.blocks[0],
         pairs(&[
@@ -288,7 +293,7 @@ fn each_parsed_block_gets_the_labels_of_the_headings_above_it() {
 #[test]
 fn a_list_longer_than_its_blocks_is_noted_at_its_heading_line() {
     let text = format!("\n# Sweep\nn: 1, 2, 4\n{}{}", block(1), block(2));
-    let got = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    let got = labels_of(&text);
     assert_eq!(got.blocks[1], pairs(&[("section", "Sweep"), ("n", "2")]));
     assert_eq!(got.notes.len(), 1);
     let note = got.notes[0].to_string();
@@ -307,7 +312,7 @@ fn a_layout_over_machines_and_parallel_sizes_replace_each_other() {
         block(3),
         block(4)
     );
-    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    let labels = labels_of(&text);
     assert_eq!(labels.blocks[0], pairs(&[("kv-cache-dtype", "fp8"), ("model", "org/a"), ("tp-nodes", "4")]));
     assert_eq!(labels.blocks[1], pairs(&[("kv-cache-dtype", "fp8"), ("model", "org/a"), ("tp-nodes", "8")]));
     assert_eq!(labels.blocks[2], pairs(&[("model", "org/b"), ("tp", "2")]));
@@ -321,11 +326,11 @@ fn a_comment_over_several_lines_is_titled_by_its_first() {
         block(1),
         block(2)
     );
-    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    let labels = labels_of(&text);
     // The second line goes on with the first; after a blank line a `#` line titles anew.
     assert_eq!(labels.blocks[0], pairs(&[("section", "Second part")]));
     assert_eq!(labels.blocks[1], pairs(&[("section", "another")]));
     let text = format!("# GPUStack's lab, one H100\n# ShareGPT, then random prompts\n{}", block(1));
-    let labels = block_labels(&super::super::parse_reports(&text, super::super::ReportOrigin::Vllm));
+    let labels = labels_of(&text);
     assert_eq!(labels.blocks[0], pairs(&[("section", "GPUStack's lab, one H100")]));
 }

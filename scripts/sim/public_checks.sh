@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every public report in crates/sim/testdata/public/ (GPUStack's performance lab, the NVIDIA
 # forum's four-Spark post), predicted with the shipped presets or a profile: per file, the median
-# error, P90 and bias of mean TTFT, mean TPOT and output throughput, then of all three together.
+# error, P90 and bias of mean TTFT, mean TPOT and output throughput, then of all three together,
+# and the share of those figures inside the prediction band `sim predict` prints with them.
 # Which files are in sample for which constant, and which are held out, is in that folder's
 # README.md; the options each file needs (the lab's runs had no async scheduling; some need a
 # memory utilization or a context length) are the ones it lists.
@@ -14,14 +15,16 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 SB=${SB:-$repo/target/release/servebench}
 dir=$repo/crates/sim/testdata/public
 extra=("$@")
-printf '%-46s %-24s %-24s %-24s %s\n' "file (median / P90 / bias)" "mean TTFT" "mean TPOT" "output tok/s" "all"
+printf '%-46s %-24s %-24s %-24s %-24s %s\n' "file (median / P90 / bias)" "mean TTFT" "mean TPOT" "output tok/s" "all" "in band (80 % meant)"
 check() {
   local hw=$1 file=$2
   shift 2
   "$SB" sim validate --hardware "$hw" "$@" "${extra[@]}" --points "$dir/$file" 2>&1 |
-    awk -v f="$file" '/^(mean TTFT|mean TPOT|output tok\/s|all) / { k = ($1 == "all") ? "all" : $1 " " $2; r[k] = $(NF-2) " / " $(NF-1) " / " $NF; n++ }
+    awk -v f="$file" '/^Inside the prediction band/ { band = 1 }
+      !band && /^(mean TTFT|mean TPOT|output tok\/s|all) / { k = ($1 == "all") ? "all" : $1 " " $2; r[k] = $(NF-2) " / " $(NF-1) " / " $NF; n++ }
+      band && /^all / { inside = $3 " of " $2 }
       function get(k) { return (k in r) ? r[k] : "-" }
-      END { if (n) printf "%-46s %-24s %-24s %-24s %s\n", f, get("mean TTFT"), get("mean TPOT"), get("output tok/s"), get("all"); else printf "%-46s (no summary: run sim validate on it)\n", f }'
+      END { if (n) printf "%-46s %-24s %-24s %-24s %-24s %s\n", f, get("mean TTFT"), get("mean TPOT"), get("output tok/s"), get("all"), inside; else printf "%-46s (no summary: run sim validate on it)\n", f }'
 }
 sync=(--option async-scheduling=false)
 check h100-sxm gpustack-h100-qwen3-235b.txt "${sync[@]}"

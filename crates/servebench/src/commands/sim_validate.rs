@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use servebench_sim::Presets;
+use servebench_sim::calibration::coverage;
 use servebench_sim::calibration::validate::{self, Defaults, Split, Validation};
 use servebench_sim::calibration::{
     Calibrator, FitMetric, FitParam, MeasuredPoint, Residual, SearchOptions, estimates_table, parse_param,
@@ -43,7 +44,9 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     }
     let (targets, unmapped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
     skipped.extend(unmapped);
-    for s in &skipped {
+    // With --json the skipped results are in the document (its "skipped"), which stays the
+    // whole of the output; without a document to hold them, they are printed as lines.
+    for s in skipped.iter().filter(|_| !args.json || targets.is_empty()) {
         writeln!(out, "Skipped {}: {}", s.label, s.reason)?;
     }
     if targets.is_empty() {
@@ -91,9 +94,9 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         v.regroup(&calibrator, &by);
     }
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&json(&v, &skipped, &split))?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&json(&calibrator, &v, &skipped, &split))?)?;
     } else {
-        print_text(out, &v, &split, &params, calibrator.targets().len(), took, args.points)?;
+        print_text(out, &calibrator, &v, &split, &params, took, args.points)?;
     }
     if let Some(limit) = args.fail_above {
         let worst = v.worst_median() * 100.0;
@@ -134,13 +137,14 @@ fn point_of_run(run: &servebench_store::StoredRun) -> Result<MeasuredPoint, Stri
 
 fn print_text(
     out: &mut dyn Write,
+    cal: &Calibrator,
     v: &Validation,
     split: &Split,
     params: &[FitParam],
-    points: usize,
     took: f64,
     show_points: bool,
 ) -> anyhow::Result<()> {
+    let points = cal.targets().len();
     let how = match split {
         Split::None => "predicted with the presets, nothing fitted".to_string(),
         Split::LeaveOut(keys) => format!("held out by {}: fitted on the other groups", keys.join(",")),
@@ -159,6 +163,9 @@ fn print_text(
     let title = if *split == Split::None { "Errors (presets, no fit):" } else { "Held-out errors:" };
     writeln!(out)?;
     write!(out, "{}", validate::errors_table(title, &validate::by_metric(&held)))?;
+    // The band `sim predict` prints with each of these predictions: does it hold what it says?
+    writeln!(out)?;
+    write!(out, "{}", coverage::table(&coverage::by_metric(cal, &held)))?;
     if !v.in_sample.is_empty() {
         let ins: Vec<&Residual> = v.in_sample.iter().collect();
         writeln!(out)?;
@@ -198,11 +205,13 @@ fn print_text(
     Ok(())
 }
 
-fn json(v: &Validation, skipped: &[validate::Skipped], split: &Split) -> serde_json::Value {
+fn json(cal: &Calibrator, v: &Validation, skipped: &[validate::Skipped], split: &Split) -> serde_json::Value {
     let residual = |r: &Residual, group: &str| {
+        let band = coverage::band_of(cal, r);
         serde_json::json!({
             "point": r.label, "labels": r.labels, "group": group, "metric": r.metric.key(),
             "measured": r.measured, "predicted": r.simulated, "error": r.error(),
+            "band": band, "band_side": band.map(|b| coverage::side(r.error(), b)),
         })
     };
     let held: Vec<&Residual> = v.held_out.iter().collect();
@@ -215,6 +224,10 @@ fn json(v: &Validation, skipped: &[validate::Skipped], split: &Split) -> serde_j
         "skipped": skipped,
         "held_out": table(validate::by_metric(&held)),
         "in_sample": table(validate::by_metric(&ins)),
+        "band_coverage": coverage::by_metric(cal, &held)
+            .into_iter()
+            .map(|(m, c)| (m, serde_json::to_value(c).unwrap_or_default()))
+            .collect::<serde_json::Map<_, _>>(),
         "by_group": v.by_group().into_iter().map(|(g, rows)| (g, table(rows))).collect::<serde_json::Map<_, _>>(),
         "fitted": v.full_fit.as_ref().map(|f| f.estimates.iter().map(|e| serde_json::json!({
             "constant": e.param.name(), "prior": e.prior, "value": e.value, "sigma_ln": e.sigma_ln,

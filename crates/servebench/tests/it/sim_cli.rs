@@ -299,7 +299,7 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     assert!(out.contains("broken.json: line 1: not valid JSON"), "{out}");
     assert!(out.contains("no-such-gpu") && out.contains("unknown hardware"), "{out}");
     for metric in ["mean TTFT (ms)", "mean TPOT (ms)", "output tok/s"] {
-        assert_eq!(out.matches(metric).count(), 3, "{metric} in the point table and the summary:\n{out}");
+        assert_eq!(out.matches(metric).count(), 4, "{metric} in the point table, the summary and the band's:\n{out}");
     }
     let (code, out) = run(&["--fail-above", "0.001"]);
     assert_eq!(code, std::process::ExitCode::from(1), "{out}");
@@ -316,8 +316,35 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     let (_, out) = run(&["--leave-out", "tp", "--fit", "t0-ms", "--max-evals", "4"]);
     assert!(out.contains("held out by tp") && out.contains("In-sample errors"), "{out}");
     assert!(out.contains("tp=4") && out.contains("tp=8") && out.contains("t0-ms"), "{out}");
+    // The band `sim predict` prints around each prediction: every point's side of it follows
+    // from its error and the H100 preset's band (the JSON stays one document though a file
+    // was skipped), and the summary counts those sides.
+    let (_, out) = run(&["--json"]);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(json["skipped"].as_array().map(Vec::len), Some(2), "{json}");
+    let preset = [("ttft", [-0.17, 0.08]), ("tpot", [-0.04, 0.09]), ("throughput", [-0.09, 0.05])];
+    let mut inside = 0;
+    for p in json["points"].as_array().unwrap() {
+        let [lo, hi] = preset.iter().find(|(k, _)| p["metric"] == *k).map(|(_, b)| *b).unwrap();
+        assert_eq!(p["band"], serde_json::json!([lo, hi]), "{p}");
+        let e = p["error"].as_f64().unwrap();
+        let side = if e > hi {
+            "below"
+        } else if e >= lo {
+            "inside"
+        } else {
+            "above"
+        };
+        assert_eq!(p["band_side"], side, "{p}");
+        inside += usize::from(side == "inside");
+    }
+    let all = &json["band_coverage"]["all"];
+    assert_eq!(all["n"], 6, "{json}");
+    assert_eq!(all["inside"], inside, "{json}");
+    assert_eq!(all["inside"].as_u64().unwrap() + all["below"].as_u64().unwrap() + all["above"].as_u64().unwrap(), 6);
     // One device: no summary by group unless asked for one.
     let (_, out) = run(&[]);
+    assert!(out.contains("Inside the prediction band (80 % expected"), "{out}");
     assert!(!out.contains("by group"), "{out}");
     let (_, out) = run(&["--by", "tp"]);
     assert!(out.contains("Errors by group") && out.contains("tp=4") && out.contains("tp=8"), "{out}");
@@ -378,6 +405,8 @@ fn sim_validate_of_a_saved_prediction_gives_it_back() {
     let all = &json["held_out"]["all"];
     assert_eq!(all["n"], 6, "{json}");
     assert!(all["p90"].as_f64().unwrap() < 0.02, "{json}");
+    // Given back, every figure lies inside the band printed with it.
+    assert_eq!(json["band_coverage"]["all"]["inside"], 6, "{json}");
 }
 
 /// `sim validate --runs` reads measured runs from the run store: report 000 imported, its eleven

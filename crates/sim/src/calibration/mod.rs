@@ -6,8 +6,10 @@
 //! minimise the mean of `|ln(simulated / measured)|` over mean TTFT, mean TPOT and output
 //! throughput.
 //! [`select`] keeps the points of the fitted model when the inputs name models.
-//! [`fidelity`] holds the reference cases and the error statistics (MdAPE, P90).
+//! [`fidelity`] holds the reference cases and the error statistics (MdAPE, P90); [`coverage`]
+//! counts the measurements inside the prediction bands.
 
+pub mod coverage;
 mod datasets;
 pub mod fidelity;
 mod optimize;

@@ -1,0 +1,161 @@
+//! Whether the prediction bands mean what they say: for each measured point, the band `sim
+//! predict` would print around its prediction (the device's calibration errors,
+//! [`crate::hardware::Uncertainty`]), and how many measurements fall inside it, below it or
+//! above it. A band that says 80 % and holds half the measurements of a held-out set is too
+//! narrow for that set.
+
+use serde::Serialize;
+
+use super::{Calibrator, FitMetric, Residual};
+
+/// The share of measurements a prediction band is meant to hold (its 10th to 90th percentile).
+pub const NOMINAL: f64 = 0.8;
+
+/// The band around a residual's prediction, as the range of relative errors
+/// (`predicted / measured - 1`) whose measurements it holds: `[lo, hi]` of the deployment's
+/// [`crate::hardware::Uncertainty`] for the metric. `None` for a metric without a band (the
+/// median TTFT: `sim predict` bands the mean).
+pub fn band_of(cal: &Calibrator, r: &Residual) -> Option<[f64; 2]> {
+    let u = cal.targets()[r.point].setup.uncertainty();
+    match r.metric {
+        FitMetric::MeanTtft => Some(u.ttft),
+        FitMetric::MeanTpot => Some(u.tpot),
+        FitMetric::OutputThroughput => Some(u.throughput),
+        FitMetric::MedianTtft => None,
+    }
+}
+
+/// Where a measurement lies against its prediction's band.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Inside,
+    /// Below the band: the prediction was too high for the band to reach it.
+    Below,
+    /// Above the band: the prediction was too low.
+    Above,
+}
+
+/// The side of the band `[lo, hi]` (relative errors) a prediction with relative error `error`
+/// puts its measurement on. A failed simulation (error -1) is below any band.
+pub fn side(error: f64, [lo, hi]: [f64; 2]) -> Side {
+    if error > hi {
+        Side::Below
+    } else if error >= lo {
+        Side::Inside
+    } else {
+        Side::Above
+    }
+}
+
+/// Counts of measurements inside, below and above their bands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    pub n: usize,
+    pub inside: usize,
+    pub below: usize,
+    pub above: usize,
+}
+
+impl Coverage {
+    /// Counts `sides`.
+    pub fn of(sides: impl IntoIterator<Item = Side>) -> Coverage {
+        let mut c = Coverage::default();
+        for s in sides {
+            c.n += 1;
+            match s {
+                Side::Inside => c.inside += 1,
+                Side::Below => c.below += 1,
+                Side::Above => c.above += 1,
+            }
+        }
+        c
+    }
+
+    /// The share inside, 0 when there is nothing to count.
+    pub fn share(&self) -> f64 {
+        if self.n == 0 { 0.0 } else { self.inside as f64 / self.n as f64 }
+    }
+}
+
+/// Coverage per banded metric measured ([`FitMetric::ALL`]) and over all of them (the row
+/// "all"), for `residuals` of `cal`'s targets.
+pub fn by_metric(cal: &Calibrator, residuals: &[&Residual]) -> Vec<(String, Coverage)> {
+    let sides = |keep: &dyn Fn(FitMetric) -> bool| {
+        Coverage::of(
+            residuals
+                .iter()
+                .filter(|r| keep(r.metric))
+                .filter_map(|r| band_of(cal, r).map(|band| side(r.error(), band))),
+        )
+    };
+    let mut rows: Vec<(String, Coverage)> =
+        FitMetric::ALL.iter().map(|&m| (m.name().to_string(), sides(&|x| x == m))).filter(|(_, c)| c.n > 0).collect();
+    rows.push(("all".into(), sides(&|x| FitMetric::ALL.contains(&x))));
+    rows
+}
+
+/// A plain-text table of coverage: one row per metric.
+pub fn table(rows: &[(String, Coverage)]) -> String {
+    let mut out = format!(
+        "Inside the prediction band ({:.0} % expected; below: predicted too high, above: too low):\n{:<16} {:>5} {:>9} {:>6} {:>6}\n",
+        NOMINAL * 100.0,
+        "metric",
+        "n",
+        "inside",
+        "below",
+        "above"
+    );
+    for (metric, c) in rows {
+        out.push_str(&format!("{metric:<16} {:>5} {:>8.0}% {:>6} {:>6}\n", c.n, c.share() * 100.0, c.below, c.above));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_measurement_is_inside_its_band_up_to_the_edges() {
+        let band = [-0.2, 0.1];
+        assert_eq!(side(0.0, band), Side::Inside);
+        assert_eq!(side(0.1, band), Side::Inside);
+        assert_eq!(side(-0.2, band), Side::Inside);
+        assert_eq!(side(0.15, band), Side::Below, "predicted 15 % high: the measurement is below the band");
+        assert_eq!(side(-0.3, band), Side::Above);
+        assert_eq!(side(-1.0, band), Side::Above, "a failed simulation predicts nothing");
+    }
+
+    #[test]
+    fn coverage_counts_each_side_and_prints_a_row_per_metric() {
+        let c = Coverage::of([Side::Inside, Side::Inside, Side::Inside, Side::Below, Side::Above]);
+        assert_eq!(c, Coverage { n: 5, inside: 3, below: 1, above: 1 });
+        assert!((c.share() - 0.6).abs() < 1e-12);
+        assert_eq!(Coverage::default().share(), 0.0);
+        let t = table(&[("mean TTFT (ms)".into(), c)]);
+        let row = t.lines().nth(2).unwrap();
+        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["mean", "TTFT", "(ms)", "5", "60%", "1", "1"], "{t}");
+        assert!(t.starts_with("Inside the prediction band (80 % expected"), "{t}");
+    }
+
+    proptest! {
+        /// The band `[p / (1 + hi), p / (1 + lo)]` printed around a prediction `p` holds a
+        /// measurement exactly when the prediction's relative error is within `[lo, hi]`.
+        #[test]
+        fn inside_means_within_the_printed_band(
+            measured in 0.01f64..1e5, ratio in 0.2f64..5.0, lo in -0.9f64..0.0, width in 0.0f64..1.5,
+        ) {
+            let hi = lo + width;
+            let predicted = measured * ratio;
+            let u = crate::hardware::Uncertainty { ttft: [lo, hi], ..Default::default() };
+            let (low, high) = u.band("ttft", predicted).unwrap();
+            // Away from the edges, where rounding could go either way.
+            let e = ratio - 1.0;
+            prop_assume!((e - lo).abs() > 1e-9 && (e - hi).abs() > 1e-9);
+            let printed_holds = low <= measured && measured <= high;
+            prop_assert_eq!(side(e, [lo, hi]) == Side::Inside, printed_holds);
+        }
+    }
+}

@@ -184,8 +184,13 @@ fn print_text(
             .filter(|m| groups.iter().any(|(_, rows)| rows.iter().any(|(name, _)| name == m.name())))
             .collect();
         let heads: Vec<&str> = columns.iter().map(|m| m.short_name()).collect();
-        writeln!(out, "\n{whose} by group (median / P90 / bias of {}):", heads.join(", "))?;
-        for (g, rows) in groups {
+        writeln!(out, "\n{whose} by group (median / P90 / bias of {}; share in band):", heads.join(", "))?;
+        let inside: Vec<f64> = v
+            .groups()
+            .iter()
+            .map(|(_, rs)| coverage::by_metric(cal, rs).last().map_or(0.0, |(_, c)| c.share()))
+            .collect();
+        for ((g, rows), inside) in groups.into_iter().zip(inside) {
             let cells: Vec<String> = columns
                 .iter()
                 .map(|m| {
@@ -195,7 +200,7 @@ fn print_text(
                     format!(" {cell:>16}")
                 })
                 .collect();
-            writeln!(out, "  {g:<28}{}", cells.concat())?;
+            writeln!(out, "  {g:<28}{} {:>6.0}%", cells.concat(), inside * 100.0)?;
         }
     }
     if let Some(full) = &v.full_fit {
@@ -224,15 +229,22 @@ fn json(cal: &Calibrator, v: &Validation, skipped: &[validate::Skipped], split: 
         "skipped": skipped,
         "held_out": table(validate::by_metric(&held)),
         "in_sample": table(validate::by_metric(&ins)),
-        "band_coverage": coverage::by_metric(cal, &held)
-            .into_iter()
-            .map(|(m, c)| (m, serde_json::to_value(c).unwrap_or_default()))
-            .collect::<serde_json::Map<_, _>>(),
+        "band_coverage": coverage_json(coverage::by_metric(cal, &held)),
         "by_group": v.by_group().into_iter().map(|(g, rows)| (g, table(rows))).collect::<serde_json::Map<_, _>>(),
+        "band_coverage_by_group": v
+            .groups()
+            .into_iter()
+            .map(|(g, rs)| (g, coverage_json(coverage::by_metric(cal, &rs))))
+            .collect::<serde_json::Map<_, _>>(),
         "fitted": v.full_fit.as_ref().map(|f| f.estimates.iter().map(|e| serde_json::json!({
             "constant": e.param.name(), "prior": e.prior, "value": e.value, "sigma_ln": e.sigma_ln,
             "determined": e.determined,
         })).collect::<Vec<_>>()),
         "points": v.held_out.iter().zip(&v.groups).map(|(r, g)| residual(r, g)).collect::<Vec<_>>(),
     })
+}
+
+/// Band coverage per metric as a JSON object.
+fn coverage_json(rows: Vec<(String, coverage::Coverage)>) -> serde_json::Value {
+    rows.into_iter().map(|(m, c)| (m, serde_json::to_value(c).unwrap_or_default())).collect()
 }

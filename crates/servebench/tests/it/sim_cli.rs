@@ -348,6 +348,15 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     assert!(!out.contains("by group"), "{out}");
     let (_, out) = run(&["--by", "tp"]);
     assert!(out.contains("Errors by group") && out.contains("tp=4") && out.contains("tp=8"), "{out}");
+    // Each group's row ends with the share of its figures inside their bands, as the JSON has it.
+    let (_, json) = run(&["--by", "tp", "--json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    for tp in ["tp=4", "tp=8"] {
+        let c = &json["band_coverage_by_group"][tp]["all"];
+        let share = c["inside"].as_f64().unwrap() / c["n"].as_f64().unwrap() * 100.0;
+        let row = out.lines().find(|l| l.trim_start().starts_with(tp)).unwrap();
+        assert_eq!(row.split_whitespace().last(), Some(format!("{share:.0}%").as_str()), "{row}\n{json}");
+    }
     // Results of several devices are summarised by device without asking.
     let mixed = dir.path().join("mixed.json");
     let mut two = rows.as_array().unwrap()[..2].to_vec();

@@ -300,19 +300,23 @@ pub fn by_metric(residuals: &[&Residual]) -> Vec<(String, Errors)> {
 }
 
 impl Validation {
-    /// Held-out errors per group and metric.
-    pub fn by_group(&self) -> Vec<(String, Vec<(String, Errors)>)> {
+    /// The held-out residuals of each group, the groups in order.
+    pub fn groups(&self) -> Vec<(String, Vec<&Residual>)> {
         let mut names: Vec<&String> = self.groups.iter().collect();
         names.sort();
         names.dedup();
         names
             .into_iter()
             .map(|g| {
-                let rs: Vec<&Residual> =
-                    self.held_out.iter().zip(&self.groups).filter(|(_, name)| *name == g).map(|(r, _)| r).collect();
-                (g.clone(), by_metric(&rs))
+                let rs = self.held_out.iter().zip(&self.groups).filter(|(_, name)| *name == g).map(|(r, _)| r);
+                (g.clone(), rs.collect())
             })
             .collect()
+    }
+
+    /// Held-out errors per group and metric.
+    pub fn by_group(&self) -> Vec<(String, Vec<(String, Errors)>)> {
+        self.groups().into_iter().map(|(g, rs)| (g, by_metric(&rs))).collect()
     }
 
     /// Groups the held-out residuals by the values of label `keys` instead of the split's

@@ -195,7 +195,7 @@ impl Uncertainty {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         for (name, [lo, hi]) in [("ttft", self.ttft), ("tpot", self.tpot), ("throughput", self.throughput)] {
             if !(lo.is_finite() && hi.is_finite() && lo > -1.0 && lo <= hi) {
                 return Err(format!("uncertainty.{name} must be [low, high] with -1 < low <= high, got [{lo}, {hi}]"));

@@ -27,6 +27,11 @@ pub struct StackProfile {
     /// What the constants were calibrated on, e.g. `h100-sxm/vllm-0.11`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The band of predictions made with these constants: the held-out errors of the fit that
+    /// wrote them (`sim fit`). Unset, predictions take their device's (its preset's
+    /// `[uncertainty]`, which describes the preset's own constants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty: Option<crate::hardware::Uncertainty>,
     /// Fraction of datasheet memory bandwidth that streaming reads (weights, KV cache) reach.
     pub eta_bw: f64,
     /// Fraction of a format's peak that a large dense matrix product reaches (its ceiling).
@@ -210,6 +215,7 @@ impl Default for StackProfile {
     fn default() -> Self {
         Self {
             name: None,
+            uncertainty: None,
             eta_bw: 0.93,
             gemm_eff: PrecisionTable { bf16: 0.75, fp8: 0.65, fp4: 0.5, weight_only: 0.5 },
             moe_eff: PrecisionTable { bf16: 0.165, fp8: 0.114, fp4: 0.35, weight_only: 0.167 },
@@ -401,6 +407,9 @@ impl StackProfile {
         }
         if !(self.jitter_sigma.is_finite() && (0.0..=1.0).contains(&self.jitter_sigma)) {
             return Err(format!("jitter_sigma must be in [0, 1], got {}", self.jitter_sigma));
+        }
+        if let Some(u) = &self.uncertainty {
+            u.validate()?;
         }
         Ok(())
     }

@@ -196,11 +196,13 @@ impl SimSetup {
         Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, notes })
     }
 
-    /// The prediction band of this deployment: the device's, saying so when the deployment's
-    /// tensor-parallel size is outside those its errors were measured at, and widened for a
-    /// model other than those they were measured on.
+    /// The prediction band of this deployment: its fitted profile's when that carries one, else
+    /// the device's; saying so when the deployment's tensor-parallel size is outside those its
+    /// errors were measured at, and widened for a model other than those they were measured on.
     pub fn uncertainty(&self) -> crate::hardware::Uncertainty {
-        let mut band = self.hardware.uncertainty.for_tp(self.options.tp).for_model(&self.model.id);
+        // A fitted profile's own band describes its constants; the device's, the preset's.
+        let own = self.stack.uncertainty.as_ref().unwrap_or(&self.hardware.uncertainty);
+        let mut band = own.for_tp(self.options.tp).for_model(&self.model.id);
         let dequantizes =
             self.model.precision.dequantizes_mxfp4_experts(self.model.moe.is_some(), &self.hardware.peak_tflops);
         if dequantizes && self.options.mxfp4_backend != self.hardware.mxfp4_backend {

@@ -97,7 +97,48 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let result = calibrator.fit(&all, &params, None, search);
     let took = clock.elapsed();
 
+    out.line(format!(
+        "Loss (mean |ln(simulated/measured)|): {:.4} -> {:.4} after {} simulations of the set in {:.1} s.",
+        result.loss_start,
+        result.loss,
+        result.evaluations,
+        took.as_secs_f64()
+    ))?;
+    out.line("Constants (prior -> fitted, x/÷ one σ):")?;
+    out.out(&calibration::estimates_table(&result.estimates))?;
+    let in_sample = calibrator.residuals(&all, &result.values);
+    out.out(&calibration::residual_table(&in_sample))?;
+    let ins: Vec<&calibration::Residual> = in_sample.iter().collect();
+    out.out(&validate::errors_table("In-sample errors:", &validate::by_metric(&ins)))?;
+    // The profile's own prediction band: its held-out errors. A band the starting profile
+    // carried described other constants and is dropped.
     let mut profile = result.profile.clone();
+    profile.uncertainty = None;
+    if !args.no_holdout && all.len() >= 2 {
+        let split = if all.len() <= 10 { validate::Split::Folds(all.len()) } else { validate::Split::Folds(5) };
+        let what = if all.len() <= 10 { "leave one out" } else { "5 folds" };
+        let v = validate::validate(&calibrator, &split, &params, search);
+        let held: Vec<&calibration::Residual> = v.held_out.iter().collect();
+        out.out(&validate::errors_table(
+            &format!("Held-out errors ({what}: each run predicted by a fit without it):"),
+            &validate::by_metric(&held),
+        ))?;
+        profile.uncertainty = band_of_fit(&calibrator, &held, what);
+        match &profile.uncertainty {
+            Some(u) => out.line(format!(
+                "Prediction band written with the profile (10th to 90th percentile of the held-out errors): \
+                 TTFT {}, TPOT {}, output throughput {}.",
+                percent_range(u.ttft),
+                percent_range(u.tpot),
+                percent_range(u.throughput)
+            ))?,
+            None => out.line(format!(
+                "No prediction band written: fewer than {} held-out errors a metric; predictions with the \
+                 profile show the device's.",
+                calibration::coverage::MIN_POINTS
+            ))?,
+        }
+    }
     profile.jitter_sigma = setup.stack.jitter_sigma;
     profile.name = Some(format!("{model}@{}", d.hardware));
     let header = format!(
@@ -112,30 +153,6 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     );
     std::fs::write(&args.out, header + &profile.to_toml())
         .with_context(|| format!("could not write the profile to {}", args.out))?;
-
-    out.line(format!(
-        "Loss (mean |ln(simulated/measured)|): {:.4} -> {:.4} after {} simulations of the set in {:.1} s.",
-        result.loss_start,
-        result.loss,
-        result.evaluations,
-        took.as_secs_f64()
-    ))?;
-    out.line("Constants (prior -> fitted, x/÷ one σ):")?;
-    out.out(&calibration::estimates_table(&result.estimates))?;
-    let in_sample = calibrator.residuals(&all, &result.values);
-    out.out(&calibration::residual_table(&in_sample))?;
-    let ins: Vec<&calibration::Residual> = in_sample.iter().collect();
-    out.out(&validate::errors_table("In-sample errors:", &validate::by_metric(&ins)))?;
-    if !args.no_holdout && all.len() >= 2 {
-        let split = if all.len() <= 10 { validate::Split::Folds(all.len()) } else { validate::Split::Folds(5) };
-        let what = if all.len() <= 10 { "leave one out" } else { "5 folds" };
-        let v = validate::validate(&calibrator, &split, &params, search);
-        let held: Vec<&calibration::Residual> = v.held_out.iter().collect();
-        out.out(&validate::errors_table(
-            &format!("Held-out errors ({what}: each run predicted by a fit without it):"),
-            &validate::by_metric(&held),
-        ))?;
-    }
     out.line(format!("Wrote the profile to {}", args.out))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -162,4 +179,34 @@ fn model_the_runs_name(points: &[calibration::MeasuredPoint], all_points: bool) 
             many.join(", ")
         ),
     }
+}
+
+/// The band a fit's held-out errors give, for the deployments they were measured on (their
+/// models and tensor-parallel sizes); `None` with too few errors.
+fn band_of_fit(cal: &Calibrator, held: &[&calibration::Residual], how: &str) -> Option<servebench_sim::Uncertainty> {
+    let [ttft, tpot, throughput] = calibration::coverage::band_from(held)?;
+    let mut models: Vec<String> = cal.targets().iter().map(|t| t.setup.model.id.clone()).collect();
+    models.sort();
+    models.dedup();
+    let mut tp: Vec<u32> = cal.targets().iter().map(|t| t.setup.options.tp).collect();
+    tp.sort_unstable();
+    tp.dedup();
+    let hardware = &cal.targets()[0].setup.hardware.name;
+    Some(servebench_sim::Uncertainty {
+        source: format!(
+            "held-out errors of `sim fit` ({how}) on {} run(s) of {} on {hardware}",
+            cal.targets().len(),
+            models.join(", ")
+        ),
+        ttft,
+        tpot,
+        throughput,
+        tp,
+        models,
+    })
+}
+
+/// `[lo, hi]` relative errors as "-12 % to +8 %".
+fn percent_range([lo, hi]: [f64; 2]) -> String {
+    format!("{:+.0} % to {:+.0} %", lo * 100.0, hi * 100.0)
 }

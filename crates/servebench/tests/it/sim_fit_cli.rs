@@ -22,6 +22,14 @@ fn block(out: &str) -> String {
     out[start..end].to_string()
 }
 
+/// `sim fit` of Qwen3-0.6B on an L40S to `report`, writing `profile`, with `extra` flags.
+fn fit_small(profile: &Path, report: &Path, extra: &[&str]) -> String {
+    let mut argv = vec!["sim", "fit", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s"];
+    argv.extend_from_slice(extra);
+    argv.extend(["--out", profile.to_str().unwrap(), report.to_str().unwrap()]);
+    ok(&argv)
+}
+
 #[test]
 fn sim_fit_writes_a_profile_that_predict_accepts() {
     let dir = tempfile::tempdir().unwrap();
@@ -32,21 +40,7 @@ fn sim_fit_writes_a_profile_that_predict_accepts() {
     let report_path = dir.path().join("measured.txt");
     std::fs::write(&report_path, report).unwrap();
     let profile = dir.path().join("fitted.toml");
-    let out = ok(&[
-        "sim",
-        "fit",
-        "--model",
-        "Qwen/Qwen3-0.6B",
-        "--hardware",
-        "l40s",
-        "--fit",
-        "alpha-api-ms,t0-ms",
-        "--max-evals",
-        "60",
-        "--out",
-        profile.to_str().unwrap(),
-        report_path.to_str().unwrap(),
-    ]);
+    let out = fit_small(&profile, &report_path, &["--fit", "alpha-api-ms,t0-ms", "--max-evals", "60"]);
     assert!(out.contains("measured.txt #2") && out.contains("mean TPOT (ms)"), "{out}");
     assert!(out.contains("Wrote the profile to"), "{out}");
     let text = std::fs::read_to_string(&profile).unwrap();
@@ -91,19 +85,7 @@ fn sim_fit_writes_a_profile_that_predict_accepts() {
     // Result JSON files are read too.
     let json_dir = dir.path().to_str().unwrap();
     ok(&predict_args("40", "4", &["--save-result", "--result-dir", json_dir, "--result-filename", "m.json"]));
-    let out = ok(&[
-        "sim",
-        "fit",
-        "--model",
-        "Qwen/Qwen3-0.6B",
-        "--hardware",
-        "l40s",
-        "--max-evals",
-        "12",
-        "--out",
-        profile.to_str().unwrap(),
-        dir.path().join("m.json").to_str().unwrap(),
-    ]);
+    let out = fit_small(&profile, &dir.path().join("m.json"), &["--max-evals", "12"]);
     assert!(out.contains("m.json") && out.contains("Fitting alpha-api-ms, gemm-eff.bf16"), "{out}");
 }
 
@@ -258,4 +240,56 @@ fn sim_fit_takes_results_that_name_the_model_by_an_alias() {
     ]);
     assert!(out.contains("to 1 measured run(s) of nvidia/Llama-3.3-70B-Instruct-NVFP4 on dgx-spark"), "{out}");
     assert!(out.contains("tp-nodes=4"), "{out}");
+}
+
+/// A fit on five runs writes its held-out errors into the profile as its prediction band, and
+/// `sim predict` with that profile prints that band, not the device's: here the fit moves only
+/// the API delay while the "measurements" had a slower step, so every held-out TPOT is short
+/// and the TPOT band reaches only upwards.
+#[test]
+fn sim_fit_writes_its_held_out_band_and_predict_prints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let truth = ["--option", "alpha-api-ms=90", "--option", "t0-ms=6"];
+    let measure = |prompts: &str, conc: &str| block(&ok(&predict_args(prompts, conc, &truth)));
+    let loads = [("8", "1"), ("16", "2"), ("16", "4"), ("24", "6"), ("32", "8")];
+    let runs: Vec<(String, String)> = loads.iter().map(|(n, c)| (format!("# {c} at a time"), measure(n, c))).collect();
+    let runs: Vec<(&str, String)> = runs.iter().map(|(h, b)| (h.as_str(), b.clone())).collect();
+    let report_path = dir.path().join("measured.txt");
+    std::fs::write(&report_path, report_of(&runs)).unwrap();
+    let profile = dir.path().join("fitted.toml");
+    let out = fit_small(&profile, &report_path, &["--fit", "alpha-api-ms", "--max-evals", "10"]);
+    assert!(out.contains("Prediction band written with the profile"), "{out}");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    let mut back = servebench_sim::StackProfile::default();
+    back.apply_file(&profile).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let band = back.uncertainty.clone().unwrap_or_else(|| panic!("no band in\n{text}"));
+    assert!(band.source.contains("held-out errors of `sim fit` (leave one out) on 5 run(s)"), "{text}");
+    assert_eq!(band.models, ["Qwen/Qwen3-0.6B"]);
+    assert_eq!(band.tp, [1]);
+    assert!(band.tpot[0] < -0.05 && band.tpot[1] == 0.0, "TPOT always short: {:?}", band.tpot);
+    for [lo, hi] in [band.ttft, band.tpot, band.throughput] {
+        assert!(lo <= 0.0 && 0.0 <= hi, "{text}");
+    }
+
+    // `sim predict --profile` prints the profile's band (in process: the command line's vLLM
+    // check refuses `--profile`, vLLM's torch-profiler flag).
+    let args = predict_args("16", "4", &["--profile", profile.to_str().unwrap()]);
+    let cli = Cli::try_parse_from(std::iter::once("servebench").chain(args.iter().copied())).unwrap();
+    let Command::Sim(SimCommand::Predict(args)) = cli.command else { panic!("not sim predict") };
+    let sink = Sink::memory();
+    tokio::runtime::Runtime::new().unwrap().block_on(commands::sim_predict::run(*args, &sink)).unwrap();
+    let printed = sink.text();
+    assert!(printed.contains("held-out errors of `sim fit` (leave one out)"), "{printed}");
+    let tpot = value(&printed, "Mean TPOT (ms):");
+    let row = printed.lines().find(|l| l.trim_start().starts_with("Mean TPOT (ms)") && l.contains('[')).unwrap();
+    let high: f64 = row.rsplit(".. ").next().unwrap().trim_end_matches(']').trim().parse().unwrap();
+    assert!((high / (tpot / (1.0 + band.tpot[0])) - 1.0).abs() < 1e-3, "{row} against {:?}", band.tpot);
+
+    // Without held-out runs there is no band to write, and one carried by the starting
+    // profile is not kept: it described other constants.
+    let again = dir.path().join("again.toml");
+    let start = ["--fit", "alpha-api-ms", "--max-evals", "6", "--no-holdout", "--profile", profile.to_str().unwrap()];
+    fit_small(&again, &report_path, &start);
+    let text = std::fs::read_to_string(&again).unwrap();
+    assert!(!text.contains("uncertainty"), "{text}");
 }

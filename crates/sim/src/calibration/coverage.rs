@@ -1,15 +1,42 @@
-//! Whether the prediction bands mean what they say: for each measured point, the band `sim
-//! predict` would print around its prediction (the device's calibration errors,
-//! [`crate::hardware::Uncertainty`]), and how many measurements fall inside it, below it or
+//! Prediction bands from held-out errors, and whether they mean what they say: the band a set
+//! of held-out errors gives ([`band_from`], what `sim fit` writes into a profile), and for
+//! each measured point the band `sim predict` would print around its prediction
+//! ([`crate::hardware::Uncertainty`]) with how many measurements fall inside it, below it or
 //! above it. A band that says 80 % and holds half the measurements of a held-out set is too
 //! narrow for that set.
 
 use serde::Serialize;
 
+use super::fidelity::percentile;
 use super::{Calibrator, FitMetric, Residual};
 
 /// The share of measurements a prediction band is meant to hold (its 10th to 90th percentile).
 pub const NOMINAL: f64 = 0.8;
+
+/// The fewest held-out errors of a metric a band is taken from: with fewer, the 10th and 90th
+/// percentiles are little more than the extremes of a handful.
+pub const MIN_POINTS: usize = 5;
+
+/// The band held-out errors give, as `[lo, hi]` relative errors for the mean TTFT, the mean
+/// TPOT and the output throughput ([`FitMetric::ALL`]'s order): the 10th and 90th percentiles
+/// of each metric's errors, widened to hold 0 (a prediction lies inside its own band) and kept
+/// above -1 (a failed simulation's error). `None` when a metric has fewer than [`MIN_POINTS`].
+pub fn band_from(residuals: &[&Residual]) -> Option<[[f64; 2]; 3]> {
+    let mut bands = [[0.0; 2]; 3];
+    for (band, metric) in bands.iter_mut().zip(FitMetric::ALL) {
+        let mut errors: Vec<f64> = residuals.iter().filter(|r| r.metric == metric).map(|r| r.error()).collect();
+        if errors.len() < MIN_POINTS {
+            return None;
+        }
+        errors.sort_by(f64::total_cmp);
+        // The percent of measurements left out on each side: 10 for an 80 % band.
+        let tail = (1.0 - NOMINAL) / 2.0 * 100.0;
+        let lo = percentile(&errors, tail).clamp(-0.99, 0.0);
+        let hi = percentile(&errors, 100.0 - tail).max(0.0);
+        *band = [lo, hi];
+    }
+    Some(bands)
+}
 
 /// The band around a residual's prediction, as the range of relative errors
 /// (`predicted / measured - 1`) whose measurements it holds: `[lo, hi]` of the deployment's
@@ -138,6 +165,40 @@ mod tests {
         let row = t.lines().nth(2).unwrap();
         assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["mean", "TTFT", "(ms)", "5", "60%", "1", "1"], "{t}");
         assert!(t.starts_with("Inside the prediction band (80 % expected"), "{t}");
+    }
+
+    fn residual(metric: FitMetric, error: f64) -> Residual {
+        Residual {
+            point: 0,
+            label: String::new(),
+            labels: String::new(),
+            metric,
+            measured: 100.0,
+            simulated: 100.0 * (1.0 + error),
+        }
+    }
+
+    #[test]
+    fn held_out_errors_give_their_10th_to_90th_percentile_holding_zero() {
+        let errors = [-0.2, -0.1, 0.0, 0.05, 0.1, 0.3];
+        let mut rs: Vec<Residual> = errors.iter().map(|&e| residual(FitMetric::MeanTtft, e)).collect();
+        // TPOT all too slow, throughput all too fast: the band still holds the prediction.
+        rs.extend(errors.iter().map(|&e| residual(FitMetric::MeanTpot, e.abs() + 0.1)));
+        rs.extend(errors.iter().map(|&e| residual(FitMetric::OutputThroughput, -e.abs() - 0.1)));
+        let refs: Vec<&Residual> = rs.iter().collect();
+        let [ttft, tpot, throughput] = band_from(&refs).unwrap();
+        // Six sorted errors: the 10th percentile lies half-way from the first to the second.
+        assert!((ttft[0] + 0.15).abs() < 1e-9 && (ttft[1] - 0.2).abs() < 1e-9, "{ttft:?}");
+        assert_eq!(tpot[0], 0.0, "{tpot:?}");
+        assert!(tpot[1] > 0.3, "{tpot:?}");
+        assert_eq!(throughput[1], 0.0, "{throughput:?}");
+        // A median TTFT counts for nothing; a metric with fewer than five errors gives no band.
+        let few: Vec<&Residual> = refs.iter().copied().filter(|r| r.metric != FitMetric::MeanTpot).collect();
+        assert_eq!(band_from(&few), None);
+        let mut four = rs.clone();
+        four.retain(|r| r.metric != FitMetric::MeanTtft || r.error() > -0.05);
+        let four: Vec<&Residual> = four.iter().collect();
+        assert_eq!(band_from(&four), None, "four TTFT errors are too few");
     }
 
     proptest! {

@@ -149,11 +149,14 @@ pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
     out
 }
 
-/// The 10th and 90th percentile relative errors a predicted run's device carries for `metric`
-/// (`ttft`, `tpot`, `throughput`), from the simulated setup kept with the run; `None` for a
-/// measured run.
+/// The 10th and 90th percentile relative errors of a predicted run's band for `metric`
+/// (`ttft`, `tpot`, `throughput`): the band printed with it, kept with the run (its device's
+/// for runs kept before that was); `None` for a measured run.
 fn prediction_errors(run: &StoredRun, metric: &str) -> Option<[f64; 2]> {
-    let band = run.environment.as_ref()?.pointer(&format!("/simulated/hardware/uncertainty/{metric}"))?;
+    let env = run.environment.as_ref()?;
+    let band = env
+        .pointer(&format!("/prediction_band/{metric}"))
+        .or_else(|| env.pointer(&format!("/simulated/hardware/uncertainty/{metric}")))?;
     let pair = band.as_array()?;
     let (lo, hi) = (pair.first()?.as_f64()?, pair.get(1)?.as_f64()?);
     (lo > -1.0 && hi >= lo).then_some([lo, hi])

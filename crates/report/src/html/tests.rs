@@ -249,6 +249,17 @@ fn predicted_points_carry_their_band_and_measured_ones_none() {
     let v = first.summary.output_throughput.unwrap();
     let text = format!("predicted range {:.2} to {:.2} tok/s", v / 1.25, v / 0.9);
     assert!(chart.contains(&text), "{text} not in {chart}");
+    // A run kept with the band it was printed with (a fitted profile's, or one widened for
+    // another model) is charted with that band, not its device's.
+    for r in runs.iter_mut().take(6) {
+        let env = r.environment.as_mut().unwrap();
+        env["prediction_band"] = serde_json::json!({"throughput": [-0.3, 0.5]});
+    }
+    let html = render(&runs, &options()).unwrap();
+    let chart = &html[html.find("id=\"chart-output\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    let text = format!("predicted range {:.2} to {:.2} tok/s", v / 1.5, v / 0.7);
+    assert!(chart.contains(&text), "{text} not in {chart}");
 }
 
 #[test]

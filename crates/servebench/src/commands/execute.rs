@@ -236,8 +236,13 @@ async fn predict(
         result.duration_s,
         took.as_secs_f64() * 1e3
     ))?;
-    let env = serde_json::to_value(setup.as_ref()).ok().map(|s| serde_json::json!({ "simulated": s }));
-    finish_and_keep(result, env, Some(&setup.uncertainty()), keep, &resolved.store, out)
+    // The band as printed (the profile's or the device's, widened for another model) beside the
+    // setup, for the report's charts.
+    let band = setup.uncertainty();
+    let env = serde_json::to_value(setup.as_ref())
+        .ok()
+        .map(|s| serde_json::json!({ "simulated": s, "prediction_band": band }));
+    finish_and_keep(result, env, Some(&band), keep, &resolved.store, out)
 }
 
 /// A step of vLLM's `--profile`.

@@ -273,7 +273,10 @@ fn sim_fit_writes_its_held_out_band_and_predict_prints_it() {
 
     // `sim predict --profile` prints the profile's band (in process: the command line's vLLM
     // check refuses `--profile`, vLLM's torch-profiler flag).
-    let args = predict_args("16", "4", &["--profile", profile.to_str().unwrap()]);
+    // (Kept in a run store, where the report's charts read the band from.)
+    let db = dir.path().join("runs.db");
+    let mut args = predict_args("16", "4", &["--profile", profile.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    args.retain(|a| *a != "--no-store");
     let cli = Cli::try_parse_from(std::iter::once("servebench").chain(args.iter().copied())).unwrap();
     let Command::Sim(SimCommand::Predict(args)) = cli.command else { panic!("not sim predict") };
     let sink = Sink::memory();
@@ -284,6 +287,10 @@ fn sim_fit_writes_its_held_out_band_and_predict_prints_it() {
     let row = printed.lines().find(|l| l.trim_start().starts_with("Mean TPOT (ms)") && l.contains('[')).unwrap();
     let high: f64 = row.rsplit(".. ").next().unwrap().trim_end_matches(']').trim().parse().unwrap();
     assert!((high / (tpot / (1.0 + band.tpot[0])) - 1.0).abs() < 1e-3, "{row} against {:?}", band.tpot);
+    let store = servebench_store::Store::open(&db).unwrap();
+    let kept = store.get_without_records(&servebench_store::RunRef::Id(1)).unwrap();
+    let env = kept.environment.unwrap();
+    assert_eq!(env["prediction_band"]["tpot"], serde_json::json!(band.tpot), "{env}");
 
     // Without held-out runs there is no band to write, and one carried by the starting
     // profile is not kept: it described other constants.

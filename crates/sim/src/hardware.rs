@@ -146,14 +146,20 @@ impl Default for Uncertainty {
 }
 
 impl Uncertainty {
+    /// The 10th and 90th percentile relative errors for a metric (`ttft`, `tpot` or
+    /// `throughput`); `None` for another.
+    pub fn errors(&self, metric: &str) -> Option<[f64; 2]> {
+        match metric {
+            "ttft" => Some(self.ttft),
+            "tpot" => Some(self.tpot),
+            "throughput" => Some(self.throughput),
+            _ => None,
+        }
+    }
+
     /// The band around a prediction `value` for a metric (`ttft`, `tpot` or `throughput`).
     pub fn band(&self, metric: &str, value: f64) -> Option<(f64, f64)> {
-        let [lo, hi] = match metric {
-            "ttft" => self.ttft,
-            "tpot" => self.tpot,
-            "throughput" => self.throughput,
-            _ => return None,
-        };
+        let [lo, hi] = self.errors(metric)?;
         Some((value / (1.0 + hi), value / (1.0 + lo)))
     }
 

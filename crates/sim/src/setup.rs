@@ -197,8 +197,8 @@ impl SimSetup {
     }
 
     /// The prediction band of this deployment: its fitted profile's when that carries one, else
-    /// the device's; saying so when the deployment's tensor-parallel size is outside those its
-    /// errors were measured at, and widened for a model other than those they were measured on.
+    /// the device's; widened, saying so, for a tensor-parallel size or a model other than those
+    /// its errors were measured at.
     pub fn uncertainty(&self) -> crate::hardware::Uncertainty {
         // A fitted profile's own band describes its constants; the device's, the preset's.
         let own = self.stack.uncertainty.as_ref().unwrap_or(&self.hardware.uncertainty);

@@ -175,22 +175,26 @@ fn print_text(
             validate::errors_table("In-sample errors (one fit on every run):", &validate::by_metric(&ins))
         )?;
     }
-    let groups = v.by_group();
+    // One pass over the groups: each one's errors per metric and its share in band (the
+    // coverage's last row, "all").
+    let groups: Vec<_> = v
+        .groups()
+        .into_iter()
+        .map(|(g, rs)| {
+            let inside = coverage::by_metric(cal, &rs).last().map_or(0.0, |(_, c)| c.share());
+            (g, validate::by_metric(&rs), inside)
+        })
+        .collect();
     if groups.len() > 1 {
         let whose = if *split == Split::None { "Errors" } else { "Held-out errors" };
         // A column for each metric some group measured, in the summary's order.
         let columns: Vec<FitMetric> = FitMetric::REPORTED
             .into_iter()
-            .filter(|m| groups.iter().any(|(_, rows)| rows.iter().any(|(name, _)| name == m.name())))
+            .filter(|m| groups.iter().any(|(_, rows, _)| rows.iter().any(|(name, _)| name == m.name())))
             .collect();
         let heads: Vec<&str> = columns.iter().map(|m| m.short_name()).collect();
         writeln!(out, "\n{whose} by group (median / P90 / bias of {}; share in band):", heads.join(", "))?;
-        let inside: Vec<f64> = v
-            .groups()
-            .iter()
-            .map(|(_, rs)| coverage::by_metric(cal, rs).last().map_or(0.0, |(_, c)| c.share()))
-            .collect();
-        for ((g, rows), inside) in groups.into_iter().zip(inside) {
+        for (g, rows, inside) in groups {
             let cells: Vec<String> = columns
                 .iter()
                 .map(|m| {

@@ -43,13 +43,7 @@ pub fn band_from(residuals: &[&Residual]) -> Option<[[f64; 2]; 3]> {
 /// [`crate::hardware::Uncertainty`] for the metric. `None` for a metric without a band (the
 /// median TTFT: `sim predict` bands the mean).
 pub fn band_of(cal: &Calibrator, r: &Residual) -> Option<[f64; 2]> {
-    let u = cal.targets()[r.point].setup.uncertainty();
-    match r.metric {
-        FitMetric::MeanTtft => Some(u.ttft),
-        FitMetric::MeanTpot => Some(u.tpot),
-        FitMetric::OutputThroughput => Some(u.throughput),
-        FitMetric::MedianTtft => None,
-    }
+    cal.targets()[r.point].setup.uncertainty().errors(r.metric.key())
 }
 
 /// Where a measurement lies against its prediction's band.
@@ -108,17 +102,13 @@ impl Coverage {
 /// Coverage per banded metric measured ([`FitMetric::ALL`]) and over all of them (the row
 /// "all"), for `residuals` of `cal`'s targets.
 pub fn by_metric(cal: &Calibrator, residuals: &[&Residual]) -> Vec<(String, Coverage)> {
-    let sides = |keep: &dyn Fn(FitMetric) -> bool| {
-        Coverage::of(
-            residuals
-                .iter()
-                .filter(|r| keep(r.metric))
-                .filter_map(|r| band_of(cal, r).map(|band| side(r.error(), band))),
-        )
-    };
+    // Each residual's side, once (only the banded metrics have one).
+    let sides: Vec<(FitMetric, Side)> =
+        residuals.iter().filter_map(|r| band_of(cal, r).map(|band| (r.metric, side(r.error(), band)))).collect();
+    let count = |m: FitMetric| Coverage::of(sides.iter().filter(|(x, _)| *x == m).map(|&(_, s)| s));
     let mut rows: Vec<(String, Coverage)> =
-        FitMetric::ALL.iter().map(|&m| (m.name().to_string(), sides(&|x| x == m))).filter(|(_, c)| c.n > 0).collect();
-    rows.push(("all".into(), sides(&|x| FitMetric::ALL.contains(&x))));
+        FitMetric::ALL.iter().map(|&m| (m.name().to_string(), count(m))).filter(|(_, c)| c.n > 0).collect();
+    rows.push(("all".into(), Coverage::of(sides.iter().map(|&(_, s)| s))));
     rows
 }
 

@@ -123,6 +123,7 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         mla,
         extra_params_b: 0.0,
         attention_sinks: model_type == "gpt_oss",
+        harmony_chat: model_type == "gpt_oss",
     })
 }
 
@@ -313,6 +314,7 @@ mod tests {
         assert_eq!(oss.attention_precision(), Precision::Bf16);
         assert_eq!(oss.sliding, Some(SlidingWindow { window: 128, layers: 12 }));
         assert!(oss.attention_sinks && !glm.attention_sinks);
+        assert!(oss.harmony_chat && !glm.harmony_chat);
 
         let scout = ModelShape::from_hf_config(&fixture("llama-4-scout-nvfp4.json")).unwrap();
         let moe = scout.moe.as_ref().unwrap();
@@ -412,6 +414,7 @@ mod tests {
             assert_eq!(from_config.precision, preset.precision, "{file}");
             assert_eq!(from_config.attention_precision(), preset.attention_precision(), "{file}");
             assert_eq!(from_config.attention_sinks, preset.attention_sinks, "{file}");
+            assert_eq!(from_config.harmony_chat, preset.harmony_chat, "{file}");
         }
         // DeepSeek-R1 has DeepSeek-V3's config apart from the name.
         let mut v3 = ModelShape::from_hf_config(&fixture("deepseek-v3.json")).unwrap();

@@ -55,6 +55,10 @@ pub struct ModelShape {
     /// some do (see `StackProfile::attn_eff_sinks`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attention_sinks: bool,
+    /// Chat prompts in OpenAI's harmony format (gpt-oss), which vLLM renders to token ids with
+    /// the harmony library rather than a Jinja template (see the engine's `frontend`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub harmony_chat: bool,
 }
 
 /// Mixture-of-experts FFN layers.
@@ -361,6 +365,7 @@ mod tests {
             mla: None,
             extra_params_b: 0.0,
             attention_sinks: false,
+            harmony_chat: false,
         }
     }
 

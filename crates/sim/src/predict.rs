@@ -167,6 +167,7 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
             max_tokens: first.max_tokens,
             ignore_eos: p.ignore_eos,
             arrived_ns: engine.now_ns(),
+            chat: plan.api == Api::Chat,
         };
         sent += usize::from(engine.add(req).is_ok());
     }
@@ -199,6 +200,13 @@ pub(crate) fn predict_prepared(
             "{warmups} warm-up request(s) identical to request 0 ran before the clock started \
              (their prefix stays cached)"
         ));
+    }
+    if plan.api == Api::Chat && !sim.model.harmony_chat {
+        notes.push(
+            "chat requests: the frontend renders the chat template of every request of a burst before it \
+             tokenizes any (vLLM's API server), so a burst reaches the scheduler together"
+                .to_string(),
+        );
     }
     let (max_active, think_s) = match &config.workload {
         WorkloadSpec::Sharegpt { multi_turn: Some(m), .. } => (m.max_active_conversations.max(1), m.think_time_s),

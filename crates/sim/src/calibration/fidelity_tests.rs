@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::fidelity::*;
-use super::{SearchOptions, residual_table};
+use super::{FitMetric, SearchOptions, residual_table};
+use servebench_core::metrics::median;
 
 const CASES: [(&str, &str); 4] = [
     ("000", "000-dense-models.txt"),
@@ -329,8 +330,13 @@ fn assert_medians_within(name: &str, got: [f64; 3], bound: [f64; 3]) {
 /// names ShareGPT gets that dataset's lengths behind its totals (`calibration::datasets`; the
 /// lab's 1,000-prompt ShareGPT bursts had been spread evenly): the A100's 41.3 %, 31.7 %, 36.5 %;
 /// GLM-4.6 18.1 %, 13.2 %, 10.7 %; GLM-4.5-Air 16.5 %, 12.9 %, 11.1 % (throughput closer, the
-/// chat bursts' first tokens, the known miss of the frontend, further off). The bounds hold those
-/// with a little room.
+/// chat bursts' first tokens, the known miss of the frontend, further off). Since a burst of chat
+/// requests reaches the scheduler once the frontend has rendered every one of them
+/// (`engine::frontend`; all of the lab's runs went through the chat endpoint): in sample 7.2 %,
+/// 5.8 %, 5.3 % (the ceilings were fitted with the one-at-a-time frontend; the bursts' P90s fell
+/// from 50.5 %, 60.9 %, 25.0 % to 21.7 %, 100.2 %, 20.9 %); the A100's 28.3 %, 31.7 %, 30.1 %;
+/// GLM-4.6 18.0 %, 13.2 %, 9.2 %; GLM-4.5-Air 16.8 %, 12.9 %, 6.1 %; DeepSeek-R1 24.1 %, 21.4 %,
+/// 30.0 %. The bounds hold those with a little room.
 #[test]
 fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let h100 = public_medians("gpustack-h100-qwen3-235b.txt", "h100-sxm", 8);
@@ -339,14 +345,65 @@ fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let air = public_medians("gpustack-a100-glm-4.5-air.txt", "a100-80g", 5);
     let r1 = public_medians_with("gpustack-h200-deepseek-r1.json", "h200", 4, &[("max-model-len", "32768")]);
     for (name, got, bound) in [
-        ("H100 (in sample)", h100, [0.07, 0.08, 0.07]),
-        ("A100", a100, [0.43, 0.34, 0.39]),
-        ("GLM-4.6 on H200", glm, [0.20, 0.15, 0.13]),
-        ("GLM-4.5-Air on A100", air, [0.18, 0.15, 0.13]),
-        ("DeepSeek-R1 on H200", r1, [0.34, 0.25, 0.39]),
+        ("H100 (in sample)", h100, [0.08, 0.08, 0.07]),
+        ("A100", a100, [0.31, 0.34, 0.33]),
+        ("GLM-4.6 on H200", glm, [0.20, 0.15, 0.11]),
+        ("GLM-4.5-Air on A100", air, [0.18, 0.15, 0.08]),
+        ("DeepSeek-R1 on H200", r1, [0.27, 0.25, 0.33]),
     ] {
         assert_medians_within(name, got, bound);
     }
+}
+
+/// GPUStack's lab sent 1,000 prompts at once (ShareGPT's, and 128 tokens with 4 out) through
+/// the chat endpoint on every page: 22 such bursts of models whose chat template is Jinja (984
+/// of the H100 Qwen3-235B page's 1,000 succeeded; the gpt-oss pages render harmony and are
+/// left out). With the frontend taking one request
+/// at a time their mean TTFT came out short at the median by 47.6 % (P90 64.7 %) and their
+/// output throughput high by 33.2 % (P90 80.5 %); with a burst handed on once the frontend has
+/// rendered all of it (`engine::frontend`, the same 5 ms a request): TTFT 25.7 % (P90 43.5 %,
+/// still short: -24.2 % at the median), throughput 10.8 % (P90 44.9 %), TPOT 25.5 % -> 23.1 %.
+#[test]
+fn the_lab_s_chat_bursts_reach_their_first_tokens_once_the_frontend_has_rendered_them() {
+    use super::validate::Defaults;
+    let sync = ("async-scheduling", "false");
+    let mem = ("gpu-memory-utilization", "0.95");
+    type Check<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+    let files: [Check; 9] = [
+        ("gpustack-h100-qwen3-235b.txt", "h100-sxm", &[sync]),
+        ("gpustack-h100-qwen3-14b.txt", "h100-pcie", &[sync]),
+        ("gpustack-h100-qwen3-32b.txt", "h100-pcie", &[sync, mem]),
+        ("gpustack-h200-glm-4.6.txt", "h200", &[sync]),
+        ("gpustack-h200-deepseek-r1.json", "h200", &[sync, ("max-model-len", "32768")]),
+        ("gpustack-a100-qwen3-235b.txt", "a100-80g", &[sync]),
+        ("gpustack-a100-glm-4.5-air.txt", "a100-80g", &[sync]),
+        ("gpustack-a100-qwen3-14b.txt", "a100-80g", &[sync]),
+        ("gpustack-a100-qwen3-32b.txt", "a100-80g", &[sync, mem]),
+    ];
+    let (mut ttft, mut throughput) = (Vec::new(), Vec::new());
+    for (file, hardware, options) in files {
+        let points: Vec<_> = super::read_points(&testdata().join("public").join(file))
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.workload.num_prompts >= 900)
+            .collect();
+        assert!(points.iter().all(|p| p.workload.chat), "{file}: every block went through the chat endpoint");
+        let options = options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let defaults = Defaults { hardware: Some(hardware.into()), options, ..Defaults::default() };
+        let n = points.len();
+        for r in predicted_by_the_presets(points, &defaults, n).held_out {
+            match r.metric {
+                FitMetric::MeanTtft => ttft.push(r.error()),
+                FitMetric::OutputThroughput => throughput.push(r.error()),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!((ttft.len(), throughput.len()), (22, 22));
+    let median_abs = |v: &[f64]| median(&v.iter().map(|e| e.abs()).collect::<Vec<_>>());
+    let (t, q) = (median_abs(&ttft), median_abs(&throughput));
+    assert!(t <= 0.28 && q <= 0.12, "median errors: TTFT {:.1} %, throughput {:.1} %", t * 100.0, q * 100.0);
+    assert!(median(&ttft) > -0.27, "TTFT bias {:.1} %", median(&ttft) * 100.0);
 }
 
 /// GPUStack's dense Qwen3-14B and Qwen3-32B pages ran on one H100 PCIe: their decode steps

@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use servebench_core::config::Metric;
+use servebench_core::config::{Api, Backend, Metric};
 use servebench_core::metrics::Summary;
 use servebench_core::vllm::{
     ReportOrigin, block_labels, is_json, metadata_from_vllm_json, parse_reports, read_documents, summary_from_vllm_json,
@@ -101,6 +101,10 @@ pub struct PointWorkload {
     pub seed: u64,
     /// Whether the bench sent its warm-up copy of request 0 first (vLLM always does).
     pub warmup: bool,
+    /// Whether the requests went through the chat endpoint (a `backend` label or a result
+    /// JSON's `backend`: `openai-chat`, `vllm-chat`); the frontend takes a burst of them in
+    /// differently (see the engine's `frontend`).
+    pub chat: bool,
 }
 
 /// The metrics a fit matches.
@@ -207,9 +211,17 @@ impl MeasuredPoint {
                 burstiness: 1.0,
                 seed: 0,
                 warmup: true,
+                chat: false,
             },
             measured,
         })
+    }
+
+    /// Reads the endpoint from a `backend` label (`backend: openai-chat` above a report's
+    /// blocks, a table row's or a result JSON's `backend`).
+    pub fn read_backend(&mut self) {
+        let named = self.labels.iter().rev().find(|(k, _)| k == "backend").map(|(_, v)| v.as_str());
+        self.workload.chat = named.and_then(Backend::from_name).is_some_and(|b| b.api() == Api::Chat);
     }
 
     /// The measured value of `m`.
@@ -243,6 +255,7 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
             }
         })?;
         point.labels = labels;
+        point.read_backend();
         super::datasets::shape_by_dataset(&mut point);
         out.push(point);
     }
@@ -262,6 +275,10 @@ pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, St
     let summary = summary_from_vllm_json(value).map_err(|e| e.to_string())?;
     let mut p = MeasuredPoint::from_summary(label, Vec::new(), &summary)?;
     p.labels = json_labels(value);
+    if let Some(b) = value.get("backend").and_then(Value::as_str) {
+        p.labels.push(("backend".into(), b.to_string()));
+    }
+    p.read_backend();
     let config = value.pointer("/servebench/config");
     if let Some(n) = value.get("num_prompts").and_then(Value::as_u64) {
         p.workload.num_prompts = usize::try_from(n).unwrap_or(usize::MAX).max(1);
@@ -457,6 +474,23 @@ P99 ITL (ms):                            101.28
         let err = read_points(&path).unwrap_err().to_string();
         assert!(err.contains("runs.jsonl") && err.contains("not valid JSON"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_endpoint_is_read_from_a_backend_heading_or_a_result_json() {
+        let chat = |p: &MeasuredPoint| p.workload.chat;
+        let report = |heading: &str| points_from_report(&format!("{heading}\n{REPORT}"), "r.txt").unwrap();
+        assert!(chat(&report("backend: openai-chat")[0]));
+        assert!(chat(&report("backend: vllm-chat")[0]));
+        assert!(!chat(&report("backend: vllm")[0]) && !chat(&report("")[0]));
+        // A result JSON's own `backend` (vLLM writes it); unknown spellings are completions.
+        let mut v = doc("Qwen/Qwen3-8B", 100.0);
+        let json_chat = |v: &serde_json::Value| point_from_json(v, "r.json".into()).unwrap().workload.chat;
+        assert!(!json_chat(&v));
+        v["backend"] = "openai-chat".into();
+        assert!(json_chat(&v));
+        v["backend"] = "tgi".into();
+        assert!(!json_chat(&v));
     }
 
     /// A result document of `model` with metadata `gpu`.

@@ -84,7 +84,7 @@ impl PreparedPoint {
             turns_ignore_eos: true,
         };
         let plan = Plan {
-            api: Api::Completions,
+            api: if w.chat { Api::Chat } else { Api::Completions },
             requests,
             conversations: Vec::new(),
             token_counting: TokenCounting::Estimate,

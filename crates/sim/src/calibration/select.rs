@@ -111,6 +111,7 @@ mod tests {
                 burstiness: 1.0,
                 seed: 0,
                 warmup: true,
+                chat: false,
             },
             measured: Vec::new(),
         }

@@ -94,7 +94,7 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
         })
         .unwrap_or_default();
     add_suite_flags(&mut labels);
-    Ok(MeasuredPoint {
+    let mut point = MeasuredPoint {
         label,
         headings: Vec::new(),
         labels,
@@ -107,9 +107,12 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
             burstiness: 1.0,
             seed: 0,
             warmup: true,
+            chat: false,
         },
         measured,
-    })
+    };
+    point.read_backend();
+    Ok(point)
 }
 
 /// Serving flags of InferenceX's vLLM launch scripts (`benchmarks/gptoss_fp4_HW*.sh` in

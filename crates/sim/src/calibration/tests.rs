@@ -33,6 +33,7 @@ fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> MeasuredPoint
             burstiness: 1.0,
             seed: 0,
             warmup: true,
+            chat: false,
         },
         measured: Vec::new(),
     }
@@ -294,4 +295,26 @@ fn a_dashboard_series_label_names_its_device_and_a_series_of_another_engine_is_s
     assert!(reasons[0].contains("series of sglang on h100") && reasons[0].contains("vLLM"), "{reasons:?}");
     assert!(reasons[1].contains("unknown hardware \"h100-nvl\""), "{reasons:?}");
     assert!(reasons[2].contains("series of dynamo-trt on b200"), "{reasons:?}");
+}
+
+#[test]
+fn a_burst_through_the_chat_endpoint_reaches_its_first_tokens_after_all_are_rendered() {
+    // With the frontend's work per request (1 ms here), 200 chat prompts at once are rendered
+    // before any is tokenized, so even the first waits 200 ms; through the completions
+    // endpoint, or for gpt-oss's harmony chat, the first is on its way after 1 ms.
+    let presets = Presets::embedded().unwrap();
+    let opts: Vec<(String, String)> =
+        [("jitter", "0"), ("api-ms-per-request", "1")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let first_ttft = |model: &str, chat: bool| {
+        let s = SimSetup::resolve_with(&presets, model, "h100-sxm", &opts, None).unwrap();
+        let mut p = point(200, 64, 4, None);
+        p.workload.chat = chat;
+        p.workload.warmup = false;
+        let run = PreparedPoint::new(&p.workload, 1).unwrap().run(&s);
+        let ttfts = run.records.iter().filter_map(|r| r.chunks_us.first()).map(|&us| f64::from(us) * 1e-3);
+        ttfts.fold(f64::INFINITY, f64::min)
+    };
+    let (chat, completions) = (first_ttft("Qwen/Qwen3-8B", true), first_ttft("Qwen/Qwen3-8B", false));
+    assert!(chat >= 200.0 && completions < 50.0, "chat {chat} ms, completions {completions} ms");
+    assert!(first_ttft("openai/gpt-oss-20b", true) < 50.0);
 }

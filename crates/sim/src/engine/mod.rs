@@ -12,6 +12,7 @@
 //! can; a real-time server sleeps until each step's end before delivering its tokens, and calls
 //! [`Engine::cancel`] for clients that went away.
 
+mod frontend;
 mod kv;
 mod request;
 mod scheduler;
@@ -26,6 +27,7 @@ use crate::cost::{BatchStats, CostModel, StepCost};
 use crate::options::EosModel;
 use crate::rng::{SimRng, mix64};
 use crate::setup::{KvLayout, SimSetup};
+use frontend::Frontend;
 use kv::BlockPool;
 use request::{Phase, Req};
 
@@ -47,6 +49,10 @@ pub struct EngineConfig {
     pub api_ns_per_request: u64,
     /// The frontend's serial work per streamed token, ns.
     pub api_ns_per_output_token: f64,
+    /// The model's chat prompts are rendered by a Jinja template, which vLLM's API server runs
+    /// for a whole burst of chat requests before it tokenizes any (`frontend`); false for
+    /// gpt-oss, whose harmony format it renders to token ids at once.
+    pub chat_template: bool,
     pub eos: EosModel,
     /// σ of the lognormal factor on each step's duration.
     pub jitter_sigma: f64,
@@ -70,6 +76,7 @@ impl EngineConfig {
             api_ns_per_token: s.stack.api_us_per_token * 1e3,
             api_ns_per_request: (s.stack.api_ms_per_request * 1e6).round() as u64,
             api_ns_per_output_token: s.stack.api_us_per_output_token * 1e3,
+            chat_template: !s.model.harmony_chat,
             eos: s.options.eos,
             jitter_sigma: s.stack.jitter_sigma,
             async_scheduling: s.options.async_scheduling,
@@ -148,7 +155,7 @@ struct Flight {
 /// let setup = SimSetup::resolve_with(&presets, "Qwen/Qwen3-0.6B", "h100-sxm", &[], None)?;
 /// let mut engine = Engine::new(&setup, 42);
 /// let prompt = PromptTokens::Synthetic { len: 100, shared_prefix: None };
-/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos: true, arrived_ns: 0 })?;
+/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos: true, arrived_ns: 0, chat: false })?;
 /// let mut tokens = Vec::new();
 /// while let Some(wake) = engine.next_wakeup_ns() {
 ///     engine.advance_to(wake);
@@ -171,10 +178,8 @@ pub struct Engine {
     reqs: Vec<Option<Req>>,
     free_slots: Vec<u32>,
     next_generation: u32,
-    /// When the frontend finishes tokenising the prompts it has received, ns.
-    frontend_free_ns: u64,
-    /// The last step's streamed tokens, queued for the frontend at the step's end: (end, work), ns.
-    frontend_backlog: Option<(u64, u64)>,
+    /// The API server's queue: when requests reach the scheduler.
+    frontend: Frontend,
     /// The last step's (start, end), ns.
     last_step: (u64, u64),
     pending: VecDeque<u32>,
@@ -209,8 +214,7 @@ impl Engine {
             reqs: Vec::new(),
             free_slots: Vec::new(),
             next_generation: 0,
-            frontend_free_ns: 0,
-            frontend_backlog: None,
+            frontend: Frontend::default(),
             last_step: (0, 0),
             pending: VecDeque::new(),
             waiting: VecDeque::new(),
@@ -238,7 +242,8 @@ impl Engine {
     }
 
     /// Submits a request. It becomes visible to the scheduler `api_delay` after the frontend has
-    /// tokenised it, in arrival order.
+    /// taken it in: one at a time, or a burst of chat requests together once all are rendered
+    /// (see `frontend`).
     pub fn add(&mut self, req: NewRequest) -> Result<RequestId, Rejection> {
         let len = req.prompt.len();
         if len == 0 {
@@ -262,14 +267,17 @@ impl Engine {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let salt = mix64(self.seed ^ mix64(u64::from(generation)));
-        // The frontend handles one request at a time (vLLM's API server is one Python process
-        // and hands tokenising to a one-thread executor), so requests that arrive together queue,
-        // behind the tokens of the steps that ended before they arrived.
-        self.frontend_catch_up(req.arrived_ns);
-        let work = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64 + self.cfg.api_ns_per_request;
-        let tokenised = req.arrived_ns.max(self.frontend_free_ns).saturating_add(work);
-        self.frontend_free_ns = tokenised;
-        let ready = tokenised.saturating_add(self.cfg.api_delay_ns);
+        // The frontend's one queue: requests that arrive together wait for each other, behind
+        // the tokens of the steps that ended before they arrived.
+        self.make_visible_at(req.arrived_ns);
+        let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
+        let rendered = req.chat && self.cfg.chat_template;
+        let ready = if rendered {
+            u64::MAX
+        } else {
+            let handed_on = self.frontend.take_in(req.arrived_ns, tokenize + self.cfg.api_ns_per_request);
+            handed_on.saturating_add(self.cfg.api_delay_ns)
+        };
         let state = Req::new(&req, generation, ready, stop_at, salt, self.cfg.kv.block_size);
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -281,10 +289,35 @@ impl Engine {
                 (self.reqs.len() - 1) as u32
             }
         };
-        // Keep pending ordered by visibility time (arrivals usually come in order).
+        if rendered {
+            let closed = self.frontend.render(slot, req.arrived_ns, self.cfg.api_ns_per_request, tokenize);
+            self.hand_on(closed);
+        } else {
+            self.queue_pending(slot);
+        }
+        Ok(RequestId { slot, generation })
+    }
+
+    /// Hands on a burst the frontend has rendered by `t_ns`, if any (see [`Frontend::render`]).
+    fn make_visible_at(&mut self, t_ns: u64) {
+        let closed = self.frontend.close_by(t_ns);
+        self.hand_on(closed);
+    }
+
+    /// Requests the frontend handed on, each with when it did: visible `api_delay` later.
+    fn hand_on(&mut self, handed: Vec<(u32, u64)>) {
+        for (slot, at) in handed {
+            self.req_mut(slot).ready_ns = at.saturating_add(self.cfg.api_delay_ns);
+            self.queue_pending(slot);
+        }
+    }
+
+    /// Puts a received request among those not yet visible, ordered by when they become so
+    /// (arrivals usually come in order).
+    fn queue_pending(&mut self, slot: u32) {
+        let ready = self.req(slot).ready_ns;
         let pos = self.pending.iter().rposition(|&s| self.req(s).ready_ns <= ready).map_or(0, |p| p + 1);
         self.pending.insert(pos, slot);
-        Ok(RequestId { slot, generation })
     }
 
     /// Drops a request wherever it is, freeing its KV blocks. False if it already ended.
@@ -296,7 +329,11 @@ impl Engine {
             return false;
         }
         match r.phase {
-            Phase::Pending => self.pending.retain(|&s| s != id.slot),
+            Phase::Pending => {
+                if !self.frontend.forget(id.slot) {
+                    self.pending.retain(|&s| s != id.slot);
+                }
+            }
             Phase::Waiting => self.waiting.retain(|&s| s != id.slot),
             Phase::Running => self.running.retain(|&s| s != id.slot),
         }
@@ -310,22 +347,29 @@ impl Engine {
         if !self.running.is_empty() || !self.waiting.is_empty() || !self.in_flight.is_empty() {
             return Some(self.now_ns);
         }
-        self.pending.front().map(|&s| self.req(s).ready_ns.max(self.now_ns))
+        let pending = self.pending.front().map(|&s| self.req(s).ready_ns);
+        let rendered = self.frontend.next_hand_off().map(|t| t.saturating_add(self.cfg.api_delay_ns));
+        pending.into_iter().chain(rendered).min().map(|t| t.max(self.now_ns))
     }
 
     /// Whether the engine holds no request.
     pub fn is_idle(&self) -> bool {
-        self.running.is_empty() && self.waiting.is_empty() && self.pending.is_empty() && self.in_flight.is_empty()
+        self.running.is_empty()
+            && self.waiting.is_empty()
+            && self.pending.is_empty()
+            && self.in_flight.is_empty()
+            && self.frontend.rendering() == 0
     }
 
     /// Runs one step at the current time. `None` when nothing can be scheduled now.
     pub fn step(&mut self) -> Option<StepReport<'_>> {
+        self.make_visible_at(self.now_ns);
         self.admit_visible(self.planned_at());
         if self.running.is_empty() && self.waiting.is_empty() {
             // Nothing was planned for this step: the engine idled and schedules as requests come.
             self.admit_visible(self.now_ns);
         }
-        self.frontend_catch_up(u64::MAX);
+        self.frontend.catch_up(u64::MAX);
         self.emissions.clear();
         while self.in_flight.len() < self.cfg.pipeline_batches.max(1) as usize && self.launch() {}
         let flight = self.in_flight.pop_front()?;
@@ -334,9 +378,7 @@ impl Engine {
         self.scheduled = flight.scheduled;
         self.finish_step();
         let streamed = (self.cfg.api_ns_per_output_token * self.emissions.len() as f64).round() as u64;
-        if streamed > 0 {
-            self.frontend_backlog = Some((self.now_ns, streamed));
-        }
+        self.frontend.stream(self.now_ns, streamed);
         Some(StepReport {
             start_ns: flight.start_ns,
             end_ns: flight.end_ns,
@@ -390,16 +432,6 @@ impl Engine {
         }
     }
 
-    /// Queues the last step's streamed tokens on the frontend if the step ended by `until_ns`.
-    fn frontend_catch_up(&mut self, until_ns: u64) {
-        if let Some((end, work)) = self.frontend_backlog
-            && end <= until_ns
-        {
-            self.frontend_free_ns = self.frontend_free_ns.max(end).saturating_add(work);
-            self.frontend_backlog = None;
-        }
-    }
-
     /// Requests running now.
     pub fn num_running(&self) -> usize {
         self.running.len()
@@ -407,7 +439,7 @@ impl Engine {
 
     /// Requests received but not running (queued, or not yet visible).
     pub fn num_waiting(&self) -> usize {
-        self.waiting.len() + self.pending.len()
+        self.waiting.len() + self.pending.len() + self.frontend.rendering()
     }
 
     /// Fraction of KV memory held by requests (vLLM's `kv_cache_usage_perc`).

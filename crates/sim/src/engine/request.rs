@@ -59,6 +59,9 @@ pub struct NewRequest {
     pub ignore_eos: bool,
     /// When the server received it, engine time (ns); the scheduler sees it `alpha_api` later.
     pub arrived_ns: u64,
+    /// It came through the chat endpoint: with a model whose chat template is Jinja, the
+    /// frontend renders a burst of such requests before it tokenizes any (`Frontend::render`).
+    pub chat: bool,
 }
 
 /// The engine's handle on an admitted request; stale once the request has ended.

@@ -25,6 +25,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         api_ns_per_token: 0.0,
         api_ns_per_request: 0,
         api_ns_per_output_token: 0.0,
+        chat_template: true,
         eos: EosModel::None,
         jitter_sigma: 0.0,
         async_scheduling: false,
@@ -42,7 +43,7 @@ fn ids(n: u32, seed: u32) -> PromptTokens {
 }
 
 fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) -> NewRequest {
-    NewRequest { tag, prompt, max_tokens, ignore_eos: true, arrived_ns: at }
+    NewRequest { tag, prompt, max_tokens, ignore_eos: true, arrived_ns: at, chat: false }
 }
 
 /// Units held privately by requests (sliding-window blocks), for the pool's accounting check.
@@ -295,6 +296,46 @@ fn requests_that_arrive_together_queue_for_the_frontend() {
     e.add(request(3, ids(100, 9), 4, 50_000_000)).unwrap();
     let ready: Vec<u64> = e.pending.iter().map(|&s| e.req(s).ready_ns).collect();
     assert_eq!(ready, vec![1_150_000, 1_300_000, 1_450_000, 51_150_000]);
+}
+
+#[test]
+fn a_burst_of_chat_requests_reaches_the_scheduler_together_once_all_are_rendered() {
+    let mut cfg = config(1000, 8, 8192, false);
+    cfg.api_delay_ns = 1_000_000;
+    cfg.api_ns_per_token = 1_000.0;
+    cfg.api_ns_per_request = 50_000;
+    let chat = |tag: u64, at: u64| NewRequest { chat: true, ..request(tag, ids(100, tag as u32 + 1), 4, at) };
+    let mut e = engine(cfg.clone(), 0);
+    // Three chat prompts at t = 0: rendered by 150 µs, then tokenized one by one (100 µs each).
+    let burst: Vec<RequestId> = (0..3).map(|tag| e.add(chat(tag, 0)).unwrap()).collect();
+    assert!(e.pending.is_empty() && e.num_waiting() == 3, "none is handed on while the burst renders");
+    assert_eq!(e.next_wakeup_ns(), Some(1_250_000));
+    assert!(!e.is_idle());
+    // A fourth long after closes the burst and goes on its own.
+    let late = e.add(chat(3, 50_000_000)).unwrap();
+    let ready = |e: &Engine, id: RequestId| e.req(id.slot).ready_ns;
+    let at: Vec<u64> = burst.iter().map(|&id| ready(&e, id)).collect();
+    assert_eq!(at, vec![1_250_000, 1_350_000, 1_450_000]);
+    e.advance_to(60_000_000);
+    e.step().unwrap();
+    assert_eq!(ready(&e, late), 50_000_000 + 150_000 + 1_000_000);
+    // The same burst through the completions endpoint, or with a model rendered by harmony,
+    // goes one at a time: the first is handed on after its own 150 µs.
+    for (chat_template, is_chat) in [(true, false), (false, true)] {
+        let mut e = engine(EngineConfig { chat_template, ..cfg.clone() }, 0);
+        let ids: Vec<RequestId> =
+            (0..3).map(|tag| e.add(NewRequest { chat: is_chat, ..chat(tag, 0) }).unwrap()).collect();
+        let at: Vec<u64> = ids.iter().map(|&id| ready(&e, id)).collect();
+        assert_eq!(at, vec![1_150_000, 1_300_000, 1_450_000]);
+    }
+    // A request cancelled while its burst renders is never scheduled; the others run.
+    let mut e = engine(cfg, 0);
+    let gone = e.add(chat(0, 0)).unwrap();
+    e.add(chat(1, 0)).unwrap();
+    assert!(e.cancel(gone));
+    assert_eq!(e.num_waiting(), 1);
+    let (done, _) = run_checked(&mut e);
+    assert_eq!(done.iter().map(|d| d.0).collect::<Vec<_>>(), vec![1]);
 }
 
 #[test]

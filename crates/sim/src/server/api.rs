@@ -58,11 +58,13 @@ impl Shared {
         prompt: Vec<u32>,
         max_tokens: u32,
         ignore_eos: bool,
+        api: Api,
         received: Instant,
     ) -> Result<Admission, ApiError> {
         let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
         let (events, rx) = mpsc::unbounded_channel();
-        let arrival = Arrival { tag, prompt, max_tokens, ignore_eos, received, events };
+        let chat = api == Api::Chat;
+        let arrival = Arrival { tag, prompt, max_tokens, ignore_eos, chat, received, events };
         self.pacer.send(ToPacer::Arrive(arrival)).map_err(|_| ApiError::shutting_down())?;
         Ok(Admission { tag, rx, pacer: self.pacer.clone(), ended: false })
     }
@@ -247,7 +249,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
         Api::Completions => p.max_tokens,
     };
     let max_tokens = output_budget(api, prompt_tokens, requested, s.max_model_len)?;
-    let admission = s.admit(prompt, max_tokens, p.ignore_eos.unwrap_or(false), received)?;
+    let admission = s.admit(prompt, max_tokens, p.ignore_eos.unwrap_or(false), api, received)?;
     let tag = admission.tag;
     let salt = mix64(s.seed ^ mix64(tag.wrapping_add(1)));
     let answer = Answer { text: Arc::clone(&s.text), salt, prompt_tokens };

@@ -60,6 +60,8 @@ pub(crate) struct Arrival {
     pub prompt: Vec<u32>,
     pub max_tokens: u32,
     pub ignore_eos: bool,
+    /// It came through the chat endpoint.
+    pub chat: bool,
     /// When the request reached the server.
     pub received: Instant,
     pub events: mpsc::UnboundedSender<Event>,
@@ -196,6 +198,7 @@ impl Pacer {
             max_tokens: a.max_tokens,
             ignore_eos: a.ignore_eos,
             arrived_ns,
+            chat: a.chat,
         };
         match self.engine.add(req) {
             Ok(id) => {
@@ -320,8 +323,15 @@ mod tests {
         for (tag, offset_us) in [0u64, 400, 900, 1500].into_iter().enumerate() {
             let (events, stream) = mpsc::unbounded_channel();
             let received = t0 + Duration::from_millis(5) + Duration::from_micros(offset_us);
-            let arrival =
-                Arrival { tag: tag as u64, prompt: vec![7; 100], max_tokens: 1, ignore_eos: true, received, events };
+            let arrival = Arrival {
+                tag: tag as u64,
+                prompt: vec![7; 100],
+                max_tokens: 1,
+                ignore_eos: true,
+                chat: false,
+                received,
+                events,
+            };
             tx.send(ToPacer::Arrive(arrival)).unwrap();
             streams.push(stream);
         }

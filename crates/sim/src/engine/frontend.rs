@@ -1,0 +1,158 @@
+//! The API server in front of the engine: when the scheduler sees a request.
+//!
+//! vLLM's API server is one Python process. Its work on requests (parsing, validation,
+//! tokenizing) and on streamed tokens (detokenizing, writing the chunks) is one queue, so a
+//! burst of arrivals reaches the scheduler spread by that work, behind the tokens of steps that
+//! ended before they arrived.
+//!
+//! A chat request whose messages the server renders with the model's Jinja template is taken
+//! in differently: vLLM (0.10 and 0.11, `serving_chat`) renders the template in the event loop
+//! and only then awaits the tokenizer, so every request that arrives while the loop is
+//! rendering is rendered before any of them is tokenized. A burst of such requests reaches the
+//! scheduler together, after the frontend's work on all of them, and then one by one as they
+//! are tokenized. Requests whose prompt the server builds as token ids without yielding (a
+//! completion; gpt-oss's chat, which OpenAI's harmony library renders and tokenizes at once)
+//! keep the one-at-a-time queue.
+
+/// The frontend's queue, in engine time (ns).
+#[derive(Debug, Default)]
+pub(crate) struct Frontend {
+    /// When the event loop has done the work queued on it.
+    free_ns: u64,
+    /// The last step's streamed tokens, queued at the step's end: (end, work).
+    backlog: Option<(u64, u64)>,
+    /// Chat requests being rendered together, in arrival order: (slot, tokenizing work).
+    rendering: Vec<(u32, u64)>,
+    /// When the loop has rendered every request of `rendering`.
+    render_end_ns: u64,
+}
+
+impl Frontend {
+    /// Queues the last step's streamed tokens (`work` ns of it, the step having ended at `end`).
+    pub fn stream(&mut self, end: u64, work: u64) {
+        if work > 0 {
+            self.backlog = Some((end, work));
+        }
+    }
+
+    /// Puts the last step's streamed tokens on the queue if the step ended by `until_ns`:
+    /// requests that arrived during the step go before them, those after it behind.
+    pub fn catch_up(&mut self, until_ns: u64) {
+        if let Some((end, work)) = self.backlog
+            && end <= until_ns
+        {
+            self.free_ns = self.free_ns.max(end).saturating_add(work);
+            self.backlog = None;
+        }
+    }
+
+    /// Takes in a request one at a time: returns when it is tokenized and handed on.
+    pub fn take_in(&mut self, arrived_ns: u64, work: u64) -> u64 {
+        self.catch_up(arrived_ns);
+        self.free_ns = arrived_ns.max(self.free_ns).saturating_add(work);
+        self.free_ns
+    }
+
+    /// Renders a chat request's template (`render` ns) with the others that arrived while the
+    /// loop was rendering; its tokenizing (`tokenize` ns) waits until all are rendered. Returns
+    /// the requests of an earlier burst it closed, with the times they are handed on.
+    pub fn render(&mut self, slot: u32, arrived_ns: u64, render: u64, tokenize: u64) -> Vec<(u32, u64)> {
+        let closed = self.close_by(arrived_ns);
+        self.catch_up(arrived_ns);
+        self.free_ns = arrived_ns.max(self.free_ns).saturating_add(render);
+        self.render_end_ns = self.free_ns;
+        self.rendering.push((slot, tokenize));
+        closed
+    }
+
+    /// Closes the burst being rendered if it was rendered by `t_ns` (no request that arrives
+    /// from then on can join it): its requests are tokenized one by one after the work queued
+    /// before; returns each with the time it is handed on.
+    pub fn close_by(&mut self, t_ns: u64) -> Vec<(u32, u64)> {
+        if self.rendering.is_empty() || self.render_end_ns > t_ns {
+            return Vec::new();
+        }
+        let mut t = self.free_ns.max(self.render_end_ns);
+        let out = self
+            .rendering
+            .drain(..)
+            .map(|(slot, tokenize)| {
+                t = t.saturating_add(tokenize);
+                (slot, t)
+            })
+            .collect();
+        self.free_ns = t;
+        out
+    }
+
+    /// When the first request of the burst being rendered would be handed on, if there is one.
+    pub fn next_hand_off(&self) -> Option<u64> {
+        let &(_, tokenize) = self.rendering.first()?;
+        Some(self.free_ns.max(self.render_end_ns).saturating_add(tokenize))
+    }
+
+    /// Drops a request being rendered; false if it is not among them.
+    pub fn forget(&mut self, slot: u32) -> bool {
+        let before = self.rendering.len();
+        self.rendering.retain(|&(s, _)| s != slot);
+        self.rendering.len() != before
+    }
+
+    /// Requests being rendered.
+    pub fn rendering(&self) -> usize {
+        self.rendering.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_of_chat_requests_is_handed_on_after_all_are_rendered() {
+        let mut f = Frontend::default();
+        for slot in 0..3 {
+            assert!(f.render(slot, 0, 5_000, 1_000).is_empty());
+        }
+        // Still rendering at 14 µs: nothing is handed on; a request arriving then joins.
+        assert!(f.close_by(14_999).is_empty());
+        assert!(f.render(3, 14_999, 5_000, 1_000).is_empty());
+        assert_eq!(f.next_hand_off(), Some(21_000));
+        assert_eq!(f.close_by(20_000), vec![(0, 21_000), (1, 22_000), (2, 23_000), (3, 24_000)]);
+        assert_eq!(f.rendering(), 0);
+        // One arriving later goes through on its own, behind the tokenizing.
+        assert!(f.render(4, 22_000, 5_000, 1_000).is_empty());
+        assert_eq!(f.close_by(u64::MAX), vec![(4, 30_000)]);
+    }
+
+    #[test]
+    fn one_at_a_time_each_request_is_handed_on_after_its_own_work() {
+        let mut f = Frontend::default();
+        assert_eq!(f.take_in(0, 6_000), 6_000);
+        assert_eq!(f.take_in(0, 6_000), 12_000);
+        assert_eq!(f.take_in(20_000, 6_000), 26_000);
+    }
+
+    #[test]
+    fn a_step_s_tokens_go_after_requests_that_arrived_during_the_step() {
+        let mut f = Frontend::default();
+        f.stream(10_000, 3_000);
+        assert_eq!(f.take_in(9_000, 1_000), 10_000, "arrived during the step: before its tokens");
+        assert_eq!(f.take_in(10_000, 1_000), 14_000, "after the step: behind its 3 µs of tokens");
+        // A burst being rendered when a step's tokens come waits for them too.
+        f.stream(20_000, 4_000);
+        assert!(f.render(0, 19_000, 2_000, 500).is_empty());
+        assert!(f.render(1, 20_500, 2_000, 500).is_empty());
+        assert_eq!(f.close_by(u64::MAX), vec![(0, 27_500), (1, 28_000)]);
+    }
+
+    #[test]
+    fn a_request_dropped_while_rendering_is_not_handed_on() {
+        let mut f = Frontend::default();
+        f.render(0, 0, 1_000, 0);
+        f.render(1, 0, 1_000, 0);
+        assert!(f.forget(0) && !f.forget(0));
+        assert_eq!(f.close_by(u64::MAX), vec![(1, 2_000)]);
+        assert_eq!(f.next_hand_off(), None);
+    }
+}

@@ -54,15 +54,13 @@ impl Frontend {
     }
 
     /// Renders a chat request's template (`render` ns) with the others that arrived while the
-    /// loop was rendering; its tokenizing (`tokenize` ns) waits until all are rendered. Returns
-    /// the requests of an earlier burst it closed, with the times they are handed on.
-    pub fn render(&mut self, slot: u32, arrived_ns: u64, render: u64, tokenize: u64) -> Vec<(u32, u64)> {
-        let closed = self.close_by(arrived_ns);
+    /// loop was rendering; its tokenizing (`tokenize` ns) waits until all are rendered. The
+    /// caller first closes a burst rendered by the arrival ([`Frontend::close_by`]).
+    pub fn render(&mut self, slot: u32, arrived_ns: u64, render: u64, tokenize: u64) {
         self.catch_up(arrived_ns);
         self.free_ns = arrived_ns.max(self.free_ns).saturating_add(render);
         self.render_end_ns = self.free_ns;
         self.rendering.push((slot, tokenize));
-        closed
     }
 
     /// Closes the burst being rendered if it was rendered by `t_ns` (no request that arrives
@@ -112,16 +110,17 @@ mod tests {
     fn a_burst_of_chat_requests_is_handed_on_after_all_are_rendered() {
         let mut f = Frontend::default();
         for slot in 0..3 {
-            assert!(f.render(slot, 0, 5_000, 1_000).is_empty());
+            f.render(slot, 0, 5_000, 1_000);
         }
         // Still rendering at 14 µs: nothing is handed on; a request arriving then joins.
         assert!(f.close_by(14_999).is_empty());
-        assert!(f.render(3, 14_999, 5_000, 1_000).is_empty());
+        f.render(3, 14_999, 5_000, 1_000);
         assert_eq!(f.next_hand_off(), Some(21_000));
         assert_eq!(f.close_by(20_000), vec![(0, 21_000), (1, 22_000), (2, 23_000), (3, 24_000)]);
         assert_eq!(f.rendering(), 0);
         // One arriving later goes through on its own, behind the tokenizing.
-        assert!(f.render(4, 22_000, 5_000, 1_000).is_empty());
+        assert!(f.close_by(22_000).is_empty());
+        f.render(4, 22_000, 5_000, 1_000);
         assert_eq!(f.close_by(u64::MAX), vec![(4, 30_000)]);
     }
 
@@ -141,8 +140,8 @@ mod tests {
         assert_eq!(f.take_in(10_000, 1_000), 14_000, "after the step: behind its 3 µs of tokens");
         // A burst being rendered when a step's tokens come waits for them too.
         f.stream(20_000, 4_000);
-        assert!(f.render(0, 19_000, 2_000, 500).is_empty());
-        assert!(f.render(1, 20_500, 2_000, 500).is_empty());
+        f.render(0, 19_000, 2_000, 500);
+        f.render(1, 20_500, 2_000, 500);
         assert_eq!(f.close_by(u64::MAX), vec![(0, 27_500), (1, 28_000)]);
     }
 

@@ -269,7 +269,7 @@ impl Engine {
         let salt = mix64(self.seed ^ mix64(u64::from(generation)));
         // The frontend's one queue: requests that arrive together wait for each other, behind
         // the tokens of the steps that ended before they arrived.
-        self.make_visible_at(req.arrived_ns);
+        self.hand_on_rendered_by(req.arrived_ns);
         let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
         let rendered = req.chat && self.cfg.chat_template;
         let ready = if rendered {
@@ -290,23 +290,17 @@ impl Engine {
             }
         };
         if rendered {
-            let closed = self.frontend.render(slot, req.arrived_ns, self.cfg.api_ns_per_request, tokenize);
-            self.hand_on(closed);
+            self.frontend.render(slot, req.arrived_ns, self.cfg.api_ns_per_request, tokenize);
         } else {
             self.queue_pending(slot);
         }
         Ok(RequestId { slot, generation })
     }
 
-    /// Hands on a burst the frontend has rendered by `t_ns`, if any (see [`Frontend::render`]).
-    fn make_visible_at(&mut self, t_ns: u64) {
-        let closed = self.frontend.close_by(t_ns);
-        self.hand_on(closed);
-    }
-
-    /// Requests the frontend handed on, each with when it did: visible `api_delay` later.
-    fn hand_on(&mut self, handed: Vec<(u32, u64)>) {
-        for (slot, at) in handed {
+    /// Takes the burst of chat requests the frontend has rendered by `t_ns`, if any, among the
+    /// pending requests: each visible `api_delay` after the frontend hands it on.
+    fn hand_on_rendered_by(&mut self, t_ns: u64) {
+        for (slot, at) in self.frontend.close_by(t_ns) {
             self.req_mut(slot).ready_ns = at.saturating_add(self.cfg.api_delay_ns);
             self.queue_pending(slot);
         }
@@ -363,7 +357,7 @@ impl Engine {
 
     /// Runs one step at the current time. `None` when nothing can be scheduled now.
     pub fn step(&mut self) -> Option<StepReport<'_>> {
-        self.make_visible_at(self.now_ns);
+        self.hand_on_rendered_by(self.now_ns);
         self.admit_visible(self.planned_at());
         if self.running.is_empty() && self.waiting.is_empty() {
             // Nothing was planned for this step: the engine idled and schedules as requests come.

@@ -483,6 +483,8 @@ P99 ITL (ms):                            101.28
         assert!(chat(&report("backend: openai-chat")[0]));
         assert!(chat(&report("backend: vllm-chat")[0]));
         assert!(!chat(&report("backend: vllm")[0]) && !chat(&report("")[0]));
+        // The pasted benchmark command says it too.
+        assert!(chat(&report("vllm bench serve --backend openai-chat --dataset-name random --num-prompts 20")[0]));
         // A result JSON's own `backend` (vLLM writes it); unknown spellings are completions.
         let mut v = doc("Qwen/Qwen3-8B", 100.0);
         let json_chat = |v: &serde_json::Value| point_from_json(v, "r.json".into()).unwrap().workload.chat;

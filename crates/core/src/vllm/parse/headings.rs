@@ -29,7 +29,8 @@
 //!    model, and a placeholder size (`-tp X`) no size.
 //!    A benchmark command (`vllm bench serve`, `benchmark_serving.py`) that names its dataset
 //!    (`--dataset-name sharegpt`) gives `dataset=NAME`, which tells `sim validate` the shape of
-//!    the request lengths behind the report's totals.
+//!    the request lengths behind the report's totals, and one that names its backend
+//!    (`--backend openai-chat`) gives `backend=NAME`, the endpoint its requests went through.
 //! 4. A parallel layout across machines: `4 nodes (tp)`, `tp over 8 nodes`, `2 nodes (pp)`
 //!    (a count, `node`/`nodes`, and `tp` or `pp`, spelled out or not; case and brackets do
 //!    not matter): `tp-nodes=N` or `pp-nodes=N`, tensor (or pipeline) parallel over every GPU
@@ -308,8 +309,8 @@ pub fn classify(line: &str) -> Heading {
     if let Some(labels) = serve_command(line) {
         return Heading::Labels(labels);
     }
-    if let Some(dataset) = bench_dataset(line) {
-        return Heading::Labels(vec![("dataset".into(), vec![dataset])]);
+    if let Some(labels) = bench_labels(line) {
+        return Heading::Labels(labels);
     }
     if let Some((key, nodes)) = nodes_layout(line) {
         return Heading::Labels(vec![(key.to_string(), vec![nodes.to_string()])]);
@@ -446,24 +447,32 @@ fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     Some(labels)
 }
 
-/// The dataset a benchmark command names (`vllm bench serve ... --dataset-name sharegpt`, or
-/// the older `benchmark_serving.py` script), lower-cased; `None` for other lines and for a
-/// command that leaves it to the default.
-fn bench_dataset(line: &str) -> Option<String> {
+/// The dataset and the backend a benchmark command names (`vllm bench serve ... --dataset-name
+/// sharegpt --backend openai-chat`, or the older `benchmark_serving.py` script), lower-cased,
+/// as `dataset` and `backend` labels; `None` for other lines and for a command that leaves both
+/// to their defaults.
+fn bench_labels(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_matches(QUOTES)).collect();
     let bench = words.windows(3).any(|w| w == ["vllm", "bench", "serve"])
         || words.iter().any(|w| w.ends_with("benchmark_serving.py"));
     if !bench {
         return None;
     }
-    words.iter().enumerate().find_map(|(i, w)| {
-        let value = match w.split_once('=') {
-            Some(("--dataset-name", v)) => Some(v),
-            _ if *w == "--dataset-name" => words.get(i + 1).copied(),
-            _ => None,
-        }?;
-        (!value.is_empty() && !value.starts_with('-')).then(|| value.to_ascii_lowercase())
-    })
+    let flag = |name: &str| {
+        words.iter().enumerate().find_map(|(i, w)| {
+            let value = match w.split_once('=') {
+                Some((k, v)) if k == name => Some(v),
+                _ if *w == name => words.get(i + 1).copied(),
+                _ => None,
+            }?;
+            (!value.is_empty() && !value.starts_with('-')).then(|| value.to_ascii_lowercase())
+        })
+    };
+    let labels: Vec<(String, Vec<String>)> = [("dataset", "--dataset-name"), ("backend", "--backend")]
+        .into_iter()
+        .filter_map(|(key, name)| Some((key.to_string(), vec![flag(name)?])))
+        .collect();
+    (!labels.is_empty()).then_some(labels)
 }
 
 /// Whether a `vllm serve` command's compilation config turns FlashInfer's fused all-reduce and

@@ -89,13 +89,17 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
         assert_eq!(classify(&format!("vllm serve {placeholder} -tp 2")), label("tp", &["2"]), "{placeholder}");
     }
     assert!(matches!(classify("vllm bench serve --model M --num-prompts 10"), Heading::Text(_)));
-    // A benchmark command says which dataset its requests came from.
-    for line in [
-        "vllm bench serve --backend vllm --model m --dataset-name sharegpt --dataset-path S.json",
-        "$ python3 benchmarks/benchmark_serving.py --dataset-name=ShareGPT --num-prompts 1000",
-    ] {
-        assert_eq!(classify(line), label("dataset", &["sharegpt"]), "{line}");
-    }
+    // A benchmark command says which dataset its requests came from, and through which endpoint.
+    let line = "vllm bench serve --backend vllm --model m --dataset-name sharegpt --dataset-path S.json";
+    let both = |backend: &str| {
+        Heading::Labels(vec![("dataset".into(), vec!["sharegpt".into()]), ("backend".into(), vec![backend.into()])])
+    };
+    assert_eq!(classify(line), both("vllm"));
+    let chat = "vllm bench serve --backend=openai-chat --endpoint /v1/chat/completions --dataset-name sharegpt";
+    assert_eq!(classify(chat), both("openai-chat"));
+    let script = "$ python3 benchmarks/benchmark_serving.py --dataset-name=ShareGPT --num-prompts 1000";
+    assert_eq!(classify(script), label("dataset", &["sharegpt"]));
+    assert_eq!(classify("vllm bench serve --backend openai-chat --model m"), label("backend", &["openai-chat"]));
     assert!(matches!(classify("run with --dataset-name sharegpt"), Heading::Text(_)));
 }
 

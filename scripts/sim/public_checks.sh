@@ -2,7 +2,8 @@
 # Every public report in crates/sim/testdata/public/ (GPUStack's performance lab, the NVIDIA
 # forum's four-Spark post), predicted with the shipped presets or a profile: per file, the median
 # error, P90 and bias of mean TTFT, mean TPOT and output throughput, then of all three together,
-# and the share of those figures inside the prediction band `sim predict` prints with them.
+# and the share of those figures inside the prediction band `sim predict` prints with them; the
+# last line counts them over all files.
 # Which files are in sample for which constant, and which are held out, is in that folder's
 # README.md; the options each file needs (the lab's runs had no async scheduling; some need a
 # memory utilization or a context length) are the ones it lists.
@@ -20,12 +21,14 @@ check() {
   local hw=$1 file=$2
   shift 2
   "$SB" sim validate --hardware "$hw" "$@" "${extra[@]}" --points "$dir/$file" 2>&1 |
-    awk -v f="$file" '/^Inside the prediction band/ { band = 1 }
+    awk -v f="$file" -v tally="$tally" '/^Inside the prediction band/ { band = 1 }
       !band && /^(mean TTFT|mean TPOT|output tok\/s|all) / { k = ($1 == "all") ? "all" : $1 " " $2; r[k] = $(NF-2) " / " $(NF-1) " / " $NF; n++ }
-      band && /^all / { inside = $3 " of " $2 }
+      band && /^all / { inside = $3 " of " $2; print $2 - $4 - $5, $2 >> tally }
       function get(k) { return (k in r) ? r[k] : "-" }
       END { if (n) printf "%-46s %-24s %-24s %-24s %-24s %s\n", f, get("mean TTFT"), get("mean TPOT"), get("output tok/s"), get("all"), inside; else printf "%-46s (no summary: run sim validate on it)\n", f }'
 }
+tally=$(mktemp)
+trap 'rm -f "$tally"' EXIT
 sync=(--option async-scheduling=false)
 check h100-sxm gpustack-h100-qwen3-235b.txt "${sync[@]}"
 check h100-sxm gpustack-h100-gpt-oss-32k.txt "${sync[@]}" --option max-model-len=32768
@@ -43,3 +46,4 @@ check a100-80g gpustack-a100-qwen3-32b.txt "${sync[@]}" --option gpu-memory-util
 check dgx-spark nvidia-forum-spark-qwen3-vl-32b-fp8.txt
 check b200 vllm-pr-43232-b200-qwen3-235b-fp8.txt
 check b200 vllm-pr-23696-b200-gpt-oss-120b-sharegpt.txt "${sync[@]}"
+awk '{ inside += $1; n += $2 } END { if (n) printf "%-46s %s of %d figures inside their band (%.0f %%)\n", "all files", inside, n, 100 * inside / n }' "$tally"

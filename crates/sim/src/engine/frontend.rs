@@ -104,7 +104,50 @@ impl Frontend {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// Hand-offs of `arrivals` (time, render or take-in work, tokenizing work), all chat when
+    /// `chat`, else all one at a time; by arrival index.
+    fn hand_offs(arrivals: &[(u64, u64, u64)], chat: bool) -> Vec<u64> {
+        let mut f = Frontend::default();
+        let mut out = vec![0; arrivals.len()];
+        for (i, &(at, work, tokenize)) in arrivals.iter().enumerate() {
+            for (slot, t) in f.close_by(at) {
+                out[slot as usize] = t;
+            }
+            if chat {
+                f.render(i as u32, at, work, tokenize);
+            } else {
+                out[i] = f.take_in(at, work + tokenize);
+            }
+        }
+        for (slot, t) in f.close_by(u64::MAX) {
+            out[slot as usize] = t;
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn a_rendered_burst_is_never_handed_on_sooner_than_one_at_a_time(
+            gaps in prop::collection::vec((0u64..20_000, 1u64..10_000, 0u64..5_000), 1..40),
+        ) {
+            let mut t = 0;
+            let arrivals: Vec<(u64, u64, u64)> = gaps.iter().map(|&(gap, w, k)| { t += gap; (t, w, k) }).collect();
+            let (chat, one) = (hand_offs(&arrivals, true), hand_offs(&arrivals, false));
+            for (i, &(at, work, tokenize)) in arrivals.iter().enumerate() {
+                prop_assert!(chat[i] >= at + work + tokenize, "{i}: handed on before its own work was done");
+                prop_assert!(chat[i] >= one[i], "{i}: a burst made a request sooner");
+                prop_assert!(i == 0 || chat[i] >= chat[i - 1], "hand-offs keep arrival order");
+            }
+            // The queue does all the work: the last is handed on no sooner than all of it after the first arrival.
+            let total: u64 = arrivals.iter().map(|&(_, w, k)| w + k).sum();
+            prop_assert!(*chat.last().unwrap() >= arrivals[0].0 + total);
+            prop_assert_eq!(chat.last(), one.last(), "the same work in the same queue ends at the same time");
+        }
+    }
 
     #[test]
     fn a_burst_of_chat_requests_is_handed_on_after_all_are_rendered() {

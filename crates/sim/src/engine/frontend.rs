@@ -6,9 +6,10 @@
 //! ended before they arrived.
 //!
 //! A chat request whose messages the server renders with the model's Jinja template is taken
-//! in differently: vLLM (0.10 and 0.11, `serving_chat`) renders the template in the event loop
-//! and only then awaits the tokenizer, so every request that arrives while the loop is
-//! rendering is rendered before any of them is tokenized. A burst of such requests reaches the
+//! in differently: vLLM (0.9 to 0.11, `_preprocess_chat` in `entrypoints/openai/serving_engine.py`)
+//! renders the template with a plain call in the event loop and only then awaits the tokenizer,
+//! so every request that arrives while the loop is rendering is rendered before any of them is
+//! tokenized. A burst of such requests reaches the
 //! scheduler together, after the frontend's work on all of them, and then one by one as they
 //! are tokenized. Requests whose prompt the server builds as token ids without yielding (a
 //! completion; gpt-oss's chat, which OpenAI's harmony library renders and tokenizes at once)

@@ -24,7 +24,8 @@ pub(crate) struct Frontend {
     backlog: Option<(u64, u64)>,
     /// Chat requests being rendered together, in arrival order: (slot, tokenizing work).
     rendering: Vec<(u32, u64)>,
-    /// When the loop has rendered every request of `rendering`.
+    /// When the loop has rendered every request of `rendering` (never after `free_ns`: streamed
+    /// tokens queued since only push `free_ns` on).
     render_end_ns: u64,
 }
 
@@ -71,7 +72,7 @@ impl Frontend {
         if self.rendering.is_empty() || self.render_end_ns > t_ns {
             return Vec::new();
         }
-        let mut t = self.free_ns.max(self.render_end_ns);
+        let mut t = self.free_ns;
         let out = self
             .rendering
             .drain(..)
@@ -87,7 +88,7 @@ impl Frontend {
     /// When the first request of the burst being rendered would be handed on, if there is one.
     pub fn next_hand_off(&self) -> Option<u64> {
         let &(_, tokenize) = self.rendering.first()?;
-        Some(self.free_ns.max(self.render_end_ns).saturating_add(tokenize))
+        Some(self.free_ns.saturating_add(tokenize))
     }
 
     /// Drops a request being rendered; false if it is not among them.

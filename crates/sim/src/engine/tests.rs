@@ -282,13 +282,20 @@ fn a_request_cancelled_while_its_batch_is_in_flight_drops_the_result() {
     assert_eq!(e.kv_usage(), 0.0);
 }
 
+/// An engine config whose frontend takes 1 ms to hand a request on, plus 50 µs of work per
+/// request and 1 µs per prompt token.
+fn frontend_config() -> EngineConfig {
+    EngineConfig {
+        api_delay_ns: 1_000_000,
+        api_ns_per_token: 1_000.0,
+        api_ns_per_request: 50_000,
+        ..config(1000, 8, 8192, false)
+    }
+}
+
 #[test]
 fn requests_that_arrive_together_queue_for_the_frontend() {
-    let mut cfg = config(1000, 8, 8192, false);
-    cfg.api_delay_ns = 1_000_000;
-    cfg.api_ns_per_token = 1_000.0;
-    cfg.api_ns_per_request = 50_000;
-    let mut e = engine(cfg, 0);
+    let mut e = engine(frontend_config(), 0);
     // Three 100-token prompts at t = 0 (150 µs of frontend work each), a fourth long after.
     for tag in 0..3 {
         e.add(request(tag, ids(100, tag as u32 + 1), 4, 0)).unwrap();
@@ -300,10 +307,7 @@ fn requests_that_arrive_together_queue_for_the_frontend() {
 
 #[test]
 fn a_burst_of_chat_requests_reaches_the_scheduler_together_once_all_are_rendered() {
-    let mut cfg = config(1000, 8, 8192, false);
-    cfg.api_delay_ns = 1_000_000;
-    cfg.api_ns_per_token = 1_000.0;
-    cfg.api_ns_per_request = 50_000;
+    let cfg = frontend_config();
     let chat = |tag: u64, at: u64| NewRequest { chat: true, ..request(tag, ids(100, tag as u32 + 1), 4, at) };
     let mut e = engine(cfg.clone(), 0);
     // Three chat prompts at t = 0: rendered by 150 µs, then tokenized one by one (100 µs each).

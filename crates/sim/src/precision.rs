@@ -63,6 +63,14 @@ impl Precision {
             && matches!(self.compute_on(peaks), ComputePrecision::Bf16 | ComputePrecision::Fp8)
     }
 
+    /// Whether a model stored in this format runs its routed experts through the FP4
+    /// block-scaled kernels of a device of these peaks: NVFP4 or MXFP4 weights on parts with FP4
+    /// units (W4A4 or W4A8), not dequantized to BF16.
+    pub fn runs_fp4_block_experts(self, peaks: &crate::hardware::PeakTflops) -> bool {
+        matches!(self, Precision::Nvfp4 | Precision::Mxfp4)
+            && matches!(self.compute_on(peaks), ComputePrecision::Fp4 | ComputePrecision::Fp8)
+    }
+
     /// The canonical spelling.
     pub fn name(self) -> &'static str {
         Self::ALL.iter().find(|(p, _)| *p == self).map_or("bf16", |(_, n)| n)

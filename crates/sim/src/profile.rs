@@ -127,7 +127,37 @@ pub struct StackProfile {
     /// 23 to 40 µs for 38 to 75 MB of weights. Zero in profiles written before it existed.
     #[serde(default)]
     pub fused_moe_us: f64,
+    /// The FP4 block-scaled expert kernels of parts with FP4 units (FlashInfer's TRTLLM MoE:
+    /// NVFP4 experts as W4A4, MXFP4 ones such as gpt-oss's as W4A8), as timed on a B300.
+    #[serde(default)]
+    pub fp4_moe: Fp4MoeKernel,
 }
+
+/// The expert products of FlashInfer's FP4 block-scaled MoE kernels (`trtllm_fp4_block_scale_moe`),
+/// which vLLM runs for NVFP4 and MXFP4 experts on parts with FP4 units. Fitted on FlashInfer's
+/// own timings of DeepSeek-V3's MoE on a B300 at 2 to 512 tokens (`presets/hardware/CALIBRATION.md`,
+/// "FP4 experts on Blackwell"): the kernels read the experts' packed weights and their scales
+/// slower than a BF16 or FP8 stream, and quantize the activations first.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fp4MoeKernel {
+    /// Fraction of the calibrated stream (`eta_bw`) at which they read the experts' weights.
+    pub stream: f64,
+    /// Fixed cost per MoE layer beyond the two products' floor in `t_layer_us` and the routing
+    /// in `t_moe_us`, µs.
+    pub fixed_us: f64,
+}
+
+impl Default for Fp4MoeKernel {
+    fn default() -> Self {
+        Self { stream: FP4_MOE_STREAM, fixed_us: FP4_MOE_FIXED_US }
+    }
+}
+
+/// See [`Fp4MoeKernel::stream`].
+pub const FP4_MOE_STREAM: f64 = 0.9;
+/// See [`Fp4MoeKernel::fixed_us`].
+pub const FP4_MOE_FIXED_US: f64 = 11.0;
 
 /// The expert products of vLLM's Triton backend for MXFP4 checkpoints (triton_kernels' grouped
 /// product with BF16 activations, W4A16), each number measured kernel by kernel on an H100 and
@@ -244,6 +274,7 @@ impl Default for StackProfile {
             jitter_sigma: 0.03,
             triton_moe: TritonMoeKernel::default(),
             fused_moe_us: FUSED_MOE_US,
+            fp4_moe: Fp4MoeKernel::default(),
         }
     }
 }
@@ -360,6 +391,7 @@ impl StackProfile {
         effs.extend(self.attn_eff_sinks.map(|v| ("attn_eff_sinks".to_string(), v)));
         effs.push(("triton_moe.ceiling".to_string(), self.triton_moe.ceiling));
         effs.push(("dequant_mma_moe".to_string(), self.dequant_mma_moe));
+        effs.push(("fp4_moe.stream".to_string(), self.fp4_moe.stream));
         for p in ComputePrecision::ALL {
             effs.push((format!("gemm_eff.{}", p.name()), self.gemm_eff.get(p)));
             effs.push((format!("moe_eff.{}", p.name()), self.moe_eff.get(p)));
@@ -399,6 +431,7 @@ impl StackProfile {
             ("activation_reserve_moe_gib", self.activation_reserve_moe_gib),
             ("triton_moe.fixed_us", self.triton_moe.fixed_us),
             ("fused_moe_us", self.fused_moe_us),
+            ("fp4_moe.fixed_us", self.fp4_moe.fixed_us),
         ];
         for (name, v) in times {
             if !(v.is_finite() && v >= 0.0) {

@@ -122,8 +122,10 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
     let expert_note = experts(setup, cost, rows).map(|touched| {
         let moe = setup.model.moe.as_ref().map_or(0, |m| m.experts);
         let (ceiling, peak) = cost.expert_ceiling();
+        let fp4_blocks = setup.model.precision.runs_fp4_block_experts(&setup.hardware.peak_tflops);
         let kernels = match o.mxfp4_backend {
             servebench_sim::precision::Mxfp4Backend::Triton => " (triton)",
+            servebench_sim::precision::Mxfp4Backend::Marlin if fp4_blocks => " (FP4 block-scaled kernels)",
             servebench_sim::precision::Mxfp4Backend::Marlin => "",
         };
         let fixed = cost.expert_fixed_us();

@@ -258,7 +258,16 @@ impl CostModel {
         let dequant_stream = |ops: f64| peaks.integer_tops() * 1e12 / ops * w_b;
         // Experts kept in BF16 or FP8 run vLLM's Triton fused-MoE kernels, which pay a fixed
         // cost per layer (measured; see `StackProfile::fused_moe_us`).
-        let fused_us = if triton.is_none() && m.precision.keeps_experts_native(peaks) { st.fused_moe_us } else { 0.0 };
+        // Experts in NVFP4 or MXFP4 on parts with FP4 units run FlashInfer's FP4 block-scaled
+        // kernels, which read their weights at their own stream after a fixed cost of their own
+        // (measured; see `Fp4MoeKernel`).
+        let fp4_blocks = triton.is_none() && m.precision.runs_fp4_block_experts(peaks);
+        let fused_us = match triton {
+            Some(k) => k.fixed_us,
+            None if m.precision.keeps_experts_native(peaks) => st.fused_moe_us,
+            None if fp4_blocks => st.fp4_moe.fixed_us,
+            None => 0.0,
+        };
         let default_tile = tiles::untuned_bf16_experts(m, o, hw).is_some();
         let expert_dev = match triton {
             Some(k) => GemmDevice {
@@ -276,6 +285,9 @@ impl CostModel {
                 // default tile.
                 if default_tile {
                     dev.ceiling *= tiles::DEFAULT_TILE_RATE;
+                }
+                if fp4_blocks {
+                    dev.bandwidth *= st.fp4_moe.stream;
                 }
                 dev
             }
@@ -299,7 +311,7 @@ impl CostModel {
             ffn_dev: device(lin_format, &st.gemm_eff, st.gemm_eff.bf16),
             expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
             expert_dev,
-            moe_fixed_s: triton.map_or(fused_us, |k| k.fixed_us) * 1e-6,
+            moe_fixed_s: fused_us * 1e-6,
             default_tile,
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),

@@ -384,19 +384,31 @@ proptest! {
 }
 
 #[test]
-fn the_fused_moe_term_prices_only_experts_kept_in_bf16_or_fp8() {
+fn each_expert_kernel_family_pays_its_own_fixed_cost() {
     let st = crate::profile::StackProfile::default();
     let b = decode_batch(4, 1000);
-    // Native experts pay the fixed cost; MXFP4 (Marlin) and W8A16 (an FP8 checkpoint on an A100) do not.
-    for (id, hw, fused) in [
-        ("Qwen/Qwen3-235B-A22B-FP8", "h100-sxm", true),
-        ("Qwen/Qwen3-235B-A22B", "a100-80g", true),
-        ("Qwen/Qwen3-235B-A22B-FP8", "a100-80g", false),
-        ("openai/gpt-oss-120b", "h100-sxm", false),
-        ("openai/gpt-oss-120b", "b200", false),
+    // Native experts pay the fused-MoE kernels' fixed cost; FP4 experts on parts with FP4 units
+    // the FP4 block-scaled kernels' (and read at their stream); Marlin's dequantizing experts
+    // (MXFP4 on Hopper, NVFP4 on a Spark, W8A16 on an A100) neither.
+    let (fused, fp4) = (st.fused_moe_us * 1e-6, st.fp4_moe.fixed_us * 1e-6);
+    for (id, hw, fixed, fp4_stream) in [
+        ("Qwen/Qwen3-235B-A22B-FP8", "h100-sxm", fused, false),
+        ("Qwen/Qwen3-235B-A22B", "a100-80g", fused, false),
+        ("Qwen/Qwen3-235B-A22B-FP8", "a100-80g", 0.0, false),
+        ("openai/gpt-oss-120b", "h100-sxm", 0.0, false),
+        ("openai/gpt-oss-120b", "b200", fp4, true),
+        ("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", "gb200", fp4, true),
+        ("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", "dgx-spark", 0.0, false),
     ] {
-        let c = model(id, hw, &[("tp", "8")]);
-        assert_eq!(c.moe_fixed_s, if fused { st.fused_moe_us * 1e-6 } else { 0.0 }, "{id} on {hw}");
+        let s = setup(id, hw, &[("tp", "8")]);
+        let c = CostModel::new(&s);
+        assert_eq!(c.moe_fixed_s, fixed, "{id} on {hw}");
+        let calibrated = s.stack.eta_bw * s.hardware.bandwidth_gbs * 1e9;
+        if fp4_stream {
+            assert!((c.expert_dev.bandwidth / (calibrated * st.fp4_moe.stream) - 1.0).abs() < 1e-12, "{id} on {hw}");
+        } else {
+            assert!(c.expert_dev.bandwidth <= calibrated * (1.0 + 1e-12), "{id} on {hw}");
+        }
         assert!(c.breakdown(&b).experts > 0.0);
     }
 }

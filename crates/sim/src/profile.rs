@@ -135,7 +135,7 @@ pub struct StackProfile {
 
 /// The expert products of FlashInfer's FP4 block-scaled MoE kernels (`trtllm_fp4_block_scale_moe`),
 /// which vLLM runs for NVFP4 and MXFP4 experts on parts with FP4 units. Fitted on FlashInfer's
-/// own timings of DeepSeek-V3's MoE on a B300 at 2 to 512 tokens (`presets/hardware/CALIBRATION.md`,
+/// own timings of DeepSeek-V3's MoE on a B300 at 1 to 512 tokens (`presets/hardware/CALIBRATION.md`,
 /// "FP4 experts on Blackwell"): the kernels read the experts' packed weights and their scales
 /// slower than a BF16 or FP8 stream, and quantize the activations first.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -155,9 +155,9 @@ impl Default for Fp4MoeKernel {
 }
 
 /// See [`Fp4MoeKernel::stream`].
-pub const FP4_MOE_STREAM: f64 = 0.9;
+pub const FP4_MOE_STREAM: f64 = 0.85;
 /// See [`Fp4MoeKernel::fixed_us`].
-pub const FP4_MOE_FIXED_US: f64 = 11.0;
+pub const FP4_MOE_FIXED_US: f64 = 6.0;
 
 /// The expert products of vLLM's Triton backend for MXFP4 checkpoints (triton_kernels' grouped
 /// product with BF16 activations, W4A16), each number measured kernel by kernel on an H100 and

@@ -407,38 +407,38 @@ fn the_spark_s_marlin_prefill_runs_at_vllm_s_published_prompt_rate() {
 
 /// FlashInfer's own timings of one DeepSeek-V3 MoE layer on a B300 (`b300-flashinfer-deepseek-moe.json`,
 /// flashinfer pull request 5301: 32 local experts of 256, top 8, 1 to 512 tokens, two published
-/// repeats; each call routes, quantizes the activations where the kernel takes FP4 ones, runs
-/// both products and combines). Priced as one GPU of eight sharing the experts (the mean rank's
-/// reads, which is what one GPU's call times), plus the routing in `t_moe_us`:
+/// repeats, CUDA graphs with the L2 cache flushed between calls; each call routes, quantizes the
+/// activations where the kernel takes FP4 ones, runs both products and combines). Priced as one
+/// GPU of eight sharing the experts (the mean rank's reads, which is what one GPU's call times),
+/// plus the routing in `t_moe_us`; over the 20 timings of each kernel the median error is at most
+/// 10 %, and from 2 tokens on every one is within 25 %:
 /// - TRTLLM's NVFP4 kernel (W4A4, the family vLLM runs gpt-oss's MXFP4 experts with on these
-///   parts) by the FP4 kernel's constants (`Fp4MoeKernel`, fitted on these points from 2 to
-///   512 tokens): median error at most 10 %, every point within 25 %. With the generic term
-///   (the calibrated stream, no fixed cost of its own) it was 6 to 36 % fast, 17 % at the median.
-/// - TRTLLM's MXFP8 and BF16 kernels by the FP8 and BF16 expert term, nothing fitted: within 25 %
-///   from 2 tokens on (the fused-MoE fixed cost measured on an H200 and the calibrated stream
-///   hold on Blackwell's kernels too).
+///   parts) by the FP4 kernel's constants (`Fp4MoeKernel`, fitted on these 20 points): median
+///   6 %, P90 22 %. With the generic term (the calibrated stream, no fixed cost of its own) it was
+///   6 to 36 % fast from 2 tokens on, 17 % at the median.
+/// - TRTLLM's MXFP8 and BF16 kernels by the FP8 and BF16 expert term, nothing fitted: medians 5
+///   and 8 % (the fused-MoE fixed cost measured on an H200 and the calibrated stream hold on
+///   Blackwell's kernels too).
 ///
-/// One token is left out: one or two experts' weights (25 to 50 MB in FP4) stay in the B300's
-/// L2 cache between the benchmark's calls, which a served step does not see.
+/// At one token the NVFP4 repeats disagree by 40 % (36 and 26 µs), and the MXFP8 kernel takes 38
+/// µs where the FP8 term, with the fixed cost of vLLM's Triton kernels, gives 53.
 #[test]
 fn flashinfer_s_b300_moe_kernels_are_priced_by_the_expert_terms() {
     let records = probe_records("b300-flashinfer-deepseek-moe.json");
-    for (kernel, precision, median_within) in
-        [("trtllm_nvfp4", "nvfp4", 0.10), ("trtllm_mxfp8", "fp8", 0.12), ("trtllm_bf16", "bf16", 0.12)]
-    {
+    for (kernel, precision) in [("trtllm_nvfp4", "nvfp4"), ("trtllm_mxfp8", "fp8"), ("trtllm_bf16", "bf16")] {
         let c = model("deepseek-ai/DeepSeek-R1", "b300", &[("tp", "8"), ("precision", precision)]);
-        let mut errors: Vec<f64> = records
+        let mut errors: Vec<(u64, f64)> = records
             .iter()
-            .filter(|r| r["kernel"] == kernel && r["table"] != "nvfp4-large" && r["m"].as_u64().unwrap() >= 2)
+            .filter(|r| r["kernel"] == kernel && r["table"] != "nvfp4-large")
             .map(|r| {
-                let m = r["m"].as_u64().unwrap() as u32;
-                let predicted = experts_per_layer(&c, &decode_batch(m, 100)) + c.t_moe_s;
-                predicted / (r["us"].as_f64().unwrap() * 1e-6) - 1.0
+                let m = r["m"].as_u64().unwrap();
+                let predicted = experts_per_layer(&c, &decode_batch(m as u32, 100)) + c.t_moe_s;
+                (m, predicted / (r["us"].as_f64().unwrap() * 1e-6) - 1.0)
             })
             .collect();
-        assert_eq!(errors.len(), 18, "{kernel}");
-        assert!(errors.iter().all(|e| e.abs() <= 0.25), "{kernel}: {errors:?}");
-        errors.sort_by(|a, b| a.abs().total_cmp(&b.abs()));
-        assert!(errors[errors.len() / 2].abs() <= median_within, "{kernel}: {errors:?}");
+        assert_eq!(errors.len(), 20, "{kernel}");
+        assert!(errors.iter().all(|(m, e)| *m == 1 || e.abs() <= 0.25), "{kernel}: {errors:?}");
+        errors.sort_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
+        assert!(errors[errors.len() / 2].1.abs() <= 0.10, "{kernel}: {errors:?}");
     }
 }

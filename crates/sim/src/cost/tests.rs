@@ -528,3 +528,25 @@ fn mla_prefill_attends_decompressed_heads_and_decodes_the_latent() {
     let q = model("Qwen/Qwen3-8B", "h100-sxm", &[]);
     assert_eq!(q.attn_flops_prefill, q.attn_flops_decode);
 }
+
+proptest! {
+    /// FP4 experts on a part with FP4 units (gpt-oss's MXFP4 on a B200, an NVFP4 checkpoint on a
+    /// B300) pay the FP4 kernels' fixed cost once a MoE layer and read the touched weights no
+    /// faster than their stream; more tokens never make them cheaper.
+    #[test]
+    fn fp4_block_experts_pay_their_fixed_cost_and_read_at_their_stream(
+        n in 1u32..300,
+        extra in 1u32..300,
+        case in prop::sample::select(vec![("openai/gpt-oss-120b", "b200"), ("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", "b300")]),
+        tp in prop::sample::select(vec!["1", "4", "8"]),
+    ) {
+        let s = setup(case.0, case.1, &[("tp", tp)]);
+        let c = CostModel::new(&s);
+        let st = &s.stack;
+        let stream = st.fp4_moe.stream * st.eta_bw * s.hardware.bandwidth_gbs * 1e9;
+        let small = c.breakdown(&decode_batch(n, 1000)).experts;
+        let bytes = c.experts_touched(u64::from(n)) * c.expert.weight_bytes / c.expert_spread.gpus * c.moe_layers;
+        prop_assert!(small >= c.moe_layers * st.fp4_moe.fixed_us * 1e-6 + bytes / stream * (1.0 - 1e-9));
+        prop_assert!(c.breakdown(&decode_batch(n + extra, 1000)).experts >= small);
+    }
+}

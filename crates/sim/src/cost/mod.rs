@@ -256,12 +256,12 @@ impl CostModel {
         let triton = (o.mxfp4_backend == crate::precision::Mxfp4Backend::Triton).then_some(st.triton_moe);
         // Bytes a second of weights the SMs dequantize at `ops` integer operations a weight.
         let dequant_stream = |ops: f64| peaks.integer_tops() * 1e12 / ops * w_b;
-        // Experts kept in BF16 or FP8 run vLLM's Triton fused-MoE kernels, which pay a fixed
-        // cost per layer (measured; see `StackProfile::fused_moe_us`).
-        // Experts in NVFP4 or MXFP4 on parts with FP4 units run FlashInfer's FP4 block-scaled
-        // kernels, which read their weights at their own stream after a fixed cost of their own
-        // (measured; see `Fp4MoeKernel`).
-        let fp4_blocks = triton.is_none() && m.precision.runs_fp4_block_experts(peaks);
+        // The expert kernels' fixed cost per MoE layer, all measured: Triton's MXFP4 kernels'
+        // (`TritonMoeKernel`); vLLM's Triton fused-MoE kernels' for experts kept in BF16 or FP8
+        // (`StackProfile::fused_moe_us`); FlashInfer's FP4 block-scaled kernels' for NVFP4 and
+        // MXFP4 experts on parts with FP4 units, which also read their weights at a stream of
+        // their own (`Fp4MoeKernel`, applied in `expert_dev`'s arm without Triton below).
+        let fp4_blocks = m.precision.runs_fp4_block_experts(peaks);
         let fused_us = match triton {
             Some(k) => k.fixed_us,
             None if m.precision.keeps_experts_native(peaks) => st.fused_moe_us,

@@ -278,7 +278,7 @@ fn a_point_whose_requests_do_not_fit_the_kv_cache_is_skipped_with_the_reason() {
 }
 
 #[test]
-fn a_dashboard_series_label_names_its_device_and_a_series_of_another_engine_is_skipped() {
+fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_engine_is_skipped() {
     let presets = Presets::embedded().unwrap();
     let defaults = validate::Defaults { model: Some("openai/gpt-oss-120b".into()), ..Default::default() };
     let with_hw = |hw: &str| {
@@ -286,10 +286,20 @@ fn a_dashboard_series_label_names_its_device_and_a_series_of_another_engine_is_s
         p.labels = vec![("hw".into(), hw.into()), ("tp".into(), "2".into())];
         p
     };
-    let labels = ["h200_vllm", "MI355X_vllm", "b200-dgxc", "mi325x-tw", "h100_sglang", "h100-nvl", "b200_dynamo-trt"];
+    let labels = [
+        "h200_vllm",
+        "MI355X_vllm",
+        "b200-dgxc",
+        "mi325x-tw",
+        "h100-dgxc-slurm_07",
+        "mi300x-amds_1",
+        "h100_sglang",
+        "h100-nvl",
+        "b200_dynamo-trt",
+    ];
     let (targets, skipped) = validate::targets_for(labels.map(with_hw).to_vec(), &defaults, &presets);
     let devices: Vec<&str> = targets.iter().map(|t| t.setup.hardware.name.as_str()).collect();
-    assert_eq!(devices, ["h200", "mi355x", "b200", "mi325x"]);
+    assert_eq!(devices, ["h200", "mi355x", "b200", "mi325x", "h100-sxm", "mi300x"]);
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
     assert_eq!(reasons.len(), 3, "{reasons:?}");
     assert!(reasons[0].contains("series of sglang on h100") && reasons[0].contains("vLLM"), "{reasons:?}");

@@ -81,15 +81,18 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
 }
 
 /// The device a hardware label names. InferenceX's dashboard keys a series by device and
-/// engine, joined by `_` (`h200_vllm`, `b200_sglang`, `mi355x_mori-sglang_mtp`): where the label
-/// is no preset itself but its part before the first `_` is, that part is the device, and a
-/// series of an engine other than vLLM is refused (the simulator prices vLLM's engine).
+/// engine, joined by `_` (`h200_vllm`, `b200_sglang`, `mi355x_mori-sglang_mtp`), and its runners
+/// by machine and index (`b200-dgxc_03`, `mi300x-amds_1`: the presets know the machines as
+/// aliases): where the label is no preset itself but its part before the first `_` is, that
+/// part is the device, and a series of an engine other than vLLM is refused (the simulator
+/// prices vLLM's engine).
 fn device_of_series<'a>(label: &'a str, presets: &Presets) -> Result<&'a str, String> {
     let Some((device, engine)) = label.split_once('_') else { return Ok(label) };
     if presets.hardware(label).is_ok() || presets.hardware(device).is_err() {
         return Ok(label);
     }
-    if engine.trim().eq_ignore_ascii_case("vllm") {
+    let runner_index = !engine.is_empty() && engine.bytes().all(|b| b.is_ascii_digit());
+    if runner_index || engine.trim().eq_ignore_ascii_case("vllm") {
         return Ok(device);
     }
     Err(format!(

@@ -308,6 +308,50 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
 }
 
 #[test]
+fn a_row_of_another_engine_is_skipped_and_inferencex_model_prefixes_name_their_presets() {
+    let presets = Presets::embedded().unwrap();
+    let defaults = validate::Defaults::default();
+    let row = |model: &str, framework: &str| {
+        let mut p = point(8, 1024, 64, Some(4));
+        p.labels = vec![("hw".into(), "h200".into()), ("model".into(), model.into()), ("tp".into(), "8".into())];
+        if !framework.is_empty() {
+            p.labels.push(("framework".into(), framework.into()));
+        }
+        p
+    };
+    let with_precision = |mut p: MeasuredPoint, precision: &str| {
+        p.labels.push(("precision".into(), precision.into()));
+        p
+    };
+    let rows = vec![
+        row("gptoss", "vllm"),
+        row("dsr1", ""),
+        with_precision(row("gptoss", "vllm"), "fp4"),
+        with_precision(row("dsr1", "vllm"), "fp4"),
+        row("gptoss", "sglang"),
+        row("gptoss", "dynamo-trt"),
+        with_precision(row("dsr1", "vllm"), "int3"),
+    ];
+    let (targets, skipped) = validate::targets_for(rows, &defaults, &presets);
+    let models: Vec<(&str, &str)> =
+        targets.iter().map(|t| (t.setup.model.id.as_str(), t.setup.model.precision.name())).collect();
+    // InferenceX's `fp4` is gpt-oss's own MXFP4, and DeepSeek-R1's NVFP4 checkpoint.
+    assert_eq!(
+        models,
+        [
+            ("openai/gpt-oss-120b", "mxfp4"),
+            ("deepseek-ai/DeepSeek-R1", "fp8"),
+            ("openai/gpt-oss-120b", "mxfp4"),
+            ("deepseek-ai/DeepSeek-R1", "nvfp4")
+        ]
+    );
+    let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[0].contains("measured sglang, not vLLM") && reasons[1].contains("dynamo-trt"), "{reasons:?}");
+    assert!(reasons[2].contains("precision \"int3\""), "{reasons:?}");
+}
+
+#[test]
 fn a_burst_through_the_chat_endpoint_reaches_its_first_tokens_after_all_are_rendered() {
     // With the frontend's work per request (1 ms here), 200 chat prompts at once are rendered
     // before any is tokenized, so even the first waits 200 ms; through the completions

@@ -24,6 +24,7 @@ use servebench_core::vllm::SERVE_OPTION_LABELS;
 use super::fidelity::percentile;
 use super::points::{FitMetric, MeasuredPoint};
 use super::{Calibrator, FitParam, FitResult, Residual, SearchOptions, Target, default_params};
+use crate::precision::Precision;
 use crate::presets::Presets;
 use crate::setup::SimSetup;
 
@@ -46,6 +47,8 @@ pub struct Skipped {
 
 /// The label keys that name a point's hardware, in order of preference.
 const HARDWARE_KEYS: [&str; 3] = ["hw", "hardware", "gpu"];
+/// Labels that name the serving engine a row measured (InferenceX's `framework`).
+const ENGINE_KEYS: [&str; 2] = ["framework", "engine"];
 
 /// Maps each point to its deployment; points that cannot be mapped are returned as skipped.
 pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) -> (Vec<Target>, Vec<Skipped>) {
@@ -62,6 +65,12 @@ pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) 
 
 fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<SimSetup, String> {
     let label = |k: &str| point.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    if let Some(engine) = ENGINE_KEYS.iter().find_map(|k| label(k)).filter(|e| !e.trim().eq_ignore_ascii_case("vllm")) {
+        return Err(format!(
+            "it measured {engine}, not vLLM; the simulator prices vLLM's engine, so it is not predicted (leave \
+             it out, or drop its framework to compare anyway)"
+        ));
+    }
     let model =
         label("model").or(d.model.as_deref()).ok_or("it names no model; give --model for results that do not say")?;
     let hardware = HARDWARE_KEYS
@@ -71,13 +80,35 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
         .ok_or("it names no hardware; give --hardware for results that do not say")?;
     let hardware = device_of_series(hardware, presets)?;
     let mut options: Vec<(String, String)> = vec![("jitter".into(), "0".into())];
+    let precision = match (label("precision"), presets.model(model)) {
+        (Some(asked), Ok(preset)) => precision_option(asked, preset.precision)?,
+        _ => None,
+    };
     let from_labels = parallelism(&label)?
         .into_iter()
-        .chain(SERVE_OPTION_LABELS.iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))));
+        .chain(SERVE_OPTION_LABELS.iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))))
+        .chain(precision.map(|p| ("precision".to_string(), p.to_string())));
     options.extend(from_labels.filter(|(key, _)| !d.options.iter().any(|(k, _)| k == key)));
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
     let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());
     resolved.map_err(|e| format!("{model} on {hardware}: {e}"))
+}
+
+/// The weight format a row's `precision` label asks of its model preset: none where it names the
+/// preset's own format or one of its kind (InferenceX writes `fp4` for gpt-oss's MXFP4 and for an
+/// NVFP4 checkpoint alike), else the format it names (`fp4` for an FP8 preset: NVFP4).
+fn precision_option(asked: &str, preset: Precision) -> Result<Option<&'static str>, String> {
+    let kind = |p: Precision| match p {
+        Precision::Bf16 | Precision::Fp16 => "16-bit",
+        Precision::Fp8 => "8-bit",
+        Precision::Nvfp4 | Precision::Mxfp4 => "4-bit float",
+        Precision::AwqInt4 => "4-bit integer",
+    };
+    let named = Precision::parse(asked).ok_or_else(|| {
+        let known: Vec<&str> = Precision::ALL.iter().map(|(_, n)| *n).collect();
+        format!("its precision {asked:?} is no weight format the simulator knows ({}, or fp4)", known.join(", "))
+    })?;
+    Ok((kind(named) != kind(preset)).then(|| named.name()))
 }
 
 /// The device a hardware label names. InferenceX's dashboard keys a series by device and

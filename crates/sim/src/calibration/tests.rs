@@ -308,7 +308,7 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
 }
 
 #[test]
-fn a_row_of_another_engine_is_skipped_and_inferencex_model_prefixes_name_their_presets() {
+fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_to_presets() {
     let presets = Presets::embedded().unwrap();
     let defaults = validate::Defaults::default();
     let row = |model: &str, framework: &str| {
@@ -319,10 +319,11 @@ fn a_row_of_another_engine_is_skipped_and_inferencex_model_prefixes_name_their_p
         }
         p
     };
-    let with_precision = |mut p: MeasuredPoint, precision: &str| {
-        p.labels.push(("precision".into(), precision.into()));
+    let labelled = |mut p: MeasuredPoint, key: &str, value: &str| {
+        p.labels.push((key.into(), value.into()));
         p
     };
+    let with_precision = |p: MeasuredPoint, precision: &str| labelled(p, "precision", precision);
     let rows = vec![
         row("gptoss", "vllm"),
         row("dsr1", ""),
@@ -331,6 +332,9 @@ fn a_row_of_another_engine_is_skipped_and_inferencex_model_prefixes_name_their_p
         row("gptoss", "sglang"),
         row("gptoss", "dynamo-trt"),
         with_precision(row("dsr1", "vllm"), "int3"),
+        labelled(row("dsr1", "vllm"), "spec-decoding", "mtp"),
+        labelled(row("gptoss", "vllm"), "disagg", "true"),
+        labelled(row("gptoss", "vllm"), "spec-decoding", "none"),
     ];
     let (targets, skipped) = validate::targets_for(rows, &defaults, &presets);
     let models: Vec<(&str, &str)> =
@@ -342,13 +346,16 @@ fn a_row_of_another_engine_is_skipped_and_inferencex_model_prefixes_name_their_p
             ("openai/gpt-oss-120b", "mxfp4"),
             ("deepseek-ai/DeepSeek-R1", "fp8"),
             ("openai/gpt-oss-120b", "mxfp4"),
-            ("deepseek-ai/DeepSeek-R1", "nvfp4")
+            ("deepseek-ai/DeepSeek-R1", "nvfp4"),
+            ("openai/gpt-oss-120b", "mxfp4")
         ]
     );
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
-    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert_eq!(reasons.len(), 5, "{reasons:?}");
     assert!(reasons[0].contains("measured sglang, not vLLM") && reasons[1].contains("dynamo-trt"), "{reasons:?}");
     assert!(reasons[2].contains("precision \"int3\""), "{reasons:?}");
+    assert!(reasons[3].contains("speculative decoding (spec-decoding mtp)"), "{reasons:?}");
+    assert!(reasons[4].contains("disaggregated prefill and decode"), "{reasons:?}");
 }
 
 #[test]

@@ -49,6 +49,14 @@ pub struct Skipped {
 const HARDWARE_KEYS: [&str; 3] = ["hw", "hardware", "gpu"];
 /// Labels that name the serving engine a row measured (InferenceX's `framework`).
 const ENGINE_KEYS: [&str; 2] = ["framework", "engine"];
+/// Labels of ways of serving the simulator does not model, with what each is, where a row sets
+/// them to anything but none or false (InferenceX's `spec-decoding` and `disagg`).
+const UNMODELLED_KEYS: [(&str, &str); 4] = [
+    ("spec-decoding", "speculative decoding"),
+    ("spec_decoding", "speculative decoding"),
+    ("disagg", "disaggregated prefill and decode"),
+    ("disaggregated", "disaggregated prefill and decode"),
+];
 
 /// Maps each point to its deployment; points that cannot be mapped are returned as skipped.
 pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) -> (Vec<Target>, Vec<Skipped>) {
@@ -70,6 +78,15 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
             "it measured {engine}, not vLLM; the simulator prices vLLM's engine, so it is not predicted (leave \
              it out, or drop its framework to compare anyway)"
         ));
+    }
+    for (key, what) in UNMODELLED_KEYS {
+        if let Some(v) = label(key)
+            .filter(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "none" | "false" | "0" | "off"))
+        {
+            return Err(format!(
+                "it ran {what} ({key} {v}), which the simulator does not model, so it is not predicted (leave it out)"
+            ));
+        }
     }
     let model =
         label("model").or(d.model.as_deref()).ok_or("it names no model; give --model for results that do not say")?;

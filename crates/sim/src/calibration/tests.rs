@@ -334,6 +334,7 @@ fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_t
         with_precision(row("dsr1", "vllm"), "int3"),
         labelled(row("dsr1", "vllm"), "spec-decoding", "mtp"),
         labelled(row("gptoss", "vllm"), "disagg", "true"),
+        labelled(row("dsr1", "vllm"), "spec_decoding", "mtp"),
         labelled(row("gptoss", "vllm"), "spec-decoding", "none"),
     ];
     let (targets, skipped) = validate::targets_for(rows, &defaults, &presets);
@@ -351,11 +352,12 @@ fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_t
         ]
     );
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
-    assert_eq!(reasons.len(), 5, "{reasons:?}");
+    assert_eq!(reasons.len(), 6, "{reasons:?}");
     assert!(reasons[0].contains("measured sglang, not vLLM") && reasons[1].contains("dynamo-trt"), "{reasons:?}");
     assert!(reasons[2].contains("precision \"int3\""), "{reasons:?}");
     assert!(reasons[3].contains("speculative decoding (spec-decoding mtp)"), "{reasons:?}");
     assert!(reasons[4].contains("disaggregated prefill and decode"), "{reasons:?}");
+    assert!(reasons[5].contains("speculative decoding (spec-decoding mtp)"), "{reasons:?}");
 }
 
 #[test]

@@ -50,13 +50,9 @@ const HARDWARE_KEYS: [&str; 3] = ["hw", "hardware", "gpu"];
 /// Labels that name the serving engine a row measured (InferenceX's `framework`).
 const ENGINE_KEYS: [&str; 2] = ["framework", "engine"];
 /// Labels of ways of serving the simulator does not model, with what each is, where a row sets
-/// them to anything but none or false (InferenceX's `spec-decoding` and `disagg`).
-const UNMODELLED_KEYS: [(&str, &str); 4] = [
-    ("spec-decoding", "speculative decoding"),
-    ("spec_decoding", "speculative decoding"),
-    ("disagg", "disaggregated prefill and decode"),
-    ("disaggregated", "disaggregated prefill and decode"),
-];
+/// them to anything but none or false (InferenceX's `spec-decoding` and `disagg`; `_` or `-`).
+const UNMODELLED_KEYS: [(&str, &str); 2] =
+    [("spec-decoding", "speculative decoding"), ("disagg", "disaggregated prefill and decode")];
 
 /// Maps each point to its deployment; points that cannot be mapped are returned as skipped.
 pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) -> (Vec<Target>, Vec<Skipped>) {
@@ -81,6 +77,7 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
     }
     for (key, what) in UNMODELLED_KEYS {
         if let Some(v) = label(key)
+            .or_else(|| label(&key.replace('-', "_")))
             .filter(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "none" | "false" | "0" | "off"))
         {
             return Err(format!(

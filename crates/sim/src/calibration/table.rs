@@ -5,7 +5,8 @@
 //! A row is recognised by its `isl`, `osl` and `conc` fields. Its workload is a random-prompt
 //! run at concurrency `conc`: `num_prompts` requests (default ten per concurrent stream) whose
 //! prompt and output lengths are spread uniformly over `[range_ratio · isl, isl]` and
-//! `[range_ratio · osl, osl]` (default 0.8; InferenceX's settings), outputs run to their length
+//! `[range_ratio · osl, osl]` (`range_ratio` or `random_range_ratio`, as InferenceX's client
+//! reads it; default 0.8, InferenceX's settings), outputs run to their length
 //! (`--ignore-eos`). Times are seconds; throughput per GPU is multiplied by the GPUs
 //! (`gpus`, else `tp · dp`). Every other scalar field becomes a label (`hw`, `tp`, `vllm`,
 //! `model`, ...), so the validator can map the row to a deployment and group it; a serving
@@ -49,7 +50,8 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
     };
     let (isl, osl, conc) = (whole("isl")?, whole("osl")?, whole("conc")?);
     let number = |k: &str| value.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v > 0.0);
-    let range_ratio = match value.get("range_ratio") {
+    // InferenceX's client names it `random_range_ratio`, with the same meaning.
+    let range_ratio = match value.get("range_ratio").or_else(|| value.get("random_range_ratio")) {
         None => defaults.range_ratio,
         Some(v) => v.as_f64().filter(|r| (0.0..=1.0).contains(r)).ok_or("range_ratio must be in [0, 1]")?,
     };
@@ -211,6 +213,11 @@ mod tests {
         let mean = p.workload.output.mean(40);
         assert!((mean - 0.9 * 8192.0).abs() < 0.02 * 8192.0, "{mean}");
         assert!(is_row(&row()));
+        // InferenceX's client's name for the spread: fixed lengths at 1.
+        let mut r = row();
+        r["random_range_ratio"] = serde_json::json!(1.0);
+        let fixed = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+        assert!(fixed.workload.input.expand(40).iter().all(|&x| x == 1024));
         assert!(!is_row(&serde_json::json!({"isl": 1, "osl": 2})));
     }
 

@@ -9,8 +9,8 @@
 //!    `WARNING ...`), progress bars, the `Namespace(...)` line, the traffic lines
 //!    (`Traffic request rate: inf`, `Maximum request concurrency: 4`, ...), the failure
 //!    listing (`Error 3: ...`) and the other fixed progress messages.
-//! 2. `# Title` (any number of `#`): `section=Title`; the `#` lines right below it go on
-//!    with the same comment and set nothing.
+//! 2. `# Title` (any number of `#`): `section=Title`, and the deployment the title names (as in
+//!    rule 7); the `#` lines right below it go on with the same comment and set nothing.
 //! 3. A `vllm serve MODEL ...` command line (after any prompt such as `$`): `model=MODEL` and
 //!    the parallel sizes its flags give, `tp`, `pp` and `dp` (`-tp 4`,
 //!    `--tensor-parallel-size=4`, `-pp`, `-dp` and their long forms), `ep=true` for
@@ -40,13 +40,16 @@
 //!    `tp`, `pp`, `dp`, `ep`, `nodes`, `hw`, `hardware` and `gpu`, taken in any case).
 //!    If the value is a comma-separated list of two or more single-word items
 //!    (`num_prompts: 1, 2, 4, 8`), it is a **list** (see below). A line of several
-//!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word.
+//!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word, and so does a line
+//!    of comma-separated pairs of one-word values (`model: org/name, tp=8, nodes=8`).
 //! 6. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
 //!    `model=org/name`; or first and followed by a layout over machines
 //!    (`org/name (4 nodes, tp)`): that model and the layout's label. (The run store also makes
 //!    the model the run's model, `sim fit` picks the blocks of the model it fits by it.)
-//! 7. Anything else is free text: `heading=the line`. Several free-text lines before one
-//!    block are joined with ` / `.
+//! 7. Anything else is free text: `heading=the line`, and the deployment it names, if any
+//!    (`gpt-oss-120b, 8 nodes (tp)`, `Results org/name TP=8`: `model`, `tp`, `pp` and the
+//!    machines, read as the `free` module says). Several free-text lines before one block
+//!    are joined with ` / `.
 //!
 //! Scope: a label applies to every block after its heading until a later heading sets the
 //! same key. A list heading `key: v1, ..., vn` gives `v1` to the first block after it, `v2`
@@ -62,6 +65,9 @@
 //! because no later heading sets `seq_length`.
 
 use thiserror::Error;
+
+pub use command::SERVE_OPTION_LABELS;
+use command::{bench_labels, serve_command};
 
 use super::{BlockError, ParsedBlock};
 
@@ -185,12 +191,13 @@ impl Headings {
                     if serve_command(heading).is_some() {
                         self.scopes.retain(|scope| !set_by_serve(&scope.key));
                     }
-                    for (key, values) in labels {
-                        // A layout in machines and one in sizes say the same thing twice: the
-                        // later heading's stands.
-                        let replaced = superseded_by(&key);
-                        self.scopes.retain(|scope| !replaced.contains(&scope.key.as_str()));
-                        self.set(key, values, line, notes);
+                    let title = match labels.as_slice() {
+                        [(key, values)] if key == "section" => values.first().cloned(),
+                        _ => None,
+                    };
+                    self.set_all(labels, line, notes);
+                    if let Some(title) = title {
+                        self.set_caption(free::deployment(&title), line, notes);
                     }
                 }
                 Heading::Text(t) => {
@@ -199,6 +206,7 @@ impl Headings {
                         text_line = line;
                         self.set("heading".to_string(), vec![t.clone()], line, notes);
                     }
+                    self.set_caption(free::deployment(&t), line, notes);
                     text.push(t);
                 }
             }
@@ -236,6 +244,28 @@ impl Headings {
                 });
             }
         }
+    }
+
+    /// Sets each label of one heading. A layout in machines and one in sizes say the same thing
+    /// twice: the later heading's stands.
+    fn set_all(&mut self, labels: Vec<(String, Vec<String>)>, line: usize, notes: &mut Vec<HeadingNote>) {
+        for (key, values) in labels {
+            let replaced = superseded_by(&key);
+            self.scopes.retain(|scope| !replaced.contains(&scope.key.as_str()));
+            self.set(key, values, line, notes);
+        }
+    }
+
+    /// Sets the deployment a caption names ([`free`]). One that names a model and how it is
+    /// spread states a whole deployment, as a `vllm serve` line does: the parallel sizes and
+    /// layouts of earlier headings do not carry over to it.
+    fn set_caption(&mut self, labels: Vec<(String, Vec<String>)>, line: usize, notes: &mut Vec<HeadingNote>) {
+        const PARALLEL: [&str; 7] = ["tp", "pp", "dp", "ep", "tp-nodes", "pp-nodes", "nodes"];
+        let has = |key: &str| labels.iter().any(|(k, _)| k == key);
+        if has("model") && PARALLEL.iter().any(|k| has(k)) {
+            self.scopes.retain(|scope| !PARALLEL.contains(&scope.key.as_str()));
+        }
+        self.set_all(labels, line, notes);
     }
 
     fn set(&mut self, key: String, mut values: Vec<String>, line: usize, notes: &mut Vec<HeadingNote>) {
@@ -322,6 +352,18 @@ pub fn classify(line: &str) -> Heading {
             return Heading::Labels(pairs);
         }
     }
+    // `model: org/name, tp=8, nodes=8`: one label per comma-separated `key: value` or
+    // `key=value`, each value one word.
+    let parts: Vec<&str> = line.split(',').map(str::trim).collect();
+    if parts.len() >= 2 {
+        let one_word = |(k, v): (String, Vec<String>)| {
+            (v.len() == 1 && !v[0].contains(|c: char| c.is_whitespace() || c == '=' || c == ':')).then_some((k, v))
+        };
+        let pairs: Option<Vec<_>> = parts.iter().map(|p| key_value(p).and_then(one_word)).collect();
+        if let Some(pairs) = pairs {
+            return Heading::Labels(pairs);
+        }
+    }
     if let Some((key, values)) = key_value(line) {
         return Heading::Labels(vec![(key, values)]);
     }
@@ -345,27 +387,6 @@ pub fn classify(line: &str) -> Heading {
     Heading::Text(line.to_string())
 }
 
-/// The labels of a `vllm serve` line that name a serving option of the deployment, under the
-/// simulator's option names (its parallel sizes and model aside). `quick-reduce` comes from the
-/// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
-/// `fuse-allreduce-rms` from the compilation config's pass (see [`fused_norm_pass`]).
-pub const SERVE_OPTION_LABELS: [&str; 10] = [
-    "max-num-batched-tokens",
-    "max-num-seqs",
-    "max-model-len",
-    "kv-cache-dtype",
-    "gpu-memory-utilization",
-    "enforce-eager",
-    "async-scheduling",
-    "enable-prefix-caching",
-    "quick-reduce",
-    "fuse-allreduce-rms",
-];
-
-/// The environment variables before a `vllm serve` command that set a serving option: (name,
-/// label); the value is the label's, lower-cased.
-const SERVE_ENV: [(&str, &str); 1] = [("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "quick-reduce")];
-
 /// Whether a `vllm serve` line can set the label `key` (and so resets it): its parallel sizes
 /// replace a layout over machines given before it too.
 fn set_by_serve(key: &str) -> bool {
@@ -382,117 +403,6 @@ fn superseded_by(key: &str) -> &'static [&'static str] {
         "tp" | "pp" | "nodes" => &["tp-nodes", "pp-nodes"],
         _ => &[],
     }
-}
-
-/// Switches of `vllm serve`: (flag, label, value). Every other `--NAME` flag whose NAME is one
-/// of [`SERVE_OPTION_LABELS`] takes a value, read as the label NAME.
-const SWITCHES: [(&str, &str, &str); 7] = [
-    ("--enable-expert-parallel", "ep", "true"),
-    ("--enforce-eager", "enforce-eager", "true"),
-    ("--async-scheduling", "async-scheduling", "true"),
-    ("--no-async-scheduling", "async-scheduling", "false"),
-    ("--enable-prefix-caching", "enable-prefix-caching", "true"),
-    ("--no-enable-prefix-caching", "enable-prefix-caching", "false"),
-    ("-ep", "ep", "true"),
-];
-
-/// The labels of a `vllm serve MODEL [flags]` line: the model, the parallel sizes and the
-/// serving flags the simulator knows (see the module docs); none for a line of placeholders,
-/// which still states a deployment of vLLM's defaults.
-fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
-    let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_matches(QUOTES)).filter(|w| !w.is_empty()).collect();
-    let at = words.windows(2).position(|w| w == ["vllm", "serve"])?;
-    let rest = &words[at + 2..];
-    let mut labels = Vec::new();
-    for (name, value) in words[..at].iter().filter_map(|w| w.split_once('=')) {
-        if let Some((_, key)) = SERVE_ENV.iter().find(|(var, _)| *var == name)
-            && !value.is_empty()
-        {
-            labels.push((key.to_string(), vec![value.to_ascii_lowercase()]));
-        }
-    }
-    if let Some(model) = rest.first().filter(|m| !m.starts_with('-') && !is_placeholder(m)) {
-        labels.push(("model".to_string(), vec![model.to_string()]));
-    }
-    if let Some(on) = fused_norm_pass(&rest.join(" ")) {
-        labels.push(("fuse-allreduce-rms".to_string(), vec![on.to_string()]));
-    }
-    let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
-    for (i, word) in rest.iter().enumerate() {
-        let (flag, inline) = match word.split_once('=') {
-            Some((f, v)) => (f, Some(v)),
-            None => (*word, None),
-        };
-        if let Some((_, key, value)) = SWITCHES.iter().find(|(f, _, _)| *f == flag) {
-            labels.push((key.to_string(), vec![value.to_string()]));
-            continue;
-        }
-        let value = inline.or_else(|| rest.get(i + 1).copied());
-        if let Some(key) = flag.strip_prefix("--").filter(|k| SERVE_OPTION_LABELS.contains(k)) {
-            if let Some(v) = value.filter(|v| !v.is_empty() && !v.starts_with('-')) {
-                labels.push((key.to_string(), vec![v.to_string()]));
-            }
-            continue;
-        }
-        let key = match flag {
-            "-tp" | "--tensor-parallel-size" => "tp",
-            "-pp" | "--pipeline-parallel-size" => "pp",
-            "-dp" | "--data-parallel-size" => "dp",
-            _ => continue,
-        };
-        if let Some(value) = value.filter(|v| whole(v)) {
-            labels.push((key.to_string(), vec![value.to_string()]));
-        }
-    }
-    Some(labels)
-}
-
-/// The dataset and the backend a benchmark command names (`vllm bench serve ... --dataset-name
-/// sharegpt --backend openai-chat`, or the older `benchmark_serving.py` script), lower-cased,
-/// as `dataset` and `backend` labels; `None` for other lines and for a command that leaves both
-/// to their defaults.
-fn bench_labels(line: &str) -> Option<Vec<(String, Vec<String>)>> {
-    let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_matches(QUOTES)).collect();
-    let bench = words.windows(3).any(|w| w == ["vllm", "bench", "serve"])
-        || words.iter().any(|w| w.ends_with("benchmark_serving.py"));
-    if !bench {
-        return None;
-    }
-    let flag = |name: &str| {
-        words.iter().enumerate().find_map(|(i, w)| {
-            let value = match w.split_once('=') {
-                Some((k, v)) if k == name => Some(v),
-                _ if *w == name => words.get(i + 1).copied(),
-                _ => None,
-            }?;
-            (!value.is_empty() && !value.starts_with('-')).then(|| value.to_ascii_lowercase())
-        })
-    };
-    let labels: Vec<(String, Vec<String>)> = [("dataset", "--dataset-name"), ("backend", "--backend")]
-        .into_iter()
-        .filter_map(|(key, name)| Some((key.to_string(), vec![flag(name)?])))
-        .collect();
-    (!labels.is_empty()).then_some(labels)
-}
-
-/// Whether a `vllm serve` command's compilation config turns FlashInfer's fused all-reduce and
-/// RMSNorm on or off, in any of its spellings: JSON (`-O '{"pass_config":
-/// {"fuse_allreduce_rms": true}}'`, `--compilation-config '...'`), dotted
-/// (`--compilation-config.pass_config.fuse_allreduce_rms=true`), or vLLM 0.10's name for the
-/// pass, `enable_fi_allreduce_fusion`. `None` where the command does not say.
-fn fused_norm_pass(args: &str) -> Option<bool> {
-    ["fuse_allreduce_rms", "enable_fi_allreduce_fusion"].iter().find_map(|name| {
-        let at = args.find(name)? + name.len();
-        let value = args[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ':' | '='));
-        let lower = value.to_ascii_lowercase();
-        if lower.starts_with("true") {
-            Some(true)
-        } else if lower.starts_with("false") {
-            Some(false)
-        } else {
-            None
-        }
-    })
 }
 
 fn is_vllm_line(line: &str) -> bool {
@@ -532,15 +442,6 @@ fn key_value(line: &str) -> Option<(String, Vec<String>)> {
 
 /// Keys written in any case that are read in lower case (the ones the simulator reads).
 const NORMALISED_KEYS: [&str; 9] = ["model", "tp", "pp", "dp", "ep", "nodes", "hw", "hardware", "gpu"];
-
-/// Quotes a pasted command may be wrapped in, straight or typographic.
-const QUOTES: &[char] = &['"', '\'', '`', '\u{201c}', '\u{201d}', '\u{2018}', '\u{2019}'];
-
-/// A stand-in for a model in a command template: one capital letter (`M`), a shell variable
-/// (`$MODEL`, `${MODEL}`) or a bracketed name (`<model>`, `{model}`).
-fn is_placeholder(word: &str) -> bool {
-    (word.len() == 1 && word.bytes().all(|b| b.is_ascii_uppercase())) || word.starts_with(['$', '<', '{'])
-}
 
 /// A parallel layout across machines (`4 nodes (tp)`, `TP over 8 nodes`, `2-node pp`,
 /// `4 nodes (tp=4)`): the label key (`tp-nodes` or `pp-nodes`) and the count. Every word must
@@ -583,5 +484,7 @@ fn is_model_id(word: &str) -> bool {
     part_ok(org) && part_ok(name) && name.chars().any(|c| c.is_ascii_alphabetic())
 }
 
+mod command;
+mod free;
 #[cfg(test)]
 mod tests;

@@ -338,3 +338,28 @@ fn a_comment_over_several_lines_is_titled_by_its_first() {
     let labels = labels_of(&text);
     assert_eq!(labels.blocks[0], pairs(&[("section", "GPUStack's lab, one H100")]));
 }
+
+#[test]
+fn captions_name_their_deployment_and_a_whole_one_replaces_the_last() {
+    let text = format!(
+        "4 nodes (tp)\n## gpt-oss-120b\n{}## GLM-4.6-FP8 -tp 8 (8x Spark)\n{}Qwen3-VL-235B-A22B-Instruct-AWQ tp4\n{}\
+         model: openai/gpt-oss-20b, tp=8, nodes=8\n{}",
+        block(1),
+        block(2),
+        block(3),
+        block(4)
+    );
+    let got = labels_of(&text);
+    let get = |i: usize, key: &str| got.blocks[i].iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    // A caption naming only the model keeps the layout above it.
+    assert_eq!((get(0, "model"), get(0, "tp-nodes")), (Some("gpt-oss-120b"), Some("4")));
+    // One naming how the model is spread states the whole deployment.
+    assert_eq!(
+        (get(1, "model"), get(1, "tp"), get(1, "nodes"), get(1, "tp-nodes")),
+        (Some("GLM-4.6-FP8"), Some("8"), Some("8"), None)
+    );
+    assert_eq!((get(2, "tp"), get(2, "nodes")), (Some("4"), None), "{:?}", got.blocks[2]);
+    // Comma-separated pairs give a label each.
+    assert_eq!((get(3, "model"), get(3, "tp"), get(3, "nodes")), (Some("openai/gpt-oss-20b"), Some("8"), Some("8")));
+    assert_eq!(classify("mode: a=1, b=2"), label("mode", &["a=1, b=2"]), "a value with its own pairs stays whole");
+}

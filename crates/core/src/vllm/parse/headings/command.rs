@@ -1,0 +1,143 @@
+//! What a pasted command line says: a `vllm serve` line's model, parallel sizes and the
+//! serving flags the simulator has options for, and a benchmark command's dataset and backend.
+
+/// The labels of a `vllm serve` line that name a serving option of the deployment, under the
+/// simulator's option names (its parallel sizes and model aside). `quick-reduce` comes from the
+/// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
+/// `fuse-allreduce-rms` from the compilation config's pass (see `fused_norm_pass`).
+pub const SERVE_OPTION_LABELS: [&str; 10] = [
+    "max-num-batched-tokens",
+    "max-num-seqs",
+    "max-model-len",
+    "kv-cache-dtype",
+    "gpu-memory-utilization",
+    "enforce-eager",
+    "async-scheduling",
+    "enable-prefix-caching",
+    "quick-reduce",
+    "fuse-allreduce-rms",
+];
+
+/// The environment variables before a `vllm serve` command that set a serving option: (name,
+/// label); the value is the label's, lower-cased.
+const SERVE_ENV: [(&str, &str); 1] = [("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "quick-reduce")];
+
+/// Switches of `vllm serve`: (flag, label, value). Every other `--NAME` flag whose NAME is one
+/// of [`SERVE_OPTION_LABELS`] takes a value, read as the label NAME.
+const SWITCHES: [(&str, &str, &str); 7] = [
+    ("--enable-expert-parallel", "ep", "true"),
+    ("--enforce-eager", "enforce-eager", "true"),
+    ("--async-scheduling", "async-scheduling", "true"),
+    ("--no-async-scheduling", "async-scheduling", "false"),
+    ("--enable-prefix-caching", "enable-prefix-caching", "true"),
+    ("--no-enable-prefix-caching", "enable-prefix-caching", "false"),
+    ("-ep", "ep", "true"),
+];
+
+/// The labels of a `vllm serve MODEL [flags]` line: the model, the parallel sizes and the
+/// serving flags the simulator knows (see the module docs); none for a line of placeholders,
+/// which still states a deployment of vLLM's defaults.
+pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
+    let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_matches(QUOTES)).filter(|w| !w.is_empty()).collect();
+    let at = words.windows(2).position(|w| w == ["vllm", "serve"])?;
+    let rest = &words[at + 2..];
+    let mut labels = Vec::new();
+    for (name, value) in words[..at].iter().filter_map(|w| w.split_once('=')) {
+        if let Some((_, key)) = SERVE_ENV.iter().find(|(var, _)| *var == name)
+            && !value.is_empty()
+        {
+            labels.push((key.to_string(), vec![value.to_ascii_lowercase()]));
+        }
+    }
+    if let Some(model) = rest.first().filter(|m| !m.starts_with('-') && !is_placeholder(m)) {
+        labels.push(("model".to_string(), vec![model.to_string()]));
+    }
+    if let Some(on) = fused_norm_pass(&rest.join(" ")) {
+        labels.push(("fuse-allreduce-rms".to_string(), vec![on.to_string()]));
+    }
+    let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+    for (i, word) in rest.iter().enumerate() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (*word, None),
+        };
+        if let Some((_, key, value)) = SWITCHES.iter().find(|(f, _, _)| *f == flag) {
+            labels.push((key.to_string(), vec![value.to_string()]));
+            continue;
+        }
+        let value = inline.or_else(|| rest.get(i + 1).copied());
+        if let Some(key) = flag.strip_prefix("--").filter(|k| SERVE_OPTION_LABELS.contains(k)) {
+            if let Some(v) = value.filter(|v| !v.is_empty() && !v.starts_with('-')) {
+                labels.push((key.to_string(), vec![v.to_string()]));
+            }
+            continue;
+        }
+        let key = match flag {
+            "-tp" | "--tensor-parallel-size" => "tp",
+            "-pp" | "--pipeline-parallel-size" => "pp",
+            "-dp" | "--data-parallel-size" => "dp",
+            _ => continue,
+        };
+        if let Some(value) = value.filter(|v| whole(v)) {
+            labels.push((key.to_string(), vec![value.to_string()]));
+        }
+    }
+    Some(labels)
+}
+
+/// The dataset and the backend a benchmark command names (`vllm bench serve ... --dataset-name
+/// sharegpt --backend openai-chat`, or the older `benchmark_serving.py` script), lower-cased,
+/// as `dataset` and `backend` labels; `None` for other lines and for a command that leaves both
+/// to their defaults.
+pub(super) fn bench_labels(line: &str) -> Option<Vec<(String, Vec<String>)>> {
+    let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_matches(QUOTES)).collect();
+    let bench = words.windows(3).any(|w| w == ["vllm", "bench", "serve"])
+        || words.iter().any(|w| w.ends_with("benchmark_serving.py"));
+    if !bench {
+        return None;
+    }
+    let flag = |name: &str| {
+        words.iter().enumerate().find_map(|(i, w)| {
+            let value = match w.split_once('=') {
+                Some((k, v)) if k == name => Some(v),
+                _ if *w == name => words.get(i + 1).copied(),
+                _ => None,
+            }?;
+            (!value.is_empty() && !value.starts_with('-')).then(|| value.to_ascii_lowercase())
+        })
+    };
+    let labels: Vec<(String, Vec<String>)> = [("dataset", "--dataset-name"), ("backend", "--backend")]
+        .into_iter()
+        .filter_map(|(key, name)| Some((key.to_string(), vec![flag(name)?])))
+        .collect();
+    (!labels.is_empty()).then_some(labels)
+}
+
+/// Whether a `vllm serve` command's compilation config turns FlashInfer's fused all-reduce and
+/// RMSNorm on or off, in any of its spellings: JSON (`-O '{"pass_config":
+/// {"fuse_allreduce_rms": true}}'`, `--compilation-config '...'`), dotted
+/// (`--compilation-config.pass_config.fuse_allreduce_rms=true`), or vLLM 0.10's name for the
+/// pass, `enable_fi_allreduce_fusion`. `None` where the command does not say.
+fn fused_norm_pass(args: &str) -> Option<bool> {
+    ["fuse_allreduce_rms", "enable_fi_allreduce_fusion"].iter().find_map(|name| {
+        let at = args.find(name)? + name.len();
+        let value = args[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ':' | '='));
+        let lower = value.to_ascii_lowercase();
+        if lower.starts_with("true") {
+            Some(true)
+        } else if lower.starts_with("false") {
+            Some(false)
+        } else {
+            None
+        }
+    })
+}
+
+/// Quotes a pasted command may be wrapped in, straight or typographic.
+const QUOTES: &[char] = &['"', '\'', '`', '\u{201c}', '\u{201d}', '\u{2018}', '\u{2019}'];
+
+/// A stand-in for a model in a command template: one capital letter (`M`), a shell variable
+/// (`$MODEL`, `${MODEL}`) or a bracketed name (`<model>`, `{model}`).
+fn is_placeholder(word: &str) -> bool {
+    (word.len() == 1 && word.bytes().all(|b| b.is_ascii_uppercase())) || word.starts_with(['$', '<', '{'])
+}

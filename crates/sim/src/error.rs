@@ -16,6 +16,9 @@ pub enum SimError {
     )]
     UnknownModel { name: String, known: String, user_dir: String },
 
+    #[error("model {name:?} fits several presets: {fits}; give one of their ids")]
+    AmbiguousModel { name: String, fits: String },
+
     #[error("preset {origin}: {message}; fix the file, or move it out of the presets folder")]
     Preset { origin: String, message: String },
 

@@ -135,24 +135,50 @@ impl Presets {
         })
     }
 
-    /// A model preset by Hugging Face id or one of its aliases, or by the part after the
-    /// organisation when unique.
+    /// A model preset by Hugging Face id or one of its aliases; else by the part of one after
+    /// the organisation, when one preset has it; else, for a name of two or more `-`-separated
+    /// parts, by the one preset whose name has them all in order (`Llama-3.3-70B-NVFP4` for
+    /// `nvidia/Llama-3.3-70B-Instruct-NVFP4`: how people shorten a name in their notes). A
+    /// name that fits several presets is refused with them.
     pub fn model(&self, id: &str) -> Result<&ModelShape, SimError> {
+        fn names(m: &ModelShape) -> impl Iterator<Item = &str> {
+            std::iter::once(m.id.as_str()).chain(m.aliases.iter().map(String::as_str))
+        }
+        fn unique<'a>(hits: &[&'a ModelShape]) -> Option<&'a ModelShape> {
+            match hits {
+                [m] => Some(m),
+                _ => None,
+            }
+        }
         let id = id.trim();
-        let named =
-            |m: &&ModelShape| m.id.eq_ignore_ascii_case(id) || m.aliases.iter().any(|a| a.eq_ignore_ascii_case(id));
-        if let Some(m) = self.models.iter().find(named) {
+        if let Some(m) = self.models.iter().find(|m| names(m).any(|n| n.eq_ignore_ascii_case(id))) {
             return Ok(m);
         }
-        let short = |m: &&ModelShape| m.id.rsplit('/').next().is_some_and(|s| s.eq_ignore_ascii_case(id));
-        let mut hits = self.models.iter().filter(short);
-        match (hits.next(), hits.next()) {
-            (Some(m), None) => Ok(m),
-            _ => Err(SimError::UnknownModel {
+        let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
+        let query = short(id);
+        let exact: Vec<&ModelShape> = self.models.iter().filter(|m| names(m).any(|n| short(n) == query)).collect();
+        if let Some(m) = unique(&exact) {
+            return Ok(m);
+        }
+        let parts: Vec<&str> = query.split('-').filter(|p| !p.is_empty()).collect();
+        let in_order = |name: String| {
+            let mut have = name.split('-').map(str::to_string).collect::<Vec<_>>().into_iter();
+            parts.iter().all(|p| have.any(|h| h == *p))
+        };
+        let fits: Vec<&ModelShape> = if parts.len() >= 2 {
+            self.models.iter().filter(|m| names(m).any(|n| in_order(short(n)))).collect()
+        } else {
+            Vec::new()
+        };
+        let ids = |ms: &mut dyn Iterator<Item = &ModelShape>| ms.map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ");
+        match fits.as_slice() {
+            [m] => Ok(m),
+            [] => Err(SimError::UnknownModel {
                 name: id.to_string(),
-                known: self.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", "),
+                known: ids(&mut self.models.iter()),
                 user_dir: self.user_dir_hint(),
             }),
+            _ => Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(&mut fits.iter().copied()) }),
         }
     }
 }
@@ -282,6 +308,30 @@ mod tests {
         assert!(err.contains("tpu-v5") && err.contains("h100-sxm") && err.contains("mi300x"));
         let err = p.model("Qwen/Qwen9-1T").unwrap_err().to_string();
         assert!(err.contains("Qwen/Qwen3-8B") && err.contains("config.json"), "{err}");
+    }
+
+    #[test]
+    fn a_shortened_name_finds_the_one_preset_it_fits() {
+        let p = Presets::embedded().unwrap();
+        for (name, id) in [
+            ("gpt-oss-120b", "openai/gpt-oss-120b"),
+            ("GLM-4.6", "zai-org/GLM-4.6"),
+            ("Llama-3.3-70B-Instruct-FP4", "nvidia/Llama-3.3-70B-Instruct-NVFP4"),
+            ("Llama-3.3-70B-NVFP4", "nvidia/Llama-3.3-70B-Instruct-NVFP4"),
+            ("Llama-4-Scout-NVFP4", "nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4"),
+            ("Qwen3-VL-235B-AWQ", "QuantTrio/Qwen3-VL-235B-A22B-Instruct-AWQ"),
+            ("qwen3-vl-32b-fp8", "Qwen/Qwen3-VL-32B-Instruct-FP8"),
+        ] {
+            assert_eq!(p.model(name).unwrap().id, id, "{name}");
+        }
+        // Several presets fit: refused, with them.
+        let err = p.model("Qwen3-235B").unwrap_err().to_string();
+        assert!(
+            err.contains("fits several") && err.contains("Qwen/Qwen3-235B-A22B-FP8") && !err.contains("Qwen3-8B"),
+            "{err}"
+        );
+        // A part no preset has, or one part alone: nothing.
+        assert!(p.model("Qwen3-8B-AWQ").is_err() && p.model("Qwen3").is_err());
     }
 
     #[test]

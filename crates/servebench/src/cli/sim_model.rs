@@ -7,7 +7,8 @@ use clap::Args;
 #[derive(Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Simulated deployment")]
 pub struct SimModelArgs {
-    /// Model preset (a Hugging Face id such as Qwen/Qwen3-8B) or a config.json path.
+    /// Model preset (a Hugging Face id such as Qwen/Qwen3-8B, or a unique shortening of one such
+    /// as Llama-3.3-70B-NVFP4) or a config.json path.
     #[arg(long)]
     pub model: Option<String>,
     /// A Hugging Face config.json describing the model (instead of a preset).

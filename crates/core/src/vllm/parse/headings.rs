@@ -41,7 +41,9 @@
 //!    If the value is a comma-separated list of two or more single-word items
 //!    (`num_prompts: 1, 2, 4, 8`), it is a **list** (see below). A line of several
 //!    `key=value` words (`tp=2 pp=1`, `tp=2, pp=1`) gives one label per word, and so does a line
-//!    of comma-separated pairs of one-word values (`model: org/name, tp=8, nodes=8`).
+//!    of comma-separated pairs of one-word values (`model: org/name, tp=8, nodes=8`). A `model`
+//!    whose value is several words is read as a caption (rule 7: `Model: GLM-4.6-FP8 (TP=8,
+//!    8 nodes)`) where that names a model.
 //! 6. A model id (`org/name`), alone or after one word (`Results Qwen/Qwen3-8B`):
 //!    `model=org/name`; or first and followed by a layout over machines
 //!    (`org/name (4 nodes, tp)`): that model and the layout's label. (The run store also makes
@@ -365,6 +367,16 @@ pub fn classify(line: &str) -> Heading {
         }
     }
     if let Some((key, values)) = key_value(line) {
+        // `model: GLM-4.6-FP8 (TP=8, 8 nodes)`: a caption after the key.
+        if let [value] = values.as_slice()
+            && key == "model"
+            && value.contains(char::is_whitespace)
+        {
+            let named = free::deployment(value);
+            if named.iter().any(|(k, _)| k == "model") {
+                return Heading::Labels(named);
+            }
+        }
         return Heading::Labels(vec![(key, values)]);
     }
     let words: Vec<&str> = line.split_whitespace().collect();

@@ -80,9 +80,11 @@ fn count(word: &str) -> Option<u32> {
     word.parse::<u32>().ok().filter(|n| *n >= 1 && word.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The machines a line counts: `8 nodes`, `8-node`, `8x spark`, `8 sparks`, `8xspark`.
+/// The machines a line counts: `8 nodes`, `8-node`, `8x spark`, `8 sparks`, `8xspark`,
+/// `4x DGX Spark`.
 fn machines(words: &[&str]) -> Option<u32> {
     let machine = |w: &str| matches!(w, "node" | "nodes" | "spark" | "sparks");
+    let words: Vec<&str> = words.iter().copied().filter(|w| *w != "dgx").collect();
     let mut found = None;
     for (i, w) in words.iter().enumerate() {
         let n = if let Some((n, rest)) = w.split_once('-').filter(|(_, r)| machine(r)) {
@@ -128,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_caption_names_its_model_sizes_and_machines() {
-        let cases: [(&str, &[(&str, &str)]); 10] = [
+        let cases: [(&str, &[(&str, &str)]); 11] = [
             ("gpt-oss-120b, 8 nodes (tp)", &[("model", "gpt-oss-120b"), ("tp-nodes", "8")]),
             ("Results openai/gpt-oss-120b TP=8", &[("model", "openai/gpt-oss-120b"), ("tp", "8")]),
             ("GLM-4.6-FP8 -tp 8 (8x Spark)", &[("model", "GLM-4.6-FP8"), ("tp", "8"), ("nodes", "8")]),
@@ -141,6 +143,10 @@ mod tests {
             ("gpt-oss-20b on a 2-node cluster, pipeline parallel", &[("model", "gpt-oss-20b"), ("pp-nodes", "2")]),
             ("deepseek-ai/DeepSeek-R1 tp=8 pp=2", &[("model", "deepseek-ai/DeepSeek-R1"), ("tp", "8"), ("pp", "2")]),
             ("Qwen3-VL-32B-Instruct-FP8: 4 nodes", &[("model", "Qwen3-VL-32B-Instruct-FP8"), ("nodes", "4")]),
+            (
+                "nvidia/Llama-3.3-70B-Instruct-FP4 on 4x DGX Spark",
+                &[("model", "nvidia/Llama-3.3-70B-Instruct-FP4"), ("nodes", "4")],
+            ),
             ("8x spark and 4 nodes", &[]),
         ];
         for (line, want) in cases {

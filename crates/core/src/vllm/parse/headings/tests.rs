@@ -362,4 +362,10 @@ fn captions_name_their_deployment_and_a_whole_one_replaces_the_last() {
     // Comma-separated pairs give a label each.
     assert_eq!((get(3, "model"), get(3, "tp"), get(3, "nodes")), (Some("openai/gpt-oss-20b"), Some("8"), Some("8")));
     assert_eq!(classify("mode: a=1, b=2"), label("mode", &["a=1, b=2"]), "a value with its own pairs stays whole");
+    let caption = Heading::Labels(vec![
+        ("model".into(), vec!["GLM-4.6-FP8".into()]),
+        ("tp".into(), vec!["8".into()]),
+        ("nodes".into(), vec!["8".into()]),
+    ]);
+    assert_eq!(classify("Model: GLM-4.6-FP8 (TP=8, 8 nodes)"), caption, "a model key followed by a caption");
 }

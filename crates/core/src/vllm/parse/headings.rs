@@ -48,9 +48,9 @@
 //!    `model=org/name`; or first and followed by a layout over machines
 //!    (`org/name (4 nodes, tp)`): that model and the layout's label. (The run store also makes
 //!    the model the run's model, `sim fit` picks the blocks of the model it fits by it.)
-//! 7. Anything else is free text: `heading=the line`, and the deployment it names, if any
-//!    (`gpt-oss-120b, 8 nodes (tp)`, `Results org/name TP=8`: `model`, `tp`, `pp` and the
-//!    machines, read as the `free` module says). Several free-text lines before one block
+//! 7. Anything else is free text: `heading=the line`, and the deployment it names, if it names
+//!    a model (`gpt-oss-120b, 8 nodes (tp)`, `Results org/name TP=8`: `model`, `tp`, `pp` and
+//!    the machines, read as the `free` module says). Several free-text lines before one block
 //!    are joined with ` / `.
 //!
 //! Scope: a label applies to every block after its heading until a later heading sets the
@@ -258,13 +258,17 @@ impl Headings {
         }
     }
 
-    /// Sets the deployment a caption names ([`free`]). One that names a model and how it is
-    /// spread states a whole deployment, as a `vllm serve` line does: the parallel sizes and
-    /// layouts of earlier headings do not carry over to it.
+    /// Sets the deployment a caption names ([`free`]), if it names a model: a title such as
+    /// `# Runs over 4 and 8 nodes` describes the file, not the blocks below it. One that names
+    /// a model and how it is spread states a whole deployment, as a `vllm serve` line does: the
+    /// parallel sizes and layouts of earlier headings do not carry over to it.
     fn set_caption(&mut self, labels: Vec<(String, Vec<String>)>, line: usize, notes: &mut Vec<HeadingNote>) {
         const PARALLEL: [&str; 7] = ["tp", "pp", "dp", "ep", "tp-nodes", "pp-nodes", "nodes"];
         let has = |key: &str| labels.iter().any(|(k, _)| k == key);
-        if has("model") && PARALLEL.iter().any(|k| has(k)) {
+        if !has("model") {
+            return;
+        }
+        if PARALLEL.iter().any(|k| has(k)) {
             self.scopes.retain(|scope| !PARALLEL.contains(&scope.key.as_str()));
         }
         self.set_all(labels, line, notes);

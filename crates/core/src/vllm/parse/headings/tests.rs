@@ -351,8 +351,9 @@ fn captions_name_their_deployment_and_a_whole_one_replaces_the_last() {
     );
     let got = labels_of(&text);
     let get = |i: usize, key: &str| got.blocks[i].iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-    // A caption naming only the model keeps the layout above it.
-    assert_eq!((get(0, "model"), get(0, "tp-nodes")), (Some("gpt-oss-120b"), Some("4")));
+    // A caption naming only the model keeps the layout above it; a title naming no model sets
+    // no machines.
+    assert_eq!((get(0, "model"), get(0, "tp-nodes"), get(0, "nodes")), (Some("gpt-oss-120b"), Some("4"), None));
     // One naming how the model is spread states the whole deployment.
     assert_eq!(
         (get(1, "model"), get(1, "tp"), get(1, "nodes"), get(1, "tp-nodes")),
@@ -368,4 +369,10 @@ fn captions_name_their_deployment_and_a_whole_one_replaces_the_last() {
         ("nodes".into(), vec!["8".into()]),
     ]);
     assert_eq!(classify("Model: GLM-4.6-FP8 (TP=8, 8 nodes)"), caption, "a model key followed by a caption");
+}
+
+#[test]
+fn a_title_that_names_no_model_sets_no_deployment() {
+    let got = labels_of(&format!("# Runs over 8 nodes\nResults openai/gpt-oss-120b\n{}", block(1)));
+    assert_eq!(got.blocks[0], pairs(&[("section", "Runs over 8 nodes"), ("model", "openai/gpt-oss-120b")]));
 }

@@ -144,11 +144,8 @@ impl Presets {
         fn names(m: &ModelShape) -> impl Iterator<Item = &str> {
             std::iter::once(m.id.as_str()).chain(m.aliases.iter().map(String::as_str))
         }
-        fn unique<'a>(hits: &[&'a ModelShape]) -> Option<&'a ModelShape> {
-            match hits {
-                [m] => Some(m),
-                _ => None,
-            }
+        fn ids<'a>(models: impl Iterator<Item = &'a ModelShape>) -> String {
+            models.map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")
         }
         let id = id.trim();
         if let Some(m) = self.models.iter().find(|m| names(m).any(|n| n.eq_ignore_ascii_case(id))) {
@@ -157,12 +154,12 @@ impl Presets {
         let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
         let query = short(id);
         let exact: Vec<&ModelShape> = self.models.iter().filter(|m| names(m).any(|n| short(n) == query)).collect();
-        if let Some(m) = unique(&exact) {
+        if let [m] = exact.as_slice() {
             return Ok(m);
         }
         let parts: Vec<&str> = query.split('-').filter(|p| !p.is_empty()).collect();
         let in_order = |name: String| {
-            let mut have = name.split('-').map(str::to_string).collect::<Vec<_>>().into_iter();
+            let mut have = name.split('-');
             parts.iter().all(|p| have.any(|h| h == *p))
         };
         let fits: Vec<&ModelShape> = if parts.len() >= 2 {
@@ -170,15 +167,14 @@ impl Presets {
         } else {
             Vec::new()
         };
-        let ids = |ms: &mut dyn Iterator<Item = &ModelShape>| ms.map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ");
         match fits.as_slice() {
             [m] => Ok(m),
             [] => Err(SimError::UnknownModel {
                 name: id.to_string(),
-                known: ids(&mut self.models.iter()),
+                known: ids(self.models.iter()),
                 user_dir: self.user_dir_hint(),
             }),
-            _ => Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(&mut fits.iter().copied()) }),
+            _ => Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(fits.iter().copied()) }),
         }
     }
 }

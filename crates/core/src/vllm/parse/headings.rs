@@ -466,7 +466,7 @@ const NORMALISED_KEYS: [&str; 9] = ["model", "tp", "pp", "dp", "ep", "nodes", "h
 /// fillers `over`, `across`, `on`; anything else makes the line something else.
 fn nodes_layout(line: &str) -> Option<(&'static str, u32)> {
     let lower = line.to_ascii_lowercase().replace(['(', ')', '[', ']', ',', '-', ':', '='], " ");
-    let (mut count, mut node, mut key) = (None, false, None);
+    let (mut found, mut node, mut key) = (None, false, None);
     for word in lower.split_whitespace() {
         match word {
             "node" | "nodes" if !node => node = true,
@@ -475,16 +475,21 @@ fn nodes_layout(line: &str) -> Option<(&'static str, u32)> {
             "parallel" | "over" | "across" | "on" => {}
             n if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
                 // The count may be said twice (`4 nodes (tp=4)`), never two counts.
-                let n = n.parse::<u32>().ok().filter(|c| *c >= 1)?;
-                if count.is_some_and(|c| c != n) {
+                let n = count(n)?;
+                if found.is_some_and(|c| c != n) {
                     return None;
                 }
-                count = Some(n);
+                found = Some(n);
             }
             _ => return None,
         }
     }
-    Some((key?, count.filter(|_| node)?))
+    Some((key?, found.filter(|_| node)?))
+}
+
+/// A whole number of at least 1 (a count of machines or GPUs).
+fn count(word: &str) -> Option<u32> {
+    word.parse::<u32>().ok().filter(|n| *n >= 1 && word.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A Hugging Face style model id: `org/name`, each part starting with a letter or digit,

@@ -14,6 +14,8 @@
 //!   `8x Spark`): `tp-nodes` or `pp-nodes` where the line says which parallelism spans them
 //!   with a lone `tp`/`pp`/`tensor`/`pipeline` word, else `nodes`.
 
+use super::count;
+
 /// Families whose models people name without their organisation, lower-case.
 const FAMILIES: [&str; 20] = [
     "gpt-oss",
@@ -75,11 +77,6 @@ pub fn deployment(line: &str) -> Vec<(String, Vec<String>)> {
     labels
 }
 
-/// A whole number of at least 1.
-fn count(word: &str) -> Option<u32> {
-    word.parse::<u32>().ok().filter(|n| *n >= 1 && word.bytes().all(|b| b.is_ascii_digit()))
-}
-
 /// The machines a line counts: `8 nodes`, `8-node`, `8x spark`, `8 sparks`, `8xspark`,
 /// `4x DGX Spark`.
 fn machines(words: &[&str]) -> Option<u32> {
@@ -87,16 +84,17 @@ fn machines(words: &[&str]) -> Option<u32> {
     let words: Vec<&str> = words.iter().copied().filter(|w| *w != "dgx").collect();
     let mut found = None;
     for (i, w) in words.iter().enumerate() {
-        let n = if let Some((n, rest)) = w.split_once('-').filter(|(_, r)| machine(r)) {
-            count(n).map(|c| (c, rest))
+        let next_is_machine = words.get(i + 1).is_some_and(|next| machine(next));
+        let n = if let Some((n, _)) = w.split_once('-').filter(|(_, r)| machine(r)) {
+            count(n)
         } else if let Some(n) = w.strip_suffix('x').and_then(count) {
-            words.get(i + 1).filter(|next| machine(next)).map(|_| (n, ""))
-        } else if let Some(at) = w.find("x").filter(|&at| machine(&w[at + 1..])) {
-            count(&w[..at]).map(|c| (c, ""))
+            next_is_machine.then_some(n)
+        } else if let Some(at) = w.find('x').filter(|&at| machine(&w[at + 1..])) {
+            count(&w[..at])
         } else {
-            count(w).filter(|_| words.get(i + 1).is_some_and(|next| machine(next))).map(|c| (c, ""))
+            count(w).filter(|_| next_is_machine)
         };
-        if let Some((n, _)) = n {
+        if let Some(n) = n {
             // Two different counts of machines: say nothing.
             if found.is_some_and(|f| f != n) {
                 return None;

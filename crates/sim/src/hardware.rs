@@ -26,6 +26,14 @@ pub struct PeakTflops {
     /// prices dequantizing (weight-only) kernels; see [`PeakTflops::dequant_issue`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub int32: Option<f64>,
+    /// The special function units' exponentials, tera a second: what bounds attention's softmax,
+    /// one exponential a query-key score. On NVIDIA parts 16 a clock an SM (`MUFU.EX2`), 32 on
+    /// Blackwell Ultra, at the clock the tensor peak assumes: the BF16 peak over 256 on Hopper,
+    /// over 512 on Blackwell (whose tensor cores doubled and SFUs did not), over 128 on the
+    /// A100. Unset: no bound (the DGX Spark, whose tensor rate an SM is too low for it to bind,
+    /// and the AMD parts, not looked up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exp2: Option<f64>,
     /// The activations the serving stack's expert kernels for MXFP4 checkpoints (gpt-oss) take
     /// on this device: `fp8` (W4A8 at the FP8 rate, vLLM's FlashInfer kernels on Blackwell),
     /// `bf16` (W4A16: the weights dequantized to BF16, as ROCm vLLM's AITER kernels on the
@@ -92,6 +100,7 @@ impl PeakTflops {
             fp4: scale(self.fp4),
             int4: scale(self.int4),
             int32: scale(self.int32),
+            exp2: scale(self.exp2),
             mxfp4_activations: self.mxfp4_activations,
         }
     }

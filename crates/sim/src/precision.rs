@@ -294,14 +294,22 @@ mod tests {
 
     #[test]
     fn quantized_formats_fall_back_to_bf16_compute_without_units() {
-        let ampere =
-            PeakTflops { bf16: 312.0, fp8: None, fp4: None, int4: Some(1248.0), int32: None, mxfp4_activations: None };
+        let ampere = PeakTflops {
+            bf16: 312.0,
+            fp8: None,
+            fp4: None,
+            int4: Some(1248.0),
+            int32: None,
+            exp2: None,
+            mxfp4_activations: None,
+        };
         let blackwell = PeakTflops {
             bf16: 2250.0,
             fp8: Some(4500.0),
             fp4: Some(9000.0),
             int4: None,
             int32: None,
+            exp2: None,
             mxfp4_activations: None,
         };
         let w4a16 = PeakTflops { mxfp4_activations: Some(crate::hardware::Mxfp4Activations::Bf16), ..blackwell };

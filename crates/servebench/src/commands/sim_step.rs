@@ -153,11 +153,16 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
         comm.push(format!("{} exchanges between data-parallel ranks", 2 * moe_layers));
     }
     let comm = (!comm.is_empty()).then(|| format!("{} a step", comm.join(" and ")));
+    // Attention is the longest of its FLOPs, its softmax's exponentials and its KV reads.
+    let exps_note = (b.attention_exps > 0.0 && b.attention_exps >= b.attention * (1.0 - 1e-9)).then(|| {
+        let rate = setup.hardware.peak_tflops.exp2.unwrap_or(0.0);
+        format!("bound by the softmax's exponentials ({rate:.1} T/s on the SFUs)")
+    });
     let rows: [(&str, f64, Option<String>); 11] = [
         ("fixed (step, layers, sequences)", b.fixed, None),
         ("dense products", b.dense, None),
         ("routed experts", b.experts, expert_note),
-        ("attention", b.attention, None),
+        ("attention", b.attention, exps_note),
         ("LM head", b.lm_head, None),
         ("all-reduce", b.allreduce, comm),
         ("pipeline hand-offs", b.pipeline, None),

@@ -538,13 +538,17 @@ fn sim_step_prices_one_step_term_by_term() {
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(doc["notes"][0].as_str().unwrap().contains("more than max-num-batched-tokens (8192)"), "{doc}");
     // BF16 experts of a shape vLLM has no tuned tiles for say so beside their ceiling.
-    let experts_line = |model: &str, hw: &str| {
+    let line_of = |term: &str, model: &str, hw: &str| {
         let argv = ["servebench", "sim", "step", "--model", model, "--hardware", hw, "--tp", "8", "--prefill", "8192"];
         let Command::Sim(SimCommand::Step(args)) = Cli::try_parse_from(argv).unwrap().command else { panic!() };
         let mut out = Vec::new();
         commands::sim_step::run(&args, &mut out).unwrap();
-        String::from_utf8(out).unwrap().lines().find(|l| l.starts_with("routed experts")).unwrap().to_string()
+        String::from_utf8(out).unwrap().lines().find(|l| l.starts_with(term)).unwrap().to_string()
     };
-    assert!(experts_line("zai-org/GLM-4.6", "h200").contains("(vLLM's default tile)"));
-    assert!(!experts_line("Qwen/Qwen3-235B-A22B", "h100-sxm").contains("default tile"));
+    assert!(line_of("routed experts", "zai-org/GLM-4.6", "h200").contains("(vLLM's default tile)"));
+    assert!(!line_of("routed experts", "Qwen/Qwen3-235B-A22B", "h100-sxm").contains("default tile"));
+    // gpt-oss's 64-wide heads: on a B200 the softmax's exponentials bind its prefill's attention.
+    let exps = "bound by the softmax's exponentials (4.4 T/s on the SFUs)";
+    assert!(line_of("attention", "openai/gpt-oss-120b", "b200").contains(exps));
+    assert!(!line_of("attention", "openai/gpt-oss-120b", "h100-sxm").contains("exponentials"));
 }

@@ -259,7 +259,11 @@ fn decode_attention_streams_the_kv_cache_at_the_bandwidth_term() {
                 continue;
             }
             let flops = c.attn_flops_decode * b * ctx;
-            let predicted = super::terms::attention_seconds(flops, kv_bytes, c.attn_rate, c.bandwidth) + FLOOR_S;
+            let predicted = super::terms::attention_seconds(
+                flops / c.attn_rate,
+                c.attn_exps_per_pair * b * ctx / c.exp_rate,
+                kv_bytes / c.bandwidth,
+            ) + FLOOR_S;
             let error = predicted / (r["us"].as_f64().unwrap() * 1e-6) - 1.0;
             let within = if kv_bytes >= 500e6 { 0.04 } else { 0.11 };
             assert!(error.abs() <= within, "{file}: tp {tp}, {b} x {ctx}: {error:+.3}");

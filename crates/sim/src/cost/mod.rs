@@ -119,8 +119,11 @@ pub struct StepBreakdown {
     pub dense: f64,
     /// Routed experts.
     pub experts: f64,
-    /// Attention kernels (query-key FLOPs or KV reads).
+    /// Attention kernels (query-key FLOPs, softmax exponentials or KV reads, the longest).
     pub attention: f64,
+    /// The softmax's exponentials over the SFUs' rate, for reference: where they equal
+    /// `attention` (prefill on Blackwell at heads narrower than 128), they bind it.
+    pub attention_exps: f64,
     pub lm_head: f64,
     /// Bytes over bandwidth of everything read (weights touched and KV), for reference.
     pub memory: f64,
@@ -178,6 +181,11 @@ pub struct CostModel {
     /// vLLM redoes for the context of each prefill chunk, one layer, per GPU (zero otherwise).
     context_upproj: GemmShape,
     attn_rate: f64,
+    /// Softmax exponentials of one query-key pair in one layer, per GPU (one a query head).
+    attn_exps_per_pair: f64,
+    /// The exponentials a second the attention kernels reach (the SFUs' rate at their
+    /// efficiency); infinite where the preset gives no rate.
+    exp_rate: f64,
     bandwidth: f64,
     datasheet_bandwidth: f64,
     tp: f64,
@@ -217,6 +225,8 @@ impl CostModel {
         let dense_layers = f64::from(m.dense_ffn_layers());
         let (experts, top_k) = m.moe.as_ref().map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.top_k)));
         let peaks = &hw.peak_tflops.at_clock(hw.sustained_clock);
+        // The attention kernels' fraction of whichever unit binds them (`attention_seconds`).
+        let attn_eff = st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff);
         // The floor of a layer's small kernels and the routing kernels are chains of dependent
         // instructions, calibrated at the H100's clock; the expert kernels' fixed costs are
         // long reads from memory (their latency does not follow the SMs' clock).
@@ -319,7 +329,9 @@ impl CostModel {
             attn_flops_prefill: m.attention_flops_per_pair(true) / tp,
             attn_flops_decode: m.attention_flops_per_pair(false) / tp,
             context_upproj: GemmShape { flops_per_row: m.mla_context_upproj_flops() / tp, weight_bytes: 0.0 },
-            attn_rate: peaks.bf16 * 1e12 * st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff),
+            attn_rate: peaks.bf16 * 1e12 * attn_eff,
+            attn_exps_per_pair: f64::from(m.heads) / tp,
+            exp_rate: peaks.exp2.map_or(f64::INFINITY, |e| e * 1e12 * attn_eff),
             bandwidth,
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
             tp,
@@ -440,8 +452,10 @@ impl CostModel {
         let decode_pairs = self.full_layers * b.pairs_decode_full + self.sliding_layers * b.pairs_decode_window;
         let flops = self.attn_flops_prefill * prefill_pairs * share.prefill
             + self.attn_flops_decode * decode_pairs * share.seqs;
+        let exps = self.attn_exps_per_pair * (prefill_pairs * share.prefill + decode_pairs * share.seqs);
         let context = b.prefill_context_tokens as f64 * share.prefill;
-        let attention = attention_seconds(flops, kv_bytes, self.attn_rate, self.bandwidth)
+        let attention_exps = exps / self.exp_rate;
+        let attention = attention_seconds(flops / self.attn_rate, attention_exps, kv_bytes / self.bandwidth)
             + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share.seqs).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
@@ -480,6 +494,7 @@ impl CostModel {
             dense,
             experts,
             attention,
+            attention_exps,
             lm_head,
             memory,
             allreduce,

@@ -135,10 +135,14 @@ pub fn experts_seconds(
     compute.max(read / dev.bandwidth)
 }
 
-/// Seconds of attention over a step: query-key FLOPs at the attention kernels' rate, or the KV
-/// cache bytes they read over the bandwidth, whichever is larger.
-pub fn attention_seconds(flops: f64, kv_bytes: f64, rate: f64, bandwidth: f64) -> f64 {
-    (flops / rate).max(kv_bytes / bandwidth)
+/// Seconds of attention over a step: the longest of its three streams, each at the rate the
+/// kernels reach on its unit: the query-key FLOPs on the tensor cores, the softmax's
+/// exponentials (one a score) on the special function units, the KV cache's bytes over the
+/// memory. The kernels overlap the three (FlashAttention's pipelines), so the slowest binds:
+/// the tensor cores on Hopper from a head width of 64, the exponentials on Blackwell below
+/// 128 (its tensor rate an SM doubled, its SFUs' did not), the bytes in decode.
+pub fn attention_seconds(tensor_s: f64, exp_s: f64, bytes_s: f64) -> f64 {
+    tensor_s.max(exp_s).max(bytes_s)
 }
 
 /// How much longer a network hop of NCCL's tree takes than one of its ring: the ratio of the

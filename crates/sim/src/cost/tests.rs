@@ -241,6 +241,47 @@ proptest! {
     }
 }
 
+/// Softmax's exponentials bind attention where the tensor cores outrun the SFUs: on Blackwell
+/// (tensor rate an SM twice Hopper's, SFUs the same 16 a clock) below a head width of 128, and
+/// not on Hopper from 64, where gpt-oss's attention was calibrated.
+#[test]
+fn softmax_exponentials_bind_blackwell_attention_below_a_head_width_of_128() {
+    let pairs = |b: &BatchStats| b.pairs_prefill_full;
+    let long = prefill(8192);
+    for (m, hw, binds) in [
+        ("openai/gpt-oss-120b", "b200", true),
+        ("openai/gpt-oss-120b", "gb200", true),
+        ("openai/gpt-oss-120b", "h100-sxm", false),
+        ("openai/gpt-oss-120b", "b300", false),
+        ("Qwen/Qwen3-8B", "b200", false),
+    ] {
+        let c = model(m, hw, &[]);
+        let exp_s = c.attn_exps_per_pair * c.full_layers * pairs(&long) / c.exp_rate;
+        let tensor_s = c.attn_flops_prefill * c.full_layers * pairs(&long) / c.attn_rate;
+        // On Hopper at 64-wide heads the two are level (both a 256th of the tensor rate).
+        assert_eq!(exp_s > tensor_s * 1.01, binds, "{m} on {hw}: {exp_s} s of exponentials, {tensor_s} s of FLOPs");
+    }
+    // gpt-oss on a B200: the exponentials' time, half again the FLOPs' (64-wide heads).
+    let c = model("openai/gpt-oss-120b", "b200", &[]);
+    let ratio = c.exp_rate.recip() * c.attn_exps_per_pair / (c.attn_flops_prefill / c.attn_rate);
+    assert!((ratio - 2.0).abs() < 0.05, "{ratio}");
+    // Without an SFU rate in the preset nothing changes.
+    let spark = model("openai/gpt-oss-120b", "dgx-spark", &[]);
+    assert!(spark.exp_rate.is_infinite());
+}
+
+proptest! {
+    #[test]
+    fn attention_never_beats_its_exponentials_over_the_sfus(c in any_model(), chunk in 1u32..8192, seqs in 1u32..128, ctx in 1u32..20_000) {
+        for b in [prefill(chunk), decode_batch(seqs, ctx)] {
+            let d = c.breakdown(&b);
+            let pairs = c.full_layers * (b.pairs_prefill_full + b.pairs_decode_full)
+                + c.sliding_layers * (b.pairs_prefill_window + b.pairs_decode_window);
+            prop_assert!(d.attention >= c.attn_exps_per_pair * pairs / c.exp_rate * (1.0 - 1e-12), "{d:?}");
+        }
+    }
+}
+
 #[test]
 fn async_scheduling_hides_the_host_s_work_unless_it_outlasts_the_gpu() {
     let on = model("Qwen/Qwen3-8B", "h100-sxm", &[("t-host-ms", "2"), ("t-host-seq-us", "0")]);

@@ -19,7 +19,8 @@ for kv in $HIDDEN; do hidden+=(--option "$kv"); done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 errors() { "$SB" sim validate --model "$1" --hardware "$HW" --option "tp=$TP" "${@:3}" --points "$2" 2>/dev/null |
-  grep -E '^\S+ +(mean TTFT|mean TPOT|output tok/s)' | awk '{print $(NF-1)}' | tr '\n' ' '; }
+  grep -E '^\S+ +(mean TTFT|mean TPOT|output tok/s)' |
+  awk '{for (i = 1; i <= NF; i++) if ($i ~ /%$/) { print $i; break }}' | tr '\n' ' '; }
 for m in "$@"; do
   d=$out/$(echo "$m" | tr / _)
   mkdir -p "$d"

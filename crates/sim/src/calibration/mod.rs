@@ -101,7 +101,13 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     } else {
         FitParam::GemmEff(linear)
     };
-    let mut params = vec![FitParam::AlphaApi, products, FitParam::EtaBw, FitParam::T0];
+    let mut params = vec![FitParam::AlphaApi, products];
+    // An all-reduce across a network (Ethernet or InfiniBand between nodes) has the least
+    // certain latency of a deployment, and every decode step pays it twice a layer.
+    if all_reduce_crosses_a_network(setup) {
+        params.push(FitParam::AlphaAr);
+    }
+    params.extend([FitParam::EtaBw, FitParam::T0]);
     if busiest >= 8 {
         params.push(FitParam::TSeq);
     }
@@ -117,6 +123,26 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     let values: usize = points.iter().map(|p| p.measured.len()).sum();
     params.truncate(values.max(1));
     params
+}
+
+/// Whether the deployment's tensor-parallel all-reduce crosses a network (hops with a latency
+/// of their own), not a node's own links.
+fn all_reduce_crosses_a_network(setup: &SimSetup) -> bool {
+    let link = crate::cost::terms::LinkCost::of(&setup.options.allreduce_link(&setup.hardware));
+    setup.options.tp > 1 && link.step_s > 0.0
+}
+
+/// The value a fit pulls `param` toward for `setup`: the profile's, but for an all-reduce
+/// latency the profile leaves to the link, the deployment's own (one small message over its
+/// tensor-parallel group, the link's fixed part and its ring's or tree's hops), not the range's
+/// floor.
+pub fn prior_value(param: FitParam, setup: &SimSetup) -> f64 {
+    if param == FitParam::AlphaAr && setup.stack.alpha_ar_us.is_none() && setup.options.tp > 1 {
+        let link = crate::cost::terms::LinkCost::of(&setup.options.allreduce_link(&setup.hardware));
+        let (lo, hi) = param.bounds();
+        return (link.allreduce_seconds(f64::from(setup.options.tp), 0.0) * 1e6).clamp(lo, hi);
+    }
+    param.start(&setup.stack)
 }
 
 /// A measured point and the deployment it ran on.
@@ -288,8 +314,8 @@ impl Calibrator {
     /// that points which cannot tell a constant apart leave it where the preset has it.
     /// `start` overrides the starting point (not the prior).
     pub fn fit(&self, subset: &[usize], params: &[FitParam], start: Option<&[f64]>, o: SearchOptions) -> FitResult {
-        let base = &self.targets[subset.first().copied().unwrap_or(0)].setup.stack;
-        let prior: Vec<f64> = params.iter().map(|p| p.start(base).ln()).collect();
+        let base = &self.targets[subset.first().copied().unwrap_or(0)].setup;
+        let prior: Vec<f64> = params.iter().map(|p| prior_value(*p, base).ln()).collect();
         let x0: Vec<f64> = match start {
             Some(s) if s.len() == params.len() => s.iter().map(|v| v.max(1e-12).ln()).collect(),
             _ => prior.clone(),
@@ -303,7 +329,7 @@ impl Calibrator {
         let m = optimize::minimize(&mut objective, &x0, &lo, &hi, o);
         let values = values_at(&m.x);
         let estimates = self.estimates(subset, params, &prior, &m.x, (&lo, &hi));
-        let mut profile = base.clone();
+        let mut profile = base.stack.clone();
         for &(p, v) in &values {
             p.set(&mut profile, v);
         }

@@ -103,6 +103,12 @@ pub struct StackProfile {
     /// Latency of one tensor-parallel all-reduce, µs; unset takes the link's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha_ar_us: Option<f64>,
+    /// The network's latency a message step of a collective between nodes, µs (the link's
+    /// `step_latency_us`); unset takes the link's. Unlike `alpha_ar_us`, which fixes one group's
+    /// whole latency, it carries from one node count to another through the ring's and the
+    /// tree's step counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ar_step_us: Option<f64>,
     /// Host cost of launching one layer's kernels one by one, µs: paid per layer by a step that
     /// runs without CUDA graphs (`enforce-eager`, or beyond the captured sizes); 0 disables it.
     pub eager_layer_us: f64,
@@ -266,6 +272,7 @@ impl Default for StackProfile {
             dequant_ops_per_weight: Some(DEQUANT_OPS_PER_WEIGHT),
             dequant_mma_moe: DEQUANT_MMA_MOE,
             alpha_ar_us: None,
+            ar_step_us: None,
             eager_layer_us: 0.0,
             graph_max_tokens: 512,
             graph_max_ctx: 0,
@@ -280,7 +287,7 @@ impl Default for StackProfile {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 28] = [
+pub const PROFILE_OPTION_KEYS: [&str; 29] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -299,6 +306,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 28] = [
     "api-ms-per-request",
     "api-us-per-output-token",
     "alpha-ar-us",
+    "ar-step-us",
     "dequant-ops-per-weight",
     "dequant-mma-moe",
     "fused-moe-us",
@@ -426,6 +434,7 @@ impl StackProfile {
             ("api_ms_per_request", self.api_ms_per_request),
             ("api_us_per_output_token", self.api_us_per_output_token),
             ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0)),
+            ("ar_step_us", self.ar_step_us.unwrap_or(0.0)),
             ("eager_layer_us", self.eager_layer_us),
             ("activation_reserve_gib", self.activation_reserve_gib),
             ("activation_reserve_moe_gib", self.activation_reserve_moe_gib),

@@ -103,9 +103,10 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     };
     let mut params = vec![FitParam::AlphaApi, products];
     // An all-reduce across a network (Ethernet or InfiniBand between nodes) has the least
-    // certain latency of a deployment, and every decode step pays it twice a layer.
+    // certain latency of a deployment, and every decode step pays it twice a layer: the
+    // network's latency a step, which carries to other node counts.
     if all_reduce_crosses_a_network(setup) {
-        params.push(FitParam::AlphaAr);
+        params.push(FitParam::ArStep);
     }
     params.extend([FitParam::EtaBw, FitParam::T0]);
     if busiest >= 8 {
@@ -132,17 +133,21 @@ fn all_reduce_crosses_a_network(setup: &SimSetup) -> bool {
     setup.options.tp > 1 && link.step_s > 0.0
 }
 
-/// The value a fit pulls `param` toward for `setup`: the profile's, but for an all-reduce
-/// latency the profile leaves to the link, the deployment's own (one small message over its
-/// tensor-parallel group, the link's fixed part and its ring's or tree's hops), not the range's
-/// floor.
+/// The value a fit pulls `param` toward for `setup`: the profile's, but for the all-reduce's
+/// latencies the profile leaves to the link, the deployment's own, not the range's floor: the
+/// link's latency a network step, and one small message's over the tensor-parallel group (the
+/// link's fixed part and its ring's or tree's steps).
 pub fn prior_value(param: FitParam, setup: &SimSetup) -> f64 {
-    if param == FitParam::AlphaAr && setup.stack.alpha_ar_us.is_none() && setup.options.tp > 1 {
-        let link = crate::cost::terms::LinkCost::of(&setup.options.allreduce_link(&setup.hardware));
-        let (lo, hi) = param.bounds();
-        return (link.allreduce_seconds(f64::from(setup.options.tp), 0.0) * 1e6).clamp(lo, hi);
-    }
-    param.start(&setup.stack)
+    let link = || crate::cost::terms::LinkCost::of(&setup.options.allreduce_link(&setup.hardware));
+    let (lo, hi) = param.bounds();
+    let us = match param {
+        FitParam::AlphaAr if setup.stack.alpha_ar_us.is_none() && setup.options.tp > 1 => {
+            link().allreduce_seconds(f64::from(setup.options.tp), 0.0) * 1e6
+        }
+        FitParam::ArStep if setup.stack.ar_step_us.is_none() && link().step_s > 0.0 => link().step_s * 1e6,
+        _ => return param.start(&setup.stack),
+    };
+    us.clamp(lo, hi)
 }
 
 /// A measured point and the deployment it ran on.

@@ -255,9 +255,18 @@ impl CostModel {
         let ar = o.allreduce_link(hw);
         let pl = o.pipeline_link(hw);
         // A fitted all-reduce latency replaces the link's fixed part and its steps.
+        // A fitted network step latency replaces the link's on every collective between nodes
+        // (a link whose steps cost nothing is a node's own).
+        let network = |l: &crate::hardware::Link| {
+            let c = LinkCost::of(l);
+            match st.ar_step_us {
+                Some(us) if c.step_s > 0.0 => LinkCost { step_s: us * 1e-6, ..c },
+                _ => c,
+            }
+        };
         let ar_link = match st.alpha_ar_us {
             Some(us) => LinkCost { fixed_s: us * 1e-6, step_s: 0.0, ..LinkCost::of(&ar) },
-            None => LinkCost::of(&ar),
+            None => network(&ar),
         };
         let (sliding, _) = m.sliding_layers();
         // vLLM's Triton kernels for MXFP4 experts have their own ceiling and half-efficiency
@@ -342,7 +351,7 @@ impl CostModel {
                 quick: o.allreduce_quick_reduce(hw),
                 fusion: o.allreduce_norm_fusion(hw),
             },
-            moe_link: LinkCost::of(&o.expert_link(hw)),
+            moe_link: network(&o.expert_link(hw)),
             pp_link: LinkCost::of(&pl),
             t0_s: st.t0_ms * 1e-3,
             t_layer_s: st.t_layer_us * latency * 1e-6,

@@ -25,12 +25,13 @@ pub enum FitParam {
     GemmMHalf,
     EagerLayer,
     AlphaAr,
+    ArStep,
     DequantOps,
     DequantMmaMoe,
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
-const SCALARS: [(FitParam, &str, (f64, f64), f64); 18] = [
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 19] = [
     (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
     (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
     (FitParam::ApiPerRequest, "api-ms-per-request", (0.01, 50.0), 1.0),
@@ -47,6 +48,7 @@ const SCALARS: [(FitParam, &str, (f64, f64), f64); 18] = [
     (FitParam::GemmMHalf, "gemm-m-half", (1.0, 2048.0), 0.7),
     (FitParam::EagerLayer, "eager-layer-us", (1.0, 5000.0), 0.7),
     (FitParam::AlphaAr, "alpha-ar-us", (1.0, 2000.0), 0.5),
+    (FitParam::ArStep, "ar-step-us", (0.5, 1000.0), 0.5),
     (FitParam::DequantOps, "dequant-ops-per-weight", (1.0, 100.0), 0.5),
     (FitParam::DequantMmaMoe, "dequant-mma-moe", (0.05, 0.95), 0.4),
 ];
@@ -116,6 +118,7 @@ impl FitParam {
             FitParam::GemmMHalf => s.gemm_m_half,
             FitParam::EagerLayer => s.eager_layer_us,
             FitParam::AlphaAr => s.alpha_ar_us.unwrap_or(0.0),
+            FitParam::ArStep => s.ar_step_us.unwrap_or(0.0),
             FitParam::DequantOps => s.dequant_ops_per_weight.unwrap_or(0.0),
             FitParam::DequantMmaMoe => s.dequant_mma_moe,
         }
@@ -141,6 +144,7 @@ impl FitParam {
             FitParam::GemmMHalf => s.gemm_m_half = v,
             FitParam::EagerLayer => s.eager_layer_us = v,
             FitParam::AlphaAr => s.alpha_ar_us = Some(v),
+            FitParam::ArStep => s.ar_step_us = Some(v),
             FitParam::DequantOps => s.dequant_ops_per_weight = Some(v),
             FitParam::DequantMmaMoe => s.dequant_mma_moe = v,
         }

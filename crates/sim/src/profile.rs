@@ -105,8 +105,8 @@ pub struct StackProfile {
     pub alpha_ar_us: Option<f64>,
     /// The network's latency a message step of a collective between nodes, µs (the link's
     /// `step_latency_us`); unset takes the link's. Unlike `alpha_ar_us`, which fixes one group's
-    /// whole latency, it carries from one node count to another through the ring's and the
-    /// tree's step counts.
+    /// whole latency (and decides the all-reduce where both are set), it carries from one node
+    /// count to another through the ring's and the tree's step counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ar_step_us: Option<f64>,
     /// Host cost of launching one layer's kernels one by one, µs: paid per layer by a step that

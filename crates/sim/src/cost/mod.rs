@@ -254,7 +254,6 @@ impl CostModel {
         let lm_params = m.embedding_params() / tp;
         let ar = o.allreduce_link(hw);
         let pl = o.pipeline_link(hw);
-        // A fitted all-reduce latency replaces the link's fixed part and its steps.
         // A fitted network step latency replaces the link's on every collective between nodes
         // (a link whose steps cost nothing is a node's own).
         let network = |l: &crate::hardware::Link| {
@@ -264,6 +263,7 @@ impl CostModel {
                 _ => c,
             }
         };
+        // A fitted all-reduce latency replaces the link's fixed part and its steps.
         let ar_link = match st.alpha_ar_us {
             Some(us) => LinkCost { fixed_s: us * 1e-6, step_s: 0.0, ..LinkCost::of(&ar) },
             None => network(&ar),

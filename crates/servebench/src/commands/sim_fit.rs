@@ -29,18 +29,28 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     // With --all-points every run resolves its own deployment from its labels, so the flags'
     // one need not fit (a model too big for one GPU without --tp, which would override the
     // runs' own tp); the first run's deployment then stands for the fit's hardware and stack.
+    // So too where no parallelism is asked for and the model does not fit one GPU: the runs'
+    // serve lines say theirs (a 355B model at `-tp 8` over Sparks).
+    let own_layouts = d.tp.is_none() && d.pp.is_none() && d.nodes.is_none();
     let base = match (super::resolve::deployment_setup(d), args.all_points) {
         (Ok(setup), _) => Some(setup),
         (Err(_), true) => None,
+        (Err(_), false) if own_layouts => None,
         (Err(e), false) => return Err(e),
     };
-    if let (false, Some(setup)) = (args.all_points, &base) {
+    if !args.all_points {
+        let presets = Presets::load_default()?;
+        let shape = match &base {
+            Some(setup) => Some(&setup.model),
+            None => d.model.as_deref().and_then(|m| presets.model(m).ok()),
+        };
         let names: Vec<&str> = d
             .model
             .as_deref()
             .into_iter()
-            .chain([setup.model.id.as_str()])
-            .chain(setup.model.aliases.iter().map(String::as_str))
+            .chain(
+                shape.into_iter().flat_map(|m| [m.id.as_str()].into_iter().chain(m.aliases.iter().map(String::as_str))),
+            )
             .collect();
         let total = points.len();
         let selection = calibration::select_model(points, &names)?;

@@ -161,9 +161,10 @@ fn sim_fit_takes_the_model_the_runs_name_when_none_is_given() {
     assert!(err.contains("the results name no model: give the model to simulate with --model"), "{err}");
 }
 
-/// With `--all-points` each block runs on the deployment of the `vllm serve` line above it, so
-/// a model too big for the flags' one GPU fits without a `--tp` (which would override the
-/// blocks' own); without it, the flags' deployment must fit and the error says so.
+/// Each block runs on the deployment of the `vllm serve` line above it, so a model too big for
+/// one GPU fits without a `--tp` (which would override the blocks' own): with `--all-points`
+/// every block, without it the blocks of the model given. A `--tp` given must fit, and the
+/// error says so.
 #[test]
 fn sim_fit_all_points_takes_each_block_s_deployment_from_its_serve_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,26 +190,28 @@ fn sim_fit_all_points_takes_each_block_s_deployment_from_its_serve_line() {
         ),
     )
     .unwrap();
-    let args = |extra: &'static str| {
+    let args = |extra: &[&str]| {
         let mut a: Vec<String> = ["sim", "fit", "--model", "Qwen/Qwen3-235B-A22B", "--hardware", "h100-sxm"]
             .into_iter()
             .map(str::to_string)
             .collect();
         a.extend(["--fit", "moe-eff.bf16", "--max-evals", "4", "--out"].map(str::to_string));
         a.push(profile.to_str().unwrap().to_string());
-        if !extra.is_empty() {
-            a.push(extra.to_string());
-        }
+        a.extend(extra.iter().map(|s| s.to_string()));
         a.push(report.to_str().unwrap().to_string());
         a
     };
-    let all = args("--all-points");
+    let all = args(&["--all-points"]);
     let out = ok(&all.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.contains("to 2 measured run(s)"), "{out}");
     assert!(out.contains("tp=8") && out.contains("tp=4"), "{out}");
-    let one = args("");
-    let (_, err) = fails(&one.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(err.contains("does not fit on h100-sxm with tp=1") && err.contains("Use more GPUs"), "{err}");
+    let own = args(&[]);
+    let out = ok(&own.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("Left out 1 of 2 measured runs") && out.contains("to 1 measured run(s)"), "{out}");
+    assert!(out.contains("tp=8") && !out.contains("tp=4"), "{out}");
+    let asked = args(&["--tp", "2"]);
+    let (_, err) = fails(&asked.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(err.contains("does not fit on h100-sxm with tp=2") && err.contains("Use more GPUs"), "{err}");
 }
 
 /// Results that name a model by another of its ids (an alias of the preset) are fitted for it.

@@ -38,8 +38,8 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         (Err(_), false) if own_layouts => None,
         (Err(e), false) => return Err(e),
     };
+    let presets = Presets::load_default()?;
     if !args.all_points {
-        let presets = Presets::load_default()?;
         let shape = match &base {
             Some(setup) => Some(&setup.model),
             None => d.model.as_deref().and_then(|m| presets.model(m).ok()),
@@ -73,7 +73,7 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         options,
         profile: d.profile.as_ref().map(Into::into),
     };
-    let (targets, skipped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
+    let (targets, skipped) = validate::targets_for(points, &defaults, &presets);
     for s in &skipped {
         out.line(format!("Left out {}: {}", s.label, s.reason))?;
     }

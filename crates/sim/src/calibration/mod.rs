@@ -25,6 +25,7 @@ pub use optimize::SearchOptions;
 pub use points::{FitMetric, Lengths, MeasuredPoint, PointWorkload, read_points};
 pub use select::{Selection, same_model, select_model};
 
+use crate::cost::terms::LinkCost;
 use crate::precision::ComputePrecision;
 use crate::profile::StackProfile;
 use crate::setup::SimSetup;
@@ -126,11 +127,14 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     params
 }
 
-/// Whether the deployment's tensor-parallel all-reduce crosses a network (hops with a latency
-/// of their own), not a node's own links.
+/// The tensor-parallel all-reduce's link as the deployment uses it.
+fn all_reduce_link(setup: &SimSetup) -> LinkCost {
+    LinkCost::of(&setup.options.allreduce_link(&setup.hardware))
+}
+
+/// Whether the deployment's tensor-parallel all-reduce crosses a network, not a node's own links.
 fn all_reduce_crosses_a_network(setup: &SimSetup) -> bool {
-    let link = crate::cost::terms::LinkCost::of(&setup.options.allreduce_link(&setup.hardware));
-    setup.options.tp > 1 && link.step_s > 0.0
+    setup.options.tp > 1 && all_reduce_link(setup).crosses_network()
 }
 
 /// The value a fit pulls `param` toward for `setup`: the profile's, but for the all-reduce's
@@ -138,13 +142,13 @@ fn all_reduce_crosses_a_network(setup: &SimSetup) -> bool {
 /// link's latency a network step, and one small message's over the tensor-parallel group (the
 /// link's fixed part and its ring's or tree's steps).
 pub fn prior_value(param: FitParam, setup: &SimSetup) -> f64 {
-    let link = || crate::cost::terms::LinkCost::of(&setup.options.allreduce_link(&setup.hardware));
     let (lo, hi) = param.bounds();
+    let link = all_reduce_link(setup);
     let us = match param {
         FitParam::AlphaAr if setup.stack.alpha_ar_us.is_none() && setup.options.tp > 1 => {
-            link().allreduce_seconds(f64::from(setup.options.tp), 0.0) * 1e6
+            link.allreduce_seconds(f64::from(setup.options.tp), 0.0) * 1e6
         }
-        FitParam::ArStep if setup.stack.ar_step_us.is_none() && link().step_s > 0.0 => link().step_s * 1e6,
+        FitParam::ArStep if setup.stack.ar_step_us.is_none() && link.crosses_network() => link.step_s * 1e6,
         _ => return param.start(&setup.stack),
     };
     us.clamp(lo, hi)

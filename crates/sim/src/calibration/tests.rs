@@ -41,7 +41,11 @@ fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> MeasuredPoint
 
 /// Points "measured" on a setup with known constants.
 fn measured(truth: &SimSetup) -> Vec<MeasuredPoint> {
-    let mut points = vec![point(1, 2000, 64, None), point(16, 300, 64, Some(8)), point(40, 100, 32, None)];
+    measure(truth, vec![point(1, 2000, 64, None), point(16, 300, 64, Some(8)), point(40, 100, 32, None)])
+}
+
+/// `points` with the headline metrics `truth` gives them as their measurements.
+fn measure(truth: &SimSetup, mut points: Vec<MeasuredPoint>) -> Vec<MeasuredPoint> {
     let cal =
         Calibrator::new(points.iter().map(|p| Target { setup: truth.clone(), point: p.clone() }).collect()).unwrap();
     for (i, p) in points.iter_mut().enumerate() {
@@ -169,7 +173,7 @@ fn an_all_reduce_across_a_network_is_fitted_from_the_link_s_latency() {
     };
     let mut busy = vec![point(1, 1024, 128, None), point(100, 1024, 128, None)];
     for p in &mut busy {
-        p.measured = vec![(FitMetric::MeanTtft, 1.0), (FitMetric::MeanTpot, 1.0), (FitMetric::OutputThroughput, 1.0)];
+        p.measured = FitMetric::ALL.iter().map(|m| (*m, 1.0)).collect();
     }
     let spark = on("openai/gpt-oss-120b", "dgx-spark", "4");
     assert_eq!(default_params(&spark, &busy)[2], FitParam::ArStep);
@@ -215,17 +219,7 @@ fn two_loads_of_a_multi_node_study_predict_the_third() {
         SimSetup::resolve_with(&presets, "openai/gpt-oss-120b", "dgx-spark", &pairs, None).unwrap()
     };
     let truth = on(&[("ar-step-us", "4"), ("alpha-api-ms", "10")]);
-    let mut points: Vec<MeasuredPoint> =
-        [1, 10, 100].iter().map(|&n| point(n, 1024 * n as u64, 128 * n as u64, None)).collect();
-    for p in &mut points {
-        p.workload.input = Lengths::Even { total: 1024 * p.workload.num_prompts as u64 };
-        p.workload.output = Lengths::Even { total: 128 * p.workload.num_prompts as u64 };
-        let mut t = Target { setup: truth.clone(), point: p.clone() };
-        t.point.measured =
-            vec![(FitMetric::MeanTtft, 1.0), (FitMetric::MeanTpot, 1.0), (FitMetric::OutputThroughput, 1.0)];
-        p.measured =
-            Calibrator::new(vec![t]).unwrap().simulate(0, &[]).iter().map(|r| (r.metric, r.simulated)).collect();
-    }
+    let points = measure(&truth, [1, 10, 100].iter().map(|&n| point(n, 1024, 128, None)).collect());
     let start = on(&[]);
     let cal =
         Calibrator::new(points.iter().map(|p| Target { setup: start.clone(), point: p.clone() }).collect()).unwrap();
@@ -234,11 +228,10 @@ fn two_loads_of_a_multi_node_study_predict_the_third() {
     let presets_only = held_out(&[]);
     let params = default_params(&start, &[points[0].clone(), points[2].clone()]);
     assert!(params.contains(&FitParam::ArStep), "{params:?}");
-    let fit = cal.fit(&[0, 2], &params, None, SearchOptions { max_evals: 150, initial_step: 0.5, tolerance: 1e-7 });
-    let fitted = held_out(&fit.values);
+    let search = SearchOptions { max_evals: 150, initial_step: 0.5, tolerance: 1e-7 };
+    let fitted = held_out(&cal.fit(&[0, 2], &params, None, search).values);
     // Without the all-reduce's latency the other constants cannot stand in for it.
     let others: Vec<FitParam> = params.iter().copied().filter(|p| *p != FitParam::ArStep).collect();
-    let search = SearchOptions { max_evals: 150, initial_step: 0.5, tolerance: 1e-7 };
     let without = held_out(&cal.fit(&[0, 2], &others, None, search).values);
     assert!(
         presets_only > 0.15 && fitted < 0.02 && without > 0.1,

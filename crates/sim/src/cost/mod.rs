@@ -259,7 +259,7 @@ impl CostModel {
         let network = |l: &crate::hardware::Link| {
             let c = LinkCost::of(l);
             match st.ar_step_us {
-                Some(us) if c.step_s > 0.0 => LinkCost { step_s: us * 1e-6, ..c },
+                Some(us) if c.crosses_network() => LinkCost { step_s: us * 1e-6, ..c },
                 _ => c,
             }
         };

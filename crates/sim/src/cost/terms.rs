@@ -189,6 +189,12 @@ impl LinkCost {
         }
     }
 
+    /// Whether the link is a network between nodes: its message steps cost a latency of their
+    /// own (a node's own links charge only the fixed part).
+    pub fn crosses_network(&self) -> bool {
+        self.step_s > 0.0
+    }
+
     /// Seconds of one all-reduce of `bytes` over `ranks` ranks on this link ([`allreduce_seconds`]).
     pub fn allreduce_seconds(&self, ranks: f64, bytes: f64) -> f64 {
         allreduce_seconds(ranks, bytes, self.fixed_s, self.step_s, self.bandwidth)

@@ -123,33 +123,84 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
 /// (`kv-cache-dtype: fp8` in every version of their scripts), and the B200's fuse each
 /// all-reduce with the RMSNorm after it (`compilation-config` with `pass_config`'s
 /// `fuse_allreduce_rms`, in every version since September 2025; the B300's script sets it
-/// too, but vLLM 0.13 has no fusion for the B300's compute capability, 10.3); the AMD runs all-reduce through ROCm's QuickReduce at INT4
-/// (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`: the MI300X's script since September 2025, the
-/// MI325X's and MI355X's since the vLLM 0.17 update of March 2026). Other flags they pass (no
-/// prefix caching on random prompts, `max-num-seqs` at or above the concurrency, 95 % of memory
-/// on AMD parts where the KV cache is never short at these loads) change nothing the simulator
-/// prices here.
-pub const SUITE_FLAGS: [(&str, &[(&str, &str)]); 5] = [
-    ("b200", &[("kv-cache-dtype", "fp8"), ("fuse-allreduce-rms", "true")]),
-    ("b300", &[("kv-cache-dtype", "fp8")]),
-    ("mi300x", &[("quick-reduce", "int4")]),
-    ("mi325x", &[("quick-reduce", "int4")]),
-    ("mi355x", &[("quick-reduce", "int4")]),
+/// too, but vLLM 0.13 has no fusion for the B300's compute capability, 10.3); the AMD runs
+/// all-reduce through ROCm's QuickReduce at INT4 (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`:
+/// the MI300X's script since September 2025, the MI325X's and MI355X's only since their update
+/// to vLLM 0.17.0 of March 2026, so a row of theirs that names an older vLLM runs without it).
+/// Other flags they pass (no prefix caching on random prompts, `max-num-seqs` at or above the
+/// concurrency, 95 % of memory on AMD parts where the KV cache is never short at these loads)
+/// change nothing the simulator prices here.
+pub const SUITE_FLAGS: [(&str, &[SuiteFlag]); 5] = [
+    ("b200", &[SuiteFlag::always("kv-cache-dtype", "fp8"), SuiteFlag::always("fuse-allreduce-rms", "true")]),
+    ("b300", &[SuiteFlag::always("kv-cache-dtype", "fp8")]),
+    ("mi300x", &[SuiteFlag::always("quick-reduce", "int4")]),
+    ("mi325x", &[SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
+    ("mi355x", &[SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
 ];
 
-/// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself; `hw` may be
-/// a runner (`b200-dgxc`) or a dashboard series (`b200_vllm`) of the device.
+/// One serving flag of a suite's launch script, and the first vLLM release (major, minor) its
+/// script passed it with; a row that names no release, or one that cannot be read, takes it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SuiteFlag {
+    pub key: &'static str,
+    pub value: &'static str,
+    pub since: Option<(u32, u32)>,
+}
+
+impl SuiteFlag {
+    const fn always(key: &'static str, value: &'static str) -> Self {
+        SuiteFlag { key, value, since: None }
+    }
+
+    const fn since(key: &'static str, value: &'static str, release: (u32, u32)) -> Self {
+        SuiteFlag { key, value, since: Some(release) }
+    }
+}
+
+/// Labels that may name the vLLM release a row measured (InferenceX's rows: `vllm`, the
+/// image's tag).
+const RELEASE_KEYS: [&str; 3] = ["vllm", "image", "version"];
+
+/// The vLLM release (major, minor) a label names: `v0.13.0`, `0.10.1`, an image such as
+/// `vllm/vllm-openai:v0.13.0` or `rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927`
+/// (the number after its last `vllm`); none where it names no number (`rocm`, `nightly`).
+pub fn vllm_release(label: &str) -> Option<(u32, u32)> {
+    let text = label.to_ascii_lowercase();
+    let tail = match text.rfind("vllm") {
+        Some(i) => &text[i + 4..],
+        None => text.as_str(),
+    };
+    let start = tail.find(|c: char| c.is_ascii_digit())?;
+    // Without a `vllm` in it, only a label that is a release (`v0.13.0`, `0.10.1`) counts.
+    if text.rfind("vllm").is_none() && !tail[..start].chars().all(|c| c == 'v') {
+        return None;
+    }
+    let mut parts = tail[start..].split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().filter(|m| !m.is_empty())?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself and that the
+/// script of the row's vLLM release passed; `hw` may be a runner (`b200-dgxc`) or a dashboard
+/// series (`b200_vllm`) of the device.
 fn add_suite_flags(labels: &mut Vec<(String, String)>) {
-    let Some(hw) = labels.iter().find(|(k, _)| k == "hw").map(|(_, v)| v.to_ascii_lowercase()) else { return };
+    let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    let Some(hw) = label("hw").map(|v| v.to_ascii_lowercase()) else { return };
+    let release = RELEASE_KEYS.iter().find_map(|k| label(k)).and_then(|v| vllm_release(&v));
     let device = hw.split('_').next().unwrap_or_default();
     let names = |name: &str| device == name || device.strip_prefix(name).is_some_and(|rest| rest.starts_with('-'));
     let Some((_, flags)) = SUITE_FLAGS.iter().find(|(name, _)| names(name)) else {
         return;
     };
-    for (key, value) in *flags {
-        let given = labels.iter().any(|(k, _)| k == key);
-        if !given {
-            labels.push((key.to_string(), value.to_string()));
+    for flag in *flags {
+        let passed = match (flag.since, release) {
+            (Some(since), Some(release)) => release >= since,
+            _ => true,
+        };
+        let given = labels.iter().any(|(k, _)| k == flag.key);
+        if passed && !given {
+            labels.push((flag.key.to_string(), flag.value.to_string()));
         }
     }
 }
@@ -246,14 +297,43 @@ mod tests {
         r["hw"] = serde_json::json!("gb200");
         let gb200 = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
         assert!(!gb200.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));
-        // The AMD scripts all-reduce through QuickReduce at INT4.
-        for hw in ["mi300x", "MI355X_vllm", "mi325x-amds"] {
+        // The AMD scripts all-reduce through QuickReduce at INT4: the MI300X's since 2025, the
+        // MI325X's and MI355X's from vLLM 0.17.0 on (and where a row names no release).
+        let quick_reduce = |hw: &str, release: Option<&str>| {
+            let mut r = row();
             r["hw"] = serde_json::json!(hw);
+            match release {
+                Some(v) => r["vllm"] = serde_json::json!(v),
+                None => drop(r.as_object_mut().unwrap().remove("vllm")),
+            }
             let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
-            assert!(p.labels.contains(&("quick-reduce".into(), "int4".into())), "{hw}: {:?}", p.labels);
+            p.labels.contains(&("quick-reduce".into(), "int4".into()))
+        };
+        for hw in ["mi300x", "MI355X_vllm", "mi325x-amds"] {
+            assert!(quick_reduce(hw, None), "{hw}");
+            assert!(quick_reduce(hw, Some("v0.17.0")), "{hw}");
+            assert!(quick_reduce(hw, Some("rocm")), "{hw}: a label with no release");
+        }
+        let image = "rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927_rc1";
+        assert!(quick_reduce("mi300x", Some(image)));
+        for hw in ["mi325x", "mi355x"] {
+            assert!(!quick_reduce(hw, Some(image)), "{hw}");
+            assert!(!quick_reduce(hw, Some("v0.16.0")), "{hw}");
         }
         let h100 = point_from_row(&row(), "x".into(), RowDefaults::default()).unwrap();
         assert!(!h100.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));
+    }
+
+    #[test]
+    fn a_release_is_read_from_a_version_or_an_image_tag() {
+        assert_eq!(vllm_release("v0.13.0"), Some((0, 13)));
+        assert_eq!(vllm_release("0.10.1"), Some((0, 10)));
+        assert_eq!(vllm_release("vllm/vllm-openai:v0.11.2"), Some((0, 11)));
+        assert_eq!(vllm_release("rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927_rc1"), Some((0, 10)));
+        assert_eq!(vllm_release("vllm0.17.0"), Some((0, 17)));
+        for none in ["rocm", "rocm7.0", "nightly", "", "v", "v1"] {
+            assert_eq!(vllm_release(none), None, "{none}");
+        }
     }
 
     #[test]

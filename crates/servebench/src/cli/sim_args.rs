@@ -115,7 +115,8 @@ pub struct SimValidateArgs {
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
     /// Held out by group: fit on every other group, predict this one, for each value of these
-    /// labels (comma-separated, e.g. `tp` or `isl,osl`).
+    /// labels (comma-separated, e.g. `tp` or `isl,osl`; `num-prompts`, `max-concurrency` and
+    /// `request-rate` come from each run's workload where it has no such label).
     #[arg(long, value_name = "KEY", value_delimiter = ',', conflicts_with = "folds")]
     pub leave_out: Vec<String>,
     /// Held out by fold: N folds of the results (result i in fold i mod N).

@@ -59,6 +59,14 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     } else {
         Split::None
     };
+    let mapped: Vec<&MeasuredPoint> = targets.iter().map(|t| &t.point).collect();
+    let problem = match &split {
+        Split::LeaveOut(keys) => validate::keys_problem(&mapped, keys, "--leave-out"),
+        _ => None,
+    };
+    if let Some(problem) = problem.or_else(|| validate::keys_problem(&mapped, &args.by, "--by")) {
+        anyhow::bail!(problem);
+    }
     let params = if split == Split::None {
         Vec::new()
     } else if chosen.is_empty() {

@@ -316,6 +316,26 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     let (_, out) = run(&["--leave-out", "tp", "--fit", "t0-ms", "--max-evals", "4"]);
     assert!(out.contains("held out by tp") && out.contains("In-sample errors"), "{out}");
     assert!(out.contains("tp=4") && out.contains("tp=8") && out.contains("t0-ms"), "{out}");
+    // The workload's own axes group runs that carry no label for them: fit on one load,
+    // predict the other.
+    let (_, out) = run(&["--leave-out", "num-prompts", "--fit", "t0-ms", "--max-evals", "4", "--points"]);
+    assert!(out.contains("held out by num-prompts") && out.contains("num-prompts=40"), "{out}");
+    // A key no result has, or one that makes a single group, is refused with what to give.
+    let refused = |extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b"];
+        argv.extend_from_slice(extra);
+        argv.push(table.to_str().unwrap());
+        let Command::Sim(SimCommand::Validate(args)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not sim validate")
+        };
+        commands::sim_validate::run(&args, &mut Vec::new()).unwrap_err().to_string()
+    };
+    let e = refused(&["--leave-out", "prompts"]);
+    assert!(e.contains("no result has a `prompts` label") && e.contains("tp") && e.contains("num-prompts"), "{e}");
+    let e = refused(&["--leave-out", "hw"]);
+    assert!(e.contains("one group (hw=h100)") && e.contains("--folds"), "{e}");
+    let e = refused(&["--by", "gpu"]);
+    assert!(e.contains("--by gpu: no result has a `gpu` label"), "{e}");
     // The band `sim predict` prints around each prediction: every point's side of it follows
     // from its error and the H100 preset's band (the JSON stays one document though a file
     // was skipped), and the summary counts those sides.

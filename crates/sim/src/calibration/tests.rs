@@ -465,3 +465,28 @@ fn a_burst_through_the_chat_endpoint_reaches_its_first_tokens_after_all_are_rend
     assert!(chat >= 200.0 && completions < 50.0, "chat {chat} ms, completions {completions} ms");
     assert!(first_ttft("openai/gpt-oss-20b", true) < 50.0);
 }
+
+#[test]
+fn runs_are_grouped_by_their_workload_where_no_label_says_and_a_useless_split_is_named() {
+    let mut one = point(1, 1024, 128, None);
+    let mut ten = point(10, 1024, 128, None);
+    let hundred = point(100, 1024, 128, Some(8));
+    one.labels = vec![("model".into(), "m".into())];
+    ten.labels = vec![("model".into(), "m".into()), ("num-prompts".into(), "ten".into())];
+    let points = [&one, &ten, &hundred];
+    let keys = |k: &str| vec![k.to_string()];
+    assert_eq!(validate::group_of(&one, &keys("num-prompts")), "num-prompts=1");
+    assert_eq!(validate::group_of(&ten, &keys("num-prompts")), "num-prompts=ten", "a label wins");
+    assert_eq!(validate::group_of(&one, &keys("max-concurrency")), "max-concurrency=none");
+    assert_eq!(validate::group_of(&hundred, &keys("max-concurrency")), "max-concurrency=8");
+    assert_eq!(validate::group_of(&hundred, &keys("request-rate")), "request-rate=inf");
+    assert_eq!(validate::group_of(&hundred, &keys("model")), "model=?");
+    assert_eq!(validate::keys_problem(&points, &keys("num-prompts"), "--leave-out"), None);
+    assert_eq!(validate::keys_problem(&points, &keys("model"), "--by"), None);
+    let missing = validate::keys_problem(&points, &keys("tp"), "--leave-out").unwrap();
+    assert!(missing.contains("no result has a `tp` label") && missing.contains("model, num-prompts"), "{missing}");
+    let single = validate::keys_problem(&points, &keys("request-rate"), "--leave-out").unwrap();
+    assert!(single.contains("one group (request-rate=inf)"), "{single}");
+    assert_eq!(validate::keys_problem(&points, &keys("request-rate"), "--by"), None, "one group is a summary");
+    assert_eq!(validate::keys_problem(&points, &[], "--by"), None);
+}

@@ -250,15 +250,57 @@ pub fn joint_params(targets: &[Target]) -> Vec<FitParam> {
     params
 }
 
+/// Grouping keys every point answers from its workload where no label of its own says: the
+/// axes a sweep or a study varies (`--leave-out num-prompts`: fit on two loads, predict the third).
+pub const WORKLOAD_KEYS: [&str; 3] = ["num-prompts", "max-concurrency", "request-rate"];
+
+/// A point's value for a grouping key: its label, else, for [`WORKLOAD_KEYS`], its workload's.
+pub fn key_value(point: &MeasuredPoint, key: &str) -> Option<String> {
+    if let Some((_, v)) = point.labels.iter().find(|(k, _)| k == key) {
+        return Some(v.clone());
+    }
+    let w = &point.workload;
+    match key {
+        "num-prompts" => Some(w.num_prompts.to_string()),
+        "max-concurrency" => Some(w.max_concurrency.map_or("none".to_string(), |c| c.to_string())),
+        "request-rate" => Some(if w.request_rate.is_finite() { w.request_rate.to_string() } else { "inf".into() }),
+        _ => None,
+    }
+}
+
 /// The group name of a point for `keys`: their values joined (`tp=2 isl=1024`).
 pub fn group_of(point: &MeasuredPoint, keys: &[String]) -> String {
-    keys.iter()
-        .map(|k| {
-            let v = point.labels.iter().find(|(key, _)| key == k).map_or("?", |(_, v)| v.as_str());
-            format!("{k}={v}")
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    keys.iter().map(|k| format!("{k}={}", key_value(point, k).as_deref().unwrap_or("?"))).collect::<Vec<_>>().join(" ")
+}
+
+/// Why `keys` cannot group these points (for `flag`, `--leave-out` or `--by`): a key no point
+/// has, or, to hold groups out, one group only (nothing left to fit on). `None` where they can.
+pub fn keys_problem(points: &[&MeasuredPoint], keys: &[String], flag: &str) -> Option<String> {
+    if let Some(missing) = keys.iter().find(|k| points.iter().all(|p| key_value(p, k).is_none())) {
+        let mut known: Vec<&str> = points.iter().flat_map(|p| p.labels.iter().map(|(k, _)| k.as_str())).collect();
+        known.sort_unstable();
+        known.dedup();
+        for key in WORKLOAD_KEYS {
+            if !known.contains(&key) {
+                known.push(key);
+            }
+        }
+        return Some(format!(
+            "{flag} {missing}: no result has a `{missing}` label; give one they have: {}",
+            known.join(", ")
+        ));
+    }
+    let mut groups: Vec<String> = points.iter().map(|p| group_of(p, keys)).collect();
+    groups.sort();
+    groups.dedup();
+    (flag == "--leave-out" && groups.len() < 2).then(|| {
+        format!(
+            "--leave-out {}: every result is in one group ({}), so holding it out leaves nothing to fit on; leave \
+             out by a label whose values differ, or use --folds N",
+            keys.join(","),
+            groups.first().map_or("", String::as_str)
+        )
+    })
 }
 
 /// The group of each of the calibrator's targets under `split`.

@@ -138,8 +138,10 @@ impl Presets {
     /// A model preset by Hugging Face id or one of its aliases; else by the part of one after
     /// the organisation, when one preset has it; else, for a name of two or more `-`-separated
     /// parts, by the one preset whose name has them all in order (`Llama-3.3-70B-NVFP4` for
-    /// `nvidia/Llama-3.3-70B-Instruct-NVFP4`: how people shorten a name in their notes). A
-    /// name that fits several presets is refused with them.
+    /// `nvidia/Llama-3.3-70B-Instruct-NVFP4`: how people shorten a name in their notes); a name
+    /// that fits none so is tried without its release tags (`Qwen3-235B-A22B-Instruct-2507-FP8`
+    /// is `Qwen/Qwen3-235B-A22B-FP8`'s shapes, with that preset's context length). A name that
+    /// fits several presets is refused with them.
     pub fn model(&self, id: &str) -> Result<&ModelShape, SimError> {
         fn names(m: &ModelShape) -> impl Iterator<Item = &str> {
             std::iter::once(m.id.as_str()).chain(m.aliases.iter().map(String::as_str))
@@ -152,21 +154,31 @@ impl Presets {
             return Ok(m);
         }
         let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
-        let query = short(id);
-        let exact: Vec<&ModelShape> = self.models.iter().filter(|m| names(m).any(|n| short(n) == query)).collect();
-        if let [m] = exact.as_slice() {
-            return Ok(m);
-        }
-        let parts: Vec<&str> = query.split('-').filter(|p| !p.is_empty()).collect();
-        let in_order = |name: String| {
-            let mut have = name.split('-');
-            parts.iter().all(|p| have.any(|h| h == *p))
-        };
-        let fits: Vec<&ModelShape> = if parts.len() >= 2 {
+        // The presets whose names fit `query`: the one named so after its organisation, else
+        // those with all of its parts in order.
+        let fitting = |query: &str| -> Vec<&ModelShape> {
+            let exact: Vec<&ModelShape> = self.models.iter().filter(|m| names(m).any(|n| short(n) == query)).collect();
+            if exact.len() == 1 {
+                return exact;
+            }
+            let parts: Vec<&str> = query.split('-').filter(|p| !p.is_empty()).collect();
+            let in_order = |name: String| {
+                let mut have = name.split('-');
+                parts.iter().all(|p| have.any(|h| h == *p))
+            };
+            if parts.len() < 2 {
+                return Vec::new();
+            }
             self.models.iter().filter(|m| names(m).any(|n| in_order(short(n)))).collect()
-        } else {
-            Vec::new()
         };
+        let query = short(id);
+        let mut fits = fitting(&query);
+        // A release's tags that leave the shapes as they were (`-Instruct-2507`, `-0528`,
+        // `-Thinking`): tried without them when the whole name fits nothing.
+        let plain: Vec<&str> = query.split('-').filter(|p| !is_release_tag(p)).collect();
+        if fits.is_empty() && plain.len() >= 2 && plain.len() < query.split('-').count() {
+            fits = fitting(&plain.join("-"));
+        }
         match fits.as_slice() {
             [m] => Ok(m),
             [] => Err(SimError::UnknownModel {
@@ -177,6 +189,13 @@ impl Presets {
             _ => Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(fits.iter().copied()) }),
         }
     }
+}
+
+/// Whether a part of a model's name marks a release or tuning of the same weights' shapes:
+/// `instruct`, `chat`, `it`, `base`, `thinking`, or a four-digit date (`2507`, `0528`).
+fn is_release_tag(part: &str) -> bool {
+    matches!(part, "instruct" | "chat" | "it" | "base" | "thinking")
+        || (part.len() == 4 && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `$SERVEBENCH_PRESETS`, else `$HOME/.config/servebench/presets`.
@@ -320,6 +339,16 @@ mod tests {
         ] {
             assert_eq!(p.model(name).unwrap().id, id, "{name}");
         }
+        // A release's tags that keep the shapes are passed over when the whole name fits none.
+        for (name, id) in [
+            ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-FP8"),
+            ("Qwen/Qwen3-235B-A22B-Thinking-2507", "Qwen/Qwen3-235B-A22B"),
+            ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
+            ("Qwen3-30B-A3B-Instruct-2507-FP8", "Qwen/Qwen3-30B-A3B-FP8"),
+        ] {
+            assert_eq!(p.model(name).unwrap().id, id, "{name}");
+        }
+        assert!(p.model("Qwen/Qwen3-8B-Instruct-2507-AWQ").is_err(), "a part no preset has still fits none");
         // Several presets fit: refused, with them.
         let err = p.model("Qwen3-235B").unwrap_err().to_string();
         assert!(

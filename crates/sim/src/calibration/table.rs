@@ -166,13 +166,11 @@ const RELEASE_KEYS: [&str; 3] = ["vllm", "image", "version"];
 /// (the number after its last `vllm`); none where it names no number (`rocm`, `nightly`).
 pub fn vllm_release(label: &str) -> Option<(u32, u32)> {
     let text = label.to_ascii_lowercase();
-    let tail = match text.rfind("vllm") {
-        Some(i) => &text[i + 4..],
-        None => text.as_str(),
-    };
+    let after_vllm = text.rfind("vllm").map(|i| i + "vllm".len());
+    let tail = &text[after_vllm.unwrap_or(0)..];
     let start = tail.find(|c: char| c.is_ascii_digit())?;
     // Without a `vllm` in it, only a label that is a release (`v0.13.0`, `0.10.1`) counts.
-    if text.rfind("vllm").is_none() && !tail[..start].chars().all(|c| c == 'v') {
+    if after_vllm.is_none() && !tail[..start].chars().all(|c| c == 'v') {
         return None;
     }
     let mut parts = tail[start..].split(|c: char| !c.is_ascii_digit());

@@ -124,6 +124,7 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         extra_params_b: 0.0,
         attention_sinks: model_type == "gpt_oss",
         harmony_chat: model_type == "gpt_oss",
+        derived_from: None,
     })
 }
 
@@ -409,7 +410,7 @@ mod tests {
             let preset = presets.model(id).unwrap();
             assert_eq!(from_config.total_params(), preset.total_params(), "{file}");
             assert_eq!(from_config.active_params(), preset.active_params(), "{file}");
-            assert_eq!(kv(&from_config), kv(preset), "{file}");
+            assert_eq!(kv(&from_config), kv(&preset), "{file}");
             assert_eq!(from_config.sliding, preset.sliding, "{file}");
             assert_eq!(from_config.precision, preset.precision, "{file}");
             assert_eq!(from_config.attention_precision(), preset.attention_precision(), "{file}");
@@ -421,7 +422,7 @@ mod tests {
         let r1 = presets.model("deepseek-ai/DeepSeek-R1").unwrap();
         v3.id = r1.id.clone();
         v3.aliases = r1.aliases.clone();
-        assert_eq!(&v3, r1);
+        assert_eq!(v3, r1);
     }
 
     #[test]

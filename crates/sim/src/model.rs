@@ -59,6 +59,10 @@ pub struct ModelShape {
     /// the harmony library rather than a Jinja template (see the engine's `frontend`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub harmony_chat: bool,
+    /// The preset whose shapes these are, where the name asked for is that model in another
+    /// weight format (`meta-llama/Llama-3.3-70B-Instruct`: the NVFP4 preset's shapes in BF16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_from: Option<String>,
 }
 
 /// Mixture-of-experts FFN layers.
@@ -366,6 +370,7 @@ mod tests {
             extra_params_b: 0.0,
             attention_sinks: false,
             harmony_chat: false,
+            derived_from: None,
         }
     }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::error::SimError;
 use crate::hardware::HardwareSpec;
 use crate::model::ModelShape;
+use crate::precision::Precision;
 
 macro_rules! embedded {
     ($dir:literal: $($file:literal),* $(,)?) => {
@@ -136,13 +137,21 @@ impl Presets {
     }
 
     /// A model preset by Hugging Face id or one of its aliases; else by the part of one after
-    /// the organisation, when one preset has it; else, for a name of two or more `-`-separated
-    /// parts, by the one preset whose name has them all in order (`Llama-3.3-70B-NVFP4` for
-    /// `nvidia/Llama-3.3-70B-Instruct-NVFP4`: how people shorten a name in their notes); a name
-    /// that fits none so is tried without its release tags (`Qwen3-235B-A22B-Instruct-2507-FP8`
-    /// is `Qwen/Qwen3-235B-A22B-FP8`'s shapes, with that preset's context length). A name that
-    /// fits several presets is refused with them.
-    pub fn model(&self, id: &str) -> Result<&ModelShape, SimError> {
+    /// the organisation, when one preset has it; else by the presets whose names, read without
+    /// their quantization tags (`-FP8`, `-FP8-dynamic`, `-NVFP4`, `-AWQ`, `-GPTQ-Int4`, ...), have
+    /// all of the name's other parts in order (`Llama-3.3-70B-NVFP4` for
+    /// `nvidia/Llama-3.3-70B-Instruct-NVFP4`: how people shorten a name in their notes), given
+    /// they are all one shape; a name that fits none so is tried without its release tags
+    /// (`Qwen3-235B-A22B-Instruct-2507-FP8` is `Qwen/Qwen3-235B-A22B-FP8`'s shapes, with that
+    /// preset's context length).
+    ///
+    /// The weights are in the format the name's tag says, or, with no tag, the untagged preset's
+    /// (gpt-oss's MXFP4, DeepSeek-R1's FP8), else BF16, what a checkpoint is released in unless
+    /// its name says otherwise. Where no preset of those shapes is in that format, the shapes are
+    /// taken in it under the name asked for, with [`ModelShape::derived_from`] naming the
+    /// preset (`meta-llama/Llama-3.3-70B-Instruct` is the NVFP4 preset's shapes in BF16). A name
+    /// that fits presets of different shapes is refused with them.
+    pub fn model(&self, id: &str) -> Result<ModelShape, SimError> {
         fn names(m: &ModelShape) -> impl Iterator<Item = &str> {
             std::iter::once(m.id.as_str()).chain(m.aliases.iter().map(String::as_str))
         }
@@ -151,44 +160,120 @@ impl Presets {
         }
         let id = id.trim();
         if let Some(m) = self.models.iter().find(|m| names(m).any(|n| n.eq_ignore_ascii_case(id))) {
-            return Ok(m);
+            return Ok(m.clone());
         }
+        let unknown = || SimError::UnknownModel {
+            name: id.to_string(),
+            known: ids(self.models.iter()),
+            user_dir: self.user_dir_hint(),
+        };
         let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
-        // The presets whose names fit `query`: the one named so after its organisation, else
-        // those with all of its parts in order.
-        let fitting = |query: &str| -> Vec<&ModelShape> {
-            let exact: Vec<&ModelShape> = self.models.iter().filter(|m| names(m).any(|n| short(n) == query)).collect();
-            if exact.len() == 1 {
+        let query = short(id);
+        let named: Vec<&ModelShape> = self.models.iter().filter(|m| names(m).any(|n| short(n) == query)).collect();
+        if let [m] = named.as_slice() {
+            return Ok((*m).clone());
+        }
+        let Some(asked) = NameParts::read(&query) else { return Err(unknown()) };
+        // The presets whose names fit `parts`: those of the same base, else those whose base
+        // has all of its parts in order.
+        let fitting = |parts: &[&str]| -> Vec<&ModelShape> {
+            let bases = |m: &ModelShape| -> Vec<Vec<String>> {
+                names(m).filter_map(|n| NameParts::read(&short(n))).map(|p| p.base).collect()
+            };
+            let exact: Vec<&ModelShape> =
+                self.models.iter().filter(|m| bases(m).iter().any(|b| b.as_slice() == parts)).collect();
+            if !exact.is_empty() || parts.len() < 2 {
                 return exact;
             }
-            let parts: Vec<&str> = query.split('-').filter(|p| !p.is_empty()).collect();
-            let in_order = |name: String| {
-                let mut have = name.split('-');
-                parts.iter().all(|p| have.any(|h| h == *p))
+            let in_order = |base: &Vec<String>| {
+                let mut have = base.iter();
+                parts.iter().all(|p| have.any(|h| h == p))
             };
-            if parts.len() < 2 {
-                return Vec::new();
-            }
-            self.models.iter().filter(|m| names(m).any(|n| in_order(short(n)))).collect()
+            self.models.iter().filter(|m| bases(m).iter().any(in_order)).collect()
         };
-        let query = short(id);
-        let mut fits = fitting(&query);
+        let parts: Vec<&str> = asked.base.iter().map(String::as_str).collect();
+        let mut fits = fitting(&parts);
         // A release's tags that leave the shapes as they were (`-Instruct-2507`, `-0528`,
         // `-Thinking`): tried without them when the whole name fits nothing.
-        let plain: Vec<&str> = query.split('-').filter(|p| !is_release_tag(p)).collect();
-        if fits.is_empty() && plain.len() >= 2 && plain.len() < query.split('-').count() {
-            fits = fitting(&plain.join("-"));
+        let plain: Vec<&str> = parts.iter().copied().filter(|p| !is_release_tag(p)).collect();
+        if fits.is_empty() && plain.len() >= 2 && plain.len() < parts.len() {
+            fits = fitting(&plain);
         }
-        match fits.as_slice() {
-            [m] => Ok(m),
-            [] => Err(SimError::UnknownModel {
-                name: id.to_string(),
-                known: ids(self.models.iter()),
-                user_dir: self.user_dir_hint(),
-            }),
-            _ => Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(fits.iter().copied()) }),
+        let Some(first) = fits.first() else { return Err(unknown()) };
+        if fits.iter().any(|m| !same_shapes(m, first)) {
+            return Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(fits.iter().copied()) });
         }
+        let untagged =
+            || fits.iter().find(|m| names(m).filter_map(|n| NameParts::read(&short(n))).any(|p| p.precision.is_none()));
+        let precision = asked.precision.or_else(|| untagged().map(|m| m.precision)).unwrap_or(Precision::Bf16);
+        if let Some(m) = fits.iter().find(|m| m.precision == precision) {
+            return Ok((*m).clone());
+        }
+        Ok(ModelShape {
+            id: id.to_string(),
+            aliases: Vec::new(),
+            precision,
+            attention_precision: None,
+            derived_from: Some(first.id.clone()),
+            ..(*first).clone()
+        })
     }
+}
+
+/// Whether two presets differ only in their names and weight format.
+fn same_shapes(a: &ModelShape, b: &ModelShape) -> bool {
+    let plain = |m: &ModelShape| ModelShape {
+        id: String::new(),
+        aliases: Vec::new(),
+        precision: Precision::Bf16,
+        attention_precision: None,
+        derived_from: None,
+        ..m.clone()
+    };
+    plain(a) == plain(b)
+}
+
+/// A model name's `-`-separated parts (lowercase, after its organisation) without the tags
+/// that say how its weights are quantized, and the format those tags name.
+#[derive(Debug, PartialEq)]
+struct NameParts {
+    base: Vec<String>,
+    precision: Option<Precision>,
+}
+
+impl NameParts {
+    /// None for a name whose tags name two formats (`-FP8-AWQ`).
+    fn read(name: &str) -> Option<NameParts> {
+        let mut base = Vec::new();
+        let mut precision = None;
+        for part in name.split('-').filter(|p| !p.is_empty()) {
+            // RedHat's `-quantized.w4a16`.
+            let tag = part.strip_prefix("quantized.").unwrap_or(part);
+            match quantization_tag(tag) {
+                Some(p) if precision.is_some_and(|q| q != p) => return None,
+                Some(p) => precision = Some(p),
+                None => base.push(part.to_string()),
+            }
+        }
+        // How a tag's scales are taken (`-FP8-Dynamic`, `-FP8-block`) is no part of the base.
+        if precision.is_some() {
+            base.retain(|p| !matches!(p.as_str(), "dynamic" | "static" | "block"));
+        }
+        Some(NameParts { base, precision })
+    }
+}
+
+/// The weight format a name's part says its checkpoint is quantized to.
+fn quantization_tag(part: &str) -> Option<Precision> {
+    Some(match part {
+        "bf16" => Precision::Bf16,
+        "fp16" => Precision::Fp16,
+        "fp8" => Precision::Fp8,
+        "nvfp4" | "fp4" => Precision::Nvfp4,
+        "mxfp4" => Precision::Mxfp4,
+        "awq" | "gptq" | "int4" | "w4a16" => Precision::AwqInt4,
+        _ => return None,
+    })
 }
 
 /// Whether a part of a model's name marks a release or tuning of the same weights' shapes:
@@ -296,7 +381,7 @@ mod tests {
             let (b, f) = (p.model(base).unwrap(), p.model(fp8).unwrap());
             assert_eq!((b.precision, f.precision), (Precision::Bf16, Precision::Fp8), "{fp8}");
             let renamed = ModelShape { id: b.id.clone(), precision: b.precision, ..f.clone() };
-            assert_eq!(&renamed, b, "{fp8}");
+            assert_eq!(renamed, b, "{fp8}");
         }
         let r1 = p.model("DeepSeek-R1").unwrap();
         assert!(r1.mla.is_some() && r1.precision == Precision::Fp8);
@@ -348,15 +433,97 @@ mod tests {
         ] {
             assert_eq!(p.model(name).unwrap().id, id, "{name}");
         }
-        assert!(p.model("Qwen/Qwen3-8B-Instruct-2507-AWQ").is_err(), "a part no preset has still fits none");
-        // Several presets fit: refused, with them.
+        assert!(p.model("Qwen/Qwen3-8B-Instruct-2507-Abliterated").is_err(), "a part no preset has still fits none");
+        // Presets of different shapes fit (the VL model's vision tower): refused, with them.
         let err = p.model("Qwen3-235B").unwrap_err().to_string();
         assert!(
             err.contains("fits several") && err.contains("Qwen/Qwen3-235B-A22B-FP8") && !err.contains("Qwen3-8B"),
             "{err}"
         );
-        // A part no preset has, or one part alone: nothing.
-        assert!(p.model("Qwen3-8B-AWQ").is_err() && p.model("Qwen3").is_err());
+        // A part no preset has, one part alone, or tags of two formats: nothing.
+        for name in ["Qwen3-8B-Int8", "Qwen3", "Qwen3-FP8", "Qwen3-8B-FP8-AWQ"] {
+            assert!(p.model(name).is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_name_s_quantization_tag_sets_the_weight_format_of_the_shapes_it_names() {
+        let p = Presets::embedded().unwrap();
+        let llama = p.model("nvidia/Llama-3.3-70B-Instruct-NVFP4").unwrap();
+        // With no tag a checkpoint is its untagged preset's format, else BF16; a tag says it.
+        for (name, from, precision) in [
+            ("meta-llama/Llama-3.3-70B-Instruct", "nvidia/Llama-3.3-70B-Instruct-NVFP4", Precision::Bf16),
+            ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "nvidia/Llama-3.3-70B-Instruct-NVFP4", Precision::Fp8),
+            (
+                "RedHatAI/Llama-3.3-70B-Instruct-quantized.w4a16",
+                "nvidia/Llama-3.3-70B-Instruct-NVFP4",
+                Precision::AwqInt4,
+            ),
+            ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-32B", Precision::Fp8),
+            ("Qwen/Qwen3-8B-AWQ", "Qwen/Qwen3-8B", Precision::AwqInt4),
+            ("Qwen/Qwen3-14B-GPTQ-Int4", "Qwen/Qwen3-14B", Precision::AwqInt4),
+            ("zai-org/GLM-4.5-Air-FP8", "zai-org/GLM-4.5-Air", Precision::Fp8),
+            ("Qwen/Qwen3-VL-235B-A22B-Instruct", "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8", Precision::Bf16),
+            ("Qwen/Qwen3-VL-235B-A22B-Thinking", "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8", Precision::Bf16),
+            ("nvidia/Qwen3-235B-A22B-FP4", "Qwen/Qwen3-235B-A22B", Precision::Nvfp4),
+            ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-ai/DeepSeek-R1", Precision::Nvfp4),
+            ("unsloth/gpt-oss-20b-BF16", "openai/gpt-oss-20b", Precision::Bf16),
+        ] {
+            let m = p.model(name).unwrap();
+            let base = p.model(from).unwrap();
+            assert_eq!((m.id.as_str(), m.derived_from.as_deref(), m.precision), (name, Some(from), precision));
+            assert!(same_shapes(&m, &base) && m.aliases.is_empty(), "{name}");
+        }
+        assert_eq!(p.model("meta-llama/Llama-3.3-70B-Instruct").unwrap().layers, llama.layers);
+        // A preset in the format asked for is that preset, whatever the tag's spelling.
+        for (name, id) in [
+            ("QuantTrio/GLM-4.6-FP8", "zai-org/GLM-4.6-FP8"),
+            ("Qwen/Qwen3-VL-235B-A22B-Instruct-AWQ", "QuantTrio/Qwen3-VL-235B-A22B-Instruct-AWQ"),
+            ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
+            ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B"),
+            ("Qwen3-235B-A22B-Instruct-2507-FP8-dynamic", "Qwen/Qwen3-235B-A22B-FP8"),
+        ] {
+            let m = p.model(name).unwrap();
+            assert_eq!((m.id.as_str(), m.derived_from), (id, None), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_parts_of_a_model_s_name_are_read_apart_from_its_quantization_tags() {
+        let read = |name: &str| NameParts::read(name).map(|n| (n.base.join("-"), n.precision));
+        assert_eq!(
+            read("llama-3.3-70b-instruct-fp8-dynamic"),
+            Some(("llama-3.3-70b-instruct".into(), Some(Precision::Fp8)))
+        );
+        assert_eq!(read("qwen3-14b-gptq-int4"), Some(("qwen3-14b".into(), Some(Precision::AwqInt4))));
+        assert_eq!(
+            read("llama-3.3-70b-instruct-quantized.w4a16"),
+            Some(("llama-3.3-70b-instruct".into(), Some(Precision::AwqInt4)))
+        );
+        // `dynamic` is only a tag's qualifier beside a tag.
+        assert_eq!(read("some-dynamic-model"), Some(("some-dynamic-model".into(), None)));
+        assert_eq!(read("qwen3-8b-fp8-awq"), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_tag_added_to_any_name_is_read_back_and_leaves_its_parts(
+            parts in proptest::collection::vec("[a-z][a-z0-9.]{0,7}", 1..6),
+            tag in proptest::sample::select(vec!["bf16", "fp16", "fp8", "nvfp4", "fp4", "mxfp4", "awq", "gptq", "int4", "w4a16"]),
+            at in 0usize..6,
+        ) {
+            let parts: Vec<String> = parts.into_iter().filter(|p| quantization_tag(p).is_none()).collect();
+            proptest::prop_assume!(!parts.is_empty() && !parts.iter().any(|p| p.starts_with("quantized.")));
+            let plain = NameParts::read(&parts.join("-")).unwrap();
+            proptest::prop_assert_eq!(&plain.base, &parts);
+            proptest::prop_assert_eq!(plain.precision, None);
+            let mut tagged = parts.clone();
+            tagged.insert(at.min(parts.len()), tag.to_string());
+            let read = NameParts::read(&tagged.join("-")).unwrap();
+            proptest::prop_assert_eq!(read.precision, quantization_tag(tag));
+            let kept: Vec<String> = parts.iter().filter(|p| !matches!(p.as_str(), "dynamic" | "static" | "block")).cloned().collect();
+            proptest::prop_assert_eq!(read.base, kept);
+        }
     }
 
     #[test]

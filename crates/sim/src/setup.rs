@@ -85,6 +85,13 @@ impl SimSetup {
         }
         let mut memory = plan_memory(&model, &hardware, &opts, &stack)?;
         let mut notes = Vec::new();
+        if let Some(preset) = &model.derived_from {
+            notes.push(format!(
+                "{}: the shapes of the preset {preset}, its weights in {} as the name says",
+                model.id,
+                model.precision.name()
+            ));
+        }
         if opts.nodes_derived && opts.nodes > 1 {
             notes.push(format!(
                 "{} on {} ({} GPU{} per node): {} nodes",

@@ -41,16 +41,14 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let presets = Presets::load_default()?;
     if !args.all_points {
         let shape = match &base {
-            Some(setup) => Some(&setup.model),
+            Some(setup) => Some(setup.model.clone()),
             None => d.model.as_deref().and_then(|m| presets.model(m).ok()),
         };
         let names: Vec<&str> = d
             .model
             .as_deref()
             .into_iter()
-            .chain(
-                shape.into_iter().flat_map(|m| [m.id.as_str()].into_iter().chain(m.aliases.iter().map(String::as_str))),
-            )
+            .chain(shape.iter().flat_map(|m| [m.id.as_str()].into_iter().chain(m.aliases.iter().map(String::as_str))))
             .collect();
         let total = points.len();
         let selection = calibration::select_model(points, &names)?;

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 18] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 31] = embedded!("models":
+const MODELS: [(&str, &str); 34] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -33,7 +33,7 @@ const MODELS: [(&str, &str); 31] = embedded!("models":
     "glm-4.6.toml", "glm-4.6-fp8.toml", "glm-4.5-air.toml", "llama-4-scout-17b-16e-instruct-nvfp4.toml",
     "llama-3.3-70b-instruct-nvfp4.toml", "llama-3.1-70b-instruct.toml", "llama-3.1-70b-instruct-fp8.toml",
     "qwen3-30b-a3b.toml", "qwen3-30b-a3b-fp8.toml", "qwen3-235b-a22b.toml", "qwen3-235b-a22b-fp8.toml",
-    "deepseek-r1.toml",
+    "deepseek-r1.toml", "kimi-k2-instruct.toml", "minimax-m2.toml", "qwen3-coder-30b-a3b-instruct.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -359,6 +359,11 @@ mod tests {
             ("Qwen/Qwen3-235B-A22B-FP8", 235.1, 22.2),
             // 671 B without the multi-token-prediction layer, 37 B active.
             ("deepseek-ai/DeepSeek-R1", 671.0, 37.0),
+            // Without their multi-token-prediction modules.
+            ("moonshotai/Kimi-K2-Instruct", 1026.0, 32.9),
+            // 230 B published; its "10 B activated" leaves out the 1.2 B of the embeddings.
+            ("MiniMaxAI/MiniMax-M2", 228.7, 11.0),
+            ("Qwen/Qwen3-Coder-30B-A3B-Instruct", 30.5, 3.3),
         ];
         let p = Presets::embedded().unwrap();
         for (id, total, active) in published {

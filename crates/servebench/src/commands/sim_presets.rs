@@ -103,6 +103,10 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
             writeln!(out, "\nUser presets: set SERVEBENCH_PRESETS to a folder with hardware/*.toml and models/*.toml.")?
         }
     }
-    writeln!(out, "A model can also be given as the path of a Hugging Face config.json.")?;
+    writeln!(
+        out,
+        "A model can also be given as the path of a Hugging Face config.json, or by a name with a quantization tag \
+         (-FP8, -NVFP4, -AWQ, -GPTQ-Int4, -BF16): the shapes it names in that format."
+    )?;
     Ok(ExitCode::SUCCESS)
 }

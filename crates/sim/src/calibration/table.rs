@@ -180,12 +180,12 @@ pub fn vllm_release(label: &str) -> Option<(u32, u32)> {
 }
 
 /// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself and that the
-/// script of the row's vLLM release passed; `hw` may be a runner (`b200-dgxc`) or a dashboard
+/// script of the row's vLLM release (the first of [`RELEASE_KEYS`] that names one) passed; `hw` may be a runner (`b200-dgxc`) or a dashboard
 /// series (`b200_vllm`) of the device.
 fn add_suite_flags(labels: &mut Vec<(String, String)>) {
     let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let Some(hw) = label("hw").map(|v| v.to_ascii_lowercase()) else { return };
-    let release = RELEASE_KEYS.iter().find_map(|k| label(k)).and_then(|v| vllm_release(&v));
+    let release = RELEASE_KEYS.iter().find_map(|k| label(k).and_then(|v| vllm_release(&v)));
     let device = hw.split('_').next().unwrap_or_default();
     let names = |name: &str| device == name || device.strip_prefix(name).is_some_and(|rest| rest.starts_with('-'));
     let Some((_, flags)) = SUITE_FLAGS.iter().find(|(name, _)| names(name)) else {
@@ -317,6 +317,13 @@ mod tests {
         for hw in ["mi325x", "mi355x"] {
             assert!(!quick_reduce(hw, Some(image)), "{hw}");
             assert!(!quick_reduce(hw, Some("v0.16.0")), "{hw}");
+            // The first label that names a release: a `vllm` of `rocm` leaves it to the image.
+            let mut r = row();
+            r["hw"] = serde_json::json!(hw);
+            r["vllm"] = serde_json::json!("rocm");
+            r["image"] = serde_json::json!(image);
+            let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+            assert!(!p.labels.iter().any(|(k, _)| k == "quick-reduce"), "{hw}: {:?}", p.labels);
         }
         let h100 = point_from_row(&row(), "x".into(), RowDefaults::default()).unwrap();
         assert!(!h100.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));

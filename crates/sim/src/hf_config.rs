@@ -405,6 +405,8 @@ mod tests {
             ("llama-4-scout-nvfp4.json", "nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4"),
             ("qwen3-vl-235b-a22b-fp8.json", "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8"),
             ("gemma-3-4b-it.json", "google/gemma-3-4b-it"),
+            ("kimi-k2.json", "moonshotai/Kimi-K2-Instruct"),
+            ("minimax-m2.json", "MiniMaxAI/MiniMax-M2"),
         ] {
             let from_config = ModelShape::from_hf_config(&fixture(file)).unwrap();
             let preset = presets.model(id).unwrap();

@@ -4,7 +4,8 @@
 //! the language model under `text_config`, the MoE keys of Qwen3-MoE, GLM-4.x, gpt-oss, Mixtral,
 //! Llama-4 and DeepSeek-V2/V3 (Kimi-K2), multi-head latent attention (`kv_lora_rank`; the
 //! multi-token-prediction layers of `num_nextn_predict_layers` are left out), sliding/chunked attention (`layer_types`, `sliding_window_pattern`,
-//! `attention_chunk_size`), and `quantization_config` for the weight format.
+//! `attention_chunk_size`), and `quantization_config` for the weight format. Layers it has no
+//! term for (linear attention, state-space layers) are refused, not priced as attention.
 
 use serde_json::Value;
 
@@ -93,6 +94,7 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         .unwrap_or(true);
     let max_context = k.num(&["max_position_embeddings", "seq_length", "n_positions"])?.unwrap_or(4096);
     let model_type = k.str("model_type").unwrap_or("").to_ascii_lowercase();
+    refuse_recurrent_layers(&k)?;
 
     let moe = parse_moe(&k, layers, &model_type)?;
     let intermediate = match (&moe, k.num(&["intermediate_size_mlp"])?) {
@@ -126,6 +128,45 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         harmony_chat: model_type == "gpt_oss",
         derived_from: None,
     })
+}
+
+/// Refuses a config with layers the cost model has no term for: linear attention (Qwen3-Next's
+/// Gated DeltaNet, MiniMax-M1's lightning attention, Kimi Linear) and state-space layers (Mamba in
+/// Nemotron-H, Jamba, Granite 4). Their state is fixed-size rather than a KV cache that grows, so
+/// pricing them as attention would be a guess, not a prediction.
+fn refuse_recurrent_layers(k: &Keys) -> Result<(), String> {
+    const MARKERS: [&str; 8] = [
+        "full_attention_interval",
+        "linear_num_value_heads",
+        "linear_attn_config",
+        "hybrid_override_pattern",
+        "ssm_state_size",
+        "mamba_d_state",
+        "mamba_num_heads",
+        "mamba_expand",
+    ];
+    let attention = ["full_attention", "sliding_attention", "chunked_attention", "attention"];
+    let other_layer = |key: &str| {
+        k.get(key)
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|t| t.as_str().is_some_and(|t| !attention.contains(&t))))
+    };
+    // MiniMax's `attn_type_list`: 1 for softmax attention, 0 for lightning (linear) attention.
+    let lightning =
+        k.get("attn_type_list").and_then(Value::as_array).is_some_and(|a| a.iter().any(|t| t.as_u64() == Some(0)));
+    let found = MARKERS
+        .iter()
+        .find(|m| k.get(m).is_some())
+        .copied()
+        .or_else(|| ["layer_types", "layers_block_type"].into_iter().find(|key| other_layer(key)))
+        .or(lightning.then_some("attn_type_list"));
+    match found {
+        Some(key) => Err(format!(
+            "its `{key}` marks linear-attention or state-space layers (Qwen3-Next, MiniMax-M1, Nemotron-H, Jamba and \
+             the like), which are not modelled: the simulator prices every layer as attention over a KV cache"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Multi-head latent attention, when the config has `kv_lora_rank` (DeepSeek-V2/V3, Kimi-K2).
@@ -451,5 +492,33 @@ mod tests {
                     "vocab_size": 10, "quantization_config": {"quant_method": "hqq"}}"#;
         let err = ModelShape::from_hf_config(q).unwrap_err().to_string();
         assert!(err.contains("hqq") && err.contains("precision="), "{err}");
+    }
+
+    #[test]
+    fn linear_attention_and_state_space_layers_are_refused_not_priced_as_attention() {
+        let base = r#""num_hidden_layers": 4, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10"#;
+        for (extra, key) in [
+            (
+                r#""model_type": "qwen3_next", "full_attention_interval": 4, "linear_num_value_heads": 32"#,
+                "full_attention_interval",
+            ),
+            (
+                r#""layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]"#,
+                "layer_types",
+            ),
+            (r#""model_type": "nemotron_h", "hybrid_override_pattern": "M-M*""#, "hybrid_override_pattern"),
+            (r#""layers_block_type": ["mamba", "attention", "mamba", "mamba"]"#, "layers_block_type"),
+            (r#""model_type": "minimax", "attn_type_list": [0, 0, 0, 1]"#, "attn_type_list"),
+        ] {
+            let err = ModelShape::from_hf_config(&format!("{{{base}, {extra}}}")).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("not modelled"), "{key}: {err}");
+        }
+        // Softmax attention in every layer, however the config lists it, is read.
+        for extra in [
+            r#""attn_type_list": [1, 1, 1, 1]"#,
+            r#""layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"], "sliding_window": 128"#,
+        ] {
+            assert!(ModelShape::from_hf_config(&format!("{{{base}, {extra}}}")).is_ok(), "{extra}");
+        }
     }
 }

@@ -174,22 +174,21 @@ impl Presets {
             return Ok((*m).clone());
         }
         let Some(asked) = NameParts::read(&query) else { return Err(unknown()) };
+        // Every preset with its names read once: their bases, and whether one has no tag.
+        let readings: Vec<(&ModelShape, Vec<NameParts>)> =
+            self.models.iter().map(|m| (m, names(m).filter_map(|n| NameParts::read(&short(n))).collect())).collect();
         // The presets whose names fit `parts`: those of the same base, else those whose base
         // has all of its parts in order.
-        let fitting = |parts: &[&str]| -> Vec<&ModelShape> {
-            let bases = |m: &ModelShape| -> Vec<Vec<String>> {
-                names(m).filter_map(|n| NameParts::read(&short(n))).map(|p| p.base).collect()
-            };
-            let exact: Vec<&ModelShape> =
-                self.models.iter().filter(|m| bases(m).iter().any(|b| b.as_slice() == parts)).collect();
+        let fitting = |parts: &[&str]| -> Vec<&(&ModelShape, Vec<NameParts>)> {
+            let exact: Vec<_> = readings.iter().filter(|(_, r)| r.iter().any(|n| n.base == parts)).collect();
             if !exact.is_empty() || parts.len() < 2 {
                 return exact;
             }
-            let in_order = |base: &Vec<String>| {
-                let mut have = base.iter();
+            let in_order = |n: &NameParts| {
+                let mut have = n.base.iter();
                 parts.iter().all(|p| have.any(|h| h == p))
             };
-            self.models.iter().filter(|m| bases(m).iter().any(in_order)).collect()
+            readings.iter().filter(|(_, r)| r.iter().any(in_order)).collect()
         };
         let parts: Vec<&str> = asked.base.iter().map(String::as_str).collect();
         let mut fits = fitting(&parts);
@@ -199,14 +198,13 @@ impl Presets {
         if fits.is_empty() && plain.len() >= 2 && plain.len() < parts.len() {
             fits = fitting(&plain);
         }
-        let Some(first) = fits.first() else { return Err(unknown()) };
-        if fits.iter().any(|m| !same_shapes(m, first)) {
-            return Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(fits.iter().copied()) });
+        let Some((first, _)) = fits.first() else { return Err(unknown()) };
+        if fits.iter().any(|(m, _)| !same_shapes(m, first)) {
+            return Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(fits.iter().map(|(m, _)| *m)) });
         }
-        let untagged =
-            || fits.iter().find(|m| names(m).filter_map(|n| NameParts::read(&short(n))).any(|p| p.precision.is_none()));
-        let precision = asked.precision.or_else(|| untagged().map(|m| m.precision)).unwrap_or(Precision::Bf16);
-        if let Some(m) = fits.iter().find(|m| m.precision == precision) {
+        let untagged = || fits.iter().find(|(_, r)| r.iter().any(|n| n.precision.is_none())).map(|(m, _)| m.precision);
+        let precision = asked.precision.or_else(untagged).unwrap_or(Precision::Bf16);
+        if let Some((m, _)) = fits.iter().find(|(m, _)| m.precision == precision) {
             return Ok((*m).clone());
         }
         Ok(ModelShape {

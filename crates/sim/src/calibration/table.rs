@@ -180,8 +180,8 @@ pub fn vllm_release(label: &str) -> Option<(u32, u32)> {
 }
 
 /// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself and that the
-/// script of the row's vLLM release (the first of [`RELEASE_KEYS`] that names one) passed; `hw` may be a runner (`b200-dgxc`) or a dashboard
-/// series (`b200_vllm`) of the device.
+/// script of the row's vLLM release (the first of [`RELEASE_KEYS`] that names one) passed;
+/// `hw` may be a runner (`b200-dgxc`) or a dashboard series (`b200_vllm`) of the device.
 fn add_suite_flags(labels: &mut Vec<(String, String)>) {
     let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let Some(hw) = label("hw").map(|v| v.to_ascii_lowercase()) else { return };

@@ -4,13 +4,15 @@
 //! the language model under `text_config`, the MoE keys of Qwen3-MoE, GLM-4.x, gpt-oss, Mixtral,
 //! Llama-4 and DeepSeek-V2/V3 (Kimi-K2), multi-head latent attention (`kv_lora_rank`; the
 //! multi-token-prediction layers of `num_nextn_predict_layers` are left out), sliding/chunked attention (`layer_types`, `sliding_window_pattern`,
-//! `attention_chunk_size`), and `quantization_config` for the weight format. Layers it has no
-//! term for (linear attention, state-space layers) are refused, not priced as attention.
+//! `attention_chunk_size`), Gated DeltaNet linear-attention layers (Qwen3-Next, Qwen3.5:
+//! `linear_num_value_heads`, `layer_types` or `full_attention_interval`), and
+//! `quantization_config` for the weight format. Layers it has no term for (other linear
+//! attention, state-space layers) are refused, not priced as attention.
 
 use serde_json::Value;
 
 use crate::error::SimError;
-use crate::model::{MlaShape, ModelShape, MoeShape, SlidingWindow};
+use crate::model::{LinearAttention, MlaShape, ModelShape, MoeShape, SlidingWindow};
 use crate::precision::Precision;
 
 impl ModelShape {
@@ -95,6 +97,9 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
     let max_context = k.num(&["max_position_embeddings", "seq_length", "n_positions"])?.unwrap_or(4096);
     let model_type = k.str("model_type").unwrap_or("").to_ascii_lowercase();
     refuse_recurrent_layers(&k)?;
+    let linear = parse_linear(&k, layers)?;
+    let attention_output_gate =
+        k.get("attn_output_gate").and_then(Value::as_bool).unwrap_or(model_type == "qwen3_next");
 
     let moe = parse_moe(&k, layers, &model_type)?;
     let intermediate = match (&moe, k.num(&["intermediate_size_mlp"])?) {
@@ -123,6 +128,8 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         moe,
         sliding,
         mla,
+        linear,
+        attention_output_gate,
         extra_params_b: 0.0,
         attention_sinks: model_type == "gpt_oss",
         harmony_chat: model_type == "gpt_oss",
@@ -130,14 +137,12 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
     })
 }
 
-/// Refuses a config with layers the cost model has no term for: linear attention (Qwen3-Next's
-/// Gated DeltaNet, MiniMax-M1's lightning attention, Kimi Linear) and state-space layers (Mamba in
-/// Nemotron-H, Jamba, Granite 4). Their state is fixed-size rather than a KV cache that grows, so
-/// pricing them as attention would be a guess, not a prediction.
+/// Refuses a config with layers the cost model has no term for: linear attention other than
+/// Gated DeltaNet (MiniMax-M1's lightning attention, Kimi Linear's) and state-space layers (Mamba
+/// in Nemotron-H, Jamba, Granite 4). Pricing them as attention, or as Gated DeltaNet, would be a
+/// guess, not a prediction.
 fn refuse_recurrent_layers(k: &Keys) -> Result<(), String> {
-    const MARKERS: [&str; 8] = [
-        "full_attention_interval",
-        "linear_num_value_heads",
+    const MARKERS: [&str; 6] = [
         "linear_attn_config",
         "hybrid_override_pattern",
         "ssm_state_size",
@@ -145,7 +150,7 @@ fn refuse_recurrent_layers(k: &Keys) -> Result<(), String> {
         "mamba_num_heads",
         "mamba_expand",
     ];
-    let attention = ["full_attention", "sliding_attention", "chunked_attention", "attention"];
+    let attention = ["full_attention", "sliding_attention", "chunked_attention", "attention", "linear_attention"];
     let other_layer = |key: &str| {
         k.get(key)
             .and_then(Value::as_array)
@@ -162,11 +167,51 @@ fn refuse_recurrent_layers(k: &Keys) -> Result<(), String> {
         .or(lightning.then_some("attn_type_list"));
     match found {
         Some(key) => Err(format!(
-            "its `{key}` marks linear-attention or state-space layers (Qwen3-Next, MiniMax-M1, Nemotron-H, Jamba and \
-             the like), which are not modelled: the simulator prices every layer as attention over a KV cache"
+            "its `{key}` marks linear-attention or state-space layers other than Gated DeltaNet (MiniMax-M1, Kimi \
+             Linear, Nemotron-H, Jamba and the like), which are not modelled: the simulator prices attention over a \
+             KV cache and Gated DeltaNet's state (Qwen3-Next, Qwen3.5) only"
         )),
         None => Ok(()),
     }
+}
+
+/// Gated DeltaNet layers, when the config has `linear_num_value_heads` (Qwen3-Next, Qwen3.5): as
+/// many layers as `layer_types` lists as `linear_attention`, or, without that list, all but every
+/// `full_attention_interval`-th layer.
+fn parse_linear(k: &Keys, layers: u32) -> Result<Option<LinearAttention>, String> {
+    let interval = k.num(&["full_attention_interval"])?;
+    if k.get("linear_num_value_heads").is_none() {
+        return match interval {
+            Some(_) => Err("full_attention_interval is given without the linear-attention heads \
+                            (linear_num_value_heads, linear_num_key_heads, linear_key_head_dim, ...)"
+                .into()),
+            None => Ok(None),
+        };
+    }
+    let count = match (k.get("layer_types"), interval) {
+        (Some(types), _) => {
+            let types = types.as_array().ok_or("layer_types must be a list of strings")?;
+            u32::try_from(types.iter().filter(|t| t.as_str() == Some("linear_attention")).count()).unwrap_or(u32::MAX)
+        }
+        (None, Some(n)) if n > 0 => layers - layers / n,
+        _ => {
+            return Err("linear_num_value_heads is given without layer_types or full_attention_interval to say \
+                         which layers are linear attention"
+                .into());
+        }
+    };
+    if count == 0 {
+        return Ok(None);
+    }
+    Ok(Some(LinearAttention {
+        layers: count,
+        key_heads: k.need(&["linear_num_key_heads"])?,
+        value_heads: k.need(&["linear_num_value_heads"])?,
+        key_head_dim: k.need(&["linear_key_head_dim"])?,
+        value_head_dim: k.need(&["linear_value_head_dim"])?,
+        conv_kernel: k.num(&["linear_conv_kernel_dim"])?.unwrap_or(4),
+        state_fp32: k.str("mamba_ssm_dtype") == Some("float32"),
+    }))
 }
 
 /// Multi-head latent attention, when the config has `kv_lora_rank` (DeepSeek-V2/V3, Kimi-K2).
@@ -290,7 +335,7 @@ fn parse_precision(k: &Keys) -> Result<(Precision, Option<Precision>), String> {
             a.iter()
                 .filter_map(Value::as_str)
                 .filter(|s| !s.contains("visual") && !s.contains("vision"))
-                .any(|s| s.contains("self_attn") || s.contains(".attn"))
+                .any(|s| s.contains("self_attn") || s.contains(".attn") || s.contains("linear_attn"))
         })
     });
     Ok((precision, attention_kept.then_some(dtype)))
@@ -448,6 +493,8 @@ mod tests {
             ("gemma-3-4b-it.json", "google/gemma-3-4b-it"),
             ("kimi-k2.json", "moonshotai/Kimi-K2-Instruct"),
             ("minimax-m2.json", "MiniMaxAI/MiniMax-M2"),
+            ("qwen3-next-80b-a3b-instruct.json", "Qwen/Qwen3-Next-80B-A3B-Instruct"),
+            ("qwen3.5-397b-a17b.json", "Qwen/Qwen3.5-397B-A17B"),
         ] {
             let from_config = ModelShape::from_hf_config(&fixture(file)).unwrap();
             let preset = presets.model(id).unwrap();
@@ -459,6 +506,8 @@ mod tests {
             assert_eq!(from_config.attention_precision(), preset.attention_precision(), "{file}");
             assert_eq!(from_config.attention_sinks, preset.attention_sinks, "{file}");
             assert_eq!(from_config.harmony_chat, preset.harmony_chat, "{file}");
+            assert_eq!(from_config.linear, preset.linear, "{file}");
+            assert_eq!(from_config.attention_output_gate, preset.attention_output_gate, "{file}");
         }
         // DeepSeek-R1 has DeepSeek-V3's config apart from the name.
         let mut v3 = ModelShape::from_hf_config(&fixture("deepseek-v3.json")).unwrap();
@@ -498,14 +547,8 @@ mod tests {
     fn linear_attention_and_state_space_layers_are_refused_not_priced_as_attention() {
         let base = r#""num_hidden_layers": 4, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10"#;
         for (extra, key) in [
-            (
-                r#""model_type": "qwen3_next", "full_attention_interval": 4, "linear_num_value_heads": 32"#,
-                "full_attention_interval",
-            ),
-            (
-                r#""layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]"#,
-                "layer_types",
-            ),
+            (r#""model_type": "kimi_linear", "linear_attn_config": {"kda_layers": [1, 2, 3]}"#, "linear_attn_config"),
+            (r#""layer_types": ["mamba", "mamba", "mamba", "full_attention"]"#, "layer_types"),
             (r#""model_type": "nemotron_h", "hybrid_override_pattern": "M-M*""#, "hybrid_override_pattern"),
             (r#""layers_block_type": ["mamba", "attention", "mamba", "mamba"]"#, "layers_block_type"),
             (r#""model_type": "minimax", "attn_type_list": [0, 0, 0, 1]"#, "attn_type_list"),
@@ -513,6 +556,11 @@ mod tests {
             let err = ModelShape::from_hf_config(&format!("{{{base}, {extra}}}")).unwrap_err().to_string();
             assert!(err.contains(key) && err.contains("not modelled"), "{key}: {err}");
         }
+        // Gated DeltaNet without its heads, or without saying which layers it takes, is named.
+        let err = ModelShape::from_hf_config(&format!("{{{base}, \"full_attention_interval\": 4}}")).unwrap_err();
+        assert!(err.to_string().contains("linear_num_value_heads"), "{err}");
+        let err = ModelShape::from_hf_config(&format!("{{{base}, \"linear_num_value_heads\": 4}}")).unwrap_err();
+        assert!(err.to_string().contains("layer_types or full_attention_interval"), "{err}");
         // Softmax attention in every layer, however the config lists it, is read.
         for extra in [
             r#""attn_type_list": [1, 1, 1, 1]"#,
@@ -520,5 +568,29 @@ mod tests {
         ] {
             assert!(ModelShape::from_hf_config(&format!("{{{base}, {extra}}}")).is_ok(), "{extra}");
         }
+    }
+
+    #[test]
+    fn gated_deltanet_layers_are_read_with_their_state() {
+        // Qwen3-Next-80B-A3B: every fourth layer attends (gated), the other 36 are Gated DeltaNet.
+        let next = ModelShape::from_hf_config(&fixture("qwen3-next-80b-a3b-instruct.json")).unwrap();
+        let l = next.linear.as_ref().unwrap();
+        assert_eq!((l.layers, l.key_heads, l.value_heads, l.key_head_dim, l.conv_kernel), (36, 16, 32, 128, 4));
+        assert!(!l.state_fp32 && next.attention_output_gate);
+        assert_eq!((next.attention_layers(), next.full_attention_layers()), (12, 12));
+        // Published: 80 B parameters, 3 B activated (3.9 B with the embeddings counted here).
+        let (total, active) = (next.total_params() / 1e9, next.active_params() / 1e9);
+        assert!((total / 80.0 - 1.0).abs() < 0.01, "{total}");
+        assert!((active - 3.9).abs() < 0.1, "{active}");
+        // Qwen3.5-397B-A17B nests its language model under text_config, lists its layer types and
+        // keeps its recurrent state in FP32.
+        let big = ModelShape::from_hf_config(&fixture("qwen3.5-397b-a17b.json")).unwrap();
+        let l = big.linear.as_ref().unwrap();
+        assert_eq!((l.layers, l.value_heads, big.attention_layers()), (45, 64, 15));
+        assert!(l.state_fp32 && big.attention_output_gate);
+        // Published: 397 B parameters (the vision tower's few hundred million among them), 17 B active.
+        let (total, active) = (big.total_params() / 1e9, big.active_params() / 1e9);
+        assert!((total / 397.0 - 1.0).abs() < 0.01, "{total}");
+        assert!((active / 17.0 - 1.0).abs() < 0.03, "{active}");
     }
 }

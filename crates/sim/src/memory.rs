@@ -6,7 +6,10 @@
 //! reserve` is left for KV blocks. Weights per GPU: one pipeline stage's layers, attention, dense
 //! FFNs, shared experts and embeddings split over `tp` (and whole on each data-parallel rank),
 //! routed experts split over [`ServingOptions::expert_shards`]. Full-attention layers keep every
-//! block of a request; sliding-window layers keep at most the blocks covering their window.
+//! block of a request; sliding-window layers keep at most the blocks covering their window;
+//! linear-attention layers keep one fixed-size state a request, in pages as large as an
+//! attention block's (vLLM's hybrid layout: the block grows until one layer's page holds a
+//! state).
 
 use serde::Serialize;
 
@@ -20,7 +23,8 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// How the KV pool is counted. One *unit* is `block_size` tokens of `unit_layers` layers on one
 /// GPU; a full block of a request costs `units_per_block` units for its full-attention layers,
-/// and `sliding_units_per_block` more for its sliding layers while it is inside the window.
+/// and `sliding_units_per_block` more for its sliding layers while it is inside the window; a
+/// request with any block also holds `state_units` for its linear-attention layers' state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct KvLayout {
     pub block_size: u32,
@@ -29,13 +33,22 @@ pub struct KvLayout {
     pub sliding_units_per_block: u32,
     /// Blocks of a request the sliding layers keep (window / block size, plus one).
     pub sliding_cap_blocks: u32,
+    /// Units of one request's linear-attention state (0 without linear attention).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub state_units: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl KvLayout {
     /// Units a request of `blocks` blocks holds.
     pub fn units_for_blocks(&self, blocks: u64) -> u64 {
+        let state = if blocks > 0 { u64::from(self.state_units) } else { 0 };
         u64::from(self.units_per_block) * blocks
             + u64::from(self.sliding_units_per_block) * blocks.min(u64::from(self.sliding_cap_blocks))
+            + state
     }
 
     /// The longest single sequence the pool can hold, tokens.
@@ -43,15 +56,36 @@ impl KvLayout {
         let f = u64::from(self.units_per_block);
         let s = u64::from(self.sliding_units_per_block);
         let cap = u64::from(self.sliding_cap_blocks);
+        let Some(total) = self.total_units.checked_sub(u64::from(self.state_units)) else {
+            return 0;
+        };
         let blocks = if f == 0 {
-            if s * cap.max(1) <= self.total_units { u64::from(u32::MAX) } else { 0 }
-        } else if (f + s) * cap >= self.total_units {
-            self.total_units / (f + s)
+            if s * cap.max(1) <= total { u64::from(u32::MAX) } else { 0 }
+        } else if (f + s) * cap >= total {
+            total / (f + s)
         } else {
-            cap + (self.total_units - (f + s) * cap) / f
+            cap + (total - (f + s) * cap) / f
         };
         blocks.saturating_mul(u64::from(self.block_size))
     }
+}
+
+/// The granularity vLLM rounds a hybrid model's attention block to (its attention kernels'
+/// block alignment).
+const HYBRID_BLOCK_ALIGN: u32 = 16;
+
+/// The attention block of a model with linear-attention layers, tokens: vLLM makes every layer's
+/// page the same size, growing the attention block (in multiples of 16 tokens) until one layer's
+/// page holds one sequence's state of `state_bytes`, unless `block_size` is already larger
+/// (Qwen3.5-4B: 2 MiB of FP32 state and 48 KiB of convolution inputs over 4 KiB a token, 528
+/// tokens). Without state, `block_size` as it is.
+pub fn hybrid_block_size(block_size: u32, state_bytes: f64, kv_bytes_per_token_layer: f64) -> u32 {
+    if state_bytes <= 0.0 || kv_bytes_per_token_layer <= 0.0 {
+        return block_size;
+    }
+    let align = f64::from(HYBRID_BLOCK_ALIGN);
+    let tokens = (state_bytes / (align * kv_bytes_per_token_layer)).ceil() * align;
+    block_size.max(u32::try_from(tokens as u64).unwrap_or(u32::MAX))
 }
 
 /// Where each GPU's memory goes.
@@ -88,8 +122,8 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     let stage_fraction = f64::from(model.layers.div_ceil(opts.pp)) / layers;
     let attn_b = model.attention_precision().bytes_per_param();
     let w_b = model.precision.bytes_per_param();
-    let replicated = model.attention_replicated_params();
-    let attention = layers * ((model.attention_params() - replicated) / tp + replicated) * attn_b;
+    let replicated = f64::from(model.attention_layers()) * model.attention_replicated_params();
+    let attention = ((model.mixer_params() - replicated) / tp + replicated) * attn_b;
     let always = (f64::from(model.dense_ffn_layers()) * model.dense_ffn_params()
         + f64::from(model.moe_layers()) * model.moe_always_params())
         * w_b
@@ -163,19 +197,24 @@ pub fn plan_memory(
     let (sliding, window) = model.sliding_layers();
     let full_stage = model.full_attention_layers().div_ceil(pp);
     let sliding_stage = sliding.div_ceil(pp);
+    let linear_stage = model.linear_layers().div_ceil(pp);
     let g = gcd(full_stage, sliding_stage).max(1);
     let per_token_layer = model.kv_bytes_per_token_layer(opts.kv_cache_dtype, opts.tp);
-    let unit_bytes = f64::from(opts.block_size) * per_token_layer * f64::from(g);
+    let state_layer = model.linear.as_ref().map_or(0.0, |l| l.state_bytes(opts.tp));
+    let block_size = hybrid_block_size(opts.block_size, state_layer, per_token_layer);
+    let unit_bytes = f64::from(block_size) * per_token_layer * f64::from(g);
     let total_units = (kv_gib * GIB / unit_bytes).floor() as u64;
     let layout = KvLayout {
-        block_size: opts.block_size,
+        block_size,
         total_units,
         units_per_block: full_stage / g,
         sliding_units_per_block: sliding_stage / g,
-        sliding_cap_blocks: if sliding_stage == 0 { 0 } else { window.div_ceil(opts.block_size).saturating_add(1) },
+        sliding_cap_blocks: if sliding_stage == 0 { 0 } else { window.div_ceil(block_size).saturating_add(1) },
+        // One layer's state fills one page of one layer; a unit is `g` layers' pages.
+        state_units: linear_stage.div_ceil(g),
     };
     let kv_tokens = layout.max_tokens_single();
-    if kv_tokens < u64::from(opts.block_size) {
+    if kv_tokens < u64::from(block_size) {
         return Err(does_not_fit());
     }
     Ok(MemoryPlan {
@@ -214,6 +253,28 @@ mod tests {
         let tp2 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]).unwrap();
         assert!((tp2.memory.weights_gib - m.weights_gib / 2.0).abs() < 1e-9);
         assert!(tp2.memory.layout.total_units > 2 * m.layout.total_units);
+    }
+
+    #[test]
+    fn linear_attention_state_takes_pages_as_large_as_an_attention_block() {
+        let s = setup("Qwen/Qwen3-Next-80B-A3B-Instruct", "h100-sxm", &[("tp", "4")]).unwrap();
+        let l = s.memory.layout;
+        // One layer's state a GPU: (8 value heads x 128 x 128 + 3 x 2048 convolution inputs) x 2 B
+        // = 274,432 B; one token's KV a layer a GPU: 1 KV head (2 over 4 ranks, at least one) x
+        // 256 x 2 x 2 B = 1 KiB; 268 tokens, rounded up to 272.
+        assert_eq!(l.block_size, 272);
+        // Units of the 12 attention layers' pages; the 36 linear layers' states fill 3 of them.
+        assert_eq!((l.units_per_block, l.state_units), (1, 3));
+        assert_eq!(l.units_for_blocks(0), 0);
+        assert_eq!(l.units_for_blocks(4), 4 + 3);
+        assert_eq!(l.max_tokens_single(), (l.total_units - 3) * 272);
+        assert_eq!(s.memory.kv_bytes_per_token, 12.0 * 1024.0);
+        // Without linear layers nothing changes: 16-token blocks, no state.
+        let dense = setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().memory.layout;
+        assert_eq!((dense.block_size, dense.state_units), (16, 0));
+        assert_eq!(hybrid_block_size(16, 0.0, 1024.0), 16);
+        // A block asked larger than the state needs stays as asked.
+        assert_eq!(hybrid_block_size(1024, 274_432.0, 1024.0), 1024);
     }
 
     #[test]

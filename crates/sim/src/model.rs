@@ -3,9 +3,14 @@
 //!
 //! Presets are TOML files (`presets/models/`); [`ModelShape::from_hf_config`] builds the same struct from a
 //! Hugging Face config.json. Attention is multi-head/grouped-query, or multi-head latent attention
-//! ([`MlaShape`], DeepSeek-V2/V3/R1 and Kimi-K2).
+//! ([`MlaShape`], DeepSeek-V2/V3/R1 and Kimi-K2); hybrid models keep some layers of Gated DeltaNet
+//! linear attention ([`LinearAttention`], Qwen3-Next and Qwen3.5).
+
+mod linear;
 
 use serde::{Deserialize, Serialize};
+
+pub use linear::LinearAttention;
 
 use crate::error::SimError;
 use crate::precision::{KvDtype, Precision};
@@ -48,6 +53,13 @@ pub struct ModelShape {
     /// Multi-head latent attention; replaces the q/k/v/o projections and the KV cache layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mla: Option<MlaShape>,
+    /// Layers of linear attention in place of attention (hybrid models: Qwen3-Next, Qwen3.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear: Option<LinearAttention>,
+    /// The attention layers gate their output with a second query-wide projection (Qwen3-Next's
+    /// and Qwen3.5's gated attention, `attn_output_gate`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attention_output_gate: bool,
     /// Parameters outside the language model (a vision tower), billions: memory only.
     #[serde(default)]
     pub extra_params_b: f64,
@@ -183,6 +195,32 @@ impl ModelShape {
                 }
             }
         }
+        if let Some(l) = &self.linear {
+            let dims = [
+                ("linear.key_heads", l.key_heads),
+                ("linear.value_heads", l.value_heads),
+                ("linear.key_head_dim", l.key_head_dim),
+                ("linear.value_head_dim", l.value_head_dim),
+                ("linear.conv_kernel", l.conv_kernel),
+            ];
+            for (name, v) in dims {
+                if v == 0 {
+                    return Err(format!("{name} must be at least 1 for linear attention"));
+                }
+            }
+            if l.layers + self.sliding_layers().0 >= self.layers {
+                return Err(format!(
+                    "linear.layers ({}) and sliding.layers ({}) leave no full-attention layer of the {}: a model \
+                     without one is not modelled",
+                    l.layers,
+                    self.sliding_layers().0,
+                    self.layers
+                ));
+            }
+            if self.mla.is_some() {
+                return Err("linear attention beside multi-head latent attention (Kimi Linear) is not modelled".into());
+            }
+        }
         if !(self.extra_params_b.is_finite() && self.extra_params_b >= 0.0) {
             return Err("extra_params_b must be zero or positive".into());
         }
@@ -209,13 +247,31 @@ impl ModelShape {
         self.sliding.as_ref().map_or((0, 0), |s| (s.layers, s.window))
     }
 
-    /// Layers attending to the full context.
-    pub fn full_attention_layers(&self) -> u32 {
-        self.layers - self.sliding_layers().0
+    /// Layers of linear attention (0 without).
+    pub fn linear_layers(&self) -> u32 {
+        self.linear.as_ref().map_or(0, |l| l.layers)
     }
 
-    /// q, k, v and o projection parameters of one layer (with MLA: the down- and up-projections
-    /// of queries and of the KV latent, and o; the small norms are left out).
+    /// Layers of attention, full or windowed (every layer but the linear-attention ones).
+    pub fn attention_layers(&self) -> u32 {
+        self.layers.saturating_sub(self.linear_layers())
+    }
+
+    /// Layers attending to the full context.
+    pub fn full_attention_layers(&self) -> u32 {
+        self.attention_layers().saturating_sub(self.sliding_layers().0)
+    }
+
+    /// Parameters of every layer's token mixer: the attention layers' projections and the
+    /// linear-attention layers'.
+    pub fn mixer_params(&self) -> f64 {
+        let linear = self.linear.as_ref().map_or(0.0, |l| f64::from(l.layers) * l.params(self.hidden));
+        f64::from(self.attention_layers()) * self.attention_params() + linear
+    }
+
+    /// q, k, v and o projection parameters of one attention layer, the output gate's with one
+    /// (with MLA: the down- and up-projections of queries and of the KV latent, and o; the small
+    /// norms are left out).
     pub fn attention_params(&self) -> f64 {
         let h = f64::from(self.hidden);
         let heads = f64::from(self.heads);
@@ -234,7 +290,8 @@ impl ModelShape {
         }
         let q = heads * f64::from(self.head_dim);
         let kv = f64::from(self.kv_heads) * f64::from(self.head_dim);
-        h * q * 2.0 + h * kv * 2.0
+        let gate = if self.attention_output_gate { h * q } else { 0.0 };
+        h * q * 2.0 + h * kv * 2.0 + gate
     }
 
     /// Attention parameters of one layer that every tensor-parallel rank holds whole: MLA's
@@ -296,7 +353,7 @@ impl ModelShape {
     /// Parameters of the transformer blocks (without embeddings and lm_head).
     pub fn block_params(&self) -> f64 {
         let experts = self.moe.as_ref().map_or(0.0, |m| f64::from(m.experts));
-        f64::from(self.layers) * self.attention_params()
+        self.mixer_params()
             + f64::from(self.dense_ffn_layers()) * self.dense_ffn_params()
             + f64::from(self.moe_layers()) * (experts * self.expert_params() + self.moe_always_params())
     }
@@ -311,17 +368,17 @@ impl ModelShape {
     pub fn active_params(&self) -> f64 {
         let heads = if self.tied_embeddings { 1.0 } else { 2.0 };
         let k = self.moe.as_ref().map_or(0.0, |m| f64::from(m.top_k));
-        f64::from(self.layers) * self.attention_params()
+        self.mixer_params()
             + f64::from(self.dense_ffn_layers()) * self.dense_ffn_params()
             + f64::from(self.moe_layers()) * (k * self.expert_params() + self.moe_always_params())
             + heads * self.embedding_params()
     }
 
-    /// Bytes of all weights held in memory (vision tower included), over all GPUs.
+    /// Bytes of all weights held in memory (vision tower included), over all GPUs. The
+    /// linear-attention layers' projections are in the attention projections' format.
     pub fn weight_bytes(&self) -> f64 {
-        let attn = f64::from(self.layers) * self.attention_params() * self.attention_precision().bytes_per_param();
-        let rest =
-            (self.block_params() - f64::from(self.layers) * self.attention_params()) * self.precision.bytes_per_param();
+        let attn = self.mixer_params() * self.attention_precision().bytes_per_param();
+        let rest = (self.block_params() - self.mixer_params()) * self.precision.bytes_per_param();
         let heads = if self.tied_embeddings { 1.0 } else { 2.0 };
         attn + rest + heads * self.embedding_params() * 2.0 + self.extra_params_b * 1e9 * 2.0
     }
@@ -367,6 +424,8 @@ mod tests {
             moe: None,
             sliding: None,
             mla: None,
+            linear: None,
+            attention_output_gate: false,
             extra_params_b: 0.0,
             attention_sinks: false,
             harmony_chat: false,

@@ -188,7 +188,9 @@ impl ServingOptions {
             max_num_seqs: if large { 1024 } else { 256 },
             max_num_batched_tokens: if large { 8192 } else { 2048 },
             max_model_len: None,
-            enable_prefix_caching: true,
+            // vLLM caches no prefix of a model with linear-attention layers unless asked: their
+            // state is not kept at block boundaries by default.
+            enable_prefix_caching: model.linear.is_none(),
             block_size: 16,
             precision: None,
             eos: EosModel::None,

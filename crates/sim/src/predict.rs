@@ -196,10 +196,8 @@ pub(crate) fn predict_prepared(
 
     let warmups = run_warmups(&mut engine, plan, &prompts, warmups);
     if warmups > 0 {
-        notes.push(format!(
-            "{warmups} warm-up request(s) identical to request 0 ran before the clock started \
-             (their prefix stays cached)"
-        ));
+        let cached = if sim.options.enable_prefix_caching { " (their prefix stays cached)" } else { "" };
+        notes.push(format!("{warmups} warm-up request(s) identical to request 0 ran before the clock started{cached}"));
     }
     if plan.api == Api::Chat && !sim.model.harmony_chat {
         notes.push(

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 18] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 34] = embedded!("models":
+const MODELS: [(&str, &str); 38] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -34,6 +34,7 @@ const MODELS: [(&str, &str); 34] = embedded!("models":
     "llama-3.3-70b-instruct-nvfp4.toml", "llama-3.1-70b-instruct.toml", "llama-3.1-70b-instruct-fp8.toml",
     "qwen3-30b-a3b.toml", "qwen3-30b-a3b-fp8.toml", "qwen3-235b-a22b.toml", "qwen3-235b-a22b-fp8.toml",
     "deepseek-r1.toml", "kimi-k2-instruct.toml", "minimax-m2.toml", "qwen3-coder-30b-a3b-instruct.toml",
+    "qwen3-next-80b-a3b-instruct.toml", "qwen3.5-35b-a3b.toml", "qwen3.5-122b-a10b.toml", "qwen3.5-397b-a17b.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -362,6 +363,9 @@ mod tests {
             // 230 B published; its "10 B activated" leaves out the 1.2 B of the embeddings.
             ("MiniMaxAI/MiniMax-M2", 228.7, 11.0),
             ("Qwen/Qwen3-Coder-30B-A3B-Instruct", 30.5, 3.3),
+            // The language models (their vision towers, about 0.5 B, take memory only).
+            ("Qwen/Qwen3.5-397B-A17B", 397.0, 17.0),
+            ("Qwen/Qwen3.5-122B-A10B", 122.0, 10.0),
         ];
         let p = Presets::embedded().unwrap();
         for (id, total, active) in published {
@@ -370,6 +374,11 @@ mod tests {
             let a = m.active_params() / 1e9;
             assert!((t / total - 1.0).abs() < 0.02, "{id}: total {t:.2} B vs {total}");
             assert!((a / active - 1.0).abs() < 0.03, "{id}: active {a:.2} B vs {active}");
+        }
+        // Published as totals, their active counts only rounded in their names (A3B).
+        for (id, total) in [("Qwen/Qwen3-Next-80B-A3B-Instruct", 80.0), ("Qwen/Qwen3.5-35B-A3B", 35.0)] {
+            let t = p.model(id).unwrap().total_params() / 1e9;
+            assert!((t / total - 1.0).abs() < 0.02, "{id}: total {t:.2} B vs {total}");
         }
     }
 

@@ -92,6 +92,21 @@ impl SimSetup {
                 model.precision.name()
             ));
         }
+        if let Some(l) = &model.linear {
+            notes.push(format!(
+                "{} of {} layers are linear attention: each request keeps {:.1} MiB of state a GPU in place of their \
+                 KV cache; attention blocks of {} tokens, as vLLM grows them to hold one layer's state{}",
+                l.layers,
+                model.layers,
+                l.state_bytes(opts.tp) * f64::from(l.layers.div_ceil(opts.pp)) / (1024.0 * 1024.0),
+                memory.layout.block_size,
+                if opts.enable_prefix_caching {
+                    ""
+                } else {
+                    "; no prefix caching, vLLM's default for such models (enable-prefix-caching=true to override)"
+                }
+            ));
+        }
         if opts.nodes_derived && opts.nodes > 1 {
             notes.push(format!(
                 "{} on {} ({} GPU{} per node): {} nodes",
@@ -126,7 +141,7 @@ impl SimSetup {
         }
         let max_model_len = match opts.max_model_len {
             Some(len) => {
-                let blocks = u64::from(len).div_ceil(u64::from(opts.block_size));
+                let blocks = u64::from(len).div_ceil(u64::from(memory.layout.block_size));
                 let needed = memory.layout.units_for_blocks(blocks);
                 if needed > memory.layout.total_units {
                     let unit_gib = memory.kv_gib / memory.layout.total_units.max(1) as f64;
@@ -306,6 +321,25 @@ pub(crate) mod tests {
         let scout = setup("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", "h100-sxm", &[("tp", "4")]).unwrap();
         assert!(scout.max_model_len < 10_485_760);
         assert!(scout.notes.iter().any(|n| n.contains("lowered")));
+    }
+
+    #[test]
+    fn hybrid_models_say_their_state_and_cache_no_prefix_unless_asked() {
+        let s = setup("Qwen/Qwen3.5-35B-A3B", "h100-sxm", &[("tp", "2")]).unwrap();
+        assert!(!s.options.enable_prefix_caching);
+        let note = s.notes.iter().find(|n| n.contains("linear attention")).expect("a note on the state");
+        // 30 layers of 16 heads x 128 x 128 FP32 values and 3 x 4096 BF16 inputs: 30.7 MiB a GPU.
+        assert!(note.contains("30 of 40 layers") && note.contains("30.7 MiB") && note.contains("no prefix caching"));
+        let asked =
+            setup("Qwen/Qwen3.5-35B-A3B", "h100-sxm", &[("tp", "2"), ("enable-prefix-caching", "true")]).unwrap();
+        assert!(asked.options.enable_prefix_caching);
+        assert!(setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().options.enable_prefix_caching);
+        // max-model-len is checked against the pool of the grown blocks and the state.
+        let long = setup("Qwen/Qwen3.5-35B-A3B", "h100-sxm", &[("tp", "2"), ("max-model-len", "262144")]).unwrap();
+        assert_eq!(long.max_model_len, 262_144);
+        let needed =
+            long.memory.layout.units_for_blocks(262_144_u64.div_ceil(u64::from(long.memory.layout.block_size)));
+        assert!(needed <= long.memory.layout.total_units);
     }
 
     #[test]

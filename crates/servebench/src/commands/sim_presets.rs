@@ -64,14 +64,13 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
         for m in presets.model_presets() {
             let kv = m.kv_bytes_per_token_layer(KvDtype::Auto, 1);
             let (sliding, window) = m.sliding_layers();
+            // Linear-attention layers keep a state a request, not KV a token.
+            let attention = kv * f64::from(m.attention_layers()) / 1024.0;
+            let hybrid = if m.linear.is_some() { "+s" } else { "" };
             let kv_text = if sliding > 0 {
-                format!(
-                    "{:.0} ({:.0}>{window})",
-                    kv * f64::from(m.layers) / 1024.0,
-                    kv * f64::from(m.full_attention_layers()) / 1024.0
-                )
+                format!("{attention:.0} ({:.0}>{window}){hybrid}", kv * f64::from(m.full_attention_layers()) / 1024.0)
             } else {
-                format!("{:.0}", kv * f64::from(m.layers) / 1024.0)
+                format!("{attention:.0}{hybrid}")
             };
             writeln!(
                 out,
@@ -89,7 +88,11 @@ pub fn presets(args: SimPresetsArgs, out: &mut dyn Write) -> anyhow::Result<Exit
                 writeln!(out, "  also {alias}")?;
             }
         }
-        writeln!(out, "KV KiB/tok: BF16 cache, all layers (with sliding windows: the growth beyond the window).")?;
+        writeln!(
+            out,
+            "KV KiB/tok: BF16 cache, all attention layers (with sliding windows: the growth beyond the window; \
+             +s: linear-attention layers keep a fixed state a request besides)."
+        )?;
     }
     let dir = presets.user_dir().map(Path::to_path_buf).or_else(servebench_sim::presets::default_user_dir);
     match dir {

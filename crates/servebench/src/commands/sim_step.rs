@@ -158,11 +158,25 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
         let rate = setup.hardware.peak_tflops.exp2.unwrap_or(0.0);
         format!("bound by the softmax's exponentials ({rate:.1} T/s on the SFUs)")
     });
-    let rows: [(&str, f64, Option<String>); 11] = [
+    // Linear-attention layers, where the model has them: their state read and written, their
+    // chunked prefill.
+    let linear = setup.model.linear.as_ref().map(|l| {
+        let note = format!(
+            "{} layers, each sequence's state of {:.0} KiB a GPU a layer read and written",
+            l.layers,
+            l.state_bytes(o.tp) / 1024.0
+        );
+        ("linear attention", b.recurrent, Some(note))
+    });
+    let rows: Vec<(&str, f64, Option<String>)> = [
         ("fixed (step, layers, sequences)", b.fixed, None),
         ("dense products", b.dense, None),
         ("routed experts", b.experts, expert_note),
         ("attention", b.attention, exps_note),
+    ]
+    .into_iter()
+    .chain(linear)
+    .chain([
         ("LM head", b.lm_head, None),
         ("all-reduce", b.allreduce, comm),
         ("pipeline hand-offs", b.pipeline, None),
@@ -174,7 +188,8 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
             Some(if o.async_scheduling { "async scheduling" } else { "no async scheduling" }.into()),
         ),
         ("total", b.total, None),
-    ];
+    ])
+    .collect();
     s.push_str(&format!("{:<32} {:>9} {:>6}\n", "term", "ms", "share"));
     for (name, secs, note) in rows {
         let share = if b.total > 0.0 { secs / b.total * 100.0 } else { 0.0 };
@@ -182,9 +197,10 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
         s.push_str(&format!("{name:<32} {:>9.3} {share:>5.0}%{note}\n", secs * 1e3));
     }
     s.push_str(&format!(
-        "{:<32} {:>9.3}         weights read and KV cache at {:.2} of {:.0} GB/s, for reference\n",
+        "{:<32} {:>9.3}         weights read and KV cache{} at {:.2} of {:.0} GB/s, for reference\n",
         "bytes over bandwidth",
         b.memory * 1e3,
+        if setup.model.linear.is_some() { " and states" } else { "" },
         setup.stack.eta_bw,
         setup.hardware.bandwidth_gbs
     ));

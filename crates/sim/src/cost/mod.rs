@@ -4,7 +4,8 @@
 //! dense matrix products (attention projections, dense and shared FFNs) and the lm_head as
 //! rooflines whose compute efficiency grows with the step's token count; the routed experts of
 //! a mixture of experts as the experts the batch touches, each read once, each product as tall
-//! as its share of the tokens; attention as query-key FLOPs or KV-cache reads; two
+//! as its share of the tokens; attention as query-key FLOPs or KV-cache reads; linear-attention
+//! layers as their recurrent state read and written (decode) or their chunked recurrence (prefill); two
 //! tensor-parallel all-reduces per layer at their real message size over the link the
 //! deployment uses; hand-offs between pipeline stages. On top come the fixed costs a serving
 //! stack adds: per step (scheduling, sampling), per layer (the kernels' floor under CUDA
@@ -20,6 +21,7 @@ use crate::setup::SimSetup;
 pub use terms::expected_experts;
 use terms::{
     ExpertSpread, GemmDevice, GemmShape, LinkCost, attention_seconds, experts_seconds, gemm_seconds, pair_sum,
+    recurrent_seconds,
 };
 
 /// The batch of one step, as the cost model sees it. The scheduler fills it with
@@ -125,7 +127,11 @@ pub struct StepBreakdown {
     /// `attention` (prefill on Blackwell at heads narrower than 128), they bind it.
     pub attention_exps: f64,
     pub lm_head: f64,
-    /// Bytes over bandwidth of everything read (weights touched and KV), for reference.
+    /// Linear-attention kernels: the chunked recurrence of prefill tokens and each decode's state
+    /// read and written.
+    pub recurrent: f64,
+    /// Bytes over bandwidth of everything read (weights touched, KV and recurrent states), for
+    /// reference.
     pub memory: f64,
     pub allreduce: f64,
     pub pipeline: f64,
@@ -181,6 +187,13 @@ pub struct CostModel {
     /// vLLM redoes for the context of each prefill chunk, one layer, per GPU (zero otherwise).
     context_upproj: GemmShape,
     attn_rate: f64,
+    /// Linear-attention layers, and per GPU and layer: one sequence's state, bytes; a prefill
+    /// token's FLOPs and bytes of per-chunk states; a decode token's FLOPs.
+    linear_layers: f64,
+    state_bytes: f64,
+    linear_prefill_flops: f64,
+    linear_prefill_bytes: f64,
+    linear_decode_flops: f64,
     /// Softmax exponentials of one query-key pair in one layer, per GPU (one a query head).
     attn_exps_per_pair: f64,
     /// The exponentials a second the attention kernels reach (the SFUs' rate at their
@@ -246,9 +259,10 @@ impl CostModel {
         };
         let attn_format = m.attention_precision().compute_on(peaks);
         let lin_format = m.precision.compute_on(peaks);
-        // MLA's down-projections stay whole on every rank; everything else is split.
-        let replicated = m.attention_replicated_params();
-        let attn_params = l * (replicated + (m.attention_params() - replicated) / tp);
+        // MLA's down-projections stay whole on every rank; everything else (the linear-attention
+        // layers' projections too) is split.
+        let replicated = f64::from(m.attention_layers()) * m.attention_replicated_params();
+        let attn_params = replicated + (m.mixer_params() - replicated) / tp;
         let ffn_params = (dense_layers * m.dense_ffn_params() + moe_layers * m.moe_always_params()) / tp;
         let w_b = m.precision.bytes_per_param();
         let lm_params = m.embedding_params() / tp;
@@ -339,6 +353,11 @@ impl CostModel {
             attn_flops_decode: m.attention_flops_per_pair(false) / tp,
             context_upproj: GemmShape { flops_per_row: m.mla_context_upproj_flops() / tp, weight_bytes: 0.0 },
             attn_rate: peaks.bf16 * 1e12 * attn_eff,
+            linear_layers: f64::from(m.linear_layers()),
+            state_bytes: m.linear.as_ref().map_or(0.0, |x| x.state_bytes(o.tp)),
+            linear_prefill_flops: m.linear.as_ref().map_or(0.0, |x| x.prefill_flops_per_token() / tp),
+            linear_prefill_bytes: m.linear.as_ref().map_or(0.0, |x| x.prefill_bytes_per_token(o.tp)),
+            linear_decode_flops: m.linear.as_ref().map_or(0.0, |x| x.decode_flops_per_token() / tp),
             attn_exps_per_pair: f64::from(m.heads) / tp,
             exp_rate: peaks.exp2.map_or(f64::INFINITY, |e| e * 1e12 * attn_eff),
             bandwidth,
@@ -466,11 +485,31 @@ impl CostModel {
         let attention_exps = exps / self.exp_rate;
         let attention = attention_seconds(flops / self.attn_rate, attention_exps, kv_bytes / self.bandwidth)
             + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev);
+        // Linear attention: vLLM runs the prefill chunks and the decodes as separate kernels,
+        // each reading and writing every sequence's state once.
+        let decodes = b.decode_tokens as f64 * share.seqs;
+        let prefill_seqs = (f64::from(b.num_seqs) - b.decode_tokens as f64).max(0.0) * share.prefill;
+        let prefill_tokens = b.prefill_tokens as f64 * share.prefill;
+        let prefill_state = self.linear_prefill_bytes * prefill_tokens + 2.0 * self.state_bytes * prefill_seqs;
+        let decode_state = 2.0 * self.state_bytes * decodes;
+        let recurrent = self.linear_layers
+            * (recurrent_seconds(
+                self.linear_prefill_flops * prefill_tokens / self.attn_rate,
+                prefill_state / self.bandwidth,
+            ) + recurrent_seconds(
+                self.linear_decode_flops * decodes / self.attn_rate,
+                decode_state / self.bandwidth,
+            ));
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share.seqs).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
-        let memory =
-            (self.attn_proj.weight_bytes + self.ffn.weight_bytes + touched + kv_bytes + self.lm_head.weight_bytes)
-                / self.bandwidth;
+        let state_bytes = self.linear_layers * (prefill_state + decode_state);
+        let memory = (self.attn_proj.weight_bytes
+            + self.ffn.weight_bytes
+            + touched
+            + kv_bytes
+            + state_bytes
+            + self.lm_head.weight_bytes)
+            / self.bandwidth;
 
         let act_bytes = n * self.hidden * 2.0;
         let mut allreduce = 2.0 * self.layers * self.tp_allreduce.seconds(act_bytes);
@@ -491,7 +530,7 @@ impl CostModel {
         // embedding, activations) finish before the next launch: their launches show, until
         // the step has tokens enough that those kernels' own passes over the activations
         // (about ten per layer) outlast them.
-        let kernels = dense + experts + attention + lm_head + allreduce;
+        let kernels = dense + experts + attention + recurrent + lm_head + allreduce;
         let small_kernels = self.layers * ELEMENTWISE_PASSES * act_bytes / self.bandwidth;
         let eager = if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
         let gpu = fixed + kernels + pipeline + moe_routing + eager;
@@ -504,6 +543,7 @@ impl CostModel {
             experts,
             attention,
             attention_exps,
+            recurrent,
             lm_head,
             memory,
             allreduce,

@@ -145,6 +145,15 @@ pub fn attention_seconds(tensor_s: f64, exp_s: f64, bytes_s: f64) -> f64 {
     tensor_s.max(exp_s).max(bytes_s)
 }
 
+/// Seconds of one linear-attention kernel over a step (the chunked prefill, or the recurrent
+/// decode): the longer of its FLOPs at the attention kernels' rate and its bytes over the
+/// bandwidth. The decode reads and writes each sequence's state for a few FLOPs a value, so
+/// its bytes bind; the chunked prefill does C·(6·dk + 4·dv) FLOPs a token and head for one
+/// state a chunk, so its FLOPs do once the chunks are long.
+pub fn recurrent_seconds(tensor_s: f64, bytes_s: f64) -> f64 {
+    tensor_s.max(bytes_s)
+}
+
 /// How much longer a network hop of NCCL's tree takes than one of its ring: the ratio of the
 /// per-hop network latencies in NCCL's own tuning model for small messages (LL protocol:
 /// 5.0 µs for a tree hop, 2.7 µs for a ring step).

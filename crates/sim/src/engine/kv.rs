@@ -258,6 +258,7 @@ mod tests {
             units_per_block: 1,
             sliding_units_per_block: 0,
             sliding_cap_blocks: 0,
+            state_units: 0,
         }
     }
 

@@ -137,6 +137,8 @@ pub(crate) struct Req {
     pub blocks: Vec<u32>,
     /// Blocks charged for its sliding-window layers.
     pub sliding_blocks: u32,
+    /// Whether it holds its linear-attention state's units.
+    pub holds_state: bool,
     /// Blocks already offered to the prefix cache.
     pub registered: u32,
     /// Prompt tokens found in the prefix cache at first admission.
@@ -176,6 +178,7 @@ impl Req {
             salt,
             blocks: Vec::new(),
             sliding_blocks: 0,
+            holds_state: false,
             registered: 0,
             cached_tokens: 0,
             preemptions: 0,

@@ -21,8 +21,10 @@ impl Engine {
         let held = r.blocks.len() as u32 + shared;
         let new_full = need_blocks.saturating_sub(held);
         let new_sliding = need_blocks.min(kv.sliding_cap_blocks).saturating_sub(r.sliding_blocks);
+        let state = if r.holds_state || need_blocks == 0 { 0 } else { u64::from(kv.state_units) };
         u64::from(new_full) * u64::from(kv.units_per_block)
             + u64::from(new_sliding) * u64::from(kv.sliding_units_per_block)
+            + state
     }
 
     /// Grows a request's allocation to hold `tokens` tokens. The room was checked.
@@ -34,8 +36,10 @@ impl Engine {
         let sliding_target = need_blocks.min(kv.sliding_cap_blocks);
         let new_sliding = sliding_target.saturating_sub(r.sliding_blocks);
         r.sliding_blocks = r.sliding_blocks.max(sliding_target);
+        let state = if r.holds_state || need_blocks == 0 { 0 } else { u64::from(kv.state_units) };
+        r.holds_state |= need_blocks > 0;
         self.pool.allocate(new_full, &mut r.blocks);
-        self.pool.take_units(u64::from(new_sliding) * u64::from(kv.sliding_units_per_block));
+        self.pool.take_units(u64::from(new_sliding) * u64::from(kv.sliding_units_per_block) + state);
     }
 
     /// Frees every block a request holds (the tail first, so it is evicted first).
@@ -46,8 +50,10 @@ impl Engine {
             self.pool.release(b);
         }
         r.blocks.clear();
-        self.pool.give_units(u64::from(r.sliding_blocks) * u64::from(kv.sliding_units_per_block));
+        let state = if r.holds_state { u64::from(kv.state_units) } else { 0 };
+        self.pool.give_units(u64::from(r.sliding_blocks) * u64::from(kv.sliding_units_per_block) + state);
         r.sliding_blocks = 0;
+        r.holds_state = false;
         r.registered = 0;
     }
 

@@ -19,6 +19,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
             units_per_block: 1,
             sliding_units_per_block: 0,
             sliding_cap_blocks: 0,
+            state_units: 0,
         },
         window: 0,
         api_delay_ns: 0,
@@ -48,7 +49,15 @@ fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) -> NewReque
 
 /// Units held privately by requests (sliding-window blocks), for the pool's accounting check.
 fn private_units(e: &Engine) -> u64 {
-    e.reqs.iter().flatten().map(|r| u64::from(r.sliding_blocks) * u64::from(e.cfg.kv.sliding_units_per_block)).sum()
+    let kv = &e.cfg.kv;
+    e.reqs
+        .iter()
+        .flatten()
+        .map(|r| {
+            u64::from(r.sliding_blocks) * u64::from(kv.sliding_units_per_block)
+                + if r.holds_state { u64::from(kv.state_units) } else { 0 }
+        })
+        .sum()
 }
 
 /// (tag, outputs, finish reason) of a finished request.
@@ -473,6 +482,7 @@ fn sliding_window_units_are_capped_at_the_window() {
         units_per_block: 2,
         sliding_units_per_block: 11,
         sliding_cap_blocks: 33,
+        state_units: 0,
     };
     cfg.window = 512;
     let mut e = engine(cfg, 0);
@@ -484,6 +494,50 @@ fn sliding_window_units_are_capped_at_the_window() {
     e.pool.check(private_units(&e)).unwrap();
     run_checked(&mut e);
     assert_eq!(e.pool.used_units(), 0);
+}
+
+/// A hybrid model's pool: 528-token blocks of one unit, and three units of state a request.
+fn hybrid_layout(total_units: u64) -> KvLayout {
+    KvLayout {
+        block_size: 528,
+        total_units,
+        units_per_block: 1,
+        sliding_units_per_block: 0,
+        sliding_cap_blocks: 0,
+        state_units: 3,
+    }
+}
+
+#[test]
+fn a_request_holds_its_linear_attention_state_once_from_its_first_block_to_its_end() {
+    let mut cfg = config(0, 4, 4096, false);
+    cfg.kv = hybrid_layout(40);
+    let mut e = engine(cfg, 0);
+    for tag in 0..4 {
+        e.add(request(tag, ids(1000, tag as u32), 200, 0)).unwrap();
+    }
+    e.step().unwrap();
+    // 1000 tokens = 2 blocks of 528, and 3 units of state each: 4 x (2 + 3).
+    assert_eq!(e.pool.used_units(), 4 * 5);
+    e.pool.check(private_units(&e)).unwrap();
+    // Growing past a block boundary takes a block, never another state; the end frees all.
+    run_checked(&mut e);
+    assert_eq!(e.pool.used_units(), 0);
+
+    // 16 units hold eight one-block requests without state, four with it: the state decides
+    // how many run at once.
+    let mut cfg = config(0, 8, 4096, false);
+    cfg.kv = hybrid_layout(16);
+    let mut e = engine(cfg, 0);
+    for tag in 0..8 {
+        e.add(request(tag, ids(100, tag as u32), 4, 0)).unwrap();
+    }
+    let first = e.step().unwrap();
+    assert_eq!(first.batch.num_seqs, 4);
+    assert_eq!(e.pool.used_units(), 16);
+    e.pool.check(private_units(&e)).unwrap();
+    let (done, _) = run_checked(&mut e);
+    assert_eq!(done.len(), 8);
 }
 
 #[test]

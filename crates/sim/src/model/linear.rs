@@ -1,0 +1,150 @@
+//! Gated DeltaNet linear-attention layers (Qwen3-Next, Qwen3.5): the projections they hold, the
+//! fixed-size recurrent state each sequence keeps in place of a KV cache, and the work of the
+//! chunked prefill and recurrent decode kernels vLLM runs them with.
+//!
+//! A layer keeps, per sequence and value head, a `key_head_dim x value_head_dim` matrix that
+//! every token decays, corrects by its key and value (the delta rule) and reads with its query,
+//! plus the last `conv_kernel - 1` inputs of a short causal convolution over queries, keys and
+//! values. Nothing grows with the context: a decode reads and writes the state, a prefill runs
+//! the chunked form of the same recurrence.
+
+use serde::{Deserialize, Serialize};
+
+/// Tokens one chunk of the chunked gated-delta-rule prefill works on at once (the chunk size of
+/// the flash-linear-attention kernels vLLM runs).
+pub const CHUNK: f64 = 64.0;
+
+/// The linear-attention layers of a hybrid model; its other layers attend over a KV cache.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearAttention {
+    /// Layers of linear attention (`layer_types` entries `linear_attention`).
+    pub layers: u32,
+    /// Query and key heads (`linear_num_key_heads`), shared by groups of value heads.
+    pub key_heads: u32,
+    /// Value heads (`linear_num_value_heads`): one state matrix each.
+    pub value_heads: u32,
+    pub key_head_dim: u32,
+    pub value_head_dim: u32,
+    /// Width of the causal convolution over queries, keys and values (`linear_conv_kernel_dim`).
+    pub conv_kernel: u32,
+    /// The recurrent state is kept in FP32 (`mamba_ssm_dtype: float32`, as Qwen3.5 asks), not in
+    /// the model's 16-bit format.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub state_fp32: bool,
+}
+
+impl LinearAttention {
+    fn key_width(&self) -> f64 {
+        f64::from(self.key_heads) * f64::from(self.key_head_dim)
+    }
+
+    fn value_width(&self) -> f64 {
+        f64::from(self.value_heads) * f64::from(self.value_head_dim)
+    }
+
+    /// One value head's state matrix, values.
+    fn state_values(&self) -> f64 {
+        f64::from(self.key_head_dim) * f64::from(self.value_head_dim)
+    }
+
+    /// Channels of the causal convolution: queries, keys and values.
+    pub fn conv_channels(&self) -> f64 {
+        2.0 * self.key_width() + self.value_width()
+    }
+
+    /// Parameters of one layer: the input projection to queries, keys, values and the output
+    /// gate (`in_proj_qkvz`), the two per-head gates of decay and write strength (`in_proj_ba`),
+    /// the depthwise convolution and the output projection (the norms and per-head scalars left
+    /// out).
+    pub fn params(&self, hidden: u32) -> f64 {
+        let h = f64::from(hidden);
+        let qkvz = h * (2.0 * self.key_width() + 2.0 * self.value_width());
+        let ba = h * 2.0 * f64::from(self.value_heads);
+        let conv = self.conv_channels() * f64::from(self.conv_kernel);
+        qkvz + ba + conv + self.value_width() * h
+    }
+
+    /// Bytes of one sequence's state in one layer on one of `tp` ranks (heads and channels are
+    /// split over the ranks): the value heads' state matrices, and the convolution's last
+    /// `conv_kernel - 1` inputs in 16 bits.
+    pub fn state_bytes(&self, tp: u32) -> f64 {
+        let tp = f64::from(tp.max(1));
+        let state = if self.state_fp32 { 4.0 } else { 2.0 };
+        let conv = self.conv_channels() * f64::from(self.conv_kernel.saturating_sub(1)) * 2.0;
+        (f64::from(self.value_heads) * self.state_values() * state + conv) / tp
+    }
+
+    /// FLOPs of one prefill token in one layer, all heads (before the tensor-parallel split),
+    /// under the chunked algorithm. Per value head and chunk of C tokens: the keys' Gram matrix
+    /// and the queries' scores (2·C²·dk each), the triangular solve (about 2·C³/3), the
+    /// corrected keys and values (2·C²·dk and 2·C²·dv), the scores applied to the new values
+    /// (2·C²·dv), and three products of C rows with the dk x dv state (the correction, the
+    /// update and the queries' read, 2·C·dk·dv each); per token, C·(6·dk + 4·dv) + 2·C²/3 +
+    /// 6·dk·dv.
+    pub fn prefill_flops_per_token(&self) -> f64 {
+        let (dk, dv) = (f64::from(self.key_head_dim), f64::from(self.value_head_dim));
+        let per_head = CHUNK * (6.0 * dk + 4.0 * dv) + 2.0 * CHUNK * CHUNK / 3.0 + 6.0 * dk * dv;
+        f64::from(self.value_heads) * per_head
+    }
+
+    /// Bytes one prefill token moves in one layer on one of `tp` ranks: the state after each
+    /// chunk, which the kernels write once and read back (one 16-bit dk x dv matrix per value
+    /// head and chunk). A prefilling sequence also reads and writes its state once a step
+    /// ([`LinearAttention::state_bytes`]).
+    pub fn prefill_bytes_per_token(&self, tp: u32) -> f64 {
+        2.0 * f64::from(self.value_heads) * self.state_values() * 2.0 / CHUNK / f64::from(tp.max(1))
+    }
+
+    /// FLOPs of one decode token in one layer, all heads: per value head the state's decay, its
+    /// product with the key, its rank-one update and its product with the query (about 7·dk·dv).
+    pub fn decode_flops_per_token(&self) -> f64 {
+        7.0 * f64::from(self.value_heads) * self.state_values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Qwen3-Next-80B-A3B's linear-attention layers (its config.json).
+    fn qwen3_next() -> LinearAttention {
+        LinearAttention {
+            layers: 36,
+            key_heads: 16,
+            value_heads: 32,
+            key_head_dim: 128,
+            value_head_dim: 128,
+            conv_kernel: 4,
+            state_fp32: false,
+        }
+    }
+
+    #[test]
+    fn one_layer_s_parameters_and_state_by_hand() {
+        let l = qwen3_next();
+        // in_proj_qkvz 2048 x (2 x 2048 + 2 x 4096), in_proj_ba 2048 x 64, conv 8192 x 4, out_proj
+        // 4096 x 2048.
+        assert_eq!(l.params(2048), 2048.0 * 12_288.0 + 2048.0 * 64.0 + 8192.0 * 4.0 + 4096.0 * 2048.0);
+        // 32 heads of 128 x 128 in BF16, and 3 x 8192 convolution inputs: 1 MiB + 48 KiB.
+        assert_eq!(l.state_bytes(1), 1_048_576.0 + 49_152.0);
+        assert_eq!(l.state_bytes(4), (1_048_576.0 + 49_152.0) / 4.0);
+        // Qwen3.5 keeps the state in FP32: vLLM's hybrid page for Qwen3.5-4B (4 KV heads of 256)
+        // is the state over 4 KiB a token, 524 tokens, which vLLM rounds to a 528-token block.
+        let fp32 = LinearAttention { state_fp32: true, ..qwen3_next() };
+        assert_eq!(fp32.state_bytes(1), 2_097_152.0 + 49_152.0);
+        assert_eq!(fp32.state_bytes(1) / 4096.0, 524.0);
+    }
+
+    #[test]
+    fn chunked_prefill_work_by_hand() {
+        let l = qwen3_next();
+        // Per head: 64 x (6 x 128 + 4 x 128) + 2 x 64² / 3 + 6 x 128²; 32 heads.
+        let per_head = 64.0 * 1280.0 + 2.0 * 4096.0 / 3.0 + 6.0 * 16_384.0;
+        assert!((l.prefill_flops_per_token() - 32.0 * per_head).abs() < 1e-6);
+        // One BF16 state a head a chunk, written and read: 2 x 32 x 32 KiB / 64 = 32 KiB a token.
+        assert_eq!(l.prefill_bytes_per_token(1), 32_768.0);
+        assert_eq!(l.prefill_bytes_per_token(2), 16_384.0);
+        assert_eq!(l.decode_flops_per_token(), 7.0 * 32.0 * 16_384.0);
+    }
+}

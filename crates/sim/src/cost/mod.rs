@@ -565,4 +565,6 @@ impl StepCost for CostModel {
 #[cfg(test)]
 mod kernel_checks;
 #[cfg(test)]
+mod linear_tests;
+#[cfg(test)]
 mod tests;

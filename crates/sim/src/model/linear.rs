@@ -105,6 +105,8 @@ impl LinearAttention {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     /// Qwen3-Next-80B-A3B's linear-attention layers (its config.json).
@@ -146,5 +148,30 @@ mod tests {
         assert_eq!(l.prefill_bytes_per_token(1), 32_768.0);
         assert_eq!(l.prefill_bytes_per_token(2), 16_384.0);
         assert_eq!(l.decode_flops_per_token(), 7.0 * 32.0 * 16_384.0);
+    }
+
+    proptest! {
+        #[test]
+        fn work_and_state_split_evenly_over_the_ranks_and_grow_with_every_width(
+            kh in 1u32..64, vh in 1u32..128, dk in 16u32..256, dv in 16u32..256, conv in 2u32..8,
+            tp in prop::sample::select(vec![1u32, 2, 4, 8]), fp32 in any::<bool>(),
+        ) {
+            let l = LinearAttention {
+                layers: 1, key_heads: kh, value_heads: vh, key_head_dim: dk, value_head_dim: dv,
+                conv_kernel: conv, state_fp32: fp32,
+            };
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+            prop_assert!(close(l.state_bytes(tp) * f64::from(tp), l.state_bytes(1)));
+            prop_assert!(close(l.prefill_bytes_per_token(tp) * f64::from(tp), l.prefill_bytes_per_token(1)));
+            // The state is at least its matrices in 16 bits, twice that in FP32.
+            let matrices = f64::from(vh) * f64::from(dk) * f64::from(dv);
+            let bytes = if fp32 { 4.0 } else { 2.0 };
+            prop_assert!(l.state_bytes(1) >= matrices * bytes);
+            let wider = LinearAttention { value_heads: vh + 1, key_head_dim: dk + 1, ..l.clone() };
+            prop_assert!(wider.state_bytes(1) > l.state_bytes(1));
+            prop_assert!(wider.prefill_flops_per_token() > l.prefill_flops_per_token());
+            prop_assert!(wider.decode_flops_per_token() > l.decode_flops_per_token());
+            prop_assert!(wider.params(1024) > l.params(1024));
+        }
     }
 }

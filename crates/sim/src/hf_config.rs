@@ -181,11 +181,18 @@ fn refuse_recurrent_layers(k: &Keys) -> Result<(), String> {
 fn parse_linear(k: &Keys, layers: u32) -> Result<Option<LinearAttention>, String> {
     let interval = k.num(&["full_attention_interval"])?;
     if k.get("linear_num_value_heads").is_none() {
-        return match interval {
-            Some(_) => Err("full_attention_interval is given without the linear-attention heads \
-                            (linear_num_value_heads, linear_num_key_heads, linear_key_head_dim, ...)"
+        let listed = k
+            .get("layer_types")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|t| t.as_str() == Some("linear_attention")));
+        return match (interval, listed) {
+            (None, false) => Ok(None),
+            (Some(_), _) => Err("full_attention_interval is given without the linear-attention heads \
+                                 (linear_num_value_heads, linear_num_key_heads, linear_key_head_dim, ...)"
                 .into()),
-            None => Ok(None),
+            (None, true) => Err("layer_types lists linear_attention layers without their heads \
+                                 (linear_num_value_heads, linear_num_key_heads, linear_key_head_dim, ...)"
+                .into()),
         };
     }
     let count = match (k.get("layer_types"), interval) {
@@ -561,6 +568,9 @@ mod tests {
         assert!(err.to_string().contains("linear_num_value_heads"), "{err}");
         let err = ModelShape::from_hf_config(&format!("{{{base}, \"linear_num_value_heads\": 4}}")).unwrap_err();
         assert!(err.to_string().contains("layer_types or full_attention_interval"), "{err}");
+        let listed = r#""layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]"#;
+        let err = ModelShape::from_hf_config(&format!("{{{base}, {listed}}}")).unwrap_err();
+        assert!(err.to_string().contains("linear_num_value_heads"), "{err}");
         // Softmax attention in every layer, however the config lists it, is read.
         for extra in [
             r#""attn_type_list": [1, 1, 1, 1]"#,
@@ -578,7 +588,8 @@ mod tests {
         assert_eq!((l.layers, l.key_heads, l.value_heads, l.key_head_dim, l.conv_kernel), (36, 16, 32, 128, 4));
         assert!(!l.state_fp32 && next.attention_output_gate);
         assert_eq!((next.attention_layers(), next.full_attention_layers()), (12, 12));
-        // Published: 80 B parameters, 3 B activated (3.9 B with the embeddings counted here).
+        // Published: 80 B parameters, "3 B activated"; counted here 3.9 B with the embeddings (0.6 B
+        // of them), 3.3 B without.
         let (total, active) = (next.total_params() / 1e9, next.active_params() / 1e9);
         assert!((total / 80.0 - 1.0).abs() < 0.01, "{total}");
         assert!((active - 3.9).abs() < 0.1, "{active}");

@@ -5,9 +5,9 @@
 //! rooflines whose compute efficiency grows with the step's token count; the routed experts of
 //! a mixture of experts as the experts the batch touches, each read once, each product as tall
 //! as its share of the tokens; attention as query-key FLOPs or KV-cache reads; linear-attention
-//! layers as their recurrent state read and written (decode) or their chunked recurrence (prefill); two
-//! tensor-parallel all-reduces per layer at their real message size over the link the
-//! deployment uses; hand-offs between pipeline stages. On top come the fixed costs a serving
+//! layers as each decode's recurrent state read and written and the prefill's chunked
+//! recurrence; two tensor-parallel all-reduces per layer at their real message size over the
+//! link the deployment uses; hand-offs between pipeline stages. On top come the fixed costs a serving
 //! stack adds: per step (scheduling, sampling), per layer (the kernels' floor under CUDA
 //! graphs, or their launches without), per sequence, and per MoE layer (routing).
 //! Everything is per GPU; the constants come from a [`crate::profile::StackProfile`].
@@ -456,6 +456,28 @@ impl CostModel {
         }
     }
 
+    /// Seconds of the linear-attention layers' kernels over a step, and the bytes they move. vLLM
+    /// runs a step's prefill chunks and its decodes as separate kernels, each reading and writing
+    /// every sequence's state once; the chunked prefill also writes and reads back a state a
+    /// chunk. Zero without linear attention.
+    fn linear_attention(&self, b: &BatchStats, share: RankShares) -> (f64, f64) {
+        if self.linear_layers == 0.0 {
+            return (0.0, 0.0);
+        }
+        let decodes = b.decode_tokens as f64 * share.seqs;
+        let prefill_seqs = (f64::from(b.num_seqs) - b.decode_tokens as f64).max(0.0) * share.prefill;
+        let prefill_tokens = b.prefill_tokens as f64 * share.prefill;
+        let prefill_bytes = self.linear_prefill_bytes * prefill_tokens + 2.0 * self.state_bytes * prefill_seqs;
+        let decode_bytes = 2.0 * self.state_bytes * decodes;
+        let prefill = recurrent_seconds(
+            self.linear_prefill_flops * prefill_tokens / self.attn_rate,
+            prefill_bytes / self.bandwidth,
+        );
+        let decode =
+            recurrent_seconds(self.linear_decode_flops * decodes / self.attn_rate, decode_bytes / self.bandwidth);
+        (self.linear_layers * (prefill + decode), self.linear_layers * (prefill_bytes + decode_bytes))
+    }
+
     /// The step time split into its terms.
     pub fn breakdown(&self, b: &BatchStats) -> StepBreakdown {
         // Products (and the router: vLLM routes padded rows like real ones) run on the padded
@@ -485,24 +507,9 @@ impl CostModel {
         let attention_exps = exps / self.exp_rate;
         let attention = attention_seconds(flops / self.attn_rate, attention_exps, kv_bytes / self.bandwidth)
             + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev);
-        // Linear attention: vLLM runs the prefill chunks and the decodes as separate kernels,
-        // each reading and writing every sequence's state once.
-        let decodes = b.decode_tokens as f64 * share.seqs;
-        let prefill_seqs = (f64::from(b.num_seqs) - b.decode_tokens as f64).max(0.0) * share.prefill;
-        let prefill_tokens = b.prefill_tokens as f64 * share.prefill;
-        let prefill_state = self.linear_prefill_bytes * prefill_tokens + 2.0 * self.state_bytes * prefill_seqs;
-        let decode_state = 2.0 * self.state_bytes * decodes;
-        let recurrent = self.linear_layers
-            * (recurrent_seconds(
-                self.linear_prefill_flops * prefill_tokens / self.attn_rate,
-                prefill_state / self.bandwidth,
-            ) + recurrent_seconds(
-                self.linear_decode_flops * decodes / self.attn_rate,
-                decode_state / self.bandwidth,
-            ));
+        let (recurrent, state_bytes) = self.linear_attention(b, share);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share.seqs).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
-        let state_bytes = self.linear_layers * (prefill_state + decode_state);
         let memory = (self.attn_proj.weight_bytes
             + self.ffn.weight_bytes
             + touched

@@ -28,7 +28,10 @@ pub const TOTAL_TOKEN_THROUGHPUT: &str = "Total token throughput (tok/s):";
 pub const TOTAL_TOKEN_THROUGHPUT_LEGACY: &str = "Total Token throughput (tok/s):";
 
 /// Sections vLLM may print that carry no [`Metric`]; their lines are kept as raw values only.
-pub const OTHER_SECTIONS: [(&str, &[&str]); 3] = [
+/// The last is not vLLM's: GPUStack's benchmark runner (guidellm underneath) prints vLLM's block
+/// with a `Latency` section of end-to-end latencies in seconds, and TPOT and ITL figures that
+/// are not vLLM's ([`RUNNER_MEAN_LATENCY`]).
+pub const OTHER_SECTIONS: [(&str, &[&str]); 4] = [
     (
         "Probe Requests",
         &[
@@ -54,7 +57,13 @@ pub const OTHER_SECTIONS: [(&str, &[&str]); 3] = [
             "Canvas positions evaluated:",
         ],
     ),
+    ("Latency", &["Mean Latency(s):", "Median Latency(s):", "P95 Latency(s):", "P99 Latency(s):"]),
 ];
+
+/// The raw value of the `Latency` section's mean (seconds): a block with it comes from GPUStack's
+/// benchmark runner, whose `Mean TPOT` is not vLLM's (the first token's wait over the output
+/// tokens) and whose output throughput is not the generated tokens over the duration.
+pub const RUNNER_MEAN_LATENCY: &str = "Mean Latency(s)";
 
 /// The speculative-decoding section's value-less line before its `  Position {i}:` lines.
 pub const PER_POSITION: &str = "Per-position acceptance (%):";

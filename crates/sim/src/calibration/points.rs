@@ -19,7 +19,8 @@ use serde_json::Value;
 use servebench_core::config::{Api, Backend, Metric};
 use servebench_core::metrics::Summary;
 use servebench_core::vllm::{
-    ReportOrigin, block_labels, is_json, metadata_from_vllm_json, parse_reports, read_documents, summary_from_vllm_json,
+    ReportOrigin, block_labels, is_json, labels, metadata_from_vllm_json, parse_reports, read_documents,
+    summary_from_vllm_json,
 };
 
 use super::CalibrationError;
@@ -257,6 +258,7 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
         point.labels = labels;
         point.read_backend();
         super::datasets::shape_by_dataset(&mut point);
+        rebuild_runner_metrics(&mut point, &block.values, &block.summary);
         out.push(point);
     }
     if out.is_empty() {
@@ -268,6 +270,31 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
         });
     }
     Ok(out)
+}
+
+/// A block of GPUStack's benchmark runner (guidellm underneath), known by its `Latency` section
+/// ([`labels::RUNNER_MEAN_LATENCY`]), with vLLM's metrics rebuilt from its own totals: its TPOT
+/// column is the first token's wait over the output tokens and its output throughput is not the
+/// generated tokens over the duration. Output throughput becomes total generated tokens over the
+/// duration, as vLLM computes it; mean TPOT becomes (mean latency - mean TTFT) / (n - 1) where
+/// every request generated the same n tokens (the total divides evenly by the requests, as a
+/// fixed-length random profile's does), and is dropped otherwise (ShareGPT). The point is
+/// labelled `client=gpustack-runner`.
+fn rebuild_runner_metrics(point: &mut MeasuredPoint, values: &[(String, f64)], s: &Summary) {
+    let Some(latency_s) = values.iter().find(|(k, _)| k == labels::RUNNER_MEAN_LATENCY).map(|(_, v)| *v) else {
+        return;
+    };
+    point.labels.push(("client".into(), "gpustack-runner".into()));
+    let output = s.total_output_tokens.unwrap_or(0);
+    let per_request = (s.completed > 0 && output.is_multiple_of(s.completed)).then(|| output / s.completed);
+    let tpot = match (per_request, FitMetric::MeanTtft.of(s)) {
+        (Some(n), Some(ttft)) if n > 1 => Some((latency_s * 1e3 - ttft) / (n - 1) as f64).filter(|t| *t > 0.0),
+        _ => None,
+    };
+    let throughput = (s.duration_s > 0.0).then(|| output as f64 / s.duration_s).filter(|t| *t > 0.0);
+    point.measured.retain(|(m, _)| !matches!(m, FitMetric::MeanTpot | FitMetric::OutputThroughput));
+    point.measured.extend(tpot.map(|t| (FitMetric::MeanTpot, t)));
+    point.measured.extend(throughput.map(|t| (FitMetric::OutputThroughput, t)));
 }
 
 /// A point from a result JSON document (vLLM's or servebench's `--save-result`).

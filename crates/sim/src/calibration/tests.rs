@@ -490,3 +490,50 @@ fn runs_are_grouped_by_their_workload_where_no_label_says_and_a_useless_split_is
     assert_eq!(validate::keys_problem(&points, &keys("request-rate"), "--by"), None, "one group is a summary");
     assert_eq!(validate::keys_problem(&points, &[], "--by"), None);
 }
+
+/// A block of GPUStack's benchmark runner (its `Latency` section) gets vLLM's TPOT and output
+/// throughput rebuilt from its totals; a plain vLLM block keeps its own.
+#[test]
+fn runner_blocks_get_vllm_s_tpot_and_throughput_from_their_totals() {
+    let block = |generated: u32, latency: bool| {
+        let section = if latency {
+            "----------------------Latency---------------------\nMean Latency(s):                          1.00\n"
+        } else {
+            ""
+        };
+        format!(
+            "============ Serving Benchmark Result ============\n\
+             Successful requests:                     4\n\
+             Benchmark duration (s):                  2.00\n\
+             Total input tokens:                      400\n\
+             Total generated tokens:                  {generated}\n\
+             Request throughput (req/s):              2.00\n\
+             Output token throughput (tok/s):         999.00\n\
+             Total token throughput (tok/s):          1199.00\n\
+             {section}\
+             ---------------Time to First Token----------------\n\
+             Mean TTFT (ms):                          100.00\n\
+             Median TTFT (ms):                        100.00\n\
+             P99 TTFT (ms):                           100.00\n\
+             -----Time per Output Token (excl. 1st token)------\n\
+             Mean TPOT (ms):                          2.50\n\
+             Median TPOT (ms):                        2.50\n\
+             P99 TPOT (ms):                           2.50\n\
+             ==================================================\n"
+        )
+    };
+    let text = format!("{}\n{}\n{}", block(40, true), block(41, true), block(40, false));
+    let points = super::points::points_from_report(&text, "runner.txt").unwrap();
+    // Ten tokens a request: (1,000 ms - 100 ms) / 9 between them; 40 tokens over 2 s.
+    let fixed = &points[0];
+    assert!((fixed.value(FitMetric::MeanTpot).unwrap() - 100.0).abs() < 1e-9);
+    assert_eq!(fixed.value(FitMetric::OutputThroughput), Some(20.0));
+    assert!(fixed.labels.contains(&("client".to_string(), "gpustack-runner".to_string())));
+    // Requests of different lengths: no TPOT can be rebuilt, so none is compared.
+    assert_eq!(points[1].value(FitMetric::MeanTpot), None);
+    assert_eq!(points[1].value(FitMetric::OutputThroughput), Some(20.5));
+    // vLLM's own block is read as printed.
+    assert_eq!(points[2].value(FitMetric::MeanTpot), Some(2.5));
+    assert_eq!(points[2].value(FitMetric::OutputThroughput), Some(999.0));
+    assert!(points[2].labels.iter().all(|(k, _)| k != "client"));
+}

@@ -183,6 +183,27 @@ fn crlf_and_other_sections_are_read() {
     assert_eq!(labels::OTHER_SECTIONS[SPECULATIVE].0, "Speculative Decoding");
 }
 
+#[test]
+fn a_runner_s_latency_section_is_kept_as_raw_values() {
+    // GPUStack's benchmark runner prints end-to-end latencies in seconds before the metrics.
+    let text = GOOD.replace(
+        "Total input",
+        "----------------------Latency---------------------\nMean Latency(s):                          19.96\n\
+         P95 Latency(s):                           32.86\nTotal input",
+    );
+    let e = err(&text);
+    assert!(matches!(e.problem, BlockProblem::UnknownLine(_)), "a top line after the section is not its: {e:?}");
+    let at_end = GOOD.replace(
+        "==================================================\n",
+        "----------------------Latency---------------------\nMean Latency(s):                          19.96\n\
+         ==================================================\n",
+    );
+    let b = blocks(&at_end).remove(0);
+    assert!(b.values.contains(&(labels::RUNNER_MEAN_LATENCY.to_string(), 19.96)));
+    let unknown = at_end.replace("Mean Latency(s)", "Mean Delay(s)");
+    assert!(matches!(err(&unknown).problem, BlockProblem::UnknownLine(_)));
+}
+
 fn two_decimals(x: f64) -> f64 {
     format!("{x:.2}").parse().unwrap()
 }

@@ -115,6 +115,23 @@ fn a_malformed_block_is_skipped_with_its_line_and_keeps_its_list_value() {
 }
 
 #[test]
+fn a_block_of_gpustack_s_runner_is_labelled_and_its_figures_said_not_to_be_vllm_s() {
+    let s = Summary { completed: 4, duration_s: 2.0, request_throughput: 2.0, ..Summary::default() };
+    let block = servebench_core::vllm::render_result_block(&s);
+    let runner = block.replace(
+        "==================================================\n",
+        "----------------------Latency---------------------\nMean Latency(s):                          1.00\n\
+         ==================================================\n",
+    );
+    let report = import(&format!("{block}\n{runner}"));
+    assert_eq!(report.runs.len(), 2);
+    assert!(labels(&report.runs[0]).iter().all(|(k, _)| *k != "client"));
+    assert!(labels(&report.runs[1]).contains(&("client", "gpustack-runner")));
+    assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+    assert!(report.notes[0].message.contains("not vLLM's"), "{:?}", report.notes);
+}
+
+#[test]
 fn a_text_without_blocks_says_so() {
     let report = import("just some notes\n");
     assert!(report.runs.is_empty());

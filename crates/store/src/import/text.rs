@@ -5,7 +5,7 @@
 //! vLLM's one-second bucket values. A malformed block is skipped and reported with the line
 //! of its problem; the blocks after it are read as usual.
 
-use servebench_core::vllm::{ReportOrigin, block_labels, parse_reports};
+use servebench_core::vllm::{ReportOrigin, block_labels, labels, parse_reports};
 
 use super::{Context, ImportReport, Problem};
 use crate::runs::{NewRun, RunKind};
@@ -29,6 +29,19 @@ pub(crate) fn import(text: &str, cx: &Context<'_>, report: &mut ImportReport) {
                     run.set_label(k, v);
                 }
                 run.model = run.label("model").map(str::to_string);
+                // GPUStack's benchmark runner prints vLLM's block with figures that are not
+                // vLLM's: kept as printed, labelled, and said.
+                if block.values.iter().any(|(k, _)| k == labels::RUNNER_MEAN_LATENCY) {
+                    run.set_label("client", "gpustack-runner");
+                    report.notes.push(Problem {
+                        line: block.line,
+                        message: "a block of GPUStack's benchmark runner (its `Latency` section): its TPOT and ITL \
+                                  are not vLLM's (TPOT is the first token's wait over the output tokens) and are \
+                                  stored as printed; `sim validate` rebuilds vLLM's TPOT from the block's mean \
+                                  latency"
+                            .to_string(),
+                    });
+                }
                 cx.stamp(&mut run, block.line, None);
                 report.runs.push(run);
             }

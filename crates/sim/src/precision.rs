@@ -26,6 +26,32 @@ pub enum Precision {
     AwqInt4,
 }
 
+/// Every spelling of a weight format: its name, and whether model names use it as a tag
+/// (`-FP8`, `-AWQ`, `-NVFP4`). The others are option values only: a name part `auto` or `half`
+/// says nothing of a checkpoint's format.
+const SPELLINGS: [(&str, Precision, bool); 20] = [
+    ("bf16", Precision::Bf16, true),
+    ("bfloat16", Precision::Bf16, false),
+    ("auto", Precision::Bf16, false),
+    ("fp16", Precision::Fp16, true),
+    ("float16", Precision::Fp16, false),
+    ("half", Precision::Fp16, false),
+    ("fp8", Precision::Fp8, true),
+    ("fp8-e4m3", Precision::Fp8, false),
+    ("float8", Precision::Fp8, false),
+    ("nvfp4", Precision::Nvfp4, true),
+    ("fp4", Precision::Nvfp4, true),
+    ("modelopt-fp4", Precision::Nvfp4, false),
+    ("mxfp4", Precision::Mxfp4, true),
+    ("awq-int4", Precision::AwqInt4, false),
+    ("awq", Precision::AwqInt4, true),
+    ("gptq", Precision::AwqInt4, true),
+    ("int4", Precision::AwqInt4, true),
+    ("w4a16", Precision::AwqInt4, true),
+    ("awq-marlin", Precision::AwqInt4, false),
+    ("gptq-marlin", Precision::AwqInt4, false),
+];
+
 impl Precision {
     /// Every format with its canonical spelling.
     pub const ALL: [(Precision, &'static str); 6] = [
@@ -80,15 +106,13 @@ impl Precision {
     /// (`bfloat16`, `float16`, `awq`, `gptq`, `int4`, `modelopt_fp4`).
     pub fn parse(s: &str) -> Option<Self> {
         let s = s.trim().to_ascii_lowercase().replace('_', "-");
-        Some(match s.as_str() {
-            "bf16" | "bfloat16" | "auto" => Precision::Bf16,
-            "fp16" | "float16" | "half" => Precision::Fp16,
-            "fp8" | "fp8-e4m3" | "float8" => Precision::Fp8,
-            "nvfp4" | "fp4" | "modelopt-fp4" => Precision::Nvfp4,
-            "mxfp4" => Precision::Mxfp4,
-            "awq-int4" | "awq" | "gptq" | "int4" | "w4a16" | "awq-marlin" | "gptq-marlin" => Precision::AwqInt4,
-            _ => return None,
-        })
+        SPELLINGS.iter().find(|(name, _, _)| *name == s).map(|(_, p, _)| *p)
+    }
+
+    /// The format a `-`-separated part of a model's name says its weights are in (`fp8`,
+    /// `nvfp4`, `awq`, ...; lowercase), where it is one of the spellings names use.
+    pub fn from_name_tag(part: &str) -> Option<Self> {
+        SPELLINGS.iter().find(|(name, _, in_names)| *in_names && *name == part).map(|(_, p, _)| *p)
     }
 
     /// The tensor-core format the matrix products run in on a device with the given peaks.
@@ -290,6 +314,13 @@ mod tests {
         assert_eq!(Precision::parse("int3"), None);
         assert_eq!(KvDtype::parse("fp8_e5m2"), Some(KvDtype::Fp8));
         assert_eq!(KvDtype::parse("int8"), None);
+        // A model name's tags are spellings of the same formats; option-only words are not tags.
+        for (tag, p) in [("fp8", Precision::Fp8), ("fp4", Precision::Nvfp4), ("gptq", Precision::AwqInt4)] {
+            assert_eq!((Precision::from_name_tag(tag), Precision::parse(tag)), (Some(p), Some(p)));
+        }
+        for word in ["auto", "half", "bfloat16", "awq-int4"] {
+            assert!(Precision::parse(word).is_some() && Precision::from_name_tag(word).is_none(), "{word}");
+        }
     }
 
     #[test]

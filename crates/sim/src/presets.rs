@@ -248,7 +248,7 @@ impl NameParts {
         for part in name.split('-').filter(|p| !p.is_empty()) {
             // RedHat's `-quantized.w4a16`.
             let tag = part.strip_prefix("quantized.").unwrap_or(part);
-            match quantization_tag(tag) {
+            match Precision::from_name_tag(tag) {
                 Some(p) if precision.is_some_and(|q| q != p) => return None,
                 Some(p) => precision = Some(p),
                 None => base.push(part.to_string()),
@@ -260,19 +260,6 @@ impl NameParts {
         }
         Some(NameParts { base, precision })
     }
-}
-
-/// The weight format a name's part says its checkpoint is quantized to.
-fn quantization_tag(part: &str) -> Option<Precision> {
-    Some(match part {
-        "bf16" => Precision::Bf16,
-        "fp16" => Precision::Fp16,
-        "fp8" => Precision::Fp8,
-        "nvfp4" | "fp4" => Precision::Nvfp4,
-        "mxfp4" => Precision::Mxfp4,
-        "awq" | "gptq" | "int4" | "w4a16" => Precision::AwqInt4,
-        _ => return None,
-    })
 }
 
 /// Whether a part of a model's name marks a release or tuning of the same weights' shapes:
@@ -524,7 +511,7 @@ mod tests {
             tag in proptest::sample::select(vec!["bf16", "fp16", "fp8", "nvfp4", "fp4", "mxfp4", "awq", "gptq", "int4", "w4a16"]),
             at in 0usize..6,
         ) {
-            let parts: Vec<String> = parts.into_iter().filter(|p| quantization_tag(p).is_none()).collect();
+            let parts: Vec<String> = parts.into_iter().filter(|p| Precision::from_name_tag(p).is_none()).collect();
             proptest::prop_assume!(!parts.is_empty() && !parts.iter().any(|p| p.starts_with("quantized.")));
             let plain = NameParts::read(&parts.join("-")).unwrap();
             proptest::prop_assert_eq!(&plain.base, &parts);
@@ -532,7 +519,7 @@ mod tests {
             let mut tagged = parts.clone();
             tagged.insert(at.min(parts.len()), tag.to_string());
             let read = NameParts::read(&tagged.join("-")).unwrap();
-            proptest::prop_assert_eq!(read.precision, quantization_tag(tag));
+            proptest::prop_assert_eq!(read.precision, Precision::from_name_tag(tag));
             let kept: Vec<String> = parts.iter().filter(|p| !matches!(p.as_str(), "dynamic" | "static" | "block")).cloned().collect();
             proptest::prop_assert_eq!(read.base, kept);
         }

@@ -42,6 +42,10 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
 impl KvLayout {
     /// Units a request of `blocks` blocks holds.
     pub fn units_for_blocks(&self, blocks: u64) -> u64 {
@@ -100,6 +104,10 @@ pub struct MemoryPlan {
     pub kv_gib: f64,
     /// KV bytes one token takes on one GPU, over the layers of the largest stage.
     pub kv_bytes_per_token: f64,
+    /// Linear-attention state one request holds on one GPU, over the layers of the largest
+    /// stage (0 without linear attention).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub state_bytes_per_request: f64,
     /// The block pool: one GPU's, or in a [`SimSetup`] with `dp > 1` the `dp` ranks' together.
     pub layout: KvLayout,
     /// The longest sequence one rank's KV cache can hold ("GPU KV cache size" in vLLM's log).
@@ -224,6 +232,7 @@ pub fn plan_memory(
         reserve_gib,
         kv_gib,
         kv_bytes_per_token: per_token_layer * f64::from(full_stage + sliding_stage),
+        state_bytes_per_request: state_layer * f64::from(linear_stage),
         layout,
         kv_tokens,
     })
@@ -269,6 +278,7 @@ mod tests {
         assert_eq!(l.units_for_blocks(4), 4 + 3);
         assert_eq!(l.max_tokens_single(), (l.total_units - 3) * 272);
         assert_eq!(s.memory.kv_bytes_per_token, 12.0 * 1024.0);
+        assert_eq!(s.memory.state_bytes_per_request, 36.0 * 274_432.0);
         // Without linear layers nothing changes: 16-token blocks, no state.
         let dense = setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().memory.layout;
         assert_eq!((dense.block_size, dense.state_units), (16, 0));

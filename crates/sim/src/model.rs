@@ -77,6 +77,11 @@ pub struct ModelShape {
     pub derived_from: Option<String>,
 }
 
+/// The name of the first of `dims` that is zero, where a shape needs at least one.
+fn first_zero<'a>(dims: &[(&'a str, u32)]) -> Option<&'a str> {
+    dims.iter().find(|(_, v)| *v == 0).map(|(name, _)| *name)
+}
+
 /// Mixture-of-experts FFN layers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -152,10 +157,8 @@ impl ModelShape {
             ("vocab", self.vocab),
             ("max_context", self.max_context),
         ];
-        for (name, v) in dims {
-            if v == 0 {
-                return Err(format!("{name} must be at least 1"));
-            }
+        if let Some(name) = first_zero(&dims) {
+            return Err(format!("{name} must be at least 1"));
         }
         if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(format!("heads ({}) must be a multiple of kv_heads ({})", self.heads, self.kv_heads));
@@ -189,10 +192,8 @@ impl ModelShape {
                 ("mla.qk_rope_head_dim", a.qk_rope_head_dim),
                 ("mla.v_head_dim", a.v_head_dim),
             ];
-            for (name, v) in ranks {
-                if v == 0 {
-                    return Err(format!("{name} must be at least 1 for multi-head latent attention"));
-                }
+            if let Some(name) = first_zero(&ranks) {
+                return Err(format!("{name} must be at least 1 for multi-head latent attention"));
             }
         }
         if let Some(l) = &self.linear {
@@ -203,10 +204,8 @@ impl ModelShape {
                 ("linear.value_head_dim", l.value_head_dim),
                 ("linear.conv_kernel", l.conv_kernel),
             ];
-            for (name, v) in dims {
-                if v == 0 {
-                    return Err(format!("{name} must be at least 1 for linear attention"));
-                }
+            if let Some(name) = first_zero(&dims) {
+                return Err(format!("{name} must be at least 1 for linear attention"));
             }
             if l.layers + self.sliding_layers().0 >= self.layers {
                 return Err(format!(

@@ -98,7 +98,7 @@ impl SimSetup {
                  KV cache; attention blocks of {} tokens, as vLLM grows them to hold one layer's state{}",
                 l.layers,
                 model.layers,
-                l.state_bytes(opts.tp) * f64::from(l.layers.div_ceil(opts.pp)) / (1024.0 * 1024.0),
+                memory.state_bytes_per_request / (1024.0 * 1024.0),
                 memory.layout.block_size,
                 if opts.enable_prefix_caching {
                     ""

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 18] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 38] = embedded!("models":
+const MODELS: [(&str, &str); 42] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -35,6 +35,8 @@ const MODELS: [(&str, &str); 38] = embedded!("models":
     "qwen3-30b-a3b.toml", "qwen3-30b-a3b-fp8.toml", "qwen3-235b-a22b.toml", "qwen3-235b-a22b-fp8.toml",
     "deepseek-r1.toml", "kimi-k2-instruct.toml", "minimax-m2.toml", "qwen3-coder-30b-a3b-instruct.toml",
     "qwen3-next-80b-a3b-instruct.toml", "qwen3.5-35b-a3b.toml", "qwen3.5-122b-a10b.toml", "qwen3.5-397b-a17b.toml",
+    "gemma-3-27b-it.toml", "qwen3-vl-30b-a3b-instruct.toml", "mistral-small-3.2-24b-instruct.toml",
+    "qwen2.5-72b-instruct.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -254,9 +256,12 @@ impl NameParts {
                 None => base.push(part.to_string()),
             }
         }
-        // How a tag's scales are taken (`-FP8-Dynamic`, `-FP8-block`) is no part of the base.
+        // How a tag's scales are taken (`-FP8-Dynamic`, `-FP8-block`) and its bit width
+        // (`-AWQ-4bit`) are no part of the base.
         if precision.is_some() {
-            base.retain(|p| !matches!(p.as_str(), "dynamic" | "static" | "block"));
+            let bit_width =
+                |p: &str| p.strip_suffix("bit").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            base.retain(|p| !matches!(p.as_str(), "dynamic" | "static" | "block") && !bit_width(p));
         }
         Some(NameParts { base, precision })
     }
@@ -353,6 +358,11 @@ mod tests {
             // The language models (their vision towers, about 0.5 B, take memory only).
             ("Qwen/Qwen3.5-397B-A17B", 397.0, 17.0),
             ("Qwen/Qwen3.5-122B-A10B", 122.0, 10.0),
+            // The language models of 27.4 B, 31.1 B and 24.0 B published with their vision towers.
+            ("google/gemma-3-27b-it", 27.0, 27.0),
+            ("Qwen/Qwen3-VL-30B-A3B-Instruct", 30.5, 3.3),
+            ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", 23.6, 23.6),
+            ("Qwen/Qwen2.5-72B-Instruct", 72.7, 72.7),
         ];
         let p = Presets::embedded().unwrap();
         for (id, total, active) in published {
@@ -467,6 +477,8 @@ mod tests {
             ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-ai/DeepSeek-R1", Precision::Nvfp4),
             ("unsloth/gpt-oss-20b-BF16", "openai/gpt-oss-20b", Precision::Bf16),
             ("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B-Instruct", Precision::Fp8),
+            ("Qwen/Qwen3-VL-30B-A3B-Instruct-FP8", "Qwen/Qwen3-VL-30B-A3B-Instruct", Precision::Fp8),
+            ("Qwen/Qwen2.5-72B-Instruct-AWQ", "Qwen/Qwen2.5-72B-Instruct", Precision::AwqInt4),
         ] {
             let m = p.model(name).unwrap();
             let base = p.model(from).unwrap();
@@ -481,6 +493,7 @@ mod tests {
             ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
             ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B"),
             ("Qwen3-235B-A22B-Instruct-2507-FP8-dynamic", "Qwen/Qwen3-235B-A22B-FP8"),
+            ("cpatonn/Qwen3-VL-235B-A22B-Instruct-AWQ-4bit", "QuantTrio/Qwen3-VL-235B-A22B-Instruct-AWQ"),
         ] {
             let m = p.model(name).unwrap();
             assert_eq!((m.id.as_str(), m.derived_from), (id, None), "{name}");
@@ -499,8 +512,13 @@ mod tests {
             read("llama-3.3-70b-instruct-quantized.w4a16"),
             Some(("llama-3.3-70b-instruct".into(), Some(Precision::AwqInt4)))
         );
-        // `dynamic` is only a tag's qualifier beside a tag.
+        assert_eq!(
+            read("qwen3-vl-235b-a22b-instruct-awq-4bit"),
+            Some(("qwen3-vl-235b-a22b-instruct".into(), Some(Precision::AwqInt4)))
+        );
+        // `dynamic` and a bit width are only a tag's qualifiers beside a tag.
         assert_eq!(read("some-dynamic-model"), Some(("some-dynamic-model".into(), None)));
+        assert_eq!(read("some-model-4bit"), Some(("some-model-4bit".into(), None)));
         assert_eq!(read("qwen3-8b-fp8-awq"), None);
     }
 

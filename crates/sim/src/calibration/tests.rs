@@ -377,13 +377,19 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
         "h200-nv_1",
         "b200-nv_0",
         "mi300x-cr_0",
+        "b200-new_1",
+        "h200-multinode",
+        "mi355x-tw_0",
         "h100_sglang",
         "h100-nvl",
         "b200_dynamo-trt",
     ];
     let (targets, skipped) = validate::targets_for(labels.map(with_hw).to_vec(), &defaults, &presets);
     let devices: Vec<&str> = targets.iter().map(|t| t.setup.hardware.name.as_str()).collect();
-    assert_eq!(devices, ["h200", "mi355x", "b200", "mi325x", "h100-sxm", "mi300x", "h200", "b200", "mi300x"]);
+    assert_eq!(
+        devices,
+        ["h200", "mi355x", "b200", "mi325x", "h100-sxm", "mi300x", "h200", "b200", "mi300x", "b200", "h200", "mi355x"]
+    );
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
     assert_eq!(reasons.len(), 3, "{reasons:?}");
     assert!(reasons[0].contains("series of sglang on h100") && reasons[0].contains("vLLM"), "{reasons:?}");

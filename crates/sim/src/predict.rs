@@ -240,14 +240,16 @@ pub(crate) fn predict_prepared(
         match stepped {
             Some(end) => {
                 client.arrive_until(&mut engine, end);
+                // The tokens reach the client once the frontend has written them.
+                let at = engine.delivered_ns().max(end);
                 for e in &emitted {
-                    client.deliver(&mut engine, e, end);
+                    client.deliver(&mut engine, e, at);
                 }
                 if emitted.iter().any(|e| e.finish.is_some()) {
-                    last_end = last_end.max(end);
+                    last_end = last_end.max(at);
                 }
                 // Turns that follow an answer at once (no think time) arrive now.
-                client.arrive_until(&mut engine, end);
+                client.arrive_until(&mut engine, at);
             }
             None => {
                 let wake = match (engine.next_wakeup_ns(), client.next_arrival_abs()) {

@@ -24,6 +24,9 @@ pub(crate) struct Frontend {
     backlog: Option<(u64, u64)>,
     /// Chat requests being rendered together, in arrival order: (slot, tokenizing work).
     rendering: Vec<(u32, u64)>,
+    /// When the loop has written every streamed token queued so far (its output handler takes
+    /// the engine's outputs as they come, between the requests it takes in).
+    out_free_ns: u64,
     /// When the loop has rendered every request of `rendering` (never after `free_ns`: streamed
     /// tokens queued since only push `free_ns` on).
     render_end_ns: u64,
@@ -35,6 +38,20 @@ impl Frontend {
         if work > 0 {
             self.backlog = Some((end, work));
         }
+    }
+
+    /// When the last step's streamed tokens leave the frontend: at the step's end, or once the
+    /// tokens of earlier steps are written where that takes longer (its output handler takes
+    /// the engine's outputs in order, as they come, between the requests it takes in). The
+    /// step's tokens then go on both queues (the caller has taken in every request that
+    /// arrived before the step ended). A frontend slower than the steps spaces every step's
+    /// tokens by the time it takes to write a step's worth; one that keeps up delays none.
+    pub fn streamed_at(&mut self, end: u64) -> u64 {
+        let Some((step_end, work)) = self.backlog else { return end };
+        self.catch_up(step_end);
+        let leaves = self.out_free_ns.max(step_end);
+        self.out_free_ns = leaves.saturating_add(work);
+        leaves
     }
 
     /// Puts the last step's streamed tokens on the queue if the step ended by `until_ns`:
@@ -188,6 +205,27 @@ mod tests {
         f.render(0, 19_000, 2_000, 500);
         f.render(1, 20_500, 2_000, 500);
         assert_eq!(f.close_by(u64::MAX), vec![(0, 27_500), (1, 28_000)]);
+    }
+
+    #[test]
+    fn streamed_tokens_leave_at_the_step_s_end_unless_earlier_steps_tokens_hold_the_writer() {
+        let mut f = Frontend::default();
+        // Nothing queued: a step's tokens leave with its end, and work taken in before it
+        // (requests being tokenized) does not hold them.
+        assert_eq!(f.streamed_at(5_000), 5_000);
+        f.take_in(0, 50_000);
+        f.stream(10_000, 3_000);
+        assert_eq!(f.streamed_at(10_000), 10_000);
+        // Steps every 2 µs whose tokens take 3 µs to write: each leaves 3 µs after the last.
+        let mut left = Vec::new();
+        for k in 1..=4 {
+            let end = 20_000 + 2_000 * k;
+            f.stream(end, 3_000);
+            left.push(f.streamed_at(end));
+        }
+        assert_eq!(left, vec![22_000, 25_000, 28_000, 31_000]);
+        // The writing also stays in the one queue that takes requests in.
+        assert_eq!(f.take_in(34_000, 1_000), 50_000 + 3_000 + 4 * 3_000 + 1_000);
     }
 
     #[test]

@@ -107,6 +107,24 @@ fn ttft_includes_the_api_delay_and_excludes_client_queueing() {
 }
 
 #[test]
+fn streams_the_api_server_cannot_write_as_fast_as_the_steps_come_are_paced_by_it() {
+    // 64 requests of 40 tokens from a small model on an H100: steps of a few ms. At 1 ms of the
+    // API server's work a streamed token, writing the 2,560 tokens takes 2.56 s, and the client
+    // sees them no faster, in the order the steps made them, whatever the GPU does.
+    let run = |us: &str| {
+        let s = setup("Qwen/Qwen3-0.6B", "h100-sxm", &[("jitter", "0"), ("api-us-per-output-token", us)]);
+        predict(&plan(64, |_| 32, |_| 40, 0), &config(None, false), &s)
+    };
+    let (fast, slow) = (run("0"), run("1000"));
+    assert!(fast.duration_s < 1.0, "{}", fast.duration_s);
+    assert!((slow.duration_s / 2.56 - 1.0).abs() < 0.05, "{} s, 2.56 s of writing expected", slow.duration_s);
+    assert!(mean_tpot_ms(&slow) > 4.0 * mean_tpot_ms(&fast), "{} vs {}", mean_tpot_ms(&slow), mean_tpot_ms(&fast));
+    for rec in slow.records.iter().chain(&fast.records) {
+        assert!(rec.succeeded() && rec.chunks_us.windows(2).all(|w| w[0] < w[1]), "{rec:?}");
+    }
+}
+
+#[test]
 fn the_warm_up_request_primes_the_prefix_cache_for_request_zero() {
     let p = plan(3, |_| 4000, |_| 8, 5_000_000_000);
     let on = predict(&p, &config(None, true), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0")]));

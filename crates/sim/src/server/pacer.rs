@@ -10,8 +10,10 @@
 //!    come (an arrival is added to the engine at once, with its stamp, so it joins the first
 //!    step that starts after it became visible, exactly as in `predict`);
 //! 3. at the deadline, sends every emission of the step to its stream at once (the tokens of
-//!    one engine step go out together), then computes the next step, which starts where the
-//!    last one ended in virtual time, so waking late never stretches the simulated steps.
+//!    one engine step go out together, when the simulated API server has written them: at the
+//!    step's end unless its work queued before them outlasts the step, see
+//!    [`Engine::delivered_ns`]), then computes the next step, which starts where the last one
+//!    ended in virtual time, so waking late never stretches the simulated steps.
 //!
 //! A client sends a burst (the first requests of a run, or a wave of requests after a wave of
 //! answers at a concurrency cap) at one instant, but the requests reach the server spread over
@@ -29,7 +31,7 @@
 //! pacer fall more than [`MAX_LAG`] behind real time (an overloaded machine), the engine clock
 //! is moved up to real time, and `/metrics` counts it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -91,6 +93,9 @@ pub(crate) struct Pacer {
     /// The emissions of the step in flight and its end, virtual ns.
     step: Vec<Emission>,
     step_end: Option<u64>,
+    /// Tokens of steps that ended but that the simulated API server has not written yet:
+    /// (when it has, virtual ns; the step's emissions).
+    outbox: VecDeque<(u64, Vec<Emission>)>,
     /// The engine holds work it cannot schedule; wait for a message before trying again.
     stalled: bool,
     /// Arrival time of the first request of the current arrival group, virtual ns.
@@ -106,6 +111,7 @@ impl Pacer {
             live: HashMap::new(),
             step: Vec::new(),
             step_end: None,
+            outbox: VecDeque::new(),
             stalled: false,
             group_start: None,
             observed: Observed::default(),
@@ -154,15 +160,16 @@ impl Pacer {
         self.t0 + Duration::from_nanos(ns)
     }
 
-    /// When the loop must act next: the end of the step in flight, or when the engine can run.
+    /// When the loop must act next: the end of the step in flight, or when the engine can run,
+    /// or when tokens waiting for the API server are written, whichever comes first.
     fn deadline(&self) -> Option<Instant> {
-        if let Some(end) = self.step_end {
-            return Some(self.instant_at(end));
-        }
-        if self.stalled {
-            return None;
-        }
-        self.engine.next_wakeup_ns().map(|ns| self.instant_at(ns))
+        let next = match self.step_end {
+            Some(end) => Some(end),
+            None if self.stalled => None,
+            None => self.engine.next_wakeup_ns(),
+        };
+        let written = self.outbox.front().map(|&(at, _)| at);
+        next.into_iter().chain(written).min().map(|ns| self.instant_at(ns))
     }
 
     /// Handles one message; false on shutdown.
@@ -222,13 +229,33 @@ impl Pacer {
         }
     }
 
-    /// At a deadline: deliver the step in flight, then start the next one if the engine can.
+    /// At a deadline: deliver the step in flight and the tokens written since, then start the
+    /// next step if none is in flight and the engine can.
     fn tick(&mut self) {
-        if let Some(end) = self.step_end.take() {
-            self.deliver(end);
+        let now = self.now_ns();
+        if let Some(end) = self.step_end.filter(|&end| end <= now) {
+            self.step_end = None;
+            let at = self.engine.delivered_ns().max(end);
+            let step = std::mem::take(&mut self.step);
+            if at <= now && self.outbox.is_empty() {
+                self.deliver(at, &step);
+                self.step = step;
+                self.step.clear();
+            } else {
+                self.outbox.push_back((at, step));
+            }
+        }
+        while let Some(&(at, _)) = self.outbox.front() {
+            if at > now {
+                break;
+            }
+            let (_, step) = self.outbox.pop_front().expect("looked at above");
+            self.deliver(at, &step);
+        }
+        if self.step_end.is_some() {
+            return;
         }
         let Some(wake) = self.engine.next_wakeup_ns() else { return };
-        let now = self.now_ns();
         if wake > now {
             return;
         }
@@ -247,10 +274,10 @@ impl Pacer {
         }
     }
 
-    /// Sends every emission of the step that ended at `end` to its stream.
-    fn deliver(&mut self, end: u64) {
+    /// Sends every emission of a step to its stream, as written at `end`.
+    fn deliver(&mut self, end: u64, step: &[Emission]) {
         let secs = |ns: u64| ns as f64 * 1e-9;
-        for e in &self.step {
+        for e in step {
             let Some(live) = self.live.get_mut(&e.tag) else { continue };
             if e.index == 1 {
                 self.observed.ttft.observe(secs(end - live.arrived_ns));
@@ -270,7 +297,6 @@ impl Pacer {
                 self.observed.finished(None);
             }
         }
-        self.step.clear();
     }
 
     fn abort_all(mut self, why: &str) {

@@ -17,7 +17,7 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 24] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 25] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -51,6 +51,10 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 24] = [
     ("eos", "none, or uniform: without ignore_eos, stop at a length drawn uniformly"),
     ("warmup", "on (default), off or auto: predict's warm-up copy of request 0"),
     ("seed", "seed of the engine's random draws when no run seed is given"),
+    (
+        "vllm-release",
+        "the vLLM release served (0.17, v0.17.1): from 0.17 on, untuned BF16 expert shapes run vLLM's newer default tiles; unset: the calibrated releases' (0.11 to 0.13)",
+    ),
 ];
 
 /// What a request without `ignore_eos` does.
@@ -139,6 +143,10 @@ pub struct ServingOptions {
     pub eos: EosModel,
     pub warmup: Warmup,
     pub seed: u64,
+    /// The vLLM release served (major, minor), where given: kernels that changed between
+    /// releases are priced as that release runs them (`cost::tiles::default_tile_rate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vllm_release: Option<(u32, u32)>,
 }
 
 const BLOCK_SIZES: [u32; 6] = [1, 8, 16, 32, 64, 128];
@@ -196,6 +204,7 @@ impl ServingOptions {
             eos: EosModel::None,
             warmup: Warmup::On,
             seed: 0,
+            vllm_release: None,
         };
         let mut nodes = None;
         let mut layout: Option<(&str, u32)> = None;
@@ -302,6 +311,10 @@ impl ServingOptions {
                     };
                 }
                 "seed" => o.seed = v.parse().map_err(|_| bad("expected a whole number"))?,
+                "vllm-release" => {
+                    o.vllm_release =
+                        Some(vllm_release(v).ok_or_else(|| bad("expected a release such as 0.17 or v0.17.1"))?);
+                }
                 _ => match stack.set_option(&key, v) {
                     Ok(true) => {}
                     Ok(false) => {
@@ -557,5 +570,23 @@ fn boolean(v: &str) -> Option<bool> {
 }
 
 mod links;
+/// The vLLM release (major, minor) a label names: `v0.13.0`, `0.10.1`, an image such as
+/// `vllm/vllm-openai:v0.13.0` or `rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927`
+/// (the number after its last `vllm`); none where it names no number (`rocm`, `nightly`).
+pub fn vllm_release(label: &str) -> Option<(u32, u32)> {
+    let text = label.to_ascii_lowercase();
+    let after_vllm = text.rfind("vllm").map(|i| i + "vllm".len());
+    let tail = &text[after_vllm.unwrap_or(0)..];
+    let start = tail.find(|c: char| c.is_ascii_digit())?;
+    // Without a `vllm` in it, only a label that is a release (`v0.13.0`, `0.10.1`) counts.
+    if after_vllm.is_none() && !tail[..start].chars().all(|c| c == 'v') {
+        return None;
+    }
+    let mut parts = tail[start..].split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().filter(|m| !m.is_empty())?.parse().ok()?;
+    Some((major, minor))
+}
+
 #[cfg(test)]
 mod tests;

@@ -199,9 +199,14 @@ impl SimSetup {
         if let Some((e, n)) = crate::cost::tiles::untuned_bf16_experts(&model, &opts, &hardware) {
             notes.push(format!(
                 "vLLM ships no tuned fused-MoE tiles for these BF16 experts (E={e},N={n}) on {}: their products \
-                 are priced at vLLM's default tile, {:.2} of the tuned ceiling",
+                 are priced at vLLM's default tile, {:.2} of the tuned ceiling{}",
                 hardware.device_name,
-                crate::cost::tiles::DEFAULT_TILE_RATE
+                crate::cost::tiles::default_tile_rate(opts.vllm_release),
+                match opts.vllm_release {
+                    Some((major, minor)) => format!(" (vLLM {major}.{minor})"),
+                    None =>
+                        " (vLLM 0.11 to 0.13; --option vllm-release=0.17 or later for the newer default tiles)".into(),
+                }
             ));
         }
         if opts.dp > 1 {

@@ -282,10 +282,13 @@ fn a_gated_deltanet_hybrid_s_public_runs_stay_predicted() {
     let v = predicted_by_the_presets(super::read_points(&file).unwrap(), &defaults, 3);
     let all: Vec<&Residual> = v.held_out.iter().collect();
     let medians = by_metric(&all);
-    for (metric, bound) in [("mean TPOT (ms)", 0.15), ("output tok/s", 0.20)] {
+    // The file names vLLM 0.17.1, whose default tiles run Qwen3.5's untuned BF16 experts: with
+    // 0.13's, the long prompts' first tokens came out half as late again (52.6 % median).
+    for (metric, bound) in [("mean TTFT (ms)", 0.25), ("mean TPOT (ms)", 0.15), ("output tok/s", 0.20)] {
         let e = medians.iter().find(|(m, _)| m == metric).map(|(_, e)| e.median);
         assert!(e.is_some_and(|e| e <= bound), "{metric}: median error {e:?} above {bound}");
     }
+    assert!(v.held_out.iter().all(|r| r.labels.contains("vllm=v0.17.1")), "{:?}", v.held_out);
 }
 
 /// The reports of `file` in `testdata/public/` (GPUStack's: `vllm serve MODEL --max-model-len

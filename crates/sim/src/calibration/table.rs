@@ -117,6 +117,8 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
     Ok(point)
 }
 
+pub use crate::options::vllm_release;
+
 /// Serving flags of InferenceX's vLLM launch scripts (`benchmarks/gptoss_fp4_HW*.sh` in
 /// github.com/SemiAnalysisAI/InferenceX) that differ from vLLM's defaults and change a
 /// prediction, by the row's `hw`: the B200 and B300 runs keep the KV cache in FP8
@@ -159,25 +161,7 @@ impl SuiteFlag {
 
 /// Labels that may name the vLLM release a row measured (InferenceX's rows: `vllm`, the
 /// image's tag).
-const RELEASE_KEYS: [&str; 3] = ["vllm", "image", "version"];
-
-/// The vLLM release (major, minor) a label names: `v0.13.0`, `0.10.1`, an image such as
-/// `vllm/vllm-openai:v0.13.0` or `rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927`
-/// (the number after its last `vllm`); none where it names no number (`rocm`, `nightly`).
-pub fn vllm_release(label: &str) -> Option<(u32, u32)> {
-    let text = label.to_ascii_lowercase();
-    let after_vllm = text.rfind("vllm").map(|i| i + "vllm".len());
-    let tail = &text[after_vllm.unwrap_or(0)..];
-    let start = tail.find(|c: char| c.is_ascii_digit())?;
-    // Without a `vllm` in it, only a label that is a release (`v0.13.0`, `0.10.1`) counts.
-    if after_vllm.is_none() && !tail[..start].chars().all(|c| c == 'v') {
-        return None;
-    }
-    let mut parts = tail[start..].split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next().filter(|m| !m.is_empty())?.parse().ok()?;
-    Some((major, minor))
-}
+pub(crate) const RELEASE_KEYS: [&str; 3] = ["vllm", "image", "version"];
 
 /// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself and that the
 /// script of the row's vLLM release (the first of [`RELEASE_KEYS`] that names one) passed;

@@ -98,10 +98,14 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
         (Some(asked), Ok(preset)) => precision_option(asked, preset.precision)?,
         _ => None,
     };
+    // The vLLM release a point names (`vllm: v0.17.1`, an image's tag), for the kernels that
+    // changed between releases.
+    let release = super::table::RELEASE_KEYS.iter().find_map(|k| label(k).and_then(super::table::vllm_release));
     let from_labels = parallelism(&label)?
         .into_iter()
         .chain(SERVE_OPTION_LABELS.iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))))
-        .chain(precision.map(|p| ("precision".to_string(), p.to_string())));
+        .chain(precision.map(|p| ("precision".to_string(), p.to_string())))
+        .chain(release.map(|(major, minor)| ("vllm-release".to_string(), format!("{major}.{minor}"))));
     options.extend(from_labels.filter(|(key, _)| !d.options.iter().any(|(k, _)| k == key)));
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
     let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());

@@ -314,10 +314,10 @@ impl CostModel {
                 if let (ComputePrecision::WeightOnly, Some(ops)) = (lin_format, st.dequant_ops_per_weight) {
                     dev.bandwidth = dev.bandwidth.min(dequant_stream(ops));
                 }
-                // The BF16 ceiling was fitted on shapes vLLM has tuned tiles for; others run its
-                // default tile.
+                // The BF16 ceiling was fitted on shapes vLLM has tuned tiles for; others run the
+                // default tile of the release served.
                 if default_tile {
-                    dev.ceiling *= tiles::DEFAULT_TILE_RATE;
+                    dev.ceiling *= tiles::default_tile_rate(o.vllm_release);
                 }
                 if fp4_blocks {
                     dev.bandwidth *= st.fp4_moe.stream;

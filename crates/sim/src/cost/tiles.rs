@@ -17,6 +17,29 @@ const TABLES: &str = include_str!("../../presets/kernels/vllm-fused-moe-bf16-tab
 /// 0.50 to 0.65, 0.62 at the median (CALIBRATION.md, "Untuned expert shapes").
 pub const DEFAULT_TILE_RATE: f64 = 0.62;
 
+/// The rate of the default tiles vLLM chose anew in February 2026 (pull request 34846: tiles
+/// by batch size, `BLOCK_SIZE_K` 64 or 128 instead of 32, warps and stages set) against tuned
+/// ones, from the kernel timings public pull requests give since, the new default against a
+/// tuned table of the same shape at 1,024 to 4,096 rows: 0.90 and 0.91 (pull request 40542,
+/// A100, E=64 N=1408), 0.95 to 0.98 (44818, H200, E=128 N=704), about 0.8 (as 54741 quotes
+/// 44830, H100). Their median; not measured here.
+pub const NEWER_DEFAULT_TILE_RATE: f64 = 0.9;
+
+/// The first release with those tiles: 0.16.0 was published days after the change merged,
+/// 0.17.0 in March 2026 is the first whose branch surely has it.
+pub const NEWER_DEFAULT_TILES_SINCE: (u32, u32) = (0, 17);
+
+const _: () = assert!(NEWER_DEFAULT_TILE_RATE > DEFAULT_TILE_RATE && NEWER_DEFAULT_TILE_RATE <= 1.0);
+
+/// The rate of vLLM's default BF16 tile against a tuned one in the release served: the
+/// calibrated releases' (0.11 to 0.13) where none is given.
+pub fn default_tile_rate(release: Option<(u32, u32)>) -> f64 {
+    match release {
+        Some(r) if r >= NEWER_DEFAULT_TILES_SINCE => NEWER_DEFAULT_TILE_RATE,
+        _ => DEFAULT_TILE_RATE,
+    }
+}
+
 /// The name vLLM gives `device_name` in a table's file name: spaces as underscores, and every
 /// H200 variant as `NVIDIA_H200`.
 fn table_device(device_name: &str) -> String {
@@ -33,7 +56,7 @@ pub fn has_bf16_table(experts: u32, width: u32, device_name: &str) -> bool {
 
 /// The expert shape (`E`, `N`) of `model` served with `opts` on `hw` when its experts run vLLM's
 /// Triton fused-MoE kernel in BF16 and vLLM ships no tuned table for it: those products run at
-/// [`DEFAULT_TILE_RATE`] of the calibrated ceiling. None otherwise (dense models, experts in
+/// [`default_tile_rate`] of the calibrated ceiling. None otherwise (dense models, experts in
 /// FP8 or dequantized, shapes with a table).
 pub fn untuned_bf16_experts(
     model: &crate::model::ModelShape,
@@ -68,6 +91,15 @@ mod tests {
         // Every H200 variant reads the H200's tables.
         assert!(has_bf16_table(128, 192, "NVIDIA H200 NVL"));
         assert!(!has_bf16_table(128, 192, "NVIDIA GB10"));
+    }
+
+    #[test]
+    fn releases_from_0_17_run_the_newer_default_tiles() {
+        assert_eq!(default_tile_rate(None), DEFAULT_TILE_RATE);
+        assert_eq!(default_tile_rate(Some((0, 13))), DEFAULT_TILE_RATE);
+        assert_eq!(default_tile_rate(Some((0, 16))), DEFAULT_TILE_RATE);
+        assert_eq!(default_tile_rate(Some((0, 17))), NEWER_DEFAULT_TILE_RATE);
+        assert_eq!(default_tile_rate(Some((1, 0))), NEWER_DEFAULT_TILE_RATE);
     }
 
     #[test]

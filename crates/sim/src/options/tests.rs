@@ -68,6 +68,7 @@ fn vllm_spellings_and_aliases_are_accepted() {
             ("enable-prefix-caching", "false"),
             ("quantization", "fp8"),
             ("interconnect", "PCIe4"),
+            ("vllm-release", "v0.17.1"),
         ],
     )
     .unwrap();
@@ -77,6 +78,8 @@ fn vllm_spellings_and_aliases_are_accepted() {
     assert!(!o.enable_prefix_caching);
     assert_eq!(o.precision, Some(Precision::Fp8));
     assert_eq!(o.interconnect.unwrap().name, "pcie4");
+    assert_eq!(o.vllm_release, Some((0, 17)));
+    assert_eq!(parse("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().vllm_release, None);
 }
 
 #[test]
@@ -91,6 +94,8 @@ fn unknown_keys_and_bad_values_say_what_is_accepted() {
     assert!(err.contains("nvlink4"), "{err}");
     let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("t0-ms", "-2")]).unwrap_err().to_string();
     assert!(err.contains("t0_ms"), "{err}");
+    let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("vllm-release", "nightly")]).unwrap_err().to_string();
+    assert!(err.contains("0.17"), "{err}");
 }
 
 #[test]

@@ -1,9 +1,12 @@
-//! The API server in front of the engine: when the scheduler sees a request.
+//! The API server in front of the engine: when the scheduler sees a request, and when the
+//! client sees a token.
 //!
 //! vLLM's API server is one Python process. Its work on requests (parsing, validation,
 //! tokenizing) and on streamed tokens (detokenizing, writing the chunks) is one queue, so a
 //! burst of arrivals reaches the scheduler spread by that work, behind the tokens of steps that
-//! ended before they arrived.
+//! ended before they arrived. Its output handler takes the engine's outputs in order as they
+//! come, so a step's tokens reach the client at the step's end unless the writing of earlier
+//! steps' tokens still holds it ([`Frontend::streamed_at`]); the engine does not wait for it.
 //!
 //! A chat request whose messages the server renders with the model's Jinja template is taken
 //! in differently: vLLM (0.9 to 0.11, `_preprocess_chat` in `entrypoints/openai/serving_engine.py`)

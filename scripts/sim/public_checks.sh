@@ -5,8 +5,9 @@
 # and the share of those figures inside the prediction band `sim predict` prints with them; the
 # last line counts them over all files.
 # Which files are in sample for which constant, and which are held out, is in that folder's
-# README.md; the options each file needs (the lab's runs had no async scheduling; some need a
-# memory utilization or a context length) are the ones it lists.
+# README.md; the options each file needs (some need a memory utilization or a context length) are
+# the ones it lists. Each file names its vLLM release (`vllm: v0.11.0`), which sets what that
+# release did by default (no async scheduling before 0.14).
 #
 # Usage: scripts/sim/public_checks.sh [ARG ...]   (passed to every `sim validate`, e.g.
 #        --profile fit.toml, or --option moe-eff.bf16=0.2)
@@ -29,22 +30,21 @@ check() {
 }
 tally=$(mktemp)
 trap 'rm -f "$tally"' EXIT
-sync=(--option async-scheduling=false)
-check h100-sxm gpustack-h100-qwen3-235b.txt "${sync[@]}"
-check h100-sxm gpustack-h100-gpt-oss-32k.txt "${sync[@]}" --option max-model-len=32768
-check h100-sxm gpustack-h100-qwen3-8b-latency.txt "${sync[@]}"
-check h100-pcie gpustack-h100-qwen3-14b.txt "${sync[@]}"
-check h100-pcie gpustack-h100-qwen3-32b.txt "${sync[@]}" --option gpu-memory-utilization=0.95
-check h200 gpustack-h200-glm-4.6.txt "${sync[@]}"
-check h200 gpustack-h200-deepseek-r1.json "${sync[@]}" --option max-model-len=32768
-check a100-80g gpustack-a100-gpt-oss-120b.txt "${sync[@]}" --option max-model-len=32768
-check a100-80g gpustack-a100-gpt-oss-20b.txt "${sync[@]}"
-check a100-80g gpustack-a100-qwen3-235b.txt "${sync[@]}"
-check a100-80g gpustack-a100-glm-4.5-air.txt "${sync[@]}"
-check a100-80g gpustack-a100-qwen3-14b.txt "${sync[@]}"
-check a100-80g gpustack-a100-qwen3-32b.txt "${sync[@]}" --option gpu-memory-utilization=0.95
+check h100-sxm gpustack-h100-qwen3-235b.txt
+check h100-sxm gpustack-h100-gpt-oss-32k.txt --option max-model-len=32768
+check h100-sxm gpustack-h100-qwen3-8b-latency.txt
+check h100-pcie gpustack-h100-qwen3-14b.txt
+check h100-pcie gpustack-h100-qwen3-32b.txt --option gpu-memory-utilization=0.95
+check h200 gpustack-h200-glm-4.6.txt
+check h200 gpustack-h200-deepseek-r1.json --option max-model-len=32768
+check a100-80g gpustack-a100-gpt-oss-120b.txt --option max-model-len=32768
+check a100-80g gpustack-a100-gpt-oss-20b.txt
+check a100-80g gpustack-a100-qwen3-235b.txt
+check a100-80g gpustack-a100-glm-4.5-air.txt
+check a100-80g gpustack-a100-qwen3-14b.txt
+check a100-80g gpustack-a100-qwen3-32b.txt --option gpu-memory-utilization=0.95
 check h200 gpustack-h200-qwen3.5-35b-a3b.txt
 check dgx-spark nvidia-forum-spark-qwen3-vl-32b-fp8.txt
 check b200 vllm-pr-43232-b200-qwen3-235b-fp8.txt
-check b200 vllm-pr-23696-b200-gpt-oss-120b-sharegpt.txt "${sync[@]}"
+check b200 vllm-pr-23696-b200-gpt-oss-120b-sharegpt.txt
 awk '{ inside += $1; n += $2 } END { if (n) printf "%-46s %s of %d figures inside their band (%.0f %%)\n", "all files", inside, n, 100 * inside / n }' "$tally"

@@ -53,7 +53,7 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 25] = [
     ("seed", "seed of the engine's random draws when no run seed is given"),
     (
         "vllm-release",
-        "the vLLM release served (0.17, v0.17.1): from 0.17 on, untuned BF16 expert shapes run vLLM's newer default tiles; unset: the calibrated releases' (0.11 to 0.13)",
+        "the vLLM release served (0.17, v0.17.1): before 0.14, no async scheduling unless asked; from 0.17, untuned BF16 expert shapes run vLLM's newer default tiles; unset: async scheduling on, the tiles of 0.11 to 0.13",
     ),
 ];
 
@@ -89,7 +89,13 @@ pub enum SyncBecause {
     RayExecutor,
     /// Pipeline stages: vLLM has no async scheduling with them.
     PipelineParallel,
+    /// The release served is older than 0.14, whose async scheduling was off unless asked.
+    Release,
 }
+
+/// The first vLLM release with async scheduling on by default (pull request 27614, January
+/// 2026); older ones ran without it unless `--async-scheduling` was given.
+pub const ASYNC_BY_DEFAULT_SINCE: (u32, u32) = (0, 14);
 
 /// The most GPUs one deployment may use (`tp × pp × dp`).
 pub const MAX_GPUS: u32 = 16_384;
@@ -338,14 +344,17 @@ impl ServingOptions {
         o.check(model, hw)?;
         // Unless chosen, async scheduling is off where vLLM turns it off: an engine whose GPUs
         // span machines runs on its Ray executor, which has none (vLLM warns and turns it off,
-        // through 0.17 at least), and pipeline parallelism has none either (0.13: "not yet
-        // supported with pipeline_parallel_size > 1"; 0.11 had it off by default).
+        // through 0.17 at least), pipeline parallelism has none either (0.13: "not yet
+        // supported with pipeline_parallel_size > 1"), and a release before 0.14 had it off by
+        // default.
         let chose_async = seen.iter().any(|k| k == "async-scheduling" || k == "no-async-scheduling");
         if !chose_async {
             o.sync_because = if o.tp.saturating_mul(o.pp) > hw.gpus_per_node.max(1) {
                 Some(SyncBecause::RayExecutor)
             } else if o.pp > 1 {
                 Some(SyncBecause::PipelineParallel)
+            } else if o.vllm_release.is_some_and(|r| r < ASYNC_BY_DEFAULT_SINCE) {
+                Some(SyncBecause::Release)
             } else {
                 None
             };

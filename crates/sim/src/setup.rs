@@ -129,6 +129,11 @@ impl SimSetup {
                  to override)",
                 opts.parallel_text()
             )),
+            Some(SyncBecause::Release) => notes.push(
+                "no async scheduling: vLLM before 0.14 ran without it unless --async-scheduling was given \
+                 (async-scheduling=true to override)"
+                    .to_string(),
+            ),
             None => {}
         }
         if opts.pp > 1 {

@@ -95,7 +95,11 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
                 .collect()
         })
         .unwrap_or_default();
-    add_suite_flags(&mut labels);
+    // InferenceX reports throughput per GPU; a row of another lab in this format (a whole
+    // deployment's `output_throughput`) did not run the suite's scripts.
+    if value.as_object().is_some_and(|o| o.keys().any(|k| k.ends_with("_per_gpu"))) {
+        add_suite_flags(&mut labels);
+    }
     let mut point = MeasuredPoint {
         label,
         headings: Vec::new(),
@@ -129,16 +133,25 @@ pub use crate::options::vllm_release;
 /// all-reduce through ROCm's QuickReduce at INT4 (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`:
 /// the MI300X's script since September 2025, the MI325X's and MI355X's only since their update
 /// to vLLM 0.17.0 of March 2026, so a row of theirs that names an older vLLM runs without it).
+/// Every one ran with async scheduling ([`ASYNC`]).
 /// Other flags they pass (no prefix caching on random prompts, `max-num-seqs` at or above the
 /// concurrency, 95 % of memory on AMD parts where the KV cache is never short at these loads)
 /// change nothing the simulator prices here.
-pub const SUITE_FLAGS: [(&str, &[SuiteFlag]); 5] = [
-    ("b200", &[SuiteFlag::always("kv-cache-dtype", "fp8"), SuiteFlag::always("fuse-allreduce-rms", "true")]),
-    ("b300", &[SuiteFlag::always("kv-cache-dtype", "fp8")]),
-    ("mi300x", &[SuiteFlag::always("quick-reduce", "int4")]),
-    ("mi325x", &[SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
-    ("mi355x", &[SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
+pub const SUITE_FLAGS: [(&str, &[SuiteFlag]); 7] = [
+    ("h100", &[ASYNC]),
+    ("h200", &[ASYNC]),
+    ("b200", &[ASYNC, SuiteFlag::always("kv-cache-dtype", "fp8"), SuiteFlag::always("fuse-allreduce-rms", "true")]),
+    ("b300", &[ASYNC, SuiteFlag::always("kv-cache-dtype", "fp8")]),
+    ("mi300x", &[ASYNC, SuiteFlag::always("quick-reduce", "int4")]),
+    ("mi325x", &[ASYNC, SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
+    ("mi355x", &[ASYNC, SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
 ];
+
+/// Every vLLM script of the suite ran with async scheduling: the NVIDIA ones and the MI355X's
+/// pass `--async-scheduling` in every version, the MI300X's and MI325X's did until their move
+/// to vLLM 0.14 (January 2026), whose default it is; so a row of a release before 0.14 is not
+/// taken for that release's default.
+const ASYNC: SuiteFlag = SuiteFlag::always("async-scheduling", "true");
 
 /// One serving flag of a suite's launch script, and the first vLLM release (major, minor) its
 /// script passed it with; a row that names no release, or one that cannot be read, takes it.
@@ -163,7 +176,8 @@ impl SuiteFlag {
 /// image's tag).
 pub(crate) const RELEASE_KEYS: [&str; 3] = ["vllm", "image", "version"];
 
-/// Adds the [`SUITE_FLAGS`] of the row's `hw` that the row does not give itself and that the
+/// Adds, to a row of InferenceX's (its throughput given per GPU), the [`SUITE_FLAGS`] of the
+/// row's `hw` that the row does not give itself and that the
 /// script of the row's vLLM release (the first of [`RELEASE_KEYS`] that names one) passed;
 /// `hw` may be a runner (`b200-dgxc`) or a dashboard series (`b200_vllm`) of the device.
 fn add_suite_flags(labels: &mut Vec<(String, String)>) {
@@ -240,7 +254,8 @@ mod tests {
         assert_eq!(p.value(FitMetric::MeanTtft), Some(60.0));
         assert_eq!(p.value(FitMetric::OutputThroughput), Some(771.0));
         let keys: Vec<&str> = p.labels.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["hw", "vllm", "tp", "isl", "osl", "conc"]);
+        // Every script of the suite ran with async scheduling, whatever its release's default.
+        assert_eq!(keys, ["hw", "vllm", "tp", "isl", "osl", "conc", "async-scheduling"]);
         let inputs = p.workload.input.expand(40);
         assert!(inputs.iter().all(|&x| (819..=1024).contains(&x)), "{inputs:?}");
         let mean = p.workload.output.mean(40);
@@ -279,6 +294,17 @@ mod tests {
         r["hw"] = serde_json::json!("gb200");
         let gb200 = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
         assert!(!gb200.labels.iter().any(|(k, _)| k == "kv-cache-dtype"));
+        // Another lab's row in this format (a deployment's throughput, not a GPU's) did not run
+        // the suite's scripts: none of their flags.
+        let mut other = row();
+        other["hw"] = serde_json::json!("b200");
+        let v = other.as_object_mut().unwrap();
+        v.remove("output_tput_per_gpu");
+        v.remove("tput_per_gpu");
+        v.insert("output_throughput".into(), serde_json::json!(771.0));
+        let p = point_from_row(&other, "x".into(), RowDefaults::default()).unwrap();
+        let keys: Vec<&str> = p.labels.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["hw", "vllm", "tp", "isl", "osl", "conc"], "{:?}", p.labels);
         // The AMD scripts all-reduce through QuickReduce at INT4: the MI300X's since 2025, the
         // MI325X's and MI355X's from vLLM 0.17.0 on (and where a row names no release).
         let quick_reduce = |hw: &str, release: Option<&str>| {

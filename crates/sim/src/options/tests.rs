@@ -141,7 +141,7 @@ fn nodes_are_derived_from_the_gpus_when_not_given() {
 }
 
 #[test]
-fn an_engine_over_several_machines_runs_without_async_scheduling_unless_chosen() {
+fn an_engine_over_several_machines_or_of_an_old_release_runs_without_async_scheduling_unless_chosen() {
     // vLLM runs it on its Ray executor, which has no async scheduling.
     for (model, hw, pairs) in [
         ("openai/gpt-oss-120b", "dgx-spark", vec![("tp", "4")]),
@@ -166,6 +166,13 @@ fn an_engine_over_several_machines_runs_without_async_scheduling_unless_chosen()
         let o = parse(model, hw, &pairs).unwrap();
         assert!(o.async_scheduling && o.sync_because.is_none(), "{hw} {pairs:?}");
     }
+    // A release before 0.14 had it off unless asked (vLLM's default since 0.14).
+    let old = parse("Qwen/Qwen3-8B", "h100-sxm", &[("vllm-release", "v0.11.0")]).unwrap();
+    assert!(!old.async_scheduling && old.sync_because == Some(SyncBecause::Release));
+    let asked = parse("Qwen/Qwen3-8B", "h100-sxm", &[("vllm-release", "0.13"), ("async-scheduling", "true")]).unwrap();
+    assert!(asked.async_scheduling && asked.sync_because.is_none());
+    let new = parse("Qwen/Qwen3-8B", "h100-sxm", &[("vllm-release", "0.14.1")]).unwrap();
+    assert!(new.async_scheduling && new.sync_because.is_none());
     // A choice, either way, is kept.
     let on = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("async-scheduling", "true")]).unwrap();
     assert!(on.async_scheduling && on.sync_because.is_none());

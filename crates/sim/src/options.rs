@@ -149,8 +149,9 @@ pub struct ServingOptions {
     pub eos: EosModel,
     pub warmup: Warmup,
     pub seed: u64,
-    /// The vLLM release served (major, minor), where given: kernels that changed between
-    /// releases are priced as that release runs them (`cost::tiles::default_tile_rate`).
+    /// The vLLM release served (major, minor), where given: what changed between releases is
+    /// as that release had it (its default of async scheduling, [`ASYNC_BY_DEFAULT_SINCE`]; its
+    /// default fused-MoE tiles, `cost::tiles::default_tile_rate`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vllm_release: Option<(u32, u32)>,
 }

@@ -100,7 +100,7 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
     };
     // The vLLM release a point names (`vllm: v0.17.1`, an image's tag), for the kernels that
     // changed between releases.
-    let release = super::table::RELEASE_KEYS.iter().find_map(|k| label(k).and_then(super::table::vllm_release));
+    let release = super::table::RELEASE_KEYS.iter().find_map(|k| label(k).and_then(crate::options::vllm_release));
     let from_labels = parallelism(&label)?
         .into_iter()
         .chain(SERVE_OPTION_LABELS.iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))))

@@ -325,3 +325,15 @@ fn the_fused_all_reduce_and_norm_runs_within_a_hopper_or_blackwell_node_where_as
     }
     assert!(parse("openai/gpt-oss-120b", "b200", &[("fuse-allreduce-rms", "maybe")]).is_err());
 }
+
+#[test]
+fn a_release_is_read_from_a_version_or_an_image_tag() {
+    assert_eq!(vllm_release("v0.13.0"), Some((0, 13)));
+    assert_eq!(vllm_release("0.10.1"), Some((0, 10)));
+    assert_eq!(vllm_release("vllm/vllm-openai:v0.11.2"), Some((0, 11)));
+    assert_eq!(vllm_release("rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927_rc1"), Some((0, 10)));
+    assert_eq!(vllm_release("vllm0.17.0"), Some((0, 17)));
+    for none in ["rocm", "rocm7.0", "nightly", "", "v", "v1"] {
+        assert_eq!(vllm_release(none), None, "{none}");
+    }
+}

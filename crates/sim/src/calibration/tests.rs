@@ -398,6 +398,44 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
 }
 
 #[test]
+fn a_release_a_point_names_is_served_as_that_release_had_it() {
+    let presets = Presets::embedded().unwrap();
+    let defaults = validate::Defaults {
+        model: Some("Qwen/Qwen3-8B".into()),
+        hardware: Some("h100-sxm".into()),
+        ..Default::default()
+    };
+    let with = |labels: &[(&str, &str)]| {
+        let mut p = point(8, 1024, 64, Some(4));
+        p.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        p
+    };
+    let points = vec![
+        with(&[("vllm", "v0.17.1")]),
+        with(&[("image", "vllm/vllm-openai:v0.11.2")]),
+        with(&[("heading", "vLLM API server version 0.11.0")]),
+        with(&[("section", "GPUStack performance lab, qwen3-8b/h100.md, vLLM v0.13.0, one H100")]),
+        with(&[("heading", "Results on 8 nodes, 2 x 4 GPUs")]),
+        with(&[("vllm", "nightly")]),
+    ];
+    let (targets, skipped) = validate::targets_for(points, &defaults, &presets);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let served: Vec<(Option<(u32, u32)>, bool)> =
+        targets.iter().map(|t| (t.setup.options.vllm_release, t.setup.options.async_scheduling)).collect();
+    assert_eq!(
+        served,
+        [
+            (Some((0, 17)), true),
+            (Some((0, 11)), false),
+            (Some((0, 11)), false),
+            (Some((0, 13)), false),
+            (None, true),
+            (None, true)
+        ]
+    );
+}
+
+#[test]
 fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_to_presets() {
     let presets = Presets::embedded().unwrap();
     let defaults = validate::Defaults::default();

@@ -457,7 +457,8 @@ fn key_value(line: &str) -> Option<(String, Vec<String>)> {
 }
 
 /// Keys written in any case that are read in lower case (the ones the simulator reads).
-const NORMALISED_KEYS: [&str; 9] = ["model", "tp", "pp", "dp", "ep", "nodes", "hw", "hardware", "gpu"];
+const NORMALISED_KEYS: [&str; 12] =
+    ["model", "tp", "pp", "dp", "ep", "nodes", "hw", "hardware", "gpu", "vllm", "version", "image"];
 
 /// A parallel layout across machines (`4 nodes (tp)`, `TP over 8 nodes`, `2-node pp`,
 /// `4 nodes (tp=4)`): the label key (`tp-nodes` or `pp-nodes`) and the count. Every word must

@@ -153,6 +153,8 @@ fn a_parallel_layout_over_machines_is_a_label() {
     assert_eq!(classify("Nodes=2"), label("nodes", &["2"]));
     assert_eq!(classify("Hardware: DGX Spark"), label("hardware", &["DGX Spark"]));
     assert_eq!(classify("GPU: H100"), label("gpu", &["H100"]));
+    assert_eq!(classify("vLLM: v0.11.0"), label("vllm", &["v0.11.0"]));
+    assert_eq!(classify("Image: vllm/vllm-openai:v0.13.0"), label("image", &["vllm/vllm-openai:v0.13.0"]));
     assert_eq!(
         classify("TP=2 PP=1"),
         Heading::Labels(vec![("tp".into(), vec!["2".into()]), ("pp".into(), vec!["1".into()])])

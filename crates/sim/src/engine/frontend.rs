@@ -30,6 +30,9 @@ pub(crate) struct Frontend {
     /// When the loop has written every streamed token queued so far (its output handler takes
     /// the engine's outputs as they come, between the requests it takes in).
     out_free_ns: u64,
+    /// When the last step's streamed tokens leave the loop: its end until they are queued, then
+    /// when the writing of earlier steps' tokens lets them go.
+    leaves_ns: u64,
     /// When the loop has rendered every request of `rendering` (never after `free_ns`: streamed
     /// tokens queued since only push `free_ns` on).
     render_end_ns: u64,
@@ -38,6 +41,7 @@ pub(crate) struct Frontend {
 impl Frontend {
     /// Queues the last step's streamed tokens (`work` ns of it, the step having ended at `end`).
     pub fn stream(&mut self, end: u64, work: u64) {
+        self.leaves_ns = end;
         if work > 0 {
             self.backlog = Some((end, work));
         }
@@ -45,25 +49,25 @@ impl Frontend {
 
     /// When the last step's streamed tokens leave the frontend: at the step's end, or once the
     /// tokens of earlier steps are written where that takes longer (its output handler takes
-    /// the engine's outputs in order, as they come, between the requests it takes in). The
-    /// step's tokens then go on both queues (the caller has taken in every request that
-    /// arrived before the step ended). A frontend slower than the steps spaces every step's
-    /// tokens by the time it takes to write a step's worth; one that keeps up delays none.
-    pub fn streamed_at(&mut self, end: u64) -> u64 {
-        let Some((step_end, work)) = self.backlog else { return end };
-        self.catch_up(step_end);
-        let leaves = self.out_free_ns.max(step_end);
-        self.out_free_ns = leaves.saturating_add(work);
-        leaves
+    /// the engine's outputs in order, as they come, between the requests it takes in). Queues
+    /// them if they are not yet (the caller has taken in every request that arrived before the
+    /// step ended). A frontend slower than the steps spaces every step's tokens by the time it
+    /// takes to write a step's worth; one that keeps up delays none.
+    pub fn streamed_at(&mut self) -> u64 {
+        self.catch_up(u64::MAX);
+        self.leaves_ns
     }
 
     /// Puts the last step's streamed tokens on the queue if the step ended by `until_ns`:
-    /// requests that arrived during the step go before them, those after it behind.
+    /// requests that arrived during the step go before them, those after it behind. They also
+    /// go to the writer, after the tokens of earlier steps.
     pub fn catch_up(&mut self, until_ns: u64) {
         if let Some((end, work)) = self.backlog
             && end <= until_ns
         {
             self.free_ns = self.free_ns.max(end).saturating_add(work);
+            self.leaves_ns = self.out_free_ns.max(end);
+            self.out_free_ns = self.leaves_ns.saturating_add(work);
             self.backlog = None;
         }
     }
@@ -213,22 +217,29 @@ mod tests {
     #[test]
     fn streamed_tokens_leave_at_the_step_s_end_unless_earlier_steps_tokens_hold_the_writer() {
         let mut f = Frontend::default();
-        // Nothing queued: a step's tokens leave with its end, and work taken in before it
+        // Nothing to write: a step's tokens leave with its end, and work taken in before it
         // (requests being tokenized) does not hold them.
-        assert_eq!(f.streamed_at(5_000), 5_000);
+        f.stream(5_000, 0);
+        assert_eq!(f.streamed_at(), 5_000);
         f.take_in(0, 50_000);
         f.stream(10_000, 3_000);
-        assert_eq!(f.streamed_at(10_000), 10_000);
+        assert_eq!(f.streamed_at(), 10_000);
         // Steps every 2 µs whose tokens take 3 µs to write: each leaves 3 µs after the last.
         let mut left = Vec::new();
         for k in 1..=4 {
-            let end = 20_000 + 2_000 * k;
-            f.stream(end, 3_000);
-            left.push(f.streamed_at(end));
+            f.stream(20_000 + 2_000 * k, 3_000);
+            left.push(f.streamed_at());
         }
         assert_eq!(left, vec![22_000, 25_000, 28_000, 31_000]);
         // The writing also stays in the one queue that takes requests in.
         assert_eq!(f.take_in(34_000, 1_000), 50_000 + 3_000 + 4 * 3_000 + 1_000);
+        // A request that arrives as a step ends puts the step's tokens on the queues first; they
+        // still wait for the writer.
+        f.stream(32_000, 3_000);
+        f.take_in(32_000, 1_000);
+        assert_eq!(f.streamed_at(), 34_000);
+        f.stream(33_000, 3_000);
+        assert_eq!(f.streamed_at(), 37_000);
     }
 
     #[test]

@@ -349,10 +349,10 @@ impl Engine {
     /// When the tokens of the step that last ended reach the client: vLLM's API server writes
     /// every streamed token after its work queued before them (requests that arrived before the
     /// step ended, earlier steps' tokens), so at loads where that work outlasts the steps the
-    /// tokens leave later than the step ends. Call it once every request that arrived by the
-    /// step's end is submitted.
+    /// tokens leave later than the step ends; never before it. Call it once every request that
+    /// arrived by the step's end is submitted.
     pub fn delivered_ns(&mut self) -> u64 {
-        self.frontend.streamed_at(self.last_step.1)
+        self.frontend.streamed_at()
     }
 
     /// Whether the engine holds no request.

@@ -233,9 +233,9 @@ impl Pacer {
     /// next step if none is in flight and the engine can.
     fn tick(&mut self) {
         let now = self.now_ns();
-        if let Some(end) = self.step_end.filter(|&end| end <= now) {
+        if self.step_end.is_some_and(|end| end <= now) {
             self.step_end = None;
-            let at = self.engine.delivered_ns().max(end);
+            let at = self.engine.delivered_ns();
             let step = std::mem::take(&mut self.step);
             if at <= now && self.outbox.is_empty() {
                 self.deliver(at, &step);

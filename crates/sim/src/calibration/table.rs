@@ -19,6 +19,8 @@
 use serde_json::Value;
 use servebench_core::vllm::SERVE_OPTION_LABELS;
 
+use crate::options::vllm_release;
+
 use super::points::{FitMetric, Lengths, MeasuredPoint, PointWorkload};
 
 /// The defaults a row's workload takes where it has no field of its own.
@@ -121,8 +123,6 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
     Ok(point)
 }
 
-use crate::options::vllm_release;
-
 /// Serving flags of InferenceX's vLLM launch scripts (`benchmarks/gptoss_fp4_HW*.sh` in
 /// github.com/SemiAnalysisAI/InferenceX) that differ from vLLM's defaults and change a
 /// prediction, by the row's `hw`: the B200 and B300 runs keep the KV cache in FP8
@@ -172,18 +172,32 @@ impl SuiteFlag {
     }
 }
 
-/// Labels that may name the vLLM release a row measured (InferenceX's rows: `vllm`, the
-/// image's tag).
-pub(crate) const RELEASE_KEYS: [&str; 3] = ["vllm", "image", "version"];
+/// Labels that may name the vLLM release a point measured (InferenceX's rows: `vllm`, the
+/// image's tag; a report's `vllm: v0.11.0` heading).
+const RELEASE_KEYS: [&str; 3] = ["vllm", "image", "version"];
+
+/// The vLLM release (major, minor) a point's labels name: the first of [`RELEASE_KEYS`] that
+/// is one, else a heading or section that says it among other words (`vLLM API server version
+/// 0.11.0`, `GPUStack's lab, vLLM v0.11.0`).
+pub(crate) fn release_named(labels: &[(String, String)]) -> Option<(u32, u32)> {
+    let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let said = || {
+        labels
+            .iter()
+            .filter(|(k, v)| matches!(k.as_str(), "heading" | "section") && v.to_ascii_lowercase().contains("vllm"))
+            .find_map(|(_, v)| vllm_release(v))
+    };
+    RELEASE_KEYS.iter().find_map(|k| label(k).and_then(vllm_release)).or_else(said)
+}
 
 /// Adds, to a row of InferenceX's (its throughput given per GPU), the [`SUITE_FLAGS`] of the
 /// row's `hw` that the row does not give itself and that the
-/// script of the row's vLLM release (the first of [`RELEASE_KEYS`] that names one) passed;
+/// script of the row's vLLM release ([`release_named`]) passed;
 /// `hw` may be a runner (`b200-dgxc`) or a dashboard series (`b200_vllm`) of the device.
 fn add_suite_flags(labels: &mut Vec<(String, String)>) {
     let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     let Some(hw) = label("hw").map(|v| v.to_ascii_lowercase()) else { return };
-    let release = RELEASE_KEYS.iter().find_map(|k| label(k).and_then(|v| vllm_release(&v)));
+    let release = release_named(labels);
     let device = hw.split('_').next().unwrap_or_default();
     let names = |name: &str| device == name || device.strip_prefix(name).is_some_and(|rest| rest.starts_with('-'));
     let Some((_, flags)) = SUITE_FLAGS.iter().find(|(name, _)| names(name)) else {

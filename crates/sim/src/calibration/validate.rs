@@ -98,7 +98,7 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
         (Some(asked), Ok(preset)) => precision_option(asked, preset.precision)?,
         _ => None,
     };
-    let release = named_release(point);
+    let release = super::table::release_named(&point.labels);
     let from_labels = parallelism(&label)?
         .into_iter()
         .chain(SERVE_OPTION_LABELS.iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))))
@@ -108,21 +108,6 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
     let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());
     resolved.map_err(|e| format!("{model} on {hardware}: {e}"))
-}
-
-/// The vLLM release a point names, for what changed between releases: a label that is one
-/// (`vllm: v0.17.1`, InferenceX's `vllm`, an image's tag), else a heading or section that says
-/// it among other words (`vLLM API server version 0.11.0`, `GPUStack's lab, vLLM v0.11.0`).
-fn named_release(point: &MeasuredPoint) -> Option<(u32, u32)> {
-    let label = |k: &str| point.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-    let said = || {
-        point
-            .labels
-            .iter()
-            .filter(|(k, v)| matches!(k.as_str(), "heading" | "section") && v.to_ascii_lowercase().contains("vllm"))
-            .find_map(|(_, v)| crate::options::vllm_release(v))
-    };
-    super::table::RELEASE_KEYS.iter().find_map(|k| label(k).and_then(crate::options::vllm_release)).or_else(said)
 }
 
 /// The weight format a row's `precision` label asks of its model preset: none where it names the

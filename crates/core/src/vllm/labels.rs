@@ -65,6 +65,15 @@ pub const OTHER_SECTIONS: [(&str, &[&str]); 4] = [
 /// tokens) and whose output throughput is not the generated tokens over the duration.
 pub const RUNNER_MEAN_LATENCY: &str = "Mean Latency(s)";
 
+/// The label a block of GPUStack's runner is stored and predicted with.
+pub const RUNNER_CLIENT: (&str, &str) = ("client", "gpustack-runner");
+
+/// The mean latency (seconds) among a block's raw values where the block is GPUStack's
+/// runner's ([`RUNNER_MEAN_LATENCY`]); none for vLLM's own.
+pub fn runner_mean_latency(values: &[(String, f64)]) -> Option<f64> {
+    values.iter().find(|(k, _)| k == RUNNER_MEAN_LATENCY).map(|(_, v)| *v)
+}
+
 /// The speculative-decoding section's value-less line before its `  Position {i}:` lines.
 pub const PER_POSITION: &str = "Per-position acceptance (%):";
 

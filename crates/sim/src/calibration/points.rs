@@ -281,10 +281,9 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
 /// fixed-length random profile's does), and is dropped otherwise (ShareGPT). The point is
 /// labelled `client=gpustack-runner`.
 fn rebuild_runner_metrics(point: &mut MeasuredPoint, values: &[(String, f64)], s: &Summary) {
-    let Some(latency_s) = values.iter().find(|(k, _)| k == labels::RUNNER_MEAN_LATENCY).map(|(_, v)| *v) else {
-        return;
-    };
-    point.labels.push(("client".into(), "gpustack-runner".into()));
+    let Some(latency_s) = labels::runner_mean_latency(values) else { return };
+    let (key, value) = labels::RUNNER_CLIENT;
+    point.labels.push((key.into(), value.into()));
     let output = s.total_output_tokens.unwrap_or(0);
     let per_request = (s.completed > 0 && output.is_multiple_of(s.completed)).then(|| output / s.completed);
     let tpot = match (per_request, FitMetric::MeanTtft.of(s)) {

@@ -58,6 +58,19 @@ fn measure(truth: &SimSetup, mut points: Vec<MeasuredPoint>) -> Vec<MeasuredPoin
     points
 }
 
+/// The validator's defaults for points that name neither their model nor, unless given, their
+/// device.
+fn defaults(model: &str, hardware: Option<&str>) -> validate::Defaults {
+    validate::Defaults { model: Some(model.into()), hardware: hardware.map(Into::into), ..Default::default() }
+}
+
+/// A point of 8 requests of 1,024 / 64 tokens, at most 4 at once, with `labels`.
+fn labelled_point(labels: &[(&str, &str)]) -> MeasuredPoint {
+    let mut p = point(8, 1024, 64, Some(4));
+    p.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    p
+}
+
 #[test]
 fn a_fit_recovers_the_constants_that_made_the_measurements() {
     // Within about one prior σ of the presets, as a calibration of a real stack would be.
@@ -317,16 +330,8 @@ fn a_fit_on_two_loads_of_a_mixture_of_experts_predicts_the_third() {
 #[test]
 fn a_point_s_parallelism_labels_set_its_deployment() {
     let presets = Presets::embedded().unwrap();
-    let defaults = validate::Defaults {
-        model: Some("openai/gpt-oss-120b".into()),
-        hardware: Some("b200".into()),
-        ..Default::default()
-    };
-    let with = |labels: &[(&str, &str)]| {
-        let mut p = point(8, 1024, 64, Some(4));
-        p.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        p
-    };
+    let defaults = defaults("openai/gpt-oss-120b", Some("b200"));
+    let with = labelled_point;
     let points = vec![
         with(&[("tp", "4"), ("ep", "1")]),
         with(&[("tp", "4"), ("ep", "4")]),
@@ -345,11 +350,7 @@ fn a_point_s_parallelism_labels_set_its_deployment() {
 #[test]
 fn a_point_whose_requests_do_not_fit_the_kv_cache_is_skipped_with_the_reason() {
     let presets = Presets::embedded().unwrap();
-    let defaults = validate::Defaults {
-        model: Some("Qwen/Qwen3-32B".into()),
-        hardware: Some("h100-sxm".into()),
-        ..Default::default()
-    };
+    let defaults = defaults("Qwen/Qwen3-32B", Some("h100-sxm"));
     // One H100 keeps about 19,000 tokens of Qwen3-32B's KV cache beside its weights.
     let points = vec![point(4, 2000, 100, None), point(4, 32000, 100, None)];
     let (targets, skipped) = validate::targets_for(points, &defaults, &presets);
@@ -361,12 +362,8 @@ fn a_point_whose_requests_do_not_fit_the_kv_cache_is_skipped_with_the_reason() {
 #[test]
 fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_engine_is_skipped() {
     let presets = Presets::embedded().unwrap();
-    let defaults = validate::Defaults { model: Some("openai/gpt-oss-120b".into()), ..Default::default() };
-    let with_hw = |hw: &str| {
-        let mut p = point(8, 1024, 64, Some(4));
-        p.labels = vec![("hw".into(), hw.into()), ("tp".into(), "2".into())];
-        p
-    };
+    let defaults = defaults("openai/gpt-oss-120b", None);
+    let with_hw = |hw: &str| labelled_point(&[("hw", hw), ("tp", "2")]);
     let labels = [
         "h200_vllm",
         "MI355X_vllm",
@@ -400,16 +397,8 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
 #[test]
 fn a_release_a_point_names_is_served_as_that_release_had_it() {
     let presets = Presets::embedded().unwrap();
-    let defaults = validate::Defaults {
-        model: Some("Qwen/Qwen3-8B".into()),
-        hardware: Some("h100-sxm".into()),
-        ..Default::default()
-    };
-    let with = |labels: &[(&str, &str)]| {
-        let mut p = point(8, 1024, 64, Some(4));
-        p.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        p
-    };
+    let defaults = defaults("Qwen/Qwen3-8B", Some("h100-sxm"));
+    let with = labelled_point;
     let points = vec![
         with(&[("vllm", "v0.17.1")]),
         with(&[("image", "vllm/vllm-openai:v0.11.2")]),

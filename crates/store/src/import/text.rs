@@ -31,8 +31,9 @@ pub(crate) fn import(text: &str, cx: &Context<'_>, report: &mut ImportReport) {
                 run.model = run.label("model").map(str::to_string);
                 // GPUStack's benchmark runner prints vLLM's block with figures that are not
                 // vLLM's: kept as printed, labelled, and said.
-                if block.values.iter().any(|(k, _)| k == labels::RUNNER_MEAN_LATENCY) {
-                    run.set_label("client", "gpustack-runner");
+                if labels::runner_mean_latency(&block.values).is_some() {
+                    let (key, value) = labels::RUNNER_CLIENT;
+                    run.set_label(key, value);
                     report.notes.push(Problem {
                         line: block.line,
                         message: "a block of GPUStack's benchmark runner (its `Latency` section): its TPOT and ITL \

@@ -5,14 +5,15 @@
 //! Llama-4 and DeepSeek-V2/V3 (Kimi-K2), multi-head latent attention (`kv_lora_rank`; the
 //! multi-token-prediction layers of `num_nextn_predict_layers` are left out), sliding/chunked attention (`layer_types`, `sliding_window_pattern`,
 //! `attention_chunk_size`), Gated DeltaNet linear-attention layers (Qwen3-Next, Qwen3.5:
-//! `linear_num_value_heads`, `layer_types` or `full_attention_interval`), and
-//! `quantization_config` for the weight format. Layers it has no term for (other linear
-//! attention, state-space layers) are refused, not priced as attention.
+//! `linear_num_value_heads`, `layer_types` or `full_attention_interval`), Nemotron-H's Mamba-2
+//! hybrids (`hybrid_override_pattern` or `layers_block_type`, blocks of one mixer or one FFN),
+//! and `quantization_config` for the weight format. Layers it has no term for (other linear
+//! attention, other state-space layers) are refused, not priced as attention.
 
 use serde_json::Value;
 
 use crate::error::SimError;
-use crate::model::{LinearAttention, MlaShape, ModelShape, MoeShape, SlidingWindow};
+use crate::model::{LinearAttention, LinearKind, MlaShape, ModelShape, MoeShape, SlidingWindow};
 use crate::precision::Precision;
 
 impl ModelShape {
@@ -77,7 +78,7 @@ fn as_u32(v: &Value) -> Option<u32> {
 fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
     let text = root.get("text_config").filter(|v| v.is_object()).unwrap_or(root);
     let k = Keys { text, root };
-    let layers = k.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
+    let blocks = k.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
     let hidden = k.need(&["hidden_size", "n_embd", "d_model"])?;
     let heads = k.need(&["num_attention_heads", "n_head"])?;
     let kv_heads = k.num(&["num_key_value_heads", "multi_query_group_num"])?.unwrap_or(heads);
@@ -96,12 +97,23 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         .unwrap_or(true);
     let max_context = k.num(&["max_position_embeddings", "seq_length", "n_positions"])?.unwrap_or(4096);
     let model_type = k.str("model_type").unwrap_or("").to_ascii_lowercase();
-    refuse_recurrent_layers(&k)?;
-    let linear = parse_linear(&k, layers)?;
+    let hybrid = if model_type == "nemotron_h" { Some(NemotronBlocks::read(&k, blocks)?) } else { None };
+    // A Nemotron-H layer here is a mixer and the FFN after it (`ModelShape::mixer_only_layers`).
+    let layers = hybrid.as_ref().map_or(blocks, NemotronBlocks::mixers);
+    if hybrid.is_none() {
+        refuse_recurrent_layers(&k)?;
+    }
+    let linear = match &hybrid {
+        Some(h) => h.mamba(&k)?,
+        None => parse_linear(&k, layers)?,
+    };
     let attention_output_gate =
         k.get("attn_output_gate").and_then(Value::as_bool).unwrap_or(model_type == "qwen3_next");
 
-    let moe = parse_moe(&k, layers, &model_type)?;
+    let moe = match &hybrid {
+        Some(h) => h.moe(&k, &model_type)?,
+        None => parse_moe(&k, layers, &model_type)?,
+    };
     let intermediate = match (&moe, k.num(&["intermediate_size_mlp"])?) {
         (_, Some(mlp)) => mlp,
         // MoE configs without a separate expert key use intermediate_size for the experts.
@@ -115,15 +127,19 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         id,
         aliases: Vec::new(),
         layers,
+        mixer_only_layers: hybrid.as_ref().map_or(0, NemotronBlocks::mixer_only),
         hidden,
         heads,
         kv_heads,
         head_dim,
         intermediate,
+        // Nemotron-H's FFNs and experts square a ReLU over one up projection (`relu2`).
+        ungated_ffn: hybrid.is_some() && k.str("mlp_hidden_act").is_none_or(|a| a == "relu2"),
         vocab,
         tied_embeddings: tied,
         precision,
         attention_precision,
+        bf16_mixers: 0,
         max_context,
         moe,
         sliding,
@@ -138,8 +154,8 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
 }
 
 /// Refuses a config with layers the cost model has no term for: linear attention other than
-/// Gated DeltaNet (MiniMax-M1's lightning attention, Kimi Linear's) and state-space layers (Mamba
-/// in Nemotron-H, Jamba, Granite 4). Pricing them as attention, or as Gated DeltaNet, would be a
+/// Gated DeltaNet (MiniMax-M1's lightning attention, Kimi Linear's) and state-space layers other
+/// than Nemotron-H's blocks (Jamba, Falcon-H1, Granite 4). Pricing them as attention, or as Gated DeltaNet, would be a
 /// guess, not a prediction.
 fn refuse_recurrent_layers(k: &Keys) -> Result<(), String> {
     const MARKERS: [&str; 6] = [
@@ -167,9 +183,10 @@ fn refuse_recurrent_layers(k: &Keys) -> Result<(), String> {
         .or(lightning.then_some("attn_type_list"));
     match found {
         Some(key) => Err(format!(
-            "its `{key}` marks linear-attention or state-space layers other than Gated DeltaNet (MiniMax-M1, Kimi \
-             Linear, Nemotron-H, Jamba and the like), which are not modelled: the simulator prices attention over a \
-             KV cache and Gated DeltaNet's state (Qwen3-Next, Qwen3.5) only"
+            "its `{key}` marks linear-attention or state-space layers other than Gated DeltaNet and Nemotron-H's \
+             Mamba-2 (MiniMax-M1, Kimi Linear, Jamba, Falcon-H1 and the like), which are not modelled: the simulator \
+             prices attention over a KV cache, Gated DeltaNet's state (Qwen3-Next, Qwen3.5) and the Mamba-2 blocks of \
+             model_type nemotron_h only"
         )),
         None => Ok(()),
     }
@@ -211,6 +228,8 @@ fn parse_linear(k: &Keys, layers: u32) -> Result<Option<LinearAttention>, String
         return Ok(None);
     }
     Ok(Some(LinearAttention {
+        kind: LinearKind::GatedDeltaNet,
+        chunk: None,
         layers: count,
         key_heads: k.need(&["linear_num_key_heads"])?,
         value_heads: k.need(&["linear_num_value_heads"])?,
@@ -219,6 +238,100 @@ fn parse_linear(k: &Keys, layers: u32) -> Result<Option<LinearAttention>, String
         conv_kernel: k.num(&["linear_conv_kernel_dim"])?.unwrap_or(4),
         state_fp32: k.str("mamba_ssm_dtype") == Some("float32"),
     }))
+}
+
+/// The blocks of a Nemotron-H model (Nemotron-H, Nemotron Nano 2, Nemotron 3), each one mixer or
+/// one FFN: `hybrid_override_pattern`'s `M` (Mamba-2), `*` (attention), `-` (dense FFN) and `E`
+/// (MoE), or the same as `layers_block_type`'s `mamba`, `attention`, `mlp` and `moe`.
+struct NemotronBlocks {
+    mamba: u32,
+    attention: u32,
+    dense: u32,
+    moe: u32,
+}
+
+impl NemotronBlocks {
+    fn read(k: &Keys, blocks: u32) -> Result<Self, String> {
+        let kinds: Vec<char> = if let Some(p) = k.str("hybrid_override_pattern") {
+            p.chars().collect()
+        } else if let Some(list) = k.get("layers_block_type").and_then(Value::as_array) {
+            let letter = |t: &Value| match t.as_str() {
+                Some("mamba") => Ok('M'),
+                Some("attention") => Ok('*'),
+                Some("mlp") => Ok('-'),
+                Some("moe") => Ok('E'),
+                _ => Err(format!("layers_block_type has {t}, not one of mamba, attention, mlp, moe")),
+            };
+            list.iter().map(letter).collect::<Result<_, _>>()?
+        } else {
+            return Err("a nemotron_h config needs hybrid_override_pattern or layers_block_type to say which \
+                        blocks are Mamba, attention and FFN"
+                .into());
+        };
+        if let Some(c) = kinds.iter().find(|c| !matches!(c, 'M' | '*' | '-' | 'E')) {
+            return Err(format!(
+                "hybrid_override_pattern has `{c}`: only M (Mamba-2), * (attention), - (FFN) and E (MoE) are known"
+            ));
+        }
+        if kinds.len() != blocks as usize {
+            return Err(format!("hybrid_override_pattern has {} blocks, num_hidden_layers {blocks}", kinds.len()));
+        }
+        let count = |c: char| u32::try_from(kinds.iter().filter(|&&x| x == c).count()).unwrap_or(u32::MAX);
+        let b = NemotronBlocks { mamba: count('M'), attention: count('*'), dense: count('-'), moe: count('E') };
+        if b.attention == 0 {
+            return Err(
+                "hybrid_override_pattern has no attention block (*): a model without one is not modelled".into()
+            );
+        }
+        if b.dense + b.moe > b.mixers() || b.dense + b.moe == 0 {
+            return Err(format!(
+                "hybrid_override_pattern has {} FFN blocks for {} mixers: only patterns with at least one FFN and no \
+                 more FFNs than mixers are modelled",
+                b.dense + b.moe,
+                b.mixers()
+            ));
+        }
+        Ok(b)
+    }
+
+    fn mixers(&self) -> u32 {
+        self.mamba + self.attention
+    }
+
+    fn mixer_only(&self) -> u32 {
+        self.mixers() - self.dense - self.moe
+    }
+
+    /// The Mamba-2 layers: `mamba_num_heads` heads of `mamba_head_dim` values, `n_groups` groups
+    /// of `ssm_state_size` state, the SSM cache in the config's `mamba_ssm_cache_dtype` (vLLM's
+    /// default for Nemotron-H; FP32 where the config says nothing, as vLLM now takes it).
+    fn mamba(&self, k: &Keys) -> Result<Option<LinearAttention>, String> {
+        if self.mamba == 0 {
+            return Ok(None);
+        }
+        Ok(Some(LinearAttention {
+            kind: LinearKind::Mamba2,
+            chunk: k.num(&["chunk_size"])?,
+            layers: self.mamba,
+            key_heads: k.num(&["n_groups", "mamba_num_groups"])?.unwrap_or(1),
+            value_heads: k.need(&["mamba_num_heads"])?,
+            key_head_dim: k.need(&["ssm_state_size"])?,
+            value_head_dim: k.need(&["mamba_head_dim"])?,
+            conv_kernel: k.num(&["conv_kernel"])?.unwrap_or(4),
+            state_fp32: k.str("mamba_ssm_cache_dtype").is_none_or(|d| d == "float32"),
+        }))
+    }
+
+    /// The MoE blocks' experts (none without `E` blocks); the dense FFN blocks are the MoE
+    /// shape's dense layers.
+    fn moe(&self, k: &Keys, model_type: &str) -> Result<Option<MoeShape>, String> {
+        if self.moe == 0 {
+            return Ok(None);
+        }
+        let moe = parse_moe(k, self.mixers(), model_type)?
+            .ok_or("hybrid_override_pattern has MoE blocks (E) but the config names no experts (n_routed_experts, num_experts_per_tok)")?;
+        Ok(Some(MoeShape { dense_layers: self.dense, ..moe }))
+    }
 }
 
 /// Multi-head latent attention, when the config has `kv_lora_rank` (DeepSeek-V2/V3, Kimi-K2).
@@ -248,7 +361,8 @@ fn parse_moe(k: &Keys, layers: u32, model_type: &str) -> Result<Option<MoeShape>
         return Ok(None);
     }
     let expert_intermediate = k.need(&["moe_intermediate_size", "expert_intermediate_size", "intermediate_size"])?;
-    let shared_intermediate = k.num(&["shared_expert_intermediate_size"])?.filter(|&n| n > 0);
+    let shared_intermediate =
+        k.num(&["shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"])?.filter(|&n| n > 0);
     let shared_experts = match k.num(&["n_shared_experts", "num_shared_experts"])? {
         Some(n) => n,
         None if shared_intermediate.is_some() => 1,
@@ -271,6 +385,7 @@ fn parse_moe(k: &Keys, layers: u32, model_type: &str) -> Result<Option<MoeShape>
         shared_experts,
         shared_intermediate,
         dense_layers: dense_layers.min(layers),
+        latent: k.num(&["moe_latent_size"])?,
     }))
 }
 
@@ -556,7 +671,8 @@ mod tests {
         for (extra, key) in [
             (r#""model_type": "kimi_linear", "linear_attn_config": {"kda_layers": [1, 2, 3]}"#, "linear_attn_config"),
             (r#""layer_types": ["mamba", "mamba", "mamba", "full_attention"]"#, "layer_types"),
-            (r#""model_type": "nemotron_h", "hybrid_override_pattern": "M-M*""#, "hybrid_override_pattern"),
+            (r#""model_type": "jamba", "mamba_d_state": 16"#, "mamba_d_state"),
+            (r#""model_type": "falcon_h1", "hybrid_override_pattern": "M-M*""#, "hybrid_override_pattern"),
             (r#""layers_block_type": ["mamba", "attention", "mamba", "mamba"]"#, "layers_block_type"),
             (r#""model_type": "minimax", "attn_type_list": [0, 0, 0, 1]"#, "attn_type_list"),
         ] {
@@ -603,5 +719,86 @@ mod tests {
         let (total, active) = (big.total_params() / 1e9, big.active_params() / 1e9);
         assert!((total / 397.0 - 1.0).abs() < 0.01, "{total}");
         assert!((active / 17.0 - 1.0).abs() < 0.03, "{active}");
+    }
+
+    #[test]
+    fn nemotron_h_blocks_pair_each_ffn_with_a_mixer_and_read_mamba_2() {
+        // Nemotron 3 Nano: 23 Mamba-2, 6 attention and 23 MoE blocks; 29 layers of which 6 have
+        // no FFN.
+        let nano = ModelShape::from_hf_config(&fixture("nemotron-3-nano-30b-a3b.json")).unwrap();
+        assert_eq!((nano.layers, nano.mixer_only_layers, nano.attention_layers(), nano.moe_layers()), (29, 6, 6, 23));
+        assert_eq!((nano.allreduces(), nano.dense_ffn_layers()), (52, 0));
+        let l = nano.linear.as_ref().unwrap();
+        assert_eq!(l.kind, LinearKind::Mamba2);
+        assert_eq!((l.layers, l.key_heads, l.value_heads, l.key_head_dim, l.value_head_dim), (23, 8, 64, 128, 64));
+        assert_eq!((l.chunk, l.state_fp32, nano.ungated_ffn), (Some(128), true, true));
+        let moe = nano.moe.as_ref().unwrap();
+        assert_eq!((moe.experts, moe.top_k, moe.shared_experts, moe.shared_intermediate), (128, 6, 1, Some(3712)));
+        // Published: 31.6 B parameters, 3.2 B active (3.6 B with the 0.7 B of embeddings).
+        let (total, active) = (nano.total_params() / 1e9, nano.active_params() / 1e9);
+        assert!((total / 31.6 - 1.0).abs() < 0.01, "{total}");
+        assert!((active - 3.6).abs() < 0.1, "{active}");
+        // Nemotron Nano 9B v2: 27 Mamba-2, 4 attention and 25 dense blocks; published 8.89 B.
+        let nine = ModelShape::from_hf_config(&fixture("nemotron-nano-9b-v2.json")).unwrap();
+        assert_eq!(
+            (nine.layers, nine.mixer_only_layers, nine.dense_ffn_layers(), nine.linear_layers()),
+            (31, 6, 25, 27)
+        );
+        assert!(nine.moe.is_none() && nine.ungated_ffn);
+        assert!((nine.total_params() / 8.89e9 - 1.0).abs() < 0.01, "{}", nine.total_params());
+        // The same blocks listed by name read the same.
+        let listed = fixture("nemotron-3-nano-30b-a3b.json").replace(
+            r#""hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME","#,
+            &format!(
+                r#""layers_block_type": [{}],"#,
+                "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+                    .chars()
+                    .map(|c| match c {
+                        'M' => "\"mamba\"",
+                        'E' => "\"moe\"",
+                        _ => "\"attention\"",
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+        assert_eq!(ModelShape::from_hf_config(&listed).unwrap(), nano);
+    }
+
+    #[test]
+    fn latent_experts_read_and_write_their_own_width() {
+        // Nemotron 3 Super's MoE blocks: 512 experts of 2,688 over a latent width of 1,024, 22 a
+        // token, one shared expert of 5,376 on the hidden width of 4,096.
+        let super_moe = fixture("nemotron-3-nano-30b-a3b.json")
+            .replace(r#""hidden_size": 2688,"#, r#""hidden_size": 4096, "moe_latent_size": 1024,"#)
+            .replace(r#""n_routed_experts": 128,"#, r#""n_routed_experts": 512,"#)
+            .replace(r#""moe_intermediate_size": 1856,"#, r#""moe_intermediate_size": 2688,"#);
+        let m = ModelShape::from_hf_config(&super_moe).unwrap();
+        assert_eq!(m.moe.as_ref().unwrap().latent, Some(1024));
+        assert_eq!(m.expert_params(), 2.0 * 1024.0 * 2688.0);
+        // Shared expert, router and the two projections to and from the latent width.
+        let shared = 2.0 * 4096.0 * 3712.0;
+        assert_eq!(m.moe_always_params(), shared + 4096.0 * 512.0 + 2.0 * 4096.0 * 1024.0);
+        // The preset: published 120 B parameters, 12 B active (12.7 B with the embeddings).
+        let p = crate::presets::Presets::embedded().unwrap().model("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B").unwrap();
+        let (total, active) = (p.total_params() / 1e9, p.active_params() / 1e9);
+        assert!((total / 120.5 - 1.0).abs() < 0.01, "{total}");
+        assert!((active - 12.7).abs() < 0.15, "{active}");
+        assert_eq!((p.allreduces(), p.moe_layers(), p.attention_layers()), (88, 40, 8));
+    }
+
+    #[test]
+    fn nemotron_h_patterns_it_cannot_price_are_refused_with_the_reason() {
+        let nano = fixture("nemotron-3-nano-30b-a3b.json");
+        let pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+        for (from, to, says) in [
+            (pattern, "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEMX", "`X`"),
+            (pattern, "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM", "51 blocks"),
+            (pattern, "MEMEMMEMEMEMMEMEMEMMEMEMEMMEMEMEMMEMEMEMEMMEMEMEMEME", "no attention block"),
+            (pattern, &pattern.replace('M', "E"), "no more FFNs than mixers"),
+        ] {
+            let err = ModelShape::from_hf_config(&nano.replace(from, to)).unwrap_err().to_string();
+            assert!(err.contains(says), "{says}: {err}");
+        }
     }
 }

@@ -128,7 +128,7 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     let tp = f64::from(opts.tp);
     let layers = f64::from(model.layers);
     let stage_fraction = f64::from(model.layers.div_ceil(opts.pp)) / layers;
-    let attn_b = model.attention_precision().bytes_per_param();
+    let attn_b = model.mixer_bytes_per_param();
     let w_b = model.precision.bytes_per_param();
     let replicated = f64::from(model.attention_layers()) * model.attention_replicated_params();
     let attention = ((model.mixer_params() - replicated) / tp + replicated) * attn_b;

@@ -4,13 +4,15 @@
 //! Presets are TOML files (`presets/models/`); [`ModelShape::from_hf_config`] builds the same struct from a
 //! Hugging Face config.json. Attention is multi-head/grouped-query, or multi-head latent attention
 //! ([`MlaShape`], DeepSeek-V2/V3/R1 and Kimi-K2); hybrid models keep some layers of Gated DeltaNet
-//! linear attention ([`LinearAttention`], Qwen3-Next and Qwen3.5).
+//! linear attention or Mamba-2 ([`LinearAttention`], Qwen3-Next and Qwen3.5; Nemotron-H and
+//! Nemotron 3, whose blocks hold one mixer or one FFN each: a layer here is a mixer and the FFN
+//! after it, and the mixers beyond the FFNs stand alone, [`ModelShape::mixer_only_layers`]).
 
 mod linear;
 
 use serde::{Deserialize, Serialize};
 
-pub use linear::LinearAttention;
+pub use linear::{LinearAttention, LinearKind};
 
 use crate::error::SimError;
 use crate::precision::{KvDtype, Precision};
@@ -25,7 +27,12 @@ pub struct ModelShape {
     /// another organisation, or under another name), found as the id is.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<String>,
+    /// Layers: a token mixer (attention or linear attention) and the FFN after it.
     pub layers: u32,
+    /// Layers that have a mixer and no FFN (Nemotron-H's pattern, whose blocks are one mixer or
+    /// one FFN each, has more mixers than FFNs): the FFNs, dense or MoE, are `layers` less these.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mixer_only_layers: u32,
     pub hidden: u32,
     /// Query heads.
     pub heads: u32,
@@ -34,16 +41,27 @@ pub struct ModelShape {
     pub kv_heads: u32,
     /// Per-head width (with MLA: the query/key head, `qk_nope_head_dim + qk_rope_head_dim`).
     pub head_dim: u32,
-    /// Width of the dense (gated) FFN; unused when every layer is MoE.
+    /// Width of the dense FFN; unused when every layer is MoE.
     pub intermediate: u32,
+    /// The FFNs (dense, shared and routed experts) have an up and a down projection and no gate
+    /// (Nemotron-H's squared ReLU), two matrices instead of three.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ungated_ffn: bool,
     pub vocab: u32,
     /// The lm_head shares the embedding matrix.
     pub tied_embeddings: bool,
     /// Format of the transformer-block weights (embeddings and lm_head stay 16-bit).
     pub precision: Precision,
-    /// Format of the attention projections when it differs (gpt-oss keeps them in BF16).
+    /// Format of the attention projections when it differs (gpt-oss keeps them in BF16). The
+    /// linear-attention layers' projections take it too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_precision: Option<Precision>,
+    /// Mixers whose projections the checkpoints keep in BF16 whatever their format, attention
+    /// layers first, then linear-attention layers (NVIDIA's selective FP8 and NVFP4 recipes for
+    /// Nemotron keep the attention blocks and the Mamba blocks beside them); the others take
+    /// [`ModelShape::attention_precision`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bf16_mixers: u32,
     /// The longest context the model supports (`max_position_embeddings`).
     pub max_context: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,6 +95,10 @@ pub struct ModelShape {
     pub derived_from: Option<String>,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// The name of the first of `dims` that is zero, where a shape needs at least one.
 fn first_zero<'a>(dims: &[(&'a str, u32)]) -> Option<&'a str> {
     dims.iter().find(|(_, v)| *v == 0).map(|(name, _)| *name)
@@ -101,6 +123,11 @@ pub struct MoeShape {
     /// Layers that keep a dense FFN (GLM's `first_k_dense_replace`, interleaved layers).
     #[serde(default)]
     pub dense_layers: u32,
+    /// The width the routed experts read and write when it is not the hidden size (LatentMoE,
+    /// Nemotron 3 Super's `moe_latent_size`): each MoE layer projects its tokens down to it
+    /// before the experts and back up after them, two products every token runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent: Option<u32>,
 }
 
 /// Multi-head latent attention (DeepSeek-V2/V3/R1, Kimi-K2): keys and values are compressed into
@@ -170,9 +197,24 @@ impl ModelShape {
             if m.expert_intermediate == 0 {
                 return Err("moe.expert_intermediate must be at least 1".into());
             }
-            if m.dense_layers > self.layers {
-                return Err(format!("moe.dense_layers ({}) exceeds layers ({})", m.dense_layers, self.layers));
+            if m.latent == Some(0) {
+                return Err("moe.latent must be at least 1 where given".into());
             }
+            if m.dense_layers + self.mixer_only_layers > self.layers {
+                return Err(format!(
+                    "moe.dense_layers ({}) and mixer_only_layers ({}) exceed layers ({})",
+                    m.dense_layers, self.mixer_only_layers, self.layers
+                ));
+            }
+        }
+        if self.bf16_mixers > self.layers {
+            return Err(format!("bf16_mixers ({}) exceeds layers ({})", self.bf16_mixers, self.layers));
+        }
+        if self.mixer_only_layers >= self.layers {
+            return Err(format!(
+                "mixer_only_layers ({}) must leave at least one of the {} layers with an FFN",
+                self.mixer_only_layers, self.layers
+            ));
         }
         if self.dense_ffn_layers() > 0 && self.intermediate == 0 {
             return Err("intermediate must be at least 1 when some layers have a dense FFN".into());
@@ -231,14 +273,30 @@ impl ModelShape {
         self.attention_precision.unwrap_or(self.precision)
     }
 
+    /// Layers with an FFN, dense or MoE.
+    pub fn ffn_layers(&self) -> u32 {
+        self.layers.saturating_sub(self.mixer_only_layers)
+    }
+
     /// Layers with an MoE FFN.
     pub fn moe_layers(&self) -> u32 {
-        self.moe.as_ref().map_or(0, |m| self.layers.saturating_sub(m.dense_layers))
+        self.moe.as_ref().map_or(0, |m| self.ffn_layers().saturating_sub(m.dense_layers))
     }
 
     /// Layers with a dense FFN.
     pub fn dense_ffn_layers(&self) -> u32 {
-        self.layers - self.moe_layers()
+        self.ffn_layers() - self.moe_layers()
+    }
+
+    /// Tensor-parallel all-reduces of one forward pass through the layers: one after each mixer
+    /// and one after each FFN.
+    pub fn allreduces(&self) -> u32 {
+        self.layers + self.ffn_layers()
+    }
+
+    /// Weight matrices of one FFN or expert: gate, up and down, or up and down without a gate.
+    fn ffn_matrices(&self) -> f64 {
+        if self.ungated_ffn { 2.0 } else { 3.0 }
     }
 
     /// Layers attending to a window, and the window (0 layers when there is none).
@@ -266,6 +324,19 @@ impl ModelShape {
     pub fn mixer_params(&self) -> f64 {
         let linear = self.linear.as_ref().map_or(0.0, |l| f64::from(l.layers) * l.params(self.hidden));
         f64::from(self.attention_layers()) * self.attention_params() + linear
+    }
+
+    /// Bytes a mixer parameter takes on average: the attention's format, BF16 for the
+    /// [`ModelShape::bf16_mixers`].
+    pub fn mixer_bytes_per_param(&self) -> f64 {
+        let format = self.attention_precision().bytes_per_param();
+        let bf16 = Precision::Bf16.bytes_per_param();
+        let attention_kept = self.bf16_mixers.min(self.attention_layers());
+        let linear_kept = (self.bf16_mixers - attention_kept).min(self.linear_layers());
+        let linear = self.linear.as_ref().map_or(0.0, |l| l.params(self.hidden));
+        let kept = f64::from(attention_kept) * self.attention_params() + f64::from(linear_kept) * linear;
+        let all = self.mixer_params();
+        if all <= 0.0 { format } else { (kept * bf16 + (all - kept) * format) / all }
     }
 
     /// q, k, v and o projection parameters of one attention layer, the output gate's with one
@@ -325,22 +396,29 @@ impl ModelShape {
         })
     }
 
-    /// Parameters of one dense gated FFN.
+    /// Parameters of one dense FFN.
     pub fn dense_ffn_params(&self) -> f64 {
-        3.0 * f64::from(self.hidden) * f64::from(self.intermediate)
+        self.ffn_matrices() * f64::from(self.hidden) * f64::from(self.intermediate)
     }
 
     /// Parameters of one routed expert (0 without MoE).
     pub fn expert_params(&self) -> f64 {
-        self.moe.as_ref().map_or(0.0, |m| 3.0 * f64::from(self.hidden) * f64::from(m.expert_intermediate))
+        self.moe.as_ref().map_or(0.0, |m| {
+            let width = m.latent.unwrap_or(self.hidden);
+            self.ffn_matrices() * f64::from(width) * f64::from(m.expert_intermediate)
+        })
     }
 
-    /// Parameters of one MoE layer that every token uses: shared experts and the router.
+    /// Parameters of one MoE layer that every token uses: shared experts, the router and, with
+    /// latent experts, the projections to and from their width.
     pub fn moe_always_params(&self) -> f64 {
         self.moe.as_ref().map_or(0.0, |m| {
             let shared_inter = m.shared_intermediate.unwrap_or(m.expert_intermediate);
             let h = f64::from(self.hidden);
-            f64::from(m.shared_experts) * 3.0 * h * f64::from(shared_inter) + h * f64::from(m.experts)
+            let latent = m.latent.map_or(0.0, |l| 2.0 * h * f64::from(l));
+            f64::from(m.shared_experts) * self.ffn_matrices() * h * f64::from(shared_inter)
+                + h * f64::from(m.experts)
+                + latent
         })
     }
 
@@ -376,7 +454,7 @@ impl ModelShape {
     /// Bytes of all weights held in memory (vision tower included), over all GPUs. The
     /// linear-attention layers' projections are in the attention projections' format.
     pub fn weight_bytes(&self) -> f64 {
-        let attn = self.mixer_params() * self.attention_precision().bytes_per_param();
+        let attn = self.mixer_params() * self.mixer_bytes_per_param();
         let rest = (self.block_params() - self.mixer_params()) * self.precision.bytes_per_param();
         let heads = if self.tied_embeddings { 1.0 } else { 2.0 };
         attn + rest + heads * self.embedding_params() * 2.0 + self.extra_params_b * 1e9 * 2.0
@@ -410,15 +488,18 @@ mod tests {
             id: "Qwen/Qwen3-8B".into(),
             aliases: Vec::new(),
             layers: 36,
+            mixer_only_layers: 0,
             hidden: 4096,
             heads: 32,
             kv_heads: 8,
             head_dim: 128,
             intermediate: 12288,
+            ungated_ffn: false,
             vocab: 151_936,
             tied_embeddings: false,
             precision: Precision::Bf16,
             attention_precision: None,
+            bf16_mixers: 0,
             max_context: 40960,
             moe: None,
             sliding: None,
@@ -453,6 +534,7 @@ mod tests {
                 shared_experts: 1,
                 shared_intermediate: None,
                 dense_layers: 3,
+                latent: None,
             }),
             mla: Some(MlaShape {
                 q_lora_rank: 1536,
@@ -534,6 +616,7 @@ mod tests {
             shared_experts: 0,
             shared_intermediate: None,
             dense_layers: 0,
+            latent: None,
         });
         assert!(m.validate().unwrap_err().contains("top_k"));
         let mut m = deepseek_v3();

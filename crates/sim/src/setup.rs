@@ -93,8 +93,12 @@ impl SimSetup {
             ));
         }
         if let Some(l) = &model.linear {
+            let kind = match l.kind {
+                crate::model::LinearKind::GatedDeltaNet => "linear attention (Gated DeltaNet)",
+                crate::model::LinearKind::Mamba2 => "Mamba-2",
+            };
             notes.push(format!(
-                "{} of {} layers are linear attention: each request keeps {:.1} MiB of state a GPU in place of their \
+                "{} of {} mixers are {kind}: each request keeps {:.1} MiB of state a GPU in place of their \
                  KV cache; attention blocks of {} tokens, as vLLM grows them to hold one layer's state{}",
                 l.layers,
                 model.layers,
@@ -339,7 +343,13 @@ pub(crate) mod tests {
         assert!(!s.options.enable_prefix_caching);
         let note = s.notes.iter().find(|n| n.contains("linear attention")).expect("a note on the state");
         // 30 layers of 16 heads x 128 x 128 FP32 values and 3 x 4096 BF16 inputs: 30.7 MiB a GPU.
-        assert!(note.contains("30 of 40 layers") && note.contains("30.7 MiB") && note.contains("no prefix caching"));
+        assert!(note.contains("30 of 40 mixers") && note.contains("30.7 MiB") && note.contains("no prefix caching"));
+        // A Mamba-2 hybrid says so: Nemotron 3 Nano's 23 layers of 64 heads x 64 x 128 FP32 values
+        // and 3 x 6144 BF16 inputs, 46.8 MiB a GPU.
+        let nano = setup("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h100-sxm", &[]).unwrap();
+        assert!(!nano.options.enable_prefix_caching);
+        let note = nano.notes.iter().find(|n| n.contains("Mamba-2")).expect("a note on the state");
+        assert!(note.contains("23 of 29 mixers") && note.contains("46.8 MiB"), "{note}");
         let asked =
             setup("Qwen/Qwen3.5-35B-A3B", "h100-sxm", &[("tp", "2"), ("enable-prefix-caching", "true")]).unwrap();
         assert!(asked.options.enable_prefix_caching);

@@ -147,7 +147,7 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
     let mut comm = Vec::new();
     if o.tp > 1 {
         let fused = if o.allreduce_norm_fusion(&setup.hardware).is_some() { " (fused with their RMSNorm)" } else { "" };
-        comm.push(format!("{} all-reduces{fused}", 2 * setup.model.layers));
+        comm.push(format!("{} all-reduces{fused}", setup.model.allreduces()));
     }
     if o.dp > 1 && moe_layers > 0 {
         comm.push(format!("{} exchanges between data-parallel ranks", 2 * moe_layers));

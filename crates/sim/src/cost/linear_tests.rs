@@ -1,5 +1,6 @@
 //! The linear-attention term: each decode's recurrent state read and written, the chunked
-//! prefill's FLOPs, nothing that grows with the context.
+//! prefill's FLOPs, nothing that grows with the context; and the layout of Nemotron-H's blocks
+//! (one all-reduce a block, FFNs without a gate, the mixers NVIDIA's checkpoints keep in BF16).
 
 use super::tests::{decode_batch, model, prefill, setup};
 
@@ -28,4 +29,41 @@ fn linear_attention_reads_and_writes_each_decode_s_state_whatever_its_context() 
     assert!(c.breakdown(&prefill(8192)).recurrent > p.recurrent);
     // A model without linear layers has no such term.
     assert_eq!(model("Qwen/Qwen3-8B", "h100-sxm", &[]).breakdown(&decode_batch(32, 100)).recurrent, 0.0);
+}
+
+#[test]
+fn nemotron_h_s_blocks_pay_one_all_reduce_each_and_read_their_mamba_state() {
+    let id = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16";
+    let c = model(id, "h100-sxm", &[("tp", "2")]);
+    let s = setup(id, "h100-sxm", &[("tp", "2")]);
+    let b = decode_batch(8, 500);
+    let d = c.breakdown(&b);
+    // 52 blocks, one all-reduce each: 29 mixers and 23 MoE FFNs (not 2 x 29).
+    let one = c.tp_allreduce.seconds(c.rows(&b) as f64 * 2688.0 * 2.0);
+    assert!((d.allreduce / (52.0 * one) - 1.0).abs() < 1e-9, "{} vs {}", d.allreduce, 52.0 * one);
+    // The 23 Mamba-2 layers read and write each decode's FP32 state: 32 of 64 heads of 64 x 128
+    // a GPU, and 3 x 3072 BF16 convolution inputs.
+    let state = s.model.linear.as_ref().unwrap().state_bytes(2);
+    assert_eq!(state, 32.0 * 8192.0 * 4.0 + 3.0 * 3072.0 * 2.0);
+    let bytes = 23.0 * 8.0 * 2.0 * state / c.bandwidth;
+    assert!((d.recurrent / bytes - 1.0).abs() < 1e-9, "{} vs {bytes}", d.recurrent);
+    // Squared-ReLU experts have two matrices: 6 of 128 experts touched by one token read
+    // 6 x 2 x 2688 x 1856 BF16 weights a layer.
+    assert_eq!(s.model.expert_params(), 2.0 * 2688.0 * 1856.0);
+}
+
+#[test]
+fn nvidia_s_selective_checkpoints_read_their_bf16_mixers_in_bf16() {
+    let bf16 = setup("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h100-sxm", &[]).model;
+    let fp8 = setup("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "h100-sxm", &[]).model;
+    assert_eq!((fp8.bf16_mixers, fp8.precision), (12, crate::precision::Precision::Fp8));
+    // The 6 attention layers and 6 of the 23 Mamba layers in BF16, the 17 others in FP8.
+    let attention = 6.0 * fp8.attention_params();
+    let mamba = fp8.linear.as_ref().unwrap().params(2688);
+    let bytes = 2.0 * (attention + 6.0 * mamba) + 17.0 * mamba;
+    assert!((fp8.mixer_params() * fp8.mixer_bytes_per_param() / bytes - 1.0).abs() < 1e-12);
+    assert_eq!(bf16.mixer_bytes_per_param(), 2.0);
+    // Without the kept mixers every mixer would be in FP8: fewer bytes for one decode.
+    let all_fp8 = crate::model::ModelShape { bf16_mixers: 0, ..fp8.clone() };
+    assert!(all_fp8.weight_bytes() < fp8.weight_bytes() && fp8.weight_bytes() < bf16.weight_bytes());
 }

@@ -6,7 +6,7 @@
 //! a mixture of experts as the experts the batch touches, each read once, each product as tall
 //! as its share of the tokens; attention as query-key FLOPs or KV-cache reads; linear-attention
 //! layers as each decode's recurrent state read and written and the prefill's chunked
-//! recurrence; two tensor-parallel all-reduces per layer at their real message size over the
+//! recurrence; a tensor-parallel all-reduce after each mixer and each FFN at its real message size over the
 //! link the deployment uses; hand-offs between pipeline stages. On top come the fixed costs a serving
 //! stack adds: per step (scheduling, sampling), per layer (the kernels' floor under CUDA
 //! graphs, or their launches without), per sequence, and per MoE layer (routing).
@@ -153,6 +153,8 @@ const ELEMENTWISE_PASSES: f64 = 10.0;
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
     layers: f64,
+    /// Tensor-parallel all-reduces a step: one after each mixer and one after each FFN.
+    allreduces: f64,
     moe_layers: f64,
     full_layers: f64,
     sliding_layers: f64,
@@ -327,6 +329,7 @@ impl CostModel {
         };
         CostModel {
             layers: l,
+            allreduces: f64::from(m.allreduces()),
             moe_layers,
             full_layers: f64::from(m.full_attention_layers()),
             sliding_layers: f64::from(sliding),
@@ -337,7 +340,7 @@ impl CostModel {
             dp: f64::from(o.dp),
             attn_proj: GemmShape {
                 flops_per_row: 2.0 * attn_params,
-                weight_bytes: attn_params * m.attention_precision().bytes_per_param(),
+                weight_bytes: attn_params * m.mixer_bytes_per_param(),
             },
             attn_dev: device(attn_format, &st.gemm_eff, st.gemm_eff.bf16),
             ffn: GemmShape { flops_per_row: 2.0 * ffn_params, weight_bytes: ffn_params * w_b },
@@ -519,7 +522,7 @@ impl CostModel {
             / self.bandwidth;
 
         let act_bytes = n * self.hidden * 2.0;
-        let mut allreduce = 2.0 * self.layers * self.tp_allreduce.seconds(act_bytes);
+        let mut allreduce = self.allreduces * self.tp_allreduce.seconds(act_bytes);
         if dp > 1.0 {
             // A MoE layer spans every data-parallel rank (with expert parallelism or not): each
             // gathers the other ranks' tokens before the experts and reduce-scatters the result

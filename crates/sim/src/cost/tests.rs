@@ -206,6 +206,7 @@ fn any_model() -> impl Strategy<Value = CostModel> {
         "Qwen/Qwen3-0.6B",
         "deepseek-ai/DeepSeek-R1",
         "Qwen/Qwen3.5-35B-A3B",
+        "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
     ];
     let hws = ["h100-sxm", "dgx-spark", "l40s", "b200", "mi300x", "gb200"];
     (0..models.len(), 0..hws.len(), prop::sample::select(vec![1u32, 2, 4, 8])).prop_filter_map(

@@ -9,10 +9,12 @@
 //! after it, and the mixers beyond the FFNs stand alone, [`ModelShape::mixer_only_layers`]).
 
 mod linear;
+mod sparse;
 
 use serde::{Deserialize, Serialize};
 
 pub use linear::{LinearAttention, LinearKind};
+pub use sparse::SparseAttention;
 
 use crate::error::SimError;
 use crate::precision::{KvDtype, Precision};
@@ -71,6 +73,9 @@ pub struct ModelShape {
     /// Multi-head latent attention; replaces the q/k/v/o projections and the KV cache layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mla: Option<MlaShape>,
+    /// DeepSeek sparse attention: an indexer picks the tokens each query attends to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse: Option<SparseAttention>,
     /// Layers of linear attention in place of attention (hybrid models: Qwen3-Next, Qwen3.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linear: Option<LinearAttention>,
@@ -262,6 +267,15 @@ impl ModelShape {
                 return Err("linear attention beside multi-head latent attention (Kimi Linear) is not modelled".into());
             }
         }
+        if let Some(sp) = &self.sparse {
+            let dims = [("sparse.top_k", sp.top_k), ("sparse.heads", sp.heads), ("sparse.head_dim", sp.head_dim)];
+            if let Some(name) = first_zero(&dims) {
+                return Err(format!("{name} must be at least 1 for sparse attention"));
+            }
+            if self.sliding.is_some() {
+                return Err("sparse attention beside sliding-window layers is not modelled".into());
+            }
+        }
         if !(self.extra_params_b.is_finite() && self.extra_params_b >= 0.0) {
             return Err("extra_params_b must be zero or positive".into());
         }
@@ -356,18 +370,39 @@ impl ModelShape {
             let kv_lora = f64::from(a.kv_lora_rank);
             let kv = h * f64::from(a.cache_width()) + kv_lora * heads * f64::from(a.qk_nope_head_dim + a.v_head_dim);
             let o = heads * f64::from(a.v_head_dim) * h;
-            return q + kv + o;
+            return q + kv + o + self.indexer_params();
         }
         let q = heads * f64::from(self.head_dim);
         let kv = f64::from(self.kv_heads) * f64::from(self.head_dim);
         let gate = if self.attention_output_gate { h * q } else { 0.0 };
-        h * q * 2.0 + h * kv * 2.0 + gate
+        h * q * 2.0 + h * kv * 2.0 + gate + self.indexer_params()
     }
 
     /// Attention parameters of one layer that every tensor-parallel rank holds whole: MLA's
-    /// down-projections of queries and of the KV latent (vLLM replicates them); 0 otherwise.
+    /// down-projections of queries and of the KV latent, and a sparse-attention indexer (vLLM
+    /// replicates them); 0 otherwise.
     pub fn attention_replicated_params(&self) -> f64 {
-        self.mla.as_ref().map_or(0.0, |a| f64::from(self.hidden) * f64::from(a.q_lora_rank + a.cache_width()))
+        let mla =
+            self.mla.as_ref().map_or(0.0, |a| f64::from(self.hidden) * f64::from(a.q_lora_rank + a.cache_width()));
+        mla + self.indexer_params()
+    }
+
+    /// Parameters of one layer's sparse-attention indexer (0 without).
+    fn indexer_params(&self) -> f64 {
+        let q_lora =
+            self.mla.as_ref().map_or(self.hidden, |a| if a.q_lora_rank > 0 { a.q_lora_rank } else { self.hidden });
+        self.sparse.as_ref().map_or(0.0, |s| s.params(self.hidden, q_lora))
+    }
+
+    /// The look-back that bounds a query's attention pairs and a decode's reads: a sliding
+    /// window, or sparse attention's `top_k` (0: none). A sparse model keeps its whole cache;
+    /// only its attention is bounded.
+    pub fn pair_window(&self) -> u32 {
+        match (&self.sliding, &self.sparse) {
+            (Some(s), _) => s.window,
+            (None, Some(s)) => s.top_k,
+            (None, None) => 0,
+        }
     }
 
     /// FLOPs of one query attending to one key in one layer, all heads (before any
@@ -470,158 +505,16 @@ impl ModelShape {
     }
 
     /// KV bytes one token occupies in one layer on one rank. With MLA: the latent plus the rotary
-    /// key, not divided by `tp` (vLLM keeps the whole latent cache on every rank).
+    /// key, not divided by `tp` (vLLM keeps the whole latent cache on every rank); with sparse
+    /// attention also the indexer's key.
     pub fn kv_bytes_per_token_layer(&self, dtype: KvDtype, tp: u32) -> f64 {
+        let index = self.sparse.as_ref().map_or(0.0, SparseAttention::key_bytes);
         if let Some(a) = &self.mla {
-            return f64::from(a.cache_width()) * dtype.bytes();
+            return f64::from(a.cache_width()) * dtype.bytes() + index;
         }
-        2.0 * f64::from(self.kv_heads_per_rank(tp)) * f64::from(self.head_dim) * dtype.bytes()
+        2.0 * f64::from(self.kv_heads_per_rank(tp)) * f64::from(self.head_dim) * dtype.bytes() + index
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn qwen3_8b() -> ModelShape {
-        ModelShape {
-            id: "Qwen/Qwen3-8B".into(),
-            aliases: Vec::new(),
-            layers: 36,
-            mixer_only_layers: 0,
-            hidden: 4096,
-            heads: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            intermediate: 12288,
-            ungated_ffn: false,
-            vocab: 151_936,
-            tied_embeddings: false,
-            precision: Precision::Bf16,
-            attention_precision: None,
-            bf16_mixers: 0,
-            max_context: 40960,
-            moe: None,
-            sliding: None,
-            mla: None,
-            linear: None,
-            attention_output_gate: false,
-            extra_params_b: 0.0,
-            attention_sinks: false,
-            harmony_chat: false,
-            derived_from: None,
-        }
-    }
-
-    /// DeepSeek-V3 (and R1, the same shape) without its multi-token-prediction layer.
-    fn deepseek_v3() -> ModelShape {
-        ModelShape {
-            id: "deepseek-ai/DeepSeek-V3".into(),
-            aliases: Vec::new(),
-            layers: 61,
-            hidden: 7168,
-            heads: 128,
-            kv_heads: 128,
-            head_dim: 192,
-            intermediate: 18432,
-            vocab: 129_280,
-            precision: Precision::Fp8,
-            max_context: 163_840,
-            moe: Some(MoeShape {
-                experts: 256,
-                top_k: 8,
-                expert_intermediate: 2048,
-                shared_experts: 1,
-                shared_intermediate: None,
-                dense_layers: 3,
-                latent: None,
-            }),
-            mla: Some(MlaShape {
-                q_lora_rank: 1536,
-                kv_lora_rank: 512,
-                qk_nope_head_dim: 128,
-                qk_rope_head_dim: 64,
-                v_head_dim: 128,
-            }),
-            ..qwen3_8b()
-        }
-    }
-
-    #[test]
-    fn dense_counts_match_the_published_size() {
-        let m = qwen3_8b();
-        // Published: 8.19 B parameters, 144 KiB of BF16 KV per token.
-        assert!((m.total_params() / 1e9 - 8.19).abs() < 0.02, "{}", m.total_params());
-        let kv = m.kv_bytes_per_token_layer(KvDtype::Auto, 1) * f64::from(m.layers);
-        assert_eq!(kv, 144.0 * 1024.0);
-        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Fp8, 2) * 36.0, kv / 4.0);
-        assert_eq!(m.kv_heads_per_rank(16), 1);
-    }
-
-    #[test]
-    fn mla_counts_match_deepseek_v3() {
-        let m = deepseek_v3();
-        assert!(m.validate().is_ok());
-        // Published: 671 B total (without the 14 B MTP module), 37 B active.
-        let (total, active) = (m.total_params() / 1e9, m.active_params() / 1e9);
-        assert!((total / 671.0 - 1.0).abs() < 0.02, "{total}");
-        assert!((active / 37.0 - 1.0).abs() < 0.03, "{active}");
-        // One layer's attention by hand: q 7168x1536 + 1536x128x192, kv 7168x576 + 512x128x256,
-        // o 128x128x7168.
-        assert_eq!(m.attention_params(), 187_105_280.0);
-        assert_eq!(m.attention_replicated_params(), 7168.0 * (1536.0 + 576.0));
-        // The latent cache: 512 + 64 values of 2 bytes per layer, the same on every TP rank.
-        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Auto, 1), 1152.0);
-        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Auto, 8), 1152.0);
-        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Auto, 1) * 61.0, 70_272.0);
-        assert_eq!(m.kv_bytes_per_token_layer(KvDtype::Fp8, 4), 576.0);
-        assert_eq!(m.kv_heads_per_rank(8), 1);
-        // Decodes run absorbed MLA: 2x128x576 for the scores, 2x128x512 for the latent sum;
-        // prefill tokens the decompressed heads: 2x128x192 for the scores, 2x128x128 for values.
-        assert_eq!(m.attention_flops_per_pair(false), 278_528.0);
-        assert_eq!(m.attention_flops_per_pair(true), 81_920.0);
-        // A cached token's latent back to 128 heads of 128 key and 128 value columns.
-        assert_eq!(m.mla_context_upproj_flops(), 2.0 * 512.0 * 128.0 * 256.0);
-    }
-
-    #[test]
-    fn mla_without_query_compression_projects_queries_directly() {
-        let mut m = deepseek_v3();
-        let with_q_lora = m.attention_params();
-        m.mla.as_mut().unwrap().q_lora_rank = 0;
-        let q_direct = 7168.0 * 128.0 * 192.0;
-        let q_lora = 7168.0 * 1536.0 + 1536.0 * 128.0 * 192.0;
-        assert_eq!(m.attention_params(), with_q_lora - q_lora + q_direct);
-        assert_eq!(m.attention_replicated_params(), 7168.0 * 576.0);
-    }
-
-    #[test]
-    fn flops_per_pair_of_grouped_query_attention() {
-        // 32 heads of 128: QK^T and PV, 2 FLOPs per multiply-add each.
-        assert_eq!(qwen3_8b().attention_flops_per_pair(true), 4.0 * 32.0 * 128.0);
-        assert_eq!(qwen3_8b().attention_flops_per_pair(false), 4.0 * 32.0 * 128.0);
-        assert_eq!(qwen3_8b().attention_replicated_params(), 0.0);
-    }
-
-    #[test]
-    fn invalid_shapes_are_rejected_with_the_reason() {
-        let mut m = qwen3_8b();
-        m.kv_heads = 5;
-        assert!(m.validate().unwrap_err().contains("kv_heads"));
-        let mut m = qwen3_8b();
-        m.moe = Some(MoeShape {
-            experts: 8,
-            top_k: 9,
-            expert_intermediate: 10,
-            shared_experts: 0,
-            shared_intermediate: None,
-            dense_layers: 0,
-            latent: None,
-        });
-        assert!(m.validate().unwrap_err().contains("top_k"));
-        let mut m = deepseek_v3();
-        m.mla.as_mut().unwrap().kv_lora_rank = 0;
-        let err = m.validate().unwrap_err();
-        assert!(err.contains("mla.kv_lora_rank") && err.contains("latent"), "{err}");
-    }
-}
+mod tests;

@@ -112,6 +112,11 @@ pub struct StackProfile {
     /// Host cost of launching one layer's kernels one by one, µs: paid per layer by a step that
     /// runs without CUDA graphs (`enforce-eager`, or beyond the captured sizes); 0 disables it.
     pub eager_layer_us: f64,
+    /// Query heads a GPU that vLLM's sparse MLA kernels (FlashMLA's, DeepSeek-V3.2) run at the
+    /// least: a rank's heads are padded up to it, 64 on Hopper and 128 on datacenter Blackwell
+    /// (`FlashMLASparseImpl`'s prefill padding).
+    #[serde(default = "sparse_mla_heads")]
+    pub sparse_mla_heads: u32,
     /// Steps with more tokens than this run without graphs.
     pub graph_max_tokens: u32,
     /// Steps with a context longer than this run without graphs (0: no limit).
@@ -217,6 +222,13 @@ pub const DEQUANT_OPS_PER_WEIGHT: f64 = 5.7;
 /// gives upstream vLLM's published prompt rate for gpt-oss-120b within 11 % (CALIBRATION.md).
 pub const DEQUANT_MMA_MOE: f64 = 0.5;
 
+/// See [`StackProfile::sparse_mla_heads`]: Hopper's FlashMLA sparse kernels.
+const SPARSE_MLA_HEADS: u32 = 64;
+
+fn sparse_mla_heads() -> u32 {
+    SPARSE_MLA_HEADS
+}
+
 fn dequant_mma_moe() -> f64 {
     DEQUANT_MMA_MOE
 }
@@ -274,6 +286,7 @@ impl Default for StackProfile {
             alpha_ar_us: None,
             ar_step_us: None,
             eager_layer_us: 0.0,
+            sparse_mla_heads: SPARSE_MLA_HEADS,
             graph_max_tokens: 512,
             graph_max_ctx: 0,
             activation_reserve_gib: 5.5,

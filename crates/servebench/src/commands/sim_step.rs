@@ -20,7 +20,7 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     }
     let d = &args.deployment;
     let setup = super::resolve::deployment_setup(d)?;
-    let window = setup.model.sliding_layers().1;
+    let window = setup.model.pair_window();
     let mut batch = BatchStats::default();
     for _ in 0..args.batch {
         batch.add_sequence(args.context, 1, window, false, true);

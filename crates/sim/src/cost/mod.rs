@@ -92,6 +92,13 @@ struct RankShares {
     seqs: f64,
 }
 
+impl RankShares {
+    /// The whole step (no data parallelism).
+    fn whole() -> Self {
+        RankShares { tokens: 1.0, prefill: 1.0, seqs: 1.0 }
+    }
+}
+
 /// A step-time model. The engine calls it once per step.
 pub trait StepCost: Send + Sync {
     /// Seconds the step takes.
@@ -149,6 +156,15 @@ pub struct StepBreakdown {
 /// embedding, activation function, quantisation), for when their launches stop showing.
 const ELEMENTWISE_PASSES: f64 = 10.0;
 
+/// A sparse-attention indexer on one GPU: FLOPs of scoring one query against one key in one
+/// layer, bytes of one cached key in one layer, and the rate its FP8 scores run at.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct IndexerCost {
+    flops_per_pair: f64,
+    key_bytes: f64,
+    rate: f64,
+}
+
 /// The step model of this module with every per-step constant precomputed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
@@ -198,6 +214,9 @@ pub struct CostModel {
     linear_decode_flops: f64,
     /// Softmax exponentials of one query-key pair in one layer, per GPU (one a query head).
     attn_exps_per_pair: f64,
+    /// DeepSeek sparse attention's indexer, replicated on every GPU (None without): attention
+    /// then reads at most `top_k` tokens a query, the indexer scores them all.
+    indexer: Option<IndexerCost>,
     /// The exponentials a second the attention kernels reach (the SFUs' rate at their
     /// efficiency); infinite where the preset gives no rate.
     exp_rate: f64,
@@ -304,6 +323,22 @@ impl CostModel {
             None => 0.0,
         };
         let default_tile = tiles::untuned_bf16_experts(m, o, hw).is_some();
+        // Sparse MLA (DeepSeek-V3.2) attends in the latent form in both phases, over a rank's
+        // heads padded up to what FlashMLA's sparse kernels run; nothing is decompressed.
+        let heads = f64::from(m.heads);
+        let (attn_heads, attn_flops_prefill, context_upproj) = match &m.sparse {
+            Some(_) => {
+                let padded = (heads / tp).max(f64::from(st.sparse_mla_heads));
+                (padded, m.attention_flops_per_pair(false) / heads * padded, 0.0)
+            }
+            None => (heads / tp, m.attention_flops_per_pair(true) / tp, m.mla_context_upproj_flops() / tp),
+        };
+        let attn_flops_decode = m.attention_flops_per_pair(false) / heads * attn_heads;
+        let indexer = m.sparse.as_ref().map(|sp| IndexerCost {
+            flops_per_pair: sp.flops_per_pair(),
+            key_bytes: sp.key_bytes(),
+            rate: peaks.get(ComputePrecision::Fp8) * 1e12 * attn_eff,
+        });
         let expert_dev = match triton {
             Some(k) => GemmDevice {
                 peak_flops: peaks.bf16 * 1e12,
@@ -352,16 +387,17 @@ impl CostModel {
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
             kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
-            attn_flops_prefill: m.attention_flops_per_pair(true) / tp,
-            attn_flops_decode: m.attention_flops_per_pair(false) / tp,
-            context_upproj: GemmShape { flops_per_row: m.mla_context_upproj_flops() / tp, weight_bytes: 0.0 },
+            attn_flops_prefill,
+            attn_flops_decode,
+            context_upproj: GemmShape { flops_per_row: context_upproj, weight_bytes: 0.0 },
             attn_rate: peaks.bf16 * 1e12 * attn_eff,
             linear_layers: f64::from(m.linear_layers()),
             state_bytes: m.linear.as_ref().map_or(0.0, |x| x.state_bytes(o.tp)),
             linear_prefill_flops: m.linear.as_ref().map_or(0.0, |x| x.prefill_flops_per_token() / tp),
             linear_prefill_bytes: m.linear.as_ref().map_or(0.0, |x| x.prefill_bytes_per_token(o.tp)),
             linear_decode_flops: m.linear.as_ref().map_or(0.0, |x| x.decode_flops_per_token() / tp),
-            attn_exps_per_pair: f64::from(m.heads) / tp,
+            attn_exps_per_pair: attn_heads,
+            indexer,
             exp_rate: peaks.exp2.map_or(f64::INFINITY, |e| e * 1e12 * attn_eff),
             bandwidth,
             datasheet_bandwidth: hw.bandwidth_gbs * 1e9,
@@ -437,7 +473,7 @@ impl CostModel {
     /// work and holds the other ranks' step; many decodes spread evenly.
     fn rank_shares(&self, b: &BatchStats) -> RankShares {
         if self.dp <= 1.0 {
-            return RankShares { tokens: 1.0, prefill: 1.0, seqs: 1.0 };
+            return RankShares::whole();
         }
         let dp = self.dp;
         // `n` units of which one is `largest` units: the busiest rank takes that one whole and an
@@ -457,6 +493,17 @@ impl CostModel {
             prefill: busiest(b.prefill_tokens as f64, largest),
             seqs: busiest(f64::from(b.num_seqs), 1.0),
         }
+    }
+
+    /// Seconds of a sparse-attention indexer over a step, and the bytes it reads: every query
+    /// scored against every cached key of its sequence (the square of a prompt's length, a
+    /// decode's whole context), each key read from the indexer's cache; on every GPU whole.
+    /// Zero without sparse attention.
+    fn indexer_seconds(&self, b: &BatchStats, share: RankShares) -> (f64, f64) {
+        let Some(ix) = self.indexer else { return (0.0, 0.0) };
+        let pairs = self.full_layers * (b.pairs_prefill_full * share.prefill + b.pairs_decode_full * share.seqs);
+        let bytes = self.full_layers * ix.key_bytes * b.kv_tokens_full as f64 * share.seqs;
+        (attention_seconds(pairs * ix.flops_per_pair / ix.rate, 0.0, bytes / self.bandwidth), bytes)
     }
 
     /// Seconds of the linear-attention layers' kernels over a step, and the bytes they move. vLLM
@@ -498,18 +545,26 @@ impl CostModel {
         let experts = self.moe_layers
             * (experts_seconds(self.expert, self.experts, self.top_k, all_tokens, self.expert_spread, self.expert_dev)
                 + self.moe_fixed_s);
+        // Sparse attention reads and attends at most its top-k tokens a query in every layer (the
+        // batch's windowed figures), as sliding layers do within their window.
+        let (kv_full, prefill_full, decode_full) = match self.indexer {
+            Some(_) => (b.kv_tokens_window, b.pairs_prefill_window, b.pairs_decode_window),
+            None => (b.kv_tokens_full, b.pairs_prefill_full, b.pairs_decode_full),
+        };
         let kv_bytes = self.kv_bytes_token_layer
-            * (self.full_layers * b.kv_tokens_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
+            * (self.full_layers * kv_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
             * share.seqs;
-        let prefill_pairs = self.full_layers * b.pairs_prefill_full + self.sliding_layers * b.pairs_prefill_window;
-        let decode_pairs = self.full_layers * b.pairs_decode_full + self.sliding_layers * b.pairs_decode_window;
+        let prefill_pairs = self.full_layers * prefill_full + self.sliding_layers * b.pairs_prefill_window;
+        let decode_pairs = self.full_layers * decode_full + self.sliding_layers * b.pairs_decode_window;
         let flops = self.attn_flops_prefill * prefill_pairs * share.prefill
             + self.attn_flops_decode * decode_pairs * share.seqs;
         let exps = self.attn_exps_per_pair * (prefill_pairs * share.prefill + decode_pairs * share.seqs);
         let context = b.prefill_context_tokens as f64 * share.prefill;
         let attention_exps = exps / self.exp_rate;
+        let (indexer, index_bytes) = self.indexer_seconds(b, share);
         let attention = attention_seconds(flops / self.attn_rate, attention_exps, kv_bytes / self.bandwidth)
-            + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev);
+            + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev)
+            + indexer;
         let (recurrent, state_bytes) = self.linear_attention(b, share);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share.seqs).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
@@ -517,6 +572,7 @@ impl CostModel {
             + self.ffn.weight_bytes
             + touched
             + kv_bytes
+            + index_bytes
             + state_bytes
             + self.lm_head.weight_bytes)
             / self.bandwidth;
@@ -576,5 +632,7 @@ impl StepCost for CostModel {
 mod kernel_checks;
 #[cfg(test)]
 mod linear_tests;
+#[cfg(test)]
+mod sparse_tests;
 #[cfg(test)]
 mod tests;

@@ -207,6 +207,7 @@ fn any_model() -> impl Strategy<Value = CostModel> {
         "deepseek-ai/DeepSeek-R1",
         "Qwen/Qwen3.5-35B-A3B",
         "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+        "deepseek-ai/DeepSeek-V3.2",
     ];
     let hws = ["h100-sxm", "dgx-spark", "l40s", "b200", "mi300x", "gb200"];
     (0..models.len(), 0..hws.len(), prop::sample::select(vec![1u32, 2, 4, 8])).prop_filter_map(
@@ -281,8 +282,13 @@ proptest! {
     fn attention_never_beats_its_exponentials_over_the_sfus(c in any_model(), chunk in 1u32..8192, seqs in 1u32..128, ctx in 1u32..20_000) {
         for b in [prefill(chunk), decode_batch(seqs, ctx)] {
             let d = c.breakdown(&b);
-            let pairs = c.full_layers * (b.pairs_prefill_full + b.pairs_decode_full)
-                + c.sliding_layers * (b.pairs_prefill_window + b.pairs_decode_window);
+            // Sparse attention attends the batch's windowed pairs in every layer.
+            let full = if c.indexer.is_some() {
+                b.pairs_prefill_window + b.pairs_decode_window
+            } else {
+                b.pairs_prefill_full + b.pairs_decode_full
+            };
+            let pairs = c.full_layers * full + c.sliding_layers * (b.pairs_prefill_window + b.pairs_decode_window);
             prop_assert!(d.attention >= c.attn_exps_per_pair * pairs / c.exp_rate * (1.0 - 1e-12), "{d:?}");
         }
     }

@@ -39,7 +39,8 @@ pub struct EngineConfig {
     pub max_model_len: u32,
     pub enable_prefix_caching: bool,
     pub kv: KvLayout,
-    /// The sliding window of windowed layers (0: none), for the cost of their attention.
+    /// The look-back that bounds attention (a sliding window, or sparse attention's top-k; 0:
+    /// none), for the cost of its pairs and reads.
     pub window: u32,
     /// Delay before a received request is visible to the scheduler (`alpha_api`), ns.
     pub api_delay_ns: u64,
@@ -71,7 +72,7 @@ impl EngineConfig {
             max_model_len: s.max_model_len,
             enable_prefix_caching: s.options.enable_prefix_caching,
             kv: s.memory.layout,
-            window: s.model.sliding_layers().1,
+            window: s.model.pair_window(),
             api_delay_ns: (s.stack.alpha_api_ms * 1e6).round() as u64,
             api_ns_per_token: s.stack.api_us_per_token * 1e3,
             api_ns_per_request: (s.stack.api_ms_per_request * 1e6).round() as u64,

@@ -32,8 +32,8 @@ fn a_mamba_2_hybrid_s_public_sweep_stays_predicted() {
 /// DeepSeek-V3.2 on 8 H200 (GPUStack's lab, vLLM 0.13.0, `testdata/public/`): six bursts of
 /// 100 to 1,000 chat requests. Read as DeepSeek-V3 (dense MLA) they came out 48.5 / 45.2 /
 /// 70.0 % off (mean TTFT / TPOT / output throughput, all early); with the indexer, the top-k
-/// bound and FlashMLA's sparse kernels over padded heads priced, nothing fitted, 32.6 / 31.0 /
-/// 40.2 %, still early as DeepSeek-R1's bursts on the same lab's H200s are. Fails past 38, 36
+/// bound and FlashMLA's sparse kernels over padded heads priced, nothing fitted, 32.7 / 31.4 /
+/// 41.1 %, still early as DeepSeek-R1's bursts on the same lab's H200s are. Fails past 38, 36
 /// and 46 %.
 #[test]
 fn deepseek_sparse_attention_s_public_bursts_stay_predicted() {

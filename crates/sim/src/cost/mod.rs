@@ -4,12 +4,14 @@
 //! dense matrix products (attention projections, dense and shared FFNs) and the lm_head as
 //! rooflines whose compute efficiency grows with the step's token count; the routed experts of
 //! a mixture of experts as the experts the batch touches, each read once, each product as tall
-//! as its share of the tokens; attention as query-key FLOPs or KV-cache reads; linear-attention
-//! layers as each decode's recurrent state read and written and the prefill's chunked
-//! recurrence; a tensor-parallel all-reduce after each mixer and each FFN at its real message size over the
-//! link the deployment uses; hand-offs between pipeline stages. On top come the fixed costs a serving
-//! stack adds: per step (scheduling, sampling), per layer (the kernels' floor under CUDA
-//! graphs, or their launches without), per sequence, and per MoE layer (routing).
+//! as its share of the tokens; attention as query-key FLOPs or KV-cache reads (bounded by a
+//! sliding window, or by sparse attention's top-k, whose indexer scores every cached token);
+//! linear-attention and Mamba-2 layers as each decode's recurrent state read and written and
+//! the prefill's chunked recurrence; a tensor-parallel all-reduce after each mixer and each FFN
+//! at its real message size over the link the deployment uses; hand-offs between pipeline
+//! stages. On top come the fixed costs a serving stack adds: per step (scheduling, sampling),
+//! per layer (the kernels' floor under CUDA graphs, or their launches without), per sequence,
+//! and per MoE layer (routing).
 //! Everything is per GPU; the constants come from a [`crate::profile::StackProfile`].
 
 pub mod quick_reduce;
@@ -386,7 +388,10 @@ impl CostModel {
             default_tile,
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
-            kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
+            // The attention reads the latents or keys and values; a sparse model's indexer keys
+            // are the indexer's reads.
+            kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp)
+                - m.sparse.as_ref().map_or(0.0, crate::model::SparseAttention::key_bytes),
             attn_flops_prefill,
             attn_flops_decode,
             context_upproj: GemmShape { flops_per_row: context_upproj, weight_bytes: 0.0 },

@@ -144,3 +144,25 @@ fn invalid_shapes_are_rejected_with_the_reason() {
     let err = m.validate().unwrap_err();
     assert!(err.contains("mla.kv_lora_rank") && err.contains("latent"), "{err}");
 }
+
+#[test]
+fn the_glm_5_and_minimax_m2_5_presets_are_the_published_models() {
+    let presets = crate::presets::Presets::embedded().unwrap();
+    // GLM-5: published 744 B parameters, 40 B active; counted 743.8 and 41.6 with the
+    // embeddings (1.9 B) and the indexers (0.7 B).
+    let glm = presets.model("zai-org/GLM-5").unwrap();
+    let (total, active) = (glm.total_params() / 1e9, glm.active_params() / 1e9);
+    assert!((total / 744.0 - 1.0).abs() < 0.005, "{total}");
+    assert!((active - 41.6).abs() < 0.3, "{active}");
+    assert_eq!((glm.pair_window(), glm.moe_layers(), glm.allreduces()), (2048, 75, 156));
+    // InferenceX's names, and the FP8 checkpoint by its name.
+    assert_eq!(presets.model("glm5").unwrap().id, "zai-org/GLM-5");
+    assert_eq!(presets.model("zai-org/GLM-5-FP8").unwrap().precision, Precision::Fp8);
+    // MiniMax-M2.5 and M2.7 are M2's shapes (229.9 B, 9.8 B active as published for M2.5).
+    let m25 = presets.model("MiniMaxAI/MiniMax-M2.5").unwrap();
+    assert_eq!(
+        (m25.id.as_str(), presets.model("minimaxm2.5").unwrap().id.as_str()),
+        ("MiniMaxAI/MiniMax-M2", "MiniMaxAI/MiniMax-M2")
+    );
+    assert!((m25.total_params() / 229.9e9 - 1.0).abs() < 0.01, "{}", m25.total_params());
+}

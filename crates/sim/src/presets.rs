@@ -257,12 +257,15 @@ impl NameParts {
                 None => base.push(part.to_string()),
             }
         }
-        // How a tag's scales are taken (`-FP8-Dynamic`, `-FP8-block`) and its bit width
-        // (`-AWQ-4bit`) are no part of the base.
+        // How a tag's scales are taken (`-FP8-Dynamic`, `-FP8-block`), its bit width
+        // (`-AWQ-4bit`) and the tool that quantized it (Intel's `-int4-AutoRound`,
+        // `-int4-mixed-AutoRound`) are no part of the base.
         if precision.is_some() {
             let bit_width =
                 |p: &str| p.strip_suffix("bit").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-            base.retain(|p| !matches!(p.as_str(), "dynamic" | "static" | "block") && !bit_width(p));
+            base.retain(|p| {
+                !matches!(p.as_str(), "dynamic" | "static" | "block" | "autoround" | "mixed") && !bit_width(p)
+            });
         }
         Some(NameParts { base, precision })
     }
@@ -480,6 +483,8 @@ mod tests {
             ("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B-Instruct", Precision::Fp8),
             ("Qwen/Qwen3-VL-30B-A3B-Instruct-FP8", "Qwen/Qwen3-VL-30B-A3B-Instruct", Precision::Fp8),
             ("Qwen/Qwen2.5-72B-Instruct-AWQ", "Qwen/Qwen2.5-72B-Instruct", Precision::AwqInt4),
+            ("Intel/Qwen3.5-397B-A17B-int4-AutoRound", "Qwen/Qwen3.5-397B-A17B", Precision::AwqInt4),
+            ("Intel/Qwen3.5-122B-A10B-int4-mixed-AutoRound", "Qwen/Qwen3.5-122B-A10B", Precision::AwqInt4),
         ] {
             let m = p.model(name).unwrap();
             let base = p.model(from).unwrap();

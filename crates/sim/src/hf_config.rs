@@ -123,6 +123,12 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
     };
     let sliding = parse_sliding(&k, layers, max_context, &model_type)?;
     let (precision, attention_precision) = parse_precision(&k)?;
+    // Kimi-K2-Thinking's and K2.5's INT4 checkpoints quantize the routed experts only.
+    let dtype = checkpoint_dtype(&k);
+    // The shared experts themselves, not Qwen's `shared_expert_gate` scalar.
+    let shared = |s: &str| s.contains("shared_experts") || s.contains("shared_expert.") || s.ends_with("shared_expert");
+    let shared_kept = precision != dtype && quantization_skips(&k, shared);
+    let moe = moe.map(|m| MoeShape { shared_precision: shared_kept.then_some(dtype), ..m });
     let id = root.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(origin).to_string();
     Ok(ModelShape {
         id,
@@ -391,6 +397,7 @@ fn parse_moe(k: &Keys, layers: u32, model_type: &str) -> Result<Option<MoeShape>
         shared_experts,
         shared_intermediate,
         dense_layers: dense_layers.min(layers),
+        shared_precision: None,
         latent: k.num(&["moe_latent_size"])?,
     }))
 }
@@ -425,11 +432,27 @@ fn parse_sliding(k: &Keys, layers: u32, max_context: u32, model_type: &str) -> R
     Ok((windowed > 0).then_some(SlidingWindow { window, layers: windowed.min(layers) }))
 }
 
-fn parse_precision(k: &Keys) -> Result<(Precision, Option<Precision>), String> {
-    let dtype = match k.first(&["torch_dtype", "dtype"]).and_then(Value::as_str) {
+/// The 16-bit format of the weights a quantization leaves alone (`torch_dtype`).
+fn checkpoint_dtype(k: &Keys) -> Precision {
+    match k.first(&["torch_dtype", "dtype"]).and_then(Value::as_str) {
         Some("float16") => Precision::Fp16,
         _ => Precision::Bf16,
-    };
+    }
+}
+
+/// Whether the quantization config's skip lists keep a module `names` matches unquantized
+/// (the vision tower's modules aside).
+fn quantization_skips(k: &Keys, names: impl Fn(&str) -> bool) -> bool {
+    let Some(qc) = k.get("quantization_config") else { return false };
+    ["modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"].iter().any(|key| {
+        qc.get(*key).and_then(Value::as_array).is_some_and(|a| {
+            a.iter().filter_map(Value::as_str).filter(|s| !s.contains("visual") && !s.contains("vision")).any(&names)
+        })
+    })
+}
+
+fn parse_precision(k: &Keys) -> Result<(Precision, Option<Precision>), String> {
+    let dtype = checkpoint_dtype(k);
     let Some(qc) = k.get("quantization_config").filter(|v| v.is_object()) else {
         return Ok((dtype, None));
     };
@@ -457,15 +480,8 @@ fn parse_precision(k: &Keys) -> Result<(Precision, Option<Precision>), String> {
         "compressed-tensors" => compressed_tensors(qc).ok_or_else(unsupported)?,
         _ => return Err(unsupported()),
     };
-    let skip_lists = ["modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"];
-    let attention_kept = skip_lists.iter().any(|key| {
-        qc.get(*key).and_then(Value::as_array).is_some_and(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .filter(|s| !s.contains("visual") && !s.contains("vision"))
-                .any(|s| s.contains("self_attn") || s.contains(".attn") || s.contains("linear_attn"))
-        })
-    });
+    let attention_kept =
+        quantization_skips(k, |s| s.contains("self_attn") || s.contains(".attn") || s.contains("linear_attn"));
     Ok((precision, attention_kept.then_some(dtype)))
 }
 

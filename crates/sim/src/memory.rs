@@ -132,10 +132,7 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     let w_b = model.precision.bytes_per_param();
     let replicated = f64::from(model.attention_layers()) * model.attention_replicated_params();
     let attention = ((model.mixer_params() - replicated) / tp + replicated) * attn_b;
-    let always = (f64::from(model.dense_ffn_layers()) * model.dense_ffn_params()
-        + f64::from(model.moe_layers()) * model.moe_always_params())
-        * w_b
-        / tp;
+    let always = model.always_ffn_params() * model.always_precision().bytes_per_param() / tp;
     let experts_per_gpu = model.moe.as_ref().map_or(0.0, |m| {
         if opts.expert_parallel {
             f64::from(opts.experts_per_gpu(m.experts))

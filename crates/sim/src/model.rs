@@ -128,6 +128,11 @@ pub struct MoeShape {
     /// Layers that keep a dense FFN (GLM's `first_k_dense_replace`, interleaved layers).
     #[serde(default)]
     pub dense_layers: u32,
+    /// The format of the FFN weights every token uses (shared experts, the dense FFN layers)
+    /// where the checkpoint keeps them apart from the routed experts' (Kimi-K2-Thinking's and
+    /// K2.5's INT4 routed experts beside BF16 shared ones); unset, the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_precision: Option<Precision>,
     /// The width the routed experts read and write when it is not the hidden size (LatentMoE,
     /// Nemotron 3 Super's `moe_latent_size`): each MoE layer projects its tokens down to it
     /// before the experts and back up after them, two products every token runs.
@@ -285,6 +290,17 @@ impl ModelShape {
     /// The format of the attention projections.
     pub fn attention_precision(&self) -> Precision {
         self.attention_precision.unwrap_or(self.precision)
+    }
+
+    /// The format of the FFN weights every token uses: dense FFN layers, shared experts.
+    pub fn always_precision(&self) -> Precision {
+        self.moe.as_ref().and_then(|m| m.shared_precision).unwrap_or(self.precision)
+    }
+
+    /// Parameters of the FFNs every token uses, all layers: dense FFNs, shared experts, routers.
+    pub fn always_ffn_params(&self) -> f64 {
+        f64::from(self.dense_ffn_layers()) * self.dense_ffn_params()
+            + f64::from(self.moe_layers()) * self.moe_always_params()
     }
 
     /// Layers with an FFN, dense or MoE.
@@ -490,7 +506,9 @@ impl ModelShape {
     /// linear-attention layers' projections are in the attention projections' format.
     pub fn weight_bytes(&self) -> f64 {
         let attn = self.mixer_params() * self.mixer_bytes_per_param();
-        let rest = (self.block_params() - self.mixer_params()) * self.precision.bytes_per_param();
+        let always = self.always_ffn_params();
+        let routed = self.block_params() - self.mixer_params() - always;
+        let rest = always * self.always_precision().bytes_per_param() + routed * self.precision.bytes_per_param();
         let heads = if self.tied_embeddings { 1.0 } else { 2.0 };
         attn + rest + heads * self.embedding_params() * 2.0 + self.extra_params_b * 1e9 * 2.0
     }

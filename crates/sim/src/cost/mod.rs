@@ -258,7 +258,6 @@ impl CostModel {
         let tp = f64::from(o.tp);
         let l = f64::from(m.layers);
         let moe_layers = f64::from(m.moe_layers());
-        let dense_layers = f64::from(m.dense_ffn_layers());
         let (experts, top_k) = m.moe.as_ref().map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.top_k)));
         let peaks = &hw.peak_tflops.at_clock(hw.sustained_clock);
         // The attention kernels' fraction of whichever unit binds them (`attention_seconds`).
@@ -286,7 +285,8 @@ impl CostModel {
         // layers' projections too) is split.
         let replicated = f64::from(m.attention_layers()) * m.attention_replicated_params();
         let attn_params = replicated + (m.mixer_params() - replicated) / tp;
-        let ffn_params = (dense_layers * m.dense_ffn_params() + moe_layers * m.moe_always_params()) / tp;
+        let ffn_params = m.always_ffn_params() / tp;
+        let always_format = m.always_precision();
         let w_b = m.precision.bytes_per_param();
         let lm_params = m.embedding_params() / tp;
         let ar = o.allreduce_link(hw);
@@ -380,8 +380,11 @@ impl CostModel {
                 weight_bytes: attn_params * m.mixer_bytes_per_param(),
             },
             attn_dev: device(attn_format, &st.gemm_eff, st.gemm_eff.bf16),
-            ffn: GemmShape { flops_per_row: 2.0 * ffn_params, weight_bytes: ffn_params * w_b },
-            ffn_dev: device(lin_format, &st.gemm_eff, st.gemm_eff.bf16),
+            ffn: GemmShape {
+                flops_per_row: 2.0 * ffn_params,
+                weight_bytes: ffn_params * always_format.bytes_per_param(),
+            },
+            ffn_dev: device(always_format.compute_on(peaks), &st.gemm_eff, st.gemm_eff.bf16),
             expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
             expert_dev,
             moe_fixed_s: fused_us * 1e-6,

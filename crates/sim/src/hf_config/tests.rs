@@ -330,3 +330,28 @@ fn deepseek_sparse_attention_is_read_with_its_indexer() {
     let kv = crate::precision::KvDtype::Auto;
     assert_eq!(m.kv_bytes_per_token_layer(kv, 8) - v3.kv_bytes_per_token_layer(kv, 8), 132.0);
 }
+
+#[test]
+fn a_quantization_that_skips_the_shared_experts_keeps_them_in_the_checkpoint_s_dtype() {
+    // Kimi-K2-Thinking's compressed-tensors INT4: routed experts only.
+    let quant = r#""quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 32}}},
+        "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]},"#;
+    let fp8 = r#""quantization_config": {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128]
+  },"#;
+    let thinking = fixture("deepseek-v3.json").replace(fp8, quant);
+    assert!(thinking.contains("pack-quantized"), "the fixture's FP8 block was replaced");
+    let m = ModelShape::from_hf_config(&thinking).unwrap();
+    assert_eq!(
+        (m.precision, m.attention_precision(), m.always_precision()),
+        (Precision::AwqInt4, Precision::Bf16, Precision::Bf16)
+    );
+    // Without the shared experts in the list (a gate's scalar is not them) they take the routed
+    // experts' format.
+    let all = thinking.replace(r#""re:.*shared_experts.*", "#, r#""mlp.shared_expert_gate", "#);
+    assert_eq!(ModelShape::from_hf_config(&all).unwrap().always_precision(), Precision::AwqInt4);
+}

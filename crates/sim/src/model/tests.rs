@@ -54,6 +54,7 @@ fn deepseek_v3() -> ModelShape {
             shared_experts: 1,
             shared_intermediate: None,
             dense_layers: 3,
+            shared_precision: None,
             latent: None,
         }),
         mla: Some(MlaShape {
@@ -136,6 +137,7 @@ fn invalid_shapes_are_rejected_with_the_reason() {
         shared_experts: 0,
         shared_intermediate: None,
         dense_layers: 0,
+        shared_precision: None,
         latent: None,
     });
     assert!(m.validate().unwrap_err().contains("top_k"));
@@ -165,4 +167,25 @@ fn the_glm_5_and_minimax_m2_5_presets_are_the_published_models() {
         ("MiniMaxAI/MiniMax-M2", "MiniMaxAI/MiniMax-M2")
     );
     assert!((m25.total_params() / 229.9e9 - 1.0).abs() < 0.01, "{}", m25.total_params());
+}
+
+#[test]
+fn kimi_k2_5_keeps_its_shared_experts_in_bf16_beside_int4_routed_ones() {
+    let presets = crate::presets::Presets::embedded().unwrap();
+    let k25 = presets.model("moonshotai/Kimi-K2.5").unwrap();
+    assert_eq!(
+        (k25.precision, k25.always_precision(), k25.attention_precision()),
+        (Precision::AwqInt4, Precision::Bf16, Precision::Bf16)
+    );
+    // 1.03 T parameters like Kimi-K2: the routed experts at 0.53 bytes, the 23 B of attention,
+    // shared experts, dense layer and embeddings at 2 (a 595 GB checkpoint, vision aside).
+    let k2 = presets.model("moonshotai/Kimi-K2-Instruct").unwrap();
+    assert!((k25.total_params() / k2.total_params() - 1.0).abs() < 1e-12);
+    let routed = f64::from(k25.moe_layers()) * 384.0 * k25.expert_params();
+    let rest = k25.total_params() - routed;
+    let bytes = routed * 0.53 + rest * 2.0 + 0.4e9 * 2.0;
+    assert!((k25.weight_bytes() / bytes - 1.0).abs() < 1e-9, "{} vs {bytes}", k25.weight_bytes());
+    assert_eq!(presets.model("kimik2.5").unwrap().id, "moonshotai/Kimi-K2.5");
+    // Kimi-K2-Instruct's FP8 covers its shared experts too.
+    assert_eq!(k2.always_precision(), Precision::Fp8);
 }

@@ -342,13 +342,27 @@ impl NemotronBlocks {
     }
 }
 
-/// DeepSeek sparse attention, when the config has `index_topk` (DeepSeek-V3.2): its indexer's
-/// heads and width.
+/// DeepSeek sparse attention, when the config has `index_topk` (DeepSeek-V3.2, GLM-5): its
+/// indexer's heads and width, and the layers that run one where some share (GLM-5.2).
 fn parse_sparse(k: &Keys) -> Result<Option<SparseAttention>, String> {
     let Some(top_k) = k.num(&["index_topk"])? else {
         return Ok(None);
     };
-    Ok(Some(SparseAttention { top_k, heads: k.need(&["index_n_heads"])?, head_dim: k.need(&["index_head_dim"])? }))
+    // GLM-5.2 lists which layers run an indexer (`full`) and which reuse the top-k before them
+    // (`shared`).
+    let indexer_layers = match k.get("indexer_types") {
+        Some(Value::Array(types)) => {
+            Some(u32::try_from(types.iter().filter(|t| t.as_str() != Some("shared")).count()).unwrap_or(u32::MAX))
+        }
+        Some(_) => return Err("indexer_types must be a list of `full` and `shared`".into()),
+        None => None,
+    };
+    Ok(Some(SparseAttention {
+        top_k,
+        heads: k.need(&["index_n_heads"])?,
+        head_dim: k.need(&["index_head_dim"])?,
+        indexer_layers,
+    }))
 }
 
 /// Multi-head latent attention, when the config has `kv_lora_rank` (DeepSeek-V2/V3, Kimi-K2).

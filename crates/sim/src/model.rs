@@ -277,6 +277,12 @@ impl ModelShape {
             if let Some(name) = first_zero(&dims) {
                 return Err(format!("{name} must be at least 1 for sparse attention"));
             }
+            if sp.indexer_layers.is_some_and(|n| n == 0 || n > self.attention_layers()) {
+                return Err(format!(
+                    "sparse.indexer_layers must be between 1 and the {} attention layers",
+                    self.attention_layers()
+                ));
+            }
             if self.sliding.is_some() {
                 return Err("sparse attention beside sliding-window layers is not modelled".into());
             }
@@ -403,11 +409,25 @@ impl ModelShape {
         mla + self.indexer_params()
     }
 
-    /// Parameters of one layer's sparse-attention indexer (0 without).
+    /// Parameters of one layer's sparse-attention indexer, on average over the layers where only
+    /// some run one (0 without).
     fn indexer_params(&self) -> f64 {
         let q_lora =
             self.mla.as_ref().map_or(self.hidden, |a| if a.q_lora_rank > 0 { a.q_lora_rank } else { self.hidden });
-        self.sparse.as_ref().map_or(0.0, |s| s.params(self.hidden, q_lora))
+        self.sparse.as_ref().map_or(0.0, |s| s.params(self.hidden, q_lora) * self.indexer_share())
+    }
+
+    /// The share of the attention layers that run a sparse-attention indexer of their own (1
+    /// where every layer does, or without sparse attention).
+    pub fn indexer_share(&self) -> f64 {
+        let layers = f64::from(self.attention_layers().max(1));
+        self.sparse.as_ref().and_then(|s| s.indexer_layers).map_or(1.0, |n| (f64::from(n) / layers).min(1.0))
+    }
+
+    /// Bytes of the indexer's keys one token keeps in one layer, on average over the layers (0
+    /// without sparse attention).
+    pub fn index_key_bytes(&self) -> f64 {
+        self.sparse.as_ref().map_or(0.0, |s| s.key_bytes() * self.indexer_share())
     }
 
     /// The look-back that bounds a query's attention pairs and a decode's reads: a sliding
@@ -526,7 +546,7 @@ impl ModelShape {
     /// key, not divided by `tp` (vLLM keeps the whole latent cache on every rank); with sparse
     /// attention also the indexer's key.
     pub fn kv_bytes_per_token_layer(&self, dtype: KvDtype, tp: u32) -> f64 {
-        let index = self.sparse.as_ref().map_or(0.0, SparseAttention::key_bytes);
+        let index = self.index_key_bytes();
         if let Some(a) = &self.mla {
             return f64::from(a.cache_width()) * dtype.bytes() + index;
         }

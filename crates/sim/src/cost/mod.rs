@@ -336,9 +336,10 @@ impl CostModel {
             None => (heads / tp, m.attention_flops_per_pair(true) / tp, m.mla_context_upproj_flops() / tp),
         };
         let attn_flops_decode = m.attention_flops_per_pair(false) / heads * attn_heads;
+        // Per layer on average, where only some layers run an indexer of their own.
         let indexer = m.sparse.as_ref().map(|sp| IndexerCost {
-            flops_per_pair: sp.flops_per_pair(),
-            key_bytes: sp.key_bytes(),
+            flops_per_pair: sp.flops_per_pair() * m.indexer_share(),
+            key_bytes: m.index_key_bytes(),
             rate: peaks.get(ComputePrecision::Fp8) * 1e12 * attn_eff,
         });
         let expert_dev = match triton {
@@ -393,8 +394,7 @@ impl CostModel {
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
             // The attention reads the latents or keys and values; a sparse model's indexer keys
             // are the indexer's reads.
-            kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp)
-                - m.sparse.as_ref().map_or(0.0, crate::model::SparseAttention::key_bytes),
+            kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp) - m.index_key_bytes(),
             attn_flops_prefill,
             attn_flops_decode,
             context_upproj: GemmShape { flops_per_row: context_upproj, weight_bytes: 0.0 },

@@ -317,7 +317,7 @@ fn deepseek_sparse_attention_is_read_with_its_indexer() {
         r#""q_lora_rank": 1536, "index_topk": 2048, "index_n_heads": 64, "index_head_dim": 128,"#,
     );
     let m = ModelShape::from_hf_config(&v32).unwrap();
-    assert_eq!(m.sparse, Some(SparseAttention { top_k: 2048, heads: 64, head_dim: 128 }));
+    assert_eq!(m.sparse, Some(SparseAttention { top_k: 2048, heads: 64, head_dim: 128, indexer_layers: None }));
     assert_eq!(m.pair_window(), 2048);
     // The preset has the same shape; 0.86 B indexer parameters beside V3's 671 B (published
     // 685 B with the multi-token-prediction layer).
@@ -329,6 +329,17 @@ fn deepseek_sparse_attention_is_read_with_its_indexer() {
     // Every layer's cache keeps its indexer key (132 bytes) beside the latent.
     let kv = crate::precision::KvDtype::Auto;
     assert_eq!(m.kv_bytes_per_token_layer(kv, 8) - v3.kv_bytes_per_token_layer(kv, 8), 132.0);
+    // GLM-5.2's layers share indexers: 16 of 61 here run one, and the keys and the indexer's
+    // parameters are that share of every layer's.
+    let types: Vec<&str> = (0..61).map(|i| if i % 4 == 0 { "\"full\"" } else { "\"shared\"" }).collect();
+    let shared = v32
+        .replace(r#""index_topk": 2048,"#, &format!(r#""index_topk": 2048, "indexer_types": [{}],"#, types.join(", ")));
+    let s = ModelShape::from_hf_config(&shared).unwrap();
+    assert_eq!(s.sparse.as_ref().unwrap().indexer_layers, Some(16));
+    assert!((s.index_key_bytes() - 132.0 * 16.0 / 61.0).abs() < 1e-9);
+    assert!(
+        ((s.total_params() - v3.total_params()) / (m.total_params() - v3.total_params()) - 16.0 / 61.0).abs() < 1e-9
+    );
 }
 
 #[test]

@@ -18,6 +18,10 @@ pub struct SparseAttention {
     pub heads: u32,
     /// Width of an indexer head and key (`index_head_dim`).
     pub head_dim: u32,
+    /// Layers that run an indexer of their own where the others reuse the top-k of the one
+    /// before (GLM-5.2's `indexer_types`, `full` against `shared`); unset: every layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexer_layers: Option<u32>,
 }
 
 /// Tokens the indexer's keys are quantized in blocks of (one FP32 scale a block).
@@ -52,7 +56,7 @@ mod tests {
 
     #[test]
     fn deepseek_v3_2_s_indexer_by_hand() {
-        let s = SparseAttention { top_k: 2048, heads: 64, head_dim: 128 };
+        let s = SparseAttention { top_k: 2048, heads: 64, head_dim: 128, indexer_layers: None };
         // wq_b 1536 x 64 x 128, wk 7168 x 128, weights_proj 7168 x 64.
         assert_eq!(s.params(7168, 1536), 1536.0 * 8192.0 + 7168.0 * 128.0 + 7168.0 * 64.0);
         assert_eq!(s.flops_per_pair(), 16_384.0);

@@ -108,7 +108,7 @@ pub struct MemoryPlan {
     /// stage (0 without linear attention).
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub state_bytes_per_request: f64,
-    /// The block pool: one GPU's, or in a [`SimSetup`] with `dp > 1` the `dp` ranks' together.
+    /// The block pool: one GPU's, or in a [`crate::setup::SimSetup`] with `dp > 1` the `dp` ranks' together.
     pub layout: KvLayout,
     /// The longest sequence one rank's KV cache can hold ("GPU KV cache size" in vLLM's log).
     pub kv_tokens: u64,

@@ -133,7 +133,7 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
 /// all-reduce through ROCm's QuickReduce at INT4 (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`:
 /// the MI300X's script since September 2025, the MI325X's and MI355X's only since their update
 /// to vLLM 0.17.0 of March 2026, so a row of theirs that names an older vLLM runs without it).
-/// Every one ran with async scheduling ([`ASYNC`]).
+/// Every one ran with async scheduling (`ASYNC`).
 /// Other flags they pass (no prefix caching on random prompts, `max-num-seqs` at or above the
 /// concurrency, 95 % of memory on AMD parts where the KV cache is never short at these loads)
 /// change nothing the simulator prices here.

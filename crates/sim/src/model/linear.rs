@@ -23,7 +23,7 @@ pub const CHUNK: f64 = 64.0;
 #[serde(rename_all = "snake_case")]
 pub enum LinearKind {
     /// Gated DeltaNet (Qwen3-Next, Qwen3.5): per value head a decay and a write-strength gate,
-    /// the delta rule's correction, chunks of [`CHUNK`] tokens.
+    /// the delta rule's correction, chunks of 64 tokens (`CHUNK`).
     #[default]
     GatedDeltaNet,
     /// Mamba-2's state-space duality (Nemotron-H, Nemotron 3): per head one decay (`dt`), no
@@ -39,7 +39,7 @@ pub struct LinearAttention {
     #[serde(default, skip_serializing_if = "is_default_kind")]
     pub kind: LinearKind,
     /// Tokens a chunk of the chunked prefill (Mamba-2's `chunk_size`; Gated DeltaNet's kernels
-    /// use [`CHUNK`]).
+    /// use 64, `CHUNK`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk: Option<u32>,
     /// Layers of linear attention (`layer_types` entries `linear_attention`, Mamba layers).

@@ -122,13 +122,8 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         _ => k.num(&["intermediate_size", "ffn_hidden_size", "n_inner"])?.unwrap_or(4 * hidden),
     };
     let sliding = parse_sliding(&k, layers, max_context, &model_type)?;
-    let (precision, attention_precision) = parse_precision(&k)?;
-    // Kimi-K2-Thinking's and K2.5's INT4 checkpoints quantize the routed experts only.
-    let dtype = checkpoint_dtype(&k);
-    // The shared experts themselves, not Qwen's `shared_expert_gate` scalar.
-    let shared = |s: &str| s.contains("shared_experts") || s.contains("shared_expert.") || s.ends_with("shared_expert");
-    let shared_kept = precision != dtype && quantization_skips(&k, shared);
-    let moe = moe.map(|m| MoeShape { shared_precision: shared_kept.then_some(dtype), ..m });
+    let formats = parse_precision(&k)?;
+    let moe = moe.map(|m| MoeShape { shared_precision: formats.shared, ..m });
     let id = root.get("_name_or_path").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(origin).to_string();
     Ok(ModelShape {
         id,
@@ -144,8 +139,8 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         ungated_ffn: hybrid.is_some() && k.str("mlp_hidden_act").is_none_or(|a| a == "relu2"),
         vocab,
         tied_embeddings: tied,
-        precision,
-        attention_precision,
+        precision: formats.weights,
+        attention_precision: formats.attention,
         bf16_mixers: 0,
         max_context,
         moe,
@@ -454,10 +449,9 @@ fn checkpoint_dtype(k: &Keys) -> Precision {
     }
 }
 
-/// Whether the quantization config's skip lists keep a module `names` matches unquantized
-/// (the vision tower's modules aside).
-fn quantization_skips(k: &Keys, names: impl Fn(&str) -> bool) -> bool {
-    let Some(qc) = k.get("quantization_config") else { return false };
+/// Whether a quantization config's skip lists keep a module `names` matches unquantized (the
+/// vision tower's modules aside).
+fn quantization_skips(qc: &Value, names: impl Fn(&str) -> bool) -> bool {
     ["modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"].iter().any(|key| {
         qc.get(*key).and_then(Value::as_array).is_some_and(|a| {
             a.iter().filter_map(Value::as_str).filter(|s| !s.contains("visual") && !s.contains("vision")).any(&names)
@@ -465,10 +459,21 @@ fn quantization_skips(k: &Keys, names: impl Fn(&str) -> bool) -> bool {
     })
 }
 
-fn parse_precision(k: &Keys) -> Result<(Precision, Option<Precision>), String> {
+/// The weight formats a config's quantization gives: the model's, and the parts its skip lists
+/// keep in the checkpoint's 16-bit format where that differs.
+struct Formats {
+    weights: Precision,
+    /// The attention (and linear-attention) projections.
+    attention: Option<Precision>,
+    /// The FFN weights every token uses: Kimi-K2-Thinking's and K2.5's INT4 checkpoints quantize
+    /// the routed experts only.
+    shared: Option<Precision>,
+}
+
+fn parse_precision(k: &Keys) -> Result<Formats, String> {
     let dtype = checkpoint_dtype(k);
     let Some(qc) = k.get("quantization_config").filter(|v| v.is_object()) else {
-        return Ok((dtype, None));
+        return Ok(Formats { weights: dtype, attention: None, shared: None });
     };
     let method = qc.get("quant_method").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
     let bits = qc.get("bits").and_then(as_u32).unwrap_or(4);
@@ -495,8 +500,11 @@ fn parse_precision(k: &Keys) -> Result<(Precision, Option<Precision>), String> {
         _ => return Err(unsupported()),
     };
     let attention_kept =
-        quantization_skips(k, |s| s.contains("self_attn") || s.contains(".attn") || s.contains("linear_attn"));
-    Ok((precision, attention_kept.then_some(dtype)))
+        quantization_skips(qc, |s| s.contains("self_attn") || s.contains(".attn") || s.contains("linear_attn"));
+    // The shared experts themselves, not Qwen's `shared_expert_gate` scalar.
+    let shared = |s: &str| s.contains("shared_experts") || s.contains("shared_expert.") || s.ends_with("shared_expert");
+    let shared_kept = precision != dtype && quantization_skips(qc, shared);
+    Ok(Formats { weights: precision, attention: attention_kept.then_some(dtype), shared: shared_kept.then_some(dtype) })
 }
 
 fn compressed_tensors(qc: &Value) -> Option<Precision> {

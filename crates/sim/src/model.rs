@@ -542,15 +542,21 @@ impl ModelShape {
         (self.kv_heads / tp.max(1)).max(1)
     }
 
-    /// KV bytes one token occupies in one layer on one rank. With MLA: the latent plus the rotary
-    /// key, not divided by `tp` (vLLM keeps the whole latent cache on every rank); with sparse
-    /// attention also the indexer's key.
+    /// KV bytes one token occupies in one layer on one rank: what its attention reads
+    /// ([`ModelShape::attention_kv_bytes_per_token_layer`]) and, with sparse attention, the
+    /// indexer's key ([`ModelShape::index_key_bytes`]).
     pub fn kv_bytes_per_token_layer(&self, dtype: KvDtype, tp: u32) -> f64 {
-        let index = self.index_key_bytes();
+        self.attention_kv_bytes_per_token_layer(dtype, tp) + self.index_key_bytes()
+    }
+
+    /// The keys and values one token keeps for attention in one layer on one rank. With MLA: the
+    /// latent plus the rotary key, not divided by `tp` (vLLM keeps the whole latent cache on
+    /// every rank).
+    pub fn attention_kv_bytes_per_token_layer(&self, dtype: KvDtype, tp: u32) -> f64 {
         if let Some(a) = &self.mla {
-            return f64::from(a.cache_width()) * dtype.bytes() + index;
+            return f64::from(a.cache_width()) * dtype.bytes();
         }
-        2.0 * f64::from(self.kv_heads_per_rank(tp)) * f64::from(self.head_dim) * dtype.bytes() + index
+        2.0 * f64::from(self.kv_heads_per_rank(tp)) * f64::from(self.head_dim) * dtype.bytes()
     }
 }
 

@@ -334,9 +334,8 @@ impl CostModel {
             default_tile,
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
-            // The attention reads the latents or keys and values; a sparse model's indexer keys
-            // are the indexer's reads.
-            kv_bytes_token_layer: m.kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp) - m.index_key_bytes(),
+            // A sparse model's indexer keys are the indexer's reads (`indexer`), not attention's.
+            kv_bytes_token_layer: m.attention_kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
             attn_flops_prefill,
             attn_flops_decode,
             context_upproj: GemmShape { flops_per_row: context_upproj, weight_bytes: 0.0 },

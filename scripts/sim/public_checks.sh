@@ -46,6 +46,8 @@ check a100-80g gpustack-a100-qwen3-14b.txt
 check a100-80g gpustack-a100-qwen3-32b.txt --option gpu-memory-utilization=0.95
 check h200 gpustack-h200-qwen3.5-35b-a3b.txt
 check h200 gpustack-h200-qwen3.5-35b-a3b-latency.txt
+check h100-sxm gpustack-h100-qwen3.5-9b.txt
+check h100-sxm gpustack-h100-qwen3.5-9b-latency.txt
 check dgx-spark nvidia-forum-spark-qwen3-vl-32b-fp8.txt
 check b200 vllm-pr-43232-b200-qwen3-235b-fp8.txt
 check b200 vllm-pr-23696-b200-gpt-oss-120b-sharegpt.txt

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 18] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 48] = embedded!("models":
+const MODELS: [(&str, &str); 50] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -38,7 +38,7 @@ const MODELS: [(&str, &str); 48] = embedded!("models":
     "gemma-3-27b-it.toml", "qwen3-vl-30b-a3b-instruct.toml", "mistral-small-3.2-24b-instruct.toml",
     "qwen2.5-72b-instruct.toml", "nemotron-3-nano-30b-a3b.toml", "nemotron-nano-9b-v2.toml",
     "nemotron-3-super-120b-a12b.toml", "deepseek-v3.2.toml", "glm-5.toml",
-    "kimi-k2.5.toml",
+    "kimi-k2.5.toml", "qwen3.5-9b.toml", "qwen3.5-27b.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -381,6 +381,13 @@ mod tests {
         for (id, total) in [("Qwen/Qwen3-Next-80B-A3B-Instruct", 80.0), ("Qwen/Qwen3.5-35B-A3B", 35.0)] {
             let t = p.model(id).unwrap().total_params() / 1e9;
             assert!((t / total - 1.0).abs() < 0.02, "{id}: total {t:.2} B vs {total}");
+        }
+        // The dense Qwen3.5 models, named for their language models (the vision tower apart).
+        for (id, named) in [("Qwen/Qwen3.5-9B", 9.0), ("Qwen/Qwen3.5-27B", 27.0)] {
+            let m = p.model(id).unwrap();
+            let t = m.total_params() / 1e9;
+            assert!((t / named - 1.0).abs() < 0.02, "{id}: language model {t:.2} B vs {named}");
+            assert_eq!(m.active_params(), m.total_params(), "{id} is dense");
         }
     }
 

@@ -45,6 +45,17 @@ pub struct StackProfile {
     /// Hopper, consumer Blackwell and GB10); unset: `attn_eff`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attn_eff_sinks: Option<f64>,
+    /// The same for Gated DeltaNet's chunked prefill where the stack runs it as
+    /// flash-linear-attention's Triton kernels, which reach about 90 to 100 TFLOP/s of it on
+    /// every datacenter GPU whatever its tensor cores; unset: `attn_eff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_eff: Option<f64>,
+    /// One value head's share of a linear-attention chunk's time in the chunked prefill, µs at
+    /// the H100 SXM's clock: a prompt's chunks carry the state from one to the next, so a layer's
+    /// prefill lasts at least its longest prompt's chunks one after another, each taking this
+    /// times the value heads on the GPU, however few its FLOPs.
+    #[serde(default = "linear_chunk_us")]
+    pub linear_chunk_us: f64,
     /// Rows at which a matrix product reaches half its ceiling: efficiency is
     /// `ceiling × M / (M + gemm_m_half)` for M rows (tokens, or tokens per expert).
     pub gemm_m_half: f64,
@@ -225,6 +236,15 @@ pub const DEQUANT_MMA_MOE: f64 = 0.5;
 /// See [`StackProfile::sparse_mla_heads`]: Hopper's FlashMLA sparse kernels.
 const SPARSE_MLA_HEADS: u32 = 64;
 
+/// See [`StackProfile::linear_chunk_us`]: FlashInfer's Hopper kernel for Gated DeltaNet's
+/// chunked prefill, which vLLM runs there, takes 3.0 µs a 64-token chunk of one prompt with 32
+/// value heads on an H200 (CALIBRATION.md, "Gated DeltaNet hybrids").
+const LINEAR_CHUNK_US: f64 = 3.0 / 32.0;
+
+fn linear_chunk_us() -> f64 {
+    LINEAR_CHUNK_US
+}
+
 fn sparse_mla_heads() -> u32 {
     SPARSE_MLA_HEADS
 }
@@ -269,6 +289,8 @@ impl Default for StackProfile {
             moe_eff: PrecisionTable { bf16: 0.165, fp8: 0.114, fp4: 0.35, weight_only: 0.167 },
             attn_eff: 0.65,
             attn_eff_sinks: None,
+            linear_eff: None,
+            linear_chunk_us: LINEAR_CHUNK_US,
             gemm_m_half: 12.5,
             t0_ms: 0.71,
             t_layer_us: 33.0,
@@ -300,12 +322,14 @@ impl Default for StackProfile {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 29] = [
+pub const PROFILE_OPTION_KEYS: [&str; 31] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
     "attn-eff",
     "attn-eff-sinks",
+    "linear-eff",
+    "linear-chunk-us",
     "gemm-m-half",
     "t0-ms",
     "t-layer-us",
@@ -410,6 +434,7 @@ impl StackProfile {
     pub fn validate(&self) -> Result<(), String> {
         let mut effs = vec![("eta_bw".to_string(), self.eta_bw), ("attn_eff".to_string(), self.attn_eff)];
         effs.extend(self.attn_eff_sinks.map(|v| ("attn_eff_sinks".to_string(), v)));
+        effs.extend(self.linear_eff.map(|v| ("linear_eff".to_string(), v)));
         effs.push(("triton_moe.ceiling".to_string(), self.triton_moe.ceiling));
         effs.push(("dequant_mma_moe".to_string(), self.dequant_mma_moe));
         effs.push(("fp4_moe.stream".to_string(), self.fp4_moe.stream));
@@ -449,6 +474,7 @@ impl StackProfile {
             ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0)),
             ("ar_step_us", self.ar_step_us.unwrap_or(0.0)),
             ("eager_layer_us", self.eager_layer_us),
+            ("linear_chunk_us", self.linear_chunk_us),
             ("activation_reserve_gib", self.activation_reserve_gib),
             ("activation_reserve_moe_gib", self.activation_reserve_moe_gib),
             ("triton_moe.fixed_us", self.triton_moe.fixed_us),

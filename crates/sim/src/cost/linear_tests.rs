@@ -1,5 +1,5 @@
 //! The linear-attention term: each decode's recurrent state read and written, the chunked
-//! prefill's FLOPs, nothing that grows with the context; and the layout of Nemotron-H's blocks
+//! prefill's FLOPs and its chunks in order, nothing that grows with the context; and the layout of Nemotron-H's blocks
 //! (one all-reduce a block, FFNs without a gate, the mixers NVIDIA's checkpoints keep in BF16).
 
 use super::tests::{decode_batch, model, prefill, setup};
@@ -29,6 +29,44 @@ fn linear_attention_reads_and_writes_each_decode_s_state_whatever_its_context() 
     assert!(c.breakdown(&prefill(8192)).recurrent > p.recurrent);
     // A model without linear layers has no such term.
     assert_eq!(model("Qwen/Qwen3-8B", "h100-sxm", &[]).breakdown(&decode_batch(32, 100)).recurrent, 0.0);
+}
+
+#[test]
+fn a_prompt_s_chunks_run_in_order_and_flash_linear_attention_s_rate_prices_the_rest() {
+    // Qwen3.5-9B on one H100: 24 Gated DeltaNet layers of 32 value heads. One prompt of 8,192
+    // tokens is 128 chunks one after another, 3.0 µs each with 32 heads (FlashInfer's kernel),
+    // which its few FLOPs at the attention kernels' rate would take less than.
+    let id = "Qwen/Qwen3.5-9B";
+    let c = model(id, "h100-sxm", &[]);
+    let s = setup(id, "h100-sxm", &[]);
+    let one = c.breakdown(&prefill(8192)).recurrent;
+    let in_order = 24.0 * 128.0 * 3.0e-6;
+    assert!((one / in_order - 1.0).abs() < 1e-9, "{one} vs {in_order}");
+    let flops = 24.0 * 8192.0 * s.model.linear.as_ref().unwrap().prefill_flops_per_token();
+    assert!(flops / c.attn_rate < in_order);
+    // Eight prompts of 1,024 are 16 chunks each, side by side: their FLOPs and bytes bind, not
+    // their order.
+    let mut eight = crate::cost::BatchStats::default();
+    for _ in 0..8 {
+        eight.add_sequence(0, 1024, 0, true, true);
+    }
+    let many = c.breakdown(&eight).recurrent;
+    assert!(many >= flops / c.attn_rate && many > 2.0 * 24.0 * 16.0 * 3.0e-6, "{many}");
+    // At TP2 each GPU holds 16 of the heads: each chunk takes half as long.
+    let tp2 = model(id, "h100-sxm", &[("tp", "2")]).breakdown(&prefill(8192)).recurrent;
+    assert!((tp2 / (in_order / 2.0) - 1.0).abs() < 1e-9, "{tp2}");
+    // Where the stack runs flash-linear-attention's Triton kernels (datacenter Blackwell before
+    // vLLM enabled FlashInfer's there), the FLOPs take their rate: 4 % of the B200's BF16 peak.
+    let b200 = model(id, "b200", &[]);
+    let triton = b200.breakdown(&prefill(8192)).recurrent;
+    let at_rate = flops / (2250e12 * 0.04);
+    assert!((triton / at_rate - 1.0).abs() < 1e-9, "{triton} vs {at_rate}");
+    let fi = model(id, "b200", &[("linear-eff", "0.65")]).breakdown(&prefill(8192)).recurrent;
+    assert!(fi < 0.8 * triton, "{fi} vs {triton}");
+    // Mamba-2 layers keep the attention kernels' rate: the Triton figures are Gated DeltaNet's.
+    let nano = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16";
+    let m = |eff: &str| model(nano, "b200", &[("linear-eff", eff)]).breakdown(&prefill(1024)).recurrent;
+    assert_eq!(m("0.04"), m("0.65"));
 }
 
 #[test]

@@ -150,9 +150,12 @@ pub struct CostModel {
     context_upproj: GemmShape,
     attn_rate: f64,
     /// Linear-attention layers, and per GPU and layer: one sequence's state, bytes; a prefill
-    /// token's FLOPs and bytes of per-chunk states; a decode token's FLOPs.
+    /// token's FLOPs (at `linear_rate`) and bytes of per-chunk states; a decode token's FLOPs;
+    /// the chunk's tokens and the seconds one chunk of a prompt takes at the least.
     linear_layers: f64,
     state_bytes: f64,
+    linear_rate: f64,
+    linear_chunk: (f64, f64),
     linear_prefill_flops: f64,
     linear_prefill_bytes: f64,
     linear_decode_flops: f64,
@@ -204,6 +207,10 @@ impl CostModel {
         let peaks = &hw.peak_tflops.at_clock(hw.sustained_clock);
         // The attention kernels' fraction of whichever unit binds them (`attention_seconds`).
         let attn_eff = st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff);
+        // Gated DeltaNet's chunked prefill where the stack runs flash-linear-attention's Triton
+        // kernels; Mamba-2's (unmeasured) at the attention kernels' rate.
+        let gdn = m.linear.as_ref().is_some_and(|x| x.kind == crate::model::LinearKind::GatedDeltaNet);
+        let linear_eff = st.linear_eff.filter(|_| gdn).unwrap_or(attn_eff);
         // The floor of a layer's small kernels and the routing kernels are chains of dependent
         // instructions, calibrated at the H100's clock; the expert kernels' fixed costs are
         // long reads from memory (their latency does not follow the SMs' clock).
@@ -342,6 +349,11 @@ impl CostModel {
             attn_rate: peaks.bf16 * 1e12 * attn_eff,
             linear_layers: f64::from(m.linear_layers()),
             state_bytes: m.linear.as_ref().map_or(0.0, |x| x.state_bytes(o.tp)),
+            linear_rate: peaks.bf16 * 1e12 * linear_eff,
+            linear_chunk: m.linear.as_ref().map_or((1.0, 0.0), |x| {
+                let heads = f64::from(x.value_heads) / tp;
+                (x.chunk_tokens(), st.linear_chunk_us * heads * latency * 1e-6)
+            }),
             linear_prefill_flops: m.linear.as_ref().map_or(0.0, |x| x.prefill_flops_per_token() / tp),
             linear_prefill_bytes: m.linear.as_ref().map_or(0.0, |x| x.prefill_bytes_per_token(o.tp)),
             linear_decode_flops: m.linear.as_ref().map_or(0.0, |x| x.decode_flops_per_token() / tp),
@@ -458,7 +470,8 @@ impl CostModel {
     /// Seconds of the linear-attention layers' kernels over a step, and the bytes they move. vLLM
     /// runs a step's prefill chunks and its decodes as separate kernels, each reading and writing
     /// every sequence's state once; the chunked prefill also writes and reads back a state a
-    /// chunk. Zero without linear attention.
+    /// chunk, and takes at least its longest prompt's chunks one after another. Zero without
+    /// linear attention.
     fn linear_attention(&self, b: &BatchStats, share: RankShares) -> (f64, f64) {
         if self.linear_layers == 0.0 {
             return (0.0, 0.0);
@@ -468,10 +481,13 @@ impl CostModel {
         let prefill_tokens = b.prefill_tokens as f64 * share.prefill;
         let prefill_bytes = self.linear_prefill_bytes * prefill_tokens + 2.0 * self.state_bytes * prefill_seqs;
         let decode_bytes = 2.0 * self.state_bytes * decodes;
+        let (chunk_tokens, chunk_s) = self.linear_chunk;
+        let in_order = if b.prefill_tokens > 0 { (f64::from(b.max_new) / chunk_tokens).ceil() * chunk_s } else { 0.0 };
         let prefill = recurrent_seconds(
-            self.linear_prefill_flops * prefill_tokens / self.attn_rate,
+            self.linear_prefill_flops * prefill_tokens / self.linear_rate,
             prefill_bytes / self.bandwidth,
-        );
+        )
+        .max(in_order);
         let decode =
             recurrent_seconds(self.linear_decode_flops * decodes / self.attn_rate, decode_bytes / self.bandwidth);
         (self.linear_layers * (prefill + decode), self.linear_layers * (prefill_bytes + decode_bytes))

@@ -276,6 +276,9 @@ impl Block {
             return Err(BlockProblem::Duplicate(label.to_string()));
         }
         self.seen.push((title, label.to_string()));
+        if value == NOT_AVAILABLE && self.absent_percentile(label) {
+            return Ok(());
+        }
         let x = number(label, value)?;
         match self.section {
             Section::Top => self.top_line(label, value, x).ok_or_else(unknown)??,
@@ -290,6 +293,21 @@ impl Block {
         }
         self.values.push((label.trim_end_matches(':').to_string(), x));
         Ok(())
+    }
+
+    /// Accepts a known percentile line whose value the client could not give (GPUStack's
+    /// runner prints `P95 TTFT (ms): N/A`): the percentile is absent, not zero. False for any
+    /// other line, whose `N/A` is then not a number.
+    fn absent_percentile(&self, label: &str) -> bool {
+        match self.section {
+            Section::Top => false,
+            Section::Metric(m) => label
+                .strip_suffix(" (ms):")
+                .and_then(|l| l.strip_suffix(short_name(m)))
+                .and_then(|l| l.strip_prefix('P')?.strip_suffix(' '))
+                .is_some_and(|p| p.parse::<f64>().is_ok_and(f64::is_finite)),
+            Section::Other(i) => label.starts_with('P') && labels::OTHER_SECTIONS[i].1.contains(&label),
+        }
     }
 
     /// Enters the section titled `title`; `None` for an unknown title.
@@ -405,6 +423,9 @@ fn is_position_label(label: &str) -> bool {
         .and_then(|l| l.strip_suffix(':'))
         .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
 }
+
+/// The value a client prints for a percentile it could not compute.
+const NOT_AVAILABLE: &str = "N/A";
 
 /// Parses a finite number.
 fn number(label: &str, value: &str) -> Result<f64, BlockProblem> {

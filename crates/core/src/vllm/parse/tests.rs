@@ -126,6 +126,33 @@ fn an_unknown_line_is_reported_and_the_next_block_still_parses() {
 }
 
 #[test]
+fn a_percentile_the_client_could_not_give_is_absent_not_an_error() {
+    // As GPUStack's benchmark runner prints its blocks: P95 lines it could not compute say N/A.
+    let ttft = "---------------Time to First Token----------------\nMean TTFT (ms): 5.0\nMedian TTFT (ms): 4.0\n";
+    let latency = "----------------------Latency---------------------\nMean Latency(s): 1.0\nMedian Latency(s): 1.0\n";
+    let plain = GOOD.replace(
+        "Request throughput (req/s):              2.00\n",
+        &format!("Request throughput (req/s): 2.00\n{latency}{ttft}"),
+    );
+    let with_na = plain
+        .replace("Median TTFT (ms): 4.0\n", "Median TTFT (ms): 4.0\nP95 TTFT (ms): N/A\nP99 TTFT (ms): 9.0\n")
+        .replace("Median Latency(s): 1.0\n", "Median Latency(s): 1.0\nP95 Latency(s): N/A\n");
+    let a = parse_reports(&plain, ReportOrigin::Vllm).remove(0).unwrap();
+    let b = parse_reports(&with_na, ReportOrigin::Vllm).remove(0).unwrap();
+    let ttft_of = |p: &ParsedBlock| p.summary.metric(Metric::Ttft).unwrap().clone();
+    assert_eq!((ttft_of(&a).mean_ms, ttft_of(&b).mean_ms), (5.0, 5.0));
+    assert_eq!(ttft_of(&b).percentiles, [(99.0, 9.0)], "the N/A percentile is absent, the next one read");
+    assert_eq!(a.values.len() + 1, b.values.len(), "only the P99 line adds a value");
+    // Only a percentile may be absent: a mean, or a line of the top, still needs a number.
+    let e = err(&plain.replace("Mean TTFT (ms): 5.0", "Mean TTFT (ms): N/A"));
+    assert!(matches!(e.problem, BlockProblem::NotANumber { .. }), "{e}");
+    let e = err(&plain.replace("Benchmark duration (s):                  1.00", "Benchmark duration (s): N/A"));
+    assert!(matches!(e.problem, BlockProblem::NotANumber { .. }), "{e}");
+    let e = err(&with_na.replace("P95 TTFT (ms): N/A", "P95 Bogus (ms): N/A"));
+    assert!(matches!(e.problem, BlockProblem::NotANumber { .. }), "{e}");
+}
+
+#[test]
 fn bad_values_are_reported_at_their_line() {
     let e = err(&GOOD.replace("1.00\n", "1.O0\n"));
     assert_eq!(e.line, 3);

@@ -450,121 +450,6 @@ impl ServingOptions {
         }
         s
     }
-
-    fn check(&self, model: &ModelShape, hw: &HardwareSpec) -> Result<(), SimError> {
-        let conflict = |s: String| Err(SimError::Conflict(s));
-        let gpus = u64::from(self.tp) * u64::from(self.pp) * u64::from(self.dp);
-        if gpus > u64::from(MAX_GPUS) {
-            return conflict(format!(
-                "tp x pp x dp = {} x {} x {} = {gpus} GPUs; the simulator models at most {MAX_GPUS}; \
-                 lower tp, pp or dp",
-                self.tp, self.pp, self.dp
-            ));
-        }
-        // vLLM turns it off by itself across nodes; a device without it is a mistake.
-        let node_link = self.interconnect.as_ref().or(hw.intra_node.as_ref());
-        if self.quick_reduce != QuickReduce::None && !node_link.is_some_and(|l| l.quick_reduce) {
-            return conflict(format!(
-                "quick-reduce is ROCm's QuickReduce, which vLLM runs within a node of MI300X, MI325X or MI355X; \
-                 {} has none: drop quick-reduce",
-                hw.name
-            ));
-        }
-        if self.fuse_allreduce_rms && node_link.is_none_or(|l| l.norm_fusion.is_none()) {
-            return conflict(format!(
-                "fuse-allreduce-rms is FlashInfer's fused all-reduce and RMSNorm, which vLLM runs within a node of \
-                 Hopper or Blackwell GPUs (H100, H200, B200, GB200); {} has none: drop fuse-allreduce-rms",
-                hw.name
-            ));
-        }
-        if !model.heads.is_multiple_of(self.tp) {
-            let fits: Vec<String> = (1..=model.heads)
-                .filter(|d| model.heads.is_multiple_of(*d) && *d <= 64)
-                .map(|d| d.to_string())
-                .collect();
-            return conflict(format!(
-                "tp={} does not divide the {} attention heads of {}; use one of {}",
-                self.tp,
-                model.heads,
-                model.id,
-                fits.join(", ")
-            ));
-        }
-        let kv = model.kv_heads;
-        // MLA's latent cache is whole on every rank, so KV heads do not constrain tp.
-        if model.mla.is_none()
-            && ((kv >= self.tp && !kv.is_multiple_of(self.tp)) || (kv < self.tp && !self.tp.is_multiple_of(kv)))
-        {
-            return conflict(format!(
-                "tp={} and the {} KV heads of {} do not split evenly (one must divide the other)",
-                self.tp, kv, model.id
-            ));
-        }
-        if self.pp > model.layers {
-            return conflict(format!("pp={} is more than the {} layers of {}", self.pp, model.layers, model.id));
-        }
-        let precision = self.precision.unwrap_or(model.precision);
-        if let Some(why) = self.mxfp4_backend.refusal(&model.id, precision, model.moe.is_some(), hw) {
-            return conflict(why);
-        }
-        if self.expert_parallel {
-            let Some(moe) = &model.moe else {
-                return conflict(format!(
-                    "enable-expert-parallel needs a mixture-of-experts model, but {} is dense; \
-                     drop enable-expert-parallel",
-                    model.id
-                ));
-            };
-            if moe.experts < self.expert_shards() {
-                return conflict(format!(
-                    "enable-expert-parallel spreads the {} experts of {} over tp x dp = {} GPUs, \
-                     more GPUs than experts; lower tp or dp, or drop enable-expert-parallel",
-                    moe.experts,
-                    model.id,
-                    self.expert_shards()
-                ));
-            }
-        }
-        let available = hw.gpus_per_node.saturating_mul(self.nodes);
-        if self.gpus() > available {
-            return conflict(format!(
-                "tp x pp x dp = {} GPUs, but nodes={} x {} GPUs per {} node = {}; raise nodes (or leave it \
-                 out to derive it) or lower tp/pp/dp",
-                self.gpus(),
-                self.nodes,
-                hw.gpus_per_node,
-                hw.name,
-                available
-            ));
-        }
-        if self.nodes > 1 && self.gpus() <= hw.gpus_per_node.saturating_mul(self.nodes - 1) {
-            return conflict(format!(
-                "nodes={} but tp x pp x dp = {} fills only {} of them ({} GPUs per {} node); \
-                 raise tp/pp/dp or lower nodes",
-                self.nodes,
-                self.gpus(),
-                self.gpus().div_ceil(hw.gpus_per_node),
-                hw.gpus_per_node,
-                hw.name
-            ));
-        }
-        if self.max_num_batched_tokens < self.max_num_seqs {
-            return conflict(format!(
-                "max-num-batched-tokens={} is smaller than max-num-seqs={}; vLLM requires \
-                 max-num-batched-tokens >= max-num-seqs",
-                self.max_num_batched_tokens, self.max_num_seqs
-            ));
-        }
-        if let Some(len) = self.max_model_len
-            && len > model.max_context
-        {
-            return conflict(format!(
-                "max-model-len={len} is longer than the {} tokens {} supports",
-                model.max_context, model.id
-            ));
-        }
-        Ok(())
-    }
 }
 
 fn positive(v: &str) -> Option<u32> {
@@ -579,6 +464,7 @@ fn boolean(v: &str) -> Option<bool> {
     }
 }
 
+mod check;
 mod links;
 /// The vLLM release (major, minor) a label names: `v0.13.0`, `0.10.1`, an image such as
 /// `vllm/vllm-openai:v0.13.0` or `rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927`

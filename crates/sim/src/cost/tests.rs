@@ -295,39 +295,6 @@ proptest! {
 }
 
 #[test]
-fn async_scheduling_hides_the_host_s_work_unless_it_outlasts_the_gpu() {
-    let on = model("Qwen/Qwen3-8B", "h100-sxm", &[("t-host-ms", "2"), ("t-host-seq-us", "0")]);
-    let off = model(
-        "Qwen/Qwen3-8B",
-        "h100-sxm",
-        &[("t-host-ms", "2"), ("t-host-seq-us", "0"), ("async-scheduling", "false")],
-    );
-    // A decode step of 15 GB of weights (about 5 ms) hides 2 ms of host work; without async
-    // scheduling the step waits for it.
-    let (a, b) = (on.breakdown(&decode_batch(1, 100)), off.breakdown(&decode_batch(1, 100)));
-    assert_eq!(a.host, 0.0, "{a:?}");
-    assert!((b.total - a.total - 2e-3).abs() < 1e-12, "{a:?} {b:?}");
-    // A tiny model's step is shorter than the host's work: the host sets the pace.
-    let tiny = model("Qwen/Qwen3-0.6B", "b200", &[("t-host-ms", "5"), ("t-host-seq-us", "0")]);
-    let d = tiny.breakdown(&decode_batch(1, 100));
-    assert!(d.host > 0.0 && (d.total - 5e-3).abs() < 1e-12, "{d:?}");
-}
-
-proptest! {
-    #[test]
-    fn a_step_never_takes_less_than_the_host_s_work(host_ms in 0.05f64..30.0, seq_us in 0.0f64..100.0, n in 1u32..256, ctx in 1u32..8000, sync in any::<bool>()) {
-        let (host, seq) = (host_ms.to_string(), seq_us.to_string());
-        let asy = (!sync).to_string();
-        let c = model("Qwen/Qwen3-8B", "h100-sxm", &[("t-host-ms", host.as_str()), ("t-host-seq-us", seq.as_str()), ("async-scheduling", asy.as_str())]);
-        let d = c.breakdown(&decode_batch(n, ctx));
-        let work = host_ms * 1e-3 + seq_us * 1e-6 * f64::from(n);
-        prop_assert!(d.total >= work - 1e-12);
-        let gpu = d.total - d.host;
-        if sync { prop_assert!((d.host - work).abs() < 1e-12); } else { prop_assert!(d.total >= gpu); }
-    }
-}
-
-#[test]
 fn dequantizing_experts_run_at_the_sms_issue_rate_capped_by_the_tensor_rate() {
     let st = crate::profile::StackProfile::default();
     let expert_rate = |c: &CostModel| c.expert_dev.peak_flops * c.expert_dev.ceiling;
@@ -477,45 +444,6 @@ fn a_dequant_rate_caps_the_weight_only_experts_stream_when_set() {
     let loose = model("openai/gpt-oss-120b", "h100-sxm", &[("dequant-ops-per-weight", "1")]);
     assert_eq!(loose.breakdown(&b).total, free.breakdown(&b).total);
     assert_eq!(capped.breakdown(&b).dense, free.breakdown(&b).dense);
-}
-
-#[test]
-fn admitted_requests_add_host_work_that_async_scheduling_hides_like_the_rest() {
-    let pairs = |sync: &'static str| {
-        [("t-host-ms", "1"), ("t-host-seq-us", "0"), ("t-admit-us", "500"), ("async-scheduling", sync)]
-    };
-    let (on, off) =
-        (model("Qwen/Qwen3-8B", "h100-sxm", &pairs("true")), model("Qwen/Qwen3-8B", "h100-sxm", &pairs("false")));
-    let mut b = decode_batch(4, 100);
-    let base = off.breakdown(&b).total;
-    b.admitted = 8;
-    // Without async scheduling each admission lengthens the step by its host work.
-    assert!((off.breakdown(&b).total - base - 8.0 * 500e-6).abs() < 1e-12);
-    // With it, 1 + 4 ms of host work hides under a 5 ms decode step, and shows past it.
-    assert_eq!(on.breakdown(&b).host, 0.0);
-    b.admitted = 20;
-    let d = on.breakdown(&b);
-    assert!(d.host > 0.0 && (d.total - 11e-3).abs() < 1e-12, "{d:?}");
-}
-
-#[test]
-fn the_host_s_work_grows_with_the_sequences_of_a_step_and_async_scheduling_hides_it_the_same() {
-    let pairs = |sync: &'static str| [("t-host-ms", "0.5"), ("t-host-seq-us", "16"), ("async-scheduling", sync)];
-    let (on, off) =
-        (model("Qwen/Qwen3-8B", "h100-sxm", &pairs("true")), model("Qwen/Qwen3-8B", "h100-sxm", &pairs("false")));
-    // Without async scheduling every step waits for 0.5 ms plus 16 µs a sequence.
-    for n in [1, 8, 64, 256] {
-        let host = off.breakdown(&decode_batch(n, 1000)).host;
-        assert!((host - (0.5e-3 + 16e-6 * f64::from(n))).abs() < 1e-12, "{n}: {host}");
-    }
-    // With it, the work hides under a decode step of the same batch (4.6 ms at 256 sequences
-    // is shorter than the step) ...
-    assert_eq!(on.breakdown(&decode_batch(256, 1000)).host, 0.0);
-    // ... and shows where it outlasts the step: 4,096 sequences of host work are 66 ms.
-    let mut huge = decode_batch(256, 100);
-    huge.num_seqs = 4096;
-    let d = on.breakdown(&huge);
-    assert!(d.host > 0.0 && (d.total - (0.5e-3 + 16e-6 * 4096.0)).abs() < 1e-12, "{d:?}");
 }
 
 #[test]

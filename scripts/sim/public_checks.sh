@@ -38,6 +38,7 @@ check h100-pcie gpustack-h100-qwen3-32b.txt --option gpu-memory-utilization=0.95
 check h200 gpustack-h200-glm-4.6.txt
 check h200 gpustack-h200-deepseek-r1.json --option max-model-len=32768
 check h200 gpustack-h200-deepseek-v3.2.txt
+check h200 gpustack-h200-glm-5.2-fp8.txt
 check a100-80g gpustack-a100-gpt-oss-120b.txt --option max-model-len=32768
 check a100-80g gpustack-a100-gpt-oss-20b.txt
 check a100-80g gpustack-a100-qwen3-235b.txt

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 18] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 50] = embedded!("models":
+const MODELS: [(&str, &str); 51] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -38,7 +38,7 @@ const MODELS: [(&str, &str); 50] = embedded!("models":
     "gemma-3-27b-it.toml", "qwen3-vl-30b-a3b-instruct.toml", "mistral-small-3.2-24b-instruct.toml",
     "qwen2.5-72b-instruct.toml", "nemotron-3-nano-30b-a3b.toml", "nemotron-nano-9b-v2.toml",
     "nemotron-3-super-120b-a12b.toml", "deepseek-v3.2.toml", "glm-5.toml",
-    "kimi-k2.5.toml", "qwen3.5-9b.toml", "qwen3.5-27b.toml",
+    "kimi-k2.5.toml", "qwen3.5-9b.toml", "qwen3.5-27b.toml", "glm-5.2.toml",
 );
 
 /// Hardware and model presets available by name.

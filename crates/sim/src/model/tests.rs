@@ -160,6 +160,14 @@ fn the_glm_5_and_minimax_m2_5_presets_are_the_published_models() {
     // InferenceX's names, and the FP8 checkpoint by its name.
     assert_eq!(presets.model("glm5").unwrap().id, "zai-org/GLM-5");
     assert_eq!(presets.model("zai-org/GLM-5-FP8").unwrap().precision, Precision::Fp8);
+    // GLM-5.2: GLM-5's shapes with 21 of its 78 indexers (layers 0, 1, 2 and every fourth from
+    // 6): 57 indexers of 9.4 M parameters each fewer; its FP8 checkpoint by name.
+    let glm52 = presets.model("zai-org/GLM-5.2-FP8").unwrap();
+    assert_eq!((glm52.precision, glm52.layers, glm52.pair_window()), (Precision::Fp8, 78, 2048));
+    assert_eq!(glm52.sparse.as_ref().and_then(|s| s.indexer_layers), Some(21));
+    let fewer = glm.total_params() - presets.model("zai-org/GLM-5.2").unwrap().total_params();
+    let one = glm.sparse.as_ref().unwrap().params(6144, 2048);
+    assert!((fewer / (57.0 * one) - 1.0).abs() < 1e-9, "{fewer}");
     // MiniMax-M2.5 and M2.7 are M2's shapes (229.9 B, 9.8 B active as published for M2.5).
     let m25 = presets.model("MiniMaxAI/MiniMax-M2.5").unwrap();
     assert_eq!(

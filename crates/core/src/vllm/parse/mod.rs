@@ -301,11 +301,7 @@ impl Block {
     fn absent_percentile(&self, label: &str) -> bool {
         match self.section {
             Section::Top => false,
-            Section::Metric(m) => label
-                .strip_suffix(" (ms):")
-                .and_then(|l| l.strip_suffix(short_name(m)))
-                .and_then(|l| l.strip_prefix('P')?.strip_suffix(' '))
-                .is_some_and(|p| p.parse::<f64>().is_ok_and(f64::is_finite)),
+            Section::Metric(m) => metric_stem(m, label).and_then(percentile).is_some(),
             Section::Other(i) => label.starts_with('P') && labels::OTHER_SECTIONS[i].1.contains(&label),
         }
     }
@@ -372,17 +368,12 @@ impl Block {
 
     /// Records a line of metric `m`'s section; `None` when the label is not one of its lines.
     fn metric_line(&mut self, m: Metric, label: &str, x: f64) -> Option<()> {
-        let name = short_name(m);
         let section = self.sections.get_mut(&m)?;
-        let stem = label.strip_suffix(" (ms):")?.strip_suffix(name)?;
+        let stem = metric_stem(m, label)?;
         match stem {
             "Mean " => section.mean = Some(x),
             "Median " => section.median = Some(x),
-            _ => {
-                let word = stem.strip_prefix('P')?.strip_suffix(' ')?;
-                let p: f64 = word.parse().ok().filter(|p: &f64| p.is_finite())?;
-                section.percentiles.push((p, x));
-            }
+            _ => section.percentiles.push((percentile(stem)?, x)),
         }
         Some(())
     }
@@ -414,6 +405,17 @@ impl Block {
         }
         Ok((self.summary, self.values, self.style))
     }
+}
+
+/// What a metric section's line says before the metric's name (`Mean `, `P99 `): `label`
+/// without `TTFT (ms):` and the like; none for a line of another metric.
+fn metric_stem(m: Metric, label: &str) -> Option<&str> {
+    label.strip_suffix(" (ms):")?.strip_suffix(short_name(m))
+}
+
+/// The percentile a line's stem names (`P99 ` gives 99); none for any other stem.
+fn percentile(stem: &str) -> Option<f64> {
+    stem.strip_prefix('P')?.strip_suffix(' ')?.parse().ok().filter(|p: &f64| p.is_finite())
 }
 
 /// The speculative-decoding section's `Position {i}:` lines (printed indented).

@@ -15,6 +15,7 @@
 //! Nothing here reads a clock or does I/O, so a prediction is repeatable for a seed.
 
 mod client;
+mod telemetry;
 
 use servebench_core::config::{Api, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
@@ -227,8 +228,15 @@ pub(crate) fn predict_prepared(
     let mut emitted: Vec<Emission> = Vec::new();
     let t0 = client.t0();
     let mut last_end = t0;
+    // `--server-metrics`: the engine's own metrics, sampled in virtual time.
+    let out = &config.output;
+    let mut sampler = out.server_metrics.then(|| telemetry::Sampler::new(&engine, t0, out.scrape_interval_s));
+    let totals_at_start = telemetry::Totals::of(&engine);
     client.arrive_until(&mut engine, t0);
     while client.unsent_or_unfinished() {
+        if let Some(s) = sampler.as_mut() {
+            s.observe(&engine);
+        }
         let stepped = match engine.step() {
             Some(step) => {
                 emitted.clear();
@@ -266,6 +274,10 @@ pub(crate) fn predict_prepared(
             }
         }
     }
+    let telemetry = sampler.map(|s| s.finish(&engine, last_end));
+    if telemetry.is_some() {
+        notes.extend(telemetry::time_note(&engine, &totals_at_start, t0, last_end));
+    }
     let mut records = client.finish();
     for rec in &records {
         if rec.failure.is_some() && rec.status == 400 {
@@ -297,7 +309,7 @@ pub(crate) fn predict_prepared(
         token_source: TokenSource::Simulated,
         client: None,
         shard: None,
-        telemetry: None,
+        telemetry,
     }
 }
 

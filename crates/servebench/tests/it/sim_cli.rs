@@ -572,3 +572,31 @@ fn sim_step_prices_one_step_term_by_term() {
     assert!(line_of("attention", "openai/gpt-oss-120b", "b200").contains(exps));
     assert!(!line_of("attention", "openai/gpt-oss-120b", "h100-sxm").contains("exponentials"));
 }
+
+#[test]
+fn sim_predict_with_server_metrics_reports_the_engine_s_own_telemetry_and_where_its_time_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let result_dir = dir.path().to_str().unwrap();
+    let extra = ["--server-metrics", "--scrape-interval", "0.1", "--save-result", "--result-dir", result_dir];
+    let mut args = predict_args("40", "4", &extra);
+    args.extend(["--result-filename", "r.json"]);
+    let out = ok(&args);
+    let line = out.lines().find(|l| l.starts_with("Server telemetry (vllm, simulated engine (virtual time), "));
+    let line = line.unwrap_or_else(|| panic!("no telemetry line in\n{out}"));
+    // The engine's own count of generated tokens over the run is the client's.
+    assert!(line.contains("generated tokens 640 (client counted 640)") && line.contains("GPU util max"), "{line}");
+    let note = out.lines().find(|l| l.starts_with("Simulated: where the time went: engine busy ")).unwrap();
+    assert!(note.contains("API server busy") && note.contains("step time: "), "{note}");
+
+    let json = read_json(&dir.path().join("r.json"));
+    let telemetry = &json["servebench"]["server_telemetry"];
+    assert_eq!(telemetry["interval_s"], 0.1);
+    let series = telemetry["sources"][0]["series"].as_array().unwrap();
+    let signals: Vec<&str> = series.iter().filter_map(|s| s["signal"].as_str()).collect();
+    for signal in ["running", "waiting", "kv_cache_usage", "generation_tokens", "gpu_util"] {
+        assert!(signals.contains(&signal), "{signal} not in {signals:?}");
+    }
+    // Without the flag the prediction is as before: no telemetry, no note.
+    let plain = ok(&predict_args("40", "4", &[]));
+    assert!(!plain.contains("Server telemetry") && !plain.contains("where the time went"), "{plain}");
+}

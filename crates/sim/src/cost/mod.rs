@@ -15,6 +15,7 @@
 //! Everything is per GPU; the constants come from a [`crate::profile::StackProfile`].
 
 mod batch;
+mod breakdown;
 mod mixers;
 pub mod quick_reduce;
 pub mod terms;
@@ -22,6 +23,7 @@ pub mod tiles;
 pub mod tp_allreduce;
 
 pub use batch::BatchStats;
+pub use breakdown::StepBreakdown;
 
 use crate::setup::SimSetup;
 pub use terms::expected_experts;
@@ -46,6 +48,12 @@ impl RankShares {
 pub trait StepCost: Send + Sync {
     /// Seconds the step takes.
     fn step_seconds(&self, batch: &BatchStats) -> f64;
+
+    /// The step's time split into its terms; a model without terms counts all of it as fixed.
+    fn breakdown(&self, batch: &BatchStats) -> StepBreakdown {
+        let total = self.step_seconds(batch);
+        StepBreakdown { fixed: total, total, ..StepBreakdown::default() }
+    }
 }
 
 /// A trivial model: a fixed cost per step plus a cost per token and per sequence.
@@ -60,39 +68,6 @@ impl StepCost for LinearCost {
     fn step_seconds(&self, b: &BatchStats) -> f64 {
         self.per_step_s + self.per_token_s * b.tokens() as f64 + self.per_seq_s * f64::from(b.num_seqs)
     }
-}
-
-/// Where a step's time goes, seconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct StepBreakdown {
-    /// Per-step, per-layer and per-sequence overheads.
-    pub fixed: f64,
-    /// Attention projections, dense and shared FFNs.
-    pub dense: f64,
-    /// Routed experts.
-    pub experts: f64,
-    /// Attention kernels (query-key FLOPs, softmax exponentials or KV reads, the longest).
-    pub attention: f64,
-    /// The softmax's exponentials over the SFUs' rate, for reference: where they equal
-    /// `attention` (prefill on Blackwell at heads narrower than 128), they bind it.
-    pub attention_exps: f64,
-    pub lm_head: f64,
-    /// Linear-attention kernels: the chunked recurrence of prefill tokens and each decode's state
-    /// read and written.
-    pub recurrent: f64,
-    /// Bytes over bandwidth of everything read (weights touched, KV and recurrent states), for
-    /// reference.
-    pub memory: f64,
-    pub allreduce: f64,
-    pub pipeline: f64,
-    /// Routing cost of the MoE layers.
-    pub moe_routing: f64,
-    /// Launches of a step run without CUDA graphs, where the small kernels do not cover them.
-    pub eager: f64,
-    /// The host's work that the step waits for: all of it without async scheduling, with it
-    /// only what outlasts the GPU's part.
-    pub host: f64,
-    pub total: f64,
 }
 
 /// Passes over a layer's activations by its small kernels (norms, residual adds, rotary
@@ -551,7 +526,11 @@ impl CostModel {
 
 impl StepCost for CostModel {
     fn step_seconds(&self, batch: &BatchStats) -> f64 {
-        self.breakdown(batch).total
+        CostModel::breakdown(self, batch).total
+    }
+
+    fn breakdown(&self, batch: &BatchStats) -> StepBreakdown {
+        CostModel::breakdown(self, batch)
     }
 }
 

@@ -236,6 +236,15 @@ proptest! {
         prop_assert!(c.bandwidth <= c.datasheet_bandwidth);
         prop_assert!(d.total >= d.memory * (1.0 - 1e-12), "{d:?}");
         prop_assert!(d.total.is_finite() && d.total > 0.0);
+        // The named terms (what a prediction's time note shares out) are the whole step, and
+        // a run's sum of them stays so.
+        let named: f64 = d.shares().iter().map(|&(_, v)| v).sum();
+        prop_assert!((named - d.total).abs() <= 1e-9 * d.total, "{named} of {d:?}");
+        let mut run = StepBreakdown::default();
+        run.add_scaled(&d, 1.5);
+        run.add_scaled(&c.breakdown(&prefill(chunk.max(1))), 0.5);
+        let named: f64 = run.shares().iter().map(|&(_, v)| v).sum();
+        prop_assert!((named - run.total).abs() <= 1e-9 * run.total, "{named} of {run:?}");
     }
 
     #[test]

@@ -36,11 +36,14 @@ pub(crate) struct Frontend {
     /// When the loop has rendered every request of `rendering` (never after `free_ns`: streamed
     /// tokens queued since only push `free_ns` on).
     render_end_ns: u64,
+    /// Work queued on the loop so far, ns.
+    work_ns: u64,
 }
 
 impl Frontend {
     /// Queues the last step's streamed tokens (`work` ns of it, the step having ended at `end`).
     pub fn stream(&mut self, end: u64, work: u64) {
+        self.work_ns = self.work_ns.saturating_add(work);
         self.leaves_ns = end;
         if work > 0 {
             self.backlog = Some((end, work));
@@ -74,6 +77,7 @@ impl Frontend {
 
     /// Takes in a request one at a time: returns when it is tokenized and handed on.
     pub fn take_in(&mut self, arrived_ns: u64, work: u64) -> u64 {
+        self.work_ns = self.work_ns.saturating_add(work);
         self.catch_up(arrived_ns);
         self.free_ns = arrived_ns.max(self.free_ns).saturating_add(work);
         self.free_ns
@@ -83,6 +87,7 @@ impl Frontend {
     /// loop was rendering; its tokenizing (`tokenize` ns) waits until all are rendered. The
     /// caller first closes a burst rendered by the arrival ([`Frontend::close_by`]).
     pub fn render(&mut self, slot: u32, arrived_ns: u64, render: u64, tokenize: u64) {
+        self.work_ns = self.work_ns.saturating_add(render).saturating_add(tokenize);
         self.catch_up(arrived_ns);
         self.free_ns = arrived_ns.max(self.free_ns).saturating_add(render);
         self.render_end_ns = self.free_ns;
@@ -125,6 +130,11 @@ impl Frontend {
     /// Requests being rendered.
     pub fn rendering(&self) -> usize {
         self.rendering.len()
+    }
+
+    /// Work queued on the loop so far, ns (a request being rendered counts its tokenizing too).
+    pub fn work_ns(&self) -> u64 {
+        self.work_ns
     }
 }
 
@@ -212,6 +222,8 @@ mod tests {
         f.render(0, 19_000, 2_000, 500);
         f.render(1, 20_500, 2_000, 500);
         assert_eq!(f.close_by(u64::MAX), vec![(0, 27_500), (1, 28_000)]);
+        // Its work: two requests taken in, two steps' tokens, two rendered and tokenized.
+        assert_eq!(f.work_ns(), 2 * 1_000 + 3_000 + 4_000 + 2 * (2_000 + 500));
     }
 
     #[test]

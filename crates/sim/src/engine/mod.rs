@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 
 pub use request::{FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
 
-use crate::cost::{BatchStats, CostModel, StepCost};
+use crate::cost::{BatchStats, CostModel, StepBreakdown, StepCost};
 use crate::options::EosModel;
 use crate::rng::{SimRng, mix64};
 use crate::setup::{KvLayout, SimSetup};
@@ -121,6 +121,8 @@ pub struct EngineCounters {
     pub prefix_hits: u64,
     pub prompt_tokens: u64,
     pub generation_tokens: u64,
+    /// Time some step was running, ns (steps in flight at once counted once).
+    pub busy_ns: u64,
 }
 
 /// One scheduled sequence of a batch, and the request it was scheduled for (a slot may be
@@ -193,6 +195,8 @@ pub struct Engine {
     stage_free_ns: u64,
     emissions: Vec<Emission>,
     counters: EngineCounters,
+    /// Every launched step's terms, summed (each scaled by its jitter).
+    spent: StepBreakdown,
 }
 
 impl Engine {
@@ -225,6 +229,7 @@ impl Engine {
             stage_free_ns: 0,
             emissions: Vec::new(),
             counters: EngineCounters::default(),
+            spent: StepBreakdown::default(),
         }
     }
 
@@ -377,6 +382,8 @@ impl Engine {
         self.emissions.clear();
         while self.in_flight.len() < self.cfg.pipeline_batches.max(1) as usize && self.launch() {}
         let flight = self.in_flight.pop_front()?;
+        // Flights end in order: the busy time is the union of their spans.
+        self.counters.busy_ns += flight.end_ns - flight.start_ns.max(self.last_step.1).min(flight.end_ns);
         self.now_ns = flight.end_ns;
         self.last_step = (flight.start_ns, flight.end_ns);
         self.scheduled = flight.scheduled;
@@ -402,7 +409,10 @@ impl Engine {
         if self.scheduled.is_empty() {
             return false;
         }
-        let seconds = self.cost.step_seconds(&batch) * self.jitter_rng.lognormal_factor(self.cfg.jitter_sigma);
+        let parts = self.cost.breakdown(&batch);
+        let jitter = self.jitter_rng.lognormal_factor(self.cfg.jitter_sigma);
+        self.spent.add_scaled(&parts, jitter);
+        let seconds = parts.total * jitter;
         let step_ns = ((seconds * 1e9).round() as u64).max(1);
         let stage_ns = (step_ns / u64::from(self.cfg.pipeline_batches.max(1))).max(1);
         let start_ns = self.now_ns.max(self.stage_free_ns);
@@ -457,6 +467,16 @@ impl Engine {
 
     pub fn counters(&self) -> EngineCounters {
         self.counters
+    }
+
+    /// Every step's time so far, term by term (the terms of [`StepCost::breakdown`]).
+    pub fn time_spent(&self) -> StepBreakdown {
+        self.spent
+    }
+
+    /// The API server's work so far, ns: taking requests in and writing streamed tokens.
+    pub fn frontend_work_ns(&self) -> u64 {
+        self.frontend.work_ns()
     }
 
     /// Prompt tokens of `id` served from the prefix cache when it was first admitted.

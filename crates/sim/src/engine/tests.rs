@@ -162,7 +162,14 @@ fn pipeline_stages_keep_a_batch_a_stage_in_flight() {
             ends.extend(step.emissions.iter().map(|_| step.end_ns));
         }
         assert!(e.is_idle());
-        (ends.len(), *ends.last().unwrap() as f64 * 1e-9)
+        let last = *ends.last().unwrap() as f64 * 1e-9;
+        // The steps' time summed, and the time some step was running (overlaps once).
+        let (spent, busy) = (e.time_spent().total, e.counters().busy_ns as f64 * 1e-9);
+        if prompts == 8 {
+            assert!((spent / (8.0 * t) - 1.0).abs() < 1e-9, "{spent}");
+            assert!((busy / last - 1.0).abs() < 1e-6, "busy {busy} s of {last} s, all of it");
+        }
+        (ends.len(), last)
     };
     // One after another without stages; over two, a batch enters every half step and the
     // last leaves after 1 + 7 / 2 steps.

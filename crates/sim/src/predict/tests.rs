@@ -254,3 +254,60 @@ fn reference_004_decode_on_an_h100_with_16_sequences() {
     assert!(tpot > 7.28 / 2.0 && tpot < 7.28 * 2.0, "TPOT {tpot}");
     assert!(ttft > 15_266.0 / 2.0 && ttft < 15_266.0 * 2.0, "TTFT {ttft}");
 }
+
+#[test]
+fn server_metrics_sample_the_engine_in_virtual_time_and_say_where_its_time_went() {
+    use servebench_core::telemetry::{Digest, Signal};
+    let s = setup("Qwen/Qwen3-8B", "h100-sxm", &[]);
+    // 64 requests of 512 tokens, 64 out, 16 at a time: the engine is busy nearly throughout.
+    let p = plan(64, |_| 512, |_| 64, 0);
+    let mut c = config(Some(16), true);
+    let plain = predict(&p, &c, &s);
+    assert!(plain.telemetry.is_none());
+    assert!(!plain.notes.iter().any(|n| n.starts_with("where the time went")), "{:?}", plain.notes);
+
+    c.output.server_metrics = true;
+    c.output.scrape_interval_s = 0.25;
+    let r = predict(&p, &c, &s);
+    // The samples do not change the run.
+    assert_eq!(r.duration_s, plain.duration_s);
+    let t = r.telemetry.as_ref().expect("telemetry with --server-metrics");
+    assert_eq!(t.interval_s, 0.25);
+    let source = &t.sources[0];
+    // One as the run starts, one every 0.25 s, one at its end.
+    let expected = 1 + (r.duration_s / 0.25).ceil() as u32;
+    assert!(source.scrapes == expected || source.scrapes == expected + 1, "{} for {} s", source.scrapes, r.duration_s);
+    let points = |signal: Signal| source.series(signal).unwrap().points.clone();
+    let over_run = |signal: Signal| points(signal).last().unwrap()[1] - points(signal)[0][1];
+    assert_eq!(over_run(Signal::GenerationTokens), 64.0 * 64.0);
+    assert_eq!(over_run(Signal::PromptTokens), 64.0 * 512.0);
+    let d = Digest::of(source);
+    assert_eq!(d.generation_tokens, Some(64.0 * 64.0), "the warm-up is left out");
+    assert!(source.series(Signal::PrefixHits).is_some(), "prefix caching is on for this model");
+    let running = source.series(Signal::Running).unwrap();
+    assert!(running.points.iter().all(|p| p[1] <= 16.0), "the client caps the running requests at 16");
+    assert!(running.points.iter().any(|p| p[1] == 16.0));
+    let util = source.series(Signal::GpuUtil).unwrap();
+    assert!(util.points.iter().all(|p| (0.0..=100.0).contains(&p[1])));
+    assert!(d.gpu_util.unwrap().mean > 80.0, "{:?}", d.gpu_util);
+    assert!(d.kv_cache_usage.unwrap().max <= 1.0);
+    // The note: shares of the engine's step time, largest first, summing to about 100 %.
+    let note = r.notes.iter().find(|n| n.starts_with("where the time went")).expect("the time note");
+    assert!(note.contains("dense products"), "{note}");
+    let percent = |text: &str| -> Vec<f64> {
+        // "... busy 99 % of the run (...)", "API server busy 24 %", "attention 4 %": the number
+        // before the first percent sign of each part.
+        text.split(&[',', ';'][..])
+            .filter_map(|part| part.split(" % ").next()?.trim().trim_end_matches(" %").rsplit(' ').next()?.parse().ok())
+            .collect()
+    };
+    let (busy, terms) = note.split_once("step time:").unwrap();
+    let busy = percent(busy);
+    assert_eq!(busy.len(), 2, "{note}");
+    assert!(busy[0] > 80.0 && busy[0] <= 100.0 && busy[1] > 0.0 && busy[1] < 100.0, "{note}");
+    let shares = percent(terms);
+    assert!(shares.len() >= 3, "{note}");
+    let sum: f64 = shares.iter().sum();
+    assert!((sum - 100.0).abs() <= 3.0, "{note}: the terms sum to {sum}");
+    assert!(shares.windows(2).all(|w| w[0] >= w[1]), "{note}");
+}

@@ -1,0 +1,80 @@
+//! Where a step's time goes: the cost model's terms, one step's or a whole run's summed.
+
+/// Where a step's time goes, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct StepBreakdown {
+    /// Per-step, per-layer and per-sequence overheads.
+    pub fixed: f64,
+    /// Attention projections, dense and shared FFNs.
+    pub dense: f64,
+    /// Routed experts.
+    pub experts: f64,
+    /// Attention kernels (query-key FLOPs, softmax exponentials or KV reads, the longest).
+    pub attention: f64,
+    /// The softmax's exponentials over the SFUs' rate, for reference: where they equal
+    /// `attention` (prefill on Blackwell at heads narrower than 128), they bind it.
+    pub attention_exps: f64,
+    pub lm_head: f64,
+    /// Linear-attention kernels: the chunked recurrence of prefill tokens and each decode's state
+    /// read and written.
+    pub recurrent: f64,
+    /// Bytes over bandwidth of everything read (weights touched, KV and recurrent states), for
+    /// reference.
+    pub memory: f64,
+    pub allreduce: f64,
+    pub pipeline: f64,
+    /// Routing cost of the MoE layers.
+    pub moe_routing: f64,
+    /// Launches of a step run without CUDA graphs, where the small kernels do not cover them.
+    pub eager: f64,
+    /// The host's work that the step waits for: all of it without async scheduling, with it
+    /// only what outlasts the GPU's part.
+    pub host: f64,
+    pub total: f64,
+}
+
+impl StepBreakdown {
+    /// Adds `k` times `other`'s terms (a run's time summed step by step, each step scaled by
+    /// its jitter).
+    pub fn add_scaled(&mut self, other: &StepBreakdown, k: f64) {
+        let pairs = [
+            (&mut self.fixed, other.fixed),
+            (&mut self.dense, other.dense),
+            (&mut self.experts, other.experts),
+            (&mut self.attention, other.attention),
+            (&mut self.attention_exps, other.attention_exps),
+            (&mut self.lm_head, other.lm_head),
+            (&mut self.recurrent, other.recurrent),
+            (&mut self.memory, other.memory),
+            (&mut self.allreduce, other.allreduce),
+            (&mut self.pipeline, other.pipeline),
+            (&mut self.moe_routing, other.moe_routing),
+            (&mut self.eager, other.eager),
+            (&mut self.host, other.host),
+            (&mut self.total, other.total),
+        ];
+        for (sum, v) in pairs {
+            *sum += k * v;
+        }
+    }
+
+    /// The terms that add up to `total`, named as `sim step` prints them, largest first.
+    pub fn shares(&self) -> Vec<(&'static str, f64)> {
+        let mut terms = vec![
+            ("fixed costs", self.fixed),
+            ("dense products", self.dense),
+            ("routed experts", self.experts),
+            ("attention", self.attention),
+            ("linear attention", self.recurrent),
+            ("LM head", self.lm_head),
+            ("all-reduce", self.allreduce),
+            ("pipeline hand-offs", self.pipeline),
+            ("MoE routing", self.moe_routing),
+            ("launches without graphs", self.eager),
+            ("host, not hidden", self.host),
+        ];
+        terms.retain(|&(_, v)| v > 0.0);
+        terms.sort_by(|a, b| b.1.total_cmp(&a.1));
+        terms
+    }
+}

@@ -135,6 +135,8 @@ pub const KNOWN: &[Known] = &[
     k("llamacpp:tokens_predicted_total", Signal::GenerationTokens, "llama.cpp", Combine::Sum),
     k("llamacpp:prompt_seconds_total", Signal::PrefillTimeSum, "llama.cpp", Combine::Sum),
     k("DCGM_FI_DEV_GPU_UTIL", Signal::GpuUtil, "dcgm", Combine::Mean),
+    // servebench's simulated server: its engine's busy share stands for the GPU's use.
+    k("servebench:engine_busy_percent", Signal::GpuUtil, "servebench", Combine::Mean),
     k("DCGM_FI_DEV_POWER_USAGE", Signal::GpuPower, "dcgm", Combine::Sum),
     k("DCGM_FI_DEV_FB_USED", Signal::GpuMemoryUsed, "dcgm", Combine::Sum),
 ];

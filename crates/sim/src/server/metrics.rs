@@ -88,6 +88,8 @@ pub(crate) struct Snapshot {
     pub running: usize,
     pub waiting: usize,
     pub kv_usage: f64,
+    /// The share of the last second the engine was running a step, percent.
+    pub busy_percent: f64,
     pub counters: EngineCounters,
     pub observed: Observed,
 }
@@ -107,6 +109,13 @@ pub(crate) fn render(snap: &Snapshot, model: &str) -> String {
     scalar("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", snap.running as f64);
     scalar("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", snap.waiting as f64);
     scalar("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", snap.kv_usage);
+    // Not a vLLM metric: the simulated GPU's use, which a real deployment's DCGM exporter gives.
+    scalar(
+        "servebench:engine_busy_percent",
+        "gauge",
+        "Share of the last second the simulated engine was running a step, percent.",
+        snap.busy_percent,
+    );
     scalar(
         "vllm:prefix_cache_queries_total",
         "counter",
@@ -206,11 +215,18 @@ mod tests {
             o.ttft.observe(x);
         }
         o.finished(Some(FinishReason::Length));
-        let snap =
-            Snapshot { running: 2, waiting: 1, kv_usage: 0.25, counters: EngineCounters::default(), observed: o };
+        let snap = Snapshot {
+            running: 2,
+            waiting: 1,
+            kv_usage: 0.25,
+            busy_percent: 40.0,
+            counters: EngineCounters::default(),
+            observed: o,
+        };
         let text = render(&snap, "m\"x");
         assert!(text.contains("vllm:num_requests_running{engine=\"0\",model_name=\"m\\\"x\"} 2.0\n"), "{text}");
         assert!(text.contains("vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\\\"x\"} 0.25\n"));
+        assert!(text.contains("servebench:engine_busy_percent{engine=\"0\",model_name=\"m\\\"x\"} 40.0\n"));
         let ttft = "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=";
         assert!(text.contains(&format!("{ttft}\"0.001\",model_name=\"m\\\"x\"}} 0.0\n")));
         assert!(text.contains(&format!("{ttft}\"0.005\",model_name=\"m\\\"x\"}} 1.0\n")));

@@ -46,6 +46,9 @@ pub(crate) const MAX_LAG: Duration = Duration::from_millis(20);
 /// Requests received this soon after the first of their group count as arriving with it.
 pub(crate) const ARRIVAL_GROUPING: Duration = Duration::from_millis(2);
 
+/// The window of `/metrics`' engine busy share: the last second, as a GPU exporter averages.
+const BUSY_WINDOW_NS: u64 = 1_000_000_000;
+
 /// A message to the pacer.
 pub(crate) enum ToPacer {
     Arrive(Arrival),
@@ -101,6 +104,8 @@ pub(crate) struct Pacer {
     /// Arrival time of the first request of the current arrival group, virtual ns.
     group_start: Option<u64>,
     observed: Observed,
+    /// The spans of the steps of about the last second, virtual ns, for `/metrics`' busy share.
+    recent_steps: VecDeque<(u64, u64)>,
 }
 
 impl Pacer {
@@ -115,6 +120,7 @@ impl Pacer {
             stalled: false,
             group_start: None,
             observed: Observed::default(),
+            recent_steps: VecDeque::new(),
         }
     }
 
@@ -156,6 +162,19 @@ impl Pacer {
         u64::try_from(t.saturating_duration_since(self.t0).as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// The share of the last second of virtual time (of the run so far, before a second has
+    /// passed) that a step was running, percent; forgets older steps.
+    fn busy_percent(&mut self, now: u64) -> f64 {
+        let since = now.saturating_sub(BUSY_WINDOW_NS);
+        while self.recent_steps.front().is_some_and(|&(_, end)| end <= since) {
+            self.recent_steps.pop_front();
+        }
+        let busy: u64 =
+            self.recent_steps.iter().map(|&(start, end)| end.min(now).saturating_sub(start.max(since))).sum();
+        let window = (now - since).max(1);
+        (100.0 * busy as f64 / window as f64).min(100.0)
+    }
+
     fn instant_at(&self, ns: u64) -> Instant {
         self.t0 + Duration::from_nanos(ns)
     }
@@ -183,10 +202,12 @@ impl Pacer {
                 }
             }
             ToPacer::Snapshot(reply) => {
+                let busy_percent = self.busy_percent(self.ns_at(Instant::now()));
                 let _ = reply.send(Snapshot {
                     running: self.engine.num_running(),
                     waiting: self.engine.num_waiting(),
                     kv_usage: self.engine.kv_usage(),
+                    busy_percent,
                     counters: self.engine.counters(),
                     observed: self.observed.clone(),
                 });
@@ -269,6 +290,7 @@ impl Pacer {
                 self.step.clear();
                 self.step.extend_from_slice(report.emissions);
                 self.step_end = Some(report.end_ns);
+                self.recent_steps.push_back((report.start_ns, report.end_ns));
             }
             None => self.stalled = true,
         }
@@ -331,6 +353,23 @@ mod tests {
         assert_eq!(p.group_arrival(ms(12.1)), ms(12.1));
         assert_eq!(p.group_arrival(ms(14.0)), ms(12.1));
         assert_eq!(p.group_arrival(ms(14.2)), ms(14.2));
+    }
+
+    #[test]
+    fn the_busy_share_is_of_the_last_second_and_forgets_older_steps() {
+        let mut p = pacer();
+        let ms = |x: f64| (x * 1e6) as u64;
+        // Before a second has passed, the share is of the time so far.
+        p.recent_steps.extend([(ms(0.0), ms(100.0)), (ms(200.0), ms(300.0))]);
+        assert!((p.busy_percent(ms(400.0)) - 50.0).abs() < 1e-9);
+        // A step that straddles the window's start counts its part inside.
+        p.recent_steps.push_back((ms(900.0), ms(1_500.0)));
+        assert!((p.busy_percent(ms(1_500.0)) - 60.0).abs() < 1e-9, "{}", p.busy_percent(ms(1_500.0)));
+        assert_eq!(p.recent_steps.len(), 1, "steps that ended before the window are forgotten");
+        // A step still running counts up to now; idle, the share falls to nothing.
+        assert!((p.busy_percent(ms(1_200.0)) - 30.0).abs() < 1e-9);
+        assert_eq!(p.busy_percent(ms(3_000.0)), 0.0);
+        assert!(p.recent_steps.is_empty());
     }
 
     #[test]

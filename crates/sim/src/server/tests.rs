@@ -246,6 +246,15 @@ async fn metrics_use_vllms_names_and_move_with_the_work_done() {
     assert!(after.contains(&format!("vllm:inter_token_latency_seconds_count{{{labels}}} 12.0\n")), "{after}");
     assert!(after.contains(&format!("vllm:e2e_request_latency_seconds_count{{{labels}}} 2.0\n")), "{after}");
     assert!(after.contains(&format!("vllm:num_requests_running{{{labels}}} 0.0\n")), "{after}");
+    // The simulated GPU's use over the last second, in percent, which servebench's scraper
+    // reads as the GPU's utilisation.
+    let busy = format!("servebench:engine_busy_percent{{{labels}}} ");
+    let line = after.lines().find(|l| l.starts_with(&busy)).unwrap_or_else(|| panic!("{after}"));
+    let percent: f64 = line[busy.len()..].parse().unwrap();
+    assert!((0.0..=100.0).contains(&percent), "{line}");
+    let reading = servebench_core::telemetry::read(&after);
+    assert_eq!(reading.engine, Some("vllm"));
+    assert!(reading.values.contains(&(servebench_core::telemetry::Signal::GpuUtil, percent)), "{:?}", reading.values);
 }
 
 #[tokio::test]

@@ -280,6 +280,7 @@ fn short_header(q: Quantity) -> String {
         Quantity::OutputThroughput => "OUT TOK/S".into(),
         Quantity::TotalTokenThroughput => "TOK/S".into(),
         Quantity::PeakConcurrency => "PEAK".into(),
+        Quantity::GpuUtil => "GPU %".into(),
         Quantity::Latency(s, m) => {
             let stat = match s {
                 Stat::Mean => "MEAN".to_string(),
@@ -353,6 +354,8 @@ fn pivot_quantities(runs: &[StoredRun]) -> Vec<Quantity> {
     if runs.iter().any(|r| r.summary.failed.is_some_and(|f| f > 0)) {
         qs.push(Quantity::FailedPct);
     }
+    // Where the server said how busy its GPU was: where the load saturates it.
+    qs.push(Quantity::GpuUtil);
     qs.retain(|q| runs.iter().any(|r| q.value(&r.summary).is_some()));
     qs
 }

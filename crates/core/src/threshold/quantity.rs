@@ -105,6 +105,11 @@ pub enum Quantity {
     PeakConcurrency,
     /// A latency statistic, in milliseconds.
     Latency(Stat, Metric),
+    /// The GPU's use the server telemetry gave over the run, mean percent (`--server-metrics`
+    /// against a simulated server or a prediction, or a GPU exporter `--scrape`d), shown in a
+    /// sweep beside the load. As a GPU exporter's, it is the share of time a kernel ran, not
+    /// of the GPU's capacity: one stream keeps it busy. Not a threshold's.
+    GpuUtil,
 }
 
 impl Quantity {
@@ -142,6 +147,7 @@ impl Quantity {
             Quantity::TotalTokenThroughput => "total_token_throughput".into(),
             Quantity::PeakConcurrency => "peak_concurrency".into(),
             Quantity::Latency(s, m) => format!("{}_{}_ms", s.key(), m.key()),
+            Quantity::GpuUtil => "mean_gpu_util_pct".into(),
         }
     }
 
@@ -176,6 +182,7 @@ impl Quantity {
             Quantity::TotalTokenThroughput => "Total token throughput (tok/s)".into(),
             Quantity::PeakConcurrency => "Peak concurrency".into(),
             Quantity::Latency(s, m) => format!("{} {} (ms)", s.label(), metric_name(m)),
+            Quantity::GpuUtil => "Mean GPU util (%)".into(),
         }
     }
 
@@ -195,7 +202,7 @@ impl Quantity {
     pub fn unit(self) -> &'static str {
         match self {
             Quantity::Completed | Quantity::Failed | Quantity::PeakConcurrency => "",
-            Quantity::FailedPct => "%",
+            Quantity::FailedPct | Quantity::GpuUtil => "%",
             Quantity::RequestThroughput => "req/s",
             Quantity::OutputThroughput | Quantity::TotalTokenThroughput => "tok/s",
             Quantity::Latency(..) => "ms",
@@ -238,6 +245,12 @@ impl Quantity {
                     Stat::Percentile(p) => m.percentile(p),
                 }
             }
+            Quantity::GpuUtil => s
+                .server
+                .as_ref()?
+                .sources
+                .iter()
+                .find_map(|source| crate::telemetry::Digest::of(source).gpu_util.map(|l| l.mean)),
         }
     }
 
@@ -310,5 +323,27 @@ mod tests {
         assert_eq!(Quantity::OutputThroughput.format_with_unit(39.75), "39.75 tok/s");
         assert_eq!(number_text(2.0), "2");
         assert_eq!(number_text(99.9), "99.9");
+    }
+
+    #[test]
+    fn the_gpu_s_use_is_the_mean_of_the_first_source_that_reported_it() {
+        use crate::telemetry::{Reading, ServerTelemetry, Signal, Source};
+        let reading = |values: Vec<(Signal, f64)>| Reading { engine: Some("vllm"), values, bad_lines: 0 };
+        let mut server = Source::new("http://s/metrics");
+        server.record(0.0, &reading(vec![(Signal::Running, 4.0)]));
+        let mut gpu = Source::new("http://dcgm/metrics");
+        for (t, util) in [(0.0, 50.0), (1.0, 90.0), (2.0, 100.0)] {
+            gpu.record(t, &reading(vec![(Signal::GpuUtil, util)]));
+        }
+        let mut s = Summary::default();
+        assert_eq!(Quantity::GpuUtil.value(&s), None, "no telemetry");
+        s.server = Some(ServerTelemetry { interval_s: 1.0, sources: vec![server.clone()] });
+        assert_eq!(Quantity::GpuUtil.value(&s), None, "no source gave the GPU's use");
+        s.server = Some(ServerTelemetry { interval_s: 1.0, sources: vec![server, gpu] });
+        assert!((Quantity::GpuUtil.value(&s).unwrap() - 80.0).abs() < 1e-9);
+        assert_eq!(Quantity::GpuUtil.format_with_unit(80.0), "80.00 %");
+        // Not a threshold's: the threshold language does not read it.
+        assert!(!Quantity::all().contains(&Quantity::GpuUtil));
+        assert_eq!(Quantity::from_key(&Quantity::GpuUtil.key()), None);
     }
 }

@@ -414,3 +414,33 @@ fn usage_errors_name_the_flag() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("\"two\" is not a valid value of --num-prompts"), "{}", text(&out.stderr));
 }
+
+/// A predicted sweep with `--server-metrics`: each point carries the simulated engine's
+/// telemetry, and the sweep's table shows the GPU's mean use beside the load.
+#[test]
+fn a_predicted_sweep_with_server_metrics_shows_the_gpu_s_use_beside_the_load() {
+    let out = servebench_blocking(&args(&[
+        "sweep",
+        "--sim",
+        "Qwen/Qwen3-0.6B@h100-sxm",
+        "--max-concurrency",
+        "1,4,16",
+        "--num-prompts",
+        "32",
+        "--random-input-len",
+        "256",
+        "--random-output-len",
+        "32",
+        "--predict",
+        "--server-metrics",
+        "--no-store",
+    ]));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert_eq!(stdout.matches("Server telemetry (vllm, simulated engine (virtual time), ").count(), 3, "{stdout}");
+    let end = closing(&stdout);
+    let row = end.lines().find(|l| l.starts_with("Mean GPU util (%)")).unwrap_or_else(|| panic!("{end}"));
+    let values: Vec<f64> = row["Mean GPU util (%)".len()..].split_whitespace().map(|v| v.parse().unwrap()).collect();
+    assert_eq!(values.len(), 3, "{row}");
+    assert!(values.iter().all(|v| (0.0..=100.0).contains(v) && *v > 50.0), "{row}");
+}

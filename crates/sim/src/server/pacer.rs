@@ -166,13 +166,18 @@ impl Pacer {
     /// passed) that a step was running, percent; forgets older steps.
     fn busy_percent(&mut self, now: u64) -> f64 {
         let since = now.saturating_sub(BUSY_WINDOW_NS);
-        while self.recent_steps.front().is_some_and(|&(_, end)| end <= since) {
-            self.recent_steps.pop_front();
-        }
+        self.forget_steps_before(since);
         let busy: u64 =
             self.recent_steps.iter().map(|&(start, end)| end.min(now).saturating_sub(start.max(since))).sum();
         let window = (now - since).max(1);
         (100.0 * busy as f64 / window as f64).min(100.0)
+    }
+
+    /// Drops the steps that ended by `since`, ns.
+    fn forget_steps_before(&mut self, since: u64) {
+        while self.recent_steps.front().is_some_and(|&(_, end)| end <= since) {
+            self.recent_steps.pop_front();
+        }
     }
 
     fn instant_at(&self, ns: u64) -> Instant {
@@ -290,7 +295,10 @@ impl Pacer {
                 self.step.clear();
                 self.step.extend_from_slice(report.emissions);
                 self.step_end = Some(report.end_ns);
-                self.recent_steps.push_back((report.start_ns, report.end_ns));
+                // Only the last second's steps are kept, scraped or not.
+                let (start, end) = (report.start_ns, report.end_ns);
+                self.forget_steps_before(start.saturating_sub(BUSY_WINDOW_NS));
+                self.recent_steps.push_back((start, end));
             }
             None => self.stalled = true,
         }

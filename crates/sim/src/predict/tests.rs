@@ -310,4 +310,14 @@ fn server_metrics_sample_the_engine_in_virtual_time_and_say_where_its_time_went(
     let sum: f64 = shares.iter().sum();
     assert!((sum - 100.0).abs() <= 3.0, "{note}: the terms sum to {sum}");
     assert!(shares.windows(2).all(|w| w[0] >= w[1]), "{note}");
+
+    // The API server's share is its work over the run: with each streamed token costing 100 µs
+    // more (64 x 64 tokens: 0.41 s more work) it grows by about that over the run's length
+    // (within the whole percents the note prints).
+    let slow = setup("Qwen/Qwen3-8B", "h100-sxm", &[("api-us-per-output-token", "138.1")]);
+    let r2 = predict(&p, &c, &slow);
+    let note2 = r2.notes.iter().find(|n| n.starts_with("where the time went")).unwrap();
+    let api = |n: &str, r: &RunResult| percent(n.split_once("step time:").unwrap().0)[1] * r.duration_s / 100.0;
+    let more = api(note2, &r2) - api(note, &r);
+    assert!((more - 64.0 * 64.0 * 100e-6).abs() < 0.04, "{more} s more: {note} / {note2}");
 }

@@ -354,7 +354,7 @@ fn pivot_quantities(runs: &[StoredRun]) -> Vec<Quantity> {
     if runs.iter().any(|r| r.summary.failed.is_some_and(|f| f > 0)) {
         qs.push(Quantity::FailedPct);
     }
-    // Where the server said how busy its GPU was: where the load saturates it.
+    // Where the server said how busy its GPU was, beside the load.
     qs.push(Quantity::GpuUtil);
     qs.retain(|q| runs.iter().any(|r| q.value(&r.summary).is_some()));
     qs

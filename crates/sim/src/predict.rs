@@ -231,7 +231,6 @@ pub(crate) fn predict_prepared(
     // `--server-metrics`: the engine's own metrics, sampled in virtual time.
     let out = &config.output;
     let mut sampler = out.server_metrics.then(|| telemetry::Sampler::new(&engine, t0, out.scrape_interval_s));
-    let totals_at_start = telemetry::Totals::of(&engine);
     client.arrive_until(&mut engine, t0);
     while client.unsent_or_unfinished() {
         if let Some(s) = sampler.as_mut() {
@@ -274,10 +273,11 @@ pub(crate) fn predict_prepared(
             }
         }
     }
-    let telemetry = sampler.map(|s| s.finish(&engine, last_end));
-    if telemetry.is_some() {
-        notes.extend(telemetry::time_note(&engine, &totals_at_start, t0, last_end));
-    }
+    let telemetry = sampler.map(|s| {
+        let (telemetry, note) = s.finish(&engine, last_end);
+        notes.extend(note);
+        telemetry
+    });
     let mut records = client.finish();
     for rec in &records {
         if rec.failure.is_some() && rec.status == 400 {

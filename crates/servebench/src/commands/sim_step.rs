@@ -161,35 +161,31 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
     // Linear-attention layers, where the model has them: their state read and written, their
     // chunked prefill.
     let linear = setup.model.linear.as_ref().map(|l| {
-        let note = format!(
+        format!(
             "{} layers, each sequence's state of {:.0} KiB a GPU a layer read and written",
             l.layers,
             l.state_bytes(o.tp) / 1024.0
-        );
-        ("linear attention", b.recurrent, Some(note))
+        )
     });
-    let rows: Vec<(&str, f64, Option<String>)> = [
-        ("fixed (step, layers, sequences)", b.fixed, None),
-        ("dense products", b.dense, None),
-        ("routed experts", b.experts, expert_note),
-        ("attention", b.attention, exps_note),
-    ]
-    .into_iter()
-    .chain(linear)
-    .chain([
-        ("LM head", b.lm_head, None),
-        ("all-reduce", b.allreduce, comm),
-        ("pipeline hand-offs", b.pipeline, None),
-        ("MoE routing", b.moe_routing, None),
-        ("launches without graphs", b.eager, None),
-        (
-            "host, not hidden",
-            b.host,
-            Some(if o.async_scheduling { "async scheduling" } else { "no async scheduling" }.into()),
-        ),
-        ("total", b.total, None),
-    ])
-    .collect();
+    let host = if o.async_scheduling { "async scheduling" } else { "no async scheduling" };
+    let rows: Vec<(&str, f64, Option<String>)> = b
+        .terms()
+        .into_iter()
+        // A model without linear-attention layers has no such row.
+        .filter(|&(name, _)| name != "linear attention" || linear.is_some())
+        .map(|(name, secs)| {
+            let note = match name {
+                "routed experts" => expert_note.clone(),
+                "attention" => exps_note.clone(),
+                "linear attention" => linear.clone(),
+                "all-reduce" => comm.clone(),
+                "host, not hidden" => Some(host.to_string()),
+                _ => None,
+            };
+            (name, secs, note)
+        })
+        .chain([("total", b.total, None)])
+        .collect();
     s.push_str(&format!("{:<32} {:>9} {:>6}\n", "term", "ms", "share"));
     for (name, secs, note) in rows {
         let share = if b.total > 0.0 { secs / b.total * 100.0 } else { 0.0 };

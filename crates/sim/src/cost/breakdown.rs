@@ -58,10 +58,11 @@ impl StepBreakdown {
         }
     }
 
-    /// The terms that add up to `total`, named as `sim step` prints them, largest first.
-    pub fn shares(&self) -> Vec<(&'static str, f64)> {
-        let mut terms = vec![
-            ("fixed costs", self.fixed),
+    /// The terms that add up to `total`, in the order and with the names `sim step` prints
+    /// them.
+    pub fn terms(&self) -> [(&'static str, f64); 11] {
+        [
+            ("fixed (step, layers, sequences)", self.fixed),
             ("dense products", self.dense),
             ("routed experts", self.experts),
             ("attention", self.attention),
@@ -72,8 +73,12 @@ impl StepBreakdown {
             ("MoE routing", self.moe_routing),
             ("launches without graphs", self.eager),
             ("host, not hidden", self.host),
-        ];
-        terms.retain(|&(_, v)| v > 0.0);
+        ]
+    }
+
+    /// The terms that took any time, largest first.
+    pub fn shares(&self) -> Vec<(&'static str, f64)> {
+        let mut terms: Vec<_> = self.terms().into_iter().filter(|&(_, v)| v > 0.0).collect();
         terms.sort_by(|a, b| b.1.total_cmp(&a.1));
         terms
     }

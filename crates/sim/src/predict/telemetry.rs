@@ -19,6 +19,8 @@ pub(crate) struct Sampler {
     next_ns: u64,
     /// The engine's busy time at the previous sample, ns.
     last_busy_ns: u64,
+    /// The engine's totals as the run started (the warm-up's, left out of the note).
+    start: Totals,
     source: Source,
 }
 
@@ -34,6 +36,7 @@ impl Sampler {
             interval_ns,
             next_ns: t0_ns.saturating_add(interval_ns),
             last_busy_ns: engine.counters().busy_ns,
+            start: Totals::of(engine),
             source,
         };
         // A scrape as the run starts, as the scraper takes one: counters' increases over the
@@ -52,13 +55,15 @@ impl Sampler {
         }
     }
 
-    /// The run's telemetry, with a last sample at `end_ns` if the run ended between samples.
-    pub fn finish(mut self, engine: &Engine, end_ns: u64) -> ServerTelemetry {
+    /// The run's telemetry, with a last sample at `end_ns` if the run ended between samples,
+    /// and the note of where its time went ([`time_note`]).
+    pub fn finish(mut self, engine: &Engine, end_ns: u64) -> (ServerTelemetry, Option<String>) {
         let since = self.next_ns - self.interval_ns;
         if end_ns > since {
             self.record(engine, end_ns, end_ns - since);
         }
-        ServerTelemetry { interval_s: self.interval_ns as f64 * 1e-9, sources: vec![self.source] }
+        let note = time_note(engine, &self.start, self.t0_ns, end_ns);
+        (ServerTelemetry { interval_s: self.interval_ns as f64 * 1e-9, sources: vec![self.source] }, note)
     }
 
     fn record(&mut self, engine: &Engine, at_ns: u64, window_ns: u64) {
@@ -88,7 +93,7 @@ impl Sampler {
 /// and the API server were, and the cost model's terms as shares of the engine's step time
 /// (those of at least half a percent). `before` holds the engine's totals at the run's start,
 /// so the warm-up is left out.
-pub(crate) fn time_note(engine: &Engine, before: &Totals, t0_ns: u64, end_ns: u64) -> Option<String> {
+fn time_note(engine: &Engine, before: &Totals, t0_ns: u64, end_ns: u64) -> Option<String> {
     let span = end_ns.checked_sub(t0_ns).filter(|&s| s > 0)? as f64;
     let now = Totals::of(engine);
     let steps = now.steps - before.steps;
@@ -117,7 +122,7 @@ pub(crate) fn time_note(engine: &Engine, before: &Totals, t0_ns: u64, end_ns: u6
 
 /// The engine's running totals at one moment.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Totals {
+struct Totals {
     steps: u64,
     busy_ns: u64,
     frontend_ns: u64,
@@ -125,7 +130,7 @@ pub(crate) struct Totals {
 }
 
 impl Totals {
-    pub fn of(engine: &Engine) -> Totals {
+    fn of(engine: &Engine) -> Totals {
         let c = engine.counters();
         Totals {
             steps: c.steps,

@@ -193,7 +193,8 @@ pub struct TritonMoeKernel {
     /// Fixed cost of the two expert products per MoE layer beyond the floor `t_layer_us`
     /// already counts for them, µs.
     pub fixed_us: f64,
-    /// Fraction of the BF16 peak its products reach with many rows per expert.
+    /// Fraction of the BF16 peak its products reach with many rows per expert, on a shard far
+    /// wider than a tile (a TP shard reaches `cost::terms::shard_efficiency` of it).
     pub ceiling: f64,
     /// Rows per expert at which it reaches half that ceiling.
     pub m_half: f64,
@@ -205,7 +206,7 @@ impl Default for TritonMoeKernel {
     /// on both), after 24 µs a layer for the two products, of which the floor of two kernels
     /// (about 3.5 µs each, the probe's small cuBLAS products) is in `t_layer_us` already.
     fn default() -> Self {
-        Self { ops_per_weight: 6.45, fixed_us: 17.0, ceiling: 0.33, m_half: 30.0 }
+        Self { ops_per_weight: 6.45, fixed_us: 17.0, ceiling: 0.36, m_half: 30.0 }
     }
 }
 
@@ -286,7 +287,7 @@ impl Default for StackProfile {
             uncertainty: None,
             eta_bw: 0.93,
             gemm_eff: PrecisionTable { bf16: 0.75, fp8: 0.65, fp4: 0.5, weight_only: 0.5 },
-            moe_eff: PrecisionTable { bf16: 0.165, fp8: 0.114, fp4: 0.35, weight_only: 0.167 },
+            moe_eff: PrecisionTable { bf16: 0.275, fp8: 0.152, fp4: 0.35, weight_only: 0.196 },
             attn_eff: 0.65,
             attn_eff_sinks: None,
             linear_eff: None,

@@ -63,7 +63,11 @@ fn triton_mxfp4_experts_follow_the_kernels_measured_on_the_gpu() {
 /// 8192 tokens): the Triton term plus
 /// the two kernels' floor in `t_layer_us` is within 10 % of the measured time at the median (15 %
 /// for the September kernels) and 25 % at the 90th percentile (7.5 %, 6.7 %, 11.9 % and 9.6 %
-/// for the 20b; 20 %, 20 %, 18 % and 24 % when written). The December routing kernels around them (top-k, the expert
+/// for the 20b; 20 %, 20 %, 18 % and 24 % when written). Since the experts lose rate as TP slices
+/// them (`terms::shard_efficiency`) the ceiling is a wide shard's, 0.36 (was 0.33 for every
+/// shard): 7.9 %, 9.7 %, 9.1 % and 12.3 % (P90 18 %, 23 %, 19 %, 26 %); the probe alone would
+/// take 0.39 (6.5 %, 5.9 %, 10.4 %, 9.9 %), which puts the AMD checks' median at 13 % against 9 %
+/// (CALIBRATION.md), so the 20b's bound is 13 % / 27 %. The December routing kernels around them (top-k, the expert
 /// histogram, the combine) cost what `t_moe_us` (fitted on whole-server reports, not on these)
 /// says, within 20 % at the median; September's fuse the combine into the down product and
 /// take about half.
@@ -73,7 +77,7 @@ fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
         ("h100-sxm.json", "openai/gpt-oss-120b", "h100-sxm", 0.10, true),
         ("h200.json", "openai/gpt-oss-120b", "h200", 0.10, true),
         ("h100-sxm-sep2025.json", "openai/gpt-oss-120b", "h100-sxm", 0.15, false),
-        ("h100-sxm-20b.json", "openai/gpt-oss-20b", "h100-sxm", 0.10, true),
+        ("h100-sxm-20b.json", "openai/gpt-oss-20b", "h100-sxm", 0.13, true),
     ] {
         let (mut errors, mut routing) = (Vec::new(), Vec::new());
         for r in probe_records(file).iter().filter(|r| r["section"] == "moe" && r["m"].is_u64()) {
@@ -88,7 +92,8 @@ fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
         errors.sort_by(f64::total_cmp);
         routing.sort_by(f64::total_cmp);
         let (median, p90) = (errors[errors.len() / 2], errors[errors.len() * 9 / 10]);
-        assert!(median <= within && p90 <= 0.25, "{file}: median {median:.3}, p90 {p90:.3}");
+        let p90_within = if within > 0.10 { 0.27 } else { 0.25 };
+        assert!(median <= within && p90 <= p90_within, "{file}: median {median:.3}, p90 {p90:.3}");
         let t_moe = crate::profile::StackProfile::default().t_moe_us * 1e-6;
         let routing_median = routing[routing.len() / 2];
         if routing_like_t_moe {
@@ -127,6 +132,39 @@ fn marlin_experts_take_the_same_time_on_an_h100_and_an_h200() {
         let ratio = experts("h100-sxm") / experts("h200");
         assert!((ratio - 1.0).abs() < 0.01, "tp {tp}, {m} tokens: {ratio}");
     }
+}
+
+/// vLLM's expert kernels on an H100 lose rate as TP slices each expert, and the expert term
+/// loses it with them ([`super::terms::shard_efficiency`]): at 1,024 to 8,192 tokens, Marlin's
+/// MXFP4 products (`h100-sxm-marlin.json`) and triton_kernels' (`h100-sxm.json`) at TP 2, 4 and
+/// 8 against the same kernels at TP1 and the same tokens. The term's ratio to the kernel at
+/// each TP size stays within 15 % of its ratio at TP1 (within 8 % when written); with one
+/// ceiling for every shard it fell to 0.63 to 0.77 of it at TP8 (the term priced a TP8 shard
+/// as fast as a whole expert, the kernels run it 0.77 to 0.82 as fast).
+#[test]
+fn experts_slow_down_as_tp_slices_them_as_the_kernels_do() {
+    type Timing<'a> = &'a dyn Fn(&serde_json::Value) -> Option<f64>;
+    let check = |file: &str, backend: &str, us: Timing| {
+        let mut ratio = std::collections::BTreeMap::new();
+        for r in probe_records(file) {
+            let (Some(measured), Some(m)) = (us(&r), r["m"].as_u64()) else { continue };
+            if r.get("section").is_some_and(|s| s != "moe") || m < 1024 {
+                continue;
+            }
+            let tp = r["tp"].as_u64().unwrap();
+            let c = model("openai/gpt-oss-120b", "h100-sxm", &[("tp", &tp.to_string()), ("mxfp4-backend", backend)]);
+            ratio.insert((tp, m), experts_per_layer(&c, &prefill(m as u32)) / (measured * 1e-6));
+        }
+        let mut compared = 0;
+        for (&(tp, m), r) in ratio.iter().filter(|((tp, _), _)| *tp > 1) {
+            let Some(one) = ratio.get(&(1, m)) else { continue };
+            assert!((r / one - 1.0).abs() < 0.15, "{file} tp {tp} at {m} tokens: {r:.2} against {one:.2} at TP1");
+            compared += 1;
+        }
+        assert!(compared >= 4 && ratio.keys().any(|k| k.0 == 8), "{file}: {ratio:?}");
+    };
+    check("h100-sxm-marlin.json", "marlin", &|r| r["experts_us"].as_f64());
+    check("h100-sxm.json", "triton", &|r| r["experts_only"]["us"].as_f64());
 }
 
 /// vLLM 0.13's Triton fused-MoE kernels (`scripts/sim/fused_moe_probe.py`;
@@ -281,7 +319,8 @@ fn decode_attention_streams_the_kv_cache_at_the_bandwidth_term() {
 /// (1.9 at the median; 1.0 to 2.5 and 1.8 before the ceilings were refitted beside the MoE
 /// reserve and untuned shapes priced at vLLM's default tile): at 8,192 tokens they reach 218
 /// (GLM-4.6, untuned) to 445 TFLOP/s (Qwen3-235B, tuned) in BF16, 0.22 to 0.45 of the peak, and
-/// 369 to 446 in FP8, 0.19 to 0.23, where `moe_eff` says 0.165 and 0.114. Those ceilings were fitted on whole bursts
+/// 369 to 446 in FP8, 0.19 to 0.23, where `moe_eff` said 0.165 and 0.114 (now 0.275 and 0.152 on a
+/// wide shard: the same rates at the fitted shards). Those ceilings were fitted on whole bursts
 /// (CALIBRATION.md, "Experts in BF16 and FP8") and carry costs of a burst beyond the kernels
 /// that no term names yet; at the kernels' own ceilings the public bursts come out far too fast.
 /// This test holds that reading: the term is never faster than the kernels at these sizes, and
@@ -314,8 +353,8 @@ fn at_prefill_sizes_the_expert_ceilings_are_slower_than_the_kernels() {
     // On the H100, whose bursts the ceilings were fitted on (`h100-sxm-fused-moe-prefill.json`,
     // 0.11.0's kernels and H100 tables: only Qwen3-235B's BF16 TP8 shard has one), the fitted
     // shards' kernels too run faster than the term at 8,192 tokens: Qwen3-235B BF16 at TP8 at
-    // 329 TFLOP/s (0.33 of the peak, `moe_eff.bf16` 0.165: 2.1 times the term) and FP8 at TP4
-    // at 427 (0.22; 0.114: 2.0 times).
+    // 329 TFLOP/s (0.33 of the peak, `moe_eff.bf16` 0.165 at that shard: 2.1 times the term)
+    // and FP8 at TP4 at 427 (0.22; 0.114: 2.0 times).
     let fitted = probe_records("h100-sxm-fused-moe-prefill.json");
     let fitted: Vec<_> = fitted
         .iter()

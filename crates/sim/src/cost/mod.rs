@@ -265,10 +265,17 @@ impl CostModel {
             key_bytes: m.index_key_bytes(),
             rate: peaks.get(ComputePrecision::Fp8) * 1e12 * attn_eff,
         });
+        // Each GPU's columns of an expert's FFN: all of them where experts stay whole (expert
+        // parallelism), else the expert sliced over the GPUs that share the layer.
+        let shard_width = m.moe.as_ref().map_or(0.0, |x| {
+            let width = f64::from(x.expert_intermediate);
+            if o.expert_parallel { width } else { width / f64::from(o.expert_shards().max(1)) }
+        });
+        let shard_eff = terms::shard_efficiency(shard_width);
         let expert_dev = match triton {
             Some(k) => GemmDevice {
                 peak_flops: peaks.bf16 * 1e12,
-                ceiling: k.ceiling,
+                ceiling: k.ceiling * shard_eff,
                 m_half: k.m_half,
                 bandwidth: bandwidth.min(dequant_stream(k.ops_per_weight)),
             },
@@ -285,6 +292,7 @@ impl CostModel {
                 if fp4_blocks {
                     dev.bandwidth *= st.fp4_moe.stream;
                 }
+                dev.ceiling *= shard_eff;
                 dev
             }
         };

@@ -5,6 +5,24 @@
 //! [`super::CostModel`] adds them up. Each has unit and property tests below: a term never
 //! takes less than its bytes over the bandwidth, more work never takes less time, and so on.
 
+/// Columns of an expert's shard that its products lose to their tiles' fixed work: see
+/// [`shard_efficiency`].
+pub const SHARD_TILE_COLUMNS: f64 = 128.0;
+
+/// Fraction of the expert kernels' ceiling their products reach on a GPU that holds `width`
+/// columns of each expert's FFN: `width / (width + 128)`. Tensor parallelism slices each expert
+/// (gate and up by columns, down by rows), so at TP8 a shard is a few 128-wide tiles: the down
+/// product's reduction is only that long, and each tile pays its prologue and epilogue against
+/// a short loop, as if it did one more tile of work. Kernel timings of vLLM's three expert
+/// kernels on Hopper fall so from TP1 to TP8 at 1,024 to 8,192 tokens: Marlin's MXFP4 products
+/// for gpt-oss-120b 0.77 to 0.81 times TP1's rate at TP8, triton_kernels' 0.81 to 0.82, the
+/// Triton fused-MoE kernel's BF16 Qwen3-235B shard of 192 columns 0.78 times that of 384
+/// (CALIBRATION.md, "Experts lose to their tiles as TP slices them"). A ceiling (`moe_eff`,
+/// `TritonMoeKernel::ceiling`) is the rate of a shard far wider than a tile.
+pub fn shard_efficiency(width: f64) -> f64 {
+    if width <= 0.0 { 1.0 } else { width / (width + SHARD_TILE_COLUMNS) }
+}
+
 /// Fraction of a format's peak reached by a matrix product of `rows` rows: the kernel's
 /// `ceiling` for tall products, falling as `rows / (rows + m_half)` for short ones (tiles
 /// padded with empty rows, too few tiles to fill the device).
@@ -265,6 +283,15 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_one_tile_wide_reaches_half_the_ceiling() {
+        assert_eq!(shard_efficiency(SHARD_TILE_COLUMNS), 0.5);
+        // gpt-oss-120b's 2,880-column experts: whole, and sliced over 8 GPUs.
+        assert!((shard_efficiency(2880.0) - 2880.0 / 3008.0).abs() < 1e-12);
+        assert!((shard_efficiency(360.0) / shard_efficiency(2880.0) - 0.771).abs() < 0.001);
+        assert_eq!(shard_efficiency(0.0), 1.0);
+    }
+
+    #[test]
     fn expert_touch_grows_with_tokens_until_every_expert_is_read() {
         assert_eq!(expected_experts(128.0, 4.0, 1.0), 4.0);
         assert!(expected_experts(128.0, 4.0, 1024.0) > 127.9);
@@ -331,6 +358,12 @@ mod tests {
             prop_assert!(rows >= tokens && rows < tokens + 16);
             prop_assert_eq!(graph_rows(rows), rows);
             prop_assert!(graph_rows(tokens + 1) >= rows);
+        }
+
+        #[test]
+        fn a_wider_shard_is_never_slower_and_never_past_the_ceiling(w in 1.0f64..1e6, extra in 0.0f64..1e5) {
+            let (narrow, wide) = (shard_efficiency(w), shard_efficiency(w + extra));
+            prop_assert!(narrow > 0.0 && narrow <= wide && wide < 1.0);
         }
 
         #[test]

@@ -73,11 +73,11 @@ fn triton_mxfp4_experts_follow_the_kernels_measured_on_the_gpu() {
 /// take about half.
 #[test]
 fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
-    for (file, model_id, hw, within, routing_like_t_moe) in [
-        ("h100-sxm.json", "openai/gpt-oss-120b", "h100-sxm", 0.10, true),
-        ("h200.json", "openai/gpt-oss-120b", "h200", 0.10, true),
-        ("h100-sxm-sep2025.json", "openai/gpt-oss-120b", "h100-sxm", 0.15, false),
-        ("h100-sxm-20b.json", "openai/gpt-oss-20b", "h100-sxm", 0.13, true),
+    for (file, model_id, hw, (within, p90_within), routing_like_t_moe) in [
+        ("h100-sxm.json", "openai/gpt-oss-120b", "h100-sxm", (0.10, 0.25), true),
+        ("h200.json", "openai/gpt-oss-120b", "h200", (0.10, 0.25), true),
+        ("h100-sxm-sep2025.json", "openai/gpt-oss-120b", "h100-sxm", (0.15, 0.25), false),
+        ("h100-sxm-20b.json", "openai/gpt-oss-20b", "h100-sxm", (0.13, 0.27), true),
     ] {
         let (mut errors, mut routing) = (Vec::new(), Vec::new());
         for r in probe_records(file).iter().filter(|r| r["section"] == "moe" && r["m"].is_u64()) {
@@ -92,7 +92,6 @@ fn the_probe_s_expert_kernels_are_priced_by_the_triton_term() {
         errors.sort_by(f64::total_cmp);
         routing.sort_by(f64::total_cmp);
         let (median, p90) = (errors[errors.len() / 2], errors[errors.len() * 9 / 10]);
-        let p90_within = if within > 0.10 { 0.27 } else { 0.25 };
         assert!(median <= within && p90 <= p90_within, "{file}: median {median:.3}, p90 {p90:.3}");
         let t_moe = crate::profile::StackProfile::default().t_moe_us * 1e-6;
         let routing_median = routing[routing.len() / 2];

@@ -265,13 +265,11 @@ impl CostModel {
             key_bytes: m.index_key_bytes(),
             rate: peaks.get(ComputePrecision::Fp8) * 1e12 * attn_eff,
         });
-        // Each GPU's columns of an expert's FFN: all of them where experts stay whole (expert
-        // parallelism), else the expert sliced over the GPUs that share the layer.
-        let shard_width = m.moe.as_ref().map_or(0.0, |x| {
-            let width = f64::from(x.expert_intermediate);
-            if o.expert_parallel { width } else { width / f64::from(o.expert_shards().max(1)) }
-        });
-        let shard_eff = terms::shard_efficiency(shard_width);
+        let expert_spread = ExpertSpread { gpus: f64::from(o.expert_shards()), whole: o.expert_parallel };
+        // The products' rate on each GPU's columns of an expert's FFN.
+        let shard_eff = terms::shard_efficiency(
+            m.moe.as_ref().map_or(0.0, |x| expert_spread.shard_columns(f64::from(x.expert_intermediate))),
+        );
         let expert_dev = match triton {
             Some(k) => GemmDevice {
                 peak_flops: peaks.bf16 * 1e12,
@@ -305,7 +303,7 @@ impl CostModel {
             hidden: f64::from(m.hidden),
             experts,
             top_k,
-            expert_spread: ExpertSpread { gpus: f64::from(o.expert_shards()), whole: o.expert_parallel },
+            expert_spread,
             dp: f64::from(o.dp),
             attn_proj: GemmShape {
                 flops_per_row: 2.0 * attn_params,

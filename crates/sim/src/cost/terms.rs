@@ -99,6 +99,12 @@ impl ExpertSpread {
     pub fn sliced(gpus: f64) -> Self {
         ExpertSpread { gpus, whole: false }
     }
+
+    /// Columns of an expert `width` columns wide that one GPU holds: all of them where experts
+    /// stay whole, else its slice.
+    pub fn shard_columns(&self, width: f64) -> f64 {
+        if self.whole { width } else { width / self.gpus.max(1.0) }
+    }
 }
 
 /// Expected touched experts on the busiest of `gpus` GPUs that hold `per_gpu` whole experts

@@ -339,20 +339,20 @@ fn dequantizing_experts_run_at_the_sms_issue_rate_capped_by_the_tensor_rate() {
 fn rocm_parts_run_mxfp4_experts_in_triton_s_kernels_at_their_sustained_clock() {
     let presets = crate::presets::Presets::embedded().unwrap();
     let st = crate::profile::StackProfile::default();
+    // gpt-oss's experts whole on one GPU: 2,880 columns.
+    let whole = super::terms::shard_efficiency(2880.0);
     for (hw, peak) in [("mi300x", 1307e12), ("mi325x", 1307e12), ("mi355x", 2517e12)] {
         let spec = presets.hardware(hw).unwrap();
         assert_eq!(spec.mxfp4_backend, crate::precision::Mxfp4Backend::Triton, "{hw}");
         // Held below the H100's share of its peak by its power limit, not above it.
         assert!(spec.sustained_clock > 0.5 && spec.sustained_clock < 0.9, "{hw}");
         let c = model("openai/gpt-oss-120b", hw, &[]);
-        let whole = super::terms::shard_efficiency(2880.0);
         assert!((c.expert_dev.ceiling - st.triton_moe.ceiling * whole).abs() < 1e-12, "{hw}");
         assert!((c.expert_dev.peak_flops - peak * spec.sustained_clock).abs() < 1e6, "{hw}");
         assert!((c.moe_fixed_s - st.triton_moe.fixed_us * 1e-6).abs() < 1e-12, "{hw}");
     }
     // The same experts on a CUDA part stay Marlin's, and a ROCm part takes Marlin's if asked.
     let h100 = model("openai/gpt-oss-120b", "h100-sxm", &[]);
-    let whole = super::terms::shard_efficiency(2880.0);
     assert!((h100.expert_dev.ceiling - st.moe_eff.weight_only * whole).abs() < 1e-12);
     let marlin = model("openai/gpt-oss-120b", "mi300x", &[("mxfp4-backend", "marlin")]);
     assert!(marlin.moe_fixed_s == 0.0 && (marlin.expert_dev.m_half - st.gemm_m_half).abs() < 1e-12);

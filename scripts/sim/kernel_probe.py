@@ -143,8 +143,9 @@ def graph_time_us(fns, reps=20, inner=4):
     return start.elapsed_time(end) * 1000.0 / (reps * inner * len(fns)), None
 
 
-def kernel_sum_us(fns, reps=10):
-    """Mean sum of the kernels' own durations per call, and the top kernels, from the profiler."""
+def profiled(fns, reps=10):
+    """The profiler's kernel events over `reps` rounds of the fns (after one warm-up round),
+    and the number of calls they cover."""
     from torch.profiler import ProfilerActivity, profile
 
     for f in fns:
@@ -155,9 +156,14 @@ def kernel_sum_us(fns, reps=10):
             for f in fns:
                 f()
         torch.cuda.synchronize()
-    calls = reps * len(fns)
+    return prof.key_averages(), reps * len(fns)
+
+
+def kernel_sum_us(fns, reps=10):
+    """Mean sum of the kernels' own durations per call, and the top kernels, from the profiler."""
+    events, calls = profiled(fns, reps)
     kernels = {}
-    for evt in prof.key_averages():
+    for evt in events:
         t = getattr(evt, "self_device_time_total", 0) or 0
         if t > 0:
             kernels[evt.key[:80]] = round(t / calls, 2)

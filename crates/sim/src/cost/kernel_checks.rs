@@ -26,7 +26,7 @@ fn fused_moe_preset(model: &str, format: &str) -> &'static str {
 }
 
 /// The records of a kernel probe's results in `testdata/kernel-probe/`.
-fn probe_records(file: &str) -> Vec<serde_json::Value> {
+pub(super) fn probe_records(file: &str) -> Vec<serde_json::Value> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kernel-probe").join(file);
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     doc["records"].as_array().unwrap().clone()

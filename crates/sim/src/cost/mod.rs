@@ -189,6 +189,8 @@ impl CostModel {
         // instructions, calibrated at the H100's clock; the expert kernels' fixed costs are
         // long reads from memory (their latency does not follow the SMs' clock).
         let latency = hw.latency_scale();
+        // An MLA layer launches more of those small kernels than the layer they were fitted on.
+        let floor = terms::layer_floor_factor(m.mla.is_some());
         let bandwidth = st.eta_bw * hw.bandwidth_gbs * 1e9;
         // A dequantizing kernel runs at `PeakTflops::weight_only_rate`. Dense products take the
         // dense BF16 ceiling for `mma`; expert products `dequant_mma_moe`, not the BF16
@@ -353,10 +355,10 @@ impl CostModel {
             moe_link: network(&o.expert_link(hw)),
             pp_link: LinkCost::of(&pl),
             t0_s: st.t0_ms * 1e-3,
-            t_layer_s: st.t_layer_us * latency * 1e-6,
+            t_layer_s: st.t_layer_us * latency * floor * 1e-6,
             t_seq_s: st.t_seq_us * 1e-6,
             t_moe_s: st.t_moe_us * latency * 1e-6,
-            eager_layer_s: st.eager_layer_us * 1e-6,
+            eager_layer_s: st.eager_layer_us * floor * 1e-6,
             host_s: st.t_host_ms * 1e-3,
             host_seq_s: st.t_host_seq_us * 1e-6,
             admit_s: st.t_admit_us * 1e-6,
@@ -546,6 +548,8 @@ mod host_tests;
 mod kernel_checks;
 #[cfg(test)]
 mod linear_tests;
+#[cfg(test)]
+mod mla_checks;
 #[cfg(test)]
 mod sparse_tests;
 #[cfg(test)]

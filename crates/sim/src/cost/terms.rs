@@ -23,6 +23,26 @@ pub fn shard_efficiency(width: f64) -> f64 {
     if width <= 0.0 { 1.0 } else { width / (width + SHARD_TILE_COLUMNS) }
 }
 
+/// Kernels the layer that `t_layer_us` was fitted on launches beside its experts (gpt-oss's:
+/// norms, the QKV and output products, GQA attention, the router and its top-k), and those of
+/// an MLA layer with a shared expert (DeepSeek-V3's: the fused down-projection of queries and
+/// latent, their norms, the queries' up-projection, the absorbed latent products either side
+/// of the latent cache's attention, the output product, the router with its grouped top-k, the
+/// shared expert), as `scripts/sim/mla_probe.py` counts them on an H200 with the same torch ops
+/// for both (`testdata/kernel-probe/h200-mla.json`): see [`layer_floor_factor`].
+pub const GQA_LAYER_KERNELS: f64 = 15.0;
+/// See [`GQA_LAYER_KERNELS`].
+pub const MLA_LAYER_KERNELS: f64 = 35.0;
+
+/// The factor by which a layer's floor of small kernels (`t_layer_us`, and the launches of an
+/// eager step, `eager_layer_us`) exceeds that of the layer it was fitted on: its kernels over
+/// that layer's. An MLA layer launches 35 / 15 = 2.33 times as many; its kernels back to back
+/// took 2.6 to 2.9 times as long at one to sixteen sequences (3.1 to 3.6 with block-scaled
+/// products), so the count is the smaller of the two measures. Other layers keep the fitted floor.
+pub fn layer_floor_factor(mla: bool) -> f64 {
+    if mla { MLA_LAYER_KERNELS / GQA_LAYER_KERNELS } else { 1.0 }
+}
+
 /// Fraction of a format's peak reached by a matrix product of `rows` rows: the kernel's
 /// `ceiling` for tall products, falling as `rows / (rows + m_half)` for short ones (tiles
 /// padded with empty rows, too few tiles to fill the device).

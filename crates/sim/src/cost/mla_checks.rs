@@ -52,32 +52,32 @@ fn an_mla_layer_s_floor_is_its_kernels_over_the_fitted_layer_s() {
 /// within 25 % (the term is 20 and 9 % fast, though it also carries the routers, which the
 /// probe does not time: DeepSeek's narrow products, 512 to 2,304 wide, run below the ceiling
 /// of the wide ones it was set on). With block scales (cuBLAS's kernel; vLLM runs CUTLASS's or
-/// DeepGEMM's) the products take 30 and 13 % longer, not priced. And MLA's prefill attention (decompressed heads, causal)
-/// against cuDNN's kernel on an 8,192-token chunk: within 15 % (11 % fast). Shorter chunks ran
-/// slower than the term prices them, which has one rate for every size: 4,096 tokens at 0.82 of
-/// 8,192's rate (the term 27 % fast), 2,048 at 0.59 (48 % fast); not modelled.
+/// DeepGEMM's) the products take 30 and 13 % longer, not priced. And MLA's prefill attention
+/// (decompressed heads, causal) against cuDNN's kernel on an 8,192-token chunk: within 15 %
+/// (11 % fast). Shorter chunks ran slower than the term prices them, which has one rate for
+/// every size: 4,096 tokens at 0.82 of 8,192's rate (the term 27 % fast), 2,048 at 0.59 (48 %
+/// fast); not modelled.
 #[test]
 fn mla_s_dense_products_and_prefill_attention_are_priced_near_the_h200_kernels() {
     let records = probe_records(PROBE);
-    let us = |section: &str, key: &str, name: &str, m: u64, format: &str| {
-        let r =
-            records.iter().find(|r| r["section"] == section && r[key] == name && r["format"] == format && r["m"] == m);
-        r.and_then(|r| r["us"].as_f64()).unwrap_or_else(|| panic!("no {name} {format} at {m}")) * 1e-6
+    let us = |product: &str, m: u64, format: &str| {
+        let r = records
+            .iter()
+            .find(|r| r["section"] == "dense" && r["product"] == product && r["format"] == format && r["m"] == m);
+        r.and_then(|r| r["us"].as_f64()).unwrap_or_else(|| panic!("no {product} {format} at {m}")) * 1e-6
     };
     let c = model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]);
     for m in [2048u64, 8192] {
-        let layer = |products: &[&str], format: &str| {
-            products.iter().map(|p| us("dense", "product", p, m, format)).sum::<f64>()
-        };
+        let layer = |products: &[&str], format: &str| products.iter().map(|p| us(p, m, format)).sum::<f64>();
         let probe = |format: &str| {
             61.0 * layer(&["qkv_a", "q_b", "kv_b", "o_proj"], format)
                 + 58.0 * layer(&["shared_gate_up", "shared_down"], format)
                 + 3.0 * layer(&["dense_gate_up", "dense_down"], format)
         };
+        let (tensor, block) = (probe("fp8-tensor"), probe("fp8-block"));
         let priced = c.breakdown(&prefill(m as u32)).dense;
-        let error = priced / probe("fp8-tensor") - 1.0;
-        assert!(error.abs() < 0.25, "{m} rows: {priced} against {}", probe("fp8-tensor"));
-        assert!(probe("fp8-block") > probe("fp8-tensor"), "{m} rows");
+        assert!((priced / tensor - 1.0).abs() < 0.25, "{m} rows: {priced} against {tensor}");
+        assert!(block > tensor, "{m} rows");
     }
     let r = records
         .iter()

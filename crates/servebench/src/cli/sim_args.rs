@@ -132,8 +132,8 @@ pub struct SimValidateArgs {
     /// At most this many simulations of the fitted set per fold.
     #[arg(long, default_value_t = 120)]
     pub max_evals: usize,
-    /// Exit with status 1 when the median error of any metric measured (mean and median TTFT,
-    /// TPOT, throughput; held out, or of the presets' predictions without a split) is above
+    /// Exit with status 1 when the median error of any metric measured (mean and median TTFT
+    /// and TPOT, throughput; held out, or of the presets' predictions without a split) is above
     /// this percentage.
     #[arg(long, value_name = "PCT")]
     pub fail_above: Option<f64>,

@@ -382,6 +382,7 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     let mut two = rows.as_array().unwrap()[..2].to_vec();
     two[1]["hw"] = "h200".into();
     two[1]["median_ttft"] = 0.045.into();
+    two[0]["median_tpot"] = 0.0036.into();
     std::fs::write(&mixed, serde_json::Value::Array(two).to_string()).unwrap();
     let cli = Cli::try_parse_from([
         "servebench",
@@ -397,13 +398,16 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     commands::sim_validate::run(&args, &mut out).unwrap();
     let out = String::from_utf8(out).unwrap();
     assert!(out.contains("Errors by group") && out.contains("hw=h100") && out.contains("hw=h200"), "{out}");
-    // A median TTFT measured on one device has its own summary row (not in "all") and column.
-    assert!(out.contains("median / P90 / bias of TTFT, median TTFT, TPOT, throughput"), "{out}");
+    // A median TTFT measured on one device has its own summary row (not in "all") and column;
+    // so has a median TPOT measured on the other.
+    assert!(out.contains("median / P90 / bias of TTFT, median TTFT, TPOT, median TPOT, throughput"), "{out}");
     let row = |name: &str| out.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_string();
+    assert_eq!(row("median TPOT (ms)").split_whitespace().nth(3), Some("1"), "{out}");
     assert_eq!(row("median TTFT (ms)").split_whitespace().nth(3), Some("1"), "{out}");
     assert_eq!(row("all").split_whitespace().nth(1), Some("6"), "{out}");
     let h100 = row("  hw=h100");
     assert_eq!(h100.split_whitespace().nth(2), Some("-"), "no median TTFT measured on the H100: {out}");
+    assert_eq!(row("  hw=h200").split_whitespace().nth(4), Some("-"), "no median TPOT measured on the H200: {out}");
 }
 
 /// A prediction saved by `sim predict` and read back by `sim validate` on the same deployment

@@ -122,7 +122,7 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     if setup.stack.eager_layer_us > 0.0 && (setup.stack.graph_max_ctx > 0 || setup.options.enforce_eager) {
         params.push(FitParam::EagerLayer);
     }
-    let values: usize = points.iter().map(|p| p.measured.len()).sum();
+    let values: usize = points.iter().map(|p| p.measured.iter().filter(|(m, _)| m.fitted()).count()).sum();
     params.truncate(values.max(1));
     params
 }
@@ -303,9 +303,16 @@ impl Calibrator {
         per_point.into_iter().flat_map(|(_, r)| r).collect()
     }
 
-    /// The fit's loss: mean `|ln(sim/meas)|` over every metric of `subset`.
+    /// The residuals a fit matches ([`FitMetric::fitted`]) of the targets in `subset`.
+    fn fitted_residuals(&self, subset: &[usize], values: &[(FitParam, f64)]) -> Vec<Residual> {
+        let mut r = self.residuals(subset, values);
+        r.retain(|r| r.metric.fitted());
+        r
+    }
+
+    /// The fit's loss: mean `|ln(sim/meas)|` over every fitted metric of `subset`.
     pub fn loss(&self, subset: &[usize], values: &[(FitParam, f64)]) -> f64 {
-        let r = self.residuals(subset, values);
+        let r = self.fitted_residuals(subset, values);
         r.iter().map(Residual::log_error).sum::<f64>() / r.len().max(1) as f64
     }
 
@@ -314,7 +321,7 @@ impl Calibrator {
     fn objective(&self, subset: &[usize], params: &[FitParam], prior: &[f64], x: &[f64]) -> f64 {
         let values: Vec<(FitParam, f64)> = params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect();
         let data: f64 =
-            self.residuals(subset, &values).iter().map(Residual::log_error).sum::<f64>() / MEASUREMENT_NOISE;
+            self.fitted_residuals(subset, &values).iter().map(Residual::log_error).sum::<f64>() / MEASUREMENT_NOISE;
         data + self.prior_weight * prior_penalty(params, prior, x)
     }
 
@@ -361,7 +368,7 @@ impl Calibrator {
         let h = 0.1;
         let logs = |x: &[f64]| -> Vec<f64> {
             let values: Vec<(FitParam, f64)> = params.iter().zip(x).map(|(p, v)| (*p, v.exp())).collect();
-            self.residuals(subset, &values)
+            self.fitted_residuals(subset, &values)
                 .iter()
                 .map(|r| if r.simulated > 0.0 { (r.simulated / r.measured).ln() } else { -10.0 })
                 .collect()

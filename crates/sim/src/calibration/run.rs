@@ -106,21 +106,23 @@ impl PreparedPoint {
     }
 }
 
-/// Mean TTFT and TPOT (ms) and output throughput (tok/s) of a run, by vLLM's definitions
-/// (successful requests only; TPOT over requests of more than one token), without the
-/// percentiles a full summary sorts for.
+/// Mean and median TTFT and TPOT (ms) and output throughput (tok/s) of a run, by vLLM's
+/// definitions (successful requests only; TPOT over requests of more than one token), without
+/// the percentiles a full summary sorts for.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct FitMetrics {
     pub ttft_ms: Option<f64>,
     pub ttft_median_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
+    pub tpot_median_ms: Option<f64>,
     pub throughput: Option<f64>,
 }
 
 impl FitMetrics {
     pub fn of(run: &RunResult) -> FitMetrics {
-        let (mut n, mut ttft, mut tpot_n, mut tpot, mut out) = (0usize, 0.0, 0usize, 0.0, 0u64);
+        let (mut n, mut ttft, mut out) = (0usize, 0.0, 0u64);
         let mut ttfts = Vec::with_capacity(run.records.len());
+        let mut tpots = Vec::with_capacity(run.records.len());
         for r in run.records.iter().filter(|r| r.succeeded()) {
             let tokens = r.output_tokens();
             n += 1;
@@ -128,15 +130,15 @@ impl FitMetrics {
             ttfts.push(r.ttft_s());
             out += u64::from(tokens);
             if tokens > 1 {
-                tpot_n += 1;
-                tpot += (r.latency_s() - r.ttft_s()) / f64::from(tokens - 1);
+                tpots.push((r.latency_s() - r.ttft_s()) / f64::from(tokens - 1));
             }
         }
         let positive = |x: f64| (x.is_finite() && x > 0.0).then_some(x);
         FitMetrics {
             ttft_ms: positive(ttft / n.max(1) as f64 * 1e3),
             ttft_median_ms: positive(median(&ttfts) * 1e3),
-            tpot_ms: positive(tpot / tpot_n.max(1) as f64 * 1e3),
+            tpot_ms: positive(tpots.iter().sum::<f64>() / tpots.len().max(1) as f64 * 1e3),
+            tpot_median_ms: positive(median(&tpots) * 1e3),
             throughput: positive(out as f64 / run.duration_s),
         }
     }
@@ -147,6 +149,7 @@ impl FitMetrics {
             FitMetric::MeanTpot => self.tpot_ms,
             FitMetric::OutputThroughput => self.throughput,
             FitMetric::MedianTtft => self.ttft_median_ms,
+            FitMetric::MedianTpot => self.tpot_median_ms,
         }
     }
 }

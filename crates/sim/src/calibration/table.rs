@@ -72,6 +72,9 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
     if let Some(v) = number("mean_tpot") {
         measured.push((FitMetric::MeanTpot, v * 1e3));
     }
+    if let Some(v) = number("median_tpot") {
+        measured.push((FitMetric::MedianTpot, v * 1e3));
+    }
     if let Some(v) = number("output_tput_per_gpu") {
         measured.push((FitMetric::OutputThroughput, v * gpus));
     } else if let Some(v) = number("output_throughput") {
@@ -266,6 +269,7 @@ mod tests {
         assert_eq!(p.workload.max_concurrency, Some(4));
         assert!(p.workload.request_rate.is_infinite());
         assert_eq!(p.value(FitMetric::MeanTtft), Some(60.0));
+        assert!((p.value(FitMetric::MedianTpot).unwrap() - 5.1).abs() < 1e-12);
         assert_eq!(p.value(FitMetric::OutputThroughput), Some(771.0));
         let keys: Vec<&str> = p.labels.iter().map(|(k, _)| k.as_str()).collect();
         // Every script of the suite ran with async scheduling, whatever its release's default.

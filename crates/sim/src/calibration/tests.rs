@@ -262,13 +262,37 @@ fn the_fit_metrics_are_the_summary_s() {
     let result = prepared.run(&s);
     let summary = servebench_core::metrics::Summary::compute(&result);
     let fast = run::FitMetrics::of(&result);
-    for m in FitMetric::ALL {
+    for m in FitMetric::REPORTED {
         let (a, b) = (fast.get(m).unwrap(), m.of(&summary).unwrap());
         assert!((a / b - 1.0).abs() < 1e-12, "{}: {a} vs {b}", m.name());
     }
     let too_big = PointWorkload { num_prompts: 2_000_000, ..p.workload.clone() };
     let err = run::PreparedPoint::new(&too_big, 0).err().unwrap();
     assert!(err.contains("more than"), "{err}");
+}
+
+/// A measured median TPOT is predicted and reported beside the others, but the fit neither
+/// matches it (it moves with the mean TPOT) nor counts it among the values that let it fit
+/// one more constant.
+#[test]
+fn a_median_tpot_is_reported_but_not_fitted() {
+    let s = setup(&[]);
+    let mut p = point(16, 300, 64, Some(8));
+    p.measured = vec![(FitMetric::MeanTtft, 50.0), (FitMetric::MeanTpot, 5.0)];
+    let plain = Calibrator::new(vec![Target { setup: s.clone(), point: p.clone() }]).unwrap();
+    // Measured far from anything the twin predicts: were it fitted, the loss would show it.
+    p.measured.push((FitMetric::MedianTpot, 500.0));
+    let with = Calibrator::new(vec![Target { setup: s.clone(), point: p.clone() }]).unwrap();
+    let r = with.simulate(0, &[]);
+    let median = r.iter().find(|r| r.metric == FitMetric::MedianTpot).expect("the median TPOT is predicted");
+    let mean = r.iter().find(|r| r.metric == FitMetric::MeanTpot).unwrap();
+    assert!(median.simulated > 0.0 && (median.simulated / mean.simulated - 1.0).abs() < 0.2, "{r:?}");
+    assert_eq!(with.loss(&[0], &[]), plain.loss(&[0], &[]));
+    assert_eq!(
+        default_params(&s, &[p.clone()]),
+        default_params(&s, &plain.targets()[0..1].iter().map(|t| t.point.clone()).collect::<Vec<_>>())
+    );
+    assert!(FitMetric::REPORTED.contains(&FitMetric::MedianTpot) && !FitMetric::ALL.contains(&FitMetric::MedianTpot));
 }
 
 #[test]
@@ -562,11 +586,14 @@ fn runner_blocks_get_vllm_s_tpot_and_throughput_from_their_totals() {
     assert!((fixed.value(FitMetric::MeanTpot).unwrap() - 100.0).abs() < 1e-9);
     assert_eq!(fixed.value(FitMetric::OutputThroughput), Some(20.0));
     assert!(fixed.labels.contains(&("client".to_string(), "gpustack-runner".to_string())));
+    // The runner's median TPOT is its own column's, which no rebuilt figure replaces.
+    assert_eq!(fixed.value(FitMetric::MedianTpot), None);
     // Requests of different lengths: no TPOT can be rebuilt, so none is compared.
     assert_eq!(points[1].value(FitMetric::MeanTpot), None);
     assert_eq!(points[1].value(FitMetric::OutputThroughput), Some(20.5));
-    // vLLM's own block is read as printed.
+    // vLLM's own block is read as printed, its median TPOT too.
     assert_eq!(points[2].value(FitMetric::MeanTpot), Some(2.5));
+    assert_eq!(points[2].value(FitMetric::MedianTpot), Some(2.5));
     assert_eq!(points[2].value(FitMetric::OutputThroughput), Some(999.0));
     assert!(points[2].labels.iter().all(|(k, _)| k != "client"));
 }

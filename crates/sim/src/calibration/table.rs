@@ -62,19 +62,15 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
         Some(_) => usize::try_from(whole("num_prompts")?).unwrap_or(usize::MAX),
     };
     let gpus = number("gpus").unwrap_or_else(|| number("tp").unwrap_or(1.0) * number("dp").unwrap_or(1.0));
-    let mut measured = Vec::new();
-    if let Some(v) = number("mean_ttft") {
-        measured.push((FitMetric::MeanTtft, v * 1e3));
-    }
-    if let Some(v) = number("median_ttft") {
-        measured.push((FitMetric::MedianTtft, v * 1e3));
-    }
-    if let Some(v) = number("mean_tpot") {
-        measured.push((FitMetric::MeanTpot, v * 1e3));
-    }
-    if let Some(v) = number("median_tpot") {
-        measured.push((FitMetric::MedianTpot, v * 1e3));
-    }
+    // The times, in seconds.
+    let times = [
+        ("mean_ttft", FitMetric::MeanTtft),
+        ("median_ttft", FitMetric::MedianTtft),
+        ("mean_tpot", FitMetric::MeanTpot),
+        ("median_tpot", FitMetric::MedianTpot),
+    ];
+    let mut measured: Vec<(FitMetric, f64)> =
+        times.iter().filter_map(|&(column, m)| number(column).map(|v| (m, v * 1e3))).collect();
     if let Some(v) = number("output_tput_per_gpu") {
         measured.push((FitMetric::OutputThroughput, v * gpus));
     } else if let Some(v) = number("output_throughput") {

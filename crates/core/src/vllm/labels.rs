@@ -65,6 +65,9 @@ pub const OTHER_SECTIONS: [(&str, &[&str]); 4] = [
 /// tokens) and whose output throughput is not the generated tokens over the duration.
 pub const RUNNER_MEAN_LATENCY: &str = "Mean Latency(s)";
 
+/// The raw value of the same section's median (seconds).
+pub const RUNNER_MEDIAN_LATENCY: &str = "Median Latency(s)";
+
 /// The label a block of GPUStack's runner is stored and predicted with.
 pub const RUNNER_CLIENT: (&str, &str) = ("client", "gpustack-runner");
 

@@ -11,5 +11,6 @@ mod shards;
 mod sim_cli;
 mod sim_fit_cli;
 mod sim_http;
+mod sim_validate_cli;
 mod store;
 mod sweep;

@@ -458,6 +458,8 @@ pub fn residual_table(residuals: &[Residual]) -> String {
 #[cfg(test)]
 mod fidelity_tests;
 #[cfg(test)]
+mod metrics_tests;
+#[cfg(test)]
 mod public_models_tests;
 #[cfg(test)]
 mod tests;

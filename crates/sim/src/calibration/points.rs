@@ -122,24 +122,33 @@ pub enum FitMetric {
     /// steady loads a fit sees it moves with the mean TPOT, and fitting both would count the
     /// decode twice ([`FitMetric::fitted`]).
     MedianTpot,
+    /// The mean and median end-to-end latency (the request sent to its last token): reported
+    /// where measured, each with its own row, but neither fitted nor in "all": a request's
+    /// latency is its first token plus its TPOT times its other tokens, which the fit matches
+    /// already. It is the figure other twins quote their error on.
+    MeanE2el,
+    MedianE2el,
 }
 
 impl FitMetric {
     /// The headline metrics: the "all" of an error summary.
     pub const ALL: [FitMetric; 3] = [FitMetric::MeanTtft, FitMetric::MeanTpot, FitMetric::OutputThroughput];
     /// What an error summary has a row for, where measured, in their order: the headline
-    /// metrics and the medians of TTFT and TPOT.
-    pub const REPORTED: [FitMetric; 5] = [
+    /// metrics, the medians of TTFT and TPOT, and the end-to-end latency.
+    pub const REPORTED: [FitMetric; 7] = [
         FitMetric::MeanTtft,
         FitMetric::MedianTtft,
         FitMetric::MeanTpot,
         FitMetric::MedianTpot,
         FitMetric::OutputThroughput,
+        FitMetric::MeanE2el,
+        FitMetric::MedianE2el,
     ];
 
-    /// Whether a fit matches the metric where measured (every reported one but the median TPOT).
+    /// Whether a fit matches the metric where measured: the headline metrics and the median
+    /// TTFT; the median TPOT and the end-to-end latencies are only reported.
     pub fn fitted(self) -> bool {
-        self != FitMetric::MedianTpot
+        matches!(self, FitMetric::MeanTtft | FitMetric::MeanTpot | FitMetric::OutputThroughput | FitMetric::MedianTtft)
     }
 
     pub fn name(self) -> &'static str {
@@ -149,6 +158,8 @@ impl FitMetric {
             FitMetric::OutputThroughput => "output tok/s",
             FitMetric::MedianTtft => "median TTFT (ms)",
             FitMetric::MedianTpot => "median TPOT (ms)",
+            FitMetric::MeanE2el => "mean E2EL (ms)",
+            FitMetric::MedianE2el => "median E2EL (ms)",
         }
     }
 
@@ -160,6 +171,8 @@ impl FitMetric {
             FitMetric::OutputThroughput => "throughput",
             FitMetric::MedianTtft => "median TTFT",
             FitMetric::MedianTpot => "median TPOT",
+            FitMetric::MeanE2el => "E2EL",
+            FitMetric::MedianE2el => "median E2EL",
         }
     }
 
@@ -171,6 +184,8 @@ impl FitMetric {
             FitMetric::OutputThroughput => "throughput",
             FitMetric::MedianTtft => "median_ttft",
             FitMetric::MedianTpot => "median_tpot",
+            FitMetric::MeanE2el => "e2el",
+            FitMetric::MedianE2el => "median_e2el",
         }
     }
 
@@ -182,6 +197,8 @@ impl FitMetric {
             FitMetric::OutputThroughput => s.output_throughput,
             FitMetric::MedianTtft => s.metric(Metric::Ttft).map(|m| m.median_ms),
             FitMetric::MedianTpot => s.metric(Metric::Tpot).map(|m| m.median_ms),
+            FitMetric::MeanE2el => s.metric(Metric::E2el).map(|m| m.mean_ms),
+            FitMetric::MedianE2el => s.metric(Metric::E2el).map(|m| m.median_ms),
         };
         v.filter(|x| x.is_finite() && *x > 0.0)
     }
@@ -321,7 +338,8 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
 /// generated tokens over the duration. Output throughput becomes total generated tokens over the
 /// duration, as vLLM computes it; mean TPOT becomes (mean latency - mean TTFT) / (n - 1) where
 /// every request generated the same n tokens (the total divides evenly by the requests, as a
-/// fixed-length random profile's does), and is dropped otherwise (ShareGPT). The point is
+/// fixed-length random profile's does), and is dropped otherwise (ShareGPT). Its mean and
+/// median latency (a request's, sent to last token) are the end-to-end latencies. The point is
 /// labelled `client=gpustack-runner`.
 fn rebuild_runner_metrics(point: &mut MeasuredPoint, values: &[(String, f64)], s: &Summary) {
     let Some(latency_s) = labels::runner_mean_latency(values) else { return };
@@ -339,6 +357,9 @@ fn rebuild_runner_metrics(point: &mut MeasuredPoint, values: &[(String, f64)], s
         .retain(|(m, _)| !matches!(m, FitMetric::MeanTpot | FitMetric::MedianTpot | FitMetric::OutputThroughput));
     point.measured.extend(tpot.map(|t| (FitMetric::MeanTpot, t)));
     point.measured.extend(throughput.map(|t| (FitMetric::OutputThroughput, t)));
+    let median_s = values.iter().find(|(k, _)| k == labels::RUNNER_MEDIAN_LATENCY).map(|(_, v)| *v);
+    let e2el = [(FitMetric::MeanE2el, Some(latency_s)), (FitMetric::MedianE2el, median_s)];
+    point.measured.extend(e2el.into_iter().filter_map(|(m, v)| v.filter(|v| *v > 0.0).map(|v| (m, v * 1e3))));
 }
 
 /// A point from a result JSON document (vLLM's or servebench's `--save-result`).

@@ -106,15 +106,17 @@ impl PreparedPoint {
     }
 }
 
-/// Mean and median TTFT and TPOT (ms) and output throughput (tok/s) of a run, by vLLM's
-/// definitions (successful requests only; TPOT over requests of more than one token), without
-/// the percentiles a full summary sorts for.
+/// Mean and median TTFT, TPOT and end-to-end latency (ms) and output throughput (tok/s) of a
+/// run, by vLLM's definitions (successful requests only; TPOT over requests of more than one
+/// token), without the percentiles a full summary sorts for.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct FitMetrics {
     pub ttft_ms: Option<f64>,
     pub ttft_median_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
     pub tpot_median_ms: Option<f64>,
+    pub e2el_ms: Option<f64>,
+    pub e2el_median_ms: Option<f64>,
     pub throughput: Option<f64>,
 }
 
@@ -123,11 +125,13 @@ impl FitMetrics {
         let (mut n, mut ttft, mut out) = (0usize, 0.0, 0u64);
         let mut ttfts = Vec::with_capacity(run.records.len());
         let mut tpots = Vec::with_capacity(run.records.len());
+        let mut e2els = Vec::with_capacity(run.records.len());
         for r in run.records.iter().filter(|r| r.succeeded()) {
             let tokens = r.output_tokens();
             n += 1;
             ttft += r.ttft_s();
             ttfts.push(r.ttft_s());
+            e2els.push(r.latency_s());
             out += u64::from(tokens);
             if tokens > 1 {
                 tpots.push((r.latency_s() - r.ttft_s()) / f64::from(tokens - 1));
@@ -139,6 +143,8 @@ impl FitMetrics {
             ttft_median_ms: positive(median(&ttfts) * 1e3),
             tpot_ms: positive(tpots.iter().sum::<f64>() / tpots.len().max(1) as f64 * 1e3),
             tpot_median_ms: positive(median(&tpots) * 1e3),
+            e2el_ms: positive(e2els.iter().sum::<f64>() / n.max(1) as f64 * 1e3),
+            e2el_median_ms: positive(median(&e2els) * 1e3),
             throughput: positive(out as f64 / run.duration_s),
         }
     }
@@ -150,6 +156,8 @@ impl FitMetrics {
             FitMetric::OutputThroughput => self.throughput,
             FitMetric::MedianTtft => self.ttft_median_ms,
             FitMetric::MedianTpot => self.tpot_median_ms,
+            FitMetric::MeanE2el => self.e2el_ms,
+            FitMetric::MedianE2el => self.e2el_median_ms,
         }
     }
 }

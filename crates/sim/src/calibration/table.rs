@@ -68,6 +68,8 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
         ("median_ttft", FitMetric::MedianTtft),
         ("mean_tpot", FitMetric::MeanTpot),
         ("median_tpot", FitMetric::MedianTpot),
+        ("mean_e2el", FitMetric::MeanE2el),
+        ("median_e2el", FitMetric::MedianE2el),
     ];
     let mut measured: Vec<(FitMetric, f64)> =
         times.iter().filter_map(|&(column, m)| number(column).map(|v| (m, v * 1e3))).collect();
@@ -266,6 +268,8 @@ mod tests {
         assert!(p.workload.request_rate.is_infinite());
         assert_eq!(p.value(FitMetric::MeanTtft), Some(60.0));
         assert!((p.value(FitMetric::MedianTpot).unwrap() - 5.1).abs() < 1e-12);
+        assert_eq!(p.value(FitMetric::MedianE2el), Some(37_000.0));
+        assert_eq!(p.value(FitMetric::MeanE2el), None);
         assert_eq!(p.value(FitMetric::OutputThroughput), Some(771.0));
         let keys: Vec<&str> = p.labels.iter().map(|(k, _)| k.as_str()).collect();
         // Every script of the suite ran with async scheduling, whatever its release's default.

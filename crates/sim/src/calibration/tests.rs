@@ -4,7 +4,7 @@ use super::*;
 use crate::precision::ComputePrecision;
 use crate::presets::Presets;
 
-fn setup(pairs: &[(&str, &str)]) -> SimSetup {
+pub(super) fn setup(pairs: &[(&str, &str)]) -> SimSetup {
     // No frontend queue: bursts would hide the prefill ceiling behind it. Synchronous
     // scheduling: with async scheduling a request that arrives while steps run waits one more
     // of them, so its first token moves by whole steps as the API delay crosses a step's start;
@@ -19,7 +19,7 @@ fn setup(pairs: &[(&str, &str)]) -> SimSetup {
     SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-0.6B", "l40s", &all, None).unwrap()
 }
 
-fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> MeasuredPoint {
+pub(super) fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> MeasuredPoint {
     MeasuredPoint {
         label: format!("n={n}"),
         headings: Vec::new(),
@@ -250,47 +250,6 @@ fn two_loads_of_a_multi_node_study_predict_the_third() {
         presets_only > 0.15 && fitted < 0.02 && without > 0.1,
         "the 10-prompt run: {presets_only} off with the presets, {fitted} fitted, {without} without the all-reduce"
     );
-}
-
-#[test]
-fn the_fit_metrics_are_the_summary_s() {
-    let mut s = setup(&[]);
-    s.stack.jitter_sigma = 0.05;
-    let mut p = point(30, 200, 40, Some(8));
-    p.workload.output = Lengths::Shape { total: 30 * 40, quantiles: vec![(0.0, 1.0), (1.0, 80.0)] };
-    let prepared = run::PreparedPoint::new(&p.workload, 3).unwrap();
-    let result = prepared.run(&s);
-    let summary = servebench_core::metrics::Summary::compute(&result);
-    let fast = run::FitMetrics::of(&result);
-    for m in FitMetric::REPORTED {
-        let (a, b) = (fast.get(m).unwrap(), m.of(&summary).unwrap());
-        assert!((a / b - 1.0).abs() < 1e-12, "{}: {a} vs {b}", m.name());
-    }
-    let too_big = PointWorkload { num_prompts: 2_000_000, ..p.workload.clone() };
-    let err = run::PreparedPoint::new(&too_big, 0).err().unwrap();
-    assert!(err.contains("more than"), "{err}");
-}
-
-/// A measured median TPOT is predicted and reported beside the others, but the fit neither
-/// matches it (it moves with the mean TPOT) nor counts it among the values that let it fit
-/// one more constant.
-#[test]
-fn a_median_tpot_is_reported_but_not_fitted() {
-    let s = setup(&[]);
-    let mut p = point(16, 300, 64, Some(8));
-    p.measured = vec![(FitMetric::MeanTtft, 50.0), (FitMetric::MeanTpot, 5.0)];
-    let without = p.clone();
-    let plain = Calibrator::new(vec![Target { setup: s.clone(), point: without.clone() }]).unwrap();
-    // Measured far from anything the twin predicts: were it fitted, the loss would show it.
-    p.measured.push((FitMetric::MedianTpot, 500.0));
-    let with = Calibrator::new(vec![Target { setup: s.clone(), point: p.clone() }]).unwrap();
-    let r = with.simulate(0, &[]);
-    let median = r.iter().find(|r| r.metric == FitMetric::MedianTpot).expect("the median TPOT is predicted");
-    let mean = r.iter().find(|r| r.metric == FitMetric::MeanTpot).unwrap();
-    assert!(median.simulated > 0.0 && (median.simulated / mean.simulated - 1.0).abs() < 0.2, "{r:?}");
-    assert_eq!(with.loss(&[0], &[]), plain.loss(&[0], &[]));
-    assert_eq!(default_params(&s, &[p.clone()]), default_params(&s, &[without]));
-    assert!(FitMetric::REPORTED.contains(&FitMetric::MedianTpot) && !FitMetric::ALL.contains(&FitMetric::MedianTpot));
 }
 
 #[test]
@@ -544,54 +503,4 @@ fn runs_are_grouped_by_their_workload_where_no_label_says_and_a_useless_split_is
     assert!(single.contains("one group (request-rate=inf)"), "{single}");
     assert_eq!(validate::keys_problem(&points, &keys("request-rate"), "--by"), None, "one group is a summary");
     assert_eq!(validate::keys_problem(&points, &[], "--by"), None);
-}
-
-/// A block of GPUStack's benchmark runner (its `Latency` section) gets vLLM's TPOT and output
-/// throughput rebuilt from its totals; a plain vLLM block keeps its own.
-#[test]
-fn runner_blocks_get_vllm_s_tpot_and_throughput_from_their_totals() {
-    let block = |generated: u32, latency: bool| {
-        let section = if latency {
-            "----------------------Latency---------------------\nMean Latency(s):                          1.00\n"
-        } else {
-            ""
-        };
-        format!(
-            "============ Serving Benchmark Result ============\n\
-             Successful requests:                     4\n\
-             Benchmark duration (s):                  2.00\n\
-             Total input tokens:                      400\n\
-             Total generated tokens:                  {generated}\n\
-             Request throughput (req/s):              2.00\n\
-             Output token throughput (tok/s):         999.00\n\
-             Total token throughput (tok/s):          1199.00\n\
-             {section}\
-             ---------------Time to First Token----------------\n\
-             Mean TTFT (ms):                          100.00\n\
-             Median TTFT (ms):                        100.00\n\
-             P99 TTFT (ms):                           100.00\n\
-             -----Time per Output Token (excl. 1st token)------\n\
-             Mean TPOT (ms):                          2.50\n\
-             Median TPOT (ms):                        2.50\n\
-             P99 TPOT (ms):                           2.50\n\
-             ==================================================\n"
-        )
-    };
-    let text = format!("{}\n{}\n{}", block(40, true), block(41, true), block(40, false));
-    let points = super::points::points_from_report(&text, "runner.txt").unwrap();
-    // Ten tokens a request: (1,000 ms - 100 ms) / 9 between them; 40 tokens over 2 s.
-    let fixed = &points[0];
-    assert!((fixed.value(FitMetric::MeanTpot).unwrap() - 100.0).abs() < 1e-9);
-    assert_eq!(fixed.value(FitMetric::OutputThroughput), Some(20.0));
-    assert!(fixed.labels.contains(&("client".to_string(), "gpustack-runner".to_string())));
-    // The runner's median TPOT is its own column's, which no rebuilt figure replaces.
-    assert_eq!(fixed.value(FitMetric::MedianTpot), None);
-    // Requests of different lengths: no TPOT can be rebuilt, so none is compared.
-    assert_eq!(points[1].value(FitMetric::MeanTpot), None);
-    assert_eq!(points[1].value(FitMetric::OutputThroughput), Some(20.5));
-    // vLLM's own block is read as printed, its median TPOT too.
-    assert_eq!(points[2].value(FitMetric::MeanTpot), Some(2.5));
-    assert_eq!(points[2].value(FitMetric::MedianTpot), Some(2.5));
-    assert_eq!(points[2].value(FitMetric::OutputThroughput), Some(999.0));
-    assert!(points[2].labels.iter().all(|(k, _)| k != "client"));
 }

@@ -1,0 +1,226 @@
+//! `servebench sim validate`: measured results predicted and their errors summarised, what it
+//! cannot read or map skipped with the reason, held-out folds, `--fail-above` as the exit
+//! status, saved predictions and the run store read back.
+
+use std::path::Path;
+
+use clap::Parser;
+use serde_json::Value;
+use servebench::cli::{Cli, Command, SimCommand};
+use servebench::commands;
+
+use super::sim_cli::{fails, ok, predict_args, read_json, report_000};
+
+/// `sim validate` in-process on a measurement table: errors per metric with the presets, a file
+/// it cannot read skipped with the reason, a result it cannot map skipped with the reason,
+/// held-out folds with in-sample errors beside them, and `--fail-above` as the exit status.
+#[test]
+fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = serde_json::json!([
+        {"hw": "h100", "tp": 8, "isl": 1024, "osl": 128, "conc": 4, "mean_ttft": 0.034, "mean_tpot": 0.0037,
+         "output_tput_per_gpu": 130.0},
+        {"hw": "h100", "tp": 4, "isl": 1024, "osl": 128, "conc": 8, "mean_ttft": 0.048, "mean_tpot": 0.0049,
+         "output_tput_per_gpu": 400.0},
+        {"hw": "no-such-gpu", "tp": 1, "isl": 1024, "osl": 128, "conc": 4, "mean_ttft": 0.05},
+    ]);
+    let table = dir.path().join("rows.json");
+    std::fs::write(&table, rows.to_string()).unwrap();
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "[{\"oops\": ").unwrap();
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b"];
+        argv.extend_from_slice(extra);
+        argv.push(table.to_str().unwrap());
+        argv.push(broken.to_str().unwrap());
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+        let mut out = Vec::new();
+        let code = commands::sim_validate::run(&args, &mut out).unwrap();
+        (code, String::from_utf8(out).unwrap())
+    };
+    let (code, out) = run(&["--points"]);
+    assert_eq!(code, std::process::ExitCode::SUCCESS, "{out}");
+    assert!(out.contains("Validated 2 measured run(s), predicted with the presets"), "{out}");
+    assert!(out.contains("broken.json: line 1: not valid JSON"), "{out}");
+    assert!(out.contains("no-such-gpu") && out.contains("unknown hardware"), "{out}");
+    for metric in ["mean TTFT (ms)", "mean TPOT (ms)", "output tok/s"] {
+        assert_eq!(out.matches(metric).count(), 4, "{metric} in the point table, the summary and the band's:\n{out}");
+    }
+    let (code, out) = run(&["--fail-above", "0.001"]);
+    assert_eq!(code, std::process::ExitCode::from(1), "{out}");
+    assert!(out.contains("FAIL: a median error of"), "{out}");
+    // A gate that could never fail (NaN), or always would (below 0), is refused before any work.
+    for limit in ["--fail-above=nan", "--fail-above=-5"] {
+        let argv = ["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b", limit, table.to_str().unwrap()];
+        let Command::Sim(SimCommand::Validate(args)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not sim validate")
+        };
+        let e = commands::sim_validate::run(&args, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("--fail-above takes a percentage of 0 or more"), "{e}");
+    }
+    let (_, out) = run(&["--leave-out", "tp", "--fit", "t0-ms", "--max-evals", "4"]);
+    assert!(out.contains("held out by tp") && out.contains("In-sample errors"), "{out}");
+    assert!(out.contains("tp=4") && out.contains("tp=8") && out.contains("t0-ms"), "{out}");
+    // The workload's own axes group runs that carry no label for them: fit on one load,
+    // predict the other.
+    let (_, out) = run(&["--leave-out", "num-prompts", "--fit", "t0-ms", "--max-evals", "4", "--points"]);
+    assert!(out.contains("held out by num-prompts") && out.contains("num-prompts=40"), "{out}");
+    // A key no result has, or one that makes a single group, is refused with what to give.
+    let refused = |extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b"];
+        argv.extend_from_slice(extra);
+        argv.push(table.to_str().unwrap());
+        let Command::Sim(SimCommand::Validate(args)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not sim validate")
+        };
+        commands::sim_validate::run(&args, &mut Vec::new()).unwrap_err().to_string()
+    };
+    let e = refused(&["--leave-out", "prompts"]);
+    assert!(e.contains("no result has a `prompts` label") && e.contains("tp") && e.contains("num-prompts"), "{e}");
+    let e = refused(&["--leave-out", "hw"]);
+    assert!(e.contains("one group (hw=h100)") && e.contains("--folds"), "{e}");
+    let e = refused(&["--by", "gpu"]);
+    assert!(e.contains("--by gpu: no result has a `gpu` label"), "{e}");
+    // The band `sim predict` prints around each prediction: every point's side of it follows
+    // from its error and the H100 preset's band (the JSON stays one document though a file
+    // was skipped), and the summary counts those sides.
+    let (_, out) = run(&["--json"]);
+    let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(json["skipped"].as_array().map(Vec::len), Some(2), "{json}");
+    let preset = [("ttft", [-0.17, 0.08]), ("tpot", [-0.04, 0.09]), ("throughput", [-0.09, 0.05])];
+    let mut inside = 0;
+    for p in json["points"].as_array().unwrap() {
+        let [lo, hi] = preset.iter().find(|(k, _)| p["metric"] == *k).map(|(_, b)| *b).unwrap();
+        assert_eq!(p["band"], serde_json::json!([lo, hi]), "{p}");
+        let e = p["error"].as_f64().unwrap();
+        let side = if e > hi {
+            "below"
+        } else if e >= lo {
+            "inside"
+        } else {
+            "above"
+        };
+        assert_eq!(p["band_side"], side, "{p}");
+        inside += usize::from(side == "inside");
+    }
+    let all = &json["band_coverage"]["all"];
+    assert_eq!(all["n"], 6, "{json}");
+    assert_eq!(all["inside"], inside, "{json}");
+    assert_eq!(all["inside"].as_u64().unwrap() + all["below"].as_u64().unwrap() + all["above"].as_u64().unwrap(), 6);
+    // One device: no summary by group unless asked for one.
+    let (_, out) = run(&[]);
+    assert!(out.contains("Inside the prediction band (80 % expected"), "{out}");
+    assert!(!out.contains("by group"), "{out}");
+    let (_, out) = run(&["--by", "tp"]);
+    assert!(out.contains("Errors by group") && out.contains("tp=4") && out.contains("tp=8"), "{out}");
+    // Each group's row ends with the share of its figures inside their bands, as the JSON has it.
+    let (_, json) = run(&["--by", "tp", "--json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    for tp in ["tp=4", "tp=8"] {
+        let c = &json["band_coverage_by_group"][tp]["all"];
+        let share = c["inside"].as_f64().unwrap() / c["n"].as_f64().unwrap() * 100.0;
+        let row = out.lines().find(|l| l.trim_start().starts_with(tp)).unwrap();
+        assert_eq!(row.split_whitespace().last(), Some(format!("{share:.0}%").as_str()), "{row}\n{json}");
+    }
+    // Results of several devices are summarised by device without asking.
+    let mixed = dir.path().join("mixed.json");
+    let mut two = rows.as_array().unwrap()[..2].to_vec();
+    two[1]["hw"] = "h200".into();
+    two[1]["median_ttft"] = 0.045.into();
+    two[0]["median_tpot"] = 0.0036.into();
+    two[0]["median_e2el"] = 0.5.into();
+    std::fs::write(&mixed, serde_json::Value::Array(two).to_string()).unwrap();
+    let cli = Cli::try_parse_from([
+        "servebench",
+        "sim",
+        "validate",
+        "--model",
+        "openai/gpt-oss-120b",
+        mixed.to_str().unwrap(),
+    ])
+    .unwrap();
+    let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+    let mut out = Vec::new();
+    commands::sim_validate::run(&args, &mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("Errors by group") && out.contains("hw=h100") && out.contains("hw=h200"), "{out}");
+    // A median TTFT measured on one device has its own summary row (not in "all") and column;
+    // so have a median TPOT and a median end-to-end latency measured on the other.
+    assert!(
+        out.contains("median / P90 / bias of TTFT, median TTFT, TPOT, median TPOT, throughput, median E2EL;"),
+        "{out}"
+    );
+    let row = |name: &str| out.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_string();
+    assert_eq!(row("median TPOT (ms)").split_whitespace().nth(3), Some("1"), "{out}");
+    assert_eq!(row("median E2EL (ms)").split_whitespace().nth(3), Some("1"), "{out}");
+    assert!(!out.contains("mean E2EL"), "no mean E2EL measured: {out}");
+    assert_eq!(row("median TTFT (ms)").split_whitespace().nth(3), Some("1"), "{out}");
+    assert_eq!(row("all").split_whitespace().nth(1), Some("6"), "{out}");
+    let h100 = row("  hw=h100");
+    assert_eq!(h100.split_whitespace().nth(2), Some("-"), "no median TTFT measured on the H100: {out}");
+    assert_eq!(row("  hw=h200").split_whitespace().nth(4), Some("-"), "no median TPOT measured on the H200: {out}");
+    assert_eq!(row("  hw=h200").split_whitespace().nth(6), Some("-"), "no median E2EL measured on the H200: {out}");
+}
+
+/// A prediction saved by `sim predict` and read back by `sim validate` on the same deployment
+/// is predicted again as it was: the warm-up copy of request 0 that the simulator ran (and that
+/// left request 0's prompt cached) is in the saved config, so the check runs it too.
+#[test]
+fn sim_validate_of_a_saved_prediction_gives_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let result_dir = dir.path().to_str().unwrap();
+    let mut files = Vec::new();
+    for n in ["1", "8"] {
+        let name = format!("n{n}.json");
+        let mut args = predict_args(n, n, &["--save-result", "--result-dir", result_dir, "--result-filename", &name]);
+        args[7] = "2048";
+        ok(&args);
+        let json = read_json(&dir.path().join(&name));
+        assert_eq!(json["servebench"]["config"]["traffic"]["num_warmups"], 1, "{}", json["servebench"]["config"]);
+        files.push(dir.path().join(&name).to_str().unwrap().to_string());
+    }
+    let mut argv = vec!["servebench", "sim", "validate", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s"];
+    argv.extend(["--option", "jitter=0", "--json"]);
+    argv.extend(files.iter().map(String::as_str));
+    let cli = Cli::try_parse_from(argv).unwrap();
+    let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+    let mut out = Vec::new();
+    commands::sim_validate::run(&args, &mut out).unwrap();
+    let json: Value = serde_json::from_slice(&out).unwrap();
+    let all = &json["held_out"]["all"];
+    assert_eq!(all["n"], 6, "{json}");
+    assert!(all["p90"].as_f64().unwrap() < 0.02, "{json}");
+    // Given back, every figure lies inside the band printed with it.
+    assert_eq!(json["band_coverage"]["all"]["inside"], 6, "{json}");
+}
+
+/// `sim validate --runs` reads measured runs from the run store: report 000 imported, its eleven
+/// models validated against the DGX Spark run without graphs and the profile fitted to it.
+#[test]
+fn sim_validate_reads_runs_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let db = db.to_str().unwrap();
+    ok(&["import", "--db", db, &report_000()]);
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/profiles/dgx-spark-eager-ref-000.toml");
+    let out = ok(&[
+        "sim",
+        "validate",
+        "--db",
+        db,
+        "--runs",
+        "1-11",
+        "--hardware",
+        "dgx-spark",
+        "--option",
+        "enforce-eager=true",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--fail-above",
+        "25",
+    ]);
+    assert!(out.contains("Validated 11 measured run(s), predicted with the presets"), "{out}");
+    let (code, err) = fails(&["sim", "validate", "--db", db, "--runs", "12"]);
+    assert_eq!(code, 1, "{err}");
+}

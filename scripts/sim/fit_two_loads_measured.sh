@@ -4,8 +4,9 @@
 # (TP 2, 4, 8 x 1k/1k, 1k/8k, 8k/1k tokens: nine groups of three to five concurrencies); in each
 # group the fit sees the lowest and the highest concurrency, starting from generic priors (never
 # from the shipped H100 constants, which these rows set), with the constants it picks by default,
-# and predicts the concurrencies between. Prints every held-out point's error and, per metric,
-# the median and P90 of the held-out errors, with the same split predicted from the priors alone.
+# and predicts the concurrencies between. Prints every held-out point's error and, per metric
+# (the median end-to-end latency reported, not fitted), the median and P90 of the held-out
+# errors, with the same split predicted from the priors alone.
 #
 # Usage: scripts/sim/fit_two_loads_measured.sh   (about 3.5 minutes on two cores)
 # Environment: SB (default target/release/servebench), JOBS (parallel fits, default 2).
@@ -50,7 +51,7 @@ wait
 python3 - "$out" <<'EOF'
 import glob, json, math, sys
 out = sys.argv[1]
-names = {"ttft": "mean TTFT", "tpot": "mean TPOT", "throughput": "output tok/s"}
+names = {"ttft": "mean TTFT", "tpot": "mean TPOT", "throughput": "output tok/s", "median_e2el": "median E2EL"}
 def p90(v):
     v = sorted(v)
     return v[max(0, math.ceil(0.9 * len(v)) - 1)]

@@ -352,9 +352,9 @@ fn rebuild_runner_metrics(point: &mut MeasuredPoint, values: &[(String, f64)], s
         _ => None,
     };
     let throughput = (s.duration_s > 0.0).then(|| output as f64 / s.duration_s).filter(|t| *t > 0.0);
-    point
-        .measured
-        .retain(|(m, _)| !matches!(m, FitMetric::MeanTpot | FitMetric::MedianTpot | FitMetric::OutputThroughput));
+    // Only its first-token figures are vLLM's as printed; the rest come from its totals and
+    // its latencies.
+    point.measured.retain(|(m, _)| matches!(m, FitMetric::MeanTtft | FitMetric::MedianTtft));
     point.measured.extend(tpot.map(|t| (FitMetric::MeanTpot, t)));
     point.measured.extend(throughput.map(|t| (FitMetric::OutputThroughput, t)));
     let median_s = values.iter().find(|(k, _)| k == labels::RUNNER_MEDIAN_LATENCY).map(|(_, v)| *v);

@@ -12,6 +12,11 @@ use servebench::cli::{Cli, Command};
 use servebench::commands;
 use servebench_client::testserver::RequestInfo;
 
+/// A JSON file the run wrote (a saved result, a sweep's or a shard's file), parsed.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("the file is JSON")
+}
+
 /// Runs the servebench binary with `args`, without the user's store or presets.
 pub fn servebench_blocking(args: &[String]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))

@@ -2,7 +2,6 @@
 //! memory sink: against the scripted test server and against the simulator on a loopback port,
 //! checking the printed vLLM block and the saved result JSON.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -13,6 +12,8 @@ use servebench::commands::resolve::{Executor, Resolver};
 use servebench::output::Sink;
 use servebench_client::testserver::{Script, TestServer, TestServerConfig};
 
+use crate::common::read_json;
+
 /// `bench serve ARGS`, parsed as the command line is.
 fn bench_serve(argv: &[&str]) -> BenchServeArgs {
     let cli =
@@ -21,10 +22,6 @@ fn bench_serve(argv: &[&str]) -> BenchServeArgs {
         Command::Bench(BenchCommand::Serve(args)) => *args,
         other => panic!("not bench serve: {other:?}"),
     }
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("the result file is JSON")
 }
 
 /// `Label:` of vLLM's block, its value.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{args, servebench, text};
+use crate::common::{args, read_json, servebench, text};
 
 /// The repo's Qwen3 tokenizer: the model's own, so the client's counts are the server's.
 fn tokenizer() -> String {
@@ -144,10 +144,6 @@ fn bench(base_url: &str, dir: &Path, name: &str, flags: &[&str]) -> Vec<String> 
     let tok = tokenizer();
     let tokenizer = ["--tokenizer", tok.as_str()];
     args(&[&head[..], &load[..], &save[..], &tokenizer[..], flags].concat())
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// The increase of `signal` over the run, from the scraped telemetry.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 use servebench_client::testserver::{Script, TestServer, TestServerConfig};
 
-use crate::common::{args, servebench, text};
+use crate::common::{args, read_json, servebench, text};
 
 const PROMPTS: usize = 24;
 
@@ -33,10 +33,6 @@ fn sweep_args(base_url: &str, flags: &[&str]) -> Vec<String> {
     let head = ["sweep", "--base-url", base_url, "--model", "test-model", "--disable-tqdm", "--no-store"];
     let load = ["--random-input-len", "16", "--random-output-len", "6"];
     args(&[&head[..], &load[..], flags].concat())
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// Runs the workload with `--workers workers`; returns the result JSON and how many times

@@ -6,9 +6,10 @@ use std::path::Path;
 use std::process::Output;
 
 use clap::Parser;
-use serde_json::Value;
 use servebench::cli::{Cli, Command, SimCommand};
 use servebench::commands;
+
+use crate::common::read_json;
 
 pub(super) fn servebench(args: &[&str], env: &[(&str, &Path)]) -> Output {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"));
@@ -37,10 +38,6 @@ pub(super) fn fails(args: &[&str]) -> (i32, String) {
 pub(super) fn value(report: &str, label: &str) -> f64 {
     let line = report.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label:?} in\n{report}"));
     line[label.len()..].trim().parse().unwrap()
-}
-
-pub(super) fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// `sim predict` of a small deployment: `prompts` requests of 64 tokens in and 16 out,

@@ -8,7 +8,8 @@ use servebench::cli::{Cli, Command, SimCommand};
 use servebench::commands;
 use servebench::output::Sink;
 
-use super::sim_cli::{fails, ok, predict_args, read_json, report_000, value};
+use super::sim_cli::{fails, ok, predict_args, report_000, value};
+use crate::common::read_json;
 
 /// A console report of two runs on a small deployment, as vLLM prints them.
 fn report_of(runs: &[(&str, String)]) -> String {

@@ -9,7 +9,8 @@ use serde_json::Value;
 use servebench::cli::{Cli, Command, SimCommand};
 use servebench::commands;
 
-use super::sim_cli::{fails, ok, predict_args, read_json, report_000};
+use super::sim_cli::{fails, ok, predict_args, report_000};
+use crate::common::read_json;
 
 /// `sim validate` in-process on a measurement table: errors per metric with the presets, a file
 /// it cannot read skipped with the reason, a result it cannot map skipped with the reason,

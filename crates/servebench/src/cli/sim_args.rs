@@ -133,8 +133,8 @@ pub struct SimValidateArgs {
     #[arg(long, default_value_t = 120)]
     pub max_evals: usize,
     /// Exit with status 1 when the median error of any metric measured (mean and median TTFT
-    /// and TPOT, throughput; held out, or of the presets' predictions without a split) is above
-    /// this percentage.
+    /// and TPOT, throughput, mean and median end-to-end latency; held out, or of the presets'
+    /// predictions without a split) is above this percentage.
     #[arg(long, value_name = "PCT")]
     pub fail_above: Option<f64>,
     /// Print every point's predictions, not only the summary.

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use servebench_core::config::{Api, RunConfig, Traffic};
-use servebench_core::metrics::median;
+use servebench_core::metrics::{mean, median};
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
 use servebench_core::record::RunResult;
 use servebench_core::rng::RandomState;
@@ -122,14 +122,12 @@ pub(crate) struct FitMetrics {
 
 impl FitMetrics {
     pub fn of(run: &RunResult) -> FitMetrics {
-        let (mut n, mut ttft, mut out) = (0usize, 0.0, 0u64);
+        let mut out = 0u64;
         let mut ttfts = Vec::with_capacity(run.records.len());
         let mut tpots = Vec::with_capacity(run.records.len());
         let mut e2els = Vec::with_capacity(run.records.len());
         for r in run.records.iter().filter(|r| r.succeeded()) {
             let tokens = r.output_tokens();
-            n += 1;
-            ttft += r.ttft_s();
             ttfts.push(r.ttft_s());
             e2els.push(r.latency_s());
             out += u64::from(tokens);
@@ -138,13 +136,14 @@ impl FitMetrics {
             }
         }
         let positive = |x: f64| (x.is_finite() && x > 0.0).then_some(x);
+        let ms = |values: &[f64], stat: fn(&[f64]) -> f64| positive(stat(values) * 1e3);
         FitMetrics {
-            ttft_ms: positive(ttft / n.max(1) as f64 * 1e3),
-            ttft_median_ms: positive(median(&ttfts) * 1e3),
-            tpot_ms: positive(tpots.iter().sum::<f64>() / tpots.len().max(1) as f64 * 1e3),
-            tpot_median_ms: positive(median(&tpots) * 1e3),
-            e2el_ms: positive(e2els.iter().sum::<f64>() / n.max(1) as f64 * 1e3),
-            e2el_median_ms: positive(median(&e2els) * 1e3),
+            ttft_ms: ms(&ttfts, mean),
+            ttft_median_ms: ms(&ttfts, median),
+            tpot_ms: ms(&tpots, mean),
+            tpot_median_ms: ms(&tpots, median),
+            e2el_ms: ms(&e2els, mean),
+            e2el_median_ms: ms(&e2els, median),
             throughput: positive(out as f64 / run.duration_s),
         }
     }

@@ -2,16 +2,13 @@
 //! `testdata/kernel-probe/h200-mla.json`): DeepSeek-R1's shard at TP8, its dense products,
 //! its prefill attention and its decode layer's small kernels beside gpt-oss's.
 
+use servebench_core::metrics::median;
+
 use super::kernel_checks::probe_records;
 use super::terms::{GQA_LAYER_KERNELS, MLA_LAYER_KERNELS, layer_floor_factor};
 use super::tests::{model, prefill};
 
 const PROBE: &str = "h200-mla.json";
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// The probe's decode records of one model's layer at TP8 (no experts), `products` as named.
 fn decode_records(model: &str, products: &str) -> Vec<serde_json::Value> {
@@ -30,7 +27,8 @@ fn decode_records(model: &str, products: &str) -> Vec<serde_json::Value> {
 fn an_mla_layer_s_floor_is_its_kernels_over_the_fitted_layer_s() {
     let mla = decode_records("DeepSeek-R1", "fp8-tensor");
     let gqa = decode_records("gpt-oss-120b", "bf16");
-    let count = |rs: &[serde_json::Value]| median(rs.iter().map(|r| r["kernels"].as_f64().unwrap()).collect());
+    let count =
+        |rs: &[serde_json::Value]| median(&rs.iter().map(|r| r["kernels"].as_f64().unwrap()).collect::<Vec<_>>());
     assert_eq!((count(&mla), count(&gqa)), (MLA_LAYER_KERNELS, GQA_LAYER_KERNELS));
     let mut ratios = Vec::new();
     for r in mla.iter().filter(|r| r["batch"].as_u64().unwrap() <= 16) {

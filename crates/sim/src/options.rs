@@ -17,14 +17,18 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 25] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 26] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
     ("pp-nodes", "pipeline parallel over this many machines, one stage each: pp = machines, tp = GPUs per node"),
     ("dp", "data-parallel size: engines serving side by side (alias data-parallel-size)"),
     ("enable-expert-parallel", "true or false: spread MoE experts over tp x dp GPUs (alias ep)"),
-    ("enforce-eager", "true or false: run without CUDA graphs"),
+    ("enforce-eager", "true or false: run without CUDA graphs (cudagraph-mode none)"),
+    (
+        "cudagraph-mode",
+        "full-and-piecewise (vLLM's default from 0.11), full, full-decode-only or none: how vLLM captures CUDA graphs (compilation_config.cudagraph_mode); piecewise is refused, not modelled",
+    ),
     (
         "async-scheduling",
         "true (default) or false: the host plans and prepares the next step while the GPU runs this one (a request that arrives meanwhile waits one step more)",
@@ -53,7 +57,7 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 25] = [
     ("seed", "seed of the engine's random draws when no run seed is given"),
     (
         "vllm-release",
-        "the vLLM release served (0.17, v0.17.1): before 0.14, no async scheduling unless asked; from 0.17, untuned BF16 expert shapes run vLLM's newer default tiles; unset: async scheduling on, the tiles of 0.11 to 0.13",
+        "the vLLM release served (0.17, v0.17.1): before 0.14, no async scheduling unless asked; from 0.17, untuned BF16 expert shapes run vLLM's newer default tiles; unset: async scheduling on, the tiles of 0.11 to 0.13 (before 0.11 vLLM captured CUDA graphs piecewise, which is not modelled: such a release is priced with 0.11's graphs)",
     ),
 ];
 
@@ -93,6 +97,45 @@ pub enum SyncBecause {
     Release,
 }
 
+/// How vLLM runs a step's kernels (`compilation_config.cudagraph_mode`), as far as the simulator
+/// prices it: where a step runs in one CUDA graph the host launches it once, where it runs
+/// eagerly the host launches every kernel (the preset's `eager_layer_us` a layer). A mixed step
+/// of vLLM's default runs in graph pieces around its attention, priced as one graph: its prefill
+/// keeps the GPU busy for longer than the host takes to launch the pieces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CudaGraphMode {
+    /// vLLM's default from 0.11 (pull request 25444): decode steps in one graph, the others in
+    /// graph pieces.
+    FullAndPiecewise,
+    /// Every step up to the captured sizes in one graph.
+    Full,
+    /// Decode steps in one graph; a step with a prefill runs eagerly.
+    FullDecodeOnly,
+    /// No graphs: every step eager (`--enforce-eager`).
+    None,
+}
+
+/// Why the simulator refuses `cudagraph-mode=piecewise` rather than pricing it.
+const PIECEWISE_NOT_MODELLED: &str = "piecewise CUDA graphs (vLLM's default before 0.11: each layer's attention launched \
+     by the host between graph pieces) are not modelled: what they cost is the host's, and the public measurements \
+     differ threefold on it (CALIBRATION.md, \"CUDA graph modes\"); leave it out, or give full-and-piecewise for \
+     the fastest the deployment could be";
+
+impl CudaGraphMode {
+    /// The mode a name gives (`FULL_AND_PIECEWISE`, `full-decode-only`, ...), or why not.
+    pub fn parse(name: &str) -> Result<Self, &'static str> {
+        match name.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "full_and_piecewise" => Ok(Self::FullAndPiecewise),
+            "full" => Ok(Self::Full),
+            "full_decode_only" => Ok(Self::FullDecodeOnly),
+            "none" => Ok(Self::None),
+            "piecewise" => Err(PIECEWISE_NOT_MODELLED),
+            _ => Err("expected full-and-piecewise, full, full-decode-only or none"),
+        }
+    }
+}
+
 /// The first vLLM release with async scheduling on by default (pull request 27614, January
 /// 2026); older ones ran without it unless `--async-scheduling` was given.
 pub const ASYNC_BY_DEFAULT_SINCE: (u32, u32) = (0, 14);
@@ -110,8 +153,9 @@ pub struct ServingOptions {
     /// `--enable-expert-parallel`: routed experts are spread over [`Self::expert_shards`] GPUs
     /// instead of each being split by tensor parallelism.
     pub expert_parallel: bool,
-    /// `--enforce-eager`: every step runs eagerly, without CUDA graphs.
-    pub enforce_eager: bool,
+    /// How the steps' kernels are launched: in CUDA graphs (vLLM's default), or eagerly
+    /// (`--enforce-eager`, which wins over any mode given).
+    pub cudagraph_mode: CudaGraphMode,
     /// `--async-scheduling` (vLLM's default where nothing rules it out): the host schedules
     /// and prepares step k + 1 while the GPU runs step k, so its work shows only where it
     /// outlasts the GPU's (without it every step waits for it), and a request that reaches the
@@ -166,6 +210,7 @@ fn canonical_key(key: &str) -> String {
         "data-parallel-size" => "dp".into(),
         "ep" | "expert-parallel" => "enable-expert-parallel".into(),
         "quantization" => "precision".into(),
+        "cuda-graph-mode" => "cudagraph-mode".into(),
         _ => k,
     }
 }
@@ -188,7 +233,7 @@ impl ServingOptions {
             pp: 1,
             dp: 1,
             expert_parallel: false,
-            enforce_eager: false,
+            cudagraph_mode: CudaGraphMode::FullAndPiecewise,
             async_scheduling: true,
             sync_because: None,
             nodes: 1,
@@ -214,6 +259,7 @@ impl ServingOptions {
             vllm_release: None,
         };
         let mut nodes = None;
+        let mut enforce_eager = false;
         let mut layout: Option<(&str, u32)> = None;
         let mut seen: Vec<String> = Vec::new();
         for (raw_key, value) in pairs {
@@ -248,7 +294,8 @@ impl ServingOptions {
                 "no-enable-expert-parallel" => {
                     o.expert_parallel = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
                 }
-                "enforce-eager" => o.enforce_eager = boolean(v).ok_or_else(|| bad("expected true or false"))?,
+                "enforce-eager" => enforce_eager = boolean(v).ok_or_else(|| bad("expected true or false"))?,
+                "cudagraph-mode" => o.cudagraph_mode = CudaGraphMode::parse(v).map_err(bad)?,
                 "async-scheduling" => o.async_scheduling = boolean(v).ok_or_else(|| bad("expected true or false"))?,
                 "no-async-scheduling" => {
                     o.async_scheduling = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
@@ -330,6 +377,9 @@ impl ServingOptions {
                     Err(e) => return Err(bad(&e)),
                 },
             }
+        }
+        if enforce_eager {
+            o.cudagraph_mode = CudaGraphMode::None;
         }
         if let Some((key, machines)) = layout {
             o.apply_layout(key, machines, hw, &seen, nodes)?;

@@ -119,7 +119,9 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     if longest_prompt >= 4096 {
         params.push(FitParam::AttnEff);
     }
-    if setup.stack.eager_layer_us > 0.0 && (setup.stack.graph_max_ctx > 0 || setup.options.enforce_eager) {
+    if setup.stack.eager_layer_us > 0.0
+        && (setup.stack.graph_max_ctx > 0 || setup.options.cudagraph_mode == crate::options::CudaGraphMode::None)
+    {
         params.push(FitParam::EagerLayer);
     }
     let values: usize = points.iter().map(|p| p.measured.iter().filter(|(m, _)| m.fitted()).count()).sum();

@@ -1,6 +1,7 @@
 //! Public measurements of the model families priced last (Gated DeltaNet and Mamba-2 hybrids,
-//! DeepSeek sparse attention), predicted with the shipped presets and nothing fitted: each test keeps its file's
-//! medians from regressing past the bounds it names.
+//! DeepSeek sparse attention) and of vLLM's CUDA graph modes, predicted with the shipped presets
+//! and nothing fitted: each test keeps its file's medians from regressing past the bounds it
+//! names.
 
 use super::fidelity_tests::{predicted_by_the_presets, testdata};
 use super::validate::{Defaults, by_metric};
@@ -105,4 +106,27 @@ fn a_dense_gated_deltanet_hybrid_on_the_h100_stays_predicted() {
 fn glm_5_2_s_public_runs_on_the_h200_stay_predicted() {
     let bounds = [("mean TTFT (ms)", 0.32), ("mean TPOT (ms)", 0.15), ("output tok/s", 0.33)];
     medians_within("gpustack-h200-glm-5.2-fp8.txt", Some("h200"), 5, &bounds);
+}
+
+/// vLLM pull request 25444 (September 2025, the change of the default CUDA graph mode to
+/// `FULL_AND_PIECEWISE` for 0.11): Qwen3-Coder-30B-A3B-Instruct-FP8 on one H100, ten prompts of
+/// 1,024 tokens and 128 out at once, with and without async scheduling, its graphs full and full
+/// and piecewise (`testdata/public/`; output throughput is the request rate the pull request
+/// gives times 128 tokens). Nothing fitted: 1.3 % median off when this test was written (-1.2,
+/// -0.2, +1.3 and +2.6 %). Fails past 4 %. The same pull request's piecewise runs (the default
+/// before it, 31 % slower) are left out: piecewise graphs are refused, not priced.
+#[test]
+fn full_cuda_graphs_of_an_fp8_moe_on_an_h100_stay_predicted() {
+    let v = medians_within("vllm-pr-25444-h100-qwen3-coder-30b-fp8.json", None, 4, &[("output tok/s", 0.04)]);
+    assert!(v.held_out.iter().any(|r| r.labels.contains("cudagraph-mode=FULL,")), "{:?}", v.held_out);
+}
+
+/// A known miss kept in view: vLLM issue 47089 (vLLM 0.23 on a B200, full CUDA graphs) decodes
+/// Qwen3-0.6B at 1, 16 and 128 streams in 1.53, 1.61 and 2.49 ms a token; the presets, whose
+/// floor a layer and cost a sequence were fitted on gpt-oss-120b's decode under vLLM 0.11 to
+/// 0.13, give 1.82, 2.11 and 3.47 ms (30.9 % median, too slow, the more so the more streams). It
+/// fails past 35 %, so that the miss does not grow unnoticed.
+#[test]
+fn a_tiny_model_s_decode_on_a_b200_stays_where_it_was() {
+    medians_within("vllm-issue-47089-b200-qwen3-0.6b.json", None, 3, &[("mean TPOT (ms)", 0.35)]);
 }

@@ -25,6 +25,7 @@ pub mod tp_allreduce;
 pub use batch::BatchStats;
 pub use breakdown::StepBreakdown;
 
+use crate::options::CudaGraphMode;
 use crate::setup::SimSetup;
 pub use terms::expected_experts;
 use terms::{ExpertSpread, GemmDevice, GemmShape, LinkCost, attention_seconds, experts_seconds, gemm_seconds};
@@ -162,6 +163,8 @@ pub struct CostModel {
     admit_s: f64,
     async_scheduling: bool,
     always_eager: bool,
+    /// Steps with a prefill run eagerly (`cudagraph-mode=full-decode-only`).
+    eager_prefills: bool,
     graph_max_tokens: u64,
     graph_max_ctx: u32,
 }
@@ -363,7 +366,8 @@ impl CostModel {
             host_seq_s: st.t_host_seq_us * 1e-6,
             admit_s: st.t_admit_us * 1e-6,
             async_scheduling: o.async_scheduling,
-            always_eager: o.enforce_eager,
+            always_eager: o.cudagraph_mode == CudaGraphMode::None,
+            eager_prefills: o.cudagraph_mode == CudaGraphMode::FullDecodeOnly,
             graph_max_tokens: u64::from(st.graph_max_tokens),
             graph_max_ctx: st.graph_max_ctx,
         }
@@ -395,6 +399,7 @@ impl CostModel {
     /// Whether a step runs without CUDA graphs.
     fn eager(&self, b: &BatchStats) -> bool {
         self.always_eager
+            || (self.eager_prefills && b.prefill_tokens > 0)
             || b.tokens() > self.graph_max_tokens
             || (self.graph_max_ctx > 0 && b.max_context > self.graph_max_ctx)
     }

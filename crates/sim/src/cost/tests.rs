@@ -196,6 +196,19 @@ fn launches_are_paid_per_layer_only_beyond_the_graph_limits() {
     let always = model("Qwen/Qwen3-8B", "dgx-spark", &[("eager-layer-us", "500"), ("enforce-eager", "true")]);
     assert_eq!(always.breakdown(&prefill(8192)).eager, 0.0);
     assert!(always.breakdown(&decode_batch(1, 10)).eager > 0.0);
+    // With graphs for decode steps only, a small prefill beside decodes is launched kernel by
+    // kernel, a decode step is not; no graphs at all is `--enforce-eager`.
+    let mut mixed = decode_batch(4, 100);
+    mixed.add_sequence(0, 20, 0, true, true);
+    let pairs = |mode| [("eager-layer-us", "500"), ("cudagraph-mode", mode)];
+    let decode_only = model("Qwen/Qwen3-8B", "dgx-spark", &pairs("full-decode-only"));
+    assert!(decode_only.breakdown(&mixed).eager > 0.0);
+    assert_eq!(decode_only.breakdown(&decode_batch(4, 100)).eager, 0.0);
+    for mode in ["full", "full-and-piecewise"] {
+        assert_eq!(model("Qwen/Qwen3-8B", "dgx-spark", &pairs(mode)).breakdown(&mixed).eager, 0.0, "{mode}");
+    }
+    let none = model("Qwen/Qwen3-8B", "dgx-spark", &pairs("none"));
+    assert_eq!(none.breakdown(&decode_batch(4, 100)).eager, always.breakdown(&decode_batch(4, 100)).eager);
 }
 
 fn any_model() -> impl Strategy<Value = CostModel> {

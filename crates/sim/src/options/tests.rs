@@ -201,7 +201,7 @@ fn a_layout_over_machines_becomes_sizes_by_the_gpus_per_node() {
 #[test]
 fn data_and_expert_parallel_options_use_vllm_spellings() {
     let o = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &[]).unwrap();
-    assert_eq!((o.dp, o.expert_parallel, o.enforce_eager), (1, false, false));
+    assert_eq!((o.dp, o.expert_parallel, o.cudagraph_mode), (1, false, CudaGraphMode::FullAndPiecewise));
     for pairs in [
         [("--data-parallel-size", "2"), ("--enable-expert-parallel", ""), ("--enforce-eager", "")],
         [("dp", "2"), ("ep", "true"), ("enforce_eager", "true")],
@@ -210,7 +210,7 @@ fn data_and_expert_parallel_options_use_vllm_spellings() {
         let mut pairs = pairs.to_vec();
         pairs.push(("tp", "4"));
         let o = parse("Qwen/Qwen3-30B-A3B", "h100-sxm", &pairs).unwrap();
-        assert_eq!((o.tp, o.dp, o.expert_parallel, o.enforce_eager), (4, 2, true, true), "{pairs:?}");
+        assert_eq!((o.tp, o.dp, o.expert_parallel, o.cudagraph_mode), (4, 2, true, CudaGraphMode::None), "{pairs:?}");
         assert_eq!((o.gpus(), o.expert_shards(), o.nodes), (8, 8, 1));
         assert_eq!(o.parallel_text(), "tp=4 dp=2 ep");
     }
@@ -336,4 +336,25 @@ fn a_release_is_read_from_a_version_or_an_image_tag() {
     for none in ["rocm", "rocm7.0", "nightly", "", "v", "v1"] {
         assert_eq!(vllm_release(none), None, "{none}");
     }
+}
+
+#[test]
+fn cuda_graph_modes_use_vllm_s_names_and_piecewise_is_refused() {
+    let mode = |pairs: &[(&str, &str)]| parse("Qwen/Qwen3-8B", "h100-sxm", pairs).map(|o| o.cudagraph_mode);
+    assert_eq!(mode(&[]).unwrap(), CudaGraphMode::FullAndPiecewise);
+    for (given, want) in [
+        ("FULL_AND_PIECEWISE", CudaGraphMode::FullAndPiecewise),
+        ("full", CudaGraphMode::Full),
+        ("full-decode-only", CudaGraphMode::FullDecodeOnly),
+        ("NONE", CudaGraphMode::None),
+    ] {
+        assert_eq!(mode(&[("cudagraph_mode", given)]).unwrap(), want, "{given}");
+    }
+    // `--enforce-eager` wins over any mode, as in vLLM.
+    assert_eq!(mode(&[("cudagraph-mode", "full"), ("enforce-eager", "true")]).unwrap(), CudaGraphMode::None);
+    assert_eq!(mode(&[("cuda-graph-mode", "full"), ("enforce-eager", "false")]).unwrap(), CudaGraphMode::Full);
+    let e = mode(&[("cudagraph-mode", "PIECEWISE")]).unwrap_err().to_string();
+    assert!(e.contains("not modelled") && e.contains("full-and-piecewise"), "{e}");
+    let e = mode(&[("cudagraph-mode", "sometimes")]).unwrap_err().to_string();
+    assert!(e.contains("expected full-and-piecewise, full, full-decode-only or none"), "{e}");
 }

@@ -4,14 +4,16 @@
 /// The labels of a `vllm serve` line that name a serving option of the deployment, under the
 /// simulator's option names (its parallel sizes and model aside). `quick-reduce` comes from the
 /// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
-/// `fuse-allreduce-rms` from the compilation config's pass (see `fused_norm_pass`).
-pub const SERVE_OPTION_LABELS: [&str; 10] = [
+/// `fuse-allreduce-rms` and `cudagraph-mode` from the compilation config (see
+/// `compilation_setting`).
+pub const SERVE_OPTION_LABELS: [&str; 11] = [
     "max-num-batched-tokens",
     "max-num-seqs",
     "max-model-len",
     "kv-cache-dtype",
     "gpu-memory-utilization",
     "enforce-eager",
+    "cudagraph-mode",
     "async-scheduling",
     "enable-prefix-caching",
     "quick-reduce",
@@ -52,8 +54,12 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     if let Some(model) = rest.first().filter(|m| !m.starts_with('-') && !is_placeholder(m)) {
         labels.push(("model".to_string(), vec![model.to_string()]));
     }
-    if let Some(on) = fused_norm_pass(&rest.join(" ")) {
+    let args = rest.join(" ");
+    if let Some(on) = fused_norm_pass(&args) {
         labels.push(("fuse-allreduce-rms".to_string(), vec![on.to_string()]));
+    }
+    if let Some(mode) = cudagraph_mode(&args) {
+        labels.push(("cudagraph-mode".to_string(), vec![mode]));
     }
     let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
     for (i, word) in rest.iter().enumerate() {
@@ -114,23 +120,36 @@ pub(super) fn bench_labels(line: &str) -> Option<Vec<(String, Vec<String>)>> {
 }
 
 /// Whether a `vllm serve` command's compilation config turns FlashInfer's fused all-reduce and
-/// RMSNorm on or off, in any of its spellings: JSON (`-O '{"pass_config":
-/// {"fuse_allreduce_rms": true}}'`, `--compilation-config '...'`), dotted
-/// (`--compilation-config.pass_config.fuse_allreduce_rms=true`), or vLLM 0.10's name for the
-/// pass, `enable_fi_allreduce_fusion`. `None` where the command does not say.
+/// RMSNorm on or off, under its name or vLLM 0.10's (`enable_fi_allreduce_fusion`). `None` where
+/// the command does not say.
 fn fused_norm_pass(args: &str) -> Option<bool> {
     ["fuse_allreduce_rms", "enable_fi_allreduce_fusion"].iter().find_map(|name| {
-        let at = args.find(name)? + name.len();
-        let value = args[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ':' | '='));
-        let lower = value.to_ascii_lowercase();
-        if lower.starts_with("true") {
-            Some(true)
-        } else if lower.starts_with("false") {
-            Some(false)
-        } else {
-            None
+        match compilation_setting(args, name)?.to_ascii_lowercase().as_str() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
         }
     })
+}
+
+/// The CUDA graph mode a `vllm serve` command's compilation config asks for, lower-cased
+/// (`piecewise`, `full_and_piecewise`, ...); vLLM 0.9 and 0.10's `full_cuda_graph: true` is
+/// `full`. `None` where the command does not say.
+fn cudagraph_mode(args: &str) -> Option<String> {
+    let mode = compilation_setting(args, "cudagraph_mode").filter(|m| !m.is_empty()).map(str::to_ascii_lowercase);
+    let legacy = || compilation_setting(args, "full_cuda_graph").filter(|v| v.eq_ignore_ascii_case("true"));
+    mode.or_else(|| legacy().map(|_| "full".to_string()))
+}
+
+/// The value a compilation-config setting `name` is given in any of vLLM's spellings: JSON
+/// (`-O '{"cudagraph_mode": "FULL"}'`, `--compilation-config '...'`) or dotted
+/// (`-O.cudagraph_mode=FULL`, `--compilation-config.pass_config.fuse_allreduce_rms=true`): the
+/// word after the name, its quotes, colon or equals sign skipped.
+fn compilation_setting<'a>(args: &'a str, name: &str) -> Option<&'a str> {
+    let at = args.find(name)? + name.len();
+    let value = args[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ':' | '='));
+    let end = value.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(value.len());
+    Some(&value[..end])
 }
 
 /// Quotes a pasted command may be wrapped in, straight or typographic.

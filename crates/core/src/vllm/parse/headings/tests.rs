@@ -83,6 +83,20 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
     }
     let off = "vllm serve org/m -O.pass_config.fuse_allreduce_rms=False -tp 4";
     assert_eq!(classify(off), Heading::Labels(fused("false")));
+    // So is the CUDA graph mode, and vLLM 0.9 and 0.10's switch for full graphs.
+    let mode = |m: &str| -> Vec<(String, Vec<String>)> {
+        [("model", "org/m"), ("cudagraph-mode", m)].map(|(k, v)| (k.into(), vec![v.into()])).into()
+    };
+    for (line, want) in [
+        ("vllm serve org/m -O.cudagraph_mode=PIECEWISE", "piecewise"),
+        (r#"vllm serve org/m --compilation-config '{"cudagraph_mode": "FULL_DECODE_ONLY"}'"#, "full_decode_only"),
+        (r#"vllm serve org/m -O '{"level": 3, "cudagraph_mode":"FULL_AND_PIECEWISE"}'"#, "full_and_piecewise"),
+        ("vllm serve org/m --compilation-config.cudagraph_mode NONE", "none"),
+        (r#"vllm serve org/m -O '{"full_cuda_graph": true}'"#, "full"),
+    ] {
+        assert_eq!(classify(line), Heading::Labels(mode(want)), "{line}");
+    }
+    assert_eq!(classify(r#"vllm serve org/m -O '{"full_cuda_graph": false}'"#), label("model", &["org/m"]));
     // A placeholder model or size is none; a bench command is not a serve command.
     assert_eq!(classify("vllm serve M -tp X"), Heading::Labels(Vec::new()));
     for placeholder in ["$MODEL", "${MODEL}", "<model>", "{model}"] {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every public report in crates/sim/testdata/public/ (GPUStack's performance lab, the NVIDIA
-# forum's four-Spark post, vLLM pull requests' B200 and H100 runs and an issue's B200 decodes, Vultr's
-# Nemotron sweep), predicted with the shipped presets or a profile: per file, the median
+# forum's four-Spark post, vLLM pull requests' B200 and H100 runs, an issue's B200 decodes and
+# vLLM's recipes, Vultr's Nemotron sweep), predicted with the shipped presets or a profile: per file, the median
 # error, P90 and bias of mean TTFT, mean TPOT and output throughput, then of all three together,
 # and the share of those figures inside the prediction band `sim predict` prints with them; the
 # last line counts them over all files.
@@ -56,4 +56,6 @@ check b200 vllm-pr-23696-b200-gpt-oss-120b-sharegpt.txt
 check b200 vultr-b200-nemotron-3-nano-fp8.json
 check h100-sxm vllm-pr-25444-h100-qwen3-coder-30b-fp8.json
 check b200 vllm-issue-47089-b200-qwen3-0.6b.json
+check h200 vllm-recipes-h200-nemotron-3-nano-fp8.json
+check b200 vllm-recipes-b200-kimi-k2.5-nvfp4.json
 awk '{ inside += $1; n += $2 } END { if (n) printf "%-46s %s of %d figures inside their band (%.0f %%)\n", "all files", inside, n, 100 * inside / n }' "$tally"

@@ -33,6 +33,7 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     let tokens = batch.tokens();
     // With CUDA graphs the products (and the experts) run on the captured size's rows.
     let rows = cost.rows(&batch);
+    let eager = cost.eager_reason(&batch);
     let notes = limits(args, &setup, tokens);
     if args.json {
         // With a batch a stage in flight, one leaves every stage's share of the step.
@@ -41,12 +42,13 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
             "model": setup.model.id, "hardware": setup.hardware.name, "tp": setup.options.tp,
             "pp": setup.options.pp, "dp": setup.options.dp, "batch": args.batch, "context": args.context,
             "prefill": args.prefill, "prefill_after": args.prefill_after, "tokens": tokens, "graph_rows": rows,
+            "eager": eager,
             "experts_touched": experts(&setup, &cost, rows), "seconds": b,
             "batch_interval_s": interval, "notes": notes,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        write!(out, "{}", render(args, &setup, &cost, &b, tokens, rows))?;
+        write!(out, "{}", render(args, &setup, &cost, &b, tokens, rows, eager))?;
         for note in &notes {
             writeln!(out, "note: {note}")?;
         }
@@ -91,7 +93,15 @@ fn experts(setup: &SimSetup, cost: &CostModel, tokens: u64) -> Option<f64> {
     setup.model.moe.as_ref().map(|_| cost.experts_touched(tokens))
 }
 
-fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakdown, tokens: u64, rows: u64) -> String {
+fn render(
+    args: &SimStepArgs,
+    setup: &SimSetup,
+    cost: &CostModel,
+    b: &StepBreakdown,
+    tokens: u64,
+    rows: u64,
+    eager: Option<&str>,
+) -> String {
     let o = &setup.options;
     let mut what = Vec::new();
     if args.batch > 0 {
@@ -117,6 +127,9 @@ fn render(args: &SimStepArgs, setup: &SimSetup, cost: &CostModel, b: &StepBreakd
         s.push_str(&format!(
             "run in the CUDA graph captured for {rows} rows: the products, and the experts the padded rows are routed to, cost {rows} tokens\n"
         ));
+    }
+    if let Some(why) = eager {
+        s.push_str(&format!("run without CUDA graphs: {why}\n"));
     }
     let format = setup.model.precision.compute_on(&setup.hardware.peak_tflops);
     let expert_note = experts(setup, cost, rows).map(|touched| {

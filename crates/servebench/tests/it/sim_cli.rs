@@ -294,6 +294,11 @@ fn sim_step_prices_one_step_term_by_term() {
     // Five decodes run in the graph of eight; the padded rows reach the experts too.
     let (_, out) = run(&["--batch", "5"]);
     assert!(out.contains("run in the CUDA graph captured for 8 rows"), "{out}");
+    assert!(!out.contains("without CUDA graphs"), "{out}");
+    // A step beside a prefill runs eagerly with graphs for decodes only, and says why.
+    let (_, out) = run(&["--batch", "5", "--prefill", "20", "--option", "cudagraph-mode=full-decode-only"]);
+    assert!(out.contains("run without CUDA graphs: it carries a prefill"), "{out}");
+    assert!(!out.contains("run in the CUDA graph captured"), "{out}");
     // Data-parallel ranks with whole experts: the exchange around each MoE layer, no all-reduce.
     let (r, out) = run(&["--batch", "64", "--option", "dp=4", "--option", "ep=true"]);
     assert!(r.is_ok(), "{r:?}");

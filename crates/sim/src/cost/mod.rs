@@ -396,12 +396,24 @@ impl CostModel {
         self.default_tile
     }
 
+    /// Why a step runs without CUDA graphs (the host launching every kernel), if it does.
+    pub fn eager_reason(&self, b: &BatchStats) -> Option<&'static str> {
+        if self.always_eager {
+            Some("no graphs are captured (cudagraph-mode none, or enforce-eager)")
+        } else if self.eager_prefills && b.prefill_tokens > 0 {
+            Some("it carries a prefill, and only decode steps run in graphs (cudagraph-mode full-decode-only)")
+        } else if b.tokens() > self.graph_max_tokens {
+            Some("it has more tokens than the largest graph captured")
+        } else if self.graph_max_ctx > 0 && b.max_context > self.graph_max_ctx {
+            Some("a sequence's context is longer than the graphs were captured for")
+        } else {
+            None
+        }
+    }
+
     /// Whether a step runs without CUDA graphs.
     fn eager(&self, b: &BatchStats) -> bool {
-        self.always_eager
-            || (self.eager_prefills && b.prefill_tokens > 0)
-            || b.tokens() > self.graph_max_tokens
-            || (self.graph_max_ctx > 0 && b.max_context > self.graph_max_ctx)
+        self.eager_reason(b).is_some()
     }
 
     /// Rows a step's products run on: its tokens, or with CUDA graphs the captured size they

@@ -162,9 +162,8 @@ pub struct CostModel {
     host_seq_s: f64,
     admit_s: f64,
     async_scheduling: bool,
-    always_eager: bool,
-    /// Steps with a prefill run eagerly (`cudagraph-mode=full-decode-only`).
-    eager_prefills: bool,
+    /// Which steps run in CUDA graphs (`cudagraph-mode`, `enforce-eager`).
+    graph_mode: CudaGraphMode,
     graph_max_tokens: u64,
     graph_max_ctx: u32,
 }
@@ -366,8 +365,7 @@ impl CostModel {
             host_seq_s: st.t_host_seq_us * 1e-6,
             admit_s: st.t_admit_us * 1e-6,
             async_scheduling: o.async_scheduling,
-            always_eager: o.cudagraph_mode == CudaGraphMode::None,
-            eager_prefills: o.cudagraph_mode == CudaGraphMode::FullDecodeOnly,
+            graph_mode: o.cudagraph_mode,
             graph_max_tokens: u64::from(st.graph_max_tokens),
             graph_max_ctx: st.graph_max_ctx,
         }
@@ -398,9 +396,9 @@ impl CostModel {
 
     /// Why a step runs without CUDA graphs (the host launching every kernel), if it does.
     pub fn eager_reason(&self, b: &BatchStats) -> Option<&'static str> {
-        if self.always_eager {
+        if self.graph_mode == CudaGraphMode::None {
             Some("no graphs are captured (cudagraph-mode none, or enforce-eager)")
-        } else if self.eager_prefills && b.prefill_tokens > 0 {
+        } else if self.graph_mode == CudaGraphMode::FullDecodeOnly && b.prefill_tokens > 0 {
             Some("it carries a prefill, and only decode steps run in graphs (cudagraph-mode full-decode-only)")
         } else if b.tokens() > self.graph_max_tokens {
             Some("it has more tokens than the largest graph captured")

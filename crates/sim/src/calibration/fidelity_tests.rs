@@ -531,8 +531,10 @@ fn a_serve_command_over_several_lines_gives_the_b200_run_its_deployment() {
 /// Nothing was fitted to them; they showed the A100's light steps 10 to 18 % slower than the
 /// H100's constants said, the gap that the kernel floor's scaling with the boost clock
 /// (1,410 MHz against the H100's 1,980) closes: median error 16.3 % before, 6.8 % after over
-/// all sixteen, the A100's within 9 %. The RTX 4090's stay 16 to 20 % slow (its GDDR6X
-/// stream, `eta_bw` 0.8, a prior; CALIBRATION.md).
+/// all sixteen, the A100's within 9 %. The RTX 4090's were 16 to 20 % slow with the GDDR
+/// prior `eta_bw` 0.8; at the 0.9 public microbenchmarks of its GDDR6X read (CALIBRATION.md,
+/// "Other NVIDIA devices"; these rows seen before, not fitted) they are 5 to 9 % slow, and fail
+/// past 12 %.
 #[test]
 fn one_stream_s_decode_on_an_a100_follows_its_clock() {
     let points = super::read_points(&testdata().join("public/tenstorrent-gpu-one-stream.json")).unwrap();
@@ -544,5 +546,5 @@ fn one_stream_s_decode_on_an_a100_follows_its_clock() {
     let (a100, rtx) = (errors("a100-80g"), errors("rtx-4090"));
     assert_eq!((a100.len(), rtx.len()), (10, 6));
     assert!(a100.iter().all(|e| e.abs() <= 0.09), "{a100:?}");
-    assert!(rtx.iter().all(|e| (0.0..=0.25).contains(e)), "{rtx:?}");
+    assert!(rtx.iter().all(|e| (0.0..=0.12).contains(e)), "{rtx:?}");
 }

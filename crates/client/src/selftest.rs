@@ -70,6 +70,13 @@ impl SelftestOptions {
     }
 }
 
+/// The most streams one level opens: every stream is a connection to 127.0.0.1, and the
+/// loopback has about 64K ports.
+pub const MAX_STREAMS: usize = 65_536;
+
+/// The most tokens each request of a level streams.
+pub const MAX_OUTPUT_TOKENS: u32 = 100_000;
+
 /// Why the self-test could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum SelftestError {
@@ -79,6 +86,14 @@ pub enum SelftestError {
     ZeroLevel,
     #[error("--output-tokens must be at least 1")]
     NoTokens,
+    #[error(
+        "a level of {0} streams is more than {MAX_STREAMS}, which one machine's loopback cannot connect; lower --levels"
+    )]
+    TooManyStreams(usize),
+    #[error(
+        "--output-tokens {0} is more than {MAX_OUTPUT_TOKENS}; the client's error shows within a few hundred tokens"
+    )]
+    TooManyTokens(u32),
     #[error("could not start the test server on 127.0.0.1: {0}")]
     Server(#[from] std::io::Error),
     #[error("the test server's thread failed before returning its record")]
@@ -169,6 +184,12 @@ pub async fn selftest(
     }
     if options.output_tokens == 0 {
         return Err(SelftestError::NoTokens);
+    }
+    if let Some(&streams) = options.levels.iter().find(|&&s| s > MAX_STREAMS) {
+        return Err(SelftestError::TooManyStreams(streams));
+    }
+    if options.output_tokens > MAX_OUTPUT_TOKENS {
+        return Err(SelftestError::TooManyTokens(options.output_tokens));
     }
     let mut levels = Vec::with_capacity(options.levels.len());
     for &streams in &options.levels {
@@ -334,5 +355,25 @@ fn measure(
         dispatch_lag_p99_ms: summary.dispatch_lag.map(|l| l.p99_ms),
         health: summary.health,
         wall_s: started.elapsed().as_secs_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn refused(options: SelftestOptions) -> String {
+        match selftest(&options, |_, _| {}).await {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("ran a self-test that should have been refused"),
+        }
+    }
+
+    #[tokio::test]
+    async fn levels_and_tokens_beyond_what_a_machine_can_run_are_refused_before_anything_starts() {
+        let huge = SelftestOptions { levels: vec![1, 1_000_000_000], ..SelftestOptions::default() };
+        assert!(refused(huge).await.starts_with("a level of 1000000000 streams is more than 65536"));
+        let long = SelftestOptions { output_tokens: u32::MAX, ..SelftestOptions::default() };
+        assert!(refused(long).await.starts_with("--output-tokens 4294967295 is more than 100000"));
     }
 }

@@ -88,11 +88,66 @@ impl Plan {
     pub fn tokens_exact(&self) -> bool {
         matches!(self.token_counting, TokenCounting::Tokenizer(_) | TokenCounting::Server { .. })
     }
+
+    /// When the last request (or conversation) is planned to start, ns after the run's start.
+    pub fn last_start_ns(&self) -> u64 {
+        let requests = self.requests.iter().map(|r| r.at_ns);
+        requests.chain(self.conversations.iter().map(|c| c.at_ns)).max().unwrap_or(0)
+    }
+
+    /// Refuses a schedule whose last request starts more than [`MAX_SCHEDULE_NS`] after the
+    /// run's start: a rate, trace or time scale that far off is a mistake, and a run that
+    /// waits years for its next request would look like a hang. The message names the
+    /// request's start and what to change.
+    pub fn check_schedule(&self) -> Result<(), String> {
+        let last = self.last_start_ns();
+        if last <= MAX_SCHEDULE_NS {
+            return Ok(());
+        }
+        Err(format!(
+            "the arrival schedule's last request starts {:.4e} s after the run begins, more than the {} days \
+             a run may span; raise --request-rate, lower --trace-time-scale or fix the trace's timestamps",
+            last as f64 / 1e9,
+            MAX_SCHEDULE_NS / (86_400 * 1_000_000_000)
+        ))
+    }
 }
+
+/// The longest arrival schedule a run accepts: 7 days.
+pub const MAX_SCHEDULE_NS: u64 = 7 * 86_400 * 1_000_000_000;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(ns: &[u64]) -> Plan {
+        Plan {
+            api: Api::Completions,
+            requests: ns
+                .iter()
+                .enumerate()
+                .map(|(i, &at_ns)| PlannedRequest {
+                    index: i as u32,
+                    at_ns,
+                    body: bytes::Bytes::new(),
+                    max_tokens: 1,
+                    prompt_tokens: 1,
+                })
+                .collect(),
+            conversations: Vec::new(),
+            token_counting: TokenCounting::Estimate,
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_schedule_longer_than_a_week_is_refused_with_what_to_change() {
+        assert_eq!(at(&[]).last_start_ns(), 0);
+        assert!(at(&[0, 5, MAX_SCHEDULE_NS]).check_schedule().is_ok());
+        let e = at(&[0, MAX_SCHEDULE_NS + 1]).check_schedule().unwrap_err();
+        assert!(e.contains("7 days") && e.contains("--request-rate"), "{e}");
+        assert!(at(&[u64::MAX]).check_schedule().unwrap_err().contains("1.8447e10 s"));
+    }
 
     #[test]
     fn token_counting_keeps_its_serialized_forms_and_adds_the_server() {

@@ -113,7 +113,9 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
             TokenCounting::Estimate
         }
     };
-    Ok(Plan { api, requests, conversations, token_counting, notes })
+    let plan = Plan { api, requests, conversations, token_counting, notes };
+    plan.check_schedule().map_err(WorkloadError::Invalid)?;
+    Ok(plan)
 }
 
 /// vLLM's LoRA assignment (`--lora-modules`): one adapter per sample, drawn before the run.

@@ -157,6 +157,7 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
             ),
         ));
     }
+    plan.check_schedule().map_err(|m| bad(1, m))?;
     Ok(plan)
 }
 

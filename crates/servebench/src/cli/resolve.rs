@@ -126,6 +126,9 @@ pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
     Ok(RangeRatio { input: check(get("input"), "input")?, output: check(get("output"), "output")? })
 }
 
+/// The most warm-up requests a run sends (each is a copy of request 0 held in memory).
+pub const MAX_WARMUPS: usize = 1_000_000;
+
 pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
     if !is_positive(t.burstiness) {
         return err(format!("--burstiness must be greater than 0, got {}", t.burstiness));
@@ -140,6 +143,12 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
     };
     if t.num_prompts == 0 {
         return err("--num-prompts must be at least 1");
+    }
+    if t.num_warmups > MAX_WARMUPS {
+        return err(format!(
+            "--num-warmups {} is more than {MAX_WARMUPS}: warm-ups only fill the server's caches and graphs; a few are enough",
+            t.num_warmups
+        ));
     }
     let ramp_up = match t.ramp_up_strategy.as_deref() {
         None => {
@@ -245,6 +254,12 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
              (sharegpt, custom, trace)"
         ));
     }
+    if d.multi_turn && name != "sharegpt" {
+        return err(format!(
+            "--multi-turn replays ShareGPT conversations; it does not apply to --dataset-name {name}: pass \
+             --dataset-name sharegpt, or leave --multi-turn out"
+        ));
+    }
     let output = c.output_len;
     Ok(match name {
         "random" => WorkloadSpec::Random {
@@ -262,10 +277,13 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
                 if !(d.think_time.is_finite() && d.think_time >= 0.0) {
                     return err(format!("--think-time must be 0 or more seconds, got {}", d.think_time));
                 }
+                if d.max_active_conversations == 0 || d.max_turns == 0 {
+                    return err("--max-active-conversations and --max-turns must be at least 1");
+                }
                 Some(MultiTurn {
-                    max_active_conversations: d.max_active_conversations.max(1),
+                    max_active_conversations: d.max_active_conversations,
                     think_time_s: d.think_time,
-                    max_turns: d.max_turns.max(1),
+                    max_turns: d.max_turns,
                 })
             } else {
                 None
@@ -277,12 +295,17 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             skip_chat_template: d.skip_chat_template,
             shuffle: !d.disable_shuffle,
         },
-        "prefix_repetition" => WorkloadSpec::PrefixRepetition {
-            prefix_len: d.prefix_repetition_prefix_len,
-            suffix_len: d.prefix_repetition_suffix_len,
-            num_prefixes: d.prefix_repetition_num_prefixes.max(1),
-            output_len: output.unwrap_or(d.prefix_repetition_output_len),
-        },
+        "prefix_repetition" => {
+            if d.prefix_repetition_num_prefixes == 0 {
+                return err("--prefix-repetition-num-prefixes must be at least 1");
+            }
+            WorkloadSpec::PrefixRepetition {
+                prefix_len: d.prefix_repetition_prefix_len,
+                suffix_len: d.prefix_repetition_suffix_len,
+                num_prefixes: d.prefix_repetition_num_prefixes,
+                output_len: output.unwrap_or(d.prefix_repetition_output_len),
+            }
+        }
         "trace" | "burstgpt" | "mooncake" => {
             if !is_positive(d.trace_time_scale) {
                 return err("--trace-time-scale must be greater than 0");

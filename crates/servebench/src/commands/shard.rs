@@ -121,6 +121,8 @@ pub fn take_share(run: &ShardRun, config: &mut RunConfig, plan: &mut Plan, out: 
 pub async fn common_start(args: &ShardRun, worker: &mut WorkerShard, out: &Sink) -> anyhow::Result<Option<SystemTime>> {
     if let Some(at) = &args.start_at {
         let ns = parse_start_at(at)?;
+        let now_ns = i64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(i64::MAX);
+        check_start_ahead(ns, now_ns)?;
         worker.start_unix_ns = Some(ns);
         return Ok(Some(rendezvous::from_unix_ns(ns)));
     }
@@ -159,10 +161,13 @@ pub async fn common_start(args: &ShardRun, worker: &mut WorkerShard, out: &Sink)
 
 /// `--start-at`: RFC 3339, or seconds since the Unix epoch; ns since the epoch.
 fn parse_start_at(text: &str) -> anyhow::Result<i64> {
-    if let Ok(secs) = text.trim().parse::<f64>()
-        && secs.is_finite()
-        && secs > 0.0
-    {
+    if let Ok(secs) = text.trim().parse::<f64>() {
+        if !(secs.is_finite() && secs > 0.0 && secs < 1e10) {
+            anyhow::bail!(
+                "--start-at {text:?} is not a time after 1970 and before 2286; write seconds since the Unix epoch \
+                 (such as 1750000000) or a time such as 2025-06-01T12:00:00Z"
+            );
+        }
         return Ok((secs * 1e9).round() as i64);
     }
     let t: jiff::Timestamp = text.trim().parse().map_err(|e| {
@@ -171,6 +176,22 @@ fn parse_start_at(text: &str) -> anyhow::Result<i64> {
         )
     })?;
     i64::try_from(t.as_nanosecond()).context("--start-at is out of range")
+}
+
+/// The longest wait for a common start a worker accepts: 7 days, as the arrival schedule.
+const MAX_START_AHEAD_NS: i64 = 7 * 86_400 * 1_000_000_000;
+
+/// Refuses a common start further ahead of `now_ns` than [`MAX_START_AHEAD_NS`]: a time that
+/// far off is a typo, and the worker would sit waiting for it.
+fn check_start_ahead(start_ns: i64, now_ns: i64) -> anyhow::Result<()> {
+    let ahead = start_ns.saturating_sub(now_ns);
+    if ahead > MAX_START_AHEAD_NS {
+        anyhow::bail!(
+            "--start-at is {:.1} days from now; a common start more than 7 days ahead is refused: check the time",
+            ahead as f64 / 86_400e9
+        );
+    }
+    Ok(())
 }
 
 /// Records the worker's shard in its result, with when its timed run began on its own clock.
@@ -259,5 +280,18 @@ mod tests {
         assert_eq!(parse_start_at("2025-06-15T15:06:40Z").unwrap(), 1_750_000_000_000_000_000);
         let e = parse_start_at("tomorrow").unwrap_err().to_string();
         assert!(e.starts_with("--start-at \"tomorrow\" is not a time"), "{e}");
+        for bad in ["0", "-5", "1e30", "NaN", "inf"] {
+            let e = parse_start_at(bad).unwrap_err().to_string();
+            assert!(e.contains("is not a time after 1970"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_common_start_more_than_a_week_ahead_is_refused() {
+        let now = 1_750_000_000_000_000_000;
+        assert!(check_start_ahead(now + MAX_START_AHEAD_NS, now).is_ok());
+        assert!(check_start_ahead(now - 1_000_000_000, now).is_ok());
+        let e = check_start_ahead(now + MAX_START_AHEAD_NS + 86_400_000_000_000, now).unwrap_err().to_string();
+        assert!(e.contains("8.0 days from now"), "{e}");
     }
 }

@@ -58,6 +58,15 @@ fn ramp_up_rules_match_vllm() {
 }
 
 #[test]
+fn warm_ups_are_bounded_before_any_is_built() {
+    let most = TrafficArgs { num_warmups: MAX_WARMUPS, ..TrafficArgs::default() };
+    assert_eq!(parse_traffic(&most).unwrap().num_warmups, MAX_WARMUPS);
+    let huge = TrafficArgs { num_warmups: 4_000_000_000, ..TrafficArgs::default() };
+    let e = parse_traffic(&huge).unwrap_err().to_string();
+    assert!(e.starts_with("--num-warmups 4000000000 is more than 1000000"), "{e}");
+}
+
+#[test]
 fn range_ratio_is_a_float_or_json() {
     assert_eq!(parse_range_ratio("0.5").unwrap(), RangeRatio { input: 0.5, output: 0.5 });
     assert_eq!(parse_range_ratio(r#"{"input":0.1,"output":0.2}"#).unwrap(), RangeRatio { input: 0.1, output: 0.2 });
@@ -75,6 +84,32 @@ fn urls_follow_vllm_rules() {
     );
     assert!(check_endpoint("/v1/completions", Backend::OpenaiChat).is_err());
     assert!(parse_backend("openai-responses").unwrap_err().to_string().contains("not supported"));
+}
+
+#[test]
+fn dataset_flags_that_would_be_ignored_or_clamped_are_refused() {
+    let c = ContentArgs::default();
+    let random = DatasetArgs { multi_turn: true, ..DatasetArgs::default() };
+    assert!(
+        parse_workload(&random, &c).unwrap_err().to_string().starts_with("--multi-turn replays ShareGPT conversations")
+    );
+    let prefixes = DatasetArgs {
+        dataset_name: "prefix_repetition".into(),
+        prefix_repetition_num_prefixes: 0,
+        ..DatasetArgs::default()
+    };
+    assert_eq!(
+        parse_workload(&prefixes, &c).unwrap_err().to_string(),
+        "--prefix-repetition-num-prefixes must be at least 1"
+    );
+    let turns = DatasetArgs {
+        dataset_name: "sharegpt".into(),
+        dataset_path: Some("x.json".into()),
+        multi_turn: true,
+        max_turns: 0,
+        ..DatasetArgs::default()
+    };
+    assert!(parse_workload(&turns, &c).unwrap_err().to_string().contains("--max-turns must be at least 1"));
 }
 
 #[test]

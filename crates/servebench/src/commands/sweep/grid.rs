@@ -259,7 +259,15 @@ impl Grid {
             (None, r) if r.is_finite() => r,
             _ => return err("--scale-num-prompts needs --max-concurrency (or a finite --request-rate) to scale with"),
         };
-        Ok(((k * load).ceil() as usize).max(1))
+        let n = (k * load).ceil();
+        if n > f64::from(u32::MAX) {
+            return err(format!(
+                "--scale-num-prompts {k} times a load of {load} asks for {n:.3e} prompts a point, more than one run \
+                 can send ({}); lower it",
+                u32::MAX
+            ));
+        }
+        Ok((n as usize).max(1))
     }
 
     /// The settings of a point, in label order: the model, the simulator's hardware or the
@@ -505,6 +513,12 @@ mod tests {
         let points = grid.points();
         let counts: Vec<usize> = points.iter().map(|p| p.num_prompts).collect();
         assert_eq!(counts, [10, 40, 80, 10, 40, 80]);
+        let huge = sweep(&["--base-url", "http://a:8000", "--max-concurrency", "2", "--scale-num-prompts", "1e30"]);
+        let e = Grid::new(&huge).err().unwrap().0;
+        assert!(
+            e.starts_with("--scale-num-prompts 1000000000000000000000000000000 times a load of 2 asks for 2.000e30"),
+            "{e}"
+        );
         assert_eq!(grid.input.key, "input_len");
         assert_eq!(grid.varying(&points), ["model", "input_len", "max_concurrency", "num_prompts"]);
         let args = grid.args(&a.bench, &points[4]);

@@ -65,6 +65,8 @@ pub struct PairStats {
     pub rows: Vec<PairRow>,
     /// What the statistics could not use.
     pub notes: Vec<String>,
+    /// The requests A and B completed.
+    pub completed: (u64, u64),
 }
 
 impl PairStats {
@@ -95,8 +97,13 @@ impl PairStats {
                     Quantity::Latency(stat, metric) => estimate(ra, rb, stat, metric),
                     _ => None,
                 };
-                let a = q.value(&ra.summary).or(estimate.map(|e| e.a));
-                let b = q.value(&rb.summary).or(estimate.map(|e| e.b));
+                // A run that completed no request has no latency (its summary reads 0).
+                let value = |run: &StoredRun, from_records: Option<f64>| {
+                    let measured = !(matches!(q, Quantity::Latency(..)) && run.summary.completed == 0);
+                    q.value(&run.summary).or(from_records).filter(|_| measured)
+                };
+                let a = value(ra, estimate.map(|e| e.a));
+                let b = value(rb, estimate.map(|e| e.b));
                 PairRow { quantity: q, a, b, estimate }
             })
             .collect();
@@ -112,7 +119,8 @@ impl PairStats {
                 if n == 1 { "" } else { "s" }
             ));
         }
-        PairStats { a, b, rows, notes }
+        let completed = (ra.summary.completed, rb.summary.completed);
+        PairStats { a, b, rows, notes, completed }
     }
 
     /// The row of quantity `q`.

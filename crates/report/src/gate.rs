@@ -22,7 +22,8 @@
 //! difference lies wholly on the side of the change (above zero for `>`, below for `<`).
 //! Where there is no interval (a run without per-request records, or a quantity without a
 //! per-request distribution such as a throughput), the threshold alone decides, and the
-//! verdict says so. A rule whose quantity one of the runs lacks is not checked.
+//! verdict says so. A rule whose quantity one of the runs lacks is not checked, but for a
+//! latency rule whose candidate (B) completed no request while A did: that fails.
 //!
 //! On one run (`bench serve --fail-on`, read by `parse_fail_on_values`) a rule is a value:
 //! `p99_ttft_ms>500` fails when the run's P99 TTFT is above 500 ms ([`check_run`]).
@@ -42,6 +43,16 @@ pub fn check(rules: &[Threshold], pair: &PairStats) -> Verdicts {
 fn verdict(rule: &Threshold, pair: &PairStats) -> Verdict {
     let q = rule.quantity;
     let unchecked = |reason: String| Verdict { threshold: rule.clone(), value: None, outcome: Outcome::Skip, reason };
+    if matches!(q, Quantity::Latency(..)) && pair.completed.1 == 0 && pair.completed.0 > 0 {
+        // The candidate has no latency to judge because nothing it sent succeeded: a gate
+        // must not read that as an improvement.
+        return Verdict {
+            threshold: rule.clone(),
+            value: None,
+            outcome: Outcome::Fail,
+            reason: format!("run B completed no request, so it has no {}: fails", q.name()),
+        };
+    }
     let Some(row) = pair.row(q) else {
         return unchecked(format!("not checked: the runs do not both have a {}", q.name()));
     };

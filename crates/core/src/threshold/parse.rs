@@ -22,6 +22,11 @@ pub enum ThresholdError {
         "--fail-on {item:?}: {why}; write rules as KEY>+N% or KEY<-N (for example p99_ttft_ms>+10%,output_throughput<-5%)"
     )]
     FailOn { item: String, why: String },
+    /// The same on one run (`bench serve --fail-on`), whose rules are values.
+    #[error(
+        "--fail-on {item:?}: {why}; write rules as KEY>VALUE or KEY<VALUE (for example p99_ttft_ms>500,output_throughput<1000)"
+    )]
+    FailOnValue { item: String, why: String },
     #[error("invalid --slo {item:?}: {why}")]
     Slo { item: String, why: String },
     #[error("invalid --goodput {0}")]
@@ -73,21 +78,35 @@ pub fn parse_goodput(item: &str) -> Result<Slo, ThresholdError> {
     Ok(Slo { metric, max_ms })
 }
 
+/// The non-empty comma-separated items of a `--fail-on` text; a text with none is refused, so
+/// that an empty flag cannot turn the gate off unseen.
+fn fail_on_items(text: &str) -> Result<impl Iterator<Item = &str>, ThresholdError> {
+    let mut items = text.split(',').filter(|r| !r.trim().is_empty()).peekable();
+    if items.peek().is_none() {
+        return Err(ThresholdError::FailOn { item: text.to_string(), why: "no rule given".into() });
+    }
+    Ok(items)
+}
+
 /// Reads comma-separated `--fail-on` rules.
 pub fn parse_fail_on(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
-    text.split(',').filter(|r| !r.trim().is_empty()).map(parse_rule).collect()
+    fail_on_items(text)?.map(parse_rule).collect()
 }
 
 /// Reads comma-separated `--fail-on` rules on one run (`bench serve`): `KEY>VALUE` or
 /// `KEY<VALUE`, a plain number in the key's unit (`p99_ttft_ms>500`, `output_throughput<1000`,
 /// `failed_pct>1`). A change (`+N`, `-N`, `N%`) needs a baseline, so it is refused here.
 pub fn parse_fail_on_values(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
-    text.split(',')
-        .filter(|r| !r.trim().is_empty())
+    let as_value = |e: ThresholdError| match e {
+        ThresholdError::FailOn { item, why } => ThresholdError::FailOnValue { item, why },
+        other => other,
+    };
+    fail_on_items(text)
+        .map_err(as_value)?
         .map(|rule| {
-            let parts = rule_parts(rule)?;
+            let parts = rule_parts(rule).map_err(as_value)?;
             if parts.sign.is_some() || parts.percent {
-                return Err(ThresholdError::FailOn {
+                return Err(ThresholdError::FailOnValue {
                     item: rule.trim().to_string(),
                     why: "a single run has no baseline to change from: give a value (KEY>VALUE or KEY<VALUE), \
                           or compare two stored runs with `servebench compare A B --fail-on`"

@@ -80,6 +80,27 @@ fn two_measured_runs_get_intervals_and_the_gate_fails_on_a_significant_regressio
 }
 
 #[test]
+fn a_candidate_that_completed_nothing_fails_its_latency_rules_and_shows_no_latency() {
+    let ok = Synth { requests: 12, ..Synth::new("m", 21) };
+    let broken = Synth { requests: 12, fail_every: Some(1), ..Synth::new("m", 22) };
+    let runs = stored(&[ok.new_run(), broken.new_run()]);
+    let c = compared(&runs);
+    let row = c.pair.as_ref().unwrap().row(Quantity::Latency(Stat::P99, Metric::Ttft)).unwrap().clone();
+    assert_eq!((row.a.is_some(), row.b), (true, None), "{row:?}");
+    let gate = c.check(&parse_rules("p99_ttft_ms>+10%,median_tpot_ms>+5%,failed>5").unwrap()).unwrap();
+    assert!(gate.failed(), "{}", gate.text());
+    assert!(
+        gate.text().starts_with("FAIL p99_ttft_ms>+10%: run B completed no request, so it has no p99 TTFT"),
+        "{}",
+        gate.text()
+    );
+    // The other way round there is no baseline to judge a latency against: not checked.
+    let reversed = compared(&[runs[1].clone(), runs[0].clone()]);
+    let gate = reversed.check(&parse_rules("p99_ttft_ms>+10%").unwrap()).unwrap();
+    assert!(!gate.failed() && gate.text().starts_with("SKIP p99_ttft_ms>+10%: not checked"), "{}", gate.text());
+}
+
+#[test]
 fn a_change_inside_the_noise_passes_the_threshold_but_not_the_gate() {
     // Two samples of the same behaviour, 12 requests each: P99s differ by chance.
     let a = Synth { requests: 12, ..Synth::new("m", 11) };

@@ -26,6 +26,24 @@ fn fail_on_for_one_run_takes_values_and_refuses_changes() {
     }
     let err = parse_fail_on_values("p99_ttft_ms<=5").unwrap_err().to_string();
     assert!(err.contains("one of > and <"), "{err}");
+    // One run's rules are values, and the hint shows values.
+    for item in ["p99_ttft_ms>", ">>5", "p99_ttft_ms>NaN"] {
+        let err = parse_fail_on_values(item).unwrap_err().to_string();
+        assert!(
+            err.ends_with("write rules as KEY>VALUE or KEY<VALUE (for example p99_ttft_ms>500,output_throughput<1000)"),
+            "{item}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_fail_on_without_a_rule_is_refused_rather_than_turning_the_gate_off() {
+    for text in ["", " ", ",", " , ,"] {
+        assert!(parse_fail_on(text).unwrap_err().to_string().contains("no rule given"), "{text:?}");
+        assert!(parse_fail_on_values(text).unwrap_err().to_string().contains("no rule given"), "{text:?}");
+    }
+    // Empty items between rules are still passed over.
+    assert_eq!(parse_fail_on("p99_ttft_ms>+10%,,failed>1").unwrap().len(), 2);
 }
 
 #[test]
@@ -67,7 +85,8 @@ fn rules_read_with_signs_percent_and_spaces() {
     assert_eq!(parse_fail_on("output_throughput<5").unwrap()[0].bound, Bound::Change(-5.0));
     assert_eq!(parse_fail_on("p99_ttft_ms>+10%").unwrap()[0].to_string(), "p99_ttft_ms>+10%");
     assert_eq!(parse_fail_on("output_throughput<5%").unwrap()[0].to_string(), "output_throughput<-5%");
-    assert_eq!(parse_fail_on(" , ").unwrap(), []);
+    // No rule at all is refused (a_fail_on_without_a_rule_is_refused_rather_than_turning_the_gate_off).
+    assert!(parse_fail_on(" , ").is_err());
 }
 
 #[test]

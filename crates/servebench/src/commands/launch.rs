@@ -24,8 +24,37 @@ pub fn execute(command: LaunchCommand, out: &Sink) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Refuses a value the launcher writes into a script or manifest line that is empty or holds
+/// a control character (a newline would end the line and start a command), or, where `word`,
+/// any white space.
+fn check_field(flag: &str, value: &str, word: bool) -> anyhow::Result<()> {
+    if value.trim().is_empty() {
+        anyhow::bail!("{flag} is empty; give it a value");
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control() || (word && c.is_whitespace())) {
+        anyhow::bail!(
+            "{flag} {value:?} holds {}: it is written into the script as one {}",
+            if c.is_control() { format!("the control character {c:?}") } else { "a space".to_string() },
+            if word { "word" } else { "line" }
+        );
+    }
+    Ok(())
+}
+
+/// A Kubernetes CPU quantity: a positive number of cores, or of millicores with `m`.
+fn check_cpu(cpu: &str) -> anyhow::Result<()> {
+    let number = cpu.strip_suffix('m').unwrap_or(cpu);
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && !number.starts_with('+') => Ok(()),
+        _ => anyhow::bail!("--cpu {cpu:?} is not a CPU request; write cores (2, 0.5) or millicores (500m)"),
+    }
+}
+
 /// Refuses user flags that the launcher sets or that cannot work sharded.
 fn check_args(common: &LaunchCommon) -> anyhow::Result<()> {
+    if common.port == 0 {
+        anyhow::bail!("--port 0 is not a port the workers can meet on; give one such as 29500");
+    }
     for arg in &common.args {
         let flag = flag_name(arg);
         if RESERVED.contains(&flag) {
@@ -76,6 +105,13 @@ pub(crate) fn shell_word(s: &str) -> String {
 /// The Indexed Job and its headless Service.
 pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
     check_args(&a.common)?;
+    check_field("--image", &a.image, true)?;
+    check_cpu(&a.cpu)?;
+    check_field("--results-claim", &a.results_claim, true)?;
+    check_field("--results-dir", &a.results_dir, false)?;
+    if let Some(n) = &a.namespace {
+        check_field("--namespace", n, true)?;
+    }
     let (name, world, port) = (&a.name, a.common.workers, a.common.port);
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
         anyhow::bail!("--name {name:?}: Kubernetes names are lowercase letters, digits and '-'");
@@ -163,6 +199,17 @@ spec:
 /// The sbatch script.
 pub fn sbatch_script(a: &SlurmArgs) -> anyhow::Result<String> {
     check_args(&a.common)?;
+    check_field("--job-name", &a.job_name, true)?;
+    for (flag, value) in [("--time", &a.time), ("--partition", &a.partition)] {
+        if let Some(v) = value {
+            check_field(flag, v, true)?;
+        }
+    }
+    check_field("--results-dir", &a.results_dir, false)?;
+    check_field("--binary", &a.binary, false)?;
+    if a.nodes == Some(0) {
+        anyhow::bail!("--nodes 0: a job needs at least one node");
+    }
     let (world, port) = (a.common.workers, a.common.port);
     let mut directives = vec![format!("--job-name={}", a.job_name), format!("--ntasks={world}")];
     directives.extend(a.nodes.map(|n| format!("--nodes={n}")));

@@ -114,6 +114,43 @@ fn flags_the_launcher_sets_or_that_cannot_shard_are_refused() {
     assert!(k8s_manifest(&bad_name).unwrap_err().to_string().contains("lowercase letters"));
 }
 
+fn slurm() -> SlurmArgs {
+    SlurmArgs {
+        common: common(&USER_ARGS),
+        nodes: None,
+        job_name: "servebench".into(),
+        time: None,
+        partition: None,
+        results_dir: "r".into(),
+        binary: "servebench".into(),
+    }
+}
+
+#[test]
+fn values_written_into_the_script_or_manifest_cannot_break_its_lines() {
+    let refused = |a: &SlurmArgs| sbatch_script(a).unwrap_err().to_string();
+    let injected = SlurmArgs { job_name: "x\necho INJECTED".into(), ..slurm() };
+    assert!(refused(&injected).starts_with("--job-name \"x\\necho INJECTED\" holds the control character"));
+    let spaced = SlurmArgs { partition: Some("gpu a".into()), ..slurm() };
+    assert!(refused(&spaced).contains("holds a space"), "{}", refused(&spaced));
+    assert!(refused(&SlurmArgs { time: Some(String::new()), ..slurm() }).starts_with("--time is empty"));
+    assert!(refused(&SlurmArgs { nodes: Some(0), ..slurm() }).starts_with("--nodes 0"));
+    let no_port = SlurmArgs { common: LaunchCommon { port: 0, ..common(&USER_ARGS) }, ..slurm() };
+    assert!(refused(&no_port).starts_with("--port 0"));
+
+    let refused = |a: &K8sArgs| k8s_manifest(a).unwrap_err().to_string();
+    assert!(refused(&K8sArgs { image: String::new(), ..k8s(&USER_ARGS) }).starts_with("--image is empty"));
+    for cpu in ["0", "-1", "NaN", "inf", "two", "+2", ""] {
+        let e = refused(&K8sArgs { cpu: cpu.into(), ..k8s(&USER_ARGS) });
+        assert!(e.contains("is not a CPU request"), "{cpu}: {e}");
+    }
+    for cpu in ["2", "0.5", "500m"] {
+        assert!(k8s_manifest(&K8sArgs { cpu: cpu.into(), ..k8s(&USER_ARGS) }).is_ok(), "{cpu}");
+    }
+    let dir = K8sArgs { results_dir: "/r\n  x: y".into(), ..k8s(&USER_ARGS) };
+    assert!(refused(&dir).starts_with("--results-dir"), "{}", refused(&dir));
+}
+
 #[test]
 fn shell_words_are_quoted_only_when_needed() {
     assert_eq!(shell_word("--model"), "--model");
@@ -132,15 +169,8 @@ fn a_sharded_sweep_runs_sweep_in_every_worker_and_merges_one_run_per_point() {
     assert!(text.contains("workers of one sharded `sweep`"), "{text}");
     assert!(text.contains("servebench merge --per-run /results/bench-qwen"), "{text}");
     assert!(text.contains("\n            - \"sweep\"\n            - \"--shard\""), "{text}");
-    let slurm = SlurmArgs {
-        common: LaunchCommon { sweep: true, ..common(&["--max-concurrency", "256,1024"]) },
-        nodes: None,
-        job_name: "servebench".into(),
-        time: None,
-        partition: None,
-        results_dir: "r".into(),
-        binary: "servebench".into(),
-    };
+    let slurm =
+        SlurmArgs { common: LaunchCommon { sweep: true, ..common(&["--max-concurrency", "256,1024"]) }, ..slurm() };
     let script = sbatch_script(&slurm).unwrap();
     assert!(script.contains("srun --ntasks=4 servebench sweep --shard auto "), "{script}");
     assert!(script.contains("servebench merge --per-run \"$RESULTS\""), "{script}");

@@ -147,8 +147,8 @@ impl ShardSpec {
 
 /// A stable hash of everything a plan sends: the API, every request's index, planned time,
 /// body, `max_tokens` and prompt count, every conversation's start, system prompt and turns,
-/// and how tokens were counted. Notes are left out (they say how the plan was built, not
-/// what it sends). The same seed and bodies give the same hash on every machine.
+/// and how tokens were counted (not which server counted them). Notes are left out (they say
+/// how the plan was built, not what it sends). The same seed and bodies give the same hash on every machine.
 pub fn plan_hash(plan: &Plan) -> String {
     let mut h = Fnv1a::default();
     h.write_field(format!("{:?}", plan.api).as_bytes());
@@ -174,7 +174,10 @@ pub fn plan_hash(plan: &Plan) -> String {
     let counting = match &plan.token_counting {
         TokenCounting::Tokenizer(name) => format!("tokenizer:{name}"),
         TokenCounting::Estimate => "estimate".into(),
-        TokenCounting::Server { base_url } => format!("server:{base_url}"),
+        // Not the server's address: workers that each start their own simulator (`--sim`),
+        // or reach one server by different names, align the same prompts, and the bodies
+        // and counts above already say what was sent.
+        TokenCounting::Server { .. } => "server".into(),
     };
     h.write_field(counting.as_bytes());
     format!("{:016x}", h.finish())

@@ -65,7 +65,15 @@ pub enum MergeError {
     MissingRanks { missing: String, present: String, world: u32 },
     #[error("{request} was sent by rank {first} and again by rank {second}; the shards overlap")]
     DuplicateRequest { request: String, first: u32, second: u32 },
+    #[error(
+        "{file} (rank {rank}) began its timed run {apart_s:.0} s from {first_file}, more than an hour apart: \
+         the workers of one run start together (check that these files are one run, and each worker's clock)"
+    )]
+    StartsApart { file: String, rank: u32, apart_s: f64, first_file: String },
 }
+
+/// The furthest apart two workers of one run may begin their timed runs, ns.
+const MAX_START_SPREAD_NS: i64 = 3_600 * 1_000_000_000;
 
 /// Reads one worker's result JSON (`source` names it in messages).
 pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeError> {
@@ -79,6 +87,12 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
         Some(Err(e)) => return Err(bad(format!("servebench.shard is not readable ({e})"))),
         _ => return Err(not_a_worker()),
     };
+    if worker.world == 0 || worker.rank >= worker.world {
+        return Err(bad(format!(
+            "servebench.shard says rank {} of {} workers; ranks run from 0 to the world size less one",
+            worker.rank, worker.world
+        )));
+    }
     let config: RunConfig = serde_json::from_value(ours.get("config").cloned().unwrap_or(Value::Null))
         .map_err(|e| bad(format!("servebench.config is not readable by this servebench ({e})")))?;
     let records = from_servebench(m, ours).map_err(bad)?.ok_or_else(|| bad("it has no servebench.requests".into()))?;
@@ -164,11 +178,23 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
 
     // The earliest start on rank 0's clock is the merged run's start.
     let origin = parts.iter().map(|p| p.worker.t0_on_rank0_ns()).min().unwrap_or(0);
+    let earliest = parts.iter().min_by_key(|p| p.worker.t0_on_rank0_ns()).unwrap_or(first);
+    for p in &parts {
+        let apart = p.worker.t0_on_rank0_ns().saturating_sub(origin);
+        if apart > MAX_START_SPREAD_NS {
+            return Err(MergeError::StartsApart {
+                file: p.source.clone(),
+                rank: p.worker.rank,
+                apart_s: apart as f64 * 1e-9,
+                first_file: earliest.source.clone(),
+            });
+        }
+    }
     let mut owner: BTreeMap<(u32, u32, u32), (u32, RequestRecord)> = BTreeMap::new();
     let mut figures = Vec::with_capacity(parts.len());
     let mut duration_s: f64 = 0.0;
     for p in &parts {
-        let shift = p.worker.t0_on_rank0_ns() - origin;
+        let shift = p.worker.t0_on_rank0_ns().saturating_sub(origin);
         let lag = dispatch_lag(&p.run.records);
         figures.push(RankFigures {
             rank: p.worker.rank,

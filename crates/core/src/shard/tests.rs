@@ -91,6 +91,9 @@ fn the_plan_hash_covers_what_is_sent_and_nothing_else() {
     let mut notes = a.clone();
     notes.notes.push("another note".into());
     assert_eq!(plan_hash(&a), plan_hash(&notes), "notes do not change what is sent");
+    // Counted by a server: which address it had (each worker's own `--sim`) is not what is sent.
+    let server = |url: &str| Plan { token_counting: TokenCounting::Server { base_url: url.into() }, ..a.clone() };
+    assert_eq!(plan_hash(&server("http://127.0.0.1:41001")), plan_hash(&server("http://127.0.0.1:52002")));
     let mut body = a.clone();
     body.requests[7].body = Bytes::from_static(b"{\"prompt\":\"other\"}");
     let mut time = a.clone();

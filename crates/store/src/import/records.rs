@@ -118,7 +118,12 @@ pub(crate) fn from_servebench(m: &Map<String, Value>, ours: &Map<String, Value>)
             Some(a) => Some(list(&a[i]).and_then(|l| times("itls", l)).map_err(|e| bad(&e))?),
             None => None,
         };
-        let chunks_us = chunk_times(secs("ttft_s"), gaps.as_deref(), secs("latency_s"))
+        // The two times every statistic rests on: present, they must be times.
+        let strict = |k: &str| match r.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => secs(k).map(Some).ok_or_else(|| bad(&format!("`{k}` holds {v}, not a time of 0 s or more"))),
+        };
+        let chunks_us = chunk_times(strict("ttft_s")?, gaps.as_deref(), strict("latency_s")?)
             .ok_or_else(|| bad("a time beyond 71 minutes"))?;
         let failure = match r.get("failure").filter(|f| !f.is_null()) {
             Some(f) => Some(Failure {

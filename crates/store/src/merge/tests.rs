@@ -253,3 +253,29 @@ fn files_that_are_not_worker_results_are_refused_with_the_reason() {
     assert!(read_shard_result("{", "x.json").unwrap_err().to_string().starts_with("x.json: not one JSON document"));
     assert_eq!(merge_shards(Vec::new(), true).unwrap_err(), MergeError::Empty);
 }
+
+#[test]
+fn impossible_shard_metadata_and_times_are_refused_with_the_reason() {
+    let whole = whole_run(8, &[5_000]);
+    let edit = |rank: u32, f: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_str(&worker_file(&whole, rank, 2, 0, 0)).unwrap();
+        f(&mut v);
+        read_shard_result(&v.to_string(), "w.json")
+    };
+    for (key, value) in [("world", 0), ("rank", 5)] {
+        let e = edit(1, &|v| v["servebench"]["shard"][key] = value.into()).unwrap_err().to_string();
+        assert!(e.contains("ranks run from 0 to the world size less one"), "{key}: {e}");
+    }
+    let e = edit(0, &|v| v["servebench"]["requests"][0]["ttft_s"] = (-1.0).into()).unwrap_err().to_string();
+    assert!(e.contains("request 0: `ttft_s` holds -1.0, not a time of 0 s or more"), "{e}");
+
+    // A worker whose start lies years from the others' is not of the same run.
+    let mut parts = shards(&whole, 2);
+    if let Some(Sharding::Worker(w)) = &mut parts[1].run.shard {
+        w.t0_unix_ns = i64::MAX;
+    }
+    parts[1].worker.t0_unix_ns = i64::MAX;
+    let e = merge_shards(parts, false).unwrap_err();
+    assert!(matches!(e, MergeError::StartsApart { rank: 1, .. }), "{e}");
+    assert!(e.to_string().contains("more than an hour apart"), "{e}");
+}

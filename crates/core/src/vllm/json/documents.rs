@@ -45,8 +45,50 @@ pub fn is_json(text: &str) -> bool {
     text.trim_start().starts_with(['{', '['])
 }
 
+/// `text` with Python's non-JSON number literals (`NaN`, `Infinity`, `-Infinity`, which its
+/// `json.dump` writes for floats JSON cannot hold) outside strings read as `null`: a figure
+/// that is not a number is absent. Newlines are kept, so lines count as in the file.
+fn python_literals_as_null(text: &str) -> std::borrow::Cow<'_, str> {
+    if !(text.contains("NaN") || text.contains("Infinity")) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped, mut copied) = (false, false, 0);
+    let mut chars = text.char_indices();
+    while let Some((i, c)) = chars.next() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+            continue;
+        }
+        let literal = ["-Infinity", "Infinity", "NaN"].into_iter().find(|l| text[i..].starts_with(l));
+        if let Some(l) = literal {
+            out.push_str(&text[copied..i]);
+            out.push_str("null");
+            copied = i + l.len();
+            // Skip the rest of the literal.
+            for _ in 1..l.len() {
+                chars.next();
+            }
+        }
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Every JSON document in `text`, in file order (see the module docs). Blank text gives none.
+/// Python's `NaN` and `Infinity` read as `null`.
 pub fn read_documents(text: &str) -> Vec<Result<Document, DocumentError>> {
+    let text = python_literals_as_null(text);
+    let text = text.as_ref();
     let mut lines = LineCounter::new(text);
     let mut out = Vec::new();
     let mut pos = 0;
@@ -131,6 +173,22 @@ mod tests {
             }
         }
         (docs, errors)
+    }
+
+    #[test]
+    fn python_s_nan_and_infinity_read_as_null_outside_strings() {
+        let text =
+            "{\"std\": NaN, \"rate\": Infinity, \"low\": -Infinity,\n \"note\": \"NaN \\\" Infinity\"}\n{\"a\": 1}";
+        let (docs, errors) = read(text);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            docs,
+            [
+                (1, None, json!({"std": null, "rate": null, "low": null, "note": "NaN \" Infinity"})),
+                (3, None, json!({"a": 1}))
+            ]
+        );
+        assert_eq!(python_literals_as_null("{\"é\": 1}"), "{\"é\": 1}");
     }
 
     #[test]

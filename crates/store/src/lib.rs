@@ -49,6 +49,8 @@ pub enum StoreError {
     Open { path: PathBuf, error: rusqlite::Error },
     #[error("{} is not a servebench run store (it is an SQLite file with other tables); pass another --db", path.display())]
     NotAStore { path: PathBuf },
+    #[error("{} is not a servebench run store (it is not an SQLite file at all); pass another --db", path.display())]
+    NotSqlite { path: PathBuf },
     #[error(
         "the run store {} has schema version {found}, newer than this servebench knows ({known}); \
          upgrade servebench or pass another --db",

@@ -149,7 +149,7 @@ pub(crate) fn prepare(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
 /// `NOTADB` means the file is something else; other errors are failures to open.
 fn classify(path: &Path, error: rusqlite::Error) -> StoreError {
     match error.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => StoreError::NotAStore { path: path.to_path_buf() },
+        Some(ErrorCode::NotADatabase) => StoreError::NotSqlite { path: path.to_path_buf() },
         _ => StoreError::Open { path: path.to_path_buf(), error },
     }
 }

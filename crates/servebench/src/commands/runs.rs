@@ -18,10 +18,14 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
     match command {
         RunsCommand::List(args) => {
             let filter = args.filter.to_filter()?;
-            let rows = match open_existing(&args.db)? {
-                Some(store) => store.list(&filter)?,
-                None => Vec::new(),
+            let Some(store) = open_existing(&args.db)? else {
+                // Not "no runs match": a mistyped --db must not read as an empty store.
+                if !args.json {
+                    writeln!(out, "{}.", no_store(&args.db))?;
+                }
+                return Ok(ExitCode::SUCCESS);
             };
+            let rows = store.list(&filter)?;
             if args.json {
                 for row in &rows {
                     writeln!(out, "{}", Value::Object(export::row_json(row)))?;
@@ -108,10 +112,11 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The store at the chosen path, or `None` when there is no file there yet.
+/// The store at the chosen path, or `None` when there is no file there yet (or an empty one,
+/// which opening would turn into a store: reading never writes).
 fn open_existing(db: &DbArgs) -> anyhow::Result<Option<Store>> {
     let path = db.path()?;
-    if !path.exists() {
+    if std::fs::metadata(&path).map_or(true, |m| m.is_file() && m.len() == 0) {
         return Ok(None);
     }
     Ok(Some(Store::open(&path)?))

@@ -219,11 +219,16 @@ fn the_requests_of_an_imported_result_file_are_exported() {
 fn reading_commands_do_not_create_a_store() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_of(&dir);
-    assert_eq!(run(&["runs", "list", "--db", &db]), "No runs match.\n");
+    let listed = run(&["runs", "list", "--db", &db]);
+    assert!(listed.starts_with("there is no run store at ") && listed.ends_with("(or pass --db PATH).\n"), "{listed}");
     assert_eq!(run(&["runs", "list", "--db", &db, "--json"]), "");
     let err = try_run(&["runs", "show", "--db", &db, "1"]).unwrap_err();
     assert!(err.to_string().contains("no run store at"), "{err}");
     assert!(!Path::new(&db).exists());
+    // An empty file is left as it is, not turned into a store.
+    std::fs::write(&db, "").unwrap();
+    assert!(run(&["runs", "list", "--db", &db]).starts_with("there is no run store at "));
+    assert_eq!(std::fs::metadata(&db).unwrap().len(), 0);
 }
 
 #[test]

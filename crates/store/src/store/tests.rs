@@ -253,12 +253,17 @@ fn files_that_are_not_stores_are_refused() {
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, "this is not a database, it is a long enough text file to have a header ...........")
         .unwrap();
-    assert!(matches!(Store::open(&text), Err(StoreError::NotAStore { .. })));
+    let err = Store::open(&text).err().unwrap();
+    assert!(matches!(err, StoreError::NotSqlite { .. }), "{err}");
+    assert!(
+        err.to_string().ends_with("is not a servebench run store (it is not an SQLite file at all); pass another --db")
+    );
 
     let other = dir.path().join("other.db");
     Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);").unwrap();
     let err = Store::open(&other).err().unwrap();
-    assert!(err.to_string().contains("pass another --db"), "{err}");
+    assert!(matches!(err, StoreError::NotAStore { .. }), "{err}");
+    assert!(err.to_string().contains("an SQLite file with other tables"), "{err}");
 }
 
 #[test]

@@ -302,7 +302,10 @@ impl Store {
     /// Removes runs with their labels and records. Either every run named is removed, or
     /// (when one is not in the store) none is. Returns their numbers.
     pub fn remove(&mut self, runs: &[RunSpec]) -> Result<Vec<RunId>, StoreError> {
-        let ids = self.resolve_all(runs)?;
+        let mut ids = self.resolve_all(runs)?;
+        // A run named twice (`rm 1 1`, or by number and by id) is removed, and reported, once.
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|id| seen.insert(*id));
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         for id in &ids {
             tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;

@@ -73,6 +73,18 @@ fn check_args(common: &LaunchCommon) -> anyhow::Result<()> {
             );
         }
     }
+    // The workers' command line as they will run it (the launcher's own flags given sample
+    // values): a misspelt or missing flag fails here, not once the pods or tasks start.
+    let (words, _) = command(common);
+    let argv = ["servebench"]
+        .iter()
+        .chain(words)
+        .map(|w| w.to_string())
+        .chain(["--shard", "0/2", "--coordinator", "rank0:29500", "--result-dir", "results"].map(String::from));
+    if let Err(e) = <crate::cli::Cli as clap::Parser>::try_parse_from(argv.chain(common.args.iter().cloned())) {
+        let first = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
+        anyhow::bail!("the workers' `{}` flags after -- do not parse: {first}", words.join(" "));
+    }
     Ok(())
 }
 

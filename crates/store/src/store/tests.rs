@@ -133,7 +133,8 @@ fn removal_takes_labels_and_requests_and_is_all_or_nothing() {
     assert!(matches!(err, StoreError::NotFound(RunRef::Id(99))), "{err}");
     assert_eq!(store.list(&RunFilter::default()).unwrap().len(), 2);
 
-    assert_eq!(store.remove(&[RunRef::Id(ids[0]).into()]).unwrap(), [ids[0]]);
+    let twice: Vec<RunSpec> = vec![RunRef::Id(ids[0]).into(), RunRef::Id(ids[0]).into()];
+    assert_eq!(store.remove(&twice).unwrap(), [ids[0]], "a run named twice is removed once");
     let count = |table: &str| -> i64 {
         store.conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0)).unwrap()
     };

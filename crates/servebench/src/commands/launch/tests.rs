@@ -147,6 +147,12 @@ fn values_written_into_the_script_or_manifest_cannot_break_its_lines() {
     for cpu in ["2", "0.5", "500m"] {
         assert!(k8s_manifest(&K8sArgs { cpu: cpu.into(), ..k8s(&USER_ARGS) }).is_ok(), "{cpu}");
     }
+    let typo = k8s(&[&USER_ARGS[..], &["--bogus-flag"]].concat());
+    let e = refused(&typo);
+    assert!(
+        e.starts_with("the workers' `bench serve` flags after -- do not parse: unexpected argument '--bogus-flag'"),
+        "{e}"
+    );
     let dir = K8sArgs { results_dir: "/r\n  x: y".into(), ..k8s(&USER_ARGS) };
     assert!(refused(&dir).starts_with("--results-dir"), "{}", refused(&dir));
 }

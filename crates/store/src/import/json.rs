@@ -53,7 +53,17 @@ fn document(doc: &Document, cx: &Context<'_>, report: &mut ImportReport) {
     let mut run = NewRun::from_summary(RunKind::Import, summary);
     let mut note = |message: String| report.notes.push(Problem { line, message: format!("{message}{at}") });
     match m.get("servebench").and_then(Value::as_object) {
-        Some(ours) => servebench_file(m, ours, &mut run, &mut note),
+        Some(ours) => {
+            servebench_file(m, ours, &mut run, &mut note);
+            // A damaged `servebench` key must not lose what vLLM's own keys say.
+            if run.model.is_none() && run.config.is_none() {
+                note("its servebench key has no config; the model, backend and prompt count are vLLM's keys".into());
+                vllm_columns(m, &mut run);
+            }
+            if run.started_at.is_none() {
+                run.started_at = m.get("date").and_then(Value::as_str).and_then(|d| from_vllm_date(d, &cx.tz));
+            }
+        }
         None => vllm_file(&doc.value, &mut run, &cx.tz, &mut note),
     }
     cx.stamp(&mut run, line, doc.item);

@@ -136,6 +136,10 @@ fn a_text_without_blocks_says_so() {
     let report = import("just some notes\n");
     assert!(report.runs.is_empty());
     assert!(report.skipped[0].message.contains("no vLLM result block"), "{:?}", report.skipped);
+    let said = |text: &str| import(text).skipped[0].message.clone();
+    assert_eq!(said(" \n"), "the file is empty; import a vLLM result JSON or console report");
+    assert_eq!(said("null"), "the file is the JSON value null, not a result (an object, or a list of them)");
+    assert!(said("42").starts_with("the file is the JSON value 42,"), "{}", said("42"));
 }
 
 /// The sample run saved as vLLM would (`--save-detailed`), without servebench's key.
@@ -304,6 +308,17 @@ fn a_servebench_file_restores_config_and_records() {
     assert_eq!(records.chunk_times, ChunkTimes::FirstLast);
     assert_eq!(records.records[0].chunks_us, [150_000, 211_000]);
     assert_eq!(records.records[1].turn, run.records[1].turn);
+}
+
+#[test]
+fn a_damaged_servebench_key_keeps_what_vllm_s_keys_say() {
+    let (_, _, mut doc) = vllm_doc();
+    doc["servebench"] = json!({"version": "99", "records": "bad"});
+    let report = import(&doc.to_string());
+    let new = &report.runs[0];
+    assert_eq!(new.model.as_deref(), doc["model_id"].as_str());
+    assert!(new.model.is_some() && new.started_at.is_some(), "{new:?}");
+    assert!(report.notes.iter().any(|n| n.message.contains("its servebench key has no config")), "{:?}", report.notes);
 }
 
 #[test]

@@ -13,11 +13,17 @@ use crate::runs::{NewRun, RunKind};
 pub(crate) fn import(text: &str, cx: &Context<'_>, report: &mut ImportReport) {
     let entries = parse_reports(text, ReportOrigin::Vllm);
     if entries.is_empty() {
-        report.skipped.push(Problem {
-            line: 1,
-            message: "no vLLM result block (a line `============ Serving Benchmark Result ============`) in this file"
-                .to_string(),
-        });
+        let trimmed = text.trim();
+        let message = if trimmed.is_empty() {
+            "the file is empty; import a vLLM result JSON or console report".to_string()
+        } else if let Ok(value) = serde_json::from_str::<serde_json::Value>(trimmed) {
+            let shown: String = value.to_string().chars().take(40).collect();
+            format!("the file is the JSON value {shown}, not a result (an object, or a list of them)")
+        } else {
+            "no vLLM result block (a line `============ Serving Benchmark Result ============`) in this file"
+                .to_string()
+        };
+        report.skipped.push(Problem { line: 1, message });
         return;
     }
     let labelled = block_labels(&entries);

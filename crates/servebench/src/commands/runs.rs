@@ -23,6 +23,7 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
                 if !args.json {
                     writeln!(out, "{}.", no_store(&args.db))?;
                 }
+                out.flush()?;
                 return Ok(ExitCode::SUCCESS);
             };
             let rows = store.list(&filter)?;

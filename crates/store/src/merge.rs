@@ -177,8 +177,8 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
     }
 
     // The earliest start on rank 0's clock is the merged run's start.
-    let origin = parts.iter().map(|p| p.worker.t0_on_rank0_ns()).min().unwrap_or(0);
-    let earliest = parts.iter().min_by_key(|p| p.worker.t0_on_rank0_ns()).unwrap_or(first);
+    let lead = parts.iter().min_by_key(|p| p.worker.t0_on_rank0_ns()).unwrap_or(first);
+    let origin = lead.worker.t0_on_rank0_ns();
     for p in &parts {
         let apart = p.worker.t0_on_rank0_ns().saturating_sub(origin);
         if apart > MAX_START_SPREAD_NS {
@@ -186,7 +186,7 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
                 file: p.source.clone(),
                 rank: p.worker.rank,
                 apart_s: apart as f64 * 1e-9,
-                first_file: earliest.source.clone(),
+                first_file: lead.source.clone(),
             });
         }
     }
@@ -238,7 +238,6 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
         })
         .collect();
 
-    let lead = parts.iter().min_by_key(|p| p.worker.t0_on_rank0_ns()).unwrap_or(first);
     let mut config = first.run.config.clone();
     config.traffic.max_concurrency = first.worker.max_concurrency;
     let mut notes: Vec<String> = Vec::new();

@@ -18,21 +18,20 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
     match command {
         RunsCommand::List(args) => {
             let filter = args.filter.to_filter()?;
-            let Some(store) = open_existing(&args.db)? else {
+            match open_existing(&args.db)? {
                 // Not "no runs match": a mistyped --db must not read as an empty store.
-                if !args.json {
-                    writeln!(out, "{}.", no_store(&args.db))?;
+                None if !args.json => writeln!(out, "{}.", no_store(&args.db))?,
+                None => {}
+                Some(store) => {
+                    let rows = store.list(&filter)?;
+                    if args.json {
+                        for row in &rows {
+                            writeln!(out, "{}", Value::Object(export::row_json(row)))?;
+                        }
+                    } else {
+                        out.write_all(format::list_table(&rows).as_bytes())?;
+                    }
                 }
-                out.flush()?;
-                return Ok(ExitCode::SUCCESS);
-            };
-            let rows = store.list(&filter)?;
-            if args.json {
-                for row in &rows {
-                    writeln!(out, "{}", Value::Object(export::row_json(row)))?;
-                }
-            } else {
-                out.write_all(format::list_table(&rows).as_bytes())?;
             }
         }
         RunsCommand::Show(args) => {

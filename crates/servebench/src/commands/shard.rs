@@ -178,8 +178,8 @@ fn parse_start_at(text: &str) -> anyhow::Result<i64> {
     i64::try_from(t.as_nanosecond()).context("--start-at is out of range")
 }
 
-/// The longest wait for a common start a worker accepts: 7 days, as the arrival schedule.
-const MAX_START_AHEAD_NS: i64 = 7 * 86_400 * 1_000_000_000;
+/// The longest wait for a common start a worker accepts: the longest arrival schedule.
+const MAX_START_AHEAD_NS: i64 = servebench_core::plan::MAX_SCHEDULE_NS as i64;
 
 /// Refuses a common start further ahead of `now_ns` than [`MAX_START_AHEAD_NS`]: a time that
 /// far off is a typo, and the worker would sit waiting for it.
@@ -187,8 +187,9 @@ fn check_start_ahead(start_ns: i64, now_ns: i64) -> anyhow::Result<()> {
     let ahead = start_ns.saturating_sub(now_ns);
     if ahead > MAX_START_AHEAD_NS {
         anyhow::bail!(
-            "--start-at is {:.1} days from now; a common start more than 7 days ahead is refused: check the time",
-            ahead as f64 / 86_400e9
+            "--start-at is {:.1} days from now; a common start more than {} days ahead is refused: check the time",
+            ahead as f64 / 86_400e9,
+            MAX_START_AHEAD_NS / 86_400_000_000_000
         );
     }
     Ok(())

@@ -61,7 +61,7 @@ fn document(doc: &Document, cx: &Context<'_>, report: &mut ImportReport) {
                 vllm_columns(m, &mut run);
             }
             if run.started_at.is_none() {
-                run.started_at = m.get("date").and_then(Value::as_str).and_then(|d| from_vllm_date(d, &cx.tz));
+                run.started_at = vllm_started_at(m, &cx.tz);
             }
         }
         None => vllm_file(&doc.value, &mut run, &cx.tz, &mut note),
@@ -96,7 +96,7 @@ fn servebench_file(m: &Map<String, Value>, ours: &Map<String, Value>, run: &mut 
 fn vllm_file(value: &Value, run: &mut NewRun, tz: &jiff::tz::TimeZone, note: &mut impl FnMut(String)) {
     let Some(m) = value.as_object() else { return };
     vllm_columns(m, run);
-    run.started_at = m.get("date").and_then(Value::as_str).and_then(|d| from_vllm_date(d, tz));
+    run.started_at = vllm_started_at(m, tz);
     if let Some(label) = m.get("label").and_then(Value::as_str).filter(|l| !l.is_empty()) {
         run.set_label("label", label);
     }
@@ -107,6 +107,11 @@ fn vllm_file(value: &Value, run: &mut NewRun, tz: &jiff::tz::TimeZone, note: &mu
         Ok(records) => run.records = records,
         Err(e) => note(format!("its per-request arrays are not imported: {e}")),
     }
+}
+
+/// The start time from vLLM's `date` (the local time of the machine that ran it).
+fn vllm_started_at(m: &Map<String, Value>, tz: &jiff::tz::TimeZone) -> Option<String> {
+    m.get("date").and_then(Value::as_str).and_then(|d| from_vllm_date(d, tz))
 }
 
 /// Backend, model and prompt count from vLLM's keys.

@@ -68,6 +68,43 @@ impl SelftestOptions {
     pub fn requests(&self, streams: usize) -> usize {
         streams.saturating_mul(self.requests_per_stream).max(self.min_requests)
     }
+
+    /// Refuses options no machine could run, before anything starts.
+    pub fn check(&self) -> Result<(), SelftestError> {
+        if self.levels.is_empty() {
+            return Err(SelftestError::NoLevels);
+        }
+        if self.levels.contains(&0) {
+            return Err(SelftestError::ZeroLevel);
+        }
+        if self.output_tokens == 0 {
+            return Err(SelftestError::NoTokens);
+        }
+        if let Some(&streams) = self.levels.iter().find(|&&s| s > MAX_STREAMS) {
+            return Err(SelftestError::TooManyStreams(streams));
+        }
+        if self.output_tokens > MAX_OUTPUT_TOKENS {
+            return Err(SelftestError::TooManyTokens(self.output_tokens));
+        }
+        if self.request_time() >= SERVER_LIFETIME {
+            return Err(SelftestError::TooSlow(self.request_time().as_secs_f64(), SERVER_LIFETIME.as_secs()));
+        }
+        Ok(())
+    }
+
+    /// How long one request streams by the script: the first token, then a gap per token.
+    pub fn request_time(&self) -> Duration {
+        self.ttft.saturating_add(self.itl.saturating_mul(self.output_tokens.saturating_sub(1)))
+    }
+
+    /// The least the whole self-test can take: each level sends its requests in rounds of its
+    /// streams, no round shorter than one request, after one round of one-token warm-ups.
+    pub fn least_duration(&self) -> Duration {
+        let rounds: usize = self.levels.iter().map(|&s| self.requests(s).div_ceil(s.max(1))).sum();
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let warm_ups = self.ttft.saturating_mul(count(self.levels.len()));
+        self.request_time().saturating_mul(count(rounds)).saturating_add(warm_ups)
+    }
 }
 
 /// The most streams one level opens: every stream is a connection to 127.0.0.1, and the
@@ -94,6 +131,11 @@ pub enum SelftestError {
         "--output-tokens {0} is more than {MAX_OUTPUT_TOKENS}; the client's error shows within a few hundred tokens"
     )]
     TooManyTokens(u32),
+    #[error(
+        "each request would stream for {0:.0} s, longer than the {1} s a level's test server lives; \
+         lower --ttft-ms, --itl-ms or --output-tokens"
+    )]
+    TooSlow(f64, u64),
     #[error("could not start the test server on 127.0.0.1: {0}")]
     Server(#[from] std::io::Error),
     #[error("the test server's thread failed before returning its record")]
@@ -176,21 +218,7 @@ pub async fn selftest(
     options: &SelftestOptions,
     mut on_level: impl FnMut(&LevelResult, &RunResult),
 ) -> Result<SelftestReport, SelftestError> {
-    if options.levels.is_empty() {
-        return Err(SelftestError::NoLevels);
-    }
-    if options.levels.contains(&0) {
-        return Err(SelftestError::ZeroLevel);
-    }
-    if options.output_tokens == 0 {
-        return Err(SelftestError::NoTokens);
-    }
-    if let Some(&streams) = options.levels.iter().find(|&&s| s > MAX_STREAMS) {
-        return Err(SelftestError::TooManyStreams(streams));
-    }
-    if options.output_tokens > MAX_OUTPUT_TOKENS {
-        return Err(SelftestError::TooManyTokens(options.output_tokens));
-    }
+    options.check()?;
     let mut levels = Vec::with_capacity(options.levels.len());
     for &streams in &options.levels {
         let (level, run) = run_level(options, streams).await?;
@@ -375,5 +403,18 @@ mod tests {
         assert!(refused(huge).await.starts_with("a level of 1000000000 streams is more than 65536"));
         let long = SelftestOptions { output_tokens: u32::MAX, ..SelftestOptions::default() };
         assert!(refused(long).await.starts_with("--output-tokens 4294967295 is more than 100000"));
+        let slow = SelftestOptions { itl: Duration::from_secs(10), ..SelftestOptions::default() };
+        assert!(refused(slow).await.starts_with("each request would stream for 990 s, longer than the 900 s"));
+    }
+
+    #[test]
+    fn the_least_duration_counts_each_levels_rounds_and_its_warm_ups() {
+        let o = SelftestOptions::default();
+        assert_eq!(o.request_time(), Duration::from_millis(50 + 99 * 10));
+        // 1 stream: 50 requests one by one; 100 streams: 200 requests in 2 rounds; the
+        // others 2 rounds each; every level one round of one-token warm-ups.
+        assert_eq!(o.least_duration(), o.request_time() * (50 + 2 * 4) + o.ttft * 5);
+        let one = SelftestOptions { levels: vec![3], min_requests: 1, requests_per_stream: 1, ..o };
+        assert_eq!(one.least_duration(), one.request_time() + one.ttft);
     }
 }

@@ -122,6 +122,7 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
         token_counting: header.token_counting,
         notes: header.notes,
     };
+    let mut indices = std::collections::HashSet::new();
     for (i, line) in lines {
         let line = line.map_err(|e| WorkloadError::read(path, e))?;
         if line.trim().is_empty() {
@@ -130,6 +131,9 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
         if line.starts_with("{\"conversation\"") {
             let c: ConversationLine =
                 serde_json::from_str(&line).map_err(|e| bad(i + 1, format!("bad conversation: {e}")))?;
+            if c.conversation.turns.iter().any(|t| t.max_tokens == 0) {
+                return Err(bad(i + 1, "a turn's max_tokens is 0; every request must ask for at least 1 token".into()));
+            }
             plan.conversations.push(c.conversation);
             continue;
         }
@@ -137,9 +141,11 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
         if !(r.at_s.is_finite() && r.at_s >= 0.0) {
             return Err(bad(i + 1, format!("at_s must be a time >= 0, got {}", r.at_s)));
         }
+        let at_ns = r.at_ns.unwrap_or_else(|| (r.at_s * 1e9).round() as u64);
+        check_request(&r, at_ns, plan.requests.last(), &mut indices).map_err(|m| bad(i + 1, m))?;
         plan.requests.push(PlannedRequest {
             index: r.index,
-            at_ns: r.at_ns.unwrap_or_else(|| (r.at_s * 1e9).round() as u64),
+            at_ns,
             body: Bytes::copy_from_slice(r.body.get().as_bytes()),
             max_tokens: r.max_tokens,
             prompt_tokens: r.prompt_tokens,
@@ -159,6 +165,31 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
     }
     plan.check_schedule().map_err(|m| bad(1, m))?;
     Ok(plan)
+}
+
+/// Refuses a request line the load engine could not send as written: a repeated index (results
+/// and shards are keyed by it), a start before the previous line's (requests go out in file
+/// order) or `max_tokens` 0 (servers refuse it; `--dry-run` never writes it).
+fn check_request(
+    r: &RequestLine,
+    at_ns: u64,
+    previous: Option<&PlannedRequest>,
+    indices: &mut std::collections::HashSet<u32>,
+) -> Result<(), String> {
+    if r.max_tokens == 0 {
+        return Err("max_tokens is 0; every request must ask for at least 1 token".into());
+    }
+    if !indices.insert(r.index) {
+        return Err(format!("index {} appears twice; each request needs its own index", r.index));
+    }
+    match previous {
+        Some(p) if at_ns < p.at_ns => Err(format!(
+            "request {} starts at {at_ns} ns, before request {} on the line above ({} ns); \
+             keep the lines in order of their start",
+            r.index, p.index, p.at_ns
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Reads a plan file.
@@ -238,6 +269,30 @@ mod tests {
         let err = read_plan(broken.as_bytes(), Path::new("p.jsonl")).unwrap_err().to_string();
         assert!(err.contains("line 3"), "{err}");
         assert!(read_plan(&b""[..], Path::new("p")).is_err());
+    }
+
+    #[test]
+    fn lines_the_engine_could_not_send_as_written_are_refused() {
+        let mut buf = Vec::new();
+        write_plan(&plan(), &mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let cases = [
+            (text.replace("\"max_tokens\": 9", "\"max_tokens\": 0"), "line 3", "max_tokens is 0"),
+            (text.replace("\"index\": 1,", "\"index\": 0,"), "line 3", "index 0 appears twice"),
+            (
+                text.replace("\"at_ns\": 0,", "\"at_ns\": 7,").replace("\"at_ns\": 1234567891", "\"at_ns\": 0"),
+                "line 3",
+                "before request 0",
+            ),
+            (text.replace("\"max_tokens\":4", "\"max_tokens\":0"), "line 4", "a turn's max_tokens is 0"),
+        ];
+        for (bad, line, says) in cases {
+            assert_ne!(bad, text, "{says}: the case must change the file");
+            let err = read_plan(bad.as_bytes(), Path::new("p.jsonl")).unwrap_err().to_string();
+            assert!(err.contains(line) && err.contains(says), "{says}: {err}");
+        }
+        let gaps = text.replace("\"index\": 1,", "\"index\": 7,");
+        assert_eq!(read_plan(gaps.as_bytes(), Path::new("p.jsonl")).unwrap().requests[1].index, 7);
     }
 
     proptest::proptest! {

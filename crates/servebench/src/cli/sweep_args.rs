@@ -11,9 +11,9 @@ use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, ValueEnum}
 
 use super::BenchServeArgs;
 
-/// Splits a comma list, trimming items and dropping empty ones.
+/// Splits a comma list, trimming items (an empty item stays, for the flag's parser to refuse).
 pub fn split_list(s: &str) -> Vec<&str> {
-    s.split(',').map(str::trim).filter(|v| !v.is_empty()).collect()
+    s.split(',').map(str::trim).collect()
 }
 
 /// A parser for a comma list of `T` that yields the first item: the field `bench serve`
@@ -26,6 +26,11 @@ where
         let items = split_list(s);
         let mut first = None;
         for item in &items {
+            if item.is_empty() {
+                return Err(format!(
+                    "{flag} {s:?} has an empty item: write the values with one comma between each, e.g. 1,4,16"
+                ));
+            }
             let v = item.parse::<T>().map_err(|_| format!("{item:?} is not a valid value of {flag}"))?;
             first.get_or_insert(v);
         }

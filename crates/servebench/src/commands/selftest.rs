@@ -2,7 +2,6 @@
 //! and prints the levels as a table or as JSON.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use servebench_client::selftest::{LevelResult, SelftestOptions, SelftestReport, WITHIN_MS, selftest};
 use servebench_core::metrics::{Summary, Verdict};
@@ -19,8 +18,8 @@ const SPARE_FILES: u64 = 512;
 pub async fn run(args: SelftestArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let options = SelftestOptions {
         levels: args.levels.clone(),
-        ttft: Duration::from_millis(args.ttft_ms),
-        itl: Duration::from_millis(args.itl_ms),
+        ttft: args.ttft,
+        itl: args.itl,
         output_tokens: args.output_tokens,
         requests_per_stream: args.requests_per_stream,
         ..SelftestOptions::default()
@@ -29,6 +28,14 @@ pub async fn run(args: SelftestArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     if let Err(e) = servebench_client::raise_nofile_limit(2 * most + SPARE_FILES) {
         note(format!("WARNING: could not raise the open-file limit: {e}"));
     }
+    options.check()?;
+    note(format!(
+        "selftest: {} levels ({}); each request streams for {:.2} s, so this takes at least {:.0} s",
+        options.levels.len(),
+        args.levels.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
+        options.request_time().as_secs_f64(),
+        options.least_duration().as_secs_f64()
+    ));
     let choice = StoreChoice { db: args.db.clone(), no_store: args.no_store };
     let mut store_error = None;
     let report = selftest(&options, |level, run| {

@@ -584,5 +584,10 @@ mod tests {
         let bad = std::iter::once("servebench").chain(["sweep", "--max-concurrency", "1,x"]);
         let e = Cli::try_parse_from(bad).unwrap_err().to_string();
         assert!(e.contains("\"x\" is not a valid value of --max-concurrency"), "{e}");
+        for list in ["1,,2", "1,2,", ","] {
+            let argv = std::iter::once("servebench").chain(["sweep", "--max-concurrency", list]);
+            let e = Cli::try_parse_from(argv).unwrap_err().to_string();
+            assert!(e.contains("has an empty item"), "{list}: {e}");
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! Runs as CSV or JSON lines, and one run's requests as CSV or JSON lines.
+//! Runs as CSV or JSON lines, and one run's requests as CSV or JSON lines, or as a trace for
+//! Perfetto ([`trace`]).
 //!
 //! Run columns come in the fixed order of [`RUN_COLUMNS`], then one `label:KEY` column per
 //! label key found among the exported runs, sorted by key. JSON objects have the same keys,
@@ -10,6 +11,8 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use serde_json::{Map, Value, json};
+
+pub mod trace;
 
 use crate::requests::{EXPORT_COLUMNS, export_values};
 use crate::runs::{KeyStats, RunRecords, RunRow, StoredRun};

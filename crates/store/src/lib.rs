@@ -9,8 +9,8 @@
 //! - [`import`] turns vLLM result files (JSON of any 0.x version, appended JSON lines, console
 //!   reports with free-text headings) into [`NewRun`]s.
 //! - [`merge`] merges the result files of a sharded run's workers into one exact run.
-//! - [`export`] writes runs as CSV or JSON lines, and one run's requests likewise; [`mod@format`]
-//!   prints the `runs list` table and the `runs show` text.
+//! - [`export`] writes runs as CSV or JSON lines, and one run's requests likewise or as a trace
+//!   for Perfetto; [`mod@format`] prints the `runs list` table and the `runs show` text.
 //!
 //! Where the database lives is decided by [`default_db_path`] unless the caller passes a path.
 

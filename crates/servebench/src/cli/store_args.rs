@@ -127,6 +127,10 @@ pub enum ExportFormat {
     Csv,
     /// One JSON object per line.
     Json,
+    /// With --requests: the run's requests as a trace (Trace Event Format JSON) to open in
+    /// ui.perfetto.dev or chrome://tracing: a row per concurrency slot, each request's wait
+    /// for its first token and its decode, waits for a slot, late dispatches, and counters.
+    Trace,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow, bail};
 use serde_json::Value;
+use servebench_store::export::trace::{self, TraceContext};
 use servebench_store::{Store, StoredRun, export, format};
 
 use crate::cli::store_args::{DbArgs, ExportFormat, RunsCommand, RunsExportArgs};
@@ -58,7 +59,11 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
 
 fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let store = open_existing(&args.db)?;
+    if args.format == ExportFormat::Trace && args.requests.is_none() {
+        bail!("--format trace draws one run's requests: add --requests ID (see `servebench runs list`)");
+    }
     // Everything is read before the output file is created, so a failed export leaves none.
+    let mut trace = TraceContext::default();
     let requests = match &args.requests {
         Some(run) => {
             let Some(store) = &store else { return Err(no_store(&args.db)) };
@@ -68,6 +73,9 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
                     "run {id} has no per-request records: it was imported from a report, or from a result file saved without them"
                 );
             };
+            if args.format == ExportFormat::Trace {
+                trace = trace_context(&store.get_without_records(run)?);
+            }
             Some(records)
         }
         None => None,
@@ -101,6 +109,10 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
     let count = match (&requests, args.format) {
         (Some(records), ExportFormat::Csv) => export::write_requests_csv(records, w).map(|()| records.records.len()),
         (Some(records), ExportFormat::Json) => export::write_requests_json(records, w).map(|()| records.records.len()),
+        (Some(records), ExportFormat::Trace) => {
+            trace::write_requests_trace(records, &trace, w).map(|()| records.records.len())
+        }
+        (None, ExportFormat::Trace) => unreachable!("refused above"),
         (None, ExportFormat::Csv) => export::write_runs_csv(&rows, w).map(|()| rows.len()),
         (None, ExportFormat::Json) => export::write_runs_json(&runs, w).map(|()| rows.len()),
     }?;
@@ -110,6 +122,13 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
         writeln!(out, "Wrote {count} {what} to {}.", path.display())?;
     }
     Ok(())
+}
+
+/// What a trace names: the run and its model, and its requests' `x-request-id` prefix.
+fn trace_context(run: &StoredRun) -> TraceContext {
+    let model = run.row.model.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
+    let prefix = run.config.as_ref().and_then(|c| c["target"]["request_id_prefix"].as_str());
+    TraceContext { title: format!("run {}{model}", run.row.id), request_id_prefix: prefix.map(str::to_string) }
 }
 
 /// The store at the chosen path, or `None` when there is no file there yet (or an empty one,

@@ -213,6 +213,19 @@ fn the_requests_of_an_imported_result_file_are_exported() {
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0]["num_requests"], 2);
     assert_eq!(listed[0]["chunk_times"], "all");
+
+    // The same requests as a trace for Perfetto: one JSON object, a slice per request.
+    let trace: serde_json::Value =
+        serde_json::from_str(&run(&["runs", "export", "--db", &db, "--requests", "2", "--format", "trace"])).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let named = |name: &str| events.iter().find(|e| e["name"] == name).unwrap_or_else(|| panic!("{name}: {trace}"));
+    assert_eq!(named("process_name")["args"]["name"], "run 2: m/x");
+    let ok = named("request 0");
+    assert_eq!((ok["ts"].as_f64(), ok["dur"].as_f64()), (Some(250_000.0), Some(150_000.0)));
+    assert_eq!(ok["args"]["ttft_ms"], 100.0);
+    assert_eq!(named("request 1 failed")["args"]["failure"], "http_status: Bad Request");
+    let err = try_run(&["runs", "export", "--db", &db, "--format", "trace"]).unwrap_err();
+    assert!(err.to_string().contains("add --requests ID"), "{err}");
 }
 
 #[test]

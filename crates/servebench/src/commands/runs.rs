@@ -128,7 +128,11 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
 fn trace_context(run: &StoredRun) -> TraceContext {
     let model = run.row.model.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
     let prefix = run.config.as_ref().and_then(|c| c["target"]["request_id_prefix"].as_str());
-    TraceContext { title: format!("run {}{model}", run.row.id), request_id_prefix: prefix.map(str::to_string) }
+    TraceContext {
+        title: format!("run {}{model}", run.row.id),
+        request_id_prefix: prefix.map(str::to_string),
+        server: run.summary.server.clone(),
+    }
 }
 
 /// The store at the chosen path, or `None` when there is no file there yet (or an empty one,

@@ -1,9 +1,11 @@
 //! One run's requests as a trace in the Trace Event Format (JSON), which Perfetto
 //! (ui.perfetto.dev) and `chrome://tracing` open: a row per concurrency slot, each request a
 //! slice from its send to its end with its wait for the first token and its decode inside,
-//! the waits for a slot and the client's late dispatches (of 1 ms or more) on rows of their
-//! own, and counters of the requests in flight, waiting, and (with every chunk time kept) token
-//! chunks a second.
+//! the waits for a slot (unless every request arrived at once) and the client's late
+//! dispatches (of 1 ms or more) on rows of their own, and counters of the requests in flight, waiting, and (with every chunk time kept) token
+//! chunks a second; and where the server's metrics were scraped, its gauges (running and
+//! waiting requests, KV cache, GPU) and its counters' rates (tokens a second) as counters of
+//! their own, one group per source, on the same clock.
 //!
 //! Rows are packed greedily by start time, so a run never shows more rows than it had
 //! requests at once. Times are µs since the run started.
@@ -14,6 +16,7 @@ use std::io::{self, Write};
 
 use serde_json::{Map, Value, json};
 use servebench_core::record::RequestRecord;
+use servebench_core::telemetry::{ServerTelemetry, Signal, Source};
 
 use crate::runs::{ChunkTimes, RunRecords};
 
@@ -21,6 +24,8 @@ use crate::runs::{ChunkTimes, RunRecords};
 const REQUESTS_PID: u32 = 1;
 const WAITS_PID: u32 = 2;
 const LATE_PID: u32 = 3;
+/// The first server source's process; the next sources follow.
+const SERVER_PID: u32 = 4;
 /// Waits for a slot and late dispatches shorter than this get no slice (the counters keep
 /// them): at a few µs they are the client's ordinary work, and would bury the ones that matter.
 const MIN_SLICE_NS: u64 = 1_000_000;
@@ -34,6 +39,8 @@ pub struct TraceContext {
     pub title: String,
     /// The run's `x-request-id` prefix: each request's id is it followed by its index.
     pub request_id_prefix: Option<String>,
+    /// What the server's metrics said over the run, when they were scraped.
+    pub server: Option<ServerTelemetry>,
 }
 
 /// Assigns each interval `[begin, end)` a row: the lowest row free at its begin, taking the
@@ -172,14 +179,84 @@ fn chunk_rate(sent: &[&RequestRecord]) -> Vec<Value> {
     out
 }
 
+/// The sum and count counters whose ratio over each scrape interval is a mean the trace
+/// shows, ms (the sums alone are not worth a counter).
+const MEANS: [(Signal, Signal, &str); 2] = [
+    (Signal::TtftSum, Signal::TtftCount, "server_mean_ttft_ms"),
+    (Signal::QueueTimeSum, Signal::QueueTimeCount, "server_mean_queue_ms"),
+];
+
+/// A trace time, µs, from seconds since the run's start.
+fn at_s(t: f64) -> f64 {
+    (t.max(0.0) * 1e9).round() / 1000.0
+}
+
+/// A counter event of process `pid`.
+fn count(pid: u32, name: &str, t_s: f64, value: f64) -> Value {
+    json!({"name": name, "ph": "C", "pid": pid, "ts": at_s(t_s), "args": {name: value}})
+}
+
+/// One source's series as counters: gauges as they were read, counters as their rate between
+/// scrapes (`_per_s`; a drop, a server restart, gives no point), and the server's own mean
+/// TTFT and queue time over each interval. Series times are seconds since the run's start.
+fn source_counters(pid: u32, source: &Source) -> Vec<Value> {
+    let mut out = Vec::new();
+    let is_mean_part = |s: Signal| MEANS.iter().any(|&(sum, n, _)| s == sum || s == n);
+    for series in &source.series {
+        let key = serde_json::to_value(series.signal).ok().and_then(|v| v.as_str().map(str::to_string));
+        let Some(key) = key else { continue };
+        if is_mean_part(series.signal) || series.signal == Signal::PrefillTimeSum {
+            continue;
+        }
+        if series.signal.is_counter() {
+            let name = format!("{key}_per_s");
+            for w in series.points.windows(2) {
+                let (dt, dv) = (w[1][0] - w[0][0], w[1][1] - w[0][1]);
+                if dt > 0.0 && dv >= 0.0 {
+                    out.push(count(pid, &name, w[1][0], dv / dt));
+                }
+            }
+        } else {
+            out.extend(series.points.iter().map(|p| count(pid, &key, p[0], p[1])));
+        }
+    }
+    for (sum, n, name) in MEANS {
+        let (Some(sum), Some(n)) = (source.series(sum), source.series(n)) else { continue };
+        for (s, c) in sum.points.windows(2).zip(n.points.windows(2)) {
+            let (ds, dc) = (s[1][1] - s[0][1], c[1][1] - c[0][1]);
+            if s[1][0] == c[1][0] && dc > 0.0 && ds >= 0.0 {
+                out.push(count(pid, name, s[1][0], ds / dc * 1000.0));
+            }
+        }
+    }
+    out
+}
+
+/// Every scraped source as a process of counters.
+fn server_counters(server: &ServerTelemetry) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (i, source) in server.sources.iter().enumerate() {
+        let pid = SERVER_PID + i as u32;
+        let engine = source.engine.as_deref().map(|e| format!("{e} ")).unwrap_or_default();
+        let name = format!("server: {engine}metrics at {}", source.url);
+        out.push(json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}));
+        out.push(json!({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}));
+        out.extend(source_counters(pid, source));
+    }
+    out
+}
+
 /// Every event of the trace, metadata first.
 pub fn trace_events(records: &RunRecords, ctx: &TraceContext) -> Vec<Value> {
     let sent: Vec<&RequestRecord> = records.records.iter().filter(|r| !r.never_sent()).collect();
     let spans: Vec<(u64, u64)> = sent.iter().map(|r| (r.start_ns, end_ns(r))).collect();
     let rows = pack_rows(&spans);
     let waiting: Vec<&RequestRecord> = sent.iter().copied().filter(|r| r.start_ns > r.arrival_ns).collect();
+    // When every request arrived at the start (a closed loop), each waits from there for a
+    // slot: the counter says as much as a row per queued request would.
+    let closed_loop = sent.iter().all(|r| r.arrival_ns == sent[0].arrival_ns);
     let long_waits: Vec<&RequestRecord> =
-        waiting.iter().copied().filter(|r| r.start_ns - r.arrival_ns >= MIN_SLICE_NS).collect();
+        waiting.iter().copied().filter(|r| !closed_loop && r.start_ns - r.arrival_ns >= MIN_SLICE_NS).collect();
     let wait_rows = pack_rows(&long_waits.iter().map(|r| (r.arrival_ns, r.start_ns)).collect::<Vec<_>>());
     let late: Vec<&RequestRecord> =
         sent.iter().copied().filter(|r| r.arrival_ns >= r.planned_ns.saturating_add(MIN_SLICE_NS)).collect();
@@ -219,6 +296,9 @@ pub fn trace_events(records: &RunRecords, ctx: &TraceContext) -> Vec<Value> {
     }
     if records.chunk_times == ChunkTimes::All {
         events.extend(chunk_rate(&sent));
+    }
+    if let Some(server) = &ctx.server {
+        events.extend(server_counters(server));
     }
     events
 }

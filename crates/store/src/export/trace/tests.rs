@@ -9,7 +9,11 @@ fn records(chunk_times: ChunkTimes) -> RunRecords {
 }
 
 fn context() -> TraceContext {
-    TraceContext { title: "run 3: Qwen/Qwen3-8B".into(), request_id_prefix: Some("bench-1234abcd-".into()) }
+    TraceContext {
+        title: "run 3: Qwen/Qwen3-8B".into(),
+        request_id_prefix: Some("bench-1234abcd-".into()),
+        server: None,
+    }
 }
 
 fn written(records: &RunRecords) -> String {
@@ -62,6 +66,59 @@ fn requests_never_sent_are_left_out() {
     });
     let text = written(&r);
     assert!(!text.contains("request 2"));
+}
+
+#[test]
+fn the_servers_gauges_and_counter_rates_follow_the_requests() {
+    use servebench_core::telemetry::{Series, ServerTelemetry, Signal, Source};
+    let source = Source {
+        url: "http://gpu-1:8000/metrics".into(),
+        engine: Some("vllm".into()),
+        scrapes: 3,
+        series: vec![
+            Series { signal: Signal::Running, points: vec![[0.0, 0.0], [0.1, 2.0], [0.2, 1.0]] },
+            // A drop between the last two scrapes is a restart: no rate there.
+            Series { signal: Signal::GenerationTokens, points: vec![[0.0, 10.0], [0.1, 15.0], [0.2, 3.0]] },
+            // Two first tokens in the first interval, 0.3 s in all; none in the second.
+            Series { signal: Signal::TtftSum, points: vec![[0.0, 1.0], [0.1, 1.3], [0.2, 1.3]] },
+            Series { signal: Signal::TtftCount, points: vec![[0.0, 5.0], [0.1, 7.0], [0.2, 7.0]] },
+        ],
+        ..Source::default()
+    };
+    let ctx = TraceContext { server: Some(ServerTelemetry { interval_s: 0.1, sources: vec![source] }), ..context() };
+    let mut out = Vec::new();
+    write_requests_trace(&records(ChunkTimes::All), &ctx, &mut out).unwrap();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let process = events.iter().find(|e| e["name"] == "process_name" && e["pid"] == 4).unwrap();
+    assert_eq!(process["args"]["name"], "server: vllm metrics at http://gpu-1:8000/metrics");
+    let running: Vec<(f64, f64)> = events
+        .iter()
+        .filter(|e| e["name"] == "running")
+        .map(|e| (e["ts"].as_f64().unwrap(), e["args"]["running"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(running, [(0.0, 0.0), (100_000.0, 2.0), (200_000.0, 1.0)]);
+    let rate: Vec<&Value> = events.iter().filter(|e| e["name"] == "generation_tokens_per_s").collect();
+    assert_eq!(rate.len(), 1);
+    assert_eq!(rate[0]["ts"].as_f64(), Some(100_000.0));
+    assert!((rate[0]["args"]["generation_tokens_per_s"].as_f64().unwrap() - 50.0).abs() < 1e-9);
+    let ttft: Vec<&Value> = events.iter().filter(|e| e["name"] == "server_mean_ttft_ms").collect();
+    assert_eq!(ttft.len(), 1);
+    assert!((ttft[0]["args"]["server_mean_ttft_ms"].as_f64().unwrap() - 150.0).abs() < 1e-9);
+    assert!(!events.iter().any(|e| e["name"] == "ttft_sum_per_s" || e["name"] == "ttft_count_per_s"));
+}
+
+#[test]
+fn a_closed_loop_draws_its_queue_as_a_counter_not_a_row_per_wait() {
+    let mut r = records(ChunkTimes::All);
+    for rec in &mut r.records {
+        (rec.planned_ns, rec.arrival_ns) = (0, 0);
+    }
+    let v: Value = serde_json::from_str(&written(&r)).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    assert!(!events.iter().any(|e| e["cat"] == "wait"));
+    let waiting = events.iter().filter(|e| e["name"] == "waiting").map(|e| e["args"]["waiting"].as_i64().unwrap());
+    assert_eq!(waiting.max(), Some(3));
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! One run's requests as a trace in the Trace Event Format (JSON), which Perfetto
 //! (ui.perfetto.dev) and `chrome://tracing` open: a row per concurrency slot, each request a
-//! slice from its send to its end with its wait for the first token and its decode inside,
-//! the waits for a slot (unless every request arrived at once) and the client's late
-//! dispatches (of 1 ms or more) on rows of their own, and counters of the requests in flight, waiting, and (with every chunk time kept) token
-//! chunks a second; and where the server's metrics were scraped, its gauges (running and
-//! waiting requests, KV cache, GPU) and its counters' rates (tokens a second) as counters of
-//! their own, one group per source, on the same clock.
+//! slice from its send to its end with its wait for the first token and its decode inside; the
+//! waits for a slot (unless every request arrived at once) and the client's late dispatches (of
+//! 1 ms or more) on rows of their own; counters of the requests in flight, waiting, and (with
+//! every chunk time kept) token chunks a second; and where the server's metrics were scraped,
+//! its gauges (running and waiting requests, KV cache, GPU) and its counters' rates (tokens a
+//! second) as counters of their own, one group per source, on the same clock.
 //!
 //! Rows are packed greedily by start time, so a run never shows more rows than it had
 //! requests at once. Times are µs since the run started.

@@ -174,6 +174,12 @@ impl RequestRecord {
         self.arrival_ns.saturating_sub(self.planned_ns) as f64 * 1e-9
     }
 
+    /// When the request was last heard from, µs after `start_ns`: its last token chunk or its
+    /// stream's close, whichever came later.
+    pub fn last_heard_us(&self) -> u32 {
+        self.chunks_us.last().copied().unwrap_or(0).max(self.end_us)
+    }
+
     /// Send time in seconds since run start.
     pub fn start_s(&self) -> f64 {
         self.start_ns as f64 * 1e-9

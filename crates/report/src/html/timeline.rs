@@ -43,7 +43,7 @@ pub(super) fn timeline_section(
         .filter(|r| !r.never_sent())
         .map(|r| {
             let start = r.start_s();
-            let last = r.chunks_us.last().copied().unwrap_or(r.end_us).max(r.end_us);
+            let last = r.last_heard_us();
             Span {
                 index: r.index,
                 arrival: r.arrival_ns as f64 * 1e-9,

@@ -32,7 +32,7 @@ pub async fn run(args: SelftestArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     note(format!(
         "selftest: {} levels ({}); each request streams for {:.2} s, so this takes at least {:.0} s",
         options.levels.len(),
-        args.levels.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
+        options.levels.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
         options.request_time().as_secs_f64(),
         options.least_duration().as_secs_f64()
     ));

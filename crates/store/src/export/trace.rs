@@ -79,11 +79,9 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-/// When a request sent ended, ns since the run's start: its stream's close, or its last chunk
-/// where that came later.
+/// When a request sent ended, ns since the run's start.
 fn end_ns(r: &RequestRecord) -> u64 {
-    let last = r.chunks_us.last().copied().unwrap_or(0).max(r.end_us);
-    r.start_ns + u64::from(last) * 1000
+    r.start_ns + u64::from(r.last_heard_us()) * 1000
 }
 
 /// A complete slice (`ph: X`).
@@ -145,7 +143,7 @@ fn counter(name: &str, mut changes: Vec<(u64, i64)>) -> Vec<Value> {
         if changes.get(i + 1).is_some_and(|&(next, _)| next == t) {
             continue;
         }
-        out.push(json!({"name": name, "ph": "C", "pid": REQUESTS_PID, "ts": us(t), "args": {name: level}}));
+        out.push(count(REQUESTS_PID, name, us(t), level));
     }
     out
 }
@@ -167,14 +165,10 @@ fn chunk_rate(sent: &[&RequestRecord]) -> Vec<Value> {
     let mut out: Vec<Value> = bins
         .iter()
         .enumerate()
-        .map(|(i, &n)| {
-            let at = i as u64 * CHUNK_BIN_US * 1000;
-            json!({"name": name, "ph": "C", "pid": REQUESTS_PID, "ts": us(at), "args": {name: n as f64 * per_s}})
-        })
+        .map(|(i, &n)| count(REQUESTS_PID, name, (i as u64 * CHUNK_BIN_US) as f64, n as f64 * per_s))
         .collect();
     if !bins.is_empty() {
-        let at = bins.len() as u64 * CHUNK_BIN_US * 1000;
-        out.push(json!({"name": name, "ph": "C", "pid": REQUESTS_PID, "ts": us(at), "args": {name: 0.0}}));
+        out.push(count(REQUESTS_PID, name, (bins.len() as u64 * CHUNK_BIN_US) as f64, 0.0));
     }
     out
 }
@@ -191,9 +185,9 @@ fn at_s(t: f64) -> f64 {
     (t.max(0.0) * 1e9).round() / 1000.0
 }
 
-/// A counter event of process `pid`.
-fn count(pid: u32, name: &str, t_s: f64, value: f64) -> Value {
-    json!({"name": name, "ph": "C", "pid": pid, "ts": at_s(t_s), "args": {name: value}})
+/// A counter event of process `pid` at `ts` µs.
+fn count(pid: u32, name: &str, ts: f64, value: impl Into<Value>) -> Value {
+    json!({"name": name, "ph": "C", "pid": pid, "ts": ts, "args": {name: value.into()}})
 }
 
 /// One source's series as counters: gauges as they were read, counters as their rate between
@@ -213,11 +207,11 @@ fn source_counters(pid: u32, source: &Source) -> Vec<Value> {
             for w in series.points.windows(2) {
                 let (dt, dv) = (w[1][0] - w[0][0], w[1][1] - w[0][1]);
                 if dt > 0.0 && dv >= 0.0 {
-                    out.push(count(pid, &name, w[1][0], dv / dt));
+                    out.push(count(pid, &name, at_s(w[1][0]), dv / dt));
                 }
             }
         } else {
-            out.extend(series.points.iter().map(|p| count(pid, &key, p[0], p[1])));
+            out.extend(series.points.iter().map(|p| count(pid, &key, at_s(p[0]), p[1])));
         }
     }
     for (sum, n, name) in MEANS {
@@ -225,7 +219,7 @@ fn source_counters(pid: u32, source: &Source) -> Vec<Value> {
         for (s, c) in sum.points.windows(2).zip(n.points.windows(2)) {
             let (ds, dc) = (s[1][1] - s[0][1], c[1][1] - c[0][1]);
             if s[1][0] == c[1][0] && dc > 0.0 && ds >= 0.0 {
-                out.push(count(pid, name, s[1][0], ds / dc * 1000.0));
+                out.push(count(pid, name, at_s(s[1][0]), ds / dc * 1000.0));
             }
         }
     }
@@ -239,8 +233,7 @@ fn server_counters(server: &ServerTelemetry) -> Vec<Value> {
         let pid = SERVER_PID + i as u32;
         let engine = source.engine.as_deref().map(|e| format!("{e} ")).unwrap_or_default();
         let name = format!("server: {engine}metrics at {}", source.url);
-        out.push(json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}));
-        out.push(json!({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}));
+        out.extend(names(pid, &name, 0, ""));
         out.extend(source_counters(pid, source));
     }
     out

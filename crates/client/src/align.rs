@@ -329,7 +329,7 @@ async fn fit_all<S: TokenServer>(
     let specials = server.tokenize(&texts[0], true).await.ok().map(|ids| ids.len().saturating_sub(first.len()));
     let added = match plan.api {
         Api::Completions => specials,
-        Api::Chat => match chat_messages(&plan.requests[0].body) {
+        Api::Chat | Api::Responses => match chat_messages(&plan.requests[0].body) {
             Some(m) => server.tokenize_chat(&m).await.ok().map(|c| c.saturating_sub(first.len())),
             None => None,
         },
@@ -428,9 +428,16 @@ async fn fit<S: TokenServer>(server: &S, salt: usize, prompt: String, target: us
     Fitted { prompt: current, changed, count: Some(ids.len()) }
 }
 
-/// The `messages` of a chat body.
+/// The `messages` of a chat body, or a Responses body's `input` as the one user message it is.
 fn chat_messages(body: &[u8]) -> Option<Value> {
-    serde_json::from_slice::<Value>(body).ok()?.get("messages").cloned()
+    let body = serde_json::from_slice::<Value>(body).ok()?;
+    match body.get("messages") {
+        Some(m) => Some(m.clone()),
+        // A Responses body's `input` text is one user message to the server's template.
+        None => {
+            body.get("input").filter(|i| i.is_string()).map(|i| serde_json::json!([{"role": "user", "content": i}]))
+        }
+    }
 }
 
 /// The summary line (also a plan note) of what the alignment did.

@@ -5,8 +5,8 @@
 //! times go into a vector sized from `max_tokens`, text into one `String`, so nothing is
 //! allocated per token. Every way a request can go wrong ends as a [`Failure`] in the record:
 //! a status other than 2xx, no connection, the per-request timeout, an in-band error event, a
-//! stream without any token, a stream that broke off or could not be decoded, or an
-//! interruption of the run.
+//! stream without any token, a stream that broke off or could not be decoded, a Responses
+//! stream without its terminal event, or an interruption of the run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Uri};
 use servebench_core::config::Api;
-use servebench_core::protocol::{Payload, SseDecoder, SseError, SseEvent, classify};
+use servebench_core::protocol::{Payload, SseDecoder, SseError, SseEvent, StreamChunk, classify};
 use servebench_core::record::{Failure, FailureKind, RequestRecord};
 use tokio::sync::watch;
 
@@ -159,12 +159,18 @@ async fn drive(
 pub struct StreamRecorder {
     api: Api,
     decoder: SseDecoder,
+    /// A Responses stream's terminal event has come.
+    ended: bool,
 }
+
+/// Why a Responses stream that ended without its terminal event failed (vLLM's rule).
+pub const NO_END_MESSAGE: &str =
+    "the stream ended without response.completed or response.incomplete: the response was cut off";
 
 impl StreamRecorder {
     /// A recorder for one response of `api`.
     pub fn new(api: Api) -> Self {
-        Self { api, decoder: SseDecoder::new() }
+        Self { api, decoder: SseDecoder::new(), ended: false }
     }
 
     /// One network read that arrived `t_us` µs after the send.
@@ -174,7 +180,11 @@ impl StreamRecorder {
 
     /// The end of the body, `t_us` µs after the send.
     pub fn finish(&mut self, rec: &mut RequestRecord, t_us: u32) -> Result<(), Failure> {
-        self.decode(rec, t_us, |decoder, on_event| decoder.finish(on_event))
+        self.decode(rec, t_us, |decoder, on_event| decoder.finish(on_event))?;
+        if self.api == Api::Responses && !self.ended {
+            return Err(failure(FailureKind::Stream, NO_END_MESSAGE.to_string()));
+        }
+        Ok(())
     }
 
     /// Runs one decoder `step`, applying each event it completes to `rec` at `t_us`; the first
@@ -186,12 +196,14 @@ impl StreamRecorder {
         step: impl FnOnce(&mut SseDecoder, &mut dyn FnMut(SseEvent<'_>)) -> Result<(), SseError>,
     ) -> Result<(), Failure> {
         let api = self.api;
+        let ended = &mut self.ended;
         let mut first_failure = None;
         let decoded = step(&mut self.decoder, &mut |ev: SseEvent<'_>| {
-            if first_failure.is_none()
-                && let Err(f) = apply(api, ev, t_us, rec)
-            {
-                first_failure = Some(f);
+            if first_failure.is_none() {
+                match apply(api, ev, t_us, rec) {
+                    Ok(end) => *ended |= end,
+                    Err(f) => first_failure = Some(f),
+                }
             }
         });
         if let Some(f) = first_failure {
@@ -201,13 +213,18 @@ impl StreamRecorder {
     }
 }
 
-fn apply(api: Api, ev: SseEvent<'_>, t_us: u32, rec: &mut RequestRecord) -> Result<(), Failure> {
+/// Applies one event to `rec`; `Ok(true)` for the event that ends a Responses stream.
+fn apply(api: Api, ev: SseEvent<'_>, t_us: u32, rec: &mut RequestRecord) -> Result<bool, Failure> {
     if ev.event == Some(b"error") {
-        let message = String::from_utf8_lossy(ev.data).trim().to_string();
+        // The message inside the event when it is one in a known shape, else its data.
+        let message = match classify(api, ev.data) {
+            Ok(Payload::Chunk(StreamChunk { error: Some(m), .. })) => m,
+            _ => String::from_utf8_lossy(ev.data).trim().to_string(),
+        };
         return Err(failure(FailureKind::InBandError, message));
     }
     let chunk = match classify(api, ev.data) {
-        Ok(Payload::Done) => return Ok(()),
+        Ok(Payload::Done) => return Ok(false),
         Ok(Payload::Chunk(c)) => c,
         Err(e) => return Err(failure(FailureKind::Stream, e.to_string())),
     };
@@ -236,7 +253,7 @@ fn apply(api: Api, ev: SseEvent<'_>, t_us: u32, rec: &mut RequestRecord) -> Resu
         rec.server_queue_s = server.queue_time_ms.map(|ms| ms / 1000.0).or(rec.server_queue_s);
         rec.server_ttft_s = server.time_to_first_token_ms.map(|ms| ms / 1000.0).or(rec.server_ttft_s);
     }
-    Ok(())
+    Ok(chunk.end)
 }
 
 fn failure(kind: FailureKind, message: String) -> Failure {
@@ -288,7 +305,7 @@ mod tests {
         let r = ChunkRenderer::new(Api::Chat, "c", 0, "m");
         let mut rec = record(2);
         let mut s = StreamRecorder::new(Api::Chat);
-        s.feed(&mut rec, &r.role_chunk().unwrap(), 10).unwrap();
+        s.feed(&mut rec, &r.opening().unwrap(), 10).unwrap();
         s.feed(&mut rec, &r.token_chunk("x", None), 20).unwrap();
         assert_eq!(rec.chunks_us, vec![20]);
     }
@@ -327,7 +344,7 @@ mod tests {
         let r = ChunkRenderer::new(Api::Chat, "c", 0, "m");
         let mut rec = record(4);
         let mut s = StreamRecorder::new(Api::Chat);
-        s.feed(&mut rec, &r.role_chunk().unwrap(), 5).unwrap();
+        s.feed(&mut rec, &r.opening().unwrap(), 5).unwrap();
         s.feed(&mut rec, &r.reasoning_chunk("think"), 10).unwrap();
         s.feed(&mut rec, &r.reasoning_chunk("more"), 20).unwrap();
         s.feed(&mut rec, &r.token_chunk("answer", None), 35).unwrap();
@@ -340,6 +357,33 @@ mod tests {
         let mut s = StreamRecorder::new(Api::Chat);
         s.feed(&mut plain, &r.token_chunk("x", None), 7).unwrap();
         assert_eq!((plain.reasoning_chunks, plain.first_reasoning_us, plain.first_answer_us), (0, None, Some(7)));
+    }
+
+    #[test]
+    fn a_responses_stream_times_its_deltas_and_needs_its_terminal_event() {
+        let r = ChunkRenderer::new(Api::Responses, "resp_1", 0, "m");
+        let mut rec = record(3);
+        let mut s = StreamRecorder::new(Api::Responses);
+        s.feed(&mut rec, &r.opening().unwrap(), 5).unwrap();
+        s.feed(&mut rec, &r.reasoning_chunk("hm"), 10).unwrap();
+        s.feed(&mut rec, &r.token_chunk("a", None), 20).unwrap();
+        s.feed(&mut rec, &r.token_chunk_with_usage("b", Some("length"), 9, 3), 30).unwrap();
+        s.finish(&mut rec, 31).unwrap();
+        assert_eq!(rec.chunks_us, vec![10, 20, 30], "the opening events are not tokens");
+        assert_eq!((rec.text.as_str(), rec.reasoning_chunks, rec.first_answer_us), ("ab", 1, Some(20)));
+        assert_eq!(rec.usage, servebench_core::record::Usage { prompt_tokens: Some(9), completion_tokens: Some(3) });
+
+        // Cut off before `response.completed`: failed, even though tokens came.
+        let mut rec = record(3);
+        let mut s = StreamRecorder::new(Api::Responses);
+        s.feed(&mut rec, &r.token_chunk("a", None), 20).unwrap();
+        let f = s.finish(&mut rec, 21).unwrap_err();
+        assert_eq!((f.kind, f.message.as_str()), (FailureKind::Stream, NO_END_MESSAGE));
+
+        // An `error` event fails with its own message.
+        let mut s = StreamRecorder::new(Api::Responses);
+        let f = s.feed(&mut rec, &r.error("engine died", "InternalServerError", 500), 25).unwrap_err();
+        assert_eq!((f.kind, f.message.as_str()), (FailureKind::InBandError, r#"engine died (code "500")"#));
     }
 
     #[test]

@@ -36,6 +36,17 @@ pub enum Api {
     Completions,
     /// `/v1/chat/completions`: `messages` in, `choices[].delta.content` out.
     Chat,
+    /// `/v1/responses` (OpenAI's Responses API): `input` in, `response.output_text.delta`
+    /// events out, closed by `response.completed` (or `response.incomplete`) with the usage.
+    Responses,
+}
+
+impl Api {
+    /// Whether the server renders the model's chat template around the prompt (chat and
+    /// Responses requests; a completions prompt is read as it is).
+    pub fn templated(self) -> bool {
+        matches!(self, Api::Chat | Api::Responses)
+    }
 }
 
 /// `--backend`: every value vLLM accepts for an OpenAI-compatible server.
@@ -49,17 +60,19 @@ pub enum Backend {
     Sglang,
     #[serde(rename = "llama.cpp")]
     LlamaCpp,
+    OpenaiResponses,
 }
 
 impl Backend {
     /// Every backend with its command-line spelling.
-    pub const ALL: [(Backend, &'static str); 6] = [
+    pub const ALL: [(Backend, &'static str); 7] = [
         (Backend::Vllm, "vllm"),
         (Backend::Openai, "openai"),
         (Backend::OpenaiChat, "openai-chat"),
         (Backend::VllmChat, "vllm-chat"),
         (Backend::Sglang, "sglang"),
         (Backend::LlamaCpp, "llama.cpp"),
+        (Backend::OpenaiResponses, "openai-responses"),
     ];
 
     /// The spelling used on the command line and in vLLM's result JSON.
@@ -76,6 +89,7 @@ impl Backend {
     pub fn api(self) -> Api {
         match self {
             Backend::OpenaiChat | Backend::VllmChat => Api::Chat,
+            Backend::OpenaiResponses => Api::Responses,
             _ => Api::Completions,
         }
     }
@@ -85,6 +99,7 @@ impl Backend {
         match self.api() {
             Api::Completions => "/v1/completions",
             Api::Chat => "/v1/chat/completions",
+            Api::Responses => "/v1/responses",
         }
     }
 }

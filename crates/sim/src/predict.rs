@@ -168,7 +168,7 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
             max_tokens: first.max_tokens,
             ignore_eos: p.ignore_eos,
             arrived_ns: engine.now_ns(),
-            chat: plan.api == Api::Chat,
+            chat: plan.api.templated(),
         };
         sent += usize::from(engine.add(req).is_ok());
     }
@@ -200,9 +200,9 @@ pub(crate) fn predict_prepared(
         let cached = if sim.options.enable_prefix_caching { " (their prefix stays cached)" } else { "" };
         notes.push(format!("{warmups} warm-up request(s) identical to request 0 ran before the clock started{cached}"));
     }
-    if plan.api == Api::Chat && !sim.model.harmony_chat {
+    if plan.api.templated() && !sim.model.harmony_chat {
         notes.push(
-            "chat requests: the frontend renders the chat template of every request of a burst before it \
+            "chat and Responses requests: the frontend renders the chat template of every request of a burst before it \
              tokenizes any (vLLM's API server), so a burst reaches the scheduler together"
                 .to_string(),
         );

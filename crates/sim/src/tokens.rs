@@ -9,9 +9,25 @@ use serde_json::Value;
 
 use servebench_core::config::Api;
 
+/// The conversation a Responses request's body stands for: `instructions` as the system
+/// message, then `input`, a text (one user message) or a list of messages.
+pub fn responses_messages(body: &Value) -> Result<Value, String> {
+    let mut messages = Vec::new();
+    if let Some(instructions) = body.get("instructions").filter(|i| !i.is_null()) {
+        messages.push(serde_json::json!({"role": "system", "content": instructions}));
+    }
+    match body.get("input") {
+        Some(Value::String(text)) => messages.push(serde_json::json!({"role": "user", "content": text})),
+        Some(Value::Array(items)) => messages.extend(items.iter().cloned()),
+        Some(other) => return Err(format!("\"input\" must be text or a list of messages, got {other}")),
+        None => return Err("the body has no \"input\"".into()),
+    }
+    Ok(Value::Array(messages))
+}
+
 /// Maps a request body to prompt token ids.
 pub trait TokenMapper: Send + Sync {
-    /// Appends the ids of the prompt of `body` (a completions or chat request) to `out`.
+    /// Appends the ids of the prompt of `body` (a completions, chat or Responses request) to `out`.
     /// The error says what in the body could not be read.
     fn prompt_ids(&self, api: Api, body: &Value, out: &mut Vec<u32>) -> Result<(), String>;
 }
@@ -93,6 +109,10 @@ impl TokenMapper for WordHashMapper {
                 out.push(word_id("<|assistant|>"));
                 Ok(())
             }
+            Api::Responses => {
+                let messages = responses_messages(body)?;
+                self.prompt_ids(Api::Chat, &serde_json::json!({ "messages": messages }), out)
+            }
         }
     }
 }
@@ -131,9 +151,20 @@ mod tests {
     }
 
     #[test]
+    fn a_responses_input_reads_as_the_chat_it_stands_for() {
+        let text = ids(Api::Responses, json!({"input": "hello there", "instructions": "be brief"})).unwrap();
+        let chat = json!({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}]});
+        assert_eq!(text, ids(Api::Chat, chat.clone()).unwrap());
+        let listed = ids(Api::Responses, json!({"input": chat["messages"], "instructions": null})).unwrap();
+        assert_eq!(listed, text);
+    }
+
+    #[test]
     fn unreadable_bodies_say_what_is_missing() {
         assert!(ids(Api::Completions, json!({"messages": []})).unwrap_err().contains("prompt"));
         assert!(ids(Api::Chat, json!({"prompt": "x"})).unwrap_err().contains("messages"));
         assert!(ids(Api::Completions, json!({"prompt": [-1]})).unwrap_err().contains("token id"));
+        assert!(ids(Api::Responses, json!({"prompt": "x"})).unwrap_err().contains("input"));
+        assert!(ids(Api::Responses, json!({"input": 3})).unwrap_err().contains("input"));
     }
 }

@@ -48,7 +48,7 @@ pub fn account(tok: Option<&Tokenizer>, plan: &Plan, result: &mut RunResult) {
 /// added special tokens for chat, or the plain prompt when the tokenizer has no template.
 pub fn prompt_tokens(tok: &Tokenizer, api: Api, prompt: &str) -> Result<u32, WorkloadError> {
     match (api, tok.chat_template()) {
-        (Api::Chat, Some(t)) => tok.count(&t.render_user(prompt)?, false),
+        (api, Some(t)) if api.templated() => tok.count(&t.render_user(prompt)?, false),
         _ => tok.count(prompt, true),
     }
 }

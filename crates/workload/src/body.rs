@@ -1,5 +1,5 @@
-//! Request bodies exactly as vLLM's benchmark sends them: the completions or chat payload in
-//! vLLM's key order, then `ignore_eos`, then `--extra-body` merged last (an existing key keeps
+//! Request bodies exactly as vLLM's benchmark sends them: the completions, chat or Responses
+//! payload in vLLM's key order, then `ignore_eos`, then `--extra-body` merged last (an existing key keeps
 //! its place, as Python's `dict.update` does), serialized once with `json.dumps` spacing.
 
 use bytes::Bytes;
@@ -38,12 +38,13 @@ impl BodyBuilder {
         self.api
     }
 
-    /// Whether `--extra-body` replaces the prompt (`prompt`, or a chat body's `messages`), so
-    /// bodies do not carry the prompt they are built with.
+    /// Whether `--extra-body` replaces the prompt (`prompt`, a chat body's `messages`, a
+    /// Responses body's `input`), so bodies do not carry the prompt they are built with.
     pub fn replaces_prompt(&self) -> bool {
         self.extra_body.contains_key(match self.api {
             Api::Completions => "prompt",
             Api::Chat => "messages",
+            Api::Responses => "input",
         })
     }
 
@@ -67,6 +68,10 @@ impl BodyBuilder {
                 p.insert("messages".into(), json!([{"role": "user", "content": [{"type": "text", "text": prompt}]}]));
                 p.insert("max_completion_tokens".into(), json!(max_tokens));
             }
+            Api::Responses => {
+                p.insert("input".into(), Value::String(prompt.to_string()));
+                p.insert("max_output_tokens".into(), json!(max_tokens));
+            }
         }
         self.finish(p)
     }
@@ -82,7 +87,12 @@ impl BodyBuilder {
 
     fn finish(&self, mut p: Map<String, Value>) -> Bytes {
         p.insert("stream".into(), Value::Bool(true));
-        p.insert("stream_options".into(), json!({"include_usage": true}));
+        match self.api {
+            // A Responses stream always ends with its usage; `store: false` keeps the server
+            // from holding every response for later retrieval.
+            Api::Responses => p.insert("store".into(), Value::Bool(false)),
+            Api::Completions | Api::Chat => p.insert("stream_options".into(), json!({"include_usage": true})),
+        };
         if self.ignore_eos {
             p.insert("ignore_eos".into(), Value::Bool(true));
         }

@@ -97,9 +97,9 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
             notes.push(format!(
                 "Prompt tokens counted with {}{}.",
                 t.name(),
-                match (api, t.chat_template()) {
-                    (Api::Chat, Some(_)) => " (chat template applied)",
-                    (Api::Chat, None) => match t.chat_template_error() {
+                match (api.templated(), t.chat_template()) {
+                    (true, Some(_)) => " (chat template applied)",
+                    (true, None) => match t.chat_template_error() {
                         Some(_) => " (its chat template does not compile: template tokens not counted)",
                         None => " (no chat template: template tokens not counted)",
                     },

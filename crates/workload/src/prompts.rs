@@ -84,6 +84,7 @@ fn read_back(plan: &Plan, position: usize, bodies: &BodyBuilder) -> Option<(Stri
             },
             _ => return None,
         },
+        Api::Responses => body.get("input")?.as_str()?,
     };
     (bodies.prompt_as(model, text, r.max_tokens) == r.body).then(|| (model.to_string(), text.to_string()))
 }

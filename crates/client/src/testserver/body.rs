@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::body::Frame;
-use servebench_core::protocol::{ChunkRenderer, done_frame, error_frame};
+use servebench_core::protocol::ChunkRenderer;
 use tokio::time::Sleep;
 
 use super::{Script, UsagePlacement};
@@ -29,7 +29,7 @@ pub(super) enum Step {
 pub(super) fn plan_steps(script: &Script, arrived: Instant, renderer: &ChunkRenderer) -> VecDeque<(Instant, Step)> {
     let mut steps = VecDeque::new();
     if script.role_chunk
-        && let Some(role) = renderer.role_chunk()
+        && let Some(role) = renderer.opening()
     {
         steps.push_back((arrived, Step::Other(role)));
     }
@@ -40,9 +40,9 @@ pub(super) fn plan_steps(script: &Script, arrived: Instant, renderer: &ChunkRend
     for j in 0..chunks {
         due = arrived + script.ttft + script.itl * j;
         if script.error_after == Some(j) {
-            let error = error_frame("scripted in-band error", "InternalServerError", 500);
+            let error = renderer.error("scripted in-band error", "InternalServerError", 500);
             steps.push_back((due, Step::Other(error)));
-            steps.push_back((due, Step::Other(done_frame())));
+            steps.extend(renderer.done().map(|d| (due, Step::Other(d))));
             return steps;
         }
         if script.close_after == Some(j) {
@@ -64,16 +64,17 @@ pub(super) fn plan_steps(script: &Script, arrived: Instant, renderer: &ChunkRend
         steps.push_back((due, Step::Token(frame)));
     }
     if script.error_after.is_some_and(|e| e >= chunks) {
-        let error = error_frame("scripted in-band error", "InternalServerError", 500);
+        let error = renderer.error("scripted in-band error", "InternalServerError", 500);
         steps.push_back((due, Step::Other(error)));
     } else if script.close_after.is_some_and(|c| c >= chunks) {
         steps.push_back((due, Step::Break));
         return steps;
     }
     if script.usage == UsagePlacement::Separate {
-        steps.push_back((due, Step::Other(renderer.usage_chunk(script.prompt_tokens, script.tokens))));
+        let usage = renderer.usage_chunk(script.prompt_tokens, script.tokens, Some("length"));
+        steps.push_back((due, Step::Other(usage)));
     }
-    steps.push_back((due, Step::Other(done_frame())));
+    steps.extend(renderer.done().map(|d| (due, Step::Other(d))));
     steps
 }
 

@@ -39,12 +39,13 @@ use tokenize::Words;
 /// Where the token counts go in a stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum UsagePlacement {
-    /// No usage at all.
+    /// No usage at all (for Responses: no terminal event, a broken stream).
     None,
-    /// A final `choices: []` chunk (vLLM, SGLang).
+    /// A final `choices: []` chunk (vLLM, SGLang); Responses' `response.completed`.
     #[default]
     Separate,
-    /// Inside the last token chunk (llama.cpp's completions).
+    /// Inside the last token chunk (llama.cpp's completions); Responses' last delta and
+    /// `response.completed` in one write.
     InLastChunk,
 }
 
@@ -77,14 +78,15 @@ pub struct Script {
     pub tokens_per_chunk: u32,
     pub usage: UsagePlacement,
     pub prompt_tokens: u32,
-    /// Chat only: open with the `{"role":"assistant","content":""}` chunk, sent on arrival.
+    /// Chat: open with the `{"role":"assistant","content":""}` chunk, sent on arrival;
+    /// Responses: with `response.created` and the other opening events.
     pub role_chunk: bool,
     /// Send an in-band error event instead of chunk `n` (0-based; `tokens` chunks: after all).
     pub error_after: Option<u32>,
     /// Break the connection instead of sending chunk `n`.
     pub close_after: Option<u32>,
-    /// Chat only: the first this many chunks carry reasoning (`reasoning_content`), the rest
-    /// the answer.
+    /// Chat and Responses: the first this many chunks carry reasoning (`reasoning_content`, or
+    /// `response.reasoning_text.delta`), the rest the answer.
     pub reasoning_chunks: u32,
 }
 
@@ -386,6 +388,7 @@ async fn handle(
     let api = match path.as_str() {
         "/v1/completions" => Api::Completions,
         "/v1/chat/completions" => Api::Chat,
+        "/v1/responses" => Api::Responses,
         "/v1/models" => return Ok(simple(&state, truth, StatusCode::OK, "application/json", models_json(&state))),
         "/metrics" => {
             return Ok(simple(&state, truth, StatusCode::OK, "text/plain; version=0.0.4", metrics_text(&state)));
@@ -410,7 +413,11 @@ async fn handle(
         state.answered_one();
         return Ok(resp);
     }
-    let renderer = ChunkRenderer::new(api, &format!("cmpl-{seq}"), 1_767_225_600, &state.config.model);
+    let id = match api {
+        Api::Responses => format!("resp_{seq}"),
+        Api::Completions | Api::Chat => format!("cmpl-{seq}"),
+    };
+    let renderer = ChunkRenderer::new(api, &id, 1_767_225_600, &state.config.model);
     let steps = plan_steps(&script, arrived, &renderer);
     let on_end = {
         let (state, conn) = (Arc::clone(&state), Arc::clone(&conn));

@@ -104,3 +104,41 @@ async fn reasoning_deltas_are_timed_and_counted_apart_from_the_answer() {
     let (first_r, first_a) = (reasoning.time_to_first_reasoning.unwrap(), reasoning.time_to_first_answer.unwrap());
     assert!(first_a.mean_ms - first_r.mean_ms > 20.0, "{first_r:?} {first_a:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_responses_stream_is_timed_on_its_deltas_and_counted_from_its_terminal_event() {
+    let _serial = serial().await;
+    // The opening events go out on arrival, the first delta 40 ms later; 2 reasoning deltas.
+    let script = Script {
+        ttft: Duration::from_millis(40),
+        tokens: 6,
+        reasoning_chunks: 2,
+        prompt_tokens: 13,
+        ..Script::default()
+    };
+    let (result, server) = one_run(Api::Responses, 3, script).await;
+    let truth = truth_by_index(&server.truth());
+    for r in &result.records {
+        assert_eq!(r.chunks_us.len(), 6, "one time per delta, none for the opening events");
+        assert_eq!(r.reasoning_chunks, 2);
+        let server_ttft = (truth[&r.index].token_chunks[0] - truth[&r.index].arrived).as_secs_f64();
+        assert!(r.ttft_s() >= server_ttft, "TTFT {} s before the first delta ({server_ttft} s)", r.ttft_s());
+        assert_eq!(r.text, " t2 t3 t4 t5");
+        assert_eq!(r.usage, Usage { prompt_tokens: Some(13), completion_tokens: Some(6) });
+    }
+    assert!(server.truth().iter().all(|t| t.path == "/v1/responses"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_responses_stream_without_its_terminal_event_is_a_failure_with_its_reason() {
+    let _serial = serial().await;
+    let script = Script { tokens: 3, usage: UsagePlacement::None, ..Script::default() };
+    let server = TestServer::start(TestServerConfig::new(2, move |_| script.clone())).await.unwrap();
+    let cfg = config(&server.base_url(), Api::Responses);
+    let result = run(&cfg, &plan(Api::Responses, 2, 8, |_| 0), quiet(), never()).await.unwrap();
+    for r in &result.records {
+        let f = r.failure.as_ref().expect("cut off before response.completed");
+        assert_eq!(f.message, servebench_client::stream::NO_END_MESSAGE);
+        assert_eq!(r.chunks_us.len(), 3, "what arrived is kept");
+    }
+}

@@ -110,6 +110,50 @@ fn every_transcript_decodes_the_same_one_byte_at_a_time() {
 }
 
 #[test]
+fn a_captured_responses_stream_classifies_to_its_counts_whole_or_byte_by_byte() {
+    // The Responses API has no `[DONE]`: `response.completed` ends it, with the usage.
+    let bytes = transcript("llamacpp_responses.sse");
+    let whole = summarize(Api::Responses, &[&bytes]);
+    let want =
+        Summary { tokens: 4, text: "لعبة Zucker.File-Out".into(), usage: usage(14, 4), ..Summary::default() };
+    assert_eq!(whole, want);
+    let pieces: Vec<&[u8]> = bytes.chunks(1).collect();
+    assert_eq!(summarize(Api::Responses, &pieces), whole);
+    let mut ends = 0;
+    SseDecoder::new()
+        .feed(&bytes, |e| {
+            if let Ok(Payload::Chunk(c)) = classify(Api::Responses, e.data) {
+                ends += usize::from(c.end);
+            }
+        })
+        .unwrap();
+    assert_eq!(ends, 1);
+}
+
+#[test]
+fn rendered_responses_events_carry_what_a_real_servers_do() {
+    // Each rendered event has at least the keys llama.cpp's of the same type has, but for
+    // llama.cpp's own `timings` (vLLM and OpenAI add `sequence_number`, which llama.cpp leaves
+    // out), and the same event types open and close the stream.
+    let theirs = frames(&transcript("llamacpp_responses.sse"));
+    let r = ChunkRenderer::new(Api::Responses, "resp_x", 1, "m");
+    let mine = frames(&[r.opening().unwrap(), r.token_chunk("a", None), r.usage_chunk(3, 1, None)].concat());
+    for m in &mine {
+        let t = theirs
+            .iter()
+            .find(|t| t["type"] == m["type"])
+            .unwrap_or_else(|| panic!("{} not sent by llama.cpp", m["type"]));
+        for k in keys(t).into_iter().filter(|k| k != "timings") {
+            assert!(m.get(&k).is_some(), "{}: no {k}", m["type"]);
+        }
+    }
+    let usage = &mine.last().unwrap()["response"]["usage"];
+    for k in keys(&theirs.last().unwrap()["response"]["usage"]) {
+        assert!(usage.get(&k).is_some(), "usage: no {k}");
+    }
+}
+
+#[test]
 fn vllm_per_request_metrics_are_read() {
     let s = summarize(Api::Completions, &[&transcript("vllm_completions.sse")]);
     assert_eq!(s.server, Some(ServerTimings { queue_time_ms: Some(0.8), time_to_first_token_ms: Some(21.5) }));
@@ -150,10 +194,10 @@ fn rendered_chunks_have_the_shape_and_key_order_of_vllms() {
     let r = ChunkRenderer::new(Api::Chat, "chatcmpl-x", 1, "m");
     let mine = frames(
         &[
-            r.role_chunk().unwrap(),
+            r.opening().unwrap(),
             r.token_chunk("Hello", None),
             r.token_chunk(" help", Some("length")),
-            r.usage_chunk(12, 6),
+            r.usage_chunk(12, 6, None),
             done_frame(),
         ]
         .concat(),
@@ -173,7 +217,7 @@ fn rendered_chunks_have_the_shape_and_key_order_of_vllms() {
     let last = frames(&r.token_chunk(" is", Some("length")));
     assert_eq!(shape(&last[0]), shape(&vllm[4]));
     // vLLM's usage chunk may also carry `metrics`; everything else must match.
-    let usage = frames(&r.usage_chunk(6, 5));
+    let usage = frames(&r.usage_chunk(6, 5, None));
     let mut theirs = vllm[5].clone();
     theirs.as_object_mut().unwrap().remove("metrics");
     assert_eq!(shape(&usage[0]), shape(&theirs));

@@ -1,11 +1,12 @@
 //! The wire protocol shared by the load engine and the servers it talks to: the SSE framing
-//! ([`sse`]), what one OpenAI streaming payload means ([`openai`]), and how servers render
-//! those payloads ([`render`]).
+//! ([`sse`]), what one OpenAI streaming payload means ([`openai`]; the Responses API's events
+//! in `responses`), and how servers render those payloads ([`render`]).
 //!
 //! Everything here is sans-IO: bytes in, meaning out (or meaning in, bytes out).
 
 pub mod openai;
 pub mod render;
+mod responses;
 pub mod sse;
 
 #[cfg(test)]

@@ -49,6 +49,9 @@ pub struct StreamChunk<'a> {
     pub error: Option<String>,
     /// vLLM's per-request `metrics` object, when present.
     pub server: Option<ServerTimings>,
+    /// The event that ends a Responses stream (`response.completed` or `response.incomplete`);
+    /// completions and chat streams have none.
+    pub end: bool,
 }
 
 /// Server-side timings from vLLM's `metrics` object, in milliseconds.
@@ -69,7 +72,7 @@ pub struct ClassifyError {
 }
 
 impl ClassifyError {
-    fn new(reason: impl fmt::Display, data: &[u8]) -> Self {
+    pub(super) fn new(reason: impl fmt::Display, data: &[u8]) -> Self {
         const MAX: usize = 120;
         let text = String::from_utf8_lossy(&data[..data.len().min(MAX)]);
         let more = if data.len() > MAX { "…" } else { "" };
@@ -77,12 +80,21 @@ impl ClassifyError {
     }
 }
 
-/// Classifies one SSE data payload of a completions or chat stream.
+/// Classifies one SSE data payload of a completions, chat or Responses stream.
 pub fn classify(api: Api, data: &[u8]) -> Result<Payload<'_>, ClassifyError> {
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
         return Ok(Payload::Done);
     }
+    match api {
+        Api::Completions => choices(false, trimmed, data),
+        Api::Chat => choices(true, trimmed, data),
+        Api::Responses => super::responses::classify(data),
+    }
+}
+
+/// A completions (`chat` false) or chat chunk: `choices`, `usage`, `error` and `metrics`.
+fn choices<'a>(chat: bool, trimmed: &'a [u8], data: &[u8]) -> Result<Payload<'a>, ClassifyError> {
     let raw: RawChunk<'_> = serde_json::from_slice(trimmed).map_err(|e| ClassifyError::new(e, data))?;
     let mut chunk = StreamChunk {
         usage: raw.usage.map(RawUsage::into_usage),
@@ -94,27 +106,22 @@ pub fn classify(api: Api, data: &[u8]) -> Result<Payload<'_>, ClassifyError> {
         return Ok(Payload::Chunk(chunk));
     };
     chunk.finish_reason = text(choice.finish_reason);
-    match api {
-        Api::Completions => {
-            chunk.token = len > 0;
-            chunk.text = text(choice.text);
-        }
-        Api::Chat => {
-            if let Some(delta) = choice.delta {
-                let content = text(delta.content);
-                let reasoning = text(delta.reasoning);
-                let reasoning_content = text(delta.reasoning_content);
-                let empty_content = content.as_deref() == Some("");
-                chunk.token = truthy(&content)
-                    || truthy(&reasoning)
-                    || truthy(&reasoning_content)
-                    || delta.tool_calls.0
-                    || delta.function_call.0
-                    || (empty_content && !delta.role.0);
-                chunk.text = content;
-                chunk.reasoning = reasoning.or(reasoning_content);
-            }
-        }
+    if !chat {
+        chunk.token = len > 0;
+        chunk.text = text(choice.text);
+    } else if let Some(delta) = choice.delta {
+        let content = text(delta.content);
+        let reasoning = text(delta.reasoning);
+        let reasoning_content = text(delta.reasoning_content);
+        let empty_content = content.as_deref() == Some("");
+        chunk.token = truthy(&content)
+            || truthy(&reasoning)
+            || truthy(&reasoning_content)
+            || delta.tool_calls.0
+            || delta.function_call.0
+            || (empty_content && !delta.role.0);
+        chunk.text = content;
+        chunk.reasoning = reasoning.or(reasoning_content);
     }
     Ok(Payload::Chunk(chunk))
 }
@@ -161,16 +168,18 @@ struct RawDelta<'a> {
     function_call: Truthy,
 }
 
+/// Token counts: completions' and chat's `prompt_tokens`/`completion_tokens`, or the
+/// Responses API's `input_tokens`/`output_tokens`.
 #[derive(Deserialize)]
-struct RawUsage {
-    #[serde(default)]
+pub(super) struct RawUsage {
+    #[serde(default, alias = "input_tokens")]
     prompt_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, alias = "output_tokens")]
     completion_tokens: Option<u64>,
 }
 
 impl RawUsage {
-    fn into_usage(self) -> Usage {
+    pub(super) fn into_usage(self) -> Usage {
         let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         Usage { prompt_tokens: self.prompt_tokens.map(clamp), completion_tokens: self.completion_tokens.map(clamp) }
     }
@@ -178,27 +187,71 @@ impl RawUsage {
 
 /// A string borrowed from the payload when it has no escapes (serde does not borrow a
 /// `Cow` inside an `Option` by itself).
-struct Text<'a>(Cow<'a, str>);
+pub(super) struct Text<'a>(pub(super) Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Text<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(v.to_string())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(V)
+        d.deserialize_str(TextVisitor { lenient: false }).map(Text)
+    }
+}
+
+/// Like [`Text`], but any other JSON value reads as the empty string (a field whose type
+/// differs between event types never fails the stream).
+pub(super) struct LooseText<'a>(pub(super) Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for LooseText<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextVisitor { lenient: true }).map(LooseText)
+    }
+}
+
+/// A string, borrowed when it can be; `lenient`: anything else is "" rather than an error.
+struct TextVisitor {
+    lenient: bool,
+}
+
+impl TextVisitor {
+    fn other<'de, E: de::Error>(&self, what: de::Unexpected<'_>) -> Result<Cow<'de, str>, E> {
+        if self.lenient { Ok(Cow::Borrowed("")) } else { Err(E::invalid_type(what, self)) }
+    }
+}
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(if self.lenient { "any JSON value" } else { "a string" })
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        self.other(de::Unexpected::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        self.other(de::Unexpected::Signed(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        self.other(de::Unexpected::Unsigned(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        self.other(de::Unexpected::Float(v))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.other(de::Unexpected::Unit)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        self.other(de::Unexpected::Seq)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        self.other(de::Unexpected::Map)
     }
 }
 
@@ -300,7 +353,7 @@ impl<'de> Deserialize<'de> for Truthy {
 }
 
 /// The message of an `error` field: a string, or an object with a `message`.
-struct ErrorMessage(String);
+pub(super) struct ErrorMessage(pub(super) String);
 
 impl<'de> Deserialize<'de> for ErrorMessage {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -14,9 +14,14 @@
 //!   `"stop_reason":null`.
 //! - usage: the same head with `"choices":[]` and
 //!   `"usage":{"prompt_tokens","total_tokens","completion_tokens"}`.
+//! - Responses: `event:`/`data:` frames numbered by `sequence_number`, opened by
+//!   `response.created`, `response.in_progress` and the message item's `.added` events, closed by
+//!   `response.completed` with the usage; no `[DONE]` (the `.done` events, which repeat the
+//!   whole text, are left out).
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::responses::ResponsesRenderer;
 use crate::config::Api;
 
 /// `data: [DONE]` and its blank line.
@@ -41,14 +46,20 @@ pub struct ChunkRenderer {
     api: Api,
     /// `data: {"id":…,"object":…,"created":…,"model":…,"choices":[`
     head: Vec<u8>,
+    /// The Responses API's events (its frames have no common head).
+    responses: Option<ResponsesRenderer>,
 }
 
 impl ChunkRenderer {
-    /// `id` is the response id (`cmpl-…` or `chatcmpl-…`), `created` Unix seconds.
+    /// `id` is the response id (`cmpl-…`, `chatcmpl-…` or `resp_…`), `created` Unix seconds.
     pub fn new(api: Api, id: &str, created: u64, model: &str) -> Self {
         let object = match api {
             Api::Completions => "text_completion",
             Api::Chat => "chat.completion.chunk",
+            Api::Responses => {
+                let responses = Some(ResponsesRenderer::new(id, created, model));
+                return Self { api, head: Vec::new(), responses };
+            }
         };
         let mut head = BytesMut::with_capacity(id.len() + model.len() + 96);
         head.put_slice(b"data: {\"id\":");
@@ -56,16 +67,20 @@ impl ChunkRenderer {
         head.put_slice(format!(",\"object\":\"{object}\",\"created\":{created},\"model\":").as_bytes());
         put_json_str(&mut head, model);
         head.put_slice(b",\"choices\":[");
-        Self { api, head: head.to_vec() }
+        Self { api, head: head.to_vec(), responses: None }
     }
 
     pub fn api(&self) -> Api {
         self.api
     }
 
-    /// The chat stream's opening chunk, `{"role":"assistant","content":""}`; `None` for
-    /// completions, which have no such chunk.
-    pub fn role_chunk(&self) -> Option<Bytes> {
+    /// What a stream sends before its first token: the chat role chunk,
+    /// `{"role":"assistant","content":""}`, or the Responses API's opening events; `None` for
+    /// completions, which open with their first token.
+    pub fn opening(&self) -> Option<Bytes> {
+        if let Some(r) = &self.responses {
+            return Some(r.opening());
+        }
         (self.api == Api::Chat).then(|| {
             let mut b = self.start(64);
             b.put_slice(
@@ -75,10 +90,13 @@ impl ChunkRenderer {
         })
     }
 
-    /// A chat chunk carrying reasoning `text` in `delta.reasoning_content` (reasoning models
-    /// behind a reasoning parser); for completions, which have no reasoning field, a token
-    /// chunk of `text`.
+    /// A chunk carrying reasoning `text`: in chat, `delta.reasoning_content` (reasoning models
+    /// behind a reasoning parser); in Responses, a `response.reasoning_text.delta`; for
+    /// completions, which have no reasoning field, a token chunk of `text`.
     pub fn reasoning_chunk(&self, text: &str) -> Bytes {
+        if let Some(r) = &self.responses {
+            return r.delta(text, true).freeze();
+        }
         if self.api != Api::Chat {
             return self.token_chunk(text, None);
         }
@@ -89,14 +107,19 @@ impl ChunkRenderer {
         b.freeze()
     }
 
-    /// A chunk carrying `text` (one or more tokens); `finish_reason` is set on the last one.
+    /// A chunk carrying `text` (one or more tokens); `finish_reason` is set on the last one
+    /// (a Responses delta has no such field: its terminal event says how it ended).
     pub fn token_chunk(&self, text: &str, finish_reason: Option<&str>) -> Bytes {
+        if let Some(r) = &self.responses {
+            return r.delta(text, false).freeze();
+        }
         let mut b = self.token_body(text, finish_reason);
         b.put_slice(b"]}\n\n");
         b.freeze()
     }
 
-    /// A token chunk that also carries `usage`, the way llama.cpp ends its streams.
+    /// A token chunk that also carries `usage`, the way llama.cpp ends its streams (in
+    /// Responses, the last delta and the terminal event in one write).
     pub fn token_chunk_with_usage(
         &self,
         text: &str,
@@ -104,6 +127,11 @@ impl ChunkRenderer {
         prompt_tokens: u32,
         completion_tokens: u32,
     ) -> Bytes {
+        if let Some(r) = &self.responses {
+            let mut b = r.delta(text, false);
+            r.completed(&mut b, prompt_tokens, completion_tokens, finish_reason);
+            return b.freeze();
+        }
         let mut b = self.token_body(text, finish_reason);
         b.put_slice(b"],");
         put_usage(&mut b, prompt_tokens, completion_tokens);
@@ -111,13 +139,39 @@ impl ChunkRenderer {
         b.freeze()
     }
 
-    /// The final `choices: []` chunk with the token counts (`stream_options.include_usage`).
-    pub fn usage_chunk(&self, prompt_tokens: u32, completion_tokens: u32) -> Bytes {
+    /// The token counts after the last token: the final `choices: []` chunk of completions and
+    /// chat (`stream_options.include_usage`), or the Responses API's terminal
+    /// `response.completed`, which also says how the response ended (`finish_reason`
+    /// "length" is status `incomplete`).
+    pub fn usage_chunk(&self, prompt_tokens: u32, completion_tokens: u32, finish_reason: Option<&str>) -> Bytes {
+        if let Some(r) = &self.responses {
+            let mut b = BytesMut::with_capacity(512);
+            r.completed(&mut b, prompt_tokens, completion_tokens, finish_reason);
+            return b.freeze();
+        }
         let mut b = self.start(96);
         b.put_slice(b"],");
         put_usage(&mut b, prompt_tokens, completion_tokens);
         b.put_slice(b"}\n\n");
         b.freeze()
+    }
+
+    /// Whether the token counts end every stream (Responses), not only those that ask for them.
+    pub fn usage_always(&self) -> bool {
+        self.responses.is_some()
+    }
+
+    /// The end-of-stream marker, `data: [DONE]`; `None` for Responses, which have none.
+    pub fn done(&self) -> Option<Bytes> {
+        self.responses.is_none().then(done_frame)
+    }
+
+    /// An in-band error: vLLM's `{"error": ...}` chunk, or the Responses API's `error` event.
+    pub fn error(&self, message: &str, error_type: &str, code: u16) -> Bytes {
+        match &self.responses {
+            Some(r) => r.error(message, code),
+            None => error_frame(message, error_type, code),
+        }
     }
 
     fn start(&self, extra: usize) -> BytesMut {
@@ -136,7 +190,7 @@ impl ChunkRenderer {
                 put_opt_json_str(&mut b, finish_reason);
                 b.put_slice(b",\"stop_reason\":null}");
             }
-            Api::Chat => {
+            Api::Chat | Api::Responses => {
                 b.put_slice(b"{\"index\":0,\"delta\":{\"content\":");
                 put_json_str(&mut b, text);
                 b.put_slice(b"},\"logprobs\":null,\"finish_reason\":");
@@ -167,7 +221,7 @@ fn put_opt_json_str(b: &mut BytesMut, s: Option<&str>) {
 }
 
 /// Writes `s` as a JSON string literal (quoted and escaped).
-fn put_json_str(b: &mut BytesMut, s: &str) {
+pub(super) fn put_json_str(b: &mut BytesMut, s: &str) {
     // Writing a &str into an in-memory buffer cannot fail.
     let _ = serde_json::to_writer(BufMut::writer(&mut *b), s);
 }
@@ -194,18 +248,18 @@ mod tests {
                    "choices":[{"index":0,"text":"a\"b\n","logprobs":null,"finish_reason":null,"stop_reason":null}]})
         );
         assert_eq!(
-            json_of(&r.usage_chunk(3, 4)),
+            json_of(&r.usage_chunk(3, 4, None)),
             json!({"id":"cmpl-1","object":"text_completion","created":7,"model":"m\"x","choices":[],
                    "usage":{"prompt_tokens":3,"total_tokens":7,"completion_tokens":4}})
         );
-        assert!(r.role_chunk().is_none());
+        assert!(r.opening().is_none());
     }
 
     #[test]
     fn chat_chunks_have_vllms_shape() {
         let r = ChunkRenderer::new(Api::Chat, "chatcmpl-9", 1, "m");
         assert_eq!(
-            json_of(&r.role_chunk().unwrap())["choices"],
+            json_of(&r.opening().unwrap())["choices"],
             json!([{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}])
         );
         assert_eq!(
@@ -228,11 +282,11 @@ mod tests {
     fn a_rendered_stream_classifies_back_to_what_was_rendered() {
         let r = ChunkRenderer::new(Api::Chat, "c", 0, "m");
         let mut wire = Vec::new();
-        wire.extend_from_slice(&r.role_chunk().unwrap());
+        wire.extend_from_slice(&r.opening().unwrap());
         for (i, t) in ["He", "llo", ""].iter().enumerate() {
             wire.extend_from_slice(&r.token_chunk(t, (i == 2).then_some("length")));
         }
-        wire.extend_from_slice(&r.usage_chunk(2, 3));
+        wire.extend_from_slice(&r.usage_chunk(2, 3, Some("length")));
         wire.extend_from_slice(&done_frame());
         let mut d = SseDecoder::new();
         let (mut tokens, mut text, mut usage, mut done) = (0, String::new(), None, false);

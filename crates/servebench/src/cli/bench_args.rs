@@ -74,7 +74,8 @@ impl Default for EndpointArgs {
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Requests")]
 pub struct RequestArgs {
-    /// Backend or endpoint type: vllm, openai (completions), openai-chat, vllm-chat, sglang, llama.cpp.
+    /// Backend or endpoint type: vllm, openai (completions), openai-chat, vllm-chat,
+    /// openai-responses (the Responses API, /v1/responses), sglang, llama.cpp.
     #[arg(long, default_value = "openai")]
     pub backend: String,
     /// The model name sent in requests (default: --model).

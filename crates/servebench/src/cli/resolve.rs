@@ -33,7 +33,6 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ResolveError> {
 
 /// vLLM backends that are not OpenAI-compatible generation APIs (refused by name).
 const OTHER_VLLM_BACKENDS: &[&str] = &[
-    "openai-responses",
     "openai-audio",
     "openai-embeddings",
     "openai-embeddings-chat",
@@ -395,6 +394,7 @@ fn check_endpoint(endpoint: &str, backend: Backend) -> Result<(), ResolveError> 
     let ok = match backend.api() {
         servebench_core::config::Api::Completions => endpoint.ends_with("completions"),
         servebench_core::config::Api::Chat => endpoint.ends_with("chat/completions"),
+        servebench_core::config::Api::Responses => endpoint.ends_with("responses"),
     };
     if ok {
         Ok(())

@@ -119,6 +119,17 @@ async fn bench_serve_against_the_llama_cpp_dialect_is_exact_quick_and_quiet() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_serve_on_the_responses_api_is_exact_and_quiet() {
+    // The server renders the chat template around `input`: the plan's counts include it, with
+    // the local tokenizer's template or, without one, the server's `/tokenize` of the messages.
+    let server = sim(Dialect::Vllm).await;
+    for local in [false, true] {
+        run_against(&server, Backend::OpenaiResponses, local, 8, 40, 8).await;
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_serve_against_the_sglang_dialect_is_exact_and_quiet() {
     let server = sim(Dialect::Sglang).await;
     run_against(&server, Backend::Sglang, false, 8, 40, 8).await;

@@ -156,7 +156,8 @@ fn server_count(json: &Value, signal: &str) -> Option<f64> {
 
 /// One clean run on `api`'s endpoint: nothing lost, every count the server's.
 async fn clean_run(endpoint: &[&str], name: &str) {
-    let chat = endpoint.contains(&"openai-chat");
+    // Chat and Responses requests go through the chat template.
+    let templated = endpoint.iter().any(|f| ["openai-chat", "openai-responses"].contains(f));
     let dir = tempfile::tempdir().unwrap();
     let Some(server) = RealServer::start(dir.path()).await else { return };
     let flags = [&["--num-prompts", "40", "--server-metrics", "--scrape-interval", "0.5"][..], endpoint].concat();
@@ -167,12 +168,12 @@ async fn clean_run(endpoint: &[&str], name: &str) {
     let json = read_json(&dir.path().join(name));
     assert_eq!((json["completed"].as_u64(), json["failed"].as_u64()), (Some(40), Some(0)), "{stdout}");
     let records = json["servebench"]["requests"].as_array().unwrap();
-    // Random prompts are exactly their length by the server's count (on chat, plus the chat
+    // Random prompts are exactly their length by the server's count (on chat and Responses, plus the chat
     // template's tokens, the same for every request and counted by the client too), outputs
     // exactly theirs.
     let counts = |key: &str| -> Vec<u64> { records.iter().map(|r| r[key].as_u64().unwrap_or(0)).collect() };
     let prompts = counts("prompt_tokens_server");
-    let template = if chat { 1..=16 } else { 0..=0 };
+    let template = if templated { 1..=16 } else { 0..=0 };
     assert!(prompts.iter().all(|&p| p == prompts[0] && template.contains(&(p - 128))), "{prompts:?}");
     assert_eq!(prompts, counts("prompt_tokens_client"), "the client counts the prompt as the server does");
     assert!(counts("output_tokens_server").iter().all(|&n| n == 128), "{:?}", counts("output_tokens_server"));
@@ -196,6 +197,11 @@ async fn completions_against_llama_server_lose_nothing_and_count_what_it_counts(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_against_llama_server_loses_nothing_and_counts_what_it_counts() {
     clean_run(&["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"], "chat.json").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_against_llama_server_lose_nothing_and_count_what_it_counts() {
+    clean_run(&["--backend", "openai-responses"], "responses.json").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use servebench_core::config::{Api, Backend, Metric};
+use servebench_core::config::{Backend, Metric};
 use servebench_core::metrics::Summary;
 use servebench_core::vllm::{
     ReportOrigin, block_labels, is_json, labels, metadata_from_vllm_json, parse_reports, read_documents,
@@ -257,7 +257,7 @@ impl MeasuredPoint {
     /// blocks, a table row's or a result JSON's `backend`).
     pub fn read_backend(&mut self) {
         let named = self.labels.iter().rev().find(|(k, _)| k == "backend").map(|(_, v)| v.as_str());
-        self.workload.chat = named.and_then(Backend::from_name).is_some_and(|b| b.api() == Api::Chat);
+        self.workload.chat = named.and_then(Backend::from_name).is_some_and(|b| b.api().templated());
     }
 
     /// Reads how requests arrived from labels where the run itself does not say (a report's

@@ -7,7 +7,6 @@
 //! engine (a turn's prompt is the conversation's history, the answers actually generated
 //! included) and records what comes back.
 
-use servebench_core::config::Api;
 use servebench_core::load::{Action, LoadPolicy, skip_message};
 use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RequestRecord, TurnRef, Usage};
@@ -156,7 +155,7 @@ impl<'a> Client<'a> {
         if i < n && self.plan.tokens_exact() {
             rec.prompt_tokens_client = Some(self.plan.requests[i].prompt_tokens);
         }
-        let chat = self.plan.api == Api::Chat;
+        let chat = self.plan.api.templated();
         let req =
             NewRequest { tag: i as u64, prompt: PromptTokens::Ids(ids), max_tokens, ignore_eos, arrived_ns: at, chat };
         match engine.add(req) {

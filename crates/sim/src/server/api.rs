@@ -1,6 +1,7 @@
 //! The HTTP endpoints, in vLLM's request and response shapes.
 //!
-//! `POST /v1/completions` and `/v1/chat/completions` (streamed or not), `GET /v1/models`,
+//! `POST /v1/completions`, `/v1/chat/completions` and `/v1/responses` (streamed or not; the
+//! Responses API's `input` read as the chat it stands for), `GET /v1/models`,
 //! `/health`, `/version`, `/metrics`, and `POST /tokenize` / `/detokenize`. Errors use OpenAI's
 //! shape, `{"error": {"message", "type", "param", "code"}}`, with vLLM's messages where vLLM has
 //! one (unknown model, context too long). Where llama.cpp's or SGLang's API differs from vLLM's,
@@ -63,7 +64,7 @@ impl Shared {
     ) -> Result<Admission, ApiError> {
         let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
         let (events, rx) = mpsc::unbounded_channel();
-        let chat = api == Api::Chat;
+        let chat = api.templated();
         let arrival = Arrival { tag, prompt, max_tokens, ignore_eos, chat, received, events };
         self.pacer.send(ToPacer::Arrive(arrival)).map_err(|_| ApiError::shutting_down())?;
         Ok(Admission { tag, rx, pacer: self.pacer.clone(), ended: false })
@@ -98,6 +99,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
     router
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/responses", post(responses))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/version", get(version))
@@ -181,6 +183,7 @@ struct Params {
     stream_options: Option<StreamOptions>,
     max_tokens: Option<i64>,
     max_completion_tokens: Option<i64>,
+    max_output_tokens: Option<i64>,
     ignore_eos: Option<bool>,
     n: Option<i64>,
 }
@@ -201,6 +204,11 @@ async fn chat_completions(State(s): State<Arc<Shared>>, req: Request) -> Respons
     generate(s, Api::Chat, received, req).await.unwrap_or_else(IntoResponse::into_response)
 }
 
+async fn responses(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let received = Instant::now();
+    generate(s, Api::Responses, received, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
 /// `max_tokens` after vLLM's checks: the prompt must leave room, the request must fit.
 fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u32) -> Result<u32, ApiError> {
     if prompt == 0 {
@@ -215,20 +223,23 @@ fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u
     let room = max_model_len - prompt;
     let asked = match (requested, api) {
         (Some(m), _) => m,
-        // vLLM's defaults: 16 for completions, the rest of the context for chat.
+        // vLLM's defaults: 16 for completions, the rest of the context for chat and Responses.
         (None, Api::Completions) => 16,
-        (None, Api::Chat) => i64::from(room),
+        (None, Api::Chat | Api::Responses) => i64::from(room),
+    };
+    let (param, names) = match api {
+        Api::Responses => ("max_output_tokens", "'max_output_tokens'"),
+        Api::Completions | Api::Chat => ("max_tokens", "'max_tokens' or 'max_completion_tokens'"),
     };
     if asked < 1 {
-        return Err(ApiError::bad_param("max_tokens", format!("max_tokens must be at least 1, got {asked}.")));
+        return Err(ApiError::bad_param(param, format!("{param} must be at least 1, got {asked}.")));
     }
     if asked > i64::from(room) {
         return Err(ApiError::bad_param(
-            "max_tokens",
+            param,
             format!(
-                "'max_tokens' or 'max_completion_tokens' is too large: {asked}. This model's maximum context length \
-                 is {max_model_len} tokens and your request has {prompt} input tokens ({asked} > {max_model_len} - \
-                 {prompt})."
+                "{names} is too large: {asked}. This model's maximum context length is {max_model_len} tokens and \
+                 your request has {prompt} input tokens ({asked} > {max_model_len} - {prompt})."
             ),
         ));
     }
@@ -247,6 +258,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     let requested = match api {
         Api::Chat => p.max_completion_tokens.or(p.max_tokens),
         Api::Completions => p.max_tokens,
+        Api::Responses => p.max_output_tokens,
     };
     let max_tokens = output_budget(api, prompt_tokens, requested, s.max_model_len)?;
     let admission = s.admit(prompt, max_tokens, p.ignore_eos.unwrap_or(false), api, received)?;
@@ -254,10 +266,11 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     let salt = mix64(s.seed ^ mix64(tag.wrapping_add(1)));
     let answer = Answer { text: Arc::clone(&s.text), salt, prompt_tokens };
     let prefix = match api {
-        Api::Completions => "cmpl",
-        Api::Chat => "chatcmpl",
+        Api::Completions => "cmpl-",
+        Api::Chat => "chatcmpl-",
+        Api::Responses => "resp_",
     };
-    let id = format!("{prefix}-{:016x}{:016x}", mix64(salt ^ 1), mix64(salt ^ 2));
+    let id = format!("{prefix}{:016x}{:016x}", mix64(salt ^ 1), mix64(salt ^ 2));
     let created = unix_now();
     if p.stream.unwrap_or(false) {
         let include_usage = p.stream_options.and_then(|o| o.include_usage).unwrap_or(false);
@@ -300,6 +313,22 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
             "service_tier": null, "system_fingerprint": null, "usage": usage,
             "prompt_logprobs": null, "kv_transfer_params": null
         }),
+        Api::Responses => {
+            let (status, details) = match finish {
+                "length" => ("incomplete", json!({"reason": "max_output_tokens"})),
+                _ => ("completed", Value::Null),
+            };
+            let item = format!("msg_{}", id.trim_start_matches("resp_"));
+            json!({
+                "id": id, "object": "response", "created_at": created, "model": s.model_name,
+                "status": status, "incomplete_details": details,
+                "output": [{"id": item, "type": "message", "role": "assistant", "status": "completed",
+                            "content": [{"type": "output_text", "text": done.text, "annotations": []}]}],
+                "usage": {"input_tokens": prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+                          "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0},
+                          "total_tokens": u64::from(prompt_tokens) + u64::from(n)}
+            })
+        }
     };
     let mut resp = json_response(StatusCode::OK, &body);
     resp.headers_mut().insert(TOKEN_COUNT_HEADER, s.token_count_header());

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_util::Stream;
-use servebench_core::protocol::{ChunkRenderer, done_frame, error_frame};
+use servebench_core::protocol::ChunkRenderer;
 use tokio::sync::mpsc;
 
 use super::pacer::{Event, ToPacer};
@@ -120,7 +120,7 @@ impl SseStream {
         match event {
             Event::Token { index, finish } => {
                 if index == 1
-                    && let Some(role) = self.renderer.role_chunk()
+                    && let Some(role) = self.renderer.opening()
                 {
                     self.queued.push_back(role);
                 }
@@ -134,10 +134,11 @@ impl SseStream {
                 self.queued.push_back(chunk);
                 if finish.is_some() {
                     self.admission.ended = true;
-                    if self.include_usage && !self.usage_in_last {
-                        self.queued.push_back(self.renderer.usage_chunk(self.answer.prompt_tokens, index));
+                    if (self.include_usage || self.renderer.usage_always()) && !self.usage_in_last {
+                        let usage = self.renderer.usage_chunk(self.answer.prompt_tokens, index, finish_reason);
+                        self.queued.push_back(usage);
                     }
-                    self.queued.push_back(done_frame());
+                    self.queued.extend(self.renderer.done());
                     self.finished = true;
                 }
             }
@@ -147,8 +148,8 @@ impl SseStream {
 
     fn fail(&mut self, why: &str) {
         self.admission.ended = true;
-        self.queued.push_back(error_frame(why, "InternalServerError", 500));
-        self.queued.push_back(done_frame());
+        self.queued.push_back(self.renderer.error(why, "InternalServerError", 500));
+        self.queued.extend(self.renderer.done());
         self.finished = true;
     }
 }

@@ -165,6 +165,56 @@ async fn chat_streams_open_with_the_role_chunk() {
     assert!(f.iter().all(|c| c.get("usage").is_none()));
 }
 
+fn responses(input: Value, max_tokens: u32, stream: bool) -> Value {
+    json!({"model": "Qwen/Qwen3-0.6B", "input": input, "max_output_tokens": max_tokens, "stream": stream,
+           "store": false, "ignore_eos": true})
+}
+
+#[tokio::test]
+async fn responses_streams_are_numbered_events_closed_by_response_completed() {
+    let app = app();
+    let (status, _, body) = call(&app, "POST", "/v1/responses", Some(responses(json!("hello there"), 4, true))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let f = frames(&body);
+    let kinds: Vec<&str> = f.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let mut want =
+        vec!["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"];
+    want.extend(["response.output_text.delta"; 4]);
+    want.push("response.completed");
+    assert_eq!(kinds, want, "{body}");
+    assert!(f.iter().enumerate().all(|(i, e)| e["sequence_number"] == i), "numbered from 0: {body}");
+    assert!(f[0]["response"]["id"].as_str().unwrap().starts_with("resp_"));
+    let end = &f[8]["response"];
+    assert_eq!(
+        (end["status"].as_str(), end["incomplete_details"]["reason"].as_str()),
+        (Some("incomplete"), Some("max_output_tokens"))
+    );
+    // The same word-hash count as the chat body of the same text: role marker, two words, assistant marker.
+    assert_eq!(end["usage"]["input_tokens"], 4);
+    assert_eq!(end["usage"]["output_tokens"], 4);
+    let (tokens, text, usage, done) = tokens_of(Api::Responses, &body);
+    assert_eq!((tokens, text.split_whitespace().count(), usage, done), (4, 4, Some(4), false), "no [DONE]");
+
+    // A list of messages and instructions read as the chat they stand for; whole answers too.
+    let input = json!([{"role": "user", "content": "hello there"}]);
+    let mut req = responses(input, 3, false);
+    req["instructions"] = json!("be brief");
+    let (status, _, body) = call(&app, "POST", "/v1/responses", Some(req)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((v["object"].as_str(), v["status"].as_str()), (Some("response"), Some("incomplete")));
+    assert_eq!(v["output"][0]["content"][0]["text"].as_str().unwrap().split_whitespace().count(), 3);
+    assert_eq!(v["usage"]["input_tokens"], 4 + 3);
+
+    // Bad input is the client's fault, named.
+    let (status, _, body) = call(&app, "POST", "/v1/responses", Some(json!({"max_output_tokens": 3}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("no \\\"input\\\""), "{body}");
+    let (status, _, body) = call(&app, "POST", "/v1/responses", Some(responses(json!("x"), 0, true))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("max_output_tokens must be at least 1"), "{body}");
+}
+
 #[tokio::test]
 async fn whole_answers_have_vllms_shape() {
     let app = app();

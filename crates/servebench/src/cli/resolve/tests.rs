@@ -83,7 +83,12 @@ fn urls_follow_vllm_rules() {
         ("http://[::1]:9000", "/v1/chat/completions", "http://[::1]:9000/v1/chat/completions")
     );
     assert!(check_endpoint("/v1/completions", Backend::OpenaiChat).is_err());
-    assert!(parse_backend("openai-responses").unwrap_err().to_string().contains("not supported"));
+    assert!(parse_backend("openai-audio").unwrap_err().to_string().contains("not supported"));
+    assert_eq!(parse_backend("openai-responses").unwrap(), Backend::OpenaiResponses);
+    assert_eq!(endpoint_urls(&e, Backend::OpenaiResponses).1, "/v1/responses");
+    assert!(check_endpoint("/v1/responses", Backend::OpenaiResponses).is_ok());
+    let e = check_endpoint("/v1/chat/completions", Backend::OpenaiResponses).unwrap_err().to_string();
+    assert!(e.contains("use /v1/responses"), "{e}");
 }
 
 #[test]

@@ -28,7 +28,7 @@ const ESCAPE_EVERY: usize = 8;
 pub fn vllm_transcript(api: Api, tokens: usize, escaped: bool) -> Vec<Bytes> {
     let r = ChunkRenderer::new(api, "cmpl-bench-0", 1_767_225_600, "Qwen/Qwen3-8B");
     let mut frames = Vec::with_capacity(tokens + 3);
-    frames.extend(r.opening());
+    frames.extend(r.opening(0));
     for i in 0..tokens {
         let text = if escaped && i % ESCAPE_EVERY == ESCAPE_EVERY - 1 { "\n" } else { WORDS[i % WORDS.len()] };
         let finish = (i + 1 == tokens).then_some("length");

@@ -329,7 +329,7 @@ async fn fit_all<S: TokenServer>(
     let specials = server.tokenize(&texts[0], true).await.ok().map(|ids| ids.len().saturating_sub(first.len()));
     let added = match plan.api {
         Api::Completions => specials,
-        Api::Chat | Api::Responses => match chat_messages(&plan.requests[0].body) {
+        Api::Chat | Api::Responses | Api::Messages => match chat_messages(&plan.requests[0].body) {
             Some(m) => server.tokenize_chat(&m).await.ok().map(|c| c.saturating_sub(first.len())),
             None => None,
         },

@@ -5,8 +5,8 @@
 //! times go into a vector sized from `max_tokens`, text into one `String`, so nothing is
 //! allocated per token. Every way a request can go wrong ends as a [`Failure`] in the record:
 //! a status other than 2xx, no connection, the per-request timeout, an in-band error event, a
-//! stream without any token, a stream that broke off or could not be decoded, a Responses
-//! stream without its terminal event, or an interruption of the run.
+//! stream without any token, a stream that broke off or could not be decoded, a Responses or
+//! Messages stream without its terminal event, or an interruption of the run.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -159,13 +159,15 @@ async fn drive(
 pub struct StreamRecorder {
     api: Api,
     decoder: SseDecoder,
-    /// A Responses stream's terminal event has come.
+    /// A Responses or Messages stream's terminal event has come.
     ended: bool,
 }
 
-/// Why a Responses stream that ended without its terminal event failed (vLLM's rule).
-pub const NO_END_MESSAGE: &str =
-    "the stream ended without response.completed or response.incomplete: the response was cut off";
+/// Why a stream that ended without its API's terminal event failed (vLLM's rule for
+/// Responses); `None` for APIs without one.
+pub fn no_end_message(api: Api) -> Option<String> {
+    api.end_event().map(|e| format!("the stream ended without {e}: the response was cut off"))
+}
 
 impl StreamRecorder {
     /// A recorder for one response of `api`.
@@ -181,8 +183,8 @@ impl StreamRecorder {
     /// The end of the body, `t_us` µs after the send.
     pub fn finish(&mut self, rec: &mut RequestRecord, t_us: u32) -> Result<(), Failure> {
         self.decode(rec, t_us, |decoder, on_event| decoder.finish(on_event))?;
-        if self.api == Api::Responses && !self.ended {
-            return Err(failure(FailureKind::Stream, NO_END_MESSAGE.to_string()));
+        if let Some(message) = no_end_message(self.api).filter(|_| !self.ended) {
+            return Err(failure(FailureKind::Stream, message));
         }
         Ok(())
     }
@@ -213,7 +215,8 @@ impl StreamRecorder {
     }
 }
 
-/// Applies one event to `rec`; `Ok(true)` for the event that ends a Responses stream.
+/// Applies one event to `rec`; `Ok(true)` for the event that ends a Responses or Messages
+/// stream.
 fn apply(api: Api, ev: SseEvent<'_>, t_us: u32, rec: &mut RequestRecord) -> Result<bool, Failure> {
     if ev.event == Some(b"error") {
         // The message inside the event when it is one in a known shape, else its data.
@@ -246,8 +249,11 @@ fn apply(api: Api, ev: SseEvent<'_>, t_us: u32, rec: &mut RequestRecord) -> Resu
     if let Some(text) = chunk.text {
         rec.text.push_str(&text);
     }
+    // Each count as last given (Messages gives the prompt's at the start, the output's at
+    // the end).
     if let Some(usage) = chunk.usage {
-        rec.usage = usage;
+        rec.usage.prompt_tokens = usage.prompt_tokens.or(rec.usage.prompt_tokens);
+        rec.usage.completion_tokens = usage.completion_tokens.or(rec.usage.completion_tokens);
     }
     if let Some(server) = chunk.server {
         rec.server_queue_s = server.queue_time_ms.map(|ms| ms / 1000.0).or(rec.server_queue_s);
@@ -305,7 +311,7 @@ mod tests {
         let r = ChunkRenderer::new(Api::Chat, "c", 0, "m");
         let mut rec = record(2);
         let mut s = StreamRecorder::new(Api::Chat);
-        s.feed(&mut rec, &r.opening().unwrap(), 10).unwrap();
+        s.feed(&mut rec, &r.opening(0).unwrap(), 10).unwrap();
         s.feed(&mut rec, &r.token_chunk("x", None), 20).unwrap();
         assert_eq!(rec.chunks_us, vec![20]);
     }
@@ -344,7 +350,7 @@ mod tests {
         let r = ChunkRenderer::new(Api::Chat, "c", 0, "m");
         let mut rec = record(4);
         let mut s = StreamRecorder::new(Api::Chat);
-        s.feed(&mut rec, &r.opening().unwrap(), 5).unwrap();
+        s.feed(&mut rec, &r.opening(0).unwrap(), 5).unwrap();
         s.feed(&mut rec, &r.reasoning_chunk("think"), 10).unwrap();
         s.feed(&mut rec, &r.reasoning_chunk("more"), 20).unwrap();
         s.feed(&mut rec, &r.token_chunk("answer", None), 35).unwrap();
@@ -364,7 +370,7 @@ mod tests {
         let r = ChunkRenderer::new(Api::Responses, "resp_1", 0, "m");
         let mut rec = record(3);
         let mut s = StreamRecorder::new(Api::Responses);
-        s.feed(&mut rec, &r.opening().unwrap(), 5).unwrap();
+        s.feed(&mut rec, &r.opening(0).unwrap(), 5).unwrap();
         s.feed(&mut rec, &r.reasoning_chunk("hm"), 10).unwrap();
         s.feed(&mut rec, &r.token_chunk("a", None), 20).unwrap();
         s.feed(&mut rec, &r.token_chunk_with_usage("b", Some("length"), 9, 3), 30).unwrap();
@@ -378,12 +384,39 @@ mod tests {
         let mut s = StreamRecorder::new(Api::Responses);
         s.feed(&mut rec, &r.token_chunk("a", None), 20).unwrap();
         let f = s.finish(&mut rec, 21).unwrap_err();
-        assert_eq!((f.kind, f.message.as_str()), (FailureKind::Stream, NO_END_MESSAGE));
+        assert_eq!((f.kind, Some(f.message)), (FailureKind::Stream, no_end_message(Api::Responses)));
 
         // An `error` event fails with its own message.
         let mut s = StreamRecorder::new(Api::Responses);
         let f = s.feed(&mut rec, &r.error("engine died", "InternalServerError", 500), 25).unwrap_err();
         assert_eq!((f.kind, f.message.as_str()), (FailureKind::InBandError, r#"engine died (code "500")"#));
+    }
+
+    #[test]
+    fn a_messages_stream_takes_its_counts_from_start_and_end_and_needs_message_stop() {
+        let r = ChunkRenderer::new(Api::Messages, "msg_1", 0, "m");
+        let mut rec = record(2);
+        let mut s = StreamRecorder::new(Api::Messages);
+        s.feed(&mut rec, &r.opening(17).unwrap(), 5).unwrap();
+        assert_eq!(rec.usage.prompt_tokens, Some(17), "message_start gives the prompt's count");
+        s.feed(&mut rec, &r.token_chunk("a", None), 20).unwrap();
+        s.feed(&mut rec, &r.token_chunk("b", None), 30).unwrap();
+        s.feed(&mut rec, &r.usage_chunk(17, 2, Some("length")), 31).unwrap();
+        s.finish(&mut rec, 32).unwrap();
+        assert_eq!(rec.chunks_us, vec![20, 30]);
+        assert_eq!(rec.usage, servebench_core::record::Usage { prompt_tokens: Some(17), completion_tokens: Some(2) });
+
+        let mut rec = record(2);
+        let mut s = StreamRecorder::new(Api::Messages);
+        s.feed(&mut rec, &r.token_chunk("a", None), 20).unwrap();
+        let f = s.finish(&mut rec, 21).unwrap_err();
+        assert_eq!((f.kind, Some(f.message)), (FailureKind::Stream, no_end_message(Api::Messages)));
+        let f = StreamRecorder::new(Api::Messages).feed(
+            &mut rec,
+            &r.error("slow down", "ServiceUnavailableError", 503),
+            22,
+        );
+        assert_eq!(f.unwrap_err().message, "slow down (overloaded_error)");
     }
 
     #[test]

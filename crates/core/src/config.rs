@@ -39,13 +39,27 @@ pub enum Api {
     /// `/v1/responses` (OpenAI's Responses API): `input` in, `response.output_text.delta`
     /// events out, closed by `response.completed` (or `response.incomplete`) with the usage.
     Responses,
+    /// `/v1/messages` (Anthropic's Messages API): `messages` in, `content_block_delta` events
+    /// out, closed by `message_stop`, the usage in `message_start` and `message_delta`.
+    Messages,
 }
 
 impl Api {
-    /// Whether the server renders the model's chat template around the prompt (chat and
-    /// Responses requests; a completions prompt is read as it is).
+    /// Whether the server renders the model's chat template around the prompt (chat,
+    /// Responses and Messages requests; a completions prompt is read as it is).
     pub fn templated(self) -> bool {
-        matches!(self, Api::Chat | Api::Responses)
+        !matches!(self, Api::Completions)
+    }
+
+    /// The event that ends a complete stream (a stream cut off before it failed), where the
+    /// API has one: Responses' `response.completed` or `response.incomplete`, Messages'
+    /// `message_stop`. Completions and chat streams just end.
+    pub fn end_event(self) -> Option<&'static str> {
+        match self {
+            Api::Responses => Some("response.completed or response.incomplete"),
+            Api::Messages => Some("message_stop"),
+            Api::Completions | Api::Chat => None,
+        }
     }
 }
 
@@ -61,11 +75,12 @@ pub enum Backend {
     #[serde(rename = "llama.cpp")]
     LlamaCpp,
     OpenaiResponses,
+    AnthropicMessages,
 }
 
 impl Backend {
     /// Every backend with its command-line spelling.
-    pub const ALL: [(Backend, &'static str); 7] = [
+    pub const ALL: [(Backend, &'static str); 8] = [
         (Backend::Vllm, "vllm"),
         (Backend::Openai, "openai"),
         (Backend::OpenaiChat, "openai-chat"),
@@ -73,6 +88,7 @@ impl Backend {
         (Backend::Sglang, "sglang"),
         (Backend::LlamaCpp, "llama.cpp"),
         (Backend::OpenaiResponses, "openai-responses"),
+        (Backend::AnthropicMessages, "anthropic-messages"),
     ];
 
     /// The spelling used on the command line and in vLLM's result JSON.
@@ -90,6 +106,7 @@ impl Backend {
         match self {
             Backend::OpenaiChat | Backend::VllmChat => Api::Chat,
             Backend::OpenaiResponses => Api::Responses,
+            Backend::AnthropicMessages => Api::Messages,
             _ => Api::Completions,
         }
     }
@@ -100,6 +117,7 @@ impl Backend {
             Api::Completions => "/v1/completions",
             Api::Chat => "/v1/chat/completions",
             Api::Responses => "/v1/responses",
+            Api::Messages => "/v1/messages",
         }
     }
 }

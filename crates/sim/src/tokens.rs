@@ -5,29 +5,48 @@
 //! at whitespace and hashes each word to an id: one word, one token. A tokenizer-backed mapper
 //! can implement [`TokenMapper`] later for exact counts.
 
-use serde_json::Value;
+use std::borrow::Cow;
+
+use serde_json::{Value, json};
 
 use servebench_core::config::Api;
 
-/// The conversation a Responses request's body stands for: `instructions` as the system
-/// message, then `input`, a text (one user message) or a list of messages.
-pub fn responses_messages(body: &Value) -> Result<Value, String> {
-    let mut messages = Vec::new();
-    if let Some(instructions) = body.get("instructions").filter(|i| !i.is_null()) {
-        messages.push(serde_json::json!({"role": "system", "content": instructions}));
-    }
-    match body.get("input") {
-        Some(Value::String(text)) => messages.push(serde_json::json!({"role": "user", "content": text})),
-        Some(Value::Array(items)) => messages.extend(items.iter().cloned()),
-        Some(other) => return Err(format!("\"input\" must be text or a list of messages, got {other}")),
-        None => return Err("the body has no \"input\"".into()),
-    }
-    Ok(Value::Array(messages))
+/// The chat messages a templated request's body stands for: a chat body's `messages`; a
+/// Responses body's `instructions` as the system message, then its `input`, a text (one user
+/// message) or a list of messages; a Messages body's `system` (a text or a list of text
+/// blocks) as the system message, then its `messages`. `None` for completions, which have no
+/// template.
+pub fn conversation(api: Api, body: &Value) -> Option<Result<Cow<'_, Value>, String>> {
+    let system = |key: &str| body.get(key).filter(|v| !v.is_null()).map(|v| json!({"role": "system", "content": v}));
+    let listed = |key: &str| match body.get(key) {
+        Some(Value::Array(items)) => Ok(items.iter().cloned()),
+        Some(other) => Err(format!("\"{key}\" must be a list of messages, got {other}")),
+        None => Err(format!("the body has no \"{key}\" list")),
+    };
+    Some(match api {
+        Api::Completions => return None,
+        Api::Chat => body.get("messages").map(Cow::Borrowed).ok_or_else(|| "the body has no \"messages\" list".into()),
+        Api::Responses => match body.get("input") {
+            Some(Value::String(text)) => {
+                let user = json!({"role": "user", "content": text});
+                Ok(Cow::Owned(Value::Array(system("instructions").into_iter().chain([user]).collect())))
+            }
+            Some(Value::Array(_)) => {
+                listed("input").map(|m| Cow::Owned(Value::Array(system("instructions").into_iter().chain(m).collect())))
+            }
+            Some(other) => Err(format!("\"input\" must be text or a list of messages, got {other}")),
+            None => Err("the body has no \"input\"".into()),
+        },
+        Api::Messages => {
+            listed("messages").map(|m| Cow::Owned(Value::Array(system("system").into_iter().chain(m).collect())))
+        }
+    })
 }
 
 /// Maps a request body to prompt token ids.
 pub trait TokenMapper: Send + Sync {
-    /// Appends the ids of the prompt of `body` (a completions, chat or Responses request) to `out`.
+    /// Appends the ids of the prompt of `body` (a completions, chat, Responses or Messages
+    /// request) to `out`.
     /// The error says what in the body could not be read.
     fn prompt_ids(&self, api: Api, body: &Value, out: &mut Vec<u32>) -> Result<(), String>;
 }
@@ -97,9 +116,9 @@ impl TokenMapper for WordHashMapper {
                 let prompt = body.get("prompt").ok_or("the body has no \"prompt\"")?;
                 push_prompt(prompt, out)
             }
-            Api::Chat => {
-                let messages =
-                    body.get("messages").and_then(Value::as_array).ok_or("the body has no \"messages\" list")?;
+            api => {
+                let conversation = conversation(api, body).unwrap_or_else(|| Err("no conversation".into()))?;
+                let messages = conversation.as_array().ok_or("\"messages\" must be a list")?;
                 for m in messages {
                     let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
                     out.push(word_id(&format!("<|{role}|>")));
@@ -108,10 +127,6 @@ impl TokenMapper for WordHashMapper {
                 // The assistant header the chat template appends.
                 out.push(word_id("<|assistant|>"));
                 Ok(())
-            }
-            Api::Responses => {
-                let messages = responses_messages(body)?;
-                self.prompt_ids(Api::Chat, &serde_json::json!({ "messages": messages }), out)
             }
         }
     }
@@ -151,12 +166,14 @@ mod tests {
     }
 
     #[test]
-    fn a_responses_input_reads_as_the_chat_it_stands_for() {
+    fn responses_and_messages_bodies_read_as_the_chat_they_stand_for() {
         let text = ids(Api::Responses, json!({"input": "hello there", "instructions": "be brief"})).unwrap();
         let chat = json!({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}]});
         assert_eq!(text, ids(Api::Chat, chat.clone()).unwrap());
         let listed = ids(Api::Responses, json!({"input": chat["messages"], "instructions": null})).unwrap();
         assert_eq!(listed, text);
+        let messages = json!({"system": [{"type": "text", "text": "be brief"}], "messages": [{"role": "user", "content": "hello there"}]});
+        assert_eq!(ids(Api::Messages, messages).unwrap(), text);
     }
 
     #[test]
@@ -166,5 +183,6 @@ mod tests {
         assert!(ids(Api::Completions, json!({"prompt": [-1]})).unwrap_err().contains("token id"));
         assert!(ids(Api::Responses, json!({"prompt": "x"})).unwrap_err().contains("input"));
         assert!(ids(Api::Responses, json!({"input": 3})).unwrap_err().contains("input"));
+        assert!(ids(Api::Messages, json!({"input": "x"})).unwrap_err().contains("messages"));
     }
 }

@@ -1,6 +1,8 @@
 //! Request bodies exactly as vLLM's benchmark sends them: the completions, chat or Responses
-//! payload in vLLM's key order, then `ignore_eos`, then `--extra-body` merged last (an existing key keeps
-//! its place, as Python's `dict.update` does), serialized once with `json.dumps` spacing.
+//! payload in vLLM's key order (and Anthropic's Messages payload, which vLLM's benchmark does
+//! not send: `model`, `messages` with the prompt as one user message's text, `max_tokens`),
+//! then `ignore_eos`, then `--extra-body` merged last (an existing key keeps its place, as
+//! Python's `dict.update` does), serialized once with `json.dumps` spacing.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -38,12 +40,13 @@ impl BodyBuilder {
         self.api
     }
 
-    /// Whether `--extra-body` replaces the prompt (`prompt`, a chat body's `messages`, a
-    /// Responses body's `input`), so bodies do not carry the prompt they are built with.
+    /// Whether `--extra-body` replaces the prompt (`prompt`, a chat or Messages body's
+    /// `messages`, a Responses body's `input`), so bodies do not carry the prompt they are
+    /// built with.
     pub fn replaces_prompt(&self) -> bool {
         self.extra_body.contains_key(match self.api {
             Api::Completions => "prompt",
-            Api::Chat => "messages",
+            Api::Chat | Api::Messages => "messages",
             Api::Responses => "input",
         })
     }
@@ -72,6 +75,10 @@ impl BodyBuilder {
                 p.insert("input".into(), Value::String(prompt.to_string()));
                 p.insert("max_output_tokens".into(), json!(max_tokens));
             }
+            Api::Messages => {
+                p.insert("messages".into(), json!([{"role": "user", "content": prompt}]));
+                p.insert("max_tokens".into(), json!(max_tokens));
+            }
         }
         self.finish(p)
     }
@@ -91,6 +98,8 @@ impl BodyBuilder {
             // A Responses stream always ends with its usage; `store: false` keeps the server
             // from holding every response for later retrieval.
             Api::Responses => p.insert("store".into(), Value::Bool(false)),
+            // A Messages stream always carries its usage.
+            Api::Messages => None,
             Api::Completions | Api::Chat => p.insert("stream_options".into(), json!({"include_usage": true})),
         };
         if self.ignore_eos {

@@ -85,6 +85,10 @@ fn read_back(plan: &Plan, position: usize, bodies: &BodyBuilder) -> Option<(Stri
             _ => return None,
         },
         Api::Responses => body.get("input")?.as_str()?,
+        Api::Messages => match body.get("messages")?.as_array()?.as_slice() {
+            [message] => message.get("content")?.as_str()?,
+            _ => return None,
+        },
     };
     (bodies.prompt_as(model, text, r.max_tokens) == r.body).then(|| (model.to_string(), text.to_string()))
 }

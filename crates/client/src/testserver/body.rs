@@ -29,7 +29,7 @@ pub(super) enum Step {
 pub(super) fn plan_steps(script: &Script, arrived: Instant, renderer: &ChunkRenderer) -> VecDeque<(Instant, Step)> {
     let mut steps = VecDeque::new();
     if script.role_chunk
-        && let Some(role) = renderer.opening()
+        && let Some(role) = renderer.opening(script.prompt_tokens)
     {
         steps.push_back((arrived, Step::Other(role)));
     }

@@ -39,9 +39,10 @@ use tokenize::Words;
 /// Where the token counts go in a stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum UsagePlacement {
-    /// No usage at all (for Responses: no terminal event, a broken stream).
+    /// No usage at all (for Responses and Messages: no terminal events, a broken stream).
     None,
-    /// A final `choices: []` chunk (vLLM, SGLang); Responses' `response.completed`.
+    /// A final `choices: []` chunk (vLLM, SGLang); Responses' `response.completed`; Messages'
+    /// `message_delta` and `message_stop`.
     #[default]
     Separate,
     /// Inside the last token chunk (llama.cpp's completions); Responses' last delta and
@@ -79,7 +80,8 @@ pub struct Script {
     pub usage: UsagePlacement,
     pub prompt_tokens: u32,
     /// Chat: open with the `{"role":"assistant","content":""}` chunk, sent on arrival;
-    /// Responses: with `response.created` and the other opening events.
+    /// Responses: with `response.created` and the other opening events; Messages: with
+    /// `message_start` and `content_block_start`.
     pub role_chunk: bool,
     /// Send an in-band error event instead of chunk `n` (0-based; `tokens` chunks: after all).
     pub error_after: Option<u32>,
@@ -389,6 +391,7 @@ async fn handle(
         "/v1/completions" => Api::Completions,
         "/v1/chat/completions" => Api::Chat,
         "/v1/responses" => Api::Responses,
+        "/v1/messages" => Api::Messages,
         "/v1/models" => return Ok(simple(&state, truth, StatusCode::OK, "application/json", models_json(&state))),
         "/metrics" => {
             return Ok(simple(&state, truth, StatusCode::OK, "text/plain; version=0.0.4", metrics_text(&state)));
@@ -415,6 +418,7 @@ async fn handle(
     }
     let id = match api {
         Api::Responses => format!("resp_{seq}"),
+        Api::Messages => format!("msg_{seq}"),
         Api::Completions | Api::Chat => format!("cmpl-{seq}"),
     };
     let renderer = ChunkRenderer::new(api, &id, 1_767_225_600, &state.config.model);

@@ -46,6 +46,7 @@ pub fn config(base_url: &str, api: Api) -> RunConfig {
         Api::Completions => Backend::Vllm,
         Api::Chat => Backend::OpenaiChat,
         Api::Responses => Backend::OpenaiResponses,
+        Api::Messages => Backend::AnthropicMessages,
     };
     c.target.endpoint = c.target.backend.default_endpoint().to_string();
     c.target.api_url = format!("{}{}", c.target.base_url, c.target.endpoint);

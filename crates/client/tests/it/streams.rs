@@ -138,7 +138,23 @@ async fn a_responses_stream_without_its_terminal_event_is_a_failure_with_its_rea
     let result = run(&cfg, &plan(Api::Responses, 2, 8, |_| 0), quiet(), never()).await.unwrap();
     for r in &result.records {
         let f = r.failure.as_ref().expect("cut off before response.completed");
-        assert_eq!(f.message, servebench_client::stream::NO_END_MESSAGE);
+        assert_eq!(Some(f.message.clone()), servebench_client::stream::no_end_message(Api::Responses));
         assert_eq!(r.chunks_us.len(), 3, "what arrived is kept");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_messages_stream_is_timed_on_its_deltas_and_counted_from_its_start_and_end() {
+    let _serial = serial().await;
+    let script = Script { ttft: Duration::from_millis(40), tokens: 5, prompt_tokens: 21, ..Script::default() };
+    let (result, server) = one_run(Api::Messages, 3, script).await;
+    let truth = truth_by_index(&server.truth());
+    for r in &result.records {
+        assert_eq!(r.chunks_us.len(), 5, "one time per delta, none for message_start");
+        let server_ttft = (truth[&r.index].token_chunks[0] - truth[&r.index].arrived).as_secs_f64();
+        assert!(r.ttft_s() >= server_ttft, "TTFT {} s before the first delta ({server_ttft} s)", r.ttft_s());
+        assert_eq!(r.text, " t0 t1 t2 t3 t4");
+        assert_eq!(r.usage, Usage { prompt_tokens: Some(21), completion_tokens: Some(5) });
+    }
+    assert!(server.truth().iter().all(|t| t.path == "/v1/messages"));
 }

@@ -30,7 +30,13 @@ fn summarize(api: Api, pieces: &[&[u8]]) -> Summary {
             if let Some(t) = c.text {
                 s.text.push_str(&t);
             }
-            s.usage = c.usage.or(s.usage);
+            if let Some(u) = c.usage {
+                let old = s.usage.unwrap_or_default();
+                s.usage = Some(Usage {
+                    prompt_tokens: u.prompt_tokens.or(old.prompt_tokens),
+                    completion_tokens: u.completion_tokens.or(old.completion_tokens),
+                });
+            }
             s.error = c.error.or(s.error.take());
             s.server = c.server.or(s.server);
         }
@@ -137,7 +143,7 @@ fn rendered_responses_events_carry_what_a_real_servers_do() {
     // out), and the same event types open and close the stream.
     let theirs = frames(&transcript("llamacpp_responses.sse"));
     let r = ChunkRenderer::new(Api::Responses, "resp_x", 1, "m");
-    let mine = frames(&[r.opening().unwrap(), r.token_chunk("a", None), r.usage_chunk(3, 1, None)].concat());
+    let mine = frames(&[r.opening(0).unwrap(), r.token_chunk("a", None), r.usage_chunk(3, 1, None)].concat());
     for m in &mine {
         let t = theirs
             .iter()
@@ -194,7 +200,7 @@ fn rendered_chunks_have_the_shape_and_key_order_of_vllms() {
     let r = ChunkRenderer::new(Api::Chat, "chatcmpl-x", 1, "m");
     let mine = frames(
         &[
-            r.opening().unwrap(),
+            r.opening(0).unwrap(),
             r.token_chunk("Hello", None),
             r.token_chunk(" help", Some("length")),
             r.usage_chunk(12, 6, None),
@@ -222,4 +228,27 @@ fn rendered_chunks_have_the_shape_and_key_order_of_vllms() {
     theirs.as_object_mut().unwrap().remove("metrics");
     assert_eq!(shape(&usage[0]), shape(&theirs));
     assert_eq!(keys(&usage[0]["usage"]), keys(&theirs["usage"]));
+}
+
+proptest::proptest! {
+    #[test]
+    fn no_payload_makes_any_classifier_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        for api in [Api::Completions, Api::Chat, Api::Responses, Api::Messages] {
+            let _ = classify(api, &data);
+        }
+    }
+
+    #[test]
+    fn any_token_text_round_trips_through_every_api(text in "\\PC{0,40}") {
+        for api in [Api::Completions, Api::Chat, Api::Responses, Api::Messages] {
+            let frame = ChunkRenderer::new(api, "x_1", 0, "m").token_chunk(&text, None);
+            let mut got = None;
+            SseDecoder::new().feed(&frame, |e| {
+                if let Ok(Payload::Chunk(c)) = classify(api, e.data) {
+                    got = c.text.map(std::borrow::Cow::into_owned);
+                }
+            }).unwrap();
+            proptest::prop_assert_eq!(got.as_deref(), Some(text.as_str()), "{:?}", api);
+        }
+    }
 }

@@ -80,7 +80,7 @@ impl ClassifyError {
     }
 }
 
-/// Classifies one SSE data payload of a completions, chat or Responses stream.
+/// Classifies one SSE data payload of a completions, chat, Responses or Messages stream.
 pub fn classify(api: Api, data: &[u8]) -> Result<Payload<'_>, ClassifyError> {
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
@@ -90,6 +90,7 @@ pub fn classify(api: Api, data: &[u8]) -> Result<Payload<'_>, ClassifyError> {
         Api::Completions => choices(false, trimmed, data),
         Api::Chat => choices(true, trimmed, data),
         Api::Responses => super::responses::classify(data),
+        Api::Messages => super::messages::classify(data),
     }
 }
 
@@ -179,6 +180,10 @@ pub(super) struct RawUsage {
 }
 
 impl RawUsage {
+    pub(super) fn from_counts(prompt_tokens: Option<u64>, completion_tokens: Option<u64>) -> Self {
+        Self { prompt_tokens, completion_tokens }
+    }
+
     pub(super) fn into_usage(self) -> Usage {
         let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         Usage { prompt_tokens: self.prompt_tokens.map(clamp), completion_tokens: self.completion_tokens.map(clamp) }

@@ -18,9 +18,13 @@
 //!   `response.created`, `response.in_progress` and the message item's `.added` events, closed by
 //!   `response.completed` with the usage; no `[DONE]` (the `.done` events, which repeat the
 //!   whole text, are left out).
+//! - Messages (Anthropic's): `event:`/`data:` frames, `message_start` (with the prompt's token
+//!   count) and `content_block_start`, a `content_block_delta` per chunk, then
+//!   `content_block_stop`, `message_delta` (stop reason, output tokens) and `message_stop`.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::messages::MessagesRenderer;
 use super::responses::ResponsesRenderer;
 use crate::config::Api;
 
@@ -40,25 +44,68 @@ pub fn error_frame(message: &str, error_type: &str, code: u16) -> Bytes {
     b.freeze()
 }
 
+/// The streams made of typed events (`event:` lines) rather than `choices` chunks: each
+/// renders an opening, a delta, its terminal events and an error.
+#[derive(Clone, Debug)]
+enum Events {
+    Responses(ResponsesRenderer),
+    Messages(MessagesRenderer),
+}
+
+impl Events {
+    fn opening(&self, prompt_tokens: u32) -> Bytes {
+        match self {
+            Events::Responses(r) => r.opening(),
+            Events::Messages(m) => m.opening(prompt_tokens),
+        }
+    }
+
+    fn delta(&self, text: &str, reasoning: bool) -> BytesMut {
+        match self {
+            Events::Responses(r) => r.delta(text, reasoning),
+            Events::Messages(m) => m.delta(text, reasoning),
+        }
+    }
+
+    fn end(&self, b: &mut BytesMut, prompt: u32, completion: u32, finish_reason: Option<&str>) {
+        match self {
+            Events::Responses(r) => r.completed(b, prompt, completion, finish_reason),
+            Events::Messages(m) => m.end(b, completion, finish_reason),
+        }
+    }
+
+    fn error(&self, message: &str, error_type: &str, code: u16) -> Bytes {
+        match self {
+            Events::Responses(r) => r.error(message, code),
+            Events::Messages(m) => m.error(message, error_type),
+        }
+    }
+}
+
 /// Renders the chunks of one streamed response.
 #[derive(Clone, Debug)]
 pub struct ChunkRenderer {
     api: Api,
     /// `data: {"id":…,"object":…,"created":…,"model":…,"choices":[`
     head: Vec<u8>,
-    /// The Responses API's events (its frames have no common head).
-    responses: Option<ResponsesRenderer>,
+    /// The Responses or Messages API's events (their frames have no common head).
+    events: Option<Events>,
 }
 
 impl ChunkRenderer {
-    /// `id` is the response id (`cmpl-…`, `chatcmpl-…` or `resp_…`), `created` Unix seconds.
+    /// `id` is the response id (`cmpl-…`, `chatcmpl-…`, `resp_…` or `msg_…`), `created` Unix
+    /// seconds.
     pub fn new(api: Api, id: &str, created: u64, model: &str) -> Self {
         let object = match api {
             Api::Completions => "text_completion",
             Api::Chat => "chat.completion.chunk",
             Api::Responses => {
-                let responses = Some(ResponsesRenderer::new(id, created, model));
-                return Self { api, head: Vec::new(), responses };
+                let events = Some(Events::Responses(ResponsesRenderer::new(id, created, model)));
+                return Self { api, head: Vec::new(), events };
+            }
+            Api::Messages => {
+                let events = Some(Events::Messages(MessagesRenderer::new(id, model)));
+                return Self { api, head: Vec::new(), events };
             }
         };
         let mut head = BytesMut::with_capacity(id.len() + model.len() + 96);
@@ -67,7 +114,7 @@ impl ChunkRenderer {
         head.put_slice(format!(",\"object\":\"{object}\",\"created\":{created},\"model\":").as_bytes());
         put_json_str(&mut head, model);
         head.put_slice(b",\"choices\":[");
-        Self { api, head: head.to_vec(), responses: None }
+        Self { api, head: head.to_vec(), events: None }
     }
 
     pub fn api(&self) -> Api {
@@ -75,11 +122,12 @@ impl ChunkRenderer {
     }
 
     /// What a stream sends before its first token: the chat role chunk,
-    /// `{"role":"assistant","content":""}`, or the Responses API's opening events; `None` for
-    /// completions, which open with their first token.
-    pub fn opening(&self) -> Option<Bytes> {
-        if let Some(r) = &self.responses {
-            return Some(r.opening());
+    /// `{"role":"assistant","content":""}`, the Responses API's opening events, or the Messages
+    /// API's `message_start` (which carries `prompt_tokens`) and `content_block_start`; `None`
+    /// for completions, which open with their first token.
+    pub fn opening(&self, prompt_tokens: u32) -> Option<Bytes> {
+        if let Some(e) = &self.events {
+            return Some(e.opening(prompt_tokens));
         }
         (self.api == Api::Chat).then(|| {
             let mut b = self.start(64);
@@ -91,11 +139,12 @@ impl ChunkRenderer {
     }
 
     /// A chunk carrying reasoning `text`: in chat, `delta.reasoning_content` (reasoning models
-    /// behind a reasoning parser); in Responses, a `response.reasoning_text.delta`; for
-    /// completions, which have no reasoning field, a token chunk of `text`.
+    /// behind a reasoning parser); in Responses, a `response.reasoning_text.delta`; in
+    /// Messages, a `thinking_delta`; for completions, which have no reasoning field, a token
+    /// chunk of `text`.
     pub fn reasoning_chunk(&self, text: &str) -> Bytes {
-        if let Some(r) = &self.responses {
-            return r.delta(text, true).freeze();
+        if let Some(e) = &self.events {
+            return e.delta(text, true).freeze();
         }
         if self.api != Api::Chat {
             return self.token_chunk(text, None);
@@ -108,10 +157,10 @@ impl ChunkRenderer {
     }
 
     /// A chunk carrying `text` (one or more tokens); `finish_reason` is set on the last one
-    /// (a Responses delta has no such field: its terminal event says how it ended).
+    /// (a Responses or Messages delta has no such field: its terminal events say how it ended).
     pub fn token_chunk(&self, text: &str, finish_reason: Option<&str>) -> Bytes {
-        if let Some(r) = &self.responses {
-            return r.delta(text, false).freeze();
+        if let Some(e) = &self.events {
+            return e.delta(text, false).freeze();
         }
         let mut b = self.token_body(text, finish_reason);
         b.put_slice(b"]}\n\n");
@@ -119,7 +168,7 @@ impl ChunkRenderer {
     }
 
     /// A token chunk that also carries `usage`, the way llama.cpp ends its streams (in
-    /// Responses, the last delta and the terminal event in one write).
+    /// Responses and Messages, the last delta and the terminal events in one write).
     pub fn token_chunk_with_usage(
         &self,
         text: &str,
@@ -127,9 +176,9 @@ impl ChunkRenderer {
         prompt_tokens: u32,
         completion_tokens: u32,
     ) -> Bytes {
-        if let Some(r) = &self.responses {
-            let mut b = r.delta(text, false);
-            r.completed(&mut b, prompt_tokens, completion_tokens, finish_reason);
+        if let Some(e) = &self.events {
+            let mut b = e.delta(text, false);
+            e.end(&mut b, prompt_tokens, completion_tokens, finish_reason);
             return b.freeze();
         }
         let mut b = self.token_body(text, finish_reason);
@@ -140,13 +189,13 @@ impl ChunkRenderer {
     }
 
     /// The token counts after the last token: the final `choices: []` chunk of completions and
-    /// chat (`stream_options.include_usage`), or the Responses API's terminal
-    /// `response.completed`, which also says how the response ended (`finish_reason`
-    /// "length" is status `incomplete`).
+    /// chat (`stream_options.include_usage`), the Responses API's terminal `response.completed`
+    /// or the Messages API's `message_delta` and `message_stop`, which also say how the
+    /// response ended (`finish_reason` "length": status `incomplete`, stop reason `max_tokens`).
     pub fn usage_chunk(&self, prompt_tokens: u32, completion_tokens: u32, finish_reason: Option<&str>) -> Bytes {
-        if let Some(r) = &self.responses {
+        if let Some(e) = &self.events {
             let mut b = BytesMut::with_capacity(512);
-            r.completed(&mut b, prompt_tokens, completion_tokens, finish_reason);
+            e.end(&mut b, prompt_tokens, completion_tokens, finish_reason);
             return b.freeze();
         }
         let mut b = self.start(96);
@@ -156,20 +205,23 @@ impl ChunkRenderer {
         b.freeze()
     }
 
-    /// Whether the token counts end every stream (Responses), not only those that ask for them.
+    /// Whether the token counts end every stream (Responses, Messages), not only those that
+    /// ask for them.
     pub fn usage_always(&self) -> bool {
-        self.responses.is_some()
+        self.events.is_some()
     }
 
-    /// The end-of-stream marker, `data: [DONE]`; `None` for Responses, which have none.
+    /// The end-of-stream marker, `data: [DONE]`; `None` for Responses and Messages, which
+    /// have none.
     pub fn done(&self) -> Option<Bytes> {
-        self.responses.is_none().then(done_frame)
+        self.events.is_none().then(done_frame)
     }
 
-    /// An in-band error: vLLM's `{"error": ...}` chunk, or the Responses API's `error` event.
+    /// An in-band error: vLLM's `{"error": ...}` chunk, or the Responses or Messages API's
+    /// `error` event.
     pub fn error(&self, message: &str, error_type: &str, code: u16) -> Bytes {
-        match &self.responses {
-            Some(r) => r.error(message, code),
+        match &self.events {
+            Some(e) => e.error(message, error_type, code),
             None => error_frame(message, error_type, code),
         }
     }
@@ -190,7 +242,8 @@ impl ChunkRenderer {
                 put_opt_json_str(&mut b, finish_reason);
                 b.put_slice(b",\"stop_reason\":null}");
             }
-            Api::Chat | Api::Responses => {
+            // Responses and Messages render their own events (`Events`).
+            Api::Chat | Api::Responses | Api::Messages => {
                 b.put_slice(b"{\"index\":0,\"delta\":{\"content\":");
                 put_json_str(&mut b, text);
                 b.put_slice(b"},\"logprobs\":null,\"finish_reason\":");
@@ -252,14 +305,14 @@ mod tests {
             json!({"id":"cmpl-1","object":"text_completion","created":7,"model":"m\"x","choices":[],
                    "usage":{"prompt_tokens":3,"total_tokens":7,"completion_tokens":4}})
         );
-        assert!(r.opening().is_none());
+        assert!(r.opening(0).is_none());
     }
 
     #[test]
     fn chat_chunks_have_vllms_shape() {
         let r = ChunkRenderer::new(Api::Chat, "chatcmpl-9", 1, "m");
         assert_eq!(
-            json_of(&r.opening().unwrap())["choices"],
+            json_of(&r.opening(0).unwrap())["choices"],
             json!([{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}])
         );
         assert_eq!(
@@ -282,7 +335,7 @@ mod tests {
     fn a_rendered_stream_classifies_back_to_what_was_rendered() {
         let r = ChunkRenderer::new(Api::Chat, "c", 0, "m");
         let mut wire = Vec::new();
-        wire.extend_from_slice(&r.opening().unwrap());
+        wire.extend_from_slice(&r.opening(0).unwrap());
         for (i, t) in ["He", "llo", ""].iter().enumerate() {
             wire.extend_from_slice(&r.token_chunk(t, (i == 2).then_some("length")));
         }

@@ -75,7 +75,8 @@ impl Default for EndpointArgs {
 #[command(next_help_heading = "Requests")]
 pub struct RequestArgs {
     /// Backend or endpoint type: vllm, openai (completions), openai-chat, vllm-chat,
-    /// openai-responses (the Responses API, /v1/responses), sglang, llama.cpp.
+    /// openai-responses (the Responses API, /v1/responses), anthropic-messages (Anthropic's
+    /// Messages API, /v1/messages), sglang, llama.cpp.
     #[arg(long, default_value = "openai")]
     pub backend: String,
     /// The model name sent in requests (default: --model).

@@ -31,6 +31,9 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ResolveError> {
     Err(ResolveError(msg.into()))
 }
 
+/// The version header Anthropic's Messages API asks for, sent unless `--header` gives one.
+const ANTHROPIC_VERSION: (&str, &str) = ("anthropic-version", "2023-06-01");
+
 /// vLLM backends that are not OpenAI-compatible generation APIs (refused by name).
 const OTHER_VLLM_BACKENDS: &[&str] = &[
     "openai-audio",
@@ -395,6 +398,7 @@ fn check_endpoint(endpoint: &str, backend: Backend) -> Result<(), ResolveError> 
         servebench_core::config::Api::Completions => endpoint.ends_with("completions"),
         servebench_core::config::Api::Chat => endpoint.ends_with("chat/completions"),
         servebench_core::config::Api::Responses => endpoint.ends_with("responses"),
+        servebench_core::config::Api::Messages => endpoint.ends_with("messages"),
     };
     if ok {
         Ok(())
@@ -504,13 +508,19 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     let traffic = parse_traffic(f.traffic)?;
     let output = parse_output(f.report, f.request.label.clone(), f.traffic.disable_tqdm)?;
     let e = f.endpoint;
+    let mut headers = e.map(|e| parse_kv_list(&e.header, "--header")).transpose()?.unwrap_or_default();
+    if backend == Backend::AnthropicMessages
+        && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(ANTHROPIC_VERSION.0))
+    {
+        headers.push((ANTHROPIC_VERSION.0.to_string(), ANTHROPIC_VERSION.1.to_string()));
+    }
     Ok(RunConfig {
         target: Target {
             backend,
             api_url: format!("{base_url}{endpoint}"),
             base_url,
             endpoint,
-            headers: e.map(|e| parse_kv_list(&e.header, "--header")).transpose()?.unwrap_or_default(),
+            headers,
             model_id: String::new(),
             model_name: String::new(),
             tokenizer: f.request.tokenizer.clone(),

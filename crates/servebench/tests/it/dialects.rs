@@ -119,12 +119,15 @@ async fn bench_serve_against_the_llama_cpp_dialect_is_exact_quick_and_quiet() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bench_serve_on_the_responses_api_is_exact_and_quiet() {
-    // The server renders the chat template around `input`: the plan's counts include it, with
+async fn bench_serve_on_the_responses_and_messages_apis_is_exact_and_quiet() {
+    // The server renders the chat template around `input` (Responses) or `messages`
+    // (Messages): the plan's counts include it, with
     // the local tokenizer's template or, without one, the server's `/tokenize` of the messages.
     let server = sim(Dialect::Vllm).await;
-    for local in [false, true] {
-        run_against(&server, Backend::OpenaiResponses, local, 8, 40, 8).await;
+    for backend in [Backend::OpenaiResponses, Backend::AnthropicMessages] {
+        for local in [false, true] {
+            run_against(&server, backend, local, 8, 40, 8).await;
+        }
     }
     server.shutdown().await;
 }

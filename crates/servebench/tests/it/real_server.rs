@@ -156,8 +156,9 @@ fn server_count(json: &Value, signal: &str) -> Option<f64> {
 
 /// One clean run on `api`'s endpoint: nothing lost, every count the server's.
 async fn clean_run(endpoint: &[&str], name: &str) {
-    // Chat and Responses requests go through the chat template.
-    let templated = endpoint.iter().any(|f| ["openai-chat", "openai-responses"].contains(f));
+    // Chat, Responses and Messages requests go through the chat template.
+    let templated = endpoint.iter().any(|f| ["openai-chat", "openai-responses", "anthropic-messages"].contains(f));
+    let messages = endpoint.contains(&"anthropic-messages");
     let dir = tempfile::tempdir().unwrap();
     let Some(server) = RealServer::start(dir.path()).await else { return };
     let flags = [&["--num-prompts", "40", "--server-metrics", "--scrape-interval", "0.5"][..], endpoint].concat();
@@ -168,15 +169,32 @@ async fn clean_run(endpoint: &[&str], name: &str) {
     let json = read_json(&dir.path().join(name));
     assert_eq!((json["completed"].as_u64(), json["failed"].as_u64()), (Some(40), Some(0)), "{stdout}");
     let records = json["servebench"]["requests"].as_array().unwrap();
-    // Random prompts are exactly their length by the server's count (on chat and Responses, plus the chat
-    // template's tokens, the same for every request and counted by the client too), outputs
+    // Random prompts are exactly their length by the server's count (through the chat template,
+    // plus its tokens, the same for every request and counted by the client too), outputs
     // exactly theirs.
     let counts = |key: &str| -> Vec<u64> { records.iter().map(|r| r[key].as_u64().unwrap_or(0)).collect() };
-    let prompts = counts("prompt_tokens_server");
+    let mut prompts = counts("prompt_tokens_server");
+    if messages {
+        // llama.cpp leaves out `message_start`, the prompt's count with it, when its first token
+        // is part of a character (held back and sent with the next): the prompt count of those
+        // requests is the client's own.
+        let missing = prompts.iter().filter(|&&p| p == 0).count();
+        assert!(missing <= 8, "{missing} of 40 without the server's prompt count: {prompts:?}");
+        let known = prompts.iter().copied().find(|&p| p > 0).expect("some prompt counted by the server");
+        prompts.iter_mut().filter(|p| **p == 0).for_each(|p| *p = known);
+        assert_eq!(counts("prompt_tokens"), prompts, "the count used is the client's where the server gave none");
+    }
     let template = if templated { 1..=16 } else { 0..=0 };
     assert!(prompts.iter().all(|&p| p == prompts[0] && template.contains(&(p - 128))), "{prompts:?}");
     assert_eq!(prompts, counts("prompt_tokens_client"), "the client counts the prompt as the server does");
-    assert!(counts("output_tokens_server").iter().all(|&n| n == 128), "{:?}", counts("output_tokens_server"));
+    // llama.cpp's `/v1/messages` does not pass `ignore_eos` on (only sampling parameters), so a
+    // message may end early there; elsewhere every output is exactly its length.
+    let outputs = counts("output_tokens_server");
+    let full = outputs.iter().filter(|&&n| n == 128).count();
+    assert!(outputs.iter().all(|&n| (1..=128).contains(&n)) && (full == 40 || messages && full >= 30), "{outputs:?}");
+    if full < 40 {
+        assert!(stdout.contains("ignore_eos"), "a run whose outputs end early says so: {stdout}");
+    }
     // The server's own counters moved by exactly what the client counted.
     let generated = server_count(&json, "generation_tokens").expect("llama.cpp exposes tokens_predicted_total");
     assert_eq!(generated, json["total_output_tokens"].as_f64().unwrap(), "{stdout}");
@@ -202,6 +220,11 @@ async fn chat_against_llama_server_loses_nothing_and_counts_what_it_counts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn responses_against_llama_server_lose_nothing_and_count_what_it_counts() {
     clean_run(&["--backend", "openai-responses"], "responses.json").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_against_llama_server_lose_nothing_and_count_what_it_counts() {
+    clean_run(&["--backend", "anthropic-messages"], "messages.json").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
 //! The HTTP endpoints, in vLLM's request and response shapes.
 //!
-//! `POST /v1/completions`, `/v1/chat/completions` and `/v1/responses` (streamed or not; the
-//! Responses API's `input` read as the chat it stands for), `GET /v1/models`,
+//! `POST /v1/completions`, `/v1/chat/completions`, `/v1/responses` and Anthropic's
+//! `/v1/messages` (streamed or not; a Responses or Messages body read as the chat it stands
+//! for, Messages' errors in Anthropic's shape), `GET /v1/models`,
 //! `/health`, `/version`, `/metrics`, and `POST /tokenize` / `/detokenize`. Errors use OpenAI's
 //! shape, `{"error": {"message", "type", "param", "code"}}`, with vLLM's messages where vLLM has
 //! one (unknown model, context too long). Where llama.cpp's or SGLang's API differs from vLLM's,
@@ -100,6 +101,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/responses", post(responses))
+        .route("/v1/messages", post(messages))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/version", get(version))
@@ -139,6 +141,19 @@ impl ApiError {
 
     fn internal(message: String) -> Self {
         Self { status: StatusCode::INTERNAL_SERVER_ERROR, kind: "InternalServerError", param: None, message }
+    }
+}
+
+impl ApiError {
+    /// The error in Anthropic's shape, `{"type": "error", "error": {"type", "message"}}`.
+    fn into_anthropic(self) -> Response {
+        let kind = match self.status {
+            StatusCode::NOT_FOUND => "not_found_error",
+            StatusCode::SERVICE_UNAVAILABLE => "overloaded_error",
+            s if s.is_client_error() => "invalid_request_error",
+            _ => "api_error",
+        };
+        json_response(self.status, &json!({"type": "error", "error": {"type": kind, "message": self.message}}))
     }
 }
 
@@ -209,6 +224,11 @@ async fn responses(State(s): State<Arc<Shared>>, req: Request) -> Response {
     generate(s, Api::Responses, received, req).await.unwrap_or_else(IntoResponse::into_response)
 }
 
+async fn messages(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let received = Instant::now();
+    generate(s, Api::Messages, received, req).await.unwrap_or_else(ApiError::into_anthropic)
+}
+
 /// `max_tokens` after vLLM's checks: the prompt must leave room, the request must fit.
 fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u32) -> Result<u32, ApiError> {
     if prompt == 0 {
@@ -226,10 +246,13 @@ fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u
         // vLLM's defaults: 16 for completions, the rest of the context for chat and Responses.
         (None, Api::Completions) => 16,
         (None, Api::Chat | Api::Responses) => i64::from(room),
+        // Anthropic's API requires it.
+        (None, Api::Messages) => return Err(ApiError::bad_param("max_tokens", "max_tokens: Field required")),
     };
     let (param, names) = match api {
         Api::Responses => ("max_output_tokens", "'max_output_tokens'"),
         Api::Completions | Api::Chat => ("max_tokens", "'max_tokens' or 'max_completion_tokens'"),
+        Api::Messages => ("max_tokens", "'max_tokens'"),
     };
     if asked < 1 {
         return Err(ApiError::bad_param(param, format!("{param} must be at least 1, got {asked}.")));
@@ -257,7 +280,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     let prompt_tokens = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
     let requested = match api {
         Api::Chat => p.max_completion_tokens.or(p.max_tokens),
-        Api::Completions => p.max_tokens,
+        Api::Completions | Api::Messages => p.max_tokens,
         Api::Responses => p.max_output_tokens,
     };
     let max_tokens = output_budget(api, prompt_tokens, requested, s.max_model_len)?;
@@ -269,6 +292,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
         Api::Completions => "cmpl-",
         Api::Chat => "chatcmpl-",
         Api::Responses => "resp_",
+        Api::Messages => "msg_",
     };
     let id = format!("{prefix}{:016x}{:016x}", mix64(salt ^ 1), mix64(salt ^ 2));
     let created = unix_now();
@@ -329,6 +353,12 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
                           "total_tokens": u64::from(prompt_tokens) + u64::from(n)}
             })
         }
+        Api::Messages => json!({
+            "id": id, "type": "message", "role": "assistant", "model": s.model_name,
+            "content": [{"type": "text", "text": done.text}],
+            "stop_reason": if finish == "length" { "max_tokens" } else { "end_turn" }, "stop_sequence": null,
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": n}
+        }),
     };
     let mut resp = json_response(StatusCode::OK, &body);
     resp.headers_mut().insert(TOKEN_COUNT_HEADER, s.token_count_header());

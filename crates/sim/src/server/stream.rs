@@ -120,7 +120,7 @@ impl SseStream {
         match event {
             Event::Token { index, finish } => {
                 if index == 1
-                    && let Some(role) = self.renderer.opening()
+                    && let Some(role) = self.renderer.opening(self.answer.prompt_tokens)
                 {
                     self.queued.push_back(role);
                 }

@@ -216,6 +216,50 @@ async fn responses_streams_are_numbered_events_closed_by_response_completed() {
 }
 
 #[tokio::test]
+async fn messages_streams_carry_anthropics_events_and_errors_take_its_shape() {
+    let app = app();
+    let req = json!({"model": "Qwen/Qwen3-0.6B", "max_tokens": 3, "stream": true, "ignore_eos": true,
+                     "system": "be brief", "messages": [{"role": "user", "content": "hello there"}]});
+    let (status, _, body) = call(&app, "POST", "/v1/messages", Some(req.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let f = frames(&body);
+    let kinds: Vec<&str> = f.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let mut want = vec!["message_start", "content_block_start"];
+    want.extend(["content_block_delta"; 3]);
+    want.extend(["content_block_stop", "message_delta", "message_stop"]);
+    assert_eq!(kinds, want, "{body}");
+    assert!(f[0]["message"]["id"].as_str().unwrap().starts_with("msg_"));
+    // System marker and two words, user marker and two words, assistant marker.
+    assert_eq!(f[0]["message"]["usage"]["input_tokens"], 7);
+    assert_eq!(
+        (f[6]["delta"]["stop_reason"].as_str(), f[6]["usage"]["output_tokens"].as_u64()),
+        (Some("max_tokens"), Some(3))
+    );
+    let (tokens, text, usage, done) = tokens_of(Api::Messages, &body);
+    assert_eq!((tokens, text.split_whitespace().count(), usage, done), (3, 3, Some(3), false), "no [DONE]");
+
+    let mut whole = req.clone();
+    whole["stream"] = json!(false);
+    let (status, _, body) = call(&app, "POST", "/v1/messages", Some(whole)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((v["type"].as_str(), v["stop_reason"].as_str()), (Some("message"), Some("max_tokens")));
+    assert_eq!(v["content"][0]["text"].as_str().unwrap().split_whitespace().count(), 3);
+    assert_eq!((v["usage"]["input_tokens"].as_u64(), v["usage"]["output_tokens"].as_u64()), (Some(7), Some(3)));
+
+    // Anthropic's API requires max_tokens; errors come in its shape.
+    let mut bad = req;
+    bad.as_object_mut().unwrap().remove("max_tokens");
+    let (status, _, body) = call(&app, "POST", "/v1/messages", Some(bad)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v,
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: Field required"}})
+    );
+}
+
+#[tokio::test]
 async fn whole_answers_have_vllms_shape() {
     let app = app();
     let (status, headers, body) = call(&app, "POST", "/v1/completions", Some(completion("a b c d", 6, false))).await;

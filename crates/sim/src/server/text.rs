@@ -76,7 +76,7 @@ impl TextModel {
         &self.palette[(k % self.palette.len() as u64) as usize]
     }
 
-    /// The prompt ids of a completions, chat or Responses body. The error is the client's fault (400).
+    /// The prompt ids of a completions, chat, Responses or Messages body. The error is the client's fault (400).
     pub fn prompt_ids(&self, api: Api, body: &Value) -> Result<Vec<u32>, String> {
         let Some(tok) = self.tokenizer.as_deref() else {
             let mut out = Vec::new();
@@ -89,16 +89,10 @@ impl TextModel {
                 let prompt = body.get("prompt").ok_or("the body has no \"prompt\"")?;
                 completion_ids(tok, prompt, add_special)
             }
-            Api::Chat | Api::Responses => {
-                let responses;
-                let messages = match api {
-                    Api::Responses => {
-                        responses = crate::tokens::responses_messages(body)?;
-                        &responses
-                    }
-                    _ => body.get("messages").ok_or("the body has no \"messages\" list")?,
-                };
-                let text = chat_text(tok, messages, body)?;
+            api => {
+                let messages =
+                    crate::tokens::conversation(api, body).unwrap_or_else(|| Err("no conversation".into()))?;
+                let text = chat_text(tok, &messages, body)?;
                 let add_special = body.get("add_special_tokens").and_then(Value::as_bool).unwrap_or(false);
                 tok.encode(&text, add_special).map_err(|e| e.to_string())
             }

@@ -89,6 +89,9 @@ fn urls_follow_vllm_rules() {
     assert!(check_endpoint("/v1/responses", Backend::OpenaiResponses).is_ok());
     let e = check_endpoint("/v1/chat/completions", Backend::OpenaiResponses).unwrap_err().to_string();
     assert!(e.contains("use /v1/responses"), "{e}");
+    assert_eq!(parse_backend("anthropic-messages").unwrap().default_endpoint(), "/v1/messages");
+    assert!(check_endpoint("/v1/messages", Backend::AnthropicMessages).is_ok());
+    assert!(check_endpoint("/v1/responses", Backend::AnthropicMessages).is_err());
 }
 
 #[test]
@@ -131,4 +134,22 @@ fn dataset_rules() {
     }
     let d = DatasetArgs { dataset_name: "hf".into(), ..DatasetArgs::default() };
     assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("not supported"));
+}
+
+#[test]
+fn anthropic_messages_runs_send_the_version_header_unless_one_is_given() {
+    use clap::Parser;
+    let config = |extra: &[&str]| {
+        let argv = ["servebench", "bench", "serve", "--backend", "anthropic-messages", "--model", "m"];
+        let cli = crate::cli::Cli::try_parse_from(argv.iter().chain(extra)).unwrap_or_else(|e| panic!("{e}"));
+        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = cli.command else {
+            panic!("not bench serve")
+        };
+        run_config(&args.flags(false)).unwrap()
+    };
+    let c = config(&[]);
+    assert_eq!(c.target.endpoint, "/v1/messages");
+    assert_eq!(c.target.headers, vec![("anthropic-version".to_string(), "2023-06-01".to_string())]);
+    let c = config(&["--header", "Anthropic-Version=2024-01-01"]);
+    assert_eq!(c.target.headers, vec![("Anthropic-Version".to_string(), "2024-01-01".to_string())]);
 }

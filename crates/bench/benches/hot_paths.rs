@@ -34,7 +34,7 @@ fn main() {
     divan::main();
 }
 
-const APIS: [Api; 2] = [Api::Completions, Api::Chat];
+const APIS: [Api; 4] = [Api::Completions, Api::Chat, Api::Responses, Api::Messages];
 /// Tokens in the streams the SSE benchmarks decode.
 const STREAM_TOKENS: usize = 256;
 
@@ -91,7 +91,8 @@ mod recorder {
     /// newline, whose text cannot be borrowed from the read.
     fn one_chunk(bencher: Bencher, api: Api, escaped: bool) {
         let transcript = vllm_transcript(api, 16, true);
-        let skip = usize::from(api == Api::Chat);
+        // The opening frame (chat's role chunk, the Responses and Messages opening events).
+        let skip = usize::from(api != Api::Completions);
         // Token 7 of the transcript is the escaped one, token 0 a plain word.
         let frame = transcript[skip + if escaped { 7 } else { 0 }].clone();
         let mut recorder = StreamRecorder::new(api);

@@ -13,7 +13,7 @@ use servebench_client::RunOptions;
 use servebench_client::testserver::{Script, TestServerConfig};
 use servebench_core::config::{Api, Backend, RangeRatio, RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
-use servebench_core::protocol::{ChunkRenderer, done_frame};
+use servebench_core::protocol::ChunkRenderer;
 use servebench_core::record::{RequestRecord, RunResult, TokenSource, Usage};
 
 /// Words of the generated text; every `ESCAPE_EVERY`-th token of an escaped transcript is a
@@ -21,10 +21,12 @@ use servebench_core::record::{RequestRecord, RunResult, TokenSource, Usage};
 const WORDS: [&str; 8] = [" the", " quick", " brown", " fox", " jumps", " over", " lazy", " dogs"];
 const ESCAPE_EVERY: usize = 8;
 
-/// The frames of one streamed response as vLLM's server writes them, one token per chunk:
-/// the chat role chunk (chat only), `tokens` token chunks (the last with
-/// `finish_reason: "length"`), the usage chunk and `[DONE]`. With `escaped`, one token in
-/// eight is a newline.
+/// The frames of one streamed response as vLLM's server writes them (Responses and Messages:
+/// as the simulator renders them), one token per chunk: the opening (chat's role chunk, the
+/// Responses and Messages opening events; none for completions), `tokens` token chunks (the
+/// last with `finish_reason: "length"`), the usage chunk (Responses' and Messages' terminal
+/// events) and `[DONE]` (not in Responses and Messages). With `escaped`, one token in eight is
+/// a newline.
 pub fn vllm_transcript(api: Api, tokens: usize, escaped: bool) -> Vec<Bytes> {
     let r = ChunkRenderer::new(api, "cmpl-bench-0", 1_767_225_600, "Qwen/Qwen3-8B");
     let mut frames = Vec::with_capacity(tokens + 3);
@@ -35,7 +37,7 @@ pub fn vllm_transcript(api: Api, tokens: usize, escaped: bool) -> Vec<Bytes> {
         frames.push(r.token_chunk(text, finish));
     }
     frames.push(r.usage_chunk(128, tokens as u32, Some("length")));
-    frames.push(done_frame());
+    frames.extend(r.done());
     frames
 }
 
@@ -156,7 +158,7 @@ pub fn instant_server(tokens: u32) -> TestServerConfig {
         ttft: Duration::ZERO,
         itl: Duration::ZERO,
         tokens,
-        role_chunk: false,
+        opening: false,
         ..Script::default()
     });
     c.lifetime = Duration::from_secs(3600);
@@ -200,9 +202,12 @@ mod tests {
 
     #[test]
     fn transcripts_carry_their_tokens_whole_or_cut_into_reads() {
-        for api in [Api::Completions, Api::Chat] {
+        for api in [Api::Completions, Api::Chat, Api::Responses, Api::Messages] {
             let t = vllm_transcript(api, 64, true);
-            assert_eq!(t.len(), 64 + 2 + usize::from(api == Api::Chat));
+            // Opening, tokens, usage, [DONE]: chat has all four, completions no opening,
+            // Responses and Messages no [DONE].
+            let (opening, done) = (api != Api::Completions, api.end_event().is_none());
+            assert_eq!(t.len(), 64 + 1 + usize::from(opening) + usize::from(done), "{api:?}");
             assert_eq!(count_tokens(api, &t), (64, 8));
             assert_eq!(count_tokens(api, &coalesced(&t, 4096)), (64, 8));
             assert_eq!(count_tokens(api, &coalesced(&t, 7)), (64, 8));

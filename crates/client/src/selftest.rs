@@ -237,7 +237,7 @@ async fn run_level(options: &SelftestOptions, streams: usize) -> Result<(LevelRe
         ttft: options.ttft,
         itl: options.itl,
         tokens: options.output_tokens,
-        role_chunk: false,
+        opening: false,
         ..Script::default()
     };
     let started = Instant::now();

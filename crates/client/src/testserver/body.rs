@@ -28,7 +28,7 @@ pub(super) enum Step {
 /// The steps of `script`'s stream with their due times (absolute, from `arrived`).
 pub(super) fn plan_steps(script: &Script, arrived: Instant, renderer: &ChunkRenderer) -> VecDeque<(Instant, Step)> {
     let mut steps = VecDeque::new();
-    if script.role_chunk
+    if script.opening
         && let Some(role) = renderer.opening(script.prompt_tokens)
     {
         steps.push_back((arrived, Step::Other(role)));

@@ -1,12 +1,12 @@
 //! A scripted, in-process OpenAI-compatible server for tests, which records the truth.
 //!
-//! It binds `127.0.0.1:0`, answers `/v1/completions` and `/v1/chat/completions` by streaming
-//! tokens on a per-request [`Script`] (TTFT, inter-chunk gaps, tokens per chunk, where usage
-//! goes, the chat role chunk, an in-band error, a non-2xx status, a connection broken
+//! It binds `127.0.0.1:0`, answers `/v1/completions`, `/v1/chat/completions`, `/v1/responses`
+//! and `/v1/messages` by streaming tokens on a per-request [`Script`] (TTFT, inter-chunk gaps,
+//! tokens per chunk, where usage goes, the opening events, an in-band error, a non-2xx status, a connection broken
 //! mid-stream), serves `/v1/models` and `/metrics`, `/tokenize` and `/detokenize` in the schema
 //! of vLLM, SGLang or llama.cpp or in none ([`TokenizeSchema`], see `tokenize.rs`), and can
-//! mistreat keep-alive the way real servers do ([`KeepAlive`]). For every request it records when it arrived and when each token
-//! chunk was handed to the connection, on the same monotonic clock as the client, so tests can
+//! mistreat keep-alive the way real servers do ([`KeepAlive`]). For every request it records
+//! when it arrived and when each token chunk was handed to the connection, on the same monotonic clock as the client, so tests can
 //! compare measurements with the truth. It stops by itself after `max_requests` scripted
 //! requests have been answered or after `lifetime`, whichever comes first, and when dropped.
 
@@ -82,7 +82,7 @@ pub struct Script {
     /// Chat: open with the `{"role":"assistant","content":""}` chunk, sent on arrival;
     /// Responses: with `response.created` and the other opening events; Messages: with
     /// `message_start` and `content_block_start`.
-    pub role_chunk: bool,
+    pub opening: bool,
     /// Send an in-band error event instead of chunk `n` (0-based; `tokens` chunks: after all).
     pub error_after: Option<u32>,
     /// Break the connection instead of sending chunk `n`.
@@ -102,7 +102,7 @@ impl Default for Script {
             tokens_per_chunk: 1,
             usage: UsagePlacement::Separate,
             prompt_tokens: 8,
-            role_chunk: true,
+            opening: true,
             error_after: None,
             close_after: None,
             reasoning_chunks: 0,

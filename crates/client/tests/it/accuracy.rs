@@ -54,7 +54,7 @@ async fn hundreds_of_concurrent_streams_all_complete_with_small_errors() {
         ttft: Duration::from_millis(300 + (info.seq % 50) as u64),
         itl: Duration::from_millis(80 + 3 * (info.seq % 7) as u64),
         tokens: 10,
-        role_chunk: false,
+        opening: false,
         ..Script::default()
     });
     server_config.lifetime = Duration::from_secs(120);

@@ -36,7 +36,7 @@ async fn the_chat_role_chunk_is_not_counted_as_a_token() {
     let script = Script {
         ttft: Duration::from_millis(40),
         tokens: 5,
-        role_chunk: true,
+        opening: true,
         usage: UsagePlacement::Separate,
         ..Script::default()
     };

@@ -11,6 +11,8 @@
 //! - An `{"error": ...}` payload is an in-band error (vLLM's own client counts those streams as
 //!   successes; servebench does not).
 //! - vLLM's per-request `metrics` object gives the server's queue time and TTFT.
+//! - Responses and Messages streams are typed events, not `choices` chunks: [`classify`] hands
+//!   them to `responses` and `messages`, which reuse this module's text and usage readers.
 //!
 //! Payloads are deserialized borrowed: text without escapes is not copied, and `choices` is
 //! never collected into a vector (only its length and first element are kept).

@@ -107,6 +107,9 @@ mod tests {
         assert_eq!(plain, 2);
         // <|im_start|> user \n hello world <|im_end|> \n <|im_start|> assistant \n
         assert_eq!(chat, 10);
+        // Responses and Messages requests go through the same template.
+        assert_eq!(prompt_tokens(tok, Api::Responses, "hello world").unwrap(), chat);
+        assert_eq!(prompt_tokens(tok, Api::Messages, "hello world").unwrap(), chat);
         let msgs = json!([{"role": "user", "content": "hello world"}]);
         assert_eq!(chat_prompt_tokens(tok, &msgs).unwrap(), chat);
     }

@@ -154,6 +154,25 @@ mod tests {
     }
 
     #[test]
+    fn responses_and_messages_bodies_have_their_keys_in_order() {
+        let r = BodyBuilder::from_parts(Api::Responses, "m", true, Map::new());
+        assert_eq!(
+            r.prompt("hi", 7),
+            r#"{"model": "m", "input": "hi", "max_output_tokens": 7, "stream": true, "store": false, "ignore_eos": true}"#
+        );
+        let mut extra = Map::new();
+        extra.insert("temperature".into(), json!(0.5));
+        let m = BodyBuilder::from_parts(Api::Messages, "m", false, extra);
+        assert_eq!(
+            m.prompt("hi", 7),
+            r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 7, "stream": true, "temperature": 0.5}"#
+        );
+        let mut replaced = Map::new();
+        replaced.insert("input".into(), json!([]));
+        assert!(BodyBuilder::from_parts(Api::Responses, "m", false, replaced).replaces_prompt());
+    }
+
+    #[test]
     fn logprobs_take_their_place_in_completions_bodies_and_stay_out_of_chat() {
         let mut config = RunConfig::for_target("http://127.0.0.1:8000", "m");
         config.ignore_eos = false;

@@ -104,6 +104,8 @@ fn the_endpoint_is_read_from_a_backend_heading_or_a_result_json() {
     let report = |heading: &str| points_from_report(&format!("{heading}\n{REPORT}"), "r.txt").unwrap();
     assert!(chat(&report("backend: openai-chat")[0]));
     assert!(chat(&report("backend: vllm-chat")[0]));
+    // Responses and Messages requests go through the chat template as chat requests do.
+    assert!(chat(&report("backend: openai-responses")[0]) && chat(&report("backend: anthropic-messages")[0]));
     assert!(!chat(&report("backend: vllm")[0]) && !chat(&report("")[0]));
     // The pasted benchmark command says it too.
     assert!(chat(&report("vllm bench serve --backend openai-chat --dataset-name random --num-prompts 20")[0]));

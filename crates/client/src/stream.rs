@@ -183,7 +183,9 @@ impl StreamRecorder {
     /// The end of the body, `t_us` µs after the send.
     pub fn finish(&mut self, rec: &mut RequestRecord, t_us: u32) -> Result<(), Failure> {
         self.decode(rec, t_us, |decoder, on_event| decoder.finish(on_event))?;
-        if let Some(message) = no_end_message(self.api).filter(|_| !self.ended) {
+        if !self.ended
+            && let Some(message) = no_end_message(self.api)
+        {
             return Err(failure(FailureKind::Stream, message));
         }
         Ok(())

@@ -14,17 +14,17 @@ use servebench_core::config::Api;
 /// The chat messages a templated request's body stands for: a chat body's `messages`; a
 /// Responses body's `instructions` as the system message, then its `input`, a text (one user
 /// message) or a list of messages; a Messages body's `system` (a text or a list of text
-/// blocks) as the system message, then its `messages`. `None` for completions, which have no
-/// template.
-pub fn conversation(api: Api, body: &Value) -> Option<Result<Cow<'_, Value>, String>> {
+/// blocks) as the system message, then its `messages`. Completions have no conversation (their
+/// prompt is read as it is): an error.
+pub fn conversation(api: Api, body: &Value) -> Result<Cow<'_, Value>, String> {
     let system = |key: &str| body.get(key).filter(|v| !v.is_null()).map(|v| json!({"role": "system", "content": v}));
     let listed = |key: &str| match body.get(key) {
         Some(Value::Array(items)) => Ok(items.iter().cloned()),
         Some(other) => Err(format!("\"{key}\" must be a list of messages, got {other}")),
         None => Err(format!("the body has no \"{key}\" list")),
     };
-    Some(match api {
-        Api::Completions => return None,
+    match api {
+        Api::Completions => Err("a completions body has a prompt, not a conversation".into()),
         Api::Chat => body.get("messages").map(Cow::Borrowed).ok_or_else(|| "the body has no \"messages\" list".into()),
         Api::Responses => match body.get("input") {
             Some(Value::String(text)) => {
@@ -40,7 +40,7 @@ pub fn conversation(api: Api, body: &Value) -> Option<Result<Cow<'_, Value>, Str
         Api::Messages => {
             listed("messages").map(|m| Cow::Owned(Value::Array(system("system").into_iter().chain(m).collect())))
         }
-    })
+    }
 }
 
 /// Maps a request body to prompt token ids.
@@ -117,7 +117,7 @@ impl TokenMapper for WordHashMapper {
                 push_prompt(prompt, out)
             }
             api => {
-                let conversation = conversation(api, body).unwrap_or_else(|| Err("no conversation".into()))?;
+                let conversation = conversation(api, body)?;
                 let messages = conversation.as_array().ok_or("\"messages\" must be a list")?;
                 for m in messages {
                     let role = m.get("role").and_then(Value::as_str).unwrap_or("user");

@@ -18,7 +18,7 @@ use std::borrow::Cow;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 
-use super::openai::{ClassifyError, LooseText, Payload, RawUsage, StreamChunk};
+use super::openai::{ClassifyError, LooseText, Payload, StreamChunk, usage};
 use super::render::put_json_str;
 use crate::record::Usage;
 
@@ -117,7 +117,7 @@ impl MessagesUsage {
     fn into_usage(self) -> Usage {
         let cached = self.cache_read_input_tokens.unwrap_or(0) + self.cache_creation_input_tokens.unwrap_or(0);
         let prompt = self.input_tokens.map(|n| n.saturating_add(cached));
-        RawUsage::from_counts(prompt, self.output_tokens).into_usage()
+        usage(prompt, self.output_tokens)
     }
 }
 
@@ -179,10 +179,7 @@ impl MessagesRenderer {
     /// `content_block_stop`, `message_delta` with the stop reason (`max_tokens` for
     /// `finish_reason` "length") and the output tokens, and `message_stop`.
     pub(super) fn end(&self, b: &mut BytesMut, completion: u32, finish_reason: Option<&str>) {
-        let stop = match finish_reason {
-            Some("length") => "max_tokens",
-            _ => "end_turn",
-        };
+        let stop = stop_reason(finish_reason);
         event(b, "content_block_stop", "\"index\":0");
         let delta = format!(
             "\"delta\":{{\"stop_reason\":\"{stop}\",\"stop_sequence\":null}},\"usage\":{{\"output_tokens\":{completion}}}"
@@ -205,6 +202,15 @@ impl MessagesRenderer {
         put_json_str(&mut b, message);
         b.put_slice(b"}}\n\n");
         b.freeze()
+    }
+}
+
+/// Anthropic's stop reason for how a response ended: `max_tokens` for `finish_reason`
+/// "length", else `end_turn`.
+pub fn stop_reason(finish_reason: Option<&str>) -> &'static str {
+    match finish_reason {
+        Some("length") => "max_tokens",
+        _ => "end_turn",
     }
 }
 

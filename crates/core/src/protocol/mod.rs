@@ -1,13 +1,14 @@
 //! The wire protocol shared by the load engine and the servers it talks to: the SSE framing
 //! ([`sse`]), what one OpenAI streaming payload means ([`openai`]; the Responses API's events
-//! in `responses`, Anthropic's Messages API's in `messages`), and how servers render those payloads ([`render`]).
+//! in [`responses`], Anthropic's Messages API's in [`messages`]), and how servers render those
+//! payloads ([`render`]).
 //!
 //! Everything here is sans-IO: bytes in, meaning out (or meaning in, bytes out).
 
-mod messages;
+pub mod messages;
 pub mod openai;
 pub mod render;
-mod responses;
+pub mod responses;
 pub mod sse;
 
 #[cfg(test)]

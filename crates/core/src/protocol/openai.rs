@@ -51,8 +51,8 @@ pub struct StreamChunk<'a> {
     pub error: Option<String>,
     /// vLLM's per-request `metrics` object, when present.
     pub server: Option<ServerTimings>,
-    /// The event that ends a Responses stream (`response.completed` or `response.incomplete`);
-    /// completions and chat streams have none.
+    /// The event that ends a Responses or Messages stream (`response.completed` or
+    /// `response.incomplete`, `message_stop`); completions and chat streams have none.
     pub end: bool,
 }
 
@@ -182,14 +182,15 @@ pub(super) struct RawUsage {
 }
 
 impl RawUsage {
-    pub(super) fn from_counts(prompt_tokens: Option<u64>, completion_tokens: Option<u64>) -> Self {
-        Self { prompt_tokens, completion_tokens }
-    }
-
     pub(super) fn into_usage(self) -> Usage {
-        let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-        Usage { prompt_tokens: self.prompt_tokens.map(clamp), completion_tokens: self.completion_tokens.map(clamp) }
+        usage(self.prompt_tokens, self.completion_tokens)
     }
+}
+
+/// Token counts as read, each clamped to `u32`.
+pub(super) fn usage(prompt_tokens: Option<u64>, completion_tokens: Option<u64>) -> Usage {
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    Usage { prompt_tokens: prompt_tokens.map(clamp), completion_tokens: completion_tokens.map(clamp) }
 }
 
 /// A string borrowed from the payload when it has no escapes (serde does not borrow a

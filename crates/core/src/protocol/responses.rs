@@ -48,12 +48,11 @@ pub(super) fn classify(data: &[u8]) -> Result<Payload<'_>, ClassifyError> {
             let error = raw.response.and_then(|r| r.error).map(|e| e.0);
             chunk.error = Some(error.unwrap_or_else(|| "the server reported response.failed".to_string()));
         }
+        // The event itself is an error object (`message`, `code`): read as chat's errors are.
         Some("error") => {
-            let mut message = raw.message.unwrap_or_else(|| "error event without a message".to_string());
-            if let Some(code) = raw.code.filter(|c| !c.is_null()) {
-                message.push_str(&format!(" (code {code})"));
-            }
-            chunk.error = Some(message);
+            let error =
+                serde_json::from_slice::<ErrorMessage>(data.trim_ascii()).map_err(|e| ClassifyError::new(e, data))?;
+            chunk.error = Some(error.0);
         }
         _ => {}
     }
@@ -73,10 +72,6 @@ struct RawEvent<'a> {
     #[serde(default)]
     response: Option<RawResponse>,
     #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    code: Option<serde_json::Value>,
-    #[serde(default)]
     error: Option<ErrorMessage>,
 }
 
@@ -94,6 +89,20 @@ struct RawResponse {
 struct IncompleteDetails {
     #[serde(default)]
     reason: Option<String>,
+}
+
+/// A response's status for how it ended, and why it is incomplete: `max_output_tokens` cut
+/// it (`finish_reason` "length"), or it completed.
+pub fn status(finish_reason: Option<&str>) -> (&'static str, Option<&'static str>) {
+    match finish_reason {
+        Some("length") => ("incomplete", Some("max_output_tokens")),
+        _ => ("completed", None),
+    }
+}
+
+/// The message item's id of response `id` (`resp_X` → `msg_X`).
+pub fn message_id(id: &str) -> String {
+    format!("msg_{}", id.strip_prefix("resp_").unwrap_or(id))
 }
 
 /// The events of one streamed response, in the shape OpenAI and vLLM send them: each frame is
@@ -115,11 +124,10 @@ impl ResponsesRenderer {
         put_json_str(&mut head, id);
         head.put_slice(format!(",\"object\":\"response\",\"created_at\":{created},\"model\":").as_bytes());
         put_json_str(&mut head, model);
-        let suffix = id.strip_prefix("resp_").unwrap_or(id);
         Self {
             head: String::from_utf8_lossy(&head).into_owned(),
-            message_id: format!("msg_{suffix}"),
-            reasoning_id: format!("rs_{suffix}"),
+            message_id: message_id(id),
+            reasoning_id: format!("rs_{}", id.strip_prefix("resp_").unwrap_or(id)),
             next: Cell::new(0),
         }
     }
@@ -164,9 +172,11 @@ impl ResponsesRenderer {
     /// The terminal `response.completed`, with the usage; a response cut by its
     /// `max_output_tokens` (`finish_reason` "length") says so with status `incomplete`.
     pub(super) fn completed(&self, b: &mut BytesMut, prompt: u32, completion: u32, finish_reason: Option<&str>) {
-        let status = match finish_reason {
-            Some("length") => "\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"}",
-            _ => "\"status\":\"completed\",\"incomplete_details\":null",
+        let status = match status(finish_reason) {
+            (status, Some(reason)) => {
+                format!("\"status\":\"{status}\",\"incomplete_details\":{{\"reason\":\"{reason}\"}}")
+            }
+            (status, None) => format!("\"status\":\"{status}\",\"incomplete_details\":null"),
         };
         let total = u64::from(prompt) + u64::from(completion);
         let response = format!(

@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use servebench_core::config::Api;
-use servebench_core::protocol::ChunkRenderer;
+use servebench_core::protocol::{ChunkRenderer, messages, responses};
 use tokio::sync::{mpsc, oneshot};
 
 use super::TOKEN_COUNT_HEADER;
@@ -338,11 +338,9 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
             "prompt_logprobs": null, "kv_transfer_params": null
         }),
         Api::Responses => {
-            let (status, details) = match finish {
-                "length" => ("incomplete", json!({"reason": "max_output_tokens"})),
-                _ => ("completed", Value::Null),
-            };
-            let item = format!("msg_{}", id.trim_start_matches("resp_"));
+            let (status, reason) = responses::status(Some(finish));
+            let details = reason.map_or(Value::Null, |r| json!({"reason": r}));
+            let item = responses::message_id(&id);
             json!({
                 "id": id, "object": "response", "created_at": created, "model": s.model_name,
                 "status": status, "incomplete_details": details,
@@ -356,7 +354,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
         Api::Messages => json!({
             "id": id, "type": "message", "role": "assistant", "model": s.model_name,
             "content": [{"type": "text", "text": done.text}],
-            "stop_reason": if finish == "length" { "max_tokens" } else { "end_turn" }, "stop_sequence": null,
+            "stop_reason": messages::stop_reason(Some(finish)), "stop_sequence": null,
             "usage": {"input_tokens": prompt_tokens, "output_tokens": n}
         }),
     };

@@ -90,8 +90,7 @@ impl TextModel {
                 completion_ids(tok, prompt, add_special)
             }
             api => {
-                let messages =
-                    crate::tokens::conversation(api, body).unwrap_or_else(|| Err("no conversation".into()))?;
+                let messages = crate::tokens::conversation(api, body)?;
                 let text = chat_text(tok, &messages, body)?;
                 let add_special = body.get("add_special_tokens").and_then(Value::as_bool).unwrap_or(false);
                 tok.encode(&text, add_special).map_err(|e| e.to_string())

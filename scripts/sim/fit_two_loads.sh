@@ -13,7 +13,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 SB=${SB:-$repo/target/release/servebench}
 HW=${HW:-dgx-spark}
 TP=${TP:-4}
-HIDDEN=${HIDDEN:-"alpha-api-ms=35 eta-bw=0.85 t0-ms=1.5 t-layer-us=35 gemm-eff=0.4 moe-eff=0.25 dequant-mma-moe=0.3 t-moe-us=30"}
+HIDDEN=${HIDDEN:-"alpha-api-ms=35 eta-bw=0.85 t0-ms=1.5 t-layer-us=35 gemm-eff=0.4 moe-eff=0.25 dequant-mma=0.3 t-moe-us=30"}
 hidden=()
 for kv in $HIDDEN; do hidden+=(--option "$kv"); done
 out=$(mktemp -d)

@@ -46,6 +46,7 @@ check a100-80g gpustack-a100-qwen3-235b.txt
 check a100-80g gpustack-a100-glm-4.5-air.txt
 check a100-80g gpustack-a100-qwen3-14b.txt
 check a100-80g gpustack-a100-qwen3-32b.txt --option gpu-memory-utilization=0.95
+check a100-80g gpustack-a100-qwen3-dense-quantized.txt
 check h200 gpustack-h200-qwen3.5-35b-a3b.txt
 check h200 gpustack-h200-qwen3.5-35b-a3b-latency.txt
 check h100-sxm gpustack-h100-qwen3.5-9b.txt

@@ -106,11 +106,13 @@ pub struct StackProfile {
     /// SMs bound them, not the memory.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ops_or_off")]
     pub dequant_ops_per_weight: Option<f64>,
-    /// The fraction of the BF16 tensor rate a dequantizing expert kernel's `mma.sync` reaches
-    /// where the tensor cores bind before its unpacking (parts whose integer rate is high beside
-    /// their tensor rate: RTX 4090, L40S, L4, the consumer Blackwell parts, the GB10).
-    #[serde(default = "dequant_mma_moe")]
-    pub dequant_mma_moe: f64,
+    /// The fraction of the BF16 tensor rate a dequantizing (Marlin) kernel's `mma.sync` reaches
+    /// where the tensor cores bind before its unpacking, for dense and expert products alike:
+    /// parts whose integer rate is high beside their tensor rate (A100, RTX 4090, L40S, L4, the
+    /// consumer Blackwell parts, the GB10). Written `dequant_mma_moe` before it priced dense
+    /// products too; that name is still read.
+    #[serde(default = "dequant_mma", alias = "dequant_mma_moe")]
+    pub dequant_mma: f64,
     /// Latency of one tensor-parallel all-reduce, µs; unset takes the link's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha_ar_us: Option<f64>,
@@ -227,12 +229,15 @@ pub const FUSED_MOE_US: f64 = 20.0;
 /// on the checkpoint's own bytes).
 pub const DEQUANT_OPS_PER_WEIGHT: f64 = 5.7;
 
-/// The fraction of the BF16 tensor rate dequantizing (Marlin) expert kernels reach where the
-/// tensor cores bind: the expert ceiling's BF16 prior from before the BF16 and FP8 experts' own
-/// kernels (vLLM's Triton fused-MoE) were calibrated, kept so that those kernels' low ceilings do
-/// not cap Marlin's, which the A100's public reports show running faster; on one DGX Spark it
-/// gives upstream vLLM's published prompt rate for gpt-oss-120b within 11 % (CALIBRATION.md).
-pub const DEQUANT_MMA_MOE: f64 = 0.5;
+/// The fraction of the BF16 tensor rate dequantizing (Marlin) kernels reach where the tensor
+/// cores bind: the expert ceiling's BF16 prior from before the BF16 and FP8 experts' own kernels
+/// (vLLM's Triton fused-MoE) were calibrated, kept so that those kernels' low ceilings do not
+/// cap Marlin's, which the A100's public reports show running faster; on one DGX Spark it gives
+/// upstream vLLM's published prompt rate for gpt-oss-120b within 11 %. Dense products take it
+/// too (they took cuBLAS's BF16 ceiling before): checked, not fitted, on the A100's public
+/// reports of dense FP8 and AWQ checkpoints (CALIBRATION.md, "Marlin's tensor rate, dense and
+/// experts").
+pub const DEQUANT_MMA: f64 = 0.5;
 
 /// See [`StackProfile::sparse_mla_heads`]: Hopper's FlashMLA sparse kernels.
 const SPARSE_MLA_HEADS: u32 = 64;
@@ -250,8 +255,8 @@ fn sparse_mla_heads() -> u32 {
     SPARSE_MLA_HEADS
 }
 
-fn dequant_mma_moe() -> f64 {
-    DEQUANT_MMA_MOE
+fn dequant_mma() -> f64 {
+    DEQUANT_MMA
 }
 
 /// The host's work per sequence in a step, µs (set in CALIBRATION.md, "The host's work a step").
@@ -305,7 +310,7 @@ impl Default for StackProfile {
             api_ms_per_request: 5.0,
             api_us_per_output_token: 38.1,
             dequant_ops_per_weight: Some(DEQUANT_OPS_PER_WEIGHT),
-            dequant_mma_moe: DEQUANT_MMA_MOE,
+            dequant_mma: DEQUANT_MMA,
             alpha_ar_us: None,
             ar_step_us: None,
             eager_layer_us: 0.0,
@@ -346,7 +351,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 31] = [
     "alpha-ar-us",
     "ar-step-us",
     "dequant-ops-per-weight",
-    "dequant-mma-moe",
+    "dequant-mma",
     "fused-moe-us",
     "eager-layer-us",
     "activation-reserve-gib",
@@ -365,7 +370,14 @@ impl StackProfile {
             return Err("expected a table of constants".into());
         };
         let mut base = serde_json::to_value(&*self).map_err(|e| e.to_string())?;
-        merge(&mut base, patch);
+        let mut patch = patch.clone();
+        // A profile written before `dequant_mma` priced dense products names it by its old name.
+        if let Some(map) = patch.as_object_mut()
+            && let Some(v) = map.remove("dequant_mma_moe")
+        {
+            map.entry("dequant_mma").or_insert(v);
+        }
+        merge(&mut base, &patch);
         let next: StackProfile = serde_json::from_value(base).map_err(|e| e.to_string())?;
         next.validate()?;
         *self = next;
@@ -397,7 +409,11 @@ impl StackProfile {
             Some((f, s)) => (f, Some(s)),
             None => (key, None),
         };
-        let field = if field == "jitter" { "jitter-sigma" } else { field };
+        let field = match field {
+            "jitter" => "jitter-sigma",
+            "dequant-mma-moe" => "dequant-mma",
+            other => other,
+        };
         if !PROFILE_OPTION_KEYS.contains(&field) {
             return Ok(false);
         }
@@ -437,7 +453,7 @@ impl StackProfile {
         effs.extend(self.attn_eff_sinks.map(|v| ("attn_eff_sinks".to_string(), v)));
         effs.extend(self.linear_eff.map(|v| ("linear_eff".to_string(), v)));
         effs.push(("triton_moe.ceiling".to_string(), self.triton_moe.ceiling));
-        effs.push(("dequant_mma_moe".to_string(), self.dequant_mma_moe));
+        effs.push(("dequant_mma".to_string(), self.dequant_mma));
         effs.push(("fp4_moe.stream".to_string(), self.fp4_moe.stream));
         for p in ComputePrecision::ALL {
             effs.push((format!("gemm_eff.{}", p.name()), self.gemm_eff.get(p)));

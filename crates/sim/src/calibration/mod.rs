@@ -86,19 +86,19 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     // A mixture of experts spends its prefill in the expert products (attention and any dense
     // layers are a small part): their ceiling is what long or many prompts identify. Where
     // the tensor cores bind dequantizing products before their unpacking, the fraction of the
-    // tensor rate they reach instead: `dequant_mma_moe` for experts, the dense BF16 ceiling for
-    // dense products (the weight-only ceilings do not reach them there).
+    // tensor rate they reach instead (`dequant_mma`, dense and expert products alike; the
+    // weight-only ceilings do not reach them there).
     let peaks = setup.hardware.peak_tflops.at_clock(setup.hardware.sustained_clock);
     let st = &setup.stack;
     let weight_only = linear == ComputePrecision::WeightOnly;
     let products = if setup.model.moe.is_some() {
-        if weight_only && peaks.weight_only_tensor_bound(st.moe_eff.weight_only, st.dequant_mma_moe) {
-            FitParam::DequantMmaMoe
+        if weight_only && peaks.weight_only_tensor_bound(st.moe_eff.weight_only, st.dequant_mma) {
+            FitParam::DequantMma
         } else {
             FitParam::MoeEff(linear)
         }
-    } else if weight_only && peaks.weight_only_tensor_bound(st.gemm_eff.weight_only, st.gemm_eff.bf16) {
-        FitParam::GemmEff(ComputePrecision::Bf16)
+    } else if weight_only && peaks.weight_only_tensor_bound(st.gemm_eff.weight_only, st.dequant_mma) {
+        FitParam::DequantMma
     } else {
         FitParam::GemmEff(linear)
     };

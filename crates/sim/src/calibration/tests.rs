@@ -162,8 +162,8 @@ fn default_params_fit_what_the_points_can_tell() {
     // share of the tensor rate they reach, which the weight-only ceiling does not move there.
     let spark =
         SimSetup::resolve_with(&Presets::embedded().unwrap(), "openai/gpt-oss-20b", "dgx-spark", &[], None).unwrap();
-    assert_eq!(default_params(&spark, &busy)[1], FitParam::DequantMmaMoe);
-    // So for a dense dequantizing model there: the dense BF16 ceiling, which caps them.
+    assert_eq!(default_params(&spark, &busy)[1], FitParam::DequantMma);
+    // So for a dense dequantizing model there: the same share, as Marlin runs its dense products.
     let dense = SimSetup::resolve_with(
         &Presets::embedded().unwrap(),
         "Qwen/Qwen3-8B",
@@ -172,7 +172,10 @@ fn default_params_fit_what_the_points_can_tell() {
         None,
     )
     .unwrap();
-    assert_eq!(default_params(&dense, &busy)[1], FitParam::GemmEff(ComputePrecision::Bf16));
+    assert_eq!(default_params(&dense, &busy)[1], FitParam::DequantMma);
+    // The same dense model in BF16 fits the dense BF16 ceiling.
+    let bf16 = SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-8B", "dgx-spark", &[], None).unwrap();
+    assert_eq!(default_params(&bf16, &busy)[1], FitParam::GemmEff(ComputePrecision::Bf16));
 }
 
 /// Tensor parallel across machines: the all-reduce's latency, the deployment's least certain
@@ -286,7 +289,7 @@ fn a_fit_on_two_loads_of_a_mixture_of_experts_predicts_the_third() {
         all.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         SimSetup::resolve_with(&presets, "openai/gpt-oss-20b", "dgx-spark", &all, None).unwrap()
     };
-    let truth = opts(&[("alpha-api-ms", "35"), ("eta-bw", "0.85"), ("t0-ms", "1.5"), ("dequant-mma-moe", "0.3")]);
+    let truth = opts(&[("alpha-api-ms", "35"), ("eta-bw", "0.85"), ("t0-ms", "1.5"), ("dequant-mma", "0.3")]);
     let start = opts(&[]);
     let mut points = vec![point(1, 1024, 128, None), point(10, 1024, 128, None), point(100, 1024, 128, None)];
     for p in &mut points {

@@ -194,13 +194,13 @@ impl CostModel {
         // An MLA layer launches more of those small kernels than the layer they were fitted on.
         let floor = terms::layer_floor_factor(m.mla.is_some());
         let bandwidth = st.eta_bw * hw.bandwidth_gbs * 1e9;
-        // A dequantizing kernel runs at `PeakTflops::weight_only_rate`. Dense products take the
-        // dense BF16 ceiling for `mma`; expert products `dequant_mma_moe`, not the BF16
-        // experts' ceiling, which is another kernel's.
-        let device = |format: ComputePrecision, table: &crate::precision::PrecisionTable, mma: f64| {
+        // A dequantizing kernel runs at `PeakTflops::weight_only_rate`, where the tensor cores
+        // bind at Marlin's own fraction of their rate (`dequant_mma`), dense and expert products
+        // alike: not cuBLAS's dense BF16 ceiling, nor the BF16 experts', which are other kernels'.
+        let device = |format: ComputePrecision, table: &crate::precision::PrecisionTable| {
             let (peak, ceiling) = match format {
                 ComputePrecision::WeightOnly => {
-                    (peaks.bf16, peaks.weight_only_rate(table.weight_only, mma) / peaks.bf16)
+                    (peaks.bf16, peaks.weight_only_rate(table.weight_only, st.dequant_mma) / peaks.bf16)
                 }
                 _ => (peaks.get(format), table.get(format)),
             };
@@ -282,7 +282,7 @@ impl CostModel {
                 bandwidth: bandwidth.min(dequant_stream(k.ops_per_weight)),
             },
             None => {
-                let mut dev = device(lin_format, &st.moe_eff, st.dequant_mma_moe);
+                let mut dev = device(lin_format, &st.moe_eff);
                 if let (ComputePrecision::WeightOnly, Some(ops)) = (lin_format, st.dequant_ops_per_weight) {
                     dev.bandwidth = dev.bandwidth.min(dequant_stream(ops));
                 }
@@ -313,18 +313,18 @@ impl CostModel {
                 flops_per_row: 2.0 * attn_params,
                 weight_bytes: attn_params * m.mixer_bytes_per_param(),
             },
-            attn_dev: device(attn_format, &st.gemm_eff, st.gemm_eff.bf16),
+            attn_dev: device(attn_format, &st.gemm_eff),
             ffn: GemmShape {
                 flops_per_row: 2.0 * ffn_params,
                 weight_bytes: ffn_params * always_format.bytes_per_param(),
             },
-            ffn_dev: device(always_format.compute_on(peaks), &st.gemm_eff, st.gemm_eff.bf16),
+            ffn_dev: device(always_format.compute_on(peaks), &st.gemm_eff),
             expert: GemmShape { flops_per_row: 2.0 * m.expert_params(), weight_bytes: m.expert_params() * w_b },
             expert_dev,
             moe_fixed_s: fused_us * 1e-6,
             default_tile,
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
-            lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff, st.gemm_eff.bf16),
+            lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff),
             // A sparse model's indexer keys are the indexer's reads (`indexer`), not attention's.
             kv_bytes_token_layer: m.attention_kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
             attn_flops_prefill,

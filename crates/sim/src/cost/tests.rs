@@ -317,6 +317,31 @@ proptest! {
 }
 
 #[test]
+fn dense_dequantizing_products_reach_marlin_s_share_of_the_tensor_rate_not_cublas_s() {
+    let st = crate::profile::StackProfile::default();
+    let rate = |c: &CostModel| c.ffn_dev.peak_flops * c.ffn_dev.ceiling;
+    // The A100's integer rate unpacks faster than its tensor cores multiply: an FP8 or AWQ
+    // checkpoint's dense products (Marlin, W8A16 and W4A16) run at `dequant_mma` of the BF16
+    // rate, where the BF16 checkpoint's run at cuBLAS's ceiling.
+    let bf16 = model("Qwen/Qwen3-14B", "a100-80g", &[]);
+    for precision in ["fp8", "awq-int4"] {
+        let c = model("Qwen/Qwen3-14B", "a100-80g", &[("precision", precision)]);
+        let share = st.dequant_mma / bf16.ffn_dev.ceiling;
+        assert!((rate(&c) / rate(&bf16) - share).abs() < 1e-9, "{precision}");
+        assert!((c.attn_dev.peak_flops * c.attn_dev.ceiling / rate(&c) - 1.0).abs() < 1e-9, "{precision}");
+        let slower = model("Qwen/Qwen3-14B", "a100-80g", &[("precision", precision), ("dequant-mma", "0.25")]);
+        assert!((rate(&slower) / rate(&c) - 0.25 / st.dequant_mma).abs() < 1e-9, "{precision}");
+    }
+    // On the H100 the unpacking binds first: the share does not reach them there.
+    let h100 = model("Qwen/Qwen3-14B", "h100-sxm", &[("precision", "awq-int4")]);
+    let lower = model("Qwen/Qwen3-14B", "h100-sxm", &[("precision", "awq-int4"), ("dequant-mma", "0.6")]);
+    assert_eq!(rate(&h100), rate(&lower));
+    // FP8 runs on the H100's own FP8 units, no dequantizing at all.
+    let fp8 = model("Qwen/Qwen3-14B", "h100-sxm", &[("precision", "fp8"), ("dequant-mma", "0.1")]);
+    assert_eq!(rate(&fp8), rate(&model("Qwen/Qwen3-14B", "h100-sxm", &[("precision", "fp8")])));
+}
+
+#[test]
 fn dequantizing_experts_run_at_the_sms_issue_rate_capped_by_the_tensor_rate() {
     let st = crate::profile::StackProfile::default();
     // gpt-oss's experts whole on one GPU: 2,880 columns, a little under a wide shard's rate.
@@ -335,13 +360,13 @@ fn dequantizing_experts_run_at_the_sms_issue_rate_capped_by_the_tensor_rate() {
     // Weak tensor cores bind first: the RTX 4090's integer rate would allow more than its BF16
     // rate at the dequantizing kernels' mma ceiling (not the BF16 experts' own ceiling).
     let rtx = model("openai/gpt-oss-20b", "rtx-4090", &[]);
-    assert!((expert_rate(&rtx) / (165e12 * crate::profile::DEQUANT_MMA_MOE) - 1.0).abs() < 1e-9);
-    assert!(st.moe_eff.bf16 < crate::profile::DEQUANT_MMA_MOE);
+    assert!((expert_rate(&rtx) / (165e12 * crate::profile::DEQUANT_MMA) - 1.0).abs() < 1e-9);
+    assert!(st.moe_eff.bf16 < crate::profile::DEQUANT_MMA);
     // So do the GB10's (its 128 integer lanes an SM unpack faster than its tensor cores
     // multiply), and the fraction they reach is a constant of the stack.
     let spark = model("openai/gpt-oss-120b", "dgx-spark", &[]);
-    assert!((expert_rate(&spark) / (100e12 * crate::profile::DEQUANT_MMA_MOE) - 1.0).abs() < 1e-9);
-    let slower = model("openai/gpt-oss-120b", "dgx-spark", &[("dequant-mma-moe", "0.25")]);
+    assert!((expert_rate(&spark) / (100e12 * crate::profile::DEQUANT_MMA) - 1.0).abs() < 1e-9);
+    let slower = model("openai/gpt-oss-120b", "dgx-spark", &[("dequant-mma", "0.25")]);
     assert!((expert_rate(&slower) / expert_rate(&spark) - 0.5).abs() < 1e-9);
     // A device without an integer rate keeps its BF16 peak at the weight-only ceiling.
     let thor = model("openai/gpt-oss-120b", "jetson-agx-thor", &[]);

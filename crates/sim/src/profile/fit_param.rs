@@ -27,7 +27,7 @@ pub enum FitParam {
     AlphaAr,
     ArStep,
     DequantOps,
-    DequantMmaMoe,
+    DequantMma,
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
@@ -50,7 +50,7 @@ const SCALARS: [(FitParam, &str, (f64, f64), f64); 19] = [
     (FitParam::AlphaAr, "alpha-ar-us", (1.0, 2000.0), 0.5),
     (FitParam::ArStep, "ar-step-us", (0.5, 1000.0), 0.5),
     (FitParam::DequantOps, "dequant-ops-per-weight", (1.0, 100.0), 0.5),
-    (FitParam::DequantMmaMoe, "dequant-mma-moe", (0.05, 0.95), 0.4),
+    (FitParam::DequantMma, "dequant-mma", (0.05, 0.95), 0.4),
 ];
 const TABLES: [(&str, (f64, f64), f64); 2] = [("gemm-eff", (0.02, 0.95), 0.4), ("moe-eff", (0.02, 0.95), 0.5)];
 
@@ -77,6 +77,8 @@ impl FitParam {
     /// Parses an option-style name: `t0-ms`, `gemm-eff.fp8`.
     pub fn parse(name: &str) -> Option<FitParam> {
         let key = name.trim().to_ascii_lowercase().replace('_', "-");
+        // The name `dequant-mma` had while it priced expert products only.
+        let key = if key == "dequant-mma-moe" { "dequant-mma".to_string() } else { key };
         if let Some(s) = SCALARS.iter().find(|s| s.1 == key) {
             return Some(s.0);
         }
@@ -120,7 +122,7 @@ impl FitParam {
             FitParam::AlphaAr => s.alpha_ar_us.unwrap_or(0.0),
             FitParam::ArStep => s.ar_step_us.unwrap_or(0.0),
             FitParam::DequantOps => s.dequant_ops_per_weight.unwrap_or(0.0),
-            FitParam::DequantMmaMoe => s.dequant_mma_moe,
+            FitParam::DequantMma => s.dequant_mma,
         }
     }
 
@@ -146,7 +148,7 @@ impl FitParam {
             FitParam::AlphaAr => s.alpha_ar_us = Some(v),
             FitParam::ArStep => s.ar_step_us = Some(v),
             FitParam::DequantOps => s.dequant_ops_per_weight = Some(v),
-            FitParam::DequantMmaMoe => s.dequant_mma_moe = v,
+            FitParam::DequantMma => s.dequant_mma = v,
         }
     }
 

@@ -84,19 +84,39 @@ fn the_dequant_cap_is_on_by_default_and_false_turns_it_off() {
 }
 
 #[test]
-fn the_dequantizing_experts_tensor_share_is_an_option_and_a_fit_parameter() {
+fn the_dequantizing_kernels_tensor_share_is_an_option_and_a_fit_parameter() {
     let mut p = StackProfile::default();
-    assert_eq!(p.dequant_mma_moe, DEQUANT_MMA_MOE);
-    assert!(p.set_option("dequant-mma-moe", "0.3").unwrap());
-    assert_eq!(p.dequant_mma_moe, 0.3);
-    assert!(p.set_option("dequant-mma-moe", "2").unwrap_err().contains("dequant_mma_moe"));
+    assert_eq!(p.dequant_mma, DEQUANT_MMA);
+    assert!(p.set_option("dequant-mma", "0.3").unwrap());
+    assert_eq!(p.dequant_mma, 0.3);
+    assert!(p.set_option("dequant-mma", "2").unwrap_err().contains("dequant_mma"));
     // A profile written before the constant existed reads with the default.
     let mut written = serde_json::to_value(&p).unwrap();
-    written.as_object_mut().unwrap().remove("dequant_mma_moe").unwrap();
-    let old: StackProfile = serde_json::from_value(written).unwrap();
-    assert_eq!(old.dequant_mma_moe, DEQUANT_MMA_MOE);
-    let param = FitParam::parse("dequant-mma-moe").unwrap();
-    assert_eq!(param, FitParam::DequantMmaMoe);
+    written.as_object_mut().unwrap().remove("dequant_mma").unwrap();
+    let old: StackProfile = serde_json::from_value(written.clone()).unwrap();
+    assert_eq!(old.dequant_mma, DEQUANT_MMA);
+    let param = FitParam::parse("dequant-mma").unwrap();
+    assert_eq!(param, FitParam::DequantMma);
     param.set(&mut p, 0.4);
-    assert_eq!((param.get(&p), param.name()), (0.4, "dequant-mma-moe".to_string()));
+    assert_eq!((param.get(&p), param.name()), (0.4, "dequant-mma".to_string()));
+}
+
+#[test]
+fn the_tensor_share_s_name_from_when_it_priced_experts_only_is_still_read() {
+    // As an option, a fit parameter, a saved profile (a run's config) and a profile file's patch.
+    let mut p = StackProfile::default();
+    assert!(p.set_option("dequant-mma-moe", "0.3").unwrap());
+    assert_eq!(p.dequant_mma, 0.3);
+    assert_eq!(FitParam::parse("dequant_mma_moe"), Some(FitParam::DequantMma));
+    let mut written = serde_json::to_value(StackProfile::default()).unwrap();
+    let map = written.as_object_mut().unwrap();
+    map.remove("dequant_mma").unwrap();
+    map.insert("dequant_mma_moe".into(), serde_json::json!(0.35));
+    assert_eq!(serde_json::from_value::<StackProfile>(written).unwrap().dequant_mma, 0.35);
+    let mut q = StackProfile::default();
+    q.apply_patch(&serde_json::json!({ "dequant_mma_moe": 0.25 })).unwrap();
+    assert_eq!(q.dequant_mma, 0.25);
+    // Given under both names, the current one wins.
+    q.apply_patch(&serde_json::json!({ "dequant_mma_moe": 0.2, "dequant_mma": 0.45 })).unwrap();
+    assert_eq!(q.dequant_mma, 0.45);
 }

@@ -41,6 +41,43 @@ pub struct SimSetup {
     pub notes: Vec<String>,
 }
 
+/// How a checkpoint whose format the device cannot multiply in runs there, where it is one:
+/// dequantized to BF16 in Marlin's kernels, and what bounds those products (the tensor cores at
+/// `dequant_mma`, or the SMs unpacking the weights). MXFP4 experts have a note of their own.
+fn dequantizing_note(model: &ModelShape, hardware: &HardwareSpec, stack: &StackProfile) -> Option<String> {
+    use crate::precision::{ComputePrecision, Precision};
+    let peaks = &hardware.peak_tflops.at_clock(hardware.sustained_clock);
+    if model.precision.compute_on(peaks) != ComputePrecision::WeightOnly
+        || model.precision.dequantizes_mxfp4_experts(model.moe.is_some(), peaks)
+    {
+        return None;
+    }
+    let (scheme, missing) = match model.precision {
+        Precision::Fp8 => ("W8A16", Some("FP8")),
+        Precision::Nvfp4 | Precision::Mxfp4 => ("W4A16", peaks.fp4.is_none().then_some("FP4")),
+        _ => ("W4A16", None),
+    };
+    let products = if model.moe.is_some() { "expert" } else { "dense" };
+    let ceiling = if model.moe.is_some() { stack.moe_eff.weight_only } else { stack.gemm_eff.weight_only };
+    let bound = if peaks.weight_only_tensor_bound(ceiling, stack.dequant_mma) {
+        format!("bound by the tensor cores, at {:.2} of their BF16 rate (dequant-mma)", stack.dequant_mma)
+    } else {
+        let rate = peaks.weight_only_rate(ceiling, stack.dequant_mma);
+        format!(
+            "bound by the SMs unpacking the weights, at {rate:.0} TFLOP/s ({:.2} of the BF16 tensor rate)",
+            rate / peaks.bf16
+        )
+    };
+    let on = match missing {
+        Some(units) => format!(" on {}, which has no {units} tensor cores", hardware.name),
+        None => String::new(),
+    };
+    Some(format!(
+        "{} weights run as {scheme}{on}: Marlin's kernels dequantize them to BF16; the {products} products are {bound}",
+        model.precision.name()
+    ))
+}
+
 impl SimSetup {
     /// Resolves a target with the built-in and user presets. `model` is a preset id or the path
     /// of a Hugging Face config.json (or of the folder holding one); `profile` a fitted
@@ -187,6 +224,7 @@ impl SimSetup {
             opts.max_num_seqs,
             opts.max_num_batched_tokens
         ));
+        notes.extend(dequantizing_note(&model, &hardware, &stack));
         if model.precision.dequantizes_mxfp4_experts(model.moe.is_some(), &hardware.peak_tflops) {
             use crate::precision::Mxfp4Backend::{Marlin, Triton};
             notes.push(
@@ -308,6 +346,40 @@ pub(crate) mod tests {
         // On parts whose MXFP4 experts take FP8 activations there is no such choice to note.
         assert_eq!(says("b200", &[]), None);
         assert!(setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().notes.iter().all(|n| !n.contains("MXFP4")));
+    }
+
+    #[test]
+    fn the_notes_say_how_a_checkpoint_the_device_cannot_multiply_in_runs() {
+        let note = |model: &str, hw: &str, pairs: &[(&str, &str)]| {
+            let s = setup(model, hw, pairs).unwrap();
+            s.notes.iter().find(|n| n.contains("Marlin's kernels dequantize")).cloned()
+        };
+        // FP8 on the A100: W8A16, its dense products bound by the tensor cores at dequant-mma.
+        let a100 = note("Qwen/Qwen3-14B-FP8", "a100-80g", &[]).unwrap();
+        assert!(a100.starts_with("fp8 weights run as W8A16 on a100-80g, which has no FP8 tensor cores"), "{a100}");
+        assert!(
+            a100.ends_with(
+                "the dense products are bound by the tensor cores, at 0.50 of their BF16 rate (dequant-mma)"
+            )
+        );
+        let lower = note("Qwen/Qwen3-14B-FP8", "a100-80g", &[("dequant-mma", "0.3")]).unwrap();
+        assert!(lower.ends_with("at 0.30 of their BF16 rate (dequant-mma)"), "{lower}");
+        // The experts of a mixture of experts there are bound by the unpacking, with its rate.
+        let moe = note("Qwen/Qwen3-235B-A22B-FP8", "a100-80g", &[("tp", "8")]).unwrap();
+        assert!(
+            moe.contains("the expert products are bound by the SMs unpacking the weights, at 113 TFLOP/s"),
+            "{moe}"
+        );
+        // AWQ runs dequantized everywhere, with no units missing to name.
+        let awq = note("Qwen/Qwen3-8B", "h100-sxm", &[("precision", "awq-int4")]).unwrap();
+        assert!(awq.starts_with("awq-int4 weights run as W4A16: Marlin's kernels"), "{awq}");
+        // NVFP4 on the GB10, which lacks FP4 units.
+        assert!(note("Qwen/Qwen3-8B", "dgx-spark", &[("precision", "nvfp4")]).unwrap().contains("no FP4 tensor cores"));
+        // Nothing to say where the device multiplies in the format, nor for BF16, nor for MXFP4
+        // experts, whose note says which kernels price them.
+        assert_eq!(note("Qwen/Qwen3-14B-FP8", "h100-sxm", &[]), None);
+        assert_eq!(note("Qwen/Qwen3-14B", "a100-80g", &[]), None);
+        assert_eq!(note("openai/gpt-oss-120b", "h100-sxm", &[]), None);
     }
 
     #[test]

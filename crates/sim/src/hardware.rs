@@ -73,8 +73,9 @@ impl PeakTflops {
 
     /// A dequantizing product's rate, TFLOP/s: the lower of its issue-bound rate
     /// (`issue_ceiling` of [`PeakTflops::dequant_issue`]) and the tensor cores' BF16 rate at
-    /// `mma`. The first binds on parts with strong tensor cores (H100, A100), the second where
-    /// the integer rate is high beside the tensor rate (RTX 4090, consumer Blackwell, GB10).
+    /// `mma`. The first binds on parts with strong tensor cores (the H100; the A100's expert
+    /// products, whose ceiling is low), the second where the integer rate is high beside the
+    /// tensor rate (the A100's dense products, RTX 4090, consumer Blackwell, GB10).
     pub fn weight_only_rate(&self, issue_ceiling: f64, mma: f64) -> f64 {
         (self.dequant_issue() * issue_ceiling).min(self.bf16 * mma)
     }

@@ -9,26 +9,41 @@ use super::sse::SseDecoder;
 use crate::config::Api;
 use crate::record::Usage;
 
-/// What a whole stream adds up to.
+/// What a whole stream adds up to (the per-API modules' round trips read their streams with it).
 #[derive(Debug, Default, PartialEq)]
-struct Summary {
-    tokens: usize,
-    text: String,
-    usage: Option<Usage>,
-    error: Option<String>,
-    server: Option<ServerTimings>,
-    done: bool,
+pub(super) struct Summary {
+    pub(super) tokens: usize,
+    pub(super) text: String,
+    pub(super) reasoning: String,
+    /// The usage, merged count by count as the recorder merges it.
+    pub(super) usage: Option<Usage>,
+    pub(super) error: Option<String>,
+    pub(super) server: Option<ServerTimings>,
+    /// The last finish (stop) reason given.
+    pub(super) finish_reason: Option<String>,
+    /// Events that end the stream (the typed-event APIs' terminal events).
+    pub(super) ends: usize,
+    /// `[DONE]` seen.
+    pub(super) done: bool,
 }
 
-fn summarize(api: Api, pieces: &[&[u8]]) -> Summary {
+/// `pieces`, fed to one decoder in turn and classified as `api`.
+pub(super) fn summarize(api: Api, pieces: &[&[u8]]) -> Summary {
     let mut s = Summary::default();
     let mut d = SseDecoder::new();
     let mut on_event = |e: super::sse::SseEvent<'_>| match classify(api, e.data).unwrap() {
         Payload::Done => s.done = true,
         Payload::Chunk(c) => {
             s.tokens += usize::from(c.token);
+            s.ends += usize::from(c.end);
             if let Some(t) = c.text {
                 s.text.push_str(&t);
+            }
+            if let Some(r) = c.reasoning {
+                s.reasoning.push_str(&r);
+            }
+            if let Some(f) = c.finish_reason {
+                s.finish_reason = Some(f.into_owned());
             }
             if let Some(u) = c.usage {
                 let old = s.usage.unwrap_or_default();
@@ -121,42 +136,65 @@ fn a_captured_responses_stream_classifies_to_its_counts_whole_or_byte_by_byte() 
     let bytes = transcript("llamacpp_responses.sse");
     let whole = summarize(Api::Responses, &[&bytes]);
     let want =
-        Summary { tokens: 4, text: "لعبة Zucker.File-Out".into(), usage: usage(14, 4), ..Summary::default() };
+        Summary {
+            tokens: 4, text: "لعبة Zucker.File-Out".into(), usage: usage(14, 4), ends: 1, ..Summary::default()
+        };
     assert_eq!(whole, want);
     let pieces: Vec<&[u8]> = bytes.chunks(1).collect();
     assert_eq!(summarize(Api::Responses, &pieces), whole);
-    let mut ends = 0;
-    SseDecoder::new()
-        .feed(&bytes, |e| {
-            if let Ok(Payload::Chunk(c)) = classify(Api::Responses, e.data) {
-                ends += usize::from(c.end);
-            }
-        })
-        .unwrap();
-    assert_eq!(ends, 1);
 }
 
 #[test]
-fn rendered_responses_events_carry_what_a_real_servers_do() {
+fn a_captured_messages_stream_classifies_to_its_counts_whole_or_byte_by_byte() {
+    // Anthropic's Messages API has no `[DONE]` either: `message_stop` ends it; the prompt's count
+    // comes with `message_start`, the output's and the stop reason with `message_delta`.
+    let bytes = transcript("llamacpp_messages.sse");
+    let whole = summarize(Api::Messages, &[&bytes]);
+    let want = Summary {
+        tokens: 4,
+        text: "PureComponentclinicᕙ joins".into(),
+        usage: usage(14, 4),
+        finish_reason: Some("max_tokens".into()),
+        ends: 1,
+        ..Summary::default()
+    };
+    assert_eq!(whole, want);
+    let pieces: Vec<&[u8]> = bytes.chunks(1).collect();
+    assert_eq!(summarize(Api::Messages, &pieces), whole);
+}
+
+#[test]
+fn rendered_typed_events_carry_what_a_real_servers_do() {
     // Each rendered event has at least the keys llama.cpp's of the same type has, but for
     // llama.cpp's own `timings` (vLLM and OpenAI add `sequence_number`, which llama.cpp leaves
-    // out), and the same event types open and close the stream.
-    let theirs = frames(&transcript("llamacpp_responses.sse"));
-    let r = ChunkRenderer::new(Api::Responses, "resp_x", 1, "m");
-    let mine = frames(&[r.opening(0).unwrap(), r.token_chunk("a", None), r.usage_chunk(3, 1, None)].concat());
-    for m in &mine {
-        let t = theirs
-            .iter()
-            .find(|t| t["type"] == m["type"])
-            .unwrap_or_else(|| panic!("{} not sent by llama.cpp", m["type"]));
-        for k in keys(t).into_iter().filter(|k| k != "timings") {
-            assert!(m.get(&k).is_some(), "{}: no {k}", m["type"]);
+    // out), and so has the usage inside it; the same event types open and close the stream.
+    for (api, file) in [(Api::Responses, "llamacpp_responses.sse"), (Api::Messages, "llamacpp_messages.sse")] {
+        let theirs = frames(&transcript(file));
+        let r = ChunkRenderer::new(api, "x_1", 1, "m");
+        let mine = frames(&[r.opening(0).unwrap(), r.token_chunk("a", None), r.usage_chunk(3, 1, None)].concat());
+        for m in &mine {
+            let t = theirs
+                .iter()
+                .find(|t| t["type"] == m["type"])
+                .unwrap_or_else(|| panic!("{file}: {} not sent by llama.cpp", m["type"]));
+            for k in keys(t).into_iter().filter(|k| k != "timings") {
+                assert!(m.get(&k).is_some(), "{file}: {}: no {k}", m["type"]);
+            }
+            for k in keys(usage_in(t)) {
+                assert!(usage_in(m).get(&k).is_some(), "{file}: {}: usage has no {k}", m["type"]);
+            }
         }
+        assert_eq!(mine[0]["type"], theirs[0]["type"], "{file}: the first event");
+        assert_eq!(mine.last().unwrap()["type"], theirs.last().unwrap()["type"], "{file}: the last event");
     }
-    let usage = &mine.last().unwrap()["response"]["usage"];
-    for k in keys(&theirs.last().unwrap()["response"]["usage"]) {
-        assert!(usage.get(&k).is_some(), "usage: no {k}");
-    }
+}
+
+/// An event's usage object wherever its API puts it (Null where it has none).
+fn usage_in(v: &Value) -> &Value {
+    [&v["usage"], &v["response"]["usage"], &v["message"]["usage"]]
+        .into_iter()
+        .find(|u| u.is_object())
+        .unwrap_or(&Value::Null)
 }
 
 #[test]
@@ -167,11 +205,17 @@ fn vllm_per_request_metrics_are_read() {
 
 /// The JSON of every `data:` frame in a transcript, `[DONE]` excluded.
 fn frames(bytes: &[u8]) -> Vec<Value> {
+    named_frames(bytes).into_iter().map(|(_, v)| v).collect()
+}
+
+/// Every `data:` frame but `[DONE]`, with the name its `event:` line gave it.
+pub(super) fn named_frames(bytes: &[u8]) -> Vec<(Option<String>, Value)> {
     let mut out = Vec::new();
     let mut d = SseDecoder::new();
     d.feed(bytes, |e| {
         if !e.is_done() {
-            out.push(serde_json::from_slice(e.data).unwrap());
+            let name = e.event.map(|n| String::from_utf8_lossy(n).into_owned());
+            out.push((name, serde_json::from_slice(e.data).unwrap()));
         }
     })
     .unwrap();

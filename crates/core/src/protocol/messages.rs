@@ -224,8 +224,7 @@ mod tests {
     use super::*;
     use crate::config::Api;
     use crate::protocol::ChunkRenderer;
-    use crate::protocol::sse::SseDecoder;
-    use serde_json::Value;
+    use crate::protocol::conformance_tests::{named_frames, summarize};
 
     fn chunk(json: &str) -> StreamChunk<'_> {
         match classify(json.as_bytes()).unwrap() {
@@ -296,37 +295,17 @@ mod tests {
         }
         wire.extend_from_slice(&r.token_chunk_with_usage("", Some("length"), 11, 4));
         assert!(r.done().is_none() && r.usage_always());
-        let (mut tokens, mut text, mut reasoning, mut usage, mut ended, mut stop) =
-            (0, String::new(), String::new(), Usage::default(), 0, None);
-        SseDecoder::new()
-            .feed(&wire, |e| {
-                let v: Value = serde_json::from_slice(e.data).unwrap();
-                assert_eq!(e.event.map(|n| String::from_utf8_lossy(n).into_owned()).as_deref(), v["type"].as_str());
-                let Payload::Chunk(c) = classify(e.data).unwrap() else { panic!("no [DONE] in Messages") };
-                tokens += usize::from(c.token);
-                text.push_str(c.text.as_deref().unwrap_or(""));
-                reasoning.push_str(c.reasoning.as_deref().unwrap_or(""));
-                if let Some(u) = c.usage {
-                    usage.prompt_tokens = u.prompt_tokens.or(usage.prompt_tokens);
-                    usage.completion_tokens = u.completion_tokens.or(usage.completion_tokens);
-                }
-                ended += usize::from(c.end);
-                stop = c.finish_reason.map(Cow::into_owned).or(stop.take());
-                if v["type"] == "message_start" {
-                    assert_eq!(v["message"]["model"], "m\"x");
-                }
-            })
-            .unwrap();
-        assert_eq!((tokens, text.as_str(), reasoning.as_str(), ended), (4, "Hello\n", "think", 1));
-        assert_eq!(usage, Usage { prompt_tokens: Some(11), completion_tokens: Some(4) });
-        assert_eq!(stop.as_deref(), Some("max_tokens"));
+        let s = summarize(Api::Messages, &[&wire]);
+        assert_eq!((s.tokens, s.text.as_str(), s.reasoning.as_str(), s.ends), (4, "Hello\n", "think", 1));
+        assert_eq!(s.usage, Some(Usage { prompt_tokens: Some(11), completion_tokens: Some(4) }));
+        assert_eq!(s.finish_reason.as_deref(), Some("max_tokens"));
+        let frames = named_frames(&wire);
+        for (name, v) in &frames {
+            assert_eq!(name.as_deref(), v["type"].as_str());
+        }
+        assert_eq!(frames[0].1["message"]["model"], "m\"x");
         let error = r.error("boom", "InternalServerError", 500);
-        SseDecoder::new()
-            .feed(&error, |e| {
-                assert_eq!(e.event, Some(&b"error"[..]));
-                let Payload::Chunk(c) = classify(e.data).unwrap() else { panic!() };
-                assert_eq!(c.error.as_deref(), Some("boom (api_error)"));
-            })
-            .unwrap();
+        assert_eq!(summarize(Api::Messages, &[&error]).error.as_deref(), Some("boom (api_error)"));
+        assert_eq!(named_frames(&error)[0].0.as_deref(), Some("error"));
     }
 }

@@ -214,9 +214,8 @@ mod tests {
     use super::*;
     use crate::config::Api;
     use crate::protocol::ChunkRenderer;
-    use crate::protocol::sse::SseDecoder;
+    use crate::protocol::conformance_tests::{named_frames, summarize};
     use crate::record::Usage;
-    use serde_json::Value;
 
     fn chunk(json: &str) -> StreamChunk<'_> {
         match classify(json.as_bytes()).unwrap() {
@@ -299,36 +298,22 @@ mod tests {
         }
         wire.extend_from_slice(&r.usage_chunk(4, 4, Some("length")));
         assert!(r.done().is_none() && r.usage_always());
-        let mut d = SseDecoder::new();
-        let (mut tokens, mut text, mut reasoning, mut usage, mut ended, mut seq) =
-            (0, String::new(), String::new(), None, 0, Vec::new());
-        d.feed(&wire, |e| {
-            let v: Value = serde_json::from_slice(e.data).unwrap();
-            assert_eq!(e.event.map(|n| String::from_utf8_lossy(n).into_owned()).as_deref(), v["type"].as_str());
-            seq.push(v["sequence_number"].as_u64().unwrap());
-            let Payload::Chunk(c) = classify(e.data).unwrap() else { panic!("no [DONE] in Responses") };
-            tokens += usize::from(c.token);
-            text.push_str(c.text.as_deref().unwrap_or(""));
-            reasoning.push_str(c.reasoning.as_deref().unwrap_or(""));
-            usage = c.usage.or(usage);
-            ended += usize::from(c.end);
-            if c.end {
-                assert_eq!(v["response"]["status"], "incomplete");
-                assert_eq!(v["response"]["model"], "m\"x");
-                assert_eq!(v["response"]["usage"]["total_tokens"], 8);
-            }
-        })
-        .unwrap();
-        assert_eq!((tokens, text.as_str(), reasoning.as_str(), ended), (4, "Hello\n", "think", 1));
-        assert_eq!(usage, Some(Usage { prompt_tokens: Some(4), completion_tokens: Some(4) }));
+        let s = summarize(Api::Responses, &[&wire]);
+        assert_eq!((s.tokens, s.text.as_str(), s.reasoning.as_str(), s.ends), (4, "Hello\n", "think", 1));
+        assert_eq!(s.usage, Some(Usage { prompt_tokens: Some(4), completion_tokens: Some(4) }));
+        let frames = named_frames(&wire);
+        for (name, v) in &frames {
+            assert_eq!(name.as_deref(), v["type"].as_str());
+        }
+        let seq: Vec<u64> = frames.iter().map(|(_, v)| v["sequence_number"].as_u64().unwrap()).collect();
         assert_eq!(seq, (0..seq.len() as u64).collect::<Vec<_>>(), "numbered in order from 0");
+        let end = &frames.last().unwrap().1["response"];
+        assert_eq!(
+            (&end["status"], &end["model"], &end["usage"]["total_tokens"]),
+            (&"incomplete".into(), &"m\"x".into(), &8.into())
+        );
         let error = r.error("boom", "InternalServerError", 500);
-        let mut d = SseDecoder::new();
-        d.feed(&error, |e| {
-            assert_eq!(e.event, Some(&b"error"[..]));
-            let Payload::Chunk(c) = classify(e.data).unwrap() else { panic!() };
-            assert_eq!(c.error.as_deref(), Some(r#"boom (code "500")"#));
-        })
-        .unwrap();
+        assert_eq!(summarize(Api::Responses, &[&error]).error.as_deref(), Some(r#"boom (code "500")"#));
+        assert_eq!(named_frames(&error)[0].0.as_deref(), Some("error"));
     }
 }

@@ -363,6 +363,18 @@ pub const PROFILE_OPTION_KEYS: [&str; 31] = [
 ];
 
 impl StackProfile {
+    /// The weight-only (unpacking) ceiling of a model's main products: the experts' for a
+    /// mixture of experts, else the dense products'.
+    pub fn weight_only_ceiling(&self, experts: bool) -> f64 {
+        if experts { self.moe_eff.weight_only } else { self.gemm_eff.weight_only }
+    }
+
+    /// Whether a model's main dequantizing products are bound by the tensor cores (at
+    /// `dequant_mma`) before their unpacking on a device of these peaks.
+    pub fn dequantizing_tensor_bound(&self, peaks: &crate::hardware::PeakTflops, experts: bool) -> bool {
+        peaks.weight_only_tensor_bound(self.weight_only_ceiling(experts), self.dequant_mma)
+    }
+
     /// Overlays a partial profile (a JSON object with any subset of the fields; nested
     /// per-format tables may be partial too). Unknown fields and out-of-range values are errors.
     pub fn apply_patch(&mut self, patch: &serde_json::Value) -> Result<(), String> {

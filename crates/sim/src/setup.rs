@@ -57,12 +57,12 @@ fn dequantizing_note(model: &ModelShape, hardware: &HardwareSpec, stack: &StackP
         Precision::Nvfp4 | Precision::Mxfp4 => ("W4A16", peaks.fp4.is_none().then_some("FP4")),
         _ => ("W4A16", None),
     };
-    let products = if model.moe.is_some() { "expert" } else { "dense" };
-    let ceiling = if model.moe.is_some() { stack.moe_eff.weight_only } else { stack.gemm_eff.weight_only };
-    let bound = if peaks.weight_only_tensor_bound(ceiling, stack.dequant_mma) {
+    let experts = model.moe.is_some();
+    let products = if experts { "expert" } else { "dense" };
+    let bound = if stack.dequantizing_tensor_bound(peaks, experts) {
         format!("bound by the tensor cores, at {:.2} of their BF16 rate (dequant-mma)", stack.dequant_mma)
     } else {
-        let rate = peaks.weight_only_rate(ceiling, stack.dequant_mma);
+        let rate = peaks.weight_only_rate(stack.weight_only_ceiling(experts), stack.dequant_mma);
         format!(
             "bound by the SMs unpacking the weights, at {rate:.0} TFLOP/s ({:.2} of the BF16 tensor rate)",
             rate / peaks.bf16

@@ -91,14 +91,11 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     let peaks = setup.hardware.peak_tflops.at_clock(setup.hardware.sustained_clock);
     let st = &setup.stack;
     let weight_only = linear == ComputePrecision::WeightOnly;
-    let products = if setup.model.moe.is_some() {
-        if weight_only && peaks.weight_only_tensor_bound(st.moe_eff.weight_only, st.dequant_mma) {
-            FitParam::DequantMma
-        } else {
-            FitParam::MoeEff(linear)
-        }
-    } else if weight_only && peaks.weight_only_tensor_bound(st.gemm_eff.weight_only, st.dequant_mma) {
+    let experts = setup.model.moe.is_some();
+    let products = if weight_only && st.dequantizing_tensor_bound(&peaks, experts) {
         FitParam::DequantMma
+    } else if experts {
+        FitParam::MoeEff(linear)
     } else {
         FitParam::GemmEff(linear)
     };

@@ -89,10 +89,13 @@ pub struct StackProfile {
     /// Delay between the client sending a request and the scheduler seeing it (HTTP, request
     /// parsing), ms. It lands in every TTFT.
     pub alpha_api_ms: f64,
-    /// Further delay per prompt token before the scheduler sees the request (tokenising), µs.
+    /// Further delay per prompt token before the scheduler sees the request (tokenising), µs:
+    /// the API server's one tokenizing thread does it, one prompt after another, beside its
+    /// event loop (on the loop for prompts rendered to token ids there, as gpt-oss's chat).
     pub api_us_per_token: f64,
-    /// The frontend's own work per request (parsing, validation, hand-off to the engine), ms:
-    /// like the tokenising, done for one request at a time, so a burst of arrivals queues.
+    /// The frontend's own work per request on its event loop (parsing, validation, hand-off to
+    /// the engine; rendering a chat template), ms: done for one request at a time, so a burst
+    /// of arrivals queues.
     pub api_ms_per_request: f64,
     /// The frontend's work per streamed token (detokenising, writing the chunk), µs: the same
     /// one process does it after every step, so requests that arrive while it streams the
@@ -305,9 +308,9 @@ impl Default for StackProfile {
             t_host_ms: 0.5,
             t_host_seq_us: HOST_SEQ_US,
             t_admit_us: 0.0,
-            alpha_api_ms: 5.92,
-            api_us_per_token: 3.97,
-            api_ms_per_request: 5.0,
+            alpha_api_ms: 6.49,
+            api_us_per_token: 3.69,
+            api_ms_per_request: 6.01,
             api_us_per_output_token: 38.1,
             dequant_ops_per_weight: Some(DEQUANT_OPS_PER_WEIGHT),
             dequant_mma: DEQUANT_MMA,

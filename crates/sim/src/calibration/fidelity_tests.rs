@@ -359,8 +359,12 @@ fn assert_medians_within(name: &str, got: [f64; 3], bound: [f64; 3]) {
 /// from 50.5 %, 60.9 %, 25.0 % to 21.7 %, 100.2 %, 20.9 %); the A100's 28.3 %, 31.7 %, 30.1 %;
 /// GLM-4.6 18.0 %, 13.2 %, 9.2 %; GLM-4.5-Air 16.8 %, 12.9 %, 6.1 %; DeepSeek-R1 24.1 %, 21.4 %,
 /// 30.0 %. Since dense Marlin products run at Marlin's share of the tensor rate (`dequant_mma`),
-/// the A100's FP8 attention projections with them: the A100's 24.6 %, 24.8 %, 21.8 %. The bounds
-/// hold those with a little room.
+/// the A100's FP8 attention projections with them: the A100's 24.6 %, 24.8 %, 21.8 %. Since
+/// prompts are tokenized on the API server's tokenizing thread beside its loop, not on it, and
+/// the frontend's three request constants were refitted for that (`engine::frontend`; 6.01 ms
+/// a request rendered instead of 5.0): in sample 10.4 %, 5.8 %, 7.2 % (a thousand chat prompts
+/// rendered at 6.01 ms each come out later); GLM-4.6 14.0 %, 13.2 %, 7.6 %; the A100's 24.1 %,
+/// 24.8 %, 20.7 %; GLM-4.5-Air 11.3 %, 7.6 %, 4.7 %. The bounds hold those with a little room.
 #[test]
 fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let h100 = public_medians("gpustack-h100-qwen3-235b.txt", "h100-sxm", 8);
@@ -369,7 +373,7 @@ fn the_expert_ceilings_hold_on_the_public_reports_of_other_moe_models() {
     let air = public_medians("gpustack-a100-glm-4.5-air.txt", "a100-80g", 5);
     let r1 = public_medians_with("gpustack-h200-deepseek-r1.json", "h200", 4, &[("max-model-len", "32768")]);
     for (name, got, bound) in [
-        ("H100 (in sample)", h100, [0.08, 0.08, 0.07]),
+        ("H100 (in sample)", h100, [0.11, 0.08, 0.08]),
         ("A100", a100, [0.31, 0.34, 0.33]),
         ("GLM-4.6 on H200", glm, [0.20, 0.15, 0.11]),
         ("GLM-4.5-Air on A100", air, [0.18, 0.15, 0.08]),

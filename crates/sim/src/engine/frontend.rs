@@ -1,22 +1,27 @@
 //! The API server in front of the engine: when the scheduler sees a request, and when the
 //! client sees a token.
 //!
-//! vLLM's API server is one Python process. Its work on requests (parsing, validation,
-//! tokenizing) and on streamed tokens (detokenizing, writing the chunks) is one queue, so a
-//! burst of arrivals reaches the scheduler spread by that work, behind the tokens of steps that
-//! ended before they arrived. Its output handler takes the engine's outputs in order as they
-//! come, so a step's tokens reach the client at the step's end unless the writing of earlier
-//! steps' tokens still holds it ([`Frontend::streamed_at`]); the engine does not wait for it.
+//! vLLM's API server is one Python process with two workers that matter here. Its event loop
+//! does the work on requests (parsing, validation, hand-off to the engine) and on streamed tokens
+//! (detokenizing, writing the chunks) in one queue, so a burst of arrivals reaches the scheduler
+//! spread by that work, behind the tokens of steps that ended before they arrived. Tokenizing
+//! a prompt's text it hands to a one-thread executor (`_tokenizer_executor` from 0.9, the
+//! micro-batching `AsyncMicrobatchTokenizer` from 0.10, both in `entrypoints/openai/`), where
+//! the tokenizer's Rust code runs without the interpreter's lock: prompts are tokenized one
+//! after another, beside the loop's work, not in its queue. Its output handler takes the
+//! engine's outputs in order as they come, so a step's tokens reach the client at the step's
+//! end unless the writing of earlier steps' tokens still holds it ([`Frontend::streamed_at`]);
+//! the engine does not wait for it.
 //!
-//! A chat request whose messages the server renders with the model's Jinja template is taken
-//! in differently: vLLM (0.9 to 0.11, `_preprocess_chat` in `entrypoints/openai/serving_engine.py`)
-//! renders the template with a plain call in the event loop and only then awaits the tokenizer,
-//! so every request that arrives while the loop is rendering is rendered before any of them is
-//! tokenized. A burst of such requests reaches the
-//! scheduler together, after the frontend's work on all of them, and then one by one as they
-//! are tokenized. Requests whose prompt the server builds as token ids without yielding (a
-//! completion; gpt-oss's chat, which OpenAI's harmony library renders and tokenizes at once)
-//! keep the one-at-a-time queue.
+//! A request is taken in by the loop, then tokenized, then handed on. A chat request whose
+//! messages the server renders with the model's Jinja template is taken in differently: vLLM
+//! (0.9 to 0.11, `_preprocess_chat` in `entrypoints/openai/serving_engine.py`) renders the
+//! template with a plain call in the event loop and only then awaits the tokenizer, so every
+//! request that arrives while the loop is rendering is rendered before any of them is
+//! tokenized. A burst of such requests reaches the scheduler together, after the loop's work on
+//! all of them, and then one by one as they are tokenized. A prompt the server builds as token
+//! ids on the loop itself (gpt-oss's chat, which OpenAI's harmony library renders and tokenizes
+//! at once) is all loop work: its caller passes no tokenizing.
 
 /// The frontend's queue, in engine time (ns).
 #[derive(Debug, Default)]
@@ -38,6 +43,10 @@ pub(crate) struct Frontend {
     render_end_ns: u64,
     /// Work queued on the loop so far, ns.
     work_ns: u64,
+    /// When the tokenizing thread has tokenized every prompt handed to it.
+    tokenizer_free_ns: u64,
+    /// Tokenizing done so far, ns.
+    tokenize_ns: u64,
 }
 
 impl Frontend {
@@ -75,19 +84,27 @@ impl Frontend {
         }
     }
 
-    /// Takes in a request one at a time: returns when it is tokenized and handed on.
-    pub fn take_in(&mut self, arrived_ns: u64, work: u64) -> u64 {
+    /// Takes in a request one at a time (`work` ns on the loop), then tokenizes its prompt
+    /// (`tokenize` ns on the tokenizing thread): returns when it is handed on.
+    pub fn take_in(&mut self, arrived_ns: u64, work: u64, tokenize: u64) -> u64 {
         self.work_ns = self.work_ns.saturating_add(work);
         self.catch_up(arrived_ns);
         self.free_ns = arrived_ns.max(self.free_ns).saturating_add(work);
-        self.free_ns
+        self.tokenize_after(self.free_ns, tokenize)
+    }
+
+    /// Tokenizes a prompt handed to the tokenizing thread at `from_ns`: when it is done.
+    fn tokenize_after(&mut self, from_ns: u64, tokenize: u64) -> u64 {
+        self.tokenize_ns = self.tokenize_ns.saturating_add(tokenize);
+        self.tokenizer_free_ns = from_ns.max(self.tokenizer_free_ns).saturating_add(tokenize);
+        self.tokenizer_free_ns
     }
 
     /// Renders a chat request's template (`render` ns) with the others that arrived while the
     /// loop was rendering; its tokenizing (`tokenize` ns) waits until all are rendered. The
     /// caller first closes a burst rendered by the arrival ([`Frontend::close_by`]).
     pub fn render(&mut self, slot: u32, arrived_ns: u64, render: u64, tokenize: u64) {
-        self.work_ns = self.work_ns.saturating_add(render).saturating_add(tokenize);
+        self.work_ns = self.work_ns.saturating_add(render);
         self.catch_up(arrived_ns);
         self.free_ns = arrived_ns.max(self.free_ns).saturating_add(render);
         self.render_end_ns = self.free_ns;
@@ -95,29 +112,22 @@ impl Frontend {
     }
 
     /// Closes the burst being rendered if it was rendered by `t_ns` (no request that arrives
-    /// from then on can join it): its requests are tokenized one by one after the work queued
-    /// before; returns each with the time it is handed on.
+    /// from then on can join it): its requests are tokenized one by one, once the loop has
+    /// rendered them all and the tokenizing thread is free; returns each with the time it is
+    /// handed on.
     pub fn close_by(&mut self, t_ns: u64) -> Vec<(u32, u64)> {
         if self.rendering.is_empty() || self.render_end_ns > t_ns {
             return Vec::new();
         }
-        let mut t = self.free_ns;
-        let out = self
-            .rendering
-            .drain(..)
-            .map(|(slot, tokenize)| {
-                t = t.saturating_add(tokenize);
-                (slot, t)
-            })
-            .collect();
-        self.free_ns = t;
-        out
+        let rendered = self.render_end_ns;
+        let burst = std::mem::take(&mut self.rendering);
+        burst.into_iter().map(|(slot, tokenize)| (slot, self.tokenize_after(rendered, tokenize))).collect()
     }
 
     /// When the first request of the burst being rendered would be handed on, if there is one.
     pub fn next_hand_off(&self) -> Option<u64> {
         let &(_, tokenize) = self.rendering.first()?;
-        Some(self.free_ns.saturating_add(tokenize))
+        Some(self.render_end_ns.max(self.tokenizer_free_ns).saturating_add(tokenize))
     }
 
     /// Drops a request being rendered; false if it is not among them.
@@ -132,9 +142,15 @@ impl Frontend {
         self.rendering.len()
     }
 
-    /// Work queued on the loop so far, ns (a request being rendered counts its tokenizing too).
+    /// Work queued on the loop so far, ns.
     pub fn work_ns(&self) -> u64 {
         self.work_ns
+    }
+
+    /// Tokenizing done or queued on the tokenizing thread so far, ns (a request being rendered
+    /// counts once its burst is closed).
+    pub fn tokenize_ns(&self) -> u64 {
+        self.tokenize_ns
     }
 }
 
@@ -156,7 +172,7 @@ mod tests {
             if chat {
                 f.render(i as u32, at, work, tokenize);
             } else {
-                out[i] = f.take_in(at, work + tokenize);
+                out[i] = f.take_in(at, work, tokenize);
             }
         }
         for (slot, t) in f.close_by(u64::MAX) {
@@ -175,13 +191,22 @@ mod tests {
             let (chat, one) = (hand_offs(&arrivals, true), hand_offs(&arrivals, false));
             for (i, &(at, work, tokenize)) in arrivals.iter().enumerate() {
                 prop_assert!(chat[i] >= at + work + tokenize, "{i}: handed on before its own work was done");
+                prop_assert!(one[i] >= at + work + tokenize, "{i}: handed on before its own work was done");
                 prop_assert!(chat[i] >= one[i], "{i}: a burst made a request sooner");
                 prop_assert!(i == 0 || chat[i] >= chat[i - 1], "hand-offs keep arrival order");
+                prop_assert!(i == 0 || one[i] >= one[i - 1], "hand-offs keep arrival order");
             }
-            // The queue does all the work: the last is handed on no sooner than all of it after the first arrival.
-            let total: u64 = arrivals.iter().map(|&(_, w, k)| w + k).sum();
-            prop_assert!(*chat.last().unwrap() >= arrivals[0].0 + total);
-            prop_assert_eq!(chat.last(), one.last(), "the same work in the same queue ends at the same time");
+            // Each worker does its share in turn: the last is handed on no sooner than either
+            // worker's whole share after the first arrival, and no later than both together
+            // after the last.
+            let loop_work: u64 = arrivals.iter().map(|&(_, w, _)| w).sum();
+            let tokenizing: u64 = arrivals.iter().map(|&(_, _, k)| k).sum();
+            let last = arrivals.last().unwrap().0;
+            for hand_offs in [&chat, &one] {
+                let end = *hand_offs.last().unwrap();
+                prop_assert!(end >= arrivals[0].0 + loop_work.max(tokenizing));
+                prop_assert!(end <= last + loop_work + tokenizing);
+            }
         }
     }
 
@@ -197,43 +222,66 @@ mod tests {
         assert_eq!(f.next_hand_off(), Some(21_000));
         assert_eq!(f.close_by(20_000), vec![(0, 21_000), (1, 22_000), (2, 23_000), (3, 24_000)]);
         assert_eq!(f.rendering(), 0);
-        // One arriving later goes through on its own, behind the tokenizing.
+        // One arriving later is rendered on the loop as soon as it comes (the tokenizing is
+        // another thread's), then tokenized on its own.
         assert!(f.close_by(22_000).is_empty());
         f.render(4, 22_000, 5_000, 1_000);
-        assert_eq!(f.close_by(u64::MAX), vec![(4, 30_000)]);
+        assert_eq!(f.close_by(u64::MAX), vec![(4, 28_000)]);
+        assert_eq!((f.work_ns(), f.tokenize_ns()), (5 * 5_000, 5 * 1_000));
     }
 
     #[test]
-    fn one_at_a_time_each_request_is_handed_on_after_its_own_work() {
+    fn one_at_a_time_each_request_is_taken_in_then_tokenized() {
         let mut f = Frontend::default();
-        assert_eq!(f.take_in(0, 6_000), 6_000);
-        assert_eq!(f.take_in(0, 6_000), 12_000);
-        assert_eq!(f.take_in(20_000, 6_000), 26_000);
+        assert_eq!(f.take_in(0, 1_000, 5_000), 6_000);
+        // The loop takes the second in while the first is tokenized; its tokenizing waits.
+        assert_eq!(f.take_in(0, 1_000, 5_000), 11_000);
+        assert_eq!(f.take_in(20_000, 1_000, 5_000), 26_000);
+        // Prompts on the loop (gpt-oss's chat) are loop work alone.
+        assert_eq!(f.take_in(30_000, 6_000, 0), 36_000);
     }
 
     #[test]
     fn a_step_s_tokens_go_after_requests_that_arrived_during_the_step() {
         let mut f = Frontend::default();
         f.stream(10_000, 3_000);
-        assert_eq!(f.take_in(9_000, 1_000), 10_000, "arrived during the step: before its tokens");
-        assert_eq!(f.take_in(10_000, 1_000), 14_000, "after the step: behind its 3 µs of tokens");
+        assert_eq!(f.take_in(9_000, 1_000, 0), 10_000, "arrived during the step: before its tokens");
+        assert_eq!(f.take_in(10_000, 1_000, 0), 14_000, "after the step: behind its 3 µs of tokens");
         // A burst being rendered when a step's tokens come waits for them too.
         f.stream(20_000, 4_000);
         f.render(0, 19_000, 2_000, 500);
         f.render(1, 20_500, 2_000, 500);
         assert_eq!(f.close_by(u64::MAX), vec![(0, 27_500), (1, 28_000)]);
-        // Its work: two requests taken in, two steps' tokens, two rendered and tokenized.
-        assert_eq!(f.work_ns(), 2 * 1_000 + 3_000 + 4_000 + 2 * (2_000 + 500));
+        // The loop's work: two requests taken in, two steps' tokens, two rendered.
+        assert_eq!(f.work_ns(), 2 * 1_000 + 3_000 + 4_000 + 2 * 2_000);
+        assert_eq!(f.tokenize_ns(), 2 * 500);
+    }
+
+    #[test]
+    fn tokenizing_does_not_hold_the_loop_nor_the_loop_the_tokenizing() {
+        let mut f = Frontend::default();
+        // A long prompt is tokenized for 30 µs after 1 µs on the loop.
+        assert_eq!(f.take_in(0, 1_000, 30_000), 31_000);
+        // A step ending meanwhile writes its tokens at once.
+        f.stream(5_000, 2_000);
+        assert_eq!(f.streamed_at(), 5_000);
+        // The next request is taken in by the loop after the step's tokens, then waits for
+        // the thread.
+        assert_eq!(f.take_in(6_000, 1_000, 100), 31_100);
+        // The loop being behind with streamed tokens delays a request's taking in, not the
+        // prompt tokenized before it.
+        f.stream(40_000, 20_000);
+        assert_eq!(f.take_in(40_000, 1_000, 100), 61_100);
     }
 
     #[test]
     fn streamed_tokens_leave_at_the_step_s_end_unless_earlier_steps_tokens_hold_the_writer() {
         let mut f = Frontend::default();
         // Nothing to write: a step's tokens leave with its end, and work taken in before it
-        // (requests being tokenized) does not hold them.
+        // (a request on the loop) does not hold them.
         f.stream(5_000, 0);
         assert_eq!(f.streamed_at(), 5_000);
-        f.take_in(0, 50_000);
+        f.take_in(0, 50_000, 0);
         f.stream(10_000, 3_000);
         assert_eq!(f.streamed_at(), 10_000);
         // Steps every 2 µs whose tokens take 3 µs to write: each leaves 3 µs after the last.
@@ -244,11 +292,11 @@ mod tests {
         }
         assert_eq!(left, vec![22_000, 25_000, 28_000, 31_000]);
         // The writing also stays in the one queue that takes requests in.
-        assert_eq!(f.take_in(34_000, 1_000), 50_000 + 3_000 + 4 * 3_000 + 1_000);
+        assert_eq!(f.take_in(34_000, 1_000, 0), 50_000 + 3_000 + 4 * 3_000 + 1_000);
         // A request that arrives as a step ends puts the step's tokens on the queues first; they
         // still wait for the writer.
         f.stream(32_000, 3_000);
-        f.take_in(32_000, 1_000);
+        f.take_in(32_000, 1_000, 0);
         assert_eq!(f.streamed_at(), 34_000);
         f.stream(33_000, 3_000);
         assert_eq!(f.streamed_at(), 37_000);

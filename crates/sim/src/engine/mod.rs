@@ -44,7 +44,8 @@ pub struct EngineConfig {
     pub window: u32,
     /// Delay before a received request is visible to the scheduler (`alpha_api`), ns.
     pub api_delay_ns: u64,
-    /// Further delay per prompt token (tokenising), ns.
+    /// Tokenizing per prompt token, on the API server's tokenizing thread (on its loop for a
+    /// prompt rendered to token ids there), ns.
     pub api_ns_per_token: f64,
     /// The frontend's serial work per request, ns.
     pub api_ns_per_request: u64,
@@ -273,15 +274,22 @@ impl Engine {
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
         let salt = mix64(self.seed ^ mix64(u64::from(generation)));
-        // The frontend's one queue: requests that arrive together wait for each other, behind
-        // the tokens of the steps that ended before they arrived.
+        // The frontend's loop and tokenizing thread: requests that arrive together wait for
+        // each other, on the loop behind the tokens of the steps that ended before they arrived.
         self.hand_on_rendered_by(req.arrived_ns);
         let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
         let rendered = req.chat && self.cfg.chat_template;
         let ready = if rendered {
             u64::MAX
         } else {
-            let handed_on = self.frontend.take_in(req.arrived_ns, tokenize + self.cfg.api_ns_per_request);
+            // gpt-oss's chat prompt is rendered to token ids on the loop; text goes to the
+            // tokenizing thread.
+            let (work, tokenize) = if req.chat {
+                (self.cfg.api_ns_per_request + tokenize, 0)
+            } else {
+                (self.cfg.api_ns_per_request, tokenize)
+            };
+            let handed_on = self.frontend.take_in(req.arrived_ns, work, tokenize);
             handed_on.saturating_add(self.cfg.api_delay_ns)
         };
         let state = Req::new(&req, generation, ready, stop_at, salt, self.cfg.kv.block_size);
@@ -474,9 +482,15 @@ impl Engine {
         self.spent
     }
 
-    /// The API server's work so far, ns: taking requests in and writing streamed tokens.
+    /// The API server's event loop's work so far, ns: taking requests in, rendering chat
+    /// templates and writing streamed tokens.
     pub fn frontend_work_ns(&self) -> u64 {
         self.frontend.work_ns()
+    }
+
+    /// The API server's tokenizing thread's work so far, ns.
+    pub fn tokenizer_work_ns(&self) -> u64 {
+        self.frontend.tokenize_ns()
     }
 
     /// Prompt tokens of `id` served from the prefix cache when it was first admitted.

@@ -312,13 +312,14 @@ fn frontend_config() -> EngineConfig {
 #[test]
 fn requests_that_arrive_together_queue_for_the_frontend() {
     let mut e = engine(frontend_config(), 0);
-    // Three 100-token prompts at t = 0 (150 µs of frontend work each), a fourth long after.
+    // Three 100-token prompts at t = 0 (50 µs each on the loop, then 100 µs each on the
+    // tokenizing thread), a fourth long after.
     for tag in 0..3 {
         e.add(request(tag, ids(100, tag as u32 + 1), 4, 0)).unwrap();
     }
     e.add(request(3, ids(100, 9), 4, 50_000_000)).unwrap();
     let ready: Vec<u64> = e.pending.iter().map(|&s| e.req(s).ready_ns).collect();
-    assert_eq!(ready, vec![1_150_000, 1_300_000, 1_450_000, 51_150_000]);
+    assert_eq!(ready, vec![1_150_000, 1_250_000, 1_350_000, 51_150_000]);
 }
 
 #[test]
@@ -340,13 +341,16 @@ fn a_burst_of_chat_requests_reaches_the_scheduler_together_once_all_are_rendered
     e.step().unwrap();
     assert_eq!(ready(&e, late), 50_000_000 + 150_000 + 1_000_000);
     // The same burst through the completions endpoint, or with a model rendered by harmony,
-    // goes one at a time: the first is handed on after its own 150 µs.
-    for (chat_template, is_chat) in [(true, false), (false, true)] {
+    // goes one at a time: the first is handed on after its own 150 µs. Completions are
+    // tokenized beside the loop; harmony renders token ids on it.
+    for (chat_template, is_chat, expected) in
+        [(true, false, [1_150_000, 1_250_000, 1_350_000]), (false, true, [1_150_000, 1_300_000, 1_450_000])]
+    {
         let mut e = engine(EngineConfig { chat_template, ..cfg.clone() }, 0);
         let ids: Vec<RequestId> =
             (0..3).map(|tag| e.add(NewRequest { chat: is_chat, ..chat(tag, 0) }).unwrap()).collect();
         let at: Vec<u64> = ids.iter().map(|&id| ready(&e, id)).collect();
-        assert_eq!(at, vec![1_150_000, 1_300_000, 1_450_000]);
+        assert_eq!(at, expected);
     }
     // A request cancelled while its burst renders is never scheduled; the others run.
     let mut e = engine(cfg, 0);

@@ -104,6 +104,7 @@ fn time_note(engine: &Engine, before: &Totals, t0_ns: u64, end_ns: u64) -> Optio
     spent.add_scaled(&before.spent, -1.0);
     let busy = (now.busy_ns - before.busy_ns) as f64 / span;
     let frontend = (now.frontend_ns - before.frontend_ns) as f64 / span;
+    let tokenizer = (now.tokenizer_ns - before.tokenizer_ns) as f64 / span;
     let terms: Vec<String> = spent
         .shares()
         .into_iter()
@@ -112,10 +113,11 @@ fn time_note(engine: &Engine, before: &Totals, t0_ns: u64, end_ns: u64) -> Optio
         .collect();
     Some(format!(
         "where the time went: engine busy {:.0} % of the run ({steps} steps of {:.2} ms on average), \
-         API server busy {:.0} %; step time: {}",
+         API server busy {:.0} % (its tokenizing thread {:.0} %); step time: {}",
         100.0 * busy.min(1.0),
         spent.total * 1e3 / steps as f64,
         100.0 * frontend,
+        100.0 * tokenizer,
         terms.join(", ")
     ))
 }
@@ -126,6 +128,7 @@ struct Totals {
     steps: u64,
     busy_ns: u64,
     frontend_ns: u64,
+    tokenizer_ns: u64,
     spent: crate::cost::StepBreakdown,
 }
 
@@ -136,6 +139,7 @@ impl Totals {
             steps: c.steps,
             busy_ns: c.busy_ns,
             frontend_ns: engine.frontend_work_ns(),
+            tokenizer_ns: engine.tokenizer_work_ns(),
             spent: engine.time_spent(),
         }
     }

@@ -23,7 +23,7 @@
 //! ids on the loop itself (gpt-oss's chat, which OpenAI's harmony library renders and tokenizes
 //! at once) is all loop work: its caller passes no tokenizing.
 
-/// The frontend's queue, in engine time (ns).
+/// The API server's event loop and its tokenizing thread, in engine time (ns).
 #[derive(Debug, Default)]
 pub(crate) struct Frontend {
     /// When the event loop has done the work queued on it.
@@ -45,7 +45,7 @@ pub(crate) struct Frontend {
     work_ns: u64,
     /// When the tokenizing thread has tokenized every prompt handed to it.
     tokenizer_free_ns: u64,
-    /// Tokenizing done so far, ns.
+    /// Tokenizing handed to the thread so far, ns.
     tokenize_ns: u64,
 }
 

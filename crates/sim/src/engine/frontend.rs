@@ -93,8 +93,12 @@ impl Frontend {
         self.tokenize_after(self.free_ns, tokenize)
     }
 
-    /// Tokenizes a prompt handed to the tokenizing thread at `from_ns`: when it is done.
+    /// Tokenizes a prompt handed to the tokenizing thread at `from_ns`: when it is done. A
+    /// prompt with nothing to tokenize (token ids made on the loop) never waits for the thread.
     fn tokenize_after(&mut self, from_ns: u64, tokenize: u64) -> u64 {
+        if tokenize == 0 {
+            return from_ns;
+        }
         self.tokenize_ns = self.tokenize_ns.saturating_add(tokenize);
         self.tokenizer_free_ns = from_ns.max(self.tokenizer_free_ns).saturating_add(tokenize);
         self.tokenizer_free_ns
@@ -147,8 +151,8 @@ impl Frontend {
         self.work_ns
     }
 
-    /// Tokenizing done or queued on the tokenizing thread so far, ns (a request being rendered
-    /// counts once its burst is closed).
+    /// Tokenizing handed to the tokenizing thread so far, ns (a request being rendered counts
+    /// once its burst is closed).
     pub fn tokenize_ns(&self) -> u64 {
         self.tokenize_ns
     }
@@ -237,8 +241,11 @@ mod tests {
         // The loop takes the second in while the first is tokenized; its tokenizing waits.
         assert_eq!(f.take_in(0, 1_000, 5_000), 11_000);
         assert_eq!(f.take_in(20_000, 1_000, 5_000), 26_000);
-        // Prompts on the loop (gpt-oss's chat) are loop work alone.
+        // Prompts on the loop (gpt-oss's chat) are loop work alone, and do not wait for a
+        // prompt the thread is still tokenizing.
         assert_eq!(f.take_in(30_000, 6_000, 0), 36_000);
+        assert_eq!(f.take_in(40_000, 1_000, 50_000), 91_000);
+        assert_eq!(f.take_in(42_000, 6_000, 0), 48_000);
     }
 
     #[test]

@@ -73,22 +73,24 @@ fn labelled_point(labels: &[(&str, &str)]) -> MeasuredPoint {
 
 #[test]
 fn a_fit_recovers_the_constants_that_made_the_measurements() {
-    // Within about one prior σ of the presets, as a calibration of a real stack would be.
-    let truth = setup(&[("t0-ms", "2"), ("alpha-api-ms", "15"), ("gemm-eff", "0.45"), ("eta-bw", "0.75")]);
+    // Within about one prior σ of the presets, as a calibration of a real stack would be. The
+    // search gets 400 evaluations: its valley between `t0` and `eta_bw` is long on these three
+    // small runs (at 200 it stopped at 1.1 ms and 0.55, loss 0.006).
+    let truth = setup(&[("t0-ms", "2"), ("alpha-api-ms", "10"), ("gemm-eff", "0.45"), ("eta-bw", "0.75")]);
     let points = measured(&truth);
     let start = setup(&[]);
     let cal =
         Calibrator::new(points.iter().map(|p| Target { setup: start.clone(), point: p.clone() }).collect()).unwrap();
     let params = [FitParam::T0, FitParam::AlphaApi, FitParam::GemmEff(ComputePrecision::Bf16), FitParam::EtaBw];
     let all = [0, 1, 2];
-    let search = SearchOptions { max_evals: 200, initial_step: 0.5, tolerance: 1e-7 };
+    let search = SearchOptions { max_evals: 400, initial_step: 0.5, tolerance: 1e-7 };
     let fit = cal.fit(&all, &params, None, search);
     assert!(fit.loss_start > 0.1, "{fit:?}");
     assert!(fit.loss < 0.02, "{fit:?}");
-    assert!(fit.evaluations <= 201 + 2 * params.len());
+    assert!(fit.evaluations <= 401 + 2 * params.len());
     for (p, v) in &fit.values {
         let want = p.get(&truth.stack);
-        assert!((v / want - 1.0).abs() < 0.1, "{} fitted {v}, truth {want}", p.name());
+        assert!((v / want - 1.0).abs() < 0.1, "{} fitted {v}, truth {want}: {fit:?}", p.name());
     }
     assert_eq!(fit.profile.t0_ms, fit.values[0].1);
     let table = residual_table(&cal.residuals(&all, &fit.values));

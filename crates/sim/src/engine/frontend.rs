@@ -5,26 +5,26 @@
 //! does the work on requests (parsing, validation, hand-off to the engine) and on streamed tokens
 //! (detokenizing, writing the chunks) in one queue, so a burst of arrivals reaches the scheduler
 //! spread by that work, behind the tokens of steps that ended before they arrived. Tokenizing
-//! a prompt's text it hands to a one-thread executor (`_tokenizer_executor` from 0.9, the
-//! micro-batching `AsyncMicrobatchTokenizer` from 0.10, both in `entrypoints/openai/`), where
-//! the tokenizer's Rust code runs without the interpreter's lock: prompts are tokenized one
-//! after another, beside the loop's work, not in its queue. Its output handler takes the
-//! engine's outputs in order as they come, so a step's tokens reach the client at the step's
-//! end unless the writing of earlier steps' tokens still holds it ([`Frontend::streamed_at`]);
-//! the engine does not wait for it.
+//! a prompt's text it hands to one worker thread ([`super::tokenizer`]), where the tokenizer's
+//! Rust code runs without the interpreter's lock: prompts are tokenized beside the loop's work,
+//! not in its queue. Its output handler takes the engine's outputs in order as they come, so a
+//! step's tokens reach the client at the step's end unless the writing of earlier steps' tokens
+//! still holds it ([`Frontend::streamed_at`]); the engine does not wait for it.
 //!
 //! A request is taken in by the loop, then tokenized, then handed on. A chat request whose
 //! messages the server renders with the model's Jinja template is taken in differently: vLLM
 //! (0.9 to 0.11, `_preprocess_chat` in `entrypoints/openai/serving_engine.py`) renders the
 //! template with a plain call in the event loop and only then awaits the tokenizer, so every
 //! request that arrives while the loop is rendering is rendered before any of them is
-//! tokenized. A burst of such requests reaches the scheduler together, after the loop's work on
-//! all of them, and then one by one as they are tokenized. A prompt the server builds as token
-//! ids on the loop itself (gpt-oss's chat, which OpenAI's harmony library renders and tokenizes
-//! at once) is all loop work: its caller passes no tokenizing.
+//! tokenized. A burst of such requests reaches the tokenizing thread together, after the loop's
+//! work on all of them. A prompt the server builds as token ids on the loop itself (gpt-oss's
+//! chat, which OpenAI's harmony library renders and tokenizes at once) is all loop work: its
+//! caller passes no tokenizing, and it is handed on when the loop is done with it.
+
+use super::tokenizer::{Microbatch, TokenizerThread};
 
 /// The API server's event loop and its tokenizing thread, in engine time (ns).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Frontend {
     /// When the event loop has done the work queued on it.
     free_ns: u64,
@@ -43,13 +43,25 @@ pub(crate) struct Frontend {
     render_end_ns: u64,
     /// Work queued on the loop so far, ns.
     work_ns: u64,
-    /// When the tokenizing thread has tokenized every prompt handed to it.
-    tokenizer_free_ns: u64,
-    /// Tokenizing handed to the thread so far, ns.
-    tokenize_ns: u64,
+    /// The tokenizing thread, with the prompts the loop has queued for it.
+    tokenizer: TokenizerThread,
 }
 
 impl Frontend {
+    /// An idle frontend whose tokenizing thread groups prompts as `batching` says.
+    pub fn new(batching: Microbatch) -> Self {
+        Self {
+            free_ns: 0,
+            backlog: None,
+            rendering: Vec::new(),
+            out_free_ns: 0,
+            leaves_ns: 0,
+            render_end_ns: 0,
+            work_ns: 0,
+            tokenizer: TokenizerThread::new(batching),
+        }
+    }
+
     /// Queues the last step's streamed tokens (`work` ns of it, the step having ended at `end`).
     pub fn stream(&mut self, end: u64, work: u64) {
         self.work_ns = self.work_ns.saturating_add(work);
@@ -84,24 +96,19 @@ impl Frontend {
         }
     }
 
-    /// Takes in a request one at a time (`work` ns on the loop), then tokenizes its prompt
-    /// (`tokenize` ns on the tokenizing thread): returns when it is handed on.
-    pub fn take_in(&mut self, arrived_ns: u64, work: u64, tokenize: u64) -> u64 {
+    /// Takes in request `slot` (`work` ns on the loop) and queues its prompt for the
+    /// tokenizing thread (`tokenize` ns of tokenizing alone): `None`, it is handed on when its
+    /// batch returns ([`Frontend::close_by`]). A prompt with nothing to tokenize (token ids made
+    /// on the loop) never waits for the thread: handed on when the loop is done with it.
+    pub fn take_in(&mut self, slot: u32, arrived_ns: u64, work: u64, tokenize: u64) -> Option<u64> {
         self.work_ns = self.work_ns.saturating_add(work);
         self.catch_up(arrived_ns);
         self.free_ns = arrived_ns.max(self.free_ns).saturating_add(work);
-        self.tokenize_after(self.free_ns, tokenize)
-    }
-
-    /// Tokenizes a prompt handed to the tokenizing thread at `from_ns`: when it is done. A
-    /// prompt with nothing to tokenize (token ids made on the loop) never waits for the thread.
-    fn tokenize_after(&mut self, from_ns: u64, tokenize: u64) -> u64 {
         if tokenize == 0 {
-            return from_ns;
+            return Some(self.free_ns);
         }
-        self.tokenize_ns = self.tokenize_ns.saturating_add(tokenize);
-        self.tokenizer_free_ns = from_ns.max(self.tokenizer_free_ns).saturating_add(tokenize);
-        self.tokenizer_free_ns
+        self.tokenizer.queue(slot, self.free_ns, tokenize);
+        None
     }
 
     /// Renders a chat request's template (`render` ns) with the others that arrived while the
@@ -115,35 +122,45 @@ impl Frontend {
         self.rendering.push((slot, tokenize));
     }
 
-    /// Closes the burst being rendered if it was rendered by `t_ns` (no request that arrives
-    /// from then on can join it): its requests are tokenized one by one, once the loop has
-    /// rendered them all and the tokenizing thread is free; returns each with the time it is
-    /// handed on.
+    /// Hands on what is settled by `t_ns` (the caller has taken in every request that arrived
+    /// before it): the burst being rendered, if rendered by then, goes to the tokenizing thread,
+    /// and every batch of the thread that no later prompt can join is tokenized. Returns each
+    /// request handed on with the time it is.
     pub fn close_by(&mut self, t_ns: u64) -> Vec<(u32, u64)> {
-        if self.rendering.is_empty() || self.render_end_ns > t_ns {
-            return Vec::new();
+        let mut out = Vec::new();
+        if !self.rendering.is_empty() && self.render_end_ns <= t_ns {
+            let rendered = self.render_end_ns;
+            for (slot, tokenize) in std::mem::take(&mut self.rendering) {
+                if tokenize == 0 {
+                    out.push((slot, rendered));
+                } else {
+                    self.tokenizer.queue(slot, rendered, tokenize);
+                }
+            }
         }
-        let rendered = self.render_end_ns;
-        let burst = std::mem::take(&mut self.rendering);
-        burst.into_iter().map(|(slot, tokenize)| (slot, self.tokenize_after(rendered, tokenize))).collect()
+        self.tokenizer.close_by(t_ns, &mut out);
+        out
     }
 
-    /// When the first request of the burst being rendered would be handed on, if there is one.
+    /// When the next request held here would be handed on as things stand (no sooner, if
+    /// requests that arrive later join its batch); `None` if none is held.
     pub fn next_hand_off(&self) -> Option<u64> {
-        let &(_, tokenize) = self.rendering.first()?;
-        Some(self.render_end_ns.max(self.tokenizer_free_ns).saturating_add(tokenize))
+        let rendered = self.render_end_ns;
+        let to_tokenize = self.rendering.iter().filter(|&&(_, k)| k > 0).map(|&(_, k)| (rendered, k));
+        let untokenized = self.rendering.iter().any(|&(_, k)| k == 0).then_some(rendered);
+        self.tokenizer.next_hand_off(to_tokenize).into_iter().chain(untokenized).min()
     }
 
-    /// Drops a request being rendered; false if it is not among them.
+    /// Drops a request being rendered or tokenized; false if it is not among them.
     pub fn forget(&mut self, slot: u32) -> bool {
         let before = self.rendering.len();
         self.rendering.retain(|&(s, _)| s != slot);
-        self.rendering.len() != before
+        self.rendering.len() != before || self.tokenizer.forget(slot)
     }
 
-    /// Requests being rendered.
-    pub fn rendering(&self) -> usize {
-        self.rendering.len()
+    /// Requests being rendered or tokenized.
+    pub fn holding(&self) -> usize {
+        self.rendering.len() + self.tokenizer.queued()
     }
 
     /// Work queued on the loop so far, ns.
@@ -151,10 +168,9 @@ impl Frontend {
         self.work_ns
     }
 
-    /// Tokenizing handed to the tokenizing thread so far, ns (a request being rendered counts
-    /// once its burst is closed).
-    pub fn tokenize_ns(&self) -> u64 {
-        self.tokenize_ns
+    /// Time the tokenizing thread has spent in tokenizer calls so far, ns.
+    pub fn tokenizer_busy_ns(&self) -> u64 {
+        self.tokenizer.busy_ns()
     }
 }
 
@@ -164,10 +180,23 @@ mod tests {
 
     use super::*;
 
+    fn serial() -> Frontend {
+        Frontend::new(Microbatch::one_at_a_time())
+    }
+
+    /// Takes a request in; one prompt at a time, the thread's call for it is settled at once.
+    fn take(f: &mut Frontend, at: u64, work: u64, tokenize: u64) -> u64 {
+        f.take_in(0, at, work, tokenize).unwrap_or_else(|| {
+            let mut out = Vec::new();
+            f.tokenizer.close_by(0, &mut out);
+            out[0].1
+        })
+    }
+
     /// Hand-offs of `arrivals` (time, render or take-in work, tokenizing work), all chat when
     /// `chat`, else all one at a time; by arrival index.
     fn hand_offs(arrivals: &[(u64, u64, u64)], chat: bool) -> Vec<u64> {
-        let mut f = Frontend::default();
+        let mut f = serial();
         let mut out = vec![0; arrivals.len()];
         for (i, &(at, work, tokenize)) in arrivals.iter().enumerate() {
             for (slot, t) in f.close_by(at) {
@@ -175,8 +204,8 @@ mod tests {
             }
             if chat {
                 f.render(i as u32, at, work, tokenize);
-            } else {
-                out[i] = f.take_in(at, work, tokenize);
+            } else if let Some(t) = f.take_in(i as u32, at, work, tokenize) {
+                out[i] = t;
             }
         }
         for (slot, t) in f.close_by(u64::MAX) {
@@ -225,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_burst_of_chat_requests_is_handed_on_after_all_are_rendered() {
-        let mut f = Frontend::default();
+        let mut f = serial();
         for slot in 0..3 {
             f.render(slot, 0, 5_000, 1_000);
         }
@@ -234,35 +263,54 @@ mod tests {
         f.render(3, 14_999, 5_000, 1_000);
         assert_eq!(f.next_hand_off(), Some(21_000));
         assert_eq!(f.close_by(20_000), vec![(0, 21_000), (1, 22_000), (2, 23_000), (3, 24_000)]);
-        assert_eq!(f.rendering(), 0);
+        assert_eq!(f.holding(), 0);
         // One arriving later is rendered on the loop as soon as it comes (the tokenizing is
         // another thread's), then tokenized on its own.
         assert!(f.close_by(22_000).is_empty());
         f.render(4, 22_000, 5_000, 1_000);
         assert_eq!(f.close_by(u64::MAX), vec![(4, 28_000)]);
-        assert_eq!((f.work_ns(), f.tokenize_ns()), (5 * 5_000, 5 * 1_000));
+        assert_eq!((f.work_ns(), f.tokenizer_busy_ns()), (5 * 5_000, 5 * 1_000));
+    }
+
+    #[test]
+    fn a_rendered_burst_reaches_the_batcher_together_and_shares_its_calls() {
+        let mut f = Frontend::new(Microbatch::vllm(4.0));
+        for slot in 0..4 {
+            f.render(slot, 0, 5_000, 1_000_000);
+        }
+        // Rendered by 20 µs; the batcher waits its 2 ms for more, then tokenizes the four at
+        // once on four cores.
+        assert_eq!(f.next_hand_off(), Some(20_000 + 2_000_000 + 1_000_000));
+        assert!(f.close_by(2_020_000).is_empty(), "a prompt queued by then could still join");
+        let handed: Vec<u64> = f.close_by(2_020_001).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(handed, vec![3_020_000; 4]);
+        assert_eq!((f.holding(), f.tokenizer_busy_ns()), (0, 1_000_000));
+        // A completion's prompt is queued by the loop and waits for its own batch.
+        assert_eq!(f.take_in(9, 4_000_000, 1_000, 300), None);
+        assert_eq!(f.holding(), 1);
+        assert_eq!(f.close_by(u64::MAX), vec![(9, 4_001_000 + 2_000_000 + 300)]);
     }
 
     #[test]
     fn one_at_a_time_each_request_is_taken_in_then_tokenized() {
-        let mut f = Frontend::default();
-        assert_eq!(f.take_in(0, 1_000, 5_000), 6_000);
+        let mut f = serial();
+        assert_eq!(take(&mut f, 0, 1_000, 5_000), 6_000);
         // The loop takes the second in while the first is tokenized; its tokenizing waits.
-        assert_eq!(f.take_in(0, 1_000, 5_000), 11_000);
-        assert_eq!(f.take_in(20_000, 1_000, 5_000), 26_000);
+        assert_eq!(take(&mut f, 0, 1_000, 5_000), 11_000);
+        assert_eq!(take(&mut f, 20_000, 1_000, 5_000), 26_000);
         // Prompts on the loop (gpt-oss's chat) are loop work alone, and do not wait for a
         // prompt the thread is still tokenizing.
-        assert_eq!(f.take_in(30_000, 6_000, 0), 36_000);
-        assert_eq!(f.take_in(40_000, 1_000, 50_000), 91_000);
-        assert_eq!(f.take_in(42_000, 6_000, 0), 48_000);
+        assert_eq!(take(&mut f, 30_000, 6_000, 0), 36_000);
+        assert_eq!(take(&mut f, 40_000, 1_000, 50_000), 91_000);
+        assert_eq!(take(&mut f, 42_000, 6_000, 0), 48_000);
     }
 
     #[test]
     fn a_step_s_tokens_go_after_requests_that_arrived_during_the_step() {
-        let mut f = Frontend::default();
+        let mut f = serial();
         f.stream(10_000, 3_000);
-        assert_eq!(f.take_in(9_000, 1_000, 0), 10_000, "arrived during the step: before its tokens");
-        assert_eq!(f.take_in(10_000, 1_000, 0), 14_000, "after the step: behind its 3 µs of tokens");
+        assert_eq!(take(&mut f, 9_000, 1_000, 0), 10_000, "arrived during the step: before its tokens");
+        assert_eq!(take(&mut f, 10_000, 1_000, 0), 14_000, "after the step: behind its 3 µs of tokens");
         // A burst being rendered when a step's tokens come waits for them too.
         f.stream(20_000, 4_000);
         f.render(0, 19_000, 2_000, 500);
@@ -270,34 +318,34 @@ mod tests {
         assert_eq!(f.close_by(u64::MAX), vec![(0, 27_500), (1, 28_000)]);
         // The loop's work: two requests taken in, two steps' tokens, two rendered.
         assert_eq!(f.work_ns(), 2 * 1_000 + 3_000 + 4_000 + 2 * 2_000);
-        assert_eq!(f.tokenize_ns(), 2 * 500);
+        assert_eq!(f.tokenizer_busy_ns(), 2 * 500);
     }
 
     #[test]
     fn tokenizing_does_not_hold_the_loop_nor_the_loop_the_tokenizing() {
-        let mut f = Frontend::default();
+        let mut f = serial();
         // A long prompt is tokenized for 30 µs after 1 µs on the loop.
-        assert_eq!(f.take_in(0, 1_000, 30_000), 31_000);
+        assert_eq!(take(&mut f, 0, 1_000, 30_000), 31_000);
         // A step ending meanwhile writes its tokens at once.
         f.stream(5_000, 2_000);
         assert_eq!(f.streamed_at(), 5_000);
         // The next request is taken in by the loop after the step's tokens, then waits for
         // the thread.
-        assert_eq!(f.take_in(6_000, 1_000, 100), 31_100);
+        assert_eq!(take(&mut f, 6_000, 1_000, 100), 31_100);
         // The loop being behind with streamed tokens delays a request's taking in, not the
         // prompt tokenized before it.
         f.stream(40_000, 20_000);
-        assert_eq!(f.take_in(40_000, 1_000, 100), 61_100);
+        assert_eq!(take(&mut f, 40_000, 1_000, 100), 61_100);
     }
 
     #[test]
     fn streamed_tokens_leave_at_the_step_s_end_unless_earlier_steps_tokens_hold_the_writer() {
-        let mut f = Frontend::default();
+        let mut f = serial();
         // Nothing to write: a step's tokens leave with its end, and work taken in before it
         // (a request on the loop) does not hold them.
         f.stream(5_000, 0);
         assert_eq!(f.streamed_at(), 5_000);
-        f.take_in(0, 50_000, 0);
+        take(&mut f, 0, 50_000, 0);
         f.stream(10_000, 3_000);
         assert_eq!(f.streamed_at(), 10_000);
         // Steps every 2 µs whose tokens take 3 µs to write: each leaves 3 µs after the last.
@@ -308,11 +356,11 @@ mod tests {
         }
         assert_eq!(left, vec![22_000, 25_000, 28_000, 31_000]);
         // The writing also stays in the one queue that takes requests in.
-        assert_eq!(f.take_in(34_000, 1_000, 0), 50_000 + 3_000 + 4 * 3_000 + 1_000);
+        assert_eq!(take(&mut f, 34_000, 1_000, 0), 50_000 + 3_000 + 4 * 3_000 + 1_000);
         // A request that arrives as a step ends puts the step's tokens on the queues first; they
         // still wait for the writer.
         f.stream(32_000, 3_000);
-        f.take_in(32_000, 1_000, 0);
+        take(&mut f, 32_000, 1_000, 0);
         assert_eq!(f.streamed_at(), 34_000);
         f.stream(33_000, 3_000);
         assert_eq!(f.streamed_at(), 37_000);
@@ -320,7 +368,7 @@ mod tests {
 
     #[test]
     fn a_request_dropped_while_rendering_is_not_handed_on() {
-        let mut f = Frontend::default();
+        let mut f = serial();
         f.render(0, 0, 1_000, 0);
         f.render(1, 0, 1_000, 0);
         assert!(f.forget(0) && !f.forget(0));

@@ -18,10 +18,12 @@ mod request;
 mod scheduler;
 #[cfg(test)]
 mod tests;
+mod tokenizer;
 
 use std::collections::VecDeque;
 
 pub use request::{FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
+pub use tokenizer::{MICROBATCH_SINCE, Microbatch};
 
 use crate::cost::{BatchStats, CostModel, StepBreakdown, StepCost};
 use crate::options::EosModel;
@@ -49,6 +51,8 @@ pub struct EngineConfig {
     pub api_ns_per_token: f64,
     /// The frontend's serial work per request, ns.
     pub api_ns_per_request: u64,
+    /// How the tokenizing thread groups the prompts queued for it.
+    pub tokenizer: Microbatch,
     /// The frontend's serial work per streamed token, ns.
     pub api_ns_per_output_token: f64,
     /// The model's chat prompts are rendered by a Jinja template, which vLLM's API server runs
@@ -77,6 +81,10 @@ impl EngineConfig {
             api_delay_ns: (s.stack.alpha_api_ms * 1e6).round() as u64,
             api_ns_per_token: s.stack.api_us_per_token * 1e3,
             api_ns_per_request: (s.stack.api_ms_per_request * 1e6).round() as u64,
+            tokenizer: match s.options.vllm_release {
+                Some(release) if release < MICROBATCH_SINCE => Microbatch::one_at_a_time(),
+                _ => Microbatch::vllm(s.stack.tokenizer_parallel),
+            },
             api_ns_per_output_token: s.stack.api_us_per_output_token * 1e3,
             chat_template: !s.model.harmony_chat,
             eos: s.options.eos,
@@ -209,6 +217,7 @@ impl Engine {
     /// An engine with any step-time model.
     pub fn with_cost(cfg: EngineConfig, cost: Box<dyn StepCost>, seed: u64) -> Self {
         let pool = BlockPool::new(cfg.kv, cfg.enable_prefix_caching);
+        let frontend = Frontend::new(cfg.tokenizer);
         Self {
             cfg,
             cost,
@@ -220,7 +229,7 @@ impl Engine {
             reqs: Vec::new(),
             free_slots: Vec::new(),
             next_generation: 0,
-            frontend: Frontend::default(),
+            frontend,
             last_step: (0, 0),
             pending: VecDeque::new(),
             waiting: VecDeque::new(),
@@ -279,20 +288,8 @@ impl Engine {
         self.hand_on_rendered_by(req.arrived_ns);
         let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
         let rendered = req.chat && self.cfg.chat_template;
-        let ready = if rendered {
-            u64::MAX
-        } else {
-            // gpt-oss's chat prompt is rendered to token ids on the loop; text goes to the
-            // tokenizing thread.
-            let (work, tokenize) = if req.chat {
-                (self.cfg.api_ns_per_request + tokenize, 0)
-            } else {
-                (self.cfg.api_ns_per_request, tokenize)
-            };
-            let handed_on = self.frontend.take_in(req.arrived_ns, work, tokenize);
-            handed_on.saturating_add(self.cfg.api_delay_ns)
-        };
-        let state = Req::new(&req, generation, ready, stop_at, salt, self.cfg.kv.block_size);
+        // Visible once the frontend hands it on.
+        let state = Req::new(&req, generation, u64::MAX, stop_at, salt, self.cfg.kv.block_size);
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.reqs[s as usize] = Some(state);
@@ -306,18 +303,32 @@ impl Engine {
         if rendered {
             self.frontend.render(slot, req.arrived_ns, self.cfg.api_ns_per_request, tokenize);
         } else {
-            self.queue_pending(slot);
+            // gpt-oss's chat prompt is rendered to token ids on the loop; text goes to the
+            // tokenizing thread.
+            let (work, tokenize) = if req.chat {
+                (self.cfg.api_ns_per_request + tokenize, 0)
+            } else {
+                (self.cfg.api_ns_per_request, tokenize)
+            };
+            if let Some(at) = self.frontend.take_in(slot, req.arrived_ns, work, tokenize) {
+                self.hand_on(slot, at);
+            }
         }
         Ok(RequestId { slot, generation })
     }
 
-    /// Takes the burst of chat requests the frontend has rendered by `t_ns`, if any, among the
-    /// pending requests: each visible `api_delay` after the frontend hands it on.
+    /// Takes the requests the frontend has settled by `t_ns` (rendered, tokenized) among the
+    /// pending ones.
     fn hand_on_rendered_by(&mut self, t_ns: u64) {
         for (slot, at) in self.frontend.close_by(t_ns) {
-            self.req_mut(slot).ready_ns = at.saturating_add(self.cfg.api_delay_ns);
-            self.queue_pending(slot);
+            self.hand_on(slot, at);
         }
+    }
+
+    /// A request the frontend hands on at `at`: pending, visible `api_delay` later.
+    fn hand_on(&mut self, slot: u32, at: u64) {
+        self.req_mut(slot).ready_ns = at.saturating_add(self.cfg.api_delay_ns);
+        self.queue_pending(slot);
     }
 
     /// Puts a received request among those not yet visible, ordered by when they become so
@@ -375,7 +386,7 @@ impl Engine {
             && self.waiting.is_empty()
             && self.pending.is_empty()
             && self.in_flight.is_empty()
-            && self.frontend.rendering() == 0
+            && self.frontend.holding() == 0
     }
 
     /// Runs one step at the current time. `None` when nothing can be scheduled now.
@@ -461,7 +472,7 @@ impl Engine {
 
     /// Requests received but not running (queued, or not yet visible).
     pub fn num_waiting(&self) -> usize {
-        self.waiting.len() + self.pending.len() + self.frontend.rendering()
+        self.waiting.len() + self.pending.len() + self.frontend.holding()
     }
 
     /// Fraction of KV memory held by requests (vLLM's `kv_cache_usage_perc`).
@@ -488,9 +499,9 @@ impl Engine {
         self.frontend.work_ns()
     }
 
-    /// The API server's tokenizing thread's work so far, ns.
+    /// Time the API server's tokenizing thread has spent in tokenizer calls so far, ns.
     pub fn tokenizer_work_ns(&self) -> u64 {
-        self.frontend.tokenize_ns()
+        self.frontend.tokenizer_busy_ns()
     }
 
     /// Prompt tokens of `id` served from the prefix cache when it was first admitted.

@@ -25,6 +25,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         api_delay_ns: 0,
         api_ns_per_token: 0.0,
         api_ns_per_request: 0,
+        tokenizer: Microbatch::one_at_a_time(),
         api_ns_per_output_token: 0.0,
         chat_template: true,
         eos: EosModel::None,
@@ -318,8 +319,22 @@ fn requests_that_arrive_together_queue_for_the_frontend() {
         e.add(request(tag, ids(100, tag as u32 + 1), 4, 0)).unwrap();
     }
     e.add(request(3, ids(100, 9), 4, 50_000_000)).unwrap();
+    // The fourth's tokenizing is settled when the engine next looks (a step, an arrival).
+    assert_eq!(e.num_waiting(), 4);
+    e.hand_on_rendered_by(u64::MAX);
     let ready: Vec<u64> = e.pending.iter().map(|&s| e.req(s).ready_ns).collect();
     assert_eq!(ready, vec![1_150_000, 1_250_000, 1_350_000, 51_150_000]);
+    // vLLM's batcher from 0.10 waits 2 ms after the first prompt and tokenizes the three
+    // together (here on two cores: 150 µs), the fourth alone after its own window.
+    let mut e = engine(EngineConfig { tokenizer: Microbatch::vllm(2.0), ..frontend_config() }, 0);
+    for tag in 0..3 {
+        e.add(request(tag, ids(100, tag as u32 + 1), 4, 0)).unwrap();
+    }
+    assert_eq!(e.next_wakeup_ns(), Some(50_000 + 2_000_000 + 150_000 + 1_000_000));
+    e.add(request(3, ids(100, 9), 4, 50_000_000)).unwrap();
+    e.hand_on_rendered_by(u64::MAX);
+    let ready: Vec<u64> = e.pending.iter().map(|&s| e.req(s).ready_ns).collect();
+    assert_eq!(ready, vec![3_200_000, 3_200_000, 3_200_000, 50_050_000 + 2_000_000 + 100_000 + 1_000_000]);
 }
 
 #[test]
@@ -349,6 +364,7 @@ fn a_burst_of_chat_requests_reaches_the_scheduler_together_once_all_are_rendered
         let mut e = engine(EngineConfig { chat_template, ..cfg.clone() }, 0);
         let ids: Vec<RequestId> =
             (0..3).map(|tag| e.add(NewRequest { chat: is_chat, ..chat(tag, 0) }).unwrap()).collect();
+        e.hand_on_rendered_by(u64::MAX);
         let at: Vec<u64> = ids.iter().map(|&id| ready(&e, id)).collect();
         assert_eq!(at, expected);
     }

@@ -104,11 +104,7 @@ impl Frontend {
         self.work_ns = self.work_ns.saturating_add(work);
         self.catch_up(arrived_ns);
         self.free_ns = arrived_ns.max(self.free_ns).saturating_add(work);
-        if tokenize == 0 {
-            return Some(self.free_ns);
-        }
-        self.tokenizer.queue(slot, self.free_ns, tokenize);
-        None
+        self.tokenizer.queue(slot, self.free_ns, tokenize)
     }
 
     /// Renders a chat request's template (`render` ns) with the others that arrived while the
@@ -131,11 +127,7 @@ impl Frontend {
         if !self.rendering.is_empty() && self.render_end_ns <= t_ns {
             let rendered = self.render_end_ns;
             for (slot, tokenize) in std::mem::take(&mut self.rendering) {
-                if tokenize == 0 {
-                    out.push((slot, rendered));
-                } else {
-                    self.tokenizer.queue(slot, rendered, tokenize);
-                }
+                out.extend(self.tokenizer.queue(slot, rendered, tokenize).map(|t| (slot, t)));
             }
         }
         self.tokenizer.close_by(t_ns, &mut out);

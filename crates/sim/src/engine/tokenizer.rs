@@ -101,10 +101,16 @@ impl TokenizerThread {
     }
 
     /// Queues a prompt at `at_ns` (never before one queued earlier) whose tokenizing alone takes
-    /// `work` ns.
-    pub fn queue(&mut self, slot: u32, at_ns: u64, work: u64) {
+    /// `work` ns: `None`, it is handed on when its batch returns ([`TokenizerThread::close_by`]).
+    /// A prompt with nothing to tokenize (token ids made on the loop) never waits for the
+    /// thread: handed on at `at_ns`.
+    pub fn queue(&mut self, slot: u32, at_ns: u64, work: u64) -> Option<u64> {
+        if work == 0 {
+            return Some(at_ns);
+        }
         let at = self.queued.back().map_or(at_ns, |&(_, last, _)| at_ns.max(last));
         self.queued.push_back((slot, at, work));
+        None
     }
 
     /// Closes every batch no prompt queued from `t_ns` on can join (the caller has queued every
@@ -182,7 +188,7 @@ mod tests {
         let mut out = Vec::new();
         for (i, &(at, w)) in prompts.iter().enumerate() {
             t.close_by(at, &mut out);
-            t.queue(i as u32, at, w);
+            assert_eq!(t.queue(i as u32, at, w), None);
         }
         t.close_by(u64::MAX, &mut out);
         assert_eq!(t.queued(), 0);
@@ -220,6 +226,7 @@ mod tests {
         let mut t = TokenizerThread::new(b);
         t.queue(0, 0, 100);
         t.queue(1, 0, 100);
+        assert_eq!(t.queue(2, 7, 0), Some(7), "nothing to tokenize: handed on at once");
         assert!(t.forget(0) && !t.forget(0));
         assert_eq!(t.next_hand_off([]), Some(1_000_100));
         assert_eq!(t.next_hand_off([(5, 300)]), Some(305), "a second prompt fills it: max(300, 400 / 2) from 5 ns");

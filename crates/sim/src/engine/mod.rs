@@ -285,7 +285,7 @@ impl Engine {
         let salt = mix64(self.seed ^ mix64(u64::from(generation)));
         // The frontend's loop and tokenizing thread: requests that arrive together wait for
         // each other, on the loop behind the tokens of the steps that ended before they arrived.
-        self.hand_on_rendered_by(req.arrived_ns);
+        self.hand_on_settled_by(req.arrived_ns);
         let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
         let rendered = req.chat && self.cfg.chat_template;
         // Visible once the frontend hands it on.
@@ -319,7 +319,7 @@ impl Engine {
 
     /// Takes the requests the frontend has settled by `t_ns` (rendered, tokenized) among the
     /// pending ones.
-    fn hand_on_rendered_by(&mut self, t_ns: u64) {
+    fn hand_on_settled_by(&mut self, t_ns: u64) {
         for (slot, at) in self.frontend.close_by(t_ns) {
             self.hand_on(slot, at);
         }
@@ -391,7 +391,7 @@ impl Engine {
 
     /// Runs one step at the current time. `None` when nothing can be scheduled now.
     pub fn step(&mut self) -> Option<StepReport<'_>> {
-        self.hand_on_rendered_by(self.now_ns);
+        self.hand_on_settled_by(self.now_ns);
         self.admit_visible(self.planned_at());
         if self.running.is_empty() && self.waiting.is_empty() {
             // Nothing was planned for this step: the engine idled and schedules as requests come.

@@ -321,7 +321,7 @@ fn requests_that_arrive_together_queue_for_the_frontend() {
     e.add(request(3, ids(100, 9), 4, 50_000_000)).unwrap();
     // The fourth's tokenizing is settled when the engine next looks (a step, an arrival).
     assert_eq!(e.num_waiting(), 4);
-    e.hand_on_rendered_by(u64::MAX);
+    e.hand_on_settled_by(u64::MAX);
     let ready: Vec<u64> = e.pending.iter().map(|&s| e.req(s).ready_ns).collect();
     assert_eq!(ready, vec![1_150_000, 1_250_000, 1_350_000, 51_150_000]);
     // vLLM's batcher from 0.10 waits 2 ms after the first prompt and tokenizes the three
@@ -332,7 +332,7 @@ fn requests_that_arrive_together_queue_for_the_frontend() {
     }
     assert_eq!(e.next_wakeup_ns(), Some(50_000 + 2_000_000 + 150_000 + 1_000_000));
     e.add(request(3, ids(100, 9), 4, 50_000_000)).unwrap();
-    e.hand_on_rendered_by(u64::MAX);
+    e.hand_on_settled_by(u64::MAX);
     let ready: Vec<u64> = e.pending.iter().map(|&s| e.req(s).ready_ns).collect();
     assert_eq!(ready, vec![3_200_000, 3_200_000, 3_200_000, 50_050_000 + 2_000_000 + 100_000 + 1_000_000]);
 }
@@ -364,7 +364,7 @@ fn a_burst_of_chat_requests_reaches_the_scheduler_together_once_all_are_rendered
         let mut e = engine(EngineConfig { chat_template, ..cfg.clone() }, 0);
         let ids: Vec<RequestId> =
             (0..3).map(|tag| e.add(NewRequest { chat: is_chat, ..chat(tag, 0) }).unwrap()).collect();
-        e.hand_on_rendered_by(u64::MAX);
+        e.hand_on_settled_by(u64::MAX);
         let at: Vec<u64> = ids.iter().map(|&id| ready(&e, id)).collect();
         assert_eq!(at, expected);
     }

@@ -17,7 +17,7 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 26] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 27] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -54,6 +54,10 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 26] = [
     ("precision", "weight format override (alias quantization)"),
     ("eos", "none, or uniform: without ignore_eos, stop at a length drawn uniformly"),
     ("warmup", "on (default), off or auto: predict's warm-up copy of request 0"),
+    (
+        "bench-client",
+        "servebench (default) or vllm: predict's client; vllm sends as `vllm bench serve`'s one Python loop does, a burst one request after another, and times each from its own start",
+    ),
     ("seed", "seed of the engine's random draws when no run seed is given"),
     (
         "vllm-release",
@@ -83,6 +87,22 @@ pub enum Warmup {
     /// first token in 41 ms on four DGX Sparks is only possible with its prefix cached.
     On,
     Off,
+}
+
+/// Which benchmark client `predict` stands in for: how fast it puts requests on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BenchClient {
+    /// servebench's: every request is on the wire at its scheduled time.
+    Servebench,
+    /// `vllm bench serve`'s Python client ([`crate::predict::dispatch`]).
+    Vllm,
+}
+
+impl BenchClient {
+    fn is_servebench(&self) -> bool {
+        *self == BenchClient::Servebench
+    }
 }
 
 /// Why a deployment runs without async scheduling though nobody chose so: vLLM turns it off.
@@ -192,6 +212,8 @@ pub struct ServingOptions {
     pub precision: Option<Precision>,
     pub eos: EosModel,
     pub warmup: Warmup,
+    #[serde(skip_serializing_if = "BenchClient::is_servebench")]
+    pub bench_client: BenchClient,
     pub seed: u64,
     /// The vLLM release served (major, minor), where given: what changed between releases is
     /// as that release had it (its default of async scheduling, [`ASYNC_BY_DEFAULT_SINCE`]; its
@@ -255,6 +277,7 @@ impl ServingOptions {
             precision: None,
             eos: EosModel::None,
             warmup: Warmup::On,
+            bench_client: BenchClient::Servebench,
             seed: 0,
             vllm_release: None,
         };
@@ -362,6 +385,13 @@ impl ServingOptions {
                         Some(false) => Warmup::Off,
                         None if v.eq_ignore_ascii_case("auto") => Warmup::Auto,
                         None => return Err(bad("expected auto, on or off")),
+                    };
+                }
+                "bench-client" => {
+                    o.bench_client = match v.to_ascii_lowercase().as_str() {
+                        "servebench" => BenchClient::Servebench,
+                        "vllm" => BenchClient::Vllm,
+                        _ => return Err(bad("expected servebench or vllm")),
                     };
                 }
                 "seed" => o.seed = v.parse().map_err(|_| bad("expected a whole number"))?,

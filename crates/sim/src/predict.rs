@@ -15,6 +15,7 @@
 //! Nothing here reads a clock or does I/O, so a prediction is repeatable for a seed.
 
 mod client;
+pub(crate) mod dispatch;
 mod telemetry;
 
 use servebench_core::config::{Api, RunConfig, WorkloadSpec};
@@ -22,7 +23,7 @@ use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
-use crate::options::Warmup;
+use crate::options::{BenchClient, Warmup};
 use crate::rng::mix64;
 use crate::setup::SimSetup;
 use crate::tokens::{TokenMapper, WordHashMapper};
@@ -223,7 +224,18 @@ pub(crate) fn predict_prepared(
 
     let cap = config.traffic.max_concurrency.unwrap_or(usize::MAX).max(1);
     let think_ns = if think_s.is_finite() && think_s > 0.0 { (think_s * 1e9).round() as u64 } else { 0 };
-    let mut client = Client::new(plan, prompts, engine.now_ns(), cap, max_active, think_ns);
+    let dispatch = match sim.options.bench_client {
+        BenchClient::Servebench => None,
+        BenchClient::Vllm => {
+            notes.push(
+                "vLLM's benchmark client: a burst reaches the server one request after another, 0.54 ms apart after \
+                 0.26 ms a request of setup, each timed from its own start (bench-client=vllm)"
+                    .to_string(),
+            );
+            Some(dispatch::Dispatch::vllm())
+        }
+    };
+    let mut client = Client::new(plan, prompts, engine.now_ns(), (cap, max_active, think_ns), dispatch);
 
     let mut emitted: Vec<Emission> = Vec::new();
     let t0 = client.t0();

@@ -96,6 +96,10 @@ fn unknown_keys_and_bad_values_say_what_is_accepted() {
     assert!(err.contains("t0_ms"), "{err}");
     let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("vllm-release", "nightly")]).unwrap_err().to_string();
     assert!(err.contains("0.17"), "{err}");
+    let err = parse("Qwen/Qwen3-8B", "h100-sxm", &[("bench-client", "aiohttp")]).unwrap_err().to_string();
+    assert!(err.contains("servebench or vllm"), "{err}");
+    let o = parse("Qwen/Qwen3-8B", "h100-sxm", &[("bench-client", "vLLM")]).unwrap();
+    assert_eq!(o.bench_client, BenchClient::Vllm);
 }
 
 #[test]

@@ -12,6 +12,7 @@ use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RequestRecord, TurnRef, Usage};
 
 use super::Prompts;
+use super::dispatch::Dispatch;
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
 
 /// A conversation's history: the prompt of its last turn and the answer in progress.
@@ -31,13 +32,25 @@ pub(super) struct Client<'a> {
     /// The prompt of each turn item once it can be built (indexed from the first turn item).
     turn_prompts: Vec<Option<Result<Vec<u32>, String>>>,
     histories: Vec<History>,
-    /// Absolute engine time each item was sent.
+    /// Absolute engine time each item's clock started (when it was sent, unless the client
+    /// is slower than the schedule).
     sent_abs: Vec<u64>,
+    /// The client's send loop, where it is slower than the schedule (`bench-client=vllm`).
+    dispatch: Option<Dispatch>,
+    /// Requests sent but not yet on the wire: (when they reach the server, item, request).
+    on_the_way: Vec<(u64, usize, NewRequest)>,
     t0: u64,
 }
 
 impl<'a> Client<'a> {
-    pub fn new(plan: &'a Plan, prompts: Prompts, t0: u64, cap: usize, max_active: usize, think_ns: u64) -> Self {
+    pub fn new(
+        plan: &'a Plan,
+        prompts: Prompts,
+        t0: u64,
+        limits: (usize, usize, u64),
+        dispatch: Option<Dispatch>,
+    ) -> Self {
+        let (cap, max_active, think_ns) = limits;
         let mut records: Vec<RequestRecord> = plan
             .requests
             .iter()
@@ -73,6 +86,8 @@ impl<'a> Client<'a> {
             histories: (0..plan.conversations.len()).map(|_| History::default()).collect(),
             records,
             sent_abs: vec![0; items],
+            dispatch,
+            on_the_way: Vec::new(),
             t0,
         }
     }
@@ -81,32 +96,56 @@ impl<'a> Client<'a> {
         self.t0
     }
 
-    /// When the next request, conversation or turn falls due, engine time.
+    /// When the next request, conversation or turn falls due, or the next request sent
+    /// reaches the server, engine time.
     pub fn next_arrival_abs(&self) -> Option<u64> {
-        self.policy.next_due().map(|d| self.t0 + d)
+        let wire = self.on_the_way.first().map(|&(at, _, _)| at);
+        self.policy.next_due().map(|d| self.t0 + d).into_iter().chain(wire).min()
     }
 
     /// Takes in everything due by `t`, each at its own due time, sending what the policy
-    /// allows then.
+    /// allows then; requests reach the engine when they are on the wire.
     pub fn arrive_until(&mut self, engine: &mut Engine, t: u64) {
-        while let Some(due) = self.next_arrival_abs().filter(|&d| d <= t) {
-            self.policy.advance(due - self.t0, &mut self.actions);
-            self.act(engine, due);
+        loop {
+            let due = self.policy.next_due().map(|d| self.t0 + d).filter(|&d| d <= t);
+            let wire = self.on_the_way.first().map(|&(at, _, _)| at).filter(|&w| w <= t);
+            match (due, wire) {
+                (_, Some(w)) if due.is_none_or(|d| w <= d) => {
+                    let (at, item, req) = self.on_the_way.remove(0);
+                    debug_assert_eq!(at, w);
+                    self.reach(engine, item, req);
+                }
+                (Some(due), _) => {
+                    self.policy.advance(due - self.t0, &mut self.actions);
+                    self.act(engine, due);
+                }
+                _ => break,
+            }
         }
     }
 
     /// Carries out the policy's actions at engine time `now` (sends that fail at once add
-    /// actions of their own, carried out in turn).
+    /// actions of their own, carried out in turn). The sends of one moment are one burst to
+    /// the client's send loop.
     fn act(&mut self, engine: &mut Engine, now: u64) {
         let mut i = 0;
+        let mut burst = std::collections::VecDeque::new();
         while let Some(&action) = self.actions.get(i) {
             i += 1;
             match action {
                 Action::Send { item, planned_ns, arrived_ns } => {
+                    if burst.is_empty() {
+                        let n = self.actions[i - 1..].iter().take_while(|a| matches!(a, Action::Send { .. })).count();
+                        burst = match self.dispatch.as_mut() {
+                            Some(d) => d.burst(now, n).into(),
+                            None => std::iter::repeat_n((now, now), n).collect(),
+                        };
+                    }
+                    let (clock, wire) = burst.pop_front().unwrap_or((now, now));
                     let rec = &mut self.records[item];
                     rec.planned_ns = planned_ns;
                     rec.arrival_ns = arrived_ns;
-                    self.send(engine, item, now);
+                    self.send(engine, item, clock, wire);
                 }
                 Action::Skip { item, planned_ns, failed_turn } => {
                     let rec = &mut self.records[item];
@@ -119,17 +158,19 @@ impl<'a> Client<'a> {
         self.actions.clear();
     }
 
-    /// Records a request refused before it reached the engine; the policy hears it failed.
-    fn fail_send(&mut self, i: usize, at: u64, message: String) {
+    /// Records a request refused before it reached the engine (its clock having started at
+    /// `start`); the policy hears it failed at `at`.
+    fn fail_send(&mut self, i: usize, start: u64, at: u64, message: String) {
         let rec = &mut self.records[i];
-        rec.start_ns = at - self.t0;
+        rec.start_ns = start - self.t0;
         rec.arrival_ns = rec.arrival_ns.min(rec.start_ns);
         rec.status = 400;
         rec.failure = Some(Failure { kind: FailureKind::HttpStatus, message });
         self.policy.finished(i, false, at - self.t0, &mut self.actions);
     }
 
-    fn send(&mut self, engine: &mut Engine, i: usize, at: u64) {
+    /// Sends item `i`: its clock starts at `at`, and it reaches the engine at `wire`.
+    fn send(&mut self, engine: &mut Engine, i: usize, at: u64, wire: u64) {
         let n = self.plan.requests.len();
         let (ids, ignore_eos) = if i < n {
             let p = &mut self.prompts.requests[i];
@@ -140,7 +181,7 @@ impl<'a> Client<'a> {
         };
         let ids = match ids {
             Ok(ids) => ids,
-            Err(message) => return self.fail_send(i, at, message),
+            Err(message) => return self.fail_send(i, at, at, message),
         };
         if let Some((c, _)) = self.policy.turn_of(i) {
             let history = &mut self.histories[c];
@@ -156,14 +197,32 @@ impl<'a> Client<'a> {
             rec.prompt_tokens_client = Some(self.plan.requests[i].prompt_tokens);
         }
         let chat = self.plan.api.templated();
-        let req =
-            NewRequest { tag: i as u64, prompt: PromptTokens::Ids(ids), max_tokens, ignore_eos, arrived_ns: at, chat };
+        rec.usage.prompt_tokens = Some(prompt_len);
+        let req = NewRequest {
+            tag: i as u64,
+            prompt: PromptTokens::Ids(ids),
+            max_tokens,
+            ignore_eos,
+            arrived_ns: wire,
+            chat,
+        };
+        if wire > at {
+            let k = self.on_the_way.partition_point(|&(w, _, _)| w <= wire);
+            self.on_the_way.insert(k, (wire, i, req));
+        } else {
+            self.reach(engine, i, req);
+        }
+    }
+
+    /// Item `i`'s request reaches the engine.
+    fn reach(&mut self, engine: &mut Engine, i: usize, req: NewRequest) {
+        let (at, max_tokens) = (req.arrived_ns, req.max_tokens);
         match engine.add(req) {
-            Ok(_) => {
-                rec.usage.prompt_tokens = Some(prompt_len);
-                rec.chunks_us.reserve_exact(max_tokens as usize);
+            Ok(_) => self.records[i].chunks_us.reserve_exact(max_tokens as usize),
+            Err(rejection) => {
+                self.records[i].usage.prompt_tokens = None;
+                self.fail_send(i, self.sent_abs[i], at, rejection.to_string());
             }
-            Err(rejection) => self.fail_send(i, at, rejection.to_string()),
         }
     }
 

@@ -321,3 +321,42 @@ fn server_metrics_sample_the_engine_in_virtual_time_and_say_where_its_time_went(
     let more = api(note2, &r2) - api(note, &r);
     assert!((more - 64.0 * 64.0 * 100e-6).abs() < 0.04, "{more} s more: {note} / {note2}");
 }
+
+/// `p` predicted as servebench's client and as vLLM's send it.
+fn with_both_clients(p: &Plan) -> (RunResult, RunResult) {
+    let c = config(None, false);
+    let base = [("jitter", "0"), ("warmup", "off")];
+    let ours = predict(p, &c, &setup("Qwen/Qwen3-8B", "h100-sxm", &base));
+    let vllm = predict(p, &c, &setup("Qwen/Qwen3-8B", "h100-sxm", &[base[0], base[1], ("bench-client", "vllm")]));
+    (ours, vllm)
+}
+
+#[test]
+fn vllm_s_client_puts_a_burst_on_the_wire_one_request_after_another() {
+    let (ours, vllm) = with_both_clients(&plan(200, |_| 64, |_| 8, 0));
+    for (k, (a, b)) in ours.records.iter().zip(&vllm.records).enumerate() {
+        assert!(a.succeeded() && b.succeeded(), "{k}");
+        assert_eq!(a.start_ns, 0, "servebench's client sends the burst at once");
+        // vLLM's client starts each request's clock as its task first runs, 80 µs apart, and
+        // writes it after every task of the burst has started, 0.54 ms apart: no first token
+        // comes before its request is on the wire.
+        assert_eq!(b.start_ns, k as u64 * 80_000);
+        let wire = 200 * 260_000 + (k as u64 + 1) * 540_000;
+        assert!(b.start_ns + (b.ttft_s() * 1e9) as u64 >= wire, "{k}: first token before the request was sent");
+    }
+    assert!(mean_ttft_ms(&vllm) > mean_ttft_ms(&ours));
+    assert!(vllm.notes.iter().any(|n| n.contains("bench-client=vllm")));
+    assert!(!ours.notes.iter().any(|n| n.contains("bench-client")));
+}
+
+#[test]
+fn vllm_s_client_adds_its_send_to_a_lone_request_and_nothing_to_decode() {
+    let (ours, vllm) = with_both_clients(&plan(20, |_| 128, |_| 32, 500_000_000));
+    // Requests half a second apart: each is alone, on the wire 0.8 ms after its clock starts.
+    for (a, b) in ours.records.iter().zip(&vllm.records) {
+        assert_eq!(a.start_ns, b.start_ns);
+        let extra_ms = (b.ttft_s() - a.ttft_s()) * 1e3;
+        assert!((0.75..0.85).contains(&extra_ms), "{extra_ms} ms more to the first token");
+    }
+    assert!((mean_tpot_ms(&vllm) - mean_tpot_ms(&ours)).abs() < 1e-3);
+}

@@ -3,8 +3,10 @@
 //!
 //! vLLM's API server is one Python process with two workers that matter here. Its event loop
 //! does the work on requests (parsing, validation, hand-off to the engine) and on streamed tokens
-//! (detokenizing, writing the chunks) in one queue, so a burst of arrivals reaches the scheduler
-//! spread by that work, behind the tokens of steps that ended before they arrived. Tokenizing
+//! (detokenizing, writing the chunks), so a burst of arrivals reaches the scheduler spread by
+//! that work, behind the tokens of steps that ended before they arrived or while they waited.
+//! Each streamed token's work is counted once: tokens written while no request waits hold back
+//! only a request that arrives during the writing. Tokenizing
 //! a prompt's text it hands to one worker thread ([`super::tokenizer`]), where the tokenizer's
 //! Rust code runs without the interpreter's lock: prompts are tokenized beside the loop's work,
 //! not in its queue. Its output handler takes the engine's outputs in order as they come, so a
@@ -26,8 +28,14 @@ use super::tokenizer::{Microbatch, TokenizerThread};
 /// The API server's event loop and its tokenizing thread, in engine time (ns).
 #[derive(Debug)]
 pub(crate) struct Frontend {
-    /// When the event loop has done the work queued on it.
+    /// When the event loop has taken in every request queued on it, the streamed tokens that
+    /// came while any was waiting included (the loop writes them first). Streamed tokens alone
+    /// are the writer's queue (`out_free_ns`), not this one's.
     free_ns: u64,
+    /// When the loop is done with the last request taken in, by its own work and what waited
+    /// ahead of it when it came: streamed tokens queued before then hold back the requests
+    /// that come after it.
+    taken_in_ns: u64,
     /// The last step's streamed tokens, queued at the step's end: (end, work).
     backlog: Option<(u64, u64)>,
     /// Chat requests being rendered together, in arrival order: (slot, tokenizing work).
@@ -52,6 +60,7 @@ impl Frontend {
     pub fn new(batching: Microbatch) -> Self {
         Self {
             free_ns: 0,
+            taken_in_ns: 0,
             backlog: None,
             rendering: Vec::new(),
             out_free_ns: 0,
@@ -83,13 +92,18 @@ impl Frontend {
     }
 
     /// Puts the last step's streamed tokens on the queue if the step ended by `until_ns`:
-    /// requests that arrived during the step go before them, those after it behind. They also
-    /// go to the writer, after the tokens of earlier steps.
+    /// requests that arrived during the step go before them, those after it behind. They go to
+    /// the writer, after the tokens of earlier steps; requests still waiting to be taken in
+    /// then wait for them too. A request arriving later waits for the writer only while it
+    /// writes (`take_in`): the loop's work on streamed tokens is counted once, so a frontend
+    /// that streams most of the time does not build a queue of requests that is not there.
     pub fn catch_up(&mut self, until_ns: u64) {
         if let Some((end, work)) = self.backlog
             && end <= until_ns
         {
-            self.free_ns = self.free_ns.max(end).saturating_add(work);
+            if self.taken_in_ns > end {
+                self.free_ns = self.free_ns.saturating_add(work);
+            }
             self.leaves_ns = self.out_free_ns.max(end);
             self.out_free_ns = self.leaves_ns.saturating_add(work);
             self.backlog = None;
@@ -103,7 +117,8 @@ impl Frontend {
     pub fn take_in(&mut self, slot: u32, arrived_ns: u64, work: u64, tokenize: u64) -> Option<u64> {
         self.work_ns = self.work_ns.saturating_add(work);
         self.catch_up(arrived_ns);
-        self.free_ns = arrived_ns.max(self.free_ns).saturating_add(work);
+        self.free_ns = arrived_ns.max(self.free_ns).max(self.out_free_ns).saturating_add(work);
+        self.taken_in_ns = self.free_ns;
         self.tokenizer.queue(slot, self.free_ns, tokenize)
     }
 
@@ -113,7 +128,8 @@ impl Frontend {
     pub fn render(&mut self, slot: u32, arrived_ns: u64, render: u64, tokenize: u64) {
         self.work_ns = self.work_ns.saturating_add(render);
         self.catch_up(arrived_ns);
-        self.free_ns = arrived_ns.max(self.free_ns).saturating_add(render);
+        self.free_ns = arrived_ns.max(self.free_ns).max(self.out_free_ns).saturating_add(render);
+        self.taken_in_ns = self.free_ns;
         self.render_end_ns = self.free_ns;
         self.rendering.push((slot, tokenize));
     }
@@ -356,6 +372,30 @@ mod tests {
         assert_eq!(f.streamed_at(), 34_000);
         f.stream(33_000, 3_000);
         assert_eq!(f.streamed_at(), 37_000);
+    }
+
+    #[test]
+    fn tokens_written_while_no_request_waits_hold_back_no_later_request() {
+        let mut f = serial();
+        // Ten requests at once, 1 µs each on the loop: taken in by 10 µs.
+        for slot in 0..10 {
+            f.take_in(slot, 0, 1_000, 0);
+        }
+        // Then a step every 1 µs for 100 µs whose tokens take 0.99 µs to write: the writer
+        // keeps up, and only the tokens of the steps that ended while requests waited to be
+        // taken in (the first nine) hold back requests that come later. (Counted in one queue
+        // with the requests, the 10 µs they took would still stand 9 µs ahead at 100 µs.)
+        for k in 1..=100 {
+            f.stream(k * 1_000, 990);
+            assert_eq!(f.streamed_at(), k * 1_000);
+        }
+        // A request at 101 µs finds the loop free: it is handed on after its own work.
+        assert_eq!(take(&mut f, 101_000, 1_000, 0), 102_000);
+        // One arriving while the writer is busy waits for the tokens being written.
+        f.stream(200_000, 5_000);
+        assert_eq!(take(&mut f, 201_000, 1_000, 0), 206_000);
+        // The loop's own work counts each streamed token once.
+        assert_eq!(f.work_ns(), 12 * 1_000 + 100 * 990 + 5_000);
     }
 
     #[test]

@@ -162,3 +162,20 @@ fn requests_and_conversations_share_the_client() {
     assert!(r.records[..3].iter().all(|x| x.turn.is_none() && x.output_tokens() == 7));
     assert!(r.records[3..].iter().all(|x| x.turn.is_some() && x.output_tokens() == 5));
 }
+
+#[test]
+fn with_vllm_s_client_turns_still_follow_their_answers_and_a_failing_turn_ends_its_conversation() {
+    let mut p = plan(2, 4, 200, 40);
+    p.conversations[1].turns.iter_mut().for_each(|t| t.user = "short one".into());
+    let r = predict(&p, &config(8, 0.0), &setup(&[("max-model-len", "600"), ("bench-client", "vllm")]));
+    // Every turn sent reaches the engine, however long it waits for the client's loop.
+    let statuses: Vec<u16> = r.records.iter().map(|x| x.status).collect();
+    assert_eq!(statuses, vec![200, 200, 400, 0, 200, 200, 200, 200]);
+    assert_eq!(r.records[3].failure.as_ref().unwrap().kind, FailureKind::NotSent);
+    // A turn's clock starts once the answer before it has ended, and its answer comes after
+    // its request is on the wire (0.8 ms for a lone request).
+    for pair in r.records[4..8].windows(2) {
+        assert!(pair[1].start_ns >= end_ns(&pair[0]), "{pair:?}");
+    }
+    assert!(r.records[4..8].iter().all(|x| x.ttft_s() > 0.8e-3));
+}

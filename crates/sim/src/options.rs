@@ -56,7 +56,7 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 27] = [
     ("warmup", "on (default), off or auto: predict's warm-up copy of request 0"),
     (
         "bench-client",
-        "servebench (default) or vllm: predict's client; vllm sends as `vllm bench serve`'s one Python loop does, a burst one request after another, and times each from its own start",
+        "servebench (default) or vllm: predict's client; vllm sends as `vllm bench serve`'s one Python loop does, a burst one request after another, and times each from its own start (a served twin refuses it: its caller is the client)",
     ),
     ("seed", "seed of the engine's random draws when no run seed is given"),
     (

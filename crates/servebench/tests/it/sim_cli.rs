@@ -243,6 +243,19 @@ fn bad_input_errors_say_what_to_do() {
     assert!(err.contains("--model"), "{err}");
     let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm", "--tp", "3"]);
     assert!(err.contains("tp=3") && err.contains("32 attention heads"), "{err}");
+    // A stand-in for vLLM's client is predict's: a served twin is timed by its real caller.
+    let (_, err) = fails(&[
+        "bench",
+        "serve",
+        "--sim",
+        "Qwen/Qwen3-8B@h100-sxm",
+        "--sim-option",
+        "bench-client=vllm",
+        "--num-prompts",
+        "2",
+        "--no-store",
+    ]);
+    assert!(err.contains("bench-client") && err.contains("leave it out"), "{err}");
 
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("notes.txt");

@@ -178,6 +178,15 @@ impl Drop for SimServer {
 
 /// Binds `options.host:options.port`, starts the pacer and the HTTP server, and returns.
 pub async fn start(setup: SimSetup, options: ServerOptions) -> Result<SimServer, SimError> {
+    if setup.options.bench_client != crate::options::BenchClient::Servebench {
+        return Err(SimError::BadOption {
+            key: "bench-client".into(),
+            value: "vllm".into(),
+            expected: "it is `sim predict`'s stand-in for a benchmark client; a served twin is timed by the client \
+                       that calls it: leave it out"
+                .into(),
+        });
+    }
     let listener = listen(&options.host, options.port).await?;
     let addr = listener.local_addr().map_err(|e| listen_error(&options.host, options.port, &e))?;
     let (shared, pacer) = spawn_engine(&setup, options)?;

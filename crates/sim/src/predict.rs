@@ -227,12 +227,9 @@ pub(crate) fn predict_prepared(
     let dispatch = match sim.options.bench_client {
         BenchClient::Servebench => None,
         BenchClient::Vllm => {
-            notes.push(
-                "vLLM's benchmark client: a burst reaches the server one request after another, 0.54 ms apart after \
-                 0.26 ms a request of setup, each timed from its own start (bench-client=vllm)"
-                    .to_string(),
-            );
-            Some(dispatch::Dispatch::vllm())
+            let d = dispatch::Dispatch::vllm();
+            notes.push(d.note());
+            Some(d)
         }
     };
     let mut client = Client::new(plan, prompts, engine.now_ns(), (cap, max_active, think_ns), dispatch);

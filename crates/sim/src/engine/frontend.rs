@@ -115,22 +115,25 @@ impl Frontend {
     /// batch returns ([`Frontend::close_by`]). A prompt with nothing to tokenize (token ids made
     /// on the loop) never waits for the thread: handed on when the loop is done with it.
     pub fn take_in(&mut self, slot: u32, arrived_ns: u64, work: u64, tokenize: u64) -> Option<u64> {
+        let taken_in = self.loop_work(arrived_ns, work);
+        self.tokenizer.queue(slot, taken_in, tokenize)
+    }
+
+    /// A request's own `work` on the loop, from its arrival: after the requests before it and
+    /// the tokens the writer is writing then. Returns when the loop is done with it.
+    fn loop_work(&mut self, arrived_ns: u64, work: u64) -> u64 {
         self.work_ns = self.work_ns.saturating_add(work);
         self.catch_up(arrived_ns);
         self.free_ns = arrived_ns.max(self.free_ns).max(self.out_free_ns).saturating_add(work);
         self.taken_in_ns = self.free_ns;
-        self.tokenizer.queue(slot, self.free_ns, tokenize)
+        self.free_ns
     }
 
     /// Renders a chat request's template (`render` ns) with the others that arrived while the
     /// loop was rendering; its tokenizing (`tokenize` ns) waits until all are rendered. The
     /// caller first closes a burst rendered by the arrival ([`Frontend::close_by`]).
     pub fn render(&mut self, slot: u32, arrived_ns: u64, render: u64, tokenize: u64) {
-        self.work_ns = self.work_ns.saturating_add(render);
-        self.catch_up(arrived_ns);
-        self.free_ns = arrived_ns.max(self.free_ns).max(self.out_free_ns).saturating_add(render);
-        self.taken_in_ns = self.free_ns;
-        self.render_end_ns = self.free_ns;
+        self.render_end_ns = self.loop_work(arrived_ns, render);
         self.rendering.push((slot, tokenize));
     }
 

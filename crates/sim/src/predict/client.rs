@@ -7,6 +7,8 @@
 //! engine (a turn's prompt is the conversation's history, the answers actually generated
 //! included) and records what comes back.
 
+use std::collections::VecDeque;
+
 use servebench_core::load::{Action, LoadPolicy, skip_message};
 use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RequestRecord, TurnRef, Usage};
@@ -37,8 +39,9 @@ pub(super) struct Client<'a> {
     sent_abs: Vec<u64>,
     /// The client's send loop, where it is slower than the schedule (`bench-client=vllm`).
     dispatch: Option<Dispatch>,
-    /// Requests sent but not yet on the wire: (when they reach the server, item, request).
-    on_the_way: Vec<(u64, usize, NewRequest)>,
+    /// Requests sent but not yet on the wire, in the order the send loop writes them: (when
+    /// they reach the server, item, request).
+    on_the_way: VecDeque<(u64, usize, NewRequest)>,
     t0: u64,
 }
 
@@ -87,7 +90,7 @@ impl<'a> Client<'a> {
             records,
             sent_abs: vec![0; items],
             dispatch,
-            on_the_way: Vec::new(),
+            on_the_way: VecDeque::new(),
             t0,
         }
     }
@@ -99,27 +102,22 @@ impl<'a> Client<'a> {
     /// When the next request, conversation or turn falls due, or the next request sent
     /// reaches the server, engine time.
     pub fn next_arrival_abs(&self) -> Option<u64> {
-        let wire = self.on_the_way.first().map(|&(at, _, _)| at);
+        let wire = self.on_the_way.front().map(|&(at, _, _)| at);
         self.policy.next_due().map(|d| self.t0 + d).into_iter().chain(wire).min()
     }
 
     /// Takes in everything due by `t`, each at its own due time, sending what the policy
     /// allows then; requests reach the engine when they are on the wire.
     pub fn arrive_until(&mut self, engine: &mut Engine, t: u64) {
-        loop {
-            let due = self.policy.next_due().map(|d| self.t0 + d).filter(|&d| d <= t);
-            let wire = self.on_the_way.first().map(|&(at, _, _)| at).filter(|&w| w <= t);
-            match (due, wire) {
-                (_, Some(w)) if due.is_none_or(|d| w <= d) => {
-                    let (at, item, req) = self.on_the_way.remove(0);
-                    debug_assert_eq!(at, w);
-                    self.reach(engine, item, req);
+        while let Some(next) = self.next_arrival_abs().filter(|&n| n <= t) {
+            // A request on the wire by then reaches the engine before what falls due with it.
+            let on_the_wire = self.on_the_way.front().is_some_and(|&(wire, _, _)| wire == next);
+            match on_the_wire.then(|| self.on_the_way.pop_front()).flatten() {
+                Some((_, item, req)) => self.reach(engine, item, req),
+                None => {
+                    self.policy.advance(next - self.t0, &mut self.actions);
+                    self.act(engine, next);
                 }
-                (Some(due), _) => {
-                    self.policy.advance(due - self.t0, &mut self.actions);
-                    self.act(engine, due);
-                }
-                _ => break,
             }
         }
     }
@@ -129,19 +127,22 @@ impl<'a> Client<'a> {
     /// the client's send loop.
     fn act(&mut self, engine: &mut Engine, now: u64) {
         let mut i = 0;
-        let mut burst = std::collections::VecDeque::new();
+        let mut burst = VecDeque::new();
         while let Some(&action) = self.actions.get(i) {
             i += 1;
             match action {
                 Action::Send { item, planned_ns, arrived_ns } => {
-                    if burst.is_empty() {
-                        let n = self.actions[i - 1..].iter().take_while(|a| matches!(a, Action::Send { .. })).count();
-                        burst = match self.dispatch.as_mut() {
-                            Some(d) => d.burst(now, n).into(),
-                            None => std::iter::repeat_n((now, now), n).collect(),
-                        };
-                    }
-                    let (clock, wire) = burst.pop_front().unwrap_or((now, now));
+                    let (clock, wire) = match self.dispatch.as_mut() {
+                        None => (now, now),
+                        Some(d) => {
+                            if burst.is_empty() {
+                                let sends =
+                                    self.actions[i - 1..].iter().take_while(|a| matches!(a, Action::Send { .. }));
+                                burst = d.burst(now, sends.count()).into();
+                            }
+                            burst.pop_front().unwrap_or((now, now))
+                        }
+                    };
                     let rec = &mut self.records[item];
                     rec.planned_ns = planned_ns;
                     rec.arrival_ns = arrived_ns;
@@ -207,8 +208,8 @@ impl<'a> Client<'a> {
             chat,
         };
         if wire > at {
-            let k = self.on_the_way.partition_point(|&(w, _, _)| w <= wire);
-            self.on_the_way.insert(k, (wire, i, req));
+            debug_assert!(self.on_the_way.back().is_none_or(|&(w, _, _)| w <= wire), "one loop writes in order");
+            self.on_the_way.push_back((wire, i, req));
         } else {
             self.reach(engine, i, req);
         }

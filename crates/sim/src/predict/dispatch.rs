@@ -39,6 +39,16 @@ impl Dispatch {
         Dispatch { start_ns: VLLM_START_NS, clock_ns: VLLM_CLOCK_NS, send_ns: VLLM_SEND_NS, free_ns: 0 }
     }
 
+    /// What the run's notes say of this client.
+    pub fn note(&self) -> String {
+        format!(
+            "vLLM's benchmark client: a burst reaches the server one request after another, {} ms apart after {} ms \
+             a request of setup, each timed from its own start (bench-client=vllm)",
+            self.send_ns as f64 / 1e6,
+            self.start_ns as f64 / 1e6
+        )
+    }
+
     /// For `n` requests falling due together at `at`, in order: when each one's clock starts
     /// and when it is on the wire. The loop takes a burst after the one before it is sent.
     pub fn burst(&mut self, at: u64, n: usize) -> Vec<(u64, u64)> {

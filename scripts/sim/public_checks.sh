@@ -59,4 +59,6 @@ check h100-sxm vllm-pr-25444-h100-qwen3-coder-30b-fp8.json
 check b200 vllm-issue-47089-b200-qwen3-0.6b.json
 check h200 vllm-recipes-h200-nemotron-3-nano-fp8.json
 check b200 vllm-recipes-b200-kimi-k2.5-nvfp4.json
+check b200 flashinfer-issue-4249-b200-qwen3.6-35b-a3b.json --option linear-eff=0.65
+check b200 vllm-pr-44214-b200-qwen3.5-122b-a10b.json --option linear-eff=0.65
 awk '{ inside += $1; n += $2 } END { if (n) printf "%-46s %s of %d figures inside their band (%.0f %%)\n", "all files", inside, n, 100 * inside / n }' "$tally"

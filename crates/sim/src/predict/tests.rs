@@ -360,3 +360,41 @@ fn vllm_s_client_adds_its_send_to_a_lone_request_and_nothing_to_decode() {
     }
     assert!((mean_tpot_ms(&vllm) - mean_tpot_ms(&ours)).abs() < 1e-3);
 }
+
+/// Every embedded model preset on every embedded hardware preset, on one GPU and on eight,
+/// either predicts a short burst whose every request succeeds with finite, positive timings,
+/// or is refused with a message (the model does not fit; the heads do not split): never a
+/// panic, a NaN or a request lost.
+#[test]
+fn every_preset_pair_predicts_or_is_refused_with_a_reason() {
+    let presets = Presets::embedded().unwrap();
+    let p = plan(4, |i| 200 + 50 * i as u32, |_| 4, 0);
+    let (mut predicted, mut refused) = (0, 0);
+    for hw in presets.hardware_presets() {
+        for model in presets.model_presets() {
+            for tp in ["1", "8"] {
+                let options = [("tp".to_string(), tp.to_string()), ("jitter".to_string(), "0".to_string())];
+                let s = match SimSetup::resolve_with(&presets, &model.id, &hw.name, &options, None) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        assert!(e.to_string().len() > 20, "{} on {} at tp {tp}: {e}", model.id, hw.name);
+                        refused += 1;
+                        continue;
+                    }
+                };
+                let r = predict(&p, &config(None, false), &s);
+                for rec in &r.records {
+                    let what = format!("{} on {} at tp {tp}: {rec:?}", model.id, hw.name);
+                    assert!(rec.succeeded() && rec.output_tokens() == 4, "{what}");
+                    assert!(rec.ttft_s().is_finite() && rec.ttft_s() > 0.0, "{what}");
+                    assert!(rec.latency_s().is_finite() && rec.latency_s() > rec.ttft_s(), "{what}");
+                }
+                assert!(r.duration_s.is_finite() && r.duration_s > 0.0);
+                predicted += 1;
+            }
+        }
+    }
+    let pairs = presets.hardware_presets().len() * presets.model_presets().len() * 2;
+    assert_eq!(predicted + refused, pairs);
+    assert!(predicted > pairs / 2, "{predicted} of {pairs} predicted");
+}

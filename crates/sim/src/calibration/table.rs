@@ -81,17 +81,6 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
     if measured.is_empty() {
         return Err("the row has none of mean_ttft, mean_tpot and output_tput_per_gpu".into());
     }
-    // A row carries the deployment's settings; the simulator's own constants are given to every
-    // point at once, and one found in a row would otherwise be kept as a label and do nothing.
-    if let Some((key, v)) = value.as_object().and_then(|o| {
-        o.iter().find(|(k, _)| crate::profile::PROFILE_OPTION_KEYS.contains(&k.replace('_', "-").as_str()))
-    }) {
-        let option = key.replace('_', "-");
-        return Err(format!(
-            "{key} is one of the simulator's constants, not a setting of the deployment a row \
-             measured: give it to every point with --option {option}={v} (or in a --profile)"
-        ));
-    }
     let mut labels: Vec<(String, String)> = value
         .as_object()
         .map(|o| {
@@ -296,20 +285,6 @@ mod tests {
         let fixed = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
         assert!(fixed.workload.input.expand(40).iter().all(|&x| x == 1024));
         assert!(!is_row(&serde_json::json!({"isl": 1, "osl": 2})));
-    }
-
-    #[test]
-    fn a_row_that_sets_a_constant_of_the_simulator_is_refused_with_the_option_to_use() {
-        let mut r = row();
-        r["linear_eff"] = serde_json::json!(0.65);
-        let e = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap_err();
-        assert!(e.contains("linear_eff is one of the simulator's constants"), "{e}");
-        assert!(e.contains("--option linear-eff=0.65"), "{e}");
-        // A serving setting in Python's spelling is the deployment's, and is kept.
-        let mut r = row();
-        r["kv_cache_dtype"] = serde_json::json!("fp8");
-        let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
-        assert!(p.labels.iter().any(|(k, v)| k == "kv-cache-dtype" && v == "fp8"), "{:?}", p.labels);
     }
 
     #[test]

@@ -439,6 +439,7 @@ fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_t
         labelled(row("gptoss", "vllm"), "disagg", "true"),
         labelled(row("dsr1", "vllm"), "spec_decoding", "mtp"),
         labelled(row("gptoss", "vllm"), "spec-decoding", "none"),
+        labelled(row("gptoss", "vllm"), "linear_eff", "0.65"),
     ];
     let (targets, skipped) = validate::targets_for(rows, &defaults, &presets);
     let models: Vec<(&str, &str)> =
@@ -455,12 +456,18 @@ fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_t
         ]
     );
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
-    assert_eq!(reasons.len(), 6, "{reasons:?}");
+    assert_eq!(reasons.len(), 7, "{reasons:?}");
     assert!(reasons[0].contains("measured sglang, not vLLM") && reasons[1].contains("dynamo-trt"), "{reasons:?}");
     assert!(reasons[2].contains("precision \"int3\""), "{reasons:?}");
     assert!(reasons[3].contains("speculative decoding (spec-decoding mtp)"), "{reasons:?}");
     assert!(reasons[4].contains("disaggregated prefill and decode"), "{reasons:?}");
     assert!(reasons[5].contains("speculative decoding (spec-decoding mtp)"), "{reasons:?}");
+    // One of the simulator's own constants in a row does nothing there: it is refused, with the
+    // option that gives it to every point.
+    assert!(
+        reasons[6].contains("sets linear_eff 0.65") && reasons[6].contains("--option linear-eff=0.65"),
+        "{reasons:?}"
+    );
 }
 
 #[test]

@@ -383,6 +383,27 @@ pub const PROFILE_OPTION_KEYS: [&str; 32] = [
     "jitter",
 ];
 
+/// Whether `key` (`t0-ms`, `gemm-eff.fp8`, `jitter`) names a profile constant, as
+/// [`StackProfile::set_option`] takes it.
+pub fn is_option_key(key: &str) -> bool {
+    option_field(key).is_some()
+}
+
+/// The profile key an option names (its old names read as the current ones) and the format it
+/// sets of a per-format table; `None` when it names none.
+fn option_field(key: &str) -> Option<(&str, Option<&str>)> {
+    let (field, sub) = match key.split_once('.') {
+        Some((f, s)) => (f, Some(s)),
+        None => (key, None),
+    };
+    let field = match field {
+        "jitter" => "jitter-sigma",
+        "dequant-mma-moe" => "dequant-mma",
+        other => other,
+    };
+    PROFILE_OPTION_KEYS.contains(&field).then_some((field, sub))
+}
+
 impl StackProfile {
     /// The weight-only (unpacking) ceiling of a model's main products: the experts' for a
     /// mixture of experts, else the dense products'.
@@ -438,18 +459,9 @@ impl StackProfile {
     /// Sets one field from an option (`t0-ms=3`, `gemm-eff.fp8=0.6`, `jitter=0`).
     /// Returns `Ok(false)` when `key` is not a profile key.
     pub fn set_option(&mut self, key: &str, value: &str) -> Result<bool, String> {
-        let (field, sub) = match key.split_once('.') {
-            Some((f, s)) => (f, Some(s)),
-            None => (key, None),
-        };
-        let field = match field {
-            "jitter" => "jitter-sigma",
-            "dequant-mma-moe" => "dequant-mma",
-            other => other,
-        };
-        if !PROFILE_OPTION_KEYS.contains(&field) {
+        let Some((field, sub)) = option_field(key) else {
             return Ok(false);
-        }
+        };
         let number = value
             .trim()
             .parse::<f64>()

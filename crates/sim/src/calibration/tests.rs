@@ -440,6 +440,7 @@ fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_t
         labelled(row("dsr1", "vllm"), "spec_decoding", "mtp"),
         labelled(row("gptoss", "vllm"), "spec-decoding", "none"),
         labelled(row("gptoss", "vllm"), "linear_eff", "0.65"),
+        labelled(row("gptoss", "vllm"), "moe_eff.fp8", "0.15"),
     ];
     let (targets, skipped) = validate::targets_for(rows, &defaults, &presets);
     let models: Vec<(&str, &str)> =
@@ -456,7 +457,7 @@ fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_t
         ]
     );
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
-    assert_eq!(reasons.len(), 7, "{reasons:?}");
+    assert_eq!(reasons.len(), 8, "{reasons:?}");
     assert!(reasons[0].contains("measured sglang, not vLLM") && reasons[1].contains("dynamo-trt"), "{reasons:?}");
     assert!(reasons[2].contains("precision \"int3\""), "{reasons:?}");
     assert!(reasons[3].contains("speculative decoding (spec-decoding mtp)"), "{reasons:?}");
@@ -468,6 +469,7 @@ fn a_row_of_another_engine_or_serving_mode_is_skipped_and_inferencex_names_map_t
         reasons[6].contains("sets linear_eff 0.65") && reasons[6].contains("--option linear-eff=0.65"),
         "{reasons:?}"
     );
+    assert!(reasons[7].contains("--option moe-eff.fp8=0.15"), "{reasons:?}");
 }
 
 #[test]

@@ -87,13 +87,11 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
     }
     // A point carries the deployment's settings; the simulator's own constants are given to
     // every point at once, and one among its labels would otherwise do nothing.
-    if let Some((key, v)) =
-        point.labels.iter().find(|(k, _)| crate::profile::PROFILE_OPTION_KEYS.contains(&k.replace('_', "-").as_str()))
-    {
+    let mut spelled = point.labels.iter().map(|(k, v)| (k, k.replace('_', "-"), v));
+    if let Some((key, option, v)) = spelled.find(|(_, o, _)| crate::profile::is_option_key(o)) {
         return Err(format!(
             "it sets {key} {v}, one of the simulator's constants rather than a setting of the deployment it \
-             measured, so it is not predicted: give it to every point with --option {}={v} (or in a --profile)",
-            key.replace('_', "-")
+             measured, so it is not predicted: give it to every point with --option {option}={v} (or in a --profile)"
         ));
     }
     let model =

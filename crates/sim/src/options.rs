@@ -17,7 +17,7 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 27] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 29] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -34,6 +34,14 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 27] = [
         "true (default) or false: the host plans and prepares the next step while the GPU runs this one (a request that arrives meanwhile waits one step more)",
     ),
     ("nodes", "machines the GPUs are spread over (default: as many as tp x pp x dp GPUs need)"),
+    (
+        "distributed-executor-backend",
+        "mp, ray, uni or external_launcher: the executor of an engine's workers (default: mp within one machine, ray when the engine spans machines, as vLLM picks); ray has no async scheduling",
+    ),
+    (
+        "nnodes",
+        "machines one engine spans on vLLM's multiprocessing executor (--nnodes): nodes, with distributed-executor-backend mp",
+    ),
     ("interconnect", "the link the all-reduce crosses, by name"),
     (
         "quick-reduce",
@@ -105,18 +113,6 @@ impl BenchClient {
     }
 }
 
-/// Why a deployment runs without async scheduling though nobody chose so: vLLM turns it off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SyncBecause {
-    /// One engine spans machines: vLLM runs it on its Ray executor, which has none.
-    RayExecutor,
-    /// Pipeline stages: vLLM has no async scheduling with them.
-    PipelineParallel,
-    /// The release served is older than 0.14, whose async scheduling was off unless asked.
-    Release,
-}
-
 /// How vLLM runs a step's kernels (`compilation_config.cudagraph_mode`), as far as the simulator
 /// prices it: where a step runs in one CUDA graph the host launches it once, where it runs
 /// eagerly the host launches every kernel (the preset's `eager_layer_us` a layer). A mixed step
@@ -185,6 +181,9 @@ pub struct ServingOptions {
     /// chosen, or it is on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_because: Option<SyncBecause>,
+    /// The executor of the engine's workers (`--distributed-executor-backend`): given, or as
+    /// vLLM picks it ([`Executor::resolve`]).
+    pub distributed_executor_backend: Executor,
     pub nodes: u32,
     /// `nodes` was not given and was derived from the GPUs the deployment needs.
     pub nodes_derived: bool,
@@ -258,6 +257,7 @@ impl ServingOptions {
             cudagraph_mode: CudaGraphMode::FullAndPiecewise,
             async_scheduling: true,
             sync_because: None,
+            distributed_executor_backend: Executor::Mp,
             nodes: 1,
             nodes_derived: false,
             interconnect: None,
@@ -282,6 +282,7 @@ impl ServingOptions {
             vllm_release: None,
         };
         let mut nodes = None;
+        let mut executor = None;
         let mut enforce_eager = false;
         let mut layout: Option<(&str, u32)> = None;
         let mut seen: Vec<String> = Vec::new();
@@ -301,8 +302,15 @@ impl ServingOptions {
                 "tp" => o.tp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
                 "pp" => o.pp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
                 "dp" => o.dp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
-                "nodes" => {
+                "nodes" | "nnodes" => {
+                    if let Some(other) = seen.iter().find(|k| *k != &key && ["nodes", "nnodes"].contains(&k.as_str())) {
+                        return Err(SimError::Conflict(format!("{other} and {key} both give the machines; keep one")));
+                    }
                     nodes = Some(positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?);
+                }
+                "distributed-executor-backend" => {
+                    executor =
+                        Some(Executor::parse(v).ok_or_else(|| bad("expected mp, ray, uni or external_launcher"))?);
                 }
                 "tp-nodes" | "pp-nodes" => {
                     if let Some((other, _)) = layout {
@@ -423,22 +431,11 @@ impl ServingOptions {
             }
         }
         o.check(model, hw)?;
-        // Unless chosen, async scheduling is off where vLLM turns it off: an engine whose GPUs
-        // span machines runs on its Ray executor, which has none (vLLM warns and turns it off,
-        // through 0.17 at least), pipeline parallelism has none either (0.13: "not yet
-        // supported with pipeline_parallel_size > 1"), and a release before 0.14 had it off by
-        // default.
-        let chose_async = seen.iter().any(|k| k == "async-scheduling" || k == "no-async-scheduling");
-        if !chose_async {
-            o.sync_because = if o.tp.saturating_mul(o.pp) > hw.gpus_per_node.max(1) {
-                Some(SyncBecause::RayExecutor)
-            } else if o.pp > 1 {
-                Some(SyncBecause::PipelineParallel)
-            } else if o.vllm_release.is_some_and(|r| r < ASYNC_BY_DEFAULT_SINCE) {
-                Some(SyncBecause::Release)
-            } else {
-                None
-            };
+        let nnodes = seen.iter().any(|k| k == "nnodes");
+        o.distributed_executor_backend = Executor::resolve(executor, nnodes, &o, hw)?;
+        // Unless chosen, async scheduling is off where vLLM turns it off (`SyncBecause::of`).
+        if !seen.iter().any(|k| k == "async-scheduling" || k == "no-async-scheduling") {
+            o.sync_because = SyncBecause::of(&o, executor.is_some());
             if o.sync_because.is_some() {
                 o.async_scheduling = false;
             }
@@ -545,7 +542,9 @@ fn boolean(v: &str) -> Option<bool> {
 }
 
 mod check;
+mod executor;
 mod links;
+pub use executor::{Executor, SyncBecause};
 /// The vLLM release (major, minor) a label names: `v0.13.0`, `0.10.1`, an image such as
 /// `vllm/vllm-openai:v0.13.0` or `rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927`
 /// (the number after its last `vllm`); none where it names no number (`rocm`, `nightly`).

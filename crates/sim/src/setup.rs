@@ -165,6 +165,11 @@ impl SimSetup {
                 opts.parallel_text(),
                 opts.nodes
             )),
+            Some(SyncBecause::RayChosen) => notes.push(
+                "no async scheduling: vLLM's Ray executor (distributed-executor-backend=ray) has none \
+                 (async-scheduling=true to override)"
+                    .to_string(),
+            ),
             Some(SyncBecause::PipelineParallel) => notes.push(format!(
                 "no async scheduling: vLLM has none with pipeline parallelism ({}; async-scheduling=true \
                  to override)",

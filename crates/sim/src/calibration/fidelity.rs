@@ -178,7 +178,7 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
 fn setup(model: &str, hardware: &str, options: &[(&str, &str)]) -> Result<SimSetup, CalibrationError> {
     // The reference set's servers ran on Ray's executor (`--distributed-executor-backend ray` in
     // the command lines its README quotes), which schedules synchronously: no step planned ahead.
-    let mut all = pairs(&[("jitter", "0"), ("async-scheduling", "false")]);
+    let mut all = pairs(&[("jitter", "0"), ("distributed-executor-backend", "ray")]);
     all.extend(pairs(options));
     Ok(SimSetup::resolve_with(&Presets::embedded()?, model, hardware, &all, None)?)
 }

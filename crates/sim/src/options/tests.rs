@@ -185,6 +185,56 @@ fn an_engine_over_several_machines_or_of_an_old_release_runs_without_async_sched
 }
 
 #[test]
+fn the_executor_is_vllm_s_pick_unless_given_and_only_ray_s_schedules_synchronously() {
+    let executor = |o: &ServingOptions| (o.distributed_executor_backend, o.async_scheduling, o.sync_because);
+    // vLLM's pick: multiprocessing within one machine, Ray over several.
+    let one = parse("openai/gpt-oss-120b", "h100-sxm", &[("tp", "8")]).unwrap();
+    assert_eq!(executor(&one), (Executor::Mp, true, None));
+    let spread = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4")]).unwrap();
+    assert_eq!(executor(&spread), (Executor::Ray, false, Some(SyncBecause::RayExecutor)));
+    // Ray chosen on one machine: synchronous too, and the reason says it was chosen.
+    let chosen = parse("openai/gpt-oss-120b", "h100-sxm", &[("tp", "2"), ("distributed-executor-backend", "ray")]);
+    assert_eq!(executor(&chosen.unwrap()), (Executor::Ray, false, Some(SyncBecause::RayChosen)));
+    // Several machines on vLLM's multiprocessing executor keep async scheduling, whether it is
+    // named or implied by `nnodes` (vLLM's `--nnodes`, which also gives the machines).
+    let mp = parse("openai/gpt-oss-120b", "gb200", &[("tp", "8"), ("distributed-executor-backend", "MP")]).unwrap();
+    assert_eq!((executor(&mp), mp.nodes), ((Executor::Mp, true, None), 2));
+    let nnodes = parse("openai/gpt-oss-120b", "gb200", &[("tp", "8"), ("nnodes", "2")]).unwrap();
+    assert_eq!((executor(&nnodes), nnodes.nodes, nnodes.nodes_derived), ((Executor::Mp, true, None), 2, false));
+    // The other reasons still hold on it: pipeline stages, and a release before 0.14.
+    let staged = parse("Qwen/Qwen3-235B-A22B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nnodes", "2")]).unwrap();
+    assert_eq!(executor(&staged), (Executor::Mp, false, Some(SyncBecause::PipelineParallel)));
+    let old = parse("openai/gpt-oss-120b", "gb200", &[("tp", "8"), ("nnodes", "2"), ("vllm-release", "0.13")]);
+    assert_eq!(executor(&old.unwrap()), (Executor::Mp, false, Some(SyncBecause::Release)));
+    // A choice of async scheduling wins over the executor's, as in vLLM's own flag.
+    let asked = parse(
+        "openai/gpt-oss-120b",
+        "dgx-spark",
+        &[("tp", "4"), ("distributed-executor-backend", "ray"), ("async-scheduling", "true")],
+    );
+    assert_eq!(executor(&asked.unwrap()), (Executor::Ray, true, None));
+    // Refused with what to do: a spelling vLLM does not have, `uni` for several GPUs an engine,
+    // `nnodes` with Ray, and the machines given twice.
+    let refused = [
+        vec![("distributed-executor-backend", "slurm")],
+        vec![("tp", "2"), ("distributed-executor-backend", "uni")],
+        vec![("tp", "8"), ("nnodes", "2"), ("distributed-executor-backend", "ray")],
+        vec![("tp", "8"), ("nnodes", "2"), ("nodes", "2")],
+    ];
+    for pairs in refused {
+        let err = parse("openai/gpt-oss-120b", "gb200", &pairs).unwrap_err().to_string();
+        assert!(err.contains("mp") || err.contains("keep one"), "{pairs:?}: {err}");
+    }
+    let uni = parse("Qwen/Qwen3-8B", "h100-sxm", &[("distributed-executor-backend", "uni")]).unwrap();
+    let external =
+        parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2"), ("distributed-executor-backend", "external-launcher")]);
+    assert_eq!(
+        (uni.distributed_executor_backend, external.unwrap().distributed_executor_backend),
+        (Executor::Uni, Executor::ExternalLauncher)
+    );
+}
+
+#[test]
 fn a_layout_over_machines_becomes_sizes_by_the_gpus_per_node() {
     // "4 nodes (tp)" on DGX Sparks (one GPU each) is tp=4; on H100 nodes of eight, tp=16.
     let spark = parse("openai/gpt-oss-120b", "dgx-spark", &[("tp-nodes", "4")]).unwrap();

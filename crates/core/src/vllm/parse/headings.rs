@@ -16,7 +16,8 @@
 //!    `--tensor-parallel-size=4`, `-pp`, `-dp` and their long forms), `ep=true` for
 //!    `--enable-expert-parallel`, and the serving flags the simulator has options for, under
 //!    the option's name: `--max-num-batched-tokens`, `--max-num-seqs`, `--max-model-len`,
-//!    `--kv-cache-dtype`, `--gpu-memory-utilization` with their values, and
+//!    `--kv-cache-dtype`, `--gpu-memory-utilization`, `--distributed-executor-backend`,
+//!    `--nnodes` with their values, and
 //!    `--enforce-eager`, `--[no-]async-scheduling`, `--[no-]enable-prefix-caching` as
 //!    `true`/`false`, `quick-reduce` from `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL`
 //!    written before the command, and `fuse-allreduce-rms` from a compilation config that

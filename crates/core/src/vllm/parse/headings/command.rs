@@ -6,7 +6,7 @@
 /// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
 /// `fuse-allreduce-rms` and `cudagraph-mode` from the compilation config (see
 /// `compilation_setting`).
-pub const SERVE_OPTION_LABELS: [&str; 11] = [
+pub const SERVE_OPTION_LABELS: [&str; 13] = [
     "max-num-batched-tokens",
     "max-num-seqs",
     "max-model-len",
@@ -18,6 +18,8 @@ pub const SERVE_OPTION_LABELS: [&str; 11] = [
     "enable-prefix-caching",
     "quick-reduce",
     "fuse-allreduce-rms",
+    "distributed-executor-backend",
+    "nnodes",
 ];
 
 /// The environment variables before a `vllm serve` command that set a serving option: (name,

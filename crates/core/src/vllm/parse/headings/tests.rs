@@ -38,8 +38,18 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
     let two = |model: &str, tp: &str| {
         Heading::Labels(vec![("model".into(), vec![model.into()]), ("tp".into(), vec![tp.into()])])
     };
-    let line = "vllm serve openai/gpt-oss-120b --host 0.0.0.0 -tp 4 --distributed-executor-backend ray";
+    let line = "vllm serve openai/gpt-oss-120b --host 0.0.0.0 -tp 4";
     assert_eq!(classify(line), two("openai/gpt-oss-120b", "4"));
+    // The executor, and the machines of vLLM's multi-node multiprocessing executor.
+    let spread = classify("vllm serve org/m -tp 8 --distributed-executor-backend ray");
+    let want: Vec<(String, Vec<String>)> = [("model", "org/m"), ("tp", "8"), ("distributed-executor-backend", "ray")]
+        .map(|(k, v)| (k.into(), vec![v.into()]))
+        .into();
+    assert_eq!(spread, Heading::Labels(want));
+    let mp = classify("vllm serve org/m -tp 8 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1");
+    let want: Vec<(String, Vec<String>)> =
+        [("model", "org/m"), ("tp", "8"), ("nnodes", "2")].map(|(k, v)| (k.into(), vec![v.into()])).into();
+    assert_eq!(mp, Heading::Labels(want));
     assert_eq!(classify("$ vllm serve Qwen/Qwen3-8B --tensor-parallel-size=8"), two("Qwen/Qwen3-8B", "8"));
     let all = classify("vllm serve org/m -pp 2 -tp 4 --data-parallel-size 2 --kv-cache-dtype fp8");
     let want: Vec<(String, Vec<String>)> =
@@ -122,9 +132,14 @@ fn a_serve_command_quoted_inside_another_is_read() {
     // As pasted from a forum: typographic quotes around a command run in a container.
     let line = "docker exec -it vllm_node bash -i -c \u{201c}vllm serve M --host 0.0.0.0 --gpu-memory-utilization 0.8 \
                 -pp 1 -tp X --distributed-executor-backend ray --kv-cache-dtype fp8\u{201d}";
-    let want: Vec<(String, Vec<String>)> = [("gpu-memory-utilization", "0.8"), ("pp", "1"), ("kv-cache-dtype", "fp8")]
-        .map(|(k, v)| (k.into(), vec![v.into()]))
-        .into();
+    let want: Vec<(String, Vec<String>)> = [
+        ("gpu-memory-utilization", "0.8"),
+        ("pp", "1"),
+        ("distributed-executor-backend", "ray"),
+        ("kv-cache-dtype", "fp8"),
+    ]
+    .map(|(k, v)| (k.into(), vec![v.into()]))
+    .into();
     assert_eq!(classify(line), Heading::Labels(want));
     let plain = "bash -c \"vllm serve Qwen/Qwen3-8B -tp 2\"";
     assert_eq!(

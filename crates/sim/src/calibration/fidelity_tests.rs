@@ -505,10 +505,12 @@ fn a_forum_report_of_four_sparks_is_read_from_its_headings_and_predicted() {
         ("tp-nodes", "4"),
         ("kv-cache-dtype", "fp8"),
         ("gpu-memory-utilization", "0.8"),
+        ("distributed-executor-backend", "ray"),
     ] {
         assert!(labels.iter().any(|(k, v)| k == key && v == value), "{key}={value} not in {labels:?}");
     }
-    // Its deployment spans four machines: synchronous unless chosen, as on vLLM's Ray executor.
+    // Its deployment spans four machines: synchronous unless chosen, as on vLLM's Ray executor,
+    // which its command also names.
     let deployment: Vec<(String, String)> =
         labels.iter().filter(|(k, _)| ["tp-nodes", "kv-cache-dtype"].contains(&k.as_str())).cloned().collect();
     let presets = crate::presets::Presets::embedded().unwrap();
@@ -517,6 +519,14 @@ fn a_forum_report_of_four_sparks_is_read_from_its_headings_and_predicted() {
     assert!(
         !setup.options.async_scheduling && setup.options.sync_because == Some(crate::options::SyncBecause::RayExecutor)
     );
+    // With the executor its command names, the reason is that choice.
+    let named: Vec<(String, String)> = labels
+        .iter()
+        .filter(|(k, _)| ["tp-nodes", "kv-cache-dtype", "distributed-executor-backend"].contains(&k.as_str()))
+        .cloned()
+        .collect();
+    let setup = crate::setup::SimSetup::resolve_with(&presets, model, "dgx-spark", &named, None).unwrap();
+    assert_eq!(setup.options.sync_because, Some(crate::options::SyncBecause::RayChosen));
     let got = public_medians_with(file, "dgx-spark", 1, &[("async-scheduling", "false")]);
     assert_medians_within("Qwen3-VL-32B-FP8 on four Sparks (held out)", got, [0.12, 0.05, 0.05]);
 }

@@ -161,8 +161,10 @@ impl SimSetup {
         match opts.sync_because {
             Some(SyncBecause::RayExecutor) => notes.push(format!(
                 "no async scheduling: one engine of {} spans {} machines, which vLLM runs on its Ray \
-                 executor, and that has none (async-scheduling=true to override)",
+                 executor, and that has none (async-scheduling=true to override, or nnodes={} for \
+                 vLLM's multiprocessing executor over the machines, which keeps it)",
                 opts.parallel_text(),
+                opts.nodes,
                 opts.nodes
             )),
             Some(SyncBecause::RayChosen) => notes.push(
@@ -480,6 +482,11 @@ pub(crate) mod tests {
         let s = setup("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4")]).unwrap();
         assert_eq!(s.options.nodes, 4);
         assert!(s.notes.iter().any(|n| n == "tp=4 on dgx-spark (1 GPU per node): 4 nodes"), "{:?}", s.notes);
+        // Synchronous on Ray's executor, and the note names the way to keep async scheduling.
+        let ray = s.notes.iter().find(|n| n.contains("Ray")).expect("a note on the executor");
+        assert!(ray.contains("spans 4 machines") && ray.contains("nnodes=4"), "{ray}");
+        let mp = setup("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nnodes", "4")]).unwrap();
+        assert!(mp.options.async_scheduling && !mp.notes.iter().any(|n| n.contains("async")), "{:?}", mp.notes);
         let err = setup("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nodes", "3")]).unwrap_err().to_string();
         assert!(err.contains("nodes=3") && err.contains("raise nodes"), "{err}");
         let one = setup("openai/gpt-oss-120b", "h100-sxm", &[("tp", "4")]).unwrap();

@@ -159,14 +159,23 @@ impl SimSetup {
             ));
         }
         match opts.sync_because {
-            Some(SyncBecause::RayExecutor) => notes.push(format!(
-                "no async scheduling: one engine of {} spans {} machines, which vLLM runs on its Ray \
-                 executor, and that has none (async-scheduling=true to override, or nnodes={} for \
-                 vLLM's multiprocessing executor over the machines, which keeps it)",
-                opts.parallel_text(),
-                opts.nodes,
-                opts.nodes
-            )),
+            Some(SyncBecause::RayExecutor) => {
+                // vLLM's multiprocessing executor keeps async scheduling, but not with stages.
+                let keep = if opts.pp > 1 {
+                    String::new()
+                } else {
+                    format!(
+                        ", or nnodes={} for vLLM's multiprocessing executor over the machines, which keeps it",
+                        opts.nodes
+                    )
+                };
+                notes.push(format!(
+                    "no async scheduling: one engine of {} spans {} machines, which vLLM runs on its Ray \
+                     executor, and that has none (async-scheduling=true to override{keep})",
+                    opts.parallel_text(),
+                    opts.nodes
+                ))
+            }
             Some(SyncBecause::RayChosen) => notes.push(
                 "no async scheduling: vLLM's Ray executor (distributed-executor-backend=ray) has none \
                  (async-scheduling=true to override)"
@@ -487,6 +496,10 @@ pub(crate) mod tests {
         assert!(ray.contains("spans 4 machines") && ray.contains("nnodes=4"), "{ray}");
         let mp = setup("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nnodes", "4")]).unwrap();
         assert!(mp.options.async_scheduling && !mp.notes.iter().any(|n| n.contains("async")), "{:?}", mp.notes);
+        // With pipeline stages the multiprocessing executor would not keep it either: no such hint.
+        let staged = setup("openai/gpt-oss-120b", "dgx-spark", &[("tp", "2"), ("pp", "2")]).unwrap();
+        let ray = staged.notes.iter().find(|n| n.contains("Ray")).expect("a note on the executor");
+        assert!(ray.contains("spans 4 machines") && !ray.contains("nnodes"), "{ray}");
         let err = setup("openai/gpt-oss-120b", "dgx-spark", &[("tp", "4"), ("nodes", "3")]).unwrap_err().to_string();
         assert!(err.contains("nodes=3") && err.contains("raise nodes"), "{err}");
         let one = setup("openai/gpt-oss-120b", "h100-sxm", &[("tp", "4")]).unwrap();

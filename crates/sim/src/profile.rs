@@ -42,6 +42,13 @@ pub struct StackProfile {
     pub moe_eff: PrecisionTable,
     /// Fraction of the BF16 peak that attention kernels reach on their query-key FLOPs.
     pub attn_eff: f64,
+    /// The fixed work of a prefill query in the attention kernels, in keys: each query of a
+    /// prefill chunk costs as if it attended this many keys more than it does, in every
+    /// attention layer (the per-tile work of causal kernels, which their diagonal blocks and
+    /// short rows do not amortize). Short prompts attend well below the kernels' long-context
+    /// rate (`attn_eff`), long ones near it.
+    #[serde(default)]
+    pub attn_query_keys: f64,
     /// The same for models with attention sinks (gpt-oss) where the stack's fast attention
     /// kernels lack them and vLLM falls back to its Triton kernels (every NVIDIA part before
     /// Hopper, consumer Blackwell and GB10); unset: `attn_eff`.
@@ -197,6 +204,15 @@ pub const DEQUANT_MMA: f64 = 0.5;
 /// See [`StackProfile::sparse_mla_heads`]: Hopper's FlashMLA sparse kernels.
 const SPARSE_MLA_HEADS: u32 = 64;
 
+/// [`StackProfile::attn_query_keys`] of datacenter Blackwell (the B200, GB200, B300 and
+/// GB300 presets): FlashAttention 4's causal forward kernel on a B200 at head width 64
+/// (flash-attention pull request 2605: 542 to 1,251 TFLOP/s from 1,024 to 16,384 tokens)
+/// follows `rate = ceiling x k / (k + 780)` over a query's mean keys `k` within 3 %; at width
+/// 128 the same kernel gives 650 (CALIBRATION.md, "Short prompts attend below the kernels'
+/// rate"). The default stack keeps 0: what vLLM's kernels on Hopper and the other parts pay
+/// was not measured at these lengths.
+pub const BLACKWELL_ATTN_QUERY_KEYS: f64 = 780.0;
+
 /// See [`StackProfile::linear_chunk_us`]: FlashInfer's Hopper kernel for Gated DeltaNet's
 /// chunked prefill, which vLLM runs there, takes 3.0 µs a 64-token chunk of one prompt with 32
 /// value heads on an H200 (CALIBRATION.md, "Gated DeltaNet hybrids").
@@ -260,6 +276,7 @@ impl Default for StackProfile {
             gemm_eff: PrecisionTable { bf16: 0.75, fp8: 0.65, fp4: 0.5, weight_only: 0.5 },
             moe_eff: PrecisionTable { bf16: 0.275, fp8: 0.152, fp4: 0.35, weight_only: 0.196 },
             attn_eff: 0.65,
+            attn_query_keys: 0.0,
             attn_eff_sinks: None,
             linear_eff: None,
             linear_chunk_us: LINEAR_CHUNK_US,
@@ -295,11 +312,12 @@ impl Default for StackProfile {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 32] = [
+pub const PROFILE_OPTION_KEYS: [&str; 33] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
     "attn-eff",
+    "attn-query-keys",
     "attn-eff-sinks",
     "linear-eff",
     "linear-chunk-us",
@@ -490,6 +508,7 @@ impl StackProfile {
             ("ar_step_us", self.ar_step_us.unwrap_or(0.0)),
             ("eager_layer_us", self.eager_layer_us),
             ("linear_chunk_us", self.linear_chunk_us),
+            ("attn_query_keys", self.attn_query_keys),
             ("activation_reserve_gib", self.activation_reserve_gib),
             ("activation_reserve_moe_gib", self.activation_reserve_moe_gib),
             ("triton_moe.fixed_us", self.triton_moe.fixed_us),

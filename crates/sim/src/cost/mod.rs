@@ -124,6 +124,9 @@ pub struct CostModel {
     /// vLLM redoes for the context of each prefill chunk, one layer, per GPU (zero otherwise).
     context_upproj: GemmShape,
     attn_rate: f64,
+    /// The fixed work of a prefill query in every attention layer, in keys
+    /// (`StackProfile::attn_query_keys`).
+    attn_query_keys: f64,
     /// Linear-attention layers, and per GPU and layer: one sequence's state, bytes; a prefill
     /// token's FLOPs (at `linear_rate`) and bytes of per-chunk states; a decode token's FLOPs;
     /// the chunk's tokens and the seconds one chunk of a prompt takes at the least.
@@ -331,6 +334,7 @@ impl CostModel {
             attn_flops_decode,
             context_upproj: GemmShape { flops_per_row: context_upproj, weight_bytes: 0.0 },
             attn_rate: peaks.bf16 * 1e12 * attn_eff,
+            attn_query_keys: st.attn_query_keys,
             linear_layers: f64::from(m.linear_layers()),
             state_bytes: m.linear.as_ref().map_or(0.0, |x| x.state_bytes(o.tp)),
             linear_rate: peaks.bf16 * 1e12 * linear_eff,
@@ -479,7 +483,14 @@ impl CostModel {
         let kv_bytes = self.kv_bytes_token_layer
             * (self.full_layers * kv_full as f64 + self.sliding_layers * b.kv_tokens_window as f64)
             * share.seqs;
-        let prefill_pairs = self.full_layers * prefill_full + self.sliding_layers * b.pairs_prefill_window;
+        // Each prefill query also pays its causal tiles' fixed work, as `attn_query_keys` keys
+        // more, in every layer whose kernel masks a causal diagonal or a window's edges (not
+        // sparse attention's gathered top-k, which has none).
+        let masked_layers = if self.indexer.is_some() { 0.0 } else { self.full_layers } + self.sliding_layers;
+        let prefill_queries = masked_layers * b.prefill_tokens as f64;
+        let prefill_pairs = self.full_layers * prefill_full
+            + self.sliding_layers * b.pairs_prefill_window
+            + self.attn_query_keys * prefill_queries;
         let decode_pairs = self.full_layers * decode_full + self.sliding_layers * b.pairs_decode_window;
         let flops = self.attn_flops_prefill * prefill_pairs * share.prefill
             + self.attn_flops_decode * decode_pairs * share.seqs;

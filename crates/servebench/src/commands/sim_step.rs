@@ -171,6 +171,18 @@ fn render(
         let rate = setup.hardware.peak_tflops.exp2.unwrap_or(0.0);
         format!("bound by the softmax's exponentials ({rate:.1} T/s on the SFUs)")
     });
+    // The prefill queries' tile work, where the preset prices it.
+    let tiles_note = (b.attention_tiles > 0.0).then(|| {
+        format!(
+            "{:.3} ms of it the prefill queries' tile work ({:.0} keys a query)",
+            b.attention_tiles * 1e3,
+            setup.stack.attn_query_keys
+        )
+    });
+    let attention_note = match (exps_note, tiles_note) {
+        (Some(a), Some(t)) => Some(format!("{a}; {t}")),
+        (a, t) => a.or(t),
+    };
     // Linear-attention layers, where the model has them: their state read and written, their
     // chunked prefill.
     let linear = setup.model.linear.as_ref().map(|l| {
@@ -189,7 +201,7 @@ fn render(
         .map(|(name, secs)| {
             let note = match name {
                 "routed experts" => expert_note.clone(),
-                "attention" => exps_note.clone(),
+                "attention" => attention_note.clone(),
                 "linear attention" => linear.clone(),
                 "all-reduce" => comm.clone(),
                 "host, not hidden" => Some(host.to_string()),

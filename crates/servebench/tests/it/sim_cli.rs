@@ -384,6 +384,12 @@ fn sim_step_prices_one_step_term_by_term() {
     let exps = "bound by the softmax's exponentials (4.4 T/s on the SFUs)";
     assert!(line_of("attention", "openai/gpt-oss-120b", "b200").contains(exps));
     assert!(!line_of("attention", "openai/gpt-oss-120b", "h100-sxm").contains("exponentials"));
+    // Where the preset prices the prefill queries' tile work (datacenter Blackwell), it says how much.
+    assert!(
+        line_of("attention", "openai/gpt-oss-120b", "b200")
+            .contains("the prefill queries' tile work (780 keys a query)")
+    );
+    assert!(!line_of("attention", "openai/gpt-oss-120b", "h100-sxm").contains("tile work"));
 }
 
 #[test]

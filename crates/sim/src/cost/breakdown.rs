@@ -14,6 +14,9 @@ pub struct StepBreakdown {
     /// The softmax's exponentials over the SFUs' rate, for reference: where they equal
     /// `attention` (prefill on Blackwell at heads narrower than 128), they bind it.
     pub attention_exps: f64,
+    /// What the prefill queries' tile work (`attn_query_keys`) adds to `attention`, for
+    /// reference.
+    pub attention_tiles: f64,
     pub lm_head: f64,
     /// Linear-attention kernels: the chunked recurrence of prefill tokens and each decode's state
     /// read and written.
@@ -43,6 +46,7 @@ impl StepBreakdown {
             (&mut self.experts, other.experts),
             (&mut self.attention, other.attention),
             (&mut self.attention_exps, other.attention_exps),
+            (&mut self.attention_tiles, other.attention_tiles),
             (&mut self.lm_head, other.lm_head),
             (&mut self.recurrent, other.recurrent),
             (&mut self.memory, other.memory),

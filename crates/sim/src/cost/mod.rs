@@ -488,19 +488,24 @@ impl CostModel {
         // sparse attention's gathered top-k, which has none).
         let masked_layers = if self.indexer.is_some() { 0.0 } else { self.full_layers } + self.sliding_layers;
         let prefill_queries = masked_layers * b.prefill_tokens as f64;
-        let prefill_pairs = self.full_layers * prefill_full
-            + self.sliding_layers * b.pairs_prefill_window
-            + self.attn_query_keys * prefill_queries;
+        let tile_pairs = self.attn_query_keys * prefill_queries;
+        let attended = self.full_layers * prefill_full + self.sliding_layers * b.pairs_prefill_window;
         let decode_pairs = self.full_layers * decode_full + self.sliding_layers * b.pairs_decode_window;
-        let flops = self.attn_flops_prefill * prefill_pairs * share.prefill
-            + self.attn_flops_decode * decode_pairs * share.seqs;
-        let exps = self.attn_exps_per_pair * (prefill_pairs * share.prefill + decode_pairs * share.seqs);
+        // The attention kernels' longest stream, the prefill's pairs counted with or without
+        // their tiles' work.
+        let kernels = |prefill_pairs: f64| {
+            let flops = self.attn_flops_prefill * prefill_pairs * share.prefill
+                + self.attn_flops_decode * decode_pairs * share.seqs;
+            let exps = self.attn_exps_per_pair * (prefill_pairs * share.prefill + decode_pairs * share.seqs);
+            let exps_s = exps / self.exp_rate;
+            (attention_seconds(flops / self.attn_rate, exps_s, kv_bytes / self.bandwidth), exps_s)
+        };
+        let (attention_kernels, attention_exps) = kernels(attended + tile_pairs);
+        let attention_tiles = attention_kernels - kernels(attended).0;
         let context = b.prefill_context_tokens as f64 * share.prefill;
-        let attention_exps = exps / self.exp_rate;
         let (indexer, index_bytes) = self.indexer_seconds(b, share);
-        let attention = attention_seconds(flops / self.attn_rate, attention_exps, kv_bytes / self.bandwidth)
-            + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev)
-            + indexer;
+        let attention =
+            attention_kernels + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev) + indexer;
         let (recurrent, state_bytes) = self.linear_attention(b, share);
         let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share.seqs).max(1.0), self.lm_dev);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
@@ -545,6 +550,7 @@ impl CostModel {
             experts,
             attention,
             attention_exps,
+            attention_tiles,
             recurrent,
             lm_head,
             memory,

@@ -44,8 +44,9 @@ pub struct StackProfile {
     pub attn_eff: f64,
     /// The fixed work of a prefill query in the attention kernels, in keys: each query of a
     /// prefill chunk costs as if it attended this many keys more than it does, in every
-    /// attention layer (the per-tile work of causal kernels, which their diagonal blocks and
-    /// short rows do not amortize). Short prompts attend well below the kernels' long-context
+    /// attention layer that masks a causal diagonal or a window's edges (the per-tile work of
+    /// those kernels, which their masked blocks and short rows do not amortize; not sparse
+    /// attention's gathered top-k). Short prompts attend well below the kernels' long-context
     /// rate (`attn_eff`), long ones near it.
     #[serde(default)]
     pub attn_query_keys: f64,
@@ -209,8 +210,9 @@ const SPARSE_MLA_HEADS: u32 = 64;
 /// (flash-attention pull request 2605: 542 to 1,251 TFLOP/s from 1,024 to 16,384 tokens)
 /// follows `rate = ceiling x k / (k + 780)` over a query's mean keys `k` within 3 %; at width
 /// 128 the same kernel gives 650 (CALIBRATION.md, "Short prompts attend below the kernels'
-/// rate"). The default stack keeps 0: what vLLM's kernels on Hopper and the other parts pay
-/// was not measured at these lengths.
+/// rate"). The default stack keeps 0: FlashAttention 3's H100 curve reads 390, but adopting
+/// it on Hopper wants its width-dependent ceiling and a refit of the H100 constants with it;
+/// the other parts' kernels were not measured at these lengths.
 pub const BLACKWELL_ATTN_QUERY_KEYS: f64 = 780.0;
 
 /// See [`StackProfile::linear_chunk_us`]: FlashInfer's Hopper kernel for Gated DeltaNet's

@@ -501,7 +501,8 @@ impl CostModel {
             (attention_seconds(flops / self.attn_rate, exps_s, kv_bytes / self.bandwidth), exps_s)
         };
         let (attention_kernels, attention_exps) = kernels(attended + tile_pairs);
-        let attention_tiles = attention_kernels - kernels(attended).0;
+        // For reference only: priced again without the tiles where they cost anything.
+        let attention_tiles = if tile_pairs > 0.0 { attention_kernels - kernels(attended).0 } else { 0.0 };
         let context = b.prefill_context_tokens as f64 * share.prefill;
         let (indexer, index_bytes) = self.indexer_seconds(b, share);
         let attention =

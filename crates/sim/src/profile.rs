@@ -40,7 +40,9 @@ pub struct StackProfile {
     pub gemm_eff: PrecisionTable,
     /// The same for grouped expert products of a mixture of experts (per-expert row counts).
     pub moe_eff: PrecisionTable,
-    /// Fraction of the BF16 peak that attention kernels reach on their query-key FLOPs.
+    /// Fraction of each unit's rate that attention kernels reach: the BF16 peak on their
+    /// query-key FLOPs, the SFUs' on their softmax's exponentials (`attn_exp_exposed` says how
+    /// the two add).
     pub attn_eff: f64,
     /// The fixed work of a prefill query in the attention kernels, in keys: each query of a
     /// prefill chunk costs as if it attended this many keys more than it does, in every
@@ -50,11 +52,25 @@ pub struct StackProfile {
     /// rate (`attn_eff`), long ones near it.
     #[serde(default)]
     pub attn_query_keys: f64,
+    /// The share of the shorter of the attention kernels' two compute streams (the query-key
+    /// FLOPs on the tensor cores, the softmax's exponentials on the special function units)
+    /// that they do not hide under the longer: 0 where they overlap the two whole (the slower
+    /// binds), 1 where one waits for the other. FlashAttention 3 on Hopper exposes most of its
+    /// exponentials: its forward rates at head widths 64 and 128 need 0.87 of them added to
+    /// the tensor cores' time (CALIBRATION.md, "Hopper's attention: exponentials in series").
+    #[serde(default)]
+    pub attn_exp_exposed: f64,
     /// The same for models with attention sinks (gpt-oss) where the stack's fast attention
     /// kernels lack them and vLLM falls back to its Triton kernels (every NVIDIA part before
     /// Hopper, consumer Blackwell and GB10); unset: `attn_eff`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attn_eff_sinks: Option<f64>,
+    /// The same for sparse attention's kernels (FlashMLA's sparse kernels and DeepGEMM's
+    /// indexer, DeepSeek-V3.2 and GLM-5), which overlap their few exponentials whole: where
+    /// `attn_eff` describes another kernel family (Hopper's FlashAttention 3, its exponentials
+    /// priced apart), they keep the rate they were priced at, unmeasured; unset: `attn_eff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_eff_sparse: Option<f64>,
     /// The same for Gated DeltaNet's chunked prefill where the stack runs it as
     /// flash-linear-attention's Triton kernels, which reach about 90 to 100 TFLOP/s of it on
     /// every datacenter GPU whatever its tensor cores; unset: `attn_eff`.
@@ -210,9 +226,8 @@ const SPARSE_MLA_HEADS: u32 = 64;
 /// (flash-attention pull request 2605: 542 to 1,251 TFLOP/s from 1,024 to 16,384 tokens)
 /// follows `rate = ceiling x k / (k + 780)` over a query's mean keys `k` within 3 %; at width
 /// 128 the same kernel gives 650 (CALIBRATION.md, "Short prompts attend below the kernels'
-/// rate"). The default stack keeps 0: FlashAttention 3's H100 curve reads 390, but adopting
-/// it on Hopper wants its width-dependent ceiling and a refit of the H100 constants with it;
-/// the other parts' kernels were not measured at these lengths.
+/// rate"). The Hopper presets take FlashAttention 3's own (350, fitted with their exposed
+/// exponentials); the other parts' kernels were not measured at these lengths and keep 0.
 pub const BLACKWELL_ATTN_QUERY_KEYS: f64 = 780.0;
 
 /// See [`StackProfile::linear_chunk_us`]: FlashInfer's Hopper kernel for Gated DeltaNet's
@@ -279,7 +294,9 @@ impl Default for StackProfile {
             moe_eff: PrecisionTable { bf16: 0.275, fp8: 0.152, fp4: 0.35, weight_only: 0.196 },
             attn_eff: 0.65,
             attn_query_keys: 0.0,
+            attn_exp_exposed: 0.0,
             attn_eff_sinks: None,
+            attn_eff_sparse: None,
             linear_eff: None,
             linear_chunk_us: LINEAR_CHUNK_US,
             gemm_m_half: 12.5,
@@ -314,13 +331,15 @@ impl Default for StackProfile {
 }
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 33] = [
+pub const PROFILE_OPTION_KEYS: [&str; 35] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
     "attn-eff",
     "attn-query-keys",
+    "attn-exp-exposed",
     "attn-eff-sinks",
+    "attn-eff-sparse",
     "linear-eff",
     "linear-chunk-us",
     "gemm-m-half",
@@ -463,6 +482,7 @@ impl StackProfile {
     pub fn validate(&self) -> Result<(), String> {
         let mut effs = vec![("eta_bw".to_string(), self.eta_bw), ("attn_eff".to_string(), self.attn_eff)];
         effs.extend(self.attn_eff_sinks.map(|v| ("attn_eff_sinks".to_string(), v)));
+        effs.extend(self.attn_eff_sparse.map(|v| ("attn_eff_sparse".to_string(), v)));
         effs.extend(self.linear_eff.map(|v| ("linear_eff".to_string(), v)));
         effs.push(("triton_moe.ceiling".to_string(), self.triton_moe.ceiling));
         effs.push(("dequant_mma".to_string(), self.dequant_mma));
@@ -521,6 +541,12 @@ impl StackProfile {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name} must be zero or positive, got {v}"));
             }
+        }
+        if !(self.attn_exp_exposed.is_finite() && (0.0..=1.0).contains(&self.attn_exp_exposed)) {
+            return Err(format!(
+                "attn_exp_exposed is a share of the exponentials' time and must be in [0, 1], got {}",
+                self.attn_exp_exposed
+            ));
         }
         if !(self.jitter_sigma.is_finite() && (0.0..=1.0).contains(&self.jitter_sigma)) {
             return Err(format!("jitter_sigma must be in [0, 1], got {}", self.jitter_sigma));

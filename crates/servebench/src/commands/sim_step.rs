@@ -179,10 +179,16 @@ fn render(
             setup.stack.attn_query_keys
         )
     });
-    let attention_note = match (exps_note, tiles_note) {
-        (Some(a), Some(t)) => Some(format!("{a}; {t}")),
-        (a, t) => a.or(t),
-    };
+    // The exponentials the kernels do not hide under the tensor cores, where the preset says so.
+    let exposed_note = (b.attention_exposed > 0.0).then(|| {
+        format!(
+            "{:.3} ms of it the softmax's exponentials the kernels do not hide ({:.2} of them)",
+            b.attention_exposed * 1e3,
+            setup.stack.attn_exp_exposed
+        )
+    });
+    let notes: Vec<String> = [exps_note, exposed_note, tiles_note].into_iter().flatten().collect();
+    let attention_note = (!notes.is_empty()).then(|| notes.join("; "));
     // Linear-attention layers, where the model has them: their state read and written, their
     // chunked prefill.
     let linear = setup.model.linear.as_ref().map(|l| {

@@ -9,7 +9,8 @@ pub struct StepBreakdown {
     pub dense: f64,
     /// Routed experts.
     pub experts: f64,
-    /// Attention kernels (query-key FLOPs, softmax exponentials or KV reads, the longest).
+    /// Attention kernels (the longer of their KV reads and their compute: query-key FLOPs or
+    /// softmax exponentials, the longer, plus the share of the shorter they do not hide).
     pub attention: f64,
     /// The softmax's exponentials over the SFUs' rate, for reference: where they equal
     /// `attention` (prefill on Blackwell at heads narrower than 128), they bind it.
@@ -17,6 +18,9 @@ pub struct StepBreakdown {
     /// What the prefill queries' tile work (`attn_query_keys`) adds to `attention`, for
     /// reference.
     pub attention_tiles: f64,
+    /// What the share of the shorter compute stream the kernels do not hide
+    /// (`attn_exp_exposed`: Hopper's exponentials) adds to `attention`, for reference.
+    pub attention_exposed: f64,
     pub lm_head: f64,
     /// Linear-attention kernels: the chunked recurrence of prefill tokens and each decode's state
     /// read and written.
@@ -47,6 +51,7 @@ impl StepBreakdown {
             (&mut self.attention, other.attention),
             (&mut self.attention_exps, other.attention_exps),
             (&mut self.attention_tiles, other.attention_tiles),
+            (&mut self.attention_exposed, other.attention_exposed),
             (&mut self.lm_head, other.lm_head),
             (&mut self.recurrent, other.recurrent),
             (&mut self.memory, other.memory),

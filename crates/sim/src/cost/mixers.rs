@@ -14,7 +14,7 @@ impl CostModel {
         let Some(ix) = self.indexer else { return (0.0, 0.0) };
         let pairs = self.full_layers * (b.pairs_prefill_full * share.prefill + b.pairs_decode_full * share.seqs);
         let bytes = self.full_layers * ix.key_bytes * b.kv_tokens_full as f64 * share.seqs;
-        (attention_seconds(pairs * ix.flops_per_pair / ix.rate, 0.0, bytes / self.bandwidth), bytes)
+        (attention_seconds(pairs * ix.flops_per_pair / ix.rate, 0.0, bytes / self.bandwidth, 0.0), bytes)
     }
 
     /// Seconds of the linear-attention layers' kernels over a step, and the bytes they move. vLLM

@@ -127,6 +127,9 @@ pub struct CostModel {
     /// The fixed work of a prefill query in every attention layer, in keys
     /// (`StackProfile::attn_query_keys`).
     attn_query_keys: f64,
+    /// The share of the shorter compute stream the attention kernels do not hide
+    /// (`StackProfile::attn_exp_exposed`).
+    attn_exp_exposed: f64,
     /// Linear-attention layers, and per GPU and layer: one sequence's state, bytes; a prefill
     /// token's FLOPs (at `linear_rate`) and bytes of per-chunk states; a decode token's FLOPs;
     /// the chunk's tokens and the seconds one chunk of a prompt takes at the least.
@@ -184,8 +187,13 @@ impl CostModel {
         let moe_layers = f64::from(m.moe_layers());
         let (experts, top_k) = m.moe.as_ref().map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.top_k)));
         let peaks = &hw.peak_tflops.at_clock(hw.sustained_clock);
-        // The attention kernels' fraction of whichever unit binds them (`attention_seconds`).
-        let attn_eff = st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff);
+        // The attention kernels' fraction of whichever unit binds them (`attention_seconds`),
+        // and the share of their other compute stream they do not hide: sparse attention's own
+        // kernels (its indexer's too) hide it whole.
+        let (attn_eff, attn_exp_exposed) = match st.attn_eff_sparse.filter(|_| m.sparse.is_some()) {
+            Some(eff) => (eff, 0.0),
+            None => (st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff), st.attn_exp_exposed),
+        };
         // Gated DeltaNet's chunked prefill where the stack runs flash-linear-attention's Triton
         // kernels; Mamba-2's (unmeasured) at the attention kernels' rate.
         let gdn = m.linear.as_ref().is_some_and(|x| x.kind == crate::model::LinearKind::GatedDeltaNet);
@@ -335,6 +343,7 @@ impl CostModel {
             context_upproj: GemmShape { flops_per_row: context_upproj, weight_bytes: 0.0 },
             attn_rate: peaks.bf16 * 1e12 * attn_eff,
             attn_query_keys: st.attn_query_keys,
+            attn_exp_exposed,
             linear_layers: f64::from(m.linear_layers()),
             state_bytes: m.linear.as_ref().map_or(0.0, |x| x.state_bytes(o.tp)),
             linear_rate: peaks.bf16 * 1e12 * linear_eff,
@@ -491,16 +500,19 @@ impl CostModel {
         let tile_pairs = self.attn_query_keys * prefill_queries;
         let attended = self.full_layers * prefill_full + self.sliding_layers * b.pairs_prefill_window;
         let decode_pairs = self.full_layers * decode_full + self.sliding_layers * b.pairs_decode_window;
-        // The attention kernels' longest stream, the prefill's pairs counted with or without
-        // their tiles' work.
+        // The attention kernels' time, the prefill's pairs counted with or without their tiles'
+        // work; with the exponentials' stream, and what the part of the shorter compute stream
+        // the kernels do not hide adds.
         let kernels = |prefill_pairs: f64| {
             let flops = self.attn_flops_prefill * prefill_pairs * share.prefill
                 + self.attn_flops_decode * decode_pairs * share.seqs;
             let exps = self.attn_exps_per_pair * (prefill_pairs * share.prefill + decode_pairs * share.seqs);
-            let exps_s = exps / self.exp_rate;
-            (attention_seconds(flops / self.attn_rate, exps_s, kv_bytes / self.bandwidth), exps_s)
+            let streams = (flops / self.attn_rate, exps / self.exp_rate, kv_bytes / self.bandwidth);
+            let time = attention_seconds(streams.0, streams.1, streams.2, self.attn_exp_exposed);
+            let exposed = time - attention_seconds(streams.0, streams.1, streams.2, 0.0);
+            (time, streams.1, exposed)
         };
-        let (attention_kernels, attention_exps) = kernels(attended + tile_pairs);
+        let (attention_kernels, attention_exps, attention_exposed) = kernels(attended + tile_pairs);
         // For reference only: priced again without the tiles where they cost anything.
         let attention_tiles = if tile_pairs > 0.0 { attention_kernels - kernels(attended).0 } else { 0.0 };
         let context = b.prefill_context_tokens as f64 * share.prefill;
@@ -552,6 +564,7 @@ impl CostModel {
             attention,
             attention_exps,
             attention_tiles,
+            attention_exposed,
             recurrent,
             lm_head,
             memory,

@@ -179,14 +179,16 @@ pub fn experts_seconds(
     compute.max(read / dev.bandwidth)
 }
 
-/// Seconds of attention over a step: the longest of its three streams, each at the rate the
-/// kernels reach on its unit: the query-key FLOPs on the tensor cores, the softmax's
-/// exponentials (one a score) on the special function units, the KV cache's bytes over the
-/// memory. The kernels overlap the three (FlashAttention's pipelines), so the slowest binds:
-/// the tensor cores on Hopper from a head width of 64, the exponentials on Blackwell below
-/// 128 (its tensor rate an SM doubled, its SFUs' did not), the bytes in decode.
-pub fn attention_seconds(tensor_s: f64, exp_s: f64, bytes_s: f64) -> f64 {
-    tensor_s.max(exp_s).max(bytes_s)
+/// Seconds of attention over a step, from its three streams, each at the rate the kernels
+/// reach on its unit: the query-key FLOPs on the tensor cores, the softmax's exponentials (one
+/// a score) on the special function units, the KV cache's bytes over the memory. The kernels
+/// pipeline the bytes under the compute, so the longer binds; of the two compute streams the
+/// longer binds too, plus the share `exposed` of the shorter that the kernel does not hide
+/// (`StackProfile::attn_exp_exposed`: none where FlashAttention 4 overlaps them on Blackwell,
+/// whose exponentials bind below a head width of 128; most on Hopper, where FlashAttention 3's
+/// rates at widths 64 to 256 add the two).
+pub fn attention_seconds(tensor_s: f64, exp_s: f64, bytes_s: f64, exposed: f64) -> f64 {
+    (tensor_s.max(exp_s) + exposed * tensor_s.min(exp_s)).max(bytes_s)
 }
 
 /// Seconds of one linear-attention kernel over a step (the chunked prefill, or the recurrent

@@ -300,6 +300,21 @@ fn softmax_exponentials_bind_blackwell_attention_below_a_head_width_of_128() {
 }
 
 proptest! {
+    /// The two compute streams overlap whole at no exposure (the longest of the three binds) and
+    /// add at full exposure; more exposure never takes less time.
+    #[test]
+    fn attention_exposes_none_to_all_of_its_shorter_compute_stream(
+        tensor in 0.0..1.0f64, exps in 0.0..1.0f64, bytes in 0.0..1.0f64, exposed in 0.0..=1.0f64, more in 0.0..=1.0f64,
+    ) {
+        use super::terms::attention_seconds;
+        let s = attention_seconds(tensor, exps, bytes, exposed);
+        prop_assert!(s >= tensor.max(exps).max(bytes));
+        prop_assert!(s <= (tensor + exps).max(bytes) * (1.0 + 1e-12));
+        prop_assert_eq!(attention_seconds(tensor, exps, bytes, 0.0), tensor.max(exps).max(bytes));
+        prop_assert_eq!(attention_seconds(tensor, exps, 0.0, 1.0), tensor + exps);
+        prop_assert!(attention_seconds(tensor, exps, bytes, exposed.max(more)) >= s);
+    }
+
     #[test]
     fn attention_never_beats_its_exponentials_over_the_sfus(c in any_model(), chunk in 1u32..8192, seqs in 1u32..128, ctx in 1u32..20_000) {
         for b in [prefill(chunk), decode_batch(seqs, ctx)] {
@@ -538,8 +553,10 @@ fn mla_prefill_attends_decompressed_heads_and_decodes_the_latent() {
     // DeepSeek-R1 at TP8: a 32,768-token prompt's last chunk (24,576 cached, 8,192 new) is
     // compute-bound at the decompressed heads' 81,920 FLOPs a pair, plus the up-projection of
     // the 24,576 cached latents to those heads in every layer; decodes are priced at the
-    // absorbed form's 278,528.
-    let c = model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]);
+    // absorbed form's 278,528. (Without Hopper's exposed exponentials and tile work, which
+    // `kernel_checks` prices on their own.)
+    let c =
+        model("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8"), ("attn-exp-exposed", "0"), ("attn-query-keys", "0")]);
     let mut chunk = BatchStats::default();
     chunk.add_sequence(24_576, 8_192, 0, true, true);
     assert_eq!(chunk.prefill_context_tokens, 24_576);

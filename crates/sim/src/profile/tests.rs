@@ -34,6 +34,14 @@ fn options_set_fields_and_per_format_tables() {
         );
     }
     assert!(p.set_option("t0-ms.fp8", "1").is_err());
+    // Attention's exposed exponentials are a share; the sparse kernels' rate an efficiency.
+    assert!(p.set_option("attn-exp-exposed", "0.5").unwrap());
+    assert_eq!(p.attn_exp_exposed, 0.5);
+    let err = p.set_option("attn-exp-exposed", "1.5").unwrap_err();
+    assert!(err.contains("attn_exp_exposed") && err.contains("[0, 1]"), "{err}");
+    assert!(p.set_option("attn-eff-sparse", "0.4").unwrap());
+    assert_eq!(p.attn_eff_sparse, Some(0.4));
+    assert!(p.set_option("attn-eff-sparse", "0").unwrap_err().contains("attn_eff_sparse"));
 }
 
 #[test]

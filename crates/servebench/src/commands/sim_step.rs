@@ -166,7 +166,8 @@ fn render(
         comm.push(format!("{} exchanges between data-parallel ranks", 2 * moe_layers));
     }
     let comm = (!comm.is_empty()).then(|| format!("{} a step", comm.join(" and ")));
-    // Attention is the longest of its FLOPs, its softmax's exponentials and its KV reads.
+    // Attention is the longer of its KV reads and its compute: its FLOPs or its softmax's
+    // exponentials, the longer, plus what the kernels do not hide of the shorter.
     let exps_note = (b.attention_exps > 0.0 && b.attention_exps >= b.attention * (1.0 - 1e-9)).then(|| {
         let rate = setup.hardware.peak_tflops.exp2.unwrap_or(0.0);
         format!("bound by the softmax's exponentials ({rate:.1} T/s on the SFUs)")

@@ -56,8 +56,9 @@ pub struct StackProfile {
     /// FLOPs on the tensor cores, the softmax's exponentials on the special function units)
     /// that they do not hide under the longer: 0 where they overlap the two whole (the slower
     /// binds), 1 where one waits for the other. FlashAttention 3 on Hopper exposes most of its
-    /// exponentials: its forward rates at head widths 64 and 128 need 0.87 of them added to
-    /// the tensor cores' time (CALIBRATION.md, "Hopper's attention: exponentials in series").
+    /// exponentials: its forward rates at head widths 64 to 256 want 0.73 of them added to the
+    /// tensor cores' time, at 0.87 of both units' rates (CALIBRATION.md, "Hopper's attention:
+    /// exponentials in series").
     #[serde(default)]
     pub attn_exp_exposed: f64,
     /// The same for models with attention sinks (gpt-oss) where the stack's fast attention

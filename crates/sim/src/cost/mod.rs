@@ -589,6 +589,8 @@ impl StepCost for CostModel {
 }
 
 #[cfg(test)]
+mod attention_tests;
+#[cfg(test)]
 mod host_tests;
 #[cfg(test)]
 mod kernel_checks;

@@ -501,16 +501,21 @@ impl CostModel {
         let attended = self.full_layers * prefill_full + self.sliding_layers * b.pairs_prefill_window;
         let decode_pairs = self.full_layers * decode_full + self.sliding_layers * b.pairs_decode_window;
         // The attention kernels' time, the prefill's pairs counted with or without their tiles'
-        // work; with the exponentials' stream, and what the part of the shorter compute stream
-        // the kernels do not hide adds.
+        // work; with the exponentials' stream, and (for reference, priced again only where the
+        // kernels leave any exposed) what the part of the shorter compute stream they do not
+        // hide adds.
         let kernels = |prefill_pairs: f64| {
             let flops = self.attn_flops_prefill * prefill_pairs * share.prefill
                 + self.attn_flops_decode * decode_pairs * share.seqs;
             let exps = self.attn_exps_per_pair * (prefill_pairs * share.prefill + decode_pairs * share.seqs);
-            let streams = (flops / self.attn_rate, exps / self.exp_rate, kv_bytes / self.bandwidth);
-            let time = attention_seconds(streams.0, streams.1, streams.2, self.attn_exp_exposed);
-            let exposed = time - attention_seconds(streams.0, streams.1, streams.2, 0.0);
-            (time, streams.1, exposed)
+            let (tensor_s, exps_s, bytes_s) = (flops / self.attn_rate, exps / self.exp_rate, kv_bytes / self.bandwidth);
+            let time = attention_seconds(tensor_s, exps_s, bytes_s, self.attn_exp_exposed);
+            let exposed = if self.attn_exp_exposed > 0.0 {
+                time - attention_seconds(tensor_s, exps_s, bytes_s, 0.0)
+            } else {
+                0.0
+            };
+            (time, exps_s, exposed)
         };
         let (attention_kernels, attention_exps, attention_exposed) = kernels(attended + tile_pairs);
         // For reference only: priced again without the tiles where they cost anything.

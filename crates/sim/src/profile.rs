@@ -63,7 +63,9 @@ pub struct StackProfile {
     pub attn_exp_exposed: f64,
     /// The same for models with attention sinks (gpt-oss) where the stack's fast attention
     /// kernels lack them and vLLM falls back to its Triton kernels (every NVIDIA part before
-    /// Hopper, consumer Blackwell and GB10); unset: `attn_eff`.
+    /// Hopper, consumer Blackwell and GB10), or where the stack serves sinks with Triton's
+    /// unified attention (ROCm, whose parts price it at their sustained clock); unset:
+    /// `attn_eff`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attn_eff_sinks: Option<f64>,
     /// The same for sparse attention's kernels (FlashMLA's sparse kernels and DeepGEMM's

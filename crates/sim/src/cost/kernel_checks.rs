@@ -563,3 +563,30 @@ fn hopper_attention_adds_most_of_its_exponentials_to_the_tensor_cores_time() {
         assert_eq!(st.attn_eff_sparse, Some(0.65), "{hw}");
     }
 }
+
+/// ROCm serves attention sinks (gpt-oss) with Triton's unified-attention kernels, vLLM's or
+/// AITER's (InferenceX's gpt-oss scripts for the MI300X, MI325X and MI355X turn AITER's
+/// multi-head attention off and its unified attention on). On an MI355X that kernel takes
+/// 54.1 ms for one layer of a 61,000-token causal prefill of gpt-oss (64 query heads of 64,
+/// GQA 8, sinks; ROCm/aiter issue 5161, September 2026), 564 TFLOP/s, and CK's varlen kernel
+/// 49.6 ms: 0.29 and 0.32 of the part's peak at its sustained clock, where the AMD presets
+/// priced every attention kernel at 0.65. The three AMD presets take 0.29 for sinks
+/// (`attn_eff_sinks`): such a layer is priced within 5 % of the Triton kernel's time (and 10 %
+/// of CK's); a model without sinks keeps the faster kernels' rate.
+#[test]
+fn rocm_s_triton_attention_prices_a_long_gpt_oss_prefill_as_timed_on_an_mi355x() {
+    let mut s = super::tests::setup("openai/gpt-oss-120b", "mi355x", &[]);
+    s.model.sliding = None;
+    let c = CostModel::new(&s);
+    let tokens = 61_000;
+    let flops = 4.0 * 64.0 * 64.0 * f64::from(tokens) * f64::from(tokens) / 2.0;
+    let priced = flops / causal_rate(&c, tokens);
+    for (kernel, measured, within) in [("Triton unified attention", 54.1e-3, 0.05), ("CK varlen", 49.6e-3, 0.10)] {
+        let error = priced / measured - 1.0;
+        assert!(error.abs() <= within, "{kernel}: priced {:.1} ms, {error:+.3}", priced * 1e3);
+    }
+    for hw in ["mi300x", "mi325x", "mi355x"] {
+        let st = super::tests::setup("openai/gpt-oss-120b", hw, &[]).stack;
+        assert_eq!((st.attn_eff_sinks, st.attn_eff), (Some(0.29), 0.65), "{hw}");
+    }
+}

@@ -188,7 +188,14 @@ fn render(
             setup.stack.attn_exp_exposed
         )
     });
-    let notes: Vec<String> = [exps_note, exposed_note, tiles_note].into_iter().flatten().collect();
+    // Attention sinks where the stack serves them with Triton's kernels (its fast kernels lack
+    // them, or, on ROCm, its unified attention runs them), at their own rate.
+    let sinks_note = setup
+        .stack
+        .attn_eff_sinks
+        .filter(|_| setup.model.attention_sinks)
+        .map(|rate| format!("its sinks on Triton's kernels, at {rate:.2} of the peak"));
+    let notes: Vec<String> = [sinks_note, exps_note, exposed_note, tiles_note].into_iter().flatten().collect();
     let attention_note = (!notes.is_empty()).then(|| notes.join("; "));
     // Linear-attention layers, where the model has them: their state read and written, their
     // chunked prefill.

@@ -395,6 +395,13 @@ fn sim_step_prices_one_step_term_by_term() {
     assert!(hopper.contains("the prefill queries' tile work (350 keys a query)"), "{hopper}");
     let a100 = line_of("attention", "openai/gpt-oss-120b", "a100-80g");
     assert!(!a100.contains("tile work") && !a100.contains("do not hide"), "{a100}");
+    // Sinks served by Triton's kernels say so and at what rate: the A100's fallback, ROCm's
+    // unified attention; not where the fast kernels have them, nor for a model without sinks.
+    assert!(a100.contains("its sinks on Triton's kernels, at 0.15 of the peak"), "{a100}");
+    let mi355x = line_of("attention", "openai/gpt-oss-120b", "mi355x");
+    assert!(mi355x.contains("its sinks on Triton's kernels, at 0.29 of the peak"), "{mi355x}");
+    assert!(!hopper.contains("sinks"), "{hopper}");
+    assert!(!line_of("attention", "Qwen/Qwen3-8B", "mi355x").contains("sinks"));
 }
 
 #[test]

@@ -17,8 +17,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::SimError;
 use crate::precision::{ComputePrecision, PrecisionTable};
 
+mod attention;
 mod fit_param;
 mod kernels;
+pub use attention::{AttentionKernels, AttentionRate};
 pub use fit_param::FitParam;
 pub use kernels::{FP4_MOE_FIXED_US, FP4_MOE_STREAM, Fp4MoeKernel, TritonMoeKernel};
 

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use servebench_sim::profile::AttentionKernels;
 use servebench_sim::{BatchStats, CostModel, SimSetup, StepBreakdown};
 
 use crate::cli::sim_args::SimStepArgs;
@@ -190,11 +191,9 @@ fn render(
     });
     // Attention sinks where the stack serves them with Triton's kernels (its fast kernels lack
     // them, or, on ROCm, its unified attention runs them), at their own rate.
-    let sinks_note = setup
-        .stack
-        .attn_eff_sinks
-        .filter(|_| setup.model.attention_sinks)
-        .map(|rate| format!("its sinks on Triton's kernels, at {rate:.2} of the peak"));
+    let attn = setup.stack.attention_rate(setup.model.attention_sinks, setup.model.sparse.is_some());
+    let sinks_note = (attn.kernels == AttentionKernels::SinksOnTriton)
+        .then(|| format!("its sinks on Triton's kernels, at {:.2} of the peak", attn.eff));
     let notes: Vec<String> = [sinks_note, exps_note, exposed_note, tiles_note].into_iter().flatten().collect();
     let attention_note = (!notes.is_empty()).then(|| notes.join("; "));
     // Linear-attention layers, where the model has them: their state read and written, their

@@ -190,10 +190,8 @@ impl CostModel {
         // The attention kernels' fraction of whichever unit binds them (`attention_seconds`),
         // and the share of their other compute stream they do not hide: sparse attention's own
         // kernels (its indexer's too) hide it whole.
-        let (attn_eff, attn_exp_exposed) = match st.attn_eff_sparse.filter(|_| m.sparse.is_some()) {
-            Some(eff) => (eff, 0.0),
-            None => (st.attn_eff_sinks.filter(|_| m.attention_sinks).unwrap_or(st.attn_eff), st.attn_exp_exposed),
-        };
+        let attn = st.attention_rate(m.attention_sinks, m.sparse.is_some());
+        let (attn_eff, attn_exp_exposed) = (attn.eff, attn.exposed);
         // Gated DeltaNet's chunked prefill where the stack runs flash-linear-attention's Triton
         // kernels; Mamba-2's (unmeasured) at the attention kernels' rate.
         let gdn = m.linear.as_ref().is_some_and(|x| x.kind == crate::model::LinearKind::GatedDeltaNet);

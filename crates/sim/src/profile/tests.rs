@@ -128,3 +128,26 @@ fn the_tensor_share_s_name_from_when_it_priced_experts_only_is_still_read() {
     q.apply_patch(&serde_json::json!({ "dequant_mma_moe": 0.2, "dequant_mma": 0.45 })).unwrap();
     assert_eq!(q.dequant_mma, 0.45);
 }
+
+#[test]
+fn attention_kernels_are_chosen_sparse_first_then_sinks_then_the_stack_s() {
+    let p = StackProfile {
+        attn_eff: 0.87,
+        attn_exp_exposed: 0.73,
+        attn_eff_sinks: Some(0.15),
+        attn_eff_sparse: Some(0.65),
+        ..StackProfile::default()
+    };
+    let rate = |sinks, sparse| {
+        let r = p.attention_rate(sinks, sparse);
+        (r.kernels, r.eff, r.exposed)
+    };
+    assert_eq!(rate(false, false), (AttentionKernels::Standard, 0.87, 0.73));
+    assert_eq!(rate(true, false), (AttentionKernels::SinksOnTriton, 0.15, 0.73));
+    assert_eq!(rate(false, true), (AttentionKernels::Sparse, 0.65, 0.0));
+    assert_eq!(rate(true, true), (AttentionKernels::Sparse, 0.65, 0.0));
+    // A stack without their own rates runs both on its kernels.
+    let plain = StackProfile { attn_eff: 0.87, attn_exp_exposed: 0.73, ..StackProfile::default() };
+    let r = plain.attention_rate(true, true);
+    assert_eq!((r.kernels, r.eff, r.exposed), (AttentionKernels::Standard, 0.87, 0.73));
+}

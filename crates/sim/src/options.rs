@@ -17,7 +17,7 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 29] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 31] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -28,6 +28,14 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 29] = [
     (
         "cudagraph-mode",
         "full-and-piecewise (vLLM's default from 0.11), full, full-decode-only or none: how vLLM captures CUDA graphs (compilation_config.cudagraph_mode); piecewise is refused, not modelled",
+    ),
+    (
+        "cudagraph-capture-sizes",
+        "the batch sizes CUDA graphs are captured at, as 1,2,4,8 (compilation_config.cudagraph_capture_sizes; alias cuda-graph-sizes): a step pads to the next, one past the largest runs without graphs",
+    ),
+    (
+        "max-cudagraph-capture-size",
+        "the largest of vLLM's own capture sizes (default: twice max-num-seqs, at most 512)",
     ),
     (
         "async-scheduling",
@@ -172,6 +180,8 @@ pub struct ServingOptions {
     /// How the steps' kernels are launched: in CUDA graphs (vLLM's default), or eagerly
     /// (`--enforce-eager`, which wins over any mode given).
     pub cudagraph_mode: CudaGraphMode,
+    /// The batch sizes CUDA graphs are captured at, given or by vLLM's rule.
+    pub cudagraph_sizes: CudaGraphSizes,
     /// `--async-scheduling` (vLLM's default where nothing rules it out): the host schedules
     /// and prepares step k + 1 while the GPU runs step k, so its work shows only where it
     /// outlasts the GPU's (without it every step waits for it), and a request that reaches the
@@ -232,6 +242,7 @@ fn canonical_key(key: &str) -> String {
         "ep" | "expert-parallel" => "enable-expert-parallel".into(),
         "quantization" => "precision".into(),
         "cuda-graph-mode" => "cudagraph-mode".into(),
+        "cuda-graph-sizes" => "cudagraph-capture-sizes".into(),
         _ => k,
     }
 }
@@ -255,6 +266,7 @@ impl ServingOptions {
             dp: 1,
             expert_parallel: false,
             cudagraph_mode: CudaGraphMode::FullAndPiecewise,
+            cudagraph_sizes: CudaGraphSizes::Default { largest: 0 },
             async_scheduling: true,
             sync_because: None,
             distributed_executor_backend: Executor::Mp,
@@ -284,6 +296,7 @@ impl ServingOptions {
         let mut nodes = None;
         let mut executor = None;
         let mut enforce_eager = false;
+        let (mut graph_sizes, mut graph_largest) = (None, None);
         let mut layout: Option<(&str, u32)> = None;
         let mut seen: Vec<String> = Vec::new();
         for (raw_key, value) in pairs {
@@ -327,6 +340,19 @@ impl ServingOptions {
                 }
                 "enforce-eager" => enforce_eager = boolean(v).ok_or_else(|| bad("expected true or false"))?,
                 "cudagraph-mode" => o.cudagraph_mode = CudaGraphMode::parse(v).map_err(bad)?,
+                "cudagraph-capture-sizes" => {
+                    let sizes = graphs::parse_sizes(v).ok_or_else(|| bad("expected whole numbers >= 1, as 1,2,4,8"))?;
+                    // vLLM's `--cuda-graph-sizes N` with one number gave the largest of its list.
+                    match sizes.as_slice() {
+                        [largest] if raw_key.to_ascii_lowercase().replace('_', "-").contains("cuda-graph-sizes") => {
+                            graph_largest = graph_largest.or(Some(*largest));
+                        }
+                        _ => graph_sizes = Some(sizes),
+                    }
+                }
+                "max-cudagraph-capture-size" => {
+                    graph_largest = Some(positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?);
+                }
                 "async-scheduling" => o.async_scheduling = boolean(v).ok_or_else(|| bad("expected true or false"))?,
                 "no-async-scheduling" => {
                     o.async_scheduling = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
@@ -419,6 +445,14 @@ impl ServingOptions {
         if enforce_eager {
             o.cudagraph_mode = CudaGraphMode::None;
         }
+        o.cudagraph_sizes = CudaGraphSizes::resolve(
+            graph_sizes.as_deref(),
+            graph_largest,
+            o.max_num_seqs,
+            o.max_num_batched_tokens,
+            stack.graph_max_tokens,
+        )
+        .map_err(|e| SimError::Conflict(format!("cudagraph-capture-sizes: {e}")))?;
         if let Some((key, machines)) = layout {
             o.apply_layout(key, machines, hw, &seen, nodes)?;
             nodes = Some(machines);
@@ -543,25 +577,11 @@ fn boolean(v: &str) -> Option<bool> {
 
 mod check;
 mod executor;
+mod graphs;
 mod links;
+mod release;
 pub use executor::{Executor, SyncBecause};
-/// The vLLM release (major, minor) a label names: `v0.13.0`, `0.10.1`, an image such as
-/// `vllm/vllm-openai:v0.13.0` or `rocm/7.0:rocm7.0_ubuntu_22.04_vllm_0.10.1_instinct_20250927`
-/// (the number after its last `vllm`); none where it names no number (`rocm`, `nightly`).
-pub fn vllm_release(label: &str) -> Option<(u32, u32)> {
-    let text = label.to_ascii_lowercase();
-    let after_vllm = text.rfind("vllm").map(|i| i + "vllm".len());
-    let tail = &text[after_vllm.unwrap_or(0)..];
-    let start = tail.find(|c: char| c.is_ascii_digit())?;
-    // Without a `vllm` in it, only a label that is a release (`v0.13.0`, `0.10.1`) counts.
-    if after_vllm.is_none() && !tail[..start].chars().all(|c| c == 'v') {
-        return None;
-    }
-    let mut parts = tail[start..].split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next().filter(|m| !m.is_empty())?.parse().ok()?;
-    Some((major, minor))
-}
-
+pub use graphs::{CudaGraphSizes, default_rows};
+pub use release::vllm_release;
 #[cfg(test)]
 mod tests;

@@ -169,7 +169,7 @@ pub struct StackProfile {
     /// (`FlashMLASparseImpl`'s prefill padding).
     #[serde(default = "sparse_mla_heads")]
     pub sparse_mla_heads: u32,
-    /// Steps with more tokens than this run without graphs.
+    /// The cap on vLLM's own CUDA graph sizes (`options::CudaGraphSizes`): 512, as vLLM's.
     pub graph_max_tokens: u32,
     /// Steps with a context longer than this run without graphs (0: no limit).
     pub graph_max_ctx: u32,

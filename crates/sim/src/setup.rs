@@ -193,6 +193,20 @@ impl SimSetup {
             ),
             None => {}
         }
+        let largest = opts.cudagraph_sizes.largest();
+        if opts.cudagraph_mode != crate::options::CudaGraphMode::None {
+            if let Some(sizes) = opts.cudagraph_sizes.given_text() {
+                notes.push(format!(
+                    "CUDA graphs captured at {sizes} tokens: a step runs padded to the next, one of more than \
+                     {largest} without graphs"
+                ));
+            } else if largest < u64::from(stack.graph_max_tokens.min(opts.max_num_batched_tokens)) {
+                notes.push(format!(
+                    "CUDA graphs up to {largest} tokens (vLLM captures up to twice max-num-seqs unless told): steps \
+                     of more run without graphs (max-cudagraph-capture-size to raise it)"
+                ));
+            }
+        }
         if opts.pp > 1 {
             notes.push(format!(
                 "pp={}: up to {} batches in flight, one a stage, as vLLM's batch queue keeps them: prompts \

@@ -327,6 +327,10 @@ fn sim_step_prices_one_step_term_by_term() {
     let (_, eight) = run(&["--batch", "8", "--json"]);
     let eight: serde_json::Value = serde_json::from_str(&eight).unwrap();
     assert_eq!(doc["experts_touched"], eight["experts_touched"], "{doc} {eight}");
+    // Captured at five, five decodes run as five.
+    let (_, own) = run(&["--batch", "5", "--json", "--option", "cudagraph-capture-sizes=1,2,4,5,8"]);
+    let own: serde_json::Value = serde_json::from_str(&own).unwrap();
+    assert_eq!(own["graph_rows"].as_u64(), Some(5), "{own}");
     let (r, _) = run(&["--batch", "0"]);
     assert!(r.unwrap_err().to_string().contains("--batch N decoding sequences or --prefill"));
     // A chunk after cached tokens of its prompt attends to them: only attention grows.

@@ -25,7 +25,7 @@ pub mod tp_allreduce;
 pub use batch::BatchStats;
 pub use breakdown::StepBreakdown;
 
-use crate::options::CudaGraphMode;
+use crate::options::{CudaGraphMode, CudaGraphSizes};
 use crate::setup::SimSetup;
 pub use terms::expected_experts;
 use terms::{ExpertSpread, GemmDevice, GemmShape, LinkCost, attention_seconds, experts_seconds, gemm_seconds};
@@ -170,7 +170,8 @@ pub struct CostModel {
     async_scheduling: bool,
     /// Which steps run in CUDA graphs (`cudagraph-mode`, `enforce-eager`).
     graph_mode: CudaGraphMode,
-    graph_max_tokens: u64,
+    /// The batch sizes graphs are captured at (`cudagraph-capture-sizes`, or vLLM's rule).
+    graph_sizes: CudaGraphSizes,
     graph_max_ctx: u32,
 }
 
@@ -377,7 +378,7 @@ impl CostModel {
             admit_s: st.t_admit_us * 1e-6,
             async_scheduling: o.async_scheduling,
             graph_mode: o.cudagraph_mode,
-            graph_max_tokens: u64::from(st.graph_max_tokens),
+            graph_sizes: o.cudagraph_sizes.clone(),
             graph_max_ctx: st.graph_max_ctx,
         }
     }
@@ -411,7 +412,7 @@ impl CostModel {
             Some("no graphs are captured (cudagraph-mode none, or enforce-eager)")
         } else if self.graph_mode == CudaGraphMode::FullDecodeOnly && b.prefill_tokens > 0 {
             Some("it carries a prefill, and only decode steps run in graphs (cudagraph-mode full-decode-only)")
-        } else if b.tokens() > self.graph_max_tokens {
+        } else if b.tokens() > self.graph_sizes.largest() {
             Some("it has more tokens than the largest graph captured")
         } else if self.graph_max_ctx > 0 && b.max_context > self.graph_max_ctx {
             Some("a sequence's context is longer than the graphs were captured for")
@@ -426,10 +427,10 @@ impl CostModel {
     }
 
     /// Rows a step's products run on: its tokens, or with CUDA graphs the captured size they
-    /// are padded to (see [`terms::graph_rows`]).
+    /// are padded to (see [`CudaGraphSizes::rows`]).
     pub fn rows(&self, b: &BatchStats) -> u64 {
         let tokens = b.tokens();
-        if self.eager(b) { tokens } else { terms::graph_rows(tokens) }
+        if self.eager(b) { tokens } else { self.graph_sizes.rows(tokens).unwrap_or(tokens) }
     }
 
     /// The busiest data-parallel rank's shares of a step. vLLM gives each request to one rank

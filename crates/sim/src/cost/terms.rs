@@ -53,20 +53,6 @@ pub fn gemm_efficiency(ceiling: f64, m_half: f64, rows: f64) -> f64 {
     ceiling * rows / (rows + m_half.max(0.0))
 }
 
-/// The rows a step of `tokens` tokens runs on under CUDA graphs: the next size vLLM captures
-/// (1, 2, 4, then multiples of 8 to 256, then of 16). The padded rows go through every product,
-/// and vLLM's routers send them to experts like real tokens (vLLM had no mask for them in the
-/// MoE kernels of the releases these presets model), so a decode of 5 or 10 sequences reads the
-/// experts of 8 or 16 tokens.
-pub fn graph_rows(tokens: u64) -> u64 {
-    match tokens {
-        0..=2 => tokens,
-        3..=4 => 4,
-        5..=256 => tokens.div_ceil(8) * 8,
-        _ => tokens.div_ceil(16) * 16,
-    }
-}
-
 /// A matrix product's shape as the cost model sees it: FLOPs per row of activations and the
 /// weight bytes it streams once per step.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -278,12 +264,6 @@ mod tests {
     const H100_BF16: GemmDevice = GemmDevice { peak_flops: 989e12, ceiling: 0.7, m_half: 32.0, bandwidth: 2.85e12 };
 
     #[test]
-    fn graph_rows_are_vllm_s_captured_sizes() {
-        let padded: Vec<u64> = [0, 1, 2, 3, 5, 8, 10, 100, 256, 257, 500].map(graph_rows).into();
-        assert_eq!(padded, [0, 1, 2, 4, 8, 8, 16, 104, 256, 272, 512]);
-    }
-
-    #[test]
     fn pair_sums_match_brute_force() {
         for (a, b, w) in [(1, 10, 0), (1, 10, 4), (5, 9, 3), (3, 3, 8), (100, 228, 128), (7, 6, 2)] {
             let brute: u64 = (a..=b).map(|x: u64| if w == 0 { x } else { x.min(w) }).sum();
@@ -380,14 +360,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn graph_rows_cover_the_tokens_and_a_captured_size_is_its_own(tokens in 0u64..100_000) {
-            let rows = graph_rows(tokens);
-            prop_assert!(rows >= tokens && rows < tokens + 16);
-            prop_assert_eq!(graph_rows(rows), rows);
-            prop_assert!(graph_rows(tokens + 1) >= rows);
-        }
-
         #[test]
         fn a_wider_shard_is_never_slower_and_never_past_the_ceiling(w in 1.0f64..1e6, extra in 0.0f64..1e5) {
             let (narrow, wide) = (shard_efficiency(w), shard_efficiency(w + extra));

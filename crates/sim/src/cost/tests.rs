@@ -139,6 +139,29 @@ fn a_graph_pads_the_batch_and_its_padded_rows_touch_experts() {
 }
 
 #[test]
+fn graphs_captured_at_the_batch_s_own_size_do_not_pad_it() {
+    // Five and ten decodes captured as they are read the experts of five and ten tokens.
+    let sized = model("openai/gpt-oss-120b", "dgx-spark", &[("cudagraph-capture-sizes", "1,2,4,5,8,10,16")]);
+    let default = model("openai/gpt-oss-120b", "dgx-spark", &[]);
+    for (n, padded) in [(5, 8), (10, 16)] {
+        assert_eq!(sized.rows(&decode_batch(n, 100)), u64::from(n));
+        assert_eq!(default.rows(&decode_batch(n, 100)), padded);
+        let (own, pad) = (sized.breakdown(&decode_batch(n, 100)), default.breakdown(&decode_batch(n, 100)));
+        assert!(own.experts < pad.experts && own.total < pad.total, "{n}: {own:?} {pad:?}");
+    }
+    // Beyond the largest size given, a step runs without graphs.
+    assert_eq!(sized.eager_reason(&decode_batch(16, 100)), None);
+    assert!(sized.eager_reason(&decode_batch(17, 100)).is_some());
+    assert!(sized.breakdown(&decode_batch(17, 100)).eager > 0.0);
+    // vLLM's own sizes end at twice max-num-seqs: four sequences capture up to eight tokens.
+    let four = model("openai/gpt-oss-120b", "dgx-spark", &[("max-num-seqs", "4")]);
+    assert_eq!(four.eager_reason(&decode_batch(4, 100)), None);
+    let mut prefill_step = decode_batch(2, 100);
+    prefill_step.add_sequence(0, 20, 0, true, true);
+    assert!(four.eager_reason(&prefill_step).is_some() && default.eager_reason(&prefill_step).is_none());
+}
+
+#[test]
 fn moe_steps_read_the_experts_their_tokens_touch() {
     let c = model("openai/gpt-oss-120b", "h100-sxm", &[]);
     let touched: Vec<f64> = [1, 4, 16, 64, 1024].iter().map(|&n| c.experts_touched(n)).collect();

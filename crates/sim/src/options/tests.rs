@@ -412,3 +412,24 @@ fn cuda_graph_modes_use_vllm_s_names_and_piecewise_is_refused() {
     let e = mode(&[("cudagraph-mode", "sometimes")]).unwrap_err().to_string();
     assert!(e.contains("expected full-and-piecewise, full, full-decode-only or none"), "{e}");
 }
+
+#[test]
+fn cuda_graph_sizes_are_given_in_vllm_s_spellings_or_follow_its_rule() {
+    let sizes = |pairs: &[(&str, &str)]| parse("openai/gpt-oss-120b", "h100-sxm", pairs).map(|o| o.cudagraph_sizes);
+    assert_eq!(sizes(&[]).unwrap(), CudaGraphSizes::Default { largest: 512 });
+    assert_eq!(sizes(&[("max-num-seqs", "4")]).unwrap(), CudaGraphSizes::Default { largest: 8 });
+    let given = CudaGraphSizes::Given { sizes: vec![1, 2, 4, 10] };
+    assert_eq!(sizes(&[("cudagraph-capture-sizes", "[1, 2, 4, 10]")]).unwrap(), given);
+    assert_eq!(sizes(&[("cuda_graph_sizes", "1 2 4 10")]).unwrap(), given);
+    // vLLM's `--cuda-graph-sizes N` with one number, like `--max-cudagraph-capture-size N`, ends
+    // vLLM's own list there.
+    for key in ["cuda-graph-sizes", "max-cudagraph-capture-size"] {
+        assert_eq!(sizes(&[(key, "2048")]).unwrap(), CudaGraphSizes::Default { largest: 2048 }, "{key}");
+    }
+    let twice = sizes(&[("cuda-graph-sizes", "8"), ("cudagraph-capture-sizes", "1,2")]).unwrap_err();
+    assert!(twice.to_string().contains("given twice"), "{twice}");
+    let bad = sizes(&[("cudagraph-capture-sizes", "1,two")]).unwrap_err().to_string();
+    assert!(bad.contains("cudagraph-capture-sizes") && bad.contains("1,2,4,8"), "{bad}");
+    let none = sizes(&[("cudagraph-capture-sizes", "16384"), ("max-num-batched-tokens", "8192")]).unwrap_err();
+    assert!(none.to_string().contains("no size of 16384 is at most 8192"), "{none}");
+}

@@ -4,9 +4,9 @@
 /// The labels of a `vllm serve` line that name a serving option of the deployment, under the
 /// simulator's option names (its parallel sizes and model aside). `quick-reduce` comes from the
 /// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
-/// `fuse-allreduce-rms` and `cudagraph-mode` from the compilation config (see
-/// `compilation_setting`).
-pub const SERVE_OPTION_LABELS: [&str; 13] = [
+/// `fuse-allreduce-rms`, `cudagraph-mode` and the CUDA graph sizes from the compilation config
+/// (see `compilation_setting`) or `--cuda-graph-sizes`.
+pub const SERVE_OPTION_LABELS: [&str; 15] = [
     "max-num-batched-tokens",
     "max-num-seqs",
     "max-model-len",
@@ -14,6 +14,8 @@ pub const SERVE_OPTION_LABELS: [&str; 13] = [
     "gpu-memory-utilization",
     "enforce-eager",
     "cudagraph-mode",
+    "cudagraph-capture-sizes",
+    "max-cudagraph-capture-size",
     "async-scheduling",
     "enable-prefix-caching",
     "quick-reduce",
@@ -63,6 +65,7 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     if let Some(mode) = cudagraph_mode(&args) {
         labels.push(("cudagraph-mode".to_string(), vec![mode]));
     }
+    labels.extend(graph_sizes(rest, &args));
     let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
     for (i, word) in rest.iter().enumerate() {
         let (flag, inline) = match word.split_once('=') {
@@ -141,6 +144,40 @@ fn cudagraph_mode(args: &str) -> Option<String> {
     let mode = compilation_setting(args, "cudagraph_mode").filter(|m| !m.is_empty()).map(str::to_ascii_lowercase);
     let legacy = || compilation_setting(args, "full_cuda_graph").filter(|v| v.eq_ignore_ascii_case("true"));
     mode.or_else(|| legacy().map(|_| "full".to_string()))
+}
+
+/// The CUDA graph sizes a `vllm serve` command gives, as labels: the compilation config's
+/// `cudagraph_capture_sizes` list (`"cudagraph_capture_sizes": [1, 2, 4]`, or dotted,
+/// `-cc.cudagraph_capture_sizes=[1,2,4]`) and `max_cudagraph_capture_size`, or vLLM 0.10 and
+/// 0.11's `--cuda-graph-sizes 1 2 4` (one number: the largest of vLLM's own list).
+/// `--max-cudagraph-capture-size N` is read as the flag of that name.
+fn graph_sizes(rest: &[&str], args: &str) -> Vec<(String, Vec<String>)> {
+    let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+    let mut sizes: Vec<String> = match rest.iter().position(|w| *w == "--cuda-graph-sizes") {
+        Some(at) => rest[at + 1..].iter().take_while(|w| whole(w)).map(|w| w.to_string()).collect(),
+        None => Vec::new(),
+    };
+    let mut largest = compilation_setting(args, "max_cudagraph_capture_size").filter(|v| whole(v)).map(str::to_string);
+    if sizes.len() == 1 {
+        largest = largest.or(sizes.pop());
+    }
+    if let Some(at) = args.find("cudagraph_capture_sizes").map(|i| i + "cudagraph_capture_sizes".len()) {
+        let list = args[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ':' | '='));
+        if let Some(inner) = list.strip_prefix('[').and_then(|l| l.split_once(']')).map(|(inner, _)| inner) {
+            let numbers: Vec<&str> = inner.split(',').map(str::trim).collect();
+            if numbers.iter().all(|n| whole(n)) {
+                sizes = numbers.iter().map(|n| n.to_string()).collect();
+            }
+        }
+    }
+    let mut labels = Vec::new();
+    if !sizes.is_empty() {
+        labels.push(("cudagraph-capture-sizes".to_string(), vec![sizes.join(",")]));
+    }
+    if let Some(n) = largest {
+        labels.push(("max-cudagraph-capture-size".to_string(), vec![n]));
+    }
+    labels
 }
 
 /// The value a compilation-config setting `name` is given in any of vLLM's spellings: JSON

@@ -107,6 +107,32 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
         assert_eq!(classify(line), Heading::Labels(mode(want)), "{line}");
     }
     assert_eq!(classify(r#"vllm serve org/m -O '{"full_cuda_graph": false}'"#), label("model", &["org/m"]));
+    // And the batch sizes graphs are captured at: a list, or the largest of vLLM's own list.
+    let graphs = |pairs: &[(&str, &str)]| -> Heading {
+        let mut want = vec![("model".to_string(), vec!["org/m".to_string()])];
+        want.extend(pairs.iter().map(|(k, v)| (k.to_string(), vec![v.to_string()])));
+        Heading::Labels(want)
+    };
+    let sizes = [("cudagraph-capture-sizes", "1,2,4,5,8,10")];
+    for line in [
+        r#"vllm serve org/m --compilation-config '{"cudagraph_capture_sizes": [1, 2, 4, 5, 8, 10]}'"#,
+        "vllm serve org/m -cc.cudagraph_capture_sizes=[1,2,4,5,8,10]",
+        "vllm serve org/m --cuda-graph-sizes 1 2 4 5 8 10 --max-num-seqs 10",
+    ] {
+        let mut want = sizes.to_vec();
+        if line.contains("max-num-seqs") {
+            want.push(("max-num-seqs", "10"));
+        }
+        assert_eq!(classify(line), graphs(&want), "{line}");
+    }
+    let largest = [("max-cudagraph-capture-size", "2048")];
+    for line in [
+        "vllm serve org/m --max-cudagraph-capture-size 2048",
+        r#"vllm serve org/m -O '{"max_cudagraph_capture_size": 2048}'"#,
+        "vllm serve org/m --cuda-graph-sizes 2048",
+    ] {
+        assert_eq!(classify(line), graphs(&largest), "{line}");
+    }
     // A placeholder model or size is none; a bench command is not a serve command.
     assert_eq!(classify("vllm serve M -tp X"), Heading::Labels(Vec::new()));
     for placeholder in ["$MODEL", "${MODEL}", "<model>", "{model}"] {

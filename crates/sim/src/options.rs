@@ -17,7 +17,7 @@ use crate::precision::{KvDtype, Mxfp4Backend, Precision};
 use crate::profile::{PROFILE_OPTION_KEYS, StackProfile};
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 31] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 32] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -59,6 +59,7 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 31] = [
         "fuse-allreduce-rms",
         "true or false (default): FlashInfer's all-reduce fused with the RMSNorm after it (vLLM's pass_config.fuse_allreduce_rms) on H100, H200, B200, GB200",
     ),
+    ("api-server-count", "API server processes (1): each takes in its share of the requests and streams their tokens"),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
     ("kv-cache-dtype", "auto or fp8"),
     ("mxfp4-backend", "marlin (default) or triton: the kernels of an MXFP4 model's experts where they run W4A16"),
@@ -199,6 +200,8 @@ pub struct ServingOptions {
     pub nodes_derived: bool,
     /// The link chosen with `interconnect`, replacing the preset's for the all-reduce.
     pub interconnect: Option<Link>,
+    /// API server processes (`--api-server-count`), which share the frontend's work.
+    pub api_server_count: u32,
     /// ROCm's QuickReduce level (vLLM's `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION`).
     pub quick_reduce: QuickReduce,
     /// vLLM's `pass_config.fuse_allreduce_rms`: FlashInfer's fused all-reduce and RMSNorm.
@@ -273,6 +276,7 @@ impl ServingOptions {
             nodes: 1,
             nodes_derived: false,
             interconnect: None,
+            api_server_count: 1,
             quick_reduce: QuickReduce::None,
             fuse_allreduce_rms: false,
             gpu_memory_utilization: 0.9,
@@ -359,6 +363,9 @@ impl ServingOptions {
                 }
                 "max-num-seqs" => {
                     o.max_num_seqs = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                }
+                "api-server-count" => {
+                    o.api_server_count = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
                 }
                 "max-num-batched-tokens" => {
                     o.max_num_batched_tokens = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;

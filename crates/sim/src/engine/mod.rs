@@ -12,6 +12,7 @@
 //! can; a real-time server sleeps until each step's end before delivering its tokens, and calls
 //! [`Engine::cancel`] for clients that went away.
 
+mod api_servers;
 mod frontend;
 mod kv;
 mod request;
@@ -29,7 +30,7 @@ use crate::cost::{BatchStats, CostModel, StepBreakdown, StepCost};
 use crate::options::EosModel;
 use crate::rng::{SimRng, mix64};
 use crate::setup::{KvLayout, SimSetup};
-use frontend::Frontend;
+use api_servers::ApiServers;
 use kv::BlockPool;
 use request::{Phase, Req};
 
@@ -55,6 +56,8 @@ pub struct EngineConfig {
     pub tokenizer: Microbatch,
     /// The frontend's serial work per streamed token, ns.
     pub api_ns_per_output_token: f64,
+    /// API server processes sharing that work (`--api-server-count`).
+    pub api_servers: u32,
     /// The model's chat prompts are rendered by a Jinja template, which vLLM's API server runs
     /// for a whole burst of chat requests before it tokenizes any (`frontend`); false for
     /// gpt-oss, whose harmony format it renders to token ids at once.
@@ -86,6 +89,7 @@ impl EngineConfig {
                 _ => Microbatch::vllm(s.stack.tokenizer_parallel),
             },
             api_ns_per_output_token: s.stack.api_us_per_output_token * 1e3,
+            api_servers: s.options.api_server_count,
             chat_template: !s.model.harmony_chat,
             eos: s.options.eos,
             jitter_sigma: s.stack.jitter_sigma,
@@ -190,8 +194,8 @@ pub struct Engine {
     reqs: Vec<Option<Req>>,
     free_slots: Vec<u32>,
     next_generation: u32,
-    /// The API server's queue: when requests reach the scheduler.
-    frontend: Frontend,
+    /// The API server processes' queues: when requests reach the scheduler.
+    frontend: ApiServers,
     /// The last step's (start, end), ns.
     last_step: (u64, u64),
     pending: VecDeque<u32>,
@@ -217,7 +221,7 @@ impl Engine {
     /// An engine with any step-time model.
     pub fn with_cost(cfg: EngineConfig, cost: Box<dyn StepCost>, seed: u64) -> Self {
         let pool = BlockPool::new(cfg.kv, cfg.enable_prefix_caching);
-        let frontend = Frontend::new(cfg.tokenizer);
+        let frontend = ApiServers::new(cfg.api_servers, cfg.tokenizer);
         Self {
             cfg,
             cost,
@@ -407,8 +411,7 @@ impl Engine {
         self.last_step = (flight.start_ns, flight.end_ns);
         self.scheduled = flight.scheduled;
         self.finish_step();
-        let streamed = (self.cfg.api_ns_per_output_token * self.emissions.len() as f64).round() as u64;
-        self.frontend.stream(self.now_ns, streamed);
+        self.frontend.stream(self.now_ns, self.cfg.api_ns_per_output_token, &self.emissions);
         Some(StepReport {
             start_ns: flight.start_ns,
             end_ns: flight.end_ns,
@@ -494,12 +497,13 @@ impl Engine {
     }
 
     /// The API server's event loop's work so far, ns: taking requests in, rendering chat
-    /// templates and writing streamed tokens.
+    /// templates and writing streamed tokens (with several processes, the mean over them).
     pub fn frontend_work_ns(&self) -> u64 {
         self.frontend.work_ns()
     }
 
-    /// Time the API server's tokenizing thread has spent in tokenizer calls so far, ns.
+    /// Time the API server's tokenizing thread has spent in tokenizer calls so far, ns (the
+    /// mean over the processes).
     pub fn tokenizer_work_ns(&self) -> u64 {
         self.frontend.tokenizer_busy_ns()
     }

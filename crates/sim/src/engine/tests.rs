@@ -27,6 +27,7 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         api_ns_per_request: 0,
         tokenizer: Microbatch::one_at_a_time(),
         api_ns_per_output_token: 0.0,
+        api_servers: 1,
         chat_template: true,
         eos: EosModel::None,
         jitter_sigma: 0.0,

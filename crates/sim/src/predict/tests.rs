@@ -125,6 +125,29 @@ fn streams_the_api_server_cannot_write_as_fast_as_the_steps_come_are_paced_by_it
 }
 
 #[test]
+fn several_api_servers_write_their_shares_of_the_tokens_side_by_side() {
+    // The run above, with the requests taken in by four processes in turn: each writes a quarter
+    // of every step's tokens, 0.64 s of writing in all, still slower than the steps come.
+    let run = |servers: &str| {
+        let pairs = [("jitter", "0"), ("api-us-per-output-token", "1000"), ("api-server-count", servers)];
+        predict(&plan(64, |_| 32, |_| 40, 0), &config(None, false), &setup("Qwen/Qwen3-0.6B", "h100-sxm", &pairs))
+    };
+    let (one, four) = (run("1"), run("4"));
+    assert!((one.duration_s / 2.56 - 1.0).abs() < 0.05, "{} s", one.duration_s);
+    assert!((four.duration_s / 0.64 - 1.0).abs() < 0.1, "{} s, 0.64 s of writing expected", four.duration_s);
+    for rec in &four.records {
+        assert!(rec.succeeded() && rec.chunks_us.windows(2).all(|w| w[0] < w[1]), "{rec:?}");
+    }
+    // One process is what vLLM runs unless told: the default is the count of one.
+    let default = predict(
+        &plan(64, |_| 32, |_| 40, 0),
+        &config(None, false),
+        &setup("Qwen/Qwen3-0.6B", "h100-sxm", &[("jitter", "0"), ("api-us-per-output-token", "1000")]),
+    );
+    assert_eq!(default.duration_s, one.duration_s);
+}
+
+#[test]
 fn the_warm_up_request_primes_the_prefix_cache_for_request_zero() {
     let p = plan(3, |_| 4000, |_| 8, 5_000_000_000);
     let on = predict(&p, &config(None, true), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0")]));

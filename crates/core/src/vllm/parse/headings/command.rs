@@ -6,7 +6,7 @@
 /// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
 /// `fuse-allreduce-rms`, `cudagraph-mode` and the CUDA graph sizes from the compilation config
 /// (see `compilation_setting`) or `--cuda-graph-sizes`.
-pub const SERVE_OPTION_LABELS: [&str; 15] = [
+pub const SERVE_OPTION_LABELS: [&str; 16] = [
     "max-num-batched-tokens",
     "max-num-seqs",
     "max-model-len",
@@ -22,6 +22,7 @@ pub const SERVE_OPTION_LABELS: [&str; 15] = [
     "fuse-allreduce-rms",
     "distributed-executor-backend",
     "nnodes",
+    "api-server-count",
 ];
 
 /// The environment variables before a `vllm serve` command that set a serving option: (name,

@@ -125,6 +125,11 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
         }
         assert_eq!(classify(line), graphs(&want), "{line}");
     }
+    assert_eq!(
+        classify("vllm serve org/m --api-server-count 4"),
+        graphs(&[("api-server-count", "4")]),
+        "API server processes"
+    );
     let largest = [("max-cudagraph-capture-size", "2048")];
     for line in [
         "vllm serve org/m --max-cudagraph-capture-size 2048",

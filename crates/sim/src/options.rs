@@ -200,7 +200,8 @@ pub struct ServingOptions {
     pub nodes_derived: bool,
     /// The link chosen with `interconnect`, replacing the preset's for the all-reduce.
     pub interconnect: Option<Link>,
-    /// API server processes (`--api-server-count`), which share the frontend's work.
+    /// API server processes (`--api-server-count`), which share the frontend's work: given, or
+    /// one a data-parallel engine, vLLM's default.
     pub api_server_count: u32,
     /// ROCm's QuickReduce level (vLLM's `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION`).
     pub quick_reduce: QuickReduce,
@@ -451,6 +452,11 @@ impl ServingOptions {
         }
         if enforce_eager {
             o.cudagraph_mode = CudaGraphMode::None;
+        }
+        // vLLM starts one API server a data-parallel engine unless told (`serve`'s internal
+        // load balancing).
+        if !seen.iter().any(|k| k == "api-server-count") {
+            o.api_server_count = o.dp;
         }
         o.cudagraph_sizes = CudaGraphSizes::resolve(
             graph_sizes.as_deref(),

@@ -433,3 +433,14 @@ fn cuda_graph_sizes_are_given_in_vllm_s_spellings_or_follow_its_rule() {
     let none = sizes(&[("cudagraph-capture-sizes", "16384"), ("max-num-batched-tokens", "8192")]).unwrap_err();
     assert!(none.to_string().contains("no size of 16384 is at most 8192"), "{none}");
 }
+
+#[test]
+fn vllm_starts_one_api_server_a_data_parallel_engine_unless_told() {
+    let count = |pairs: &[(&str, &str)]| parse("Qwen/Qwen3-8B", "h100-sxm", pairs).unwrap().api_server_count;
+    assert_eq!(count(&[]), 1);
+    assert_eq!(count(&[("dp", "4")]), 4);
+    assert_eq!(count(&[("dp", "4"), ("api-server-count", "2")]), 2);
+    assert_eq!(count(&[("api_server_count", "3")]), 3);
+    let bad = parse("Qwen/Qwen3-8B", "h100-sxm", &[("api-server-count", "0")]).unwrap_err().to_string();
+    assert!(bad.contains("api-server-count") && bad.contains(">= 1"), "{bad}");
+}

@@ -103,7 +103,7 @@ impl ApiServers {
         }
         self.tokens.fill(0);
         for e in emitted {
-            let at = self.owner.get(e.id.slot as usize).map_or(0, |&i| usize::from(i));
+            let at = self.owner_of(e.id.slot);
             self.tokens[at] += 1;
         }
         for (server, &n) in self.servers.iter_mut().zip(&self.tokens) {

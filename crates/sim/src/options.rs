@@ -59,7 +59,7 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 32] = [
         "fuse-allreduce-rms",
         "true or false (default): FlashInfer's all-reduce fused with the RMSNorm after it (vLLM's pass_config.fuse_allreduce_rms) on H100, H200, B200, GB200",
     ),
-    ("api-server-count", "API server processes (1): each takes in its share of the requests and streams their tokens"),
+    ("api-server-count", "API server processes, each streaming its requests' tokens (default: dp, as vLLM)"),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
     ("kv-cache-dtype", "auto or fp8"),
     ("mxfp4-backend", "marlin (default) or triton: the kernels of an MXFP4 model's experts where they run W4A16"),
@@ -594,7 +594,7 @@ mod graphs;
 mod links;
 mod release;
 pub use executor::{Executor, SyncBecause};
-pub use graphs::{CudaGraphSizes, default_rows};
+pub use graphs::CudaGraphSizes;
 pub use release::vllm_release;
 #[cfg(test)]
 mod tests;

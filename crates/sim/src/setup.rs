@@ -200,7 +200,9 @@ impl SimSetup {
                     "CUDA graphs captured at {sizes} tokens: a step runs padded to the next, one of more than \
                      {largest} without graphs"
                 ));
-            } else if largest < u64::from(stack.graph_max_tokens.min(opts.max_num_batched_tokens)) {
+            } else if largest <= 2 * u64::from(opts.max_num_seqs)
+                && opts.max_num_seqs.saturating_mul(2) < stack.graph_max_tokens.min(opts.max_num_batched_tokens)
+            {
                 notes.push(format!(
                     "CUDA graphs up to {largest} tokens (vLLM captures up to twice max-num-seqs unless told): steps \
                      of more run without graphs (max-cudagraph-capture-size to raise it)"

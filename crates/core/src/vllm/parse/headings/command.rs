@@ -67,7 +67,6 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
         labels.push(("cudagraph-mode".to_string(), vec![mode]));
     }
     labels.extend(graph_sizes(rest, &args));
-    let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
     for (i, word) in rest.iter().enumerate() {
         let (flag, inline) = match word.split_once('=') {
             Some((f, v)) => (f, Some(v)),
@@ -90,7 +89,7 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
             "-dp" | "--data-parallel-size" => "dp",
             _ => continue,
         };
-        if let Some(value) = value.filter(|v| whole(v)) {
+        if let Some(value) = value.filter(|v| is_whole(v)) {
             labels.push((key.to_string(), vec![value.to_string()]));
         }
     }
@@ -153,12 +152,12 @@ fn cudagraph_mode(args: &str) -> Option<String> {
 /// 0.11's `--cuda-graph-sizes 1 2 4` (one number: the largest of vLLM's own list).
 /// `--max-cudagraph-capture-size N` is read as the flag of that name.
 fn graph_sizes(rest: &[&str], args: &str) -> Vec<(String, Vec<String>)> {
-    let whole = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
     let mut sizes: Vec<String> = match rest.iter().position(|w| *w == "--cuda-graph-sizes") {
-        Some(at) => rest[at + 1..].iter().take_while(|w| whole(w)).map(|w| w.to_string()).collect(),
+        Some(at) => rest[at + 1..].iter().take_while(|w| is_whole(w)).map(|w| w.to_string()).collect(),
         None => Vec::new(),
     };
-    let mut largest = compilation_setting(args, "max_cudagraph_capture_size").filter(|v| whole(v)).map(str::to_string);
+    let mut largest =
+        compilation_setting(args, "max_cudagraph_capture_size").filter(|v| is_whole(v)).map(str::to_string);
     if sizes.len() == 1 {
         largest = largest.or(sizes.pop());
     }
@@ -166,7 +165,7 @@ fn graph_sizes(rest: &[&str], args: &str) -> Vec<(String, Vec<String>)> {
         let list = args[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ':' | '='));
         if let Some(inner) = list.strip_prefix('[').and_then(|l| l.split_once(']')).map(|(inner, _)| inner) {
             let numbers: Vec<&str> = inner.split(',').map(str::trim).collect();
-            if numbers.iter().all(|n| whole(n)) {
+            if numbers.iter().all(|n| is_whole(n)) {
                 sizes = numbers.iter().map(|n| n.to_string()).collect();
             }
         }
@@ -190,6 +189,11 @@ fn compilation_setting<'a>(args: &'a str, name: &str) -> Option<&'a str> {
     let value = args[at..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ':' | '='));
     let end = value.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(value.len());
     Some(&value[..end])
+}
+
+/// Whether a word is a whole number (digits only).
+fn is_whole(word: &str) -> bool {
+    !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Quotes a pasted command may be wrapped in, straight or typographic.

@@ -18,32 +18,19 @@ mod batch;
 mod breakdown;
 mod mixers;
 pub mod quick_reduce;
+mod ranks;
 pub mod terms;
 pub mod tiles;
 pub mod tp_allreduce;
 
 pub use batch::BatchStats;
 pub use breakdown::StepBreakdown;
+use ranks::RankShares;
 
 use crate::options::{CudaGraphMode, CudaGraphSizes};
 use crate::setup::SimSetup;
 pub use terms::expected_experts;
 use terms::{ExpertSpread, GemmDevice, GemmShape, LinkCost, attention_seconds, experts_seconds, gemm_seconds};
-
-/// The busiest data-parallel rank's shares of a step ([`CostModel::rank_shares`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct RankShares {
-    tokens: f64,
-    prefill: f64,
-    seqs: f64,
-}
-
-impl RankShares {
-    /// The whole step (no data parallelism).
-    fn whole() -> Self {
-        RankShares { tokens: 1.0, prefill: 1.0, seqs: 1.0 }
-    }
-}
 
 /// A step-time model. The engine calls it once per step.
 pub trait StepCost: Send + Sync {
@@ -433,38 +420,6 @@ impl CostModel {
         if self.eager(b) { tokens } else { self.graph_sizes.rows(tokens).unwrap_or(tokens) }
     }
 
-    /// The busiest data-parallel rank's shares of a step. vLLM gives each request to one rank
-    /// and the ranks step together, so the step lasts as long as the busiest: a prefill chunk is
-    /// one rank's whole (beside its even share of the rest), while sequences spread evenly, the
-    /// busiest rank taking the rounded-up share. Returns the shares of the step's tokens (the
-    /// products' rows), of its prefill work (query-key pairs, cached context) and of its
-    /// sequences (their KV reads, decode attention, sampled rows, per-sequence costs); all 1
-    /// without data parallelism. One long prompt among a few decodes is nearly all one rank's
-    /// work and holds the other ranks' step; many decodes spread evenly.
-    fn rank_shares(&self, b: &BatchStats) -> RankShares {
-        if self.dp <= 1.0 {
-            return RankShares::whole();
-        }
-        let dp = self.dp;
-        // `n` units of which one is `largest` units: the busiest rank takes that one whole and an
-        // even share of the rest, or the rounded-up even share when nothing stands out.
-        let busiest = |n: f64, largest: f64| {
-            if n <= 0.0 {
-                return 1.0;
-            }
-            let largest = largest.min(n);
-            let even = (n / dp).ceil();
-            let whole = if largest > 1.0 { largest + (n - largest) / dp } else { 0.0 };
-            (even.max(whole) / n).min(1.0)
-        };
-        let largest = f64::from(b.max_new);
-        RankShares {
-            tokens: busiest(b.tokens() as f64, largest),
-            prefill: busiest(b.prefill_tokens as f64, largest),
-            seqs: busiest(f64::from(b.num_seqs), 1.0),
-        }
-    }
-
     /// The step time split into its terms.
     pub fn breakdown(&self, b: &BatchStats) -> StepBreakdown {
         // Products (and the router: vLLM routes padded rows like real ones) run on the padded
@@ -472,9 +427,9 @@ impl CostModel {
         let rows = self.rows(b);
         let all_tokens = rows as f64;
         // With data-parallel attention each rank runs its own sequences and the ranks step
-        // together: a step lasts as long as its busiest rank's shares (`rank_shares`).
+        // together: a step lasts as long as its busiest rank's shares (`RankShares::busiest`).
         let dp = self.dp;
-        let share = self.rank_shares(b);
+        let share = RankShares::busiest(self.dp, b);
         let n = all_tokens * share.tokens;
         let seqs = f64::from(b.num_seqs) * share.seqs;
         let fixed = self.t0_s + self.t_layer_s * self.layers + self.t_seq_s * seqs;

@@ -441,6 +441,10 @@ fn vllm_starts_one_api_server_a_data_parallel_engine_unless_told() {
     assert_eq!(count(&[("dp", "4")]), 4);
     assert_eq!(count(&[("dp", "4"), ("api-server-count", "2")]), 2);
     assert_eq!(count(&[("api_server_count", "3")]), 3);
+    // Releases before 0.15 started one unless told.
+    assert_eq!(count(&[("dp", "4"), ("vllm-release", "v0.14.1")]), 1);
+    assert_eq!(count(&[("vllm-release", "0.13"), ("dp", "2"), ("api-server-count", "2")]), 2);
+    assert_eq!(count(&[("dp", "4"), ("vllm-release", "0.15.0")]), 4);
     let bad = parse("Qwen/Qwen3-8B", "h100-sxm", &[("api-server-count", "0")]).unwrap_err().to_string();
     assert!(bad.contains("api-server-count") && bad.contains(">= 1"), "{bad}");
 }

@@ -8,6 +8,7 @@
 //! Nemotron 3, whose blocks hold one mixer or one FFN each: a layer here is a mixer and the FFN
 //! after it, and the mixers beyond the FFNs stand alone, [`ModelShape::mixer_only_layers`]).
 
+mod drafter;
 mod linear;
 mod sparse;
 

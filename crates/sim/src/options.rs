@@ -171,6 +171,9 @@ pub struct ServingOptions {
     /// default fused-MoE tiles, `cost::tiles::default_tile_rate`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vllm_release: Option<(u32, u32)>,
+    /// Speculative decoding (`--speculative-config`), where given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpecDecode>,
 }
 
 const BLOCK_SIZES: [u32; 6] = [1, 8, 16, 32, 64, 128];
@@ -235,12 +238,14 @@ impl ServingOptions {
             bench_client: BenchClient::Servebench,
             seed: 0,
             vllm_release: None,
+            speculative: None,
         };
         let mut nodes = None;
         let mut executor = None;
         let mut enforce_eager = false;
         let (mut graph_sizes, mut graph_largest) = (None, None);
         let mut layout: Option<(&str, u32)> = None;
+        let (mut spec_config, mut spec_tokens, mut spec_acceptance) = (None, None, None);
         let mut seen: Vec<String> = Vec::new();
         for (raw_key, value) in pairs {
             let key = canonical_key(raw_key);
@@ -375,6 +380,14 @@ impl ServingOptions {
                     };
                 }
                 "seed" => o.seed = v.parse().map_err(|_| bad("expected a whole number"))?,
+                "speculative-config" => spec_config = Some(spec::parse_config(v).map_err(|e| bad(&e))?),
+                "num-speculative-tokens" => {
+                    spec_tokens =
+                        Some(positive(v).filter(|k| *k <= spec::MAX_SPEC_TOKENS).ok_or_else(|| {
+                            bad(&format!("expected a whole number from 1 to {}", spec::MAX_SPEC_TOKENS))
+                        })?);
+                }
+                "spec-acceptance" => spec_acceptance = Some(spec::parse_acceptance(v).map_err(|e| bad(&e))?),
                 "vllm-release" => {
                     o.vllm_release =
                         Some(vllm_release(v).ok_or_else(|| bad("expected a release such as 0.17 or v0.17.1"))?);
@@ -391,6 +404,7 @@ impl ServingOptions {
         if enforce_eager {
             o.cudagraph_mode = CudaGraphMode::None;
         }
+        o.speculative = spec::resolve(spec_config, spec_tokens, spec_acceptance).map_err(SimError::Conflict)?;
         // vLLM starts one API server a data-parallel engine unless told (`serve`'s internal
         // load balancing), since 0.15; a release named older starts one.
         if !seen.iter().any(|k| k == "api-server-count") && o.vllm_release.is_none_or(|r| r >= API_SERVERS_PER_DP_SINCE)
@@ -533,9 +547,11 @@ mod graphs;
 mod keys;
 mod links;
 mod release;
+mod spec;
 pub use executor::{Executor, SyncBecause};
 pub use graphs::CudaGraphSizes;
 pub use keys::SERVING_OPTION_KEYS;
 pub use release::vllm_release;
+pub use spec::{MAX_SPEC_TOKENS, SpecDecode, SpecMethod};
 #[cfg(test)]
 mod tests;

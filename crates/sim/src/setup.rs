@@ -39,6 +39,11 @@ pub struct SimSetup {
     pub memory: MemoryPlan,
     /// What was derived or adjusted, worth showing the user.
     pub notes: Vec<String>,
+    /// The model a speculative decoder's drafts come from, priced once a draft token (an MTP
+    /// layer of the model, or the draft model named); none without speculative decoding, or
+    /// with drafts made on the host (`ngram`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drafter: Option<ModelShape>,
 }
 
 /// How a checkpoint whose format the device cannot multiply in runs there, where it is one:
@@ -299,7 +304,15 @@ impl SimSetup {
                 opts.max_num_seqs, opts.max_num_batched_tokens
             ));
         }
-        Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, notes })
+        let drafter = match &opts.speculative {
+            Some(spec) => {
+                let (drafter, note) = drafter(spec, &model, &opts)?;
+                notes.push(note);
+                drafter
+            }
+            None => None,
+        };
+        Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, notes, drafter })
     }
 
     /// The prediction band of this deployment: its fitted profile's when that carries one, else
@@ -325,6 +338,47 @@ impl SimSetup {
 }
 
 /// A preset by id, or a config.json path (a folder means its config.json).
+/// The model a speculative decoder drafts with, and the note that says how it is priced.
+fn drafter(
+    spec: &crate::options::SpecDecode,
+    model: &ModelShape,
+    opts: &ServingOptions,
+) -> Result<(Option<ModelShape>, String), SimError> {
+    use crate::options::SpecMethod;
+    let rates: Vec<String> = spec.acceptance.iter().map(|p| format!("{p:.2}")).collect();
+    let head = format!(
+        "speculative decoding: {} draft token(s) a step for each decoding sequence, accepted at {} by position \
+         ({:.2} tokens a verified step)",
+        spec.num_speculative_tokens,
+        rates.join(", "),
+        spec.acceptance_length()
+    );
+    let (drafter, how) = match spec.method {
+        SpecMethod::Ngram => (None, "drafted on the host (ngram), no GPU work".to_string()),
+        SpecMethod::Mtp => (
+            Some(model.mtp_layer()),
+            "each draft priced as one more layer of the model (its MTP layer) and the LM head, the first over \
+             all the step's tokens; vLLM drafts so only with a checkpoint that carries MTP layers"
+                .to_string(),
+        ),
+        SpecMethod::Drafter => {
+            let name = spec.model.as_deref().unwrap_or_default();
+            let d = load_model(&Presets::load_default()?, name)?;
+            if !d.heads.is_multiple_of(opts.tp) {
+                return Err(SimError::Conflict(format!(
+                    "the draft model {} has {} attention heads, which tp={} does not divide",
+                    d.id, d.heads, opts.tp
+                )));
+            }
+            let how = format!("each draft priced as a pass of the draft model {} ({} layer(s))", d.id, d.layers);
+            (Some(d), how)
+        }
+    };
+    let memory =
+        if drafter.is_some() { "; the drafter's weights and cache are not taken from the KV pool" } else { "" };
+    Ok((drafter, format!("{head}; {how}{memory}")))
+}
+
 fn load_model(presets: &Presets, model: &str) -> Result<ModelShape, SimError> {
     let path = Path::new(model);
     let looks_like_path = model.ends_with(".json") || path.is_dir() || path.is_file();

@@ -23,8 +23,10 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     let setup = super::resolve::deployment_setup(d)?;
     let window = setup.model.pair_window();
     let mut batch = BatchStats::default();
+    // With speculative decoding each decode verifies its drafts in the step.
+    let drafts = setup.options.speculative.as_ref().map_or(0, |s| s.num_speculative_tokens);
     for _ in 0..args.batch {
-        batch.add_sequence(args.context, 1, window, false, true);
+        batch.add_verification(args.context, 1 + drafts, window);
     }
     if args.prefill > 0 {
         batch.add_sequence(args.prefill_after, args.prefill, window, true, true);
@@ -106,7 +108,11 @@ fn render(
     let o = &setup.options;
     let mut what = Vec::new();
     if args.batch > 0 {
-        what.push(format!("{} decoding sequence(s) of {} tokens of context", args.batch, args.context));
+        let drafts = match &o.speculative {
+            Some(spec) => format!(", each verifying {} draft token(s)", spec.num_speculative_tokens),
+            None => String::new(),
+        };
+        what.push(format!("{} decoding sequence(s) of {} tokens of context{drafts}", args.batch, args.context));
     }
     if args.prefill > 0 {
         what.push(if args.prefill_after > 0 {
@@ -209,8 +215,10 @@ fn render(
     let rows: Vec<(&str, f64, Option<String>)> = b
         .terms()
         .into_iter()
-        // A model without linear-attention layers has no such row.
+        // A model without linear-attention layers has no such row, nor a deployment without a
+        // drafter a drafting one.
         .filter(|&(name, _)| name != "linear attention" || linear.is_some())
+        .filter(|&(name, _)| name != "drafting" || setup.drafter.is_some())
         .map(|(name, secs)| {
             let note = match name {
                 "routed experts" => expert_note.clone(),

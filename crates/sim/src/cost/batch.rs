@@ -11,8 +11,12 @@ pub struct BatchStats {
     pub num_seqs: u32,
     pub prefill_tokens: u64,
     pub decode_tokens: u64,
-    /// Rows that produce logits (decodes and prompts finishing this step).
+    /// Rows that produce logits (decodes and prompts finishing this step; with speculative
+    /// decoding, every verified position).
     pub sampled: u32,
+    /// Sequences that sample a token this step: with speculative decoding, those the drafter
+    /// proposes for next.
+    pub sampling_seqs: u32,
     /// Context tokens read by full-attention layers, summed over sequences.
     pub kv_tokens_full: u64,
     /// Context tokens read within the window (each sequence's capped at it): by sliding-window
@@ -55,10 +59,38 @@ impl BatchStats {
             self.pairs_decode_window += win;
         }
         self.sampled += u32::from(samples);
+        self.sampling_seqs += u32::from(samples);
         self.max_new = self.max_new.max(new);
         self.kv_tokens_full += end;
         self.kv_tokens_window += if window == 0 { 0 } else { end.min(u64::from(window)) };
         self.max_context = self.max_context.max(u32::try_from(end).unwrap_or(u32::MAX));
+    }
+
+    /// Adds a decoding sequence that verifies `new - 1` draft tokens after `context` cached
+    /// ones: its last token and the drafts run as one short chunk, every position producing
+    /// logits.
+    pub fn add_verification(&mut self, context: u32, new: u32, window: u32) {
+        self.add_sequence(context, new, window, false, true);
+        self.sampled += new.saturating_sub(1);
+    }
+
+    /// The batch of a drafter's later passes: one token for each sequence that samples, each
+    /// attending to its context.
+    pub fn draft_pass(&self) -> BatchStats {
+        let n = self.sampling_seqs;
+        BatchStats {
+            num_seqs: n,
+            decode_tokens: u64::from(n),
+            sampled: n,
+            sampling_seqs: n,
+            kv_tokens_full: self.kv_tokens_full,
+            kv_tokens_window: self.kv_tokens_window,
+            pairs_decode_full: self.kv_tokens_full as f64,
+            pairs_decode_window: self.kv_tokens_window as f64,
+            max_context: self.max_context,
+            max_new: n.min(1),
+            ..BatchStats::default()
+        }
     }
 
     /// Tokens computed this step.

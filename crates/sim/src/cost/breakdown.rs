@@ -34,6 +34,8 @@ pub struct StepBreakdown {
     pub moe_routing: f64,
     /// Launches of a step run without CUDA graphs, where the small kernels do not cover them.
     pub eager: f64,
+    /// A speculative decoder's drafter: its passes, one a draft token.
+    pub drafting: f64,
     /// The host's work that the step waits for: all of it without async scheduling, with it
     /// only what outlasts the GPU's part.
     pub host: f64,
@@ -59,6 +61,7 @@ impl StepBreakdown {
             (&mut self.pipeline, other.pipeline),
             (&mut self.moe_routing, other.moe_routing),
             (&mut self.eager, other.eager),
+            (&mut self.drafting, other.drafting),
             (&mut self.host, other.host),
             (&mut self.total, other.total),
         ];
@@ -69,7 +72,7 @@ impl StepBreakdown {
 
     /// The terms that add up to `total`, in the order and with the names `sim step` prints
     /// them.
-    pub fn terms(&self) -> [(&'static str, f64); 11] {
+    pub fn terms(&self) -> [(&'static str, f64); 12] {
         [
             ("fixed (step, layers, sequences)", self.fixed),
             ("dense products", self.dense),
@@ -81,6 +84,7 @@ impl StepBreakdown {
             ("pipeline hand-offs", self.pipeline),
             ("MoE routing", self.moe_routing),
             ("launches without graphs", self.eager),
+            ("drafting", self.drafting),
             ("host, not hidden", self.host),
         ]
     }

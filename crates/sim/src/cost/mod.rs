@@ -16,6 +16,7 @@
 
 mod batch;
 mod breakdown;
+mod drafter;
 mod mixers;
 pub mod quick_reduce;
 mod ranks;
@@ -160,6 +161,8 @@ pub struct CostModel {
     /// The batch sizes graphs are captured at (`cudagraph-capture-sizes`, or vLLM's rule).
     graph_sizes: CudaGraphSizes,
     graph_max_ctx: u32,
+    /// A speculative decoder's drafter on the GPU, where the deployment has one.
+    drafter: Option<Box<drafter::Drafter>>,
 }
 
 impl CostModel {
@@ -367,6 +370,7 @@ impl CostModel {
             graph_mode: o.cudagraph_mode,
             graph_sizes: o.cudagraph_sizes.clone(),
             graph_max_ctx: st.graph_max_ctx,
+            drafter: drafter::Drafter::of(setup),
         }
     }
 
@@ -406,6 +410,11 @@ impl CostModel {
         } else {
             None
         }
+    }
+
+    /// Seconds a speculative decoder's drafter adds to a step (none without one).
+    fn drafting_seconds(&self, b: &BatchStats) -> f64 {
+        self.drafter.as_ref().map_or(0.0, |d| d.seconds(b))
     }
 
     /// Whether a step runs without CUDA graphs.
@@ -512,7 +521,8 @@ impl CostModel {
         let kernels = dense + experts + attention + recurrent + lm_head + allreduce;
         let small_kernels = self.layers * ELEMENTWISE_PASSES * act_bytes / self.bandwidth;
         let eager = if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
-        let gpu = fixed + kernels + pipeline + moe_routing + eager;
+        let drafting = self.drafting_seconds(b);
+        let gpu = fixed + kernels + pipeline + moe_routing + eager + drafting;
         let host_work = self.host_s + self.host_seq_s * f64::from(b.num_seqs) + self.admit_s * f64::from(b.admitted);
         let host = if self.async_scheduling { (host_work - gpu).max(0.0) } else { host_work };
         let total = gpu + host;
@@ -531,6 +541,7 @@ impl CostModel {
             pipeline,
             moe_routing,
             eager,
+            drafting,
             host,
             total,
         }

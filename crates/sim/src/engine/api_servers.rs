@@ -134,7 +134,7 @@ mod tests {
     use crate::engine::RequestId;
 
     fn emission(slot: u32) -> Emission {
-        Emission { id: RequestId { slot, generation: 0 }, tag: 0, index: 1, token: 0, finish: None }
+        Emission { id: RequestId { slot, generation: 0 }, tag: 0, index: 1, token: 0, finish: None, continues: false }
     }
 
     #[test]

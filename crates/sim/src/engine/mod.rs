@@ -18,6 +18,8 @@ mod kv;
 mod request;
 mod scheduler;
 #[cfg(test)]
+mod spec_tests;
+#[cfg(test)]
 mod tests;
 mod tokenizer;
 
@@ -70,6 +72,42 @@ pub struct EngineConfig {
     pub async_scheduling: bool,
     /// Batches in flight at once: one a pipeline stage (vLLM's batch queue), 1 without stages.
     pub pipeline_batches: u32,
+    /// Speculative decoding: each decoding sequence verifies draft tokens every step.
+    pub spec: Option<SpecDraws>,
+}
+
+/// Speculative decoding as the engine runs it: the draft tokens a step proposes for each
+/// decoding sequence, and the chance each is accepted once the one before it was.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecDraws {
+    pub tokens: u32,
+    pub conditional: Vec<f64>,
+}
+
+impl SpecDraws {
+    /// From the per-position rates vLLM reports (position `i` accepted in `rates[i]` of drafts,
+    /// every one before it too).
+    pub fn from_rates(tokens: u32, rates: &[f64]) -> Self {
+        let mut before = 1.0;
+        let conditional = rates
+            .iter()
+            .map(|&p| {
+                let c = if before > 0.0 { (p / before).clamp(0.0, 1.0) } else { 0.0 };
+                before = p;
+                c
+            })
+            .collect();
+        SpecDraws { tokens, conditional }
+    }
+
+    /// Draft tokens accepted out of `drafts`: each after the one before it, at its chance.
+    fn accepted(&self, drafts: u32, rng: &mut SimRng) -> u32 {
+        let mut n = 0;
+        while n < drafts && rng.next_f64() < self.conditional.get(n as usize).copied().unwrap_or(0.0) {
+            n += 1;
+        }
+        n
+    }
 }
 
 impl EngineConfig {
@@ -95,6 +133,11 @@ impl EngineConfig {
             jitter_sigma: s.stack.jitter_sigma,
             async_scheduling: s.options.async_scheduling,
             pipeline_batches: s.options.pp.max(1),
+            spec: s
+                .options
+                .speculative
+                .as_ref()
+                .map(|sp| SpecDraws::from_rates(sp.num_speculative_tokens, &sp.acceptance)),
         }
     }
 }
@@ -111,6 +154,9 @@ pub struct Emission {
     pub token: u32,
     /// Set on the request's last token; the id is stale afterwards.
     pub finish: Option<FinishReason>,
+    /// The token follows another of the same request in the same step (an accepted draft):
+    /// vLLM streams them in one chunk.
+    pub continues: bool,
 }
 
 /// What one step did.
@@ -136,6 +182,12 @@ pub struct EngineCounters {
     pub generation_tokens: u64,
     /// Time some step was running, ns (steps in flight at once counted once).
     pub busy_ns: u64,
+    /// Speculative decoding: sequences' verifications with drafts, the draft tokens, those
+    /// accepted, and those accepted at each position (vLLM's `spec_decode` counters).
+    pub spec_drafts: u64,
+    pub spec_draft_tokens: u64,
+    pub spec_accepted: u64,
+    pub spec_accepted_per_pos: [u64; crate::options::MAX_SPEC_TOKENS as usize],
 }
 
 /// One scheduled sequence of a batch, and the request it was scheduled for (a slot may be
@@ -188,6 +240,9 @@ pub struct Engine {
     cost: Box<dyn StepCost>,
     jitter_rng: SimRng,
     eos_rng: SimRng,
+    /// Draws of accepted draft tokens (its own stream: runs without speculative decoding are
+    /// unchanged).
+    spec_rng: SimRng,
     seed: u64,
     now_ns: u64,
     pool: BlockPool,
@@ -227,6 +282,7 @@ impl Engine {
             cost,
             jitter_rng: SimRng::new(seed),
             eos_rng: SimRng::new(seed ^ 0xE05),
+            spec_rng: SimRng::new(seed ^ 0x5BEC),
             seed,
             now_ns: 0,
             pool,

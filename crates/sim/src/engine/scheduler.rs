@@ -74,8 +74,13 @@ impl Engine {
         let r = self.req(slot);
         let prefill = r.in_prefill();
         let upto = r.scheduled_upto();
-        let samples = upto + new_tokens == r.num_tokens();
-        batch.add_sequence(upto, new_tokens, self.cfg.window, prefill, samples);
+        let samples = upto + new_tokens >= r.num_tokens();
+        if !prefill && new_tokens > 1 {
+            // A decode with draft tokens (speculative decoding): its last token and the drafts.
+            batch.add_verification(upto, new_tokens, self.cfg.window);
+        } else {
+            batch.add_sequence(upto, new_tokens, self.cfg.window, prefill, samples);
+        }
         self.scheduled.push(Scheduled { slot, new_tokens, generation: r.generation, epoch: r.preemptions });
         self.req_mut(slot).in_flight += new_tokens;
     }
@@ -90,7 +95,19 @@ impl Engine {
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
             let r = self.req(slot);
-            let n = (r.num_tokens() - r.scheduled_upto()).min(budget);
+            let mut n = (r.num_tokens() - r.scheduled_upto()).min(budget);
+            if n == 1
+                && !r.in_prefill()
+                && let Some(spec) = &self.cfg.spec
+            {
+                // Speculative decoding: the last token and the drafts, none past the request's
+                // last output or the model's context.
+                let room = r
+                    .max_tokens
+                    .saturating_sub(r.num_output + 1)
+                    .min(self.cfg.max_model_len.saturating_sub(r.num_tokens()));
+                n = (1 + spec.tokens.min(room)).min(budget);
+            }
             if n == 0 {
                 // Its last token is still in flight through the pipeline's stages.
                 i += 1;
@@ -179,37 +196,59 @@ impl Engine {
                 continue;
             };
             r.in_flight -= new_tokens;
-            r.num_computed += new_tokens;
-            let full = (r.num_computed / bs) as usize;
+            // Draft tokens beyond the request's own (speculative decoding): those accepted are
+            // computed and emitted with the token the step samples.
+            let drafts = (r.num_computed + new_tokens).saturating_sub(r.num_tokens());
+            let accepted = match &self.cfg.spec {
+                Some(spec) if drafts > 0 => {
+                    let a = spec.accepted(drafts, &mut self.spec_rng);
+                    let c = &mut self.counters;
+                    c.spec_drafts += 1;
+                    c.spec_draft_tokens += u64::from(drafts);
+                    c.spec_accepted += u64::from(a);
+                    for pos in c.spec_accepted_per_pos.iter_mut().take(a as usize) {
+                        *pos += 1;
+                    }
+                    a
+                }
+                _ => 0,
+            };
+            r.num_computed += new_tokens - drafts + accepted;
+            // Blocks whose tokens are all known (accepted drafts fill theirs as they are emitted).
+            let full = ((r.num_computed / bs) as usize).min(r.hashes.len());
             for b in r.registered as usize..full {
                 self.pool.register(r.blocks[b], r.hashes[b]);
             }
-            r.registered = full as u32;
+            r.registered = r.registered.max(full as u32);
             if r.num_computed < r.num_tokens() {
                 continue;
             }
-            r.num_output += 1;
-            let token = r.output_token(r.num_tokens() - 1);
-            if r.num_tokens().is_multiple_of(bs) {
-                r.hash_completed_block(bs);
-            }
-            let finish = if r.num_output >= r.max_tokens {
-                Some(FinishReason::Length)
-            } else if r.num_output >= r.stop_at {
-                Some(FinishReason::Stop)
-            } else {
-                None
-            };
-            self.emissions.push(Emission {
-                id: super::RequestId { slot, generation: r.generation },
-                tag: r.tag,
-                index: r.num_output,
-                token,
-                finish,
-            });
-            self.counters.generation_tokens += 1;
-            if finish.is_some() {
-                any_finished = true;
+            for j in 0..=accepted {
+                r.num_output += 1;
+                let token = r.output_token(r.num_tokens() - 1);
+                if r.num_tokens().is_multiple_of(bs) {
+                    r.hash_completed_block(bs);
+                }
+                let finish = if r.num_output >= r.max_tokens {
+                    Some(FinishReason::Length)
+                } else if r.num_output >= r.stop_at {
+                    Some(FinishReason::Stop)
+                } else {
+                    None
+                };
+                self.emissions.push(Emission {
+                    id: super::RequestId { slot, generation: r.generation },
+                    tag: r.tag,
+                    index: r.num_output,
+                    token,
+                    finish,
+                    continues: j > 0,
+                });
+                self.counters.generation_tokens += 1;
+                if finish.is_some() {
+                    any_finished = true;
+                    break;
+                }
             }
         }
         if any_finished {

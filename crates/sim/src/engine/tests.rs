@@ -7,7 +7,7 @@ use super::*;
 use crate::cost::LinearCost;
 use crate::setup::KvLayout;
 
-fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineConfig {
+pub(super) fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineConfig {
     EngineConfig {
         max_num_seqs: seqs,
         max_num_batched_tokens: budget,
@@ -33,19 +33,20 @@ fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -> EngineCon
         jitter_sigma: 0.0,
         async_scheduling: false,
         pipeline_batches: 1,
+        spec: None,
     }
 }
 
-fn engine(cfg: EngineConfig, seed: u64) -> Engine {
+pub(super) fn engine(cfg: EngineConfig, seed: u64) -> Engine {
     let cost = LinearCost { per_step_s: 0.01, per_token_s: 1e-5, per_seq_s: 1e-4 };
     Engine::with_cost(cfg, Box::new(cost), seed)
 }
 
-fn ids(n: u32, seed: u32) -> PromptTokens {
+pub(super) fn ids(n: u32, seed: u32) -> PromptTokens {
     PromptTokens::Ids((0..n).map(|i| i.wrapping_mul(2_654_435_761) ^ seed).collect())
 }
 
-fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) -> NewRequest {
+pub(super) fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) -> NewRequest {
     NewRequest { tag, prompt, max_tokens, ignore_eos: true, arrived_ns: at, chat: false }
 }
 
@@ -63,11 +64,11 @@ fn private_units(e: &Engine) -> u64 {
 }
 
 /// (tag, outputs, finish reason) of a finished request.
-type Finished = (u64, u32, Option<FinishReason>);
+pub(super) type Finished = (u64, u32, Option<FinishReason>);
 
 /// Runs every request to the end, checking invariants after each step; returns the finished
 /// requests and the order in which tags were first scheduled.
-fn run_checked(e: &mut Engine) -> (Vec<Finished>, Vec<u64>) {
+pub(super) fn run_checked(e: &mut Engine) -> (Vec<Finished>, Vec<u64>) {
     let mut done = Vec::new();
     let mut first_scheduled = Vec::new();
     let mut guard = 0;
@@ -107,6 +108,31 @@ fn run_checked(e: &mut Engine) -> (Vec<Finished>, Vec<u64>) {
     (done, first_scheduled)
 }
 
+/// Adds requests of random lengths and arrival gaps, each of which fits the pool alone; returns
+/// each tag with its output length.
+pub(super) fn add_random_requests(
+    e: &mut Engine,
+    lens: &[(u32, u32, u64)],
+    blocks: u64,
+    shared: bool,
+) -> Vec<(u64, u32)> {
+    let mut at = 0;
+    let mut asked = Vec::new();
+    for (tag, (prompt, out, gap)) in lens.iter().enumerate() {
+        at += gap;
+        // Every request must fit alone: prompt + output within the pool.
+        let prompt = (*prompt).min((blocks as u32 * 16).saturating_sub(*out + 16)).max(1);
+        let p = if shared {
+            PromptTokens::Synthetic { len: prompt, shared_prefix: Some(SharedPrefix { group: 7, len: 64 }) }
+        } else {
+            ids(prompt, tag as u32)
+        };
+        e.add(request(tag as u64, p, *out, at)).unwrap();
+        asked.push((tag as u64, *out));
+    }
+    asked
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -123,20 +149,7 @@ proptest! {
         let budget = budget.max(seqs);
         let cfg = EngineConfig { pipeline_batches: stages, ..config(blocks, seqs, budget, caching) };
         let mut e = engine(cfg, 1);
-        let mut at = 0;
-        let mut asked = Vec::new();
-        for (tag, (prompt, out, gap)) in lens.iter().enumerate() {
-            at += gap;
-            // Every request must fit alone: prompt + output within the pool.
-            let prompt = (*prompt).min((blocks as u32 * 16).saturating_sub(*out + 16)).max(1);
-            let p = if shared {
-                PromptTokens::Synthetic { len: prompt, shared_prefix: Some(SharedPrefix { group: 7, len: 64 }) }
-            } else {
-                ids(prompt, tag as u32)
-            };
-            e.add(request(tag as u64, p, *out, at)).unwrap();
-            asked.push((tag as u64, *out));
-        }
+        let asked = add_random_requests(&mut e, &lens, blocks, shared);
         let (done, _) = run_checked(&mut e);
         prop_assert_eq!(done.len(), asked.len());
         for (tag, out) in asked {

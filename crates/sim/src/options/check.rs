@@ -11,6 +11,13 @@ use crate::model::ModelShape;
 impl ServingOptions {
     pub(super) fn check(&self, model: &ModelShape, hw: &HardwareSpec) -> Result<(), SimError> {
         let conflict = |s: String| Err(SimError::Conflict(s));
+        if self.speculative.is_some() && self.pp > 1 {
+            return conflict(format!(
+                "speculative decoding with pp={} is not modelled (vLLM's drafters run beside one pipeline stage); \
+                 use tp instead of pp, or drop speculative-config",
+                self.pp
+            ));
+        }
         let gpus = u64::from(self.tp) * u64::from(self.pp) * u64::from(self.dp);
         if gpus > u64::from(MAX_GPUS) {
             return conflict(format!(

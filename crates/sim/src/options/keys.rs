@@ -1,7 +1,7 @@
 //! The serving options' keys with what each means: the listing an unknown key is answered with.
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 32] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 35] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -61,6 +61,15 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 32] = [
     (
         "bench-client",
         "servebench (default) or vllm: predict's client; vllm sends as `vllm bench serve`'s one Python loop does, a burst one request after another, and times each from its own start (a served twin refuses it: its caller is the client)",
+    ),
+    (
+        "speculative-config",
+        "speculative decoding as vLLM's JSON: {\"method\": \"mtp\", \"num_speculative_tokens\": 2} (mtp: the model's own layer once a draft; ngram: on the host; eagle, eagle3, draft_model: with \"model\", a preset or config.json)",
+    ),
+    ("num-speculative-tokens", "draft tokens a step proposes for each decoding sequence (1 to 16)"),
+    (
+        "spec-acceptance",
+        "how often drafts are accepted, needed with speculative-config: the rate of each position as vLLM reports it (0.8,0.55), or one rate for all (0.7)",
     ),
     ("seed", "seed of the engine's random draws when no run seed is given"),
     (

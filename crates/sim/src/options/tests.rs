@@ -448,3 +448,56 @@ fn vllm_starts_one_api_server_a_data_parallel_engine_unless_told() {
     let bad = parse("Qwen/Qwen3-8B", "h100-sxm", &[("api-server-count", "0")]).unwrap_err().to_string();
     assert!(bad.contains("api-server-count") && bad.contains(">= 1"), "{bad}");
 }
+
+#[test]
+fn speculative_decoding_is_read_as_vllm_spells_it_and_needs_its_acceptance() {
+    let spec = |pairs: &[(&str, &str)]| parse("deepseek-ai/DeepSeek-R1", "h200", pairs).map(|o| o.speculative);
+    let mtp = r#"{"method": "mtp", "num_speculative_tokens": 2}"#;
+    let s = spec(&[("speculative-config", mtp), ("spec-acceptance", "0.8,0.5")]).unwrap().unwrap();
+    assert_eq!((s.method, s.num_speculative_tokens, s.acceptance.clone()), (SpecMethod::Mtp, 2, vec![0.8, 0.5]));
+    assert!((s.acceptance_length() - 2.3).abs() < 1e-12);
+    // One rate: the chance of each draft after the one before it.
+    let s = spec(&[("speculative_config", mtp), ("spec-acceptance", "0.5")]).unwrap().unwrap();
+    assert_eq!(s.acceptance, vec![0.5, 0.25]);
+    // A model's own MTP method name, and the tokens given apart.
+    let s = spec(&[
+        ("speculative-config", r#"{"method": "deepseek_mtp"}"#),
+        ("num-speculative-tokens", "1"),
+        ("spec-acceptance", "0.9"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!((s.method, s.num_speculative_tokens), (SpecMethod::Mtp, 1));
+    assert_eq!(spec(&[]).unwrap(), None);
+    let err = |pairs: &[(&str, &str)]| spec(pairs).unwrap_err().to_string();
+    let e = err(&[("speculative-config", mtp)]);
+    assert!(e.contains("needs spec-acceptance") && e.contains("0.8,0.55"), "{e}");
+    let e = err(&[("speculative-config", mtp), ("spec-acceptance", "0.5,0.8")]);
+    assert!(e.contains("rises with the position"), "{e}");
+    let e = err(&[("speculative-config", mtp), ("spec-acceptance", "0.8,0.5,0.2")]);
+    assert!(e.contains("3 rates for 2 draft tokens"), "{e}");
+    let e = err(&[("speculative-config", mtp), ("spec-acceptance", "1.5")]);
+    assert!(e.contains("rates in [0, 1]"), "{e}");
+    let e = err(&[
+        ("speculative-config", r#"{"method": "medusa", "num_speculative_tokens": 2}"#),
+        ("spec-acceptance", "0.5"),
+    ]);
+    assert!(e.contains("\"medusa\" is not modelled"), "{e}");
+    let e = err(&[
+        ("speculative-config", r#"{"method": "eagle3", "num_speculative_tokens": 2}"#),
+        ("spec-acceptance", "0.5"),
+    ]);
+    assert!(e.contains("need the draft model"), "{e}");
+    let e = err(&[("speculative-config", "mtp"), ("spec-acceptance", "0.5")]);
+    assert!(e.contains("vLLM's JSON"), "{e}");
+    let e = err(&[
+        ("speculative-config", r#"{"method": "mtp", "num_speculative_tokens": 2}"#),
+        ("num-speculative-tokens", "3"),
+        ("spec-acceptance", "0.5"),
+    ]);
+    assert!(e.contains("keep one"), "{e}");
+    let e = err(&[("spec-acceptance", "0.5")]);
+    assert!(e.contains("give its speculative-config too"), "{e}");
+    let e = err(&[("speculative-config", mtp), ("spec-acceptance", "0.5"), ("pp", "2")]);
+    assert!(e.contains("pp=2 is not modelled"), "{e}");
+}

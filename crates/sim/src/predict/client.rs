@@ -233,7 +233,10 @@ impl<'a> Client<'a> {
         let i = e.tag as usize;
         let Some(rec) = self.records.get_mut(i) else { return };
         let us = u32::try_from((end_abs - self.sent_abs[i]) / 1000).unwrap_or(u32::MAX);
-        rec.chunks_us.push(us);
+        // Accepted draft tokens travel in the chunk of the token before them.
+        if !e.continues {
+            rec.chunks_us.push(us);
+        }
         let turn = self.policy.turn_of(i);
         if let Some((c, _)) = turn {
             self.histories[c].answer.push(e.token);

@@ -421,3 +421,26 @@ fn every_preset_pair_predicts_or_is_refused_with_a_reason() {
     assert_eq!(predicted + refused, pairs);
     assert!(predicted > pairs / 2, "{predicted} of {pairs} predicted");
 }
+
+#[test]
+fn accepted_drafts_arrive_in_the_chunk_of_the_token_before_them() {
+    // Eight requests of 64 tokens; ngram drafts (no GPU drafter), three a step, always accepted:
+    // the first token, then 63 in steps of four, the last of three.
+    let spec = [
+        ("jitter", "0"),
+        ("speculative-config", r#"{"method": "ngram", "num_speculative_tokens": 3}"#),
+        ("spec-acceptance", "1"),
+    ];
+    let p = plan(8, |_| 128, |_| 64, 0);
+    let with = predict(&p, &config(None, false), &setup("Qwen/Qwen3-8B", "h100-sxm", &spec));
+    let without = predict(&p, &config(None, false), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0")]));
+    for rec in &with.records {
+        assert!(rec.succeeded(), "{rec:?}");
+        assert_eq!(rec.usage.completion_tokens, Some(64));
+        assert_eq!(rec.chunks_us.len(), 1 + 16, "{rec:?}");
+        assert!(rec.chunks_us.windows(2).all(|w| w[0] < w[1]), "{rec:?}");
+    }
+    // A memory-bound decode verifies four positions in about the time of one.
+    let (fast, slow) = (mean_tpot_ms(&with), mean_tpot_ms(&without));
+    assert!(fast < 0.35 * slow && fast > 0.2 * slow, "{fast} ms against {slow} ms a token");
+}

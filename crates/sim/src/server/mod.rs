@@ -39,6 +39,8 @@ mod api;
 mod dialect;
 mod metrics;
 mod pacer;
+#[cfg(test)]
+mod spec_tests;
 mod stream;
 #[cfg(test)]
 mod tests;

@@ -75,8 +75,9 @@ pub(crate) struct Arrival {
 /// What a stream hears from the pacer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// Output token `index` (1-based) is out; `finish` is set on the last one.
-    Token { index: u32, finish: Option<FinishReason> },
+    /// Output tokens `first..=index` (1-based) are out, in one chunk (more than one where
+    /// speculative decoding accepted drafts); `finish` is set on the last one.
+    Token { first: u32, index: u32, finish: Option<FinishReason> },
     /// The request ended without finishing (refused by the engine, or the server stopped).
     Failed(String),
 }
@@ -307,15 +308,23 @@ impl Pacer {
     /// Sends every emission of a step to its stream, as written at `end`.
     fn deliver(&mut self, end: u64, step: &[Emission]) {
         let secs = |ns: u64| ns as f64 * 1e-9;
-        for e in step {
+        let mut first = 0;
+        for (k, e) in step.iter().enumerate() {
+            if !e.continues {
+                first = e.index;
+            }
+            // Accepted draft tokens go out in the chunk of the token before them.
+            if step.get(k + 1).is_some_and(|next| next.continues) {
+                continue;
+            }
             let Some(live) = self.live.get_mut(&e.tag) else { continue };
-            if e.index == 1 {
+            if first == 1 {
                 self.observed.ttft.observe(secs(end - live.arrived_ns));
             } else {
                 self.observed.itl.observe(secs(end - live.last_ns));
             }
             live.last_ns = end;
-            let sent = live.events.send(Event::Token { index: e.index, finish: e.finish }).is_ok();
+            let sent = live.events.send(Event::Token { first, index: e.index, finish: e.finish }).is_ok();
             if e.finish.is_some() {
                 let live = self.live.remove(&e.tag).expect("looked up above");
                 self.observed.e2e.observe(secs(end - live.arrived_ns));
@@ -409,7 +418,10 @@ mod tests {
             streams.push(stream);
         }
         for stream in &mut streams {
-            assert_eq!(stream.blocking_recv(), Some(Event::Token { index: 1, finish: Some(FinishReason::Length) }));
+            assert_eq!(
+                stream.blocking_recv(),
+                Some(Event::Token { first: 1, index: 1, finish: Some(FinishReason::Length) })
+            );
         }
         let (reply, snap) = oneshot::channel();
         tx.send(ToPacer::Snapshot(reply)).unwrap();

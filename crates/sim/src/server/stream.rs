@@ -66,8 +66,10 @@ impl Admission {
         let mut text = String::new();
         while let Some(event) = self.rx.recv().await {
             match event {
-                Event::Token { index, finish } => {
-                    text.push_str(answer.text.token(answer.salt, index));
+                Event::Token { first, index, finish } => {
+                    for i in first..=index {
+                        text.push_str(answer.text.token(answer.salt, i));
+                    }
                     if let Some(finish) = finish {
                         self.ended = true;
                         return Ok(Collected { text, completion_tokens: index, finish });
@@ -118,13 +120,20 @@ impl SseStream {
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Token { index, finish } => {
-                if index == 1
+            Event::Token { first, index, finish } => {
+                if first == 1
                     && let Some(role) = self.renderer.opening(self.answer.prompt_tokens)
                 {
                     self.queued.push_back(role);
                 }
-                let text = self.answer.text.token(self.answer.salt, index);
+                // One token's text as it is; accepted drafts' joined into their chunk.
+                let joined: String;
+                let text = if first == index {
+                    self.answer.text.token(self.answer.salt, index)
+                } else {
+                    joined = (first..=index).map(|i| self.answer.text.token(self.answer.salt, i)).collect();
+                    &joined
+                };
                 let finish_reason = finish.map(finish_str);
                 let chunk = if finish.is_some() && self.usage_in_last {
                     self.renderer.token_chunk_with_usage(text, finish_reason, self.answer.prompt_tokens, index)

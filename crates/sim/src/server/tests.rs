@@ -24,7 +24,7 @@ use crate::presets::Presets;
 use crate::setup::SimSetup;
 
 /// Qwen3-0.6B on one H100 with a short API delay, so answers come quickly.
-fn setup(extra: &[(&str, &str)]) -> SimSetup {
+pub(super) fn setup(extra: &[(&str, &str)]) -> SimSetup {
     let mut pairs = vec![("alpha-api-ms", "2"), ("jitter", "0")];
     pairs.extend_from_slice(extra);
     let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -39,7 +39,7 @@ fn qwen3() -> Arc<Tokenizer> {
     }))
 }
 
-fn app_with(setup: &SimSetup, options: ServerOptions) -> Router {
+pub(super) fn app_with(setup: &SimSetup, options: ServerOptions) -> Router {
     let (shared, _pacer) = spawn_engine(setup, options).unwrap();
     api::router(shared)
 }
@@ -49,7 +49,7 @@ fn app() -> Router {
 }
 
 /// Status, headers and body of one in-process request.
-async fn call(
+pub(super) async fn call(
     app: &Router,
     method: &str,
     path: &str,
@@ -78,7 +78,7 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
 }
 
 /// The JSON payloads of an SSE body, `[DONE]` as the string "[DONE]".
-fn frames(body: &str) -> Vec<Value> {
+pub(super) fn frames(body: &str) -> Vec<Value> {
     let mut out = Vec::new();
     SseDecoder::new()
         .feed(body.as_bytes(), |e| {
@@ -90,7 +90,7 @@ fn frames(body: &str) -> Vec<Value> {
 }
 
 /// Token chunks, text and usage of a stream, by the client's own classifier.
-fn tokens_of(api: Api, body: &str) -> (usize, String, Option<u32>, bool) {
+pub(super) fn tokens_of(api: Api, body: &str) -> (usize, String, Option<u32>, bool) {
     let (mut tokens, mut text, mut completion, mut done) = (0, String::new(), None, false);
     SseDecoder::new()
         .feed(body.as_bytes(), |e| match classify(api, e.data).unwrap() {
@@ -105,7 +105,7 @@ fn tokens_of(api: Api, body: &str) -> (usize, String, Option<u32>, bool) {
     (tokens, text, completion, done)
 }
 
-fn completion(prompt: &str, max_tokens: u32, stream: bool) -> Value {
+pub(super) fn completion(prompt: &str, max_tokens: u32, stream: bool) -> Value {
     json!({"model": "Qwen/Qwen3-0.6B", "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": true,
            "stream": stream, "stream_options": {"include_usage": true}})
 }

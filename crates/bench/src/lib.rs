@@ -110,6 +110,7 @@ pub fn run_result(records: Vec<RequestRecord>) -> RunResult {
         client: None,
         shard: None,
         telemetry: None,
+        spec_decode: None,
     }
 }
 

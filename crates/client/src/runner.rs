@@ -27,6 +27,7 @@ use http::HeaderValue;
 use servebench_core::config::{RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, TokenCounting};
 use servebench_core::record::{RunResult, TokenSource};
+use servebench_core::telemetry::SpecDecodeCounts;
 use servebench_core::vllm::render_traffic;
 use servebench_workload::BodyBuilder;
 
@@ -37,7 +38,7 @@ use crate::dispatch::{
 use crate::http::{HttpClient, HttpError, request_headers};
 use crate::monitor::Monitor;
 use crate::progress::{Progress, progress_bar, spawn_ticker};
-use crate::scrape::{ScrapeSpec, Scraper};
+use crate::scrape::{ScrapeSpec, Scraper, spec_decode_counters};
 use crate::stream::StreamContext;
 use crate::warmup::{ReadyCheck, ready_check, warm_up};
 
@@ -61,6 +62,9 @@ pub struct RunOptions {
     /// Begin the timed run at this wall-clock instant (a start shared with other workers of a
     /// sharded run), after the ready check and the warm-up; at once when it has passed.
     pub start_at: Option<SystemTime>,
+    /// Read the server's speculative-decoding counters from its `/metrics` before and after the
+    /// timed run, as `vllm bench serve` does (two GETs outside the run's own connections).
+    pub spec_decode_counters: bool,
 }
 
 impl Default for RunOptions {
@@ -72,6 +76,7 @@ impl Default for RunOptions {
             ready_retry_interval: Duration::from_secs(5),
             progress: true,
             start_at: None,
+            spec_decode_counters: true,
         }
     }
 }
@@ -84,6 +89,7 @@ impl std::fmt::Debug for RunOptions {
             .field("ready_retry_interval", &self.ready_retry_interval)
             .field("progress", &self.progress)
             .field("start_at", &self.start_at)
+            .field("spec_decode_counters", &self.spec_decode_counters)
             .finish_non_exhaustive()
     }
 }
@@ -156,6 +162,11 @@ where
         log(line);
     }
 
+    let spec_counters = async || match options.spec_decode_counters {
+        true => spec_decode_counters(&target.base_url, &target.headers, options.api_key.clone(), target.insecure).await,
+        false => None,
+    };
+    let spec_before = spec_counters().await;
     let show = options.progress && !config.output.disable_progress;
     let bar = progress_bar(plan.len() as u64, show);
     let ticker = spawn_ticker(bar.clone(), Arc::clone(&progress), Duration::from_millis(125));
@@ -184,10 +195,11 @@ where
         Some(s) => s.finish().await,
         None => None,
     };
+    let spec_decode = spec_counters().await.and_then(|after| SpecDecodeCounts::between(spec_before.as_ref(), &after));
     ticker.abort();
     bar.set_position(Progress::get(&progress.completed));
     bar.finish();
-    Ok(RunResult { client: observed, telemetry, ..result(config, plan, &options, outcome, Some(began)) })
+    Ok(RunResult { client: observed, telemetry, spec_decode, ..result(config, plan, &options, outcome, Some(began)) })
 }
 
 /// Waits for the wall-clock instant `at`: on the timer until 2 ms before it (the timer's
@@ -345,5 +357,6 @@ fn result(
         client: None,
         shard: None,
         telemetry: None,
+        spec_decode: None,
     }
 }

@@ -4,11 +4,13 @@
 //! the whole run. Each endpoint has its own one-connection client; a scrape that fails or times
 //! out is noted with its reason and the next one is tried as usual: telemetry never stops or
 //! fails a run. Everything stays in the task's locals and comes back once, when the run ends.
+//! Apart from it, the speculative-decoding counters are read once before and once after the
+//! run, as `vllm bench serve` reads them ([`spec_decode_counters`]).
 
 use std::time::{Duration, Instant};
 
 use http::{Method, Uri};
-use servebench_core::telemetry::{ServerTelemetry, Source, read};
+use servebench_core::telemetry::{ServerTelemetry, Source, SpecDecodeCounts, read};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -109,4 +111,21 @@ async fn scrape(
         e.scrape(t0, timeout).await;
     }
     ServerTelemetry { interval_s: interval.as_secs_f64(), sources: endpoints.into_iter().map(|e| e.source).collect() }
+}
+
+/// The server's speculative-decoding counters now (`{base_url}/metrics`), which `vllm bench
+/// serve` reads before and after its timed run; `None` where the server has none, or does not
+/// answer within two seconds (a server without `/metrics` loses nothing).
+pub(crate) async fn spec_decode_counters(
+    base_url: &str,
+    headers: &[(String, String)],
+    api_key: Option<String>,
+    insecure: bool,
+) -> Option<SpecDecodeCounts> {
+    let url = format!("{}/metrics", base_url.trim_end_matches('/'));
+    let headers = request_headers(headers, api_key);
+    let client = HttpClient::new(&url, &headers, 1, insecure).ok()?;
+    let target = client.target(&url).ok()?;
+    let text = call(&client, Method::GET, &url, &target, None, Duration::from_secs(2)).await.ok()?;
+    SpecDecodeCounts::read(&text)
 }

@@ -284,7 +284,14 @@ fn level_plan(requests: usize, max_tokens: u32) -> Plan {
 }
 
 fn quiet() -> RunOptions {
-    RunOptions { log: Arc::new(|_| {}), api_key: None, progress: false, ..RunOptions::default() }
+    // The scripted server has no `/metrics`: nothing to read before and after.
+    RunOptions {
+        log: Arc::new(|_| {}),
+        api_key: None,
+        progress: false,
+        spec_decode_counters: false,
+        ..RunOptions::default()
+    }
 }
 
 /// The server's thread: told to stop, it hands back what it saw.

@@ -125,6 +125,7 @@ impl Synth {
             client: None,
             shard: None,
             telemetry: None,
+            spec_decode: None,
         }
     }
 

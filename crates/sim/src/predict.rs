@@ -21,6 +21,7 @@ mod telemetry;
 use servebench_core::config::{Api, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
+use servebench_core::telemetry::SpecDecodeCounts;
 
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
 use crate::options::{BenchClient, Warmup};
@@ -147,6 +148,18 @@ pub(crate) fn warmup_count(mode: Warmup, config: &RunConfig) -> usize {
     }
 }
 
+/// The engine's speculative-decoding counters, as its `/metrics` would show them.
+pub(crate) fn spec_counts(engine: &Engine) -> SpecDecodeCounts {
+    let c = engine.counters();
+    let positions = engine.config().spec.as_ref().map_or(0, |s| s.tokens as usize);
+    SpecDecodeCounts {
+        num_drafts: c.spec_drafts,
+        draft_tokens: c.spec_draft_tokens,
+        accepted_tokens: c.spec_accepted,
+        accepted_per_position: c.spec_accepted_per_pos[..positions].to_vec(),
+    }
+}
+
 /// The warm-up requests the run's own flags ask for: the ready check's first request and
 /// `--num-warmups`.
 fn asked_warmups(config: &RunConfig) -> usize {
@@ -197,6 +210,8 @@ pub(crate) fn predict_prepared(
     let mut notes = sim.notes.clone();
 
     let warmups = run_warmups(&mut engine, plan, &prompts, warmups);
+    // The speculative decoder's counters as `vllm bench serve` reads them: after the warm-ups.
+    let spec_before = spec_counts(&engine);
     if warmups > 0 {
         let cached = if sim.options.enable_prefix_caching { " (their prefix stays cached)" } else { "" };
         notes.push(format!("{warmups} warm-up request(s) identical to request 0 ran before the clock started{cached}"));
@@ -287,6 +302,7 @@ pub(crate) fn predict_prepared(
         notes.extend(note);
         telemetry
     });
+    let spec_decode = SpecDecodeCounts::between(Some(&spec_before), &spec_counts(&engine));
     let mut records = client.finish();
     for rec in &records {
         if rec.failure.is_some() && rec.status == 400 {
@@ -319,6 +335,7 @@ pub(crate) fn predict_prepared(
         client: None,
         shard: None,
         telemetry,
+        spec_decode,
     }
 }
 

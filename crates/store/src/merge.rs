@@ -129,6 +129,7 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
         client: None,
         shard: Some(Sharding::Worker(worker.clone())),
         telemetry: ours.get("server_telemetry").and_then(|v| serde_json::from_value(v.clone()).ok()),
+        spec_decode: None,
     };
     let health = ours.get("health").and_then(|h| h.get("verdict")).and_then(|v| serde_json::from_value(v.clone()).ok());
     Ok(ShardResult { source: source.to_string(), worker, run, health })
@@ -269,6 +270,7 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
         client: None,
         // Every worker loads the same server: the first worker's scrapes stand for the run.
         telemetry: parts.iter().find_map(|p| p.run.telemetry.clone()),
+        spec_decode: None,
         shard: Some(Sharding::Merged(MergedShards {
             world,
             plan_hash: hash,

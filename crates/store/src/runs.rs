@@ -467,6 +467,7 @@ mod tests {
             client: None,
             shard: None,
             telemetry: None,
+            spec_decode: None,
         };
         let new = NewRun::from_run(RunKind::Bench, &run, &Summary::default());
         assert_eq!(new.target.as_deref(), Some("http://h:8000"));

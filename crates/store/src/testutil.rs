@@ -58,6 +58,7 @@ pub(crate) fn sample_run() -> RunResult {
         client: None,
         shard: None,
         telemetry: None,
+        spec_decode: None,
     }
 }
 

@@ -196,6 +196,7 @@ mod tests {
             client: None,
             shard: None,
             telemetry: None,
+            spec_decode: None,
         };
         (plan, result)
     }

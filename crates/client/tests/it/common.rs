@@ -55,7 +55,9 @@ pub fn config(base_url: &str, api: Api) -> RunConfig {
     c
 }
 
-/// Options for tests: no progress bar, no API key, the log kept in `lines`.
+/// Options for tests: no progress bar, no API key, the log kept in `lines`, and no reading of
+/// speculative-decoding counters (the test servers count every connection they see; the
+/// reading has its own test).
 pub fn options(lines: &Arc<Mutex<Vec<String>>>) -> RunOptions {
     let sink = Arc::clone(lines);
     RunOptions {
@@ -65,6 +67,7 @@ pub fn options(lines: &Arc<Mutex<Vec<String>>>) -> RunOptions {
         ready_retry_interval: Duration::from_millis(50),
         progress: false,
         start_at: None,
+        spec_decode_counters: false,
     }
 }
 

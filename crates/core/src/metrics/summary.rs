@@ -132,6 +132,9 @@ pub struct Summary {
     /// Connects, TLS, response heads and first bytes; `None` when the records do not say.
     #[serde(default)]
     pub http: Option<super::HttpBreakdown>,
+    /// The server's speculative decoding over the run (vLLM's report section of that name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode: Option<crate::telemetry::SpecDecodeCounts>,
 }
 
 impl Summary {
@@ -291,6 +294,7 @@ impl Summary {
             slices: Vec::new(),
             server: run.telemetry.clone(),
             http: super::HttpBreakdown::of(&run.records),
+            spec_decode: run.spec_decode.clone(),
         }
     }
 }

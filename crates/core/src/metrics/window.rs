@@ -118,7 +118,15 @@ pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
         return None;
     }
     let len_s = (to - from) as f64 / NS;
-    let window = RunResult { records: inside, duration_s: len_s, client: None, telemetry: None, ..run.clone() };
+    // The server's counters cover the whole run, not the window.
+    let window = RunResult {
+        records: inside,
+        duration_s: len_s,
+        client: None,
+        telemetry: None,
+        spec_decode: None,
+        ..run.clone()
+    };
     let mut summary = Summary::compute_plain(&window);
     let counts = Counts::of(&run.records, from, to);
     summary.request_throughput = counts.completed as f64 / len_s;

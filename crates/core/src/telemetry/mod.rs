@@ -10,6 +10,8 @@
 //! them (prefix-cache hits, spec-decode acceptance, mean queue time, the server's own TTFT).
 
 pub mod exposition;
+mod spec_decode;
+pub use spec_decode::SpecDecodeCounts;
 
 use serde::{Deserialize, Serialize};
 

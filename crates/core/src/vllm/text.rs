@@ -105,6 +105,9 @@ fn render_block(header: &str, summary: &Summary, style: TextStyle) -> String {
             float_line(&mut out, &format!("P{} {name} (ms):", p_word(p)), v);
         }
     }
+    if let Some(spec) = &s.spec_decode {
+        render_spec_decode(&mut out, spec);
+    }
     out.push_str(labels::FOOTER);
     out.push('\n');
     out
@@ -148,6 +151,23 @@ pub fn render_traffic(traffic: &Traffic) -> String {
     let cap = traffic.max_concurrency.map_or_else(|| "None".to_string(), |c| c.to_string());
     let _ = writeln!(out, "Maximum request concurrency: {cap}");
     out
+}
+
+/// vLLM's speculative-decoding section: acceptance, counts, and the rate of each position.
+fn render_spec_decode(out: &mut String, spec: &crate::telemetry::SpecDecodeCounts) {
+    let _ = writeln!(out, "{:-^50}", "Speculative Decoding");
+    float_line(out, "Acceptance rate (%):", spec.acceptance_rate_pct());
+    float_line(out, "Acceptance length:", spec.acceptance_length());
+    int_line(out, "Drafts:", spec.num_drafts);
+    int_line(out, "Draft tokens:", spec.draft_tokens);
+    int_line(out, "Accepted tokens:", spec.accepted_tokens);
+    let rates = spec.per_position_rates();
+    if !rates.is_empty() {
+        out.push_str("Per-position acceptance (%):\n");
+        for (i, r) in rates.iter().enumerate() {
+            float_line(out, &format!("  Position {i}:"), r * 100.0);
+        }
+    }
 }
 
 fn int_line(out: &mut String, label: &str, value: u64) {

@@ -12,5 +12,6 @@ mod sim_cli;
 mod sim_fit_cli;
 mod sim_http;
 mod sim_validate_cli;
+mod spec_decode;
 mod store;
 mod sweep;

@@ -63,6 +63,7 @@ fn measured(ttft_ms: u32, seed: u32) -> NewRun {
         client: None,
         shard: None,
         telemetry: None,
+        spec_decode: None,
     };
     NewRun::from_run(RunKind::Bench, &run, &Summary::compute(&run))
 }

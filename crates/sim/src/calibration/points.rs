@@ -234,10 +234,22 @@ impl MeasuredPoint {
         if measured.is_empty() {
             return Err("the run has none of mean TTFT, mean TPOT and output throughput".into());
         }
+        // A speculative decoder's acceptance is what the run measured of its drafter and text,
+        // which the simulator takes as given (`spec-acceptance`).
+        let labels = s
+            .spec_decode
+            .as_ref()
+            .map(|spec| {
+                let rates: Vec<String> = spec.per_position_rates().iter().map(|r| format!("{r:.4}")).collect();
+                ("spec-acceptance".to_string(), rates.join(","))
+            })
+            .filter(|(_, rates)| !rates.is_empty())
+            .into_iter()
+            .collect();
         Ok(MeasuredPoint {
             label,
             headings,
-            labels: Vec::new(),
+            labels,
             workload: PointWorkload {
                 num_prompts: usize::try_from(n).unwrap_or(usize::MAX),
                 input: Lengths::Even { total: s.total_input_tokens.max(n) },
@@ -314,7 +326,8 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
                 message: format!("block at line {}: {message}", block.line),
             }
         })?;
-        point.labels = labels;
+        // The block's own labels first (they win), then what it measured.
+        point.labels.splice(0..0, labels);
         point.read_backend();
         point.read_arrivals();
         super::datasets::shape_by_dataset(&mut point);
@@ -366,7 +379,7 @@ fn rebuild_runner_metrics(point: &mut MeasuredPoint, values: &[(String, f64)], s
 pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, String> {
     let summary = summary_from_vllm_json(value).map_err(|e| e.to_string())?;
     let mut p = MeasuredPoint::from_summary(label, Vec::new(), &summary)?;
-    p.labels = json_labels(value);
+    p.labels.splice(0..0, json_labels(value));
     if let Some(b) = value.get("backend").and_then(Value::as_str) {
         p.labels.push(("backend".into(), b.to_string()));
     }

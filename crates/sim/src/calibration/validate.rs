@@ -49,10 +49,16 @@ pub struct Skipped {
 const HARDWARE_KEYS: [&str; 3] = ["hw", "hardware", "gpu"];
 /// Labels that name the serving engine a row measured (InferenceX's `framework`).
 const ENGINE_KEYS: [&str; 2] = ["framework", "engine"];
-/// Labels of ways of serving the simulator does not model, with what each is, where a row sets
-/// them to anything but none or false (InferenceX's `spec-decoding` and `disagg`; `_` or `-`).
-const UNMODELLED_KEYS: [(&str, &str); 2] =
-    [("spec-decoding", "speculative decoding"), ("disagg", "disaggregated prefill and decode")];
+/// Labels of ways of serving a point cannot be predicted from, with why, where a row sets them to
+/// anything but none or false (InferenceX's `spec-decoding` and `disagg`; `_` or `-`).
+const UNMODELLED_KEYS: [(&str, &str); 2] = [
+    (
+        "spec-decoding",
+        "speculative decoding without its draft tokens and acceptance, which the simulator needs (a serve line's \
+         --speculative-config and a report's Speculative Decoding section give them)",
+    ),
+    ("disagg", "disaggregated prefill and decode, which the simulator does not model"),
+];
 
 /// Maps each point to its deployment; points that cannot be mapped are returned as skipped.
 pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) -> (Vec<Target>, Vec<Skipped>) {
@@ -80,9 +86,7 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
             .or_else(|| label(&key.replace('-', "_")))
             .filter(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "none" | "false" | "0" | "off"))
         {
-            return Err(format!(
-                "it ran {what} ({key} {v}), which the simulator does not model, so it is not predicted (leave it out)"
-            ));
+            return Err(format!("it ran {what} ({key} {v}), so it is not predicted (leave it out)"));
         }
     }
     // A point carries the deployment's settings; the simulator's own constants are given to
@@ -112,6 +116,12 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
         .into_iter()
         .chain(SERVE_OPTION_LABELS.iter().filter_map(|k| label(k).map(|v| (k.to_string(), v.to_string()))))
         .chain(precision.map(|p| ("precision".to_string(), p.to_string())))
+        // The acceptance a speculative decoder measured, for the drafts its serve line gives.
+        .chain(
+            label("speculative-config")
+                .and(label("spec-acceptance"))
+                .map(|a| ("spec-acceptance".to_string(), a.to_string())),
+        )
         .chain(release.map(|(major, minor)| ("vllm-release".to_string(), format!("{major}.{minor}"))));
     options.extend(from_labels.filter(|(key, _)| !d.options.iter().any(|(k, _)| k == key)));
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());

@@ -92,6 +92,8 @@ pub(crate) struct Snapshot {
     pub busy_percent: f64,
     pub counters: EngineCounters,
     pub observed: Observed,
+    /// Draft tokens a step proposes (speculative decoding); 0 without.
+    pub spec_tokens: u32,
 }
 
 /// Renders `snap` in Prometheus' text format (0.0.4) as vLLM's `prometheus_client` writes it:
@@ -141,6 +143,26 @@ pub(crate) fn render(snap: &Snapshot, model: &str) -> String {
         "Number of generation tokens processed.",
         c.generation_tokens as f64,
     );
+    if snap.spec_tokens > 0 {
+        scalar("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", c.spec_drafts as f64);
+        scalar(
+            "vllm:spec_decode_num_draft_tokens_total",
+            "counter",
+            "Number of draft tokens.",
+            c.spec_draft_tokens as f64,
+        );
+        scalar(
+            "vllm:spec_decode_num_accepted_tokens_total",
+            "counter",
+            "Number of accepted tokens.",
+            c.spec_accepted as f64,
+        );
+        let name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+        let _ = writeln!(out, "# HELP {name} Accepted tokens per draft position.\n# TYPE {name} counter");
+        for (pos, n) in c.spec_accepted_per_pos.iter().take(snap.spec_tokens as usize).enumerate() {
+            let _ = writeln!(out, "{name}{{{labels},position=\"{pos}\"}} {}", py_float_repr(*n as f64));
+        }
+    }
     let name = "vllm:request_success_total";
     let _ = writeln!(out, "# HELP {name} Count of successfully processed requests.\n# TYPE {name} counter");
     for (reason, n) in ["stop", "length", "abort"].iter().zip(o.finished) {
@@ -222,6 +244,7 @@ mod tests {
             busy_percent: 40.0,
             counters: EngineCounters::default(),
             observed: o,
+            spec_tokens: 0,
         };
         let text = render(&snap, "m\"x");
         assert!(text.contains("vllm:num_requests_running{engine=\"0\",model_name=\"m\\\"x\"} 2.0\n"), "{text}");
@@ -235,5 +258,26 @@ mod tests {
         assert!(text.contains(&format!("{ttft}\"+Inf\",model_name=\"m\\\"x\"}} 4.0\n")));
         assert!(text.contains("finished_reason=\"length\",model_name=\"m\\\"x\"} 1.0\n"));
         assert!(text.contains("# TYPE vllm:e2e_request_latency_seconds histogram\n"));
+        assert!(!text.contains("spec_decode"), "no counters without speculative decoding");
+    }
+
+    #[test]
+    fn speculative_decoding_counters_read_back_as_vllm_bench_reads_them() {
+        let mut counters =
+            EngineCounters { spec_drafts: 100, spec_draft_tokens: 200, spec_accepted: 130, ..Default::default() };
+        counters.spec_accepted_per_pos[..2].copy_from_slice(&[80, 50]);
+        let snap = Snapshot {
+            running: 0,
+            waiting: 0,
+            kv_usage: 0.0,
+            busy_percent: 0.0,
+            counters,
+            observed: Observed::default(),
+            spec_tokens: 2,
+        };
+        let text = render(&snap, "m");
+        let read = servebench_core::telemetry::SpecDecodeCounts::read(&text).unwrap();
+        assert_eq!((read.num_drafts, read.draft_tokens, read.accepted_tokens), (100, 200, 130));
+        assert_eq!(read.accepted_per_position, vec![80, 50]);
     }
 }

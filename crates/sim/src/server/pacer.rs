@@ -216,6 +216,7 @@ impl Pacer {
                     busy_percent,
                     counters: self.engine.counters(),
                     observed: self.observed.clone(),
+                    spec_tokens: self.engine.config().spec.as_ref().map_or(0, |s| s.tokens),
                 });
             }
             ToPacer::Shutdown => return false,

@@ -143,6 +143,16 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
         }
     }
 
+    if let Some(spec) = &summary.spec_decode {
+        m.insert("spec_decode_acceptance_rate".into(), num(spec.acceptance_rate_pct()));
+        m.insert("spec_decode_acceptance_length".into(), num(spec.acceptance_length()));
+        m.insert("spec_decode_num_drafts".into(), json!(spec.num_drafts));
+        m.insert("spec_decode_draft_tokens".into(), json!(spec.draft_tokens));
+        m.insert("spec_decode_accepted_tokens".into(), json!(spec.accepted_tokens));
+        let rates: Vec<Value> = spec.per_position_rates().into_iter().map(num).collect();
+        m.insert("spec_decode_per_position_acceptance_rates".into(), Value::Array(rates));
+    }
+
     m.insert("servebench".into(), servebench_section(run, summary));
     Value::Object(m)
 }

@@ -9,6 +9,7 @@ use thiserror::Error;
 use crate::config::Metric;
 use crate::metrics::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary};
 use crate::record::FailureKind;
+use crate::telemetry::SpecDecodeCounts;
 
 /// Why a JSON value is not a readable vLLM result.
 #[derive(Clone, Debug, PartialEq, Error)]
@@ -127,7 +128,25 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         slices,
         server,
         http,
+        spec_decode: spec_decode(m)?,
     })
+}
+
+/// vLLM's `spec_decode_*` keys, back as the counts they were made from (each position's from
+/// its rate over the drafts); `None` without them.
+fn spec_decode(m: &Map<String, Value>) -> Result<Option<SpecDecodeCounts>, VllmJsonError> {
+    let (Some(num_drafts), Some(draft_tokens), Some(accepted_tokens)) = (
+        u64_at(m, "spec_decode_num_drafts")?,
+        u64_at(m, "spec_decode_draft_tokens")?,
+        u64_at(m, "spec_decode_accepted_tokens")?,
+    ) else {
+        return Ok(None);
+    };
+    let rates = m.get("spec_decode_per_position_acceptance_rates").and_then(Value::as_array);
+    let accepted_per_position = rates
+        .map(|r| r.iter().filter_map(Value::as_f64).map(|p| (p * num_drafts as f64).round() as u64).collect())
+        .unwrap_or_default();
+    Ok(Some(SpecDecodeCounts { num_drafts, draft_tokens, accepted_tokens, accepted_per_position }))
 }
 
 /// The metric sections present: `mean_{m}_ms` and `median_{m}_ms`, with `std_{m}_ms` and

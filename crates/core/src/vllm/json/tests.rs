@@ -51,6 +51,7 @@ fn sample_run() -> RunResult {
         client: None,
         shard: None,
         telemetry: None,
+        spec_decode: None,
     }
 }
 

@@ -403,8 +403,23 @@ impl Block {
                 percentiles: section.percentiles,
             });
         }
+        self.summary.spec_decode = spec_decode_of(&self.values);
         Ok((self.summary, self.values, self.style))
     }
+}
+
+/// The speculative-decoding section's counts, back from its raw values (each position's from
+/// its rate over the drafts); `None` without the section's counts.
+fn spec_decode_of(values: &[(String, f64)]) -> Option<crate::telemetry::SpecDecodeCounts> {
+    let get = |label: &str| values.iter().find(|(l, _)| l == label).map(|(_, v)| *v);
+    let count = |label: &str| get(label).filter(|v| v.is_finite() && *v >= 0.0).map(|v| v.round() as u64);
+    let (num_drafts, draft_tokens, accepted_tokens) =
+        (count("Drafts")?, count("Draft tokens")?, count("Accepted tokens")?);
+    let accepted_per_position = (0..)
+        .map_while(|i| get(&format!("Position {i}")))
+        .map(|pct| (pct / 100.0 * num_drafts as f64).round().max(0.0) as u64)
+        .collect();
+    Some(crate::telemetry::SpecDecodeCounts { num_drafts, draft_tokens, accepted_tokens, accepted_per_position })
 }
 
 /// What a metric section's line says before the metric's name (`Mean `, `P99 `): `label`

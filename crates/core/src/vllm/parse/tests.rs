@@ -297,6 +297,7 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
             slices: Vec::new(),
             server: None,
             http: None,
+            spec_decode: None,
         }
     })
 }

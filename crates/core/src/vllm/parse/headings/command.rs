@@ -5,8 +5,9 @@
 /// simulator's option names (its parallel sizes and model aside). `quick-reduce` comes from the
 /// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
 /// `fuse-allreduce-rms`, `cudagraph-mode` and the CUDA graph sizes from the compilation config
-/// (see `compilation_setting`) or `--cuda-graph-sizes`.
-pub const SERVE_OPTION_LABELS: [&str; 16] = [
+/// (see `compilation_setting`) or `--cuda-graph-sizes`, and `speculative-config` from the JSON
+/// of `--speculative-config`.
+pub const SERVE_OPTION_LABELS: [&str; 17] = [
     "max-num-batched-tokens",
     "max-num-seqs",
     "max-model-len",
@@ -23,6 +24,7 @@ pub const SERVE_OPTION_LABELS: [&str; 16] = [
     "distributed-executor-backend",
     "nnodes",
     "api-server-count",
+    "speculative-config",
 ];
 
 /// The environment variables before a `vllm serve` command that set a serving option: (name,
@@ -67,6 +69,9 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
         labels.push(("cudagraph-mode".to_string(), vec![mode]));
     }
     labels.extend(graph_sizes(rest, &args));
+    if let Some(config) = speculative_config(line) {
+        labels.push(("speculative-config".to_string(), vec![config]));
+    }
     for (i, word) in rest.iter().enumerate() {
         let (flag, inline) = match word.split_once('=') {
             Some((f, v)) => (f, Some(v)),
@@ -77,7 +82,10 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
             continue;
         }
         let value = inline.or_else(|| rest.get(i + 1).copied());
-        if let Some(key) = flag.strip_prefix("--").filter(|k| SERVE_OPTION_LABELS.contains(k)) {
+        // Its JSON is read whole from the line (`speculative_config`), not word by word.
+        if let Some(key) =
+            flag.strip_prefix("--").filter(|k| SERVE_OPTION_LABELS.contains(k) && *k != "speculative-config")
+        {
             if let Some(v) = value.filter(|v| !v.is_empty() && !v.starts_with('-')) {
                 labels.push((key.to_string(), vec![v.to_string()]));
             }
@@ -94,6 +102,32 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
         }
     }
     Some(labels)
+}
+
+/// The JSON object of `--speculative-config` (or `--speculative_config`, `=` or a space, quoted
+/// or not), as written: its braces matched, so the spaces inside do not split it.
+fn speculative_config(line: &str) -> Option<String> {
+    let at = ["--speculative-config", "--speculative_config"].iter().find_map(|f| line.find(f).map(|i| i + f.len()))?;
+    let rest = &line[at..];
+    let open = rest.find('{')?;
+    // Only a space, `=` or quotes between the flag and its object.
+    if !rest[..open].chars().all(|c| c.is_whitespace() || c == '=' || QUOTES.contains(&c)) {
+        return None;
+    }
+    let mut depth = 0;
+    for (i, c) in rest[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(rest[open..=open + i].to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The dataset and the backend a benchmark command names (`vllm bench serve ... --dataset-name

@@ -130,6 +130,14 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
         graphs(&[("api-server-count", "4")]),
         "API server processes"
     );
+    // The speculative decoder's JSON, read whole (spaces and all), in either spelling.
+    let spec = r#"{"method": "mtp", "num_speculative_tokens": 2}"#;
+    for line in [
+        format!("vllm serve org/m --speculative-config '{spec}' --max-num-seqs 10"),
+        format!("vllm serve org/m --speculative_config={spec} --max-num-seqs 10"),
+    ] {
+        assert_eq!(classify(&line), graphs(&[("speculative-config", spec), ("max-num-seqs", "10")]), "{line}");
+    }
     let largest = [("max-cudagraph-capture-size", "2048")];
     for line in [
         "vllm serve org/m --max-cudagraph-capture-size 2048",

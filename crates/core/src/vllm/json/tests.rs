@@ -176,6 +176,19 @@ fn our_json_reads_back_into_the_same_summary() {
     let back = summary_from_vllm_json(&reparsed).unwrap();
     assert_eq!(back.failures_by_kind, summary.failures_by_kind);
     assert!((back.duration_s - summary.duration_s).abs() < 1e-12);
+    // A speculative decoder's counters come back from vLLM's spec_decode_* keys.
+    let spec = crate::telemetry::SpecDecodeCounts {
+        num_drafts: 400,
+        draft_tokens: 800,
+        accepted_tokens: 500,
+        accepted_per_position: vec![300, 200],
+    };
+    let run = RunResult { spec_decode: Some(spec.clone()), ..sample_run() };
+    let summary = Summary::compute(&run);
+    let v = result_json(&run, &summary);
+    assert_eq!(v["spec_decode_acceptance_rate"], 62.5);
+    assert_eq!(v["spec_decode_acceptance_length"], 2.25);
+    assert_eq!(summary_from_vllm_json(&v).unwrap().spec_decode, Some(spec));
 }
 
 #[test]

@@ -148,18 +148,6 @@ pub(crate) fn warmup_count(mode: Warmup, config: &RunConfig) -> usize {
     }
 }
 
-/// The engine's speculative-decoding counters, as its `/metrics` would show them.
-pub(crate) fn spec_counts(engine: &Engine) -> SpecDecodeCounts {
-    let c = engine.counters();
-    let positions = engine.config().spec.as_ref().map_or(0, |s| s.tokens as usize);
-    SpecDecodeCounts {
-        num_drafts: c.spec_drafts,
-        draft_tokens: c.spec_draft_tokens,
-        accepted_tokens: c.spec_accepted,
-        accepted_per_position: c.spec_accepted_per_pos[..positions].to_vec(),
-    }
-}
-
 /// The warm-up requests the run's own flags ask for: the ready check's first request and
 /// `--num-warmups`.
 fn asked_warmups(config: &RunConfig) -> usize {
@@ -211,7 +199,7 @@ pub(crate) fn predict_prepared(
 
     let warmups = run_warmups(&mut engine, plan, &prompts, warmups);
     // The speculative decoder's counters as `vllm bench serve` reads them: after the warm-ups.
-    let spec_before = spec_counts(&engine);
+    let spec_before = engine.spec_decode_counts();
     if warmups > 0 {
         let cached = if sim.options.enable_prefix_caching { " (their prefix stays cached)" } else { "" };
         notes.push(format!("{warmups} warm-up request(s) identical to request 0 ran before the clock started{cached}"));
@@ -302,7 +290,8 @@ pub(crate) fn predict_prepared(
         notes.extend(note);
         telemetry
     });
-    let spec_decode = SpecDecodeCounts::between(Some(&spec_before), &spec_counts(&engine));
+    let spec_decode =
+        engine.spec_decode_counts().and_then(|after| SpecDecodeCounts::between(spec_before.as_ref(), &after));
     let mut records = client.finish();
     for rec in &records {
         if rec.failure.is_some() && rec.status == 400 {

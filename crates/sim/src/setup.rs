@@ -337,7 +337,6 @@ impl SimSetup {
     }
 }
 
-/// A preset by id, or a config.json path (a folder means its config.json).
 /// The model a speculative decoder drafts with, and the note that says how it is priced.
 fn drafter(
     spec: &crate::options::SpecDecode,
@@ -379,6 +378,7 @@ fn drafter(
     Ok((drafter, format!("{head}; {how}{memory}")))
 }
 
+/// A preset by id, or a config.json path (a folder means its config.json).
 fn load_model(presets: &Presets, model: &str) -> Result<ModelShape, SimError> {
     let path = Path::new(model);
     let looks_like_path = model.ends_with(".json") || path.is_dir() || path.is_file();

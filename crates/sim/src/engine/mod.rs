@@ -25,6 +25,8 @@ mod tokenizer;
 
 use std::collections::VecDeque;
 
+use servebench_core::telemetry::SpecDecodeCounts;
+
 pub use request::{FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
 pub use tokenizer::{MICROBATCH_SINCE, Microbatch};
 
@@ -545,6 +547,19 @@ impl Engine {
 
     pub fn counters(&self) -> EngineCounters {
         self.counters
+    }
+
+    /// The speculative decoder's counters so far, as vLLM's `/metrics` counts them (one value a
+    /// draft position); `None` without speculative decoding.
+    pub fn spec_decode_counts(&self) -> Option<SpecDecodeCounts> {
+        let spec = self.cfg.spec.as_ref()?;
+        let c = &self.counters;
+        Some(SpecDecodeCounts {
+            num_drafts: c.spec_drafts,
+            draft_tokens: c.spec_draft_tokens,
+            accepted_tokens: c.spec_accepted,
+            accepted_per_position: c.spec_accepted_per_pos[..spec.tokens as usize].to_vec(),
+        })
     }
 
     /// Every step's time so far, term by term (the terms of [`StepCost::breakdown`]).

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 
-use super::tests::{add_random_requests, config, engine, ids, request, run_checked};
+use super::tests::{add_random_requests, config, engine, every_request_ended_at_its_length, ids, request, run_checked};
 use super::*;
 
 fn spec_config(tokens: u32, rates: &[f64]) -> EngineConfig {
@@ -109,11 +109,7 @@ proptest! {
         let mut e = engine(cfg, 3);
         let asked = add_random_requests(&mut e, &lens, blocks, false);
         let (done, _) = run_checked(&mut e);
-        prop_assert_eq!(done.len(), asked.len());
-        for (tag, out) in asked {
-            let got = done.iter().find(|d| d.0 == tag).unwrap();
-            prop_assert_eq!(got.1, out, "request {} produced {} of {}", tag, got.1, out);
-        }
+        every_request_ended_at_its_length(&done, &asked)?;
         let c = e.counters();
         prop_assert!(c.spec_accepted <= c.spec_draft_tokens);
         prop_assert!(e.is_idle());

@@ -133,6 +133,17 @@ pub(super) fn add_random_requests(
     asked
 }
 
+/// Every request asked for finished once, at its length (each is sent with `ignore_eos`).
+pub(super) fn every_request_ended_at_its_length(done: &[Finished], asked: &[(u64, u32)]) -> Result<(), TestCaseError> {
+    prop_assert_eq!(done.len(), asked.len());
+    for &(tag, out) in asked {
+        let got = done.iter().find(|d| d.0 == tag).unwrap();
+        prop_assert_eq!(got.1, out, "request {} produced {} of {}", tag, got.1, out);
+        prop_assert_eq!(got.2, Some(FinishReason::Length));
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -151,12 +162,7 @@ proptest! {
         let mut e = engine(cfg, 1);
         let asked = add_random_requests(&mut e, &lens, blocks, shared);
         let (done, _) = run_checked(&mut e);
-        prop_assert_eq!(done.len(), asked.len());
-        for (tag, out) in asked {
-            let got = done.iter().find(|d| d.0 == tag).unwrap();
-            prop_assert_eq!(got.1, out, "request {} produced {} of {}", tag, got.1, out);
-            prop_assert_eq!(got.2, Some(FinishReason::Length));
-        }
+        every_request_ended_at_its_length(&done, &asked)?;
         prop_assert!(e.is_idle());
         prop_assert_eq!(e.pool.used_units(), 0);
     }

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use servebench_core::pyjson::py_float_repr;
+use servebench_core::telemetry::SpecDecodeCounts;
 
 use crate::engine::{EngineCounters, FinishReason};
 
@@ -92,8 +93,8 @@ pub(crate) struct Snapshot {
     pub busy_percent: f64,
     pub counters: EngineCounters,
     pub observed: Observed,
-    /// Draft tokens a step proposes (speculative decoding); 0 without.
-    pub spec_tokens: u32,
+    /// The speculative decoder's counters; `None` without speculative decoding.
+    pub spec_decode: Option<SpecDecodeCounts>,
 }
 
 /// Renders `snap` in Prometheus' text format (0.0.4) as vLLM's `prometheus_client` writes it:
@@ -143,23 +144,28 @@ pub(crate) fn render(snap: &Snapshot, model: &str) -> String {
         "Number of generation tokens processed.",
         c.generation_tokens as f64,
     );
-    if snap.spec_tokens > 0 {
-        scalar("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", c.spec_drafts as f64);
+    if let Some(spec) = &snap.spec_decode {
+        scalar(
+            "vllm:spec_decode_num_drafts_total",
+            "counter",
+            "Number of spec decoding drafts.",
+            spec.num_drafts as f64,
+        );
         scalar(
             "vllm:spec_decode_num_draft_tokens_total",
             "counter",
             "Number of draft tokens.",
-            c.spec_draft_tokens as f64,
+            spec.draft_tokens as f64,
         );
         scalar(
             "vllm:spec_decode_num_accepted_tokens_total",
             "counter",
             "Number of accepted tokens.",
-            c.spec_accepted as f64,
+            spec.accepted_tokens as f64,
         );
         let name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
         let _ = writeln!(out, "# HELP {name} Accepted tokens per draft position.\n# TYPE {name} counter");
-        for (pos, n) in c.spec_accepted_per_pos.iter().take(snap.spec_tokens as usize).enumerate() {
+        for (pos, n) in spec.accepted_per_position.iter().enumerate() {
             let _ = writeln!(out, "{name}{{{labels},position=\"{pos}\"}} {}", py_float_repr(*n as f64));
         }
     }
@@ -244,7 +250,7 @@ mod tests {
             busy_percent: 40.0,
             counters: EngineCounters::default(),
             observed: o,
-            spec_tokens: 0,
+            spec_decode: None,
         };
         let text = render(&snap, "m\"x");
         assert!(text.contains("vllm:num_requests_running{engine=\"0\",model_name=\"m\\\"x\"} 2.0\n"), "{text}");
@@ -263,21 +269,22 @@ mod tests {
 
     #[test]
     fn speculative_decoding_counters_read_back_as_vllm_bench_reads_them() {
-        let mut counters =
-            EngineCounters { spec_drafts: 100, spec_draft_tokens: 200, spec_accepted: 130, ..Default::default() };
-        counters.spec_accepted_per_pos[..2].copy_from_slice(&[80, 50]);
+        let spec = SpecDecodeCounts {
+            num_drafts: 100,
+            draft_tokens: 200,
+            accepted_tokens: 130,
+            accepted_per_position: vec![80, 50],
+        };
         let snap = Snapshot {
             running: 0,
             waiting: 0,
             kv_usage: 0.0,
             busy_percent: 0.0,
-            counters,
+            counters: EngineCounters::default(),
             observed: Observed::default(),
-            spec_tokens: 2,
+            spec_decode: Some(spec.clone()),
         };
         let text = render(&snap, "m");
-        let read = servebench_core::telemetry::SpecDecodeCounts::read(&text).unwrap();
-        assert_eq!((read.num_drafts, read.draft_tokens, read.accepted_tokens), (100, 200, 130));
-        assert_eq!(read.accepted_per_position, vec![80, 50]);
+        assert_eq!(SpecDecodeCounts::read(&text), Some(spec));
     }
 }

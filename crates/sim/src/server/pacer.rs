@@ -216,7 +216,7 @@ impl Pacer {
                     busy_percent,
                     counters: self.engine.counters(),
                     observed: self.observed.clone(),
-                    spec_tokens: self.engine.config().spec.as_ref().map_or(0, |s| s.tokens),
+                    spec_decode: self.engine.spec_decode_counts(),
                 });
             }
             ToPacer::Shutdown => return false,

@@ -9,14 +9,16 @@
 //! block of a request; sliding-window layers keep at most the blocks covering their window;
 //! linear-attention layers keep one fixed-size state a request, in pages as large as an
 //! attention block's (vLLM's hybrid layout: the block grows until one layer's page holds a
-//! state).
+//! state). A speculative decoder's drafter (an MTP layer, an EAGLE head or a draft model) adds
+//! its weights to each GPU's and its attention layers' keys and values to every cached token,
+//! as vLLM allocates them from the same pool.
 
 use serde::Serialize;
 
 use crate::error::SimError;
 use crate::hardware::HardwareSpec;
 use crate::model::ModelShape;
-use crate::options::ServingOptions;
+use crate::options::{ServingOptions, SpecMethod};
 use crate::profile::StackProfile;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -153,6 +155,43 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     (attention + always + experts) * stage_fraction + (heads * embedding_bytes + extra) / tp
 }
 
+/// The weights a drafter adds to each GPU, run at the target's parallelism (vLLM's drafters take
+/// the target's tensor-parallel group). An MTP layer (`drafter` is [`ModelShape::mtp_layer`]) is
+/// one decoder layer and the projection that joins the token's embedding to the hidden state
+/// (`2 × hidden` to `hidden`, a plain BF16 linear on every rank), reading the target's embedding
+/// and LM head; an EAGLE head reads the target's embedding and keeps its own layers and LM head;
+/// a draft model keeps everything of its own.
+pub fn drafter_weight_bytes_per_gpu(
+    drafter: &ModelShape,
+    method: SpecMethod,
+    target: &ModelShape,
+    opts: &ServingOptions,
+) -> f64 {
+    let mut opts = opts.clone();
+    if drafter.precision != target.precision {
+        opts.mxfp4_layout = None;
+    }
+    let all = weight_bytes_per_gpu(drafter, &opts);
+    let tp = f64::from(opts.tp);
+    let embedding = drafter.embedding_params() * 2.0 / tp;
+    let heads = if drafter.tied_embeddings { 1.0 } else { 2.0 };
+    match method {
+        SpecMethod::Mtp => {
+            let fusion = 2.0 * f64::from(drafter.hidden).powi(2) * 2.0;
+            all - heads * embedding - drafter.extra_params_b * 1e9 * 2.0 / tp + fusion
+        }
+        SpecMethod::Eagle if !drafter.tied_embeddings => all - embedding,
+        SpecMethod::Eagle | SpecMethod::Drafter => all,
+        SpecMethod::Ngram => 0.0,
+    }
+}
+
+/// The keys and values a drafter keeps for each cached token on one GPU: every attention layer
+/// it runs (an MTP layer's one), as full attention.
+pub fn drafter_kv_bytes_per_token(drafter: &ModelShape, opts: &ServingOptions) -> f64 {
+    f64::from(drafter.attention_layers()) * drafter.kv_bytes_per_token_layer(opts.kv_cache_dtype, opts.tp)
+}
+
 /// The sequences the stack's activation reserves are stated at: vLLM's default `max-num-seqs`
 /// on the large GPUs they were calibrated on.
 const RESERVE_SEQS: u32 = 1024;
@@ -173,15 +212,18 @@ pub fn activation_reserve_gib(model: &ModelShape, opts: &ServingOptions, stack: 
     (reserve - rows * f64::from(model.vocab) * SAMPLER_BYTES_PER_LOGIT / GIB).max(reserve / 4.0)
 }
 
-/// Sizes the KV pool of one GPU (the most loaded pipeline stage of one data-parallel rank).
+/// Sizes the KV pool of one GPU (the most loaded pipeline stage of one data-parallel rank), with
+/// the speculative decoder's drafter, if any, and how it drafts.
 pub fn plan_memory(
     model: &ModelShape,
     hw: &HardwareSpec,
     opts: &ServingOptions,
     stack: &StackProfile,
+    drafter: Option<(&ModelShape, SpecMethod)>,
 ) -> Result<MemoryPlan, SimError> {
     let pp = opts.pp;
-    let weights_gib = weight_bytes_per_gpu(model, opts) / GIB;
+    let drafter_bytes = drafter.map_or(0.0, |(d, method)| drafter_weight_bytes_per_gpu(d, method, model, opts));
+    let weights_gib = (weight_bytes_per_gpu(model, opts) + drafter_bytes) / GIB;
     let reserve_gib = activation_reserve_gib(model, opts, stack);
     let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
     let kv_gib = usable_gib - weights_gib - reserve_gib;
@@ -208,7 +250,12 @@ pub fn plan_memory(
     let state_layer = model.linear.as_ref().map_or(0.0, |l| l.state_bytes(opts.tp));
     let block_size = hybrid_block_size(opts.block_size, state_layer, per_token_layer);
     let unit_bytes = f64::from(block_size) * per_token_layer * f64::from(g);
-    let total_units = (kv_gib * GIB / unit_bytes).floor() as u64;
+    // The drafter's keys and values grow with every block of a request, as the full-attention
+    // layers' do: the pool keeps the target's share of each block's bytes.
+    let draft_kv = drafter.map_or(0.0, |(d, _)| drafter_kv_bytes_per_token(d, opts));
+    let full_kv = per_token_layer * f64::from(full_stage);
+    let target_share = if draft_kv > 0.0 && full_kv > 0.0 { full_kv / (full_kv + draft_kv) } else { 1.0 };
+    let total_units = (kv_gib * GIB * target_share / unit_bytes).floor() as u64;
     let layout = KvLayout {
         block_size,
         total_units,
@@ -228,7 +275,7 @@ pub fn plan_memory(
         weights_gib,
         reserve_gib,
         kv_gib,
-        kv_bytes_per_token: per_token_layer * f64::from(full_stage + sliding_stage),
+        kv_bytes_per_token: per_token_layer * f64::from(full_stage + sliding_stage) + draft_kv,
         state_bytes_per_request: state_layer * f64::from(linear_stage),
         layout,
         kv_tokens,
@@ -309,6 +356,62 @@ mod tests {
         // 576 BF16 values per layer and token, not divided by tp.
         assert_eq!(m.kv_bytes_per_token, 70_272.0);
         assert_eq!(s.options.nodes, 1);
+    }
+
+    #[test]
+    fn an_mtp_layer_takes_its_weights_and_its_cache_from_the_kv_pool() {
+        let mtp = [
+            ("tp", "8"),
+            ("speculative-config", r#"{"method": "deepseek_mtp", "num_speculative_tokens": 1}"#),
+            ("spec-acceptance", "0.8"),
+        ];
+        let plain = setup("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]).unwrap().memory;
+        let with = setup("deepseek-ai/DeepSeek-R1", "h200", &mtp).unwrap().memory;
+        // By hand, one MoE layer at the checkpoint's FP8 bytes as in the test above: attention
+        // (187 105 280 - 15 138 816) / 8 + 15 138 816, shared experts and router 45 875 200 / 8,
+        // 32 routed experts of 44 040 192, and the BF16 projection of 2 x 7168 to 7168 on every
+        // rank (205 520 896 B): 1 657 176 064 B; the embedding and LM head are the target's.
+        let added = (with.weights_gib - plain.weights_gib) * GIB;
+        assert!((added - 1_657_176_064.0).abs() < 1.0, "{added}");
+        // One more layer's latent a token: 62 layers' keys in the pool where there were 61.
+        assert_eq!(with.kv_bytes_per_token - plain.kv_bytes_per_token, 1152.0);
+        let share = with.layout.total_units as f64 / plain.layout.total_units as f64;
+        let expected = with.kv_gib / plain.kv_gib * 61.0 / 62.0;
+        assert!((share - expected).abs() < 1e-4, "{share} {expected}");
+        // ngram drafts on the host: nothing leaves the pool.
+        let ngram = [
+            ("tp", "8"),
+            ("speculative-config", r#"{"method": "ngram", "num_speculative_tokens": 3}"#),
+            ("spec-acceptance", "0.5"),
+        ];
+        assert_eq!(setup("deepseek-ai/DeepSeek-R1", "h200", &ngram).unwrap().memory, plain);
+    }
+
+    #[test]
+    fn a_draft_model_keeps_its_own_embedding_and_an_eagle_head_reads_the_target_s() {
+        let with = |method: &str, draft: &str| {
+            let config = format!(r#"{{"method": "{method}", "model": "{draft}", "num_speculative_tokens": 2}}"#);
+            let pairs = [("tp", "2"), ("speculative-config", config.as_str()), ("spec-acceptance", "0.7")];
+            setup("Qwen/Qwen3-32B", "h100-sxm", &pairs).unwrap().memory
+        };
+        let plain = setup("Qwen/Qwen3-32B", "h100-sxm", &[("tp", "2")]).unwrap().memory;
+        // Qwen3-8B drafting at tp=2: its own weights, halved; as an EAGLE head (untied), less
+        // its embedding's half (151 936 x 4096 x 2 B / 2).
+        let draft = with("draft_model", "Qwen/Qwen3-8B");
+        let eight = setup("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]).unwrap().memory;
+        assert!((draft.weights_gib - plain.weights_gib - eight.weights_gib).abs() < 1e-9);
+        let eagle = with("eagle3", "Qwen/Qwen3-8B");
+        let embedding = 151_936.0 * 4096.0 * 2.0 / 2.0 / GIB;
+        assert!((draft.weights_gib - eagle.weights_gib - embedding).abs() < 1e-9);
+        // Its 36 layers' keys and values join the target's 64 in every block: the pool holds
+        // 64 / (64 + 36) of the bytes' tokens (8 KV heads a model, 4 a rank, both 128 wide).
+        assert_eq!(draft.kv_bytes_per_token, plain.kv_bytes_per_token + eight.kv_bytes_per_token);
+        let tokens = |m: &MemoryPlan| m.kv_gib * GIB / m.kv_bytes_per_token;
+        let held = draft.layout.total_units as f64 * 16.0;
+        assert!((held / tokens(&draft) - 1.0).abs() < 1e-3, "{held} {}", tokens(&draft));
+        let ratio = draft.kv_tokens as f64 / plain.kv_tokens as f64;
+        let expected = draft.kv_gib / plain.kv_gib * 64.0 / 100.0;
+        assert!((ratio - expected).abs() < 1e-3, "{ratio} {expected}");
     }
 
     #[test]

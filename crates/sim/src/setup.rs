@@ -125,8 +125,17 @@ impl SimSetup {
             model.precision = p;
             model.attention_precision = None;
         }
-        let mut memory = plan_memory(&model, &hardware, &opts, &stack)?;
         let mut notes = Vec::new();
+        let drafter = match &opts.speculative {
+            Some(spec) => {
+                let (drafter, note) = drafter(spec, &model, &opts)?;
+                notes.push(note);
+                drafter
+            }
+            None => None,
+        };
+        let method = opts.speculative.as_ref().map(|s| s.method);
+        let mut memory = plan_memory(&model, &hardware, &opts, &stack, drafter.as_ref().zip(method))?;
         if let Some(preset) = &model.derived_from {
             notes.push(format!(
                 "{}: the shapes of the preset {preset}, its weights in {} as the name says",
@@ -304,14 +313,6 @@ impl SimSetup {
                 opts.max_num_seqs, opts.max_num_batched_tokens
             ));
         }
-        let drafter = match &opts.speculative {
-            Some(spec) => {
-                let (drafter, note) = drafter(spec, &model, &opts)?;
-                notes.push(note);
-                drafter
-            }
-            None => None,
-        };
         Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, notes, drafter })
     }
 
@@ -360,7 +361,7 @@ fn drafter(
              all the step's tokens; vLLM drafts so only with a checkpoint that carries MTP layers"
                 .to_string(),
         ),
-        SpecMethod::Drafter => {
+        SpecMethod::Eagle | SpecMethod::Drafter => {
             let name = spec.model.as_deref().unwrap_or_default();
             let d = load_model(&Presets::load_default()?, name)?;
             if !d.heads.is_multiple_of(opts.tp) {
@@ -373,8 +374,15 @@ fn drafter(
             (Some(d), how)
         }
     };
-    let memory =
-        if drafter.is_some() { "; the drafter's weights and cache are not taken from the KV pool" } else { "" };
+    let memory = match &drafter {
+        Some(d) => format!(
+            "; its weights ({:.2} GiB a GPU) and its keys and values ({:.1} KiB a token a GPU) come out of the \
+             KV cache, as vLLM allocates them",
+            crate::memory::drafter_weight_bytes_per_gpu(d, spec.method, model, opts) / (1024.0 * 1024.0 * 1024.0),
+            crate::memory::drafter_kv_bytes_per_token(d, opts) / 1024.0
+        ),
+        None => String::new(),
+    };
     Ok((drafter, format!("{head}; {how}{memory}")))
 }
 

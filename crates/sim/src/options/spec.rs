@@ -19,8 +19,20 @@ pub enum SpecMethod {
     Mtp,
     /// Matching the context's n-grams on the host: no GPU work.
     Ngram,
-    /// A draft model or head of its own (`eagle`, `eagle3`, `draft_model`), named by `model`.
+    /// An EAGLE head (`eagle`, `eagle3`), named by `model`: a few layers of its own over the
+    /// target's hidden states, reading the target's embedding (vLLM shares it rather than load
+    /// the head's copy).
+    Eagle,
+    /// A draft model of its own (`draft_model`), named by `model`, with its own embedding and
+    /// LM head.
     Drafter,
+}
+
+impl SpecMethod {
+    /// Whether the method runs a model named by the config's `model`.
+    pub fn needs_model(self) -> bool {
+        matches!(self, SpecMethod::Eagle | SpecMethod::Drafter)
+    }
 }
 
 /// A deployment's speculative decoding.
@@ -66,7 +78,7 @@ pub(super) fn parse_config(v: &str) -> Result<SpecConfig, String> {
         Some(m) => method(m)?,
         None => return Err("give the drafting method (\"method\": mtp, ngram, eagle, eagle3 or draft_model)".into()),
     };
-    if method == SpecMethod::Drafter && model.is_none() {
+    if method.needs_model() && model.is_none() {
         return Err(
             "eagle, eagle3 and draft_model need the draft model (\"model\": a preset id or a config.json path)".into(),
         );
@@ -88,7 +100,8 @@ fn method(name: &str) -> Result<SpecMethod, String> {
     let m = name.trim().to_ascii_lowercase();
     match m.as_str() {
         "ngram" => Ok(SpecMethod::Ngram),
-        "eagle" | "eagle3" | "draft_model" => Ok(SpecMethod::Drafter),
+        "eagle" | "eagle3" => Ok(SpecMethod::Eagle),
+        "draft_model" => Ok(SpecMethod::Drafter),
         _ if m == "mtp" || m.ends_with("_mtp") => Ok(SpecMethod::Mtp),
         _ => Err(format!(
             "method {name:?} is not modelled; use mtp (or a model's *_mtp), ngram, eagle, eagle3 or draft_model"

@@ -468,6 +468,14 @@ fn speculative_decoding_is_read_as_vllm_spells_it_and_needs_its_acceptance() {
     .unwrap()
     .unwrap();
     assert_eq!((s.method, s.num_speculative_tokens), (SpecMethod::Mtp, 1));
+    // EAGLE heads read the target's embedding; a draft model keeps its own.
+    for (name, method) in
+        [("eagle", SpecMethod::Eagle), ("EAGLE3", SpecMethod::Eagle), ("draft_model", SpecMethod::Drafter)]
+    {
+        let config = format!(r#"{{"method": "{name}", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 2}}"#);
+        let s = spec(&[("speculative-config", &config), ("spec-acceptance", "0.6")]).unwrap().unwrap();
+        assert_eq!((s.method, s.model.as_deref()), (method, Some("Qwen/Qwen3-0.6B")));
+    }
     assert_eq!(spec(&[]).unwrap(), None);
     let err = |pairs: &[(&str, &str)]| spec(pairs).unwrap_err().to_string();
     let e = err(&[("speculative-config", mtp)]);

@@ -439,6 +439,12 @@ impl ServingOptions {
             if o.sync_because.is_some() {
                 o.async_scheduling = false;
             }
+        } else if o.async_scheduling && o.speculative.as_ref().is_some_and(|s| s.method == SpecMethod::Ngram) {
+            return Err(SimError::Conflict(
+                "async-scheduling=true with ngram drafts: vLLM schedules asynchronously only with drafters on \
+                 the GPU (eagle, eagle3, mtp, draft_model) and refuses to start; drop async-scheduling"
+                    .into(),
+            ));
         }
         // Unless chosen, MXFP4 experts that dequantize run the kernels of the device's stack.
         // Their memory layout is that of the kernels asked for, or else of the device's own.

@@ -200,6 +200,11 @@ impl SimSetup {
                  to override)",
                 opts.parallel_text()
             )),
+            Some(SyncBecause::HostDrafts) => notes.push(
+                "no async scheduling: vLLM has none with drafts matched on the host (ngram); its drafters on \
+                 the GPU (eagle, eagle3, mtp, draft_model) keep it"
+                    .to_string(),
+            ),
             Some(SyncBecause::Release) => notes.push(
                 "no async scheduling: vLLM before 0.14 ran without it unless --async-scheduling was given \
                  (async-scheduling=true to override)"

@@ -83,14 +83,18 @@ pub enum SyncBecause {
     PipelineParallel,
     /// The release served is older than 0.14, whose async scheduling was off unless asked.
     Release,
+    /// Drafts matched on the host (`ngram`): vLLM schedules asynchronously only with drafters
+    /// that run on the GPU (EAGLE, MTP, a draft model).
+    HostDrafts,
 }
 
 impl SyncBecause {
     /// Why deployment `o` runs synchronously where async scheduling was not chosen either way,
     /// `None` where vLLM's default (on) stands: Ray's executor has none (`chose_executor`: it
     /// was given rather than picked for an engine that spans machines), pipeline parallelism
-    /// has none either (0.13: "not yet supported with pipeline_parallel_size > 1"), and a
-    /// release before 0.14 had it off by default.
+    /// has none either (0.13: "not yet supported with pipeline_parallel_size > 1"), a release
+    /// before 0.14 had it off by default, and drafts matched on the host have none (0.17:
+    /// "only supported with EAGLE/MTP/Draft Model kind of speculative decoding").
     pub fn of(o: &ServingOptions, chose_executor: bool) -> Option<Self> {
         if !o.distributed_executor_backend.schedules_async() {
             Some(if chose_executor { Self::RayChosen } else { Self::RayExecutor })
@@ -98,6 +102,8 @@ impl SyncBecause {
             Some(Self::PipelineParallel)
         } else if o.vllm_release.is_some_and(|r| r < ASYNC_BY_DEFAULT_SINCE) {
             Some(Self::Release)
+        } else if o.speculative.as_ref().is_some_and(|s| s.method == super::SpecMethod::Ngram) {
+            Some(Self::HostDrafts)
         } else {
             None
         }

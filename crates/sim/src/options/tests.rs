@@ -185,6 +185,26 @@ fn an_engine_over_several_machines_or_of_an_old_release_runs_without_async_sched
 }
 
 #[test]
+fn drafts_matched_on_the_host_run_without_async_scheduling_and_gpu_drafters_keep_it() {
+    let with = |method: &str, extra: &[(&str, &str)]| {
+        let config = format!(r#"{{"method": "{method}", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 2}}"#);
+        let mut pairs = vec![("speculative-config", config.as_str()), ("spec-acceptance", "0.6")];
+        pairs.extend_from_slice(extra);
+        parse("Qwen/Qwen3-8B", "h100-sxm", &pairs).map(|o| (o.async_scheduling, o.sync_because))
+    };
+    assert_eq!(with("ngram", &[]).unwrap(), (false, Some(SyncBecause::HostDrafts)));
+    for gpu in ["mtp", "eagle3", "draft_model"] {
+        assert_eq!(with(gpu, &[]).unwrap(), (true, None), "{gpu}");
+    }
+    // vLLM refuses to start when asked for both; asked off, it is off.
+    let e = with("ngram", &[("async-scheduling", "true")]).unwrap_err().to_string();
+    assert!(e.contains("ngram") && e.contains("drop async-scheduling"), "{e}");
+    assert_eq!(with("ngram", &[("no-async-scheduling", "true")]).unwrap(), (false, None));
+    // An older release's own reason comes first.
+    assert_eq!(with("ngram", &[("vllm-release", "0.13")]).unwrap(), (false, Some(SyncBecause::Release)));
+}
+
+#[test]
 fn the_executor_is_vllm_s_pick_unless_given_and_only_ray_s_schedules_synchronously() {
     let executor = |o: &ServingOptions| (o.distributed_executor_backend, o.async_scheduling, o.sync_because);
     // vLLM's pick: multiprocessing within one machine, Ray over several.

@@ -27,7 +27,7 @@ use http::HeaderValue;
 use servebench_core::config::{RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, TokenCounting};
 use servebench_core::record::{RunResult, TokenSource};
-use servebench_core::telemetry::SpecDecodeCounts;
+use servebench_core::telemetry::SpecDecodeWindow;
 use servebench_core::vllm::render_traffic;
 use servebench_workload::BodyBuilder;
 
@@ -195,7 +195,7 @@ where
         Some(s) => s.finish().await,
         None => None,
     };
-    let spec_decode = spec_counters().await.and_then(|after| SpecDecodeCounts::between(spec_before.as_ref(), &after));
+    let spec_decode = spec_counters().await.map(|after| SpecDecodeWindow { before: spec_before, after });
     ticker.abort();
     bar.set_position(Progress::get(&progress.completed));
     bar.finish();

@@ -235,10 +235,10 @@ pub struct RunResult {
     /// What the server said about itself during the run (`--server-metrics`, `--scrape`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<crate::telemetry::ServerTelemetry>,
-    /// The server's speculative-decoding counters over the timed run (vLLM's `/metrics`, read
-    /// before and after it); `None` where it drafted nothing or has no such counters.
+    /// The server's speculative-decoding counters read just before and just after the timed
+    /// run (vLLM's `/metrics`); `None` where it has no such counters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec_decode: Option<crate::telemetry::SpecDecodeCounts>,
+    pub spec_decode: Option<crate::telemetry::SpecDecodeWindow>,
 }
 
 /// What the client process observed about itself during the timed run, gathered off the hot

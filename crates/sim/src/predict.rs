@@ -21,7 +21,7 @@ mod telemetry;
 use servebench_core::config::{Api, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
-use servebench_core::telemetry::SpecDecodeCounts;
+use servebench_core::telemetry::SpecDecodeWindow;
 
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
 use crate::options::{BenchClient, Warmup};
@@ -290,8 +290,7 @@ pub(crate) fn predict_prepared(
         notes.extend(note);
         telemetry
     });
-    let spec_decode =
-        engine.spec_decode_counts().and_then(|after| SpecDecodeCounts::between(spec_before.as_ref(), &after));
+    let spec_decode = engine.spec_decode_counts().map(|after| SpecDecodeWindow { before: spec_before, after });
     let mut records = client.finish();
     for rec in &records {
         if rec.failure.is_some() && rec.status == 400 {

@@ -15,6 +15,7 @@ use servebench_core::config::RunConfig;
 use servebench_core::metrics::dispatch_lag;
 use servebench_core::record::{RequestRecord, RunResult, TokenSource};
 use servebench_core::shard::{MergedShards, RankFigures, Sharding, WorkerShard};
+use servebench_core::telemetry::SpecDecodeWindow;
 use thiserror::Error;
 
 use crate::import::records::from_servebench;
@@ -129,7 +130,7 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
         client: None,
         shard: Some(Sharding::Worker(worker.clone())),
         telemetry: ours.get("server_telemetry").and_then(|v| serde_json::from_value(v.clone()).ok()),
-        spec_decode: None,
+        spec_decode: ours.get("spec_decode_window").and_then(|v| serde_json::from_value(v.clone()).ok()),
     };
     let health = ours.get("health").and_then(|h| h.get("verdict")).and_then(|v| serde_json::from_value(v.clone()).ok());
     Ok(ShardResult { source: source.to_string(), worker, run, health })
@@ -270,7 +271,10 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
         client: None,
         // Every worker loads the same server: the first worker's scrapes stand for the run.
         telemetry: parts.iter().find_map(|p| p.run.telemetry.clone()),
-        spec_decode: None,
+        // Each worker read the server's counters around its own timed run: the run's are from
+        // the earliest reading before to the latest after (summing would count the server's
+        // drafts once a worker).
+        spec_decode: SpecDecodeWindow::join(parts.iter().filter_map(|p| p.run.spec_decode.as_ref())),
         shard: Some(Sharding::Merged(MergedShards {
             world,
             plan_hash: hash,

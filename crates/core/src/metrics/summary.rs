@@ -294,7 +294,7 @@ impl Summary {
             slices: Vec::new(),
             server: run.telemetry.clone(),
             http: super::HttpBreakdown::of(&run.records),
-            spec_decode: run.spec_decode.clone(),
+            spec_decode: run.spec_decode.as_ref().and_then(|w| w.counts()),
         }
     }
 }

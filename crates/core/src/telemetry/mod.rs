@@ -11,7 +11,7 @@
 
 pub mod exposition;
 mod spec_decode;
-pub use spec_decode::SpecDecodeCounts;
+pub use spec_decode::{SpecDecodeCounts, SpecDecodeWindow};
 
 use serde::{Deserialize, Serialize};
 

@@ -89,6 +89,56 @@ impl SpecDecodeCounts {
     }
 }
 
+/// The counters as read just before and just after a timed run: what a run keeps, so that the
+/// readings of several clients of one server over one run (a sharded run's workers) can be
+/// joined into the run's own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpecDecodeWindow {
+    /// `None` where the server had no counters yet (it had drafted nothing).
+    #[serde(default)]
+    pub before: Option<SpecDecodeCounts>,
+    pub after: SpecDecodeCounts,
+}
+
+impl SpecDecodeWindow {
+    /// What the decoder did within the window; `None` where it drafted nothing.
+    pub fn counts(&self) -> Option<SpecDecodeCounts> {
+        SpecDecodeCounts::between(self.before.as_ref(), &self.after)
+    }
+
+    /// The window from the earliest of `windows`' readings before to the latest after, all of
+    /// one server: counters only grow, so that is the least of each counter before and the
+    /// greatest after. `None` without any window.
+    pub fn join<'a>(windows: impl IntoIterator<Item = &'a SpecDecodeWindow>) -> Option<SpecDecodeWindow> {
+        let mut windows = windows.into_iter();
+        let mut joined = windows.next()?.clone();
+        for w in windows {
+            joined.before = match (joined.before, &w.before) {
+                (Some(a), Some(b)) => Some(a.zip_with(b, u64::min)),
+                _ => None,
+            };
+            joined.after = joined.after.zip_with(&w.after, u64::max);
+        }
+        Some(joined)
+    }
+}
+
+impl SpecDecodeCounts {
+    /// Each counter of `self` and `other` combined by `f` (a position one side lacks counts 0).
+    fn zip_with(&self, other: &SpecDecodeCounts, f: impl Fn(u64, u64) -> u64) -> SpecDecodeCounts {
+        let positions = self.accepted_per_position.len().max(other.accepted_per_position.len());
+        let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+        SpecDecodeCounts {
+            num_drafts: f(self.num_drafts, other.num_drafts),
+            draft_tokens: f(self.draft_tokens, other.draft_tokens),
+            accepted_tokens: f(self.accepted_tokens, other.accepted_tokens),
+            accepted_per_position: (0..positions)
+                .map(|i| f(at(&self.accepted_per_position, i), at(&other.accepted_per_position, i)))
+                .collect(),
+        }
+    }
+}
+
 /// The `position` label of a per-position counter (`{engine="0",position="2"}`).
 fn position(labels: &str) -> Option<usize> {
     let rest = &labels[labels.find("position=\"")? + "position=\"".len()..];
@@ -154,5 +204,58 @@ mod tests {
             prop_assert!(d.acceptance_rate_pct() <= 100.0);
             prop_assert!(d.acceptance_length() >= 1.0 && d.acceptance_length() <= 1.0 + tokens as f64);
         }
+
+        /// Windows read from one server's growing counters join into the window from the
+        /// earliest reading to the latest, whatever their order.
+        #[test]
+        fn joined_windows_span_from_the_earliest_reading_to_the_latest(
+            steps in proptest::collection::vec((0u64..50, 0u64..3, 0u64..3), 2..30),
+            picks in proptest::collection::vec((0usize..30, 0usize..30), 1..6),
+        ) {
+            // The server's counters at each reading: drafts of 2 tokens, accepted at 2 positions.
+            let mut timeline = vec![SpecDecodeCounts { accepted_per_position: vec![0, 0], ..Default::default() }];
+            for &(drafts, first, second) in &steps {
+                let last = timeline.last().unwrap();
+                let (first, second) = (first.min(drafts), second.min(first.min(drafts)));
+                timeline.push(SpecDecodeCounts {
+                    num_drafts: last.num_drafts + drafts,
+                    draft_tokens: last.draft_tokens + 2 * drafts,
+                    accepted_tokens: last.accepted_tokens + first + second,
+                    accepted_per_position: vec![
+                        last.accepted_per_position[0] + first,
+                        last.accepted_per_position[1] + second,
+                    ],
+                });
+            }
+            let n = timeline.len();
+            let spans: Vec<(usize, usize)> = picks.iter().map(|&(a, b)| (a % n, b % n)).map(|(a, b)| (a.min(b), a.max(b))).collect();
+            let windows: Vec<SpecDecodeWindow> = spans
+                .iter()
+                .map(|&(a, b)| SpecDecodeWindow { before: Some(timeline[a].clone()), after: timeline[b].clone() })
+                .collect();
+            let earliest = spans.iter().map(|s| s.0).min().unwrap();
+            let latest = spans.iter().map(|s| s.1).max().unwrap();
+            let joined = SpecDecodeWindow::join(&windows).unwrap();
+            prop_assert_eq!(&joined.before, &Some(timeline[earliest].clone()));
+            prop_assert_eq!(&joined.after, &timeline[latest]);
+            prop_assert_eq!(SpecDecodeWindow::join(windows.iter().rev()), Some(joined.clone()));
+            // The whole run drafted at least what any one reader saw.
+            let whole = joined.counts().map_or(0, |c| c.num_drafts);
+            for w in &windows {
+                prop_assert!(w.counts().map_or(0, |c| c.num_drafts) <= whole);
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_opened_before_any_counter_counts_from_zero() {
+        let after =
+            SpecDecodeCounts { num_drafts: 5, draft_tokens: 10, accepted_tokens: 4, accepted_per_position: vec![3, 1] };
+        let fresh = SpecDecodeWindow { before: None, after: after.clone() };
+        assert_eq!(fresh.counts(), Some(after.clone()));
+        let later = SpecDecodeWindow { before: Some(after.clone()), after: after.clone() };
+        assert_eq!(later.counts(), None, "nothing drafted within it");
+        assert_eq!(SpecDecodeWindow::join([&later, &fresh]).unwrap().counts(), Some(after));
+        assert_eq!(SpecDecodeWindow::join(std::iter::empty()), None);
     }
 }

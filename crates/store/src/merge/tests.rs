@@ -138,6 +138,48 @@ fn the_merge_records_its_shards() {
 }
 
 #[test]
+fn the_speculative_decoder_s_counters_span_every_worker_s_reading_of_the_server() {
+    use servebench_core::telemetry::{SpecDecodeCounts, SpecDecodeWindow};
+    let counts = |drafts: u64, first: u64, second: u64| SpecDecodeCounts {
+        num_drafts: drafts,
+        draft_tokens: 2 * drafts,
+        accepted_tokens: first + second,
+        accepted_per_position: vec![first, second],
+    };
+    let whole = whole_run(12, &[10_000, 20_000]);
+    // Three workers of one server read its counters around their own timed runs: rank 1 first
+    // (before: 100 drafts), rank 2 last (after: 1,100); the server drafted 1,000 times between.
+    let windows = [(140, 190, 1_050), (100, 150, 1_000), (120, 170, 1_100)];
+    let parts: Vec<ShardResult> = windows
+        .iter()
+        .enumerate()
+        .map(|(rank, &(before, _, after))| {
+            let mut run = whole.clone();
+            run.spec_decode = Some(SpecDecodeWindow {
+                before: Some(counts(before, before / 2, before / 4)),
+                after: counts(after, after / 2, after / 4),
+            });
+            let text = worker_file(&run, rank as u32, 3, rank as u64 * 3_000, rank as i64 * 977 - 1_500);
+            read(&text, rank as u32)
+        })
+        .collect();
+    assert!(parts.iter().all(|p| p.run.spec_decode.is_some()), "each worker's file keeps its reading");
+    let merged = merge_shards(parts.clone(), false).unwrap();
+    let spec = Summary::compute(&merged).spec_decode.unwrap();
+    assert_eq!((spec.num_drafts, spec.draft_tokens), (1_000, 2_000));
+    assert_eq!(spec.accepted_per_position, vec![500, 250]);
+    // One worker's own window is only part of the run; the three summed would count the
+    // server's drafts thrice.
+    let own = Summary::compute(&parts[0].run).spec_decode.unwrap();
+    assert_eq!(own.num_drafts, 910);
+    // A worker that could not read the counters leaves the others' span.
+    let mut some = parts;
+    some[2].run.spec_decode = None;
+    let spec = Summary::compute(&merge_shards(some, false).unwrap()).spec_decode.unwrap();
+    assert_eq!(spec.num_drafts, 950);
+}
+
+#[test]
 fn a_missing_rank_is_refused_and_merged_with_partial() {
     let whole = whole_run(10, &[5_000]);
     let mut parts = shards(&whole, 4);

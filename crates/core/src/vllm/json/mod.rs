@@ -161,7 +161,8 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
 /// by kind, dispatch lag, the client's health verdict, the steady state and the time slices,
 /// the token ledger, the per-turn metrics of a multi-turn run (`turns`, only then), its place
 /// in a sharded run (`shard`, only then), the server's telemetry (`server_telemetry`, only when
-/// scraped) and one record per request.
+/// scraped), the speculative decoder's counters as read before and after the run
+/// (`spec_decode_window`, where the server has them) and one record per request.
 fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
     let lag = summary
         .dispatch_lag
@@ -194,6 +195,9 @@ fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
         }
         if let Some(telemetry) = &summary.server {
             m.insert("server_telemetry".into(), serde_json::to_value(telemetry).unwrap_or(Value::Null));
+        }
+        if let Some(window) = &run.spec_decode {
+            m.insert("spec_decode_window".into(), serde_json::to_value(window).unwrap_or(Value::Null));
         }
         m.insert("requests".into(), run.records.iter().map(request_entry).collect());
     }

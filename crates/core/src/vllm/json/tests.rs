@@ -183,12 +183,30 @@ fn our_json_reads_back_into_the_same_summary() {
         accepted_tokens: 500,
         accepted_per_position: vec![300, 200],
     };
-    let run = RunResult { spec_decode: Some(spec.clone()), ..sample_run() };
+    // Read as the server counted before and after the run; the report gives what changed.
+    let before = crate::telemetry::SpecDecodeCounts {
+        num_drafts: 10,
+        draft_tokens: 20,
+        accepted_tokens: 5,
+        accepted_per_position: vec![4, 1],
+    };
+    let after = crate::telemetry::SpecDecodeCounts {
+        num_drafts: 410,
+        draft_tokens: 820,
+        accepted_tokens: 505,
+        accepted_per_position: vec![304, 201],
+    };
+    let window = crate::telemetry::SpecDecodeWindow { before: Some(before), after };
+    let run = RunResult { spec_decode: Some(window.clone()), ..sample_run() };
     let summary = Summary::compute(&run);
     let v = result_json(&run, &summary);
     assert_eq!(v["spec_decode_acceptance_rate"], 62.5);
     assert_eq!(v["spec_decode_acceptance_length"], 2.25);
     assert_eq!(summary_from_vllm_json(&v).unwrap().spec_decode, Some(spec));
+    // The readings themselves are kept, for a sharded run's merge.
+    let kept: crate::telemetry::SpecDecodeWindow =
+        serde_json::from_value(v["servebench"]["spec_decode_window"].clone()).unwrap();
+    assert_eq!(kept, window);
 }
 
 #[test]

@@ -204,6 +204,16 @@ impl Uncertainty {
         ))
     }
 
+    /// The band of a deployment that drafts speculatively: at least the spread assumed for an
+    /// uncalibrated device, as no public measurement with drafts has checked how they are priced.
+    pub fn for_drafts(&self) -> Uncertainty {
+        self.widened(
+            "speculative decoding is priced from its design, not yet checked against a measurement with drafts: \
+             widened to the spread assumed for an uncalibrated device"
+                .into(),
+        )
+    }
+
     /// Each side at least as wide as the spread assumed for an uncalibrated device, with `why`
     /// added to the source.
     fn widened(&self, why: String) -> Uncertainty {

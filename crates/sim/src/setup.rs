@@ -323,11 +323,14 @@ impl SimSetup {
 
     /// The prediction band of this deployment: its fitted profile's when that carries one, else
     /// the device's; widened, saying so, for a tensor-parallel size or a model other than those
-    /// its errors were measured at.
+    /// its errors were measured at, and for speculative decoding.
     pub fn uncertainty(&self) -> crate::hardware::Uncertainty {
         // A fitted profile's own band describes its constants; the device's, the preset's.
         let own = self.stack.uncertainty.as_ref().unwrap_or(&self.hardware.uncertainty);
         let mut band = own.for_tp(self.options.tp).for_model(&self.model.id);
+        if self.options.speculative.is_some() {
+            band = band.for_drafts();
+        }
         let dequantizes =
             self.model.precision.dequantizes_mxfp4_experts(self.model.moe.is_some(), &self.hardware.peak_tflops);
         if dequantizes && self.options.mxfp4_backend != self.hardware.mxfp4_backend {
@@ -479,6 +482,32 @@ pub(crate) mod tests {
         assert_eq!(note("Qwen/Qwen3-14B-FP8", "h100-sxm", &[]), None);
         assert_eq!(note("Qwen/Qwen3-14B", "a100-80g", &[]), None);
         assert_eq!(note("openai/gpt-oss-120b", "h100-sxm", &[]), None);
+    }
+
+    #[test]
+    fn drafts_widen_the_band_and_the_note_says_what_the_drafter_takes() {
+        // On one H100 the two models' weights would leave no room for a KV cache: two GPUs.
+        let plain = setup("openai/gpt-oss-120b", "h100-sxm", &[("tp", "2")]).unwrap();
+        let drafts = [
+            ("tp", "2"),
+            (
+                "speculative-config",
+                r#"{"method": "eagle3", "model": "openai/gpt-oss-20b", "num_speculative_tokens": 2}"#,
+            ),
+            ("spec-acceptance", "0.7"),
+        ];
+        let drafting = setup("openai/gpt-oss-120b", "h100-sxm", &drafts).unwrap();
+        let one_gpu = setup("openai/gpt-oss-120b", "h100-sxm", &drafts[1..]);
+        assert!(matches!(one_gpu, Err(SimError::DoesNotFit { .. })), "{one_gpu:?}");
+        let (narrow, wide) = (plain.uncertainty(), drafting.uncertainty());
+        assert!(wide.source.contains("speculative decoding is priced from its design"), "{}", wide.source);
+        assert!(!narrow.source.contains("speculative"), "{}", narrow.source);
+        let assumed = crate::hardware::Uncertainty::default();
+        for (n, w, a) in [(narrow.ttft, wide.ttft, assumed.ttft), (narrow.tpot, wide.tpot, assumed.tpot)] {
+            assert!(w[0] <= n[0].min(a[0]) && w[1] >= n[1].max(a[1]), "{n:?} {w:?}");
+        }
+        let note = drafting.notes.iter().find(|n| n.starts_with("speculative decoding")).unwrap();
+        assert!(note.contains("gpt-oss-20b") && note.contains("GiB a GPU") && note.contains("KiB a token"), "{note}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod frontend;
 mod kv;
 mod request;
 mod scheduler;
+mod spec;
 #[cfg(test)]
 mod spec_tests;
 #[cfg(test)]
@@ -25,9 +26,8 @@ mod tokenizer;
 
 use std::collections::VecDeque;
 
-use servebench_core::telemetry::SpecDecodeCounts;
-
 pub use request::{FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
+pub use spec::SpecDraws;
 pub use tokenizer::{MICROBATCH_SINCE, Microbatch};
 
 use crate::cost::{BatchStats, CostModel, StepBreakdown, StepCost};
@@ -76,40 +76,6 @@ pub struct EngineConfig {
     pub pipeline_batches: u32,
     /// Speculative decoding: each decoding sequence verifies draft tokens every step.
     pub spec: Option<SpecDraws>,
-}
-
-/// Speculative decoding as the engine runs it: the draft tokens a step proposes for each
-/// decoding sequence, and the chance each is accepted once the one before it was.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SpecDraws {
-    pub tokens: u32,
-    pub conditional: Vec<f64>,
-}
-
-impl SpecDraws {
-    /// From the per-position rates vLLM reports (position `i` accepted in `rates[i]` of drafts,
-    /// every one before it too).
-    pub fn from_rates(tokens: u32, rates: &[f64]) -> Self {
-        let mut before = 1.0;
-        let conditional = rates
-            .iter()
-            .map(|&p| {
-                let c = if before > 0.0 { (p / before).clamp(0.0, 1.0) } else { 0.0 };
-                before = p;
-                c
-            })
-            .collect();
-        SpecDraws { tokens, conditional }
-    }
-
-    /// Draft tokens accepted out of `drafts`: each after the one before it, at its chance.
-    fn accepted(&self, drafts: u32, rng: &mut SimRng) -> u32 {
-        let mut n = 0;
-        while n < drafts && rng.next_f64() < self.conditional.get(n as usize).copied().unwrap_or(0.0) {
-            n += 1;
-        }
-        n
-    }
 }
 
 impl EngineConfig {
@@ -547,19 +513,6 @@ impl Engine {
 
     pub fn counters(&self) -> EngineCounters {
         self.counters
-    }
-
-    /// The speculative decoder's counters so far, as vLLM's `/metrics` counts them (one value a
-    /// draft position); `None` without speculative decoding.
-    pub fn spec_decode_counts(&self) -> Option<SpecDecodeCounts> {
-        let spec = self.cfg.spec.as_ref()?;
-        let c = &self.counters;
-        Some(SpecDecodeCounts {
-            num_drafts: c.spec_drafts,
-            draft_tokens: c.spec_draft_tokens,
-            accepted_tokens: c.spec_accepted,
-            accepted_per_position: c.spec_accepted_per_pos[..spec.tokens as usize].to_vec(),
-        })
     }
 
     /// Every step's time so far, term by term (the terms of [`StepCost::breakdown`]).

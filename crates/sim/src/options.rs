@@ -417,6 +417,7 @@ impl ServingOptions {
             o.max_num_seqs,
             o.max_num_batched_tokens,
             stack.graph_max_tokens,
+            1 + o.speculative.as_ref().map_or(0, |s| s.num_speculative_tokens),
         )
         .map_err(|e| SimError::Conflict(format!("cudagraph-capture-sizes: {e}")))?;
         if let Some((key, machines)) = layout {

@@ -219,13 +219,22 @@ impl SimSetup {
                     "CUDA graphs captured at {sizes} tokens: a step runs padded to the next, one of more than \
                      {largest} without graphs"
                 ));
-            } else if largest <= 2 * u64::from(opts.max_num_seqs)
-                && opts.max_num_seqs.saturating_mul(2) < stack.graph_max_tokens.min(opts.max_num_batched_tokens)
-            {
-                notes.push(format!(
-                    "CUDA graphs up to {largest} tokens (vLLM captures up to twice max-num-seqs unless told): steps \
-                     of more run without graphs (max-cudagraph-capture-size to raise it)"
-                ));
+            } else {
+                // A decoding sequence's tokens a step: one, or one and its drafts.
+                let query = 1 + opts.speculative.as_ref().map_or(0, |s| s.num_speculative_tokens);
+                let decode = opts.max_num_seqs.saturating_mul(query).saturating_mul(2);
+                if largest <= u64::from(decode) && decode < stack.graph_max_tokens.min(opts.max_num_batched_tokens) {
+                    let rule = match query {
+                        1 => "twice max-num-seqs".to_string(),
+                        q => {
+                            format!("twice max-num-seqs times the {q} tokens a sequence verifies, in multiples of {q}")
+                        }
+                    };
+                    notes.push(format!(
+                        "CUDA graphs up to {largest} tokens (vLLM captures up to {rule} unless told): steps of more \
+                         run without graphs (max-cudagraph-capture-size to raise it)"
+                    ));
+                }
             }
         }
         if opts.pp > 1 {

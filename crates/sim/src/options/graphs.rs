@@ -9,6 +9,11 @@
 //! Sizes given replace the list (those beyond `max-num-batched-tokens`, or beyond a
 //! `max-cudagraph-capture-size` given with them, are dropped); a largest size given alone cuts
 //! vLLM's list there.
+//!
+//! With speculative decoding a decoding sequence runs `1 + k` tokens a step (its decode query
+//! length), and vLLM sizes the graphs for it: the default largest size is `max-num-seqs` times
+//! that, times two (at most 512, never past the token budget), and every size is rounded up to
+//! a multiple of it, those past the largest dropped (`adjust_cudagraph_sizes_for_spec_decode`).
 
 use serde::Serialize;
 
@@ -21,13 +26,53 @@ pub enum CudaGraphSizes {
     Default { largest: u32 },
     /// The sizes the deployment gave, ascending and distinct, none of them 0.
     Given { sizes: Vec<u32> },
+    /// vLLM's list or the sizes given, rounded up to multiples of a speculative decoder's
+    /// decode query length (`1 + k`), ascending and distinct; `given` says which.
+    Drafts { sizes: Vec<u32>, query_len: u32, given: bool },
 }
 
 impl CudaGraphSizes {
     /// The sizes for `given` sizes and a `largest` size (as vLLM's flags give them: either, both
-    /// or neither), `max_num_seqs` and `max_num_batched_tokens` as resolved, and the stack's cap
-    /// on the default (`graph_max_tokens`); an error says why sizes given leave none.
+    /// or neither), `max_num_seqs` and `max_num_batched_tokens` as resolved, the stack's cap
+    /// on the default (`graph_max_tokens`) and the tokens a decoding sequence runs a step
+    /// (`query_len`: 1, or `1 + k` with `k` draft tokens); an error says why sizes given leave
+    /// none.
     pub fn resolve(
+        given: Option<&[u32]>,
+        largest: Option<u32>,
+        max_num_seqs: u32,
+        max_num_batched_tokens: u32,
+        stack_cap: u32,
+        query_len: u32,
+    ) -> Result<Self, String> {
+        let sizes = Self::resolve_plain(
+            given,
+            largest,
+            max_num_seqs.saturating_mul(query_len.max(1)),
+            max_num_batched_tokens,
+            stack_cap,
+        )?;
+        if query_len <= 1 {
+            return Ok(sizes);
+        }
+        let (listed, given) = match &sizes {
+            Self::Default { largest } => (default_sizes_to(*largest), false),
+            Self::Given { sizes } => (sizes.clone(), true),
+            Self::Drafts { .. } => return Ok(sizes),
+        };
+        let top = listed.last().copied().unwrap_or(0);
+        let mut rounded: Vec<u32> =
+            listed.iter().map(|s| s.div_ceil(query_len) * query_len).filter(|s| *s <= top).collect();
+        rounded.dedup();
+        if rounded.is_empty() {
+            return Ok(Self::Default { largest: 0 });
+        }
+        Ok(Self::Drafts { sizes: rounded, query_len, given })
+    }
+
+    /// [`Self::resolve`] for one token a decoding sequence, the sequences' count taken as the
+    /// tokens a decode step runs.
+    fn resolve_plain(
         given: Option<&[u32]>,
         largest: Option<u32>,
         max_num_seqs: u32,
@@ -60,7 +105,7 @@ impl CudaGraphSizes {
     pub fn largest(&self) -> u64 {
         match self {
             Self::Default { largest } => u64::from(*largest),
-            Self::Given { sizes } => sizes.last().map_or(0, |s| u64::from(*s)),
+            Self::Given { sizes } | Self::Drafts { sizes, .. } => sizes.last().map_or(0, |s| u64::from(*s)),
         }
     }
 
@@ -72,7 +117,7 @@ impl CudaGraphSizes {
         }
         match self {
             Self::Default { .. } => Some(default_rows(tokens)),
-            Self::Given { sizes } => {
+            Self::Given { sizes } | Self::Drafts { sizes, .. } => {
                 let at = sizes.partition_point(|s| u64::from(*s) < tokens);
                 Some(if tokens == 0 { 0 } else { u64::from(sizes[at]) })
             }
@@ -82,8 +127,8 @@ impl CudaGraphSizes {
     /// The sizes in a line for the user, where they are not vLLM's default list.
     pub fn given_text(&self) -> Option<String> {
         match self {
-            Self::Default { .. } => None,
-            Self::Given { sizes } => Some(list_text(sizes)),
+            Self::Default { .. } | Self::Drafts { given: false, .. } => None,
+            Self::Given { sizes } | Self::Drafts { sizes, given: true, .. } => Some(list_text(sizes)),
         }
     }
 }
@@ -100,6 +145,17 @@ pub fn default_rows(tokens: u64) -> u64 {
         5..=256 => tokens.div_ceil(8) * 8,
         _ => tokens.div_ceil(16) * 16,
     }
+}
+
+/// vLLM's default list up to `largest`, itself one of its sizes.
+fn default_sizes_to(largest: u32) -> Vec<u32> {
+    let mut sizes = Vec::new();
+    let mut n = 0;
+    while n < largest {
+        n = default_rows(u64::from(n) + 1) as u32;
+        sizes.push(n);
+    }
+    sizes
 }
 
 /// The largest size of vLLM's default list that is at most `n` (0 for none).
@@ -141,7 +197,7 @@ mod tests {
 
     #[test]
     fn the_default_list_ends_at_twice_the_sequences_the_stack_cap_and_the_token_budget() {
-        let largest = |seqs, tokens, cap| CudaGraphSizes::resolve(None, None, seqs, tokens, cap).unwrap().largest();
+        let largest = |seqs, tokens, cap| CudaGraphSizes::resolve(None, None, seqs, tokens, cap, 1).unwrap().largest();
         // vLLM's defaults: 1,024 sequences (256 on small parts) and 8,192 tokens, capped at 512.
         assert_eq!(largest(1024, 8192, 512), 512);
         assert_eq!(largest(256, 2048, 512), 512);
@@ -152,22 +208,42 @@ mod tests {
         assert_eq!(largest(256, 512, 256), 256);
         assert_eq!(largest(1024, 300, 512), 288);
         // A largest size given replaces the rule, still within the token budget.
-        let given = |max| CudaGraphSizes::resolve(None, Some(max), 4, 8192, 512).unwrap().largest();
+        let given = |max| CudaGraphSizes::resolve(None, Some(max), 4, 8192, 512, 1).unwrap().largest();
         assert_eq!((given(2048), given(100), given(20_000)), (2048, 96, 8192));
     }
 
     #[test]
     fn given_sizes_pad_to_the_next_and_end_the_graphs_at_the_largest() {
-        let g = CudaGraphSizes::resolve(Some(&[16, 1, 2, 4, 5, 8, 10, 10]), None, 1024, 8192, 512).unwrap();
+        let g = CudaGraphSizes::resolve(Some(&[16, 1, 2, 4, 5, 8, 10, 10]), None, 1024, 8192, 512, 1).unwrap();
         assert_eq!(g, CudaGraphSizes::Given { sizes: vec![1, 2, 4, 5, 8, 10, 16] });
         let rows: Vec<Option<u64>> = [0, 3, 5, 6, 9, 10, 11, 16, 17].map(|t| g.rows(t)).into();
         assert_eq!(rows, [Some(0), Some(4), Some(5), Some(8), Some(10), Some(10), Some(16), Some(16), None]);
         assert_eq!(g.given_text().as_deref(), Some("1,2,4,5,8,10,16"));
         // Sizes beyond a largest size or the token budget are dropped; none left is an error.
-        let cut = CudaGraphSizes::resolve(Some(&[8, 64, 4096]), Some(64), 1024, 8192, 512).unwrap();
+        let cut = CudaGraphSizes::resolve(Some(&[8, 64, 4096]), Some(64), 1024, 8192, 512, 1).unwrap();
         assert_eq!(cut.largest(), 64);
-        let err = CudaGraphSizes::resolve(Some(&[4096]), None, 1024, 2048, 512).unwrap_err();
+        let err = CudaGraphSizes::resolve(Some(&[4096]), None, 1024, 2048, 512, 1).unwrap_err();
         assert!(err.contains("4096") && err.contains("2048"), "{err}");
+    }
+
+    #[test]
+    fn drafts_capture_multiples_of_the_decode_query_up_to_twice_the_sequences_decode() {
+        // Four sequences with two drafts each run 12 tokens a decode: vLLM captures up to
+        // 4 x 3 x 2 = 24 tokens (its list 1, 2, 4, 8, 16, 24), each rounded up to a multiple of
+        // 3: 3, 6, 9, 18, 24.
+        let g = CudaGraphSizes::resolve(None, None, 4, 8192, 512, 3).unwrap();
+        assert_eq!(g, CudaGraphSizes::Drafts { sizes: vec![3, 6, 9, 18, 24], query_len: 3, given: false });
+        assert_eq!((g.largest(), g.rows(12), g.rows(5), g.rows(25)), (24, Some(18), Some(6), None));
+        assert_eq!(g.given_text(), None, "vLLM's own list");
+        // Without drafts, the same four sequences capture up to 8: a verifying decode of 12
+        // tokens would run without graphs.
+        assert_eq!(CudaGraphSizes::resolve(None, None, 4, 8192, 512, 1).unwrap().largest(), 8);
+        // The cap of 512 and the token budget still bound it; sizes given are rounded too, and
+        // those rounded past the largest dropped.
+        assert_eq!(CudaGraphSizes::resolve(None, None, 1024, 8192, 512, 2).unwrap().largest(), 512);
+        let given = CudaGraphSizes::resolve(Some(&[1, 2, 4, 8, 10]), None, 1024, 8192, 512, 4).unwrap();
+        assert_eq!(given, CudaGraphSizes::Drafts { sizes: vec![4, 8], query_len: 4, given: true });
+        assert_eq!(given.given_text().as_deref(), Some("4,8"));
     }
 
     #[test]
@@ -195,9 +271,13 @@ mod tests {
             largest in proptest::option::of(1u32..5000),
             seqs in 1u32..2048,
             tokens in 0u64..6000,
+            query_len in 1u32..6,
         ) {
             for given in [None, Some(sizes.as_slice())] {
-                let Ok(g) = CudaGraphSizes::resolve(given, largest, seqs, 8192, 512) else { continue };
+                let Ok(g) = CudaGraphSizes::resolve(given, largest, seqs, 8192, 512, query_len) else { continue };
+                if let CudaGraphSizes::Drafts { sizes, .. } = &g {
+                    prop_assert!(sizes.iter().all(|s| s % query_len == 0), "{:?}", sizes);
+                }
                 match g.rows(tokens) {
                     Some(rows) => {
                         prop_assert!(tokens <= g.largest() && rows >= tokens && rows <= g.largest());

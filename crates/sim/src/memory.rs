@@ -182,7 +182,7 @@ pub fn drafter_weight_bytes_per_gpu(
         }
         SpecMethod::Eagle if !drafter.tied_embeddings => all - embedding,
         SpecMethod::Eagle | SpecMethod::Drafter => all,
-        SpecMethod::Ngram => 0.0,
+        SpecMethod::Ngram | SpecMethod::NgramGpu => 0.0,
     }
 }
 

@@ -443,7 +443,7 @@ impl ServingOptions {
         } else if o.async_scheduling && o.speculative.as_ref().is_some_and(|s| s.method == SpecMethod::Ngram) {
             return Err(SimError::Conflict(
                 "async-scheduling=true with ngram drafts: vLLM schedules asynchronously only with drafters on \
-                 the GPU (eagle, eagle3, mtp, draft_model) and refuses to start; drop async-scheduling"
+                 the GPU (eagle, eagle3, mtp, draft_model, ngram_gpu) and refuses to start; drop async-scheduling"
                     .into(),
             ));
         }

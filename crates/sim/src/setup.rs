@@ -202,7 +202,7 @@ impl SimSetup {
             )),
             Some(SyncBecause::HostDrafts) => notes.push(
                 "no async scheduling: vLLM has none with drafts matched on the host (ngram); its drafters on \
-                 the GPU (eagle, eagle3, mtp, draft_model) keep it"
+                 the GPU (eagle, eagle3, mtp, draft_model) and ngram_gpu keep it"
                     .to_string(),
             ),
             Some(SyncBecause::Release) => notes.push(
@@ -372,6 +372,7 @@ fn drafter(
     );
     let (drafter, how) = match spec.method {
         SpecMethod::Ngram => (None, "drafted on the host (ngram), no GPU work".to_string()),
+        SpecMethod::NgramGpu => (None, "n-grams matched on the GPU (ngram_gpu), priced as free".to_string()),
         SpecMethod::Mtp => (
             Some(model.mtp_layer()),
             "each draft priced as one more layer of the model (its MTP layer) and the LM head, the first over \

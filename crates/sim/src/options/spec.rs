@@ -19,6 +19,9 @@ pub enum SpecMethod {
     Mtp,
     /// Matching the context's n-grams on the host: no GPU work.
     Ngram,
+    /// Matching the context's n-grams on the GPU (`ngram_gpu`): no model to run, and vLLM keeps
+    /// async scheduling with it.
+    NgramGpu,
     /// An EAGLE head (`eagle`, `eagle3`), named by `model`: a few layers of its own over the
     /// target's hidden states, reading the target's embedding (vLLM shares it rather than load
     /// the head's copy).
@@ -76,7 +79,11 @@ pub(super) fn parse_config(v: &str) -> Result<SpecConfig, String> {
     let model = obj.get("model").and_then(|m| m.as_str()).map(str::to_string);
     let method = match obj.get("method").and_then(|m| m.as_str()) {
         Some(m) => method(m)?,
-        None => return Err("give the drafting method (\"method\": mtp, ngram, eagle, eagle3 or draft_model)".into()),
+        None => {
+            return Err(
+                "give the drafting method (\"method\": mtp, ngram, ngram_gpu, eagle, eagle3 or draft_model)".into()
+            );
+        }
     };
     if method.needs_model() && model.is_none() {
         return Err(
@@ -100,11 +107,12 @@ fn method(name: &str) -> Result<SpecMethod, String> {
     let m = name.trim().to_ascii_lowercase();
     match m.as_str() {
         "ngram" => Ok(SpecMethod::Ngram),
+        "ngram_gpu" => Ok(SpecMethod::NgramGpu),
         "eagle" | "eagle3" => Ok(SpecMethod::Eagle),
         "draft_model" => Ok(SpecMethod::Drafter),
         _ if m == "mtp" || m.ends_with("_mtp") => Ok(SpecMethod::Mtp),
         _ => Err(format!(
-            "method {name:?} is not modelled; use mtp (or a model's *_mtp), ngram, eagle, eagle3 or draft_model"
+            "method {name:?} is not modelled; use mtp (or a model's *_mtp), ngram, ngram_gpu, eagle, eagle3 or draft_model"
         )),
     }
 }

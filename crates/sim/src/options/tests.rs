@@ -193,7 +193,7 @@ fn drafts_matched_on_the_host_run_without_async_scheduling_and_gpu_drafters_keep
         parse("Qwen/Qwen3-8B", "h100-sxm", &pairs).map(|o| (o.async_scheduling, o.sync_because))
     };
     assert_eq!(with("ngram", &[]).unwrap(), (false, Some(SyncBecause::HostDrafts)));
-    for gpu in ["mtp", "eagle3", "draft_model"] {
+    for gpu in ["mtp", "eagle3", "draft_model", "ngram_gpu"] {
         assert_eq!(with(gpu, &[]).unwrap(), (true, None), "{gpu}");
     }
     // vLLM refuses to start when asked for both; asked off, it is off.

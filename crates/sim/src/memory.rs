@@ -149,10 +149,15 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
         _ => 1.0,
     };
     let experts = f64::from(model.moe_layers()) * experts_per_gpu * model.expert_params() * w_b * layout;
-    let embedding_bytes = model.embedding_params() * 2.0;
+    (attention + always + experts) * stage_fraction + outside_blocks_bytes_per_gpu(model, opts)
+}
+
+/// Weight bytes outside the transformer blocks on one GPU: the BF16 embedding, and the LM head
+/// with one stage (the same matrix where the two are tied), and the parameters the preset counts
+/// beside the blocks (a vision encoder's), split over `tp`.
+fn outside_blocks_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     let heads = if opts.pp == 1 && !model.tied_embeddings { 2.0 } else { 1.0 };
-    let extra = model.extra_params_b * 1e9 * 2.0;
-    (attention + always + experts) * stage_fraction + (heads * embedding_bytes + extra) / tp
+    (heads * model.embedding_params() * 2.0 + model.extra_params_b * 1e9 * 2.0) / f64::from(opts.tp)
 }
 
 /// The weights a drafter adds to each GPU, run at the target's parallelism (vLLM's drafters take
@@ -172,15 +177,12 @@ pub fn drafter_weight_bytes_per_gpu(
         opts.mxfp4_layout = None;
     }
     let all = weight_bytes_per_gpu(drafter, &opts);
-    let tp = f64::from(opts.tp);
-    let embedding = drafter.embedding_params() * 2.0 / tp;
-    let heads = if drafter.tied_embeddings { 1.0 } else { 2.0 };
     match method {
         SpecMethod::Mtp => {
             let fusion = 2.0 * f64::from(drafter.hidden).powi(2) * 2.0;
-            all - heads * embedding - drafter.extra_params_b * 1e9 * 2.0 / tp + fusion
+            all - outside_blocks_bytes_per_gpu(drafter, &opts) + fusion
         }
-        SpecMethod::Eagle if !drafter.tied_embeddings => all - embedding,
+        SpecMethod::Eagle if !drafter.tied_embeddings => all - drafter.embedding_params() * 2.0 / f64::from(opts.tp),
         SpecMethod::Eagle | SpecMethod::Drafter => all,
         SpecMethod::Ngram | SpecMethod::NgramGpu => 0.0,
     }

@@ -417,7 +417,7 @@ impl ServingOptions {
             o.max_num_seqs,
             o.max_num_batched_tokens,
             stack.graph_max_tokens,
-            1 + o.speculative.as_ref().map_or(0, |s| s.num_speculative_tokens),
+            o.decode_query_len(),
         )
         .map_err(|e| SimError::Conflict(format!("cudagraph-capture-sizes: {e}")))?;
         if let Some((key, machines)) = layout {
@@ -440,7 +440,7 @@ impl ServingOptions {
             if o.sync_because.is_some() {
                 o.async_scheduling = false;
             }
-        } else if o.async_scheduling && o.speculative.as_ref().is_some_and(|s| s.method == SpecMethod::Ngram) {
+        } else if o.async_scheduling && o.speculative.as_ref().is_some_and(|s| s.method.drafts_on_host()) {
             return Err(SimError::Conflict(
                 "async-scheduling=true with ngram drafts: vLLM schedules asynchronously only with drafters on \
                  the GPU (eagle, eagle3, mtp, draft_model, ngram_gpu) and refuses to start; drop async-scheduling"
@@ -492,6 +492,11 @@ impl ServingOptions {
         }
         (self.tp, self.pp) = (tp, pp);
         Ok(())
+    }
+
+    /// Tokens a decoding sequence runs a step: one, and its drafts with speculative decoding.
+    pub fn decode_query_len(&self) -> u32 {
+        1 + self.speculative.as_ref().map_or(0, |s| s.num_speculative_tokens)
     }
 
     /// GPUs the deployment uses: `tp × pp × dp`.

@@ -220,8 +220,7 @@ impl SimSetup {
                      {largest} without graphs"
                 ));
             } else {
-                // A decoding sequence's tokens a step: one, or one and its drafts.
-                let query = 1 + opts.speculative.as_ref().map_or(0, |s| s.num_speculative_tokens);
+                let query = opts.decode_query_len();
                 let decode = opts.max_num_seqs.saturating_mul(query).saturating_mul(2);
                 if largest <= u64::from(decode) && decode < stack.graph_max_tokens.min(opts.max_num_batched_tokens) {
                     let rule = match query {

@@ -102,7 +102,7 @@ impl SyncBecause {
             Some(Self::PipelineParallel)
         } else if o.vllm_release.is_some_and(|r| r < ASYNC_BY_DEFAULT_SINCE) {
             Some(Self::Release)
-        } else if o.speculative.as_ref().is_some_and(|s| s.method == super::SpecMethod::Ngram) {
+        } else if o.speculative.as_ref().is_some_and(|s| s.method.drafts_on_host()) {
             Some(Self::HostDrafts)
         } else {
             None

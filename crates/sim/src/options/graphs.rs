@@ -26,9 +26,9 @@ pub enum CudaGraphSizes {
     Default { largest: u32 },
     /// The sizes the deployment gave, ascending and distinct, none of them 0.
     Given { sizes: Vec<u32> },
-    /// vLLM's list or the sizes given, rounded up to multiples of a speculative decoder's
-    /// decode query length (`1 + k`), ascending and distinct; `given` says which.
-    Drafts { sizes: Vec<u32>, query_len: u32, given: bool },
+    /// vLLM's list rounded up to multiples of a speculative decoder's decode query length
+    /// (`1 + k`), ascending and distinct (sizes given are rounded alike, and stay `Given`).
+    Drafts { sizes: Vec<u32> },
 }
 
 impl CudaGraphSizes {
@@ -55,19 +55,16 @@ impl CudaGraphSizes {
         if query_len <= 1 {
             return Ok(sizes);
         }
-        let (listed, given) = match &sizes {
-            Self::Default { largest } => (default_sizes_to(*largest), false),
-            Self::Given { sizes } => (sizes.clone(), true),
-            Self::Drafts { .. } => return Ok(sizes),
-        };
+        let listed = sizes.listed();
         let top = listed.last().copied().unwrap_or(0);
         let mut rounded: Vec<u32> =
             listed.iter().map(|s| s.div_ceil(query_len) * query_len).filter(|s| *s <= top).collect();
         rounded.dedup();
-        if rounded.is_empty() {
-            return Ok(Self::Default { largest: 0 });
-        }
-        Ok(Self::Drafts { sizes: rounded, query_len, given })
+        Ok(match sizes {
+            _ if rounded.is_empty() => Self::Default { largest: 0 },
+            Self::Given { .. } => Self::Given { sizes: rounded },
+            Self::Default { .. } | Self::Drafts { .. } => Self::Drafts { sizes: rounded },
+        })
     }
 
     /// [`Self::resolve`] for one token a decoding sequence, the sequences' count taken as the
@@ -101,11 +98,19 @@ impl CudaGraphSizes {
         }
     }
 
+    /// Every size captured, ascending.
+    fn listed(&self) -> Vec<u32> {
+        match self {
+            Self::Default { largest } => default_sizes_to(*largest),
+            Self::Given { sizes } | Self::Drafts { sizes } => sizes.clone(),
+        }
+    }
+
     /// The largest size captured: steps of more tokens run without graphs.
     pub fn largest(&self) -> u64 {
         match self {
             Self::Default { largest } => u64::from(*largest),
-            Self::Given { sizes } | Self::Drafts { sizes, .. } => sizes.last().map_or(0, |s| u64::from(*s)),
+            Self::Given { sizes } | Self::Drafts { sizes } => sizes.last().map_or(0, |s| u64::from(*s)),
         }
     }
 
@@ -117,7 +122,7 @@ impl CudaGraphSizes {
         }
         match self {
             Self::Default { .. } => Some(default_rows(tokens)),
-            Self::Given { sizes } | Self::Drafts { sizes, .. } => {
+            Self::Given { sizes } | Self::Drafts { sizes } => {
                 let at = sizes.partition_point(|s| u64::from(*s) < tokens);
                 Some(if tokens == 0 { 0 } else { u64::from(sizes[at]) })
             }
@@ -127,8 +132,8 @@ impl CudaGraphSizes {
     /// The sizes in a line for the user, where they are not vLLM's default list.
     pub fn given_text(&self) -> Option<String> {
         match self {
-            Self::Default { .. } | Self::Drafts { given: false, .. } => None,
-            Self::Given { sizes } | Self::Drafts { sizes, given: true, .. } => Some(list_text(sizes)),
+            Self::Default { .. } | Self::Drafts { .. } => None,
+            Self::Given { sizes } => Some(list_text(sizes)),
         }
     }
 }
@@ -232,7 +237,7 @@ mod tests {
         // 4 x 3 x 2 = 24 tokens (its list 1, 2, 4, 8, 16, 24), each rounded up to a multiple of
         // 3: 3, 6, 9, 18, 24.
         let g = CudaGraphSizes::resolve(None, None, 4, 8192, 512, 3).unwrap();
-        assert_eq!(g, CudaGraphSizes::Drafts { sizes: vec![3, 6, 9, 18, 24], query_len: 3, given: false });
+        assert_eq!(g, CudaGraphSizes::Drafts { sizes: vec![3, 6, 9, 18, 24] });
         assert_eq!((g.largest(), g.rows(12), g.rows(5), g.rows(25)), (24, Some(18), Some(6), None));
         assert_eq!(g.given_text(), None, "vLLM's own list");
         // Without drafts, the same four sequences capture up to 8: a verifying decode of 12
@@ -242,7 +247,7 @@ mod tests {
         // those rounded past the largest dropped.
         assert_eq!(CudaGraphSizes::resolve(None, None, 1024, 8192, 512, 2).unwrap().largest(), 512);
         let given = CudaGraphSizes::resolve(Some(&[1, 2, 4, 8, 10]), None, 1024, 8192, 512, 4).unwrap();
-        assert_eq!(given, CudaGraphSizes::Drafts { sizes: vec![4, 8], query_len: 4, given: true });
+        assert_eq!(given, CudaGraphSizes::Given { sizes: vec![4, 8] });
         assert_eq!(given.given_text().as_deref(), Some("4,8"));
     }
 
@@ -275,7 +280,7 @@ mod tests {
         ) {
             for given in [None, Some(sizes.as_slice())] {
                 let Ok(g) = CudaGraphSizes::resolve(given, largest, seqs, 8192, 512, query_len) else { continue };
-                if let CudaGraphSizes::Drafts { sizes, .. } = &g {
+                if let CudaGraphSizes::Drafts { sizes } | CudaGraphSizes::Given { sizes } = &g {
                     prop_assert!(sizes.iter().all(|s| s % query_len == 0), "{:?}", sizes);
                 }
                 match g.rows(tokens) {

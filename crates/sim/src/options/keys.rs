@@ -64,7 +64,7 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 35] = [
     ),
     (
         "speculative-config",
-        "speculative decoding as vLLM's JSON: {\"method\": \"mtp\", \"num_speculative_tokens\": 2} (mtp: the model's own layer once a draft; ngram: on the host; eagle, eagle3, draft_model: with \"model\", a preset or config.json)",
+        "speculative decoding as vLLM's JSON: {\"method\": \"mtp\", \"num_speculative_tokens\": 2} (mtp: the model's own layer once a draft; ngram: on the host; ngram_gpu: on the GPU; eagle, eagle3, draft_model: with \"model\", a preset or config.json)",
     ),
     ("num-speculative-tokens", "draft tokens a step proposes for each decoding sequence (1 to 16)"),
     (

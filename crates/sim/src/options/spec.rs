@@ -36,6 +36,11 @@ impl SpecMethod {
     pub fn needs_model(self) -> bool {
         matches!(self, SpecMethod::Eagle | SpecMethod::Drafter)
     }
+
+    /// Whether the drafts are made on the host, where vLLM has no async scheduling.
+    pub fn drafts_on_host(self) -> bool {
+        self == SpecMethod::Ngram
+    }
 }
 
 /// A deployment's speculative decoding.

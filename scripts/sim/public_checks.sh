@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every public report in crates/sim/testdata/public/ (GPUStack's performance lab, the NVIDIA
-# forum's four-Spark post, vLLM pull requests' B200 and H100 runs, an issue's B200 decodes and
-# vLLM's recipes, Vultr's Nemotron sweep), predicted with the shipped presets or a profile: per file, the median
-# error, P90 and bias of mean TTFT, mean TPOT and output throughput, then of all three together,
-# and the share of those figures inside the prediction band `sim predict` prints with them; the
-# last line counts them over all files.
+# forum's four-Spark post, vLLM pull requests' B200 and H100 runs, vLLM issues' B200 decodes
+# and rate sweep, vLLM's recipes, Vultr's Nemotron sweep), predicted with the shipped presets
+# or a profile: per file, the median error, P90 and bias of mean TTFT, mean TPOT and output
+# throughput (the median TTFT and TPOT, marked "m", for a file that gives no mean), then of the
+# three headline figures together, and the share of those inside the prediction band `sim
+# predict` prints with them; the last line counts them over all files.
 # Which files are in sample for which constant, and which are held out, is in that folder's
 # README.md; the options each file needs (some need a memory utilization or a context length) are
 # the ones it lists. Each file names its vLLM release (`vllm: v0.11.0`), which sets what that
@@ -24,10 +25,11 @@ check() {
   shift 2
   "$SB" sim validate --hardware "$hw" "$@" "${extra[@]}" --points "$dir/$file" 2>&1 |
     awk -v f="$file" -v tally="$tally" '/^Inside the prediction band/ { band = 1 }
-      !band && /^(mean TTFT|mean TPOT|output tok\/s|all) / { k = ($1 == "all") ? "all" : $1 " " $2; r[k] = $(NF-2) " / " $(NF-1) " / " $NF; n++ }
+      !band && /^(mean TTFT|mean TPOT|median TTFT|median TPOT|output tok\/s|all) / { k = ($1 == "all") ? "all" : $1 " " $2; r[k] = $(NF-2) " / " $(NF-1) " / " $NF; n++ }
       band && /^all / { inside = $3 " of " $2; print $2 - $4 - $5, $2 >> tally }
       function get(k) { return (k in r) ? r[k] : "-" }
-      END { if (n) printf "%-46s %-24s %-24s %-24s %-24s %s\n", f, get("mean TTFT"), get("mean TPOT"), get("output tok/s"), get("all"), inside; else printf "%-46s (no summary: run sim validate on it)\n", f }'
+      function mean_else_median(x) { return ("mean " x in r) ? r["mean " x] : ("median " x in r) ? r["median " x] " m" : "-" }
+      END { if (n) printf "%-46s %-24s %-24s %-24s %-24s %s\n", f, mean_else_median("TTFT"), mean_else_median("TPOT"), get("output tok/s"), get("all"), inside ? inside : "-"; else printf "%-46s (no summary: run sim validate on it)\n", f }'
 }
 tally=$(mktemp)
 trap 'rm -f "$tally"' EXIT
@@ -61,4 +63,5 @@ check h200 vllm-recipes-h200-nemotron-3-nano-fp8.json
 check b200 vllm-recipes-b200-kimi-k2.5-nvfp4.json
 check b200 flashinfer-issue-4249-b200-qwen3.6-35b-a3b.json --option linear-eff=0.65
 check b200 vllm-pr-44214-b200-qwen3.5-122b-a10b.json --option linear-eff=0.65
+check b200 vllm-issue-26825-b200-qwen3-30b-a3b-fp8.json
 awk '{ inside += $1; n += $2 } END { if (n) printf "%-46s %s of %d figures inside their band (%.0f %%)\n", "all files", inside, n, 100 * inside / n }' "$tally"

@@ -189,7 +189,7 @@ fn print_text(
         .groups()
         .into_iter()
         .map(|(g, rs)| {
-            let inside = coverage::by_metric(cal, &rs).last().map_or(0.0, |(_, c)| c.share());
+            let inside = coverage::by_metric(cal, &rs).last().map(|(_, c)| c.share());
             (g, validate::by_metric(&rs), inside)
         })
         .collect();
@@ -212,7 +212,8 @@ fn print_text(
                     format!(" {cell:>16}")
                 })
                 .collect();
-            writeln!(out, "  {g:<28}{} {:>6.0}%", cells.concat(), inside * 100.0)?;
+            let inside = inside.map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0));
+            writeln!(out, "  {g:<28}{} {inside:>7}", cells.concat())?;
         }
     }
     if let Some(full) = &v.full_fit {

@@ -100,7 +100,7 @@ impl Coverage {
 }
 
 /// Coverage per banded metric measured ([`FitMetric::ALL`]) and over all of them (the row
-/// "all"), for `residuals` of `cal`'s targets.
+/// "all"), for `residuals` of `cal`'s targets; nothing where none is banded.
 pub fn by_metric(cal: &Calibrator, residuals: &[&Residual]) -> Vec<(String, Coverage)> {
     // Each residual's side, once (only the banded metrics have one).
     let sides: Vec<(FitMetric, Side)> =
@@ -108,12 +108,17 @@ pub fn by_metric(cal: &Calibrator, residuals: &[&Residual]) -> Vec<(String, Cove
     let count = |m: FitMetric| Coverage::of(sides.iter().filter(|(x, _)| *x == m).map(|&(_, s)| s));
     let mut rows: Vec<(String, Coverage)> =
         FitMetric::ALL.iter().map(|&m| (m.name().to_string(), count(m))).filter(|(_, c)| c.n > 0).collect();
-    rows.push(("all".into(), Coverage::of(sides.iter().map(|&(_, s)| s))));
+    if !sides.is_empty() {
+        rows.push(("all".into(), Coverage::of(sides.iter().map(|&(_, s)| s))));
+    }
     rows
 }
 
 /// A plain-text table of coverage: one row per metric.
 pub fn table(rows: &[(String, Coverage)]) -> String {
+    if rows.is_empty() {
+        return "No prediction band to check: the band is given for mean TTFT, mean TPOT and output throughput, which these points did not measure.\n".into();
+    }
     let mut out = format!(
         "Inside the prediction band ({:.0} % expected; below: predicted too high, above: too low):\n{:<16} {:>5} {:>9} {:>6} {:>6}\n",
         NOMINAL * 100.0,

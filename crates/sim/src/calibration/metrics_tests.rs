@@ -107,3 +107,23 @@ fn runner_blocks_get_vllm_s_tpot_and_throughput_from_their_totals() {
     assert!(points[2].labels.iter().all(|(k, _)| k != "client"));
     assert_eq!(points[2].value(FitMetric::MeanE2el), None, "no E2EL section");
 }
+
+/// A point whose prompts share a prefix is predicted with that prefix cached after the first
+/// request: the same prompts, unique, take longer to their first token, by the prefill of the
+/// shared tokens; the prompt tokens the run counts do not change.
+#[test]
+fn a_shared_prefix_is_cached_after_the_first_request() {
+    let s = setup(&[]);
+    let mut p = point(20, 8192, 16, None);
+    p.workload.request_rate = 2.0;
+    let mut ttft = |shared: u32| {
+        p.workload.shared_prefix = shared;
+        let result = run::PreparedPoint::new(&p.workload, 5).unwrap().run(&s);
+        let prompts: u64 = result.records.iter().map(|r| u64::from(r.prompt_tokens())).sum();
+        (run::FitMetrics::of(&result).ttft_median_ms.unwrap(), prompts)
+    };
+    let (unique, n_unique) = ttft(0);
+    let (shared, n_shared) = ttft(8064);
+    assert_eq!(n_unique, n_shared);
+    assert!(shared < 0.5 * unique, "{shared} ms with 8,064 of 8,192 tokens shared, {unique} ms with none");
+}

@@ -106,6 +106,10 @@ pub struct PointWorkload {
     /// JSON's `backend`: `openai-chat`, `vllm-chat`); the frontend takes a burst of them in
     /// differently (see the engine's `frontend`).
     pub chat: bool,
+    /// Tokens every prompt starts with, the same in each (a shared system prompt, the fixed
+    /// lines of vLLM's sonnet dataset): the server's prefix cache holds them after the first
+    /// request.
+    pub shared_prefix: u32,
 }
 
 /// The metrics a fit matches.
@@ -260,6 +264,7 @@ impl MeasuredPoint {
                 seed: 0,
                 warmup: true,
                 chat: false,
+                shared_prefix: 0,
             },
             measured,
         })

@@ -1,8 +1,8 @@
 //! A measured point's workload as a plan, prepared once and predicted as often as a fit asks.
 //!
-//! Prompts are unique token ids of the point's lengths (request 0's copy in the bench's warm-up
-//! is the only repeat), outputs run to their length, and arrivals follow vLLM's schedule for
-//! the point's rate, burstiness and seed.
+//! Prompts are unique token ids of the point's lengths after the prefix they all share, if any
+//! (request 0's copy in the bench's warm-up is the only other repeat), outputs run to their
+//! length, and arrivals follow vLLM's schedule for the point's rate, burstiness and seed.
 
 use bytes::Bytes;
 use servebench_core::config::{Api, RunConfig, Traffic};
@@ -72,11 +72,17 @@ impl PreparedPoint {
                 prompt_tokens: inputs[i],
             })
             .collect();
+        // The point's shared prefix: the same ids in every prompt, apart from other points'.
+        let prefix_seed = mix64(salt.wrapping_mul(0x9E37_79B9) ^ 0x7072_6566_6978);
         let prompts = Prompts {
             requests: (0..n)
                 .map(|i| {
                     let seed = mix64(salt.wrapping_mul(0x9E37_79B9) ^ (i as u64).rotate_left(24));
-                    let ids = (0..inputs[i]).map(|j| (mix64(seed ^ u64::from(j)) >> 33) as u32).collect();
+                    let token = |j: u32| {
+                        let seed = if j < w.shared_prefix { prefix_seed } else { seed };
+                        (mix64(seed ^ u64::from(j)) >> 33) as u32
+                    };
+                    let ids = (0..inputs[i]).map(token).collect();
                     Prepared { ids: Some(ids), ignore_eos: true, error: None }
                 })
                 .collect(),

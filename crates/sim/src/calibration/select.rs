@@ -112,6 +112,7 @@ mod tests {
                 seed: 0,
                 warmup: true,
                 chat: false,
+                shared_prefix: 0,
             },
             measured: Vec::new(),
         }

@@ -2,12 +2,15 @@
 //! fields, the way public benchmark suites publish their results (InferenceX's rows:
 //! `hw`, `tp`, `isl`, `osl`, `conc`, `mean_ttft`, `mean_tpot`, `output_tput_per_gpu`, ...).
 //!
-//! A row is recognised by its `isl`, `osl` and `conc` fields. Its workload is a random-prompt
-//! run at concurrency `conc`: `num_prompts` requests (default ten per concurrent stream) whose
-//! prompt and output lengths are spread uniformly over `[range_ratio · isl, isl]` and
-//! `[range_ratio · osl, osl]` (`range_ratio` or `random_range_ratio`, as InferenceX's client
-//! reads it; default 0.8, InferenceX's settings), outputs run to their length
-//! (`--ignore-eos`). Times are seconds; throughput per GPU is multiplied by the GPUs
+//! A row is recognised by its `isl` and `osl` fields with a `conc`, a `request_rate` or both.
+//! Its workload is a random-prompt run at concurrency `conc` (or none), sent at `request_rate`
+//! requests a second (Poisson arrivals, or gamma ones of shape `burstiness`; default all at
+//! once): `num_prompts` requests (default ten per concurrent stream) whose prompt and output
+//! lengths are spread uniformly over `[range_ratio · isl, isl]` and `[range_ratio · osl, osl]`
+//! (`range_ratio` or `random_range_ratio`, as InferenceX's client reads it; default 0.8,
+//! InferenceX's settings), outputs run to their length (`--ignore-eos`). `prefix_len` tokens
+//! of each prompt (counted in `isl`) are the same in every prompt, as a shared system prompt or
+//! vLLM's sonnet dataset makes them. Times are seconds; throughput per GPU is multiplied by the GPUs
 //! (`gpus`, else `tp · dp`). Every other scalar field becomes a label (`hw`, `tp`, `vllm`,
 //! `model`, ...), so the validator can map the row to a deployment and group it; a serving
 //! option in Python's spelling (`max_num_seqs`) is labelled by its flag's name (`max-num-seqs`).
@@ -38,7 +41,8 @@ impl Default for RowDefaults {
 
 /// Whether a JSON document is a table row.
 pub fn is_row(value: &Value) -> bool {
-    ["isl", "osl", "conc"].iter().all(|k| value.get(k).is_some_and(Value::is_number))
+    ["isl", "osl"].iter().all(|k| value.get(k).is_some_and(Value::is_number))
+        && (value.get("conc").is_some_and(Value::is_number) || value.get("request_rate").is_some())
 }
 
 /// The point a row measured.
@@ -50,16 +54,39 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
             .filter(|v| *v >= 1)
             .ok_or_else(|| format!("{k} must be a whole number of at least 1"))
     };
-    let (isl, osl, conc) = (whole("isl")?, whole("osl")?, whole("conc")?);
+    let optional = |k: &str| value.get(k).map(|_| whole(k)).transpose();
+    let (isl, osl, conc) = (whole("isl")?, whole("osl")?, optional("conc")?);
     let number = |k: &str| value.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v > 0.0);
+    let request_rate = match value.get("request_rate") {
+        None => f64::INFINITY,
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("inf") => f64::INFINITY,
+        Some(_) => {
+            number("request_rate").ok_or("request_rate must be a number of requests a second above 0, or \"inf\"")?
+        }
+    };
+    if conc.is_none() && request_rate.is_infinite() {
+        return Err("a row without conc needs a request_rate: say how the requests were sent".into());
+    }
+    let burstiness = match value.get("burstiness") {
+        None => 1.0,
+        Some(_) => number("burstiness").ok_or("burstiness must be a number above 0 (1 is Poisson)")?,
+    };
     // InferenceX's client names it `random_range_ratio`, with the same meaning.
     let range_ratio = match value.get("range_ratio").or_else(|| value.get("random_range_ratio")) {
         None => defaults.range_ratio,
         Some(v) => v.as_f64().filter(|r| (0.0..=1.0).contains(r)).ok_or("range_ratio must be in [0, 1]")?,
     };
-    let n = match value.get("num_prompts") {
-        None => usize::try_from(conc).unwrap_or(usize::MAX).saturating_mul(defaults.prompts_per_stream),
-        Some(_) => usize::try_from(whole("num_prompts")?).unwrap_or(usize::MAX),
+    let shared_prefix = optional("prefix_len")?.unwrap_or(0);
+    let shortest = (isl as f64 * range_ratio).floor() as u64;
+    if shared_prefix > 0 && shared_prefix >= shortest.max(1) {
+        return Err(format!(
+            "prefix_len {shared_prefix} must be shorter than the shortest prompt ({shortest} tokens): it counts within isl"
+        ));
+    }
+    let n = match (value.get("num_prompts"), conc) {
+        (None, Some(conc)) => usize::try_from(conc).unwrap_or(usize::MAX).saturating_mul(defaults.prompts_per_stream),
+        (None, None) => return Err("a row without conc needs num_prompts".into()),
+        (Some(_), _) => usize::try_from(whole("num_prompts")?).unwrap_or(usize::MAX),
     };
     let gpus = number("gpus").unwrap_or_else(|| number("tp").unwrap_or(1.0) * number("dp").unwrap_or(1.0));
     // The times, in seconds.
@@ -111,12 +138,13 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
             num_prompts: n,
             input: Lengths::Each(spread(isl, range_ratio, n)),
             output: Lengths::Each(spread(osl, range_ratio, n)),
-            max_concurrency: usize::try_from(conc).ok(),
-            request_rate: f64::INFINITY,
-            burstiness: 1.0,
+            max_concurrency: conc.and_then(|c| usize::try_from(c).ok()),
+            request_rate,
+            burstiness,
             seed: 0,
             warmup: true,
             chat: false,
+            shared_prefix: u32::try_from(shared_prefix).unwrap_or(u32::MAX),
         },
         measured,
     };
@@ -358,7 +386,57 @@ mod tests {
     }
 
     #[test]
+    fn a_row_may_send_at_a_rate_with_a_shared_prefix() {
+        let r = serde_json::json!({
+            "hw": "b200", "isl": 512, "prefix_len": 256, "osl": 256, "range_ratio": 1.0,
+            "request_rate": 2.5, "num_prompts": 100, "median_ttft": 0.019, "median_tpot": 0.0072
+        });
+        assert!(is_row(&r));
+        let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+        assert_eq!(p.workload.max_concurrency, None);
+        assert_eq!(p.workload.request_rate, 2.5);
+        assert_eq!(p.workload.burstiness, 1.0);
+        assert_eq!(p.workload.shared_prefix, 256);
+        assert_eq!(p.workload.num_prompts, 100);
+        assert!(p.workload.input.expand(100).iter().all(|&x| x == 512));
+        assert_eq!(p.value(FitMetric::MedianTtft), Some(19.0));
+        // A capped run at a rate, gamma arrivals, everything at once spelled out.
+        let mut both = r.clone();
+        both["conc"] = serde_json::json!(8);
+        both["burstiness"] = serde_json::json!(0.5);
+        let p = point_from_row(&both, "x".into(), RowDefaults::default()).unwrap();
+        assert_eq!((p.workload.max_concurrency, p.workload.burstiness), (Some(8), 0.5));
+        both["request_rate"] = serde_json::json!("inf");
+        assert!(point_from_row(&both, "x".into(), RowDefaults::default()).unwrap().workload.request_rate.is_infinite());
+        // InferenceX's rows share nothing.
+        assert_eq!(point_from_row(&row(), "x".into(), RowDefaults::default()).unwrap().workload.shared_prefix, 0);
+    }
+
+    #[test]
     fn bad_rows_say_what_is_wrong() {
+        let rated =
+            || serde_json::json!({"isl": 512, "osl": 2, "request_rate": 1, "num_prompts": 10, "median_ttft": 0.02});
+        let err = |r: &Value| point_from_row(r, "x".into(), RowDefaults::default()).unwrap_err();
+        let mut r = rated();
+        r.as_object_mut().unwrap().remove("request_rate");
+        assert!(!is_row(&r), "neither conc nor a rate: not a row of this format");
+        r["request_rate"] = serde_json::json!("inf");
+        assert!(err(&r).contains("needs a request_rate"), "{}", err(&r));
+        let mut r = rated();
+        r.as_object_mut().unwrap().remove("num_prompts");
+        assert!(err(&r).contains("needs num_prompts"), "{}", err(&r));
+        let mut r = rated();
+        r["request_rate"] = serde_json::json!(-1);
+        assert!(err(&r).contains("request_rate must be"), "{}", err(&r));
+        let mut r = rated();
+        r["burstiness"] = serde_json::json!(0);
+        assert!(err(&r).contains("burstiness"), "{}", err(&r));
+        // The prefix counts within the prompt, whose shortest here is 0.8 x 512 = 409 tokens.
+        let mut r = rated();
+        r["prefix_len"] = serde_json::json!(409);
+        assert!(err(&r).contains("shorter than the shortest prompt (409 tokens)"), "{}", err(&r));
+        r["prefix_len"] = serde_json::json!(408);
+        assert!(point_from_row(&r, "x".into(), RowDefaults::default()).is_ok());
         let mut r = row();
         r["conc"] = serde_json::json!(0);
         assert!(point_from_row(&r, "x".into(), RowDefaults::default()).unwrap_err().contains("conc"));

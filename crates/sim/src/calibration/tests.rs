@@ -34,6 +34,7 @@ pub(super) fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> Me
             seed: 0,
             warmup: true,
             chat: false,
+            shared_prefix: 0,
         },
         measured: Vec::new(),
     }

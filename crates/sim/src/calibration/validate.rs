@@ -399,14 +399,18 @@ impl Errors {
 }
 
 /// Errors per metric measured ([`FitMetric::REPORTED`]) and over the headline metrics
-/// ([`FitMetric::ALL`], the row "all") of a set of residuals.
+/// ([`FitMetric::ALL`], the row "all", where there are any) of a set of residuals.
 pub fn by_metric(residuals: &[&Residual]) -> Vec<(String, Errors)> {
     let mut rows: Vec<(String, Errors)> = FitMetric::REPORTED
         .iter()
         .map(|m| (m.name().to_string(), Errors::of(residuals.iter().copied().filter(|r| r.metric == *m))))
         .filter(|(_, e)| e.n > 0)
         .collect();
-    rows.push(("all".into(), Errors::of(residuals.iter().copied().filter(|r| FitMetric::ALL.contains(&r.metric)))));
+    let all = Errors::of(residuals.iter().copied().filter(|r| FitMetric::ALL.contains(&r.metric)));
+    // Points that measured only medians have no headline figure to sum up.
+    if all.n > 0 {
+        rows.push(("all".into(), all));
+    }
     rows
 }
 

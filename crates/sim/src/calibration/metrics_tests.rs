@@ -127,3 +127,27 @@ fn a_shared_prefix_is_cached_after_the_first_request() {
     assert_eq!(n_unique, n_shared);
     assert!(shared < 0.5 * unique, "{shared} ms with 8,064 of 8,192 tokens shared, {unique} ms with none");
 }
+
+/// Groups are listed value by value, numbers as numbers (`--by request_rate`, `--by tp,conc`).
+#[test]
+fn groups_are_listed_in_the_order_of_their_values() {
+    let mut names =
+        vec!["request_rate=10", "request_rate=2.5", "request_rate=1", "request_rate=inf", "request_rate=50"];
+    names.sort_by(|a, b| validate::group_order(a, b));
+    assert_eq!(names, ["request_rate=1", "request_rate=2.5", "request_rate=10", "request_rate=50", "request_rate=inf"]);
+    let mut names = vec!["tp=8 conc=4", "tp=2 conc=64", "tp=2 conc=8", "hw=mi300x tp=1", "hw=b200 tp=8"];
+    names.sort_by(|a, b| validate::group_order(a, b));
+    assert_eq!(names, ["hw=b200 tp=8", "hw=mi300x tp=1", "tp=2 conc=8", "tp=2 conc=64", "tp=8 conc=4"]);
+}
+
+proptest::proptest! {
+    /// Numeric group values sort as numbers, whatever their spelling's length.
+    #[test]
+    fn numeric_group_values_sort_as_numbers(mut xs in proptest::collection::vec(0u32..100_000, 1..20)) {
+        let mut names: Vec<String> = xs.iter().map(|x| format!("conc={x}")).collect();
+        names.sort_by(|a, b| validate::group_order(a, b));
+        xs.sort_unstable();
+        let expected: Vec<String> = xs.iter().map(|x| format!("conc={x}")).collect();
+        proptest::prop_assert_eq!(names, expected);
+    }
+}

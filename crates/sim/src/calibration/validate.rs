@@ -289,6 +289,27 @@ pub fn key_value(point: &MeasuredPoint, key: &str) -> Option<String> {
     }
 }
 
+/// Orders group names (`tp=2 conc=16`) value by value, numbers as numbers: `conc=4` before
+/// `conc=16`, `request_rate=2.5` before `request_rate=10`.
+pub(super) fn group_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let value = |part: &str| {
+        let (key, v) = part.split_once('=').unwrap_or((part, ""));
+        (key.to_string(), v.parse::<f64>().ok().filter(|x| x.is_finite()), v.to_string())
+    };
+    let side = |name: &str| name.split(' ').map(value).collect::<Vec<_>>();
+    for (x, y) in side(a).iter().zip(side(b).iter()) {
+        let by_number = match (x.1, y.1) {
+            (Some(p), Some(q)) => p.total_cmp(&q),
+            _ => std::cmp::Ordering::Equal,
+        };
+        let order = x.0.cmp(&y.0).then(by_number).then_with(|| x.2.cmp(&y.2));
+        if order.is_ne() {
+            return order;
+        }
+    }
+    a.cmp(b)
+}
+
 /// The group name of a point for `keys`: their values joined (`tp=2 isl=1024`).
 pub fn group_of(point: &MeasuredPoint, keys: &[String]) -> String {
     keys.iter().map(|k| format!("{k}={}", key_value(point, k).as_deref().unwrap_or("?"))).collect::<Vec<_>>().join(" ")
@@ -418,7 +439,7 @@ impl Validation {
     /// The held-out residuals of each group, the groups in order.
     pub fn groups(&self) -> Vec<(String, Vec<&Residual>)> {
         let mut names: Vec<&String> = self.groups.iter().collect();
-        names.sort();
+        names.sort_by(|a, b| group_order(a, b));
         names.dedup();
         names
             .into_iter()

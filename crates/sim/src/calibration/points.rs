@@ -298,6 +298,15 @@ impl MeasuredPoint {
         }
     }
 
+    /// Reads the tokens every prompt shares from a `prefix-len` label (a pasted benchmark
+    /// command's `--random-prefix-len` or `--sonnet-prefix-len`, or a heading of that name).
+    pub fn read_shared_prefix(&mut self) {
+        let label = self.labels.iter().rev().find(|(k, _)| k == "prefix-len").map(|(_, v)| v.trim());
+        if let Some(tokens) = label.and_then(|v| v.parse::<u32>().ok()) {
+            self.workload.shared_prefix = tokens;
+        }
+    }
+
     /// The measured value of `m`.
     pub fn value(&self, m: FitMetric) -> Option<f64> {
         self.measured.iter().find(|(k, _)| *k == m).map(|(_, v)| *v)
@@ -335,6 +344,7 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
         point.labels.splice(0..0, labels);
         point.read_backend();
         point.read_arrivals();
+        point.read_shared_prefix();
         super::datasets::shape_by_dataset(&mut point);
         rebuild_runner_metrics(&mut point, &block.values, &block.summary);
         out.push(point);

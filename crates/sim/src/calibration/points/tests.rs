@@ -143,6 +143,21 @@ fn how_requests_arrived_is_read_from_headings_where_the_report_does_not_print_it
     assert_eq!(p.workload.request_rate, 8.0);
 }
 
+#[test]
+fn a_shared_prefix_is_read_from_the_pasted_benchmark_command() {
+    let report = |heading: &str| points_from_report(&format!("{heading}\n{REPORT}"), "r.txt").unwrap().remove(0);
+    assert_eq!(report("").workload.shared_prefix, 0);
+    let random = report("vllm bench serve --model m --random-input-len 128 --random-prefix-len 896 --num-prompts 20");
+    assert_eq!(random.workload.shared_prefix, 896);
+    let sonnet = report("vllm bench serve --dataset-name sonnet --sonnet-input-len 512 --sonnet-prefix-len 256");
+    assert_eq!(sonnet.workload.shared_prefix, 256);
+    assert_eq!(report("prefix-len: 64").workload.shared_prefix, 64);
+    assert_eq!(report("prefix-len: many").workload.shared_prefix, 0);
+    // The prefix-repetition dataset draws each prompt's prefix from several: no one shared prefix.
+    let repeated = report("vllm bench serve --dataset-name prefix_repetition --prefix-repetition-prefix-len 512");
+    assert_eq!(repeated.workload.shared_prefix, 0);
+}
+
 /// A result document of `model` with metadata `gpu`.
 fn doc(model: &str, ttft: f64) -> serde_json::Value {
     serde_json::json!({

@@ -132,8 +132,10 @@ fn speculative_config(line: &str) -> Option<String> {
 
 /// The dataset and the backend a benchmark command names (`vllm bench serve ... --dataset-name
 /// sharegpt --backend openai-chat`, or the older `benchmark_serving.py` script), lower-cased,
-/// as `dataset` and `backend` labels; `None` for other lines and for a command that leaves both
-/// to their defaults.
+/// as `dataset` and `backend` labels, and the tokens every prompt shares (`--random-prefix-len`,
+/// `--sonnet-prefix-len`; not the prefix-repetition dataset's, one of several prefixes a prompt)
+/// as `prefix-len`; `None` for other lines and for a command that leaves them all to their
+/// defaults.
 pub(super) fn bench_labels(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     let words: Vec<&str> = line.split_whitespace().map(|w| w.trim_matches(QUOTES)).collect();
     let bench = words.windows(3).any(|w| w == ["vllm", "bench", "serve"])
@@ -151,10 +153,15 @@ pub(super) fn bench_labels(line: &str) -> Option<Vec<(String, Vec<String>)>> {
             (!value.is_empty() && !value.starts_with('-')).then(|| value.to_ascii_lowercase())
         })
     };
-    let labels: Vec<(String, Vec<String>)> = [("dataset", "--dataset-name"), ("backend", "--backend")]
-        .into_iter()
-        .filter_map(|(key, name)| Some((key.to_string(), vec![flag(name)?])))
-        .collect();
+    let labels: Vec<(String, Vec<String>)> = [
+        ("dataset", "--dataset-name"),
+        ("backend", "--backend"),
+        ("prefix-len", "--random-prefix-len"),
+        ("prefix-len", "--sonnet-prefix-len"),
+    ]
+    .into_iter()
+    .filter_map(|(key, name)| Some((key.to_string(), vec![flag(name)?])))
+    .collect();
     (!labels.is_empty()).then_some(labels)
 }
 

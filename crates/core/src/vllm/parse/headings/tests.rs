@@ -164,6 +164,13 @@ fn a_vllm_serve_command_gives_the_model_and_the_parallel_sizes() {
     assert_eq!(classify(script), label("dataset", &["sharegpt"]));
     assert_eq!(classify("vllm bench serve --backend openai-chat --model m"), label("backend", &["openai-chat"]));
     assert!(matches!(classify("run with --dataset-name sharegpt"), Heading::Text(_)));
+    // The tokens every prompt shares, whichever dataset shares them.
+    let prefixed = "vllm bench serve --model m --random-input-len 128 --random-prefix-len 896";
+    assert_eq!(classify(prefixed), label("prefix-len", &["896"]));
+    let sonnet = "vllm bench serve --dataset-name sonnet --sonnet-input-len 512 --sonnet-prefix-len=256";
+    let both =
+        Heading::Labels(vec![("dataset".into(), vec!["sonnet".into()]), ("prefix-len".into(), vec!["256".into()])]);
+    assert_eq!(classify(sonnet), both);
 }
 
 #[test]

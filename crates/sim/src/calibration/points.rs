@@ -436,6 +436,12 @@ pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, St
         let ready = c.pointer("/traffic/ready_check_timeout_s").and_then(Value::as_f64).unwrap_or(0.0);
         let warmups = c.pointer("/traffic/num_warmups").and_then(Value::as_u64).unwrap_or(0);
         p.workload.warmup = ready > 0.0 || warmups > 0;
+        // The random dataset's prefix, the same in every prompt (`--random-prefix-len`).
+        if c.pointer("/workload/dataset").and_then(Value::as_str) == Some("random")
+            && let Some(prefix) = c.pointer("/workload/prefix_len").and_then(Value::as_u64)
+        {
+            p.workload.shared_prefix = u32::try_from(prefix).unwrap_or(u32::MAX);
+        }
     }
     Ok(p)
 }

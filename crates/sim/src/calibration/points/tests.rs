@@ -80,7 +80,15 @@ fn a_result_json_gives_its_lengths_and_config() {
     assert_eq!(p.workload.output, Lengths::Each(vec![5, 10, 15]));
     assert_eq!((p.workload.request_rate, p.workload.burstiness, p.workload.seed), (2.0, 0.5, 7));
     assert!(!p.workload.warmup);
+    assert_eq!(p.workload.shared_prefix, 0);
     assert_eq!(p.value(FitMetric::MeanTpot), Some(20.0));
+    // servebench's saved config names the random dataset's shared prefix.
+    let mut prefixed = v.clone();
+    prefixed["servebench"]["config"]["workload"] = serde_json::json!({
+        "dataset": "random", "input_len": 16, "output_len": 10,
+        "range_ratio": {"input": 0.0, "output": 0.0}, "prefix_len": 8
+    });
+    assert_eq!(point_from_json(&prefixed, "r.json".into()).unwrap().workload.shared_prefix, 8);
     let err = point_from_json(&serde_json::json!({"completed": 1}), "bad.json".into()).unwrap_err();
     assert!(err.contains("duration"), "{err}");
 

@@ -141,8 +141,8 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
                 percent_range(u.throughput)
             ))?,
             None => out.line(format!(
-                "No prediction band written: fewer than {} held-out errors a metric; predictions with the \
-                 profile show the device's.",
+                "No prediction band written: it needs at least {} held-out errors of each of mean TTFT, mean \
+                 TPOT and output throughput; predictions with the profile show the device's.",
                 calibration::coverage::MIN_POINTS
             ))?,
         }

@@ -160,6 +160,9 @@ mod tests {
         let row = t.lines().nth(2).unwrap();
         assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["mean", "TTFT", "(ms)", "5", "60%", "1", "1"], "{t}");
         assert!(t.starts_with("Inside the prediction band (80 % expected"), "{t}");
+        // Points that measured no banded metric (only medians) get a line that says so.
+        let none = table(&[]);
+        assert!(none.starts_with("No prediction band to check") && none.lines().count() == 1, "{none}");
     }
 
     fn residual(metric: FitMetric, error: f64) -> Residual {

@@ -219,3 +219,29 @@ fn a_mixture_of_experts_at_light_rates_on_a_b200_stays_where_it_was() {
     let rows = by_metric(&v.held_out.iter().collect::<Vec<_>>());
     assert!(rows.iter().all(|(m, _)| m != "all"), "{rows:?}");
 }
+
+/// A run that vLLM started where the simulator's memory plan would not (`testdata/public/`,
+/// nothing fitted): vLLM pull request 29217's Qwen3-VL-32B-FP8 on one L40S at
+/// `--max-model-len 24000`, 1,000 ShareGPT prompts at once. The plan leaves 4.07 GiB of KV cache
+/// where one 24,000-token request needs 5.86, so the run's own context would be refused; the
+/// point is predicted with the 16,672 tokens the plan holds and says what it is short of.
+/// Measured against predicted when this test was written: mean TTFT +38 %, output throughput
+/// -14 % (a smaller KV pool than the run had: more queueing). Fails past 45 % and 20 %, or if
+/// the point is skipped or loses its note; a `max-model-len` given by the user is still refused.
+#[test]
+fn a_run_beyond_the_memory_plan_is_predicted_and_says_what_the_plan_lacks() {
+    let file = "vllm-pr-29217-l40s-qwen3-vl-32b-fp8.txt";
+    let bounds = [("mean TTFT (ms)", 0.45), ("output tok/s", 0.20)];
+    let v = medians_within(file, Some("l40s"), 1, &bounds);
+    assert!(v.held_out.iter().all(|r| r.labels.contains("memory-plan=short")), "{:?}", v.held_out);
+    let points = super::read_points(&testdata().join("public").join(file)).unwrap();
+    let asked = Defaults {
+        hardware: Some("l40s".into()),
+        options: vec![("max-model-len".into(), "24000".into())],
+        ..Defaults::default()
+    };
+    let (targets, skipped) =
+        super::validate::targets_for(points, &asked, &crate::presets::Presets::embedded().unwrap());
+    assert!(targets.is_empty(), "a max-model-len the user gives is the user's to lower");
+    assert!(skipped[0].reason.contains("max-model-len=24000 needs 5.86 GiB"), "{skipped:?}");
+}

@@ -24,6 +24,7 @@ use servebench_core::vllm::SERVE_OPTION_LABELS;
 use super::fidelity::percentile;
 use super::points::{FitMetric, MeasuredPoint};
 use super::{Calibrator, FitParam, FitResult, Residual, SearchOptions, Target, default_params};
+use crate::error::SimError;
 use crate::precision::Precision;
 use crate::presets::Presets;
 use crate::setup::SimSetup;
@@ -64,8 +65,13 @@ const UNMODELLED_KEYS: [(&str, &str); 2] = [
 pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) -> (Vec<Target>, Vec<Skipped>) {
     let mut targets = Vec::new();
     let mut skipped = Vec::new();
-    for point in points {
-        match deployment(&point, d, presets).and_then(|setup| fits(&point, setup)) {
+    for mut point in points {
+        let setup = deployment(&point, d, presets).map(|(setup, short)| {
+            // Said beside the point's settings, where its predictions are read.
+            point.labels.extend(short.map(|note| ("memory-plan".to_string(), note)));
+            setup
+        });
+        match setup.and_then(|setup| fits(&point, setup)) {
             Ok(setup) => targets.push(Target { setup, point }),
             Err(reason) => skipped.push(Skipped { label: point.label.clone(), reason }),
         }
@@ -73,7 +79,10 @@ pub fn targets_for(points: Vec<MeasuredPoint>, d: &Defaults, presets: &Presets) 
     (targets, skipped)
 }
 
-fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<SimSetup, String> {
+/// The deployment a point measured, and, where the run's own `max-model-len` does not fit the
+/// simulator's memory plan, what the plan is short of: the run started, so vLLM had that room;
+/// the point is then predicted with the context the plan holds (its requests must still fit).
+fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<(SimSetup, Option<String>), String> {
     let label = |k: &str| point.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
     if let Some(engine) = ENGINE_KEYS.iter().find_map(|k| label(k)).filter(|e| !e.trim().eq_ignore_ascii_case("vllm")) {
         return Err(format!(
@@ -125,8 +134,22 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
         .chain(release.map(|(major, minor)| ("vllm-release".to_string(), format!("{major}.{minor}"))));
     options.extend(from_labels.filter(|(key, _)| !d.options.iter().any(|(k, _)| k == key)));
     options.extend(d.options.iter().filter(|(k, _)| k != "jitter").cloned());
-    let resolved = SimSetup::resolve_with(presets, model, hardware, &options, d.profile.as_deref());
-    resolved.map_err(|e| format!("{model} on {hardware}: {e}"))
+    let resolve =
+        |options: &[(String, String)]| SimSetup::resolve_with(presets, model, hardware, options, d.profile.as_deref());
+    let said = |e: SimError| format!("{model} on {hardware}: {e}");
+    match resolve(&options) {
+        Err(SimError::MaxModelLenTooLong { max_model_len, needed_gib, kv_gib, fit_tokens })
+            if !d.options.iter().any(|(k, _)| k == "max-model-len") =>
+        {
+            options.retain(|(k, _)| k != "max-model-len");
+            let note = format!(
+                "short: the run's max-model-len {max_model_len} needs {needed_gib:.2} GiB of KV cache a GPU, the \
+                 simulator's plan leaves {kv_gib:.2}; predicted with the {fit_tokens} tokens it holds"
+            );
+            resolve(&options).map(|setup| (setup, Some(note))).map_err(said)
+        }
+        resolved => resolved.map(|setup| (setup, None)).map_err(said),
+    }
 }
 
 /// The weight format a row's `precision` label asks of its model preset: none where it names the

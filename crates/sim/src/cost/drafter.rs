@@ -105,17 +105,35 @@ mod tests {
         assert_eq!(cost("Qwen/Qwen3-8B", &pairs).breakdown(&chunk).drafting, 0.0);
     }
 
+    /// Under CUDA graphs a step with more drafts may cost less: the captured sizes follow the
+    /// drafts (multiples of 1 + k), so four sequences with two drafts pad their 12 rows to 18,
+    /// where with three they run their 16 in a graph of 16, and the padded rows reach the
+    /// experts, as in vLLM.
+    #[test]
+    fn graph_padding_can_make_fewer_drafts_cost_more() {
+        let step = |k: u32| {
+            let opts = mtp(k);
+            let pairs: Vec<(&str, &str)> = opts.iter().map(|(a, b)| (*a, b.as_str())).collect();
+            cost("deepseek-ai/DeepSeek-R1", &[&pairs[..], &[("tp", "8")]].concat()).breakdown(&decodes(4, k, 1))
+        };
+        let (two, three) = (step(2), step(3));
+        assert!(two.experts > three.experts && two.total > three.total, "{two:?} {three:?}");
+        assert!(three.drafting > two.drafting);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
 
-        /// More draft tokens never take less time: each is one more pass of the drafter, and one
-        /// more position each sequence verifies.
+        /// More draft tokens never take less time without CUDA graphs (whose padding the test
+        /// above shows): each is one more pass of the drafter, and one more position each
+        /// sequence verifies.
         #[test]
         fn more_drafts_never_take_less_time(seqs in 1u32..64, context in 1u32..8192, tokens in 1u32..4) {
             let step = |k: u32| {
                 let opts = mtp(k);
                 let pairs: Vec<(&str, &str)> = opts.iter().map(|(a, b)| (*a, b.as_str())).collect();
-                let c = cost("deepseek-ai/DeepSeek-R1", &[&pairs[..], &[("tp", "8")]].concat());
+                let eager = [("tp", "8"), ("cudagraph-mode", "none")];
+                let c = cost("deepseek-ai/DeepSeek-R1", &[&pairs[..], &eager[..]].concat());
                 c.breakdown(&decodes(seqs, k, context))
             };
             let (fewer, more) = (step(tokens), step(tokens + 1));

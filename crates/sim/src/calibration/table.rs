@@ -8,12 +8,13 @@
 //! once): `num_prompts` requests (default ten per concurrent stream) whose prompt and output
 //! lengths are spread uniformly over `[range_ratio · isl, isl]` and `[range_ratio · osl, osl]`
 //! (`range_ratio` or `random_range_ratio`, as InferenceX's client reads it; default 0.8,
-//! InferenceX's settings), outputs run to their length (`--ignore-eos`). `prefix_len` tokens
-//! of each prompt (counted in `isl`) are the same in every prompt, as a shared system prompt or
-//! vLLM's sonnet dataset makes them. Times are seconds; throughput per GPU is multiplied by the GPUs
-//! (`gpus`, else `tp · dp`). Every other scalar field becomes a label (`hw`, `tp`, `vllm`,
+//! InferenceX's settings), outputs run to their length (`--ignore-eos`). `prefix_len` tokens of
+//! each prompt (counted in `isl`) are the same in every prompt, as a shared system prompt or
+//! vLLM's sonnet dataset makes them. Times are seconds; throughput per GPU is multiplied by the
+//! GPUs (`gpus`, else `tp · dp`). Every other scalar field becomes a label (`hw`, `tp`, `vllm`,
 //! `model`, ...), so the validator can map the row to a deployment and group it; a serving
-//! option in Python's spelling (`max_num_seqs`) is labelled by its flag's name (`max-num-seqs`).
+//! option in Python's spelling (`max_num_seqs`) is labelled by its flag's name
+//! (`max-num-seqs`).
 //!
 //! The server flags InferenceX's launch scripts pass where they change what the simulator
 //! prices are added as labels when the row does not give them ([`SUITE_FLAGS`]), so that a

@@ -315,17 +315,16 @@ pub fn key_value(point: &MeasuredPoint, key: &str) -> Option<String> {
 /// Orders group names (`tp=2 conc=16`) value by value, numbers as numbers: `conc=4` before
 /// `conc=16`, `request_rate=2.5` before `request_rate=10`.
 pub(super) fn group_order(a: &str, b: &str) -> std::cmp::Ordering {
-    let value = |part: &str| {
+    fn value(part: &str) -> (&str, Option<f64>, &str) {
         let (key, v) = part.split_once('=').unwrap_or((part, ""));
-        (key.to_string(), v.parse::<f64>().ok().filter(|x| x.is_finite()), v.to_string())
-    };
-    let side = |name: &str| name.split(' ').map(value).collect::<Vec<_>>();
-    for (x, y) in side(a).iter().zip(side(b).iter()) {
-        let by_number = match (x.1, y.1) {
+        (key, v.parse::<f64>().ok().filter(|x| x.is_finite()), v)
+    }
+    for ((key_a, number_a, text_a), (key_b, number_b, text_b)) in a.split(' ').map(value).zip(b.split(' ').map(value)) {
+        let by_number = match (number_a, number_b) {
             (Some(p), Some(q)) => p.total_cmp(&q),
             _ => std::cmp::Ordering::Equal,
         };
-        let order = x.0.cmp(&y.0).then(by_number).then_with(|| x.2.cmp(&y.2));
+        let order = key_a.cmp(key_b).then(by_number).then_with(|| text_a.cmp(text_b));
         if order.is_ne() {
             return order;
         }

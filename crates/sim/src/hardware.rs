@@ -346,6 +346,9 @@ impl HardwareSpec {
         if raw.gpus_per_node == 0 {
             return Err(bad("gpus_per_node must be at least 1".into()));
         }
+        for link in raw.intra_node.iter().chain([&raw.inter_node]) {
+            link.check().map_err(bad)?;
+        }
         if raw.gpus_per_node > 1 && raw.intra_node.is_none() {
             return Err(bad(format!(
                 "gpus_per_node is {} but there is no [intra_node] link; add one",
@@ -439,6 +442,23 @@ mod tests {
             let e = HardwareSpec::from_toml(&with(bad), "toy").unwrap_err().to_string();
             assert!(e.contains("sustained_clock must be in (0, 1.5]"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_bridge_needs_the_link_past_it_and_nothing_else_has_one() {
+        let with = |link: &str| MINIMAL.replace("gpus_per_node = 1", &format!("gpus_per_node = 4\n{link}"));
+        let bridge = "[intra_node]\nname = \"b\"\nbandwidth_gbs = 300\nallreduce_latency_us = 9\n";
+        let past = "[intra_node.beyond]\nname = \"pcie5\"\nbandwidth_gbs = 50\nallreduce_latency_us = 25\n";
+        let ok = HardwareSpec::from_toml(&with(&format!("{bridge}bridge_gpus = 2\n{past}")), "toy").unwrap();
+        let link = ok.intra_node.unwrap();
+        assert_eq!((link.for_group(2).name.as_str(), link.for_group(3).name.as_str()), ("b", "pcie5"));
+        let refused = |text: String, says: &str| {
+            let e = HardwareSpec::from_toml(&with(&text), "toy").unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        };
+        refused(format!("{bridge}bridge_gpus = 2\n"), "needs the link past it");
+        refused(format!("{bridge}{past}"), "give bridge_gpus too");
+        refused(format!("{bridge}bridge_gpus = 1\n{past}"), "at least 2 GPUs");
     }
 
     #[test]

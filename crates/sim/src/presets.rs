@@ -17,8 +17,8 @@ macro_rules! embedded {
     };
 }
 
-const HARDWARE: [(&str, &str); 18] = embedded!("hardware":
-    "h100-sxm.toml", "h100-pcie.toml", "h200.toml", "b200.toml", "gb200.toml", "b300.toml", "gb300.toml", "a100-80g.toml",
+const HARDWARE: [(&str, &str); 20] = embedded!("hardware":
+    "h100-sxm.toml", "h100-pcie.toml", "h100-nvl.toml", "h200.toml", "h200-nvl.toml", "b200.toml", "gb200.toml", "b300.toml", "gb300.toml", "a100-80g.toml",
     "l40s.toml", "l4.toml", "rtx-4090.toml", "rtx-5090.toml", "rtx-pro-6000.toml", "dgx-spark.toml",
     "jetson-agx-thor.toml",
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
@@ -303,12 +303,14 @@ mod tests {
             ("AMD Instinct MI300X", "mi300x"),
             ("  MI355X ", "mi355x"),
             ("NVIDIA H100 PCIe", "h100-pcie"),
+            ("NVIDIA H100 NVL", "h100-nvl"),
+            ("NVIDIA H200 NVL", "h200-nvl"),
             ("NVIDIA DGX Spark", "dgx-spark"),
             ("DGX Spark", "dgx-spark"),
         ] {
             assert_eq!(p.hardware(given).unwrap().name, preset, "{given:?}");
         }
-        for unknown in ["h100-nvl", "b2000", "nvidia", ""] {
+        for unknown in ["h100-nvl-pcie", "h20", "b2000", "nvidia", ""] {
             assert!(p.hardware(unknown).is_err(), "{unknown:?} is no preset");
         }
     }

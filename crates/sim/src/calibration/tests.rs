@@ -365,7 +365,7 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
         "h200-multinode",
         "mi355x-tw_0",
         "h100_sglang",
-        "h100-nvl",
+        "h20",
         "b200_dynamo-trt",
     ];
     let (targets, skipped) = validate::targets_for(labels.map(with_hw).to_vec(), &defaults, &presets);
@@ -377,7 +377,7 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
     assert_eq!(reasons.len(), 3, "{reasons:?}");
     assert!(reasons[0].contains("series of sglang on h100") && reasons[0].contains("vLLM"), "{reasons:?}");
-    assert!(reasons[1].contains("unknown hardware \"h100-nvl\""), "{reasons:?}");
+    assert!(reasons[1].contains("unknown hardware \"h20\""), "{reasons:?}");
     assert!(reasons[2].contains("series of dynamo-trt on b200"), "{reasons:?}");
 }
 

@@ -557,7 +557,7 @@ fn hopper_attention_adds_most_of_its_exponentials_to_the_tensor_cores_time() {
         }
     }
     assert!((squares / 18.0).sqrt() <= 0.07, "root mean square {:.3}", (squares / 18.0).sqrt());
-    for hw in ["h100-sxm", "h100-pcie", "h200"] {
+    for hw in ["h100-sxm", "h100-pcie", "h100-nvl", "h200", "h200-nvl"] {
         let st = super::tests::setup("Qwen/Qwen3-8B", hw, &[]).stack;
         assert_eq!((st.attn_eff, st.attn_exp_exposed, st.attn_query_keys), (0.87, 0.73, 350.0), "{hw}");
         assert_eq!(st.attn_eff_sparse, Some(0.65), "{hw}");

@@ -34,6 +34,15 @@ pub struct Link {
     /// that saves. Absent where vLLM has no fusion for the device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub norm_fusion: Option<NormFusion>,
+    /// A bridge rather than a fabric: the most GPUs it joins (NVLink bridges join two or four
+    /// PCIe cards); a larger group crosses [`Link::beyond`] instead ([`Link::for_group`]).
+    /// 0: the link joins the whole node.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bridge_gpus: u32,
+    /// The link a group larger than [`Link::bridge_gpus`] crosses (the PCIe between bridged
+    /// cards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Box<Link>>,
 }
 
 /// FlashInfer's all-reduce fused with the residual add and RMSNorm that follow it, as vLLM
@@ -167,18 +176,41 @@ impl Link {
             mesh_links: k.mesh_links,
             quick_reduce: k.quick_reduce,
             norm_fusion: k.norm_fusion,
+            bridge_gpus: 0,
+            beyond: None,
         })
     }
 
     /// The link as a group of `gpus` GPUs uses it: on a full mesh the group's links to each
     /// other only, `gpus − 1` of [`Link::mesh_links`] (two MI300X reach each other over one
-    /// 64 GB/s link, not the 448 GB/s of all seven); unchanged on a switched fabric.
+    /// 64 GB/s link, not the 448 GB/s of all seven); beyond a bridge's GPUs, the link past it
+    /// (four H100 NVL cards bridged in pairs all-reduce over PCIe); unchanged on a switched fabric.
     pub fn for_group(&self, gpus: u32) -> Link {
+        if let Some(beyond) = self.beyond.as_deref().filter(|_| self.bridge_gpus > 0 && gpus > self.bridge_gpus) {
+            return beyond.for_group(gpus);
+        }
         let used = gpus.saturating_sub(1).max(1);
         if self.mesh_links == 0 || used >= self.mesh_links {
             return self.clone();
         }
         Link { bandwidth_gbs: self.bandwidth_gbs * f64::from(used) / f64::from(self.mesh_links), ..self.clone() }
+    }
+
+    /// Why the link cannot be priced as given: a bridge with nothing past it, or a link past
+    /// something that is not a bridge.
+    pub fn check(&self) -> Result<(), String> {
+        match (self.bridge_gpus, &self.beyond) {
+            (0, Some(_)) => {
+                Err(format!("link {}: `beyond` is the link past a bridge; give bridge_gpus too", self.name))
+            }
+            (1, _) => Err(format!("link {}: a bridge joins at least 2 GPUs, got bridge_gpus = 1", self.name)),
+            (n, None) if n > 0 => Err(format!(
+                "link {}: a bridge of {n} GPUs needs the link past it ([...beyond]), such as pcie5",
+                self.name
+            )),
+            (_, Some(beyond)) => beyond.check(),
+            _ => Ok(()),
+        }
     }
 
     /// The names [`Link::named`] accepts, comma-separated.

@@ -374,6 +374,32 @@ fn an_amd_node_is_a_mesh_and_runs_quick_reduce_where_asked() {
 }
 
 #[test]
+fn bridged_cards_all_reduce_over_the_bridge_and_larger_groups_over_pcie() {
+    let p = Presets::embedded().unwrap();
+    let link = |hw: &str, tp: &str| {
+        let o = parse("openai/gpt-oss-120b", hw, &[("tp", tp)]).unwrap();
+        let l = o.allreduce_link(p.hardware(hw).unwrap());
+        (l.name, l.bandwidth_gbs)
+    };
+    // H100 NVL cards are bridged in pairs, H200 NVL cards in fours; past the bridge, PCIe.
+    assert_eq!(link("h100-nvl", "2"), ("nvlink4-bridge".to_string(), 300.0));
+    assert_eq!(link("h100-nvl", "4"), ("pcie5".to_string(), 50.0));
+    assert_eq!(link("h200-nvl", "4"), ("nvlink4-bridge".to_string(), 450.0));
+    assert_eq!(link("h200-nvl", "8"), ("pcie5".to_string(), 50.0));
+    // A stage hands off to its neighbour over the bridge; a chosen link replaces both.
+    let pp = parse("Qwen/Qwen3-8B", "h100-nvl", &[("pp", "4")]).unwrap();
+    assert_eq!(pp.pipeline_link(p.hardware("h100-nvl").unwrap()).name, "nvlink4-bridge");
+    let chosen = parse("openai/gpt-oss-120b", "h200-nvl", &[("tp", "4"), ("interconnect", "pcie5")]).unwrap();
+    assert_eq!(chosen.allreduce_link(p.hardware("h200-nvl").unwrap()).bandwidth_gbs, 50.0);
+    // The bridge carries the Hopper fusion's sizes; PCIe past it has none.
+    let fused = |tp: &str| {
+        let o = parse("openai/gpt-oss-120b", "h200-nvl", &[("tp", tp), ("fuse-allreduce-rms", "true")]).unwrap();
+        o.allreduce_norm_fusion(p.hardware("h200-nvl").unwrap())
+    };
+    assert!(fused("4").is_some() && fused("8").is_none());
+}
+
+#[test]
 fn the_fused_all_reduce_and_norm_runs_within_a_hopper_or_blackwell_node_where_asked() {
     use crate::hardware::NormFusion;
     let p = Presets::embedded().unwrap();

@@ -227,7 +227,10 @@ fn bad_input_errors_say_what_to_do() {
     assert!(err.contains("unknown model \"acme/unknown-9b\"") && err.contains("Qwen/Qwen3-8B"), "{err}");
     assert!(err.contains("config.json"), "{err}");
     let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "tpu-v9", "--no-store"]);
-    assert!(err.contains("unknown hardware \"tpu-v9\"") && err.contains("h100-sxm, h100-pcie, h100-nvl, h200, h200-nvl"), "{err}");
+    assert!(
+        err.contains("unknown hardware \"tpu-v9\"") && err.contains("h100-sxm, h100-pcie, h100-nvl, h200, h200-nvl"),
+        "{err}"
+    );
     let (_, err) = fails(&[
         "sim",
         "predict",

@@ -100,10 +100,10 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
         FitParam::GemmEff(linear)
     };
     let mut params = vec![FitParam::AlphaApi, products];
-    // An all-reduce across a network (Ethernet or InfiniBand between nodes) has the least
-    // certain latency of a deployment, and every decode step pays it twice a layer: the
-    // network's latency a step, which carries to other node counts.
-    if all_reduce_crosses_a_network(setup) {
+    // An all-reduce in message steps (Ethernet or InfiniBand between nodes, PCIe between
+    // cards) has the least certain latency of a deployment, and every decode step pays it
+    // twice a layer: the link's latency a step, which carries to other group sizes.
+    if all_reduce_has_steps(setup) {
         params.push(FitParam::ArStep);
     }
     params.extend([FitParam::EtaBw, FitParam::T0]);
@@ -131,9 +131,10 @@ fn all_reduce_link(setup: &SimSetup) -> LinkCost {
     LinkCost::of(&setup.options.allreduce_link(&setup.hardware))
 }
 
-/// Whether the deployment's tensor-parallel all-reduce crosses a network, not a node's own links.
-fn all_reduce_crosses_a_network(setup: &SimSetup) -> bool {
-    setup.options.tp > 1 && all_reduce_link(setup).crosses_network()
+/// Whether the deployment's tensor-parallel all-reduce pays a latency a message step (a
+/// network, PCIe), not only a fixed part.
+fn all_reduce_has_steps(setup: &SimSetup) -> bool {
+    setup.options.tp > 1 && all_reduce_link(setup).has_message_steps()
 }
 
 /// The value a fit pulls `param` toward for `setup`: the profile's, but for the all-reduce's
@@ -147,7 +148,7 @@ pub fn prior_value(param: FitParam, setup: &SimSetup) -> f64 {
         FitParam::AlphaAr if setup.stack.alpha_ar_us.is_none() && setup.options.tp > 1 => {
             link.allreduce_seconds(f64::from(setup.options.tp), 0.0) * 1e6
         }
-        FitParam::ArStep if setup.stack.ar_step_us.is_none() && link.crosses_network() => link.step_s * 1e6,
+        FitParam::ArStep if setup.stack.ar_step_us.is_none() && link.has_message_steps() => link.step_s * 1e6,
         _ => return param.start(&setup.stack),
     };
     us.clamp(lo, hi)

@@ -218,12 +218,12 @@ impl CostModel {
         let lm_params = m.embedding_params() / tp;
         let ar = o.allreduce_link(hw);
         let pl = o.pipeline_link(hw);
-        // A fitted network step latency replaces the link's on every collective between nodes
-        // (a link whose steps cost nothing is a node's own).
+        // A fitted step latency replaces the link's on every collective whose link has steps
+        // (a network, PCIe; NVLink and Infinity Fabric have none).
         let network = |l: &crate::hardware::Link| {
             let c = LinkCost::of(l);
             match st.ar_step_us {
-                Some(us) if c.crosses_network() => LinkCost { step_s: us * 1e-6, ..c },
+                Some(us) if c.has_message_steps() => LinkCost { step_s: us * 1e-6, ..c },
                 _ => c,
             }
         };

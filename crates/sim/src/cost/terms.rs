@@ -193,11 +193,12 @@ pub const TREE_HOP: f64 = 5.0 / 2.7;
 
 /// Seconds of one all-reduce of `bytes` over `ranks` ranks, as NCCL runs it: a fixed part
 /// (launch, synchronisation) plus the cheaper of two algorithms. A ring takes `2 (n − 1)`
-/// message steps of `step_s` each and moves `2 (n − 1) / n` of the bytes over the link; across
-/// a network (`step_s` > 0) a binary tree takes `2 ⌈log2 n⌉` hops of [`TREE_HOP`] steps each and
-/// moves the bytes twice, so that small messages over many nodes go by the tree (8 nodes: 6
-/// hops against 14 steps) and large ones by the ring. Within a node (`step_s` 0) the ring's
-/// steps cost nothing beyond the fixed part. Nothing for one rank.
+/// message steps of `step_s` each and moves `2 (n − 1) / n` of the bytes over the link; where
+/// steps cost (`step_s` > 0: a network, PCIe between cards) a binary tree takes `2 ⌈log2 n⌉`
+/// hops of [`TREE_HOP`] steps each and moves the bytes twice, so that small messages over many
+/// nodes go by the tree (8 nodes: 6 hops against 14 steps) and large ones by the ring. Over a
+/// one-shot link (`step_s` 0: NVLink, Infinity Fabric) the ring's steps cost nothing beyond the
+/// fixed part. Nothing for one rank.
 pub fn allreduce_seconds(ranks: f64, bytes: f64, fixed_s: f64, step_s: f64, bandwidth: f64) -> f64 {
     if ranks <= 1.0 {
         return 0.0;
@@ -230,9 +231,9 @@ impl LinkCost {
         }
     }
 
-    /// Whether the link is a network between nodes: its message steps cost a latency of their
-    /// own (a node's own links charge only the fixed part).
-    pub fn crosses_network(&self) -> bool {
+    /// Whether the link's message steps cost a latency of their own (a network, PCIe between
+    /// cards); NVLink and Infinity Fabric, whose all-reduce is one shot, charge only the fixed part.
+    pub fn has_message_steps(&self) -> bool {
         self.step_s > 0.0
     }
 

@@ -14,7 +14,7 @@ use servebench_client::testserver::{Script, TestServerConfig};
 use servebench_core::config::{Api, Backend, RangeRatio, RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
 use servebench_core::protocol::ChunkRenderer;
-use servebench_core::record::{RequestRecord, RunResult, TokenSource, Usage};
+use servebench_core::record::{RequestRecord, RunResult, Usage};
 
 /// Words of the generated text; every `ESCAPE_EVERY`-th token of an escaped transcript is a
 /// newline instead, which JSON escapes (`"\n"`), so its text cannot be borrowed.
@@ -98,19 +98,9 @@ pub fn run_result(records: Vec<RequestRecord>) -> RunResult {
     config.traffic.num_prompts = records.len();
     config.traffic.max_concurrency = Some(256);
     RunResult {
-        config,
-        records,
-        duration_s: 61.0,
         date: "20260101-000000".into(),
         started_at: "2026-01-01T00:00:00+00:00".into(),
-        interrupted: false,
-        not_sent: 0,
-        notes: Vec::new(),
-        token_source: TokenSource::ServerUsage,
-        client: None,
-        shard: None,
-        telemetry: None,
-        spec_decode: None,
+        ..RunResult::finished(config, records, 61.0)
     }
 }
 

@@ -278,24 +278,38 @@ pub struct ClientSecond {
     pub open_fds: Option<u64>,
 }
 
+impl RunResult {
+    /// A finished run of `config` that measured `records` over `duration_s` and nothing else:
+    /// no start time, not interrupted, token counts from the server's usage, no client, shard,
+    /// telemetry or speculative-decoding observations. Other fields are set with struct update
+    /// syntax.
+    pub fn finished(config: RunConfig, records: Vec<RequestRecord>, duration_s: f64) -> RunResult {
+        RunResult {
+            config,
+            records,
+            duration_s,
+            date: String::new(),
+            started_at: String::new(),
+            interrupted: false,
+            not_sent: 0,
+            notes: Vec::new(),
+            token_source: TokenSource::ServerUsage,
+            client: None,
+            shard: None,
+            telemetry: None,
+            spec_decode: None,
+        }
+    }
+}
+
 /// A finished run of `records` lasting `duration_s`, against a local target with vLLM's
 /// defaults: the base of the metric and report tests.
 #[cfg(test)]
 pub(crate) fn test_run(records: Vec<RequestRecord>, duration_s: f64) -> RunResult {
     RunResult {
-        config: RunConfig::for_target("http://127.0.0.1:8000", "org/model"),
-        records,
-        duration_s,
         date: "20250101-120000".into(),
         started_at: "2025-01-01T12:00:00Z".into(),
-        interrupted: false,
-        not_sent: 0,
-        notes: Vec::new(),
-        token_source: TokenSource::ServerUsage,
-        client: None,
-        shard: None,
-        telemetry: None,
-        spec_decode: None,
+        ..RunResult::finished(RunConfig::for_target("http://127.0.0.1:8000", "org/model"), records, duration_s)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use servebench_core::config::{Metric, RunConfig};
 use servebench_core::metrics::Summary;
-use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, TokenSource, Usage};
+use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, Usage};
 use servebench_store::import::import_bytes;
 use servebench_store::{NewRun, RunKind, RunRef, Store, StoredRun};
 
@@ -113,19 +113,9 @@ impl Synth {
         config.traffic.max_concurrency = Some(self.concurrency);
         config.output.percentile_metrics = vec![Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
         RunResult {
-            config,
-            records,
-            duration_s: last_end_ns as f64 * 1e-9,
             date: "20260102-030405".into(),
             started_at: "2026-01-02T03:04:05Z".into(),
-            interrupted: false,
-            not_sent: 0,
-            notes: Vec::new(),
-            token_source: TokenSource::ServerUsage,
-            client: None,
-            shard: None,
-            telemetry: None,
-            spec_decode: None,
+            ..RunResult::finished(config, records, last_end_ns as f64 * 1e-9)
         }
     }
 

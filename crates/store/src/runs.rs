@@ -455,19 +455,12 @@ mod tests {
         config.output.label = Some("nightly".into());
         config.output.metadata = vec![("gpu".into(), "H100".into()), ("tp".into(), "2".into())];
         let run = RunResult {
-            config,
-            records: vec![RequestRecord::default()],
-            duration_s: 1.0,
             date: "20250601-120000".into(),
             started_at: "2025-06-01T12:00:00+02:00".into(),
             interrupted: true,
-            not_sent: 0,
             notes: vec!["a note".into()],
             token_source: Default::default(),
-            client: None,
-            shard: None,
-            telemetry: None,
-            spec_decode: None,
+            ..RunResult::finished(config, vec![RequestRecord::default()], 1.0)
         };
         let new = NewRun::from_run(RunKind::Bench, &run, &Summary::default());
         assert_eq!(new.target.as_deref(), Some("http://h:8000"));

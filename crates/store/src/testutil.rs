@@ -2,7 +2,7 @@
 
 use servebench_core::config::{Metric, RunConfig};
 use servebench_core::metrics::Summary;
-use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, TokenSource, Usage};
+use servebench_core::record::{Failure, FailureKind, RequestRecord, RunResult, Usage};
 
 /// A small measured run: three requests, one of them failed, on a multi-turn conversation.
 pub(crate) fn sample_run() -> RunResult {
@@ -45,20 +45,12 @@ pub(crate) fn sample_run() -> RunResult {
         failure: Some(Failure { kind: FailureKind::HttpStatus, message: "503 Service Unavailable".into() }),
         ..RequestRecord::default()
     };
+    let records = vec![ok(0, 0, vec![150_000, 180_000, 211_000]), second, failed];
     RunResult {
-        config,
-        records: vec![ok(0, 0, vec![150_000, 180_000, 211_000]), second, failed],
-        duration_s: 0.5,
         date: "20250601-120000".into(),
         started_at: "2025-06-01T12:00:00+02:00".into(),
-        interrupted: false,
-        not_sent: 0,
         notes: vec!["token counts from the server's usage".into()],
-        token_source: TokenSource::ServerUsage,
-        client: None,
-        shard: None,
-        telemetry: None,
-        spec_decode: None,
+        ..RunResult::finished(config, records, 0.5)
     }
 }
 

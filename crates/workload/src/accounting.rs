@@ -162,7 +162,7 @@ mod tests {
     fn turns_run(interrupted: bool, duration_s: f64, not_sent: usize) -> (Plan, RunResult) {
         use servebench_core::config::RunConfig;
         use servebench_core::plan::{ConversationPlan, TokenCounting, TurnPlan};
-        use servebench_core::record::{TokenSource, TurnRef};
+        use servebench_core::record::TurnRef;
         let plan = Plan {
             api: Api::Chat,
             requests: Vec::new(),
@@ -184,19 +184,10 @@ mod tests {
         };
         let records = vec![turn(0, None), turn(1, Some(FailureKind::HttpStatus)), turn(2, Some(FailureKind::NotSent))];
         let result = RunResult {
-            config: RunConfig::for_target("http://127.0.0.1:8000", "m"),
-            records,
-            duration_s,
-            date: String::new(),
-            started_at: String::new(),
             interrupted,
             not_sent,
             notes: vec!["from the plan".into()],
-            token_source: TokenSource::ServerUsage,
-            client: None,
-            shard: None,
-            telemetry: None,
-            spec_decode: None,
+            ..RunResult::finished(RunConfig::for_target("http://127.0.0.1:8000", "m"), records, duration_s)
         };
         (plan, result)
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use servebench_core::config::{Metric, RunConfig};
 use servebench_core::metrics::Summary;
-use servebench_core::record::{RequestRecord, RunResult, TokenSource, Usage};
+use servebench_core::record::{RequestRecord, RunResult, Usage};
 use servebench_store::{NewRun, RunKind, Store};
 use tempfile::TempDir;
 
@@ -51,19 +51,9 @@ fn measured(ttft_ms: u32, seed: u32) -> NewRun {
         })
         .collect();
     let run = RunResult {
-        config,
-        duration_s: free.iter().copied().max().unwrap() as f64 * 1e-9,
-        records,
         date: "20260102-030405".into(),
         started_at: "2026-01-02T03:04:05Z".into(),
-        interrupted: false,
-        not_sent: 0,
-        notes: Vec::new(),
-        token_source: TokenSource::ServerUsage,
-        client: None,
-        shard: None,
-        telemetry: None,
-        spec_decode: None,
+        ..RunResult::finished(config, records, free.iter().copied().max().unwrap() as f64 * 1e-9)
     };
     NewRun::from_run(RunKind::Bench, &run, &Summary::compute(&run))
 }

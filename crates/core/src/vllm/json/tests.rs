@@ -3,7 +3,7 @@
 use super::read::{VllmJsonError, summary_from_vllm_json};
 use super::*;
 use crate::config::{Metric, RampStrategy, RampUp, Slo};
-use crate::record::{Failure, FailureKind, TokenSource, Usage};
+use crate::record::{Failure, FailureKind, Usage};
 
 fn record(i: u32, start_ms: u64, chunks_ms: &[u32], tokens: u32) -> RequestRecord {
     RequestRecord {
@@ -38,20 +38,12 @@ fn sample_run() -> RunResult {
     failed.failure = Some(Failure { kind: FailureKind::HttpStatus, message: "Service Unavailable".into() });
     let mut with_server = record(1, 250, &[120, 150, 190], 6);
     with_server.server_queue_s = Some(0.01);
+    let records = vec![record(0, 0, &[100, 130, 170, 200], 4), with_server, failed];
     RunResult {
-        config,
-        records: vec![record(0, 0, &[100, 130, 170, 200], 4), with_server, failed],
-        duration_s: 1.25,
         date: "20250102-030405".into(),
         started_at: "2025-01-02T03:04:05+00:00".into(),
-        interrupted: false,
-        not_sent: 0,
         notes: vec!["token counts from the server's usage".into()],
-        token_source: TokenSource::ServerUsage,
-        client: None,
-        shard: None,
-        telemetry: None,
-        spec_decode: None,
+        ..RunResult::finished(config, records, 1.25)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The links between GPUs that a deployment's collectives cross (NVLink, Infinity Fabric, PCIe,
-//! networks between nodes): their bandwidth and latencies, how a group of GPUs uses a mesh, and
-//! the all-reduce variants the serving stack runs over them (ROCm's QuickReduce, FlashInfer's
-//! all-reduce fused with the RMSNorm after it).
+//! networks between nodes): their bandwidth and latencies, how a group of GPUs uses a mesh or
+//! a bridge, and the all-reduce variants the serving stack runs over them (ROCm's QuickReduce,
+//! FlashInfer's all-reduce fused with the RMSNorm after it).
 
 use serde::{Deserialize, Serialize};
 

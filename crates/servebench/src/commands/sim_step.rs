@@ -167,7 +167,8 @@ fn render(
     let mut comm = Vec::new();
     if o.tp > 1 {
         let fused = if o.allreduce_norm_fusion(&setup.hardware).is_some() { " (fused with their RMSNorm)" } else { "" };
-        comm.push(format!("{} all-reduces{fused}", setup.model.allreduces()));
+        let link = o.allreduce_link(&setup.hardware).name;
+        comm.push(format!("{} all-reduces over {link}{fused}", setup.model.allreduces()));
     }
     if o.dp > 1 && moe_layers > 0 {
         comm.push(format!("{} exchanges between data-parallel ranks", 2 * moe_layers));

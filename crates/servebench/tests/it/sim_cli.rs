@@ -284,8 +284,8 @@ fn bad_input_errors_say_what_to_do() {
 /// the engine's limits priced with a note.
 #[test]
 fn sim_step_prices_one_step_term_by_term() {
-    let run = |extra: &[&str]| {
-        let mut argv = vec!["servebench", "sim", "step", "--model", "openai/gpt-oss-120b", "--hardware", "h100-sxm"];
+    let on = |hardware: &str, extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "step", "--model", "openai/gpt-oss-120b", "--hardware", hardware];
         argv.extend_from_slice(extra);
         let cli = Cli::try_parse_from(argv).unwrap();
         let Command::Sim(SimCommand::Step(args)) = cli.command else { panic!("not sim step") };
@@ -293,6 +293,7 @@ fn sim_step_prices_one_step_term_by_term() {
         let r = commands::sim_step::run(&args, &mut out);
         (r, String::from_utf8(out).unwrap())
     };
+    let run = |extra: &[&str]| on("h100-sxm", extra);
     let (r, out) = run(&["--tp", "4", "--batch", "16"]);
     assert!(r.is_ok());
     insta::assert_snapshot!(out);
@@ -323,7 +324,12 @@ fn sim_step_prices_one_step_term_by_term() {
     // The fused all-reduce and norm is named where it runs (on Hopper it saves nothing).
     let (r, out) = run(&["--tp", "8", "--batch", "64", "--option", "fuse-allreduce-rms=true"]);
     assert!(r.is_ok(), "{r:?}");
-    assert!(out.contains("72 all-reduces (fused with their RMSNorm) a step"), "{out}");
+    assert!(out.contains("72 all-reduces over nvlink4 (fused with their RMSNorm) a step"), "{out}");
+    // Bridged cards name the link the group crosses: the bridge, or PCIe past it.
+    let (_, out) = on("h100-nvl", &["--tp", "2", "--batch", "8"]);
+    assert!(out.contains("72 all-reduces over nvlink4-bridge a step"), "{out}");
+    let (_, out) = on("h100-nvl", &["--tp", "4", "--batch", "8"]);
+    assert!(out.contains("72 all-reduces over pcie5 a step"), "{out}");
     let (_, out) = run(&["--batch", "5", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((doc["tokens"].as_u64(), doc["graph_rows"].as_u64()), (Some(5), Some(8)), "{doc}");

@@ -5,9 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A link the tensor-parallel all-reduce (or pipeline hand-off) crosses.
+/// A link the tensor-parallel all-reduce (or pipeline hand-off) crosses. A preset may give a
+/// link by its name alone when it is one of [`KNOWN_LINKS`] (`name = "pcie5"`), which is then
+/// that link as `interconnect=NAME` selects it; otherwise it states its numbers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "LinkSpec")]
 pub struct Link {
     pub name: String,
     /// Effective one-direction bandwidth per GPU, GB/s (on a mesh, the sum of its links).
@@ -43,6 +45,64 @@ pub struct Link {
     /// cards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beyond: Option<Box<Link>>,
+}
+
+/// A link as a preset or a saved setup writes it: [`Link`]'s fields, of which a named link
+/// ([`Link::named`]) may give only its name (and a bridge's).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkSpec {
+    name: String,
+    bandwidth_gbs: Option<f64>,
+    allreduce_latency_us: Option<f64>,
+    #[serde(default)]
+    step_latency_us: f64,
+    #[serde(default)]
+    mesh_links: u32,
+    #[serde(default)]
+    quick_reduce: bool,
+    #[serde(default)]
+    norm_fusion: Option<NormFusion>,
+    #[serde(default)]
+    bridge_gpus: u32,
+    #[serde(default)]
+    beyond: Option<Box<Link>>,
+}
+
+impl TryFrom<LinkSpec> for Link {
+    type Error = String;
+
+    fn try_from(mut s: LinkSpec) -> Result<Link, String> {
+        let (bridge_gpus, beyond) = (s.bridge_gpus, s.beyond.take());
+        let bridge = |link: Link| Link { bridge_gpus, beyond, ..link };
+        let (Some(bandwidth_gbs), Some(allreduce_latency_us)) = (s.bandwidth_gbs, s.allreduce_latency_us) else {
+            let own = s.bandwidth_gbs.is_some()
+                || s.allreduce_latency_us.is_some()
+                || s.step_latency_us != 0.0
+                || s.mesh_links != 0
+                || s.quick_reduce
+                || s.norm_fusion.is_some();
+            return match Link::named(&s.name).filter(|_| !own) {
+                Some(named) => Ok(bridge(named)),
+                None => Err(format!(
+                    "link {}: give bandwidth_gbs and allreduce_latency_us, or only the name of a known link ({})",
+                    s.name,
+                    Link::known_names()
+                )),
+            };
+        };
+        Ok(bridge(Link {
+            name: s.name,
+            bandwidth_gbs,
+            allreduce_latency_us,
+            step_latency_us: s.step_latency_us,
+            mesh_links: s.mesh_links,
+            quick_reduce: s.quick_reduce,
+            norm_fusion: s.norm_fusion,
+            bridge_gpus: 0,
+            beyond: None,
+        }))
+    }
 }
 
 /// FlashInfer's all-reduce fused with the residual add and RMSNorm that follow it, as vLLM
@@ -239,6 +299,29 @@ mod tests {
         assert!(pcie4.allreduce_seconds(2.0, 8.0) * 1e6 < 33.0);
     }
 
+    /// A link given by its name alone is that named link (a bridge keeps its own size and the
+    /// link past it); one that gives some numbers must give both of its required ones; a name
+    /// alone that no link has is refused with the names there are.
+    #[test]
+    fn a_link_given_by_name_is_the_named_one_and_half_a_link_is_refused() {
+        let link = |text: &str| toml::from_str::<Link>(text).map_err(|e| e.to_string());
+        assert_eq!(link("name = \"pcie5\"").unwrap(), Link::named("pcie5").unwrap());
+        let bridged = link(
+            "name = \"x\"\nbandwidth_gbs = 300\nallreduce_latency_us = 9\nbridge_gpus = 2\n[beyond]\nname = \"pcie4\"",
+        )
+        .unwrap();
+        assert_eq!(bridged.beyond.as_deref(), Link::named("pcie4").as_ref());
+        assert_eq!((bridged.bridge_gpus, bridged.bandwidth_gbs), (2, 300.0));
+        let e = link("name = \"pcie9\"").unwrap_err();
+        assert!(e.contains("only the name of a known link") && e.contains("pcie5"), "{e}");
+        let e = link("name = \"pcie5\"\nbandwidth_gbs = 60").unwrap_err();
+        assert!(e.contains("give bandwidth_gbs and allreduce_latency_us"), "{e}");
+        let e = link("name = \"pcie5\"\nstep_latency_us = 2").unwrap_err();
+        assert!(e.contains("give bandwidth_gbs and allreduce_latency_us"), "{e}");
+        // A saved setup's link, every field written out, reads back as it was.
+        let named = Link::named("infinity-fabric").unwrap();
+        assert_eq!(serde_json::from_value::<Link>(serde_json::to_value(&named).unwrap()).unwrap(), named);
+    }
     /// Every preset's PCIe link between cards is the named link of that generation, so
     /// `--interconnect pcie5` and a preset price the same wire the same.
     #[test]

@@ -203,15 +203,56 @@ const RESERVE_SEQS: u32 = 1024;
 /// them (FP32 values, int64 indices).
 const SAMPLER_BYTES_PER_LOGIT: f64 = 20.0;
 
+/// The batched tokens the stack's activation reserves are stated at: vLLM's default
+/// `max-num-batched-tokens` on the large GPUs they were calibrated on.
+const RESERVE_TOKENS: u32 = 8192;
+
+/// Bytes of one activation value (BF16, whatever the weights' format).
+const ACTIVATION_BYTES: f64 = 2.0;
+
+/// Bytes one token of vLLM's profiling forward holds on one GPU at the pass's peak: the residual
+/// stream and the normed hidden state (the last of which the sampler's rows are taken from), beside the largest transient of a layer. Attention's is
+/// its projections (queries, keys and values, and the output); a dense FFN's its gate-up output
+/// and the activated half; an MoE layer's the fused kernel's caches (`fused_moe`: one buffer of
+/// `top_k × max(2 × width, hidden)` shared by the gate-up and down outputs, and
+/// `top_k × width` for the activated half) and the router's logits.
+pub fn forward_bytes_per_token(model: &ModelShape, opts: &ServingOptions) -> f64 {
+    let tp = opts.tp.max(1);
+    let hidden = f64::from(model.hidden);
+    let gated = |width: f64| if model.ungated_ffn { 2.0 * width } else { 3.0 * width };
+    let heads = f64::from((model.heads / tp).max(1));
+    let kv_heads = f64::from(model.kv_heads_per_rank(tp));
+    let attention = (2.0 * heads + 2.0 * kv_heads) * f64::from(model.head_dim);
+    let dense = if model.dense_ffn_layers() > 0 { gated(f64::from(model.intermediate / tp)) } else { 0.0 };
+    let moe = model.moe.as_ref().filter(|_| model.moe_layers() > 0).map_or(0.0, |m| {
+        let width = f64::from(opts.expert_width_per_gpu(m.expert_intermediate));
+        let read = f64::from(m.latent.unwrap_or(model.hidden));
+        let routed = f64::from(m.top_k) * ((2.0 * width).max(read) + width) + f64::from(m.experts);
+        let shared_width = f64::from(m.shared_intermediate.unwrap_or(m.expert_intermediate) / tp);
+        routed.max(f64::from(m.shared_experts) * gated(shared_width))
+    });
+    ACTIVATION_BYTES * (2.0 * hidden + attention.max(dense).max(moe))
+}
+
 /// Memory each GPU keeps outside weights and KV cache: the stack's reserve (CUDA graphs,
-/// workspaces, the profiled peak of a forward pass and of the sampler), stated at
-/// 1,024 sequences, less the sampler rows a smaller `max-num-seqs` does not profile
-/// (2.9 GiB for gpt-oss's 201,088-entry vocabulary at 256 sequences, vLLM's default on the A100),
-/// and never below a quarter of the reserve.
+/// workspaces, and the peak of vLLM's memory profiling), stated at 1,024 sequences and 8,192
+/// batched tokens. The profiling runs a forward pass of `max-num-batched-tokens` tokens, frees
+/// its transients, then samples one row of logits for each of `min(max-num-seqs, tokens)`
+/// sequences, so its peak is the larger of the two working sets, not their sum. A deployment
+/// keeps the reserve less the stated peak plus its own: 2.9 GiB less for gpt-oss's 201,088-entry
+/// vocabulary at 256 sequences (vLLM's default on the A100), whose sampler rows outweigh the
+/// forward at either size; more where a large `max-num-batched-tokens` makes the forward the
+/// larger (Llama-3.1-70B on one GPU at 65,536 tokens: 12.5 GiB against 2.9 of sampler rows).
+/// Never below a quarter of the reserve.
 pub fn activation_reserve_gib(model: &ModelShape, opts: &ServingOptions, stack: &StackProfile) -> f64 {
     let reserve = if model.moe.is_some() { stack.activation_reserve_moe_gib } else { stack.activation_reserve_gib };
-    let rows = f64::from(RESERVE_SEQS.saturating_sub(opts.max_num_seqs));
-    (reserve - rows * f64::from(model.vocab) * SAMPLER_BYTES_PER_LOGIT / GIB).max(reserve / 4.0)
+    let forward = forward_bytes_per_token(model, opts);
+    let peak = |seqs: u32, tokens: u32| {
+        let rows = f64::from(seqs.min(tokens));
+        (rows * f64::from(model.vocab) * SAMPLER_BYTES_PER_LOGIT).max(f64::from(tokens) * forward)
+    };
+    let own = peak(opts.max_num_seqs, opts.max_num_batched_tokens) - peak(RESERVE_SEQS, RESERVE_TOKENS);
+    (reserve + own / GIB).max(reserve / 4.0)
 }
 
 /// Sizes the KV pool of one GPU (the most loaded pipeline stage of one data-parallel rank), with
@@ -473,9 +514,71 @@ mod tests {
         // Asked for on the H100, the same; and never below a quarter of the reserve.
         let asked = setup("openai/gpt-oss-120b", "h100-sxm", &[("max-num-seqs", "256")]).unwrap();
         assert_eq!(asked.memory.reserve_gib, a100.memory.reserve_gib);
-        let one = setup("Qwen/Qwen3-8B", "l4", &[("max-num-seqs", "1")]).unwrap();
-        assert!((one.memory.reserve_gib - (4.17 - 1023.0 * 151_936.0 * 20.0 / GIB)).abs() < 1e-9);
         let gemma = setup("google/gemma-3-1b-it", "l4", &[("max-num-seqs", "1")]).unwrap();
         assert_eq!(gemma.memory.reserve_gib, 4.17 / 4.0, "262,144 logits a row would take it all");
+    }
+
+    #[test]
+    fn the_reserve_keeps_the_larger_of_the_profiled_forward_and_the_sampler_rows() {
+        // Qwen3-8B on one GPU: a token of the forward holds 2 x 4,096 of residual and normed
+        // state and, its largest transient, the FFN's 2 x 12,288 gate-up outputs and 12,288
+        // activated, in BF16: 90,112 bytes.
+        let qwen = setup("Qwen/Qwen3-8B", "l4", &[("max-num-seqs", "1")]).unwrap();
+        assert_eq!(forward_bytes_per_token(&qwen.model, &qwen.options), 90_112.0);
+        // One sequence on the L4 (2,048 batched tokens): the forward's 176 MiB is the peak, where
+        // the stated reserve's was 1,024 rows of 151,936 logits (2.9 GiB; the forward's 8,192
+        // tokens are 0.7).
+        let stated = 1024.0 * 151_936.0 * 20.0;
+        let expected = 4.17 + (2048.0 * 90_112.0 - stated) / GIB;
+        assert!((qwen.memory.reserve_gib - expected).abs() < 1e-9, "{}", qwen.memory.reserve_gib);
+        // Llama-3.1-70B at TP 2: 2 x 8,192, and 2 x 14,336 + 14,336 of FFN a token, 118,784
+        // bytes. Twice vLLM's default tokens still profile less than the sampler's 1,024 rows
+        // of 128,256 logits (2.4 GiB); 65,536 tokens hold 7.3 GiB, 4.8 more than stated.
+        let llama = |opts: &[(&str, &str)]| {
+            let s = setup("meta-llama/Llama-3.1-70B-Instruct", "h200", &[&[("tp", "2")], opts].concat()).unwrap();
+            (forward_bytes_per_token(&s.model, &s.options), s.memory.reserve_gib)
+        };
+        let (per_token, default) = llama(&[]);
+        assert_eq!(per_token, 118_784.0);
+        assert_eq!(default, StackProfile::default().activation_reserve_gib);
+        assert_eq!(llama(&[("max-num-batched-tokens", "16384")]).1, default);
+        let (_, large) = llama(&[("max-num-batched-tokens", "65536")]);
+        let expected = default + (65_536.0 * 118_784.0 - 1024.0 * 128_256.0 * 20.0) / GIB;
+        assert!((large - expected).abs() < 1e-9 && (large - default - 4.80).abs() < 0.01, "{large}");
+        // More sequences than the stated 1,024 profile more rows: 1,024 more of them at 2,048.
+        let (_, seqs) = llama(&[("max-num-seqs", "2048")]);
+        assert!((seqs - default - 1024.0 * 128_256.0 * 20.0 / GIB).abs() < 1e-9, "{seqs}");
+    }
+
+    #[test]
+    fn a_mixture_of_experts_forward_holds_the_fused_kernels_caches() {
+        // gpt-oss-120b on one GPU: 4 routed experts a token, each 2 x 2,880 of gate-up output
+        // (wider than the 2,880 hidden the down products write into the same buffer) and 2,880
+        // activated, and 128 router logits: 34,688 values, beside 2 x 2,880 of residual state.
+        let gpt = setup("openai/gpt-oss-120b", "h100-sxm", &[]).unwrap();
+        assert_eq!(forward_bytes_per_token(&gpt.model, &gpt.options), 2.0 * (5_760.0 + 34_688.0));
+        // DeepSeek-R1 at TP 8: a rank's 256 columns of each of 8 experts write into buffers as
+        // wide as the 7,168 hidden: the hidden width, not the expert's, sets them.
+        let r1 = setup("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]).unwrap();
+        let routed = 8.0 * (7_168.0 + 256.0) + 256.0;
+        assert_eq!(forward_bytes_per_token(&r1.model, &r1.options), 2.0 * (2.0 * 7_168.0 + routed));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn more_tokens_or_sequences_never_leave_more_kv_cache(
+            model in proptest::sample::select(vec!["Qwen/Qwen3-8B", "openai/gpt-oss-20b", "Qwen/Qwen3-30B-A3B", "google/gemma-3-4b-it"]),
+            seqs in 1u32..2048,
+            tokens in 2048u32..65_536,
+            more in 1u32..4096,
+        ) {
+            let reserve = |seqs: u32, tokens: u32| {
+                let (s, t) = (seqs.to_string(), tokens.to_string());
+                setup(model, "h200", &[("max-num-seqs", s.as_str()), ("max-num-batched-tokens", t.as_str())]).unwrap().memory.reserve_gib
+            };
+            let base = reserve(seqs, tokens);
+            proptest::prop_assert!(reserve(seqs, tokens + more) >= base);
+            proptest::prop_assert!(reserve((seqs + more).min(tokens), tokens) >= base);
+        }
     }
 }

@@ -150,6 +150,7 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         linear,
         attention_output_gate,
         extra_params_b: 0.0,
+        modalities: Vec::new(),
         attention_sinks: model_type == "gpt_oss",
         harmony_chat: model_type == "gpt_oss",
         derived_from: None,

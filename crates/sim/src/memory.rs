@@ -154,10 +154,12 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
 
 /// Weight bytes outside the transformer blocks on one GPU: the BF16 embedding, and the LM head
 /// with one stage (the same matrix where the two are tied), and the parameters the preset counts
-/// beside the blocks (a vision encoder's), split over `tp`.
+/// beside the blocks (a vision encoder's, unless the language model is served alone), split over
+/// `tp`.
 fn outside_blocks_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     let heads = if opts.pp == 1 && !model.tied_embeddings { 2.0 } else { 1.0 };
-    (heads * model.embedding_params() * 2.0 + model.extra_params_b * 1e9 * 2.0) / f64::from(opts.tp)
+    let tower = if opts.language_model_only { 0.0 } else { model.extra_params_b * 1e9 * 2.0 };
+    (heads * model.embedding_params() * 2.0 + tower) / f64::from(opts.tp)
 }
 
 /// The weights a drafter adds to each GPU, run at the target's parallelism (vLLM's drafters take

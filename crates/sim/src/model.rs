@@ -87,6 +87,11 @@ pub struct ModelShape {
     /// Parameters outside the language model (a vision tower), billions: memory only.
     #[serde(default)]
     pub extra_params_b: f64,
+    /// The inputs besides text that tower takes, as vLLM names them (`image`, `video`). A
+    /// deployment that allows a prompt none of them (`--limit-mm-per-prompt` 0 for each, or
+    /// `--language-model-only`) runs the language model alone and loads no tower.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modalities: Vec<String>,
     /// Learned attention sinks (gpt-oss): attention kernels must support them, which only
     /// some do (see `StackProfile::attn_eff_sinks`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -290,6 +295,9 @@ impl ModelShape {
         }
         if !(self.extra_params_b.is_finite() && self.extra_params_b >= 0.0) {
             return Err("extra_params_b must be zero or positive".into());
+        }
+        if !self.modalities.is_empty() && self.extra_params_b == 0.0 {
+            return Err("modalities name the inputs of a tower the model has: give its extra_params_b".into());
         }
         Ok(())
     }

@@ -145,6 +145,11 @@ pub struct ServingOptions {
     pub quick_reduce: QuickReduce,
     /// vLLM's `pass_config.fuse_allreduce_rms`: FlashInfer's fused all-reduce and RMSNorm.
     pub fuse_allreduce_rms: bool,
+    /// The language model alone (`--language-model-only`, or `--limit-mm-per-prompt` 0 for every
+    /// modality the model's tower takes): vLLM loads no tower (its Qwen3-VL since pull request
+    /// 26000, vLLM 0.11) and profiles no encoder.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub language_model_only: bool,
     pub gpu_memory_utilization: f64,
     pub kv_cache_dtype: KvDtype,
     /// The kernels of an MXFP4 model's experts where they dequantize to BF16.
@@ -221,6 +226,7 @@ impl ServingOptions {
             api_server_count: 1,
             quick_reduce: QuickReduce::None,
             fuse_allreduce_rms: false,
+            language_model_only: false,
             gpu_memory_utilization: 0.9,
             kv_cache_dtype: KvDtype::Auto,
             mxfp4_backend: Mxfp4Backend::Marlin,
@@ -246,6 +252,7 @@ impl ServingOptions {
         let (mut graph_sizes, mut graph_largest) = (None, None);
         let mut layout: Option<(&str, u32)> = None;
         let (mut spec_config, mut spec_tokens, mut spec_acceptance) = (None, None, None);
+        let mut mm_limits: Vec<(String, u32)> = Vec::new();
         let mut seen: Vec<String> = Vec::new();
         for (raw_key, value) in pairs {
             let key = canonical_key(raw_key);
@@ -348,6 +355,13 @@ impl ServingOptions {
                 "fuse-allreduce-rms" => {
                     o.fuse_allreduce_rms = boolean(v).ok_or_else(|| bad("expected true or false"))?;
                 }
+                "language-model-only" => {
+                    o.language_model_only = boolean(v).ok_or_else(|| bad("expected true or false"))?;
+                }
+                "limit-mm-per-prompt" => {
+                    mm_limits = servebench_core::vllm::mm_limits(v)
+                        .ok_or_else(|| bad("expected a count for each modality, as image=0,video=0"))?;
+                }
                 "interconnect" => {
                     o.interconnect =
                         Some(Link::named(v).ok_or_else(|| bad(&format!("expected one of {}", Link::known_names())))?);
@@ -404,6 +418,8 @@ impl ServingOptions {
         if enforce_eager {
             o.cudagraph_mode = CudaGraphMode::None;
         }
+        let none_allowed = |m: &String| mm_limits.iter().any(|(n, count)| n == m && *count == 0);
+        o.language_model_only |= !model.modalities.is_empty() && model.modalities.iter().all(none_allowed);
         o.speculative = spec::resolve(spec_config, spec_tokens, spec_acceptance).map_err(SimError::Conflict)?;
         // vLLM starts one API server a data-parallel engine unless told (`serve`'s internal
         // load balancing), since 0.15; a release named older starts one.

@@ -283,6 +283,13 @@ impl SimSetup {
             opts.max_num_seqs,
             opts.max_num_batched_tokens
         ));
+        if opts.language_model_only && model.extra_params_b > 0.0 {
+            notes.push(format!(
+                "the language model alone: no {} input, the tower's {:.1} GiB/GPU left to the KV cache",
+                model.modalities.join(" or "),
+                model.extra_params_b * 2.0 / f64::from(opts.tp) / f64::from(1u32 << 30) * 1e9
+            ));
+        }
         notes.extend(dequantizing_note(&model, &hardware, &stack));
         if model.precision.dequantizes_mxfp4_experts(model.moe.is_some(), &hardware.peak_tflops) {
             use crate::precision::Mxfp4Backend::{Marlin, Triton};

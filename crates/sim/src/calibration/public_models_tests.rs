@@ -231,7 +231,8 @@ fn a_mixture_of_experts_at_light_rates_on_a_b200_stays_where_it_was() {
 #[test]
 fn a_run_beyond_the_memory_plan_is_predicted_and_says_what_the_plan_lacks() {
     let file = "vllm-pr-29217-l40s-qwen3-vl-32b-fp8.txt";
-    let bounds = [("mean TTFT (ms)", 0.45), ("output tok/s", 0.20)];
+    // Its tower left out (both modalities at 0, vLLM's text-only mode): +14 % and +1 %.
+    let bounds = [("mean TTFT (ms)", 0.25), ("output tok/s", 0.10)];
     let v = medians_within(file, Some("l40s"), 1, &bounds);
     assert!(v.held_out.iter().all(|r| r.labels.contains("memory-plan=short")), "{:?}", v.held_out);
     let points = super::read_points(&testdata().join("public").join(file)).unwrap();

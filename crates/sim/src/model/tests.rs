@@ -27,6 +27,7 @@ fn qwen3_8b() -> ModelShape {
         linear: None,
         attention_output_gate: false,
         extra_params_b: 0.0,
+        modalities: Vec::new(),
         attention_sinks: false,
         harmony_chat: false,
         derived_from: None,
@@ -145,6 +146,40 @@ fn invalid_shapes_are_rejected_with_the_reason() {
     m.mla.as_mut().unwrap().kv_lora_rank = 0;
     let err = m.validate().unwrap_err();
     assert!(err.contains("mla.kv_lora_rank") && err.contains("latent"), "{err}");
+    let mut m = qwen3_8b();
+    m.modalities = vec!["image".into()];
+    assert!(m.validate().unwrap_err().contains("extra_params_b"));
+}
+
+#[test]
+fn the_language_model_alone_leaves_its_tower_s_memory_to_the_kv_cache() {
+    use crate::setup::tests::setup;
+    // Every preset with a tower says what the tower takes.
+    let presets = crate::presets::Presets::embedded().unwrap();
+    for m in presets.model_presets() {
+        assert_eq!(m.extra_params_b > 0.0, !m.modalities.is_empty(), "{}", m.id);
+    }
+    // Qwen3-VL-32B on one L40S, as vLLM pull request 29217 served it: no image, no video, and
+    // its 0.5 B-parameter tower's BF16 bytes go to the KV cache.
+    let plan = |model: &str, opts: &[(&str, &str)]| setup(model, "l40s", opts).unwrap().memory;
+    let vl = "Qwen/Qwen3-VL-32B-Instruct-FP8";
+    let (whole, alone) = (plan(vl, &[]), plan(vl, &[("limit-mm-per-prompt", "video=0,image=0")]));
+    let tower = 0.5e9 * 2.0 / (1u64 << 30) as f64;
+    assert!((whole.weights_gib - alone.weights_gib - tower).abs() < 1e-9);
+    assert!((alone.kv_gib - whole.kv_gib - tower).abs() < 1e-9 && alone.kv_tokens > whole.kv_tokens);
+    // vLLM's switch says the same; one modality of two still loads the tower, and a limit
+    // above zero is no limit to it.
+    assert_eq!(plan(vl, &[("language-model-only", "true")]), alone);
+    let notes = setup(vl, "l40s", &[("language-model-only", "true")]).unwrap().notes;
+    assert!(notes.iter().any(|n| n.contains("no image or video input, the tower's 0.9 GiB/GPU")), "{notes:?}");
+    assert_eq!(plan(vl, &[("limit-mm-per-prompt", r#"{"image": 0}"#)]), whole);
+    assert_eq!(plan(vl, &[("limit-mm-per-prompt", "image=0,video=1")]), whole);
+    // Gemma 3's tower takes images only; a text model has nothing to leave.
+    let gemma = "google/gemma-3-12b-it";
+    assert!(plan(gemma, &[("limit-mm-per-prompt", "image=0")]).kv_gib > plan(gemma, &[]).kv_gib);
+    assert_eq!(plan("Qwen/Qwen3-8B", &[("language-model-only", "true")]), plan("Qwen/Qwen3-8B", &[]));
+    let bad = setup(vl, "l40s", &[("limit-mm-per-prompt", "images")]).unwrap_err().to_string();
+    assert!(bad.contains("image=0,video=0"), "{bad}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The serving options' keys with what each means: the listing an unknown key is answered with.
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 35] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 37] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -46,6 +46,14 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 35] = [
     (
         "api-server-count",
         "API server processes, each streaming its requests' tokens (default: dp, as vLLM since 0.15; one before)",
+    ),
+    (
+        "limit-mm-per-prompt",
+        "the items of each modality a prompt may carry, as image=0,video=0 or vLLM's JSON: 0 for every modality the model's tower takes serves the language model alone, without the tower's weights",
+    ),
+    (
+        "language-model-only",
+        "true or false (default): serve a multimodal model's language model alone, without its tower",
     ),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
     ("kv-cache-dtype", "auto or fp8"),

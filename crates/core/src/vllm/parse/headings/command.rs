@@ -5,9 +5,10 @@
 /// simulator's option names (its parallel sizes and model aside). `quick-reduce` comes from the
 /// environment assignment `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=LEVEL` before the command,
 /// `fuse-allreduce-rms`, `cudagraph-mode` and the CUDA graph sizes from the compilation config
-/// (see `compilation_setting`) or `--cuda-graph-sizes`, and `speculative-config` from the JSON
-/// of `--speculative-config`.
-pub const SERVE_OPTION_LABELS: [&str; 17] = [
+/// (see `compilation_setting`) or `--cuda-graph-sizes`, `speculative-config` from the JSON
+/// of `--speculative-config`, and `limit-mm-per-prompt` from that flag's JSON or its dotted
+/// modalities (`--limit-mm-per-prompt.image 0`), written `image=0,video=0` ([`mm_limits`]).
+pub const SERVE_OPTION_LABELS: [&str; 19] = [
     "max-num-batched-tokens",
     "max-num-seqs",
     "max-model-len",
@@ -25,7 +26,12 @@ pub const SERVE_OPTION_LABELS: [&str; 17] = [
     "nnodes",
     "api-server-count",
     "speculative-config",
+    "limit-mm-per-prompt",
+    "language-model-only",
 ];
+
+/// Labels whose value is read whole from the line, not as the word after the flag.
+const WHOLE: [&str; 2] = ["speculative-config", "limit-mm-per-prompt"];
 
 /// The environment variables before a `vllm serve` command that set a serving option: (name,
 /// label); the value is the label's, lower-cased.
@@ -33,7 +39,7 @@ const SERVE_ENV: [(&str, &str); 1] = [("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "q
 
 /// Switches of `vllm serve`: (flag, label, value). Every other `--NAME` flag whose NAME is one
 /// of [`SERVE_OPTION_LABELS`] takes a value, read as the label NAME.
-const SWITCHES: [(&str, &str, &str); 7] = [
+const SWITCHES: [(&str, &str, &str); 8] = [
     ("--enable-expert-parallel", "ep", "true"),
     ("--enforce-eager", "enforce-eager", "true"),
     ("--async-scheduling", "async-scheduling", "true"),
@@ -41,6 +47,7 @@ const SWITCHES: [(&str, &str, &str); 7] = [
     ("--enable-prefix-caching", "enable-prefix-caching", "true"),
     ("--no-enable-prefix-caching", "enable-prefix-caching", "false"),
     ("-ep", "ep", "true"),
+    ("--language-model-only", "language-model-only", "true"),
 ];
 
 /// The labels of a `vllm serve MODEL [flags]` line: the model, the parallel sizes and the
@@ -69,8 +76,11 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
         labels.push(("cudagraph-mode".to_string(), vec![mode]));
     }
     labels.extend(graph_sizes(rest, &args));
-    if let Some(config) = speculative_config(line) {
+    if let Some(config) = json_after(line, "speculative-config") {
         labels.push(("speculative-config".to_string(), vec![config]));
+    }
+    if let Some(limits) = serve_mm_limits(line, rest) {
+        labels.push(("limit-mm-per-prompt".to_string(), vec![limits]));
     }
     for (i, word) in rest.iter().enumerate() {
         let (flag, inline) = match word.split_once('=') {
@@ -82,10 +92,8 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
             continue;
         }
         let value = inline.or_else(|| rest.get(i + 1).copied());
-        // Its JSON is read whole from the line (`speculative_config`), not word by word.
-        if let Some(key) =
-            flag.strip_prefix("--").filter(|k| SERVE_OPTION_LABELS.contains(k) && *k != "speculative-config")
-        {
+        // Their JSON is read whole from the line (`json_after`), not word by word.
+        if let Some(key) = flag.strip_prefix("--").filter(|k| SERVE_OPTION_LABELS.contains(k) && !WHOLE.contains(k)) {
             if let Some(v) = value.filter(|v| !v.is_empty() && !v.starts_with('-')) {
                 labels.push((key.to_string(), vec![v.to_string()]));
             }
@@ -104,10 +112,13 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
     Some(labels)
 }
 
-/// The JSON object of `--speculative-config` (or `--speculative_config`, `=` or a space, quoted
+/// The JSON object of the flag `--NAME` (or `--NAME` with underscores, `=` or a space, quoted
 /// or not), as written: its braces matched, so the spaces inside do not split it.
-fn speculative_config(line: &str) -> Option<String> {
-    let at = ["--speculative-config", "--speculative_config"].iter().find_map(|f| line.find(f).map(|i| i + f.len()))?;
+fn json_after(line: &str, name: &str) -> Option<String> {
+    let flags = [format!("--{name}"), format!("--{}", name.replace('-', "_"))];
+    let at = flags.iter().find_map(|f| {
+        line.match_indices(f.as_str()).map(|(i, _)| i + f.len()).find(|&end| !line[end..].starts_with(['.', '-', '_']))
+    })?;
     let rest = &line[at..];
     let open = rest.find('{')?;
     // Only a space, `=` or quotes between the flag and its object.
@@ -128,6 +139,64 @@ fn speculative_config(line: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The items of each modality a `vllm serve` line allows a prompt, as `image=0,video=0`: from
+/// the JSON of `--limit-mm-per-prompt` and from its dotted flags (`--limit-mm-per-prompt.video 0`
+/// or `=0`), the dotted ones last; `None` where the line gives no limit.
+fn serve_mm_limits(line: &str, rest: &[&str]) -> Option<String> {
+    let mut limits = json_after(line, "limit-mm-per-prompt").and_then(|json| mm_limits(&json)).unwrap_or_default();
+    for (i, word) in rest.iter().enumerate() {
+        let (flag, inline) = word.split_once('=').map_or((*word, None), |(f, v)| (f, Some(v)));
+        let Some(modality) = flag.replace('_', "-").strip_prefix("--limit-mm-per-prompt.").map(str::to_string) else {
+            continue;
+        };
+        let value = inline.or_else(|| rest.get(i + 1).copied()).and_then(|v| v.parse().ok());
+        if let Some(count) = value.filter(|_| !modality.is_empty()) {
+            limits.retain(|(m, _)| *m != modality);
+            limits.push((modality, count));
+        }
+    }
+    (!limits.is_empty()).then(|| limits.iter().map(|(m, n)| format!("{m}={n}")).collect::<Vec<_>>().join(","))
+}
+
+/// The items of each modality vLLM's `--limit-mm-per-prompt` allows a prompt: its JSON
+/// (`{"image": 0, "video": 0}`, or a modality's options with their `count`:
+/// `{"image": {"count": 2, "width": 512}}`) or the list `image=0,video=0`, in the order given,
+/// modalities lower-cased. `None` for anything else, or no modality.
+pub fn mm_limits(text: &str) -> Option<Vec<(String, u32)>> {
+    fn skip(s: &str) -> &str {
+        s.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, ':' | '=') || QUOTES.contains(&c))
+    }
+    let number = |s: &str| {
+        let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        s[..end].parse::<u32>().ok().map(|n| (n, end))
+    };
+    let mut limits = Vec::new();
+    let mut rest = text.trim().strip_prefix('{').unwrap_or(text.trim());
+    loop {
+        rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',' || QUOTES.contains(&c));
+        if rest.is_empty() || rest == "}" {
+            break;
+        }
+        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))?;
+        let modality = rest[..end].to_ascii_lowercase();
+        rest = skip(&rest[end..]);
+        let count = if let Some(options) = rest.strip_prefix('{') {
+            let (inner, after) = options.split_once('}')?;
+            rest = after;
+            number(skip(&inner[inner.find("count")? + "count".len()..]))?.0
+        } else {
+            let (n, used) = number(rest)?;
+            rest = &rest[used..];
+            n
+        };
+        if modality.is_empty() {
+            return None;
+        }
+        limits.push((modality, count));
+    }
+    (!limits.is_empty()).then_some(limits)
 }
 
 /// The dataset and the backend a benchmark command names (`vllm bench serve ... --dataset-name

@@ -453,3 +453,53 @@ fn a_title_that_names_no_model_sets_no_deployment() {
     let got = labels_of(&format!("# Runs over 8 nodes\nResults openai/gpt-oss-120b\n{}", block(1)));
     assert_eq!(got.blocks[0], pairs(&[("section", "Runs over 8 nodes"), ("model", "openai/gpt-oss-120b")]));
 }
+
+#[test]
+fn a_serve_line_s_modality_limits_are_one_label_in_any_of_vllm_s_spellings() {
+    let limits = |line: &str| match classify(line) {
+        Heading::Labels(labels) => {
+            let pick = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v[0].clone());
+            (pick("limit-mm-per-prompt"), pick("language-model-only"), pick("max-model-len"))
+        }
+        other => panic!("not a serve line: {other:?}"),
+    };
+    // The dotted flags of vLLM pull request 29217's run, beside a flag that takes a value.
+    let dotted = "vllm serve Qwen/Qwen3-VL-32B-Instruct-FP8 --limit-mm-per-prompt.video 0 \
+                  --limit-mm-per-prompt.image 0 --max-model-len 24000";
+    assert_eq!(limits(dotted), (Some("video=0,image=0".into()), None, Some("24000".into())));
+    // The JSON, quoted, with `=`, under underscores, or a modality's options and their count.
+    let json = r#"vllm serve m --limit-mm-per-prompt '{"image": 0, "video": 0}'"#;
+    assert_eq!(limits(json).0.as_deref(), Some("image=0,video=0"));
+    assert_eq!(limits(r#"vllm serve m --limit_mm_per_prompt={"image":3}"#).0.as_deref(), Some("image=3"));
+    let options = r#"vllm serve m --limit-mm-per-prompt '{"image": {"count": 5, "width": 512}, "video": 1}'"#;
+    assert_eq!(limits(options).0.as_deref(), Some("image=5,video=1"));
+    // A dotted flag after the JSON wins for its modality; `=` joins a dotted flag to its count.
+    let both = r#"vllm serve m --limit-mm-per-prompt '{"image": 2, "video": 1}' --limit-mm-per-prompt.video=0"#;
+    assert_eq!(limits(both).0.as_deref(), Some("image=2,video=0"));
+    // vLLM's switch for the language model alone; a line without either says nothing.
+    assert_eq!(limits("vllm serve m --language-model-only"), (None, Some("true".into()), None));
+    assert_eq!(limits("vllm serve m --max-model-len 4096"), (None, None, Some("4096".into())));
+    // A dotted flag without a count is no limit.
+    assert_eq!(limits("vllm serve m --limit-mm-per-prompt.image --max-model-len 8").0, None);
+}
+
+#[test]
+fn modality_limits_that_are_not_a_list_of_counts_are_refused() {
+    assert_eq!(mm_limits("image=0, video=2"), Some(vec![("image".into(), 0), ("video".into(), 2)]));
+    assert_eq!(mm_limits(r#"{"Image": 1}"#), Some(vec![("image".into(), 1)]));
+    for bad in ["", "{}", "image", "image=", "image=x", r#"{"image": {"width": 5}}"#, "=3", "image=-1"] {
+        assert_eq!(mm_limits(bad), None, "{bad:?}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn modality_limits_read_back_in_either_spelling(
+        limits in proptest::collection::vec(("[a-z][a-z_]{0,8}", 0u32..1000), 1..4),
+    ) {
+        let list = limits.iter().map(|(m, n)| format!("{m}={n}")).collect::<Vec<_>>().join(",");
+        let json = format!("{{{}}}", limits.iter().map(|(m, n)| format!("\"{m}\": {n}")).collect::<Vec<_>>().join(", "));
+        proptest::prop_assert_eq!(mm_limits(&list), Some(limits.clone()));
+        proptest::prop_assert_eq!(mm_limits(&json), Some(limits));
+    }
+}

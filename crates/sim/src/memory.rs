@@ -213,11 +213,11 @@ const RESERVE_TOKENS: u32 = 8192;
 const ACTIVATION_BYTES: f64 = 2.0;
 
 /// Bytes one token of vLLM's profiling forward holds on one GPU at the pass's peak: the residual
-/// stream and the normed hidden state (the last of which the sampler's rows are taken from), beside the largest transient of a layer. Attention's is
-/// its projections (queries, keys and values, and the output); a dense FFN's its gate-up output
-/// and the activated half; an MoE layer's the fused kernel's caches (`fused_moe`: one buffer of
-/// `top_k × max(2 × width, hidden)` shared by the gate-up and down outputs, and
-/// `top_k × width` for the activated half) and the router's logits.
+/// stream and the normed hidden state (whose last rows the sampler takes), beside the largest
+/// transient of a layer. Attention's is its projections (queries, keys and values, and the
+/// output); a dense FFN's its gate-up output and the activated half; an MoE layer's the fused
+/// kernel's caches (`fused_moe`: one buffer of `top_k × max(2 × width, hidden)` shared by the
+/// gate-up and down outputs, and `top_k × width` for the activated half) and the router's logits.
 pub fn forward_bytes_per_token(model: &ModelShape, opts: &ServingOptions) -> f64 {
     let tp = opts.tp.max(1);
     let hidden = f64::from(model.hidden);
@@ -244,7 +244,7 @@ pub fn forward_bytes_per_token(model: &ModelShape, opts: &ServingOptions) -> f64
 /// keeps the reserve less the stated peak plus its own: 2.9 GiB less for gpt-oss's 201,088-entry
 /// vocabulary at 256 sequences (vLLM's default on the A100), whose sampler rows outweigh the
 /// forward at either size; more where a large `max-num-batched-tokens` makes the forward the
-/// larger (Llama-3.1-70B on one GPU at 65,536 tokens: 12.5 GiB against 2.9 of sampler rows).
+/// larger (Llama-3.1-70B at TP 2 and 65,536 tokens: 7.3 GiB against 2.4 of sampler rows).
 /// Never below a quarter of the reserve.
 pub fn activation_reserve_gib(model: &ModelShape, opts: &ServingOptions, stack: &StackProfile) -> f64 {
     let reserve = if model.moe.is_some() { stack.activation_reserve_moe_gib } else { stack.activation_reserve_gib };

@@ -69,6 +69,8 @@ pub enum SimCommand {
     Validate(sim_args::SimValidateArgs),
     /// Price one engine step term by term (weights, experts, attention, all-reduce, fixed costs).
     Step(Box<sim_args::SimStepArgs>),
+    /// Show where one GPU's memory goes (weights, activation reserve, KV cache), in vLLM's log's terms.
+    Memory(Box<sim_args::SimMemoryArgs>),
     /// List the hardware and model presets.
     Presets(sim_args::SimPresetsArgs),
 }

@@ -179,3 +179,13 @@ pub struct SimStepArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// Where one GPU's memory goes, as vLLM plans it: weights, the activation reserve and the KV cache.
+#[derive(Args, Clone, Debug)]
+pub struct SimMemoryArgs {
+    #[command(flatten)]
+    pub deployment: SimModelArgs,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

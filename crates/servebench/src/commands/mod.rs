@@ -17,6 +17,7 @@ pub mod runs;
 pub mod selftest;
 pub mod shard;
 pub mod sim_fit;
+pub mod sim_memory;
 pub mod sim_predict;
 pub mod sim_presets;
 pub mod sim_serve;
@@ -40,6 +41,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sim(SimCommand::Validate(args)) => sim_validate::run(&args, &mut std::io::stdout().lock()),
         Command::Sim(SimCommand::Presets(args)) => sim_presets::presets(args, &mut std::io::stdout().lock()),
         Command::Sim(SimCommand::Step(args)) => sim_step::run(&args, &mut std::io::stdout().lock()),
+        Command::Sim(SimCommand::Memory(args)) => sim_memory::run(&args, &mut std::io::stdout().lock()),
         Command::Runs(command) => runs::execute(command, &mut std::io::stdout().lock()),
         Command::Import(args) => import::execute(args, &mut std::io::stdout().lock()),
         Command::Compare(args) => compare::execute(args, &mut std::io::stdout().lock()),

@@ -1,4 +1,4 @@
-//! `servebench sim predict`, `sim presets` and `sim step`: the real binary, its output, the
+//! `servebench sim predict`, `sim presets`, `sim step` and `sim memory`: the real binary, its output, the
 //! files it writes and its errors (`sim validate` is in `sim_validate_cli`, `sim fit` in
 //! `sim_fit_cli`).
 
@@ -443,4 +443,46 @@ fn sim_predict_with_server_metrics_reports_the_engine_s_own_telemetry_and_where_
     // Without the flag the prediction is as before: no telemetry, no note.
     let plain = ok(&predict_args("40", "4", &[]));
     assert!(!plain.contains("Server telemetry") && !plain.contains("where the time went"), "{plain}");
+}
+
+/// `sim memory` in-process: one GPU's plan (a snapshot of the table, with the figures vLLM's
+/// log prints), the reserve's parts adding up in the JSON, the tower left out of a language
+/// model served alone, and a large batch's forward setting the reserve.
+#[test]
+fn sim_memory_shows_where_one_gpu_s_memory_goes() {
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "memory"];
+        argv.extend_from_slice(extra);
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Sim(SimCommand::Memory(args)) = cli.command else { panic!("not sim memory") };
+        let mut out = Vec::new();
+        commands::sim_memory::run(&args, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let vl = ["--model", "Qwen/Qwen3-VL-32B-Instruct-FP8", "--hardware", "l40s"];
+    let out = run(&[&vl[..], &["--option", "limit-mm-per-prompt=image=0,video=0"]].concat());
+    insta::assert_snapshot!(out);
+    let json =
+        |extra: &[&str]| -> serde_json::Value { serde_json::from_str(&run(&[extra, &["--json"]].concat())).unwrap() };
+    let gib = |doc: &serde_json::Value, path: &[&str]| {
+        path.iter().fold(doc, |v, k| &v[*k]).as_f64().unwrap_or_else(|| panic!("{path:?} in {doc}"))
+    };
+    // The parts add up to the device's usable memory, and the reserve to its stated parts.
+    let with_tower = json(&vl);
+    let m = |k: &str| gib(&with_tower, &["memory", k]);
+    assert!((m("weights_gib") + m("reserve_gib") + m("kv_gib") - m("device_gib") * m("utilization")).abs() < 1e-9);
+    let r = |k: &str| gib(&with_tower, &["reserve", k]);
+    let own = r("sampler_gib").max(r("forward_gib"));
+    assert!((r("stated_gib") - r("stated_peak_gib") + own - m("reserve_gib")).abs() < 1e-9, "{with_tower}");
+    // Served alone, the tower's 0.93 GiB is the KV cache's.
+    let alone = json(&[&vl[..], &["--option", "language-model-only=true"]].concat());
+    let kv = |doc: &serde_json::Value| gib(doc, &["memory", "kv_gib"]);
+    assert!((kv(&alone) - kv(&with_tower) - gib(&with_tower, &["tower_gib"])).abs() < 1e-9, "{alone}");
+    assert_eq!(alone["language_model_only"], true);
+    // 65,536 batched tokens of Llama-3.1-70B at TP 2: the forward is the peak, per engine even
+    // with two data-parallel engines.
+    let llama = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--hardware", "h200", "--tp", "2"];
+    let big = run(&[&llama[..], &["--max-num-batched-tokens", "65536", "--option", "dp=2"]].concat());
+    assert!(big.contains("plus this deployment's: the forward") && big.contains("65,536 tokens in one pass"), "{big}");
+    assert!(big.contains("(tp=2 dp=2)") && big.contains("1,024 rows of 128,256 logits"), "{big}");
 }

@@ -1,0 +1,142 @@
+//! `servebench sim memory`: where one GPU's memory goes in the simulator's plan (weights, the
+//! activation reserve and what it is made of, the KV cache), with the figures vLLM's start-up
+//! log prints for the same deployment, so a plan can be checked against a server's own log.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use servebench_sim::memory::{Reserve, reserve};
+use servebench_sim::{ServingOptions, SimSetup};
+
+use crate::cli::sim_args::SimMemoryArgs;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// `sim memory`: the memory plan of one GPU.
+pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let setup = super::resolve::deployment_setup(&args.deployment)?;
+    let engine = per_engine(&setup.options);
+    let reserve = reserve(&setup.model, &engine, &setup.stack);
+    let concurrency = max_concurrency(&setup);
+    let m = &setup.memory;
+    if args.json {
+        let doc = serde_json::json!({
+            "model": setup.model.id, "hardware": setup.hardware.name, "tp": engine.tp, "pp": engine.pp,
+            "dp": engine.dp, "max_num_seqs": engine.max_num_seqs,
+            "max_num_batched_tokens": engine.max_num_batched_tokens, "max_model_len": setup.max_model_len,
+            "memory": m, "reserve": reserve, "tower_gib": tower_gib(&setup),
+            "language_model_only": engine.language_model_only, "max_concurrency": concurrency,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        write!(out, "{}", render(&setup, &engine, &reserve, concurrency))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One engine's options: the setup keeps `dp` engines' batch limits together.
+fn per_engine(o: &ServingOptions) -> ServingOptions {
+    let mut engine = o.clone();
+    engine.max_num_seqs = o.max_num_seqs / o.dp.max(1);
+    engine.max_num_batched_tokens = o.max_num_batched_tokens / o.dp.max(1);
+    engine
+}
+
+/// The vision tower's bytes on one GPU, GiB, loaded or not (0 for a model without one).
+fn tower_gib(setup: &SimSetup) -> f64 {
+    setup.model.extra_params_b * 1e9 * 2.0 / f64::from(setup.options.tp.max(1)) / GIB
+}
+
+/// Requests of `max-model-len` tokens one engine's KV pool holds at once ("Maximum
+/// concurrency" in vLLM's log).
+fn max_concurrency(setup: &SimSetup) -> f64 {
+    let layout = &setup.memory.layout;
+    let blocks = u64::from(setup.max_model_len).div_ceil(u64::from(layout.block_size.max(1)));
+    let units = layout.units_for_blocks(blocks).max(1);
+    layout.total_units as f64 / f64::from(setup.options.dp.max(1)) / units as f64
+}
+
+fn render(setup: &SimSetup, engine: &ServingOptions, r: &Reserve, concurrency: f64) -> String {
+    let m = &setup.memory;
+    let mut s = format!(
+        "{} on {} ({}): the memory of one GPU, as vLLM plans it\n",
+        setup.model.id,
+        setup.hardware.name,
+        engine.parallel_text()
+    );
+    s += &format!("{:<20}{:>8}\n", "part", "GiB");
+    let row = |s: &mut String, part: &str, gib: f64, what: &str| {
+        *s += format!("{part:<20}{gib:>8.2}  {what}").trim_end();
+        s.push('\n');
+    };
+    row(&mut s, "device", m.device_gib, "");
+    row(&mut s, "usable", m.device_gib * m.utilization, &format!("at gpu-memory-utilization {:.2}", m.utilization));
+    let tower = tower_gib(setup);
+    let weights = if tower == 0.0 {
+        "the busiest GPU's share".to_string()
+    } else if engine.language_model_only {
+        format!("the language model alone: the tower's {tower:.2} not loaded")
+    } else {
+        format!("with the vision tower's {tower:.2}")
+    };
+    row(&mut s, "weights", m.weights_gib, &weights);
+    let peak = if r.sampler_gib >= r.forward_gib { "sampler rows" } else { "forward" };
+    row(
+        &mut s,
+        "activation reserve",
+        m.reserve_gib,
+        &format!(
+            "the stack's {:.2} at 1,024 sequences and 8,192 tokens, less its profiled peak {:.2}, plus this \
+             deployment's: the {peak}",
+            r.stated_gib, r.stated_peak_gib
+        ),
+    );
+    let rows = engine.max_num_seqs.min(engine.max_num_batched_tokens);
+    row(
+        &mut s,
+        "  sampler rows",
+        r.sampler_gib,
+        &format!(
+            "{} rows of {} logits (max-num-seqs)",
+            group_thousands(rows.into()),
+            group_thousands(setup.model.vocab.into())
+        ),
+    );
+    row(
+        &mut s,
+        "  forward",
+        r.forward_gib,
+        &format!(
+            "{} tokens in one pass (max-num-batched-tokens)",
+            group_thousands(engine.max_num_batched_tokens.into())
+        ),
+    );
+    row(&mut s, "KV cache", m.kv_gib, &format!("blocks of {} tokens", m.layout.block_size));
+    s += &format!(
+        "\nvLLM's log would read:\n  Available KV cache memory: {:.2} GiB\n  GPU KV cache size: {} tokens\n  \
+         Maximum concurrency for {} tokens per request: {:.2}x\n",
+        m.kv_gib,
+        group_thousands(m.kv_tokens),
+        group_thousands(u64::from(setup.max_model_len)),
+        concurrency
+    );
+    // The setup's own summary line restates the table above.
+    let summary = format!("{} on {} x", setup.model.id, setup.hardware.name);
+    for note in setup.notes.iter().filter(|n| !n.starts_with(&summary)) {
+        s += &format!("note: {note}\n");
+    }
+    s
+}
+
+/// `1234567` as `1,234,567`, as vLLM's log writes token counts.
+fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -205,6 +205,11 @@ const RESERVE_SEQS: u32 = 1024;
 /// them (FP32 values, int64 indices).
 const SAMPLER_BYTES_PER_LOGIT: f64 = 20.0;
 
+/// The vocabularies the stack's reserves are stated for: Qwen3's (151,936 logits a row) for a
+/// dense model, gpt-oss's (201,088) for a mixture of experts, the models they were fixed on.
+const RESERVE_VOCAB: u32 = 151_936;
+const RESERVE_VOCAB_MOE: u32 = 201_088;
+
 /// The batched tokens the stack's activation reserves are stated at: vLLM's default
 /// `max-num-batched-tokens` on the large GPUs they were calibrated on.
 const RESERVE_TOKENS: u32 = 8192;
@@ -241,6 +246,9 @@ pub fn forward_bytes_per_token(model: &ModelShape, opts: &ServingOptions) -> f64
 pub struct Reserve {
     /// The stack's reserve as stated, at 1,024 sequences and 8,192 batched tokens.
     pub stated_gib: f64,
+    /// The vocabulary it is stated for (Qwen3's for a dense model, gpt-oss's for a mixture of
+    /// experts).
+    pub stated_vocab: u32,
     /// The profiled peak inside the stated reserve: the larger of its sampler rows and its
     /// forward.
     pub stated_peak_gib: f64,
@@ -255,12 +263,13 @@ pub struct Reserve {
 
 /// Memory each GPU keeps outside weights and KV cache: the stack's reserve (CUDA graphs,
 /// workspaces, and the peak of vLLM's memory profiling), stated at 1,024 sequences and 8,192
-/// batched tokens. The profiling runs a forward pass of `max-num-batched-tokens` tokens, frees
+/// batched tokens for the vocabulary of the models it was fixed on (`RESERVE_VOCAB`). The
+/// profiling runs a forward pass of `max-num-batched-tokens` tokens, frees
 /// its transients, then samples one row of logits for each of `min(max-num-seqs, tokens)`
 /// sequences, so its peak is the larger of the two working sets, not their sum. A deployment
 /// keeps the reserve less the stated peak plus its own: 2.9 GiB less for gpt-oss's 201,088-entry
 /// vocabulary at 256 sequences (vLLM's default on the A100), whose sampler rows outweigh the
-/// forward at either size; more where a large `max-num-batched-tokens` makes the forward the
+/// forward at either size; 2.1 GiB more for Gemma 3's 262,144 entries at 1,024; more where a large `max-num-batched-tokens` makes the forward the
 /// larger (Llama-3.1-70B at TP 2 and 65,536 tokens: 7.3 GiB against 2.4 of sampler rows).
 /// Never below a quarter of the reserve.
 pub fn reserve(model: &ModelShape, opts: &ServingOptions, stack: &StackProfile) -> Reserve {
@@ -270,11 +279,14 @@ pub fn reserve(model: &ModelShape, opts: &ServingOptions, stack: &StackProfile) 
         let rows = f64::from(seqs.min(tokens));
         (rows * f64::from(model.vocab) * SAMPLER_BYTES_PER_LOGIT / GIB, f64::from(tokens) * forward / GIB)
     };
-    let (stated_sampler, stated_forward) = parts(RESERVE_SEQS, RESERVE_TOKENS);
+    let (_, stated_forward) = parts(RESERVE_SEQS, RESERVE_TOKENS);
+    let reference = if model.moe.is_some() { RESERVE_VOCAB_MOE } else { RESERVE_VOCAB };
+    let stated_sampler = f64::from(RESERVE_SEQS) * f64::from(reference) * SAMPLER_BYTES_PER_LOGIT / GIB;
     let (sampler, forward) = parts(opts.max_num_seqs, opts.max_num_batched_tokens);
     let stated_peak = stated_sampler.max(stated_forward);
     Reserve {
         stated_gib: stated,
+        stated_vocab: reference,
         stated_peak_gib: stated_peak,
         sampler_gib: sampler,
         forward_gib: forward,

@@ -176,10 +176,13 @@ pub struct StackProfile {
     pub graph_max_tokens: u32,
     /// Steps with a context longer than this run without graphs (0: no limit).
     pub graph_max_ctx: u32,
-    /// Memory kept for activations and CUDA graphs of a dense model, GiB per GPU.
+    /// Memory kept outside weights and KV cache for a dense model, GiB per GPU: workspaces and
+    /// the peak of vLLM's memory profiling, stated at 1,024 sequences and 8,192 batched tokens
+    /// for Qwen3's 151,936-entry vocabulary (`memory::reserve` restates it for a deployment).
     pub activation_reserve_gib: f64,
-    /// The same for a mixture-of-experts model, GiB per GPU (fixed on gpt-oss-120b on one H100,
-    /// with its experts' memory counted as vLLM's kernels hold it: CALIBRATION.md).
+    /// The same for a mixture-of-experts model, stated for gpt-oss's 201,088-entry vocabulary
+    /// (fixed on gpt-oss-120b on one H100, with its experts' memory counted as vLLM's kernels
+    /// hold it: CALIBRATION.md).
     pub activation_reserve_moe_gib: f64,
     /// σ of the lognormal factor applied to each step's duration (0: deterministic).
     pub jitter_sigma: f64,

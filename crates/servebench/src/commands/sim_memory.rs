@@ -86,9 +86,11 @@ fn render(setup: &SimSetup, engine: &ServingOptions, r: &Reserve, concurrency: f
         "activation reserve",
         m.reserve_gib,
         &format!(
-            "the stack's {:.2} at 1,024 sequences and 8,192 tokens, less its profiled peak {:.2}, plus this \
-             deployment's: the {peak}",
-            r.stated_gib, r.stated_peak_gib
+            "the stack's {:.2} (1,024 sequences of {} logits, 8,192 tokens), less its profiled peak {:.2}, \
+             plus this deployment's: the {peak}",
+            r.stated_gib,
+            group_thousands(r.stated_vocab.into()),
+            r.stated_peak_gib
         ),
     );
     let rows = engine.max_num_seqs.min(engine.max_num_batched_tokens);

@@ -21,7 +21,8 @@ use crate::model::ModelShape;
 use crate::options::{ServingOptions, SpecMethod};
 use crate::profile::StackProfile;
 
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+/// Bytes in a GiB.
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// How the KV pool is counted. One *unit* is `block_size` tokens of `unit_layers` layers on one
 /// GPU; a full block of a request costs `units_per_block` units for its full-attention layers,
@@ -101,7 +102,8 @@ pub struct MemoryPlan {
     pub utilization: f64,
     /// Weights on the most loaded GPU.
     pub weights_gib: f64,
-    pub reserve_gib: f64,
+    /// The activation reserve, and what it is made of.
+    pub reserve: Reserve,
     /// Left for the KV cache.
     pub kv_gib: f64,
     /// KV bytes one token takes on one GPU, over the layers of the largest stage.
@@ -158,8 +160,14 @@ pub fn weight_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
 /// `tp`.
 fn outside_blocks_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
     let heads = if opts.pp == 1 && !model.tied_embeddings { 2.0 } else { 1.0 };
-    let tower = if opts.language_model_only { 0.0 } else { model.extra_params_b * 1e9 * 2.0 };
-    (heads * model.embedding_params() * 2.0 + tower) / f64::from(opts.tp)
+    let tower = if opts.language_model_only { 0.0 } else { tower_bytes_per_gpu(model, opts) };
+    heads * model.embedding_params() * 2.0 / f64::from(opts.tp) + tower
+}
+
+/// The BF16 bytes of a model's vision tower (its `extra_params_b`) on one GPU, split over `tp`,
+/// whether the deployment loads it or not (0 for a model without one).
+pub fn tower_bytes_per_gpu(model: &ModelShape, opts: &ServingOptions) -> f64 {
+    model.extra_params_b * 1e9 * 2.0 / f64::from(opts.tp)
 }
 
 /// The weights a drafter adds to each GPU, run at the target's parallelism (vLLM's drafters take
@@ -264,26 +272,26 @@ pub struct Reserve {
 /// Memory each GPU keeps outside weights and KV cache: the stack's reserve (CUDA graphs,
 /// workspaces, and the peak of vLLM's memory profiling), stated at 1,024 sequences and 8,192
 /// batched tokens for the vocabulary of the models it was fixed on (`RESERVE_VOCAB`). The
-/// profiling runs a forward pass of `max-num-batched-tokens` tokens, frees
-/// its transients, then samples one row of logits for each of `min(max-num-seqs, tokens)`
+/// profiling runs a forward pass of `max-num-batched-tokens` tokens, frees its transients, then
+/// samples one row of logits for each of `min(max-num-seqs, tokens)`
 /// sequences, so its peak is the larger of the two working sets, not their sum. A deployment
 /// keeps the reserve less the stated peak plus its own: 2.9 GiB less for gpt-oss's 201,088-entry
 /// vocabulary at 256 sequences (vLLM's default on the A100), whose sampler rows outweigh the
-/// forward at either size; 2.1 GiB more for Gemma 3's 262,144 entries at 1,024; more where a large `max-num-batched-tokens` makes the forward the
-/// larger (Llama-3.1-70B at TP 2 and 65,536 tokens: 7.3 GiB against 2.4 of sampler rows).
+/// forward at either size; 2.1 GiB more for Gemma 3's 262,144 entries at 1,024; more where a
+/// large `max-num-batched-tokens` makes the forward the larger (Llama-3.1-70B at TP 2 and
+/// 65,536 tokens: 7.3 GiB against 2.4 of sampler rows).
 /// Never below a quarter of the reserve.
 pub fn reserve(model: &ModelShape, opts: &ServingOptions, stack: &StackProfile) -> Reserve {
     let stated = if model.moe.is_some() { stack.activation_reserve_moe_gib } else { stack.activation_reserve_gib };
-    let forward = forward_bytes_per_token(model, opts);
-    let parts = |seqs: u32, tokens: u32| {
-        let rows = f64::from(seqs.min(tokens));
-        (rows * f64::from(model.vocab) * SAMPLER_BYTES_PER_LOGIT / GIB, f64::from(tokens) * forward / GIB)
-    };
-    let (_, stated_forward) = parts(RESERVE_SEQS, RESERVE_TOKENS);
     let reference = if model.moe.is_some() { RESERVE_VOCAB_MOE } else { RESERVE_VOCAB };
-    let stated_sampler = f64::from(RESERVE_SEQS) * f64::from(reference) * SAMPLER_BYTES_PER_LOGIT / GIB;
-    let (sampler, forward) = parts(opts.max_num_seqs, opts.max_num_batched_tokens);
-    let stated_peak = stated_sampler.max(stated_forward);
+    let rows = |seqs: u32, tokens: u32, vocab: u32| {
+        f64::from(seqs.min(tokens)) * f64::from(vocab) * SAMPLER_BYTES_PER_LOGIT / GIB
+    };
+    let per_token = forward_bytes_per_token(model, opts);
+    let pass = |tokens: u32| f64::from(tokens) * per_token / GIB;
+    let stated_peak = rows(RESERVE_SEQS, RESERVE_TOKENS, reference).max(pass(RESERVE_TOKENS));
+    let sampler = rows(opts.max_num_seqs, opts.max_num_batched_tokens, model.vocab);
+    let forward = pass(opts.max_num_batched_tokens);
     Reserve {
         stated_gib: stated,
         stated_vocab: reference,
@@ -306,7 +314,8 @@ pub fn plan_memory(
     let pp = opts.pp;
     let drafter_bytes = drafter.map_or(0.0, |(d, method)| drafter_weight_bytes_per_gpu(d, method, model, opts));
     let weights_gib = (weight_bytes_per_gpu(model, opts) + drafter_bytes) / GIB;
-    let reserve_gib = reserve(model, opts, stack).gib;
+    let reserve = reserve(model, opts, stack);
+    let reserve_gib = reserve.gib;
     let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
     let kv_gib = usable_gib - weights_gib - reserve_gib;
     let does_not_fit = || SimError::DoesNotFit {
@@ -355,7 +364,7 @@ pub fn plan_memory(
         device_gib: hw.memory_gib,
         utilization: opts.gpu_memory_utilization,
         weights_gib,
-        reserve_gib,
+        reserve,
         kv_gib,
         kv_bytes_per_token: per_token_layer * f64::from(full_stage + sliding_stage) + draft_kv,
         state_bytes_per_request: state_layer * f64::from(linear_stage),

@@ -287,7 +287,7 @@ impl SimSetup {
             notes.push(format!(
                 "the language model alone: no {} input, the tower's {:.1} GiB/GPU left to the KV cache",
                 model.modalities.join(" or "),
-                model.extra_params_b * 2.0 / f64::from(opts.tp) / f64::from(1u32 << 30) * 1e9
+                crate::memory::tower_bytes_per_gpu(&model, &opts) / crate::memory::GIB
             ));
         }
         notes.extend(dequantizing_note(&model, &hardware, &stack));

@@ -5,18 +5,15 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use servebench_sim::memory::{Reserve, reserve};
+use servebench_sim::memory::{GIB, tower_bytes_per_gpu};
 use servebench_sim::{ServingOptions, SimSetup};
 
 use crate::cli::sim_args::SimMemoryArgs;
-
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// `sim memory`: the memory plan of one GPU.
 pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let setup = super::resolve::deployment_setup(&args.deployment)?;
     let engine = per_engine(&setup.options);
-    let reserve = reserve(&setup.model, &engine, &setup.stack);
     let concurrency = max_concurrency(&setup);
     let m = &setup.memory;
     if args.json {
@@ -24,27 +21,23 @@ pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             "model": setup.model.id, "hardware": setup.hardware.name, "tp": engine.tp, "pp": engine.pp,
             "dp": engine.dp, "max_num_seqs": engine.max_num_seqs,
             "max_num_batched_tokens": engine.max_num_batched_tokens, "max_model_len": setup.max_model_len,
-            "memory": m, "reserve": reserve, "tower_gib": tower_gib(&setup),
+            "memory": m, "tower_gib": tower_bytes_per_gpu(&setup.model, &engine) / GIB,
             "language_model_only": engine.language_model_only, "max_concurrency": concurrency,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        write!(out, "{}", render(&setup, &engine, &reserve, concurrency))?;
+        write!(out, "{}", render(&setup, &engine, concurrency))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// One engine's options: the setup keeps `dp` engines' batch limits together.
+/// One engine's options, as the memory plan was made with them: the setup keeps `dp` engines'
+/// batch limits together.
 fn per_engine(o: &ServingOptions) -> ServingOptions {
     let mut engine = o.clone();
     engine.max_num_seqs = o.max_num_seqs / o.dp.max(1);
     engine.max_num_batched_tokens = o.max_num_batched_tokens / o.dp.max(1);
     engine
-}
-
-/// The vision tower's bytes on one GPU, GiB, loaded or not (0 for a model without one).
-fn tower_gib(setup: &SimSetup) -> f64 {
-    setup.model.extra_params_b * 1e9 * 2.0 / f64::from(setup.options.tp.max(1)) / GIB
 }
 
 /// Requests of `max-model-len` tokens one engine's KV pool holds at once ("Maximum
@@ -56,8 +49,9 @@ fn max_concurrency(setup: &SimSetup) -> f64 {
     layout.total_units as f64 / f64::from(setup.options.dp.max(1)) / units as f64
 }
 
-fn render(setup: &SimSetup, engine: &ServingOptions, r: &Reserve, concurrency: f64) -> String {
+fn render(setup: &SimSetup, engine: &ServingOptions, concurrency: f64) -> String {
     let m = &setup.memory;
+    let r = &m.reserve;
     let mut s = format!(
         "{} on {} ({}): the memory of one GPU, as vLLM plans it\n",
         setup.model.id,
@@ -71,7 +65,7 @@ fn render(setup: &SimSetup, engine: &ServingOptions, r: &Reserve, concurrency: f
     };
     row(&mut s, "device", m.device_gib, "");
     row(&mut s, "usable", m.device_gib * m.utilization, &format!("at gpu-memory-utilization {:.2}", m.utilization));
-    let tower = tower_gib(setup);
+    let tower = tower_bytes_per_gpu(&setup.model, engine) / GIB;
     let weights = if tower == 0.0 {
         "the busiest GPU's share".to_string()
     } else if engine.language_model_only {
@@ -84,7 +78,7 @@ fn render(setup: &SimSetup, engine: &ServingOptions, r: &Reserve, concurrency: f
     row(
         &mut s,
         "activation reserve",
-        m.reserve_gib,
+        r.gib,
         &format!(
             "the stack's {:.2} (1,024 sequences of {} logits, 8,192 tokens), less its profiled peak {:.2}, \
              plus this deployment's: the {peak}",

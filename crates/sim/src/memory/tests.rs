@@ -178,28 +178,28 @@ fn the_reserve_leaves_out_the_sampler_rows_fewer_sequences_do_not_profile() {
     // gpt-oss on the H100 runs vLLM's default 1,024 sequences: the reserve as stated.
     let stated = StackProfile::default().activation_reserve_moe_gib;
     let h100 = setup("openai/gpt-oss-120b", "h100-sxm", &[]).unwrap();
-    assert_eq!(h100.memory.reserve_gib, stated);
+    assert_eq!(h100.memory.reserve.gib, stated);
     // The A100's default is 256: 768 rows of 201,088 logits at 20 bytes fewer.
     let a100 = setup("openai/gpt-oss-120b", "a100-80g", &[]).unwrap();
     let sampler = 768.0 * 201_088.0 * 20.0 / GIB;
-    assert!((a100.memory.reserve_gib - (stated - sampler)).abs() < 1e-9, "{}", a100.memory.reserve_gib);
+    assert!((a100.memory.reserve.gib - (stated - sampler)).abs() < 1e-9, "{}", a100.memory.reserve.gib);
     assert!(a100.memory.kv_tokens > h100.memory.kv_tokens);
     // Asked for on the H100, the same.
     let asked = setup("openai/gpt-oss-120b", "h100-sxm", &[("max-num-seqs", "256")]).unwrap();
-    assert_eq!(asked.memory.reserve_gib, a100.memory.reserve_gib);
+    assert_eq!(asked.memory.reserve.gib, a100.memory.reserve.gib);
     // The reserves are stated for the vocabularies they were fixed on, gpt-oss's for a mixture
     // of experts and Qwen3's (151,936) for a dense model: Gemma 3's 262,144 logits a row take
     // 2.1 GiB more at 1,024 sequences, DeepSeek-R1's 129,280 1.4 GiB less than gpt-oss's.
     let dense = StackProfile::default().activation_reserve_gib;
     let gemma = setup("google/gemma-3-1b-it", "h100-sxm", &[]).unwrap();
     let more = 1024.0 * (262_144.0 - 151_936.0) * 20.0 / GIB;
-    assert!((gemma.memory.reserve_gib - dense - more).abs() < 1e-9 && more > 2.1, "{}", gemma.memory.reserve_gib);
+    assert!((gemma.memory.reserve.gib - dense - more).abs() < 1e-9 && more > 2.1, "{}", gemma.memory.reserve.gib);
     let r1 = setup("deepseek-ai/DeepSeek-R1", "h200", &[("tp", "8")]).unwrap();
     let less = 1024.0 * (201_088.0 - 129_280.0) * 20.0 / GIB;
-    assert!((stated - r1.memory.reserve_gib - less).abs() < 1e-9 && less > 1.3, "{}", r1.memory.reserve_gib);
+    assert!((stated - r1.memory.reserve.gib - less).abs() < 1e-9 && less > 1.3, "{}", r1.memory.reserve.gib);
     // Never below a quarter of the reserve: a stated 3 GiB is 2.9 of Qwen3's rows.
     let one = setup("Qwen/Qwen3-8B", "l4", &[("max-num-seqs", "1"), ("activation-reserve-gib", "3")]).unwrap();
-    assert_eq!(one.memory.reserve_gib, 3.0 / 4.0);
+    assert_eq!(one.memory.reserve.gib, 3.0 / 4.0);
 }
 
 #[test]
@@ -214,14 +214,14 @@ fn the_reserve_keeps_the_larger_of_the_profiled_forward_and_the_sampler_rows() {
     // tokens are 0.7).
     let stated = 1024.0 * 151_936.0 * 20.0;
     let expected = 4.17 + (2048.0 * 90_112.0 - stated) / GIB;
-    assert!((qwen.memory.reserve_gib - expected).abs() < 1e-9, "{}", qwen.memory.reserve_gib);
+    assert!((qwen.memory.reserve.gib - expected).abs() < 1e-9, "{}", qwen.memory.reserve.gib);
     // Llama-3.1-70B at TP 2: 2 x 8,192, and 2 x 14,336 + 14,336 of FFN a token, 118,784
     // bytes. Twice vLLM's default tokens still profile less than the sampler's 1,024 rows
     // of 128,256 logits (2.4 GiB, 0.45 less than the stated reserve's Qwen3 rows); 65,536
     // tokens hold 7.3 GiB, 4.8 more than those rows.
     let llama = |opts: &[(&str, &str)]| {
         let s = setup("meta-llama/Llama-3.1-70B-Instruct", "h200", &[&[("tp", "2")], opts].concat()).unwrap();
-        (forward_bytes_per_token(&s.model, &s.options), s.memory.reserve_gib)
+        (forward_bytes_per_token(&s.model, &s.options), s.memory.reserve.gib)
     };
     let (per_token, default) = llama(&[]);
     assert_eq!(per_token, 118_784.0);
@@ -261,7 +261,7 @@ proptest::proptest! {
     ) {
         let reserve = |seqs: u32, tokens: u32| {
             let (s, t) = (seqs.to_string(), tokens.to_string());
-            setup(model, "h200", &[("max-num-seqs", s.as_str()), ("max-num-batched-tokens", t.as_str())]).unwrap().memory.reserve_gib
+            setup(model, "h200", &[("max-num-seqs", s.as_str()), ("max-num-batched-tokens", t.as_str())]).unwrap().memory.reserve.gib
         };
         let base = reserve(seqs, tokens);
         proptest::prop_assert!(reserve(seqs, tokens + more) >= base);

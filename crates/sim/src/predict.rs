@@ -195,7 +195,7 @@ pub(crate) fn predict_prepared(
 ) -> RunResult {
     let seed = config.traffic.seed ^ sim.options.seed;
     let mut engine = Engine::new(sim, seed);
-    let mut notes = sim.notes.clone();
+    let mut notes: Vec<String> = sim.all_notes().cloned().collect();
 
     let warmups = run_warmups(&mut engine, plan, &prompts, warmups);
     // The speculative decoder's counters as `vllm bench serve` reads them: after the warm-ups.

@@ -37,7 +37,10 @@ pub struct SimSetup {
     pub max_model_len: u32,
     pub stack: StackProfile,
     pub memory: MemoryPlan,
-    /// What was derived or adjusted, worth showing the user.
+    /// One line of what the deployment resolved to: the model on its GPUs, the weights and KV
+    /// cache a GPU, the batch limits.
+    pub summary: String,
+    /// What was derived or adjusted beyond the summary, worth showing the user.
     pub notes: Vec<String>,
     /// The model a speculative decoder's drafts come from, priced once a draft token (an MTP
     /// layer of the model, or the draft model named); none without speculative decoding, or
@@ -94,6 +97,12 @@ impl SimSetup {
         profile: Option<&Path>,
     ) -> Result<SimSetup, SimError> {
         Self::resolve_with(&Presets::load_default()?, model, hardware, options, profile)
+    }
+
+    /// Everything worth showing the user, the summary first: what a prediction's result notes
+    /// start with.
+    pub fn all_notes(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.summary).chain(&self.notes)
     }
 
     /// As [`SimSetup::resolve`], with an explicit preset registry.
@@ -270,7 +279,7 @@ impl SimSetup {
                 model.max_context.min(fit)
             }
         };
-        notes.push(format!(
+        let summary = format!(
             "{} on {} x{} ({}): weights {:.1} GiB/GPU, KV cache {:.1} GiB/GPU = {} tokens, \
              max-num-seqs {}, max-num-batched-tokens {}",
             model.id,
@@ -282,7 +291,7 @@ impl SimSetup {
             memory.kv_tokens,
             opts.max_num_seqs,
             opts.max_num_batched_tokens
-        ));
+        );
         if opts.language_model_only && model.extra_params_b > 0.0 {
             notes.push(format!(
                 "the language model alone: no {} input, the tower's {:.1} GiB/GPU left to the KV cache",
@@ -333,7 +342,7 @@ impl SimSetup {
                 opts.max_num_seqs, opts.max_num_batched_tokens
             ));
         }
-        Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, notes, drafter })
+        Ok(SimSetup { model, hardware, options: opts, max_model_len, stack, memory, summary, notes, drafter })
     }
 
     /// The prediction band of this deployment: its fitted profile's when that carries one, else

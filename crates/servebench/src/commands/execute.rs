@@ -216,7 +216,7 @@ async fn predict(
     keep: &Keep,
     out: &Sink,
 ) -> anyhow::Result<PointOutcome> {
-    for note in &setup.notes {
+    for note in setup.all_notes() {
         out.line(format!("Simulated: {note}"))?;
     }
     let started = jiff::Zoned::now();
@@ -228,7 +228,7 @@ async fn predict(
         .context("the prediction stopped")?;
     let took = clock.elapsed();
     stamp_dates(&mut result, &started);
-    for note in result.notes.iter().skip(setup.notes.len()) {
+    for note in result.notes.iter().skip(setup.all_notes().count()) {
         out.line(format!("Simulated: {note}"))?;
     }
     out.line(format!(

@@ -116,9 +116,8 @@ fn render(setup: &SimSetup, engine: &ServingOptions, concurrency: f64) -> String
         group_thousands(u64::from(setup.max_model_len)),
         concurrency
     );
-    // The setup's own summary line restates the table above.
-    let summary = format!("{} on {} x", setup.model.id, setup.hardware.name);
-    for note in setup.notes.iter().filter(|n| !n.starts_with(&summary)) {
+    // The setup's summary line restates the table above: only the other notes.
+    for note in &setup.notes {
         s += &format!("note: {note}\n");
     }
     s

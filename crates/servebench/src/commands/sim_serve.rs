@@ -47,7 +47,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<ExitCode> {
 /// What the deployment resolved to: the memory plan's notes, the KV capacity and the context.
 fn deployment_summary(setup: &SimSetup) -> Vec<String> {
     let m = &setup.memory;
-    let mut out = setup.notes.clone();
+    let mut out: Vec<String> = setup.all_notes().cloned().collect();
     out.push(format!(
         "KV cache: {} tokens in blocks of {}, {:.1} KiB per token per GPU",
         m.kv_tokens,

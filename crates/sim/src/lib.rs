@@ -40,7 +40,7 @@ pub use engine::{
 pub use error::SimError;
 pub use hardware::{HardwareSpec, Link, PeakTflops, Uncertainty};
 pub use model::{ModelShape, MoeShape, SlidingWindow};
-pub use options::{EosModel, ServingOptions, Warmup};
+pub use options::{EosModel, ServingOptions, Warmup, canonical_key as canonical_option_key};
 pub use precision::{KvDtype, Precision, PrecisionTable};
 pub use predict::{predict, predict_with};
 pub use presets::Presets;

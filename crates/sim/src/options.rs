@@ -183,7 +183,9 @@ pub struct ServingOptions {
 
 const BLOCK_SIZES: [u32; 6] = [1, 8, 16, 32, 64, 128];
 
-fn canonical_key(key: &str) -> String {
+/// An option's name as the options read it: dashes for underscores, without leading dashes, and
+/// vLLM's long names shortened (`tensor-parallel-size` is `tp`).
+pub fn canonical_key(key: &str) -> String {
     let k = key.trim().trim_start_matches('-').to_ascii_lowercase().replace('_', "-");
     match k.as_str() {
         "tensor-parallel-size" => "tp".into(),

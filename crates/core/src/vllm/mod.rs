@@ -1,9 +1,11 @@
 //! vLLM's report formats: the console result block (render and parse), the result JSON
-//! (write and read), and Python's number and JSON spelling they depend on.
+//! (write and read), and Python's number and JSON spelling they depend on; and its start-up
+//! log, read for the deployment and the memory it reports.
 
 pub mod json;
 pub mod labels;
 pub mod parse;
+pub mod startup_log;
 pub mod text;
 
 /// Python's spelling lives in [`crate::pyjson`]; re-exported here where the report writers use it.
@@ -16,4 +18,5 @@ pub use json::{ResultFileError, result_filename, result_json, write_result};
 pub use labels::p_word;
 pub use parse::headings::{BlockLabels, HeadingNote, SERVE_OPTION_LABELS, block_labels, mm_limits};
 pub use parse::{BlockError, BlockProblem, ParsedBlock, ReportOrigin, parse_reports};
+pub use startup_log::{ProfiledUsage, StartupLog};
 pub use text::{TextStyle, render_failures, render_result_block, render_result_block_styled, render_traffic};

@@ -185,6 +185,11 @@ pub struct SimStepArgs {
 pub struct SimMemoryArgs {
     #[command(flatten)]
     pub deployment: SimModelArgs,
+    /// A vLLM server's start-up log to hold the plan against: the model and settings it names are
+    /// planned (flags given here win), and the weights, KV cache and graph memory it printed
+    /// stand beside the plan's.
+    #[arg(long, value_name = "LOG")]
+    pub against: Option<std::path::PathBuf>,
     /// Print the plan as JSON.
     #[arg(long)]
     pub json: bool,

@@ -486,3 +486,76 @@ fn sim_memory_shows_where_one_gpu_s_memory_goes() {
     assert!(big.contains("plus this deployment's: the forward") && big.contains("65,536 tokens in one pass"), "{big}");
     assert!(big.contains("(tp=2 dp=2)") && big.contains("1,024 rows of 128,256 logits"), "{big}");
 }
+
+/// `sim memory --against LOG`: the log's model and settings planned (flags given win), its
+/// figures beside the plan's, and a log the plan cannot be held against refused with what to do.
+#[test]
+fn sim_memory_holds_the_plan_against_a_server_s_start_up_log() {
+    let dir = tempfile::tempdir().unwrap();
+    // A start-up log in vLLM 0.11's words (this test's own figures): Qwen3-8B at TP 2.
+    let log = dir.path().join("server.log");
+    std::fs::write(
+        &log,
+        "INFO 10-02 09:14:01 [api_server.py:1839] vLLM API server version 0.11.0\n\
+         INFO 10-02 09:14:01 [utils.py:233] non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'model': 'Qwen/Qwen3-8B', \
+         'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.8, 'max_num_seqs': 256}\n\
+         (EngineCore_DP0 pid=301) INFO 10-02 09:14:09 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: \
+         model='Qwen/Qwen3-8B', tokenizer='Qwen/Qwen3-8B', max_seq_len=40960, tensor_parallel_size=2, \
+         pipeline_parallel_size=1, data_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto\n\
+         (Worker_TP0 pid=410) INFO 10-02 09:15:40 [gpu_model_runner.py:2602] Model loading took 7.6500 GiB and 9.1 seconds\n\
+         (Worker_TP0 pid=410) INFO 10-02 09:16:02 [gpu_worker.py:298] Available KV cache memory: 52.10 GiB\n\
+         (EngineCore_DP0 pid=301) INFO 10-02 09:16:03 [kv_cache_utils.py:1087] GPU KV cache size: 758,720 tokens\n\
+         (EngineCore_DP0 pid=301) INFO 10-02 09:16:03 [kv_cache_utils.py:1091] Maximum concurrency for 40,960 tokens per request: 18.52x\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut argv =
+            vec!["servebench", "sim", "memory", "--hardware", "h100-sxm", "--against", log.to_str().unwrap()];
+        argv.extend_from_slice(extra);
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Sim(SimCommand::Memory(args)) = cli.command else { panic!("not sim memory") };
+        let mut out = Vec::new();
+        commands::sim_memory::run(&args, &mut out).map(|_| String::from_utf8(out).unwrap())
+    };
+    let out = run(&[]).unwrap();
+    let against = &out[out.find("\nAgainst").expect("the comparison")..];
+    insta::assert_snapshot!(against.replace(log.to_str().unwrap(), "server.log"));
+    assert!(out.starts_with("Qwen/Qwen3-8B on h100-sxm (tp=2)"), "{out}");
+    // A flag given wins over the log's setting, and is not said to come from the log.
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&["--gpu-memory-utilization", "0.9", "--json"]).unwrap()).unwrap();
+    assert_eq!(json["memory"]["utilization"], 0.9);
+    let taken: Vec<&str> =
+        json["against"]["settings_taken"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(taken.contains(&"tp=2") && taken.contains(&"max-num-seqs=256"), "{taken:?}");
+    assert!(!taken.iter().any(|t| t.starts_with("gpu-memory-utilization")), "{taken:?}");
+    // Each figure stands beside the plan's own, the log's as printed.
+    let figures = json["against"]["figures"].as_array().unwrap();
+    let figure =
+        |name: &str| figures.iter().find(|f| f["figure"] == name).unwrap_or_else(|| panic!("{name}: {figures:?}"));
+    assert_eq!(figure("weights (GiB)")["log"], 7.65);
+    assert_eq!(figure("KV cache (GiB)")["plan"], json["memory"]["kv_gib"]);
+    assert_eq!(figure("KV cache (tokens)")["log"], 758_720.0);
+    // What lies between the weights and the KV cache in the log: the usable memory less both.
+    let between = figure("activation reserve (GiB)")["log"].as_f64().unwrap();
+    let device = json["memory"]["device_gib"].as_f64().unwrap();
+    assert!((between - (device * 0.9 - 7.65 - 52.10)).abs() < 1e-9, "{between}");
+    // A log that is not one, or whose model is a path, is refused with what to do.
+    let other = dir.path().join("other.log");
+    std::fs::write(&other, "Traceback (most recent call last):\n").unwrap();
+    let cli = Cli::try_parse_from([
+        "servebench",
+        "sim",
+        "memory",
+        "--hardware",
+        "h100-sxm",
+        "--against",
+        other.to_str().unwrap(),
+    ]);
+    let Command::Sim(SimCommand::Memory(args)) = cli.unwrap().command else { panic!() };
+    let err = commands::sim_memory::run(&args, &mut Vec::new()).unwrap_err().to_string();
+    assert!(err.contains("none of vLLM's start-up memory lines") && err.contains("tee server.log"), "{err}");
+    std::fs::write(&other, "non-default args: {'model': '/models/q8'}\nAvailable KV cache memory: 3.00 GiB\n").unwrap();
+    let err = format!("{:#}", commands::sim_memory::run(&args, &mut Vec::new()).unwrap_err());
+    assert!(err.contains("the log's model \"/models/q8\"") && err.contains("pass --model"), "{err}");
+}

@@ -1,6 +1,8 @@
 //! `servebench sim memory`: where one GPU's memory goes in the simulator's plan (weights, the
 //! activation reserve and what it is made of, the KV cache), with the figures vLLM's start-up
-//! log prints for the same deployment, so a plan can be checked against a server's own log.
+//! log prints for the same deployment, and, given a server's log, the plan held against it.
+
+mod against;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -10,23 +12,39 @@ use servebench_sim::{ServingOptions, SimSetup};
 
 use crate::cli::sim_args::SimMemoryArgs;
 
-/// `sim memory`: the memory plan of one GPU.
+/// `sim memory`: the memory plan of one GPU, held against a server's log where one is given.
 pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let setup = super::resolve::deployment_setup(&args.deployment)?;
+    let mut log = args.against.as_deref().map(against::read).transpose()?;
+    let setup = match log.as_mut() {
+        Some(file) => {
+            let planned = against::deployment(&args.deployment, file)?;
+            against::setup(&args.deployment, &planned, file)?
+        }
+        None => super::resolve::deployment_setup(&args.deployment)?,
+    };
     let engine = per_engine(&setup.options);
     let concurrency = max_concurrency(&setup);
+    let compared = log.as_ref().map(|file| (file, against::rows(&setup, concurrency, &file.log)));
     let m = &setup.memory;
     if args.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "model": setup.model.id, "hardware": setup.hardware.name, "tp": engine.tp, "pp": engine.pp,
             "dp": engine.dp, "max_num_seqs": engine.max_num_seqs,
             "max_num_batched_tokens": engine.max_num_batched_tokens, "max_model_len": setup.max_model_len,
             "memory": m, "tower_gib": tower_bytes_per_gpu(&setup.model, &engine) / GIB,
             "language_model_only": engine.language_model_only, "max_concurrency": concurrency,
         });
+        if let Some((file, rows)) = &compared {
+            doc["against"] = serde_json::json!({
+                "path": file.path, "log": file.log, "settings_taken": file.taken, "figures": rows,
+            });
+        }
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
         write!(out, "{}", render(&setup, &engine, concurrency))?;
+        if let Some((file, rows)) = &compared {
+            write!(out, "{}", against::render(file, rows))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

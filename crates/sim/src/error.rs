@@ -52,8 +52,8 @@ pub enum SimError {
     #[error(
         "{model} does not fit on {hardware} with tp={tp} pp={pp}: its weights need \
          {weights_gib:.1} GiB per GPU, but {device_gib:.1} GiB x gpu-memory-utilization \
-         {utilization} - {reserve_gib:.1} GiB activation reserve leaves {room_gib:.1} GiB for \
-         weights and KV cache. Use more GPUs (tp, pp, nodes), a smaller precision, or a device \
+         {utilization} - {reserve_gib:.1} GiB activation reserve (CUDA graph memory with it, where given) \
+         leaves {room_gib:.1} GiB for weights and KV cache. Use more GPUs (tp, pp, nodes), a smaller precision, or a device \
          with more memory"
     )]
     DoesNotFit {

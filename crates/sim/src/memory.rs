@@ -45,7 +45,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-fn is_zero_f64(x: &f64) -> bool {
+pub(crate) fn is_zero_f64(x: &f64) -> bool {
     *x == 0.0
 }
 
@@ -104,6 +104,9 @@ pub struct MemoryPlan {
     pub weights_gib: f64,
     /// The activation reserve, and what it is made of.
     pub reserve: Reserve,
+    /// CUDA graph memory set aside before the KV cache (`ServingOptions::cudagraph_memory_gib`).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub graph_gib: f64,
     /// Left for the KV cache.
     pub kv_gib: f64,
     /// KV bytes one token takes on one GPU, over the layers of the largest stage.
@@ -317,7 +320,8 @@ pub fn plan_memory(
     let reserve = reserve(model, opts, stack);
     let reserve_gib = reserve.gib;
     let usable_gib = hw.memory_gib * opts.gpu_memory_utilization;
-    let kv_gib = usable_gib - weights_gib - reserve_gib;
+    let graph_gib = opts.cudagraph_memory_gib;
+    let kv_gib = usable_gib - weights_gib - reserve_gib - graph_gib;
     let does_not_fit = || SimError::DoesNotFit {
         model: model.id.clone(),
         hardware: hw.name.clone(),
@@ -326,8 +330,8 @@ pub fn plan_memory(
         weights_gib,
         device_gib: hw.memory_gib,
         utilization: opts.gpu_memory_utilization,
-        reserve_gib,
-        room_gib: (usable_gib - reserve_gib).max(0.0),
+        reserve_gib: reserve_gib + graph_gib,
+        room_gib: (usable_gib - reserve_gib - graph_gib).max(0.0),
     };
     if kv_gib <= 0.0 {
         return Err(does_not_fit());
@@ -365,6 +369,7 @@ pub fn plan_memory(
         utilization: opts.gpu_memory_utilization,
         weights_gib,
         reserve,
+        graph_gib,
         kv_gib,
         kv_bytes_per_token: per_token_layer * f64::from(full_stage + sliding_stage) + draft_kv,
         state_bytes_per_request: state_layer * f64::from(linear_stage),

@@ -151,6 +151,10 @@ pub struct ServingOptions {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub language_model_only: bool,
     pub gpu_memory_utilization: f64,
+    /// CUDA graph memory set aside from the KV cache, GiB a GPU: what a vLLM from 0.21 on
+    /// estimates and logs ("Estimated CUDA graph memory"); not modelled, so 0 unless given.
+    #[serde(skip_serializing_if = "crate::memory::is_zero_f64")]
+    pub cudagraph_memory_gib: f64,
     pub kv_cache_dtype: KvDtype,
     /// The kernels of an MXFP4 model's experts where they dequantize to BF16.
     pub mxfp4_backend: Mxfp4Backend,
@@ -230,6 +234,7 @@ impl ServingOptions {
             fuse_allreduce_rms: false,
             language_model_only: false,
             gpu_memory_utilization: 0.9,
+            cudagraph_memory_gib: 0.0,
             kv_cache_dtype: KvDtype::Auto,
             mxfp4_backend: Mxfp4Backend::Marlin,
             mxfp4_layout: None,
@@ -330,6 +335,13 @@ impl ServingOptions {
                     o.block_size = positive(v)
                         .filter(|b| BLOCK_SIZES.contains(b))
                         .ok_or_else(|| bad("expected one of 1, 8, 16, 32, 64, 128"))?;
+                }
+                "cudagraph-memory-gib" => {
+                    o.cudagraph_memory_gib = v
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|g| g.is_finite() && *g >= 0.0)
+                        .ok_or_else(|| bad("expected GiB, 0 or more"))?;
                 }
                 "gpu-memory-utilization" => {
                     o.gpu_memory_utilization = v

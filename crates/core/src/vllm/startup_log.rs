@@ -18,7 +18,8 @@ pub struct StartupLog {
     pub model: Option<String>,
     /// The serving options the log states, in servebench's option names (`tp`, `pp`, `dp`,
     /// `max-model-len`, `gpu-memory-utilization`, ...): the engine's effective values first,
-    /// then what the command line set that the engine's config line does not repeat.
+    /// then what the command line set that the engine's config line does not repeat, then the
+    /// chunk size, the utilization and the CUDA graph memory set aside as other lines print them.
     pub settings: Vec<(String, String)>,
     /// "Model loading took X GiB": one GPU's weights.
     pub weights_gib: Option<f64>,
@@ -163,6 +164,10 @@ impl StartupLog {
         }
         if let Some(u) = utilization {
             add("gpu-memory-utilization", format!("{u}"));
+        }
+        // The graph estimate the server set aside: not something a plan predicts, so a setting.
+        if let Some(g) = log.graph_estimate_gib.filter(|_| log.graph_counted) {
+            add("cudagraph-memory-gib", format!("{g}"));
         }
         log.settings = settings;
         log

@@ -65,6 +65,7 @@ fn a_newer_log_gives_its_graph_estimate_and_its_split_of_the_memory() {
     assert_eq!(log.kv_cache_tokens, Some(1_505_068));
     assert_eq!(log.device_gib, Some(79.19));
     assert_eq!(log.setting("gpu-memory-utilization"), Some("0.9"));
+    assert_eq!(log.setting("cudagraph-memory-gib"), Some("0.41"));
     let usage = log.usage.expect("the usage line");
     assert_eq!((usage.consumed_gib, usage.peak_activation_gib, usage.graph_gib), (16.11, 2.53, 0.39));
     assert_eq!(log.model, None);

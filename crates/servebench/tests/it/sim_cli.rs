@@ -508,7 +508,8 @@ fn sim_memory_holds_the_plan_against_a_server_s_start_up_log() {
          (EngineCore_DP0 pid=301) INFO 10-02 09:16:03 [kv_cache_utils.py:1091] Maximum concurrency for 40,960 tokens per request: 18.52x\n",
     )
     .unwrap();
-    let run = |extra: &[&str]| {
+    // `sim memory --hardware h100-sxm --against LOG` and any other flags: its output, or its error.
+    let against = |log: &Path, extra: &[&str]| {
         let mut argv =
             vec!["servebench", "sim", "memory", "--hardware", "h100-sxm", "--against", log.to_str().unwrap()];
         argv.extend_from_slice(extra);
@@ -517,9 +518,10 @@ fn sim_memory_holds_the_plan_against_a_server_s_start_up_log() {
         let mut out = Vec::new();
         commands::sim_memory::run(&args, &mut out).map(|_| String::from_utf8(out).unwrap())
     };
+    let run = |extra: &[&str]| against(&log, extra);
     let out = run(&[]).unwrap();
-    let against = &out[out.find("\nAgainst").expect("the comparison")..];
-    insta::assert_snapshot!(against.replace(log.to_str().unwrap(), "server.log"));
+    let compared = &out[out.find("\nAgainst").expect("the comparison")..];
+    insta::assert_snapshot!(compared.replace(log.to_str().unwrap(), "server.log"));
     assert!(out.starts_with("Qwen/Qwen3-8B on h100-sxm (tp=2)"), "{out}");
     // A flag given wins over the log's setting, and is not said to come from the log.
     let json: serde_json::Value =
@@ -540,22 +542,32 @@ fn sim_memory_holds_the_plan_against_a_server_s_start_up_log() {
     let between = figure("activation reserve (GiB)")["log"].as_f64().unwrap();
     let device = json["memory"]["device_gib"].as_f64().unwrap();
     assert!((between - (device * 0.9 - 7.65 - 52.10)).abs() < 1e-9, "{between}");
+    // A newer release's log: its CUDA graph estimate, set aside, is planned as it logged it.
+    let newer = dir.path().join("newer.log");
+    std::fs::write(
+        &newer,
+        "non-default args: {'model': 'Qwen/Qwen3-8B', 'max_num_seqs': 64}\n\
+         Model loading took 15.27 GiB memory and 4.1 seconds\n\
+         Estimated CUDA graph memory: 0.61 GiB total\n\
+         Available KV cache memory: 49.50 GiB\n\
+         CUDA graph memory profiling is enabled (default since v0.21.0).\n",
+    )
+    .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&against(&newer, &["--json"]).unwrap()).unwrap();
+    assert_eq!(doc["memory"]["graph_gib"], 0.61);
+    let graph = doc["against"]["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["figure"] == "CUDA graph estimate (GiB)")
+        .cloned();
+    assert_eq!(graph.map(|g| (g["plan"].clone(), g["log"].clone())), Some((0.61.into(), 0.61.into())));
     // A log that is not one, or whose model is a path, is refused with what to do.
     let other = dir.path().join("other.log");
     std::fs::write(&other, "Traceback (most recent call last):\n").unwrap();
-    let cli = Cli::try_parse_from([
-        "servebench",
-        "sim",
-        "memory",
-        "--hardware",
-        "h100-sxm",
-        "--against",
-        other.to_str().unwrap(),
-    ]);
-    let Command::Sim(SimCommand::Memory(args)) = cli.unwrap().command else { panic!() };
-    let err = commands::sim_memory::run(&args, &mut Vec::new()).unwrap_err().to_string();
+    let err = against(&other, &[]).unwrap_err().to_string();
     assert!(err.contains("none of vLLM's start-up memory lines") && err.contains("tee server.log"), "{err}");
     std::fs::write(&other, "non-default args: {'model': '/models/q8'}\nAvailable KV cache memory: 3.00 GiB\n").unwrap();
-    let err = format!("{:#}", commands::sim_memory::run(&args, &mut Vec::new()).unwrap_err());
+    let err = format!("{:#}", against(&other, &[]).unwrap_err());
     assert!(err.contains("the log's model \"/models/q8\"") && err.contains("pass --model"), "{err}");
 }

@@ -22,6 +22,16 @@ fn kv_capacity_of_qwen3_8b_on_one_h100() {
     let tp2 = setup("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "2")]).unwrap();
     assert!((tp2.memory.weights_gib - m.weights_gib / 2.0).abs() < 1e-9);
     assert!(tp2.memory.layout.total_units > 2 * m.layout.total_units);
+    // CUDA graph memory a vLLM from 0.21 on sets aside comes off the KV cache, GiB for GiB, and
+    // a negative or unreadable amount is refused.
+    let graphs = setup("Qwen/Qwen3-8B", "h100-sxm", &[("cudagraph-memory-gib", "0.78")]).unwrap();
+    assert_eq!(graphs.memory.graph_gib, 0.78);
+    assert!((m.kv_gib - graphs.memory.kv_gib - 0.78).abs() < 1e-9);
+    assert_eq!(m.graph_gib, 0.0);
+    for bad in ["-1", "lots", "NaN"] {
+        let err = setup("Qwen/Qwen3-8B", "h100-sxm", &[("cudagraph-memory-gib", bad)]).unwrap_err().to_string();
+        assert!(err.contains("cudagraph-memory-gib") && err.contains("expected GiB"), "{err}");
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The serving options' keys with what each means: the listing an unknown key is answered with.
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 37] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 38] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -56,6 +56,10 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 37] = [
         "true or false (default): serve a multimodal model's language model alone, without its tower",
     ),
     ("gpu-memory-utilization", "fraction of device memory vLLM may use (0.9)"),
+    (
+        "cudagraph-memory-gib",
+        "GiB a GPU sets aside for CUDA graphs before the KV cache (0): the estimate a vLLM from 0.21 on logs",
+    ),
     ("kv-cache-dtype", "auto or fp8"),
     ("mxfp4-backend", "marlin (default) or triton: the kernels of an MXFP4 model's experts where they run W4A16"),
     ("max-num-seqs", "sequences per step"),

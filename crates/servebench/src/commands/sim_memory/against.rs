@@ -120,8 +120,13 @@ pub fn rows(setup: &SimSetup, concurrency: f64, log: &StartupLog) -> Vec<Row> {
     if let Some((gib, how)) = between {
         row("activation reserve (GiB)", m.reserve.gib, Some(gib), Some(how));
     }
-    if graph > 0.0 {
-        row("CUDA graph estimate (GiB)", 0.0, Some(graph), Some("set aside from the KV cache (vLLM 0.21 on)".into()));
+    if graph > 0.0 || m.graph_gib > 0.0 {
+        row(
+            "CUDA graph estimate (GiB)",
+            m.graph_gib,
+            Some(graph),
+            Some("set aside from the KV cache (vLLM 0.21 on)".into()),
+        );
     }
     row("KV cache (GiB)", m.kv_gib, log.kv_cache_gib, None);
     row("KV cache (tokens)", m.kv_tokens as f64, log.kv_cache_tokens.map(|t| t as f64), None);
@@ -143,12 +148,7 @@ pub fn render(file: &LogFile, rows: &[Row]) -> String {
     }
     s += &format!("{:<28}{:>12}{:>12}{:>10}\n", "figure", "plan", "log", "vs log");
     for r in rows {
-        // The graph estimate is not planned at all: no ratio to give.
-        let ratio = if r.log.abs() > 1e-9 && r.plan != 0.0 {
-            format!("{:+.1}%", 100.0 * (r.plan / r.log - 1.0))
-        } else {
-            "-".into()
-        };
+        let ratio = if r.log.abs() > 1e-9 { format!("{:+.1}%", 100.0 * (r.plan / r.log - 1.0)) } else { "-".into() };
         let (plan, log) = if r.figure.contains("tokens") {
             (super::group_thousands(r.plan as u64), super::group_thousands(r.log as u64))
         } else {
@@ -157,10 +157,6 @@ pub fn render(file: &LogFile, rows: &[Row]) -> String {
         let line = format!("{:<28}{plan:>12}{log:>12}{ratio:>10}  {}", r.figure, r.derived.as_deref().unwrap_or(""));
         s += line.trim_end();
         s.push('\n');
-    }
-    if file.log.graph_estimate_gib.is_some_and(|g| g > 0.0) && file.log.graph_counted {
-        s += "note: the plan keeps no CUDA graph estimate; a server from vLLM 0.21 on sets its own aside \
-              (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 turns that off)\n";
     }
     s
 }

@@ -125,6 +125,9 @@ fn render(setup: &SimSetup, engine: &ServingOptions, concurrency: f64) -> String
             group_thousands(engine.max_num_batched_tokens.into())
         ),
     );
+    if m.graph_gib > 0.0 {
+        row(&mut s, "CUDA graphs", m.graph_gib, "set aside before the KV cache (cudagraph-memory-gib)");
+    }
     row(&mut s, "KV cache", m.kv_gib, &format!("blocks of {} tokens", m.layout.block_size));
     s += &format!(
         "\nvLLM's log would read:\n  Available KV cache memory: {:.2} GiB\n  GPU KV cache size: {} tokens\n  \

@@ -49,6 +49,10 @@ pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
+/// The first vLLM release that sets its CUDA graph estimate aside from the KV cache by default
+/// (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`).
+const GRAPH_ESTIMATE_SINCE: (u32, u32) = (0, 21);
+
 /// One engine's options, as the memory plan was made with them: the setup keeps `dp` engines'
 /// batch limits together.
 fn per_engine(o: &ServingOptions) -> ServingOptions {
@@ -137,6 +141,11 @@ fn render(setup: &SimSetup, engine: &ServingOptions, concurrency: f64) -> String
         group_thousands(u64::from(setup.max_model_len)),
         concurrency
     );
+    if m.graph_gib == 0.0 && engine.vllm_release.is_none_or(|r| r >= GRAPH_ESTIMATE_SINCE) {
+        s += "note: vLLM 0.21 and later also set their CUDA graph estimate aside (0.2 to 2 GiB in public logs), \
+              which this plan leaves in the KV cache: --option cudagraph-memory-gib=X with the \"Estimated CUDA \
+              graph memory\" of your server's log\n";
+    }
     // The setup's summary line restates the table above: only the other notes.
     for note in &setup.notes {
         s += &format!("note: {note}\n");

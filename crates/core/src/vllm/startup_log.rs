@@ -21,6 +21,10 @@ pub struct StartupLog {
     /// then what the command line set that the engine's config line does not repeat, then the
     /// chunk size, the utilization and the CUDA graph memory set aside as other lines print them.
     pub settings: Vec<(String, String)>,
+    /// The command line's options a plan does not read (`quantization=modelopt`,
+    /// `speculative_config`, `kv_transfer_config`, ...), as `name=value` or, for a nested
+    /// value, the name alone; the server's interface (host, port, parsers, names) left out.
+    pub unread: Vec<String>,
     /// "Model loading took X GiB": one GPU's weights.
     pub weights_gib: Option<f64>,
     /// "Available KV cache memory: X GiB".
@@ -107,11 +111,19 @@ impl StartupLog {
             if args.is_empty()
                 && let Some(dict) = after(line, "non-default args: ").and_then(python_dict)
             {
-                for (name, value) in dict {
-                    if name == "model" || (name == "model_tag" && arg_model.is_none()) {
-                        arg_model = Some(value);
-                    } else if let Some((_, key)) = ARG_FIELDS.iter().find(|(field, _)| *field == name) {
-                        args.push((key.to_string(), value));
+                for (name, raw) in dict {
+                    let planned = ARG_FIELDS.iter().find(|(field, _)| *field == name);
+                    let value = option_value(&raw);
+                    match (value, planned) {
+                        (None, _) if raw == "None" => {}
+                        (Some(v), _) if name == "model" || (name == "model_tag" && arg_model.is_none()) => {
+                            arg_model = Some(v);
+                        }
+                        (Some(v), Some((_, key))) => args.push((key.to_string(), v)),
+                        (value, _) if !interface_only(&name, value.as_deref()) => {
+                            log.unread.push(value.map_or(name.clone(), |v| format!("{name}={v}")));
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -184,6 +196,35 @@ impl StartupLog {
     }
 }
 
+/// Options of the API server's interface that change nothing a GPU holds (and the model's
+/// name, read apart); a `dtype` of 16 bits is the plan's own.
+fn interface_only(name: &str, value: Option<&str>) -> bool {
+    const INTERFACE: [&str; 20] = [
+        "model",
+        "model_tag",
+        "host",
+        "port",
+        "api_key",
+        "served_model_name",
+        "uvicorn_log_level",
+        "disable_log_requests",
+        "enable_log_requests",
+        "disable_log_stats",
+        "enable_auto_tool_choice",
+        "tool_call_parser",
+        "reasoning_parser",
+        "chat_template",
+        "chat_template_content_format",
+        "trust_remote_code",
+        "download_dir",
+        "tokenizer",
+        "hf_config_path",
+        "disable_uvicorn_access_log",
+    ];
+    INTERFACE.contains(&name)
+        || (name == "dtype" && value.is_some_and(|v| matches!(v, "auto" | "bfloat16" | "float16" | "half")))
+}
+
 fn set_once<T>(slot: &mut Option<T>, read: impl FnOnce() -> Option<T>) {
     if slot.is_none() {
         *slot = read();
@@ -241,9 +282,8 @@ fn option_value(v: &str) -> Option<String> {
     }
 }
 
-/// The top-level entries of a Python dict's repr (`{'a': 1, 'b': 'x', 'c': {...}}`) whose value
-/// is a scalar, as (key, value) with [`option_value`]'s spelling. `None` where `text` does not
-/// open a dict or never closes it.
+/// The top-level entries of a Python dict's repr (`{'a': 1, 'b': 'x', 'c': {...}}`), as (key,
+/// value as written). `None` where `text` does not open a dict or never closes it.
 fn python_dict(text: &str) -> Option<Vec<(String, String)>> {
     let body = text.trim_start().strip_prefix('{')?;
     let mut entries = Vec::new();
@@ -283,7 +323,7 @@ fn dict_entry(item: &str) -> Option<(String, String)> {
     let close = item[1..].find(q)? + 1;
     let key = &item[1..close];
     let value = item[close + 1..].trim_start().strip_prefix(':')?.trim();
-    Some((key.to_string(), option_value(value)?))
+    Some((key.to_string(), value.to_string()))
 }
 
 #[cfg(test)]

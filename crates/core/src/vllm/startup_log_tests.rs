@@ -53,6 +53,8 @@ fn a_start_up_log_gives_its_settings_and_the_first_worker_s_memory_figures() {
     assert_eq!((log.graph_estimate_gib, log.device_gib, log.usage), (None, None, None));
     assert!(log.has_memory_figures());
     assert_eq!(log.setting("tp"), Some("2"));
+    // The command line's other options are named, the server's interface left out.
+    assert_eq!(log.unread, vec!["compilation_config".to_string()]);
 }
 
 #[test]

@@ -498,7 +498,8 @@ fn sim_memory_holds_the_plan_against_a_server_s_start_up_log() {
         &log,
         "INFO 10-02 09:14:01 [api_server.py:1839] vLLM API server version 0.11.0\n\
          INFO 10-02 09:14:01 [utils.py:233] non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'model': 'Qwen/Qwen3-8B', \
-         'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.8, 'max_num_seqs': 256}\n\
+         'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.8, 'max_num_seqs': 256, 'port': 8000, \
+         'kv_transfer_config': {'kv_connector': 'LMCacheConnectorV1'}}\n\
          (EngineCore_DP0 pid=301) INFO 10-02 09:14:09 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: \
          model='Qwen/Qwen3-8B', tokenizer='Qwen/Qwen3-8B', max_seq_len=40960, tensor_parallel_size=2, \
          pipeline_parallel_size=1, data_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto\n\

@@ -146,6 +146,9 @@ pub fn render(file: &LogFile, rows: &[Row]) -> String {
     if !file.taken.is_empty() {
         s += &format!("planned with the log's {}\n", file.taken.join(", "));
     }
+    if !file.log.unread.is_empty() {
+        s += &format!("not planned, though the log sets them: {}\n", file.log.unread.join(", "));
+    }
     s += &format!("{:<28}{:>12}{:>12}{:>10}\n", "figure", "plan", "log", "vs log");
     for r in rows {
         let ratio = if r.log.abs() > 1e-9 { format!("{:+.1}%", 100.0 * (r.plan / r.log - 1.0)) } else { "-".into() };

@@ -556,6 +556,13 @@ fn sim_memory_holds_the_plan_against_a_server_s_start_up_log() {
     .unwrap();
     let doc: serde_json::Value = serde_json::from_str(&against(&newer, &["--json"]).unwrap()).unwrap();
     assert_eq!(doc["memory"]["graph_gib"], 0.61);
+    assert_eq!(doc["against"]["warning"], serde_json::Value::Null);
+    // A device whose total is not the preset's is named: an H100 NVL's 93 GiB planned as an SXM.
+    let mut text = std::fs::read_to_string(&newer).unwrap();
+    text += "Free memory on device (92.52/93.10 GiB) on startup. Desired GPU memory utilization is (0.9, 83.79 GiB).\n";
+    std::fs::write(&newer, text).unwrap();
+    let out = against(&newer, &[]).unwrap();
+    assert!(out.contains("warning: the log's device has 93.10 GiB, h100-sxm has 79.20"), "{out}");
     let graph = doc["against"]["figures"]
         .as_array()
         .unwrap()

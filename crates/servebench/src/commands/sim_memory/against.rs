@@ -139,8 +139,22 @@ pub fn rows(setup: &SimSetup, concurrency: f64, log: &StartupLog) -> Vec<Row> {
     rows
 }
 
+/// A warning where the device the log reports is not the one planned: its total memory more than
+/// 3 % from the preset's (another model of GPU, or another memory size).
+pub fn device_mismatch(setup: &SimSetup, log: &StartupLog) -> Option<String> {
+    let logged = log.device_gib?;
+    let planned = setup.memory.device_gib;
+    ((logged / planned - 1.0).abs() > 0.03).then(|| {
+        format!(
+            "warning: the log's device has {logged:.2} GiB, {} has {planned:.2}: is --hardware the GPU the server ran \
+             on? (`servebench sim presets` lists them)",
+            setup.hardware.name
+        )
+    })
+}
+
 /// The comparison as printed under the plan.
-pub fn render(file: &LogFile, rows: &[Row]) -> String {
+pub fn render(file: &LogFile, rows: &[Row], warning: Option<&str>) -> String {
     let release = file.log.release.as_deref().map(|r| format!(", vLLM {r}")).unwrap_or_default();
     let mut s = format!("\nAgainst {}{release}:\n", file.path);
     if !file.taken.is_empty() {
@@ -148,6 +162,10 @@ pub fn render(file: &LogFile, rows: &[Row]) -> String {
     }
     if !file.log.unread.is_empty() {
         s += &format!("not planned, though the log sets them: {}\n", file.log.unread.join(", "));
+    }
+    if let Some(w) = warning {
+        s += w;
+        s.push('\n');
     }
     s += &format!("{:<28}{:>12}{:>12}{:>10}\n", "figure", "plan", "log", "vs log");
     for r in rows {

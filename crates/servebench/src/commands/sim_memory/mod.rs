@@ -24,7 +24,9 @@ pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     };
     let engine = per_engine(&setup.options);
     let concurrency = max_concurrency(&setup);
-    let compared = log.as_ref().map(|file| (file, against::rows(&setup, concurrency, &file.log)));
+    let compared = log
+        .as_ref()
+        .map(|file| (file, against::rows(&setup, concurrency, &file.log), against::device_mismatch(&setup, &file.log)));
     let m = &setup.memory;
     if args.json {
         let mut doc = serde_json::json!({
@@ -34,16 +36,17 @@ pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             "memory": m, "tower_gib": tower_bytes_per_gpu(&setup.model, &engine) / GIB,
             "language_model_only": engine.language_model_only, "max_concurrency": concurrency,
         });
-        if let Some((file, rows)) = &compared {
+        if let Some((file, rows, warning)) = &compared {
             doc["against"] = serde_json::json!({
                 "path": file.path, "log": file.log, "settings_taken": file.taken, "figures": rows,
+                "warning": warning,
             });
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
         write!(out, "{}", render(&setup, &engine, concurrency))?;
-        if let Some((file, rows)) = &compared {
-            write!(out, "{}", against::render(file, rows))?;
+        if let Some((file, rows, warning)) = &compared {
+            write!(out, "{}", against::render(file, rows, warning.as_deref()))?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -24,6 +24,11 @@ pub const ASYNC_BY_DEFAULT_SINCE: (u32, u32) = (0, 14);
 /// request 32525, merged the week of 2026-01-23, after 0.14's branch); older ones start one.
 pub const API_SERVERS_PER_DP_SINCE: (u32, u32) = (0, 15);
 
+/// The first vLLM release that sets its CUDA graph estimate aside from the KV cache by default
+/// (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`, pull request 30515); the plan does not model the
+/// estimate (`cudagraph-memory-gib` gives it).
+pub const GRAPH_ESTIMATE_SINCE: (u32, u32) = (0, 21);
+
 /// The most GPUs one deployment may use (`tp × pp × dp`).
 pub const MAX_GPUS: u32 = 16_384;
 

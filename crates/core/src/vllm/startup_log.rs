@@ -101,7 +101,7 @@ impl StartupLog {
             if engine.is_empty()
                 && let Some(config) = after(line, "with config: ")
             {
-                log.model = log.model.take().or_else(|| config_field(config, "model"));
+                set_once(&mut log.model, || config_field(config, "model"));
                 for (field, key) in ENGINE_FIELDS {
                     if let Some(v) = config_field(config, field).and_then(|v| option_value(&v)) {
                         engine.push((key.to_string(), v));
@@ -223,6 +223,19 @@ fn interface_only(name: &str, value: Option<&str>) -> bool {
     ];
     INTERFACE.contains(&name)
         || (name == "dtype" && value.is_some_and(|v| matches!(v, "auto" | "bfloat16" | "float16" | "half")))
+}
+
+/// `1234567` as `1,234,567`, as vLLM's log writes token counts.
+pub fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn set_once<T>(slot: &mut Option<T>, read: impl FnOnce() -> Option<T>) {

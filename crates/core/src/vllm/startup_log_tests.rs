@@ -108,7 +108,7 @@ proptest! {
         grouped in any::<bool>(),
     ) {
         let prefix = prefix.replace(['(', '/'], " ");
-        let group = |n: u64| if grouped { thousands(n) } else { n.to_string() };
+        let group = |n: u64| if grouped { group_thousands(n) } else { n.to_string() };
         let text = format!(
             "{prefix}Model loading took {weights:.4} GiB and 3.0 seconds\n\
              {prefix}Available KV cache memory: {kv:.2} GiB\n\
@@ -135,16 +135,4 @@ proptest! {
         let util_text = util.to_string();
         prop_assert_eq!(log.setting("gpu-memory-utilization"), Some(util_text.as_str()));
     }
-}
-
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

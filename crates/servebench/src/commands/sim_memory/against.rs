@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use serde::Serialize;
-use servebench_core::vllm::StartupLog;
+use servebench_core::vllm::{StartupLog, group_thousands};
 use servebench_sim::{SimSetup, canonical_option_key};
 
 use crate::cli::sim_model::SimModelArgs;
@@ -48,45 +48,42 @@ pub fn read(path: &Path) -> anyhow::Result<LogFile> {
     Ok(LogFile { path: path.display().to_string(), log, taken: Vec::new() })
 }
 
-/// The deployment to plan: the flags, with the log's model where none is given and the log's
-/// settings where the flags do not set them.
-pub fn deployment(args: &SimModelArgs, file: &mut LogFile) -> anyhow::Result<SimModelArgs> {
-    let mut d = args.clone();
-    if d.model.is_none() && d.model_config.is_none() {
+/// Plans the deployment the log names: the flags, with the log's model where none is given (the
+/// log named where that model is not a preset) and the log's settings where the flags do not
+/// set them, noted in `file.taken`.
+pub fn setup(args: &SimModelArgs, file: &mut LogFile) -> anyhow::Result<SimSetup> {
+    let mut planned = args.clone();
+    let model_from_log = args.model.is_none() && args.model_config.is_none();
+    if model_from_log {
         let model = file.log.model.clone().with_context(|| {
             format!(
                 "--against {}: the log names no model; pass --model (a preset, see `servebench sim presets`)",
                 file.path
             )
         })?;
-        d.model = Some(model);
+        planned.model = Some(model);
     }
     let given: Vec<String> = args.option_pairs()?.iter().map(|(k, _)| canonical_option_key(k)).collect();
     let release = file.log.release.iter().map(|r| ("vllm-release".to_string(), r.clone()));
     for (key, value) in file.log.settings.iter().cloned().chain(release) {
         if !given.contains(&canonical_option_key(&key)) {
             let pair = format!("{key}={value}");
-            d.options.push(pair.clone());
+            planned.options.push(pair.clone());
             file.taken.push(pair);
         }
     }
-    Ok(d)
-}
-
-/// Resolves the deployment, naming the log where its model is not one the simulator knows.
-pub fn setup(args: &SimModelArgs, planned: &SimModelArgs, file: &LogFile) -> anyhow::Result<SimSetup> {
-    let setup = super::super::resolve::deployment_setup(planned);
-    if args.model.is_none() && args.model_config.is_none() {
-        let model = planned.model.as_deref().unwrap_or_default();
-        return setup.with_context(|| {
-            format!(
-                "--against {}: the log's model {model:?} is planned as a preset; where it is a path or another \
-                 name, pass --model with the preset it is (see `servebench sim presets`) or --model-config",
-                file.path
-            )
-        });
+    let setup = super::super::resolve::deployment_setup(&planned);
+    if !model_from_log {
+        return setup;
     }
-    setup
+    let model = planned.model.as_deref().unwrap_or_default();
+    setup.with_context(|| {
+        format!(
+            "--against {}: the log's model {model:?} is planned as a preset; where it is a path or another \
+             name, pass --model with the preset it is (see `servebench sim presets`) or --model-config",
+            file.path
+        )
+    })
 }
 
 /// The figures the plan and the log both have.
@@ -171,7 +168,7 @@ pub fn render(file: &LogFile, rows: &[Row], warning: Option<&str>) -> String {
     for r in rows {
         let ratio = if r.log.abs() > 1e-9 { format!("{:+.1}%", 100.0 * (r.plan / r.log - 1.0)) } else { "-".into() };
         let (plan, log) = if r.figure.contains("tokens") {
-            (super::group_thousands(r.plan as u64), super::group_thousands(r.log as u64))
+            (group_thousands(r.plan as u64), group_thousands(r.log as u64))
         } else {
             (format!("{:.2}", r.plan), format!("{:.2}", r.log))
         };

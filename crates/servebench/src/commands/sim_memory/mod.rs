@@ -7,7 +7,9 @@ mod against;
 use std::io::Write;
 use std::process::ExitCode;
 
+use servebench_core::vllm::group_thousands;
 use servebench_sim::memory::{GIB, tower_bytes_per_gpu};
+use servebench_sim::options::GRAPH_ESTIMATE_SINCE;
 use servebench_sim::{ServingOptions, SimSetup};
 
 use crate::cli::sim_args::SimMemoryArgs;
@@ -16,10 +18,7 @@ use crate::cli::sim_args::SimMemoryArgs;
 pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut log = args.against.as_deref().map(against::read).transpose()?;
     let setup = match log.as_mut() {
-        Some(file) => {
-            let planned = against::deployment(&args.deployment, file)?;
-            against::setup(&args.deployment, &planned, file)?
-        }
+        Some(file) => against::setup(&args.deployment, file)?,
         None => super::resolve::deployment_setup(&args.deployment)?,
     };
     let engine = per_engine(&setup.options);
@@ -51,10 +50,6 @@ pub fn run(args: &SimMemoryArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     }
     Ok(ExitCode::SUCCESS)
 }
-
-/// The first vLLM release that sets its CUDA graph estimate aside from the KV cache by default
-/// (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`).
-const GRAPH_ESTIMATE_SINCE: (u32, u32) = (0, 21);
 
 /// One engine's options, as the memory plan was made with them: the setup keeps `dp` engines'
 /// batch limits together.
@@ -154,17 +149,4 @@ fn render(setup: &SimSetup, engine: &ServingOptions, concurrency: f64) -> String
         s += &format!("note: {note}\n");
     }
     s
-}
-
-/// `1234567` as `1,234,567`, as vLLM's log writes token counts.
-fn group_thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

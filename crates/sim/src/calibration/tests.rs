@@ -335,6 +335,17 @@ fn a_point_s_parallelism_labels_set_its_deployment() {
 }
 
 #[test]
+fn machines_counted_without_a_parallel_size_are_skipped_with_how_to_say_it() {
+    let presets = Presets::embedded().unwrap();
+    let defaults = defaults("openai/gpt-oss-120b", Some("dgx-spark"));
+    let points = vec![labelled_point(&[("nodes", "4")]), labelled_point(&[("nodes", "4"), ("tp", "4")])];
+    let (targets, skipped) = validate::targets_for(points, &defaults, &presets);
+    assert_eq!(targets.iter().map(|t| t.setup.options.tp).collect::<Vec<_>>(), [4]);
+    assert_eq!(skipped.len(), 1);
+    assert!(skipped[0].reason.contains("`4 nodes (tp)` or `tp=4`"), "{:?}", skipped[0]);
+}
+
+#[test]
 fn a_point_whose_requests_do_not_fit_the_kv_cache_is_skipped_with_the_reason() {
     let presets = Presets::embedded().unwrap();
     let defaults = defaults("Qwen/Qwen3-32B", Some("h100-sxm"));

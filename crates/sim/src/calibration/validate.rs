@@ -148,7 +148,21 @@ fn deployment(point: &MeasuredPoint, d: &Defaults, presets: &Presets) -> Result<
             );
             resolve(&options).map(|setup| (setup, Some(note))).map_err(said)
         }
-        resolved => resolved.map(|setup| (setup, None)).map_err(said),
+        resolved => resolved.map(|setup| (setup, None)).map_err(|e| said(e) + &spans_unsaid(&label)),
+    }
+}
+
+/// What to add where a point counts its machines (`nodes`, from a caption such as `on 4x DGX
+/// Spark`) but names no parallel size: which of tensor, pipeline or data parallelism spans
+/// them is not guessed. Empty where a size is given.
+fn spans_unsaid<'a>(label: &impl Fn(&str) -> Option<&'a str>) -> String {
+    let sized = ["tp", "pp", "dp", "tp-nodes", "pp-nodes"].iter().any(|k| label(k).is_some());
+    match label("nodes") {
+        Some(n) if !sized => format!(
+            " (its labels count {n} machines but not how the model spans them: say so where the run is \
+             described, `{n} nodes (tp)` or `tp={n}`, or give --option tp=N to every point)"
+        ),
+        _ => String::new(),
     }
 }
 

@@ -9,7 +9,7 @@
 //!   `GLM-4.6`; not `Qwen3` alone, not `vllm`); the simulator resolves a bare name by the
 //!   part of its presets' ids after the organisation, and refuses one it does not know;
 //! - `tp` and `pp`: a size written next to its name (`TP=8`, `tp 8`, `tp8`, `-tp 8`,
-//!   `--tensor-parallel-size 4`, `pp=2`);
+//!   `--tensor-parallel-size 4`, `tensor parallel 4`, `pp=2`, `pipeline-parallel 2`);
 //! - the machines: a count before `node`/`nodes`/`spark`/`sparks` (`8 nodes`, `8-node`,
 //!   `8x Spark`): `tp-nodes` or `pp-nodes` where the line says which parallelism spans them
 //!   with a lone `tp`/`pp`/`tensor`/`pipeline` word, else `nodes`.
@@ -60,6 +60,17 @@ pub fn deployment(line: &str) -> Vec<(String, Vec<String>)> {
         ("pp", ["pp", "-pp", "--pp", "pipeline-parallel-size", "--pipeline-parallel-size"]),
     ] {
         let after_name = split.windows(2).find(|w| names.contains(&w[0]) && count(w[1]).is_some()).map(|w| w[1]);
+        // Spelled out: `tensor parallel 8`, `tensor-parallel 8`, `pipeline parallelism 2`.
+        let word = if key == "tp" { "tensor" } else { "pipeline" };
+        let spelled = split
+            .windows(3)
+            .find(|w| w[0] == word && matches!(w[1], "parallel" | "parallelism") && count(w[2]).is_some())
+            .map(|w| w[2])
+            .or_else(|| {
+                let joined = [format!("{word}-parallel"), format!("{word}-parallelism")];
+                split.windows(2).find(|w| joined.iter().any(|j| j == w[0]) && count(w[1]).is_some()).map(|w| w[1])
+            });
+        let after_name = after_name.or(spelled);
         let joined = split.iter().find_map(|w| w.strip_prefix(key).filter(|n| count(n).is_some()));
         if let Some(n) = after_name.or(joined) {
             labels.push((key.into(), vec![n.to_string()]));
@@ -128,7 +139,7 @@ mod tests {
 
     #[test]
     fn a_caption_names_its_model_sizes_and_machines() {
-        let cases: [(&str, &[(&str, &str)]); 11] = [
+        let cases: [(&str, &[(&str, &str)]); 13] = [
             ("gpt-oss-120b, 8 nodes (tp)", &[("model", "gpt-oss-120b"), ("tp-nodes", "8")]),
             ("Results openai/gpt-oss-120b TP=8", &[("model", "openai/gpt-oss-120b"), ("tp", "8")]),
             ("GLM-4.6-FP8 -tp 8 (8x Spark)", &[("model", "GLM-4.6-FP8"), ("tp", "8"), ("nodes", "8")]),
@@ -146,6 +157,11 @@ mod tests {
                 &[("model", "nvidia/Llama-3.3-70B-Instruct-FP4"), ("nodes", "4")],
             ),
             ("8x spark and 4 nodes", &[]),
+            ("openai/gpt-oss-120b, tensor parallel 8", &[("model", "openai/gpt-oss-120b"), ("tp", "8")]),
+            (
+                "gpt-oss-20b: tensor-parallel 4, pipeline parallelism 2",
+                &[("model", "gpt-oss-20b"), ("tp", "4"), ("pp", "2")],
+            ),
         ];
         for (line, want) in cases {
             assert_eq!(pairs(line), expect(want), "{line}");

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 20] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 51] = embedded!("models":
+const MODELS: [(&str, &str); 54] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -39,6 +39,7 @@ const MODELS: [(&str, &str); 51] = embedded!("models":
     "qwen2.5-72b-instruct.toml", "nemotron-3-nano-30b-a3b.toml", "nemotron-nano-9b-v2.toml",
     "nemotron-3-super-120b-a12b.toml", "deepseek-v3.2.toml", "glm-5.toml",
     "kimi-k2.5.toml", "qwen3.5-9b.toml", "qwen3.5-27b.toml", "glm-5.2.toml",
+    "qwen3-coder-480b-a35b-instruct.toml", "llama-4-maverick-17b-128e-instruct.toml", "mistral-large-instruct-2411.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -370,6 +371,10 @@ mod tests {
             ("Qwen/Qwen3-VL-30B-A3B-Instruct", 30.5, 3.3),
             ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", 23.6, 23.6),
             ("Qwen/Qwen2.5-72B-Instruct", 72.7, 72.7),
+            ("Qwen/Qwen3-Coder-480B-A35B-Instruct", 480.0, 35.0),
+            // The language model: 400 B in all, 17 B active (its vision tower takes memory only).
+            ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", 400.0, 17.0),
+            ("mistralai/Mistral-Large-Instruct-2411", 123.0, 123.0),
         ];
         let p = Presets::embedded().unwrap();
         for (id, total, active) in published {
@@ -495,6 +500,17 @@ mod tests {
             ("Qwen/Qwen2.5-72B-Instruct-AWQ", "Qwen/Qwen2.5-72B-Instruct", Precision::AwqInt4),
             ("Intel/Qwen3.5-397B-A17B-int4-AutoRound", "Qwen/Qwen3.5-397B-A17B", Precision::AwqInt4),
             ("Intel/Qwen3.5-122B-A10B-int4-mixed-AutoRound", "Qwen/Qwen3.5-122B-A10B", Precision::AwqInt4),
+            ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "Qwen/Qwen3-Coder-480B-A35B-Instruct", Precision::Fp8),
+            (
+                "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8",
+                "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+                Precision::Fp8,
+            ),
+            (
+                "nvidia/Llama-4-Maverick-17B-128E-Instruct-FP4",
+                "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+                Precision::Nvfp4,
+            ),
         ] {
             let m = p.model(name).unwrap();
             let base = p.model(from).unwrap();

@@ -9,6 +9,7 @@
 //! [`fidelity`] holds the reference cases and the error statistics (MdAPE, P90); [`coverage`]
 //! counts the measurements inside the prediction bands.
 
+pub mod benchy;
 pub mod coverage;
 mod datasets;
 pub mod fidelity;

@@ -112,6 +112,26 @@ pub struct PointWorkload {
     pub shared_prefix: u32,
 }
 
+impl PointWorkload {
+    /// `num_prompts` requests of `input` and `output` tokens in all, spread evenly, sent at once
+    /// with at most `max_concurrency` in flight, through the completions endpoint and after
+    /// the bench's warm-up request, sharing no prefix: what a report's totals say.
+    pub fn even(num_prompts: usize, input: u64, output: u64, max_concurrency: Option<usize>) -> Self {
+        PointWorkload {
+            num_prompts,
+            input: Lengths::Even { total: input },
+            output: Lengths::Even { total: output },
+            max_concurrency,
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            seed: 0,
+            warmup: true,
+            chat: false,
+            shared_prefix: 0,
+        }
+    }
+}
+
 /// The metrics a fit matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FitMetric {
@@ -255,16 +275,13 @@ impl MeasuredPoint {
             headings,
             labels,
             workload: PointWorkload {
-                num_prompts: usize::try_from(n).unwrap_or(usize::MAX),
-                input: Lengths::Even { total: s.total_input_tokens.max(n) },
-                output: Lengths::Even { total: output.max(n) },
-                max_concurrency: s.max_concurrency.and_then(|c| usize::try_from(c).ok()).filter(|c| *c > 0),
                 request_rate: s.request_rate.filter(|r| *r > 0.0).unwrap_or(f64::INFINITY),
-                burstiness: 1.0,
-                seed: 0,
-                warmup: true,
-                chat: false,
-                shared_prefix: 0,
+                ..PointWorkload::even(
+                    usize::try_from(n).unwrap_or(usize::MAX),
+                    s.total_input_tokens.max(n),
+                    output.max(n),
+                    s.max_concurrency.and_then(|c| usize::try_from(c).ok()).filter(|c| *c > 0),
+                )
             },
             measured,
         })
@@ -463,8 +480,8 @@ fn json_labels(value: &Value) -> Vec<(String, String)> {
 }
 
 /// Reads a measurement file: result JSON (one document, one per line when appended,
-/// pretty-printed documents or a list of them) or a console report with one or more result
-/// blocks.
+/// pretty-printed documents or a list of them), a console report with one or more result
+/// blocks, or llama-benchy's tables ([`super::benchy`]).
 pub fn read_points(path: &Path) -> Result<Vec<MeasuredPoint>, CalibrationError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path)
@@ -472,6 +489,8 @@ pub fn read_points(path: &Path) -> Result<Vec<MeasuredPoint>, CalibrationError> 
     let name = path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned());
     if is_json(&text) {
         points_from_json_text(&text, &name).map_err(|message| CalibrationError::Input { path: origin, message })
+    } else if super::benchy::is_benchy(&text) && parse_reports(&text, ReportOrigin::Vllm).is_empty() {
+        super::benchy::points_from_benchy(&text, &name)
     } else {
         points_from_report(&text, &name)
     }

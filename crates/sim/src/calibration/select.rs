@@ -95,25 +95,14 @@ fn models_list(models: &[(String, usize)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::points::{Lengths, PointWorkload};
+    use crate::calibration::points::PointWorkload;
 
     fn point(model: Option<&str>) -> MeasuredPoint {
         MeasuredPoint {
             label: format!("{model:?}"),
             headings: Vec::new(),
             labels: model.map(|m| vec![("model".to_string(), m.to_string())]).unwrap_or_default(),
-            workload: PointWorkload {
-                num_prompts: 1,
-                input: Lengths::Even { total: 1 },
-                output: Lengths::Even { total: 1 },
-                max_concurrency: None,
-                request_rate: f64::INFINITY,
-                burstiness: 1.0,
-                seed: 0,
-                warmup: true,
-                chat: false,
-                shared_prefix: 0,
-            },
+            workload: PointWorkload::even(1, 1, 1, None),
             measured: Vec::new(),
         }
     }

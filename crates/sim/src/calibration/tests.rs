@@ -24,18 +24,7 @@ pub(super) fn point(n: usize, input: u64, output: u64, cap: Option<usize>) -> Me
         label: format!("n={n}"),
         headings: Vec::new(),
         labels: Vec::new(),
-        workload: PointWorkload {
-            num_prompts: n,
-            input: Lengths::Even { total: input * n as u64 },
-            output: Lengths::Even { total: output * n as u64 },
-            max_concurrency: cap,
-            request_rate: f64::INFINITY,
-            burstiness: 1.0,
-            seed: 0,
-            warmup: true,
-            chat: false,
-            shared_prefix: 0,
-        },
+        workload: PointWorkload::even(n, input * n as u64, output * n as u64, cap),
         measured: Vec::new(),
     }
 }

@@ -97,18 +97,41 @@ pub struct HeadingNote {
 /// blocks alike, so list values stay with the blocks they were written for), by the rules of
 /// the module docs.
 pub fn block_labels(entries: &[Result<ParsedBlock, BlockError>]) -> BlockLabels {
-    let mut headings = Headings::default();
-    let mut out = BlockLabels::default();
-    for entry in entries {
-        let (texts, lines) = match entry {
-            Ok(block) => (&block.headings, &block.heading_lines),
-            Err(err) => (&err.headings, &err.heading_lines),
-        };
-        let located: Vec<(usize, &str)> = lines.iter().copied().zip(texts.iter().map(String::as_str)).collect();
-        out.blocks.push(headings.block(&located, &mut out.notes));
+    let mut reader = HeadingLabels::default();
+    let blocks = entries
+        .iter()
+        .map(|entry| {
+            let (texts, lines) = match entry {
+                Ok(block) => (&block.headings, &block.heading_lines),
+                Err(err) => (&err.headings, &err.heading_lines),
+            };
+            let located: Vec<(usize, &str)> = lines.iter().copied().zip(texts.iter().map(String::as_str)).collect();
+            reader.next_block(&located)
+        })
+        .collect();
+    BlockLabels { blocks, notes: reader.finish() }
+}
+
+/// The same rules for results that are not vLLM's blocks, read one block at a time (a table of
+/// another benchmark's rows, one block for every row of it): each block's labels from the
+/// headings above it and above the blocks before it.
+#[derive(Debug, Default)]
+pub struct HeadingLabels {
+    headings: Headings,
+    notes: Vec<HeadingNote>,
+}
+
+impl HeadingLabels {
+    /// The labels of the next block, whose headings are `(line, text)` in order.
+    pub fn next_block(&mut self, headings: &[(usize, &str)]) -> Vec<(String, String)> {
+        self.headings.block(headings, &mut self.notes)
     }
-    headings.finish(&mut out.notes);
-    out
+
+    /// The lists cut short, once every block is read.
+    pub fn finish(mut self) -> Vec<HeadingNote> {
+        self.headings.finish(&mut self.notes);
+        self.notes
+    }
 }
 
 /// The labels in force, in the order their keys first appeared.

@@ -1,0 +1,274 @@
+//! llama-benchy's tables: the benchmark DGX Spark owners post (llama-bench's columns for any
+//! OpenAI-compatible server), read as measured points.
+//!
+//! The table is markdown, one row a test: `| model | test | t/s | ... | ttfr (ms) | est_ppt
+//! (ms) | e2e_ttft (ms) |`, values `mean ± std`. A test `ppN` times the prompt of N tokens
+//! and `tgM` the M generated after it, in the same requests: `@ dD` puts D tokens of context
+//! before the prompt and `(cC)` sends C requests at once (one at a time without it), each
+//! batch waited out before the next. So a `pp` row and the `tg` row after it at the same
+//! depth, concurrency and other tags are one run: `runs` batches (a `runs: N` heading, else
+//! the tool's default of 3) of C chat requests of D + N tokens in and M out, at most C in
+//! flight. Of it the point keeps
+//! - the mean TTFT: the `pp` row's `ttfr (ms)`, the wait for the first chunk, which is what
+//!   `vllm bench serve` calls TTFT;
+//! - the mean TPOT: 1000 over the `tg` row's decode rate of one request (`t/s` at one request,
+//!   `t/s (req)` at several; a table with only `t/s (total)` gives none: that rate is the
+//!   batch's over its decode window, no figure of vLLM's).
+//!
+//! Rows of the context-loading phase (`ctx_pp`, `ctx_tg`) and a footer are not runs. The text
+//! above a table labels all of its rows, as headings do a report's blocks (a `vllm serve`
+//! line, `Results MODEL`, `4 nodes (tp)`); a heading's `model` wins over the table's column,
+//! which holds the served name.
+
+use servebench_core::vllm::HeadingLabels;
+
+use super::CalibrationError;
+use super::points::{FitMetric, MeasuredPoint, PointWorkload};
+
+/// The tool's default number of batches a test (`--runs`).
+const DEFAULT_RUNS: usize = 3;
+
+/// Whether `text` holds a llama-benchy table (a header row with `test` and `ttfr (ms)`).
+pub fn is_benchy(text: &str) -> bool {
+    text.lines().any(|l| header(l).is_some())
+}
+
+/// The columns of a header row, by name.
+#[derive(Clone, Debug, PartialEq)]
+struct Columns {
+    model: Option<usize>,
+    test: usize,
+    /// `t/s`, or `t/s (total)` where the table ran several requests at once.
+    rate: Option<usize>,
+    total: bool,
+    /// `t/s (req)`: one request's rate where several ran at once.
+    per_request: Option<usize>,
+    ttfr: usize,
+}
+
+fn cells(line: &str) -> Option<Vec<&str>> {
+    let line = line.trim();
+    let inner = line.strip_prefix('|')?;
+    let inner = inner.strip_suffix('|').unwrap_or(inner);
+    Some(inner.split('|').map(str::trim).collect())
+}
+
+fn header(line: &str) -> Option<Columns> {
+    let cells = cells(line)?;
+    let at = |name: &str| cells.iter().position(|c| c.eq_ignore_ascii_case(name));
+    let total = at("t/s (total)");
+    Some(Columns {
+        model: at("model"),
+        test: at("test")?,
+        rate: total.or_else(|| at("t/s")),
+        total: total.is_some(),
+        per_request: at("t/s (req)"),
+        ttfr: at("ttfr (ms)")?,
+    })
+}
+
+/// What a test's name says.
+#[derive(Clone, Debug, PartialEq)]
+struct Test {
+    prefill: bool,
+    tokens: u32,
+    depth: u32,
+    concurrency: Option<u32>,
+    /// Any other tags (`(think=off)`), which set the run apart from the others.
+    tags: String,
+}
+
+/// `ppN`, `tgM`, with ` @ dD`, `(cC)` and other tags; `None` for a context-loading row
+/// (`ctx_pp @ d4096`) or anything else.
+fn test(name: &str) -> Option<Test> {
+    let mut words = name.split_whitespace();
+    let first = words.next()?;
+    let (prefill, digits) = match (first.strip_prefix("pp"), first.strip_prefix("tg")) {
+        (Some(d), _) => (true, d),
+        (_, Some(d)) => (false, d),
+        _ => return None,
+    };
+    let tokens = digits.parse().ok().filter(|n| *n > 0)?;
+    let (mut depth, mut concurrency, mut tags) = (0, None, Vec::new());
+    let rest: Vec<&str> = words.collect();
+    let mut i = 0;
+    while i < rest.len() {
+        let word = rest[i];
+        if word == "@" {
+            depth = rest.get(i + 1)?.strip_prefix('d')?.parse().ok()?;
+            i += 2;
+            continue;
+        }
+        if let Some(d) = word.strip_prefix("@d") {
+            depth = d.parse().ok()?;
+        } else if let Some(c) = word.strip_prefix("(c").and_then(|w| w.strip_suffix(')')) {
+            concurrency = Some(c.parse().ok().filter(|c| *c > 0)?);
+        } else {
+            tags.push(word);
+        }
+        i += 1;
+    }
+    Some(Test { prefill, tokens, depth, concurrency, tags: tags.join(" ") })
+}
+
+/// The mean of a `mean ± std` cell; `None` for an empty one.
+fn mean(cell: &str) -> Option<f64> {
+    let first = cell.split('±').next()?.trim();
+    first.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// One row of a table, read.
+struct Row<'a> {
+    line: usize,
+    model: Option<&'a str>,
+    name: &'a str,
+    test: Test,
+    rate: Option<f64>,
+    per_request: Option<f64>,
+    ttfr: Option<f64>,
+}
+
+/// Every run of every llama-benchy table in `text` (see the module docs).
+pub fn points_from_benchy(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
+    let fail = |message: String| CalibrationError::Input { path: origin.to_string(), message };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut scopes = HeadingLabels::default();
+    let mut headings: Vec<(usize, &str)> = Vec::new();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(columns) = header(lines[i]) else {
+            let line = lines[i].trim();
+            if !line.is_empty() {
+                headings.push((i + 1, line));
+            }
+            i += 1;
+            continue;
+        };
+        let labels = scopes.next_block(&std::mem::take(&mut headings));
+        let mut rows = Vec::new();
+        i += 1;
+        while i < lines.len() {
+            let Some(cells) = cells(lines[i]) else { break };
+            let line = i + 1;
+            i += 1;
+            // The separator under the header.
+            if cells.iter().all(|c| c.chars().all(|ch| matches!(ch, '-' | ':' | ' '))) {
+                continue;
+            }
+            let cell = |at: Option<usize>| at.and_then(|k| cells.get(k).copied()).filter(|c| !c.is_empty());
+            let Some(name) = cell(Some(columns.test)) else { continue };
+            let Some(test) = test(name) else {
+                if name.starts_with("ctx_") {
+                    continue;
+                }
+                return Err(fail(format!(
+                    "line {line}: the test {name:?} is none of llama-benchy's (ppN or tgN, with `@ dD` and `(cC)`); \
+                     fix the row or leave it out"
+                )));
+            };
+            if columns.total && test.concurrency.is_none() {
+                return Err(fail(format!(
+                    "line {line}: the table ran several requests at once (its `t/s (total)` column) but the test \
+                     {name:?} does not say how many; write it into the name as llama-benchy does (`{name} (c4)`)"
+                )));
+            }
+            rows.push(Row {
+                line,
+                model: cell(columns.model),
+                name,
+                test,
+                rate: cell(columns.rate).and_then(mean),
+                per_request: cell(columns.per_request).and_then(mean),
+                ttfr: cell(Some(columns.ttfr)).and_then(mean),
+            });
+        }
+        let runs = labels
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "runs")
+            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+            .filter(|r| *r > 0)
+            .unwrap_or(DEFAULT_RUNS);
+        out.extend(runs_of(&rows, &labels, runs, origin).map_err(fail)?);
+    }
+    if out.is_empty() {
+        return Err(fail("its llama-benchy table has no pp and tg rows; pass a table with results".into()));
+    }
+    Ok(out)
+}
+
+/// The runs of one table: each `pp` row with the `tg` row after it at the same depth,
+/// concurrency and tags.
+fn runs_of(rows: &[Row], labels: &[(String, String)], runs: usize, origin: &str) -> Result<Vec<MeasuredPoint>, String> {
+    let same = |a: &Test, b: &Test| (a.depth, a.concurrency, &a.tags) == (b.depth, b.concurrency, &b.tags);
+    let mut used = vec![false; rows.len()];
+    let mut out = Vec::new();
+    for (k, pp) in rows.iter().enumerate().filter(|(_, r)| r.test.prefill) {
+        let found = rows.iter().enumerate().skip(k + 1).find(|(j, r)| !used[*j] && same(&r.test, &pp.test));
+        let Some((j, tg)) = found.filter(|(_, r)| !r.test.prefill) else {
+            return Err(format!(
+                "line {}: {:?} has no tg row after it at the same depth and concurrency, so the run's output is \
+                 unknown; keep the pair llama-benchy printed",
+                pp.line, pp.name
+            ));
+        };
+        used[j] = true;
+        used[k] = true;
+        out.push(point(pp, tg, labels, runs, origin).ok_or_else(|| {
+            format!(
+                "line {}: {:?} has no ttfr and {:?} no rate of one request, so the run measured nothing the \
+                 simulator predicts",
+                pp.line, pp.name, tg.name
+            )
+        })?);
+    }
+    if let Some(tg) = rows.iter().zip(&used).find(|(r, u)| !**u && !r.test.prefill).map(|(r, _)| r) {
+        return Err(format!(
+            "line {}: {:?} has no pp row before it, so the run's prompt is unknown; keep the pair llama-benchy printed",
+            tg.line, tg.name
+        ));
+    }
+    Ok(out)
+}
+
+/// The run of `pp` and `tg`; `None` where it measured neither TTFT nor TPOT.
+fn point(pp: &Row, tg: &Row, labels: &[(String, String)], runs: usize, origin: &str) -> Option<MeasuredPoint> {
+    let c = pp.test.concurrency.unwrap_or(1);
+    let n = runs * c as usize;
+    // One request's decode rate: `t/s` where one ran at a time, `t/s (req)` where several did.
+    let decode_rate = if c == 1 { tg.rate.or(tg.per_request) } else { tg.per_request };
+    let measured: Vec<(FitMetric, f64)> =
+        [(FitMetric::MeanTtft, pp.ttfr), (FitMetric::MeanTpot, decode_rate.map(|r| 1000.0 / r))]
+            .into_iter()
+            .filter_map(|(m, v)| Some((m, v?)))
+            .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let mut all = labels.to_vec();
+    if !all.iter().any(|(k, _)| k == "model") {
+        all.extend(pp.model.map(|m| ("model".to_string(), m.to_string())));
+    }
+    all.push(("client".into(), "llama-benchy".into()));
+    all.push(("backend".into(), "openai-chat".into()));
+    all.push(("test".into(), format!("{} / {}", pp.name, tg.name)));
+    let mut point = MeasuredPoint {
+        label: format!("{origin} line {}", pp.line),
+        headings: Vec::new(),
+        labels: all,
+        workload: PointWorkload::even(
+            n,
+            u64::from(pp.test.tokens + pp.test.depth) * n as u64,
+            u64::from(tg.test.tokens) * n as u64,
+            Some(c as usize),
+        ),
+        measured,
+    };
+    point.read_backend();
+    Some(point)
+}
+
+#[cfg(test)]
+#[path = "benchy_tests.rs"]
+mod tests;

@@ -8,7 +8,8 @@
 //! batch waited out before the next. So a `pp` row and the `tg` row after it at the same
 //! depth, concurrency and other tags are one run: `runs` batches (a `runs: N` heading, else
 //! the tool's default of 3) of C chat requests of D + N tokens in and M out, at most C in
-//! flight. Of it the point keeps
+//! flight, none of whose prompts the server has seen (the tool warms up with a request of its
+//! own, and each run reads its text from another place in its book). Of it the point keeps
 //! - the mean TTFT: the `pp` row's `ttfr (ms)`, the wait for the first chunk, which is what
 //!   `vllm bench serve` calls TTFT;
 //! - the mean TPOT: 1000 over the `tg` row's decode rate of one request (`t/s` at one request,
@@ -257,12 +258,17 @@ fn point(pp: &Row, tg: &Row, labels: &[(String, String)], runs: usize, origin: &
         label: format!("{origin} line {}", pp.line),
         headings: Vec::new(),
         labels: all,
-        workload: PointWorkload::even(
-            n,
-            u64::from(pp.test.tokens + pp.test.depth) * n as u64,
-            u64::from(tg.test.tokens) * n as u64,
-            Some(c as usize),
-        ),
+        workload: PointWorkload {
+            // Its warm-up is a short request of its own, not a copy of the first: no prompt of a
+            // run is in the server's prefix cache when it is sent.
+            warmup: false,
+            ..PointWorkload::even(
+                n,
+                u64::from(pp.test.tokens + pp.test.depth) * n as u64,
+                u64::from(tg.test.tokens) * n as u64,
+                Some(c as usize),
+            )
+        },
         measured,
     };
     point.read_backend();

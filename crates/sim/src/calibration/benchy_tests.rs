@@ -39,6 +39,7 @@ fn each_prompt_row_and_the_decode_row_after_it_are_one_run() {
         assert_eq!((w.num_prompts, w.max_concurrency, w.request_rate), (3, Some(1), f64::INFINITY));
         assert_eq!((w.input.mean(3), w.output.mean(3)), (f64::from(2048 + depth), 32.0));
         assert!(w.chat, "llama-benchy sends chat requests");
+        assert!(!w.warmup, "its warm-up is not a copy of the first request, which is sent uncached");
         assert_eq!(p.value(FitMetric::MeanTtft), Some(ttft));
         assert_eq!(p.value(FitMetric::MeanTpot), Some(1000.0 / rate));
         assert_eq!(p.value(FitMetric::OutputThroughput), None);

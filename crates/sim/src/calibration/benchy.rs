@@ -16,11 +16,14 @@
 //!   `t/s (req)` at several; a table with only `t/s (total)` gives none: that rate is the
 //!   batch's over its decode window, no figure of vLLM's).
 //!
+//! Its JSON report (`--format json`) says the same per benchmark ([`points_from_benchy_json`]).
+//!
 //! Rows of the context-loading phase (`ctx_pp`, `ctx_tg`) and a footer are not runs. The text
 //! above a table labels all of its rows, as headings do a report's blocks (a `vllm serve`
 //! line, `Results MODEL`, `4 nodes (tp)`); a heading's `model` wins over the table's column,
 //! which holds the served name.
 
+use serde_json::Value;
 use servebench_core::vllm::HeadingLabels;
 
 use super::CalibrationError;
@@ -233,14 +236,42 @@ fn runs_of(rows: &[Row], labels: &[(String, String)], runs: usize, origin: &str)
     Ok(out)
 }
 
+/// What one run of the tool sent and measured, read from a table or from its JSON.
+struct Run {
+    label: String,
+    model: Option<String>,
+    test: String,
+    /// Tokens in (context and prompt) and out, a request.
+    input: u32,
+    output: u32,
+    concurrency: u32,
+    requests: usize,
+    ttfr_ms: Option<f64>,
+    /// One request's decode rate, tokens a second.
+    decode_rate: Option<f64>,
+}
+
 /// The run of `pp` and `tg`; `None` where it measured neither TTFT nor TPOT.
 fn point(pp: &Row, tg: &Row, labels: &[(String, String)], runs: usize, origin: &str) -> Option<MeasuredPoint> {
     let c = pp.test.concurrency.unwrap_or(1);
-    let n = runs * c as usize;
-    // One request's decode rate: `t/s` where one ran at a time, `t/s (req)` where several did.
-    let decode_rate = if c == 1 { tg.rate.or(tg.per_request) } else { tg.per_request };
+    let run = Run {
+        label: format!("{origin} line {}", pp.line),
+        model: pp.model.map(str::to_string),
+        test: format!("{} / {}", pp.name, tg.name),
+        input: pp.test.tokens + pp.test.depth,
+        output: tg.test.tokens,
+        concurrency: c,
+        requests: runs * c as usize,
+        ttfr_ms: pp.ttfr,
+        // `t/s` where one ran at a time, `t/s (req)` where several did.
+        decode_rate: if c == 1 { tg.rate.or(tg.per_request) } else { tg.per_request },
+    };
+    run_point(run, labels)
+}
+
+fn run_point(run: Run, labels: &[(String, String)]) -> Option<MeasuredPoint> {
     let measured: Vec<(FitMetric, f64)> =
-        [(FitMetric::MeanTtft, pp.ttfr), (FitMetric::MeanTpot, decode_rate.map(|r| 1000.0 / r))]
+        [(FitMetric::MeanTtft, run.ttfr_ms), (FitMetric::MeanTpot, run.decode_rate.map(|r| 1000.0 / r))]
             .into_iter()
             .filter_map(|(m, v)| Some((m, v?)))
             .collect();
@@ -249,13 +280,14 @@ fn point(pp: &Row, tg: &Row, labels: &[(String, String)], runs: usize, origin: &
     }
     let mut all = labels.to_vec();
     if !all.iter().any(|(k, _)| k == "model") {
-        all.extend(pp.model.map(|m| ("model".to_string(), m.to_string())));
+        all.extend(run.model.map(|m| ("model".to_string(), m)));
     }
     all.push(("client".into(), "llama-benchy".into()));
     all.push(("backend".into(), "openai-chat".into()));
-    all.push(("test".into(), format!("{} / {}", pp.name, tg.name)));
+    all.push(("test".into(), run.test));
+    let n = run.requests.max(1);
     let mut point = MeasuredPoint {
-        label: format!("{origin} line {}", pp.line),
+        label: run.label,
         headings: Vec::new(),
         labels: all,
         workload: PointWorkload {
@@ -264,15 +296,67 @@ fn point(pp: &Row, tg: &Row, labels: &[(String, String)], runs: usize, origin: &
             warmup: false,
             ..PointWorkload::even(
                 n,
-                u64::from(pp.test.tokens + pp.test.depth) * n as u64,
-                u64::from(tg.test.tokens) * n as u64,
-                Some(c as usize),
+                u64::from(run.input) * n as u64,
+                u64::from(run.output) * n as u64,
+                Some(run.concurrency as usize),
             )
         },
         measured,
     };
     point.read_backend();
     Some(point)
+}
+
+/// Whether a JSON document is llama-benchy's report (`--format json`): its `benchmarks` and
+/// `latency_mode`.
+pub fn is_benchy_json(value: &Value) -> bool {
+    value.get("benchmarks").is_some_and(Value::is_array) && value.get("latency_mode").is_some()
+}
+
+/// The runs of llama-benchy's JSON report: one a benchmark other than a context-loading phase,
+/// its requests counted by its TTFR values (else the tool's 3 batches), its TTFT their mean,
+/// its TPOT over one request's decode rate (`tg_req_throughput`, or `tg_throughput` where one
+/// ran at a time).
+pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<Vec<MeasuredPoint>, String> {
+    let model = value.get("model").and_then(Value::as_str).map(str::to_string);
+    let benchmarks = value.get("benchmarks").and_then(Value::as_array).ok_or("its `benchmarks` is not a list")?;
+    let mut out = Vec::new();
+    for (k, b) in benchmarks.iter().enumerate() {
+        if b.get("is_context_prefill_phase").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        let whole = |key: &str| b.get(key).and_then(Value::as_u64).and_then(|v| u32::try_from(v).ok());
+        let (Some(c), Some(prompt), Some(output)) =
+            (whole("concurrency"), whole("prompt_size"), whole("response_size"))
+        else {
+            return Err(format!(
+                "benchmark {k}: it lacks a whole concurrency, prompt_size or response_size; fix the report"
+            ));
+        };
+        let depth = whole("context_size").unwrap_or(0);
+        let metric = |key: &str| b.get(key).and_then(|m| m.get("mean")).and_then(Value::as_f64).filter(|v| *v > 0.0);
+        let ttfr_values = b.pointer("/ttfr/values").and_then(Value::as_array).map_or(0, Vec::len);
+        let c = c.max(1);
+        let run = Run {
+            label: format!("{name} benchmark {k}"),
+            model: model.clone(),
+            test: format!(
+                "pp{prompt}{} tg{output} (c{c})",
+                if depth > 0 { format!(" @ d{depth}") } else { String::new() }
+            ),
+            input: prompt + depth,
+            output,
+            concurrency: c,
+            requests: if ttfr_values > 0 { ttfr_values } else { DEFAULT_RUNS * c as usize },
+            ttfr_ms: metric("ttfr"),
+            decode_rate: metric("tg_req_throughput").or_else(|| if c == 1 { metric("tg_throughput") } else { None }),
+        };
+        out.extend(run_point(run, &[]));
+    }
+    if out.is_empty() {
+        return Err("its llama-benchy report has no benchmark with a TTFR or a decode rate".into());
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

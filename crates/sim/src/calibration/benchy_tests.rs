@@ -119,6 +119,45 @@ fn a_file_of_tables_is_read_as_such_unless_it_holds_vllm_s_blocks() {
     assert!(!is_benchy("| model | test | t/s |\n|---|---|---|\n"));
 }
 
+#[test]
+fn its_json_report_gives_the_same_runs_counted_by_their_requests() {
+    let report = serde_json::json!({
+        "version": "0.3.5", "timestamp": "2026-03-22 10:00:00Z", "latency_mode": "api", "latency_ms": 1.2,
+        "model": "openai/gpt-oss-120b", "prefix_caching_enabled": true, "max_concurrency": 4,
+        "benchmarks": [
+            {"concurrency": 1, "context_size": 0, "prompt_size": 1024, "response_size": 128,
+             "is_context_prefill_phase": false,
+             "ttfr": {"mean": 420.0, "std": 5.0, "values": [415.0, 420.0, 425.0, 420.0, 420.0]},
+             "tg_throughput": {"mean": 50.0, "std": 1.0, "values": []}},
+            {"concurrency": 4, "context_size": 4096, "prompt_size": 1024, "response_size": 128,
+             "is_context_prefill_phase": true, "ttfr": {"mean": 900.0, "std": 5.0, "values": [900.0]}},
+            {"concurrency": 4, "context_size": 4096, "prompt_size": 1024, "response_size": 128,
+             "is_context_prefill_phase": false,
+             "ttfr": {"mean": 2500.0, "std": 50.0, "values": [2400.0, 2500.0, 2550.0, 2550.0]},
+             "tg_throughput": {"mean": 120.0, "std": 1.0, "values": []},
+             "tg_req_throughput": {"mean": 31.25, "std": 0.5, "values": []}}
+        ]
+    });
+    let points = points_from_benchy_json(&report, "bench.json").unwrap();
+    assert_eq!(points.len(), 2, "the context-loading phase is no run");
+    let (one, four) = (&points[0], &points[1]);
+    assert_eq!((one.workload.num_prompts, one.workload.max_concurrency), (5, Some(1)));
+    assert_eq!((one.workload.input.mean(5), one.workload.output.mean(5)), (1024.0, 128.0));
+    assert_eq!((one.value(FitMetric::MeanTtft), one.value(FitMetric::MeanTpot)), (Some(420.0), Some(20.0)));
+    assert_eq!((four.workload.num_prompts, four.workload.max_concurrency), (4, Some(4)));
+    assert_eq!(four.workload.input.mean(4), 5120.0);
+    assert_eq!(four.value(FitMetric::MeanTpot), Some(32.0), "one request's rate, not the batch's");
+    assert_eq!(label(four, "test"), Some("pp1024 @ d4096 tg128 (c4)"));
+    assert_eq!(four.model(), Some("openai/gpt-oss-120b"));
+    // Through the file reader, as any result JSON.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bench.json");
+    std::fs::write(&path, report.to_string()).unwrap();
+    assert_eq!(super::super::read_points(&path).unwrap().len(), 2);
+    let broken = serde_json::json!({"latency_mode": "api", "benchmarks": [{"concurrency": 1}]});
+    assert!(points_from_benchy_json(&broken, "x").unwrap_err().contains("benchmark 0"));
+}
+
 proptest::proptest! {
     #[test]
     fn a_test_name_reads_back_what_it_says(

@@ -507,18 +507,20 @@ fn points_from_json_text(text: &str, name: &str) -> Result<Vec<MeasuredPoint>, S
         return Err("the file holds no result document (an empty list?); pass a file with results".into());
     }
     let one = docs.len() == 1 && docs[0].item.is_none();
-    docs.iter()
-        .map(|d| {
-            let item = d.item_suffix();
-            let label = if one { name.to_string() } else { format!("{name} line {}{item}", d.line) };
-            let point = if super::table::is_row(&d.value) {
-                super::table::point_from_row(&d.value, label, super::table::RowDefaults::default())
-            } else {
-                point_from_json(&d.value, label)
-            };
-            point.map_err(|message| format!("line {}{item}: {message}", d.line))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for d in &docs {
+        let item = d.item_suffix();
+        let label = if one { name.to_string() } else { format!("{name} line {}{item}", d.line) };
+        let points = if super::benchy::is_benchy_json(&d.value) {
+            super::benchy::points_from_benchy_json(&d.value, &label)
+        } else if super::table::is_row(&d.value) {
+            super::table::point_from_row(&d.value, label, super::table::RowDefaults::default()).map(|p| vec![p])
+        } else {
+            point_from_json(&d.value, label).map(|p| vec![p])
+        };
+        out.extend(points.map_err(|message| format!("line {}{item}: {message}", d.line))?);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

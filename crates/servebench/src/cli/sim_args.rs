@@ -82,7 +82,7 @@ pub struct SimFitArgs {
     /// Measured results: vLLM or servebench result JSON files (one document, one per line,
     /// pretty-printed documents one after another, or a list), vLLM console reports (one or
     /// several result blocks per file, models named by headings such as `Results MODEL`), or
-    /// llama-benchy's tables and JSON reports.
+    /// llama-benchy's tables, CSV and JSON.
     #[arg(value_name = "RESULT", required = true)]
     pub results: Vec<String>,
 }
@@ -151,7 +151,7 @@ pub struct SimValidateArgs {
     #[command(flatten)]
     pub db: super::store_args::DbArgs,
     /// Measured results: servebench or vLLM result JSON, vLLM console reports with their
-    /// headings, llama-benchy's tables (`ppN` / `tgM` rows) and JSON reports, or tables of rows with `isl`,
+    /// headings, llama-benchy's tables (`ppN` / `tgM` rows), CSV and JSON, or tables of rows with `isl`,
     /// `osl` and `conc` fields (InferenceX's format;
     /// `request_rate`, `burstiness` and `prefix_len`, the tokens every prompt shares, where a
     /// row was sent at a rate or shared a prefix).

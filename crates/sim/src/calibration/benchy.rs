@@ -16,7 +16,9 @@
 //!   `t/s (req)` at several; a table with only `t/s (total)` gives none: that rate is the
 //!   batch's over its decode window, no figure of vLLM's).
 //!
-//! Its JSON report (`--format json`) says the same per benchmark ([`points_from_benchy_json`]).
+//! Its CSV (`--format csv`: `test_name`, `t_s_mean`, `t_s_req_mean`, `ttfr_mean`, and
+//! `ttfr_n`, the run's requests) is read as its table, and its JSON report (`--format json`)
+//! says the same per benchmark ([`points_from_benchy_json`]).
 //!
 //! Rows of the context-loading phase (`ctx_pp`, `ctx_tg`) and a footer are not runs. The text
 //! above a table labels all of its rows, as headings do a report's blocks (a `vllm serve`
@@ -32,7 +34,8 @@ use super::points::{FitMetric, MeasuredPoint, PointWorkload};
 /// The tool's default number of batches a test (`--runs`).
 const DEFAULT_RUNS: usize = 3;
 
-/// Whether `text` holds a llama-benchy table (a header row with `test` and `ttfr (ms)`).
+/// Whether `text` holds a llama-benchy table: a markdown header row with `test` and `ttfr (ms)`,
+/// or the CSV header (`--format csv`) with `test_name` and `ttfr_mean`.
 pub fn is_benchy(text: &str) -> bool {
     text.lines().any(|l| header(l).is_some())
 }
@@ -40,14 +43,29 @@ pub fn is_benchy(text: &str) -> bool {
 /// The columns of a header row, by name.
 #[derive(Clone, Debug, PartialEq)]
 struct Columns {
+    csv: bool,
     model: Option<usize>,
     test: usize,
-    /// `t/s`, or `t/s (total)` where the table ran several requests at once.
+    /// `t/s`, or `t/s (total)` where the table ran several requests at once (`t_s_mean`).
     rate: Option<usize>,
     total: bool,
-    /// `t/s (req)`: one request's rate where several ran at once.
+    /// `t/s (req)`: one request's rate where several ran at once (`t_s_req_mean`).
     per_request: Option<usize>,
     ttfr: usize,
+    /// How many TTFRs a CSV row's mean is of (`ttfr_n`): the run's requests.
+    requests: Option<usize>,
+}
+
+impl Columns {
+    /// The cells of a row under this header; `None` where the line is no row of it.
+    fn cells<'a>(&self, line: &'a str) -> Option<Vec<&'a str>> {
+        if !self.csv {
+            return cells(line);
+        }
+        let line = line.trim();
+        (!line.is_empty() && !line.starts_with('|'))
+            .then(|| line.split(',').map(|c| c.trim().trim_matches('"')).collect())
+    }
 }
 
 fn cells(line: &str) -> Option<Vec<&str>> {
@@ -58,16 +76,31 @@ fn cells(line: &str) -> Option<Vec<&str>> {
 }
 
 fn header(line: &str) -> Option<Columns> {
-    let cells = cells(line)?;
-    let at = |name: &str| cells.iter().position(|c| c.eq_ignore_ascii_case(name));
-    let total = at("t/s (total)");
+    if let Some(cells) = cells(line) {
+        let at = |name: &str| cells.iter().position(|c| c.eq_ignore_ascii_case(name));
+        let total = at("t/s (total)");
+        return Some(Columns {
+            csv: false,
+            model: at("model"),
+            test: at("test")?,
+            rate: total.or_else(|| at("t/s")),
+            total: total.is_some(),
+            per_request: at("t/s (req)"),
+            ttfr: at("ttfr (ms)")?,
+            requests: None,
+        });
+    }
+    let cells: Vec<&str> = line.trim().split(',').map(str::trim).collect();
+    let at = |name: &str| cells.iter().position(|c| *c == name);
     Some(Columns {
+        csv: true,
         model: at("model"),
-        test: at("test")?,
-        rate: total.or_else(|| at("t/s")),
-        total: total.is_some(),
-        per_request: at("t/s (req)"),
-        ttfr: at("ttfr (ms)")?,
+        test: at("test_name")?,
+        rate: at("t_s_mean"),
+        total: false,
+        per_request: at("t_s_req_mean"),
+        ttfr: at("ttfr_mean")?,
+        requests: at("ttfr_n"),
     })
 }
 
@@ -130,6 +163,8 @@ struct Row<'a> {
     rate: Option<f64>,
     per_request: Option<f64>,
     ttfr: Option<f64>,
+    /// The requests a CSV row's TTFR is the mean of.
+    requests: Option<usize>,
 }
 
 /// Every run of every llama-benchy table in `text` (see the module docs).
@@ -153,7 +188,7 @@ pub fn points_from_benchy(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
         let mut rows = Vec::new();
         i += 1;
         while i < lines.len() {
-            let Some(cells) = cells(lines[i]) else { break };
+            let Some(cells) = columns.cells(lines[i]) else { break };
             let line = i + 1;
             i += 1;
             // The separator under the header.
@@ -185,6 +220,10 @@ pub fn points_from_benchy(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
                 rate: cell(columns.rate).and_then(mean),
                 per_request: cell(columns.per_request).and_then(mean),
                 ttfr: cell(Some(columns.ttfr)).and_then(mean),
+                requests: cell(columns.requests)
+                    .and_then(|n| n.parse::<f64>().ok())
+                    .map(|n| n as usize)
+                    .filter(|n| *n > 0),
             });
         }
         let runs = labels
@@ -261,7 +300,7 @@ fn point(pp: &Row, tg: &Row, labels: &[(String, String)], runs: usize, origin: &
         input: pp.test.tokens + pp.test.depth,
         output: tg.test.tokens,
         concurrency: c,
-        requests: runs * c as usize,
+        requests: pp.requests.unwrap_or(runs * c as usize),
         ttfr_ms: pp.ttfr,
         // `t/s` where one ran at a time, `t/s (req)` where several did.
         decode_rate: if c == 1 { tg.rate.or(tg.per_request) } else { tg.per_request },

@@ -120,6 +120,27 @@ fn a_file_of_tables_is_read_as_such_unless_it_holds_vllm_s_blocks() {
 }
 
 #[test]
+fn its_csv_is_read_as_its_table_with_the_requests_it_counts() {
+    let csv = "\
+model,test_name,t_s_mean,t_s_std,t_s_req_mean,t_s_req_std,ttfr_mean,ttfr_std,ttfr_n,est_ppt_mean,e2e_ttft_mean
+Qwen/Qwen3-8B,pp1024 (c1),4000.0,10.0,,,260.0,2.0,5,255.0,262.0
+Qwen/Qwen3-8B,tg128 (c1),15.0,0.1,,,,,,,
+Qwen/Qwen3-8B,pp1024 @d4096 (c4),9000.0,10.0,3000.0,10.0,900.0,5.0,20,890.0,905.0
+Qwen/Qwen3-8B,tg128 @d4096 (c4),56.0,1.0,14.0,0.2,,,,,
+";
+    assert!(is_benchy(csv));
+    let points = read(csv).unwrap();
+    assert_eq!(points.len(), 2);
+    let (one, four) = (&points[0], &points[1]);
+    assert_eq!((one.workload.num_prompts, one.workload.max_concurrency), (5, Some(1)));
+    assert_eq!((one.value(FitMetric::MeanTtft), one.value(FitMetric::MeanTpot)), (Some(260.0), Some(1000.0 / 15.0)));
+    assert_eq!((four.workload.num_prompts, four.workload.max_concurrency), (20, Some(4)));
+    assert_eq!(four.workload.input.mean(20), 5120.0);
+    assert_eq!(four.value(FitMetric::MeanTpot), Some(1000.0 / 14.0), "one request's rate, not the batch's");
+    assert_eq!(four.model(), Some("Qwen/Qwen3-8B"));
+}
+
+#[test]
 fn its_json_report_gives_the_same_runs_counted_by_their_requests() {
     let report = serde_json::json!({
         "version": "0.3.5", "timestamp": "2026-03-22 10:00:00Z", "latency_mode": "api", "latency_ms": 1.2,

@@ -1,5 +1,5 @@
-//! llama-benchy's tables: the benchmark DGX Spark owners post (llama-bench's columns for any
-//! OpenAI-compatible server), read as measured points.
+//! llama-benchy's results (its markdown table, CSV and JSON): the benchmark DGX Spark owners
+//! post (llama-bench's columns for any OpenAI-compatible server), read as measured points.
 //!
 //! The table is markdown, one row a test: `| model | test | t/s | ... | ttfr (ms) | est_ppt
 //! (ms) | e2e_ttft (ms) |`, values `mean ± std`. A test `ppN` times the prompt of N tokens

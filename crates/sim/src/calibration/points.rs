@@ -369,8 +369,8 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
     if out.is_empty() {
         return Err(CalibrationError::Input {
             path: origin.to_string(),
-            message: "no `Serving Benchmark Result` block and not a result JSON; pass vLLM console reports or \
-                      result files"
+            message: "no `Serving Benchmark Result` block, no llama-benchy table and not a result JSON; pass vLLM \
+                      console reports, llama-benchy's output or result files"
                 .into(),
         });
     }

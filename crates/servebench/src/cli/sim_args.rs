@@ -151,10 +151,10 @@ pub struct SimValidateArgs {
     #[command(flatten)]
     pub db: super::store_args::DbArgs,
     /// Measured results: servebench or vLLM result JSON, vLLM console reports with their
-    /// headings, llama-benchy's tables (`ppN` / `tgM` rows), CSV and JSON, or tables of rows with `isl`,
-    /// `osl` and `conc` fields (InferenceX's format;
-    /// `request_rate`, `burstiness` and `prefix_len`, the tokens every prompt shares, where a
-    /// row was sent at a rate or shared a prefix).
+    /// headings, llama-benchy's tables (`ppN` / `tgM` rows), CSV and JSON, or tables of rows
+    /// with `isl`, `osl` and `conc` fields (InferenceX's format; `request_rate`, `burstiness`
+    /// and `prefix_len`, the tokens every prompt shares, where a row was sent at a rate or
+    /// shared a prefix).
     #[arg(value_name = "RESULT", required_unless_present = "runs")]
     pub results: Vec<String>,
 }

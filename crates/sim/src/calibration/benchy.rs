@@ -297,7 +297,7 @@ fn point(pp: &Row, tg: &Row, labels: &[(String, String)], runs: usize, origin: &
         label: format!("{origin} line {}", pp.line),
         model: pp.model.map(str::to_string),
         test: format!("{} / {}", pp.name, tg.name),
-        input: pp.test.tokens + pp.test.depth,
+        input: pp.test.tokens.saturating_add(pp.test.depth),
         output: tg.test.tokens,
         concurrency: c,
         requests: pp.requests.unwrap_or(runs * c as usize),
@@ -383,7 +383,7 @@ pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<Vec<Measured
                 "pp{prompt}{} tg{output} (c{c})",
                 if depth > 0 { format!(" @ d{depth}") } else { String::new() }
             ),
-            input: prompt + depth,
+            input: prompt.saturating_add(depth),
             output,
             concurrency: c,
             requests: if ttfr_values > 0 { ttfr_values } else { DEFAULT_RUNS * c as usize },

@@ -101,6 +101,13 @@ fn a_run_missing_half_or_an_unknown_test_is_refused_with_the_line() {
 }
 
 #[test]
+fn a_depth_and_prompt_past_any_count_are_read_without_overflowing() {
+    let huge = ONE_AT_A_TIME.replace("pp2048 @ d4096", "pp4294967295 @ d9").replace("tg32 @ d4096", "tg32 @ d9");
+    let points = read(&huge).unwrap();
+    assert_eq!(points[1].workload.input.mean(3), f64::from(u32::MAX));
+}
+
+#[test]
 fn a_file_of_tables_is_read_as_such_unless_it_holds_vllm_s_blocks() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spark.md");

@@ -55,24 +55,44 @@ pub fn deployment(line: &str) -> Vec<(String, Vec<String>)> {
     // Sizes: `tp=8` and `tp:8` are one word, `tp 8` and `-tp 8` two.
     let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
     let split: Vec<&str> = lower.iter().flat_map(|w| w.split(['=', ':'])).filter(|w| !w.is_empty()).collect();
-    for (key, names) in [
-        ("tp", ["tp", "-tp", "--tp", "tensor-parallel-size", "--tensor-parallel-size"]),
-        ("pp", ["pp", "-pp", "--pp", "pipeline-parallel-size", "--pipeline-parallel-size"]),
+    for (key, word, names) in [
+        (
+            "tp",
+            "tensor",
+            [
+                "tp",
+                "-tp",
+                "--tp",
+                "tensor-parallel-size",
+                "--tensor-parallel-size",
+                "tensor-parallel",
+                "tensor-parallelism",
+            ],
+        ),
+        (
+            "pp",
+            "pipeline",
+            [
+                "pp",
+                "-pp",
+                "--pp",
+                "pipeline-parallel-size",
+                "--pipeline-parallel-size",
+                "pipeline-parallel",
+                "pipeline-parallelism",
+            ],
+        ),
     ] {
         let after_name = split.windows(2).find(|w| names.contains(&w[0]) && count(w[1]).is_some()).map(|w| w[1]);
-        // Spelled out: `tensor parallel 8`, `tensor-parallel 8`, `pipeline parallelism 2`.
-        let word = if key == "tp" { "tensor" } else { "pipeline" };
-        let spelled = split
-            .windows(3)
-            .find(|w| w[0] == word && matches!(w[1], "parallel" | "parallelism") && count(w[2]).is_some())
-            .map(|w| w[2])
-            .or_else(|| {
-                let joined = [format!("{word}-parallel"), format!("{word}-parallelism")];
-                split.windows(2).find(|w| joined.iter().any(|j| j == w[0]) && count(w[1]).is_some()).map(|w| w[1])
-            });
-        let after_name = after_name.or(spelled);
+        // Spelled out in two words: `tensor parallel 8`, `pipeline parallelism 2`.
+        let spelled = || {
+            split
+                .windows(3)
+                .find(|w| w[0] == word && matches!(w[1], "parallel" | "parallelism") && count(w[2]).is_some())
+                .map(|w| w[2])
+        };
         let joined = split.iter().find_map(|w| w.strip_prefix(key).filter(|n| count(n).is_some()));
-        if let Some(n) = after_name.or(joined) {
+        if let Some(n) = after_name.or_else(spelled).or(joined) {
             labels.push((key.into(), vec![n.to_string()]));
         }
     }

@@ -355,7 +355,7 @@ pub fn is_benchy_json(value: &Value) -> bool {
 /// The runs of llama-benchy's JSON report: one a benchmark other than a context-loading phase,
 /// its requests counted by its TTFR values (else the tool's 3 batches), its TTFT their mean,
 /// its TPOT over one request's decode rate (`tg_req_throughput`, or `tg_throughput` where one
-/// ran at a time).
+/// ran at a time). A benchmark that measured neither is refused, as its table's row is.
 pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<Vec<MeasuredPoint>, String> {
     let model = value.get("model").and_then(Value::as_str).map(str::to_string);
     let benchmarks = value.get("benchmarks").and_then(Value::as_array).ok_or("its `benchmarks` is not a list")?;
@@ -390,10 +390,18 @@ pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<Vec<Measured
             ttfr_ms: metric("ttfr"),
             decode_rate: metric("tg_req_throughput").or_else(|| if c == 1 { metric("tg_throughput") } else { None }),
         };
-        out.extend(run_point(run, &[]));
+        let test = run.test.clone();
+        out.push(run_point(run, &[]).ok_or_else(|| {
+            format!(
+                "benchmark {k} ({test}): it has no ttfr and no decode rate of one request, so it measured nothing \
+                 the simulator predicts; drop it from the report or rerun it"
+            )
+        })?);
     }
     if out.is_empty() {
-        return Err("its llama-benchy report has no benchmark with a TTFR or a decode rate".into());
+        return Err(
+            "its llama-benchy report has no benchmark but context-loading phases; pass a report with runs".into()
+        );
     }
     Ok(out)
 }

@@ -184,6 +184,13 @@ fn its_json_report_gives_the_same_runs_counted_by_their_requests() {
     assert_eq!(super::super::read_points(&path).unwrap().len(), 2);
     let broken = serde_json::json!({"latency_mode": "api", "benchmarks": [{"concurrency": 1}]});
     assert!(points_from_benchy_json(&broken, "x").unwrap_err().contains("benchmark 0"));
+    // A run that measured neither figure is refused by name, as the table's row is, not dropped.
+    let mut empty = report.clone();
+    empty["benchmarks"][2].as_object_mut().unwrap().retain(|k, _| !k.contains("ttfr") && !k.contains("throughput"));
+    let err = points_from_benchy_json(&empty, "x").unwrap_err();
+    assert!(err.contains("benchmark 2 (pp1024 @ d4096 tg128 (c4))") && err.contains("no ttfr"), "{err}");
+    let phases_only = serde_json::json!({"latency_mode": "api", "benchmarks": [report["benchmarks"][1].clone()]});
+    assert!(points_from_benchy_json(&phases_only, "x").unwrap_err().contains("context-loading"));
 }
 
 proptest::proptest! {

@@ -18,7 +18,13 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
     let mut points = Vec::new();
     for file in &args.results {
-        points.extend(calibration::read_points(Path::new(file))?);
+        // A result of the file that cannot be read is left out with its reason, as `sim
+        // validate` leaves it out; a file of which none can be read is an error.
+        let read = calibration::read_file(Path::new(file))?;
+        for s in &read.skipped {
+            out.line(format!("Skipped {}: {}", s.label, s.reason))?;
+        }
+        points.extend(read.points);
     }
     let mut deployment = args.deployment.clone();
     if deployment.model.is_none() && deployment.model_config.is_none() {

@@ -15,6 +15,7 @@ mod datasets;
 pub mod fidelity;
 mod optimize;
 pub mod points;
+pub mod read;
 mod run;
 pub mod select;
 pub mod table;
@@ -23,7 +24,8 @@ pub mod validate;
 use std::fmt::Write as _;
 
 pub use optimize::SearchOptions;
-pub use points::{FitMetric, Lengths, MeasuredPoint, PointWorkload, read_points};
+pub use points::{FitMetric, Lengths, MeasuredPoint, PointWorkload};
+pub use read::{FileRead, Skipped, read_file, read_points};
 pub use select::{Selection, same_model, select_model};
 
 use crate::cost::terms::LinkCost;

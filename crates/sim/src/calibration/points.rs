@@ -10,20 +10,17 @@
 //! Each point also carries labels that say what it measured: a report block gets those of
 //! its headings (`Results Qwen/Qwen3-8B` gives `model=Qwen/Qwen3-8B`, see
 //! [`block_labels`]); a result JSON gives `model` (its `model_id`), `label` and its metadata.
-//! A result file may hold one document, one per line, pretty-printed documents or a list of
-//! them ([`read_documents`]).
-
-use std::path::Path;
+//! Files of them, and the results in a file that cannot be read, are [`super::read`]'s.
 
 use serde_json::Value;
 use servebench_core::config::{Backend, Metric};
 use servebench_core::metrics::Summary;
 use servebench_core::vllm::{
-    ReportOrigin, block_labels, is_json, labels, metadata_from_vllm_json, parse_reports, read_documents,
-    summary_from_vllm_json,
+    ReportOrigin, block_labels, labels, metadata_from_vllm_json, parse_reports, summary_from_vllm_json,
 };
 
 use super::CalibrationError;
+use super::read::{FileRead, Skipped};
 
 /// Token lengths of a point's requests.
 #[derive(Clone, Debug, PartialEq)]
@@ -345,28 +342,13 @@ pub const CONSTANT_ARRIVALS: f64 = 1e6;
 
 /// Every result block of a vLLM console report (one or several per file).
 pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
+    report_points(text, origin)?.all(origin)
+}
+
+/// [`points_from_report`], a block that cannot be read skipped with its reason.
+pub(super) fn report_points(text: &str, origin: &str) -> Result<FileRead, CalibrationError> {
     let entries = parse_reports(text, ReportOrigin::Vllm);
-    let labelled = block_labels(&entries);
-    let mut out = Vec::new();
-    for (k, (entry, labels)) in entries.into_iter().zip(labelled.blocks).enumerate() {
-        let block = entry.map_err(|e| CalibrationError::Input { path: origin.to_string(), message: e.to_string() })?;
-        let label = format!("{origin} #{} (line {})", k + 1, block.line);
-        let mut point = MeasuredPoint::from_summary(label, block.headings, &block.summary).map_err(|message| {
-            CalibrationError::Input {
-                path: origin.to_string(),
-                message: format!("block at line {}: {message}", block.line),
-            }
-        })?;
-        // The block's own labels first (they win), then what it measured.
-        point.labels.splice(0..0, labels);
-        point.read_backend();
-        point.read_arrivals();
-        point.read_shared_prefix();
-        super::datasets::shape_by_dataset(&mut point);
-        rebuild_runner_metrics(&mut point, &block.values, &block.summary);
-        out.push(point);
-    }
-    if out.is_empty() {
+    if entries.is_empty() {
         return Err(CalibrationError::Input {
             path: origin.to_string(),
             message: "no `Serving Benchmark Result` block, no llama-benchy table and not a result JSON; pass vLLM \
@@ -374,7 +356,34 @@ pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
                 .into(),
         });
     }
-    Ok(out)
+    let labelled = block_labels(&entries);
+    let mut read = FileRead::default();
+    for (k, (entry, labels)) in entries.into_iter().zip(labelled.blocks).enumerate() {
+        let block = match entry {
+            Ok(block) => block,
+            Err(e) => {
+                read.skipped.push(Skipped { label: format!("{origin} #{}", k + 1), reason: e.to_string() });
+                continue;
+            }
+        };
+        let label = format!("{origin} #{} (line {})", k + 1, block.line);
+        let mut point = match MeasuredPoint::from_summary(label.clone(), block.headings, &block.summary) {
+            Ok(point) => point,
+            Err(reason) => {
+                read.skipped.push(Skipped { label, reason });
+                continue;
+            }
+        };
+        // The block's own labels first (they win), then what it measured.
+        point.labels.splice(0..0, labels);
+        point.read_backend();
+        point.read_arrivals();
+        point.read_shared_prefix();
+        super::datasets::shape_by_dataset(&mut point);
+        rebuild_runner_metrics(&mut point, &block.values, &block.summary);
+        read.points.push(point);
+    }
+    Ok(read)
 }
 
 /// A block of GPUStack's benchmark runner (guidellm underneath), known by its `Latency` section
@@ -477,50 +486,6 @@ fn json_labels(value: &Value) -> Vec<(String, String)> {
         }
     }
     labels
-}
-
-/// Reads a measurement file: result JSON (one document, one per line when appended,
-/// pretty-printed documents or a list of them), a console report with one or more result
-/// blocks, or llama-benchy's tables ([`super::benchy`]).
-pub fn read_points(path: &Path) -> Result<Vec<MeasuredPoint>, CalibrationError> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CalibrationError::Input { path: origin.clone(), message: e.to_string() })?;
-    let name = path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned());
-    if is_json(&text) {
-        points_from_json_text(&text, &name).map_err(|message| CalibrationError::Input { path: origin, message })
-    } else if super::benchy::is_benchy(&text) && parse_reports(&text, ReportOrigin::Vllm).is_empty() {
-        super::benchy::points_from_benchy(&text, &name)
-    } else {
-        points_from_report(&text, &name)
-    }
-}
-
-/// Every document of a result JSON file named `name`: one point each, labelled with the
-/// name alone when the file holds one document, else with the line (and list item).
-fn points_from_json_text(text: &str, name: &str) -> Result<Vec<MeasuredPoint>, String> {
-    let docs = read_documents(text)
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{e}; fix that document or leave it out of the file"))?;
-    if docs.is_empty() {
-        return Err("the file holds no result document (an empty list?); pass a file with results".into());
-    }
-    let one = docs.len() == 1 && docs[0].item.is_none();
-    let mut out = Vec::new();
-    for d in &docs {
-        let item = d.item_suffix();
-        let label = if one { name.to_string() } else { format!("{name} line {}{item}", d.line) };
-        let points = if super::benchy::is_benchy_json(&d.value) {
-            super::benchy::points_from_benchy_json(&d.value, &label)
-        } else if super::table::is_row(&d.value) {
-            super::table::point_from_row(&d.value, label, super::table::RowDefaults::default()).map(|p| vec![p])
-        } else {
-            point_from_json(&d.value, label).map(|p| vec![p])
-        };
-        out.extend(points.map_err(|message| format!("line {}{item}: {message}", d.line))?);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -21,6 +21,25 @@ use crate::setup::SimSetup;
 pub(crate) const MAX_REQUESTS: usize = 1_000_000;
 const MAX_PROMPT_TOKENS: u64 = 200_000_000;
 
+/// Whether a fit can simulate `w`: it has a request, and no more requests and prompt tokens
+/// than the limits above.
+pub(crate) fn simulable(w: &PointWorkload) -> Result<(), String> {
+    let n = w.num_prompts;
+    if n == 0 {
+        return Err("the point has no request".into());
+    }
+    if n > MAX_REQUESTS {
+        return Err(format!("{n} requests are more than the {MAX_REQUESTS} a fit simulates; use a smaller run"));
+    }
+    let prompt_tokens: u64 = w.input.expand(n).iter().map(|&x| u64::from(x)).sum();
+    if prompt_tokens > MAX_PROMPT_TOKENS {
+        return Err(format!(
+            "{prompt_tokens} prompt tokens are more than the {MAX_PROMPT_TOKENS} a fit simulates; use a smaller run"
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) struct PreparedPoint {
     plan: Plan,
     config: RunConfig,
@@ -30,21 +49,10 @@ pub(crate) struct PreparedPoint {
 impl PreparedPoint {
     /// Builds the plan of `w`; `salt` keeps prompts of different points apart.
     pub fn new(w: &PointWorkload, salt: u64) -> Result<Self, String> {
+        simulable(w)?;
         let n = w.num_prompts;
-        if n == 0 {
-            return Err("the point has no request".into());
-        }
-        if n > MAX_REQUESTS {
-            return Err(format!("{n} requests are more than the {MAX_REQUESTS} a fit simulates; use a smaller run"));
-        }
         let inputs = w.input.expand(n);
         let outputs = w.output.expand(n);
-        let prompt_tokens: u64 = inputs.iter().map(|&x| u64::from(x)).sum();
-        if prompt_tokens > MAX_PROMPT_TOKENS {
-            return Err(format!(
-                "{prompt_tokens} prompt tokens are more than the {MAX_PROMPT_TOKENS} a fit simulates; use a smaller run"
-            ));
-        }
         let mut config = RunConfig::for_target("sim://calibration", "calibration");
         config.traffic = Traffic {
             num_prompts: n,

@@ -347,6 +347,20 @@ fn a_point_whose_requests_do_not_fit_the_kv_cache_is_skipped_with_the_reason() {
 }
 
 #[test]
+fn a_point_too_large_to_simulate_is_skipped_not_the_whole_set() {
+    let presets = Presets::embedded().unwrap();
+    let defaults = defaults("Qwen/Qwen3-8B", Some("h100-sxm"));
+    // 300,000 prompts of 1,000 tokens: more prompt tokens than a fit simulates.
+    let points = vec![point(4, 2000, 100, None), point(300_000, 300_000_000, 300_000, None)];
+    let (targets, skipped) = validate::targets_for(points, &defaults, &presets);
+    assert_eq!(targets.len(), 1);
+    assert_eq!(skipped.len(), 1);
+    assert!(skipped[0].reason.contains("a fit simulates"), "{skipped:?}");
+    // What is left is prepared and predicted as before.
+    assert!(Calibrator::new(targets).is_ok());
+}
+
+#[test]
 fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_engine_is_skipped() {
     let presets = Presets::embedded().unwrap();
     let defaults = defaults("openai/gpt-oss-120b", None);

@@ -39,12 +39,7 @@ pub struct Defaults {
     pub profile: Option<std::path::PathBuf>,
 }
 
-/// A point that was not validated, and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Skipped {
-    pub label: String,
-    pub reason: String,
-}
+pub use super::read::Skipped;
 
 /// The label keys that name a point's hardware, in order of preference.
 const HARDWARE_KEYS: [&str; 3] = ["hw", "hardware", "gpu"];
@@ -209,10 +204,9 @@ fn device_of_series<'a>(label: &'a str, presets: &Presets) -> Result<&'a str, St
 /// longer than the KV cache fails in the simulator, which is not a prediction of the run.
 fn fits(point: &MeasuredPoint, setup: SimSetup) -> Result<SimSetup, String> {
     let w = &point.workload;
-    // A run too large to simulate is refused with its own reason when it is prepared.
-    if w.num_prompts > super::run::MAX_REQUESTS {
-        return Ok(setup);
-    }
+    // A run too large to simulate (or with no request) is left out here, with its reason, not
+    // when the whole set is prepared.
+    super::run::simulable(w)?;
     let n = w.num_prompts;
     let longest = w.input.expand(n).iter().zip(w.output.expand(n)).map(|(i, o)| u64::from(*i) + u64::from(o)).max();
     match longest {
@@ -519,13 +513,17 @@ pub fn errors_table(title: &str, rows: &[(String, Errors)]) -> String {
     out
 }
 
-/// Reads measured points from files, skipping (with the reason) files that cannot be read.
+/// Reads measured points from files, skipping (with the reason) files that cannot be read and
+/// the results within a file that cannot ([`super::read_file`]).
 pub fn read_all(paths: &[&Path]) -> (Vec<MeasuredPoint>, Vec<Skipped>) {
     let mut points = Vec::new();
     let mut skipped = Vec::new();
     for path in paths {
-        match super::read_points(path) {
-            Ok(p) => points.extend(p),
+        match super::read_file(path) {
+            Ok(read) => {
+                points.extend(read.points);
+                skipped.extend(read.skipped);
+            }
             Err(e) => skipped.push(Skipped { label: path.display().to_string(), reason: e.to_string() }),
         }
     }

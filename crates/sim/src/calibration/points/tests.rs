@@ -1,6 +1,7 @@
 //! Reading measured points: vLLM's text reports and result JSON, their headings and labels.
 
 use super::*;
+use crate::calibration::read::{read_file, read_points};
 
 #[test]
 fn lengths_expand_to_their_totals() {
@@ -204,11 +205,43 @@ fn pretty_printed_documents_and_lists_are_read_with_their_labels() {
         ]
     );
 
-    std::fs::write(&path, serde_json::json!([a, {"completed": 1}]).to_string()).unwrap();
+    // A document that cannot be read as a run is skipped with its place and reason; the others
+    // are read. Where every result must read (`read_points`), it is the file's error.
+    std::fs::write(&path, serde_json::json!([a, {"completed": 1}, b]).to_string()).unwrap();
+    let read = read_file(&path).unwrap();
+    assert_eq!(
+        read.points.iter().map(|p| p.model()).collect::<Vec<_>>(),
+        [Some("Qwen/Qwen3-8B"), Some("google/gemma-3-1b-it")]
+    );
+    assert_eq!(read.skipped.len(), 1);
+    assert_eq!(read.skipped[0].label, "list.json line 1 (list item 1)");
+    assert!(read.skipped[0].reason.contains("duration"), "{:?}", read.skipped);
     let err = read_points(&path).unwrap_err().to_string();
-    assert!(err.contains("list.json: line 1 (list item 1): ") && err.contains("duration"), "{err}");
+    assert!(err.contains("list.json line 1 (list item 1): ") && err.contains("duration"), "{err}");
+    // A file none of whose results can be read is an error naming the first.
+    std::fs::write(&path, serde_json::json!([{"completed": 1}, {"completed": 2}]).to_string()).unwrap();
+    let err = read_file(&path).unwrap_err().to_string();
+    assert!(err.contains("none of its 2 results") && err.contains("(list item 0)"), "{err}");
+    // JSON that does not parse fails the file: which of its runs are whole cannot be told.
+    std::fs::write(&path, format!("[{a}, {{\"completed\": ]")).unwrap();
+    assert!(read_file(&path).is_err());
     std::fs::write(&path, "[]").unwrap();
     let err = read_points(&path).unwrap_err().to_string();
     assert!(err.contains("no result document"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_block_without_figures_is_skipped_and_the_report_s_other_blocks_are_read() {
+    // Two good blocks around one whose run sent nothing (a failed launch pasted as it printed).
+    let empty =
+        REPORT.replace("Successful requests:                     20", "Successful requests:                     0");
+    let text = format!("{REPORT}\nResults other/model\n{}\n{REPORT}", empty.trim_start_matches("Results some/model\n"));
+    let read = report_points(&text, "notes.md").unwrap();
+    assert_eq!(read.points.len(), 2, "{:?}", read.skipped);
+    assert_eq!(read.skipped.len(), 1);
+    assert!(read.skipped[0].label.starts_with("notes.md #2 (line "), "{:?}", read.skipped);
+    assert!(read.skipped[0].reason.contains("no request"), "{:?}", read.skipped);
+    let err = points_from_report(&text, "notes.md").unwrap_err().to_string();
+    assert!(err.contains("notes.md #2") && err.contains("no request"), "{err}");
 }

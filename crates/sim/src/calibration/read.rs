@@ -1,0 +1,116 @@
+//! Measurement files: a file of results as read ([`read_file`]), one point a result, and the
+//! results in it that could not be read, each with its place and why ([`FileRead`]). Result JSON
+//! (one document, one a line, pretty-printed documents or a list of them), vLLM console reports
+//! and llama-benchy's output are told apart by their text; what a point is and how each result
+//! becomes one is [`super::points`].
+
+use std::path::Path;
+
+use servebench_core::vllm::{ReportOrigin, is_json, parse_reports, read_documents};
+
+use super::CalibrationError;
+use super::points::{MeasuredPoint, point_from_json, report_points};
+
+/// A result that was not read or not validated, and why: `label` says which (its file and place
+/// in it, as a point's label does).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Skipped {
+    pub label: String,
+    pub reason: String,
+}
+
+/// A measurement file as read: its results that became points, and those that could not (a row
+/// without a workload, a block without figures), each with its place in the file and why. A
+/// file is often many runs: one that cannot be read does not hide the others.
+#[derive(Debug, Default)]
+pub struct FileRead {
+    pub points: Vec<MeasuredPoint>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl FileRead {
+    /// The points where every result of the file was read; else the first that was not, as the
+    /// file's error.
+    pub fn all(self, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
+        match self.skipped.into_iter().next() {
+            None => Ok(self.points),
+            Some(s) => {
+                Err(CalibrationError::Input { path: origin.into(), message: format!("{}: {}", s.label, s.reason) })
+            }
+        }
+    }
+
+    /// The file as read where any result of it was; else its error: nothing in it could be.
+    fn any(self, origin: &str) -> Result<FileRead, CalibrationError> {
+        if !self.points.is_empty() || self.skipped.is_empty() {
+            return Ok(self);
+        }
+        let n = self.skipped.len();
+        let first = &self.skipped[0];
+        let message = if n == 1 {
+            format!("{}: {}", first.label, first.reason)
+        } else {
+            format!("none of its {n} results could be read; the first, {}: {}", first.label, first.reason)
+        };
+        Err(CalibrationError::Input { path: origin.into(), message })
+    }
+}
+
+/// Reads a measurement file: result JSON (one document, one per line when appended,
+/// pretty-printed documents or a list of them), a console report with one or more result
+/// blocks, or llama-benchy's tables ([`super::benchy`]). A result in it that cannot be read as
+/// a measurement is skipped with its reason ([`FileRead`]); the file fails where it cannot be
+/// read at all, or where none of its results can.
+pub fn read_file(path: &Path) -> Result<FileRead, CalibrationError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CalibrationError::Input { path: origin.clone(), message: e.to_string() })?;
+    let name = path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned());
+    let read = if is_json(&text) {
+        points_from_json_text(&text, &name)
+            .map_err(|message| CalibrationError::Input { path: origin.clone(), message })?
+    } else if super::benchy::is_benchy(&text) && parse_reports(&text, ReportOrigin::Vllm).is_empty() {
+        FileRead { points: super::benchy::points_from_benchy(&text, &name)?, skipped: Vec::new() }
+    } else {
+        report_points(&text, &name)?
+    };
+    read.any(&origin)
+}
+
+/// [`read_file`] where every result of the file must be read: the first that cannot is the
+/// file's error.
+pub fn read_points(path: &Path) -> Result<Vec<MeasuredPoint>, CalibrationError> {
+    read_file(path)?.all(&path.display().to_string())
+}
+
+/// Every document of a result JSON file named `name`: one point each (or a llama-benchy
+/// report's runs), labelled with the name alone when the file holds one document, else with
+/// the line (and list item). A document that is not valid JSON fails the file; one that is but
+/// cannot be read as a measurement is skipped.
+fn points_from_json_text(text: &str, name: &str) -> Result<FileRead, String> {
+    let docs = read_documents(text)
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{e}; fix that document or leave it out of the file"))?;
+    if docs.is_empty() {
+        return Err("the file holds no result document (an empty list?); pass a file with results".into());
+    }
+    let one = docs.len() == 1 && docs[0].item.is_none();
+    let mut read = FileRead::default();
+    for d in &docs {
+        let item = d.item_suffix();
+        let label = if one { name.to_string() } else { format!("{name} line {}{item}", d.line) };
+        let points = if super::benchy::is_benchy_json(&d.value) {
+            super::benchy::points_from_benchy_json(&d.value, &label)
+        } else if super::table::is_row(&d.value) {
+            super::table::point_from_row(&d.value, label.clone(), super::table::RowDefaults::default()).map(|p| vec![p])
+        } else {
+            point_from_json(&d.value, label.clone()).map(|p| vec![p])
+        };
+        match points {
+            Ok(points) => read.points.extend(points),
+            Err(reason) => read.skipped.push(Skipped { label, reason }),
+        }
+    }
+    Ok(read)
+}

@@ -20,6 +20,9 @@
 //! `ttfr_n`, the run's requests) is read as its table, and its JSON report (`--format json`)
 //! says the same per benchmark ([`points_from_benchy_json`]).
 //!
+//! A run that cannot be read (half of it missing, an unknown test, nothing measured) is skipped
+//! with its line and why, and the others are read ([`FileRead`]).
+//!
 //! Rows of the context-loading phase (`ctx_pp`, `ctx_tg`) and a footer are not runs. The text
 //! above a table labels all of its rows, as headings do a report's blocks (a `vllm serve`
 //! line, `Results MODEL`, `4 nodes (tp)`); a heading's `model` wins over the table's column,
@@ -30,6 +33,7 @@ use servebench_core::vllm::HeadingLabels;
 
 use super::CalibrationError;
 use super::points::{FitMetric, MeasuredPoint, PointWorkload};
+use super::read::{FileRead, Skipped};
 
 /// The tool's default number of batches a test (`--runs`).
 const DEFAULT_RUNS: usize = 3;
@@ -168,12 +172,14 @@ struct Row<'a> {
 }
 
 /// Every run of every llama-benchy table in `text` (see the module docs).
-pub fn points_from_benchy(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
-    let fail = |message: String| CalibrationError::Input { path: origin.to_string(), message };
+pub fn points_from_benchy(text: &str, origin: &str) -> Result<FileRead, CalibrationError> {
     let lines: Vec<&str> = text.lines().collect();
     let mut scopes = HeadingLabels::default();
     let mut headings: Vec<(usize, &str)> = Vec::new();
-    let mut out = Vec::new();
+    let mut out = FileRead::default();
+    let skip = |out: &mut FileRead, line: usize, reason: String| {
+        out.skipped.push(Skipped { label: format!("{origin} line {line}"), reason });
+    };
     let mut i = 0;
     while i < lines.len() {
         let Some(columns) = header(lines[i]) else {
@@ -198,19 +204,22 @@ pub fn points_from_benchy(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
             let cell = |at: Option<usize>| at.and_then(|k| cells.get(k).copied()).filter(|c| !c.is_empty());
             let Some(name) = cell(Some(columns.test)) else { continue };
             let Some(test) = test(name) else {
-                if name.starts_with("ctx_") {
-                    continue;
+                if !name.starts_with("ctx_") {
+                    let why = format!(
+                        "the test {name:?} is none of llama-benchy's (ppN or tgN, with `@ dD` and `(cC)`); fix the \
+                         row or leave it out"
+                    );
+                    skip(&mut out, line, why);
                 }
-                return Err(fail(format!(
-                    "line {line}: the test {name:?} is none of llama-benchy's (ppN or tgN, with `@ dD` and `(cC)`); \
-                     fix the row or leave it out"
-                )));
+                continue;
             };
             if columns.total && test.concurrency.is_none() {
-                return Err(fail(format!(
-                    "line {line}: the table ran several requests at once (its `t/s (total)` column) but the test \
-                     {name:?} does not say how many; write it into the name as llama-benchy does (`{name} (c4)`)"
-                )));
+                let why = format!(
+                    "the table ran several requests at once (its `t/s (total)` column) but the test {name:?} does \
+                     not say how many; write it into the name as llama-benchy does (`{name} (c4)`)"
+                );
+                skip(&mut out, line, why);
+                continue;
             }
             rows.push(Row {
                 line,
@@ -233,46 +242,57 @@ pub fn points_from_benchy(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>
             .and_then(|(_, v)| v.trim().parse::<usize>().ok())
             .filter(|r| *r > 0)
             .unwrap_or(DEFAULT_RUNS);
-        out.extend(runs_of(&rows, &labels, runs, origin).map_err(fail)?);
+        runs_of(&rows, &labels, runs, origin, &mut out);
     }
-    if out.is_empty() {
-        return Err(fail("its llama-benchy table has no pp and tg rows; pass a table with results".into()));
+    if out.points.is_empty() && out.skipped.is_empty() {
+        return Err(CalibrationError::Input {
+            path: origin.to_string(),
+            message: "its llama-benchy table has no pp and tg rows; pass a table with results".into(),
+        });
     }
     Ok(out)
 }
 
 /// The runs of one table: each `pp` row with the `tg` row after it at the same depth,
-/// concurrency and tags.
-fn runs_of(rows: &[Row], labels: &[(String, String)], runs: usize, origin: &str) -> Result<Vec<MeasuredPoint>, String> {
+/// concurrency and tags; a row without its other half, or a run that measured nothing, skipped.
+fn runs_of(rows: &[Row], labels: &[(String, String)], runs: usize, origin: &str, out: &mut FileRead) {
     let same = |a: &Test, b: &Test| (a.depth, a.concurrency, &a.tags) == (b.depth, b.concurrency, &b.tags);
+    let skip = |out: &mut FileRead, line: usize, reason: String| {
+        out.skipped.push(Skipped { label: format!("{origin} line {line}"), reason });
+    };
     let mut used = vec![false; rows.len()];
-    let mut out = Vec::new();
     for (k, pp) in rows.iter().enumerate().filter(|(_, r)| r.test.prefill) {
+        used[k] = true;
         let found = rows.iter().enumerate().skip(k + 1).find(|(j, r)| !used[*j] && same(&r.test, &pp.test));
         let Some((j, tg)) = found.filter(|(_, r)| !r.test.prefill) else {
-            return Err(format!(
-                "line {}: {:?} has no tg row after it at the same depth and concurrency, so the run's output is \
-                 unknown; keep the pair llama-benchy printed",
-                pp.line, pp.name
-            ));
+            let why = format!(
+                "{:?} has no tg row after it at the same depth and concurrency, so the run's output is unknown; keep \
+                 the pair llama-benchy printed",
+                pp.name
+            );
+            skip(out, pp.line, why);
+            continue;
         };
         used[j] = true;
-        used[k] = true;
-        out.push(point(pp, tg, labels, runs, origin).ok_or_else(|| {
-            format!(
-                "line {}: {:?} has no ttfr and {:?} no rate of one request, so the run measured nothing the \
-                 simulator predicts",
-                pp.line, pp.name, tg.name
-            )
-        })?);
+        match point(pp, tg, labels, runs, origin) {
+            Some(p) => out.points.push(p),
+            None => {
+                let why = format!(
+                    "{:?} has no ttfr and {:?} no rate of one request, so the run measured nothing the simulator \
+                     predicts",
+                    pp.name, tg.name
+                );
+                skip(out, pp.line, why);
+            }
+        }
     }
-    if let Some(tg) = rows.iter().zip(&used).find(|(r, u)| !**u && !r.test.prefill).map(|(r, _)| r) {
-        return Err(format!(
-            "line {}: {:?} has no pp row before it, so the run's prompt is unknown; keep the pair llama-benchy printed",
-            tg.line, tg.name
-        ));
+    for tg in rows.iter().zip(&used).filter(|(r, u)| !**u && !r.test.prefill).map(|(r, _)| r) {
+        let why = format!(
+            "{:?} has no pp row before it, so the run's prompt is unknown; keep the pair llama-benchy printed",
+            tg.name
+        );
+        skip(out, tg.line, why);
     }
-    Ok(out)
 }
 
 /// What one run of the tool sent and measured, read from a table or from its JSON.
@@ -355,11 +375,11 @@ pub fn is_benchy_json(value: &Value) -> bool {
 /// The runs of llama-benchy's JSON report: one a benchmark other than a context-loading phase,
 /// its requests counted by its TTFR values (else the tool's 3 batches), its TTFT their mean,
 /// its TPOT over one request's decode rate (`tg_req_throughput`, or `tg_throughput` where one
-/// ran at a time). A benchmark that measured neither is refused, as its table's row is.
-pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<Vec<MeasuredPoint>, String> {
+/// ran at a time). A benchmark that measured neither is skipped by name, as its table's row is.
+pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<FileRead, String> {
     let model = value.get("model").and_then(Value::as_str).map(str::to_string);
     let benchmarks = value.get("benchmarks").and_then(Value::as_array).ok_or("its `benchmarks` is not a list")?;
-    let mut out = Vec::new();
+    let mut out = FileRead::default();
     for (k, b) in benchmarks.iter().enumerate() {
         if b.get("is_context_prefill_phase").and_then(Value::as_bool) == Some(true) {
             continue;
@@ -368,9 +388,11 @@ pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<Vec<Measured
         let (Some(c), Some(prompt), Some(output)) =
             (whole("concurrency"), whole("prompt_size"), whole("response_size"))
         else {
-            return Err(format!(
-                "benchmark {k}: it lacks a whole concurrency, prompt_size or response_size; fix the report"
-            ));
+            out.skipped.push(Skipped {
+                label: format!("{name} benchmark {k}"),
+                reason: "it lacks a whole concurrency, prompt_size or response_size; fix the report".into(),
+            });
+            continue;
         };
         let depth = whole("context_size").unwrap_or(0);
         let metric = |key: &str| b.get(key).and_then(|m| m.get("mean")).and_then(Value::as_f64).filter(|v| *v > 0.0);
@@ -391,14 +413,17 @@ pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<Vec<Measured
             decode_rate: metric("tg_req_throughput").or_else(|| if c == 1 { metric("tg_throughput") } else { None }),
         };
         let test = run.test.clone();
-        out.push(run_point(run, &[]).ok_or_else(|| {
-            format!(
-                "benchmark {k} ({test}): it has no ttfr and no decode rate of one request, so it measured nothing \
-                 the simulator predicts; drop it from the report or rerun it"
-            )
-        })?);
+        match run_point(run, &[]) {
+            Some(p) => out.points.push(p),
+            None => out.skipped.push(Skipped {
+                label: format!("{name} benchmark {k} ({test})"),
+                reason: "it has no ttfr and no decode rate of one request, so it measured nothing the simulator \
+                         predicts; drop it from the report or rerun it"
+                    .into(),
+            }),
+        }
     }
-    if out.is_empty() {
+    if out.points.is_empty() && out.skipped.is_empty() {
         return Err(
             "its llama-benchy report has no benchmark but context-loading phases; pass a report with runs".into()
         );

@@ -21,8 +21,9 @@ const FOUR_AT_ONCE: &str = "\
 | Qwen/Qwen3-8B | tg128 (c4) | 120.00 ± 1.00 | 32.00 ± 0.50 | 130.00 ± 2.00 | 34.00 ± 1.00 | | | |
 ";
 
+/// Every run of `text`, or the first that cannot be read (its line and why) as the error.
 fn read(text: &str) -> Result<Vec<MeasuredPoint>, String> {
-    points_from_benchy(text, "bench.md").map_err(|e| e.to_string())
+    points_from_benchy(text, "bench.md").and_then(|r| r.all("bench.md")).map_err(|e| e.to_string())
 }
 
 fn label<'a>(p: &'a MeasuredPoint, key: &str) -> Option<&'a str> {
@@ -98,6 +99,12 @@ fn a_run_missing_half_or_an_unknown_test_is_refused_with_the_line() {
     // Context-loading rows are not runs; a table of nothing else has none.
     let ctx = "| model | test | t/s | ttfr (ms) |\n|---|---|---|---|\n| m | ctx_pp @ d4096 | 1.0 | 2.0 |\n";
     assert!(read(ctx).unwrap_err().contains("no pp and tg rows"));
+    // Read as a file is, the run that cannot be read is skipped with its line, the others kept.
+    let whole = read(ONE_AT_A_TIME).unwrap().len();
+    let read = points_from_benchy(&no_decode, "bench.md").unwrap();
+    assert_eq!(read.points.len(), whole - 1);
+    assert_eq!(read.skipped.len(), 2, "the pair broken and the row put in its place: {:?}", read.skipped);
+    assert_eq!(read.skipped[0].label, "bench.md line 3");
 }
 
 #[test]
@@ -166,7 +173,7 @@ fn its_json_report_gives_the_same_runs_counted_by_their_requests() {
              "tg_req_throughput": {"mean": 31.25, "std": 0.5, "values": []}}
         ]
     });
-    let points = points_from_benchy_json(&report, "bench.json").unwrap();
+    let points = points_from_benchy_json(&report, "bench.json").unwrap().all("bench.json").unwrap();
     assert_eq!(points.len(), 2, "the context-loading phase is no run");
     let (one, four) = (&points[0], &points[1]);
     assert_eq!((one.workload.num_prompts, one.workload.max_concurrency), (5, Some(1)));
@@ -183,12 +190,17 @@ fn its_json_report_gives_the_same_runs_counted_by_their_requests() {
     std::fs::write(&path, report.to_string()).unwrap();
     assert_eq!(super::super::read_points(&path).unwrap().len(), 2);
     let broken = serde_json::json!({"latency_mode": "api", "benchmarks": [{"concurrency": 1}]});
-    assert!(points_from_benchy_json(&broken, "x").unwrap_err().contains("benchmark 0"));
-    // A run that measured neither figure is refused by name, as the table's row is, not dropped.
+    let read = points_from_benchy_json(&broken, "x").unwrap();
+    assert!(read.points.is_empty() && read.skipped[0].label == "x benchmark 0", "{:?}", read.skipped);
+    // A run that measured neither figure is skipped by name, as the table's row is; the others
+    // are read.
     let mut empty = report.clone();
     empty["benchmarks"][2].as_object_mut().unwrap().retain(|k, _| !k.contains("ttfr") && !k.contains("throughput"));
-    let err = points_from_benchy_json(&empty, "x").unwrap_err();
-    assert!(err.contains("benchmark 2 (pp1024 @ d4096 tg128 (c4))") && err.contains("no ttfr"), "{err}");
+    let read = points_from_benchy_json(&empty, "x").unwrap();
+    assert_eq!(read.points.len(), 1);
+    assert_eq!(read.skipped.len(), 1);
+    assert_eq!(read.skipped[0].label, "x benchmark 2 (pp1024 @ d4096 tg128 (c4))");
+    assert!(read.skipped[0].reason.contains("no ttfr"), "{:?}", read.skipped);
     let phases_only = serde_json::json!({"latency_mode": "api", "benchmarks": [report["benchmarks"][1].clone()]});
     assert!(points_from_benchy_json(&phases_only, "x").unwrap_err().contains("context-loading"));
 }

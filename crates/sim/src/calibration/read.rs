@@ -70,7 +70,7 @@ pub fn read_file(path: &Path) -> Result<FileRead, CalibrationError> {
         points_from_json_text(&text, &name)
             .map_err(|message| CalibrationError::Input { path: origin.clone(), message })?
     } else if super::benchy::is_benchy(&text) && parse_reports(&text, ReportOrigin::Vllm).is_empty() {
-        FileRead { points: super::benchy::points_from_benchy(&text, &name)?, skipped: Vec::new() }
+        super::benchy::points_from_benchy(&text, &name)?
     } else {
         report_points(&text, &name)?
     };
@@ -100,15 +100,19 @@ fn points_from_json_text(text: &str, name: &str) -> Result<FileRead, String> {
     for d in &docs {
         let item = d.item_suffix();
         let label = if one { name.to_string() } else { format!("{name} line {}{item}", d.line) };
-        let points = if super::benchy::is_benchy_json(&d.value) {
+        let this = if super::benchy::is_benchy_json(&d.value) {
             super::benchy::points_from_benchy_json(&d.value, &label)
         } else if super::table::is_row(&d.value) {
-            super::table::point_from_row(&d.value, label.clone(), super::table::RowDefaults::default()).map(|p| vec![p])
+            super::table::point_from_row(&d.value, label.clone(), super::table::RowDefaults::default())
+                .map(|p| FileRead { points: vec![p], skipped: Vec::new() })
         } else {
-            point_from_json(&d.value, label.clone()).map(|p| vec![p])
+            point_from_json(&d.value, label.clone()).map(|p| FileRead { points: vec![p], skipped: Vec::new() })
         };
-        match points {
-            Ok(points) => read.points.extend(points),
+        match this {
+            Ok(this) => {
+                read.points.extend(this.points);
+                read.skipped.extend(this.skipped);
+            }
             Err(reason) => read.skipped.push(Skipped { label, reason }),
         }
     }

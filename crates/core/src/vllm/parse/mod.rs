@@ -92,7 +92,7 @@ pub fn parse_reports(text: &str, origin: ReportOrigin) -> Vec<Result<ParsedBlock
     let mut headings = Headings::default();
     let mut i = 0;
     while i < lines.len() {
-        let line = lines[i].trim();
+        let line = clean(lines[i]);
         if line == labels::HEADER {
             let headings = std::mem::take(&mut headings);
             let (entry, next) = parse_block(&lines, i, origin, headings);
@@ -107,6 +107,16 @@ pub fn parse_reports(text: &str, origin: ReportOrigin) -> Vec<Result<ParsedBlock
         }
     }
     entries
+}
+
+/// A line as the reader takes it: without the spaces around it or the markers of a quotation
+/// (`> `, as a mail or forum reply quotes a pasted report, nested as `> > `).
+fn clean(line: &str) -> &str {
+    let mut t = line.trim();
+    while let Some(rest) = t.strip_prefix('>') {
+        t = rest.trim_start();
+    }
+    t
 }
 
 /// The headings collected before a block, with their 1-based lines.
@@ -132,7 +142,7 @@ fn parse_block(
     let mut first_bad: Option<(usize, BlockProblem)> = None;
     let mut j = start + 1;
     let (outcome, next) = loop {
-        let line = lines.get(j).map(|l| l.trim());
+        let line = lines.get(j).map(|l| clean(l));
         match line {
             Some(labels::FOOTER) => {
                 let outcome = match first_bad {

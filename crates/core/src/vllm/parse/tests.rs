@@ -358,3 +358,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_report_quoted_in_a_reply_is_read_as_pasted() {
+    let plain = blocks(R000);
+    let quoted: String = R000.lines().map(|l| format!("> {l}\n")).collect();
+    let nested: String = R000.lines().map(|l| format!(">> {l}\n")).collect();
+    for text in [quoted, nested] {
+        let got = blocks(&text);
+        assert_eq!(got.len(), plain.len());
+        for (a, b) in got.iter().zip(&plain) {
+            assert_eq!((&a.summary, &a.headings), (&b.summary, &b.headings));
+        }
+    }
+}

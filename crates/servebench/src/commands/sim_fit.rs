@@ -22,7 +22,7 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         // validate` leaves it out; a file of which none can be read is an error.
         let read = calibration::read_file(Path::new(file))?;
         for s in &read.skipped {
-            out.line(format!("Skipped {}: {}", s.label, s.reason))?;
+            out.line(format!("Left out {}: {}", s.label, s.reason))?;
         }
         points.extend(read.points);
     }

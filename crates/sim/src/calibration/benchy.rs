@@ -177,9 +177,7 @@ pub fn points_from_benchy(text: &str, origin: &str) -> Result<FileRead, Calibrat
     let mut scopes = HeadingLabels::default();
     let mut headings: Vec<(usize, &str)> = Vec::new();
     let mut out = FileRead::default();
-    let skip = |out: &mut FileRead, line: usize, reason: String| {
-        out.skipped.push(Skipped { label: format!("{origin} line {line}"), reason });
-    };
+    let skip = |out: &mut FileRead, line: usize, reason: String| skip_line(out, origin, line, reason);
     let mut i = 0;
     while i < lines.len() {
         let Some(columns) = header(lines[i]) else {
@@ -257,9 +255,7 @@ pub fn points_from_benchy(text: &str, origin: &str) -> Result<FileRead, Calibrat
 /// concurrency and tags; a row without its other half, or a run that measured nothing, skipped.
 fn runs_of(rows: &[Row], labels: &[(String, String)], runs: usize, origin: &str, out: &mut FileRead) {
     let same = |a: &Test, b: &Test| (a.depth, a.concurrency, &a.tags) == (b.depth, b.concurrency, &b.tags);
-    let skip = |out: &mut FileRead, line: usize, reason: String| {
-        out.skipped.push(Skipped { label: format!("{origin} line {line}"), reason });
-    };
+    let skip = |out: &mut FileRead, line: usize, reason: String| skip_line(out, origin, line, reason);
     let mut used = vec![false; rows.len()];
     for (k, pp) in rows.iter().enumerate().filter(|(_, r)| r.test.prefill) {
         used[k] = true;
@@ -293,6 +289,11 @@ fn runs_of(rows: &[Row], labels: &[(String, String)], runs: usize, origin: &str,
         );
         skip(out, tg.line, why);
     }
+}
+
+/// Skips the run or row at `line` of `origin`, with why.
+fn skip_line(out: &mut FileRead, origin: &str, line: usize, reason: String) {
+    out.skipped.push(Skipped { label: format!("{origin} line {line}"), reason });
 }
 
 /// What one run of the tool sent and measured, read from a table or from its JSON.

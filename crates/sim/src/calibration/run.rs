@@ -18,7 +18,7 @@ use crate::rng::mix64;
 use crate::setup::SimSetup;
 
 /// Limits that keep a damaged or enormous result file from exhausting memory.
-pub(crate) const MAX_REQUESTS: usize = 1_000_000;
+const MAX_REQUESTS: usize = 1_000_000;
 const MAX_PROMPT_TOKENS: u64 = 200_000_000;
 
 /// Whether a fit can simulate `w`: it has a request, and no more requests and prompt tokens

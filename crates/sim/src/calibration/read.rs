@@ -63,6 +63,10 @@ impl FileRead {
 /// read at all, or where none of its results can.
 pub fn read_file(path: &Path) -> Result<FileRead, CalibrationError> {
     let origin = path.display().to_string();
+    if path.is_dir() {
+        let message = format!("it is a folder; pass the result files in it ({}/*.json, or the reports)", origin);
+        return Err(CalibrationError::Input { path: origin, message });
+    }
     let text = std::fs::read_to_string(path)
         .map_err(|e| CalibrationError::Input { path: origin.clone(), message: e.to_string() })?;
     let name = path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned());

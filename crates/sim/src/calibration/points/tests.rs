@@ -228,6 +228,9 @@ fn pretty_printed_documents_and_lists_are_read_with_their_labels() {
     std::fs::write(&path, "[]").unwrap();
     let err = read_points(&path).unwrap_err().to_string();
     assert!(err.contains("no result document"), "{err}");
+    // A folder is not a file of results: the error says to pass its files.
+    let err = read_file(&dir).unwrap_err().to_string();
+    assert!(err.contains("it is a folder") && err.contains("/*.json"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -16,7 +16,8 @@ use serde_json::Value;
 use servebench_core::config::{Backend, Metric};
 use servebench_core::metrics::Summary;
 use servebench_core::vllm::{
-    ReportOrigin, block_labels, labels, metadata_from_vllm_json, parse_reports, summary_from_vllm_json,
+    BlockError, ParsedBlock, ReportOrigin, block_labels, labels, metadata_from_vllm_json, parse_reports,
+    summary_from_vllm_json,
 };
 
 use super::CalibrationError;
@@ -342,12 +343,15 @@ pub const CONSTANT_ARRIVALS: f64 = 1e6;
 
 /// Every result block of a vLLM console report (one or several per file).
 pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
-    report_points(text, origin)?.all(origin)
+    report_points(parse_reports(text, ReportOrigin::Vllm), origin)?.all(origin)
 }
 
-/// [`points_from_report`], a block that cannot be read skipped with its reason.
-pub(super) fn report_points(text: &str, origin: &str) -> Result<FileRead, CalibrationError> {
-    let entries = parse_reports(text, ReportOrigin::Vllm);
+/// The points of a report's parsed blocks ([`parse_reports`]), a block that cannot be read
+/// skipped with its reason.
+pub(super) fn report_points(
+    entries: Vec<Result<ParsedBlock, BlockError>>,
+    origin: &str,
+) -> Result<FileRead, CalibrationError> {
     if entries.is_empty() {
         return Err(CalibrationError::Input {
             path: origin.to_string(),

@@ -73,10 +73,14 @@ pub fn read_file(path: &Path) -> Result<FileRead, CalibrationError> {
     let read = if is_json(&text) {
         points_from_json_text(&text, &name)
             .map_err(|message| CalibrationError::Input { path: origin.clone(), message })?
-    } else if super::benchy::is_benchy(&text) && parse_reports(&text, ReportOrigin::Vllm).is_empty() {
-        super::benchy::points_from_benchy(&text, &name)?
     } else {
-        report_points(&text, &name)?
+        // Parsed once: a file of report blocks is read for them even if it holds a table too.
+        let blocks = parse_reports(&text, ReportOrigin::Vllm);
+        if blocks.is_empty() && super::benchy::is_benchy(&text) {
+            super::benchy::points_from_benchy(&text, &name)?
+        } else {
+            report_points(blocks, &name)?
+        }
     };
     read.any(&origin)
 }

@@ -240,7 +240,7 @@ fn a_block_without_figures_is_skipped_and_the_report_s_other_blocks_are_read() {
     let empty =
         REPORT.replace("Successful requests:                     20", "Successful requests:                     0");
     let text = format!("{REPORT}\nResults other/model\n{}\n{REPORT}", empty.trim_start_matches("Results some/model\n"));
-    let read = report_points(&text, "notes.md").unwrap();
+    let read = report_points(parse_reports(&text, ReportOrigin::Vllm), "notes.md").unwrap();
     assert_eq!(read.points.len(), 2, "{:?}", read.skipped);
     assert_eq!(read.skipped.len(), 1);
     assert!(read.skipped[0].label.starts_with("notes.md #2 (line "), "{:?}", read.skipped);

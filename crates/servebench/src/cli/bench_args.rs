@@ -31,9 +31,6 @@ pub struct EndpointArgs {
     /// Server port (ignored with --base-url).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
-    /// API endpoint path (default depends on --backend: /v1/completions or /v1/chat/completions).
-    #[arg(long)]
-    pub endpoint: Option<String>,
     /// Extra request headers, KEY=VALUE (several may follow one flag).
     #[arg(long, num_args = 0.., value_name = "KEY=VALUE")]
     pub header: Vec<String>,
@@ -79,6 +76,10 @@ pub struct RequestArgs {
     /// Messages API, /v1/messages), sglang, llama.cpp.
     #[arg(long, default_value = "openai")]
     pub backend: String,
+    /// API endpoint path, which must fit --backend (default depends on it: /v1/completions,
+    /// /v1/chat/completions, ...).
+    #[arg(long)]
+    pub endpoint: Option<String>,
     /// The model name sent in requests (default: --model).
     #[arg(long)]
     pub served_model_name: Option<String>,

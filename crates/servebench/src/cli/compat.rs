@@ -64,6 +64,22 @@ const NOT_FOR_SIM: &[(&str, &str)] = &[
     ("--lora-assignment", "the simulator serves no LoRA adapters; benchmark a real server with `bench serve`"),
 ];
 
+/// `vllm bench serve`'s flags for reaching a server, which `sim predict` (a run in virtual
+/// time) has no use for: refused with what to do, not taken and ignored, so that no one reads
+/// a prediction as a measurement of the server they named.
+const NOT_FOR_PREDICT: &[(&str, &str)] = &[
+    ("--base-url", PREDICT_REACHES_NO_SERVER),
+    ("--host", PREDICT_REACHES_NO_SERVER),
+    ("--port", PREDICT_REACHES_NO_SERVER),
+    ("--header", PREDICT_REACHES_NO_SERVER),
+    ("--insecure", PREDICT_REACHES_NO_SERVER),
+    ("--request-id-prefix", PREDICT_REACHES_NO_SERVER),
+];
+
+const PREDICT_REACHES_NO_SERVER: &str = "it predicts in virtual time and reaches no server, so leave the server's \
+     address and headers out (`bench serve` measures a server; `bench serve --sim MODEL@HARDWARE` serves the \
+     simulator on a port)";
+
 /// Error for a vLLM flag servebench refuses.
 #[derive(Debug, thiserror::Error)]
 #[error("the vLLM flag {flag} is not supported by servebench{where_}: {hint}")]
@@ -85,6 +101,9 @@ pub fn refuse_unsupported(args: &[OsString]) -> Result<(), UnsupportedFlag> {
     if !command.is_some_and(|c| TAKES_VLLM_FLAGS.contains(&c)) {
         return Ok(());
     }
+    // `sim predict`: the word after `sim` (no flag of `sim` itself comes before it).
+    let predict = command == Some("sim")
+        && args.iter().filter_map(|a| a.to_str()).skip_while(|a| *a != "sim").nth(1) == Some("predict");
     for a in args {
         let Some(s) = a.to_str() else { continue };
         if s == "--" {
@@ -98,6 +117,9 @@ pub fn refuse_unsupported(args: &[OsString]) -> Result<(), UnsupportedFlag> {
             && let Some((flag, hint)) = NOT_FOR_SIM.iter().find(|(f, _)| *f == name)
         {
             return Err(UnsupportedFlag { flag: (*flag).to_string(), hint, where_: "'s simulator commands" });
+        }
+        if predict && let Some((flag, hint)) = NOT_FOR_PREDICT.iter().find(|(f, _)| *f == name) {
+            return Err(UnsupportedFlag { flag: (*flag).to_string(), hint, where_: " in sim predict" });
         }
     }
     Ok(())
@@ -147,5 +169,27 @@ mod tests {
         );
         assert!(refuse_unsupported(&os(&["servebench", "bench", "serve", "--lora-modules", "a"])).is_ok());
         assert!(refuse_unsupported(&os(&["servebench", "runs", "list", "--config"])).is_ok());
+    }
+
+    #[test]
+    fn sim_predict_refuses_a_server_s_address_with_what_to_do_and_sim_serve_takes_its_own() {
+        for flag in ["--host=localhost", "--port", "--base-url", "--header", "--insecure", "--request-id-prefix"] {
+            let err =
+                refuse_unsupported(&os(&["servebench", "sim", "predict", "--model", "m", flag, "x"])).unwrap_err();
+            assert_eq!(err.flag, flag.split('=').next().unwrap());
+            let msg = err.to_string();
+            assert!(
+                msg.contains("in sim predict") && msg.contains("reaches no server") && msg.contains("--sim"),
+                "{msg}"
+            );
+        }
+        // `sim serve` listens on --host and --port; `bench serve` sends to them.
+        assert!(refuse_unsupported(&os(&["servebench", "sim", "serve", "--host", "0.0.0.0", "--port", "9"])).is_ok());
+        assert!(
+            refuse_unsupported(&os(&["servebench", "bench", "serve", "--base-url", "http://a", "--header", "k=v"]))
+                .is_ok()
+        );
+        // A model named `predict` elsewhere is not the subcommand.
+        assert!(refuse_unsupported(&os(&["servebench", "sim", "step", "--model", "predict", "--host"])).is_ok());
     }
 }

@@ -383,7 +383,7 @@ pub fn parse_sim_target(s: &SimTargetArgs) -> Result<Option<SimTarget>, ResolveE
 
 /// Where the endpoint is: `(base_url, endpoint, api_url)` as vLLM computes them.
 pub fn endpoint_urls(e: &EndpointArgs, backend: Backend) -> (String, String, String) {
-    let endpoint = e.endpoint.clone().unwrap_or_else(|| backend.default_endpoint().to_string());
+    let endpoint = e.request.endpoint.clone().unwrap_or_else(|| backend.default_endpoint().to_string());
     let base = match &e.base_url {
         Some(b) => b.clone(),
         None => format!("http://{}", join_host_port(&e.host, e.port)),
@@ -419,7 +419,7 @@ pub struct RunFlags<'a> {
     pub virtual_time: bool,
     pub sim: SimFlags<'a>,
     /// `None` for `sim predict`, which has no server to reach: no headers, no TLS, no
-    /// adapters, the backend's endpoint.
+    /// adapters.
     pub endpoint: Option<&'a EndpointArgs>,
     pub request: &'a RequestArgs,
     pub traffic: &'a TrafficArgs,
@@ -488,7 +488,7 @@ fn parse_lora(e: &EndpointArgs, sim: bool) -> Result<Option<Lora>, ResolveError>
 /// [`sim_url`] until it listens.
 pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     let backend = parse_backend(&f.request.backend)?;
-    let endpoint = f.endpoint.and_then(|e| e.endpoint.clone()).unwrap_or_else(|| backend.default_endpoint().into());
+    let endpoint = f.request.endpoint.clone().unwrap_or_else(|| backend.default_endpoint().into());
     check_endpoint(&endpoint, backend)?;
     let sim = f.sim.parse(f.endpoint)?;
     let base_url = match (&sim, f.endpoint) {

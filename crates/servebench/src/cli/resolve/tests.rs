@@ -136,13 +136,17 @@ fn dataset_rules() {
     assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("not supported"));
 }
 
+/// The command `argv` and then `extra` parse into.
+fn command(argv: &[&str], extra: &[&str]) -> crate::cli::Command {
+    use clap::Parser;
+    crate::cli::Cli::try_parse_from(argv.iter().chain(extra)).unwrap_or_else(|e| panic!("{e}")).command
+}
+
 #[test]
 fn anthropic_messages_runs_send_the_version_header_unless_one_is_given() {
-    use clap::Parser;
     let config = |extra: &[&str]| {
         let argv = ["servebench", "bench", "serve", "--backend", "anthropic-messages", "--model", "m"];
-        let cli = crate::cli::Cli::try_parse_from(argv.iter().chain(extra)).unwrap_or_else(|e| panic!("{e}"));
-        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = cli.command else {
+        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, extra) else {
             panic!("not bench serve")
         };
         run_config(&args.flags(false)).unwrap()
@@ -152,4 +156,20 @@ fn anthropic_messages_runs_send_the_version_header_unless_one_is_given() {
     assert_eq!(c.target.headers, vec![("anthropic-version".to_string(), "2023-06-01".to_string())]);
     let c = config(&["--header", "Anthropic-Version=2024-01-01"]);
     assert_eq!(c.target.headers, vec![("Anthropic-Version".to_string(), "2024-01-01".to_string())]);
+}
+
+#[test]
+fn sim_predict_takes_a_pasted_endpoint_that_fits_its_backend() {
+    let config = |extra: &[&str]| {
+        let argv = ["servebench", "sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm"];
+        let crate::cli::Command::Sim(crate::cli::SimCommand::Predict(args)) = command(&argv, extra) else {
+            panic!("not sim predict")
+        };
+        run_config(&args.flags())
+    };
+    let c = config(&["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"]).unwrap();
+    assert_eq!((c.target.backend, c.target.endpoint.as_str()), (Backend::OpenaiChat, "/v1/chat/completions"));
+    assert_eq!(config(&["--backend", "openai-chat"]).unwrap().target.endpoint, "/v1/chat/completions");
+    let e = config(&["--backend", "openai-chat", "--endpoint", "/v1/completions"]).unwrap_err().to_string();
+    assert!(e.contains("does not fit --backend openai-chat") && e.contains("use /v1/chat/completions"), "{e}");
 }

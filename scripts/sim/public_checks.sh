@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every public report in crates/sim/testdata/public/ (GPUStack's performance lab, the NVIDIA
-# forum's four-Spark post, vLLM pull requests' B200, H100 and L40S runs, vLLM issues' B200 decodes
-# and rate sweep, vLLM's recipes, Vultr's Nemotron sweep, a blog's Jetson Thor runs), predicted
-# with the shipped presets or a profile: per file, the median error, P90 and bias of mean TTFT,
-# mean TPOT and output throughput (the median TTFT and TPOT, marked "m", for a file that gives no
-# mean), then of the three headline figures together, and the share of those inside the
+# forum's four-Spark post, vLLM pull requests' B200, H100, L40S and MI300X runs, vLLM issues' B200
+# decodes and rate sweep, vLLM's recipes, Vultr's Nemotron sweep, a blog's Jetson Thor runs),
+# predicted with the shipped presets or a profile: per file, the median error, P90 and bias of
+# mean TTFT, mean TPOT and output throughput (the median TTFT and TPOT, marked "m", for a file that
+# gives no mean), then of the three headline figures together, and the share of those inside the
 # prediction band `sim predict` prints with them; the last line counts them over all files.
 # Which files are in sample for which constant, and which are held out, is in that folder's
 # README.md; the options each file needs (some need a memory utilization or a context length) are
@@ -65,5 +65,6 @@ check b200 flashinfer-issue-4249-b200-qwen3.6-35b-a3b.json --option linear-eff=0
 check b200 vllm-pr-44214-b200-qwen3.5-122b-a10b.json --option linear-eff=0.65
 check b200 vllm-issue-26825-b200-qwen3-30b-a3b-fp8.json
 check l40s vllm-pr-29217-l40s-qwen3-vl-32b-fp8.txt
+check mi300x vllm-pr-27323-mi300x-glm-4.6.json
 check jetson-agx-thor wangjunjian-thor-qwen3-8b-and-32b-awq.txt --option async-scheduling=false
 awk '{ inside += $1; n += $2 } END { if (n) printf "%-46s %s of %d figures inside their band (%.0f %%)\n", "all files", inside, n, 100 * inside / n }' "$tally"

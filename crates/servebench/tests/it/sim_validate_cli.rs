@@ -44,6 +44,9 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     assert_eq!(code, std::process::ExitCode::SUCCESS, "{out}");
     assert!(out.contains("Validated 2 measured run(s), predicted with the presets"), "{out}");
     assert!(out.contains("broken.json: line 1: not valid JSON"), "{out}");
+    // The file is named once in its line, not again by its error.
+    let line = out.lines().find(|l| l.contains("broken.json")).unwrap();
+    assert_eq!(line.matches("broken.json").count(), 1, "{line}");
     assert!(out.contains("no-such-gpu") && out.contains("unknown hardware"), "{out}");
     for metric in ["mean TTFT (ms)", "mean TPOT (ms)", "output tok/s"] {
         assert_eq!(out.matches(metric).count(), 4, "{metric} in the point table, the summary and the band's:\n{out}");

@@ -47,10 +47,14 @@ impl FileRead {
         }
         let n = self.skipped.len();
         let first = &self.skipped[0];
-        let message = if n == 1 {
-            format!("{}: {}", first.label, first.reason)
-        } else {
-            format!("none of its {n} results could be read; the first, {}: {}", first.label, first.reason)
+        // The error names the file; a result's label starts with its name.
+        let name = Path::new(origin).file_name().map_or(origin.into(), |n| n.to_string_lossy());
+        let place = first.label.strip_prefix(name.as_ref()).unwrap_or(&first.label).trim_start();
+        let message = match (n, place.is_empty()) {
+            (1, true) => first.reason.clone(),
+            (1, false) => format!("{place}: {}", first.reason),
+            (_, true) => format!("none of its {n} results could be read; the first: {}", first.reason),
+            (_, false) => format!("none of its {n} results could be read; the first, {place}: {}", first.reason),
         };
         Err(CalibrationError::Input { path: origin.into(), message })
     }
@@ -67,8 +71,15 @@ pub fn read_file(path: &Path) -> Result<FileRead, CalibrationError> {
         let message = format!("it is a folder; pass the result files in it ({}/*.json, or the reports)", origin);
         return Err(CalibrationError::Input { path: origin, message });
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CalibrationError::Input { path: origin.clone(), message: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        let message = match e.kind() {
+            std::io::ErrorKind::InvalidData => {
+                "it is not text (UTF-8); pass vLLM console reports, llama-benchy's output or result JSON".into()
+            }
+            _ => e.to_string(),
+        };
+        CalibrationError::Input { path: origin.clone(), message }
+    })?;
     let name = path.file_name().map_or(origin.clone(), |n| n.to_string_lossy().into_owned());
     let read = if is_json(&text) {
         points_from_json_text(&text, &name)

@@ -524,6 +524,10 @@ pub fn read_all(paths: &[&Path]) -> (Vec<MeasuredPoint>, Vec<Skipped>) {
                 points.extend(read.points);
                 skipped.extend(read.skipped);
             }
+            // The label names the file; the error's own message says the rest.
+            Err(super::CalibrationError::Input { message, .. }) => {
+                skipped.push(Skipped { label: path.display().to_string(), reason: message })
+            }
             Err(e) => skipped.push(Skipped { label: path.display().to_string(), reason: e.to_string() }),
         }
     }

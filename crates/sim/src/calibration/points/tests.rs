@@ -222,6 +222,16 @@ fn pretty_printed_documents_and_lists_are_read_with_their_labels() {
     std::fs::write(&path, serde_json::json!([{"completed": 1}, {"completed": 2}]).to_string()).unwrap();
     let err = read_file(&path).unwrap_err().to_string();
     assert!(err.contains("none of its 2 results") && err.contains("(list item 0)"), "{err}");
+    // The error names the file once: its results' places are given without the name again.
+    assert_eq!(err.matches("list.json").count(), 1, "{err}");
+    std::fs::write(&path, serde_json::json!([{"completed": 1}]).to_string()).unwrap();
+    let err = read_file(&path).unwrap_err().to_string();
+    assert!(err.contains("list.json: line 1 (list item 0): ") && err.contains("duration"), "{err}");
+    assert_eq!(err.matches("list.json").count(), 1, "{err}");
+    // Bytes that are not text are named as such, with what to pass.
+    std::fs::write(&path, [0xff, 0xfe, 0x00, 0x81]).unwrap();
+    let err = read_file(&path).unwrap_err().to_string();
+    assert!(err.contains("it is not text (UTF-8); pass vLLM console reports"), "{err}");
     // JSON that does not parse fails the file: which of its runs are whole cannot be told.
     std::fs::write(&path, format!("[{a}, {{\"completed\": ]")).unwrap();
     assert!(read_file(&path).is_err());

@@ -28,6 +28,7 @@ pub mod predict;
 pub mod presets;
 pub mod profile;
 pub mod rng;
+pub mod sampling;
 pub mod server;
 pub mod setup;
 pub mod tokens;

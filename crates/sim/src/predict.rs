@@ -81,6 +81,10 @@ impl Prompts {
                         };
                     }
                 };
+                // As vLLM's server answers it: a 400 naming the parameter.
+                if let Err(e) = crate::sampling::check(&body) {
+                    return Prepared { ids: None, ignore_eos: false, error: Some(e.to_string()) };
+                }
                 let mut ids = Vec::with_capacity(r.prompt_tokens as usize + 8);
                 if let Err(e) = mapper.prompt_ids(plan.api, &body, &mut ids) {
                     return Prepared { ids: None, ignore_eos: false, error: Some(e) };
@@ -96,6 +100,9 @@ impl Prompts {
             let mut ids = Vec::new();
             mapper.prompt_ids(Api::Chat, &serde_json::json!({ "messages": messages }), &mut ids).map(|()| ids)
         };
+        // A conversation's turns carry the run's sampling parameters (`extra_body`): one vLLM
+        // refuses fails each conversation at its first turn.
+        let sampling = crate::sampling::check(&serde_json::Value::Object(config.extra_body.clone()));
         let conversations = plan
             .conversations
             .iter()
@@ -108,7 +115,10 @@ impl Prompts {
                     first.push(serde_json::json!({"role": "user", "content": t.user}));
                 }
                 PreparedConversation {
-                    first: chat_ids(serde_json::Value::Array(first)),
+                    first: match &sampling {
+                        Ok(()) => chat_ids(serde_json::Value::Array(first)),
+                        Err(e) => Err(e.to_string()),
+                    },
                     next_users: c
                         .turns
                         .iter()

@@ -157,28 +157,28 @@ pub struct ContentArgs {
     #[arg(long)]
     pub ignore_eos: bool,
     /// Sampling temperature sent with every request.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub temperature: Option<f64>,
     /// Top-p sampling parameter sent with every request.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub top_p: Option<f64>,
     /// Top-k sampling parameter sent with every request.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub top_k: Option<i64>,
     /// Min-p sampling parameter sent with every request.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub min_p: Option<f64>,
     /// Frequency penalty sent with every request.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub frequency_penalty: Option<f64>,
     /// Presence penalty sent with every request.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub presence_penalty: Option<f64>,
     /// Repetition penalty sent with every request.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub repetition_penalty: Option<f64>,
     /// Logprobs per token (sent as "logprobs" in completions bodies).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub logprobs: Option<i64>,
     /// Accepted for compatibility; unused, as in vLLM.
     #[arg(long)]

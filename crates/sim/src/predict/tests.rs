@@ -186,6 +186,13 @@ fn requests_that_do_not_fit_the_context_fail_like_a_400() {
     let r = predict(&broken, &config(None, false), &s);
     assert!(r.records[0].failure.as_ref().unwrap().message.contains("not JSON"));
     assert!(r.records[2].succeeded());
+    // A sampling parameter vLLM refuses fails its request with vLLM's reason; the others run.
+    let mut hot = p.clone();
+    hot.requests[2].body = Bytes::from(r#"{"prompt": "a b", "max_tokens": 8, "temperature": -1}"#);
+    let r = predict(&hot, &config(None, false), &s);
+    let failure = r.records[2].failure.as_ref().unwrap();
+    assert_eq!(failure.message, "temperature must be non-negative, got -1.");
+    assert!(r.records[0].succeeded());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The simulated server over HTTP: stream shapes per API, whole answers, `ignore_eos`,
-//! `/metrics`, tokenize round trips with a real tokenizer, llama.cpp's and SGLang's dialects,
-//! errors, and cancellation when a
-//! client goes away. Requests go through the router in-process (`oneshot`), or over real
+//! `/metrics`, tokenize round trips with a real tokenizer, errors (vLLM's messages, its sampling
+//! parameters' ranges), and cancellation when a client goes away (llama.cpp's and SGLang's
+//! dialects: `dialect_tests`). Requests go through the router in-process (`oneshot`), or over real
 //! sockets where the connection itself matters.
 
 use std::sync::{Arc, OnceLock};
@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower::ServiceExt;
 
-use super::{Dialect, ServerOptions, TOKEN_COUNT_HEADER, api, spawn_engine, start};
+use super::{ServerOptions, TOKEN_COUNT_HEADER, api, spawn_engine, start};
 use crate::presets::Presets;
 use crate::setup::SimSetup;
 
@@ -31,7 +31,7 @@ pub(super) fn setup(extra: &[(&str, &str)]) -> SimSetup {
     SimSetup::resolve_with(&Presets::embedded().unwrap(), "Qwen/Qwen3-0.6B", "h100-sxm", &pairs, None).unwrap()
 }
 
-fn qwen3() -> Arc<Tokenizer> {
+pub(super) fn qwen3() -> Arc<Tokenizer> {
     static TOK: OnceLock<Arc<Tokenizer>> = OnceLock::new();
     Arc::clone(TOK.get_or_init(|| {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/tokenizers/qwen3");
@@ -73,7 +73,7 @@ pub(super) async fn call(
     resp.expect("the server answers within 30 s")
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
@@ -110,7 +110,7 @@ pub(super) fn completion(prompt: &str, max_tokens: u32, stream: bool) -> Value {
            "stream": stream, "stream_options": {"include_usage": true}})
 }
 
-fn chat(content: &str, max_tokens: u32, stream: bool) -> Value {
+pub(super) fn chat(content: &str, max_tokens: u32, stream: bool) -> Value {
     json!({"model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": [{"type": "text", "text": content}]}],
            "max_completion_tokens": max_tokens, "ignore_eos": true, "stream": stream,
            "stream_options": {"include_usage": true}})
@@ -387,67 +387,6 @@ async fn tokenize_and_detokenize_round_trip_with_the_qwen3_tokenizer() {
 }
 
 #[tokio::test]
-async fn llama_cpp_dialect_speaks_its_tokenize_schema_usage_placement_and_closes_streams() {
-    let tok = qwen3();
-    let options =
-        ServerOptions { tokenizer: Some(Arc::clone(&tok)), dialect: Dialect::LlamaCpp, ..ServerOptions::default() };
-    let app = app_with(&setup(&[]), options);
-    let text = "Simulated servers answer in real time, token by token.";
-    // vLLM's request reads as llama.cpp reads it: no `content`, no tokens.
-    let (status, _, body) = call(&app, "POST", "/tokenize", Some(json!({"model": "x", "prompt": text}))).await;
-    assert_eq!((status, body.as_str()), (StatusCode::OK, r#"{"tokens":[]}"#));
-    let (_, _, body) = call(&app, "POST", "/tokenize", Some(json!({"content": text}))).await;
-    let ids: Vec<u32> =
-        serde_json::from_value(serde_json::from_str::<Value>(&body).unwrap()["tokens"].clone()).unwrap();
-    assert_eq!(ids, tok.encode(text, false).unwrap());
-    let (_, _, body) = call(&app, "POST", "/detokenize", Some(json!({"tokens": ids}))).await;
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"content": text}));
-    let messages = json!([{"role": "user", "content": text}]);
-    let (_, _, body) = call(&app, "POST", "/apply-template", Some(json!({"messages": messages}))).await;
-    let rendered = tok.chat_template().unwrap().render_user(text).unwrap();
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"prompt": rendered}));
-
-    // Completions: usage inside the last chunk with choices, even unasked; the connection closes.
-    let mut req = completion(text, 5, true);
-    req.as_object_mut().unwrap().remove("stream_options");
-    let (_, headers, body) = call(&app, "POST", "/v1/completions", Some(req)).await;
-    assert_eq!(header(&headers, "connection"), Some("close"));
-    let f = frames(&body);
-    assert_eq!(f.len(), 6, "{body}");
-    assert_eq!(f[4]["choices"][0]["finish_reason"], "length");
-    assert_eq!(f[4]["usage"]["completion_tokens"], 5);
-    assert_eq!(f[5], json!("[DONE]"));
-    assert_eq!(tokens_of(Api::Completions, &body).2, Some(5));
-    // Chat: usage in a chunk of its own, as asked.
-    let (_, headers, body) = call(&app, "POST", "/v1/chat/completions", Some(chat(text, 4, true))).await;
-    assert_eq!(header(&headers, "connection"), Some("close"));
-    let f = frames(&body);
-    assert_eq!(f[f.len() - 2]["choices"], json!([]));
-    assert_eq!(f[f.len() - 2]["usage"]["completion_tokens"], 4);
-}
-
-#[tokio::test]
-async fn sglang_dialect_detokenizes_to_text_and_serves_v1_tokenize() {
-    let tok = qwen3();
-    let options =
-        ServerOptions { tokenizer: Some(Arc::clone(&tok)), dialect: Dialect::Sglang, ..ServerOptions::default() };
-    let app = app_with(&setup(&[]), options);
-    for path in ["/tokenize", "/v1/tokenize"] {
-        let (status, _, body) =
-            call(&app, "POST", path, Some(json!({"prompt": "one two", "add_special_tokens": false}))).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v["count"], 2);
-        assert_eq!(v["tokens"].as_array().unwrap().len(), 2);
-        assert!(v.get("token_strs").is_none(), "{body}");
-    }
-    let ids = tok.encode("one two", false).unwrap();
-    let (_, headers, body) = call(&app, "POST", "/v1/detokenize", Some(json!({"tokens": ids}))).await;
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"text": "one two"}));
-    assert_eq!(header(&headers, "connection"), None);
-}
-
-#[tokio::test]
 async fn bad_requests_get_openai_errors_with_vllms_messages() {
     let app = app();
     let err = |body: &str| serde_json::from_str::<Value>(body).unwrap()["error"].clone();
@@ -479,6 +418,12 @@ async fn bad_requests_get_openai_errors_with_vllms_messages() {
 
     let (status, _, body) = call(&app, "POST", "/v1/completions", Some(completion("a", 0, false))).await;
     assert_eq!((status, err(&body)["param"].clone()), (StatusCode::BAD_REQUEST, json!("max_tokens")));
+    // A sampling parameter out of vLLM's range, named as vLLM names it.
+    let mut req = chat("a", 3, true);
+    req["top_p"] = json!(0);
+    let (status, _, body) = call(&app, "POST", "/v1/chat/completions", Some(req)).await;
+    assert_eq!((status, err(&body)["param"].clone()), (StatusCode::BAD_REQUEST, json!("top_p")));
+    assert_eq!(err(&body)["message"], "top_p must be in (0, 1], got 0.");
     let (status, _, body) = call(&app, "POST", "/v1/completions", Some(json!({"max_tokens": 3}))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(err(&body)["message"].as_str().unwrap().contains("prompt"), "{body}");

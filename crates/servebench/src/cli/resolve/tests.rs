@@ -173,3 +173,19 @@ fn sim_predict_takes_a_pasted_endpoint_that_fits_its_backend() {
     let e = config(&["--backend", "openai-chat", "--endpoint", "/v1/completions"]).unwrap_err().to_string();
     assert!(e.contains("does not fit --backend openai-chat") && e.contains("use /v1/chat/completions"), "{e}");
 }
+
+#[test]
+fn negative_sampling_values_parse_as_vllm_s_argparse_takes_them() {
+    let argv = ["servebench", "bench", "serve", "--model", "m", "--top-k", "-1", "--presence-penalty", "-0.5"];
+    let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, &["--temperature", "-1"])
+    else {
+        panic!("not bench serve")
+    };
+    let body = run_config(&args.flags(false)).unwrap().extra_body;
+    assert_eq!(
+        (body["top_k"].clone(), body["presence_penalty"].clone()),
+        (serde_json::json!(-1), serde_json::json!(-0.5))
+    );
+    // Sent as given: the server judges its range (the simulator as vLLM does).
+    assert_eq!(body["temperature"], serde_json::json!(-1.0));
+}

@@ -1,7 +1,8 @@
 //! vLLM's checks of a request's sampling parameters (its `SamplingParams` refuses a value out of
 //! range): the HTTP API answers such a request as vLLM's server does (400, naming the
-//! parameter), and `predict` counts it as a failed request with the same reason. A value in
-//! range is accepted and changes nothing the simulator times.
+//! parameter; SGLang's dialect too, llama.cpp's takes any value), and `predict` counts it as a
+//! failed request with the same reason. A value in range is accepted and changes nothing the
+//! simulator times.
 
 use serde_json::Value;
 

@@ -47,6 +47,13 @@ impl Dialect {
     pub fn closes_after_stream(self) -> bool {
         self == Dialect::LlamaCpp
     }
+
+    /// Whether sampling parameters are held to vLLM's ranges ([`crate::sampling`]): SGLang
+    /// holds them to the same ones; llama.cpp takes any value (a temperature of 0 or below
+    /// samples greedily).
+    pub fn checks_sampling(self) -> bool {
+        self != Dialect::LlamaCpp
+    }
 }
 
 impl fmt::Display for Dialect {

@@ -31,6 +31,12 @@ async fn llama_cpp_dialect_speaks_its_tokenize_schema_usage_placement_and_closes
     let rendered = tok.chat_template().unwrap().render_user(text).unwrap();
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"prompt": rendered}));
 
+    // Any sampling value is taken, as llama.cpp takes it.
+    let mut req = completion(text, 2, false);
+    req["temperature"] = json!(-1);
+    let (status, _, body) = call(&app, "POST", "/v1/completions", Some(req)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
     // Completions: usage inside the last chunk with choices, even unasked; the connection closes.
     let mut req = completion(text, 5, true);
     req.as_object_mut().unwrap().remove("stream_options");

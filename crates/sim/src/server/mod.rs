@@ -22,8 +22,8 @@
 //!
 //! Requests honour `max_tokens` (`max_completion_tokens` for chat), `ignore_eos`, `stream` and
 //! `stream_options.include_usage`; `n` must be 1. Sampling parameters (temperature, stop, ...)
-//! are held to vLLM's ranges ([`crate::sampling`]: one outside is a 400, as vLLM answers it)
-//! and otherwise have no effect; whether a request stops before `max_tokens` is up to the
+//! are held to vLLM's ranges ([`crate::sampling`]: one outside is a 400, as vLLM answers it;
+//! not in llama.cpp's dialect, which takes any) and otherwise have no effect; whether a request stops before `max_tokens` is up to the
 //! engine's EOS model (the `eos` serving option).
 //!
 //! # Token counts

@@ -41,7 +41,7 @@ pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode>
 
 /// The exit code of a finished run: interrupted, nothing measured, a broken `--fail-on` rule
 /// (its verdicts printed), or success.
-fn verdict(o: &PointOutcome, rules: &[Threshold], out: &Sink) -> anyhow::Result<ExitCode> {
+pub(super) fn verdict(o: &PointOutcome, rules: &[Threshold], out: &Sink) -> anyhow::Result<ExitCode> {
     if o.result.interrupted {
         return Ok(ExitCode::from(INTERRUPTED));
     }

@@ -1,6 +1,7 @@
 //! `servebench sim predict`: `bench serve`'s workload flags resolved into a run of the
 //! simulator in virtual time, planned and executed as `bench serve` executes its runs, and
-//! reported exactly like a measured run (with the prediction band of the hardware).
+//! reported exactly like a measured run (with the prediction band of the hardware), and
+//! ending as `bench serve` ends (exit 1 where every request failed).
 
 use std::process::ExitCode;
 
@@ -16,6 +17,9 @@ use crate::output::Sink;
 pub async fn run(args: SimPredictArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let resolved = Resolver::default().resolve(&args.flags(), out).await?;
     let plan = plan(&resolved)?;
-    execute(&resolved, plan, &Keep::new(RunKind::Predict), std::future::pending(), out).await?;
-    Ok(ExitCode::SUCCESS)
+    let outcome = execute(&resolved, plan, &Keep::new(RunKind::Predict), std::future::pending(), out).await?;
+    let Some(o) = outcome else { return Ok(ExitCode::SUCCESS) };
+    // As `bench serve`: a run whose every request failed (a sampling value vLLM refuses,
+    // prompts longer than the context) exits 1.
+    super::bench::verdict(&o, &[], out)
 }

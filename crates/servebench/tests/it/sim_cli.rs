@@ -95,6 +95,14 @@ fn sim_predict_prints_the_vllm_block_and_saves_the_result() {
     // The same flags predict the same run.
     let again = ok(&args);
     assert_eq!(value(&again, "Mean TPOT (ms):"), tpot);
+
+    // A run whose every request fails (a temperature vLLM refuses) is reported, with the
+    // reason, and exits 1 as `bench serve` does.
+    let out = servebench(&predict_args("3", "1", &["--temperature", "-1"]), &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("temperature must be non-negative, got -1.0."), "{stdout}");
+    assert!(stdout.contains("Every request failed") && value(&stdout, "Failed requests:") == 3.0, "{stdout}");
 }
 
 #[test]

@@ -60,7 +60,8 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
 }
 
 /// Where the step asked for is not one the engine would run: more sequences or tokens than a
-/// step takes, or more context than the KV cache holds. The price is still given (a term can
+/// step takes, a sequence longer than the context allowed, or more context than the KV cache
+/// holds. The price is still given (a term can
 /// be checked at any size), with what the engine would do instead.
 fn limits(args: &SimStepArgs, setup: &SimSetup, tokens: u64) -> Vec<String> {
     let o = &setup.options;
@@ -78,6 +79,14 @@ fn limits(args: &SimStepArgs, setup: &SimSetup, tokens: u64) -> Vec<String> {
             "{tokens} tokens are more than max-num-batched-tokens ({}): the engine would split the prefill into \
              chunks, or the batch over steps",
             o.max_num_batched_tokens
+        ));
+    }
+    let longest = (context + 1).max(u64::from(args.prefill_after) + prefill);
+    if longest > u64::from(setup.max_model_len) {
+        notes.push(format!(
+            "a sequence of {longest} tokens is longer than the context the server allows (max-model-len {}): \
+             the engine would refuse its request",
+            setup.max_model_len
         ));
     }
     let context = batch * (context + 1) + prefill + u64::from(args.prefill_after);

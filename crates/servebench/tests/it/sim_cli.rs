@@ -385,9 +385,10 @@ fn sim_step_prices_one_step_term_by_term() {
     let (r, out) = run(&["--batch", "2000", "--context", "100000"]);
     assert!(r.is_ok());
     let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("note: ")).collect();
-    assert_eq!(notes.len(), 2, "{out}");
+    assert_eq!(notes.len(), 3, "{out}");
     assert!(notes[0].contains("2000 sequences are more than max-num-seqs (1024)"), "{out}");
-    assert!(notes[1].contains("200002000 tokens) is more than the KV cache holds"), "{out}");
+    assert!(notes[1].contains("a sequence of 100001 tokens is longer than the context the server allows"), "{out}");
+    assert!(notes[2].contains("200002000 tokens) is more than the KV cache holds"), "{out}");
     let (_, out) = run(&["--prefill", "10000", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(doc["notes"][0].as_str().unwrap().contains("more than max-num-batched-tokens (8192)"), "{doc}");

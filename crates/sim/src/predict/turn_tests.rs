@@ -143,6 +143,15 @@ fn a_turn_that_fails_ends_its_conversation() {
     assert!(long[3].failure.as_ref().unwrap().message.contains("turn 2 of conversation"));
     assert_eq!(r.not_sent, 0, "a skipped turn is not an interruption loss, as in the real client");
     assert!(r.records[4..8].iter().all(RequestRecord::succeeded));
+
+    // A sampling value vLLM refuses, carried by every turn, fails each conversation at its first.
+    let mut c = config(8, 0.0);
+    c.extra_body.insert("top_p".into(), serde_json::json!(1.5));
+    let r = predict(&plan(2, 2, 10, 5), &c, &setup(&[]));
+    for first in [&r.records[0], &r.records[2]] {
+        assert_eq!(first.failure.as_ref().unwrap().message, "top_p must be in (0, 1], got 1.5.");
+    }
+    assert!(r.records.iter().all(|rec| !rec.succeeded()));
 }
 
 #[test]

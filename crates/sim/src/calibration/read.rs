@@ -32,12 +32,12 @@ impl FileRead {
     /// The points where every result of the file was read; else the first that was not, as the
     /// file's error.
     pub fn all(self, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
-        match self.skipped.into_iter().next() {
-            None => Ok(self.points),
-            Some(s) => {
-                Err(CalibrationError::Input { path: origin.into(), message: format!("{}: {}", s.label, s.reason) })
-            }
-        }
+        let Some(first) = self.skipped.first() else { return Ok(self.points) };
+        let message = match place(&first.label, origin) {
+            "" => first.reason.clone(),
+            place => format!("{place}: {}", first.reason),
+        };
+        Err(CalibrationError::Input { path: origin.into(), message })
     }
 
     /// The file as read where any result of it was; else its error: nothing in it could be.
@@ -47,17 +47,22 @@ impl FileRead {
         }
         let n = self.skipped.len();
         let first = &self.skipped[0];
-        // The error names the file; a result's label starts with its name.
-        let name = Path::new(origin).file_name().map_or(origin.into(), |n| n.to_string_lossy());
-        let place = first.label.strip_prefix(name.as_ref()).unwrap_or(&first.label).trim_start();
-        let message = match (n, place.is_empty()) {
-            (1, true) => first.reason.clone(),
-            (1, false) => format!("{place}: {}", first.reason),
-            (_, true) => format!("none of its {n} results could be read; the first: {}", first.reason),
-            (_, false) => format!("none of its {n} results could be read; the first, {place}: {}", first.reason),
+        let message = match (n, place(&first.label, origin)) {
+            (1, "") => first.reason.clone(),
+            (1, place) => format!("{place}: {}", first.reason),
+            (_, "") => format!("none of its {n} results could be read; the first: {}", first.reason),
+            (_, place) => format!("none of its {n} results could be read; the first, {place}: {}", first.reason),
         };
         Err(CalibrationError::Input { path: origin.into(), message })
     }
+}
+
+/// A result's place in the file `origin`, for an error that names the file already: its label
+/// without the file's name it starts with ("line 3 (list item 1)", "#2 (line 29)", or nothing
+/// where the file is one result).
+fn place<'a>(label: &'a str, origin: &str) -> &'a str {
+    let name = Path::new(origin).file_name().map_or(origin.into(), |n| n.to_string_lossy());
+    label.strip_prefix(name.as_ref()).unwrap_or(label).trim_start()
 }
 
 /// Reads a measurement file: result JSON (one document, one per line when appended,

@@ -217,7 +217,8 @@ fn pretty_printed_documents_and_lists_are_read_with_their_labels() {
     assert_eq!(read.skipped[0].label, "list.json line 1 (list item 1)");
     assert!(read.skipped[0].reason.contains("duration"), "{:?}", read.skipped);
     let err = read_points(&path).unwrap_err().to_string();
-    assert!(err.contains("list.json line 1 (list item 1): ") && err.contains("duration"), "{err}");
+    assert!(err.contains("list.json: line 1 (list item 1): ") && err.contains("duration"), "{err}");
+    assert_eq!(err.matches("list.json").count(), 1, "{err}");
     // A file none of whose results can be read is an error naming the first.
     std::fs::write(&path, serde_json::json!([{"completed": 1}, {"completed": 2}]).to_string()).unwrap();
     let err = read_file(&path).unwrap_err().to_string();
@@ -256,5 +257,6 @@ fn a_block_without_figures_is_skipped_and_the_report_s_other_blocks_are_read() {
     assert!(read.skipped[0].label.starts_with("notes.md #2 (line "), "{:?}", read.skipped);
     assert!(read.skipped[0].reason.contains("no request"), "{:?}", read.skipped);
     let err = points_from_report(&text, "notes.md").unwrap_err().to_string();
-    assert!(err.contains("notes.md #2") && err.contains("no request"), "{err}");
+    assert!(err.contains("notes.md: #2 (line ") && err.contains("no request"), "{err}");
+    assert_eq!(err.matches("notes.md").count(), 1, "{err}");
 }

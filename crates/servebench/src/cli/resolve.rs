@@ -131,6 +131,11 @@ pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
 /// The most warm-up requests a run sends (each is a copy of request 0 held in memory).
 pub const MAX_WARMUPS: usize = 1_000_000;
 
+/// The most requests one run plans. Each is held in memory from its plan to its saved result,
+/// about 1 KB even at one token in and out (a million such requests predicted in 1.0 GB), so
+/// more would exhaust a machine's memory hours into a run instead of failing before it.
+pub const MAX_PROMPTS: usize = 10_000_000;
+
 pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
     if !is_positive(t.burstiness) {
         return err(format!("--burstiness must be greater than 0, got {}", t.burstiness));
@@ -145,6 +150,13 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
     };
     if t.num_prompts == 0 {
         return err("--num-prompts must be at least 1");
+    }
+    if t.num_prompts > MAX_PROMPTS {
+        return err(format!(
+            "--num-prompts {} is more than the {MAX_PROMPTS} one run holds in memory (about 1 KB a request); \
+             split it into runs (a sweep over seeds) or lower it",
+            t.num_prompts
+        ));
     }
     if t.num_warmups > MAX_WARMUPS {
         return err(format!(

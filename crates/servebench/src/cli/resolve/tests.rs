@@ -58,12 +58,20 @@ fn ramp_up_rules_match_vllm() {
 }
 
 #[test]
-fn warm_ups_are_bounded_before_any_is_built() {
+fn warm_ups_and_prompts_are_bounded_before_any_is_built() {
     let most = TrafficArgs { num_warmups: MAX_WARMUPS, ..TrafficArgs::default() };
     assert_eq!(parse_traffic(&most).unwrap().num_warmups, MAX_WARMUPS);
     let huge = TrafficArgs { num_warmups: 4_000_000_000, ..TrafficArgs::default() };
     let e = parse_traffic(&huge).unwrap_err().to_string();
     assert!(e.starts_with("--num-warmups 4000000000 is more than 1000000"), "{e}");
+    let most = TrafficArgs { num_prompts: MAX_PROMPTS, ..TrafficArgs::default() };
+    assert_eq!(parse_traffic(&most).unwrap().num_prompts, MAX_PROMPTS);
+    let huge = TrafficArgs { num_prompts: MAX_PROMPTS + 1, ..TrafficArgs::default() };
+    let e = parse_traffic(&huge).unwrap_err().to_string();
+    assert!(
+        e.starts_with("--num-prompts 10000001 is more than the 10000000 one run holds") && e.contains("split"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -31,8 +31,9 @@ pub struct ImportArgs {
     #[command(flatten)]
     pub db: DbArgs,
     /// vLLM result JSON (saved or appended, any version), servebench result JSON, or text
-    /// holding console reports with headings between them.
-    #[arg(required = true, value_name = "FILE")]
+    /// holding console reports with headings between them; a folder stands for the files in it
+    /// (vLLM's --result-dir), not its subfolders.
+    #[arg(required = true, value_name = "FILE|FOLDER")]
     pub files: Vec<PathBuf>,
 }
 

@@ -1,12 +1,15 @@
-//! `servebench import FILE...`: vLLM result files and reports into the run store.
+//! `servebench import FILE|FOLDER...`: vLLM result files and reports into the run store.
 //!
 //! Prints, per file, how many runs were added (with their numbers) and every block or
 //! document skipped with its line and reason, then the total. A block already in the store
-//! (same file content and line) is skipped, so importing a file again adds nothing. The exit
-//! code is 1 when a file could not be read or held no result at all; the other files are still
-//! imported.
+//! (same file content and line) is skipped, so importing a file again adds nothing. A folder
+//! (vLLM's `--result-dir`) stands for the files in it, in name order, not its subfolders nor
+//! hidden files. The exit code is 1 when a file could not be read, when a file named on the
+//! command line held no result at all, or when no file of a folder did; the other files are
+//! still imported.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use servebench_report::compare::ranges;
@@ -21,52 +24,119 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     let mut store = Store::open(&path)?;
     let mut total = 0;
     let mut failed = 0;
-    for file in &args.files {
-        let report = match import_file(file) {
-            Ok(report) => report,
-            Err(e) => {
-                output::error(&e);
-                failed += 1;
-                continue;
+    for named in &args.files {
+        let (files, folder) = if named.is_dir() {
+            match folder_files(named) {
+                Ok(files) => (files, true),
+                Err(e) => {
+                    output::error(e.as_ref());
+                    failed += 1;
+                    continue;
+                }
             }
+        } else {
+            (vec![named.clone()], false)
         };
-        let mut added: Vec<RunId> = Vec::new();
-        let mut skipped = report.skipped.clone();
-        for run in &report.runs {
-            match store.insert(run) {
-                Ok(id) => added.push(id),
-                Err(StoreError::Duplicate { existing }) => skipped.push(Problem {
-                    line: run.source.as_ref().and_then(|s| s.line).unwrap_or(0),
-                    message: format!("already in the store as run {existing}"),
-                }),
-                Err(e) => return Err(e.into()),
+        // A folder fails where none of its files holds a result; a file named alone, where it
+        // holds none.
+        let mut held = false;
+        for file in &files {
+            match import_one(&mut store, file, out)? {
+                Imported::Unreadable => failed += 1,
+                Imported::Runs(n) => {
+                    total += n.added;
+                    held |= n.held;
+                    failed += usize::from(!folder && !n.held);
+                }
             }
         }
-        skipped.sort_by_key(|p| p.line);
-        total += added.len();
-        // A file with no result in it is a mistake to report; one whose results are all in the
-        // store already is not (importing twice is harmless).
-        if report.runs.is_empty() {
+        if folder && !held {
+            output::error(&NoResults(named.clone()));
             failed += 1;
-        }
-        let mut line = format!("{}: added {}", file.display(), runs(added.len()));
-        if !added.is_empty() {
-            line.push_str(&format!(" ({})", ranges(&added)));
-        }
-        if !skipped.is_empty() {
-            line.push_str(&format!(", skipped {}", skipped.len()));
-        }
-        writeln!(out, "{line}")?;
-        for s in &skipped {
-            writeln!(out, "  skipped {s}")?;
-        }
-        for n in &report.notes {
-            writeln!(out, "  note: {n}")?;
         }
     }
     writeln!(out, "Added {} to {}.", runs(total), path.display())?;
     out.flush()?;
     Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// What one file gave: it could not be read, or the runs added from it and whether it held
+/// any result at all (its results may all be in the store already).
+enum Imported {
+    Unreadable,
+    Runs(Added),
+}
+
+struct Added {
+    added: usize,
+    held: bool,
+}
+
+/// A folder none of whose files holds a result.
+#[derive(Debug, thiserror::Error)]
+#[error("no file in {} holds a vLLM result; pass the folder vLLM saved its results in (--result-dir) or the files", .0.display())]
+struct NoResults(PathBuf);
+
+/// The files of `folder` in name order: not its subfolders, not hidden files.
+fn folder_files(folder: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let read = |e: std::io::Error| anyhow::anyhow!("could not read the folder {}: {e}", folder.display());
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(folder).map_err(read)? {
+        let entry = entry.map_err(read)?;
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if !hidden && entry.path().is_file() {
+            files.push(entry.path());
+        }
+    }
+    if files.is_empty() {
+        anyhow::bail!(
+            "the folder {} holds no files; pass the folder vLLM saved its results in (--result-dir) or the files",
+            folder.display()
+        );
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Imports one file into the store and prints its line, its skipped blocks and its notes.
+fn import_one(store: &mut Store, file: &Path, out: &mut dyn Write) -> anyhow::Result<Imported> {
+    let report = match import_file(file) {
+        Ok(report) => report,
+        Err(e) => {
+            output::error(&e);
+            return Ok(Imported::Unreadable);
+        }
+    };
+    let mut added: Vec<RunId> = Vec::new();
+    let mut skipped = report.skipped.clone();
+    for run in &report.runs {
+        match store.insert(run) {
+            Ok(id) => added.push(id),
+            Err(StoreError::Duplicate { existing }) => skipped.push(Problem {
+                line: run.source.as_ref().and_then(|s| s.line).unwrap_or(0),
+                message: format!("already in the store as run {existing}"),
+            }),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    skipped.sort_by_key(|p| p.line);
+    let mut line = format!("{}: added {}", file.display(), runs(added.len()));
+    if !added.is_empty() {
+        line.push_str(&format!(" ({})", ranges(&added)));
+    }
+    if !skipped.is_empty() {
+        line.push_str(&format!(", skipped {}", skipped.len()));
+    }
+    writeln!(out, "{line}")?;
+    for s in &skipped {
+        writeln!(out, "  skipped {s}")?;
+    }
+    for n in &report.notes {
+        writeln!(out, "  note: {n}")?;
+    }
+    // A file with no result in it is a mistake to report; one whose results are all in the
+    // store already is not (importing twice is harmless).
+    Ok(Imported::Runs(Added { added: added.len(), held: !report.runs.is_empty() }))
 }
 
 fn runs(n: usize) -> String {

@@ -113,6 +113,47 @@ fn a_missing_file_or_one_without_results_fails_the_command_but_not_the_others() 
 }
 
 #[test]
+fn a_folder_stands_for_its_files_and_fails_only_where_none_holds_a_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(&dir);
+    let results = dir.path().join("results");
+    std::fs::create_dir_all(results.join("older")).unwrap();
+    for f in ["004-prefill-decode.txt", "003-sharegpt-percentiles.txt"] {
+        std::fs::copy(report_file(f), results.join(f)).unwrap();
+    }
+    std::fs::copy(report_file("000-dense-models.txt"), results.join("older/000-dense-models.txt")).unwrap();
+    std::fs::write(results.join("README.md"), "how these were run\n").unwrap();
+    std::fs::write(results.join(".hidden.json"), "{}").unwrap();
+    let (code, out) = try_run(&["import", "--db", &db, &results.to_string_lossy()]).unwrap();
+    assert_eq!(code, ExitCode::SUCCESS, "{out}");
+    // In name order; the notes are named with their reason but fail nothing; neither the
+    // subfolder nor the hidden file is read.
+    let first = out.find("003-sharegpt-percentiles.txt: added 1 run (1)\n").expect(&out);
+    let second = out.find("004-prefill-decode.txt: added 2 runs (2-3)\n").expect(&out);
+    assert!(first < second, "{out}");
+    assert!(out.contains("README.md: added 0 runs, skipped 1"), "{out}");
+    assert!(!out.contains("000-dense") && !out.contains(".hidden"), "{out}");
+    assert!(out.ends_with(&format!("Added 3 runs to {db}.\n")), "{out}");
+    // Again: every result is in the store already, which is no failure.
+    let (code, out) = try_run(&["import", "--db", &db, &results.to_string_lossy()]).unwrap();
+    assert_eq!(code, ExitCode::SUCCESS, "{out}");
+    assert!(out.ends_with(&format!("Added 0 runs to {db}.\n")), "{out}");
+    // The subfolder, named itself, is read.
+    let (code, out) = try_run(&["import", "--db", &db, &results.join("older").to_string_lossy()]).unwrap();
+    assert_eq!(code, ExitCode::SUCCESS, "{out}");
+    assert!(out.contains("000-dense-models.txt: added 11 runs (4-14)\n"), "{out}");
+    // A folder with no result in any file, or with no file at all, fails the command.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (code, _) = try_run(&["import", "--db", &db, &empty.to_string_lossy()]).unwrap();
+    assert_eq!(code, ExitCode::FAILURE);
+    std::fs::write(empty.join("notes.txt"), "just some notes\n").unwrap();
+    let (code, out) = try_run(&["import", "--db", &db, &empty.to_string_lossy()]).unwrap();
+    assert_eq!(code, ExitCode::FAILURE, "{out}");
+    assert!(out.contains("notes.txt: added 0 runs, skipped 1"), "{out}");
+}
+
+#[test]
 fn list_filters_by_labels_model_kind_and_limit() {
     let (_dir, db) = imported();
     let ids = |args: &[&str]| -> Vec<i64> {

@@ -17,6 +17,7 @@ use servebench_store::import::{Problem, import_file};
 use servebench_store::{RunId, Store, StoreError};
 
 use crate::cli::store_args::ImportArgs;
+use crate::commands::inputs::{Named, any_file, files_of};
 use crate::output;
 
 pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -25,17 +26,13 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     let mut total = 0;
     let mut failed = 0;
     for named in &args.files {
-        let (files, folder) = if named.is_dir() {
-            match folder_files(named) {
-                Ok(files) => (files, true),
-                Err(e) => {
-                    output::error(e.as_ref());
-                    failed += 1;
-                    continue;
-                }
+        let Named { files, folder } = match files_of(named, any_file, "vLLM results") {
+            Ok(named) => named,
+            Err(e) => {
+                output::error(e.as_ref());
+                failed += 1;
+                continue;
             }
-        } else {
-            (vec![named.clone()], false)
         };
         // A folder fails where none of its files holds a result; a file named alone, where it
         // holds none.
@@ -76,27 +73,6 @@ struct Added {
 #[derive(Debug, thiserror::Error)]
 #[error("no file in {} holds a vLLM result; pass the folder vLLM saved its results in (--result-dir) or the files", .0.display())]
 struct NoResults(PathBuf);
-
-/// The files of `folder` in name order: not its subfolders, not hidden files.
-fn folder_files(folder: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let read = |e: std::io::Error| anyhow::anyhow!("could not read the folder {}: {e}", folder.display());
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(folder).map_err(read)? {
-        let entry = entry.map_err(read)?;
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if !hidden && entry.path().is_file() {
-            files.push(entry.path());
-        }
-    }
-    if files.is_empty() {
-        anyhow::bail!(
-            "the folder {} holds no files; pass the folder vLLM saved its results in (--result-dir) or the files",
-            folder.display()
-        );
-    }
-    files.sort();
-    Ok(files)
-}
 
 /// Imports one file into the store and prints its line, its skipped blocks and its notes.
 fn import_one(store: &mut Store, file: &Path, out: &mut dyn Write) -> anyhow::Result<Imported> {

@@ -15,6 +15,7 @@ use servebench_store::merge::{MergeError, ShardResult, merge_shards, read_shard_
 
 use crate::cli::merge_args::MergeArgs;
 use crate::commands::finish::{Keep, StoreChoice, finish_and_keep};
+use crate::commands::inputs::files_of;
 use crate::output::Sink;
 
 pub fn execute(args: &MergeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
@@ -87,30 +88,25 @@ fn by_run(parts: Vec<ShardResult>) -> BTreeMap<String, Vec<ShardResult>> {
 pub(crate) fn read_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<ShardResult>> {
     let mut parts = Vec::new();
     for input in inputs {
-        if input.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(input)
-                .with_context(|| format!("could not list the folder {}", input.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            files.sort();
-            let before = parts.len();
-            for file in files {
-                match read_one(&file) {
-                    Ok(part) => parts.push(part),
-                    // A folder may hold other results (an earlier merge): only workers count.
-                    Err(e) if matches!(e.downcast_ref::<MergeError>(), Some(MergeError::NotAWorker { .. })) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            if parts.len() == before {
-                anyhow::bail!(
-                    "{} holds no worker results of a sharded run (the *.json files `bench serve --shard` writes)",
-                    input.display()
-                );
-            }
-        } else {
+        let named = files_of(input, |p| p.extension().is_some_and(|x| x == "json"), "worker results (*.json)")?;
+        if !named.folder {
             parts.push(read_one(input)?);
+            continue;
+        }
+        let before = parts.len();
+        for file in named.files {
+            match read_one(&file) {
+                Ok(part) => parts.push(part),
+                // A folder may hold other results (an earlier merge): only workers count.
+                Err(e) if matches!(e.downcast_ref::<MergeError>(), Some(MergeError::NotAWorker { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if parts.len() == before {
+            anyhow::bail!(
+                "{} holds no worker results of a sharded run (the *.json files `bench serve --shard` writes)",
+                input.display()
+            );
         }
     }
     Ok(parts)

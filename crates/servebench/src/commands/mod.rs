@@ -9,6 +9,7 @@ pub mod env;
 pub mod execute;
 pub mod finish;
 pub mod import;
+pub mod inputs;
 pub mod launch;
 pub mod merge;
 pub mod report;

@@ -11,20 +11,32 @@ use servebench_sim::Presets;
 use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, validate};
 
 use crate::cli::sim_args::SimFitArgs;
+use crate::commands::inputs::{any_file, files_of};
 use crate::output::Sink;
 
 /// `sim fit`: calibrate the stack constants to measured results, write the profile.
 pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
     let mut points = Vec::new();
-    for file in &args.results {
-        // A result of the file that cannot be read is left out with its reason, as `sim
-        // validate` leaves it out; a file of which none can be read is an error.
-        let read = calibration::read_file(Path::new(file))?;
-        for s in &read.skipped {
-            out.line(format!("Left out {}: {}", s.label, s.reason))?;
+    for named in &args.results {
+        let named = files_of(Path::new(named), any_file, "measured results")?;
+        for file in &named.files {
+            // A result of the file that cannot be read is left out with its reason, as `sim
+            // validate` leaves it out; a file named alone of which none can be read is an
+            // error, one of a folder's is left out.
+            let read = match calibration::read_file(file) {
+                Ok(read) => read,
+                Err(e) if named.folder => {
+                    out.line(format!("Left out {e}"))?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            for s in &read.skipped {
+                out.line(format!("Left out {}: {}", s.label, s.reason))?;
+            }
+            points.extend(read.points);
         }
-        points.extend(read.points);
     }
     let mut deployment = args.deployment.clone();
     if deployment.model.is_none() && deployment.model_config.is_none() {

@@ -2,7 +2,7 @@
 //! they are or held out (fit on some groups, predict the others), as a table or JSON.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -15,6 +15,7 @@ use servebench_sim::calibration::{
 };
 
 use crate::cli::sim_args::SimValidateArgs;
+use crate::commands::inputs::{any_file, files_of};
 
 /// Runs the validation and writes its report to `out`.
 pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -30,7 +31,11 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         options,
         profile: args.profile.as_ref().map(Into::into),
     };
-    let paths: Vec<&Path> = args.results.iter().map(Path::new).collect();
+    let mut paths = Vec::new();
+    for named in &args.results {
+        paths.extend(files_of(Path::new(named), any_file, "measured results")?.files);
+    }
+    let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
     let (mut points, mut skipped) = validate::read_all(&paths);
     if !args.runs.is_empty() {
         let store = servebench_store::Store::open(&args.db.path()?)?;

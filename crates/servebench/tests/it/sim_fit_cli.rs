@@ -157,6 +157,17 @@ fn sim_fit_takes_the_model_the_runs_name_when_none_is_given() {
     std::fs::write(&one, first_two_blocks).unwrap();
     let out = ok(&[&base[..], &[one.to_str().unwrap()]].concat());
     assert!(out.contains("to 1 measured run(s) of Qwen/Qwen3-8B on dgx-spark"), "{out}");
+    // A folder stands for its files; one of them without results is left out, not an error
+    // as it is when named alone.
+    let folder = dir.path().join("results");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(&one, folder.join("one.txt")).unwrap();
+    std::fs::write(folder.join("README.md"), "how these were run\n").unwrap();
+    let out = ok(&[&base[..], &[folder.to_str().unwrap()]].concat());
+    assert!(out.contains("to 1 measured run(s) of Qwen/Qwen3-8B on dgx-spark"), "{out}");
+    assert!(out.contains("Left out ") && out.contains("README.md: no `Serving Benchmark Result` block"), "{out}");
+    let (_, err) = fails(&[&base[..], &[folder.join("README.md").to_str().unwrap()]].concat());
+    assert!(err.contains("README.md: no `Serving Benchmark Result` block"), "{err}");
     let bare = dir.path().join("bare.txt");
     let block = &text[text.find("============ Serving").unwrap()..];
     std::fs::write(&bare, &block[..block.find("Results ").unwrap_or(block.len())]).unwrap();

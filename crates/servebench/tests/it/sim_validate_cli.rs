@@ -51,6 +51,14 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     for metric in ["mean TTFT (ms)", "mean TPOT (ms)", "output tok/s"] {
         assert_eq!(out.matches(metric).count(), 4, "{metric} in the point table, the summary and the band's:\n{out}");
     }
+    // A folder stands for its files: the same points, the same skipped file.
+    let argv =
+        ["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b", "--points", dir.path().to_str().unwrap()];
+    let Command::Sim(SimCommand::Validate(args)) = Cli::try_parse_from(argv).unwrap().command else { panic!() };
+    let mut folder = Vec::new();
+    commands::sim_validate::run(&args, &mut folder).unwrap();
+    let folder = String::from_utf8(folder).unwrap();
+    assert!(folder.contains("Validated 2 measured run(s)") && folder.contains("broken.json: line 1: not valid JSON"));
     let (code, out) = run(&["--fail-above", "0.001"]);
     assert_eq!(code, std::process::ExitCode::from(1), "{out}");
     assert!(out.contains("FAIL: a median error of"), "{out}");

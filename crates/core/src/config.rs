@@ -7,6 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod backend;
+pub use backend::{Api, Backend};
+
 /// Everything that defines one benchmark run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
@@ -26,100 +29,6 @@ pub struct RunConfig {
     pub logprobs: Option<i64>,
     /// What is reported and saved.
     pub output: OutputOptions,
-}
-
-/// The API family a backend speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Api {
-    /// `/v1/completions`: `prompt` in, `choices[].text` out.
-    Completions,
-    /// `/v1/chat/completions`: `messages` in, `choices[].delta.content` out.
-    Chat,
-    /// `/v1/responses` (OpenAI's Responses API): `input` in, `response.output_text.delta`
-    /// events out, closed by `response.completed` (or `response.incomplete`) with the usage.
-    Responses,
-    /// `/v1/messages` (Anthropic's Messages API): `messages` in, `content_block_delta` events
-    /// out, closed by `message_stop`, the usage in `message_start` and `message_delta`.
-    Messages,
-}
-
-impl Api {
-    /// Whether the server renders the model's chat template around the prompt (chat,
-    /// Responses and Messages requests; a completions prompt is read as it is).
-    pub fn templated(self) -> bool {
-        !matches!(self, Api::Completions)
-    }
-
-    /// The event that ends a complete stream (a stream cut off before it failed), where the
-    /// API has one: Responses' `response.completed` or `response.incomplete`, Messages'
-    /// `message_stop`. Completions and chat streams just end.
-    pub fn end_event(self) -> Option<&'static str> {
-        match self {
-            Api::Responses => Some("response.completed or response.incomplete"),
-            Api::Messages => Some("message_stop"),
-            Api::Completions | Api::Chat => None,
-        }
-    }
-}
-
-/// `--backend`: every value vLLM accepts for an OpenAI-compatible server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    Vllm,
-    Openai,
-    OpenaiChat,
-    VllmChat,
-    Sglang,
-    #[serde(rename = "llama.cpp")]
-    LlamaCpp,
-    OpenaiResponses,
-    AnthropicMessages,
-}
-
-impl Backend {
-    /// Every backend with its command-line spelling.
-    pub const ALL: [(Backend, &'static str); 8] = [
-        (Backend::Vllm, "vllm"),
-        (Backend::Openai, "openai"),
-        (Backend::OpenaiChat, "openai-chat"),
-        (Backend::VllmChat, "vllm-chat"),
-        (Backend::Sglang, "sglang"),
-        (Backend::LlamaCpp, "llama.cpp"),
-        (Backend::OpenaiResponses, "openai-responses"),
-        (Backend::AnthropicMessages, "anthropic-messages"),
-    ];
-
-    /// The spelling used on the command line and in vLLM's result JSON.
-    pub fn name(self) -> &'static str {
-        Self::ALL.iter().find(|(b, _)| *b == self).map(|(_, n)| *n).unwrap_or("openai")
-    }
-
-    /// Parses a command-line spelling.
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(_, n)| *n == s).map(|(b, _)| *b)
-    }
-
-    /// The API family this backend uses.
-    pub fn api(self) -> Api {
-        match self {
-            Backend::OpenaiChat | Backend::VllmChat => Api::Chat,
-            Backend::OpenaiResponses => Api::Responses,
-            Backend::AnthropicMessages => Api::Messages,
-            _ => Api::Completions,
-        }
-    }
-
-    /// The endpoint vLLM uses for this backend when `--endpoint` is not given.
-    pub fn default_endpoint(self) -> &'static str {
-        match self.api() {
-            Api::Completions => "/v1/completions",
-            Api::Chat => "/v1/chat/completions",
-            Api::Responses => "/v1/responses",
-            Api::Messages => "/v1/messages",
-        }
-    }
 }
 
 /// Where requests go.
@@ -568,16 +477,5 @@ mod tests {
         target.remove("profile");
         let old: RunConfig = serde_json::from_value(json).unwrap();
         assert!(!old.target.insecure && !old.target.profile);
-    }
-
-    #[test]
-    fn backends_parse_their_own_names() {
-        for (b, n) in Backend::ALL {
-            assert_eq!(Backend::from_name(n), Some(b));
-            assert_eq!(b.name(), n);
-        }
-        assert_eq!(Backend::OpenaiChat.api(), Api::Chat);
-        assert_eq!(Backend::Sglang.api(), Api::Completions);
-        assert_eq!(Backend::from_name("tgi"), None);
     }
 }

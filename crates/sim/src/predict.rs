@@ -67,6 +67,11 @@ pub(crate) struct Prompts {
 
 impl Prompts {
     pub fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper) -> Prompts {
+        // The server reads a body as the API of the route it was sent to, whatever the backend
+        // built: a completions body sent to `/v1/chat/completions` (`--backend openai
+        // --endpoint /v1/chat/completions`, which vLLM's client lets through) is refused there,
+        // as `sim serve` refuses it.
+        let served = Api::served_at(&config.target.endpoint).unwrap_or(plan.api);
         let requests = plan
             .requests
             .iter()
@@ -86,7 +91,7 @@ impl Prompts {
                     return Prepared { ids: None, ignore_eos: false, error: Some(e.to_string()) };
                 }
                 let mut ids = Vec::with_capacity(r.prompt_tokens as usize + 8);
-                if let Err(e) = mapper.prompt_ids(plan.api, &body, &mut ids) {
+                if let Err(e) = mapper.prompt_ids(served, &body, &mut ids) {
                     return Prepared { ids: None, ignore_eos: false, error: Some(e) };
                 }
                 if plan.tokens_exact() && r.prompt_tokens > 0 {

@@ -193,6 +193,17 @@ fn requests_that_do_not_fit_the_context_fail_like_a_400() {
     let failure = r.records[2].failure.as_ref().unwrap();
     assert_eq!(failure.message, "temperature must be non-negative, got -1.");
     assert!(r.records[0].succeeded());
+    // Completions bodies sent to the chat route are refused there, as `sim serve` refuses
+    // them; a route the server's names do not end it (a proxy's) reads them as built.
+    let mut chat_route = config(None, false);
+    chat_route.target.endpoint = "/v1/chat/completions".into();
+    let r = predict(&p, &chat_route, &s);
+    for record in &r.records {
+        assert_eq!(record.status, 400);
+        assert_eq!(record.failure.as_ref().unwrap().message, r#"the body has no "messages" list"#);
+    }
+    chat_route.target.endpoint = "/gateway/v1/completions/".into();
+    assert!(predict(&p, &chat_route, &s).records[0].succeeded());
 }
 
 #[test]

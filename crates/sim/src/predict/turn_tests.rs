@@ -165,7 +165,9 @@ fn requests_and_conversations_share_the_client() {
             serde_json::json!({"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 7}).to_string(),
         );
     }
-    let r = predict(&p, &config(8, 0.0), &setup(&[]));
+    let mut c = config(8, 0.0);
+    c.target.endpoint = "/v1/chat/completions".into();
+    let r = predict(&p, &c, &setup(&[]));
     assert_eq!(r.records.len(), 3 + 4);
     assert!(r.records.iter().all(RequestRecord::succeeded));
     assert!(r.records[..3].iter().all(|x| x.turn.is_none() && x.output_tokens() == 7));

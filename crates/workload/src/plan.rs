@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use servebench_core::config::{Api, LoraAssignment, RunConfig, WorkloadSpec};
+use servebench_core::config::{Api, Backend, LoraAssignment, RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
 use servebench_core::rng::{PyRandom, RandomState};
 
@@ -52,6 +52,7 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
 
     let models = lora_models(config, &dataset)?;
     let mut notes = dataset.notes;
+    notes.extend(route_note(config));
     let times = if let WorkloadSpec::Trace { time_scale, .. } = &config.workload {
         let ts: Vec<f64> = dataset.samples.iter().map(|s| s.timestamp_s.unwrap_or(0.0)).collect();
         notes.push(format!(
@@ -146,6 +147,24 @@ fn lora_models<'c>(config: &'c RunConfig, dataset: &Dataset) -> Result<Option<Ve
 }
 
 /// Prompt tokens as the server will count them (exact with a tokenizer).
+/// Where the endpoint's route serves another API than the backend builds bodies for (vLLM's
+/// client lets a completions backend post to any path ending in "completions", the chat route
+/// too), the server refuses every request: said before the run, with the flags that fit.
+fn route_note(config: &RunConfig) -> Option<String> {
+    let backend = config.target.backend;
+    let served = Api::served_at(&config.target.endpoint).filter(|&served| served != backend.api())?;
+    let fits = Backend::ALL.iter().find(|(b, _)| b.api() == served).map_or("", |(_, name)| name);
+    Some(format!(
+        "--endpoint {} serves {} requests, but --backend {} builds {} ones: a server refuses each of them; \
+         pass --backend {fits}, or --endpoint {}",
+        config.target.endpoint,
+        format!("{served:?}").to_lowercase(),
+        backend.name(),
+        format!("{:?}", backend.api()).to_lowercase(),
+        backend.default_endpoint()
+    ))
+}
+
 fn count_prompt(tok: Option<&Tokenizer>, api: Api, s: &Sample) -> Result<u32, WorkloadError> {
     match (tok, api, s.raw_tokens) {
         (None, _, _) => Ok(s.prompt_len),

@@ -16,6 +16,7 @@ use crate::arrival;
 fn config(backend: Backend) -> RunConfig {
     let mut c = RunConfig::for_target("http://127.0.0.1:8000", "Qwen/Qwen3-0.6B");
     c.target.backend = backend;
+    c.target.endpoint = backend.default_endpoint().into();
     c
 }
 
@@ -181,6 +182,23 @@ fn seeds_numpy_cannot_take_are_refused() {
     c.traffic.seed = 1 << 32;
     let err = build_plan(&c, None).unwrap_err().to_string();
     assert!(err.contains("--seed") && err.contains("2^32"), "{err}");
+}
+
+#[test]
+fn a_route_that_serves_another_api_than_the_backend_builds_is_noted() {
+    let mut c = config(Backend::Openai);
+    assert!(!build_plan(&c, None).unwrap().notes.iter().any(|n| n.contains("--endpoint")));
+    c.target.endpoint = "/v1/chat/completions".into();
+    let plan = build_plan(&c, None).unwrap();
+    let note = plan.notes.iter().find(|n| n.contains("--endpoint")).expect("a note on the route");
+    assert_eq!(
+        note,
+        "--endpoint /v1/chat/completions serves chat requests, but --backend openai builds completions ones: \
+         a server refuses each of them; pass --backend openai-chat, or --endpoint /v1/completions"
+    );
+    // A proxy's own route names no API: nothing to say.
+    c.target.endpoint = "/gateway/generate".into();
+    assert!(!build_plan(&c, None).unwrap().notes.iter().any(|n| n.contains("--endpoint")));
 }
 
 #[test]

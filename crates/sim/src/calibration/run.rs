@@ -22,8 +22,8 @@ const MAX_REQUESTS: usize = 1_000_000;
 const MAX_PROMPT_TOKENS: u64 = 200_000_000;
 
 /// Whether a fit can simulate `w`: it has a request, and no more requests and prompt tokens
-/// than the limits above.
-pub(crate) fn simulable(w: &PointWorkload) -> Result<(), String> {
+/// than the limits above. Gives the requests' prompt lengths where it can.
+pub(crate) fn simulable(w: &PointWorkload) -> Result<Vec<u32>, String> {
     let n = w.num_prompts;
     if n == 0 {
         return Err("the point has no request".into());
@@ -31,13 +31,14 @@ pub(crate) fn simulable(w: &PointWorkload) -> Result<(), String> {
     if n > MAX_REQUESTS {
         return Err(format!("{n} requests are more than the {MAX_REQUESTS} a fit simulates; use a smaller run"));
     }
-    let prompt_tokens: u64 = w.input.expand(n).iter().map(|&x| u64::from(x)).sum();
+    let inputs = w.input.expand(n);
+    let prompt_tokens: u64 = inputs.iter().map(|&x| u64::from(x)).sum();
     if prompt_tokens > MAX_PROMPT_TOKENS {
         return Err(format!(
             "{prompt_tokens} prompt tokens are more than the {MAX_PROMPT_TOKENS} a fit simulates; use a smaller run"
         ));
     }
-    Ok(())
+    Ok(inputs)
 }
 
 pub(crate) struct PreparedPoint {
@@ -49,9 +50,8 @@ pub(crate) struct PreparedPoint {
 impl PreparedPoint {
     /// Builds the plan of `w`; `salt` keeps prompts of different points apart.
     pub fn new(w: &PointWorkload, salt: u64) -> Result<Self, String> {
-        simulable(w)?;
+        let inputs = simulable(w)?;
         let n = w.num_prompts;
-        let inputs = w.input.expand(n);
         let outputs = w.output.expand(n);
         let mut config = RunConfig::for_target("sim://calibration", "calibration");
         config.traffic = Traffic {

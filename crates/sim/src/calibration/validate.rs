@@ -206,9 +206,8 @@ fn fits(point: &MeasuredPoint, setup: SimSetup) -> Result<SimSetup, String> {
     let w = &point.workload;
     // A run too large to simulate (or with no request) is left out here, with its reason, not
     // when the whole set is prepared.
-    super::run::simulable(w)?;
-    let n = w.num_prompts;
-    let longest = w.input.expand(n).iter().zip(w.output.expand(n)).map(|(i, o)| u64::from(*i) + u64::from(o)).max();
+    let inputs = super::run::simulable(w)?;
+    let longest = inputs.iter().zip(w.output.expand(w.num_prompts)).map(|(i, o)| u64::from(*i) + u64::from(o)).max();
     match longest {
         Some(len) if len > u64::from(setup.max_model_len) => Err(format!(
             "its longest request ({len} tokens) does not fit the {} tokens the KV cache of {} on {} holds in the \

@@ -107,7 +107,7 @@ impl Prompts {
         };
         // A conversation's turns carry the run's sampling parameters (`extra_body`): one vLLM
         // refuses fails each conversation at its first turn.
-        let sampling = crate::sampling::check(&serde_json::Value::Object(config.extra_body.clone()));
+        let sampling = crate::sampling::check_fields(&config.extra_body);
         let conversations = plan
             .conversations
             .iter()

@@ -30,8 +30,13 @@ const RULES: [Rule; 7] = [
 /// The first sampling parameter of a request body that vLLM would refuse; a parameter that is
 /// absent or null is vLLM's default.
 pub fn check(body: &Value) -> Result<(), BadSampling> {
+    body.as_object().map_or(Ok(()), check_fields)
+}
+
+/// [`check`] on a body's fields (a run's `extra_body`, which every request carries).
+pub fn check_fields(fields: &serde_json::Map<String, Value>) -> Result<(), BadSampling> {
     for (param, ok, rule) in RULES {
-        let Some(v) = body.get(param).filter(|v| !v.is_null()) else { continue };
+        let Some(v) = fields.get(param).filter(|v| !v.is_null()) else { continue };
         let message = match v.as_f64() {
             Some(x) if ok(x) => continue,
             Some(_) => format!("{param} {rule}, got {v}."),

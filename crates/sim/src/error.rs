@@ -5,10 +5,10 @@
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     #[error(
-        "unknown hardware {name:?}; known presets: {known}. Add your own as \
+        "unknown hardware {name:?}{nearest}; known presets: {known}. Add your own as \
          {user_dir}/hardware/NAME.toml"
     )]
-    UnknownHardware { name: String, known: String, user_dir: String },
+    UnknownHardware { name: String, nearest: String, known: String, user_dir: String },
 
     #[error(
         "unknown model {name:?}; known presets: {known}. Pass the path of a Hugging Face \

@@ -396,10 +396,19 @@ impl HardwareSpec {
     /// `-`, `_` or spaces (`H100_SXM`, `NVIDIA H100 80GB HBM3`).
     pub fn matches(&self, name: &str) -> bool {
         let n = normalized(name);
-        std::iter::once(&self.name)
-            .chain(&self.aliases)
-            .chain(std::iter::once(&self.device_name))
-            .any(|known| normalized(known) == n)
+        self.names().any(|known| normalized(known) == n)
+    }
+
+    /// How near `name` comes to this preset's name, an alias or the device's name: 1 for the
+    /// same, 0 for nothing alike (edit distance over the longer length, as
+    /// [`HardwareSpec::matches`] reads them).
+    pub fn nearness(&self, name: &str) -> f64 {
+        let n = normalized(name);
+        self.names().map(|known| strsim::normalized_levenshtein(&normalized(known), &n)).fold(0.0, f64::max)
+    }
+
+    fn names(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.name).chain(&self.aliases).chain(std::iter::once(&self.device_name))
     }
 }
 
@@ -432,6 +441,16 @@ mod tests {
         [stack]
         t0_ms = 4.5
     "#;
+
+    #[test]
+    fn a_name_is_as_near_as_its_nearest_spelling() {
+        let toy = HardwareSpec::from_toml(MINIMAL, "toy").unwrap();
+        assert_eq!(toy.nearness(&toy.name), 1.0);
+        assert_eq!(toy.nearness(&toy.name.to_uppercase().replace('-', " ")), 1.0);
+        let typo = format!("{}x", toy.name);
+        assert!((0.75..1.0).contains(&toy.nearness(&typo)), "{}", toy.nearness(&typo));
+        assert!(toy.nearness("zzzzzzzzzzzz") < 0.5);
+    }
 
     #[test]
     fn a_sustained_clock_outside_its_range_is_refused() {

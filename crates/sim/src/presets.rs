@@ -135,10 +135,24 @@ impl Presets {
 
     /// A hardware preset by name or alias.
     pub fn hardware(&self, name: &str) -> Result<&HardwareSpec, SimError> {
-        self.hardware.iter().find(|h| h.matches(name)).ok_or_else(|| SimError::UnknownHardware {
-            name: name.to_string(),
-            known: self.hardware.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "),
-            user_dir: self.user_dir_hint(),
+        self.hardware.iter().find(|h| h.matches(name)).ok_or_else(|| {
+            // The presets a keystroke or two from the name (`mi300`, `h100-80gb`) are offered.
+            let best = self.hardware.iter().map(|h| h.nearness(name)).fold(0.0, f64::max);
+            let nearest: Vec<&str> = self
+                .hardware
+                .iter()
+                .filter(|h| best >= 0.75 && h.nearness(name) == best)
+                .map(|h| h.name.as_str())
+                .collect();
+            SimError::UnknownHardware {
+                name: name.to_string(),
+                nearest: match nearest.is_empty() {
+                    true => String::new(),
+                    false => format!(" (did you mean {}?)", nearest.join(" or ")),
+                },
+                known: self.hardware.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "),
+                user_dir: self.user_dir_hint(),
+            }
         })
     }
 

@@ -236,9 +236,14 @@ fn bad_input_errors_say_what_to_do() {
     assert!(err.contains("config.json"), "{err}");
     let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "tpu-v9", "--no-store"]);
     assert!(
-        err.contains("unknown hardware \"tpu-v9\"") && err.contains("h100-sxm, h100-pcie, h100-nvl, h200, h200-nvl"),
+        err.contains("unknown hardware \"tpu-v9\"; known presets: h100-sxm, h100-pcie, h100-nvl, h200, h200-nvl"),
         "{err}"
     );
+    // A name a keystroke or two from presets offers them (all of them where they tie).
+    let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "mi300", "--no-store"]);
+    assert!(err.contains("unknown hardware \"mi300\" (did you mean mi300x?); known presets:"), "{err}");
+    let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "x100-80gb", "--no-store"]);
+    assert!(err.contains("(did you mean h100-sxm or a100-80g?)"), "{err}");
     let (_, err) = fails(&[
         "sim",
         "predict",

@@ -137,18 +137,15 @@ impl Presets {
     pub fn hardware(&self, name: &str) -> Result<&HardwareSpec, SimError> {
         self.hardware.iter().find(|h| h.matches(name)).ok_or_else(|| {
             // The presets a keystroke or two from the name (`mi300`, `h100-80gb`) are offered.
-            let best = self.hardware.iter().map(|h| h.nearness(name)).fold(0.0, f64::max);
-            let nearest: Vec<&str> = self
-                .hardware
-                .iter()
-                .filter(|h| best >= 0.75 && h.nearness(name) == best)
-                .map(|h| h.name.as_str())
-                .collect();
+            let near: Vec<(f64, &str)> = self.hardware.iter().map(|h| (h.nearness(name), h.name.as_str())).collect();
+            let best = near.iter().map(|(n, _)| *n).fold(0.0, f64::max);
+            let nearest: Vec<&str> = near.iter().filter(|(n, _)| best >= 0.75 && *n == best).map(|(_, h)| *h).collect();
             SimError::UnknownHardware {
                 name: name.to_string(),
-                nearest: match nearest.is_empty() {
-                    true => String::new(),
-                    false => format!(" (did you mean {}?)", nearest.join(" or ")),
+                nearest: if nearest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (did you mean {}?)", nearest.join(" or "))
                 },
                 known: self.hardware.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "),
                 user_dir: self.user_dir_hint(),

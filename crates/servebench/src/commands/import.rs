@@ -9,7 +9,7 @@
 //! still imported.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use servebench_report::compare::ranges;
@@ -48,7 +48,11 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             }
         }
         if folder && !held {
-            output::error(&NoResults(named.clone()));
+            let e = anyhow::anyhow!(
+                "no file in {} holds a vLLM result; pass the folder vLLM saved its results in (--result-dir) or the files",
+                named.display()
+            );
+            output::error(e.as_ref());
             failed += 1;
         }
     }
@@ -68,11 +72,6 @@ struct Added {
     added: usize,
     held: bool,
 }
-
-/// A folder none of whose files holds a result.
-#[derive(Debug, thiserror::Error)]
-#[error("no file in {} holds a vLLM result; pass the folder vLLM saved its results in (--result-dir) or the files", .0.display())]
-struct NoResults(PathBuf);
 
 /// Imports one file into the store and prints its line, its skipped blocks and its notes.
 fn import_one(store: &mut Store, file: &Path, out: &mut dyn Write) -> anyhow::Result<Imported> {

@@ -42,28 +42,18 @@ impl ServingOptions {
                 hw.name
             ));
         }
-        if !model.heads.is_multiple_of(self.tp) {
-            let fits: Vec<String> = (1..=model.heads)
-                .filter(|d| model.heads.is_multiple_of(*d) && *d <= 64)
-                .map(|d| d.to_string())
-                .collect();
-            return conflict(format!(
-                "tp={} does not divide the {} attention heads of {}; use one of {}",
-                self.tp,
-                model.heads,
-                model.id,
-                fits.join(", ")
-            ));
-        }
-        let kv = model.kv_heads;
-        // MLA's latent cache is whole on every rank, so KV heads do not constrain tp.
-        if model.mla.is_none()
-            && ((kv >= self.tp && !kv.is_multiple_of(self.tp)) || (kv < self.tp && !self.tp.is_multiple_of(kv)))
-        {
-            return conflict(format!(
-                "tp={} and the {} KV heads of {} do not split evenly (one must divide the other)",
-                self.tp, kv, model.id
-            ));
+        if !splits_attention(model, self.tp) {
+            let fits: Vec<String> =
+                (1..=model.heads.min(64)).filter(|&tp| splits_attention(model, tp)).map(|tp| tp.to_string()).collect();
+            let why = if model.heads.is_multiple_of(self.tp) {
+                format!(
+                    "tp={} and the {} KV heads of {} do not split evenly (one must divide the other)",
+                    self.tp, model.kv_heads, model.id
+                )
+            } else {
+                format!("tp={} does not divide the {} attention heads of {}", self.tp, model.heads, model.id)
+            };
+            return conflict(format!("{why}; use one of {}", fits.join(", ")));
         }
         if self.pp > model.layers {
             return conflict(format!("pp={} is more than the {} layers of {}", self.pp, model.layers, model.id));
@@ -130,4 +120,13 @@ impl ServingOptions {
         }
         Ok(())
     }
+}
+
+/// Whether vLLM splits `model`'s attention over `tp` ranks: `tp` divides the query heads, and
+/// divides or is divided by the KV heads (MLA's latent cache is whole on every rank, so its KV
+/// heads constrain nothing).
+fn splits_attention(model: &ModelShape, tp: u32) -> bool {
+    let kv = model.kv_heads;
+    let kv_split = if kv >= tp { kv.is_multiple_of(tp) } else { tp.is_multiple_of(kv) };
+    model.heads.is_multiple_of(tp) && (model.mla.is_some() || kv_split)
 }

@@ -107,6 +107,12 @@ fn contradictions_name_both_sides() {
     let err = |pairs: &[(&str, &str)]| parse("Qwen/Qwen3-8B", "h100-sxm", pairs).unwrap_err().to_string();
     let e = err(&[("tp", "3")]);
     assert!(e.contains("tp=3") && e.contains("32 attention heads"), "{e}");
+    // The sizes offered split the KV heads too: Qwen2.5-7B's 28 query heads divide by 7 and 14,
+    // but its 4 KV heads do not split over them.
+    let e = parse("Qwen/Qwen2.5-7B-Instruct", "h100-sxm", &[("tp", "8")]).unwrap_err().to_string();
+    assert!(e.contains("28 attention heads") && e.ends_with("use one of 1, 2, 4, 28"), "{e}");
+    let e = parse("Qwen/Qwen2.5-7B-Instruct", "h100-sxm", &[("tp", "7")]).unwrap_err().to_string();
+    assert!(e.contains("tp=7 and the 4 KV heads") && e.ends_with("use one of 1, 2, 4, 28"), "{e}");
     let e = err(&[("tp", "8"), ("pp", "2"), ("nodes", "1")]);
     assert!(e.contains("16 GPUs") && e.contains("nodes=1"), "{e}");
     assert!(parse("Qwen/Qwen3-8B", "h100-sxm", &[("tp", "8"), ("pp", "2"), ("nodes", "2")]).is_ok());

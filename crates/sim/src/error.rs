@@ -11,10 +11,10 @@ pub enum SimError {
     UnknownHardware { name: String, nearest: String, known: String, user_dir: String },
 
     #[error(
-        "unknown model {name:?}; known presets: {known}. Pass the path of a Hugging Face \
+        "unknown model {name:?}{nearest}; known presets: {known}. Pass the path of a Hugging Face \
          config.json instead, or add {user_dir}/models/NAME.toml"
     )]
-    UnknownModel { name: String, known: String, user_dir: String },
+    UnknownModel { name: String, nearest: String, known: String, user_dir: String },
 
     #[error("model {name:?} fits several presets: {fits}; give one of their ids")]
     AmbiguousModel { name: String, fits: String },

@@ -140,16 +140,9 @@ impl Presets {
     pub fn hardware(&self, name: &str) -> Result<&HardwareSpec, SimError> {
         self.hardware.iter().find(|h| h.matches(name)).ok_or_else(|| {
             // The presets a keystroke or two from the name (`mi300`, `h100-80gb`) are offered.
-            let near: Vec<(f64, &str)> = self.hardware.iter().map(|h| (h.nearness(name), h.name.as_str())).collect();
-            let best = near.iter().map(|(n, _)| *n).fold(0.0, f64::max);
-            let nearest: Vec<&str> = near.iter().filter(|(n, _)| best >= 0.75 && *n == best).map(|(_, h)| *h).collect();
             SimError::UnknownHardware {
                 name: name.to_string(),
-                nearest: if nearest.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (did you mean {}?)", nearest.join(" or "))
-                },
+                nearest: did_you_mean(self.hardware.iter().map(|h| (h.nearness(name), h.name.as_str()))),
                 known: self.hardware.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", "),
                 user_dir: self.user_dir_hint(),
             }
@@ -182,13 +175,24 @@ impl Presets {
         if let Some(m) = self.models.iter().find(|m| names(m).any(|n| n.eq_ignore_ascii_case(id))) {
             return Ok(m.clone());
         }
+        let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
+        let query = short(id);
         let unknown = || SimError::UnknownModel {
             name: id.to_string(),
+            // By the names after their organisations (`Llama-3-8B-Instruct` is near
+            // `meta-llama/Llama-3.1-8B-Instruct`), of the same sizes: `Qwen2.5-3B` is no typo
+            // of `Qwen2.5-32B`.
+            nearest: did_you_mean(self.models.iter().map(|m| {
+                let near = names(m)
+                    .map(short)
+                    .filter(|n| sizes(n) == sizes(&query))
+                    .map(|n| strsim::normalized_levenshtein(&n, &query))
+                    .fold(0.0, f64::max);
+                (near, m.id.as_str())
+            })),
             known: ids(self.models.iter()),
             user_dir: self.user_dir_hint(),
         };
-        let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
-        let query = short(id);
         let named: Vec<&ModelShape> = self.models.iter().filter(|m| names(m).any(|n| short(n) == query)).collect();
         if let [m] = named.as_slice() {
             return Ok((*m).clone());
@@ -236,6 +240,29 @@ impl Presets {
             ..(*first).clone()
         })
     }
+}
+
+/// " (did you mean A or B?)" for the names scored nearest (1 the same, 0 nothing alike), every
+/// one that ties, when the nearest is within a keystroke or two (0.75); else nothing.
+fn did_you_mean<'a>(scored: impl Iterator<Item = (f64, &'a str)>) -> String {
+    let scored: Vec<(f64, &str)> = scored.collect();
+    let best = scored.iter().map(|(n, _)| *n).fold(0.0, f64::max);
+    if best < 0.75 {
+        return String::new();
+    }
+    let nearest: Vec<&str> = scored.iter().filter(|(n, _)| *n == best).map(|(_, name)| *name).collect();
+    format!(" (did you mean {}?)", nearest.join(" or "))
+}
+
+/// The parts of a model's name that give its size in parameters (`32b`, `8x7b`, `a22b`, `1.7b`).
+fn sizes(name: &str) -> Vec<&str> {
+    name.split('-')
+        .filter(|p| {
+            p.strip_suffix('b').is_some_and(|n| {
+                n.chars().any(|c| c.is_ascii_digit()) && n.chars().all(|c| c.is_ascii_digit() || "x.a".contains(c))
+            })
+        })
+        .collect()
 }
 
 /// Whether two presets differ only in their names and weight format.

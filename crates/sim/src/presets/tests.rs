@@ -183,6 +183,18 @@ fn unknown_names_list_the_known_presets() {
     assert!(err.contains("tpu-v5") && err.contains("h100-sxm") && err.contains("mi300x"));
     let err = p.model("Qwen/Qwen9-1T").unwrap_err().to_string();
     assert!(err.contains("Qwen/Qwen3-8B") && err.contains("config.json"), "{err}");
+    assert!(!err.contains("did you mean"), "{err}");
+    // A name a keystroke or two from a preset's (after the organisation) offers it.
+    let err = p.model("meta-llama/Meta-Llama-3-8B-Instruct").unwrap_err().to_string();
+    assert!(err.contains("(did you mean meta-llama/Llama-3.1-8B-Instruct?)"), "{err}");
+    let err = p.model("mistralai/Mistral-7B-Instruct-v0.2").unwrap_err().to_string();
+    assert!(err.contains("(did you mean mistralai/Mistral-7B-Instruct-v0.3?)"), "{err}");
+    // A size is no typo: Qwen2.5-3B is not offered Qwen2.5-32B.
+    let err = p.model("Qwen/Qwen2.5-3B-Instruct").unwrap_err().to_string();
+    assert!(!err.contains("did you mean"), "{err}");
+    assert_eq!(sizes("qwen3-vl-235b-a22b-instruct"), ["235b", "a22b"]);
+    assert_eq!(sizes("mixtral-8x7b-v0.1"), ["8x7b"]);
+    assert!(sizes("phi-4-mini-instruct").is_empty());
 }
 
 #[test]

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 20] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 69] = embedded!("models":
+const MODELS: [(&str, &str); 77] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -43,6 +43,8 @@ const MODELS: [(&str, &str); 69] = embedded!("models":
     "qwen2.5-7b-instruct.toml", "qwen2.5-14b-instruct.toml", "qwen2.5-32b-instruct.toml", "qwq-32b.toml", "deepseek-r1-distill-qwen-7b.toml",
     "deepseek-r1-distill-qwen-14b.toml", "deepseek-r1-distill-qwen-32b.toml", "deepseek-r1-distill-llama-8b.toml", "deepseek-r1-distill-llama-70b.toml", "llama-3.1-405b-instruct.toml",
     "mistral-7b-instruct-v0.3.toml", "mixtral-8x7b-instruct-v0.1.toml", "qwen2.5-vl-7b-instruct.toml", "qwen3-vl-8b-instruct.toml", "phi-4-reasoning-plus.toml",
+    "llama-3-8b-instruct.toml", "llama-3-70b-instruct.toml", "qwen2.5-0.5b-instruct.toml", "qwen2.5-1.5b-instruct.toml",
+    "qwen2.5-3b-instruct.toml", "gemma-2-2b-it.toml", "gemma-2-9b-it.toml", "gemma-2-27b-it.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -179,9 +181,9 @@ impl Presets {
         let query = short(id);
         let unknown = || SimError::UnknownModel {
             name: id.to_string(),
-            // By the names after their organisations (`Llama-3-8B-Instruct` is near
-            // `meta-llama/Llama-3.1-8B-Instruct`), of the same sizes: `Qwen2.5-3B` is no typo
-            // of `Qwen2.5-32B`.
+            // By the names after their organisations (`Llama-3.1-8B-Instuct` is near
+            // `meta-llama/Llama-3.1-8B-Instruct`), of the same sizes: `Qwen3-2B` is no typo of
+            // `Qwen3-32B`.
             nearest: did_you_mean(self.models.iter().map(|m| {
                 let near = names(m)
                     .map(short)

@@ -101,6 +101,14 @@ fn model_presets_match_published_parameter_counts() {
         // The language models of 8.29 B and 8.77 B published with their vision towers.
         ("Qwen/Qwen2.5-VL-7B-Instruct", 7.61, 7.61),
         ("Qwen/Qwen3-VL-8B-Instruct", 8.19, 8.19),
+        ("meta-llama/Meta-Llama-3-8B-Instruct", 8.03, 8.03),
+        ("meta-llama/Meta-Llama-3-70B-Instruct", 70.6, 70.6),
+        ("Qwen/Qwen2.5-0.5B-Instruct", 0.49, 0.49),
+        ("Qwen/Qwen2.5-1.5B-Instruct", 1.54, 1.54),
+        ("Qwen/Qwen2.5-3B-Instruct", 3.09, 3.09),
+        ("google/gemma-2-2b-it", 2.61, 2.61),
+        ("google/gemma-2-9b-it", 9.24, 9.24),
+        ("google/gemma-2-27b-it", 27.2, 27.2),
     ];
     let p = Presets::embedded().unwrap();
     for (id, total, active) in published {
@@ -168,6 +176,14 @@ fn a_model_is_found_by_its_aliases_which_name_no_other_preset() {
         assert!(same_shapes(&d, &ModelShape { max_context: d.max_context, ..s }), "{distilled}");
         assert_eq!(d.max_context, 131_072, "{distilled}");
     }
+    // Llama 3 is Llama 3.1's shapes with its first 8,192 tokens of context.
+    for (first, later) in [
+        ("Meta-Llama-3-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("meta-llama/Meta-Llama-3-70B", "meta-llama/Llama-3.1-70B-Instruct"),
+    ] {
+        let (f, l) = (p.model(first).unwrap(), p.model(later).unwrap());
+        assert!(same_shapes(&f, &ModelShape { max_context: 8192, ..l }), "{first}");
+    }
     let names: Vec<String> =
         p.models.iter().flat_map(|m| std::iter::once(&m.id).chain(&m.aliases)).map(|n| n.to_lowercase()).collect();
     let mut unique = names.clone();
@@ -185,12 +201,12 @@ fn unknown_names_list_the_known_presets() {
     assert!(err.contains("Qwen/Qwen3-8B") && err.contains("config.json"), "{err}");
     assert!(!err.contains("did you mean"), "{err}");
     // A name a keystroke or two from a preset's (after the organisation) offers it.
-    let err = p.model("meta-llama/Meta-Llama-3-8B-Instruct").unwrap_err().to_string();
+    let err = p.model("meta-llama/Llama-3.1-8B-Instuct").unwrap_err().to_string();
     assert!(err.contains("(did you mean meta-llama/Llama-3.1-8B-Instruct?)"), "{err}");
     let err = p.model("mistralai/Mistral-7B-Instruct-v0.2").unwrap_err().to_string();
     assert!(err.contains("(did you mean mistralai/Mistral-7B-Instruct-v0.3?)"), "{err}");
-    // A size is no typo: Qwen2.5-3B is not offered Qwen2.5-32B.
-    let err = p.model("Qwen/Qwen2.5-3B-Instruct").unwrap_err().to_string();
+    // A size is no typo: Qwen3-2B is not offered Qwen3-32B.
+    let err = p.model("Qwen/Qwen3-2B").unwrap_err().to_string();
     assert!(!err.contains("did you mean"), "{err}");
     assert_eq!(sizes("qwen3-vl-235b-a22b-instruct"), ["235b", "a22b"]);
     assert_eq!(sizes("mixtral-8x7b-v0.1"), ["8x7b"]);

@@ -434,6 +434,9 @@ fn parse_sliding(k: &Keys, layers: u32, max_context: u32, model_type: &str) -> R
         count(rope, &|x| x.as_u64() == Some(1)).ok_or("no_rope_layers must be a list")?
     } else if model_type.starts_with("llama4") {
         layers - layers / 4
+    } else if model_type.starts_with("gemma2") {
+        // Gemma 2: the even layers are local, the odd ones global.
+        layers.div_ceil(2)
     } else if model_type.starts_with("gemma3") {
         layers - layers / 6
     } else {

@@ -123,6 +123,7 @@ fn configs_and_presets_describe_the_same_models() {
         ("llama-4-scout-nvfp4.json", "nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4"),
         ("qwen3-vl-235b-a22b-fp8.json", "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8"),
         ("gemma-3-4b-it.json", "google/gemma-3-4b-it"),
+        ("gemma-2-9b-it.json", "google/gemma-2-9b-it"),
         ("kimi-k2.json", "moonshotai/Kimi-K2-Instruct"),
         ("minimax-m2.json", "MiniMaxAI/MiniMax-M2"),
         ("qwen3-next-80b-a3b-instruct.json", "Qwen/Qwen3-Next-80B-A3B-Instruct"),

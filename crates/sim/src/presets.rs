@@ -179,6 +179,7 @@ impl Presets {
         }
         let short = |n: &str| n.rsplit('/').next().unwrap_or(n).to_ascii_lowercase();
         let query = short(id);
+        let query_sizes = sizes(&query);
         let unknown = || SimError::UnknownModel {
             name: id.to_string(),
             // By the names after their organisations (`Llama-3.1-8B-Instuct` is near
@@ -187,7 +188,7 @@ impl Presets {
             nearest: did_you_mean(self.models.iter().map(|m| {
                 let near = names(m)
                     .map(short)
-                    .filter(|n| sizes(n) == sizes(&query))
+                    .filter(|n| sizes(n) == query_sizes)
                     .map(|n| strsim::normalized_levenshtein(&n, &query))
                     .fold(0.0, f64::max);
                 (near, m.id.as_str())

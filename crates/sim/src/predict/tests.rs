@@ -404,8 +404,8 @@ fn vllm_s_client_adds_its_send_to_a_lone_request_and_nothing_to_decode() {
 
 /// Every embedded model preset on every embedded hardware preset, on one GPU and on eight,
 /// either predicts a short burst whose every request succeeds with finite, positive timings
-/// (or fails for its length where the KV cache holds less), or is refused with a message (the model does not fit; the heads do not split): never a
-/// panic, a NaN or a request lost.
+/// (or fails for its length where the KV cache holds less), or is refused with a message (the
+/// model does not fit; the heads do not split): never a panic, a NaN or a request lost.
 #[test]
 fn every_preset_pair_predicts_or_is_refused_with_a_reason() {
     let presets = Presets::embedded().unwrap();

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 20] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 77] = embedded!("models":
+const MODELS: [(&str, &str); 80] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -45,6 +45,7 @@ const MODELS: [(&str, &str); 77] = embedded!("models":
     "mistral-7b-instruct-v0.3.toml", "mixtral-8x7b-instruct-v0.1.toml", "qwen2.5-vl-7b-instruct.toml", "qwen3-vl-8b-instruct.toml", "phi-4-reasoning-plus.toml",
     "llama-3-8b-instruct.toml", "llama-3-70b-instruct.toml", "qwen2.5-0.5b-instruct.toml", "qwen2.5-1.5b-instruct.toml",
     "qwen2.5-3b-instruct.toml", "gemma-2-2b-it.toml", "gemma-2-9b-it.toml", "gemma-2-27b-it.toml",
+    "glm-4.5.toml", "kimi-k2-thinking.toml", "kimi-k2-instruct-0905.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -154,9 +155,11 @@ impl Presets {
     /// A model preset by Hugging Face id or one of its aliases; else by the part of one after
     /// the organisation, when one preset has it; else by the presets whose names, read without
     /// their quantization tags (`-FP8`, `-FP8-dynamic`, `-NVFP4`, `-AWQ`, `-GPTQ-Int4`, ...), have
-    /// all of the name's other parts in order (`Llama-3.3-70B-NVFP4` for
-    /// `nvidia/Llama-3.3-70B-Instruct-NVFP4`: how people shorten a name in their notes), given
-    /// they are all one shape; a name that fits none so is tried without its release tags
+    /// all of the name's other parts in order and leave out only release tags, sizes, expert
+    /// counts and their organisation's name (`Llama-3.3-70B-NVFP4` for
+    /// `nvidia/Llama-3.3-70B-Instruct-NVFP4`: how people shorten a name in their notes; never
+    /// `GLM-4.5` for `GLM-4.5-Air`), given they are all one shape; a name that fits none so is
+    /// tried without its release tags
     /// (`Qwen3-235B-A22B-Instruct-2507-FP8` is `Qwen/Qwen3-235B-A22B-FP8`'s shapes, with that
     /// preset's context length).
     ///
@@ -203,19 +206,15 @@ impl Presets {
         let Some(asked) = NameParts::read(&query) else { return Err(unknown()) };
         // Every preset with its names read once: their bases, and whether one has no tag.
         let readings: Vec<(&ModelShape, Vec<NameParts>)> =
-            self.models.iter().map(|m| (m, names(m).filter_map(|n| NameParts::read(&short(n))).collect())).collect();
+            self.models.iter().map(|m| (m, names(m).filter_map(NameParts::read_id).collect())).collect();
         // The presets whose names fit `parts`: those of the same base, else those whose base
-        // has all of its parts in order.
+        // has all of its parts in order and leaves out only parts that name no other model.
         let fitting = |parts: &[&str]| -> Vec<&(&ModelShape, Vec<NameParts>)> {
             let exact: Vec<_> = readings.iter().filter(|(_, r)| r.iter().any(|n| n.base == parts)).collect();
             if !exact.is_empty() || parts.len() < 2 {
                 return exact;
             }
-            let in_order = |n: &NameParts| {
-                let mut have = n.base.iter();
-                parts.iter().all(|p| have.any(|h| h == p))
-            };
-            readings.iter().filter(|(_, r)| r.iter().any(in_order)).collect()
+            readings.iter().filter(|(_, r)| r.iter().any(|n| n.shortened_to(parts))).collect()
         };
         let parts: Vec<&str> = asked.base.iter().map(String::as_str).collect();
         let mut fits = fitting(&parts);
@@ -282,14 +281,46 @@ fn same_shapes(a: &ModelShape, b: &ModelShape) -> bool {
 }
 
 /// A model name's `-`-separated parts (lowercase, after its organisation) without the tags
-/// that say how its weights are quantized, and the format those tags name.
+/// that say how its weights are quantized, and the format those tags name; and, for a preset's
+/// name, its organisation's parts (`nvidia`, `meta`, `llama`).
 #[derive(Debug, PartialEq)]
 struct NameParts {
     base: Vec<String>,
     precision: Option<Precision>,
+    org: Vec<String>,
 }
 
 impl NameParts {
+    /// A preset's id or alias, organisation and all.
+    fn read_id(id: &str) -> Option<NameParts> {
+        let (org, name) = id.rsplit_once('/').unwrap_or(("", id));
+        let org = org.to_ascii_lowercase().split('-').filter(|p| !p.is_empty()).map(str::to_string).collect();
+        Some(NameParts { org, ..NameParts::read(&name.to_ascii_lowercase())? })
+    }
+
+    /// Whether `parts` is this name shortened as people shorten one in their notes: its parts
+    /// in order, leaving out only what names no other model: a release's tags (`Instruct`,
+    /// `2507`), sizes (`17B`, `A22B`), expert counts (`16E`) and the organisation's own name
+    /// (`NVIDIA-`). A word that tells a model from its siblings (`Air`, `Mini`, `VL`, `Coder`,
+    /// `Scout`) is never left out: `GLM-4.5` is not `GLM-4.5-Air`.
+    fn shortened_to(&self, parts: &[&str]) -> bool {
+        let droppable = |h: &str| {
+            is_release_tag(h)
+                || !sizes(h).is_empty()
+                || h.strip_suffix('e').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                || self.org.iter().any(|o| o == h)
+        };
+        let mut want = parts.iter().peekable();
+        for h in &self.base {
+            if want.peek().is_some_and(|p| **p == h) {
+                want.next();
+            } else if !droppable(h) {
+                return false;
+            }
+        }
+        want.peek().is_none()
+    }
+
     /// None for a name whose tags name two formats (`-FP8-AWQ`).
     fn read(name: &str) -> Option<NameParts> {
         let mut base = Vec::new();
@@ -313,7 +344,7 @@ impl NameParts {
                 !matches!(p.as_str(), "dynamic" | "static" | "block" | "autoround" | "mixed") && !bit_width(p)
             });
         }
-        Some(NameParts { base, precision })
+        Some(NameParts { base, precision, org: Vec::new() })
     }
 }
 

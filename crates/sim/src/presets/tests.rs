@@ -70,6 +70,10 @@ fn model_presets_match_published_parameter_counts() {
         ("deepseek-ai/DeepSeek-R1", 671.0, 37.0),
         // Without their multi-token-prediction modules.
         ("moonshotai/Kimi-K2-Instruct", 1026.0, 32.9),
+        ("moonshotai/Kimi-K2-Instruct-0905", 1026.0, 32.9),
+        ("moonshotai/Kimi-K2-Thinking", 1026.0, 32.9),
+        // 355 B and 32 B published, the multi-token-prediction layer's 2.6 B among them.
+        ("zai-org/GLM-4.5", 352.8, 33.6),
         // 230 B published; its "10 B activated" leaves out the 1.2 B of the embeddings.
         ("MiniMaxAI/MiniMax-M2", 228.7, 11.0),
         ("Qwen/Qwen3-Coder-30B-A3B-Instruct", 30.5, 3.3),
@@ -237,12 +241,30 @@ fn a_shortened_name_finds_the_one_preset_it_fits() {
         assert_eq!(p.model(name).unwrap().id, id, "{name}");
     }
     assert!(p.model("Qwen/Qwen3-8B-Instruct-2507-Abliterated").is_err(), "a part no preset has still fits none");
-    // Presets of different shapes fit (the VL model's vision tower): refused, with them.
-    let err = p.model("Qwen3-235B").unwrap_err().to_string();
+    // Presets of different shapes fit (two sizes): refused, with them.
+    let err = p.model("gpt-oss").unwrap_err().to_string();
     assert!(
-        err.contains("fits several") && err.contains("Qwen/Qwen3-235B-A22B-FP8") && !err.contains("Qwen3-8B"),
+        err.contains("fits several") && err.contains("openai/gpt-oss-20b") && err.contains("openai/gpt-oss-120b"),
         "{err}"
     );
+    // A shortening leaves out a release's tags, sizes, expert counts and the organisation's
+    // name, never a word that tells a model from its siblings: `Qwen3-235B` is the text model,
+    // not the VL one; `GLM-4.5` is not `GLM-4.5-Air`.
+    for (name, id) in [
+        ("Qwen3-235B", "Qwen/Qwen3-235B-A22B"),
+        ("Qwen3-235B-FP8", "Qwen/Qwen3-235B-A22B-FP8"),
+        ("zai-org/GLM-4.5", "zai-org/GLM-4.5"),
+        ("GLM-4.5-Air", "zai-org/GLM-4.5-Air"),
+        ("Nemotron-3-Nano", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),
+        ("Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2-Thinking"),
+        ("Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Instruct-0905"),
+    ] {
+        assert_eq!(p.model(name).unwrap().id, id, "{name}");
+    }
+    for name in ["Llama-4-NVFP4", "Qwen3-Coder", "Qwen3-30B-A3B-Coder", "Mistral-7B"] {
+        assert!(p.model(name).is_err(), "{name} names no preset alone");
+    }
     // A part no preset has, one part alone, or tags of two formats: nothing.
     for name in ["Qwen3-8B-Int8", "Qwen3", "Qwen3-FP8", "Qwen3-8B-FP8-AWQ"] {
         assert!(p.model(name).is_err(), "{name}");

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 20] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 80] = embedded!("models":
+const MODELS: [(&str, &str); 83] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -45,7 +45,8 @@ const MODELS: [(&str, &str); 80] = embedded!("models":
     "mistral-7b-instruct-v0.3.toml", "mixtral-8x7b-instruct-v0.1.toml", "qwen2.5-vl-7b-instruct.toml", "qwen3-vl-8b-instruct.toml", "phi-4-reasoning-plus.toml",
     "llama-3-8b-instruct.toml", "llama-3-70b-instruct.toml", "qwen2.5-0.5b-instruct.toml", "qwen2.5-1.5b-instruct.toml",
     "qwen2.5-3b-instruct.toml", "gemma-2-2b-it.toml", "gemma-2-9b-it.toml", "gemma-2-27b-it.toml",
-    "glm-4.5.toml", "kimi-k2-thinking.toml", "kimi-k2-instruct-0905.toml",
+    "glm-4.5.toml", "kimi-k2-thinking.toml", "kimi-k2-instruct-0905.toml", "qwen3-4b-2507.toml",
+    "qwen3-30b-a3b-2507.toml", "qwen3-235b-a22b-2507.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -159,9 +160,9 @@ impl Presets {
     /// counts and their organisation's name (`Llama-3.3-70B-NVFP4` for
     /// `nvidia/Llama-3.3-70B-Instruct-NVFP4`: how people shorten a name in their notes; never
     /// `GLM-4.5` for `GLM-4.5-Air`), given they are all one shape; a name that fits none so is
-    /// tried without its release tags
-    /// (`Qwen3-235B-A22B-Instruct-2507-FP8` is `Qwen/Qwen3-235B-A22B-FP8`'s shapes, with that
-    /// preset's context length).
+    /// tried without its release tags (`Qwen/Qwen3-8B-Base` is `Qwen/Qwen3-8B`'s shapes, with
+    /// that preset's context length; a release whose context differs has its own preset, as
+    /// `Qwen/Qwen3-235B-A22B-Instruct-2507` has).
     ///
     /// The weights are in the format the name's tag says, or, with no tag, the untagged preset's
     /// (gpt-oss's MXFP4, DeepSeek-R1's FP8), else BF16, what a checkpoint is released in unless

@@ -66,6 +66,9 @@ fn model_presets_match_published_parameter_counts() {
         ("Qwen/Qwen3-30B-A3B-FP8", 30.5, 3.3),
         ("Qwen/Qwen3-235B-A22B", 235.1, 22.2),
         ("Qwen/Qwen3-235B-A22B-FP8", 235.1, 22.2),
+        ("Qwen/Qwen3-4B-Instruct-2507", 4.02, 4.02),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", 30.5, 3.3),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507", 235.1, 22.2),
         // 671 B without the multi-token-prediction layer, 37 B active.
         ("deepseek-ai/DeepSeek-R1", 671.0, 37.0),
         // Without their multi-token-prediction modules.
@@ -233,10 +236,10 @@ fn a_shortened_name_finds_the_one_preset_it_fits() {
     }
     // A release's tags that keep the shapes are passed over when the whole name fits none.
     for (name, id) in [
-        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-FP8"),
-        ("Qwen/Qwen3-235B-A22B-Thinking-2507", "Qwen/Qwen3-235B-A22B"),
+        ("Qwen/Qwen3-8B-Base", "Qwen/Qwen3-8B"),
+        ("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.2-3B"),
         ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
-        ("Qwen3-30B-A3B-Instruct-2507-FP8", "Qwen/Qwen3-30B-A3B-FP8"),
+        ("Qwen/Qwen3-14B-Base", "Qwen/Qwen3-14B"),
     ] {
         assert_eq!(p.model(name).unwrap().id, id, "{name}");
     }
@@ -251,20 +254,31 @@ fn a_shortened_name_finds_the_one_preset_it_fits() {
     // name, never a word that tells a model from its siblings: `Qwen3-235B` is the text model,
     // not the VL one; `GLM-4.5` is not `GLM-4.5-Air`.
     for (name, id) in [
-        ("Qwen3-235B", "Qwen/Qwen3-235B-A22B"),
-        ("Qwen3-235B-FP8", "Qwen/Qwen3-235B-A22B-FP8"),
+        ("Qwen3-235B-A22B-FP8", "Qwen/Qwen3-235B-A22B-FP8"),
+        ("Qwen3-235B-2507", "Qwen/Qwen3-235B-A22B-Instruct-2507"),
+        ("Qwen/Qwen3-235B-A22B-Thinking-2507", "Qwen/Qwen3-235B-A22B-Instruct-2507"),
+        ("Qwen3-30B-A3B-Thinking-2507", "Qwen/Qwen3-30B-A3B-Instruct-2507"),
         ("zai-org/GLM-4.5", "zai-org/GLM-4.5"),
         ("GLM-4.5-Air", "zai-org/GLM-4.5-Air"),
         ("Nemotron-3-Nano", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),
         ("Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct"),
         ("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2-Thinking"),
         ("Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Instruct-0905"),
+        ("moonshotai/Kimi-K2-Base", "moonshotai/Kimi-K2-Instruct"),
     ] {
         assert_eq!(p.model(name).unwrap().id, id, "{name}");
     }
     for name in ["Llama-4-NVFP4", "Qwen3-Coder", "Qwen3-30B-A3B-Coder", "Mistral-7B"] {
         assert!(p.model(name).is_err(), "{name} names no preset alone");
     }
+    // Two releases of one model whose contexts differ: refused with both, not guessed.
+    let err = p.model("Qwen3-235B").unwrap_err().to_string();
+    assert!(
+        err.contains("Qwen/Qwen3-235B-A22B,")
+            && err.contains("Qwen/Qwen3-235B-A22B-Instruct-2507")
+            && !err.contains("VL"),
+        "{err}"
+    );
     // A part no preset has, one part alone, or tags of two formats: nothing.
     for name in ["Qwen3-8B-Int8", "Qwen3", "Qwen3-FP8", "Qwen3-8B-FP8-AWQ"] {
         assert!(p.model(name).is_err(), "{name}");
@@ -295,6 +309,11 @@ fn a_name_s_quantization_tag_sets_the_weight_format_of_the_shapes_it_names() {
         ("Intel/Qwen3.5-397B-A17B-int4-AutoRound", "Qwen/Qwen3.5-397B-A17B", Precision::AwqInt4),
         ("Intel/Qwen3.5-122B-A10B-int4-mixed-AutoRound", "Qwen/Qwen3.5-122B-A10B", Precision::AwqInt4),
         ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "Qwen/Qwen3-Coder-480B-A35B-Instruct", Precision::Fp8),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-Instruct-2507", Precision::Fp8),
+        ("Qwen3-235B-A22B-Instruct-2507-FP8-dynamic", "Qwen/Qwen3-235B-A22B-Instruct-2507", Precision::Fp8),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "Qwen/Qwen3-30B-A3B-Instruct-2507", Precision::Fp8),
+        ("Qwen/Qwen3-4B-Instruct-2507-FP8", "Qwen/Qwen3-4B-Instruct-2507", Precision::Fp8),
+        ("zai-org/GLM-4.5-FP8", "zai-org/GLM-4.5", Precision::Fp8),
         (
             "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8",
             "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
@@ -317,8 +336,7 @@ fn a_name_s_quantization_tag_sets_the_weight_format_of_the_shapes_it_names() {
         ("QuantTrio/GLM-4.6-FP8", "zai-org/GLM-4.6-FP8"),
         ("Qwen/Qwen3-VL-235B-A22B-Instruct-AWQ", "QuantTrio/Qwen3-VL-235B-A22B-Instruct-AWQ"),
         ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
-        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-30B-A3B"),
-        ("Qwen3-235B-A22B-Instruct-2507-FP8-dynamic", "Qwen/Qwen3-235B-A22B-FP8"),
+        ("Qwen/Qwen3-30B-A3B-Thinking-2507", "Qwen/Qwen3-30B-A3B-Instruct-2507"),
         ("cpatonn/Qwen3-VL-235B-A22B-Instruct-AWQ-4bit", "QuantTrio/Qwen3-VL-235B-A22B-Instruct-AWQ"),
     ] {
         let m = p.model(name).unwrap();

@@ -24,7 +24,7 @@ const HARDWARE: [(&str, &str); 20] = embedded!("hardware":
     "mi300x.toml", "mi325x.toml", "mi355x.toml",
 );
 
-const MODELS: [(&str, &str); 83] = embedded!("models":
+const MODELS: [(&str, &str); 84] = embedded!("models":
     "qwen3-0.6b.toml", "qwen3-1.7b.toml", "qwen3-4b.toml", "qwen3-8b.toml", "qwen3-14b.toml", "qwen3-32b.toml",
     "llama-3.2-1b.toml", "llama-3.2-3b.toml", "llama-3.1-8b-instruct.toml", "gemma-3-1b-it.toml", "gemma-3-4b-it.toml",
     "gemma-3-12b-it.toml", "phi-4.toml", "phi-4-mini-instruct.toml",
@@ -46,7 +46,7 @@ const MODELS: [(&str, &str); 83] = embedded!("models":
     "llama-3-8b-instruct.toml", "llama-3-70b-instruct.toml", "qwen2.5-0.5b-instruct.toml", "qwen2.5-1.5b-instruct.toml",
     "qwen2.5-3b-instruct.toml", "gemma-2-2b-it.toml", "gemma-2-9b-it.toml", "gemma-2-27b-it.toml",
     "glm-4.5.toml", "kimi-k2-thinking.toml", "kimi-k2-instruct-0905.toml", "qwen3-4b-2507.toml",
-    "qwen3-30b-a3b-2507.toml", "qwen3-235b-a22b-2507.toml",
+    "qwen3-30b-a3b-2507.toml", "qwen3-235b-a22b-2507.toml", "deepseek-r1-distill-qwen-1.5b.toml",
 );
 
 /// Hardware and model presets available by name.
@@ -350,9 +350,10 @@ impl NameParts {
 }
 
 /// Whether a part of a model's name marks a release or tuning of the same weights' shapes:
-/// `instruct`, `chat`, `it`, `base`, `thinking`, or a four-digit date (`2507`, `0528`).
+/// `instruct`, `chat`, `it`, `base`, `pt` (Gemma's pretrained), `thinking`, or a four-digit date
+/// (`2507`, `0528`).
 fn is_release_tag(part: &str) -> bool {
-    matches!(part, "instruct" | "chat" | "it" | "base" | "thinking")
+    matches!(part, "instruct" | "chat" | "it" | "base" | "pt" | "thinking")
         || (part.len() == 4 && part.bytes().all(|b| b.is_ascii_digit()))
 }
 

@@ -96,6 +96,7 @@ fn model_presets_match_published_parameter_counts() {
         ("Qwen/Qwen2.5-14B-Instruct", 14.7, 14.7),
         ("Qwen/Qwen2.5-32B-Instruct", 32.5, 32.5),
         ("Qwen/QwQ-32B", 32.5, 32.5),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", 1.78, 1.78),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", 7.62, 7.62),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", 14.8, 14.8),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 32.8, 32.8),
@@ -240,6 +241,7 @@ fn a_shortened_name_finds_the_one_preset_it_fits() {
         ("meta-llama/Llama-3.2-3B-Instruct", "meta-llama/Llama-3.2-3B"),
         ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
         ("Qwen/Qwen3-14B-Base", "Qwen/Qwen3-14B"),
+        ("google/gemma-3-27b-pt", "google/gemma-3-27b-it"),
     ] {
         assert_eq!(p.model(name).unwrap().id, id, "{name}");
     }

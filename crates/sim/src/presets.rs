@@ -17,11 +17,11 @@ macro_rules! embedded {
     };
 }
 
-const HARDWARE: [(&str, &str); 20] = embedded!("hardware":
-    "h100-sxm.toml", "h100-pcie.toml", "h100-nvl.toml", "h200.toml", "h200-nvl.toml", "b200.toml", "gb200.toml", "b300.toml", "gb300.toml", "a100-80g.toml",
+const HARDWARE: [(&str, &str); 23] = embedded!("hardware":
+    "h100-sxm.toml", "h100-pcie.toml", "h100-nvl.toml", "h800.toml", "h200.toml", "h200-nvl.toml", "b200.toml", "gb200.toml", "b300.toml", "gb300.toml", "a100-80g.toml", "a100-40g.toml",
     "l40s.toml", "l4.toml", "rtx-4090.toml", "rtx-5090.toml", "rtx-pro-6000.toml", "dgx-spark.toml",
     "jetson-agx-thor.toml",
-    "mi300x.toml", "mi325x.toml", "mi355x.toml",
+    "mi300x.toml", "mi325x.toml", "mi350x.toml", "mi355x.toml",
 );
 
 const MODELS: [(&str, &str); 84] = embedded!("models":

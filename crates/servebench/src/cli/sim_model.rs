@@ -14,9 +14,10 @@ pub struct SimModelArgs {
     /// A Hugging Face config.json describing the model (instead of a preset).
     #[arg(long, value_name = "PATH")]
     pub model_config: Option<String>,
-    /// Hardware preset: h100-sxm, h100-pcie, h100-nvl, h200, h200-nvl, b200, gb200, b300, gb300,
-    /// a100-80g, l40s, l4, rtx-4090, rtx-5090, rtx-pro-6000, dgx-spark, jetson-agx-thor, mi300x,
-    /// mi325x, mi355x, or one of your own (`servebench sim presets` lists them).
+    /// Hardware preset: h100-sxm, h100-pcie, h100-nvl, h800, h200, h200-nvl, b200, gb200, b300,
+    /// gb300, a100-80g, a100-40g, l40s, l4, rtx-4090, rtx-5090, rtx-pro-6000, dgx-spark,
+    /// jetson-agx-thor, mi300x, mi325x, mi350x, mi355x, or one of your own (`servebench sim
+    /// presets` lists them).
     #[arg(long)]
     pub hardware: String,
     /// Tensor-parallel size.

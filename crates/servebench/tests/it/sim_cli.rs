@@ -236,7 +236,7 @@ fn bad_input_errors_say_what_to_do() {
     assert!(err.contains("config.json"), "{err}");
     let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "tpu-v9", "--no-store"]);
     assert!(
-        err.contains("unknown hardware \"tpu-v9\"; known presets: h100-sxm, h100-pcie, h100-nvl, h200, h200-nvl"),
+        err.contains("unknown hardware \"tpu-v9\"; known presets: h100-sxm, h100-pcie, h100-nvl, h800, h200, h200-nvl"),
         "{err}"
     );
     // A name a keystroke or two from presets offers them (all of them where they tie).

@@ -1,7 +1,9 @@
 //! The preset registry's lookups: by name, alias, shortened name and quantization tag.
 
 use super::*;
+use crate::hardware::Uncertainty;
 use crate::precision::Precision;
+use crate::profile::StackProfile;
 
 #[test]
 fn hardware_is_found_by_device_name_and_any_word_separator_but_never_guessed() {
@@ -18,12 +20,57 @@ fn hardware_is_found_by_device_name_and_any_word_separator_but_never_guessed() {
         ("NVIDIA H200 NVL", "h200-nvl"),
         ("NVIDIA DGX Spark", "dgx-spark"),
         ("DGX Spark", "dgx-spark"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40g"),
+        ("NVIDIA H800", "h800"),
+        ("AMD Instinct MI350X", "mi350x"),
     ] {
         assert_eq!(p.hardware(given).unwrap().name, preset, "{given:?}");
     }
     for unknown in ["h100-nvl-pcie", "h20", "b2000", "nvidia", ""] {
         assert!(p.hardware(unknown).is_err(), "{unknown:?} is no preset");
     }
+}
+
+#[test]
+fn a_device_s_variants_differ_from_it_only_where_their_datasheets_do() {
+    let p = Presets::embedded().unwrap();
+    let same_but = |variant: &str, of: &str, differ: &dyn Fn(&mut HardwareSpec)| {
+        let (v, mut base) = (p.hardware(variant).unwrap().clone(), p.hardware(of).unwrap().clone());
+        differ(&mut base);
+        let named = |h: HardwareSpec| HardwareSpec {
+            name: String::new(),
+            aliases: Vec::new(),
+            description: String::new(),
+            device_name: String::new(),
+            uncertainty: Uncertainty::default(),
+            stack: StackProfile { name: None, ..h.stack },
+            ..h
+        };
+        assert_eq!(named(v), named(base), "{variant} against {of}");
+    };
+    // The H800: the H100 SXM with NVLink at 400 GB/s both ways.
+    same_but("h800", "h100-sxm", &|h| h.intra_node.as_mut().unwrap().bandwidth_gbs = 200.0);
+    // The A100 40 GB: HBM2 at 1,555 GB/s.
+    same_but("a100-40g", "a100-80g", &|h| (h.memory_gib, h.bandwidth_gbs) = (39.6, 1555.0));
+    // The MI350X: the MI355X at a 2,200 MHz peak clock (2.3 PFLOP/s of BF16 on its datasheet).
+    let (mi350, mi355) = (p.hardware("mi350x").unwrap(), p.hardware("mi355x").unwrap());
+    let ratio = 2200.0 / 2400.0;
+    for (a, b) in [
+        (mi350.peak_tflops.bf16, mi355.peak_tflops.bf16),
+        (mi350.peak_tflops.fp8.unwrap(), mi355.peak_tflops.fp8.unwrap()),
+        (mi350.peak_tflops.fp4.unwrap(), mi355.peak_tflops.fp4.unwrap()),
+        (mi350.peak_tflops.int32.unwrap(), mi355.peak_tflops.int32.unwrap()),
+    ] {
+        assert!((a / (b * ratio) - 1.0).abs() < 0.002, "{a} against {b}");
+    }
+    assert_eq!((mi350.memory_gib, mi350.bandwidth_gbs), (mi355.memory_gib, mi355.bandwidth_gbs));
+    // Uncalibrated, they say so.
+    for hw in ["h800", "a100-40g", "mi350x"] {
+        assert!(p.hardware(hw).unwrap().uncertainty.source.contains("not calibrated"), "{hw}");
+    }
+    // vLLM's batch defaults: 256 sequences under 70 GiB, and on any A100.
+    assert!(!p.hardware("a100-40g").unwrap().has_large_batch_defaults());
+    assert!(p.hardware("h800").unwrap().has_large_batch_defaults());
 }
 
 #[test]

@@ -16,6 +16,13 @@ pub enum SimError {
     )]
     UnknownModel { name: String, nearest: String, known: String, user_dir: String },
 
+    #[error(
+        "model {name:?} is {shapes}'s shapes with {formats} weights, a format the simulator does not price \
+         (it prices {priced}); give {shapes} with the --precision nearest to it (fp8 for 8-bit weights, \
+         awq-int4 for 4-bit), which the report then says"
+    )]
+    UnpricedFormat { name: String, shapes: String, formats: String, priced: String },
+
     #[error("model {name:?} fits several presets: {fits}; give one of their ids")]
     AmbiguousModel { name: String, fits: String },
 

@@ -225,7 +225,24 @@ impl Presets {
         if fits.is_empty() && plain.len() >= 2 && plain.len() < parts.len() {
             fits = fitting(&plain);
         }
-        let Some((first, _)) = fits.first() else { return Err(unknown()) };
+        let Some((first, _)) = fits.first() else {
+            // A name whose other parts fit a preset but say its weights are in a format the
+            // simulator does not price (`-Int8`, `-GGUF`, `-bnb-4bit`): told so, with the shapes.
+            let (formats, rest): (Vec<&str>, Vec<&str>) = parts.iter().partition(|p| is_unpriced_format(p));
+            let mut shapes = fitting(&rest);
+            if shapes.is_empty() {
+                shapes = fitting(&rest.iter().copied().filter(|p| !is_release_tag(p)).collect::<Vec<_>>());
+            }
+            return Err(match shapes.first() {
+                Some((m, _)) if !formats.is_empty() && asked.precision.is_none() => SimError::UnpricedFormat {
+                    name: id.to_string(),
+                    shapes: m.id.clone(),
+                    formats: formats.join("-"),
+                    priced: Precision::ALL.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(", "),
+                },
+                _ => unknown(),
+            });
+        };
         if fits.iter().any(|(m, _)| !same_shapes(m, first)) {
             return Err(SimError::AmbiguousModel { name: id.to_string(), fits: ids(fits.iter().map(|(m, _)| *m)) });
         }
@@ -355,6 +372,17 @@ impl NameParts {
 fn is_release_tag(part: &str) -> bool {
     matches!(part, "instruct" | "chat" | "it" | "base" | "pt" | "thinking")
         || (part.len() == 4 && part.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether a part of a model's name says its weights are quantized in a format the simulator
+/// does not price: 8-bit integers (`int8`, `w8a8`, `w8a16`), llama.cpp's, MLX's and ExLlama's
+/// files (`gguf`, `mlx`, `exl2`, `exl3`), bitsandbytes (`bnb`, `nf4`), HQQ, or a bare bit width
+/// (`4bit`) beside one of them.
+fn is_unpriced_format(part: &str) -> bool {
+    // RedHat's `-quantized.w8a8`.
+    let part = part.strip_prefix("quantized.").unwrap_or(part);
+    matches!(part, "int8" | "w8a8" | "w8a16" | "gguf" | "mlx" | "exl2" | "exl3" | "bnb" | "nf4" | "hqq")
+        || part.strip_suffix("bit").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `$SERVEBENCH_PRESETS`, else `$HOME/.config/servebench/presets`.

@@ -328,6 +328,19 @@ fn a_shortened_name_finds_the_one_preset_it_fits() {
             && !err.contains("VL"),
         "{err}"
     );
+    // A format the simulator does not price: said so, with the shapes, never priced as another.
+    for (name, shapes, formats) in [
+        ("Qwen/Qwen3-8B-Int8", "Qwen/Qwen3-8B", "int8"),
+        ("unsloth/Qwen3-8B-bnb-4bit", "Qwen/Qwen3-8B", "bnb-4bit"),
+        ("RedHatAI/Qwen3-8B-quantized.w8a8", "Qwen/Qwen3-8B", "quantized.w8a8"),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507-GGUF", "Qwen/Qwen3-30B-A3B-Instruct-2507", "gguf"),
+    ] {
+        let err = p.model(name).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("is {shapes}'s shapes with {formats} weights")) && err.contains("--precision"),
+            "{err}"
+        );
+    }
     // A part no preset has, one part alone, or tags of two formats: nothing.
     for name in ["Qwen3-8B-Int8", "Qwen3", "Qwen3-FP8", "Qwen3-8B-FP8-AWQ"] {
         assert!(p.model(name).is_err(), "{name}");

@@ -1,3 +1,6 @@
+//! The rendezvous: clock offsets from the fastest round trip, one agreed start, and a foreign plan,
+//! a missing rank or coordinator named.
+
 use super::*;
 
 fn sample(sent_ns: i64, remote_ns: i64, received_ns: i64) -> ClockSample {

@@ -1,3 +1,6 @@
+//! The load policy driven on made-up plans without I/O: send times, the concurrency cap,
+//! conversation turns and failed turns.
+
 use std::collections::BTreeMap;
 
 use bytes::Bytes;

@@ -1,3 +1,6 @@
+//! Splitting one plan among workers: shares that partition it, conversations kept whole, the plan's
+//! hash, and the sharding flag and environment.
+
 use std::collections::HashMap;
 
 use bytes::Bytes;

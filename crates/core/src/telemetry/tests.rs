@@ -1,3 +1,6 @@
+//! Prometheus expositions of several engines read into signals, digested (levels, increases,
+//! ratios, counter resets) and round-tripped.
+
 use proptest::prelude::*;
 
 use super::*;

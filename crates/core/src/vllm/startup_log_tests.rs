@@ -1,3 +1,6 @@
+//! vLLM start-up logs of two releases read for their settings and memory figures; odd lines passed
+//! over, any prefix allowed.
+
 use super::*;
 use proptest::prelude::*;
 

@@ -1,3 +1,6 @@
+//! llama-benchy's table, CSV and JSON read into measured runs; bad rows refused with their line;
+//! any cell read without panicking.
+
 use super::*;
 
 /// A table as llama-benchy prints it at one request a time (the numbers are made up).

@@ -1,3 +1,6 @@
+//! The step-time model's terms one by one, and their properties (never under the bytes over the
+//! bandwidth, more work never faster).
+
 use proptest::prelude::*;
 
 use super::*;

@@ -1,3 +1,6 @@
+//! Merging workers' result files: the whole run's summary, and missing, duplicate, foreign or
+//! overlapping shards refused with the reason.
+
 use proptest::prelude::*;
 use servebench_core::metrics::Summary;
 use servebench_core::record::{Failure, FailureKind, TurnRef, Usage};

@@ -1,3 +1,6 @@
+//! The client's health verdict: each signal alone binds it from its own moment, and worse figures
+//! never improve it.
+
 use proptest::prelude::*;
 
 use super::*;

@@ -1,3 +1,6 @@
+//! The steady state and time slices of capped, open-loop, all-at-once and synchronised runs, on
+//! examples and generated runs.
+
 use proptest::prelude::*;
 
 use super::*;

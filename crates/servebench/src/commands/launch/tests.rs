@@ -1,3 +1,6 @@
+//! The Kubernetes manifest and sbatch script `launch` prints: parsed back, quoted safely, and
+//! refused for flags that cannot shard.
+
 use serde::Deserialize as _;
 use serde_norway::Value;
 

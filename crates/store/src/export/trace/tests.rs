@@ -1,3 +1,6 @@
+//! The Trace Event Format export: one JSON object Perfetto reads, rows packed without overlap,
+//! server counters beside the requests.
+
 use proptest::prelude::*;
 use serde_json::Value;
 

@@ -91,7 +91,8 @@ pub struct ServingOptions {
     pub mxfp4_layout: Option<Mxfp4Backend>,
     pub max_num_seqs: u32,
     pub max_num_batched_tokens: u32,
-    /// Set explicitly; otherwise the setup derives it (model maximum, capped by the KV cache).
+    /// Set explicitly; otherwise (unset, or `auto`) the setup derives it: the model's maximum,
+    /// capped by the KV cache.
     pub max_model_len: Option<u32>,
     pub enable_prefix_caching: bool,
     pub block_size: u32,
@@ -255,7 +256,10 @@ impl ServingOptions {
                     o.max_num_batched_tokens = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
                 }
                 "max-model-len" => {
-                    o.max_model_len = Some(positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?);
+                    o.max_model_len = context_length(v).ok_or_else(|| {
+                        bad("expected a whole number >= 1 (32768, or 32k for 32,000 and 32K for 32,768, as vLLM \
+                             reads them), or auto (-1) for the most the KV cache holds")
+                    })?;
                 }
                 "block-size" => {
                     o.block_size = positive(v)
@@ -499,6 +503,42 @@ impl ServingOptions {
 
 fn positive(v: &str) -> Option<u32> {
     v.parse::<u32>().ok().filter(|n| *n >= 1)
+}
+
+/// `--max-model-len` as vLLM reads it: `auto` or `-1` (the most the KV cache holds: `None`), or
+/// a count of tokens, whole or with a suffix: `k`, `m` and `g` thousands, millions and billions
+/// (`25.6k`), `K`, `M` and `G` powers of 1,024 (whole numbers only: `32K` is 32,768).
+fn context_length(v: &str) -> Option<Option<u32>> {
+    let v = v.trim();
+    if v.eq_ignore_ascii_case("auto") || v == "-1" {
+        return Some(None);
+    }
+    let tokens = match v.char_indices().last()? {
+        (at, suffix @ ('k' | 'm' | 'g')) => {
+            let scale = match suffix {
+                'k' => 1e3,
+                'm' => 1e6,
+                _ => 1e9,
+            };
+            let digits = &v[..at];
+            if !digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                return None;
+            }
+            let n: f64 = digits.parse().ok()?;
+            let tokens = (n * scale).floor();
+            (tokens <= f64::from(u32::MAX)).then_some(tokens as u32)?
+        }
+        (at, suffix @ ('K' | 'M' | 'G')) => {
+            let shift = match suffix {
+                'K' => 10,
+                'M' => 20,
+                _ => 30,
+            };
+            v[..at].parse::<u32>().ok()?.checked_mul(1 << shift)?
+        }
+        _ => v.parse::<u32>().ok()?,
+    };
+    (tokens >= 1).then_some(Some(tokens))
 }
 
 fn boolean(v: &str) -> Option<bool> {

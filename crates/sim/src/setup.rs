@@ -272,7 +272,8 @@ impl SimSetup {
                 let fit = u32::try_from(memory.kv_tokens).unwrap_or(u32::MAX);
                 if fit < model.max_context {
                     notes.push(format!(
-                        "max-model-len lowered from {} to {fit}, the most the KV cache holds",
+                        "max-model-len {fit}, the most the KV cache holds, not the model's {}: vLLM starts so \
+                         with --max-model-len auto or {fit} (or less); without either it refuses to start",
                         model.max_context
                     ));
                 }

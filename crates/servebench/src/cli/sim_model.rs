@@ -48,10 +48,11 @@ pub struct SimModelArgs {
     /// 70 GiB or more other than the A100, else 2048].
     #[arg(long)]
     pub max_num_batched_tokens: Option<u32>,
-    /// Longest prompt plus output [default: the model's context, lowered to what the KV cache
-    /// holds].
-    #[arg(long)]
-    pub max_model_len: Option<u32>,
+    /// Longest prompt plus output, as vLLM reads it: tokens (32768, or 32k = 32,000 and
+    /// 32K = 32,768), or auto (-1), the most the KV cache holds [default: the model's context;
+    /// where the KV cache holds less, that, as auto would give; vLLM itself refuses to start].
+    #[arg(long, allow_hyphen_values = true, value_name = "TOKENS|auto")]
+    pub max_model_len: Option<String>,
     /// Turn prefix caching off (on by default, as in vLLM V1).
     #[arg(long)]
     pub no_enable_prefix_caching: bool,
@@ -94,7 +95,7 @@ impl SimModelArgs {
         put("kv-cache-dtype", self.kv_cache_dtype.clone());
         put("max-num-seqs", self.max_num_seqs.map(|v| v.to_string()));
         put("max-num-batched-tokens", self.max_num_batched_tokens.map(|v| v.to_string()));
-        put("max-model-len", self.max_model_len.map(|v| v.to_string()));
+        put("max-model-len", self.max_model_len.clone());
         put("precision", self.precision.clone());
         if self.no_enable_prefix_caching {
             out.push(("enable-prefix-caching".into(), "false".into()));

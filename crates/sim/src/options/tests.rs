@@ -561,3 +561,37 @@ fn speculative_decoding_is_read_as_vllm_spells_it_and_needs_its_acceptance() {
     let e = err(&[("speculative-config", mtp), ("spec-acceptance", "0.5"), ("pp", "2")]);
     assert!(e.contains("pp=2 is not modelled"), "{e}");
 }
+
+#[test]
+fn max_model_len_reads_vllm_s_suffixes_and_auto() {
+    let len = |v: &str| parse("Qwen/Qwen3-8B", "h100-sxm", &[("max-model-len", v)]).map(|o| o.max_model_len);
+    for (v, tokens) in [
+        ("32768", Some(32_768)),
+        ("32k", Some(32_000)),
+        ("32K", Some(32_768)),
+        ("25.6k", Some(25_600)),
+        ("0.04m", Some(40_000)),
+        (" 4K ", Some(4_096)),
+        ("auto", None),
+        ("AUTO", None),
+        ("-1", None),
+    ] {
+        assert_eq!(len(v).unwrap(), tokens, "{v}");
+    }
+    // Binary suffixes take whole numbers only (as vLLM's reader), and nothing reads as zero.
+    for v in ["2.5K", "0", "0k", "0.0001k", "k", "1e3k", "inf", "-2", "32KiB", "5000000G", "9999999m", ""] {
+        let e = len(v).expect_err(v).to_string();
+        assert!(e.contains("max-model-len") && e.contains("or auto (-1)"), "{v}: {e}");
+    }
+}
+
+proptest::proptest! {
+    /// Any text given as max-model-len is read or refused, never a panic; what is read is what
+    /// vLLM's spellings mean.
+    #[test]
+    fn any_max_model_len_is_read_or_refused(v in "[-+ .0-9a-zA-Z]{0,12}", n in 1u32..4_000_000) {
+        let _ = context_length(&v);
+        proptest::prop_assert_eq!(context_length(&n.to_string()), Some(Some(n)));
+        proptest::prop_assert_eq!(context_length(&format!("{}K", n % 4096 + 1)), Some(Some((n % 4096 + 1) * 1024)));
+    }
+}

@@ -116,7 +116,19 @@ fn max_model_len_is_checked_or_derived() {
     assert!(u64::from(s.max_model_len) <= s.memory.kv_tokens);
     let scout = setup("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", "h100-sxm", &[("tp", "4")]).unwrap();
     assert!(scout.max_model_len < 10_485_760);
-    assert!(scout.notes.iter().any(|n| n.contains("lowered")));
+    let note = scout.notes.iter().find(|n| n.contains("the most the KV cache holds")).expect("a note on the length");
+    assert!(
+        note.starts_with(&format!("max-model-len {}, ", scout.max_model_len))
+            && note.contains("not the model's 10485760")
+            && note.contains("--max-model-len auto")
+            && note.contains("refuses to start"),
+        "{note}"
+    );
+    // `auto` (or -1) asks for that length; a length given in vLLM's suffixes is that length.
+    let auto =
+        setup("nvidia/Llama-4-Scout-17B-16E-Instruct-NVFP4", "h100-sxm", &[("tp", "4"), ("max-model-len", "auto")]);
+    assert_eq!(auto.unwrap().max_model_len, scout.max_model_len);
+    assert_eq!(setup("Qwen/Qwen3-8B", "h100-sxm", &[("max-model-len", "32K")]).unwrap().max_model_len, 32_768);
 }
 
 #[test]

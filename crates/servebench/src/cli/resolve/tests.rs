@@ -197,3 +197,19 @@ fn negative_sampling_values_parse_as_vllm_s_argparse_takes_them() {
     // Sent as given: the server judges its range (the simulator as vLLM does).
     assert_eq!(body["temperature"], serde_json::json!(-1.0));
 }
+
+#[test]
+fn max_model_len_passes_vllm_s_spellings_on_to_the_simulator() {
+    let pairs = |len: &str| {
+        let argv =
+            ["servebench", "sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100", "--max-model-len", len];
+        let crate::cli::Command::Sim(crate::cli::SimCommand::Predict(args)) = command(&argv, &[]) else {
+            panic!("not sim predict")
+        };
+        args.deployment.option_pairs().unwrap()
+    };
+    // `-1` is a value here, not a flag; each reaches the one reader of serving options as given.
+    for len in ["-1", "auto", "32k", "32K", "40960"] {
+        assert_eq!(pairs(len), vec![("max-model-len".to_string(), len.to_string())], "{len}");
+    }
+}

@@ -11,6 +11,10 @@
 //!   (until then requests only pile up) to the last send;
 //! - otherwise (everything sent at once, or a ramping rate) there is none.
 //!
+//! Nor is there one where fewer requests were sent and ended inside the window than were in
+//! flight in it on average (two waves of a cap's worth of prompts: the load never turned over
+//! once, and the few requests wholly inside are stragglers of the edges).
+//!
 //! Its [`Summary`] takes latencies from the requests sent and ended inside the window, and
 //! throughputs from what happened inside it: requests that ended in it, output tokens whose
 //! chunks arrived in it (each chunk carrying its share of its request's tokens, as the peak
@@ -115,6 +119,13 @@ pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
         run.records.iter().filter(|r| span(r).is_some_and(|(s, e)| s >= from && e <= to)).cloned().collect();
     let sent = run.records.iter().filter(|r| !r.never_sent()).count();
     if !inside.iter().any(RequestRecord::succeeded) || inside.len() == sent {
+        return None;
+    }
+    // Fewer requests lived wholly inside the window than were in flight in it: the load never
+    // turned over once, and the few inside are stragglers of its edges, not its steady state.
+    let spans: Vec<(u64, u64)> = run.records.iter().filter_map(span).collect();
+    let (in_flight, _) = InFlight::new(&spans).over(from, to);
+    if (inside.len() as f64) < in_flight {
         return None;
     }
     let len_s = (to - from) as f64 / NS;

@@ -137,6 +137,27 @@ fn the_last_wave_of_a_synchronised_run_is_not_steady() {
 }
 
 #[test]
+fn two_waves_of_a_cap_s_worth_have_no_steady_state() {
+    // A cap of four, eight 300 ms requests: the first wave's last send is 3 ms late, the second
+    // wave is sent as the first ends (a millisecond apart). Only that straggler and one of the
+    // second wave both begin and end inside the window, fewer than the four in flight: no
+    // steady state, rather than theirs.
+    let starts = [0, 0, 0, 3, 300, 301, 302, 303];
+    let records: Vec<RequestRecord> =
+        starts.iter().enumerate().map(|(i, &s)| request(i as u32, s, &[50, 300], 2)).collect();
+    let mut run = test_run(records, 0.603);
+    run.config.traffic.max_concurrency = Some(4);
+    assert_eq!(steady_window(&run).map(|w| (w.0, w.1)), Some((3 * MS, 600 * MS)));
+    assert_eq!(steady_state(&run), None);
+    // Five times the cap's worth turns the slots over: the steady state is there again.
+    let starts: Vec<u64> = (0..20).map(|i| i / 4 * 300 + u64::from(i % 4 == 3) * 3).collect();
+    let records = starts.iter().enumerate().map(|(i, &s)| request(i as u32, s, &[50, 300], 2)).collect();
+    let mut run = test_run(records, 1.503);
+    run.config.traffic.max_concurrency = Some(4);
+    assert!(steady_state(&run).is_some_and(|s| s.summary.completed >= 4));
+}
+
+#[test]
 fn slices_count_what_landed_in_them() {
     // Two requests: one 0-900 ms with chunks at 100, 500, 900; one 1200-1700 ms.
     let run = test_run(vec![request(0, 0, &[100, 500, 900], 6), request(1, 1200, &[300, 500], 2)], 2.0);

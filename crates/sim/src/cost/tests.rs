@@ -59,12 +59,13 @@ fn tensor_parallelism_halves_the_kernels_and_adds_two_allreduces_per_layer() {
     assert!(((b2.dense + b2.lm_head) / (b1.dense + b1.lm_head) - 0.5).abs() < 0.01, "{b1:?} {b2:?}");
     assert!(b2.total < b1.total);
     // Over 200 GbE between Sparks the all-reduce dominates a small model's decode, and costs
-    // more over more nodes (more ring steps).
+    // more over more nodes (more network steps: 87 µs and 2 steps of 7 over two, the tree's six
+    // hops of 13 over eight).
     let spark2 = model("Qwen/Qwen3-0.6B", "dgx-spark", &[("tp", "2"), ("nodes", "2")]);
     let spark8 = model("Qwen/Qwen3-0.6B", "dgx-spark", &[("tp", "8"), ("nodes", "8")]);
     let s2 = spark2.breakdown(&decode_batch(1, 100));
     assert!(s2.allreduce > s2.dense + s2.lm_head, "{s2:?}");
-    assert!(spark8.breakdown(&decode_batch(1, 100)).allreduce > 2.0 * s2.allreduce);
+    assert!(spark8.breakdown(&decode_batch(1, 100)).allreduce > 1.5 * s2.allreduce);
 }
 
 #[test]

@@ -78,8 +78,13 @@ fn span(r: &RequestRecord) -> Option<(u64, u64)> {
 
 /// The steady-state window in ns, and what was in force; see the module docs.
 pub fn steady_window(run: &RunResult) -> Option<(u64, u64, String)> {
-    let traffic = &run.config.traffic;
     let spans: Vec<(u64, u64)> = run.records.iter().filter_map(span).collect();
+    window_of(run, &spans)
+}
+
+/// [`steady_window`] from the run's request spans, taken once by the caller.
+fn window_of(run: &RunResult, spans: &[(u64, u64)]) -> Option<(u64, u64, String)> {
+    let traffic = &run.config.traffic;
     let last_send = spans.iter().map(|s| s.0).max()?;
     let (from, to, basis) = match traffic.max_concurrency {
         Some(cap) => {
@@ -91,7 +96,7 @@ pub fn steady_window(run: &RunResult) -> Option<(u64, u64, String)> {
             } else {
                 last_send
             };
-            (first_time_at(&spans, cap as u64)?, drain, format!("concurrency {cap}"))
+            (first_time_at(spans, cap as u64)?, drain, format!("concurrency {cap}"))
         }
         None if traffic.request_rate.is_finite() && traffic.ramp_up.is_none() => {
             (spans.iter().map(|s| s.1).min()?, last_send, format!("rate {} req/s", traffic.request_rate))
@@ -114,16 +119,16 @@ fn first_time_at(spans: &[(u64, u64)], level: u64) -> Option<u64> {
 
 /// The steady state of `run`, if it had one that leaves something out; see the module docs.
 pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
-    let (from, to, basis) = steady_window(run)?;
+    let spans: Vec<(u64, u64)> = run.records.iter().filter_map(span).collect();
+    let (from, to, basis) = window_of(run, &spans)?;
     let inside: Vec<RequestRecord> =
         run.records.iter().filter(|r| span(r).is_some_and(|(s, e)| s >= from && e <= to)).cloned().collect();
-    let sent = run.records.iter().filter(|r| !r.never_sent()).count();
-    if !inside.iter().any(RequestRecord::succeeded) || inside.len() == sent {
+    // Every request sent has a span.
+    if !inside.iter().any(RequestRecord::succeeded) || inside.len() == spans.len() {
         return None;
     }
     // Fewer requests lived wholly inside the window than were in flight in it: the load never
     // turned over once, and the few inside are stragglers of its edges, not its steady state.
-    let spans: Vec<(u64, u64)> = run.records.iter().filter_map(span).collect();
     let (in_flight, _) = InFlight::new(&spans).over(from, to);
     if (inside.len() as f64) < in_flight {
         return None;

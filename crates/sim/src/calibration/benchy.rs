@@ -30,6 +30,7 @@
 
 use serde_json::Value;
 use servebench_core::vllm::HeadingLabels;
+use servebench_core::vllm::json::scalar::whole_number;
 
 use super::CalibrationError;
 use super::points::{FitMetric, MeasuredPoint, PointWorkload};
@@ -385,7 +386,7 @@ pub fn points_from_benchy_json(value: &Value, name: &str) -> Result<FileRead, St
         if b.get("is_context_prefill_phase").and_then(Value::as_bool) == Some(true) {
             continue;
         }
-        let whole = |key: &str| b.get(key).and_then(Value::as_u64).and_then(|v| u32::try_from(v).ok());
+        let whole = |key: &str| b.get(key).and_then(whole_number).and_then(|v| u32::try_from(v).ok());
         let (Some(c), Some(prompt), Some(output)) =
             (whole("concurrency"), whole("prompt_size"), whole("response_size"))
         else {

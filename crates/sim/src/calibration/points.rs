@@ -15,6 +15,7 @@
 use serde_json::Value;
 use servebench_core::config::{Backend, Metric};
 use servebench_core::metrics::Summary;
+use servebench_core::vllm::json::scalar::whole_number;
 use servebench_core::vllm::{
     BlockError, ParsedBlock, ReportOrigin, block_labels, labels, metadata_from_vllm_json, parse_reports,
     summary_from_vllm_json,
@@ -430,16 +431,16 @@ pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, St
     }
     p.read_backend();
     let config = value.pointer("/servebench/config");
-    if let Some(n) = value.get("num_prompts").and_then(Value::as_u64) {
+    if let Some(n) = value.get("num_prompts").and_then(whole_number) {
         p.workload.num_prompts = usize::try_from(n).unwrap_or(usize::MAX).max(1);
     }
     let lens = |key: &str| -> Option<Vec<u32>> {
         let a = value.get(key)?.as_array()?;
-        a.iter().map(|x| x.as_u64().and_then(|v| u32::try_from(v).ok())).collect()
+        a.iter().map(|x| whole_number(x).and_then(|v| u32::try_from(v).ok())).collect()
     };
     let from_records = |key: &str| -> Option<Vec<u32>> {
         let a = value.pointer("/servebench/requests")?.as_array()?;
-        a.iter().map(|r| r.get(key).and_then(Value::as_u64).and_then(|v| u32::try_from(v).ok())).collect()
+        a.iter().map(|r| r.get(key).and_then(whole_number).and_then(|v| u32::try_from(v).ok())).collect()
     };
     let pair = match (lens("input_lens"), lens("output_lens")) {
         (Some(i), Some(o)) => Some((i, o)),

@@ -22,6 +22,7 @@
 
 use serde_json::Value;
 use servebench_core::vllm::SERVE_OPTION_LABELS;
+use servebench_core::vllm::json::scalar::{label_text, whole_number};
 
 use crate::options::vllm_release;
 
@@ -49,11 +50,11 @@ pub fn is_row(value: &Value) -> bool {
 /// The point a row measured.
 pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Result<MeasuredPoint, String> {
     let whole = |k: &str| -> Result<u64, String> {
-        value
-            .get(k)
-            .and_then(Value::as_u64)
-            .filter(|v| *v >= 1)
-            .ok_or_else(|| format!("{k} must be a whole number of at least 1"))
+        let v = value.get(k);
+        v.and_then(whole_number).filter(|v| *v >= 1).ok_or_else(|| {
+            let got = v.map(|v| format!(", not {v}")).unwrap_or_default();
+            format!("{k} must be a whole number of at least 1{got}")
+        })
     };
     let optional = |k: &str| value.get(k).map(|_| whole(k)).transpose();
     let (isl, osl, conc) = (whole("isl")?, whole("osl")?, optional("conc")?);
@@ -114,15 +115,7 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
         .map(|o| {
             o.iter()
                 .filter(|(k, _)| !is_measurement(k))
-                .filter_map(|(k, v)| {
-                    let text = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Number(x) => x.to_string(),
-                        Value::Bool(b) => b.to_string(),
-                        _ => return None,
-                    };
-                    Some((serve_option_spelling(k), text))
-                })
+                .filter_map(|(k, v)| Some((serve_option_spelling(k), label_text(v)?)))
                 .collect()
         })
         .unwrap_or_default();
@@ -314,6 +307,31 @@ mod tests {
         let fixed = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
         assert!(fixed.workload.input.expand(40).iter().all(|&x| x == 1024));
         assert!(!is_row(&serde_json::json!({"isl": 1, "osl": 2})));
+    }
+
+    #[test]
+    fn whole_numbers_written_as_floats_read_as_the_integers_they_are() {
+        // A table that went through pandas writes every count of a column with a gap as a float.
+        let mut r = row();
+        for k in ["tp", "isl", "osl", "conc", "n"] {
+            r[k] = serde_json::json!(r[k].as_f64().unwrap());
+        }
+        r["num_prompts"] = serde_json::json!(40.0);
+        assert_eq!(r["tp"].to_string(), "2.0");
+        let floats = point_from_row(&r, "t line 1".into(), RowDefaults::default()).unwrap();
+        let ints = point_from_row(&row(), "t line 1".into(), RowDefaults::default()).unwrap();
+        assert_eq!(floats.workload, ints.workload);
+        assert_eq!(floats.measured, ints.measured);
+        assert!(floats.labels.contains(&("tp".into(), "2".into())), "{:?}", floats.labels);
+        // A count that is not one is named with its value.
+        for (k, v) in
+            [("isl", serde_json::json!(1024.5)), ("conc", serde_json::json!(1e30)), ("osl", serde_json::json!(0))]
+        {
+            let mut bad = row();
+            bad[k] = v.clone();
+            let err = point_from_row(&bad, "x".into(), RowDefaults::default()).unwrap_err();
+            assert_eq!(err, format!("{k} must be a whole number of at least 1, not {v}"));
+        }
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::vllm::json::scalar::label_text;
+
 /// Top-level keys of vLLM's result JSON (every version read), and servebench's own key.
 const VLLM_KEYS: &[&str] = &[
     "date",
@@ -62,15 +64,7 @@ pub fn metadata_from_vllm_json(value: &Value) -> Vec<(String, String)> {
     let Some(m) = value.as_object() else { return Vec::new() };
     m.iter()
         .filter(|(key, _)| !is_vllm_key(key))
-        .filter_map(|(key, value)| {
-            let text = match value {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                Value::Bool(b) => b.to_string(),
-                _ => return None,
-            };
-            Some((key.clone(), text))
-        })
+        .filter_map(|(key, value)| Some((key.clone(), label_text(value)?)))
         .collect()
 }
 
@@ -101,7 +95,8 @@ mod tests {
             "nested": {"a": 1}, "list": [1], "nothing": null, "pxyz_ms": 4.0, "servebench": {}
         });
         let got = metadata_from_vllm_json(&doc);
-        let want = [("gpu", "H100"), ("tp", "2"), ("eager", "false"), ("pxyz_ms", "4.0")];
+        // A whole number reads the same however it was written (`4.0` as `4`).
+        let want = [("gpu", "H100"), ("tp", "2"), ("eager", "false"), ("pxyz_ms", "4")];
         assert_eq!(got, want.map(|(k, v)| (k.to_string(), v.to_string())));
         assert!(metadata_from_vllm_json(&json!([1])).is_empty());
         assert!(is_vllm_key("probe_requests") && is_vllm_key("request_goodput:") && !is_vllm_key("gpu"));

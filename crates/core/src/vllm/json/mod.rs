@@ -22,6 +22,7 @@ pub mod documents;
 pub mod metadata;
 pub mod ramp;
 pub mod read;
+pub mod scalar;
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};

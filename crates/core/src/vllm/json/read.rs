@@ -10,6 +10,7 @@ use crate::config::Metric;
 use crate::metrics::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary};
 use crate::record::FailureKind;
 use crate::telemetry::SpecDecodeCounts;
+use crate::vllm::json::scalar::whole_number;
 
 /// Why a JSON value is not a readable vLLM result.
 #[derive(Clone, Debug, PartialEq, Error)]
@@ -190,11 +191,7 @@ fn f64_at(m: &Map<String, Value>, key: &str) -> Result<Option<f64>, VllmJsonErro
 fn u64_at(m: &Map<String, Value>, key: &str) -> Result<Option<u64>, VllmJsonError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .or_else(|| v.as_f64().filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x < 1.8e19).map(|x| x as u64))
-            .map(Some)
-            .ok_or_else(|| wrong(key, "a whole number")),
+        Some(v) => whole_number(v).map(Some).ok_or_else(|| wrong(key, "a whole number")),
     }
 }
 

@@ -109,14 +109,18 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
             params.len() + 2
         );
     }
+    let calibrator = Calibrator::new(targets)?;
+    let models = models_of(&calibrator);
+    let of_models = match models.as_slice() {
+        [one] => one.clone(),
+        many => format!("{} models ({})", many.len(), many.join(", ")),
+    };
     out.line(format!(
-        "Fitting {} to {} measured run(s) of {} on {}...",
+        "Fitting {} to {} measured run(s) of {of_models} on {}...",
         params.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
-        targets.len(),
-        setup.model.id,
+        calibrator.targets().len(),
         setup.hardware.name
     ))?;
-    let calibrator = Calibrator::new(targets)?;
     let all: Vec<usize> = (0..calibrator.targets().len()).collect();
     let clock = Instant::now();
     let search = SearchOptions { max_evals: args.max_evals, initial_step: 0.3, tolerance: 1e-4 };
@@ -166,15 +170,17 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         }
     }
     profile.jitter_sigma = setup.stack.jitter_sigma;
-    profile.name = Some(format!("{model}@{}", d.hardware));
+    profile.name = Some(match models.len() {
+        1 => format!("{model}@{}", d.hardware),
+        n => format!("{n} models@{}", d.hardware),
+    });
     let header = format!(
-        "# Stack constants fitted by `servebench sim fit` on {} run(s) of {} on {} (loss {:.4}).\n\
+        "# Stack constants fitted by `servebench sim fit` on {} run(s) of {of_models} on {} (loss {:.4}).\n\
          # Use with: servebench sim predict --model {} --hardware {} --profile PATH\n",
         all.len(),
-        setup.model.id,
         setup.hardware.name,
         result.loss,
-        model,
+        if models.len() == 1 { model.as_str() } else { "MODEL" },
         d.hardware
     );
     std::fs::write(&args.out, header + &profile.to_toml())
@@ -207,13 +213,19 @@ fn model_the_runs_name(points: &[calibration::MeasuredPoint], all_points: bool) 
     }
 }
 
+/// The models the runs are simulated as, sorted, each once.
+fn models_of(cal: &Calibrator) -> Vec<String> {
+    let mut models: Vec<String> = cal.targets().iter().map(|t| t.setup.model.id.clone()).collect();
+    models.sort();
+    models.dedup();
+    models
+}
+
 /// The band a fit's held-out errors give, for the deployments they were measured on (their
 /// models and tensor-parallel sizes); `None` with too few errors.
 fn band_of_fit(cal: &Calibrator, held: &[&calibration::Residual], how: &str) -> Option<servebench_sim::Uncertainty> {
     let [ttft, tpot, throughput] = calibration::coverage::band_from(held)?;
-    let mut models: Vec<String> = cal.targets().iter().map(|t| t.setup.model.id.clone()).collect();
-    models.sort();
-    models.dedup();
+    let models = models_of(cal);
     let mut tp: Vec<u32> = cal.targets().iter().map(|t| t.setup.options.tp).collect();
     tp.sort_unstable();
     tp.dedup();

@@ -107,9 +107,10 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         v.regroup(&calibrator, &by);
     }
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&json(&calibrator, &v, &skipped, &split))?)?;
+        let doc = json(&calibrator, &v, &skipped, &split, args.profile.as_deref());
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        print_text(out, &calibrator, &v, &split, &params, took, args.points)?;
+        print_text(out, &calibrator, &v, &split, &params, took, args)?;
     }
     if let Some(limit) = args.fail_above {
         let worst = v.worst_median() * 100.0;
@@ -148,6 +149,8 @@ fn point_of_run(run: &servebench_store::StoredRun) -> Result<MeasuredPoint, Stri
     Ok(p)
 }
 
+/// Writes the validation as text: every point with `--points`, and headings that name what the
+/// predictions started from (the presets, or the `--profile` given).
 fn print_text(
     out: &mut dyn Write,
     cal: &Calibrator,
@@ -155,13 +158,15 @@ fn print_text(
     split: &Split,
     params: &[FitParam],
     took: f64,
-    show_points: bool,
+    args: &SimValidateArgs,
 ) -> anyhow::Result<()> {
+    let (show_points, profile) = (args.points, args.profile.as_deref());
     let points = cal.targets().len();
-    let how = match split {
-        Split::None => "predicted with the presets, nothing fitted".to_string(),
-        Split::LeaveOut(keys) => format!("held out by {}: fitted on the other groups", keys.join(",")),
-        Split::Folds(k) => format!("held out in {k} folds: fitted on the other folds"),
+    let how = match (split, profile) {
+        (Split::None, None) => "predicted with the presets, nothing fitted".to_string(),
+        (Split::None, Some(p)) => format!("predicted with the profile {p}, nothing fitted here"),
+        (Split::LeaveOut(keys), _) => format!("held out by {}: fitted on the other groups", keys.join(",")),
+        (Split::Folds(k), _) => format!("held out in {k} folds: fitted on the other folds"),
     };
     writeln!(out, "Validated {points} measured run(s), {how} ({took:.1} s).")?;
     if !params.is_empty() {
@@ -173,7 +178,11 @@ fn print_text(
         write!(out, "{}", residual_table(&v.held_out))?;
     }
     let held: Vec<&Residual> = v.held_out.iter().collect();
-    let title = if *split == Split::None { "Errors (presets, no fit):" } else { "Held-out errors:" };
+    let title = match (split, profile) {
+        (Split::None, None) => "Errors (presets, no fit):",
+        (Split::None, Some(_)) => "Errors (the profile, no fit here):",
+        _ => "Held-out errors:",
+    };
     writeln!(out)?;
     write!(out, "{}", validate::errors_table(title, &validate::by_metric(&held)))?;
     // The band `sim predict` prints with each of these predictions: does it hold what it says?
@@ -228,7 +237,13 @@ fn print_text(
     Ok(())
 }
 
-fn json(cal: &Calibrator, v: &Validation, skipped: &[validate::Skipped], split: &Split) -> serde_json::Value {
+fn json(
+    cal: &Calibrator,
+    v: &Validation,
+    skipped: &[validate::Skipped],
+    split: &Split,
+    profile: Option<&str>,
+) -> serde_json::Value {
     let residual = |r: &Residual, group: &str| {
         let band = coverage::band_of(cal, r);
         serde_json::json!({
@@ -244,6 +259,7 @@ fn json(cal: &Calibrator, v: &Validation, skipped: &[validate::Skipped], split: 
     };
     serde_json::json!({
         "split": format!("{split:?}"),
+        "profile": profile,
         "skipped": skipped,
         "held_out": table(validate::by_metric(&held)),
         "in_sample": table(validate::by_metric(&ins)),

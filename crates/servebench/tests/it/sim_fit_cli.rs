@@ -149,7 +149,11 @@ fn sim_fit_takes_the_model_the_runs_name_when_none_is_given() {
     assert!(err.contains("the results name 11 models (Qwen/Qwen3-8B, Qwen/Qwen3-4B,"), "{err}");
     assert!(err.contains("give --model to fit one of them, or --all-points"), "{err}");
     let out = ok(&[&base[..], &["--all-points", report.as_str()]].concat());
-    assert!(out.contains("to 11 measured run(s) of Qwen/Qwen3-8B on"), "{out}");
+    // A joint fit says it is one: the runs' models, in its output and in the profile's header.
+    assert!(out.contains("to 11 measured run(s) of 11 models (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B,"), "{out}");
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(written.contains("on 11 run(s) of 11 models (") && written.contains("--model MODEL"), "{written}");
+    assert!(written.contains("name = \"11 models@dgx-spark\""), "{written}");
     // One model named: fitted without --model.
     let one = dir.path().join("one.txt");
     let text = std::fs::read_to_string(&report).unwrap();

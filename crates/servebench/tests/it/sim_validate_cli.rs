@@ -240,7 +240,10 @@ fn sim_validate_reads_runs_from_the_store() {
         "--fail-above",
         "25",
     ]);
-    assert!(out.contains("Validated 11 measured run(s), predicted with the presets"), "{out}");
+    // The headings name the profile the predictions started from, not the presets.
+    let predicted_with = format!("Validated 11 measured run(s), predicted with the profile {}", profile.display());
+    assert!(out.contains(&predicted_with), "{out}");
+    assert!(out.contains("Errors (the profile, no fit here):") && !out.contains("presets"), "{out}");
     let (code, err) = fails(&["sim", "validate", "--db", db, "--runs", "12"]);
     assert_eq!(code, 1, "{err}");
 }

@@ -224,6 +224,7 @@ fn sim_validate_reads_runs_from_the_store() {
     let db = db.to_str().unwrap();
     ok(&["import", "--db", db, &report_000()]);
     let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/profiles/dgx-spark-eager-ref-000.toml");
+    let profile_arg = profile.to_str().unwrap().to_string();
     let out = ok(&[
         "sim",
         "validate",
@@ -244,6 +245,21 @@ fn sim_validate_reads_runs_from_the_store() {
     let predicted_with = format!("Validated 11 measured run(s), predicted with the profile {}", profile.display());
     assert!(out.contains(&predicted_with), "{out}");
     assert!(out.contains("Errors (the profile, no fit here):") && !out.contains("presets"), "{out}");
+    let doc = ok(&[
+        "sim",
+        "validate",
+        "--db",
+        db,
+        "--runs",
+        "1-3",
+        "--hardware",
+        "dgx-spark",
+        "--profile",
+        &profile_arg,
+        "--json",
+    ]);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(doc["profile"], profile_arg.as_str(), "{doc}");
     let (code, err) = fails(&["sim", "validate", "--db", db, "--runs", "12"]);
     assert_eq!(code, 1, "{err}");
 }

@@ -164,6 +164,12 @@ pub struct StackProfile {
     /// count to another through the ring's and the tree's step counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ar_step_us: Option<f64>,
+    /// The fixed part of a collective over a link with message steps (the link's
+    /// `allreduce_latency_us`), µs; unset takes the link's. With `ar_step_us` it splits a
+    /// collective's latency into what every collective pays and what each message step adds,
+    /// which runs over two or more group sizes tell apart (over one, only their sum shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ar_fixed_us: Option<f64>,
     /// Host cost of launching one layer's kernels one by one, µs: paid per layer by a step that
     /// runs without CUDA graphs (`enforce-eager`, or beyond the captured sizes); 0 disables it.
     pub eager_layer_us: f64,
@@ -327,6 +333,7 @@ impl Default for StackProfile {
             dequant_mma: DEQUANT_MMA,
             alpha_ar_us: None,
             ar_step_us: None,
+            ar_fixed_us: None,
             eager_layer_us: 0.0,
             sparse_mla_heads: SPARSE_MLA_HEADS,
             graph_max_tokens: 512,
@@ -479,6 +486,7 @@ impl StackProfile {
             ("api_us_per_output_token", self.api_us_per_output_token),
             ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0)),
             ("ar_step_us", self.ar_step_us.unwrap_or(0.0)),
+            ("ar_fixed_us", self.ar_fixed_us.unwrap_or(0.0)),
             ("eager_layer_us", self.eager_layer_us),
             ("linear_chunk_us", self.linear_chunk_us),
             ("attn_query_keys", self.attn_query_keys),

@@ -136,14 +136,14 @@ fn all_reduce_link(setup: &SimSetup) -> LinkCost {
 
 /// Whether the deployment's tensor-parallel all-reduce pays a latency a message step (a
 /// network, PCIe), not only a fixed part.
-fn all_reduce_has_steps(setup: &SimSetup) -> bool {
+pub(crate) fn all_reduce_has_steps(setup: &SimSetup) -> bool {
     setup.options.tp > 1 && all_reduce_link(setup).has_message_steps()
 }
 
 /// The value a fit pulls `param` toward for `setup`: the profile's, but for the all-reduce's
 /// latencies the profile leaves to the link, the deployment's own, not the range's floor: the
-/// link's latency a network step, and one small message's over the tensor-parallel group (the
-/// link's fixed part and its ring's or tree's steps).
+/// link's latency a network step, its fixed part, and one small message's over the
+/// tensor-parallel group (the link's fixed part and its ring's or tree's steps).
 pub fn prior_value(param: FitParam, setup: &SimSetup) -> f64 {
     let (lo, hi) = param.bounds();
     let link = all_reduce_link(setup);
@@ -152,6 +152,7 @@ pub fn prior_value(param: FitParam, setup: &SimSetup) -> f64 {
             link.allreduce_seconds(f64::from(setup.options.tp), 0.0) * 1e6
         }
         FitParam::ArStep if setup.stack.ar_step_us.is_none() && link.has_message_steps() => link.step_s * 1e6,
+        FitParam::ArFixed if setup.stack.ar_fixed_us.is_none() && link.has_message_steps() => link.fixed_s * 1e6,
         _ => return param.start(&setup.stack),
     };
     us.clamp(lo, hi)

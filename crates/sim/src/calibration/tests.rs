@@ -247,6 +247,52 @@ fn two_loads_of_a_multi_node_study_predict_the_third() {
     );
 }
 
+/// Over one group size a collective's fixed part and its steps show only as their sum; runs over
+/// four Sparks and eight tell them apart, so the default fit takes both there and recovers a
+/// hidden split (50 µs fixed and 14 a step, against the preset's 87 and 7: over four Sparks
+/// 134 µs against 129, over eight 232 against 165) from one prompt and a hundred. The split is
+/// what carries to a node count no run had: two Sparks' one-prompt decode, predicted from the
+/// steps alone, misses by several times what it does with both.
+#[test]
+fn runs_over_two_node_counts_fit_a_collective_s_fixed_part_beside_its_steps() {
+    let presets = Presets::embedded().unwrap();
+    let on = |tp: &str, extra: &[(&str, &str)]| {
+        let mut pairs = vec![("tp".to_string(), tp.to_string()), ("jitter".to_string(), "0".to_string())];
+        pairs.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        SimSetup::resolve_with(&presets, "openai/gpt-oss-20b", "dgx-spark", &pairs, None).unwrap()
+    };
+    let truth = [("ar-step-us", "14"), ("ar-fixed-us", "50")];
+    let mut targets = Vec::new();
+    for (tp, loads) in [("4", vec![1, 100]), ("8", vec![1, 100]), ("2", vec![1])] {
+        let runs = measure(&on(tp, &truth), loads.iter().map(|&n| point(n, 1024, 128, None)).collect());
+        targets.extend(runs.into_iter().map(|p| Target { setup: on(tp, &[]), point: p }));
+    }
+    let (fitted_on, two_sparks) = ([0, 1, 2, 3], 4);
+    let on_fitted: Vec<Target> = fitted_on.iter().map(|&i| targets[i].clone()).collect();
+    let params = validate::joint_params(&on_fitted);
+    let at = params.iter().position(|p| *p == FitParam::ArStep).expect("the steps are fitted");
+    assert_eq!(params.get(at + 1), Some(&FitParam::ArFixed), "{params:?}");
+    assert_eq!(prior_value(FitParam::ArFixed, &on("4", &[])), 87.0);
+    // Over one node count, no split to see.
+    assert!(!validate::joint_params(&on_fitted[..2]).contains(&FitParam::ArFixed));
+
+    let cal = Calibrator::new(targets).unwrap();
+    let search = SearchOptions { max_evals: 300, initial_step: 0.5, tolerance: 1e-7 };
+    let worst = |values: &[(FitParam, f64)]| -> f64 {
+        cal.residuals(&[two_sparks], values).iter().map(Residual::ape).fold(0.0, f64::max)
+    };
+    let both = cal.fit(&fitted_on, &params, None, search);
+    let value = |p: FitParam| both.values.iter().find(|(q, _)| *q == p).unwrap().1;
+    assert!((value(FitParam::ArStep) / 14.0 - 1.0).abs() < 0.1, "{:?}", both.values);
+    assert!((value(FitParam::ArFixed) / 50.0 - 1.0).abs() < 0.1, "{:?}", both.values);
+    let steps_only: Vec<FitParam> = params.iter().copied().filter(|p| *p != FitParam::ArFixed).collect();
+    let (with_split, without) = (worst(&both.values), worst(&cal.fit(&fitted_on, &steps_only, None, search).values));
+    assert!(
+        with_split < 0.02 && without > 3.0 * with_split,
+        "two Sparks: worst {with_split} with the split fitted, {without} with the steps alone"
+    );
+}
+
 #[test]
 fn the_residual_table_shows_labels_only_when_points_have_some() {
     let residual = |label: &str, labels: &str| Residual {

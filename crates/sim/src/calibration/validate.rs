@@ -282,7 +282,8 @@ pub struct Validation {
 }
 
 /// The constants fitted when none are named: what each deployment's points can tell apart,
-/// once each.
+/// once each, and a collective's fixed part (`ar-fixed-us`) beside its steps where the runs
+/// cross a link with message steps in groups of two or more sizes.
 pub fn joint_params(targets: &[Target]) -> Vec<FitParam> {
     let mut params: Vec<FitParam> = Vec::new();
     let mut by_model: BTreeMap<String, Vec<MeasuredPoint>> = BTreeMap::new();
@@ -297,6 +298,15 @@ pub fn joint_params(targets: &[Target]) -> Vec<FitParam> {
                 }
             }
         }
+    }
+    // Runs over two or more group sizes on a link with message steps (four Sparks and eight)
+    // tell a collective's fixed part from its steps: fit both, the fixed part beside the steps.
+    let mut sizes: Vec<u32> =
+        targets.iter().filter(|t| super::all_reduce_has_steps(&t.setup)).map(|t| t.setup.options.tp).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if let Some(at) = params.iter().position(|p| *p == FitParam::ArStep).filter(|_| sizes.len() >= 2) {
+        params.insert(at + 1, FitParam::ArFixed);
     }
     params
 }

@@ -218,13 +218,17 @@ impl CostModel {
         let lm_params = m.embedding_params() / tp;
         let ar = o.allreduce_link(hw);
         let pl = o.pipeline_link(hw);
-        // A fitted step latency replaces the link's on every collective whose link has steps
-        // (a network, PCIe; NVLink and Infinity Fabric have none).
+        // A fitted step latency and fixed part replace the link's on every collective whose
+        // link has steps (a network, PCIe; NVLink and Infinity Fabric have none).
         let network = |l: &crate::hardware::Link| {
             let c = LinkCost::of(l);
-            match st.ar_step_us {
-                Some(us) if c.has_message_steps() => LinkCost { step_s: us * 1e-6, ..c },
-                _ => c,
+            if !c.has_message_steps() {
+                return c;
+            }
+            LinkCost {
+                step_s: st.ar_step_us.map_or(c.step_s, |us| us * 1e-6),
+                fixed_s: st.ar_fixed_us.map_or(c.fixed_s, |us| us * 1e-6),
+                ..c
             }
         };
         // A fitted all-reduce latency replaces the link's fixed part and its steps.

@@ -26,12 +26,13 @@ pub enum FitParam {
     EagerLayer,
     AlphaAr,
     ArStep,
+    ArFixed,
     DequantOps,
     DequantMma,
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
-const SCALARS: [(FitParam, &str, (f64, f64), f64); 19] = [
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 20] = [
     (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
     (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
     (FitParam::ApiPerRequest, "api-ms-per-request", (0.01, 50.0), 1.0),
@@ -49,6 +50,7 @@ const SCALARS: [(FitParam, &str, (f64, f64), f64); 19] = [
     (FitParam::EagerLayer, "eager-layer-us", (1.0, 5000.0), 0.7),
     (FitParam::AlphaAr, "alpha-ar-us", (1.0, 2000.0), 0.5),
     (FitParam::ArStep, "ar-step-us", (0.5, 1000.0), 0.5),
+    (FitParam::ArFixed, "ar-fixed-us", (0.5, 2000.0), 0.5),
     (FitParam::DequantOps, "dequant-ops-per-weight", (1.0, 100.0), 0.5),
     (FitParam::DequantMma, "dequant-mma", (0.05, 0.95), 0.4),
 ];
@@ -121,6 +123,7 @@ impl FitParam {
             FitParam::EagerLayer => s.eager_layer_us,
             FitParam::AlphaAr => s.alpha_ar_us.unwrap_or(0.0),
             FitParam::ArStep => s.ar_step_us.unwrap_or(0.0),
+            FitParam::ArFixed => s.ar_fixed_us.unwrap_or(0.0),
             FitParam::DequantOps => s.dequant_ops_per_weight.unwrap_or(0.0),
             FitParam::DequantMma => s.dequant_mma,
         }
@@ -147,6 +150,7 @@ impl FitParam {
             FitParam::EagerLayer => s.eager_layer_us = v,
             FitParam::AlphaAr => s.alpha_ar_us = Some(v),
             FitParam::ArStep => s.ar_step_us = Some(v),
+            FitParam::ArFixed => s.ar_fixed_us = Some(v),
             FitParam::DequantOps => s.dequant_ops_per_weight = Some(v),
             FitParam::DequantMma => s.dequant_mma = v,
         }

@@ -1,7 +1,7 @@
 //! The option keys that set a stack constant (`t0-ms`, `gemm-eff.fp8`) and the field each names.
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 35] = [
+pub const PROFILE_OPTION_KEYS: [&str; 36] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -27,6 +27,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 35] = [
     "api-us-per-output-token",
     "alpha-ar-us",
     "ar-step-us",
+    "ar-fixed-us",
     "dequant-ops-per-weight",
     "dequant-mma",
     "fused-moe-us",

@@ -50,9 +50,9 @@ pub fn is_row(value: &Value) -> bool {
 /// The point a row measured.
 pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Result<MeasuredPoint, String> {
     let whole = |k: &str| -> Result<u64, String> {
-        let v = value.get(k);
-        v.and_then(whole_number).filter(|v| *v >= 1).ok_or_else(|| {
-            let got = v.map(|v| format!(", not {v}")).unwrap_or_default();
+        let field = value.get(k);
+        field.and_then(whole_number).filter(|n| *n >= 1).ok_or_else(|| {
+            let got = field.map(|v| format!(", not {v}")).unwrap_or_default();
             format!("{k} must be a whole number of at least 1{got}")
         })
     };

@@ -8,7 +8,8 @@ use serde_json::Value;
 /// (negative, fractional, non-finite, not a number).
 pub fn whole_number(v: &Value) -> Option<u64> {
     v.as_u64().or_else(|| {
-        v.as_f64().filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x < 18_446_744_073_709_551_616.0).map(|x| x as u64)
+        // `u64::MAX as f64` is 2^64 exactly, the first float past every u64.
+        v.as_f64().filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x < u64::MAX as f64).map(|x| x as u64)
     })
 }
 

@@ -42,24 +42,27 @@ impl Default for RowDefaults {
 }
 
 /// Whether a JSON document is a table row.
+/// A field given as `null` (as pandas writes a gap in a column) counts as absent, so a row with
+/// a null `conc` is still a row, and says what it lacks.
 pub fn is_row(value: &Value) -> bool {
     ["isl", "osl"].iter().all(|k| value.get(k).is_some_and(Value::is_number))
-        && (value.get("conc").is_some_and(Value::is_number) || value.get("request_rate").is_some())
+        && (value.get("conc").is_some() || value.get("request_rate").is_some())
 }
 
 /// The point a row measured.
 pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Result<MeasuredPoint, String> {
+    let field = |k: &str| value.get(k).filter(|v| !v.is_null());
     let whole = |k: &str| -> Result<u64, String> {
-        let field = value.get(k);
+        let field = field(k);
         field.and_then(whole_number).filter(|n| *n >= 1).ok_or_else(|| {
             let got = field.map(|v| format!(", not {v}")).unwrap_or_default();
             format!("{k} must be a whole number of at least 1{got}")
         })
     };
-    let optional = |k: &str| value.get(k).map(|_| whole(k)).transpose();
+    let optional = |k: &str| field(k).map(|_| whole(k)).transpose();
     let (isl, osl, conc) = (whole("isl")?, whole("osl")?, optional("conc")?);
-    let number = |k: &str| value.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v > 0.0);
-    let request_rate = match value.get("request_rate") {
+    let number = |k: &str| field(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v > 0.0);
+    let request_rate = match field("request_rate") {
         None => f64::INFINITY,
         Some(Value::String(s)) if s.eq_ignore_ascii_case("inf") => f64::INFINITY,
         Some(_) => {
@@ -69,12 +72,12 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
     if conc.is_none() && request_rate.is_infinite() {
         return Err("a row without conc needs a request_rate: say how the requests were sent".into());
     }
-    let burstiness = match value.get("burstiness") {
+    let burstiness = match field("burstiness") {
         None => 1.0,
         Some(_) => number("burstiness").ok_or("burstiness must be a number above 0 (1 is Poisson)")?,
     };
     // InferenceX's client names it `random_range_ratio`, with the same meaning.
-    let range_ratio = match value.get("range_ratio").or_else(|| value.get("random_range_ratio")) {
+    let range_ratio = match field("range_ratio").or_else(|| field("random_range_ratio")) {
         None => defaults.range_ratio,
         Some(v) => v.as_f64().filter(|r| (0.0..=1.0).contains(r)).ok_or("range_ratio must be in [0, 1]")?,
     };
@@ -85,7 +88,7 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
             "prefix_len {shared_prefix} must be shorter than the shortest prompt ({shortest} tokens): it counts within isl"
         ));
     }
-    let n = match (value.get("num_prompts"), conc) {
+    let n = match (field("num_prompts"), conc) {
         (None, Some(conc)) => usize::try_from(conc).unwrap_or(usize::MAX).saturating_mul(defaults.prompts_per_stream),
         (None, None) => return Err("a row without conc needs num_prompts".into()),
         (Some(_), _) => usize::try_from(whole("num_prompts")?).unwrap_or(usize::MAX),
@@ -464,6 +467,24 @@ mod tests {
         assert!(point_from_row(&r, "x".into(), RowDefaults::default()).unwrap_err().contains("range_ratio"));
         let r = serde_json::json!({"isl": 1, "osl": 2, "conc": 3});
         assert!(point_from_row(&r, "x".into(), RowDefaults::default()).unwrap_err().contains("none of"));
+        // A gap in a column (pandas writes null) is a missing field, named as such.
+        let mut r = row();
+        r["conc"] = Value::Null;
+        assert!(is_row(&r), "a null conc is still a row of this format, so it is named, not mistaken");
+        assert!(err(&r).contains("without conc needs a request_rate"), "{}", err(&r));
+    }
+
+    #[test]
+    fn null_fields_count_as_absent() {
+        let mut r = row();
+        for k in ["request_rate", "burstiness", "range_ratio", "num_prompts", "prefix_len", "ep", "mean_e2el"] {
+            r[k] = Value::Null;
+        }
+        let p = point_from_row(&r, "x".into(), RowDefaults::default()).unwrap();
+        let plain = point_from_row(&row(), "x".into(), RowDefaults::default()).unwrap();
+        assert_eq!(p.workload, plain.workload);
+        assert_eq!(p.measured, plain.measured);
+        assert!(p.labels.iter().all(|(k, _)| k != "ep" && k != "request_rate"), "{:?}", p.labels);
     }
 
     proptest::proptest! {

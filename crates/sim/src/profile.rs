@@ -170,6 +170,13 @@ pub struct StackProfile {
     /// which runs over two or more group sizes tell apart (over one, only their sum shows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ar_fixed_us: Option<f64>,
+    /// The rate a collective moves bytes over a link with message steps (the link's
+    /// `bandwidth_gbs`), GB/s; unset takes the link's. A network's rate depends on how it is
+    /// set up (two Sparks reach 200 Gb/s only where NCCL is given both of the port's PCIe
+    /// devices, half of it otherwise); runs of long prefills over two or more group sizes tell
+    /// it apart from the products' rate, which grows the same way with the tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ar_gbs: Option<f64>,
     /// Host cost of launching one layer's kernels one by one, µs: paid per layer by a step that
     /// runs without CUDA graphs (`enforce-eager`, or beyond the captured sizes); 0 disables it.
     pub eager_layer_us: f64,
@@ -334,6 +341,7 @@ impl Default for StackProfile {
             alpha_ar_us: None,
             ar_step_us: None,
             ar_fixed_us: None,
+            ar_gbs: None,
             eager_layer_us: 0.0,
             sparse_mla_heads: SPARSE_MLA_HEADS,
             graph_max_tokens: 512,
@@ -496,6 +504,9 @@ impl StackProfile {
             ("fused_moe_us", self.fused_moe_us),
             ("fp4_moe.fixed_us", self.fp4_moe.fixed_us),
         ];
+        if let Some(gbs) = self.ar_gbs.filter(|g| !(g.is_finite() && *g > 0.0)) {
+            return Err(format!("ar_gbs must be a rate above 0 GB/s, got {gbs}"));
+        }
         for (name, v) in times {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name} must be zero or positive, got {v}"));

@@ -63,10 +63,11 @@ pub struct SimFitArgs {
     /// Constants to fit, comma-separated (alpha-api-ms, api-us-per-token, api-ms-per-request,
     /// api-us-per-output-token, t0-ms, t-layer-us, t-seq-us, t-moe-us, t-host-ms,
     /// t-host-seq-us, eta-bw, attn-eff, gemm-m-half, eager-layer-us, alpha-ar-us, ar-step-us,
-    /// ar-fixed-us, gemm-eff.FMT, moe-eff.FMT); default: what the results can tell apart (with
-    /// tensor parallelism across nodes, the network's ar-step-us too, and its ar-fixed-us where
-    /// the runs span two or more group sizes). Each stays within its physical range and is
-    /// pulled toward the preset's value (the link's own for the all-reduce's).
+    /// ar-fixed-us, ar-gbs, gemm-eff.FMT, moe-eff.FMT); default: what the results can tell apart
+    /// (with tensor parallelism across nodes, the network's ar-step-us too, its ar-gbs where
+    /// runs prefill thousands of tokens at once, and its ar-fixed-us where the runs span two or
+    /// more group sizes). Each stays within its physical range and is pulled toward the preset's
+    /// value (the link's own for the all-reduce's).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub fit: Vec<String>,
     /// At most this many simulations of the whole set of results.

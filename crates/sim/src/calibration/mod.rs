@@ -81,9 +81,15 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
         .map(|p| p.workload.input.expand(p.workload.num_prompts).into_iter().max().unwrap_or(0))
         .max()
         .unwrap_or(0);
-    let busiest = points
+    let in_flight = |p: &MeasuredPoint| p.workload.num_prompts.min(p.workload.max_concurrency.unwrap_or(usize::MAX));
+    let busiest = points.iter().map(in_flight).max().unwrap_or(0);
+    // The prompt tokens one run has in flight at its busiest (a burst's all at once).
+    let prompt_tokens_at_once = points
         .iter()
-        .map(|p| p.workload.num_prompts.min(p.workload.max_concurrency.unwrap_or(usize::MAX)))
+        .map(|p| {
+            let longest = p.workload.input.expand(p.workload.num_prompts).into_iter().max().unwrap_or(0);
+            (longest as usize).saturating_mul(in_flight(p))
+        })
         .max()
         .unwrap_or(0);
     // A mixture of experts spends its prefill in the expert products (attention and any dense
@@ -105,9 +111,14 @@ pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitPara
     let mut params = vec![FitParam::AlphaApi, products];
     // An all-reduce in message steps (Ethernet or InfiniBand between nodes, PCIe between
     // cards) has the least certain latency of a deployment, and every decode step pays it
-    // twice a layer: the link's latency a step, which carries to other group sizes.
+    // twice a layer: the link's latency a step, which carries to other group sizes. Its rate
+    // is as uncertain (a network's depends on how NCCL was set up) and binds where prompts
+    // prefill thousands of tokens at once.
     if all_reduce_has_steps(setup) {
         params.push(FitParam::ArStep);
+        if prompt_tokens_at_once >= 4096 {
+            params.push(FitParam::ArRate);
+        }
     }
     params.extend([FitParam::EtaBw, FitParam::T0]);
     if busiest >= 8 {
@@ -141,9 +152,9 @@ pub(crate) fn all_reduce_has_steps(setup: &SimSetup) -> bool {
 }
 
 /// The value a fit pulls `param` toward for `setup`: the profile's, but for the all-reduce's
-/// latencies the profile leaves to the link, the deployment's own, not the range's floor: the
-/// link's latency a network step, its fixed part, and one small message's over the
-/// tensor-parallel group (the link's fixed part and its ring's or tree's steps).
+/// latencies and rate the profile leaves to the link, the deployment's own, not the range's
+/// floor: the link's latency a network step, its fixed part, its rate, and one small message's
+/// over the tensor-parallel group (the link's fixed part and its ring's or tree's steps).
 pub fn prior_value(param: FitParam, setup: &SimSetup) -> f64 {
     let (lo, hi) = param.bounds();
     let link = all_reduce_link(setup);
@@ -153,6 +164,7 @@ pub fn prior_value(param: FitParam, setup: &SimSetup) -> f64 {
         }
         FitParam::ArStep if setup.stack.ar_step_us.is_none() && link.has_message_steps() => link.step_s * 1e6,
         FitParam::ArFixed if setup.stack.ar_fixed_us.is_none() && link.has_message_steps() => link.fixed_s * 1e6,
+        FitParam::ArRate if setup.stack.ar_gbs.is_none() && link.has_message_steps() => link.bandwidth * 1e-9,
         _ => return param.start(&setup.stack),
     };
     us.clamp(lo, hi)
@@ -463,6 +475,8 @@ pub fn residual_table(residuals: &[Residual]) -> String {
 mod fidelity_tests;
 #[cfg(test)]
 mod metrics_tests;
+#[cfg(test)]
+mod network_tests;
 #[cfg(test)]
 mod public_models_tests;
 #[cfg(test)]

@@ -218,8 +218,8 @@ impl CostModel {
         let lm_params = m.embedding_params() / tp;
         let ar = o.allreduce_link(hw);
         let pl = o.pipeline_link(hw);
-        // A fitted step latency and fixed part replace the link's on every collective whose
-        // link has steps (a network, PCIe; NVLink and Infinity Fabric have none).
+        // A fitted step latency, fixed part and rate replace the link's on every collective
+        // whose link has steps (a network, PCIe; NVLink and Infinity Fabric have none).
         let network = |l: &crate::hardware::Link| {
             let c = LinkCost::of(l);
             if !c.has_message_steps() {
@@ -228,12 +228,12 @@ impl CostModel {
             LinkCost {
                 step_s: st.ar_step_us.map_or(c.step_s, |us| us * 1e-6),
                 fixed_s: st.ar_fixed_us.map_or(c.fixed_s, |us| us * 1e-6),
-                ..c
+                bandwidth: st.ar_gbs.map_or(c.bandwidth, |gbs| gbs * 1e9),
             }
         };
         // A fitted all-reduce latency replaces the link's fixed part and its steps.
         let ar_link = match st.alpha_ar_us {
-            Some(us) => LinkCost { fixed_s: us * 1e-6, step_s: 0.0, ..LinkCost::of(&ar) },
+            Some(us) => LinkCost { fixed_s: us * 1e-6, step_s: 0.0, ..network(&ar) },
             None => network(&ar),
         };
         let (sliding, _) = m.sliding_layers();

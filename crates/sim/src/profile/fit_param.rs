@@ -27,12 +27,13 @@ pub enum FitParam {
     AlphaAr,
     ArStep,
     ArFixed,
+    ArRate,
     DequantOps,
     DequantMma,
 }
 
 /// Scalar constants: (constant, option name, plausible range, prior σ in ln units).
-const SCALARS: [(FitParam, &str, (f64, f64), f64); 20] = [
+const SCALARS: [(FitParam, &str, (f64, f64), f64); 21] = [
     (FitParam::AlphaApi, "alpha-api-ms", (0.5, 500.0), 0.7),
     (FitParam::ApiPerToken, "api-us-per-token", (0.01, 50.0), 1.0),
     (FitParam::ApiPerRequest, "api-ms-per-request", (0.01, 50.0), 1.0),
@@ -51,6 +52,7 @@ const SCALARS: [(FitParam, &str, (f64, f64), f64); 20] = [
     (FitParam::AlphaAr, "alpha-ar-us", (1.0, 2000.0), 0.5),
     (FitParam::ArStep, "ar-step-us", (0.5, 1000.0), 0.5),
     (FitParam::ArFixed, "ar-fixed-us", (0.5, 2000.0), 0.5),
+    (FitParam::ArRate, "ar-gbs", (0.5, 1000.0), 0.5),
     (FitParam::DequantOps, "dequant-ops-per-weight", (1.0, 100.0), 0.5),
     (FitParam::DequantMma, "dequant-mma", (0.05, 0.95), 0.4),
 ];
@@ -124,6 +126,7 @@ impl FitParam {
             FitParam::AlphaAr => s.alpha_ar_us.unwrap_or(0.0),
             FitParam::ArStep => s.ar_step_us.unwrap_or(0.0),
             FitParam::ArFixed => s.ar_fixed_us.unwrap_or(0.0),
+            FitParam::ArRate => s.ar_gbs.unwrap_or(0.0),
             FitParam::DequantOps => s.dequant_ops_per_weight.unwrap_or(0.0),
             FitParam::DequantMma => s.dequant_mma,
         }
@@ -151,6 +154,7 @@ impl FitParam {
             FitParam::AlphaAr => s.alpha_ar_us = Some(v),
             FitParam::ArStep => s.ar_step_us = Some(v),
             FitParam::ArFixed => s.ar_fixed_us = Some(v),
+            FitParam::ArRate => s.ar_gbs = Some(v),
             FitParam::DequantOps => s.dequant_ops_per_weight = Some(v),
             FitParam::DequantMma => s.dequant_mma = v,
         }

@@ -1,7 +1,7 @@
 //! The option keys that set a stack constant (`t0-ms`, `gemm-eff.fp8`) and the field each names.
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 36] = [
+pub const PROFILE_OPTION_KEYS: [&str; 37] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -28,6 +28,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 36] = [
     "alpha-ar-us",
     "ar-step-us",
     "ar-fixed-us",
+    "ar-gbs",
     "dequant-ops-per-weight",
     "dequant-mma",
     "fused-moe-us",

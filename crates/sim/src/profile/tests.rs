@@ -42,6 +42,11 @@ fn options_set_fields_and_per_format_tables() {
     assert!(p.set_option("attn-eff-sparse", "0.4").unwrap());
     assert_eq!(p.attn_eff_sparse, Some(0.4));
     assert!(p.set_option("attn-eff-sparse", "0").unwrap_err().contains("attn_eff_sparse"));
+    // A network's rate for its collectives, GB/s: a rate, so above 0.
+    assert!(p.set_option("ar-gbs", "22").unwrap());
+    assert_eq!(p.ar_gbs, Some(22.0));
+    assert!(p.set_option("ar-gbs", "0").unwrap_err().contains("ar_gbs must be a rate above 0"));
+    assert_eq!(p.ar_gbs, Some(22.0), "a refused value leaves the profile as it was");
 }
 
 #[test]

@@ -41,9 +41,8 @@ impl Default for RowDefaults {
     }
 }
 
-/// Whether a JSON document is a table row.
-/// A field given as `null` (as pandas writes a gap in a column) counts as absent, so a row with
-/// a null `conc` is still a row, and says what it lacks.
+/// Whether a JSON document is a table row. A field given as `null` (as pandas writes a gap in a
+/// column) counts as absent, so a row with a null `conc` is still a row, and says what it lacks.
 pub fn is_row(value: &Value) -> bool {
     ["isl", "osl"].iter().all(|k| value.get(k).is_some_and(Value::is_number))
         && (value.get("conc").is_some() || value.get("request_rate").is_some())

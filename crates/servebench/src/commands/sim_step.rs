@@ -176,8 +176,10 @@ fn render(
     let mut comm = Vec::new();
     if o.tp > 1 {
         let fused = if o.allreduce_norm_fusion(&setup.hardware).is_some() { " (fused with their RMSNorm)" } else { "" };
-        let link = o.allreduce_link(&setup.hardware).name;
-        comm.push(format!("{} all-reduces over {link}{fused}", setup.model.allreduces()));
+        let link = o.allreduce_link(&setup.hardware);
+        // A network's rate may be the profile's own (`ar-gbs`), as the cost model takes it.
+        let rate = setup.stack.ar_gbs.filter(|_| link.step_latency_us > 0.0).unwrap_or(link.bandwidth_gbs);
+        comm.push(format!("{} all-reduces over {} at {rate:.0} GB/s{fused}", setup.model.allreduces(), link.name));
     }
     if o.dp > 1 && moe_layers > 0 {
         comm.push(format!("{} exchanges between data-parallel ranks", 2 * moe_layers));

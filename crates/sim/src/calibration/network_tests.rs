@@ -71,13 +71,12 @@ fn an_all_reduce_across_a_network_is_fitted_from_the_link_s_latency() {
 fn a_network_s_rate_is_fitted_where_prompts_prefill_long_steps() {
     let presets = Presets::embedded().unwrap();
     let on = |extra: &[(&str, &str)]| {
-        let mut pairs: Vec<(String, String)> =
+        let pairs: Vec<(String, String)> =
             [("tp", "8"), ("jitter", "0"), ("gpu-memory-utilization", "0.8"), ("kv-cache-dtype", "fp8")]
                 .iter()
                 .chain(extra)
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-        pairs.dedup();
         SimSetup::resolve_with(&presets, "Qwen/Qwen3-VL-32B-Instruct-FP8", "dgx-spark", &pairs, None).unwrap()
     };
     let points = measure(&on(&[("ar-gbs", "22")]), [1, 10, 100].iter().map(|&n| point(n, 1024, 128, None)).collect());

@@ -173,8 +173,8 @@ pub struct StackProfile {
     /// The rate a collective moves bytes over a link with message steps (the link's
     /// `bandwidth_gbs`), GB/s; unset takes the link's. A network's rate depends on how it is
     /// set up (two Sparks reach 200 Gb/s only where NCCL is given both of the port's PCIe
-    /// devices, half of it otherwise); runs of long prefills over two or more group sizes tell
-    /// it apart from the products' rate, which grows the same way with the tokens.
+    /// devices, half of it otherwise). Long prefills, whose all-reduces carry megabytes, show
+    /// it; a fit takes it where a run has thousands of prompt tokens in flight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ar_gbs: Option<f64>,
     /// Host cost of launching one layer's kernels one by one, µs: paid per layer by a step that

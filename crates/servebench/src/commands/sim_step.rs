@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use servebench_sim::cost::terms::LinkCost;
 use servebench_sim::profile::AttentionKernels;
 use servebench_sim::{BatchStats, CostModel, SimSetup, StepBreakdown};
 
@@ -177,8 +178,8 @@ fn render(
     if o.tp > 1 {
         let fused = if o.allreduce_norm_fusion(&setup.hardware).is_some() { " (fused with their RMSNorm)" } else { "" };
         let link = o.allreduce_link(&setup.hardware);
-        // A network's rate may be the profile's own (`ar-gbs`), as the cost model takes it.
-        let rate = setup.stack.ar_gbs.filter(|_| link.step_latency_us > 0.0).unwrap_or(link.bandwidth_gbs);
+        // The rate the cost model takes: a network's may be the profile's own (`ar-gbs`).
+        let rate = LinkCost::profiled(&link, &setup.stack).bandwidth * 1e-9;
         comm.push(format!("{} all-reduces over {} at {rate:.0} GB/s{fused}", setup.model.allreduces(), link.name));
     }
     if o.dp > 1 && moe_layers > 0 {

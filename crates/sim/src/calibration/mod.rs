@@ -76,22 +76,13 @@ pub const MEASUREMENT_NOISE: f64 = 0.05;
 /// than the points have measured values.
 pub fn default_params(setup: &SimSetup, points: &[MeasuredPoint]) -> Vec<FitParam> {
     let linear = setup.model.precision.compute_on(&setup.hardware.peak_tflops);
-    let longest_prompt = points
-        .iter()
-        .map(|p| p.workload.input.expand(p.workload.num_prompts).into_iter().max().unwrap_or(0))
-        .max()
-        .unwrap_or(0);
+    let longest = |p: &MeasuredPoint| p.workload.input.expand(p.workload.num_prompts).into_iter().max().unwrap_or(0);
     let in_flight = |p: &MeasuredPoint| p.workload.num_prompts.min(p.workload.max_concurrency.unwrap_or(usize::MAX));
+    let longest_prompt = points.iter().map(longest).max().unwrap_or(0);
     let busiest = points.iter().map(in_flight).max().unwrap_or(0);
     // The prompt tokens one run has in flight at its busiest (a burst's all at once).
-    let prompt_tokens_at_once = points
-        .iter()
-        .map(|p| {
-            let longest = p.workload.input.expand(p.workload.num_prompts).into_iter().max().unwrap_or(0);
-            (longest as usize).saturating_mul(in_flight(p))
-        })
-        .max()
-        .unwrap_or(0);
+    let prompt_tokens_at_once =
+        points.iter().map(|p| (longest(p) as usize).saturating_mul(in_flight(p))).max().unwrap_or(0);
     // A mixture of experts spends its prefill in the expert products (attention and any dense
     // layers are a small part): their ceiling is what long or many prompts identify. Where
     // the tensor cores bind dequantizing products before their unpacking, the fraction of the

@@ -52,9 +52,9 @@ pub fn is_row(value: &Value) -> bool {
 pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Result<MeasuredPoint, String> {
     let field = |k: &str| value.get(k).filter(|v| !v.is_null());
     let whole = |k: &str| -> Result<u64, String> {
-        let field = field(k);
-        field.and_then(whole_number).filter(|n| *n >= 1).ok_or_else(|| {
-            let got = field.map(|v| format!(", not {v}")).unwrap_or_default();
+        let given = field(k);
+        given.and_then(whole_number).filter(|n| *n >= 1).ok_or_else(|| {
+            let got = given.map(|v| format!(", not {v}")).unwrap_or_default();
             format!("{k} must be a whole number of at least 1{got}")
         })
     };

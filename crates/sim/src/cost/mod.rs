@@ -218,23 +218,12 @@ impl CostModel {
         let lm_params = m.embedding_params() / tp;
         let ar = o.allreduce_link(hw);
         let pl = o.pipeline_link(hw);
-        // A fitted step latency, fixed part and rate replace the link's on every collective
-        // whose link has steps (a network, PCIe; NVLink and Infinity Fabric have none).
-        let network = |l: &crate::hardware::Link| {
-            let c = LinkCost::of(l);
-            if !c.has_message_steps() {
-                return c;
-            }
-            LinkCost {
-                step_s: st.ar_step_us.map_or(c.step_s, |us| us * 1e-6),
-                fixed_s: st.ar_fixed_us.map_or(c.fixed_s, |us| us * 1e-6),
-                bandwidth: st.ar_gbs.map_or(c.bandwidth, |gbs| gbs * 1e9),
-            }
-        };
-        // A fitted all-reduce latency replaces the link's fixed part and its steps.
+        // The link as the profile prices it (`LinkCost::profiled`); a fitted all-reduce latency
+        // replaces its fixed part and its steps.
+        let profiled = LinkCost::profiled(&ar, st);
         let ar_link = match st.alpha_ar_us {
-            Some(us) => LinkCost { fixed_s: us * 1e-6, step_s: 0.0, ..network(&ar) },
-            None => network(&ar),
+            Some(us) => LinkCost { fixed_s: us * 1e-6, step_s: 0.0, ..profiled },
+            None => profiled,
         };
         let (sliding, _) = m.sliding_layers();
         // vLLM's Triton kernels for MXFP4 experts have their own ceiling and half-efficiency
@@ -360,7 +349,7 @@ impl CostModel {
                 quick: o.allreduce_quick_reduce(hw),
                 fusion: o.allreduce_norm_fusion(hw),
             },
-            moe_link: network(&o.expert_link(hw)),
+            moe_link: LinkCost::profiled(&o.expert_link(hw), st),
             pp_link: LinkCost::of(&pl),
             t0_s: st.t0_ms * 1e-3,
             t_layer_s: st.t_layer_us * latency * floor * 1e-6,

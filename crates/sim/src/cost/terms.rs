@@ -231,6 +231,21 @@ impl LinkCost {
         }
     }
 
+    /// The link as `st` prices it: a fitted step latency, fixed part and rate (`ar-step-us`,
+    /// `ar-fixed-us`, `ar-gbs`) replace the link's where its message steps cost a latency of
+    /// their own (a network, PCIe); NVLink and Infinity Fabric keep theirs.
+    pub fn profiled(link: &crate::hardware::Link, st: &crate::profile::StackProfile) -> Self {
+        let c = LinkCost::of(link);
+        if !c.has_message_steps() {
+            return c;
+        }
+        LinkCost {
+            step_s: st.ar_step_us.map_or(c.step_s, |us| us * 1e-6),
+            fixed_s: st.ar_fixed_us.map_or(c.fixed_s, |us| us * 1e-6),
+            bandwidth: st.ar_gbs.map_or(c.bandwidth, |gbs| gbs * 1e9),
+        }
+    }
+
     /// Whether the link's message steps cost a latency of their own (a network, PCIe between
     /// cards); NVLink and Infinity Fabric, whose all-reduce is one shot, charge only the fixed part.
     pub fn has_message_steps(&self) -> bool {

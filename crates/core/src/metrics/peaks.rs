@@ -73,15 +73,29 @@ pub fn vllm_bucket_peaks(records: &[RequestRecord]) -> BucketPeaks {
         }
     }
 
-    token_buckets.sort_unstable();
-    let mut max_tokens = 0u64;
-    let mut run = 0u64;
-    for (i, b) in token_buckets.iter().enumerate() {
-        run = if i > 0 && token_buckets[i - 1] == *b { run + 1 } else { 1 };
-        max_tokens = max_tokens.max(run);
-    }
+    let max_tokens = most_in_one_bucket(token_buckets, buckets);
 
     BucketPeaks { max_output_tokens_per_s: max_tokens as f64, max_concurrent_requests: max_running_sum(events) }
+}
+
+/// The largest number of equal values among `buckets`, each in `0..count`: counted per bucket
+/// where the buckets are few beside the values (any real run: one a second), else by sorting.
+fn most_in_one_bucket(mut buckets: Vec<i64>, count: i64) -> u64 {
+    if usize::try_from(count).is_ok_and(|n| n <= buckets.len().max(1 << 16)) {
+        let mut per = vec![0u64; count.max(0) as usize];
+        for b in buckets {
+            per[b as usize] += 1;
+        }
+        return per.into_iter().max().unwrap_or(0);
+    }
+    buckets.sort_unstable();
+    let mut most = 0u64;
+    let mut run = 0u64;
+    for (i, b) in buckets.iter().enumerate() {
+        run = if i > 0 && buckets[i - 1] == *b { run + 1 } else { 1 };
+        most = most.max(run);
+    }
+    most
 }
 
 /// The largest running sum of `(time, delta)` events sorted by time, a departure (-1)
@@ -129,7 +143,10 @@ pub fn peak_output_tokens_per_s(records: &[RequestRecord]) -> f64 {
     if chunks.is_empty() {
         return 0.0;
     }
-    chunks.sort_unstable();
+    // Ordered by arrival, then by request: each request's chunks arrive in order and the
+    // requests were pushed in order, so a stable sort on the time alone gives that order and
+    // merges the requests' runs rather than sorting every chunk afresh.
+    chunks.sort_by_key(|&(ns, _)| ns);
     let weight = |pos: usize| {
         let (tokens, n) = weights[pos];
         tokens as f64 / n as f64
@@ -272,6 +289,39 @@ mod tests {
             // Every token is in some chunk and every chunk weighs at least one token, so the
             // busiest window holds at least as many tokens as vLLM's busiest bucket has chunks.
             prop_assert!(peak + 1e-9 >= buckets.max_output_tokens_per_s);
+        }
+
+        #[test]
+        fn the_busiest_window_is_the_one_a_brute_force_search_finds(rs in requests()) {
+            // Every window [t, t + 1 s) that starts at a chunk, summed chunk by chunk.
+            let chunks: Vec<(u64, f64)> = rs
+                .iter()
+                .filter(|r| r.succeeded())
+                .flat_map(|r| {
+                    let share = f64::from(r.output_tokens()) / r.chunks_us.len() as f64;
+                    r.chunks_us.iter().map(move |&us| (r.start_ns + u64::from(us) * 1000, share))
+                })
+                .collect();
+            let brute = chunks
+                .iter()
+                .map(|&(t, _)| chunks.iter().filter(|&&(u, _)| u >= t && u < t + SECOND_NS).map(|&(_, w)| w).sum::<f64>())
+                .fold(0.0, f64::max);
+            prop_assert!((peak_output_tokens_per_s(&rs) - brute).abs() < 1e-9);
+        }
+
+        #[test]
+        fn the_fullest_bucket_is_found_by_counting_and_by_sorting_alike(
+            few in prop::collection::vec(0i64..50, 0..200),
+            spread in prop::collection::vec(0i64..200_000, 0..200),
+        ) {
+            for (values, count) in [(few, 50), (spread, 200_000)] {
+                let mut naive = BTreeMap::new();
+                for &v in &values {
+                    *naive.entry(v).or_insert(0u64) += 1;
+                }
+                let expected = naive.values().copied().max().unwrap_or(0);
+                prop_assert_eq!(most_in_one_bucket(values, count), expected);
+            }
         }
     }
 }

@@ -284,23 +284,28 @@ impl Calibrator {
             .collect()
     }
 
-    /// Residuals of the targets in `subset` with `values` applied.
-    /// The points are simulated on every core (each prediction is independent and
-    /// deterministic, so the result does not depend on how they are spread).
+    /// Residuals of the targets in `subset` with `values` applied, in `subset`'s order.
+    /// The points are simulated on every core, the longest first, each core taking the next
+    /// point when it is done with one (each prediction is independent and deterministic, so
+    /// the result does not depend on how they are spread).
     pub fn residuals(&self, subset: &[usize], values: &[(FitParam, f64)]) -> Vec<Residual> {
         let threads = std::thread::available_parallelism().map_or(1, usize::from).min(subset.len()).max(1);
         if threads == 1 {
             return subset.iter().flat_map(|&i| self.simulate(i, values)).collect();
         }
-        // Interleaved shares even out points of very different sizes.
+        let mut order: Vec<usize> = (0..subset.len()).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(self.prepared[subset[k]].work));
+        let next = std::sync::atomic::AtomicUsize::new(0);
         let mut per_point: Vec<(usize, Vec<Residual>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    scope.spawn(move || {
-                        (t..subset.len())
-                            .step_by(threads)
-                            .map(|k| (k, self.simulate(subset[k], values)))
-                            .collect::<Vec<_>>()
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&k) = order.get(at) else { break done };
+                            done.push((k, self.simulate(subset[k], values)));
+                        }
                     })
                 })
                 .collect();

@@ -45,6 +45,10 @@ pub(crate) struct PreparedPoint {
     plan: Plan,
     config: RunConfig,
     prompts: Prompts,
+    /// Roughly how long it takes to simulate, for spreading points over cores: its output
+    /// tokens (each a sequence's share of a step) plus its prompt tokens at a sixteenth (hashed
+    /// in blocks, prefilled in chunks).
+    pub work: u64,
 }
 
 impl PreparedPoint {
@@ -104,7 +108,9 @@ impl PreparedPoint {
             token_counting: TokenCounting::Estimate,
             notes: Vec::new(),
         };
-        Ok(PreparedPoint { plan, config, prompts })
+        let work =
+            outputs.iter().map(|&x| u64::from(x)).sum::<u64>() + inputs.iter().map(|&x| u64::from(x)).sum::<u64>() / 16;
+        Ok(PreparedPoint { plan, config, prompts, work })
     }
 
     /// Predicts the point on `setup`.

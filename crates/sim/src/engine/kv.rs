@@ -6,6 +6,7 @@
 //! private to a request and never cached.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::setup::KvLayout;
@@ -166,10 +167,13 @@ impl BlockPool {
 
     /// Offers a computed full block to the prefix cache under `hash`.
     pub fn register(&mut self, slot: u32, hash: u64) {
-        if !self.caching || self.blocks[slot as usize].hashed || self.index.contains_key(&hash) {
+        if !self.caching || self.blocks[slot as usize].hashed {
             return;
         }
-        self.index.insert(hash, slot);
+        match self.index.entry(hash) {
+            Entry::Occupied(_) => return,
+            Entry::Vacant(v) => v.insert(slot),
+        };
         let b = &mut self.blocks[slot as usize];
         b.hash = hash;
         b.hashed = true;

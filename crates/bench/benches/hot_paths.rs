@@ -7,7 +7,9 @@
 //! - `summary`: `Summary::compute` over 10k and 100k records;
 //! - `plan`: `build_plan` for 1000 random prompts without a tokenizer;
 //! - `loopback`: whole runs of the load engine against the scripted test server answering at
-//!   once, on this machine: the client's ceiling (with the server's cost included).
+//!   once, on this machine: the client's ceiling (with the server's cost included);
+//! - `sim`: one prediction of the twin as a fit simulates an InferenceX point (gpt-oss-120b on
+//!   two H100s, 640 requests of 1k/1k at 64 streams), output tokens per second of wall time.
 //!
 //! Not run by `cargo test`: bench targets are built only by `cargo bench` (or `--benches`).
 
@@ -191,5 +193,42 @@ mod loopback {
             result
         });
         drop(server);
+    }
+}
+
+mod sim {
+    use super::*;
+    use servebench_core::config::{RunConfig, WorkloadSpec};
+    use servebench_sim::{SimSetup, predict};
+
+    /// Requests of one prediction.
+    const REQUESTS: usize = 640;
+    /// Prompt and output tokens of each.
+    const TOKENS: u32 = 1024;
+
+    /// gpt-oss-120b on two H100s, `REQUESTS` random requests of `TOKENS` in and out at 64
+    /// streams, all due at once: the work of one fit evaluation of an InferenceX point, the
+    /// engine, the simulated client and the fit's summary together. Items are output tokens.
+    #[divan::bench(sample_count = 10, sample_size = 1)]
+    fn predict_640_requests_1k_1k(bencher: Bencher) {
+        let setup = SimSetup::resolve("openai/gpt-oss-120b", "h100-sxm", &[("tp".into(), "2".into())], None)
+            .expect("the preset setup resolves");
+        let mut config = RunConfig::for_target("sim://openai/gpt-oss-120b", "openai/gpt-oss-120b");
+        config.traffic.num_prompts = REQUESTS;
+        config.workload = WorkloadSpec::Random {
+            input_len: TOKENS,
+            output_len: TOKENS,
+            range_ratio: Default::default(),
+            prefix_len: 0,
+        };
+        config.traffic.request_rate = f64::INFINITY;
+        config.traffic.max_concurrency = Some(64);
+        config.ignore_eos = true;
+        let plan = servebench_workload::build_plan(&config, None).expect("the random plan builds");
+        bencher.counter(ItemsCount::new(REQUESTS * TOKENS as usize)).bench_local(|| {
+            let result = predict(black_box(&plan), &config, &setup);
+            assert!(result.records.iter().all(RequestRecord::succeeded), "a simulated request failed");
+            result
+        });
     }
 }

@@ -147,7 +147,7 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     if !args.no_holdout && all.len() >= 2 {
         let split = if all.len() <= 10 { validate::Split::Folds(all.len()) } else { validate::Split::Folds(5) };
         let what = if all.len() <= 10 { "leave one out" } else { "5 folds" };
-        let v = validate::validate(&calibrator, &split, &params, search);
+        let v = validate::validate(&calibrator, &split, &params, search, &mut super::sim_validate::fit_progress());
         let held: Vec<&calibration::Residual> = v.held_out.iter().collect();
         out.out(&validate::errors_table(
             &format!("Held-out errors ({what}: each run predicted by a fit without it):"),

@@ -10,7 +10,7 @@ use servebench_sim::Presets;
 use servebench_sim::calibration::coverage;
 use servebench_sim::calibration::validate::{self, Defaults, Split, Validation};
 use servebench_sim::calibration::{
-    Calibrator, FitMetric, FitParam, MeasuredPoint, Residual, SearchOptions, estimates_table, parse_param,
+    Calibrator, FitMetric, FitParam, FitResult, MeasuredPoint, Residual, SearchOptions, estimates_table, parse_param,
     residual_table,
 };
 
@@ -96,7 +96,7 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
             search.max_evals
         ));
     }
-    let mut v = validate::validate(&calibrator, &split, &params, search);
+    let mut v = validate::validate(&calibrator, &split, &params, search, &mut fit_progress());
     let took = clock.elapsed().as_secs_f64();
     let by = if args.by.is_empty() && split == Split::None && several_devices(&calibrator) {
         vec!["hw".to_string()]
@@ -123,6 +123,24 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
 }
 
 /// Whether the results name more than one device in their `hw` labels.
+/// A line on stderr as each fit of a validation ends, with the seconds since the last one, so
+/// that a validation of many results that takes minutes says how far it is.
+pub(crate) fn fit_progress() -> impl FnMut(Option<&str>, usize, &FitResult) {
+    let mut since = Instant::now();
+    move |held_out, runs, fit| {
+        let what = match held_out {
+            Some(group) => format!("Without {group}"),
+            None => "On every run".to_string(),
+        };
+        crate::output::note(format_args!(
+            "  {what}: fitted on {runs} run(s) in {:.1} s (loss {:.4}).",
+            since.elapsed().as_secs_f64(),
+            fit.loss
+        ));
+        since = Instant::now();
+    }
+}
+
 fn several_devices(cal: &Calibrator) -> bool {
     let hw = ["hw".to_string()];
     let mut names: Vec<String> = cal.targets().iter().map(|t| validate::group_of(&t.point, &hw)).collect();

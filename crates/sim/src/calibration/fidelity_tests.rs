@@ -294,7 +294,13 @@ pub(super) fn predicted_by_the_presets(
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(targets.len(), expected);
     let cal = super::Calibrator::new(targets).unwrap();
-    validate(&cal, &Split::None, &[], SearchOptions { max_evals: 1, initial_step: 0.1, tolerance: 1.0 })
+    validate(
+        &cal,
+        &Split::None,
+        &[],
+        SearchOptions { max_evals: 1, initial_step: 0.1, tolerance: 1.0 },
+        &mut |_, _, _| {},
+    )
 }
 
 /// The medians of mean TTFT, mean TPOT and output throughput errors over `file`'s reports in

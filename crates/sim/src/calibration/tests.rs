@@ -457,3 +457,39 @@ fn runs_are_grouped_by_their_workload_where_no_label_says_and_a_useless_split_is
     assert_eq!(validate::keys_problem(&points, &keys("request-rate"), "--by"), None, "one group is a summary");
     assert_eq!(validate::keys_problem(&points, &[], "--by"), None);
 }
+
+#[test]
+fn a_validation_reports_each_fit_as_it_ends() {
+    // Three runs in two groups: one fit without each group, then one on all three, each
+    // reported once with the runs it saw and the fit it made.
+    let truth = setup(&[("t0-ms", "2")]);
+    let mut points =
+        measure(&truth, vec![point(4, 300, 16, None), point(8, 300, 16, Some(4)), point(2, 600, 16, None)]);
+    for (p, group) in points.iter_mut().zip(["a", "a", "b"]) {
+        p.labels = vec![("set".to_string(), group.to_string())];
+    }
+    let start = setup(&[]);
+    let cal =
+        Calibrator::new(points.iter().map(|p| Target { setup: start.clone(), point: p.clone() }).collect()).unwrap();
+    let search = SearchOptions { max_evals: 8, initial_step: 0.3, tolerance: 1e-4 };
+    let mut heard = Vec::new();
+    let v = validate::validate(
+        &cal,
+        &validate::Split::LeaveOut(vec!["set".into()]),
+        &[FitParam::T0],
+        search,
+        &mut |g, n, fit| heard.push((g.map(str::to_string), n, fit.evaluations)),
+    );
+    let folds: Vec<(Option<String>, usize, usize)> =
+        v.folds.iter().map(|f| (Some(f.name.clone()), 0, f.fit.evaluations)).collect();
+    assert_eq!(heard.len(), 3, "{heard:?}");
+    assert_eq!(
+        heard.iter().map(|(g, n, _)| (g.clone(), *n)).collect::<Vec<_>>(),
+        [(Some("set=a".to_string()), 1), (Some("set=b".to_string()), 2), (None, 3)]
+    );
+    // What was heard is the fits the validation kept.
+    for (h, f) in heard.iter().zip(&folds) {
+        assert_eq!((&h.0, h.2), (&f.0, f.2));
+    }
+    assert_eq!(heard[2].2, v.full_fit.as_ref().unwrap().evaluations);
+}

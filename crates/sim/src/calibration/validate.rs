@@ -402,8 +402,16 @@ pub fn group_count(cal: &Calibrator, split: &Split) -> usize {
     groups.len()
 }
 
-/// Runs the validation of `cal`'s targets.
-pub fn validate(cal: &Calibrator, split: &Split, params: &[FitParam], search: SearchOptions) -> Validation {
+/// Runs the validation of `cal`'s targets. `on_fit` hears of each fit as it ends (a fit takes
+/// seconds to minutes): the held-out group's name and the runs it was fitted on, `None` for
+/// the one fit on every run.
+pub fn validate(
+    cal: &Calibrator,
+    split: &Split,
+    params: &[FitParam],
+    search: SearchOptions,
+    on_fit: &mut dyn FnMut(Option<&str>, usize, &FitResult),
+) -> Validation {
     let n = cal.targets().len();
     let all: Vec<usize> = (0..n).collect();
     let groups = groups_of(cal, split);
@@ -424,6 +432,7 @@ pub fn validate(cal: &Calibrator, split: &Split, params: &[FitParam], search: Se
             continue;
         }
         let fit = cal.fit(&fit_on, params, None, search);
+        on_fit(Some(name), fit_on.len(), &fit);
         for r in cal.residuals(&out, &fit.values) {
             residual_groups.push(name.clone());
             held_out.push(r);
@@ -431,6 +440,7 @@ pub fn validate(cal: &Calibrator, split: &Split, params: &[FitParam], search: Se
         folds.push(FoldFit { name: name.clone(), fit });
     }
     let full = cal.fit(&all, params, None, search);
+    on_fit(None, all.len(), &full);
     let in_sample = cal.residuals(&all, &full.values);
     Validation { held_out, groups: residual_groups, in_sample, folds, full_fit: Some(full) }
 }

@@ -208,7 +208,7 @@ mod sim {
 
     /// gpt-oss-120b on two H100s, `REQUESTS` random requests of `TOKENS` in and out at 64
     /// streams, all due at once: the work of one fit evaluation of an InferenceX point, the
-    /// engine, the simulated client and the fit's summary together. Items are output tokens.
+    /// engine and the simulated client together. Items are output tokens.
     #[divan::bench(sample_count = 10, sample_size = 1)]
     fn predict_640_requests_1k_1k(bencher: Bencher) {
         let setup = SimSetup::resolve("openai/gpt-oss-120b", "h100-sxm", &[("tp".into(), "2".into())], None)

@@ -122,7 +122,6 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whether the results name more than one device in their `hw` labels.
 /// A line on stderr as each fit of a validation ends, with the seconds since the last one, so
 /// that a validation of many results that takes minutes says how far it is.
 pub(crate) fn fit_progress() -> impl FnMut(Option<&str>, usize, &FitResult) {
@@ -141,6 +140,7 @@ pub(crate) fn fit_progress() -> impl FnMut(Option<&str>, usize, &FitResult) {
     }
 }
 
+/// Whether the results name more than one device in their `hw` labels.
 fn several_devices(cal: &Calibrator) -> bool {
     let hw = ["hw".to_string()];
     let mut names: Vec<String> = cal.targets().iter().map(|t| validate::group_of(&t.point, &hw)).collect();

@@ -22,6 +22,7 @@ pub mod table;
 pub mod validate;
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use optimize::SearchOptions;
 pub use points::{FitMetric, Lengths, MeasuredPoint, PointWorkload};
@@ -295,14 +296,14 @@ impl Calibrator {
         }
         let mut order: Vec<usize> = (0..subset.len()).collect();
         order.sort_by_key(|&k| std::cmp::Reverse(self.prepared[subset[k]].work));
-        let next = std::sync::atomic::AtomicUsize::new(0);
+        let next = AtomicUsize::new(0);
         let mut per_point: Vec<(usize, Vec<Residual>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| {
                         let mut done = Vec::new();
                         loop {
-                            let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let at = next.fetch_add(1, Ordering::Relaxed);
                             let Some(&k) = order.get(at) else { break done };
                             done.push((k, self.simulate(subset[k], values)));
                         }

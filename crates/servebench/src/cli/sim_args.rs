@@ -78,7 +78,8 @@ pub struct SimFitArgs {
     /// model, so one profile is fitted for all of them.
     #[arg(long)]
     pub all_points: bool,
-    /// Skip the held-out check after the fit (leave one out for up to 10 runs, else 5 folds).
+    /// Skip the held-out check (leave one out for up to 10 runs, else 5 folds; its folds are
+    /// fitted first, then the whole set once, which is the profile).
     #[arg(long)]
     pub no_holdout: bool,
     /// Measured results: vLLM or servebench result JSON files (one document, one per line,

@@ -122,11 +122,36 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         setup.hardware.name
     ))?;
     let all: Vec<usize> = (0..calibrator.targets().len()).collect();
-    let clock = Instant::now();
     let search = SearchOptions { max_evals: args.max_evals, initial_step: 0.3, tolerance: 1e-4 };
-    let result = calibrator.fit(&all, &params, None, search);
-    let took = clock.elapsed();
-
+    let holdout = match all.len() {
+        _ if args.no_holdout => None,
+        0 | 1 => None,
+        n @ 2..=10 => Some((validate::Split::Folds(n), "leave one out")),
+        _ => Some((validate::Split::Folds(5), "5 folds")),
+    };
+    // With held-out errors asked for, the validation's own fit on every run is the profile's:
+    // the folds are fitted first, then the whole set once (not twice).
+    let clock = Instant::now();
+    let mut full_took = None;
+    let mut validation = holdout.as_ref().map(|(split, _)| {
+        let mut progress = super::sim_validate::fit_progress();
+        let mut since = Instant::now();
+        let mut on_fit = |group: Option<&str>, runs: usize, fit: &calibration::FitResult| {
+            if group.is_none() {
+                full_took = Some(since.elapsed());
+            }
+            since = Instant::now();
+            progress(group, runs, fit);
+        };
+        validate::validate(&calibrator, split, &params, search, &mut on_fit)
+    });
+    let fitted = validation.as_mut().and_then(|v| Some((v.full_fit.take()?, std::mem::take(&mut v.in_sample))));
+    let (result, in_sample) = fitted.unwrap_or_else(|| {
+        let full = calibrator.fit(&all, &params, None, search);
+        let in_sample = calibrator.residuals(&all, &full.values);
+        (full, in_sample)
+    });
+    let took = full_took.unwrap_or_else(|| clock.elapsed());
     out.line(format!(
         "Loss (mean |ln(simulated/measured)|): {:.4} -> {:.4} after {} simulations of the set in {:.1} s.",
         result.loss_start,
@@ -136,7 +161,6 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     ))?;
     out.line("Constants (prior -> fitted, x/÷ one σ):")?;
     out.out(&calibration::estimates_table(&result.estimates))?;
-    let in_sample = calibrator.residuals(&all, &result.values);
     out.out(&calibration::residual_table(&in_sample))?;
     let ins: Vec<&calibration::Residual> = in_sample.iter().collect();
     out.out(&validate::errors_table("In-sample errors:", &validate::by_metric(&ins)))?;
@@ -144,10 +168,7 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     // carried described other constants and is dropped.
     let mut profile = result.profile.clone();
     profile.uncertainty = None;
-    if !args.no_holdout && all.len() >= 2 {
-        let split = if all.len() <= 10 { validate::Split::Folds(all.len()) } else { validate::Split::Folds(5) };
-        let what = if all.len() <= 10 { "leave one out" } else { "5 folds" };
-        let v = validate::validate(&calibrator, &split, &params, search, &mut super::sim_validate::fit_progress());
+    if let (Some(v), Some((_, what))) = (&validation, &holdout) {
         let held: Vec<&calibration::Residual> = v.held_out.iter().collect();
         out.out(&validate::errors_table(
             &format!("Held-out errors ({what}: each run predicted by a fit without it):"),

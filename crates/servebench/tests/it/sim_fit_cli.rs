@@ -278,8 +278,23 @@ fn sim_fit_writes_its_held_out_band_and_predict_prints_it() {
     let report_path = dir.path().join("measured.txt");
     std::fs::write(&report_path, report_of(&runs)).unwrap();
     let profile = dir.path().join("fitted.toml");
-    let out = fit_small(&profile, &report_path, &["--fit", "alpha-api-ms", "--max-evals", "10"]);
+    let argv: Vec<String> = ["sim", "fit", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s"]
+        .iter()
+        .chain(&["--fit", "alpha-api-ms", "--max-evals", "10", "--out", profile.to_str().unwrap()])
+        .chain(&[report_path.to_str().unwrap()])
+        .map(|a| a.to_string())
+        .collect();
+    let run = crate::common::servebench_blocking(&argv);
+    let (out, progress) = (crate::common::text(&run.stdout), crate::common::text(&run.stderr));
+    assert!(run.status.success(), "{out}\n{progress}");
     assert!(out.contains("Prediction band written with the profile"), "{out}");
+    // Each fit is said as it ends on stderr: the five folds, then the whole set, whose fit is
+    // the profile's (its loss is the one printed).
+    assert_eq!(progress.matches("  Without ").count(), 5, "{progress}");
+    assert_eq!(progress.matches("  On every run: fitted on 5 run(s)").count(), 1, "{progress}");
+    let whole = progress.lines().find(|l| l.contains("On every run")).unwrap();
+    let loss = whole.rsplit("(loss ").next().unwrap().trim_end_matches(").");
+    assert!(out.contains(&format!("-> {loss} after")), "{whole}\n{out}");
     let text = std::fs::read_to_string(&profile).unwrap();
     let mut back = servebench_sim::StackProfile::default();
     back.apply_file(&profile).unwrap_or_else(|e| panic!("{e}\n{text}"));

@@ -66,7 +66,7 @@ pub enum SimCommand {
     /// Fit the simulator's stack constants to measured results and write them as a profile.
     Fit(sim_args::SimFitArgs),
     /// Check the simulator against measured results, with the presets or held out.
-    Validate(sim_args::SimValidateArgs),
+    Validate(Box<sim_args::SimValidateArgs>),
     /// Price one engine step term by term (weights, experts, attention, all-reduce, fixed costs).
     Step(Box<sim_args::SimStepArgs>),
     /// Show where one GPU's memory goes (weights, activation reserve, KV cache), in vLLM's log's terms.

@@ -126,6 +126,15 @@ pub struct SimValidateArgs {
     /// Held out by fold: N folds of the results (result i in fold i mod N).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
     pub folds: Option<u32>,
+    /// Held out within each deployment: fit on its results whose label KEY has one of these
+    /// values (`KEY=ends`: its lowest and highest), predict its others, e.g.
+    /// `num-prompts=1,100` or `max-concurrency=ends`; deployments are told apart by --per.
+    #[arg(long, value_name = "KEY=VALUES", conflicts_with_all = ["folds", "leave_out"])]
+    pub fit_on: Option<String>,
+    /// With --fit-on: the labels that tell deployments apart, each fitted on its own
+    /// (comma-separated, e.g. `model,tp` or `tp,isl,osl`) [default: one fit for all results].
+    #[arg(long, value_name = "KEY", value_delimiter = ',', requires = "fit_on")]
+    pub per: Vec<String>,
     /// Summarise the errors by the values of these labels too (comma-separated, e.g. `hw` or
     /// `hw,tp`); without a split and with results of several devices, by `hw`.
     #[arg(long, value_name = "KEY", value_delimiter = ',')]

@@ -134,7 +134,7 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let clock = Instant::now();
     let mut full_took = None;
     let mut validation = holdout.as_ref().map(|(split, _)| {
-        let mut progress = super::sim_validate::fit_progress();
+        let mut progress = super::sim_validate::fit_progress(split);
         let mut since = Instant::now();
         let mut on_fit = |group: Option<&str>, runs: usize, fit: &calibration::FitResult| {
             if group.is_none() {

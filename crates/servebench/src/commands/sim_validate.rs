@@ -49,6 +49,25 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     }
     let (targets, unmapped) = validate::targets_for(points, &defaults, &Presets::load_default()?);
     skipped.extend(unmapped);
+    let split = if let Some(k) = args.folds {
+        Split::Folds(k as usize)
+    } else if let Some(spec) = &args.fit_on {
+        Split::fit_on(spec, &args.per).map_err(anyhow::Error::msg)?
+    } else if !args.leave_out.is_empty() {
+        Split::LeaveOut(args.leave_out.clone())
+    } else {
+        Split::None
+    };
+    let mapped: Vec<&MeasuredPoint> = targets.iter().map(|t| &t.point).collect();
+    // A deployment with no run at the loads the fits take is named, not predicted.
+    if let Split::FitOn { key, .. } = &split {
+        for fold in validate::folds_of(&mapped, &split).into_iter().filter(|f| f.fit_on.is_empty()) {
+            skipped.push(validate::Skipped {
+                label: format!("{} ({} run(s))", fold.name, fold.predict.len()),
+                reason: format!("none of its runs has the {key} the fits take (--fit-on), so it is not predicted"),
+            });
+        }
+    }
     // With --json the skipped results are in the document (its "skipped"), which stays the
     // whole of the output; without a document to hold them, they are printed as lines.
     for s in skipped.iter().filter(|_| !args.json || targets.is_empty()) {
@@ -57,22 +76,18 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     if targets.is_empty() {
         anyhow::bail!("no measured result could be mapped to a simulated deployment (see the lines above)");
     }
-    let split = if let Some(k) = args.folds {
-        Split::Folds(k as usize)
-    } else if !args.leave_out.is_empty() {
-        Split::LeaveOut(args.leave_out.clone())
-    } else {
-        Split::None
-    };
-    let mapped: Vec<&MeasuredPoint> = targets.iter().map(|t| &t.point).collect();
     let problem = match &split {
         Split::LeaveOut(keys) => validate::keys_problem(&mapped, keys, "--leave-out"),
+        Split::FitOn { key, per, .. } => validate::keys_problem(&mapped, std::slice::from_ref(key), "--fit-on")
+            .or_else(|| validate::keys_problem(&mapped, per, "--per"))
+            .or_else(|| validate::fit_on_problem(&mapped, &split)),
         _ => None,
     };
     if let Some(problem) = problem.or_else(|| validate::keys_problem(&mapped, &args.by, "--by")) {
         anyhow::bail!(problem);
     }
-    let params = if split == Split::None {
+    // A split within deployments fits in each what its runs can tell apart, unless told.
+    let params = if split == Split::None || (chosen.is_empty() && matches!(split, Split::FitOn { .. })) {
         Vec::new()
     } else if chosen.is_empty() {
         validate::joint_params(&targets)
@@ -82,21 +97,30 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     let calibrator = Calibrator::new(targets)?;
     let clock = Instant::now();
     let search = SearchOptions { max_evals: args.max_evals.max(params.len() + 2), initial_step: 0.3, tolerance: 1e-4 };
-    if !params.is_empty() {
+    if !params.is_empty() || matches!(split, Split::FitOn { .. }) {
         // Each fit simulates the whole set up to `max_evals` times: say what is coming.
         let groups = validate::group_count(&calibrator, &split);
         let names: Vec<String> = params.iter().map(|p| p.name()).collect();
+        let constants = match names.len() {
+            0 => "what each deployment's runs can tell apart".to_string(),
+            1 => format!("1 constant ({})", names[0]),
+            n => format!("{n} constants ({})", names.join(", ")),
+        };
+        let times = match &split {
+            Split::FitOn { .. } => format!("{groups} times: once per deployment, on its runs that --fit-on names"),
+            _ => format!(
+                "{} times: once per held-out group, then once on all {} results",
+                groups + 1,
+                calibrator.targets().len()
+            ),
+        };
         crate::output::note(format_args!(
-            "Fitting {} ({}) {} times: once per held-out group, then once on all {} results; up to {} \
-             simulations of the set each (--max-evals). With many results this takes minutes.",
-            if names.len() == 1 { "1 constant".to_string() } else { format!("{} constants", names.len()) },
-            names.join(", "),
-            groups + 1,
-            calibrator.targets().len(),
+            "Fitting {constants} {times}; up to {} simulations of the set each (--max-evals). With many \
+             results this takes minutes.",
             search.max_evals
         ));
     }
-    let mut v = validate::validate(&calibrator, &split, &params, search, &mut fit_progress());
+    let mut v = validate::validate(&calibrator, &split, &params, search, &mut fit_progress(&split));
     let took = clock.elapsed().as_secs_f64();
     let by = if args.by.is_empty() && split == Split::None && several_devices(&calibrator) {
         vec!["hw".to_string()]
@@ -124,10 +148,12 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
 
 /// A line on stderr as each fit of a validation ends, with the seconds since the last one, so
 /// that a validation of many results that takes minutes says how far it is.
-pub(crate) fn fit_progress() -> impl FnMut(Option<&str>, usize, &FitResult) {
+pub(crate) fn fit_progress(split: &Split) -> impl FnMut(Option<&str>, usize, &FitResult) {
     let mut since = Instant::now();
-    move |held_out, runs, fit| {
-        let what = match held_out {
+    let per_deployment = matches!(split, Split::FitOn { .. });
+    move |group, runs, fit| {
+        let what = match group {
+            Some(deployment) if per_deployment => deployment.to_string(),
             Some(group) => format!("Without {group}"),
             None => "On every run".to_string(),
         };
@@ -185,11 +211,25 @@ fn print_text(
         (Split::None, Some(p)) => format!("predicted with the profile {p}, nothing fitted here"),
         (Split::LeaveOut(keys), _) => format!("held out by {}: fitted on the other groups", keys.join(",")),
         (Split::Folds(k), _) => format!("held out in {k} folds: fitted on the other folds"),
+        (Split::FitOn { key, on, per }, _) => format!(
+            "held out within each deployment{}: fitted on its runs at {key} {}, predicting its others",
+            if per.is_empty() { String::new() } else { format!(" (by {})", per.join(",")) },
+            match on {
+                validate::Training::Ends => "the lowest and highest".to_string(),
+                validate::Training::Values(v) => v.join(", "),
+            }
+        ),
     };
     writeln!(out, "Validated {points} measured run(s), {how} ({took:.1} s).")?;
     if !params.is_empty() {
         let names: Vec<String> = params.iter().map(|p| p.name()).collect();
         writeln!(out, "Fitted constants: {}", names.join(", "))?;
+    } else if matches!(split, Split::FitOn { .. }) {
+        writeln!(out, "Fitted constants, each deployment's own:")?;
+        for fold in &v.folds {
+            let names: Vec<String> = fold.fit.estimates.iter().map(|e| e.param.name()).collect();
+            writeln!(out, "  {}: {}", fold.name, names.join(", "))?;
+        }
     }
     if show_points {
         writeln!(out)?;
@@ -212,7 +252,14 @@ fn print_text(
         write!(
             out,
             "{}",
-            validate::errors_table("In-sample errors (one fit on every run):", &validate::by_metric(&ins))
+            validate::errors_table(
+                if matches!(split, Split::FitOn { .. }) {
+                    "In-sample errors (each deployment's fit on the runs it saw):"
+                } else {
+                    "In-sample errors (one fit on every run):"
+                },
+                &validate::by_metric(&ins)
+            )
         )?;
     }
     // One pass over the groups: each one's errors per metric and its share in band (the

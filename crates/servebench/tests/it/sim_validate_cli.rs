@@ -263,3 +263,77 @@ fn sim_validate_reads_runs_from_the_store() {
     let (code, err) = fails(&["sim", "validate", "--db", db, "--runs", "12"]);
     assert_eq!(code, 1, "{err}");
 }
+
+/// `sim validate --fit-on num-prompts=1,100 --per deployment`, the study's check: each
+/// deployment is fitted on its 1- and 100-prompt reports and predicts its 10-prompt one. Here the
+/// "measurements" come from constants well off the presets (a slow frontend and host), which the
+/// presets miss and the fit on two loads recovers; a deployment without a run at those loads is
+/// named and not predicted, and a load no result has is refused with the values they have.
+#[test]
+fn sim_validate_fits_each_deployment_on_two_loads_and_predicts_the_third() {
+    let dir = tempfile::tempdir().unwrap();
+    let truth = ["--option", "alpha-api-ms=90", "--option", "t0-ms=6"];
+    let block = |prompts: &str, conc: &str| {
+        let out = ok(&predict_args(prompts, conc, &truth));
+        let start = out.find("============ Serving Benchmark Result").unwrap();
+        let end = out[start..].find("==================================================\n").unwrap() + start + 51;
+        out[start..end].to_string()
+    };
+    let mut report = String::new();
+    for (deployment, conc, loads) in [("one", "4", ["1", "10", "100"]), ("two", "16", ["1", "10", "100"])] {
+        report.push_str(&format!("deployment: {deployment}\n\n"));
+        for n in loads {
+            report.push_str(&format!("# {n} prompts\n{}\n", block(n, conc)));
+        }
+    }
+    report.push_str(&format!("deployment: three\n\n# 10 prompts\n{}\n", block("10", "4")));
+    let path = dir.path().join("study.txt");
+    std::fs::write(&path, report).unwrap();
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "validate", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s"];
+        argv.extend_from_slice(extra);
+        argv.push(path.to_str().unwrap());
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+        let mut out = Vec::new();
+        let code = commands::sim_validate::run(&args, &mut out);
+        (code, String::from_utf8(out).unwrap())
+    };
+    let median = |json: &Value, metric: &str| json["held_out"][metric]["median"].as_f64().unwrap();
+
+    let (code, out) = run(&["--fit-on", "num-prompts=1,100", "--per", "deployment", "--json"]);
+    assert_eq!(code.unwrap(), std::process::ExitCode::SUCCESS, "{out}");
+    let fitted: Value = serde_json::from_slice(out.as_bytes()).unwrap();
+    let points = fitted["points"].as_array().unwrap();
+    assert!(
+        !points.is_empty() && points.iter().all(|p| p["labels"].as_str().unwrap().contains("section=10 prompts")),
+        "{fitted}"
+    );
+    let groups: Vec<&str> = points.iter().map(|p| p["group"].as_str().unwrap()).collect();
+    assert!(groups.contains(&"deployment=one") && groups.contains(&"deployment=two"), "{groups:?}");
+    assert!(!groups.contains(&"deployment=three"), "nothing to fit three on: {groups:?}");
+    let (_, before) = run(&["--json"]);
+    let before: Value = serde_json::from_slice(before.as_bytes()).unwrap();
+    assert!(median(&before, "mean TTFT (ms)") > 0.3, "the presets miss the slow frontend: {before}");
+    assert!(median(&fitted, "mean TTFT (ms)") < 0.05, "{fitted}");
+    assert!(median(&fitted, "mean TPOT (ms)") < 0.05, "{fitted}");
+
+    let (_, text) = run(&["--fit-on", "num-prompts=1,100", "--per", "deployment"]);
+    assert!(text.contains("Skipped deployment=three (1 run(s)): none of its runs has the num-prompts"), "{text}");
+    assert_eq!(fitted["skipped"][0]["label"], "deployment=three (1 run(s))", "{fitted}");
+    assert!(text.contains("held out within each deployment (by deployment): fitted on its runs at num-prompts 1, 100"));
+    assert!(text.contains("In-sample errors (each deployment's fit on the runs it saw):"), "{text}");
+    assert!(text.contains("  deployment=one: alpha-api-ms"), "each deployment's own constants: {text}");
+
+    let (refused, _) = run(&["--fit-on", "num-prompts=7"]);
+    let e = refused.unwrap_err().to_string();
+    assert!(e.contains("no result has num-prompts 7") && e.contains("1, 10, 100"), "{e}");
+    let (refused, _) = run(&["--fit-on", "num-prompts"]);
+    assert!(refused.unwrap_err().to_string().contains("KEY=VALUE,VALUE"));
+    let conflict = Cli::try_parse_from(["servebench", "sim", "validate", "--fit-on", "conc=ends", "--folds", "2", "x"]);
+    assert!(conflict.is_err());
+    assert!(
+        Cli::try_parse_from(["servebench", "sim", "validate", "--per", "tp", "x"]).is_err(),
+        "--per needs --fit-on"
+    );
+}

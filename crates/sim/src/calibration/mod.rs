@@ -18,6 +18,7 @@ pub mod points;
 pub mod read;
 mod run;
 pub mod select;
+pub mod split;
 pub mod table;
 pub mod validate;
 
@@ -476,5 +477,7 @@ mod metrics_tests;
 mod network_tests;
 #[cfg(test)]
 mod public_models_tests;
+#[cfg(test)]
+mod split_tests;
 #[cfg(test)]
 mod tests;

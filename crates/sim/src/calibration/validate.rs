@@ -13,7 +13,9 @@
 //! Without a split every point is predicted with the presets (or the given profile), nothing
 //! fitted: the error of a planner that has never seen the data. With a split the constants are
 //! fitted on the other folds and each fold predicted (held out), and a fit on every point gives
-//! the in-sample residuals beside them.
+//! the in-sample residuals beside them; or, split within deployments (`split::Split::FitOn`),
+//! each deployment is fitted on some of its runs and predicts its others. The splits themselves
+//! are [`super::split`]'s.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,6 +42,12 @@ pub struct Defaults {
 }
 
 pub use super::read::Skipped;
+pub(super) use super::split::group_order;
+use super::split::groups_of;
+pub use super::split::{
+    Fold, Split, Training, WORKLOAD_KEYS, fit_on_problem, folds, folds_of, group_count, group_of, key_value,
+    keys_problem,
+};
 
 /// The label keys that name a point's hardware, in order of preference.
 const HARDWARE_KEYS: [&str; 3] = ["hw", "hardware", "gpu"];
@@ -249,17 +257,6 @@ fn parallelism<'a>(label: &impl Fn(&str) -> Option<&'a str>) -> Result<Vec<(Stri
     Ok(out)
 }
 
-/// How points are split for held-out validation.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Split {
-    /// Predict every point with the presets; fit nothing.
-    None,
-    /// Leave out one group at a time, the groups being the values of these label keys.
-    LeaveOut(Vec<String>),
-    /// `k` folds, point `i` in fold `i mod k`.
-    Folds(usize),
-}
-
 /// A fold's fit.
 #[derive(Clone, Debug)]
 pub struct FoldFit {
@@ -274,10 +271,11 @@ pub struct Validation {
     pub held_out: Vec<Residual>,
     /// The group (fold) of each held-out residual's point.
     pub groups: Vec<String>,
-    /// Residuals of one fit on every point (empty without a split).
+    /// Residuals of one fit on every point (empty without a split); for a [`Split::FitOn`],
+    /// of each deployment's fit on the runs it saw.
     pub in_sample: Vec<Residual>,
     pub folds: Vec<FoldFit>,
-    /// The fit on every point, when there was a split.
+    /// The fit on every point, when there was a split other than [`Split::FitOn`].
     pub full_fit: Option<FitResult>,
 }
 
@@ -311,100 +309,12 @@ pub fn joint_params(targets: &[Target]) -> Vec<FitParam> {
     params
 }
 
-/// Grouping keys every point answers from its workload where no label of its own says: the
-/// axes a sweep or a study varies (`--leave-out num-prompts`: fit on two loads, predict the third).
-pub const WORKLOAD_KEYS: [&str; 3] = ["num-prompts", "max-concurrency", "request-rate"];
-
-/// A point's value for a grouping key: its label, else, for [`WORKLOAD_KEYS`], its workload's.
-pub fn key_value(point: &MeasuredPoint, key: &str) -> Option<String> {
-    if let Some((_, v)) = point.labels.iter().find(|(k, _)| k == key) {
-        return Some(v.clone());
-    }
-    let w = &point.workload;
-    match key {
-        "num-prompts" => Some(w.num_prompts.to_string()),
-        "max-concurrency" => Some(w.max_concurrency.map_or("none".to_string(), |c| c.to_string())),
-        "request-rate" => Some(if w.request_rate.is_finite() { w.request_rate.to_string() } else { "inf".into() }),
-        _ => None,
-    }
-}
-
-/// Orders group names (`tp=2 conc=16`) value by value, numbers as numbers: `conc=4` before
-/// `conc=16`, `request_rate=2.5` before `request_rate=10`.
-pub(super) fn group_order(a: &str, b: &str) -> std::cmp::Ordering {
-    fn value(part: &str) -> (&str, Option<f64>, &str) {
-        let (key, v) = part.split_once('=').unwrap_or((part, ""));
-        (key, v.parse::<f64>().ok().filter(|x| x.is_finite()), v)
-    }
-    for ((key_a, number_a, text_a), (key_b, number_b, text_b)) in a.split(' ').map(value).zip(b.split(' ').map(value)) {
-        let by_number = match (number_a, number_b) {
-            (Some(p), Some(q)) => p.total_cmp(&q),
-            _ => std::cmp::Ordering::Equal,
-        };
-        let order = key_a.cmp(key_b).then(by_number).then_with(|| text_a.cmp(text_b));
-        if order.is_ne() {
-            return order;
-        }
-    }
-    a.cmp(b)
-}
-
-/// The group name of a point for `keys`: their values joined (`tp=2 isl=1024`).
-pub fn group_of(point: &MeasuredPoint, keys: &[String]) -> String {
-    keys.iter().map(|k| format!("{k}={}", key_value(point, k).as_deref().unwrap_or("?"))).collect::<Vec<_>>().join(" ")
-}
-
-/// Why `keys` cannot group these points (for `flag`, `--leave-out` or `--by`): a key no point
-/// has, or, to hold groups out, one group only (nothing left to fit on). `None` where they can.
-pub fn keys_problem(points: &[&MeasuredPoint], keys: &[String], flag: &str) -> Option<String> {
-    if let Some(missing) = keys.iter().find(|k| points.iter().all(|p| key_value(p, k).is_none())) {
-        let mut known: Vec<&str> = points.iter().flat_map(|p| p.labels.iter().map(|(k, _)| k.as_str())).collect();
-        known.sort_unstable();
-        known.dedup();
-        for key in WORKLOAD_KEYS {
-            if !known.contains(&key) {
-                known.push(key);
-            }
-        }
-        return Some(format!(
-            "{flag} {missing}: no result has a `{missing}` label; give one they have: {}",
-            known.join(", ")
-        ));
-    }
-    let mut groups: Vec<String> = points.iter().map(|p| group_of(p, keys)).collect();
-    groups.sort();
-    groups.dedup();
-    (flag == "--leave-out" && groups.len() < 2).then(|| {
-        format!(
-            "--leave-out {}: every result is in one group ({}), so holding it out leaves nothing to fit on; leave \
-             out by a label whose values differ, or use --folds N",
-            keys.join(","),
-            groups.first().map_or("", String::as_str)
-        )
-    })
-}
-
-/// The group of each of the calibrator's targets under `split`.
-fn groups_of(cal: &Calibrator, split: &Split) -> Vec<String> {
-    let n = cal.targets().len();
-    match split {
-        Split::None => vec![String::new(); n],
-        Split::LeaveOut(keys) => cal.targets().iter().map(|t| group_of(&t.point, keys)).collect(),
-        Split::Folds(k) => (0..n).map(|i| format!("fold {}", i % k.max(&1) + 1)).collect(),
-    }
-}
-
-/// How many groups `split` makes of the calibrator's targets (the held-out fits to run).
-pub fn group_count(cal: &Calibrator, split: &Split) -> usize {
-    let mut groups = groups_of(cal, split);
-    groups.sort();
-    groups.dedup();
-    groups.len()
-}
-
-/// Runs the validation of `cal`'s targets. `on_fit` hears of each fit as it ends (a fit takes
-/// seconds to minutes): the held-out group's name and the runs it was fitted on, `None` for
-/// the one fit on every run.
+/// Runs the validation of `cal`'s targets, fitting `params` in each fit (none: every point
+/// predicted as it is, nothing fitted; but a [`Split::FitOn`] without named constants fits in
+/// each deployment what its runs can tell apart, as `sim fit` on them would). `on_fit` hears of
+/// each fit as it ends (a fit takes seconds to minutes): the held-out group's name (a
+/// [`Split::FitOn`]'s deployment) and the runs it was fitted on, `None` for the one fit on
+/// every run.
 pub fn validate(
     cal: &Calibrator,
     split: &Split,
@@ -414,30 +324,42 @@ pub fn validate(
 ) -> Validation {
     let n = cal.targets().len();
     let all: Vec<usize> = (0..n).collect();
-    let groups = groups_of(cal, split);
-    if *split == Split::None || params.is_empty() {
+    // Each deployment of a `FitOn` split has its own fit, and its in-sample residuals are those
+    // of the runs that fit saw; other splits fit every run once more for them.
+    let per_deployment = matches!(split, Split::FitOn { .. });
+    if *split == Split::None || (params.is_empty() && !per_deployment) {
+        let points: Vec<&MeasuredPoint> = cal.targets().iter().map(|t| &t.point).collect();
+        let groups = groups_of(&points, split);
         let held_out = cal.residuals(&all, &[]);
         let groups = held_out.iter().map(|r| groups[r.point].clone()).collect();
         return Validation { held_out, groups, in_sample: Vec::new(), folds: Vec::new(), full_fit: None };
     }
-    let mut names: Vec<String> = groups.clone();
-    names.sort();
-    names.dedup();
     let mut held_out = Vec::new();
     let mut residual_groups = Vec::new();
+    let mut in_sample = Vec::new();
     let mut folds = Vec::new();
-    for name in &names {
-        let (out, fit_on): (Vec<usize>, Vec<usize>) = all.iter().partition(|&&i| &groups[i] == name);
-        if fit_on.is_empty() {
-            continue;
-        }
-        let fit = cal.fit(&fit_on, params, None, search);
-        on_fit(Some(name), fit_on.len(), &fit);
-        for r in cal.residuals(&out, &fit.values) {
-            residual_groups.push(name.clone());
+    for fold in super::split::folds(cal, split).into_iter().filter(|f| !f.fit_on.is_empty()) {
+        let own: Vec<FitParam>;
+        let fitted = if params.is_empty() {
+            let targets: Vec<Target> = fold.fit_on.iter().map(|&i| cal.targets()[i].clone()).collect();
+            own = joint_params(&targets);
+            &own
+        } else {
+            params
+        };
+        let fit = cal.fit(&fold.fit_on, fitted, None, search);
+        on_fit(Some(&fold.name), fold.fit_on.len(), &fit);
+        for r in cal.residuals(&fold.predict, &fit.values) {
+            residual_groups.push(fold.name.clone());
             held_out.push(r);
         }
-        folds.push(FoldFit { name: name.clone(), fit });
+        if per_deployment {
+            in_sample.extend(cal.residuals(&fold.fit_on, &fit.values));
+        }
+        folds.push(FoldFit { name: fold.name, fit });
+    }
+    if per_deployment {
+        return Validation { held_out, groups: residual_groups, in_sample, folds, full_fit: None };
     }
     let full = cal.fit(&all, params, None, search);
     on_fit(None, all.len(), &full);

@@ -212,11 +212,11 @@ fn print_text(
         (Split::LeaveOut(keys), _) => format!("held out by {}: fitted on the other groups", keys.join(",")),
         (Split::Folds(k), _) => format!("held out in {k} folds: fitted on the other folds"),
         (Split::FitOn { key, on, per }, _) => format!(
-            "held out within each deployment{}: fitted on its runs at {key} {}, predicting its others",
+            "held out within each deployment{}: fitted on its runs at {}, predicting its others",
             if per.is_empty() { String::new() } else { format!(" (by {})", per.join(",")) },
             match on {
-                validate::Training::Ends => "the lowest and highest".to_string(),
-                validate::Training::Values(v) => v.join(", "),
+                validate::Training::Ends => format!("its lowest and highest {key}"),
+                validate::Training::Values(v) => format!("{key} {}", v.join(", ")),
             }
         ),
     };
@@ -317,6 +317,17 @@ fn json(
             "band": band, "band_side": band.map(|b| coverage::side(r.error(), b)),
         })
     };
+    let estimates = |f: &FitResult| -> Vec<serde_json::Value> {
+        f.estimates
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "constant": e.param.name(), "prior": e.prior, "value": e.value, "sigma_ln": e.sigma_ln,
+                    "determined": e.determined,
+                })
+            })
+            .collect()
+    };
     let held: Vec<&Residual> = v.held_out.iter().collect();
     let ins: Vec<&Residual> = v.in_sample.iter().collect();
     let table = |rows: Vec<(String, validate::Errors)>| -> serde_json::Value {
@@ -335,10 +346,11 @@ fn json(
             .into_iter()
             .map(|(g, rs)| (g, coverage_json(coverage::by_metric(cal, &rs))))
             .collect::<serde_json::Map<_, _>>(),
-        "fitted": v.full_fit.as_ref().map(|f| f.estimates.iter().map(|e| serde_json::json!({
-            "constant": e.param.name(), "prior": e.prior, "value": e.value, "sigma_ln": e.sigma_ln,
-            "determined": e.determined,
-        })).collect::<Vec<_>>()),
+        "fitted": v.full_fit.as_ref().map(estimates),
+        // Each held-out group's (or deployment's) own fit.
+        "fits": v.folds.iter().map(|f| serde_json::json!({
+            "group": f.name, "loss": f.fit.loss, "fitted": estimates(&f.fit),
+        })).collect::<Vec<_>>(),
         "points": v.held_out.iter().zip(&v.groups).map(|(r, g)| residual(r, g)).collect::<Vec<_>>(),
     })
 }

@@ -321,6 +321,9 @@ fn sim_validate_fits_each_deployment_on_two_loads_and_predicts_the_third() {
     let (_, text) = run(&["--fit-on", "num-prompts=1,100", "--per", "deployment"]);
     assert!(text.contains("Skipped deployment=three (1 run(s)): none of its runs has the num-prompts"), "{text}");
     assert_eq!(fitted["skipped"][0]["label"], "deployment=three (1 run(s))", "{fitted}");
+    let fits: Vec<&str> = fitted["fits"].as_array().unwrap().iter().map(|f| f["group"].as_str().unwrap()).collect();
+    assert_eq!(fits, ["deployment=one", "deployment=two"], "{fitted}");
+    assert_eq!(fitted["fits"][0]["fitted"][0]["constant"], "alpha-api-ms", "{fitted}");
     assert!(text.contains("held out within each deployment (by deployment): fitted on its runs at num-prompts 1, 100"));
     assert!(text.contains("In-sample errors (each deployment's fit on the runs it saw):"), "{text}");
     assert!(text.contains("  deployment=one: alpha-api-ms"), "each deployment's own constants: {text}");

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use anyhow::Context as _;
 use servebench_sim::Presets;
@@ -131,19 +130,8 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     };
     // With held-out errors asked for, the validation's own fit on every run is the profile's:
     // the folds are fitted first, then the whole set once (not twice).
-    let clock = Instant::now();
-    let mut full_took = None;
     let mut validation = holdout.as_ref().map(|(split, _)| {
-        let mut progress = super::sim_validate::fit_progress(split);
-        let mut since = Instant::now();
-        let mut on_fit = |group: Option<&str>, runs: usize, fit: &calibration::FitResult| {
-            if group.is_none() {
-                full_took = Some(since.elapsed());
-            }
-            since = Instant::now();
-            progress(group, runs, fit);
-        };
-        validate::validate(&calibrator, split, &params, search, &mut on_fit)
+        validate::validate(&calibrator, split, &params, search, &mut super::sim_validate::fit_progress(split))
     });
     let fitted = validation.as_mut().and_then(|v| Some((v.full_fit.take()?, std::mem::take(&mut v.in_sample))));
     let (result, in_sample) = fitted.unwrap_or_else(|| {
@@ -151,13 +139,12 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         let in_sample = calibrator.residuals(&all, &full.values);
         (full, in_sample)
     });
-    let took = full_took.unwrap_or_else(|| clock.elapsed());
     out.line(format!(
         "Loss (mean |ln(simulated/measured)|): {:.4} -> {:.4} after {} simulations of the set in {:.1} s.",
         result.loss_start,
         result.loss,
         result.evaluations,
-        took.as_secs_f64()
+        result.elapsed.as_secs_f64()
     ))?;
     out.line("Constants (prior -> fitted, x/÷ one σ):")?;
     out.out(&calibration::estimates_table(&result.estimates))?;

@@ -87,7 +87,7 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         anyhow::bail!(problem);
     }
     // A split within deployments fits in each what its runs can tell apart, unless told.
-    let params = if split == Split::None || (chosen.is_empty() && matches!(split, Split::FitOn { .. })) {
+    let params = if split == Split::None || (chosen.is_empty() && split.within_deployments()) {
         Vec::new()
     } else if chosen.is_empty() {
         validate::joint_params(&targets)
@@ -97,7 +97,7 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     let calibrator = Calibrator::new(targets)?;
     let clock = Instant::now();
     let search = SearchOptions { max_evals: args.max_evals.max(params.len() + 2), initial_step: 0.3, tolerance: 1e-4 };
-    if !params.is_empty() || matches!(split, Split::FitOn { .. }) {
+    if !params.is_empty() || split.within_deployments() {
         // Each fit simulates the whole set up to `max_evals` times: say what is coming.
         let groups = validate::group_count(&calibrator, &split);
         let names: Vec<String> = params.iter().map(|p| p.name()).collect();
@@ -146,11 +146,10 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
-/// A line on stderr as each fit of a validation ends, with the seconds since the last one, so
-/// that a validation of many results that takes minutes says how far it is.
+/// A line on stderr as each fit of a validation ends, with the time it took, so that a
+/// validation of many results that takes minutes says how far it is.
 pub(crate) fn fit_progress(split: &Split) -> impl FnMut(Option<&str>, usize, &FitResult) {
-    let mut since = Instant::now();
-    let per_deployment = matches!(split, Split::FitOn { .. });
+    let per_deployment = split.within_deployments();
     move |group, runs, fit| {
         let what = match group {
             Some(deployment) if per_deployment => deployment.to_string(),
@@ -159,10 +158,9 @@ pub(crate) fn fit_progress(split: &Split) -> impl FnMut(Option<&str>, usize, &Fi
         };
         crate::output::note(format_args!(
             "  {what}: fitted on {runs} run(s) in {:.1} s (loss {:.4}).",
-            since.elapsed().as_secs_f64(),
+            fit.elapsed.as_secs_f64(),
             fit.loss
         ));
-        since = Instant::now();
     }
 }
 
@@ -224,7 +222,7 @@ fn print_text(
     if !params.is_empty() {
         let names: Vec<String> = params.iter().map(|p| p.name()).collect();
         writeln!(out, "Fitted constants: {}", names.join(", "))?;
-    } else if matches!(split, Split::FitOn { .. }) {
+    } else if split.within_deployments() {
         writeln!(out, "Fitted constants, each deployment's own:")?;
         for fold in &v.folds {
             let names: Vec<String> = fold.fit.estimates.iter().map(|e| e.param.name()).collect();
@@ -253,7 +251,7 @@ fn print_text(
             out,
             "{}",
             validate::errors_table(
-                if matches!(split, Split::FitOn { .. }) {
+                if split.within_deployments() {
                     "In-sample errors (each deployment's fit on the runs it saw):"
                 } else {
                     "In-sample errors (one fit on every run):"

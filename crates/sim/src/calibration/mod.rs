@@ -227,6 +227,8 @@ pub struct FitResult {
     pub loss_start: f64,
     pub loss: f64,
     pub evaluations: usize,
+    /// The fit's own wall time.
+    pub elapsed: std::time::Duration,
 }
 
 /// Measured targets, prepared once, simulated as often as a fit needs.
@@ -344,6 +346,7 @@ impl Calibrator {
     /// that points which cannot tell a constant apart leave it where the preset has it.
     /// `start` overrides the starting point (not the prior).
     pub fn fit(&self, subset: &[usize], params: &[FitParam], start: Option<&[f64]>, o: SearchOptions) -> FitResult {
+        let clock = std::time::Instant::now();
         let base = &self.targets[subset.first().copied().unwrap_or(0)].setup;
         let prior: Vec<f64> = params.iter().map(|p| prior_value(*p, base).ln()).collect();
         let x0: Vec<f64> = match start {
@@ -364,7 +367,8 @@ impl Calibrator {
             p.set(&mut profile, v);
         }
         let loss = self.loss(subset, &values);
-        FitResult { values, estimates, profile, loss_start, loss, evaluations: m.evaluations + 1 + 2 * params.len() }
+        let evaluations = m.evaluations + 1 + 2 * params.len();
+        FitResult { values, estimates, profile, loss_start, loss, evaluations, elapsed: clock.elapsed() }
     }
 
     /// Each fitted constant's uncertainty: the data's Fisher information along it (the squared

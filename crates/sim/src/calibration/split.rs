@@ -31,6 +31,11 @@ pub enum Training {
 }
 
 impl Split {
+    /// Whether each deployment is fitted on its own ([`Split::FitOn`]), with no fit on every run.
+    pub fn within_deployments(&self) -> bool {
+        matches!(self, Split::FitOn { .. })
+    }
+
     /// A [`Split::FitOn`] from `KEY=VALUE,VALUE` or `KEY=ends` (`--fit-on`), per `per`.
     pub fn fit_on(spec: &str, per: &[String]) -> Result<Split, String> {
         let (key, values) = spec
@@ -82,21 +87,26 @@ pub fn key_value(point: &MeasuredPoint, key: &str) -> Option<String> {
 /// Orders group names (`tp=2 conc=16`) value by value, numbers as numbers: `conc=4` before
 /// `conc=16`, `request_rate=2.5` before `request_rate=10`.
 pub(super) fn group_order(a: &str, b: &str) -> std::cmp::Ordering {
-    fn value(part: &str) -> (&str, Option<f64>, &str) {
-        let (key, v) = part.split_once('=').unwrap_or((part, ""));
-        (key, v.parse::<f64>().ok().filter(|x| x.is_finite()), v)
+    fn key_value(part: &str) -> (&str, &str) {
+        part.split_once('=').unwrap_or((part, ""))
     }
-    for ((key_a, number_a, text_a), (key_b, number_b, text_b)) in a.split(' ').map(value).zip(b.split(' ').map(value)) {
-        let by_number = match (number_a, number_b) {
-            (Some(p), Some(q)) => p.total_cmp(&q),
-            _ => std::cmp::Ordering::Equal,
-        };
-        let order = key_a.cmp(key_b).then(by_number).then_with(|| text_a.cmp(text_b));
+    for ((key_a, value_a), (key_b, value_b)) in a.split(' ').map(key_value).zip(b.split(' ').map(key_value)) {
+        let order = key_a.cmp(key_b).then_with(|| value_order(value_a, value_b));
         if order.is_ne() {
             return order;
         }
     }
     a.cmp(b)
+}
+
+/// Orders two labels' values: finite numbers as numbers (`4` before `16`), then as text.
+fn value_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let number = |v: &str| v.parse::<f64>().ok().filter(|x| x.is_finite());
+    let by_number = match (number(a), number(b)) {
+        (Some(p), Some(q)) => p.total_cmp(&q),
+        _ => std::cmp::Ordering::Equal,
+    };
+    by_number.then_with(|| a.cmp(b))
 }
 
 /// The group name of a point for `keys`: their values joined (`tp=2 isl=1024`).
@@ -184,10 +194,7 @@ pub fn folds_of(points: &[&MeasuredPoint], split: &Split) -> Vec<Fold> {
 /// The lowest and the highest of some labels' values, numbers compared as numbers.
 fn ends(values: impl Iterator<Item = String>) -> Vec<String> {
     let mut values: Vec<String> = values.collect();
-    values.sort_by(|a, b| match (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
-        (Ok(x), Ok(y)) => x.total_cmp(&y),
-        _ => a.cmp(b),
-    });
+    values.sort_by(|a, b| value_order(a, b));
     values.first().into_iter().chain(values.last()).cloned().collect()
 }
 
@@ -223,7 +230,7 @@ pub fn fit_on_problem(points: &[&MeasuredPoint], split: &Split) -> Option<String
     };
     if folds.iter().all(|f| f.fit_on.is_empty()) {
         let mut have: Vec<String> = points.iter().filter_map(|p| key_value(p, key)).collect();
-        have.sort_by(|a, b| group_order(&format!("k={a}"), &format!("k={b}")));
+        have.sort_by(|a, b| value_order(a, b));
         have.dedup();
         return Some(format!(
             "--fit-on {key}={wanted}: no result has {key} {wanted}; the values they have: {}",

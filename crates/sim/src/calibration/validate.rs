@@ -326,7 +326,7 @@ pub fn validate(
     let all: Vec<usize> = (0..n).collect();
     // Each deployment of a `FitOn` split has its own fit, and its in-sample residuals are those
     // of the runs that fit saw; other splits fit every run once more for them.
-    let per_deployment = matches!(split, Split::FitOn { .. });
+    let per_deployment = split.within_deployments();
     if *split == Split::None || (params.is_empty() && !per_deployment) {
         let points: Vec<&MeasuredPoint> = cal.targets().iter().map(|t| &t.point).collect();
         let groups = groups_of(&points, split);

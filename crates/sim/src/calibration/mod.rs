@@ -476,6 +476,8 @@ pub fn residual_table(residuals: &[Residual]) -> String {
 #[cfg(test)]
 mod fidelity_tests;
 #[cfg(test)]
+mod first_wave_tests;
+#[cfg(test)]
 mod metrics_tests;
 #[cfg(test)]
 mod network_tests;

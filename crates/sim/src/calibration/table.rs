@@ -158,18 +158,26 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
 /// all-reduce through ROCm's QuickReduce at INT4 (`VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4`:
 /// the MI300X's script since September 2025, the MI325X's and MI355X's only since their update
 /// to vLLM 0.17.0 of March 2026, so a row of theirs that names an older vLLM runs without it).
-/// Every one ran with async scheduling (`ASYNC`).
-/// Other flags they pass (no prefix caching on random prompts, `max-num-seqs` at or above the
-/// concurrency, 95 % of memory on AMD parts where the KV cache is never short at these loads)
-/// change nothing the simulator prices here.
+/// Every one ran with async scheduling (`ASYNC`) and without prefix caching (`NO_PREFIX_CACHE`).
+/// Other flags they pass (`max-num-seqs` at or above the concurrency, 95 % of memory on AMD
+/// parts where the KV cache is never short at these loads) change nothing the simulator prices
+/// here.
 pub const SUITE_FLAGS: [(&str, &[SuiteFlag]); 7] = [
-    ("h100", &[ASYNC]),
-    ("h200", &[ASYNC]),
-    ("b200", &[ASYNC, SuiteFlag::always("kv-cache-dtype", "fp8"), SuiteFlag::always("fuse-allreduce-rms", "true")]),
-    ("b300", &[ASYNC, SuiteFlag::always("kv-cache-dtype", "fp8")]),
-    ("mi300x", &[ASYNC, SuiteFlag::always("quick-reduce", "int4")]),
-    ("mi325x", &[ASYNC, SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
-    ("mi355x", &[ASYNC, SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
+    ("h100", &[ASYNC, NO_PREFIX_CACHE]),
+    ("h200", &[ASYNC, NO_PREFIX_CACHE]),
+    (
+        "b200",
+        &[
+            ASYNC,
+            NO_PREFIX_CACHE,
+            SuiteFlag::always("kv-cache-dtype", "fp8"),
+            SuiteFlag::always("fuse-allreduce-rms", "true"),
+        ],
+    ),
+    ("b300", &[ASYNC, NO_PREFIX_CACHE, SuiteFlag::always("kv-cache-dtype", "fp8")]),
+    ("mi300x", &[ASYNC, NO_PREFIX_CACHE, SuiteFlag::always("quick-reduce", "int4")]),
+    ("mi325x", &[ASYNC, NO_PREFIX_CACHE, SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
+    ("mi355x", &[ASYNC, NO_PREFIX_CACHE, SuiteFlag::since("quick-reduce", "int4", (0, 17))]),
 ];
 
 /// Every vLLM script of the suite ran with async scheduling: the NVIDIA ones and the MI355X's
@@ -177,6 +185,13 @@ pub const SUITE_FLAGS: [(&str, &[SuiteFlag]); 7] = [
 /// to vLLM 0.14 (January 2026), whose default it is; so a row of a release before 0.14 is not
 /// taken for that release's default.
 const ASYNC: SuiteFlag = SuiteFlag::always("async-scheduling", "true");
+
+/// Every gpt-oss launch script of the suite serves without prefix caching
+/// (`no-enable-prefix-caching: true` in its config, or `--no-enable-prefix-caching`), in every
+/// version after their first week (September 2025). With vLLM's default the twin would find
+/// the run's first prompt cached by the test prompt `vllm bench serve` sends before a run
+/// (the same prompt): there every prompt of the first wave is prefilled in full.
+const NO_PREFIX_CACHE: SuiteFlag = SuiteFlag::always("enable-prefix-caching", "false");
 
 /// One serving flag of a suite's launch script, and the first vLLM release (major, minor) its
 /// script passed it with; a row that names no release, or one that cannot be read, takes it.
@@ -296,8 +311,10 @@ mod tests {
         assert_eq!(p.value(FitMetric::MeanE2el), None);
         assert_eq!(p.value(FitMetric::OutputThroughput), Some(771.0));
         let keys: Vec<&str> = p.labels.iter().map(|(k, _)| k.as_str()).collect();
-        // Every script of the suite ran with async scheduling, whatever its release's default.
-        assert_eq!(keys, ["hw", "vllm", "tp", "isl", "osl", "conc", "async-scheduling"]);
+        // Every script of the suite ran with async scheduling, whatever its release's default,
+        // and without prefix caching.
+        assert_eq!(keys, ["hw", "vllm", "tp", "isl", "osl", "conc", "async-scheduling", "enable-prefix-caching"]);
+        assert_eq!(p.labels.last(), Some(&("enable-prefix-caching".to_string(), "false".to_string())));
         let inputs = p.workload.input.expand(40);
         assert!(inputs.iter().all(|&x| (819..=1024).contains(&x)), "{inputs:?}");
         let mean = p.workload.output.mean(40);

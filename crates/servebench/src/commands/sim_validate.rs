@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use servebench_sim::Presets;
-use servebench_sim::calibration::coverage;
 use servebench_sim::calibration::validate::{self, Defaults, Split, Validation};
 use servebench_sim::calibration::{
     Calibrator, FitMetric, FitParam, FitResult, MeasuredPoint, Residual, SearchOptions, estimates_table, parse_param,
     residual_table,
 };
+use servebench_sim::calibration::{coverage, first_wave};
 
 use crate::cli::sim_args::SimValidateArgs;
 use crate::commands::inputs::{any_file, files_of};
@@ -241,6 +241,10 @@ fn print_text(
     };
     writeln!(out)?;
     write!(out, "{}", validate::errors_table(title, &validate::by_metric(&held)))?;
+    let waves = first_wave::table(&first_wave::first_waves(cal, &held));
+    if !waves.is_empty() {
+        write!(out, "\n{waves}")?;
+    }
     // The band `sim predict` prints with each of these predictions: does it hold what it says?
     writeln!(out)?;
     write!(out, "{}", coverage::table(&coverage::by_metric(cal, &held)))?;
@@ -327,6 +331,7 @@ fn json(
             .collect()
     };
     let held: Vec<&Residual> = v.held_out.iter().collect();
+    let waves = first_wave::first_waves(cal, &held);
     let ins: Vec<&Residual> = v.in_sample.iter().collect();
     let table = |rows: Vec<(String, validate::Errors)>| -> serde_json::Value {
         rows.into_iter().map(|(m, e)| (m, serde_json::to_value(e).unwrap_or_default())).collect()
@@ -338,6 +343,10 @@ fn json(
         "held_out": table(validate::by_metric(&held)),
         "in_sample": table(validate::by_metric(&ins)),
         "band_coverage": coverage_json(coverage::by_metric(cal, &held)),
+        "first_waves": {
+            "summary": first_wave::summary(&waves),
+            "runs": waves,
+        },
         "by_group": v.by_group().into_iter().map(|(g, rows)| (g, table(rows))).collect::<serde_json::Map<_, _>>(),
         "band_coverage_by_group": v
             .groups()

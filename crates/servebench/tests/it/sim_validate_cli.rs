@@ -12,6 +12,17 @@ use servebench::commands;
 use super::sim_cli::{fails, ok, predict_args, report_000};
 use crate::common::read_json;
 
+/// `sim validate --model openai/gpt-oss-120b EXTRA... FILES...`, parsed.
+fn validate_args(extra: &[&str], files: &[&Path]) -> servebench::cli::sim_args::SimValidateArgs {
+    let mut argv = vec!["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b"];
+    argv.extend_from_slice(extra);
+    argv.extend(files.iter().map(|f| f.to_str().unwrap()));
+    let Command::Sim(SimCommand::Validate(args)) = Cli::try_parse_from(argv).unwrap().command else {
+        panic!("not sim validate")
+    };
+    *args
+}
+
 /// `sim validate` in-process on a measurement table: errors per metric with the presets, a file
 /// it cannot read skipped with the reason, a result it cannot map skipped with the reason,
 /// held-out folds with in-sample errors beside them, and `--fail-above` as the exit status.
@@ -30,12 +41,7 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     let broken = dir.path().join("broken.json");
     std::fs::write(&broken, "[{\"oops\": ").unwrap();
     let run = |extra: &[&str]| {
-        let mut argv = vec!["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b"];
-        argv.extend_from_slice(extra);
-        argv.push(table.to_str().unwrap());
-        argv.push(broken.to_str().unwrap());
-        let cli = Cli::try_parse_from(argv).unwrap();
-        let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+        let args = validate_args(extra, &[&table, &broken]);
         let mut out = Vec::new();
         let code = commands::sim_validate::run(&args, &mut out).unwrap();
         (code, String::from_utf8(out).unwrap())
@@ -80,12 +86,7 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     assert!(out.contains("held out by num-prompts") && out.contains("num-prompts=40"), "{out}");
     // A key no result has, or one that makes a single group, is refused with what to give.
     let refused = |extra: &[&str]| {
-        let mut argv = vec!["servebench", "sim", "validate", "--model", "openai/gpt-oss-120b"];
-        argv.extend_from_slice(extra);
-        argv.push(table.to_str().unwrap());
-        let Command::Sim(SimCommand::Validate(args)) = Cli::try_parse_from(argv).unwrap().command else {
-            panic!("not sim validate")
-        };
+        let args = validate_args(extra, &[&table]);
         commands::sim_validate::run(&args, &mut Vec::new()).unwrap_err().to_string()
     };
     let e = refused(&["--leave-out", "prompts"]);
@@ -123,6 +124,8 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     // One device: no summary by group unless asked for one.
     let (_, out) = run(&[]);
     assert!(out.contains("Inside the prediction band (80 % expected"), "{out}");
+    // No run gives a median first token beside its mean: no first wave to read.
+    assert!(!out.contains("First waves"), "{out}");
     assert!(!out.contains("by group"), "{out}");
     let (_, out) = run(&["--by", "tp"]);
     assert!(out.contains("Errors by group") && out.contains("tp=4") && out.contains("tp=8"), "{out}");
@@ -143,19 +146,13 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     two[0]["median_tpot"] = 0.0036.into();
     two[0]["median_e2el"] = 0.5.into();
     std::fs::write(&mixed, serde_json::Value::Array(two).to_string()).unwrap();
-    let cli = Cli::try_parse_from([
-        "servebench",
-        "sim",
-        "validate",
-        "--model",
-        "openai/gpt-oss-120b",
-        mixed.to_str().unwrap(),
-    ])
-    .unwrap();
-    let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
-    let mut out = Vec::new();
-    commands::sim_validate::run(&args, &mut out).unwrap();
-    let out = String::from_utf8(out).unwrap();
+    let validate_mixed = |extra: &[&str]| {
+        let args = validate_args(extra, &[&mixed]);
+        let mut out = Vec::new();
+        commands::sim_validate::run(&args, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let out = validate_mixed(&[]);
     assert!(out.contains("Errors by group") && out.contains("hw=h100") && out.contains("hw=h200"), "{out}");
     // A median TTFT measured on one device has its own summary row (not in "all") and column;
     // so have a median TPOT and a median end-to-end latency measured on the other.
@@ -169,6 +166,15 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     assert!(!out.contains("mean E2EL"), "no mean E2EL measured: {out}");
     assert_eq!(row("median TTFT (ms)").split_whitespace().nth(3), Some("1"), "{out}");
     assert_eq!(row("all").split_whitespace().nth(1), Some("6"), "{out}");
+    // The H200 run gives both first tokens at eight streams of 80 prompts: its first wave is
+    // read from them, (48 - 45) x 80 / 8 = 30 ms a request, and set against the prediction's.
+    assert!(out.contains("First waves (what the requests sent at once add") && out.contains("  1 run(s): median "));
+    let json: Value = serde_json::from_str(&validate_mixed(&["--json"])).unwrap();
+    let waves = &json["first_waves"];
+    assert_eq!(waves["summary"]["runs"], 1, "{waves}");
+    assert!((waves["runs"][0]["measured_ms"].as_f64().unwrap() - 30.0).abs() < 1e-6, "{waves}");
+    let ratio = waves["summary"]["median"].as_f64().unwrap();
+    assert!((ratio - waves["runs"][0]["simulated_ms"].as_f64().unwrap() / 30.0).abs() < 1e-9 && ratio > 0.0, "{waves}");
     let h100 = row("  hw=h100");
     assert_eq!(h100.split_whitespace().nth(2), Some("-"), "no median TTFT measured on the H100: {out}");
     assert_eq!(row("  hw=h200").split_whitespace().nth(4), Some("-"), "no median TPOT measured on the H200: {out}");

@@ -3,14 +3,9 @@
 //! queue for their prefills, are what lifts the mean above the median.
 
 use super::fidelity_tests::{predicted_by_the_presets, testdata};
+use super::first_wave::wave_excess;
 use super::validate::Defaults;
 use super::{FitMetric, Residual, read_points};
-
-/// What the first wave adds to a run's first tokens, taking the prompts after it at the
-/// median: (mean − median) × prompts / wave, in the unit of the figures.
-fn first_wave_excess(mean: f64, median: f64, prompts: f64, wave: f64) -> f64 {
-    (mean - median) * prompts / wave
-}
 
 /// InferenceX's H100 rows of 8k-token prompts at four streams, vLLM 0.13 (in sample for the
 /// frontend's constants, which set the median, not the wave): four prompts of 6,554 to 8,192
@@ -37,8 +32,8 @@ fn the_suite_s_first_waves_find_nothing_cached() {
     };
     for point in 0..3 {
         let (mean, median) = (of(point, FitMetric::MeanTtft), of(point, FitMetric::MedianTtft));
-        let measured = first_wave_excess(mean.measured, median.measured, 40.0, 4.0);
-        let simulated = first_wave_excess(mean.simulated, median.simulated, 40.0, 4.0);
+        let measured = wave_excess(mean.measured, median.measured, 40, 4);
+        let simulated = wave_excess(mean.simulated, median.simulated, 40, 4);
         let ratio = simulated / measured;
         println!("{}: first wave {measured:.0} ms measured, {simulated:.0} ms simulated", mean.labels);
         assert!((0.85..=1.2).contains(&ratio), "{}: {simulated:.0} ms against {measured:.0}", mean.labels);

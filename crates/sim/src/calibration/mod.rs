@@ -13,6 +13,7 @@ pub mod benchy;
 pub mod coverage;
 mod datasets;
 pub mod fidelity;
+pub mod first_wave;
 mod optimize;
 pub mod points;
 pub mod read;

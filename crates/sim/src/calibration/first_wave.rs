@@ -63,7 +63,7 @@ pub fn first_waves(cal: &Calibrator, residuals: &[&Residual]) -> Vec<FirstWave> 
 }
 
 /// The waves' predicted-over-measured ratios: how many, and their median, 10th and 90th
-/// percentiles; `None` without a wave.
+/// percentiles.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct WaveSummary {
     pub runs: usize,
@@ -72,6 +72,7 @@ pub struct WaveSummary {
     pub p90: f64,
 }
 
+/// The summary of `waves` whose ratio is a number; `None` without one.
 pub fn summary(waves: &[FirstWave]) -> Option<WaveSummary> {
     let ratios: Vec<f64> = waves.iter().map(FirstWave::ratio).filter(|r| r.is_finite()).collect();
     (!ratios.is_empty()).then(|| WaveSummary {

@@ -48,6 +48,12 @@ def timed(fn) -> float:
     return (time.perf_counter() - t) * 1e6
 
 
+def first_and_warm(fn) -> tuple:
+    """A call's first wall time and the median of five calls after it, microseconds."""
+    first = timed(fn)
+    return first, sorted(timed(fn) for _ in range(5))[2]
+
+
 def child(mode: str) -> dict:
     import torch
 
@@ -81,13 +87,11 @@ def child(mode: str) -> dict:
     for m in COLD_M:
         for name, k, n in SHAPES:
             a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
-            first = timed(lambda: a @ weights[name])
-            again = [timed(lambda: a @ weights[name]) for _ in range(5)]
-            records.append({"op": name, "m": m, "first_us": first, "warm_us": sorted(again)[2]})
+            first, warm = first_and_warm(lambda: a @ weights[name])
+            records.append({"op": name, "m": m, "first_us": first, "warm_us": warm})
         for name, fn in small_ops(m):
-            first = timed(fn)
-            again = [timed(fn) for _ in range(5)]
-            records.append({"op": name, "m": m, "first_us": first, "warm_us": sorted(again)[2]})
+            first, warm = first_and_warm(fn)
+            records.append({"op": name, "m": m, "first_us": first, "warm_us": warm})
     # Fresh device memory: the caching allocator asks the driver for blocks it has not held.
     allocs = []
     for mb in [64, 256, 1024]:
@@ -98,8 +102,9 @@ def child(mode: str) -> dict:
     return {"mode": mode, "init_s": init_s, "records": records, "allocs": allocs}
 
 
-# Products at new row counts one after another in one process (the same warm-up): which first
-# calls pay for a kernel cuBLAS has not yet run, and which only for a new shape.
+# Products at new row counts one after another in one process (warmed at powers of two to 512
+# rows and at 8,192): which first calls pay for a kernel cuBLAS has not yet run, and which only
+# for a new shape.
 SEQUENCE_M = [3700, 3701, 3702, 3716, 3800, 4000, 4096, 5000, 3700, 6001, 6002, 7000, 1000, 1001, 1500, 2085, 2086]
 
 
@@ -117,9 +122,8 @@ def sequence() -> list:
     for m in SEQUENCE_M:
         for name, b in w.items():
             a = torch.randn(m, b.shape[0], device=dev, dtype=torch.bfloat16)
-            first = timed(lambda: a @ b)
-            again = sorted(timed(lambda: a @ b) for _ in range(5))[2]
-            out.append({"op": name, "m": m, "first_us": round(first, 1), "warm_us": round(again, 1)})
+            first, warm = first_and_warm(lambda: a @ b)
+            out.append({"op": name, "m": m, "first_us": round(first, 1), "warm_us": round(warm, 1)})
     return out
 
 

@@ -289,18 +289,29 @@ pub(super) fn predicted_by_the_presets(
     defaults: &super::validate::Defaults,
     expected: usize,
 ) -> super::validate::Validation {
+    predicted_with_targets(points, defaults, expected).1
+}
+
+/// [`predicted_by_the_presets`], with the calibrator that holds the points' deployments and
+/// workloads.
+pub(super) fn predicted_with_targets(
+    points: Vec<super::MeasuredPoint>,
+    defaults: &super::validate::Defaults,
+    expected: usize,
+) -> (super::Calibrator, super::validate::Validation) {
     use super::validate::{Split, targets_for, validate};
     let (targets, skipped) = targets_for(points, defaults, &crate::presets::Presets::embedded().unwrap());
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(targets.len(), expected);
     let cal = super::Calibrator::new(targets).unwrap();
-    validate(
+    let v = validate(
         &cal,
         &Split::None,
         &[],
         SearchOptions { max_evals: 1, initial_step: 0.1, tolerance: 1.0 },
         &mut |_, _, _| {},
-    )
+    );
+    (cal, v)
 }
 
 /// The medians of mean TTFT, mean TPOT and output throughput errors over `file`'s reports in

@@ -2,10 +2,10 @@
 //! median first token of its `10 × conc` prompts, and the `conc` prompts sent at once, which
 //! queue for their prefills, are what lifts the mean above the median.
 
-use super::fidelity_tests::{predicted_by_the_presets, testdata};
-use super::first_wave::wave_excess;
+use super::fidelity_tests::{predicted_with_targets, testdata};
+use super::first_wave::first_waves;
+use super::read_points;
 use super::validate::Defaults;
-use super::{FitMetric, Residual, read_points};
 
 /// InferenceX's H100 rows of 8k-token prompts at four streams, vLLM 0.13 (in sample for the
 /// frontend's constants, which set the median, not the wave): four prompts of 6,554 to 8,192
@@ -26,17 +26,13 @@ fn the_suite_s_first_waves_find_nothing_cached() {
         assert!(p.labels.contains(&("enable-prefix-caching".into(), "false".into())), "{:?}", p.labels);
     }
     let defaults = Defaults { model: Some("openai/gpt-oss-120b".into()), ..Defaults::default() };
-    let v = predicted_by_the_presets(rows, &defaults, 3);
-    let of = |point: usize, metric: FitMetric| -> &Residual {
-        v.held_out.iter().find(|r| r.point == point && r.metric == metric).unwrap()
-    };
-    for point in 0..3 {
-        let (mean, median) = (of(point, FitMetric::MeanTtft), of(point, FitMetric::MedianTtft));
-        let measured = wave_excess(mean.measured, median.measured, 40, 4);
-        let simulated = wave_excess(mean.simulated, median.simulated, 40, 4);
-        let ratio = simulated / measured;
-        println!("{}: first wave {measured:.0} ms measured, {simulated:.0} ms simulated", mean.labels);
-        assert!((0.85..=1.2).contains(&ratio), "{}: {simulated:.0} ms against {measured:.0}", mean.labels);
+    let (cal, v) = predicted_with_targets(rows, &defaults, 3);
+    let waves = first_waves(&cal, &v.held_out.iter().collect::<Vec<_>>());
+    assert_eq!(waves.len(), 3, "{waves:?}");
+    for w in &waves {
+        let (measured, simulated) = (w.measured_ms, w.simulated_ms);
+        println!("{}: first wave {measured:.0} ms measured, {simulated:.0} ms simulated", w.labels);
+        assert!((0.85..=1.2).contains(&w.ratio()), "{}: {simulated:.0} ms against {measured:.0}", w.labels);
     }
 }
 

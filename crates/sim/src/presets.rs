@@ -353,13 +353,20 @@ impl NameParts {
             }
         }
         // How a tag's scales are taken (`-FP8-Dynamic`, `-FP8-block`), its bit width
-        // (`-AWQ-4bit`) and the tool that quantized it (Intel's `-int4-AutoRound`,
-        // `-int4-mixed-AutoRound`) are no part of the base.
+        // (`-AWQ-4bit`), the tool that quantized it (Intel's `-int4-AutoRound`,
+        // `-int4-mixed-AutoRound`) and the 8-bit share of a mix (QuantTrio's
+        // `-GPTQ-Int4-Int8Mix`: the experts in 4 bits, a few dense layers in 8, priced as the
+        // 4-bit format the experts' bytes make almost all of) are no part of the base.
         if precision.is_some() {
-            let bit_width =
-                |p: &str| p.strip_suffix("bit").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            let digits_between = |p: &str, suffix: &str, prefix: &str| {
+                p.strip_suffix(suffix)
+                    .and_then(|n| n.strip_prefix(prefix))
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            };
             base.retain(|p| {
-                !matches!(p.as_str(), "dynamic" | "static" | "block" | "autoround" | "mixed") && !bit_width(p)
+                !matches!(p.as_str(), "dynamic" | "static" | "block" | "autoround" | "mixed")
+                    && !digits_between(p, "bit", "")
+                    && !digits_between(p, "mix", "int")
             });
         }
         Some(NameParts { base, precision, org: Vec::new() })

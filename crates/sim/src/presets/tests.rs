@@ -370,6 +370,7 @@ fn a_name_s_quantization_tag_sets_the_weight_format_of_the_shapes_it_names() {
         ("Qwen/Qwen2.5-72B-Instruct-AWQ", "Qwen/Qwen2.5-72B-Instruct", Precision::AwqInt4),
         ("Intel/Qwen3.5-397B-A17B-int4-AutoRound", "Qwen/Qwen3.5-397B-A17B", Precision::AwqInt4),
         ("Intel/Qwen3.5-122B-A10B-int4-mixed-AutoRound", "Qwen/Qwen3.5-122B-A10B", Precision::AwqInt4),
+        ("QuantTrio/GLM-4.6-GPTQ-Int4-Int8Mix", "zai-org/GLM-4.6", Precision::AwqInt4),
         ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "Qwen/Qwen3-Coder-480B-A35B-Instruct", Precision::Fp8),
         ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-Instruct-2507", Precision::Fp8),
         ("Qwen3-235B-A22B-Instruct-2507-FP8-dynamic", "Qwen/Qwen3-235B-A22B-Instruct-2507", Precision::Fp8),

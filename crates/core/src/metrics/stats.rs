@@ -119,9 +119,7 @@ impl Sorted {
     /// values, which is `(0.0 + a + b) / 2`. This is not the same arithmetic as
     /// `percentile(50)`.
     pub fn median(&self) -> f64 {
-        let v = &self.0;
-        let n = v.len();
-        if n % 2 == 1 { v[n / 2] } else { mean(&v[n / 2 - 1..=n / 2]) }
+        median_at(self.0.len(), |i| self.0[i])
     }
 
     /// `np.percentile(x, p)`, method `linear`: `idx = (n-1) * (p/100)`, `lo = floor(idx)`,
@@ -132,21 +130,7 @@ impl Sorted {
     /// numpy rejects `p` outside `[0, 100]`; here it is clamped into that range (and a NaN
     /// `p` is taken as 0), so bad input never panics.
     pub fn percentile(&self, p: f64) -> f64 {
-        let v = &self.0;
-        let n = v.len();
-        let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 100.0) };
-        let q = p / 100.0;
-        let idx = (n - 1) as f64 * q;
-        if idx >= (n - 1) as f64 {
-            return v[n - 1];
-        }
-        let lo_f = idx.floor();
-        let t = idx - lo_f;
-        // idx is in [0, n-1), so lo is a valid index and lo + 1 <= n - 1.
-        let lo = lo_f as usize;
-        let (a, b) = (v[lo], v[lo + 1]);
-        let d = b - a;
-        if t < 0.5 { a + d * t } else { b - d * (1.0 - t) }
+        percentile_at(self.0.len(), p, |i| self.0[i])
     }
 
     /// The largest value.
@@ -168,14 +152,72 @@ pub struct Described {
 
 /// Computes what vLLM reports for one metric: `np.mean`, `np.median`, `np.std` and
 /// `np.percentile` for each `p` (an empty sample counts as `[0]`).
+///
+/// The order statistics are selected, not sorted for: the same values as [`Sorted`] gives, in
+/// a few passes over the sample where sorting takes a few dozen (a run's millions of
+/// inter-token latencies).
 pub fn describe(values: &[f64], percentiles: &[f64]) -> Described {
-    let sorted = Sorted::new(values);
+    let n = values.len().max(1);
+    // The ranks the formulas read, found by running them on a recorder.
+    let mut ranks = Vec::new();
+    median_at(n, |i| {
+        ranks.push(i);
+        0.0
+    });
+    for &p in percentiles {
+        percentile_at(n, p, |i| {
+            ranks.push(i);
+            0.0
+        });
+    }
+    let v = with_ranks_in_place(values, &mut ranks);
     Described {
         mean: mean(values),
-        median: sorted.median(),
+        median: median_at(n, |i| v[i]),
         std: std(values),
-        percentiles: percentiles.iter().map(|&p| (p, sorted.percentile(p))).collect(),
+        percentiles: percentiles.iter().map(|&p| (p, percentile_at(n, p, |i| v[i]))).collect(),
     }
+}
+
+/// A copy of `values` (`[0.0]` for none, as vLLM's `X or 0`) in which each of `ranks` holds
+/// the value a sort would put there: each selected in turn, lowest first, among the values
+/// above the one selected before it.
+fn with_ranks_in_place(values: &[f64], ranks: &mut Vec<usize>) -> Vec<f64> {
+    let mut v = if values.is_empty() { vec![0.0] } else { values.to_vec() };
+    ranks.sort_unstable();
+    ranks.dedup();
+    let mut from = 0;
+    for &r in ranks.iter() {
+        // Values equal in the total order are the same bits, so the value at a rank is one.
+        v[from..].select_nth_unstable_by(r - from, f64::total_cmp);
+        from = r + 1;
+    }
+    v
+}
+
+/// `np.median` of `n` sorted values read through `at`: the middle value for an odd count,
+/// else `np.mean` of the two middle values, which is `(0.0 + a + b) / 2`. This is not the same
+/// arithmetic as `percentile(50)`.
+fn median_at(n: usize, mut at: impl FnMut(usize) -> f64) -> f64 {
+    if n % 2 == 1 { at(n / 2) } else { mean(&[at(n / 2 - 1), at(n / 2)]) }
+}
+
+/// `np.percentile(x, p)`, method `linear`, of `n` sorted values read through `at`; see
+/// [`Sorted::percentile`].
+fn percentile_at(n: usize, p: f64, mut at: impl FnMut(usize) -> f64) -> f64 {
+    let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 100.0) };
+    let q = p / 100.0;
+    let idx = (n - 1) as f64 * q;
+    if idx >= (n - 1) as f64 {
+        return at(n - 1);
+    }
+    let lo_f = idx.floor();
+    let t = idx - lo_f;
+    // idx is in [0, n-1), so lo is a valid index and lo + 1 <= n - 1.
+    let lo = lo_f as usize;
+    let (a, b) = (at(lo), at(lo + 1));
+    let d = b - a;
+    if t < 0.5 { a + d * t } else { b - d * (1.0 - t) }
 }
 
 #[cfg(test)]
@@ -260,6 +302,19 @@ mod tests {
             let mean = mean(&v);
             prop_assert!(mean >= s.values()[0] - 1e-6 && mean <= s.max() + 1e-6);
             prop_assert!(std(&v) >= 0.0);
+        }
+
+        #[test]
+        fn described_order_statistics_are_the_sorted_ones(
+            v in prop::collection::vec(prop_oneof![-1e6f64..1e6, (0u8..4).prop_map(f64::from)], 0..300),
+            ps in prop::collection::vec(0f64..=100.0, 0..6),
+        ) {
+            let d = describe(&v, &ps);
+            let s = Sorted::new(&v);
+            prop_assert_eq!(d.median.to_bits(), s.median().to_bits());
+            for (p, got) in d.percentiles {
+                prop_assert_eq!(got.to_bits(), s.percentile(p).to_bits(), "percentile {}", p);
+            }
         }
 
         #[test]

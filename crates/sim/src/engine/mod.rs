@@ -317,7 +317,8 @@ impl Engine {
         let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
         let rendered = req.chat && self.cfg.chat_template;
         // Visible once the frontend hands it on.
-        let state = Req::new(&req, generation, u64::MAX, stop_at, salt, self.cfg.kv.block_size);
+        let hash_blocks = self.cfg.enable_prefix_caching.then_some(self.cfg.kv.block_size);
+        let state = Req::new(&req, generation, u64::MAX, stop_at, salt, hash_blocks);
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.reqs[s as usize] = Some(state);

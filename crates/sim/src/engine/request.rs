@@ -127,9 +127,10 @@ pub(crate) struct Req {
     pub num_computed: u32,
     /// Tokens of batches still in flight through the pipeline's stages (scheduled, not done).
     pub in_flight: u32,
-    /// Chained hashes of every full block of known tokens (prompt and outputs).
+    /// Chained hashes of every full block of known tokens (prompt and outputs); none where
+    /// the engine keeps no prefix cache, which is the only reader.
     pub hashes: Vec<u64>,
-    /// Prompt tokens after the last full prompt block.
+    /// Prompt tokens after the last full prompt block (kept only with the hashes).
     pub tail: Vec<u32>,
     /// Makes this request's synthetic and output tokens unique.
     pub salt: u64,
@@ -147,21 +148,32 @@ pub(crate) struct Req {
 }
 
 impl Req {
-    /// Builds the state, hashing the prompt's full blocks.
-    pub fn new(req: &NewRequest, generation: u32, ready_ns: u64, stop_at: u32, salt: u64, block_size: u32) -> Req {
+    /// Builds the state, hashing the prompt's full blocks of `hash_blocks` tokens where the
+    /// engine keeps a prefix cache.
+    pub fn new(
+        req: &NewRequest,
+        generation: u32,
+        ready_ns: u64,
+        stop_at: u32,
+        salt: u64,
+        hash_blocks: Option<u32>,
+    ) -> Req {
         let len = req.prompt.len();
-        let full = len / block_size;
-        let mut hashes = Vec::with_capacity((len + req.max_tokens) as usize / block_size as usize + 1);
-        let mut parent = 0u64;
-        for b in 0..full {
-            let mut h = parent;
-            for j in b * block_size..(b + 1) * block_size {
-                h = mix64(h ^ u64::from(req.prompt.token(j, salt)));
+        let (mut hashes, mut tail) = (Vec::new(), Vec::new());
+        if let Some(block_size) = hash_blocks {
+            let full = len / block_size;
+            hashes.reserve((len + req.max_tokens) as usize / block_size as usize + 1);
+            let mut parent = 0u64;
+            for b in 0..full {
+                let mut h = parent;
+                for j in b * block_size..(b + 1) * block_size {
+                    h = mix64(h ^ u64::from(req.prompt.token(j, salt)));
+                }
+                hashes.push(h);
+                parent = h;
             }
-            hashes.push(h);
-            parent = h;
+            tail = (full * block_size..len).map(|j| req.prompt.token(j, salt)).collect();
         }
-        let tail = (full * block_size..len).map(|j| req.prompt.token(j, salt)).collect();
         Req {
             tag: req.tag,
             generation,

@@ -186,6 +186,7 @@ impl Engine {
     /// finished requests.
     pub(super) fn finish_step(&mut self) {
         let bs = self.cfg.kv.block_size;
+        let hashing = self.cfg.enable_prefix_caching;
         let mut any_finished = false;
         for k in 0..self.scheduled.len() {
             let Scheduled { slot, new_tokens, generation, epoch } = self.scheduled[k];
@@ -226,7 +227,7 @@ impl Engine {
             for j in 0..=accepted {
                 r.num_output += 1;
                 let token = r.output_token(r.num_tokens() - 1);
-                if r.num_tokens().is_multiple_of(bs) {
+                if hashing && r.num_tokens().is_multiple_of(bs) {
                     r.hash_completed_block(bs);
                 }
                 let finish = if r.num_output >= r.max_tokens {

@@ -355,8 +355,9 @@ impl NameParts {
         // How a tag's scales are taken (`-FP8-Dynamic`, `-FP8-block`), its bit width
         // (`-AWQ-4bit`), the tool that quantized it (Intel's `-int4-AutoRound`,
         // `-int4-mixed-AutoRound`) and the 8-bit share of a mix (QuantTrio's
-        // `-GPTQ-Int4-Int8Mix`: the experts in 4 bits, a few dense layers in 8, priced as the
-        // 4-bit format the experts' bytes make almost all of) are no part of the base.
+        // `-GPTQ-Int4-Int8Mix`, some layers kept at 8 bits: priced as its 4-bit format, which
+        // undercounts those layers' bytes; small beside a mixture of experts' experts) are no
+        // part of the base.
         if precision.is_some() {
             let digits_between = |p: &str, suffix: &str, prefix: &str| {
                 p.strip_suffix(suffix)

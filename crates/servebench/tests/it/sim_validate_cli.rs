@@ -268,6 +268,16 @@ fn sim_validate_reads_runs_from_the_store() {
     assert_eq!(doc["profile"], profile_arg.as_str(), "{doc}");
     let (code, err) = fails(&["sim", "validate", "--db", db, "--runs", "12"]);
     assert_eq!(code, 1, "{err}");
+    // A bench run against the built-in simulator is stored as a bench run, and skipped as
+    // what it is: the twin's prediction.
+    let bench = ["bench", "serve", "--db", db, "--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--num-prompts", "2"];
+    ok(&[&bench[..], &["--random-input-len", "16", "--random-output-len", "2", "--disable-tqdm"]].concat());
+    let out = ok(&["sim", "validate", "--db", db, "--runs", "1,12", "--hardware", "dgx-spark"]);
+    assert!(
+        out.contains("Skipped run 12: it ran against the simulator (Qwen/Qwen3-0.6B@h100-sxm), so it is a prediction"),
+        "{out}"
+    );
+    assert!(out.contains("Validated 1 measured run(s)"), "{out}");
 }
 
 /// `sim validate --fit-on num-prompts=1,100 --per deployment`, the study's check: each

@@ -251,7 +251,7 @@ impl NewRun {
         self.model = Some(target.model_id.clone());
         self.backend = Some(target.backend.name().to_string());
         self.target = Some(match &target.sim {
-            Some(sim) => format!("sim {}@{}", sim.model, sim.hardware),
+            Some(sim) => format!("{SIM_TARGET}{}@{}", sim.model, sim.hardware),
             None => target.base_url.clone(),
         });
         self.num_prompts = Some(config.traffic.num_prompts as u64);
@@ -315,6 +315,10 @@ impl KeyStats {
     }
 }
 
+/// How a run's `target` names the built-in simulator: `sim MODEL@HARDWARE` (a server is its
+/// URL, which has no space).
+const SIM_TARGET: &str = "sim ";
+
 /// One run as `runs list` shows it: its identity, labels and key numbers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunRow {
@@ -352,6 +356,11 @@ pub struct RunRow {
 }
 
 impl RunRow {
+    /// `MODEL@HARDWARE` of a run against the built-in simulator; `None` for a server.
+    pub fn simulated(&self) -> Option<&str> {
+        self.target.as_deref().and_then(|t| t.strip_prefix(SIM_TARGET))
+    }
+
     /// The label `key`, if set.
     pub fn label(&self, key: &str) -> Option<&str> {
         label_of(&self.labels, key)

@@ -180,13 +180,8 @@ fn point_of_run(run: &servebench_store::StoredRun) -> Result<MeasuredPoint, Stri
         return Err("it is a prediction, not a measurement".into());
     }
     // A bench run against the built-in simulator (`--sim MODEL@HARDWARE`) is one too.
-    if let Some(sim) = run.config.as_ref().and_then(|c| c.pointer("/target/sim")).filter(|s| !s.is_null()) {
-        let text = |k: &str| sim.get(k).and_then(serde_json::Value::as_str).unwrap_or("?");
-        return Err(format!(
-            "it ran against the simulator ({}@{}), so it is a prediction, not a measurement",
-            text("model"),
-            text("hardware")
-        ));
+    if let Some(sim) = run.row.simulated() {
+        return Err(format!("it ran against the simulator ({sim}), so it is a prediction, not a measurement"));
     }
     let mut p = MeasuredPoint::from_summary(format!("run {}", run.row.id), Vec::new(), &run.summary)?;
     if let Some(model) = &run.row.model {

@@ -19,8 +19,8 @@ use bytes::Bytes;
 use divan::counter::{BytesCount, ItemsCount};
 use divan::{AllocProfiler, Bencher, black_box};
 use servebench_bench::{
-    coalesced, instant_server, loopback_config, loopback_plan, quiet_options, random_config, run_result,
-    synthetic_records, vllm_transcript,
+    capped_records, coalesced, instant_server, loopback_config, loopback_plan, quiet_options, random_config,
+    run_result, synthetic_records, vllm_transcript,
 };
 use servebench_client::stream::StreamRecorder;
 use servebench_client::testserver::TestServer;
@@ -149,6 +149,13 @@ mod summary {
     #[divan::bench(args = [10_000, 100_000], sample_count = 20)]
     fn compute(bencher: Bencher, n: usize) {
         let run = run_result(synthetic_records(n));
+        bencher.counter(ItemsCount::new(n)).bench(|| Summary::compute(black_box(&run)));
+    }
+
+    /// The same records sent 256 at a time: the summary of the whole run and of its steady state.
+    #[divan::bench(args = [10_000, 100_000], sample_count = 20)]
+    fn compute_capped(bencher: Bencher, n: usize) {
+        let run = run_result(capped_records(n, 256));
         bencher.counter(ItemsCount::new(n)).bench(|| Summary::compute(black_box(&run)));
     }
 }

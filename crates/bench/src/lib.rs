@@ -92,6 +92,22 @@ pub fn synthetic_records(n: usize) -> Vec<RequestRecord> {
         .collect()
 }
 
+/// `n` successful records of a run capped at `slots` requests in flight: the records of
+/// [`synthetic_records`], each sent when a slot frees (the earliest end so far), so the cap
+/// holds from the first `slots` sends to the last and the run has a steady state.
+pub fn capped_records(n: usize, slots: usize) -> Vec<RequestRecord> {
+    let mut records = synthetic_records(n);
+    let mut free = vec![0u64; slots.max(1)];
+    for r in &mut records {
+        let slot = (0..free.len()).min_by_key(|&i| free[i]).unwrap_or(0);
+        r.start_ns = free[slot];
+        r.planned_ns = r.start_ns;
+        r.arrival_ns = r.start_ns;
+        free[slot] = r.start_ns + u64::from(r.end_us) * 1000;
+    }
+    records
+}
+
 /// A finished run holding `records`, with vLLM's default report sections.
 pub fn run_result(records: Vec<RequestRecord>) -> RunResult {
     let mut config = RunConfig::for_target("http://127.0.0.1:8000", "Qwen/Qwen3-8B");
@@ -214,6 +230,9 @@ mod tests {
         let s = Summary::compute(&run_result(a));
         assert_eq!(s.completed, 100);
         assert!(s.output_throughput.unwrap() > 0.0);
+        let capped = run_result(capped_records(2_000, 256));
+        let steady = Summary::compute(&capped).steady_state.expect("a capped run has a steady state");
+        assert!(steady.summary.completed > 1_000, "{}", steady.summary.completed);
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! head means the server answered at once and streamed late; a head only at the first token
 //! means the server held the response until it had one.
 
+use std::borrow::Borrow;
+
 use serde::{Deserialize, Serialize};
 
 use super::Sorted;
@@ -45,8 +47,9 @@ pub struct HttpBreakdown {
 
 impl HttpBreakdown {
     /// `None` when no request got a response head (or the records do not say: an import).
-    pub fn of(records: &[RequestRecord]) -> Option<HttpBreakdown> {
-        let answered: Vec<&RequestRecord> = records.iter().filter(|r| r.http.headers_us.is_some()).collect();
+    pub fn of<R: Borrow<RequestRecord>>(records: &[R]) -> Option<HttpBreakdown> {
+        let answered: Vec<&RequestRecord> =
+            records.iter().map(Borrow::borrow).filter(|r| r.http.headers_us.is_some()).collect();
         if answered.is_empty() {
             return None;
         }

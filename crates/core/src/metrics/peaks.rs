@@ -14,6 +14,7 @@
 //!
 //! All three consider successful requests only, as vLLM does.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use crate::record::RequestRecord;
@@ -37,8 +38,8 @@ pub struct BucketPeaks {
 ///   one in its bucket if that bucket is below `int(ceil(max_end - min_start)) + 1`;
 /// - a request counts in every bucket from `int(start - min_start)` to
 ///   `int(start + latency - min_start)`, both included.
-pub fn vllm_bucket_peaks(records: &[RequestRecord]) -> BucketPeaks {
-    let succ: Vec<&RequestRecord> = records.iter().filter(|r| r.succeeded()).collect();
+pub fn vllm_bucket_peaks<R: Borrow<RequestRecord>>(records: &[R]) -> BucketPeaks {
+    let succ: Vec<&RequestRecord> = records.iter().map(Borrow::borrow).filter(|r| r.succeeded()).collect();
     if succ.is_empty() {
         return BucketPeaks::default();
     }
@@ -114,9 +115,9 @@ fn max_running_sum<T: Ord + Copy>(mut events: Vec<(T, i64)>) -> u64 {
 /// The exact peak number of requests in flight: a sweep line over each successful
 /// request's `[send, last token)` interval, in integer nanoseconds, with departures before
 /// arrivals at equal times (a request that ends when another starts does not overlap it).
-pub fn peak_concurrency(records: &[RequestRecord]) -> u64 {
+pub fn peak_concurrency<R: Borrow<RequestRecord>>(records: &[R]) -> u64 {
     let mut events: Vec<(u64, i64)> = Vec::new();
-    for r in records.iter().filter(|r| r.succeeded()) {
+    for r in records.iter().map(Borrow::borrow).filter(|r| r.succeeded()) {
         let start = r.start_ns;
         let end = start.saturating_add(u64::from(r.chunks_us.last().copied().unwrap_or(0)) * 1000);
         events.push((start, 1));
@@ -129,8 +130,9 @@ pub fn peak_concurrency(records: &[RequestRecord]) -> u64 {
 /// arrived within any sliding window `[t, t + 1 s)`. Each chunk of a request carries an equal
 /// share, `output_tokens / chunks`, of that request's output tokens, so a chunk holding
 /// several tokens counts for all of them.
-pub fn peak_output_tokens_per_s(records: &[RequestRecord]) -> f64 {
-    let done: Vec<&RequestRecord> = records.iter().filter(|r| r.succeeded() && !r.chunks_us.is_empty()).collect();
+pub fn peak_output_tokens_per_s<R: Borrow<RequestRecord>>(records: &[R]) -> f64 {
+    let done: Vec<&RequestRecord> =
+        records.iter().map(Borrow::borrow).filter(|r| r.succeeded() && !r.chunks_us.is_empty()).collect();
     // (output tokens, chunk count) per request position.
     let weights: Vec<(u64, u64)> =
         done.iter().map(|r| (u64::from(r.output_tokens()), r.chunks_us.len() as u64)).collect();
@@ -286,7 +288,7 @@ mod tests {
         assert_eq!(vllm_bucket_peaks(&rs), BucketPeaks::default());
         assert_eq!(peak_concurrency(&rs), 0);
         assert_eq!(peak_output_tokens_per_s(&rs), 0.0);
-        assert_eq!(peak_output_tokens_per_s(&[]), 0.0);
+        assert_eq!(peak_output_tokens_per_s::<RequestRecord>(&[]), 0.0);
     }
 
     #[test]

@@ -6,12 +6,12 @@
 //! importers build from a vLLM text report or result JSON, so everything a report may lack
 //! is an `Option`.
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Metric;
+use crate::config::{Metric, RunConfig};
 use crate::metrics::health::Health;
 use crate::metrics::peaks::{peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
 use crate::metrics::stats::{Sorted, describe};
@@ -169,8 +169,18 @@ impl Summary {
     }
 
     /// [`Summary::compute`] without the steady state and the time slices.
-    pub(crate) fn compute_plain(run: &RunResult) -> Summary {
-        let config = &run.config;
+    fn compute_plain(run: &RunResult) -> Summary {
+        let mut summary = Summary::over(&run.config, &run.records, run.duration_s);
+        summary.health = run.client.as_ref().map(|obs| Health::assess(run, obs, summary.dispatch_lag));
+        summary.server = run.telemetry.clone();
+        summary.spec_decode = run.spec_decode.as_ref().and_then(|w| w.counts());
+        summary
+    }
+
+    /// The figures of `records` (a whole run's, or those of a window of it, borrowed) over
+    /// `duration_s`, as [`Summary::compute`] gives them, without what only the whole run has:
+    /// the client's health, the server's figures, the steady state and the slices.
+    pub(crate) fn over<R: Borrow<RequestRecord>>(config: &RunConfig, records: &[R], duration_s: f64) -> Summary {
         let output = &config.output;
         let traffic = &config.traffic;
 
@@ -187,7 +197,7 @@ impl Summary {
         let mut failures_by_kind = BTreeMap::new();
         let mut failure_messages = Vec::new();
 
-        for r in &run.records {
+        for r in records.iter().map(Borrow::borrow) {
             let Some(failure) = &r.failure else {
                 let out = r.output_tokens();
                 total_output += u64::from(out);
@@ -217,7 +227,7 @@ impl Summary {
         }
 
         let per_s = |count: f64| {
-            if run.duration_s > 0.0 && run.duration_s.is_finite() { count / run.duration_s } else { 0.0 }
+            if duration_s > 0.0 && duration_s.is_finite() { count / duration_s } else { 0.0 }
         };
 
         let request_goodput = (!output.goodput.is_empty()).then(|| {
@@ -267,43 +277,46 @@ impl Summary {
             });
         }
 
-        let buckets = vllm_bucket_peaks(&run.records);
-        let dispatch_lag = dispatch_lag(&run.records);
+        let buckets = vllm_bucket_peaks(records);
         Summary {
             completed,
             failed: Some(failed),
             max_concurrency: traffic.max_concurrency.map(|c| c as u64),
             request_rate: Some(traffic.request_rate),
-            duration_s: run.duration_s,
+            duration_s,
             total_input_tokens: total_input,
             total_output_tokens: Some(total_output),
             request_throughput: per_s(completed as f64),
             request_goodput,
             output_throughput: Some(per_s(total_output as f64)),
             total_token_throughput: Some(per_s((total_input + total_output) as f64)),
-            peak_output_throughput: Some(peak_output_tokens_per_s(&run.records)),
-            peak_concurrent_requests: Some(peak_concurrency(&run.records)),
+            peak_output_throughput: Some(peak_output_tokens_per_s(records)),
+            peak_concurrent_requests: Some(peak_concurrency(records)),
             vllm_max_output_tokens_per_s: Some(buckets.max_output_tokens_per_s),
             vllm_max_concurrent_requests: Some(buckets.max_concurrent_requests),
             metrics,
             failures_by_kind,
             failure_messages,
-            dispatch_lag,
-            health: run.client.as_ref().map(|obs| Health::assess(run, obs, dispatch_lag)),
+            dispatch_lag: dispatch_lag(records),
+            health: None,
             steady_state: None,
             slices: Vec::new(),
-            server: run.telemetry.clone(),
-            http: super::HttpBreakdown::of(&run.records),
-            spec_decode: run.spec_decode.as_ref().and_then(|w| w.counts()),
+            server: None,
+            http: super::HttpBreakdown::of(records),
+            spec_decode: None,
         }
     }
 }
 
 /// p50, p99 and max of [`RequestRecord::dispatch_lag_s`] over the requests that were
 /// dispatched (an unsent request has an arrival time before its planned time).
-pub fn dispatch_lag(records: &[RequestRecord]) -> Option<DispatchLag> {
-    let lags: Vec<f64> =
-        records.iter().filter(|r| r.arrival_ns >= r.planned_ns).map(RequestRecord::dispatch_lag_s).collect();
+pub fn dispatch_lag<R: Borrow<RequestRecord>>(records: &[R]) -> Option<DispatchLag> {
+    let lags: Vec<f64> = records
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|r| r.arrival_ns >= r.planned_ns)
+        .map(RequestRecord::dispatch_lag_s)
+        .collect();
     if lags.is_empty() {
         return None;
     }

@@ -121,10 +121,10 @@ fn first_time_at(spans: &[(u64, u64)], level: u64) -> Option<u64> {
 pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
     let spans: Vec<(u64, u64)> = run.records.iter().filter_map(span).collect();
     let (from, to, basis) = window_of(run, &spans)?;
-    let inside: Vec<RequestRecord> =
-        run.records.iter().filter(|r| span(r).is_some_and(|(s, e)| s >= from && e <= to)).cloned().collect();
+    let inside: Vec<&RequestRecord> =
+        run.records.iter().filter(|r| span(r).is_some_and(|(s, e)| s >= from && e <= to)).collect();
     // Every request sent has a span.
-    if !inside.iter().any(RequestRecord::succeeded) || inside.len() == spans.len() {
+    if !inside.iter().any(|r| r.succeeded()) || inside.len() == spans.len() {
         return None;
     }
     // Fewer requests lived wholly inside the window than were in flight in it: the load never
@@ -134,16 +134,8 @@ pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
         return None;
     }
     let len_s = (to - from) as f64 / NS;
-    // The server's counters cover the whole run, not the window.
-    let window = RunResult {
-        records: inside,
-        duration_s: len_s,
-        client: None,
-        telemetry: None,
-        spec_decode: None,
-        ..run.clone()
-    };
-    let mut summary = Summary::compute_plain(&window);
+    // The server's counters and the client's health cover the whole run, not the window.
+    let mut summary = Summary::over(&run.config, &inside, len_s);
     let counts = Counts::of(&run.records, from, to);
     summary.request_throughput = counts.completed as f64 / len_s;
     summary.output_throughput = Some(counts.output_tokens / len_s);

@@ -48,7 +48,7 @@ pub fn vllm_bucket_peaks<R: Borrow<RequestRecord>>(records: &[R]) -> BucketPeaks
     // Python's int() truncates toward zero, as `as i64` does.
     let buckets = (max_end - min_start).ceil() as i64 + 1;
 
-    let mut token_buckets: Vec<i64> = Vec::with_capacity(succ.iter().map(|r| r.chunks_us.len()).sum());
+    let mut token_buckets = Buckets::new(buckets, succ.iter().map(|r| r.chunks_us.len()).sum());
     // Bucket-index events (index, delta) for the concurrency count: +1 entering the first
     // bucket, -1 leaving after the last one.
     let mut events: Vec<(i64, i64)> = Vec::with_capacity(2 * succ.len());
@@ -57,7 +57,7 @@ pub fn vllm_bucket_peaks<R: Borrow<RequestRecord>>(records: &[R]) -> BucketPeaks
         let mut count_chunk = |t: f64| {
             let b = (t - min_start) as i64;
             if (0..buckets).contains(&b) {
-                token_buckets.push(b);
+                token_buckets.add(b);
             }
         };
         let mut t = start + r.ttft_s();
@@ -74,29 +74,52 @@ pub fn vllm_bucket_peaks<R: Borrow<RequestRecord>>(records: &[R]) -> BucketPeaks
         }
     }
 
-    let max_tokens = most_in_one_bucket(token_buckets, buckets);
+    let max_tokens = token_buckets.most();
 
     BucketPeaks { max_output_tokens_per_s: max_tokens as f64, max_concurrent_requests: max_running_sum(events) }
 }
 
-/// The largest number of equal values among `buckets`, each in `0..count`: counted per bucket
-/// where the buckets are few beside the values (any real run: one a second), else by sorting.
-fn most_in_one_bucket(mut buckets: Vec<i64>, count: i64) -> u64 {
-    if usize::try_from(count).is_ok_and(|n| n <= buckets.len().max(1 << 16)) {
-        let mut per = vec![0u64; count.max(0) as usize];
-        for b in buckets {
-            per[b as usize] += 1;
+/// Chunks counted by the bucket they fall in, for the most in one: a count per bucket where
+/// the buckets are few beside the chunks (any real run: one a second), else the buckets
+/// listed and sorted (a run of chunks spread over more seconds than it has chunks).
+enum Buckets {
+    Counted(Vec<u64>),
+    Listed(Vec<i64>),
+}
+
+impl Buckets {
+    /// For at most `chunks` chunks in buckets `0..count`.
+    fn new(count: i64, chunks: usize) -> Buckets {
+        match usize::try_from(count) {
+            Ok(n) if n <= chunks.max(1 << 16) => Buckets::Counted(vec![0; n]),
+            _ => Buckets::Listed(Vec::with_capacity(chunks)),
         }
-        return per.into_iter().max().unwrap_or(0);
     }
-    buckets.sort_unstable();
-    let mut most = 0u64;
-    let mut run = 0u64;
-    for (i, b) in buckets.iter().enumerate() {
-        run = if i > 0 && buckets[i - 1] == *b { run + 1 } else { 1 };
-        most = most.max(run);
+
+    /// One chunk in bucket `b`, which is in `0..count`.
+    fn add(&mut self, b: i64) {
+        match self {
+            Buckets::Counted(per) => per[b as usize] += 1,
+            Buckets::Listed(list) => list.push(b),
+        }
     }
-    most
+
+    /// The most chunks in one bucket (0 for none).
+    fn most(self) -> u64 {
+        match self {
+            Buckets::Counted(per) => per.into_iter().max().unwrap_or(0),
+            Buckets::Listed(mut list) => {
+                list.sort_unstable();
+                let mut most = 0u64;
+                let mut run = 0u64;
+                for (i, b) in list.iter().enumerate() {
+                    run = if i > 0 && list[i - 1] == *b { run + 1 } else { 1 };
+                    most = most.max(run);
+                }
+                most
+            }
+        }
+    }
 }
 
 /// The largest running sum of `(time, delta)` events sorted by time, a departure (-1)
@@ -395,7 +418,18 @@ mod tests {
                     *naive.entry(v).or_insert(0u64) += 1;
                 }
                 let expected = naive.values().copied().max().unwrap_or(0);
-                prop_assert_eq!(most_in_one_bucket(values, count), expected);
+                // The way the run's sizes choose, and each way forced.
+                let ways = [
+                    Buckets::new(count, values.len()),
+                    Buckets::Counted(vec![0; count as usize]),
+                    Buckets::Listed(Vec::new()),
+                ];
+                for mut buckets in ways {
+                    for &v in &values {
+                        buckets.add(v);
+                    }
+                    prop_assert_eq!(buckets.most(), expected);
+                }
             }
         }
     }

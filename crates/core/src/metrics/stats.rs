@@ -23,37 +23,41 @@ const BLOCK: usize = 128;
 /// The reduction adds the result to numpy's initial value `0.0`, which only matters for
 /// `-0.0`; that addition is kept too.
 pub fn pairwise_sum(values: &[f64]) -> f64 {
-    0.0 + pairwise(values)
+    0.0 + pairwise(values, |x| x)
 }
 
-fn pairwise(a: &[f64]) -> f64 {
+/// The pairwise sum of `f` of each value, in the order and grouping of [`pairwise_sum`] over
+/// the array of those terms, without building that array.
+fn pairwise(a: &[f64], f: impl Fn(f64) -> f64 + Copy) -> f64 {
     let n = a.len();
     if n < 8 {
         let mut res = 0.0;
         for &x in a {
-            res += x;
+            res += f(x);
         }
         res
     } else if n <= BLOCK {
         let mut r = [0.0f64; 8];
-        r.copy_from_slice(&a[..8]);
+        for (acc, &x) in r.iter_mut().zip(&a[..8]) {
+            *acc = f(x);
+        }
         let whole = n - n % 8;
         let mut i = 8;
         while i < whole {
             for (j, acc) in r.iter_mut().enumerate() {
-                *acc += a[i + j];
+                *acc += f(a[i + j]);
             }
             i += 8;
         }
         let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
         for &x in &a[whole..] {
-            res += x;
+            res += f(x);
         }
         res
     } else {
         let mut n2 = n / 2;
         n2 -= n2 % 8;
-        pairwise(&a[..n2]) + pairwise(&a[n2..])
+        pairwise(&a[..n2], f) + pairwise(&a[n2..], f)
     }
 }
 
@@ -71,15 +75,17 @@ pub fn std(values: &[f64]) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
-    let m = mean(values);
-    let squares: Vec<f64> = values
-        .iter()
-        .map(|&x| {
-            let d = x - m;
-            d * d
-        })
-        .collect();
-    (pairwise_sum(&squares) / values.len() as f64).sqrt()
+    std_about(values, mean(values))
+}
+
+/// [`std`] of a non-empty sample whose mean `m` is known: numpy's squares of the deviations,
+/// summed pairwise as they come.
+fn std_about(values: &[f64], m: f64) -> f64 {
+    let square = |x: f64| {
+        let d = x - m;
+        d * d
+    };
+    ((0.0 + pairwise(values, square)) / values.len() as f64).sqrt()
 }
 
 /// `np.median(values or 0)`. Sorts a copy; use [`Sorted`] to take several order statistics.
@@ -157,7 +163,21 @@ pub struct Described {
 /// a few passes over the sample where sorting takes a few dozen (a run's millions of
 /// inter-token latencies).
 pub fn describe(values: &[f64], percentiles: &[f64]) -> Described {
-    let n = values.len().max(1);
+    describe_in_place(&mut values.to_vec(), percentiles)
+}
+
+/// [`describe`] of a sample the caller no longer needs in its order: the mean and the std
+/// are taken first (in the sample's order, as numpy sums), then the order statistics are
+/// selected in `values` itself, which is left reordered. No copy: a run's millions of
+/// inter-token latencies are described where they were collected.
+pub fn describe_in_place(values: &mut [f64], percentiles: &[f64]) -> Described {
+    if values.is_empty() {
+        // vLLM's `X or 0`.
+        return describe_in_place(&mut [0.0], percentiles);
+    }
+    let mean = mean(values);
+    let std = std_about(values, mean);
+    let n = values.len();
     // The ranks the formulas read, found by running them on a recorder.
     let mut ranks = Vec::new();
     median_at(n, |i| {
@@ -170,20 +190,19 @@ pub fn describe(values: &[f64], percentiles: &[f64]) -> Described {
             0.0
         });
     }
-    let v = with_ranks_in_place(values, &mut ranks);
+    select_ranks(values, &mut ranks);
+    let v = &*values;
     Described {
-        mean: mean(values),
+        mean,
         median: median_at(n, |i| v[i]),
-        std: std(values),
+        std,
         percentiles: percentiles.iter().map(|&p| (p, percentile_at(n, p, |i| v[i]))).collect(),
     }
 }
 
-/// A copy of `values` (`[0.0]` for none, as vLLM's `X or 0`) in which each of `ranks` holds
-/// the value a sort would put there: each selected in turn, lowest first, among the values
-/// above the one selected before it.
-fn with_ranks_in_place(values: &[f64], ranks: &mut Vec<usize>) -> Vec<f64> {
-    let mut v = if values.is_empty() { vec![0.0] } else { values.to_vec() };
+/// Reorders `v` so that each of `ranks` holds the value a sort would put there: each
+/// selected in turn, lowest first, among the values above the one selected before it.
+fn select_ranks(v: &mut [f64], ranks: &mut Vec<usize>) {
     ranks.sort_unstable();
     ranks.dedup();
     let mut from = 0;
@@ -192,7 +211,6 @@ fn with_ranks_in_place(values: &[f64], ranks: &mut Vec<usize>) -> Vec<f64> {
         v[from..].select_nth_unstable_by(r - from, f64::total_cmp);
         from = r + 1;
     }
-    v
 }
 
 /// `np.median` of `n` sorted values read through `at`: the middle value for an odd count,
@@ -315,6 +333,23 @@ mod tests {
             for (p, got) in d.percentiles {
                 prop_assert_eq!(got.to_bits(), s.percentile(p).to_bits(), "percentile {}", p);
             }
+        }
+
+        #[test]
+        fn described_in_place_as_from_a_copy_and_std_as_from_numpy_s_squares(
+            v in prop::collection::vec(-1e6f64..1e6, 0..1000),
+            ps in prop::collection::vec(0f64..=100.0, 0..6),
+        ) {
+            let mut own = v.clone();
+            let (copied, in_place) = (describe(&v, &ps), describe_in_place(&mut own, &ps));
+            let bits = |d: &Described| (d.mean.to_bits(), d.median.to_bits(), d.std.to_bits(),
+                d.percentiles.iter().map(|(p, x)| (p.to_bits(), x.to_bits())).collect::<Vec<_>>());
+            prop_assert_eq!(bits(&copied), bits(&in_place));
+            // numpy's `std`: the array of squared deviations, then its pairwise sum.
+            let m = mean(&v);
+            let squares: Vec<f64> = v.iter().map(|&x| (x - m) * (x - m)).collect();
+            let numpy = if v.is_empty() { 0.0 } else { (pairwise_sum(&squares) / v.len() as f64).sqrt() };
+            prop_assert_eq!(std(&v).to_bits(), numpy.to_bits());
         }
 
         #[test]

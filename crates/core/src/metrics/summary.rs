@@ -6,7 +6,7 @@
 //! importers build from a vLLM text report or result JSON, so everything a report may lack
 //! is an `Option`.
 
-use std::borrow::{Borrow, Cow};
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Metric, RunConfig};
 use crate::metrics::health::Health;
 use crate::metrics::peaks::{peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
-use crate::metrics::stats::{Sorted, describe};
+use crate::metrics::stats::{Sorted, describe, describe_in_place};
 use crate::metrics::window::{Slice, SteadyState, slices, steady_state};
 use crate::record::{FailureKind, RequestRecord, RunResult};
 
@@ -191,7 +191,10 @@ impl Summary {
         let mut ttfts = Vec::new();
         let mut tpots = Vec::new();
         let mut all_tpots = Vec::new();
-        let mut itls = Vec::new();
+        // Every gap of every request, for vLLM's ITL percentiles: reserved at once, as it can
+        // run to millions.
+        let gaps = records.iter().map(|r| r.borrow().chunks_us.len().saturating_sub(1)).sum();
+        let mut itls = Vec::with_capacity(gaps);
         let mut e2els = Vec::new();
         let mut queues = Vec::new();
         let mut failures_by_kind = BTreeMap::new();
@@ -256,18 +259,19 @@ impl Summary {
             if !output.percentile_metrics.contains(&metric) {
                 continue;
             }
-            let values: Cow<'_, [f64]> = match metric {
-                Metric::Ttft => Cow::Borrowed(&ttfts),
-                Metric::Tpot => Cow::Borrowed(&tpots),
-                Metric::Itl => Cow::Borrowed(&itls),
-                Metric::E2el => Cow::Borrowed(&e2els),
-                Metric::ClientQueueTime if traffic.max_concurrency.is_some() => Cow::Borrowed(&queues),
+            let pcts = &output.metric_percentiles;
+            let d = match metric {
+                Metric::Ttft => describe(&ttfts, pcts),
+                Metric::Tpot => describe(&tpots, pcts),
+                // Nothing reads the gaps after this: described where they lie, not copied.
+                Metric::Itl => describe_in_place(&mut itls, pcts),
+                Metric::E2el => describe(&e2els, pcts),
+                Metric::ClientQueueTime if traffic.max_concurrency.is_some() => describe(&queues, pcts),
                 Metric::E2elIncludingClientQueue if traffic.max_concurrency.is_some() && rate_finite => {
-                    Cow::Owned(e2els.iter().zip(&queues).map(|(e, q)| e + q).collect())
+                    describe_in_place(&mut e2els.iter().zip(&queues).map(|(e, q)| e + q).collect::<Vec<_>>(), pcts)
                 }
                 _ => continue,
             };
-            let d = describe(&values, &output.metric_percentiles);
             metrics.push(MetricStats {
                 metric,
                 mean_ms: d.mean * 1000.0,

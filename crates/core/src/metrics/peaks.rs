@@ -217,17 +217,22 @@ impl Chunks {
             requests.iter().flat_map(|r| arrivals(r)).fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
         let first = first.min(last);
         let pos_bits = u64::BITS - (requests.len() as u64).saturating_sub(1).leading_zeros();
+        // Reserved at once: a run's millions of chunks collected from a flattened iterator would
+        // grow the list by doubling, holding the old copy beside the new at each step.
+        let count = requests.iter().map(|r| r.chunks_us.len()).sum();
         if (last - first).leading_zeros() < pos_bits {
-            let mut pairs: Vec<(u64, usize)> =
-                requests.iter().enumerate().flat_map(|(pos, r)| arrivals(r).map(move |t| (t, pos))).collect();
+            let mut pairs = Vec::with_capacity(count);
+            pairs.extend(requests.iter().enumerate().flat_map(|(pos, r)| arrivals(r).map(move |t| (t, pos))));
             pairs.sort_unstable();
             return Chunks::Pairs(pairs);
         }
-        let mut keys: Vec<u64> = requests
-            .iter()
-            .enumerate()
-            .flat_map(|(pos, r)| arrivals(r).map(move |t| ((t - first) << pos_bits) | pos as u64))
-            .collect();
+        let mut keys = Vec::with_capacity(count);
+        keys.extend(
+            requests
+                .iter()
+                .enumerate()
+                .flat_map(|(pos, r)| arrivals(r).map(move |t| ((t - first) << pos_bits) | pos as u64)),
+        );
         keys.sort_unstable();
         Chunks::Packed { keys, first, pos_bits }
     }

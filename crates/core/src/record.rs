@@ -159,9 +159,14 @@ impl RequestRecord {
         self.chunks_us.last().map_or(0.0, |&t| f64::from(t) * 1e-6)
     }
 
+    /// Gaps between consecutive token chunks, whole microseconds.
+    pub fn gaps_us(&self) -> impl Iterator<Item = u32> + '_ {
+        self.chunks_us.windows(2).map(|w| w[1].saturating_sub(w[0]))
+    }
+
     /// Gaps between consecutive token chunks, seconds (vLLM's `itl`).
     pub fn itl_s(&self) -> impl Iterator<Item = f64> + '_ {
-        self.chunks_us.windows(2).map(|w| f64::from(w[1].saturating_sub(w[0])) * 1e-6)
+        self.gaps_us().map(|us| f64::from(us) * 1e-6)
     }
 
     /// Seconds waited for a concurrency slot (vLLM's `client_queue_time`).

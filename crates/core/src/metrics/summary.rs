@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Metric, RunConfig};
 use crate::metrics::health::Health;
 use crate::metrics::peaks::{peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
-use crate::metrics::stats::{Sorted, describe, describe_in_place};
+use crate::metrics::stats::{Sorted, describe, describe_in_place, describe_micros_in_place};
 use crate::metrics::window::{Slice, SteadyState, slices, steady_state};
 use crate::record::{FailureKind, RequestRecord, RunResult};
 
@@ -191,10 +191,10 @@ impl Summary {
         let mut ttfts = Vec::new();
         let mut tpots = Vec::new();
         let mut all_tpots = Vec::new();
-        // Every gap of every request, for vLLM's ITL percentiles: reserved at once, as it can
-        // run to millions.
+        // Every gap of every request, for vLLM's ITL percentiles, in the records' whole
+        // microseconds: reserved at once, as it can run to millions.
         let gaps = records.iter().map(|r| r.borrow().chunks_us.len().saturating_sub(1)).sum();
-        let mut itls = Vec::with_capacity(gaps);
+        let mut itls_us: Vec<u32> = Vec::with_capacity(gaps);
         let mut e2els = Vec::new();
         let mut queues = Vec::new();
         let mut failures_by_kind = BTreeMap::new();
@@ -212,7 +212,7 @@ impl Summary {
                     tpots.push(tpot);
                 }
                 all_tpots.push(tpot);
-                itls.extend(r.itl_s());
+                itls_us.extend(r.gaps_us());
                 ttfts.push(ttft);
                 e2els.push(latency);
                 queues.push(r.client_queue_s());
@@ -264,7 +264,7 @@ impl Summary {
                 Metric::Ttft => describe(&ttfts, pcts),
                 Metric::Tpot => describe(&tpots, pcts),
                 // Nothing reads the gaps after this: described where they lie, not copied.
-                Metric::Itl => describe_in_place(&mut itls, pcts),
+                Metric::Itl => describe_micros_in_place(&mut itls_us, pcts),
                 Metric::E2el => describe(&e2els, pcts),
                 Metric::ClientQueueTime if traffic.max_concurrency.is_some() => describe(&queues, pcts),
                 Metric::E2elIncludingClientQueue if traffic.max_concurrency.is_some() && rate_finite => {

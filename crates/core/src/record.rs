@@ -138,6 +138,12 @@ pub struct HttpTimes {
     pub first_byte_us: Option<u32>,
 }
 
+/// A record's whole microseconds in seconds, as every figure reads them (the summary's
+/// description of a run's gaps included, so it must stay this one map).
+pub fn micros_s(us: u32) -> f64 {
+    f64::from(us) * 1e-6
+}
+
 impl RequestRecord {
     /// Whether the request completed without a failure (a never-sent request did not).
     pub fn succeeded(&self) -> bool {
@@ -151,12 +157,12 @@ impl RequestRecord {
 
     /// Time to first token, seconds (0 when no token came, as vLLM records it).
     pub fn ttft_s(&self) -> f64 {
-        self.chunks_us.first().map_or(0.0, |&t| f64::from(t) * 1e-6)
+        self.chunks_us.first().map_or(0.0, |&t| micros_s(t))
     }
 
     /// Time from send to the last token chunk, seconds (vLLM's `latency`).
     pub fn latency_s(&self) -> f64 {
-        self.chunks_us.last().map_or(0.0, |&t| f64::from(t) * 1e-6)
+        self.chunks_us.last().map_or(0.0, |&t| micros_s(t))
     }
 
     /// Gaps between consecutive token chunks, whole microseconds.
@@ -166,7 +172,7 @@ impl RequestRecord {
 
     /// Gaps between consecutive token chunks, seconds (vLLM's `itl`).
     pub fn itl_s(&self) -> impl Iterator<Item = f64> + '_ {
-        self.gaps_us().map(|us| f64::from(us) * 1e-6)
+        self.gaps_us().map(micros_s)
     }
 
     /// Seconds waited for a concurrency slot (vLLM's `client_queue_time`).

@@ -66,7 +66,12 @@ pub fn mean(values: &[f64]) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
-    pairwise_sum(values) / values.len() as f64
+    mean_of(values)
+}
+
+/// [`mean`] of a non-empty sample read through [`Sample::value`].
+fn mean_of<T: Sample>(values: &[T]) -> f64 {
+    (0.0 + pairwise(values, T::value)) / values.len() as f64
 }
 
 /// `np.std(values or 0)`: the population standard deviation (ddof = 0),
@@ -204,7 +209,7 @@ impl Sample for f64 {
 impl Sample for u32 {
     const ZERO: Self = 0;
     fn value(self) -> f64 {
-        f64::from(self) * 1e-6
+        crate::record::micros_s(self)
     }
     fn order(a: &Self, b: &Self) -> std::cmp::Ordering {
         a.cmp(b)
@@ -216,7 +221,7 @@ fn described<T: Sample>(values: &mut [T], percentiles: &[f64]) -> Described {
         // vLLM's `X or 0`.
         return described(&mut [T::ZERO], percentiles);
     }
-    let mean = (0.0 + pairwise(values, T::value)) / values.len() as f64;
+    let mean = mean_of(values);
     let std = std_about(values, mean);
     let n = values.len();
     // The ranks the formulas read, found by running them on a recorder.
@@ -345,6 +350,12 @@ mod tests {
         assert_eq!(percentile(&[1.0, 2.0], f64::NAN), 1.0);
     }
 
+    /// Every figure of a description as its bits.
+    fn bits(d: &Described) -> (u64, u64, u64, Vec<(u64, u64)>) {
+        let percentiles = d.percentiles.iter().map(|(p, x)| (p.to_bits(), x.to_bits())).collect();
+        (d.mean.to_bits(), d.median.to_bits(), d.std.to_bits(), percentiles)
+    }
+
     fn sample() -> impl Strategy<Value = Vec<f64>> {
         prop::collection::vec(-1e6f64..1e6, 0..300)
     }
@@ -382,8 +393,6 @@ mod tests {
         ) {
             let mut own = v.clone();
             let (copied, in_place) = (describe(&v, &ps), describe_in_place(&mut own, &ps));
-            let bits = |d: &Described| (d.mean.to_bits(), d.median.to_bits(), d.std.to_bits(),
-                d.percentiles.iter().map(|(p, x)| (p.to_bits(), x.to_bits())).collect::<Vec<_>>());
             prop_assert_eq!(bits(&copied), bits(&in_place));
             // numpy's `std`: the array of squared deviations, then its pairwise sum.
             let m = mean(&v);
@@ -398,8 +407,6 @@ mod tests {
             ps in prop::collection::vec(0f64..=100.0, 0..6),
         ) {
             let seconds: Vec<f64> = us.iter().map(|&g| f64::from(g) * 1e-6).collect();
-            let bits = |d: &Described| (d.mean.to_bits(), d.median.to_bits(), d.std.to_bits(),
-                d.percentiles.iter().map(|(p, x)| (p.to_bits(), x.to_bits())).collect::<Vec<_>>());
             prop_assert_eq!(bits(&describe_micros_in_place(&mut us.clone(), &ps)), bits(&describe(&seconds, &ps)));
         }
 

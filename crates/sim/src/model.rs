@@ -333,10 +333,11 @@ impl ModelShape {
         self.ffn_layers() - self.moe_layers()
     }
 
-    /// Tensor-parallel all-reduces of one forward pass through the layers: one after each mixer
-    /// and one after each FFN.
+    /// Tensor-parallel all-reduces of one forward pass: one after the input embedding (each rank
+    /// looks up only the tokens of its shard of the vocabulary, the others' rows left zero), one
+    /// after each mixer and one after each FFN.
     pub fn allreduces(&self) -> u32 {
-        self.layers + self.ffn_layers()
+        1 + self.layers + self.ffn_layers()
     }
 
     /// Weight matrices of one FFN or expert: gate, up and down, or up and down without a gate.

@@ -337,15 +337,15 @@ fn sim_step_prices_one_step_term_by_term() {
     // The fused all-reduce and norm is named where it runs (on Hopper it saves nothing).
     let (r, out) = run(&["--tp", "8", "--batch", "64", "--option", "fuse-allreduce-rms=true"]);
     assert!(r.is_ok(), "{r:?}");
-    assert!(out.contains("72 all-reduces over nvlink4 at 450 GB/s (fused with their RMSNorm) a step"), "{out}");
+    assert!(out.contains("73 all-reduces over nvlink4 at 450 GB/s (fused with their RMSNorm) a step"), "{out}");
     // Bridged cards name the link the group crosses: the bridge, or PCIe past it.
     let (_, out) = on("h100-nvl", &["--tp", "2", "--batch", "8"]);
-    assert!(out.contains("72 all-reduces over nvlink4-bridge at 300 GB/s a step"), "{out}");
+    assert!(out.contains("73 all-reduces over nvlink4-bridge at 300 GB/s a step"), "{out}");
     let (_, out) = on("h100-nvl", &["--tp", "4", "--batch", "8"]);
-    assert!(out.contains("72 all-reduces over pcie5 at 50 GB/s a step"), "{out}");
+    assert!(out.contains("73 all-reduces over pcie5 at 50 GB/s a step"), "{out}");
     // A rate of the profile's own replaces a link's with message steps, and is named.
     let (_, out) = on("h100-nvl", &["--tp", "4", "--batch", "8", "--option", "ar-gbs=20"]);
-    assert!(out.contains("72 all-reduces over pcie5 at 20 GB/s a step"), "{out}");
+    assert!(out.contains("73 all-reduces over pcie5 at 20 GB/s a step"), "{out}");
     let (_, out) = run(&["--batch", "5", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((doc["tokens"].as_u64(), doc["graph_rows"].as_u64()), (Some(5), Some(8)), "{doc}");

@@ -104,7 +104,9 @@ fn a_network_s_rate_is_fitted_where_prompts_prefill_long_steps() {
 /// deployment's constants and predict the run of 10. Measurements made by a stack whose
 /// network and frontend differ from the preset's (network steps of 40 µs, not the link's 7,
 /// and 10 ms to reach the scheduler; 30 % off with the presets) come within 1 % with the
-/// default constants, and 15 % off without the network's latency among them.
+/// default constants. Over one group size the network's steps cost the same every step, as
+/// `t0` does, so the two are not told apart here (a fit without the steps can move `t0`
+/// instead); runs over two group sizes tell them apart (the next test).
 #[test]
 fn two_loads_of_a_multi_node_study_predict_the_third() {
     let presets = Presets::embedded().unwrap();
@@ -125,12 +127,9 @@ fn two_loads_of_a_multi_node_study_predict_the_third() {
     assert!(params.contains(&FitParam::ArStep), "{params:?}");
     let search = SearchOptions { max_evals: 150, initial_step: 0.5, tolerance: 1e-7 };
     let fitted = held_out(&cal.fit(&[0, 2], &params, None, search).values);
-    // Without the all-reduce's latency the other constants cannot stand in for it.
-    let others: Vec<FitParam> = params.iter().copied().filter(|p| *p != FitParam::ArStep).collect();
-    let without = held_out(&cal.fit(&[0, 2], &others, None, search).values);
     assert!(
-        presets_only > 0.15 && fitted < 0.02 && without > 0.1,
-        "the 10-prompt run: {presets_only} off with the presets, {fitted} fitted, {without} without the all-reduce"
+        presets_only > 0.15 && fitted < 0.02,
+        "the 10-prompt run: {presets_only} off with the presets, {fitted} fitted"
     );
 }
 

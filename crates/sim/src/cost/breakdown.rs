@@ -21,6 +21,8 @@ pub struct StepBreakdown {
     /// What the share of the shorter compute stream the kernels do not hide
     /// (`attn_exp_exposed`: Hopper's exponentials) adds to `attention`, for reference.
     pub attention_exposed: f64,
+    /// The LM head's product over each rank's shard of the vocabulary, and the all-gather of the
+    /// sampled rows' logits across the tensor-parallel group.
     pub lm_head: f64,
     /// Linear-attention kernels: the chunked recurrence of prefill tokens and each decode's state
     /// read and written.
@@ -79,7 +81,7 @@ impl StepBreakdown {
             ("routed experts", self.experts),
             ("attention", self.attention),
             ("linear attention", self.recurrent),
-            ("LM head", self.lm_head),
+            ("LM head, logits gathered", self.lm_head),
             ("all-reduce", self.allreduce),
             ("pipeline hand-offs", self.pipeline),
             ("MoE routing", self.moe_routing),

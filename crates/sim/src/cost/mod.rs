@@ -7,9 +7,10 @@
 //! as its share of the tokens; attention as query-key FLOPs or KV-cache reads (bounded by a
 //! sliding window, or by sparse attention's top-k, whose indexer scores every cached token);
 //! linear-attention and Mamba-2 layers as each decode's recurrent state read and written and
-//! the prefill's chunked recurrence; a tensor-parallel all-reduce after each mixer and each FFN
-//! at its real message size over the link the deployment uses; hand-offs between pipeline
-//! stages. On top come the fixed costs a serving stack adds: per step (scheduling, sampling),
+//! the prefill's chunked recurrence; a tensor-parallel all-reduce after the input embedding,
+//! each mixer and each FFN at its real message size over the link the deployment uses, and the
+//! all-gather of the sampled rows' logits from the ranks' shards of the vocabulary; hand-offs
+//! between pipeline stages. On top come the fixed costs a serving stack adds: per step (scheduling, sampling),
 //! per layer (the kernels' floor under CUDA graphs, or their launches without), per sequence,
 //! and per MoE layer (routing).
 //! Everything is per GPU; the constants come from a [`crate::profile::StackProfile`].
@@ -76,7 +77,8 @@ struct IndexerCost {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
     layers: f64,
-    /// Tensor-parallel all-reduces a step: one after each mixer and one after each FFN.
+    /// Tensor-parallel all-reduces a step: one after the input embedding, one after each mixer
+    /// and one after each FFN (`ModelShape::allreduces`).
     allreduces: f64,
     moe_layers: f64,
     full_layers: f64,
@@ -103,6 +105,9 @@ pub struct CostModel {
     default_tile: bool,
     lm_head: GemmShape,
     lm_dev: GemmDevice,
+    /// Bytes of one row of logits over the whole vocabulary (BF16), which the tensor-parallel
+    /// ranks gather from their shards of the LM head.
+    logits_row_bytes: f64,
     kv_bytes_token_layer: f64,
     /// Attention FLOPs of one query-key pair in one layer, per GPU: prefill tokens, decodes
     /// (they differ with MLA, whose two phases run different forms).
@@ -318,6 +323,7 @@ impl CostModel {
             default_tile,
             lm_head: GemmShape { flops_per_row: 2.0 * lm_params, weight_bytes: lm_params * 2.0 },
             lm_dev: device(ComputePrecision::Bf16, &st.gemm_eff),
+            logits_row_bytes: f64::from(m.vocab) * 2.0,
             // A sparse model's indexer keys are the indexer's reads (`indexer`), not attention's.
             kv_bytes_token_layer: m.attention_kv_bytes_per_token_layer(o.kv_cache_dtype, o.tp),
             attn_flops_prefill,
@@ -481,7 +487,12 @@ impl CostModel {
         let attention =
             attention_kernels + self.full_layers * gemm_seconds(self.context_upproj, context, self.attn_dev) + indexer;
         let (recurrent, state_bytes) = self.linear_attention(b, share);
-        let lm_head = gemm_seconds(self.lm_head, (f64::from(b.sampled.max(1)) * share.seqs).max(1.0), self.lm_dev);
+        // The LM head: each rank's product over its shard of the vocabulary, then the all-gather
+        // that gives every rank each sampled row's logits over the whole vocabulary (vLLM's
+        // `LogitsProcessor` on GPUs, after the graphs), over the tensor-parallel link.
+        let sampled = (f64::from(b.sampled.max(1)) * share.seqs).max(1.0);
+        let lm_head = gemm_seconds(self.lm_head, sampled, self.lm_dev)
+            + self.tp_allreduce.link.allgather_seconds(self.tp, sampled * self.logits_row_bytes);
         let touched = self.experts_touched(rows) * self.moe_layers * self.expert.weight_bytes / self.expert_spread.gpus;
         let memory = (self.attn_proj.weight_bytes
             + self.ffn.weight_bytes

@@ -256,6 +256,17 @@ impl LinkCost {
     pub fn allreduce_seconds(&self, ranks: f64, bytes: f64) -> f64 {
         allreduce_seconds(ranks, bytes, self.fixed_s, self.step_s, self.bandwidth)
     }
+
+    /// Seconds of one all-gather over `ranks` ranks that leaves `bytes` on each, every rank
+    /// giving an equal share, as NCCL runs it: the fixed part, then a ring of `n − 1` message
+    /// steps in which each rank receives the `(n − 1) / n` of the bytes it lacks (NCCL gathers
+    /// by the ring alone). Nothing for one rank.
+    pub fn allgather_seconds(&self, ranks: f64, bytes: f64) -> f64 {
+        if ranks <= 1.0 {
+            return 0.0;
+        }
+        self.fixed_s + (ranks - 1.0) * self.step_s + (ranks - 1.0) / ranks * bytes / self.bandwidth
+    }
 }
 
 /// Σ_{x=a}^{b} min(x, w): keys seen by queries at positions a..=b (1-based), w = 0 for no cap.
@@ -366,6 +377,18 @@ mod tests {
         assert!((allreduce_seconds(8.0, 0.0, 1e-5, 0.0, 1e9) - 1e-5).abs() < 1e-15);
     }
 
+    #[test]
+    fn a_logits_gather_moves_what_each_rank_lacks_by_the_ring() {
+        let spark = LinkCost { fixed_s: 87e-6, step_s: 7e-6, bandwidth: 11e9 };
+        assert_eq!(spark.allgather_seconds(1.0, 1e8), 0.0);
+        // gpt-oss-120b's 100 decodes over four Sparks: 100 rows of 201,088 BF16 logits (40.2
+        // MB), of which each node lacks three quarters: 2.74 ms on the wire, 2.85 in all.
+        let bytes = 100.0 * 201_088.0 * 2.0;
+        let t = spark.allgather_seconds(4.0, bytes);
+        assert!((t - (87e-6 + 3.0 * 7e-6 + 0.75 * bytes / 11e9)).abs() < 1e-12, "{t}");
+        assert!((t - 2.85e-3).abs() < 0.01e-3, "{t}");
+    }
+
     fn device() -> impl Strategy<Value = GemmDevice> {
         (1e12..1e16f64, 0.02..0.95f64, 1.0..1024f64, 1e11..1e13f64).prop_map(|(p, c, m, b)| GemmDevice {
             peak_flops: p,
@@ -445,6 +468,25 @@ mod tests {
             let ring_alone = lat + 2.0 * (n - 1.0) * step + 2.0 * (n - 1.0) / n * bytes / bw;
             prop_assert!(ar(n, bytes) <= ring_alone * (1.0 + 1e-12));
             prop_assert!(ar(n, bytes) >= lat + bytes / bw * (1.0 - 1e-12));
+        }
+
+        /// An all-gather grows with its bytes and ranks, and where the link's steps cost nothing
+        /// it moves half of what a ring all-reduce of the same bytes moves (an all-reduce is a
+        /// reduce-scatter and an all-gather).
+        #[test]
+        fn an_allgather_grows_with_bytes_and_ranks_and_is_half_a_ring_allreduce(
+            ranks in 2u32..64, bytes in 0.0..1e9f64, more in 0.0..1e9f64, fixed in 0.0..1e-3f64,
+            step in prop_oneof![Just(0.0), 1e-7..1e-4f64], bw in 1e8..1e12f64
+        ) {
+            let n = f64::from(ranks);
+            let link = LinkCost { fixed_s: fixed, step_s: step, bandwidth: bw };
+            prop_assert!(link.allgather_seconds(n, bytes + more) >= link.allgather_seconds(n, bytes));
+            prop_assert!(link.allgather_seconds(n + 1.0, bytes) >= link.allgather_seconds(n, bytes));
+            prop_assert!(link.allgather_seconds(n, bytes) >= fixed + bytes / (2.0 * bw) * (1.0 - 1e-12));
+            let one_shot = LinkCost { step_s: 0.0, ..link };
+            let wire = |t: f64| t - fixed;
+            let (gather, reduce) = (one_shot.allgather_seconds(n, bytes), one_shot.allreduce_seconds(n, bytes));
+            prop_assert!((wire(gather) - wire(reduce) / 2.0).abs() <= 1e-12 * wire(reduce).max(1e-9));
         }
     }
 }

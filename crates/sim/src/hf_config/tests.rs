@@ -238,7 +238,7 @@ fn nemotron_h_blocks_pair_each_ffn_with_a_mixer_and_read_mamba_2() {
     // no FFN.
     let nano = ModelShape::from_hf_config(&fixture("nemotron-3-nano-30b-a3b.json")).unwrap();
     assert_eq!((nano.layers, nano.mixer_only_layers, nano.attention_layers(), nano.moe_layers()), (29, 6, 6, 23));
-    assert_eq!((nano.allreduces(), nano.dense_ffn_layers()), (52, 0));
+    assert_eq!((nano.allreduces(), nano.dense_ffn_layers()), (53, 0));
     let l = nano.linear.as_ref().unwrap();
     assert_eq!(l.kind, LinearKind::Mamba2);
     assert_eq!((l.layers, l.key_heads, l.value_heads, l.key_head_dim, l.value_head_dim), (23, 8, 64, 128, 64));
@@ -292,7 +292,7 @@ fn latent_experts_read_and_write_their_own_width() {
     let (total, active) = (p.total_params() / 1e9, p.active_params() / 1e9);
     assert!((total / 120.5 - 1.0).abs() < 0.01, "{total}");
     assert!((active - 12.7).abs() < 0.15, "{active}");
-    assert_eq!((p.allreduces(), p.moe_layers(), p.attention_layers()), (88, 40, 8));
+    assert_eq!((p.allreduces(), p.moe_layers(), p.attention_layers()), (89, 40, 8));
 }
 
 #[test]

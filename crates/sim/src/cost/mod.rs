@@ -10,9 +10,9 @@
 //! the prefill's chunked recurrence; a tensor-parallel all-reduce after the input embedding,
 //! each mixer and each FFN at its real message size over the link the deployment uses, and the
 //! all-gather of the sampled rows' logits from the ranks' shards of the vocabulary; hand-offs
-//! between pipeline stages. On top come the fixed costs a serving stack adds: per step (scheduling, sampling),
-//! per layer (the kernels' floor under CUDA graphs, or their launches without), per sequence,
-//! and per MoE layer (routing).
+//! between pipeline stages. On top come the fixed costs a serving stack adds: per step
+//! (scheduling, sampling), per layer (the kernels' floor under CUDA graphs, or their launches
+//! without), per sequence, and per MoE layer (routing).
 //! Everything is per GPU; the constants come from a [`crate::profile::StackProfile`].
 
 mod batch;

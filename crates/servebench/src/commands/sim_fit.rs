@@ -31,8 +31,8 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            for s in &read.skipped {
-                out.line(format!("Left out {}: {}", s.label, s.reason))?;
+            for group in calibration::Skipped::grouped(&read.skipped) {
+                out.line(format!("Left out {group}"))?;
             }
             points.extend(read.points);
         }
@@ -89,8 +89,8 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         profile: d.profile.as_ref().map(Into::into),
     };
     let (targets, skipped) = validate::targets_for(points, &defaults, &presets);
-    for s in &skipped {
-        out.line(format!("Left out {}: {}", s.label, s.reason))?;
+    for group in calibration::Skipped::grouped(&skipped) {
+        out.line(format!("Left out {group}"))?;
     }
     if targets.is_empty() {
         anyhow::bail!("none of the measured runs maps to a simulated deployment (see the lines above)");

@@ -70,8 +70,10 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     }
     // With --json the skipped results are in the document (its "skipped"), which stays the
     // whole of the output; without a document to hold them, they are printed as lines.
-    for s in skipped.iter().filter(|_| !args.json || targets.is_empty()) {
-        writeln!(out, "Skipped {}: {}", s.label, s.reason)?;
+    if !args.json || targets.is_empty() {
+        for group in validate::Skipped::grouped(&skipped) {
+            writeln!(out, "Skipped {group}")?;
+        }
     }
     if targets.is_empty() {
         anyhow::bail!("no measured result could be mapped to a simulated deployment (see the lines above)");

@@ -23,6 +23,37 @@ fn validate_args(extra: &[&str], files: &[&Path]) -> servebench::cli::sim_args::
     *args
 }
 
+/// Rows of a table that all lack the same thing are one line, its first places and how many
+/// more, not one line a row; `--json` still lists every one of them.
+#[test]
+fn sim_validate_says_once_why_many_rows_were_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = |hw: &str| {
+        serde_json::json!({"hw": hw, "tp": 8, "isl": 1024, "osl": 128, "conc": 4, "mean_ttft": 0.034,
+                           "mean_tpot": 0.0037, "output_tput_per_gpu": 130.0})
+    };
+    let mut rows = vec![row("h100")];
+    rows.extend((0..6).map(|_| row("no-such-gpu")));
+    let table = dir.path().join("rows.json");
+    std::fs::write(&table, serde_json::Value::Array(rows).to_string()).unwrap();
+    let run = |extra: &[&str]| {
+        let mut out = Vec::new();
+        commands::sim_validate::run(&validate_args(extra, &[&table]), &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let out = run(&[]);
+    let skipped: Vec<&str> = out.lines().filter(|l| l.starts_with("Skipped")).collect();
+    assert_eq!(skipped.len(), 1, "{out}");
+    assert!(
+        skipped[0].starts_with("Skipped rows.json line 1 (list item 1), rows.json line 1 (list item 2), rows.json line 1 (list item 3) and 3 more: "),
+        "{out}"
+    );
+    assert!(skipped[0].contains("no-such-gpu"), "{out}");
+    assert!(out.contains("Validated 1 measured run(s)"), "{out}");
+    let json: Value = serde_json::from_str(&run(&["--json"])).unwrap();
+    assert_eq!(json["skipped"].as_array().map(Vec::len), Some(6), "{json}");
+}
+
 /// `sim validate` in-process on a measurement table: errors per metric with the presets, a file
 /// it cannot read skipped with the reason, a result it cannot map skipped with the reason,
 /// held-out folds with in-sample errors beside them, and `--fail-above` as the exit status.

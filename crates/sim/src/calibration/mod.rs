@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use optimize::SearchOptions;
 pub use points::{FitMetric, Lengths, MeasuredPoint, PointWorkload};
-pub use read::{FileRead, Skipped, read_file, read_points};
+pub use read::{FileRead, SkipGroup, Skipped, read_file, read_points};
 pub use select::{Selection, same_model, select_model};
 
 use crate::cost::terms::LinkCost;

@@ -4,6 +4,7 @@
 //! and llama-benchy's output are told apart by their text; what a point is and how each result
 //! becomes one is [`super::points`].
 
+use std::fmt;
 use std::path::Path;
 
 use servebench_core::vllm::{ReportOrigin, is_json, parse_reports, read_documents};
@@ -17,6 +18,46 @@ use super::points::{MeasuredPoint, point_from_json, report_points};
 pub struct Skipped {
     pub label: String,
     pub reason: String,
+}
+
+impl Skipped {
+    /// The results of `list` that were skipped for the same reason, one group a reason in the
+    /// order its first result came: a table whose rows all lack the same label is one line to
+    /// read, not one a row. Each group keeps its results' labels in their order.
+    pub fn grouped(list: &[Skipped]) -> Vec<SkipGroup<'_>> {
+        let mut groups: Vec<SkipGroup<'_>> = Vec::new();
+        for s in list {
+            match groups.iter_mut().find(|g| g.reason == s.reason) {
+                Some(g) => g.labels.push(&s.label),
+                None => groups.push(SkipGroup { labels: vec![&s.label], reason: &s.reason }),
+            }
+        }
+        groups
+    }
+}
+
+/// Results skipped for one reason ([`Skipped::grouped`]). Shown as the first three labels, how
+/// many more there are, and the reason: `a.json line 1 (list item 1), a.json line 1 (list item
+/// 2), a.json line 1 (list item 3) and 83 more: it names no model; ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkipGroup<'a> {
+    pub labels: Vec<&'a str>,
+    pub reason: &'a str,
+}
+
+impl fmt::Display for SkipGroup<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 3;
+        let n = self.labels.len();
+        let shown = &self.labels[..n.min(SHOWN)];
+        match (shown, n.saturating_sub(SHOWN)) {
+            ([], _) => {}
+            ([one], _) => write!(f, "{one}")?,
+            ([first @ .., last], 0) => write!(f, "{} and {last}", first.join(", "))?,
+            (all, more) => write!(f, "{} and {more} more", all.join(", "))?,
+        }
+        write!(f, ": {}", self.reason)
+    }
 }
 
 /// A measurement file as read: its results that became points, and those that could not (a row
@@ -141,4 +182,57 @@ fn points_from_json_text(text: &str, name: &str) -> Result<FileRead, String> {
         }
     }
     Ok(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::Skipped;
+
+    fn skipped(label: &str, reason: &str) -> Skipped {
+        Skipped { label: label.into(), reason: reason.into() }
+    }
+
+    #[test]
+    fn results_skipped_for_one_reason_are_one_line() {
+        let rows: Vec<Skipped> =
+            (1..=5).map(|i| skipped(&format!("t.json line 1 (list item {i})"), "it names no model")).collect();
+        let mut list = rows.clone();
+        list.insert(1, skipped("r.txt #2 (line 30)", "it sent nothing"));
+        let lines: Vec<String> = Skipped::grouped(&list).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "t.json line 1 (list item 1), t.json line 1 (list item 2), t.json line 1 (list item 3) and 2 more: \
+                 it names no model",
+                "r.txt #2 (line 30): it sent nothing",
+            ]
+        );
+        let two: Vec<String> = Skipped::grouped(&rows[..2]).iter().map(ToString::to_string).collect();
+        assert_eq!(two, ["t.json line 1 (list item 1) and t.json line 1 (list item 2): it names no model"]);
+        let three = Skipped::grouped(&rows[..3])[0].to_string();
+        assert!(three.starts_with("t.json line 1 (list item 1), t.json line 1 (list item 2) and t.json"), "{three}");
+        assert!(Skipped::grouped(&[]).is_empty());
+    }
+
+    proptest! {
+        /// Every skipped result is in exactly one group, the one of its reason; groups come in the
+        /// order of their first result, and keep their results' order.
+        #[test]
+        fn every_skipped_result_is_in_the_group_of_its_reason(picks in prop::collection::vec(0usize..4, 0..40)) {
+            let list: Vec<Skipped> =
+                picks.iter().enumerate().map(|(i, r)| skipped(&format!("#{i}"), &format!("reason {r}"))).collect();
+            let groups = Skipped::grouped(&list);
+            prop_assert_eq!(groups.iter().map(|g| g.labels.len()).sum::<usize>(), list.len());
+            let mut firsts = Vec::new();
+            for g in &groups {
+                let members: Vec<&str> =
+                    list.iter().filter(|s| s.reason == g.reason).map(|s| s.label.as_str()).collect();
+                prop_assert_eq!(&g.labels, &members);
+                firsts.push(list.iter().position(|s| s.reason == g.reason).unwrap());
+            }
+            prop_assert!(firsts.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
 }

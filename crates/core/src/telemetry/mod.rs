@@ -47,6 +47,8 @@ pub enum Signal {
     /// The server's own prompt (prefill) processing time summed over requests, seconds
     /// (counter): no request's time to first token can be shorter than its share.
     PrefillTimeSum,
+    /// How many requests that sum is over, where the engine counts them (vLLM's histogram).
+    PrefillTimeCount,
     /// GPU utilisation, percent (mean over GPUs).
     GpuUtil,
     /// GPU power draw, watts (sum over GPUs).
@@ -73,6 +75,7 @@ impl Signal {
                 | TtftSum
                 | TtftCount
                 | PrefillTimeSum
+                | PrefillTimeCount
         )
     }
 }
@@ -116,6 +119,7 @@ pub const KNOWN: &[Known] = &[
     k("vllm:time_to_first_token_seconds_sum", Signal::TtftSum, "vllm", Combine::Sum),
     k("vllm:time_to_first_token_seconds_count", Signal::TtftCount, "vllm", Combine::Sum),
     k("vllm:request_prefill_time_seconds_sum", Signal::PrefillTimeSum, "vllm", Combine::Sum),
+    k("vllm:request_prefill_time_seconds_count", Signal::PrefillTimeCount, "vllm", Combine::Sum),
     k("sglang:num_running_reqs", Signal::Running, "sglang", Combine::Sum),
     k("sglang:num_queue_reqs", Signal::Waiting, "sglang", Combine::Sum),
     k("sglang:token_usage", Signal::KvCacheUsage, "sglang", Combine::Mean),
@@ -279,8 +283,10 @@ pub struct Digest {
     pub prefix_hit_rate: Option<f64>,
     /// Speculative tokens accepted over proposed in the run, 0 to 1.
     pub spec_acceptance: Option<f64>,
-    /// Mean queue time and mean server-side TTFT of the requests finished in the run, ms.
+    /// Mean queue time, mean prefill time and mean server-side TTFT of the requests finished in
+    /// the run, ms: what of the server's TTFT is neither queue nor prefill is its frontend's.
     pub mean_queue_ms: Option<f64>,
+    pub mean_prefill_ms: Option<f64>,
     pub mean_server_ttft_ms: Option<f64>,
 }
 
@@ -306,6 +312,7 @@ impl Digest {
                 .or_else(|| level(Signal::PrefixHitRate).map(|l| l.mean)),
             spec_acceptance: ratio(Signal::SpecAccepted, Signal::SpecDrafted),
             mean_queue_ms: ratio(Signal::QueueTimeSum, Signal::QueueTimeCount).map(|s| s * 1000.0),
+            mean_prefill_ms: ratio(Signal::PrefillTimeSum, Signal::PrefillTimeCount).map(|s| s * 1000.0),
             mean_server_ttft_ms: ratio(Signal::TtftSum, Signal::TtftCount).map(|s| s * 1000.0),
         }
     }
@@ -368,6 +375,7 @@ fn render_source(source: &Source, client_output_tokens: Option<u64>) -> String {
     parts.extend(d.prefix_hit_rate.map(|v| format!("prefix-cache hits {:.1} %", v * 100.0)));
     parts.extend(d.spec_acceptance.map(|v| format!("spec-decode acceptance {:.1} %", v * 100.0)));
     parts.extend(d.mean_queue_ms.map(|v| format!("mean queue {v:.1} ms")));
+    parts.extend(d.mean_prefill_ms.map(|v| format!("mean prefill {v:.1} ms")));
     parts.extend(d.mean_server_ttft_ms.map(|v| format!("server mean TTFT {v:.1} ms")));
     parts.extend(d.generation_tokens.map(|v| match client_output_tokens {
         Some(c) => format!("generated tokens {v:.0} (client counted {c})"),

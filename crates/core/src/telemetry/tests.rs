@@ -80,7 +80,7 @@ fn digest_gives_gauge_levels_counter_increases_and_ratios() {
     let s = source_of(&[
         (
             0.0,
-            "vllm:num_requests_running 0\nvllm:kv_cache_usage_perc 0\nvllm:prefix_cache_hits_total 100\nvllm:prefix_cache_queries_total 1000\nvllm:generation_tokens_total 50\nvllm:request_queue_time_seconds_sum 1\nvllm:request_queue_time_seconds_count 4\n",
+            "vllm:num_requests_running 0\nvllm:kv_cache_usage_perc 0\nvllm:prefix_cache_hits_total 100\nvllm:prefix_cache_queries_total 1000\nvllm:generation_tokens_total 50\nvllm:request_queue_time_seconds_sum 1\nvllm:request_queue_time_seconds_count 4\nvllm:request_prefill_time_seconds_sum 0.5\nvllm:request_prefill_time_seconds_count 4\n",
         ),
         (
             1.0,
@@ -88,7 +88,7 @@ fn digest_gives_gauge_levels_counter_increases_and_ratios() {
         ),
         (
             2.0,
-            "vllm:num_requests_running 4\nvllm:kv_cache_usage_perc 0.3\nvllm:prefix_cache_hits_total 600\nvllm:prefix_cache_queries_total 3000\nvllm:generation_tokens_total 1050\nvllm:request_queue_time_seconds_sum 2\nvllm:request_queue_time_seconds_count 24\n",
+            "vllm:num_requests_running 4\nvllm:kv_cache_usage_perc 0.3\nvllm:prefix_cache_hits_total 600\nvllm:prefix_cache_queries_total 3000\nvllm:generation_tokens_total 1050\nvllm:request_queue_time_seconds_sum 2\nvllm:request_queue_time_seconds_count 24\nvllm:request_prefill_time_seconds_sum 4.5\nvllm:request_prefill_time_seconds_count 24\n",
         ),
     ]);
     assert_eq!(s.scrapes, 3);
@@ -99,6 +99,9 @@ fn digest_gives_gauge_levels_counter_increases_and_ratios() {
     assert_eq!(d.generation_tokens, Some(1000.0));
     assert_eq!(d.prefix_hit_rate, Some(0.25), "500 hits of 2000 queries during the run");
     assert_eq!(d.mean_queue_ms, Some(50.0), "1 s of queueing over 20 requests");
+    assert_eq!(d.mean_prefill_ms, Some(200.0), "4 s of prefill over 20 requests");
+    let line = render_source(&s, None);
+    assert!(line.contains("mean queue 50.0 ms, mean prefill 200.0 ms"), "{line}");
     assert_eq!(d.preemptions, None, "never exposed");
 }
 

@@ -15,6 +15,7 @@
 mod api_servers;
 mod frontend;
 mod kv;
+mod phases;
 mod request;
 mod scheduler;
 mod spec;
@@ -26,6 +27,7 @@ mod tokenizer;
 
 use std::collections::VecDeque;
 
+pub use phases::{PhaseTotals, RequestTimes};
 pub use request::{FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
 pub use spec::SpecDraws;
 pub use tokenizer::{MICROBATCH_SINCE, Microbatch};
@@ -136,6 +138,8 @@ pub struct StepReport<'a> {
     /// Requests pushed back to the queue to free KV blocks during this step's scheduling.
     pub preempted: u32,
     pub emissions: &'a [Emission],
+    /// When each request that finished in this step passed the points of vLLM's phase metrics.
+    pub finished: &'a [RequestTimes],
 }
 
 /// Counters for `/metrics`-style reporting.
@@ -156,6 +160,8 @@ pub struct EngineCounters {
     pub spec_draft_tokens: u64,
     pub spec_accepted: u64,
     pub spec_accepted_per_pos: [u64; crate::options::MAX_SPEC_TOKENS as usize],
+    /// Requests' time waiting, in prefill and in decode, and the server's time to first token.
+    pub phases: PhaseTotals,
 }
 
 /// One scheduled sequence of a batch, and the request it was scheduled for (a slot may be
@@ -230,6 +236,8 @@ pub struct Engine {
     /// When the pipeline's first stage can take the next batch, ns.
     stage_free_ns: u64,
     emissions: Vec<Emission>,
+    /// The requests that finished in the last step, with their phase times.
+    finished: Vec<RequestTimes>,
     counters: EngineCounters,
     /// Every launched step's terms, summed (each scaled by its jitter).
     spent: StepBreakdown,
@@ -266,6 +274,7 @@ impl Engine {
             in_flight: VecDeque::new(),
             stage_free_ns: 0,
             emissions: Vec::new(),
+            finished: Vec::new(),
             counters: EngineCounters::default(),
             spent: StepBreakdown::default(),
         }
@@ -428,6 +437,7 @@ impl Engine {
         }
         self.frontend.catch_up(u64::MAX);
         self.emissions.clear();
+        self.finished.clear();
         while self.in_flight.len() < self.cfg.pipeline_batches.max(1) as usize && self.launch() {}
         let flight = self.in_flight.pop_front()?;
         // Flights end in order: the busy time is the union of their spans.
@@ -443,6 +453,7 @@ impl Engine {
             batch: flight.batch,
             preempted: flight.preempted,
             emissions: &self.emissions,
+            finished: &self.finished,
         })
     }
 
@@ -455,6 +466,12 @@ impl Engine {
         let (batch, preempted) = self.schedule();
         if self.scheduled.is_empty() {
             return false;
+        }
+        // vLLM times a request's queue to the scheduling pass that first takes it.
+        let planned = self.planned_at();
+        for s in &self.scheduled {
+            let r = self.reqs[s.slot as usize].as_mut().expect("scheduled request slot");
+            r.scheduled_ns.get_or_insert(planned.max(r.ready_ns));
         }
         let parts = self.cost.breakdown(&batch);
         let jitter = self.jitter_rng.lognormal_factor(self.cfg.jitter_sigma);

@@ -117,6 +117,11 @@ pub(crate) struct Req {
     pub tag: u64,
     pub generation: u32,
     pub phase: Phase,
+    /// When the API server received it, when it was first scheduled and when its first token
+    /// came, ns (vLLM's phase metrics: `super::phases`).
+    pub arrived_ns: u64,
+    pub scheduled_ns: Option<u64>,
+    pub first_token_ns: Option<u64>,
     pub ready_ns: u64,
     pub prompt_len: u32,
     pub max_tokens: u32,
@@ -178,6 +183,9 @@ impl Req {
             tag: req.tag,
             generation,
             phase: Phase::Pending,
+            arrived_ns: req.arrived_ns,
+            scheduled_ns: None,
+            first_token_ns: None,
             ready_ns,
             prompt_len: len,
             max_tokens: req.max_tokens,

@@ -8,7 +8,7 @@
 //! blocks only, never the prompt's last token) and prefilling the rest in chunks.
 
 use super::request::Phase;
-use super::{Emission, Engine, FinishReason, Scheduled};
+use super::{Emission, Engine, FinishReason, RequestTimes, Scheduled};
 use crate::cost::BatchStats;
 
 impl Engine {
@@ -237,6 +237,10 @@ impl Engine {
                 } else {
                     None
                 };
+                if r.num_output == 1 {
+                    r.first_token_ns = Some(self.now_ns);
+                    self.counters.phases.first_token(self.now_ns.saturating_sub(r.arrived_ns));
+                }
                 self.emissions.push(Emission {
                     id: super::RequestId { slot, generation: r.generation },
                     tag: r.tag,
@@ -247,6 +251,16 @@ impl Engine {
                 });
                 self.counters.generation_tokens += 1;
                 if finish.is_some() {
+                    let times = RequestTimes {
+                        tag: r.tag,
+                        arrived_ns: r.arrived_ns,
+                        ready_ns: r.ready_ns,
+                        scheduled_ns: r.scheduled_ns.unwrap_or(r.ready_ns),
+                        first_token_ns: r.first_token_ns.unwrap_or(self.now_ns),
+                        finished_ns: self.now_ns,
+                    };
+                    self.counters.phases.finished(&times);
+                    self.finished.push(times);
                     any_finished = true;
                     break;
                 }

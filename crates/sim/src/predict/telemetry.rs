@@ -79,6 +79,15 @@ impl Sampler {
             (Signal::PromptTokens, c.prompt_tokens as f64),
             (Signal::GenerationTokens, c.generation_tokens as f64),
         ];
+        let (p, secs) = (c.phases, |ns: u64| ns as f64 * 1e-9);
+        values.extend([
+            (Signal::QueueTimeSum, secs(p.queue_ns)),
+            (Signal::QueueTimeCount, p.finished as f64),
+            (Signal::PrefillTimeSum, secs(p.prefill_ns)),
+            (Signal::PrefillTimeCount, p.finished as f64),
+            (Signal::TtftSum, secs(p.ttft_ns)),
+            (Signal::TtftCount, p.first_tokens as f64),
+        ]);
         values.extend(busy.map(|b| (Signal::GpuUtil, 100.0 * b)));
         if engine.config().enable_prefix_caching {
             values

@@ -332,6 +332,14 @@ fn server_metrics_sample_the_engine_in_virtual_time_and_say_where_its_time_went(
     assert!(util.points.iter().all(|p| (0.0..=100.0).contains(&p[1])));
     assert!(d.gpu_util.unwrap().mean > 80.0, "{:?}", d.gpu_util);
     assert!(d.kv_cache_usage.unwrap().max <= 1.0);
+    // vLLM's phase metrics: the server's first token is its frontend's work, the queue and the
+    // prefill; with no client between them it is the client's (the warm-up left out of both; the
+    // client's records keep whole microseconds, half a microsecond short on average).
+    let (queue, prefill, server_ttft) =
+        (d.mean_queue_ms.unwrap(), d.mean_prefill_ms.unwrap(), d.mean_server_ttft_ms.unwrap());
+    assert!(queue > 0.0 && prefill > 0.0 && queue + prefill < server_ttft, "{queue} + {prefill} vs {server_ttft}");
+    let client_ttft = mean_ttft_ms(&r);
+    assert!((server_ttft - client_ttft).abs() < 1e-3, "{server_ttft} vs {client_ttft} ms");
     // The note: shares of the engine's step time, largest first, summing to about 100 %.
     let note = r.notes.iter().find(|n| n.starts_with("where the time went")).expect("the time note");
     assert!(note.contains("dense products"), "{note}");

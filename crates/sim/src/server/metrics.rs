@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use servebench_core::pyjson::py_float_repr;
 use servebench_core::telemetry::SpecDecodeCounts;
 
-use crate::engine::{EngineCounters, FinishReason};
+use crate::engine::{EngineCounters, FinishReason, RequestTimes};
 
 /// vLLM's `vllm:time_to_first_token_seconds` buckets.
 const TTFT_BUCKETS: &[f64] = &[
@@ -19,7 +19,8 @@ const TTFT_BUCKETS: &[f64] = &[
 /// vLLM's `vllm:inter_token_latency_seconds` buckets.
 const ITL_BUCKETS: &[f64] =
     &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
-/// vLLM's request latency buckets (`vllm:e2e_request_latency_seconds`).
+/// vLLM's request latency buckets (`vllm:e2e_request_latency_seconds`, and its queue, prefill,
+/// decode and inference times).
 const E2E_BUCKETS: &[f64] = &[
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
     1920.0, 7680.0,
@@ -54,6 +55,11 @@ pub(crate) struct Observed {
     pub ttft: Histogram,
     pub itl: Histogram,
     pub e2e: Histogram,
+    /// vLLM's phase times of finished requests: waiting, prefill, decode and running.
+    pub queue: Histogram,
+    pub prefill: Histogram,
+    pub decode: Histogram,
+    pub inference: Histogram,
     /// Finished requests by reason: stop, length, abort.
     pub finished: [u64; 3],
     /// Times the engine clock was moved up to real time because the pacer fell behind.
@@ -66,6 +72,10 @@ impl Default for Observed {
             ttft: Histogram::new(TTFT_BUCKETS),
             itl: Histogram::new(ITL_BUCKETS),
             e2e: Histogram::new(E2E_BUCKETS),
+            queue: Histogram::new(E2E_BUCKETS),
+            prefill: Histogram::new(E2E_BUCKETS),
+            decode: Histogram::new(E2E_BUCKETS),
+            inference: Histogram::new(E2E_BUCKETS),
             finished: [0; 3],
             resyncs: 0,
         }
@@ -73,6 +83,15 @@ impl Default for Observed {
 }
 
 impl Observed {
+    /// A finished request's phase times, as the engine finished it.
+    pub fn phases(&mut self, t: &RequestTimes) {
+        let secs = |ns: u64| ns as f64 * 1e-9;
+        self.queue.observe(secs(t.queue_ns()));
+        self.prefill.observe(secs(t.prefill_ns()));
+        self.decode.observe(secs(t.decode_ns()));
+        self.inference.observe(secs(t.inference_ns()));
+    }
+
     pub fn finished(&mut self, reason: Option<FinishReason>) {
         let i = match reason {
             Some(FinishReason::Stop) => 0,
@@ -199,6 +218,14 @@ pub(crate) fn render(snap: &Snapshot, model: &str) -> String {
         &o.e2e,
         &model,
     );
+    for (name, phase, h) in [
+        ("vllm:request_queue_time_seconds", "WAITING", &o.queue),
+        ("vllm:request_inference_time_seconds", "RUNNING", &o.inference),
+        ("vllm:request_prefill_time_seconds", "PREFILL", &o.prefill),
+        ("vllm:request_decode_time_seconds", "DECODE", &o.decode),
+    ] {
+        histogram(&mut out, name, &format!("Histogram of time spent in {phase} phase for request."), h, &model);
+    }
     let name = "servebench:pacer_resyncs_total";
     let _ = writeln!(
         out,

@@ -296,6 +296,9 @@ impl Pacer {
             Some(report) => {
                 self.step.clear();
                 self.step.extend_from_slice(report.emissions);
+                for t in report.finished {
+                    self.observed.phases(t);
+                }
                 self.step_end = Some(report.end_ns);
                 // Only the last second's steps are kept, scraped or not.
                 let (start, end) = (report.start_ns, report.end_ns);

@@ -339,6 +339,12 @@ async fn metrics_use_vllms_names_and_move_with_the_work_done() {
     assert!(after.contains(&format!("vllm:time_to_first_token_seconds_count{{{labels}}} 2.0\n")), "{after}");
     assert!(after.contains(&format!("vllm:inter_token_latency_seconds_count{{{labels}}} 12.0\n")), "{after}");
     assert!(after.contains(&format!("vllm:e2e_request_latency_seconds_count{{{labels}}} 2.0\n")), "{after}");
+    // vLLM's phase times of each finished request: queue, prefill, decode, and their running span.
+    for phase in ["queue", "prefill", "decode", "inference"] {
+        let name = format!("vllm:request_{phase}_time_seconds");
+        assert!(after.contains(&format!("{name}_count{{{labels}}} 2.0\n")), "{name}:\n{after}");
+        assert!(after.contains(&format!("# TYPE {name} histogram\n")), "{name}:\n{after}");
+    }
     assert!(after.contains(&format!("vllm:num_requests_running{{{labels}}} 0.0\n")), "{after}");
     // The simulated GPU's use over the last second, in percent, which servebench's scraper
     // reads as the GPU's utilisation.

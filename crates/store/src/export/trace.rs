@@ -175,9 +175,10 @@ fn chunk_rate(sent: &[&RequestRecord]) -> Vec<Value> {
 
 /// The sum and count counters whose ratio over each scrape interval is a mean the trace
 /// shows, ms (the sums alone are not worth a counter).
-const MEANS: [(Signal, Signal, &str); 2] = [
+const MEANS: [(Signal, Signal, &str); 3] = [
     (Signal::TtftSum, Signal::TtftCount, "server_mean_ttft_ms"),
     (Signal::QueueTimeSum, Signal::QueueTimeCount, "server_mean_queue_ms"),
+    (Signal::PrefillTimeSum, Signal::PrefillTimeCount, "server_mean_prefill_ms"),
 ];
 
 /// A trace time, µs, from seconds since the run's start.
@@ -192,14 +193,15 @@ fn count(pid: u32, name: &str, ts: f64, value: impl Into<Value>) -> Value {
 
 /// One source's series as counters: gauges as they were read, counters as their rate between
 /// scrapes (`_per_s`; a drop, a server restart, gives no point), and the server's own mean
-/// TTFT and queue time over each interval. Series times are seconds since the run's start.
+/// TTFT, queue and prefill time over each interval (a prefill sum without its count, as
+/// llama.cpp gives it, is left out). Series times are seconds since the run's start.
 fn source_counters(pid: u32, source: &Source) -> Vec<Value> {
     let mut out = Vec::new();
     let is_mean_part = |s: Signal| MEANS.iter().any(|&(sum, n, _)| s == sum || s == n);
     for series in &source.series {
         let key = serde_json::to_value(series.signal).ok().and_then(|v| v.as_str().map(str::to_string));
         let Some(key) = key else { continue };
-        if is_mean_part(series.signal) || series.signal == Signal::PrefillTimeSum {
+        if is_mean_part(series.signal) {
             continue;
         }
         if series.signal.is_counter() {

@@ -341,6 +341,15 @@ pub fn increase(series: &Series) -> f64 {
         .sum()
 }
 
+impl ServerTelemetry {
+    /// The engine's share of the mean first token over the run, ms: the mean queue plus the
+    /// mean prefill of the first source that reports both (vLLM's phase metrics); what else
+    /// of the first token there is was spent in front of the engine.
+    pub fn engine_first_token_ms(&self) -> Option<f64> {
+        self.sources.iter().map(Digest::of).find_map(|d| Some(d.mean_queue_ms? + d.mean_prefill_ms?))
+    }
+}
+
 /// The lines a report prints for the telemetry: one per source. `client_output_tokens` is
 /// what the client counted, printed beside the server's own count.
 pub fn render(t: &ServerTelemetry, client_output_tokens: Option<u64>) -> String {

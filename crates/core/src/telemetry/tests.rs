@@ -102,6 +102,14 @@ fn digest_gives_gauge_levels_counter_increases_and_ratios() {
     assert_eq!(d.mean_prefill_ms, Some(200.0), "4 s of prefill over 20 requests");
     let line = render_source(&s, None);
     assert!(line.contains("mean queue 50.0 ms, mean prefill 200.0 ms"), "{line}");
+    // The engine's share of the first token is the first source's that gives both phases.
+    let only_queue = source_of(&[
+        (0.0, "vllm:request_queue_time_seconds_sum 0\nvllm:request_queue_time_seconds_count 0\n"),
+        (1.0, "vllm:request_queue_time_seconds_sum 1\nvllm:request_queue_time_seconds_count 10\n"),
+    ]);
+    let t = |sources: Vec<Source>| ServerTelemetry { interval_s: 1.0, sources };
+    assert_eq!(t(vec![only_queue.clone()]).engine_first_token_ms(), None);
+    assert_eq!(t(vec![only_queue, s]).engine_first_token_ms(), Some(250.0));
     assert_eq!(d.preemptions, None, "never exposed");
 }
 

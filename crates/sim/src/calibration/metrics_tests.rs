@@ -10,7 +10,8 @@ fn the_fit_metrics_are_the_summary_s() {
     s.stack.jitter_sigma = 0.05;
     let mut p = point(30, 200, 40, Some(8));
     p.workload.output = Lengths::Shape { total: 30 * 40, quantiles: vec![(0.0, 1.0), (1.0, 80.0)] };
-    let prepared = run::PreparedPoint::new(&p.workload, 3).unwrap();
+    // Sampling the engine's phases, as a point that measured them is predicted.
+    let prepared = run::PreparedPoint::new(&p.workload, 3).unwrap().sampling_phases();
     let mut result = prepared.run(&s);
     // The end-to-end latency's section, which a report prints where asked for it.
     result.config.output.percentile_metrics.push(servebench_core::config::Metric::E2el);
@@ -36,7 +37,10 @@ fn the_median_tpot_and_the_end_to_end_latency_are_reported_but_not_fitted() {
     let without = p.clone();
     let plain = Calibrator::new(vec![Target { setup: s.clone(), point: without.clone() }]).unwrap();
     let reported_only: Vec<FitMetric> = FitMetric::REPORTED.into_iter().filter(|m| !m.fitted()).collect();
-    assert_eq!(reported_only, [FitMetric::MedianTpot, FitMetric::MeanE2el, FitMetric::MedianE2el]);
+    assert_eq!(
+        reported_only,
+        [FitMetric::MedianTpot, FitMetric::MeanE2el, FitMetric::MedianE2el, FitMetric::EngineTtft]
+    );
     // Measured far from anything the twin predicts: were they fitted, the loss would show it.
     p.measured.extend(reported_only.iter().map(|&m| (m, 1e5)));
     let with = Calibrator::new(vec![Target { setup: s.clone(), point: p.clone() }]).unwrap();
@@ -48,6 +52,10 @@ fn the_median_tpot_and_the_end_to_end_latency_are_reported_but_not_fitted() {
     let e2el = ttft + 63.0 * tpot;
     assert!((got(FitMetric::MeanE2el) / e2el - 1.0).abs() < 1e-9, "{r:?}");
     assert!(got(FitMetric::MedianE2el) > ttft && (got(FitMetric::MedianE2el) / e2el - 1.0).abs() < 0.2, "{r:?}");
+    // The engine's share of the first token (the sampled queue and prefill): the frontend's
+    // work and the API delay come on top of it.
+    let engine = got(FitMetric::EngineTtft);
+    assert!(engine > 0.0 && engine < ttft, "{r:?}");
     assert_eq!(with.loss(&[0], &[]), plain.loss(&[0], &[]));
     assert_eq!(default_params(&s, &[p.clone()]), default_params(&s, &[without]));
     assert!(reported_only.iter().all(|m| !FitMetric::ALL.contains(m)));

@@ -250,7 +250,9 @@ impl Calibrator {
             .iter()
             .enumerate()
             .map(|(i, t)| {
+                let phases = t.point.measured.iter().any(|(m, _)| *m == FitMetric::EngineTtft);
                 PreparedPoint::new(&t.point.workload, i as u64)
+                    .map(|p| if phases { p.sampling_phases() } else { p })
                     .map_err(|message| CalibrationError::Input { path: t.point.label.clone(), message })
             })
             .collect::<Result<_, _>>()?;

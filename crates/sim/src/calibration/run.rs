@@ -113,6 +113,13 @@ impl PreparedPoint {
         Ok(PreparedPoint { plan, config, prompts, work })
     }
 
+    /// The same point, its predictions sampling the engine's phases as `--server-metrics` does,
+    /// for a point that measured the engine's share of its first token.
+    pub fn sampling_phases(mut self) -> Self {
+        self.config.output.server_metrics = true;
+        self
+    }
+
     /// Predicts the point on `setup`.
     pub fn run(&self, setup: &SimSetup) -> RunResult {
         // The point's own record of the bench's warm-up (its ready check), whatever the setup's default.
@@ -138,6 +145,8 @@ pub(crate) struct FitMetrics {
     pub e2el_ms: Option<f64>,
     pub e2el_median_ms: Option<f64>,
     pub throughput: Option<f64>,
+    /// The engine's share of the mean first token, where the run sampled its phases.
+    pub engine_ttft_ms: Option<f64>,
 }
 
 impl FitMetrics {
@@ -165,6 +174,7 @@ impl FitMetrics {
             e2el_ms: ms(&e2els, mean),
             e2el_median_ms: ms(&e2els, median),
             throughput: positive(out as f64 / run.duration_s),
+            engine_ttft_ms: run.telemetry.as_ref().and_then(|t| t.engine_first_token_ms()).and_then(positive),
         }
     }
 
@@ -177,6 +187,7 @@ impl FitMetrics {
             FitMetric::MedianTpot => self.tpot_median_ms,
             FitMetric::MeanE2el => self.e2el_ms,
             FitMetric::MedianE2el => self.e2el_median_ms,
+            FitMetric::EngineTtft => self.engine_ttft_ms,
         }
     }
 }

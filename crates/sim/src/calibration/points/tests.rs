@@ -92,6 +92,18 @@ fn a_result_json_gives_its_lengths_and_config() {
     assert_eq!(point_from_json(&prefixed, "r.json".into()).unwrap().workload.shared_prefix, 8);
     let err = point_from_json(&serde_json::json!({"completed": 1}), "bad.json".into()).unwrap_err();
     assert!(err.contains("duration"), "{err}");
+    // A run that scraped vLLM's phase metrics (`--server-metrics`) measured the engine's share
+    // of its first token: 30 ms of queue and 50 of prefill over its 3 requests.
+    let series = |signal: &str, end: f64| serde_json::json!({"signal": signal, "points": [[0.0, 0.0], [4.0, end]]});
+    let mut scraped = v.clone();
+    scraped["servebench"]["server_telemetry"] = serde_json::json!({"interval_s": 1.0, "sources": [{
+        "url": "http://gpu:8000/metrics", "engine": "vllm", "scrapes": 2, "failed": 0, "first_error": null,
+        "series": [series("queue_time_sum", 0.09), series("queue_time_count", 3.0),
+                   series("prefill_time_sum", 0.15), series("prefill_time_count", 3.0)]
+    }]});
+    let engine = point_from_json(&scraped, "r.json".into()).unwrap().value(FitMetric::EngineTtft).unwrap();
+    assert!((engine - 80.0).abs() < 1e-9, "{engine}");
+    assert_eq!(p.value(FitMetric::EngineTtft), None, "not scraped, not measured");
 
     // An appended file holds one document per line.
     let dir = std::env::temp_dir().join(format!("sb-sim-points-{}", std::process::id()));

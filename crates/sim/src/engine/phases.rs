@@ -132,17 +132,18 @@ mod tests {
     }
 
     proptest! {
-        /// Under any burst and budget, each request passes the points in order, finishes once,
-        /// and the engine's totals are the sums of the requests' phases; a request that waited
-        /// for a batch to have room waited in the queue, not in prefill.
+        /// Under any burst, budget and KV pool (small pools preempt), each request passes the
+        /// points in order, finishes once with one first token, and the engine's totals are the
+        /// sums of the requests' phases.
         #[test]
         fn phases_follow_each_other_and_add_up(
-            lens in prop::collection::vec((1u32..400, 1u32..12, 0u64..30_000_000), 1..24),
+            lens in prop::collection::vec((1u32..200, 1u32..64, 0u64..30_000_000), 1..24),
             seqs in 1u32..6,
             budget in 64u32..1024,
+            blocks in 20u64..200,
             async_scheduling: bool,
         ) {
-            let mut cfg = config(4096, seqs, budget, false);
+            let mut cfg = config(blocks, seqs, budget, false);
             cfg.api_delay_ns = 2_000_000;
             cfg.async_scheduling = async_scheduling;
             let mut e = engine(cfg, 3);

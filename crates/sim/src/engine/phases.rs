@@ -77,27 +77,36 @@ impl PhaseTotals {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use proptest::prelude::*;
 
     use super::RequestTimes;
-    use crate::engine::tests::{config, engine, ids, request};
-    use crate::engine::{Engine, PhaseTotals};
+    use crate::engine::tests::{
+        add_random_requests, config, engine, every_request_ended_at_its_length, ids, request, run_timed,
+    };
+    use crate::engine::{PhaseTotals, StepReport};
 
-    /// Runs the engine until it is idle; every request's phase times as it finished.
-    fn run(e: &mut Engine) -> Vec<RequestTimes> {
-        let mut done = Vec::new();
-        while let Some(wake) = e.next_wakeup_ns() {
-            e.advance_to(wake);
-            if let Some(step) = e.step() {
-                for t in step.finished {
-                    assert!(step.emissions.iter().any(|x| x.tag == t.tag && x.finish.is_some()), "{t:?}");
-                    assert_eq!(t.finished_ns, step.end_ns);
-                }
-                done.extend_from_slice(step.finished);
-            }
+    /// What every checked step must hold (`run_timed`): each request it finished ended with an
+    /// emission of this step, at its end, having passed the points in order, its server TTFT
+    /// the frontend's time, the queue and the prefill.
+    pub(in crate::engine) fn check_step(step: &StepReport<'_>) {
+        for t in step.finished {
+            assert!(step.emissions.iter().any(|x| x.tag == t.tag && x.finish.is_some()), "{t:?}");
+            assert_eq!(t.finished_ns, step.end_ns);
+            assert!(t.arrived_ns <= t.ready_ns && t.ready_ns <= t.scheduled_ns, "{t:?}");
+            assert!(t.scheduled_ns < t.first_token_ns && t.first_token_ns <= t.finished_ns, "{t:?}");
+            assert_eq!(t.ttft_ns(), t.ready_ns - t.arrived_ns + t.queue_ns() + t.prefill_ns());
         }
-        done
+    }
+
+    /// What a checked run must hold: the engine's phase totals grew, from `before` to `after`,
+    /// by the sums of the phases of the requests it finished.
+    pub(in crate::engine) fn check_totals(before: PhaseTotals, after: PhaseTotals, done: &[RequestTimes]) {
+        let sum = |f: fn(&RequestTimes) -> u64| done.iter().map(f).sum::<u64>();
+        assert_eq!(after.finished - before.finished, done.len() as u64);
+        assert_eq!(after.queue_ns - before.queue_ns, sum(RequestTimes::queue_ns));
+        assert_eq!(after.prefill_ns - before.prefill_ns, sum(RequestTimes::prefill_ns));
+        assert_eq!(after.decode_ns - before.decode_ns, sum(RequestTimes::decode_ns));
     }
 
     #[test]
@@ -106,7 +115,7 @@ mod tests {
         cfg.api_delay_ns = 3_000_000;
         let mut e = engine(cfg, 1);
         e.add(request(7, ids(100, 1), 4, 1_000_000)).unwrap();
-        let t = run(&mut e);
+        let (_, _, t) = run_timed(&mut e);
         assert_eq!(t.len(), 1);
         let t = t[0];
         assert_eq!((t.tag, t.arrived_ns, t.ready_ns), (7, 1_000_000, 4_000_000));
@@ -133,11 +142,12 @@ mod tests {
 
     proptest! {
         /// Under any burst, budget and KV pool (small pools preempt), each request passes the
-        /// points in order, finishes once with one first token, and the engine's totals are the
-        /// sums of the requests' phases.
+        /// points in order (checked step by step by the driver, with the engine's totals as the
+        /// sums of the requests' phases at the end), finishes once, and gives one first token,
+        /// whose server TTFT the totals sum too.
         #[test]
         fn phases_follow_each_other_and_add_up(
-            lens in prop::collection::vec((1u32..200, 1u32..64, 0u64..30_000_000), 1..24),
+            lens in prop::collection::vec((1u32..200, 1u32..64, 0u64..2_000_000), 1..24),
             seqs in 1u32..6,
             budget in 64u32..1024,
             blocks in 20u64..200,
@@ -147,26 +157,12 @@ mod tests {
             cfg.api_delay_ns = 2_000_000;
             cfg.async_scheduling = async_scheduling;
             let mut e = engine(cfg, 3);
-            for (i, &(len, out, at)) in lens.iter().enumerate() {
-                e.add(request(i as u64, ids(len, i as u32), out, at)).unwrap();
-            }
-            let done = run(&mut e);
-            let mut tags: Vec<u64> = done.iter().map(|t| t.tag).collect();
-            tags.sort_unstable();
-            prop_assert_eq!(tags, (0..lens.len() as u64).collect::<Vec<_>>());
-            for t in &done {
-                prop_assert!(t.arrived_ns <= t.ready_ns && t.ready_ns <= t.scheduled_ns, "{:?}", t);
-                prop_assert!(t.scheduled_ns < t.first_token_ns && t.first_token_ns <= t.finished_ns, "{:?}", t);
-                prop_assert_eq!(t.ttft_ns(), t.ready_ns - t.arrived_ns + t.queue_ns() + t.prefill_ns());
-            }
+            let asked = add_random_requests(&mut e, &lens, blocks, false);
+            let (done, _, times) = run_timed(&mut e);
+            every_request_ended_at_its_length(&done, &asked)?;
             let p = e.counters().phases;
-            let sum = |f: fn(&RequestTimes) -> u64| done.iter().map(f).sum::<u64>();
-            prop_assert_eq!(p.finished, done.len() as u64);
-            prop_assert_eq!(p.first_tokens, done.len() as u64);
-            prop_assert_eq!(p.queue_ns, sum(RequestTimes::queue_ns));
-            prop_assert_eq!(p.prefill_ns, sum(RequestTimes::prefill_ns));
-            prop_assert_eq!(p.decode_ns, sum(RequestTimes::decode_ns));
-            prop_assert_eq!(p.ttft_ns, sum(RequestTimes::ttft_ns));
+            prop_assert_eq!(p.first_tokens, asked.len() as u64);
+            prop_assert_eq!(p.ttft_ns, times.iter().map(RequestTimes::ttft_ns).sum::<u64>());
         }
     }
 }

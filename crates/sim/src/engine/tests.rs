@@ -69,6 +69,15 @@ pub(super) type Finished = (u64, u32, Option<FinishReason>);
 /// Runs every request to the end, checking invariants after each step; returns the finished
 /// requests and the order in which tags were first scheduled.
 pub(super) fn run_checked(e: &mut Engine) -> (Vec<Finished>, Vec<u64>) {
+    let (done, first_scheduled, _) = run_timed(e);
+    (done, first_scheduled)
+}
+
+/// [`run_checked`], with the phase times of the requests as they finished (checked too:
+/// `phases::tests`).
+pub(super) fn run_timed(e: &mut Engine) -> (Vec<Finished>, Vec<u64>, Vec<RequestTimes>) {
+    let before = e.counters().phases;
+    let mut times = Vec::new();
     let mut done = Vec::new();
     let mut first_scheduled = Vec::new();
     let mut guard = 0;
@@ -90,6 +99,8 @@ pub(super) fn run_checked(e: &mut Engine) -> (Vec<Finished>, Vec<u64>) {
         assert!(step.batch.tokens() <= u64::from(budget), "token budget exceeded");
         assert!(step.batch.num_seqs as usize <= seqs, "max_num_seqs exceeded");
         assert!(step.end_ns > step.start_ns);
+        super::phases::tests::check_step(&step);
+        times.extend_from_slice(step.finished);
         for em in step.emissions {
             if let Some(f) = em.finish {
                 done.push((em.tag, em.index, Some(f)));
@@ -105,7 +116,8 @@ pub(super) fn run_checked(e: &mut Engine) -> (Vec<Finished>, Vec<u64>) {
         assert!(e.running.len() <= seqs);
         e.pool.check(private_units(e)).unwrap();
     }
-    (done, first_scheduled)
+    super::phases::tests::check_totals(before, e.counters().phases, &times);
+    (done, first_scheduled, times)
 }
 
 /// Adds requests of random lengths and arrival gaps, each of which fits the pool alone; returns

@@ -467,12 +467,6 @@ impl Engine {
         if self.scheduled.is_empty() {
             return false;
         }
-        // vLLM times a request's queue to the scheduling pass that first takes it.
-        let planned = self.planned_at();
-        for s in &self.scheduled {
-            let r = self.reqs[s.slot as usize].as_mut().expect("scheduled request slot");
-            r.scheduled_ns.get_or_insert(planned.max(r.ready_ns));
-        }
         let parts = self.cost.breakdown(&batch);
         let jitter = self.jitter_rng.lognormal_factor(self.cfg.jitter_sigma);
         self.spent.add_scaled(&parts, jitter);

@@ -137,6 +137,8 @@ impl Engine {
         }
 
         if preempted == 0 {
+            // vLLM times a request's queue to the scheduling pass that first takes it.
+            let planned = self.planned_at();
             while budget > 0 && self.running.len() < self.cfg.max_num_seqs as usize {
                 let Some(&slot) = self.waiting.front() else {
                     break;
@@ -163,6 +165,7 @@ impl Engine {
                     r.registered = hits;
                     r.num_computed = computed;
                     r.phase = Phase::Running;
+                    r.scheduled_ns.get_or_insert(planned.max(r.ready_ns));
                     if first_admission {
                         r.cached_tokens = hits * bs;
                     }

@@ -164,13 +164,14 @@ mod tests {
         }
         // Slots 0 and 2 went to the first process, 1 to the second: at 1 ms a token the first
         // writes two, so the step ending at 10 ms is written by 12 ms, and the next, ending at
-        // 11 ms, waits for that.
+        // 11 ms, waits for that (its tokens merged into the first's chunks there, written whole
+        // by the second process, free again at 11 ms).
         let emitted: Vec<Emission> = (0..3).map(emission).collect();
         s.stream(10_000_000, 1e6, &emitted);
         assert_eq!(s.streamed_at(), 10_000_000);
         s.stream(11_000_000, 1e6, &emitted);
         assert_eq!(s.streamed_at(), 12_000_000);
-        // The mean process's work: (4 + 2) ms over two.
-        assert_eq!(s.work_ns(), 3_000_000);
+        // The mean process's work: 2 ms and the merged tokens' share of 2 more, and 1 + 1 ms.
+        assert_eq!(s.work_ns(), (2_000_000 + super::super::frontend::merged(2_000_000) + 2_000_000) / 2);
     }
 }

@@ -27,6 +27,8 @@ mod tokenizer;
 
 use std::collections::VecDeque;
 
+#[cfg(test)]
+pub(crate) use frontend::CHUNK_SHARE;
 pub use phases::{PhaseTotals, RequestTimes};
 pub use request::{FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
 pub use spec::SpecDraws;

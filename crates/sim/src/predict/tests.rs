@@ -106,19 +106,29 @@ fn ttft_includes_the_api_delay_and_excludes_client_queueing() {
     }
 }
 
+/// Seconds a writer at 1 ms a streamed token takes over `tokens` that come `first` in the
+/// first step and the rest while it is still writing: the first step's chunks whole, every
+/// later token merged into a chunk already waiting.
+fn writing_s(tokens: f64, first: f64) -> f64 {
+    (first + (tokens - first) * (1.0 - crate::engine::CHUNK_SHARE)) * 1e-3
+}
+
 #[test]
 fn streams_the_api_server_cannot_write_as_fast_as_the_steps_come_are_paced_by_it() {
     // 64 requests of 40 tokens from a small model on an H100: steps of a few ms. At 1 ms of the
-    // API server's work a streamed token, writing the 2,560 tokens takes 2.56 s, and the client
-    // sees them no faster, in the order the steps made them, whatever the GPU does.
+    // API server's work a streamed token, the first step's 64 tokens take 64 ms to write, and
+    // every later step ends while the writer is busy, so its tokens merge into the chunks
+    // waiting and cost only their processing: the client sees the 2,560 tokens no faster than
+    // that, in the order the steps made them, whatever the GPU does.
+    let writing = writing_s(2560.0, 64.0);
     let run = |us: &str| {
         let s = setup("Qwen/Qwen3-0.6B", "h100-sxm", &[("jitter", "0"), ("api-us-per-output-token", us)]);
         predict(&plan(64, |_| 32, |_| 40, 0), &config(None, false), &s)
     };
     let (fast, slow) = (run("0"), run("1000"));
     assert!(fast.duration_s < 1.0, "{}", fast.duration_s);
-    assert!((slow.duration_s / 2.56 - 1.0).abs() < 0.05, "{} s, 2.56 s of writing expected", slow.duration_s);
-    assert!(mean_tpot_ms(&slow) > 4.0 * mean_tpot_ms(&fast), "{} vs {}", mean_tpot_ms(&slow), mean_tpot_ms(&fast));
+    assert!((slow.duration_s / writing - 1.0).abs() < 0.05, "{} s, {writing} s of writing expected", slow.duration_s);
+    assert!(mean_tpot_ms(&slow) > 2.0 * mean_tpot_ms(&fast), "{} vs {}", mean_tpot_ms(&slow), mean_tpot_ms(&fast));
     for rec in slow.records.iter().chain(&fast.records) {
         assert!(rec.succeeded() && rec.chunks_us.windows(2).all(|w| w[0] < w[1]), "{rec:?}");
     }
@@ -127,14 +137,17 @@ fn streams_the_api_server_cannot_write_as_fast_as_the_steps_come_are_paced_by_it
 #[test]
 fn several_api_servers_write_their_shares_of_the_tokens_side_by_side() {
     // The run above, with the requests taken in by four processes in turn: each writes a quarter
-    // of every step's tokens, 0.64 s of writing in all, still slower than the steps come.
+    // of every step's tokens, a quarter of the writing, still slower than the steps come (a few
+    // steps find a process caught up and pay their chunks whole: up to a fifth more).
+    let (whole, quarter) = (writing_s(2560.0, 64.0), writing_s(640.0, 16.0));
     let run = |servers: &str| {
         let pairs = [("jitter", "0"), ("api-us-per-output-token", "1000"), ("api-server-count", servers)];
         predict(&plan(64, |_| 32, |_| 40, 0), &config(None, false), &setup("Qwen/Qwen3-0.6B", "h100-sxm", &pairs))
     };
     let (one, four) = (run("1"), run("4"));
-    assert!((one.duration_s / 2.56 - 1.0).abs() < 0.05, "{} s", one.duration_s);
-    assert!((four.duration_s / 0.64 - 1.0).abs() < 0.1, "{} s, 0.64 s of writing expected", four.duration_s);
+    assert!((one.duration_s / whole - 1.0).abs() < 0.05, "{} s", one.duration_s);
+    let ratio = four.duration_s / quarter;
+    assert!(ratio > 0.95 && ratio < 1.2, "{} s, {quarter} s of writing expected", four.duration_s);
     for rec in &four.records {
         assert!(rec.succeeded() && rec.chunks_us.windows(2).all(|w| w[0] < w[1]), "{rec:?}");
     }

@@ -27,7 +27,7 @@ model=$1 tok=$2 prelude=${3:-}
 lone_out=$((2 + $(tr ',' ' ' <<<"$prelude" | wc -w)))
 stats=$(mktemp)
 server=
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -f "$stats"' EXIT
+trap '{ [ -n "$server" ] && kill "$server" 2>/dev/null; } || true; rm -f "$stats" "$stats.log"' EXIT
 
 start() { # STEP_MS: start the probe server and wait until it answers
   [ -n "$server" ] && { kill "$server"; wait "$server" 2>/dev/null || true; }
@@ -37,9 +37,11 @@ start() { # STEP_MS: start the probe server and wait until it answers
   server=$!
   for _ in $(seq 1 100); do
     curl -sf "127.0.0.1:$PORT/v1/models" >/dev/null && return 0
+    kill -0 "$server" 2>/dev/null || break
     sleep 2
   done
-  echo "the probe server did not start; its log: $stats.log" >&2
+  echo "the probe server did not start; the end of its log:" >&2
+  tail -20 "$stats.log" >&2
   exit 1
 }
 

@@ -100,9 +100,13 @@ class StandInClient:
         import zmq
         import zmq.asyncio
 
-        from vllm.v1.engine import EngineCoreOutputs
+        from vllm.v1.engine import EngineCoreOutputs, EngineCoreRequestType
         from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 
+        # The message kinds, looked up once: the server's loop sends one a request and is
+        # asked to abort (mostly nothing) after every step's outputs.
+        self.add_kind = EngineCoreRequestType.ADD.value
+        self.abort_kind = EngineCoreRequestType.ABORT.value
         self.ctx = zmq.asyncio.Context()
         self.input_socket = self.ctx.socket(zmq.PUSH)
         self.input_socket.connect(in_addr)
@@ -118,15 +122,11 @@ class StandInClient:
         return self.decoder.decode(frames)
 
     async def add_request_async(self, request) -> None:
-        from vllm.v1.engine import EngineCoreRequestType
-        await self.input_socket.send_multipart(
-            (EngineCoreRequestType.ADD.value, *self.encoder.encode(request)), copy=False)
+        await self.input_socket.send_multipart((self.add_kind, *self.encoder.encode(request)), copy=False)
 
     async def abort_requests_async(self, request_ids) -> None:
-        from vllm.v1.engine import EngineCoreRequestType
         if request_ids:
-            await self.input_socket.send_multipart(
-                (EngineCoreRequestType.ABORT.value, *self.encoder.encode(list(request_ids))))
+            await self.input_socket.send_multipart((self.abort_kind, *self.encoder.encode(list(request_ids))))
 
     async def get_supported_tasks_async(self):
         return ("generate",)

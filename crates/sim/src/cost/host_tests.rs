@@ -76,3 +76,61 @@ fn the_host_s_work_grows_with_the_sequences_of_a_step_and_async_scheduling_hides
     let d = on.breakdown(&huge);
     assert!(d.host > 0.0 && (d.total - (0.5e-3 + 16e-6 * 4096.0)).abs() < 1e-12, "{d:?}");
 }
+
+/// vLLM 0.11.0's engine core timed with no GPU (`scripts/sim/engine_host_probe.py`,
+/// `testdata/engine-host-probe/vllm-0.11.0.jsonl`; CALIBRATION.md, "vLLM's engine core,
+/// measured"): its scheduler, its KV cache manager, its output bookkeeping and the encoding of a
+/// step's outputs, at 1 to 1,024 decoding sequences, three runs of each. The presets' host work a
+/// sequence (fitted on whole servers) covers that engine core's, as fast as the frontend probe
+/// puts the fitted hosts against this VM, and leaves the GPU worker's own loop (not measured) at
+/// most twice as much again; and the engine core's work grows about linearly, as the term does.
+#[test]
+fn the_host_s_work_a_sequence_covers_vllm_s_engine_core_as_measured() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    // How much faster the hosts the frontend's constants were fitted on are than the VM both
+    // probes ran on: the fitted cost of a streamed token over the frontend probe's, where its
+    // loop keeps up (completions, 64 and 256 streams at 15 ms steps).
+    let frontend = std::fs::read_to_string(root.join("frontend-probe/gpt-oss-vllm-0.11.0.txt")).unwrap();
+    let per_token: Vec<f64> = frontend
+        .lines()
+        .filter(|l| l.starts_with("completions") && l.contains("streams") && l.ends_with("us") && l.contains("step=15"))
+        .map(|l| l.split_whitespace().rev().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(per_token.len(), 2, "{per_token:?}");
+    let stack = crate::profile::StackProfile::default();
+    let speed = stack.api_us_per_output_token / servebench_core::metrics::median(&per_token);
+    assert!((0.6..0.8).contains(&speed), "{speed}");
+
+    let probe = std::fs::read_to_string(root.join("engine-host-probe/vllm-0.11.0.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = probe.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut runs: Vec<&str> = rows.iter().map(|r| r["run"].as_str().unwrap()).collect();
+    runs.dedup();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    for run in runs {
+        // The median of the three runs at each count of sequences.
+        let host_us = |n: u64| {
+            let v: Vec<f64> = rows
+                .iter()
+                .filter(|r| r["run"] == run && r["seqs"].as_u64() == Some(n))
+                .map(|r| r["host_us"].as_f64().unwrap())
+                .collect();
+            assert_eq!(v.len(), 3, "{run} at {n}");
+            servebench_core::metrics::median(&v)
+        };
+        let counts = [64u64, 128, 256, 512, 1024];
+        let (xs, ys): (Vec<f64>, Vec<f64>) = counts.iter().map(|&n| (n as f64, host_us(n))).unzip();
+        let (mx, my) = (xs.iter().sum::<f64>() / 5.0, ys.iter().sum::<f64>() / 5.0);
+        let slope = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum::<f64>()
+            / xs.iter().map(|x| (x - mx).powi(2)).sum::<f64>();
+        let engine_core = slope * speed;
+        assert!(
+            (engine_core..=3.0 * engine_core).contains(&stack.t_host_seq_us),
+            "{run}: the engine core takes {slope:.1} µs a sequence here, {engine_core:.1} on the fitted hosts; \
+             the presets charge {}",
+            stack.t_host_seq_us
+        );
+        // About linear: a sequence costs at most half as much again at 1,024 as at 128.
+        let (few, many) = (host_us(128) / 128.0, host_us(1024) / 1024.0);
+        assert!(many < 1.5 * few && many > 0.8 * few, "{run}: {few:.1} and {many:.1} µs a sequence");
+    }
+}

@@ -68,12 +68,31 @@ pub struct Answer {
     pub passed_above: Vec<f64>,
 }
 
+/// The most concurrent requests a `max-concurrency` search may probe.
+pub const MAX_CONCURRENCY_SEARCHED: f64 = 1_000_000.0;
+
+/// The highest request rate (a second) a `request-rate` search may probe.
+pub const MAX_RATE_SEARCHED: f64 = 1_000_000.0;
+
 impl Search {
+    /// Bounds a search's `max` to loads a run can really offer, so that every value it probes
+    /// and reports is the one that ran (a float holds every whole number up to 2^53 exactly).
     pub fn new(integer: bool, min: f64, max: f64, tolerance: Tolerance) -> Result<Search, String> {
         if !(min > 0.0 && min.is_finite()) {
             return Err(format!("--search-min must be greater than 0, got {}", number_text(min)));
         }
-        if !(max >= min && max.is_finite()) {
+        if !max.is_finite() {
+            return Err(format!("--search-max must be a finite number, got {}", number_text(max)));
+        }
+        let ceiling = if integer { MAX_CONCURRENCY_SEARCHED } else { MAX_RATE_SEARCHED };
+        if max > ceiling {
+            return Err(format!(
+                "--search-max {} is beyond any load a run can offer; give at most {}",
+                number_text(max),
+                number_text(ceiling)
+            ));
+        }
+        if max < min {
             return Err(format!(
                 "--search-max must be at least --search-min ({}), got {}",
                 number_text(min),
@@ -204,6 +223,12 @@ mod tests {
         assert!(Search::new(true, 0.0, 8.0, Tolerance::Absolute(1.0)).is_err());
         assert!(Search::new(true, 8.0, 4.0, Tolerance::Absolute(1.0)).is_err());
         assert!(Search::new(true, 1.5, 4.0, Tolerance::Absolute(1.0)).is_err());
+        let huge = Search::new(true, 1.0, 18446744073709551615.0, Tolerance::Absolute(1.0)).unwrap_err();
+        assert!(huge.contains("give at most 1000000"), "{huge}");
+        assert!(Search::new(false, 1.0, 1e300, Tolerance::Relative(0.05)).is_err());
+        let inf = Search::new(false, 1.0, f64::INFINITY, Tolerance::Relative(0.05)).unwrap_err();
+        assert!(inf.contains("finite"), "{inf}");
+        assert!(Search::new(true, 1.0, MAX_CONCURRENCY_SEARCHED, Tolerance::Absolute(1.0)).is_ok());
         assert_eq!(Tolerance::parse("2").unwrap(), Tolerance::Absolute(2.0));
         assert_eq!(Tolerance::parse("5%").unwrap(), Tolerance::Relative(0.05));
         assert!(Tolerance::parse("-1").is_err());

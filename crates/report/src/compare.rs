@@ -97,10 +97,9 @@ impl PairStats {
                     Quantity::Latency(stat, metric) => estimate(ra, rb, stat, metric),
                     _ => None,
                 };
-                // A run that completed no request has no latency (its summary reads 0).
+                // A run that completed no request has no latency, from its summary or its records.
                 let value = |run: &StoredRun, from_records: Option<f64>| {
-                    let measured = !(matches!(q, Quantity::Latency(..)) && run.summary.completed == 0);
-                    q.value(&run.summary).or(from_records).filter(|_| measured)
+                    q.value(&run.summary).or(from_records.filter(|_| run.summary.completed > 0))
                 };
                 let a = value(ra, estimate.map(|e| e.a));
                 let b = value(rb, estimate.map(|e| e.b));

@@ -229,7 +229,14 @@ fn highest_throughput(runs: &[StoredRun], group: &Group) -> Vec<Finding> {
 fn lowest_latency(runs: &[StoredRun], group: &Group) -> Vec<Finding> {
     let mut out = Vec::new();
     let ctx = with_context(&group.context);
-    let all_have = |q: Quantity| group.members.iter().all(|(_, i)| q.value(&runs[*i].summary).is_some());
+    // Among the runs that completed a request: the others have no latency.
+    let all_have = |q: Quantity| {
+        group
+            .members
+            .iter()
+            .filter(|(_, i)| runs[*i].summary.completed > 0)
+            .all(|(_, i)| q.value(&runs[*i].summary).is_some())
+    };
     let by = if all_have(E2EL) {
         Some(E2EL)
     } else if all_have(TPOT) {

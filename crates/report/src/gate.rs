@@ -116,8 +116,7 @@ pub fn check_run(rules: &[Threshold], summary: &Summary) -> Verdicts {
         .iter()
         .map(|rule| {
             let q = rule.quantity;
-            let value = q.value(summary).filter(|_| !(matches!(q, Quantity::Latency(..)) && summary.completed == 0));
-            let Some(v) = value else {
+            let Some(v) = q.value(summary) else {
                 let reason = format!("not checked: the run has no {}", q.name());
                 return Verdict { threshold: rule.clone(), value: None, outcome: Outcome::Skip, reason };
             };

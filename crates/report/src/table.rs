@@ -42,8 +42,8 @@ impl Table {
     /// The table in `format`.
     pub fn render(&self, format: Format) -> String {
         match format {
-            Format::Table => self.text(),
-            Format::Markdown => self.markdown(),
+            Format::Table => servebench_store::format::printable(&self.text()),
+            Format::Markdown => servebench_store::format::printable(&self.markdown()),
             Format::Csv => self.csv(),
         }
     }
@@ -158,6 +158,8 @@ pub fn html_escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            // Characters HTML does not allow (NUL and the other controls) as their escapes.
+            c if c.is_control() && !matches!(c, '\n' | '\t' | '\r') => out.extend(c.escape_unicode()),
             c => out.push(c),
         }
     }

@@ -16,6 +16,25 @@ const LABELS_WIDTH: usize = 60;
 /// `WHEN` is the run's own start as recorded (its local time), or, when unknown, when it was
 /// stored (UTC). `TTFT` and `TPOT` are medians in milliseconds.
 pub fn list_table(rows: &[RunRow]) -> String {
+    printable(&table_of(rows))
+}
+
+/// Text for a terminal: control characters other than line breaks and tabs (an escape sequence
+/// in an imported model name would retitle or clear the terminal) are shown escaped, as
+/// `\u{1b}`.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn table_of(rows: &[RunRow]) -> String {
     if rows.is_empty() {
         return "No runs match.\n".to_string();
     }
@@ -94,6 +113,10 @@ pub fn cut(s: &str, width: usize) -> String {
 /// The `runs show` text: who and what the run was, then its result block as vLLM prints it
 /// (after vLLM's failure listing), its config, notes and a summary of its environment.
 pub fn show_text(run: &StoredRun) -> String {
+    printable(&show_of(run))
+}
+
+fn show_of(run: &StoredRun) -> String {
     let r = &run.row;
     let mut out = String::new();
     let _ = writeln!(out, "Run {} ({}), {}", r.id, r.uid, r.kind);
@@ -297,5 +320,18 @@ mod tests {
         };
         let table = list_table(&[row]);
         assert!(table.contains("2026-01-02 03:04") && table.contains("2.5") && table.contains("2.00"), "{table}");
+    }
+
+    #[test]
+    fn control_characters_of_stored_text_are_shown_escaped() {
+        let mut store = Store::open_in_memory().unwrap();
+        let (run, summary) = sample();
+        store.insert(&NewRun::from_run(RunKind::Bench, &run, &summary)).unwrap();
+        let mut row = fixed(store.list(&Default::default()).unwrap().remove(0));
+        row.model = Some("evil\u{1b}]0;pwned\u{7}\u{1b}[2J".into());
+        let table = list_table(&[row]);
+        assert!(!table.chars().any(|c| c.is_control() && c != '\n'), "{table:?}");
+        assert!(table.contains("evil\\u{1b}]0;"), "{table}");
+        assert_eq!(printable("a\tb\nc\u{0}"), "a\tb\nc\\u{0}");
     }
 }

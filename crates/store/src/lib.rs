@@ -32,7 +32,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-pub use path::{db_path_from, default_db_path};
+pub use path::{db_path_from, default_db_path, refuse_store_overwrite};
 pub use runs::{
     BadRunRef, BadRunSpec, ChunkTimes, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow,
     RunSpec, Source, StoredRun,
@@ -51,6 +51,8 @@ pub enum StoreError {
     NotAStore { path: PathBuf },
     #[error("{} is not a servebench run store (it is not an SQLite file at all); pass another --db", path.display())]
     NotSqlite { path: PathBuf },
+    #[error("{} holds an SQLite database (a run store?), which writing there would destroy; choose another output path", path.display())]
+    WouldOverwrite { path: PathBuf },
     #[error(
         "the run store {} has schema version {found}, newer than this servebench knows ({known}); \
          upgrade servebench or pass another --db",

@@ -1,6 +1,6 @@
 //! Where the run store lives when no `--db PATH` is given.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::StoreError;
 
@@ -25,6 +25,21 @@ pub fn db_path_from(env: impl Fn(&str) -> Option<PathBuf>) -> Result<PathBuf, St
     }
     let home = set("HOME").ok_or(StoreError::NoDataDir)?;
     Ok(home.join(".local").join("share").join("servebench").join("runs.db"))
+}
+
+/// Refuses `output` as the path of a file to write (a report, an export, a result file, a
+/// plan) when it holds an SQLite database already: a run store there would be replaced by the
+/// file and every run in it lost. Other files, and paths that do not exist yet, pass.
+pub fn refuse_store_overwrite(output: &Path) -> Result<(), StoreError> {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    let sqlite = std::fs::File::open(output)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"SQLite format 3\0");
+    if sqlite && output.is_file() {
+        return Err(StoreError::WouldOverwrite { path: output.to_path_buf() });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -54,5 +69,19 @@ mod tests {
     fn without_home_the_error_says_what_to_pass() {
         let err = db_path_from(env(&[])).unwrap_err();
         assert!(err.to_string().contains("--db PATH"), "{err}");
+    }
+
+    #[test]
+    fn an_output_path_that_holds_a_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runs.db");
+        crate::Store::open(&db).unwrap();
+        let err = refuse_store_overwrite(&db).unwrap_err();
+        assert!(err.to_string().contains("choose another output path"), "{err}");
+        let text = dir.path().join("report.html");
+        std::fs::write(&text, "<html>").unwrap();
+        refuse_store_overwrite(&text).unwrap();
+        refuse_store_overwrite(&dir.path().join("new.csv")).unwrap();
+        refuse_store_overwrite(dir.path()).unwrap();
     }
 }

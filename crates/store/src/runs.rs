@@ -366,8 +366,12 @@ impl RunRow {
         label_of(&self.labels, key)
     }
 
-    /// The key numbers of TTFT, TPOT, ITL or E2EL.
+    /// The key numbers of TTFT, TPOT, ITL or E2EL; none for a run that completed no request
+    /// (its summary reads 0).
     pub fn key_stats(&self, metric: Metric) -> Option<KeyStats> {
+        if self.completed == 0 {
+            return None;
+        }
         KEY_METRICS.iter().position(|m| *m == metric).and_then(|i| self.stats[i])
     }
 }

@@ -54,6 +54,14 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     let mut notes = dataset.notes;
     notes.extend(route_note(config));
     let times = if let WorkloadSpec::Trace { time_scale, .. } = &config.workload {
+        let t = &config.traffic;
+        if t.request_rate.is_finite() || t.burstiness != 1.0 || t.ramp_up.is_some() {
+            return Err(WorkloadError::Invalid(
+                "a trace sets every arrival time; leave out --request-rate, --burstiness and the ramp-up flags \
+                 (--trace-time-scale speeds the trace up or slows it down)"
+                    .into(),
+            ));
+        }
         let ts: Vec<f64> = dataset.samples.iter().map(|s| s.timestamp_s.unwrap_or(0.0)).collect();
         notes.push(format!(
             "Trace replay: arrival times come from the trace (time scale {time_scale}); the request rate and burstiness are not used."

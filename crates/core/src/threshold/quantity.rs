@@ -237,6 +237,8 @@ impl Quantity {
             Quantity::PeakConcurrency => {
                 s.peak_concurrent_requests.or(s.vllm_max_concurrent_requests).map(|p| p as f64)
             }
+            // A run that completed no request has no latency (its summary reads 0).
+            Quantity::Latency(..) if s.completed == 0 => None,
             Quantity::Latency(stat, metric) => {
                 let m = s.metric(metric)?;
                 match stat {

@@ -14,7 +14,6 @@ use crate::threshold::{Outcome, Quantity, Stat, Threshold, Verdict, Verdicts, fa
 /// run without a successful request; a missing failure count reads as none failed).
 pub fn value(slo: &Threshold, s: &Summary) -> Option<f64> {
     match slo.quantity {
-        Quantity::Latency(..) if s.completed == 0 => None,
         Quantity::FailedPct => failed_pct(s.completed, s.failed.unwrap_or(0)),
         q => q.value(s),
     }

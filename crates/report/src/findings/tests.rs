@@ -328,6 +328,30 @@ fn failures_of_runs_side_by_side_name_the_run() {
     );
 }
 
+/// A run whose every request failed reads 0 ms in its summary's latencies; it has none, and is
+/// never the fastest.
+#[test]
+fn a_run_that_completed_nothing_is_not_ranked_by_latency() {
+    let runs = stored(&[
+        point("a", 4, 10.0, 50.0, 5.0, 0),
+        point("down", 4, 0.0, 0.0, 0.0, 100),
+        point("c", 4, 12.0, 80.0, 4.0, 0),
+    ]);
+    let found = all(&runs, None);
+    assert_eq!(
+        of_kind(&found, FindingKind::FastestFirstToken),
+        ["Fastest first token at max_concurrency=4: a (median TTFT 50.00 ms; next c at 80.00 ms)."]
+    );
+    assert_eq!(
+        of_kind(&found, FindingKind::BestLatency),
+        ["Lowest latency at max_concurrency=4: c (median TPOT 4.00 ms; next a at 5.00 ms)."]
+    );
+    assert_eq!(
+        of_kind(&found, FindingKind::Failures),
+        ["down fails 100.0 % of requests at max_concurrency=4 (100 of 100)."]
+    );
+}
+
 #[test]
 fn a_knee_where_throughput_falls_says_it_no_longer_rises() {
     let runs = stored(&[

@@ -125,11 +125,14 @@ async fn run(
         servebench_client::align_prompts(&mut plan, &config, tokenizer, key, &log).await;
     }
     if let Some(path) = &resolved.dry_run {
+        servebench_store::refuse_store_overwrite(Path::new(path))?;
         servebench_workload::save_plan(&plan, Path::new(path))
             .with_context(|| format!("could not write the plan to {path}"))?;
         out.line(format!("Wrote {} planned requests to {path}; nothing was sent.", plan.len()))?;
         return Ok(None);
     }
+    // A store that cannot take the run is found before anything is measured.
+    resolved.store.check()?;
     let worker = match &resolved.shard {
         Some(s) => Some(shard::take_share(s, &mut config, &mut plan, out)?),
         None => None,

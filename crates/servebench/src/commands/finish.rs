@@ -1,11 +1,12 @@
 //! The end of every measured or predicted run: summarise, print vLLM's report, save the
 //! result JSON when asked, and keep the run in the run store.
 
+use anyhow::Context as _;
 use std::path::PathBuf;
 
 use servebench_core::metrics::{Ledger, Summary, TurnMetrics, render_health, render_notes, render_turns};
 use servebench_core::record::RunResult;
-use servebench_core::vllm::json::{ResultFileError, result_filename, result_json, write_result};
+use servebench_core::vllm::json::{result_filename, result_json, write_result};
 use servebench_core::vllm::text::{render_failures, render_result_block, render_steady_state};
 use servebench_store::{NewRun, RunId, RunKind};
 
@@ -26,7 +27,7 @@ struct Finished {
     summary: Summary,
     /// The result JSON written, if `--save-result` or `--append-result` was given, or why it
     /// could not be: the run is kept in the store either way, then the command fails.
-    saved_to: Result<Option<PathBuf>, ResultFileError>,
+    saved_to: anyhow::Result<Option<PathBuf>>,
 }
 
 /// Prints the failure listing and the result block exactly as vLLM does, then saves the
@@ -73,7 +74,12 @@ fn finish_run(
         if let (Some(b), Some(ours)) = (&band, value.get_mut("servebench").and_then(|v| v.as_object_mut())) {
             ours.insert("prediction_band".into(), serde_json::to_value(b)?);
         }
-        write_result(&path, &value, options.append_result).map(|()| Some(path))
+        match servebench_store::refuse_store_overwrite(&path) {
+            Ok(()) => {
+                write_result(&path, &value, options.append_result).map(|()| Some(path)).map_err(anyhow::Error::from)
+            }
+            Err(e) => Err(e.into()),
+        }
     } else {
         Ok(None)
     };
@@ -86,6 +92,30 @@ fn finish_run(
 pub struct StoreChoice {
     pub db: Option<String>,
     pub no_store: bool,
+}
+
+impl StoreChoice {
+    /// The store's file, or none with `--no-store`; an empty `--db` names no file.
+    pub fn path(&self) -> anyhow::Result<Option<PathBuf>> {
+        match (&self.db, self.no_store) {
+            (_, true) => Ok(None),
+            (Some(p), false) if p.is_empty() => {
+                anyhow::bail!("--db names no file; give the run store's path, or --no-store to keep nothing")
+            }
+            (Some(p), false) => Ok(Some(PathBuf::from(p))),
+            (None, false) => Ok(Some(servebench_store::default_db_path()?)),
+        }
+    }
+
+    /// Opens the store (creating it) before anything is measured, so that a run is not made
+    /// only to be refused by a store that cannot take it.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(path) = self.path()? {
+            servebench_store::Store::open(&path)
+                .with_context(|| "the run would not be kept; fix --db, or pass --no-store to keep nothing")?;
+        }
+        Ok(())
+    }
 }
 
 /// How a finished run is kept: its kind in the run store, labels added to it, and a suffix
@@ -148,12 +178,8 @@ pub fn finish_and_keep(
 /// Saves a run in the run store and says where. A store that cannot be written is a warning,
 /// not a lost run: the report was printed and any result file was written already.
 pub fn store_run(run: &NewRun, choice: &StoreChoice, out: &Sink) -> anyhow::Result<Option<RunId>> {
-    if choice.no_store {
+    let Some(path) = choice.path()? else {
         return Ok(None);
-    }
-    let path = match &choice.db {
-        Some(p) => PathBuf::from(p),
-        None => servebench_store::default_db_path()?,
     };
     let stored = servebench_store::Store::open(&path).and_then(|mut store| store.insert(run));
     match stored {

@@ -103,6 +103,20 @@ fn flag_name(arg: &str) -> &str {
     arg.split('=').next().unwrap_or(arg)
 }
 
+/// A Kubernetes name (a DNS label): lowercase letters, digits and '-', from a letter to a letter
+/// or digit, at most `most` characters.
+fn dns_label(flag: &str, name: &str, most: usize) -> anyhow::Result<()> {
+    let chars = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ends = name.starts_with(|c: char| c.is_ascii_lowercase()) && !name.ends_with('-');
+    if !chars || !ends || name.len() > most {
+        anyhow::bail!(
+            "{flag} {name:?}: Kubernetes names are lowercase letters, digits and '-', begin with a letter, \
+             end with a letter or digit, and here take at most {most} characters"
+        );
+    }
+    Ok(())
+}
+
 /// A YAML (and JSON) double-quoted string.
 fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
@@ -121,13 +135,19 @@ pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
     check_cpu(&a.cpu)?;
     check_field("--results-claim", &a.results_claim, true)?;
     check_field("--results-dir", &a.results_dir, false)?;
+    if !a.results_dir.starts_with('/') {
+        anyhow::bail!(
+            "--results-dir {:?}: a volume's mount path is absolute; give one such as /results",
+            a.results_dir
+        );
+    }
     if let Some(n) = &a.namespace {
         check_field("--namespace", n, true)?;
+        dns_label("--namespace", n, 63)?;
     }
     let (name, world, port) = (&a.name, a.common.workers, a.common.port);
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
-        anyhow::bail!("--name {name:?}: Kubernetes names are lowercase letters, digits and '-'");
-    }
+    // Each worker's host name is NAME-INDEX, itself a label of at most 63 characters.
+    dns_label("--name", name, 63 - 1 - (world.max(1) - 1).to_string().len())?;
     let results = format!("{}/{name}", a.results_dir.trim_end_matches('/'));
     let (words, per_run) = command(&a.common);
     let mut args: Vec<String> = words.iter().map(|w| w.to_string()).collect();

@@ -58,6 +58,7 @@ fn merge_one(parts: Vec<ShardResult>, filename: Option<String>, args: &MergeArgs
         keep.labels.push(("partial".into(), "true".into()));
     }
     let choice = StoreChoice { db: args.db.clone(), no_store: args.no_store };
+    choice.check()?;
     finish_and_keep(merged, None, None, &keep, &choice, out)?;
     Ok(())
 }

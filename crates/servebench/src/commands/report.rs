@@ -28,6 +28,7 @@ pub fn execute(args: HtmlReportArgs, out: &mut dyn Write) -> anyhow::Result<Exit
         generated_at: Some(now.strftime("%Y-%m-%d %H:%M %Z").to_string()),
     };
     let html = render(&runs, &options)?;
+    servebench_store::refuse_store_overwrite(&args.output)?;
     std::fs::write(&args.output, html).with_context(|| {
         format!("could not write {}; check the folder exists and is writable", args.output.display())
     })?;

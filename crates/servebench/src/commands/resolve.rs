@@ -97,6 +97,24 @@ pub struct Resolver {
     models: Vec<(String, Result<ServedModel, String>)>,
 }
 
+/// What a run writes, checked before it starts: a result file or a plan named where a run
+/// store is, and an empty file name, are refused then, not after the run. (The store itself is
+/// opened just before the run starts: [`StoreChoice::check`].)
+fn check_outputs(config: &RunConfig, dry_run: Option<&str>) -> anyhow::Result<()> {
+    if config.output.result_filename.as_deref() == Some("") {
+        anyhow::bail!("--result-filename is empty; give a file name, or leave it out for vLLM's default name");
+    }
+    if let Some(name) = &config.output.result_filename {
+        let path = servebench_core::vllm::json::result_filename(config, &config.target.model_id, "");
+        servebench_store::refuse_store_overwrite(&path)
+            .with_context(|| format!("--result-filename {name} cannot be written"))?;
+    }
+    if let Some(plan) = dry_run {
+        servebench_store::refuse_store_overwrite(Path::new(plan)).context("--dry-run cannot write its plan there")?;
+    }
+    Ok(())
+}
+
 impl Resolver {
     /// Resolves the run `f` describes; the lookup of a server's model prints vLLM's lines.
     pub async fn resolve(&mut self, f: &RunFlags<'_>, out: &Sink) -> anyhow::Result<Resolved> {
@@ -127,13 +145,15 @@ impl Resolver {
             }
         };
         (config.target.model_id, config.target.model_name) = (model_id, model_name);
+        // A worker's share is stored once merged.
+        let store = StoreChoice { db: f.extra.db.clone(), no_store: f.extra.no_store || shard.is_some() };
+        check_outputs(&config, f.extra.dry_run.as_deref())?;
         Ok(Resolved {
             config,
             executor,
             replay_plan: f.extra.replay_plan.clone(),
             dry_run: f.extra.dry_run.clone(),
-            // A worker's share is stored once merged.
-            store: StoreChoice { db: f.extra.db.clone(), no_store: f.extra.no_store || shard.is_some() },
+            store,
             shard,
             tokenizer,
         })

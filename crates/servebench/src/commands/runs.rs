@@ -97,9 +97,11 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
     };
 
     let mut file = match &args.output {
-        Some(path) => Some(BufWriter::new(File::create(path).with_context(|| {
-            format!("could not create {}; check the folder exists and is writable", path.display())
-        })?)),
+        Some(path) => Some(BufWriter::new(
+            servebench_store::refuse_store_overwrite(path).map(|()| File::create(path))?.with_context(|| {
+                format!("could not create {}; check the folder exists and is writable", path.display())
+            })?,
+        )),
         None => None,
     };
     let w: &mut dyn Write = match &mut file {

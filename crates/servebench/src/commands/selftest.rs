@@ -37,6 +37,7 @@ pub async fn run(args: SelftestArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         options.least_duration().as_secs_f64()
     ));
     let choice = StoreChoice { db: args.db.clone(), no_store: args.no_store };
+    choice.check()?;
     let mut store_error = None;
     let report = selftest(&options, |level, run| {
         note(format!(

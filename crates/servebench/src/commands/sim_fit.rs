@@ -191,6 +191,7 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         if models.len() == 1 { model.as_str() } else { "MODEL" },
         d.hardware
     );
+    servebench_store::refuse_store_overwrite(Path::new(&args.out))?;
     std::fs::write(&args.out, header + &profile.to_toml())
         .with_context(|| format!("could not write the profile to {}", args.out))?;
     out.line(format!("Wrote the profile to {}", args.out))?;

@@ -2,6 +2,7 @@
 //! memory sink: against the scripted test server and against the simulator on a loopback port,
 //! checking the printed vLLM block and the saved result JSON.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -134,6 +135,33 @@ async fn bench_serve_against_the_simulator_on_loopback_names_its_model_without_a
     assert_eq!(source["engine"], "vllm");
     assert_eq!(source["failed"], 0);
     assert!(source["series"].as_array().is_some_and(|s| s.iter().any(|x| x["signal"] == "running")), "{source}");
+}
+
+/// Where a run would lose what it measured, it is refused before it starts: a result file named
+/// where the run store is, an empty file name, a store that names no file or cannot be opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_that_would_lose_the_run_are_refused_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    servebench_store::Store::open(&db).unwrap();
+    let (db, folder) = (db.to_str().unwrap(), dir.path().to_str().unwrap());
+    let sim = ["--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--num-prompts", "2", "--random-output-len", "2", "--disable-tqdm"];
+    for (flags, expected) in [
+        (
+            &["--save-result", "--result-dir", folder, "--result-filename", "runs.db", "--db", db][..],
+            "choose another output path",
+        ),
+        (&["--dry-run", db][..], "choose another output path"),
+        (&["--save-result", "--result-filename", ""][..], "--result-filename is empty"),
+        (&["--db", ""][..], "--db names no file"),
+        (&["--db", folder][..], "the run would not be kept"),
+    ] {
+        let out = Sink::memory();
+        let e = serve(bench_serve(&[&sim[..], flags].concat()), &out).await.expect_err("refused");
+        assert!(format!("{e:#}").contains(expected), "{flags:?}: {e:#}");
+        assert!(!out.text().contains("Successful requests"), "{flags:?} ran: {}", out.text());
+    }
+    assert!(servebench_store::Store::open(Path::new(db)).is_ok(), "the store is intact");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -269,6 +269,18 @@ fn the_requests_of_an_imported_result_file_are_exported() {
     assert!(err.to_string().contains("add --requests ID"), "{err}");
 }
 
+/// An export or a report written where the run store is would replace every run in it.
+#[test]
+fn an_output_path_that_is_the_store_is_refused_and_the_store_kept() {
+    let (dir, db) = imported();
+    for argv in [&["runs", "export", "--db", &db, "-o", &db][..], &["report", "--db", &db, "--all", "-o", &db][..]] {
+        let err = try_run(argv).expect_err("refused");
+        assert!(err.to_string().contains("choose another output path"), "{argv:?}: {err}");
+    }
+    assert_eq!(json_lines(&run(&["runs", "export", "--db", &db, "--format", "json"])).len(), 37);
+    drop(dir);
+}
+
 #[test]
 fn reading_commands_do_not_create_a_store() {
     let dir = tempfile::tempdir().unwrap();

@@ -76,7 +76,12 @@ pub struct ImportError {
 /// Reads `path` and turns every result in it into a run. The stored source file name is the
 /// absolute path when it can be found.
 pub fn import_file(path: &Path) -> Result<ImportReport, ImportError> {
-    let bytes = std::fs::read(path).map_err(|error| ImportError { path: path.to_path_buf(), error })?;
+    let fail = |error| ImportError { path: path.to_path_buf(), error };
+    // A device or a pipe (`/dev/zero`, a FIFO) may never end; a result is a file.
+    if !std::fs::metadata(path).map_err(fail)?.is_file() {
+        return Err(fail(std::io::Error::new(std::io::ErrorKind::InvalidInput, "it is not a regular file")));
+    }
+    let bytes = std::fs::read(path).map_err(fail)?;
     let source = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut report = import_bytes(&bytes, &source.to_string_lossy());
     report.path = path.to_path_buf();
@@ -85,7 +90,8 @@ pub fn import_file(path: &Path) -> Result<ImportReport, ImportError> {
 
 /// [`import_file`] on content already read; `source` is the name stored with each run.
 pub fn import_bytes(bytes: &[u8], source: &str) -> ImportReport {
-    let text = String::from_utf8_lossy(bytes);
+    // A byte-order mark (some editors write one) is not part of the JSON or the report.
+    let text = String::from_utf8_lossy(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes));
     let cx = Context { source, content_hash: ids::fnv1a64(bytes), tz: jiff::tz::TimeZone::system() };
     let is_json = servebench_core::vllm::is_json(&text);
     let mut report = ImportReport {

@@ -377,3 +377,18 @@ mod never_panics {
         }
     }
 }
+
+#[test]
+fn a_byte_order_mark_is_not_part_of_the_result() {
+    let (run, summary) = sample();
+    let json = servebench_core::vllm::dumps(&result_json(&run, &summary));
+    let report = import_bytes(&[b"\xEF\xBB\xBF".as_slice(), json.as_bytes()].concat(), "/data/bom.json");
+    assert_eq!((report.format, report.runs.len()), (Format::Json, 1), "{:?}", report.skipped);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_device_is_refused_before_it_is_read() {
+    let err = import_file(Path::new("/dev/zero")).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+}

@@ -126,7 +126,11 @@ fn trace_plans_take_their_times_from_the_trace() {
         path: testdata().join("datasets/mooncake_small.jsonl").display().to_string(),
         time_scale: 2.0,
     };
+    // A rate would be ignored: it is refused instead of printed in the report as if it held.
     c.traffic.request_rate = 1.0;
+    let err = build_plan(&c, None).unwrap_err().to_string();
+    assert!(err.contains("a trace sets every arrival time"), "{err}");
+    c.traffic.request_rate = f64::INFINITY;
     let plan = build_plan(&c, None).unwrap();
     let at: Vec<u64> = plan.requests.iter().map(|r| r.at_ns).collect();
     assert_eq!(at, [0, 500_000_000, 500_000_000, 2_000_000_000, 6_200_000_000]);

@@ -115,6 +115,16 @@ fn flags_the_launcher_sets_or_that_cannot_shard_are_refused() {
     let mut bad_name = k8s(&USER_ARGS);
     bad_name.name = "Bench_Qwen".into();
     assert!(k8s_manifest(&bad_name).unwrap_err().to_string().contains("lowercase letters"));
+    for name in ["-abc", "1abc", "abc-", &"a".repeat(62)] {
+        bad_name.name = name.into();
+        assert!(k8s_manifest(&bad_name).unwrap_err().to_string().starts_with("--name"), "{name}");
+    }
+    bad_name.name = "a".repeat(61);
+    assert!(k8s_manifest(&bad_name).is_ok(), "61 characters and one digit of index fit 63");
+    let namespace = K8sArgs { namespace: Some("Bad_NS".into()), ..k8s(&USER_ARGS) };
+    assert!(k8s_manifest(&namespace).unwrap_err().to_string().starts_with("--namespace"));
+    let relative = K8sArgs { results_dir: "rel/dir".into(), ..k8s(&USER_ARGS) };
+    assert!(k8s_manifest(&relative).unwrap_err().to_string().contains("mount path is absolute"));
 }
 
 fn slurm() -> SlurmArgs {

@@ -329,7 +329,12 @@ impl HardwareSpec {
             ("peak_tflops.bf16", raw.peak_tflops.bf16),
             ("inter_node.bandwidth_gbs", raw.inter_node.bandwidth_gbs),
         ];
-        for (field, v) in positive {
+        let p = &raw.peak_tflops;
+        let given = [("peak_tflops.fp8", p.fp8), ("peak_tflops.fp4", p.fp4), ("peak_tflops.int4", p.int4)]
+            .into_iter()
+            .chain([("peak_tflops.int32", p.int32), ("peak_tflops.exp2", p.exp2)])
+            .filter_map(|(field, v)| v.map(|v| (field, v)));
+        for (field, v) in positive.into_iter().chain(given) {
             if !(v.is_finite() && v > 0.0) {
                 return Err(bad(format!("{field} must be a positive number, got {v}")));
             }
@@ -450,6 +455,20 @@ mod tests {
         let typo = format!("{}x", toy.name);
         assert!((0.75..1.0).contains(&toy.nearness(&typo)), "{}", toy.nearness(&typo));
         assert!(toy.nearness("zzzzzzzzzzzz") < 0.5);
+    }
+
+    /// A rate of zero would price a step at infinity (or NaN): every rate a preset gives, the
+    /// optional peaks and the links' bandwidths too, must be positive.
+    #[test]
+    fn a_rate_of_zero_is_refused() {
+        for (from, to, field) in [
+            ("bf16 = 100", "bf16 = 100\nexp2 = 0", "peak_tflops.exp2"),
+            ("bf16 = 100", "bf16 = 100\nfp8 = -1", "peak_tflops.fp8"),
+            ("bandwidth_gbs = 2.8", "bandwidth_gbs = 0", "bandwidth_gbs must be a positive number"),
+        ] {
+            let e = HardwareSpec::from_toml(&MINIMAL.replace(from, to), "toy").unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+        }
     }
 
     #[test]

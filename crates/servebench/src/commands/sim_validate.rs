@@ -59,6 +59,19 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
         Split::None
     };
     let mapped: Vec<&MeasuredPoint> = targets.iter().map(|t| &t.point).collect();
+    // Each fold is predicted by a fit on the others: more folds than results leaves folds
+    // empty, and one result leaves nothing to fit on (a --fail-above gate would pass on nothing).
+    if let Split::Folds(k) = split
+        && !targets.is_empty()
+        && k > mapped.len()
+    {
+        anyhow::bail!(
+            "--folds {k} asks for more folds than the {} result(s) mapped; give --folds {} or fewer{}",
+            mapped.len(),
+            mapped.len().max(2),
+            if mapped.len() < 2 { ", with two results or more" } else { "" }
+        );
+    }
     // A deployment with no run at the loads the fits take is named, not predicted.
     if let Split::FitOn { key, .. } = &split {
         for fold in validate::folds_of(&mapped, &split).into_iter().filter(|f| f.fit_on.is_empty()) {

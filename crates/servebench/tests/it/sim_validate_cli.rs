@@ -124,6 +124,9 @@ fn sim_validate_reports_errors_skips_what_it_cannot_map_and_gates_on_them() {
     assert!(e.contains("no result has a `prompts` label") && e.contains("tp") && e.contains("num-prompts"), "{e}");
     let e = refused(&["--leave-out", "hw"]);
     assert!(e.contains("one group (hw=h100)") && e.contains("--folds"), "{e}");
+    // More folds than results would hold some out with nothing in them.
+    let e = refused(&["--folds", "1000"]);
+    assert!(e.contains("--folds 1000 asks for more folds than the"), "{e}");
     let e = refused(&["--by", "gpu"]);
     assert!(e.contains("--by gpu: no result has a `gpu` label"), "{e}");
     // The band `sim predict` prints around each prediction: every point's side of it follows

@@ -52,6 +52,10 @@ pub fn shape_by_dataset(point: &mut MeasuredPoint) {
         return;
     };
     let n = w.num_prompts;
+    // More requests than a fit simulates are refused as the file is read; nothing to shape.
+    if n > super::run::MAX_REQUESTS {
+        return;
+    }
     let prompts = Lengths::Shape { total: *input, quantiles: SHAREGPT_PROMPTS.to_vec() }.expand(n);
     let replies = Lengths::Shape { total: *output, quantiles: SHAREGPT_COMPLETIONS.to_vec() }.expand(n);
     // A second fixed order for the replies: the prompts' order read backwards.

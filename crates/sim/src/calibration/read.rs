@@ -82,7 +82,15 @@ impl FileRead {
     }
 
     /// The file as read where any result of it was; else its error: nothing in it could be.
-    fn any(self, origin: &str) -> Result<FileRead, CalibrationError> {
+    fn any(mut self, origin: &str) -> Result<FileRead, CalibrationError> {
+        // A result of more requests than a fit simulates is named now, before anything expands
+        // its requests' lengths (a damaged count of 10^14 would exhaust the memory).
+        let (kept, big): (Vec<_>, Vec<_>) =
+            self.points.drain(..).partition(|p| p.workload.num_prompts <= super::run::MAX_REQUESTS);
+        self.points = kept;
+        self.skipped.extend(
+            big.into_iter().map(|p| Skipped { reason: super::run::too_many(p.workload.num_prompts), label: p.label }),
+        );
         if !self.points.is_empty() || self.skipped.is_empty() {
             return Ok(self);
         }

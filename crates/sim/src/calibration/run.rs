@@ -18,8 +18,13 @@ use crate::rng::mix64;
 use crate::setup::SimSetup;
 
 /// Limits that keep a damaged or enormous result file from exhausting memory.
-const MAX_REQUESTS: usize = 1_000_000;
+pub(crate) const MAX_REQUESTS: usize = 1_000_000;
 const MAX_PROMPT_TOKENS: u64 = 200_000_000;
+
+/// Why a result of `n` requests is not simulated.
+pub(crate) fn too_many(n: usize) -> String {
+    format!("{n} requests are more than the {MAX_REQUESTS} a fit simulates; use a smaller run")
+}
 
 /// Whether a fit can simulate `w`: it has a request, and no more requests and prompt tokens
 /// than the limits above. Gives the requests' prompt lengths where it can.
@@ -29,7 +34,7 @@ pub(crate) fn simulable(w: &PointWorkload) -> Result<Vec<u32>, String> {
         return Err("the point has no request".into());
     }
     if n > MAX_REQUESTS {
-        return Err(format!("{n} requests are more than the {MAX_REQUESTS} a fit simulates; use a smaller run"));
+        return Err(too_many(n));
     }
     let inputs = w.input.expand(n);
     let prompt_tokens: u64 = inputs.iter().map(|&x| u64::from(x)).sum();

@@ -273,9 +273,15 @@ fn is_measurement(key: &str) -> bool {
         || key == "n"
 }
 
+/// The most lengths [`spread`] lists; a point's requests repeat them in turn.
+const SPREAD_CYCLE: usize = 1 << 16;
+
 /// `n` lengths spread evenly over `[⌊ratio · len⌋, len]` in a fixed interleaved order (the
-/// golden-ratio sequence), so any run of consecutive requests covers the range.
+/// golden-ratio sequence), so any run of consecutive requests covers the range; at most
+/// [`SPREAD_CYCLE`] of them, which `Lengths::Each` repeats for more requests (a damaged row
+/// of 10^12 requests is refused later, not allocated here).
 fn spread(len: u64, ratio: f64, n: usize) -> Vec<u32> {
+    let n = n.min(SPREAD_CYCLE);
     let hi = u32::try_from(len).unwrap_or(u32::MAX);
     let lo = ((len as f64 * ratio).floor() as u32).clamp(1, hi);
     let span = f64::from(hi - lo);

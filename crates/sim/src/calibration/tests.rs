@@ -283,6 +283,36 @@ fn a_point_too_large_to_simulate_is_skipped_not_the_whole_set() {
     assert!(Calibrator::new(targets).is_ok());
 }
 
+/// A damaged count (10^12 streams in a row, 10^14 requests in a report) is named and skipped
+/// as the file is read, before anything expands its requests' lengths in memory.
+#[test]
+fn a_result_of_absurdly_many_requests_is_skipped_as_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.json");
+    std::fs::write(
+        &rows,
+        r#"[{"hw":"h100","tp":2,"isl":1024,"osl":1024,"conc":1000000000000,"mean_ttft":0.05,"output_tput_per_gpu":370},
+            {"hw":"h100","tp":2,"isl":1024,"osl":1024,"conc":4,"mean_ttft":0.05,"output_tput_per_gpu":370}]"#,
+    )
+    .unwrap();
+    let read = super::read::read_file(&rows).unwrap();
+    assert_eq!(read.points.len(), 1);
+    assert!(read.skipped[0].reason.contains("10000000000000 requests are more than the 1000000"), "{:?}", read.skipped);
+    let report = dir.path().join("report.txt");
+    // The first block of a public report, its count of requests damaged.
+    let public =
+        std::fs::read_to_string(super::fidelity_tests::testdata().join("public/gpustack-h100-qwen3-8b-latency.txt"))
+            .unwrap();
+    let end = public.find("==================================================\n\n").unwrap() + 51;
+    let block = public[..end].replace(
+        "Successful requests:                     100\n",
+        "Successful requests:                     99999999999999\n",
+    );
+    std::fs::write(&report, block).unwrap();
+    let err = super::read::read_file(&report).unwrap_err().to_string();
+    assert!(err.contains("requests are more than"), "{err}");
+}
+
 #[test]
 fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_engine_is_skipped() {
     let presets = Presets::embedded().unwrap();

@@ -261,6 +261,12 @@ impl Link {
     /// Why the link cannot be priced as given: a bridge with nothing past it, or a link past
     /// something that is not a bridge.
     pub fn check(&self) -> Result<(), String> {
+        if !(self.bandwidth_gbs.is_finite() && self.bandwidth_gbs > 0.0) {
+            return Err(format!(
+                "link {}: bandwidth_gbs must be a positive number, got {}",
+                self.name, self.bandwidth_gbs
+            ));
+        }
         match (self.bridge_gpus, &self.beyond) {
             (0, Some(_)) => {
                 Err(format!("link {}: `beyond` is the link past a bridge; give bridge_gpus too", self.name))

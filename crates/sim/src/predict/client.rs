@@ -17,6 +17,10 @@ use super::Prompts;
 use super::dispatch::Dispatch;
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
 
+/// Why a request that outlived the 71.6 minutes its token times hold failed.
+const OUTLIVED: &str = "the request outlived the 71.6 minutes (2^32 µs) a request's token times are kept to; \
+                        send fewer or shorter requests at once";
+
 /// A conversation's history: the prompt of its last turn and the answer in progress.
 #[derive(Default)]
 struct History {
@@ -232,7 +236,23 @@ impl<'a> Client<'a> {
     pub fn deliver(&mut self, engine: &mut Engine, e: &Emission, end_abs: u64) {
         let i = e.tag as usize;
         let Some(rec) = self.records.get_mut(i) else { return };
-        let us = u32::try_from((end_abs - self.sent_abs[i]) / 1000).unwrap_or(u32::MAX);
+        // A record keeps its tokens' times in µs after the send, as 32 bits: 71.6 minutes. A
+        // request that lives longer fails as a client's timeout would, rather than read as
+        // saturated times (a first token at 4,294,967 ms, its tokens 0 ms apart).
+        let us = match u32::try_from((end_abs - self.sent_abs[i]) / 1000) {
+            Ok(us) if rec.failure.is_none() => us,
+            outlived => {
+                if outlived.is_err() && rec.failure.is_none() {
+                    rec.failure = Some(Failure { kind: FailureKind::Timeout, message: OUTLIVED.into() });
+                    rec.end_us = u32::MAX;
+                }
+                if e.finish.is_some() {
+                    self.policy.finished(i, false, end_abs - self.t0, &mut self.actions);
+                    self.act(engine, end_abs);
+                }
+                return;
+            }
+        };
         // Accepted draft tokens travel in the chunk of the token before them.
         if !e.continues {
             rec.chunks_us.push(us);

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use servebench_core::config::{Api, RunConfig};
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
-use servebench_core::record::RunResult;
+use servebench_core::record::{FailureKind, RunResult};
 
 use super::*;
 use crate::presets::Presets;
@@ -85,6 +85,22 @@ fn every_request_gets_its_tokens_and_records_are_complete() {
     }
     let last_end = r.records.iter().map(|x| x.start_s() + x.latency_s()).fold(0.0, f64::max);
     assert!((r.duration_s - last_end).abs() < 1e-5, "{} vs {last_end}", r.duration_s);
+}
+
+/// A record keeps its tokens' times as 32-bit µs after the send (71.6 minutes). 200 prompts of
+/// 8,000 tokens at once on one L4 keep the last of them waiting about two hours: those fail
+/// with the reason, and no request reads a saturated time.
+#[test]
+fn a_request_that_outlives_its_token_times_fails_with_the_reason() {
+    let s = setup("Qwen/Qwen3-8B", "l4", &[]);
+    let r = predict(&plan(200, |_| 8000, |_| 1000, 0), &config(None, false), &s);
+    let (ok, failed): (Vec<_>, Vec<_>) = r.records.iter().partition(|x| x.succeeded());
+    assert!(!ok.is_empty() && !failed.is_empty(), "{} ok, {} failed", ok.len(), failed.len());
+    for rec in &failed {
+        let f = rec.failure.as_ref().unwrap();
+        assert!(f.kind == FailureKind::Timeout && f.message.contains("71.6 minutes"), "{f:?}");
+    }
+    assert!(ok.iter().all(|x| x.chunks_us.len() == 1000 && x.end_us < u32::MAX), "a saturated time");
 }
 
 #[test]

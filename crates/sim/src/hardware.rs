@@ -330,10 +330,15 @@ impl HardwareSpec {
             ("inter_node.bandwidth_gbs", raw.inter_node.bandwidth_gbs),
         ];
         let p = &raw.peak_tflops;
-        let given = [("peak_tflops.fp8", p.fp8), ("peak_tflops.fp4", p.fp4), ("peak_tflops.int4", p.int4)]
-            .into_iter()
-            .chain([("peak_tflops.int32", p.int32), ("peak_tflops.exp2", p.exp2)])
-            .filter_map(|(field, v)| v.map(|v| (field, v)));
+        let given = [
+            ("peak_tflops.fp8", p.fp8),
+            ("peak_tflops.fp4", p.fp4),
+            ("peak_tflops.int4", p.int4),
+            ("peak_tflops.int32", p.int32),
+            ("peak_tflops.exp2", p.exp2),
+        ]
+        .into_iter()
+        .filter_map(|(field, v)| v.map(|v| (field, v)));
         for (field, v) in positive.into_iter().chain(given) {
             if !(v.is_finite() && v > 0.0) {
                 return Err(bad(format!("{field} must be a positive number, got {v}")));

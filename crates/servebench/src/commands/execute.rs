@@ -125,7 +125,6 @@ async fn run(
         servebench_client::align_prompts(&mut plan, &config, tokenizer, key, &log).await;
     }
     if let Some(path) = &resolved.dry_run {
-        servebench_store::refuse_store_overwrite(Path::new(path))?;
         servebench_workload::save_plan(&plan, Path::new(path))
             .with_context(|| format!("could not write the plan to {path}"))?;
         out.line(format!("Wrote {} planned requests to {path}; nothing was sent.", plan.len()))?;

@@ -82,15 +82,19 @@ impl FileRead {
     }
 
     /// The file as read where any result of it was; else its error: nothing in it could be.
-    fn any(mut self, origin: &str) -> Result<FileRead, CalibrationError> {
-        // A result of more requests than a fit simulates is named now, before anything expands
-        // its requests' lengths (a damaged count of 10^14 would exhaust the memory).
+    /// Skips, with the reason, every result of more requests than a fit simulates, before
+    /// anything expands their lengths (a damaged count of 10^14 would exhaust the memory).
+    fn without_oversized(mut self) -> FileRead {
         let (kept, big): (Vec<_>, Vec<_>) =
             self.points.drain(..).partition(|p| p.workload.num_prompts <= super::run::MAX_REQUESTS);
         self.points = kept;
         self.skipped.extend(
             big.into_iter().map(|p| Skipped { reason: super::run::too_many(p.workload.num_prompts), label: p.label }),
         );
+        self
+    }
+
+    fn any(self, origin: &str) -> Result<FileRead, CalibrationError> {
         if !self.points.is_empty() || self.skipped.is_empty() {
             return Ok(self);
         }
@@ -147,7 +151,7 @@ pub fn read_file(path: &Path) -> Result<FileRead, CalibrationError> {
             report_points(blocks, &name)?
         }
     };
-    read.any(&origin)
+    read.without_oversized().any(&origin)
 }
 
 /// [`read_file`] where every result of the file must be read: the first that cannot is the

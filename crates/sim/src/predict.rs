@@ -312,12 +312,16 @@ pub(crate) fn predict_prepared(
             last_end = last_end.max(t0 + rec.start_ns);
         }
     }
+    // A clock that saturated (steps of years, from absurd constants) schedules nothing more.
+    let unscheduled = if engine.now_ns() == u64::MAX {
+        "the simulated engine's clock ran out (2^64 ns): its steps last longer than any run; \
+         check the stack's constants (--option, --profile)"
+    } else {
+        "the simulated engine could not schedule this request"
+    };
     for rec in &mut records {
         if rec.status == 0 && rec.failure.is_none() {
-            rec.failure = Some(Failure {
-                kind: FailureKind::Interrupted,
-                message: "the simulated engine could not schedule this request".into(),
-            });
+            rec.failure = Some(Failure { kind: FailureKind::Interrupted, message: unscheduled.into() });
         }
     }
     // The saved config says what ran: warm-ups beyond the flags' own (the simulator's default

@@ -458,58 +458,66 @@ impl StackProfile {
             effs.push((format!("moe_eff.{}", p.name()), self.moe_eff.get(p)));
         }
         for (name, v) in effs {
-            if !(v.is_finite() && v > 0.0 && v <= 1.5) {
-                return Err(format!("{name} is an efficiency and must be in (0, 1.5], got {v}"));
+            if !(v.is_finite() && (1e-3..=1.5).contains(&v)) {
+                return Err(format!("{name} is an efficiency and must be in [0.001, 1.5], got {v}"));
             }
         }
-        for (name, v) in [
-            ("triton_moe.ops_per_weight", self.triton_moe.ops_per_weight),
-            ("triton_moe.m_half", self.triton_moe.m_half),
-            ("dequant_ops_per_weight", self.dequant_ops_per_weight.unwrap_or(1.0)),
+        // Counts past any kernel's: a million rows, a thousand operations a weight.
+        for (name, v, max) in [
+            ("triton_moe.ops_per_weight", self.triton_moe.ops_per_weight, 1e3),
+            ("triton_moe.m_half", self.triton_moe.m_half, 1e6),
+            ("dequant_ops_per_weight", self.dequant_ops_per_weight.unwrap_or(1.0), 1e3),
+            ("gemm_m_half", self.gemm_m_half, 1e6),
         ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{name} must be positive, got {v}"));
+            if !(v.is_finite() && v > 0.0 && v <= max) {
+                return Err(format!("{name} must be positive and at most {max}, got {v}"));
             }
         }
-        if !(self.tokenizer_parallel.is_finite() && self.tokenizer_parallel >= 1.0) {
+        if !(self.tokenizer_parallel.is_finite() && (1.0..=1e6).contains(&self.tokenizer_parallel)) {
             return Err(format!(
-                "tokenizer_parallel must be at least 1 prompt at once, got {}",
+                "tokenizer_parallel must be from 1 to 1000000 prompts at once, got {}",
                 self.tokenizer_parallel
             ));
         }
-        if !(self.gemm_m_half.is_finite() && self.gemm_m_half > 0.0) {
-            return Err(format!("gemm_m_half must be a positive number of rows, got {}", self.gemm_m_half));
-        }
-        let times = [
-            ("t0_ms", self.t0_ms),
-            ("t_layer_us", self.t_layer_us),
-            ("t_seq_us", self.t_seq_us),
-            ("t_moe_us", self.t_moe_us),
-            ("t_host_ms", self.t_host_ms),
-            ("t_host_seq_us", self.t_host_seq_us),
-            ("t_admit_us", self.t_admit_us),
-            ("alpha_api_ms", self.alpha_api_ms),
-            ("api_us_per_token", self.api_us_per_token),
-            ("api_ms_per_request", self.api_ms_per_request),
-            ("api_us_per_output_token", self.api_us_per_output_token),
-            ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0)),
-            ("ar_step_us", self.ar_step_us.unwrap_or(0.0)),
-            ("ar_fixed_us", self.ar_fixed_us.unwrap_or(0.0)),
-            ("eager_layer_us", self.eager_layer_us),
-            ("linear_chunk_us", self.linear_chunk_us),
-            ("attn_query_keys", self.attn_query_keys),
-            ("activation_reserve_gib", self.activation_reserve_gib),
-            ("activation_reserve_moe_gib", self.activation_reserve_moe_gib),
-            ("triton_moe.fixed_us", self.triton_moe.fixed_us),
-            ("fused_moe_us", self.fused_moe_us),
-            ("fp4_moe.fixed_us", self.fp4_moe.fixed_us),
+        // A minute a step, a layer, a sequence or a request is past any serving stack; larger
+        // values would also overflow the engine's nanosecond clock.
+        const MINUTE_MS: f64 = 60_000.0;
+        const MINUTE_US: f64 = 60_000_000.0;
+        let bounded = [
+            ("t0_ms", self.t0_ms, MINUTE_MS, "ms"),
+            ("t_layer_us", self.t_layer_us, MINUTE_US, "µs"),
+            ("t_seq_us", self.t_seq_us, MINUTE_US, "µs"),
+            ("t_moe_us", self.t_moe_us, MINUTE_US, "µs"),
+            ("t_host_ms", self.t_host_ms, MINUTE_MS, "ms"),
+            ("t_host_seq_us", self.t_host_seq_us, MINUTE_US, "µs"),
+            ("t_admit_us", self.t_admit_us, MINUTE_US, "µs"),
+            ("alpha_api_ms", self.alpha_api_ms, MINUTE_MS, "ms"),
+            ("api_us_per_token", self.api_us_per_token, MINUTE_US, "µs"),
+            ("api_ms_per_request", self.api_ms_per_request, MINUTE_MS, "ms"),
+            ("api_us_per_output_token", self.api_us_per_output_token, MINUTE_US, "µs"),
+            ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0), MINUTE_US, "µs"),
+            ("ar_step_us", self.ar_step_us.unwrap_or(0.0), MINUTE_US, "µs"),
+            ("ar_fixed_us", self.ar_fixed_us.unwrap_or(0.0), MINUTE_US, "µs"),
+            ("eager_layer_us", self.eager_layer_us, MINUTE_US, "µs"),
+            ("linear_chunk_us", self.linear_chunk_us, MINUTE_US, "µs"),
+            ("triton_moe.fixed_us", self.triton_moe.fixed_us, MINUTE_US, "µs"),
+            ("fused_moe_us", self.fused_moe_us, MINUTE_US, "µs"),
+            ("fp4_moe.fixed_us", self.fp4_moe.fixed_us, MINUTE_US, "µs"),
+            // A key count past any context a model serves.
+            ("attn_query_keys", self.attn_query_keys, 1e8, "keys"),
+            // No device holds a petabyte.
+            ("activation_reserve_gib", self.activation_reserve_gib, 1e6, "GiB"),
+            ("activation_reserve_moe_gib", self.activation_reserve_moe_gib, 1e6, "GiB"),
         ];
         if let Some(gbs) = self.ar_gbs.filter(|g| !(g.is_finite() && *g > 0.0)) {
             return Err(format!("ar_gbs must be a rate above 0 GB/s, got {gbs}"));
         }
-        for (name, v) in times {
+        for (name, v, max, unit) in bounded {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("{name} must be zero or positive, got {v}"));
+            }
+            if v > max {
+                return Err(format!("{name} must be at most {max} {unit}, got {v}"));
             }
         }
         if !(self.attn_exp_exposed.is_finite() && (0.0..=1.0).contains(&self.attn_exp_exposed)) {

@@ -36,6 +36,15 @@ pub(crate) fn simulable(w: &PointWorkload) -> Result<Vec<u32>, String> {
     if n > MAX_REQUESTS {
         return Err(too_many(n));
     }
+    // The schedule's last request lands at n / rate (vLLM rescales it so).
+    let span_s = n as f64 / w.request_rate;
+    if span_s > servebench_workload::arrival::MAX_SCHEDULE_S {
+        return Err(format!(
+            "{n} requests at {} a second span {:.1e} days, past the year a schedule may span; check its request rate",
+            w.request_rate,
+            span_s / 86_400.0
+        ));
+    }
     let inputs = w.input.expand(n);
     let prompt_tokens: u64 = inputs.iter().map(|&x| u64::from(x)).sum();
     if prompt_tokens > MAX_PROMPT_TOKENS {

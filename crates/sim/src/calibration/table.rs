@@ -44,7 +44,7 @@ impl Default for RowDefaults {
 /// Whether a JSON document is a table row. A field given as `null` (as pandas writes a gap in a
 /// column) counts as absent, so a row with a null `conc` is still a row, and says what it lacks.
 pub fn is_row(value: &Value) -> bool {
-    ["isl", "osl"].iter().all(|k| value.get(k).is_some_and(Value::is_number))
+    ["isl", "osl"].iter().all(|k| value.get(k).is_some_and(|v| !v.is_null()))
         && (value.get("conc").is_some() || value.get("request_rate").is_some())
 }
 
@@ -494,6 +494,12 @@ mod tests {
         r["conc"] = Value::Null;
         assert!(is_row(&r), "a null conc is still a row of this format, so it is named, not mistaken");
         assert!(err(&r).contains("without conc needs a request_rate"), "{}", err(&r));
+        // A length written as text is this format's field, named as such (not read as a vLLM
+        // result that lacks `completed`).
+        let mut r = row();
+        r["isl"] = serde_json::json!("1k");
+        assert!(is_row(&r));
+        assert!(err(&r).contains("isl must be a whole number of at least 1, not \"1k\""), "{}", err(&r));
     }
 
     #[test]

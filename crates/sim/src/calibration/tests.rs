@@ -281,6 +281,12 @@ fn a_point_too_large_to_simulate_is_skipped_not_the_whole_set() {
     assert!(skipped[0].reason.contains("a fit simulates"), "{skipped:?}");
     // What is left is prepared and predicted as before.
     assert!(Calibrator::new(targets).is_ok());
+    // A rate that spreads ten requests over millions of years is a slip, named and skipped.
+    let mut slip = point(10, 10_000, 1_000, None);
+    slip.workload.request_rate = 1e-12;
+    let (targets, skipped) = validate::targets_for(vec![slip, point(4, 2000, 100, None)], &defaults, &presets);
+    assert_eq!((targets.len(), skipped.len()), (1, 1));
+    assert!(skipped[0].reason.contains("past the year a schedule may span"), "{skipped:?}");
 }
 
 /// A damaged count (10^12 streams in a row, 10^14 requests in a report) is named and skipped

@@ -476,9 +476,11 @@ impl Engine {
         let step_ns = ((seconds * 1e9).round() as u64).max(1);
         let stage_ns = (step_ns / u64::from(self.cfg.pipeline_batches.max(1))).max(1);
         let start_ns = self.now_ns.max(self.stage_free_ns);
-        let behind = self.in_flight.back().map_or(0, |f| f.end_ns + stage_ns);
-        let end_ns = (start_ns + step_ns).max(behind);
-        self.stage_free_ns = start_ns + stage_ns;
+        // The clock saturates rather than wraps: a run whose steps pass u64 nanoseconds ends
+        // with its requests past the times they can keep, and fails them so.
+        let behind = self.in_flight.back().map_or(0, |f| f.end_ns.saturating_add(stage_ns));
+        let end_ns = start_ns.saturating_add(step_ns).max(behind);
+        self.stage_free_ns = start_ns.saturating_add(stage_ns);
         self.counters.steps += 1;
         let scheduled = std::mem::take(&mut self.scheduled);
         self.in_flight.push_back(Flight { start_ns, end_ns, batch, preempted, scheduled });

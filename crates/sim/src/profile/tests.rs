@@ -156,3 +156,21 @@ fn attention_kernels_are_chosen_sparse_first_then_sinks_then_the_stack_s() {
     let r = plain.attention_rate(true, true);
     assert_eq!((r.kernels, r.eff, r.exposed), (AttentionKernels::Standard, 0.87, 0.73));
 }
+
+#[test]
+fn constants_past_any_serving_stack_are_refused_with_their_bound() {
+    let mut p = StackProfile::default();
+    // A step's fixed cost of a minute is the most taken; more would also wrap the engine's clock.
+    assert!(p.set_option("t0-ms", "60000").unwrap());
+    let err = p.set_option("t0-ms", "1e15").unwrap_err();
+    assert!(err.contains("t0_ms must be at most 60000 ms"), "{err}");
+    assert_eq!(p.t0_ms, 60000.0, "a refused value leaves the profile as it was");
+    let err = p.set_option("t-seq-us", "1e300").unwrap_err();
+    assert!(err.contains("t_seq_us must be at most 60000000 µs"), "{err}");
+    let err = p.set_option("gemm-m-half", "1e300").unwrap_err();
+    assert!(err.contains("gemm_m_half must be positive and at most 1000000"), "{err}");
+    let err = p.set_option("tokenizer-parallel", "1e9").unwrap_err();
+    assert!(err.contains("tokenizer_parallel must be from 1 to 1000000"), "{err}");
+    let err = p.set_option("activation-reserve-gib", "1e7").unwrap_err();
+    assert!(err.contains("activation_reserve_gib must be at most"), "{err}");
+}

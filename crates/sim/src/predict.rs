@@ -46,6 +46,9 @@ pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dy
 pub(crate) struct Prepared {
     pub ids: Option<Vec<u32>>,
     pub ignore_eos: bool,
+    /// The output budget the body asks for where it gives one (`--extra-body` may override
+    /// the planned length, as it does on a real server); the planned length otherwise.
+    pub max_tokens: Option<u32>,
     pub error: Option<String>,
 }
 
@@ -63,6 +66,8 @@ pub(crate) struct Prompts {
     pub conversations: Vec<PreparedConversation>,
     /// Whether conversation turns run to `max_tokens` regardless of the EOS model.
     pub turns_ignore_eos: bool,
+    /// The output budget every turn's body asks for through the run's `extra_body`, if any.
+    pub turns_max_tokens: Option<u32>,
 }
 
 impl Prompts {
@@ -79,26 +84,25 @@ impl Prompts {
                 let body: serde_json::Value = match serde_json::from_slice(&r.body) {
                     Ok(v) => v,
                     Err(e) => {
-                        return Prepared {
-                            ids: None,
-                            ignore_eos: false,
-                            error: Some(format!("the request body is not JSON: {e}")),
-                        };
+                        return Prepared::failed(format!("the request body is not JSON: {e}"));
                     }
                 };
                 // As vLLM's server answers it: a 400 naming the parameter.
-                if let Err(e) = crate::sampling::check(&body) {
-                    return Prepared { ids: None, ignore_eos: false, error: Some(e.to_string()) };
-                }
+                let budget =
+                    crate::sampling::check(&body).and_then(|()| crate::sampling::requested_max_tokens(served, &body));
+                let max_tokens = match budget {
+                    Ok(m) => m,
+                    Err(e) => return Prepared::failed(e.to_string()),
+                };
                 let mut ids = Vec::with_capacity(r.prompt_tokens as usize + 8);
                 if let Err(e) = mapper.prompt_ids(served, &body, &mut ids) {
-                    return Prepared { ids: None, ignore_eos: false, error: Some(e) };
+                    return Prepared::failed(e);
                 }
                 if plan.tokens_exact() && r.prompt_tokens > 0 {
                     resize_prompt(&mut ids, r.prompt_tokens as usize);
                 }
                 let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
-                Prepared { ids: Some(ids), ignore_eos, error: None }
+                Prepared { ids: Some(ids), ignore_eos, max_tokens, error: None }
             })
             .collect();
         let chat_ids = |messages: serde_json::Value| -> Result<Vec<u32>, String> {
@@ -107,7 +111,9 @@ impl Prompts {
         };
         // A conversation's turns carry the run's sampling parameters (`extra_body`): one vLLM
         // refuses fails each conversation at its first turn.
-        let sampling = crate::sampling::check_fields(&config.extra_body);
+        let extra = serde_json::Value::Object(config.extra_body.clone());
+        let turns_budget = crate::sampling::requested_max_tokens(Api::Chat, &extra);
+        let sampling = crate::sampling::check_fields(&config.extra_body).and(turns_budget.clone().map(|_| ()));
         let conversations = plan
             .conversations
             .iter()
@@ -135,7 +141,13 @@ impl Prompts {
             .collect();
         let turns_ignore_eos =
             config.ignore_eos || config.extra_body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
-        Prompts { requests, conversations, turns_ignore_eos }
+        Prompts { requests, conversations, turns_ignore_eos, turns_max_tokens: turns_budget.ok().flatten() }
+    }
+}
+
+impl Prepared {
+    fn failed(error: String) -> Prepared {
+        Prepared { ids: None, ignore_eos: false, max_tokens: None, error: Some(error) }
     }
 }
 

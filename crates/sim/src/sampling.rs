@@ -5,6 +5,7 @@
 //! simulator times.
 
 use serde_json::Value;
+use servebench_core::config::Api;
 
 /// A sampling parameter out of vLLM's range: which, and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -47,6 +48,31 @@ pub fn check_fields(fields: &serde_json::Map<String, Value>) -> Result<(), BadSa
     Ok(())
 }
 
+/// The output budget a body asks for, read as the server reads it for `api`: chat's
+/// `max_completion_tokens` before its `max_tokens`, the Responses API's `max_output_tokens`,
+/// `max_tokens` elsewhere; `None` where the body gives none (absent or null). A budget below 1,
+/// or not a whole number, is refused as vLLM refuses it.
+pub fn requested_max_tokens(api: Api, body: &Value) -> Result<Option<u32>, BadSampling> {
+    let field = |k: &str| body.get(k).filter(|v| !v.is_null());
+    let (param, value) = match api {
+        Api::Chat => match field("max_completion_tokens") {
+            Some(v) => ("max_completion_tokens", Some(v)),
+            None => ("max_tokens", field("max_tokens")),
+        },
+        Api::Completions | Api::Messages => ("max_tokens", field("max_tokens")),
+        Api::Responses => ("max_output_tokens", field("max_output_tokens")),
+    };
+    let Some(v) = value else { return Ok(None) };
+    let Some(asked) = v.as_i64() else {
+        return Err(BadSampling { param, message: format!("{param} must be a whole number, got {v}.") });
+    };
+    if asked < 1 {
+        return Err(BadSampling { param, message: format!("{param} must be at least 1, got {asked}.") });
+    }
+    // Past any context: the engine then refuses it for its length, as the server does.
+    Ok(Some(u32::try_from(asked).unwrap_or(u32::MAX)))
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -85,6 +111,24 @@ mod tests {
         assert_eq!(check(&fine), Ok(()));
         assert_eq!(check(&json!({"top_k": 0, "temperature": null})), Ok(()));
         assert_eq!(check(&json!({"prompt": "hi"})), Ok(()));
+    }
+
+    #[test]
+    fn the_output_budget_is_read_per_api_and_refused_below_one() {
+        let body = json!({"max_tokens": 7, "max_completion_tokens": 9, "max_output_tokens": 11});
+        assert_eq!(requested_max_tokens(Api::Completions, &body), Ok(Some(7)));
+        assert_eq!(requested_max_tokens(Api::Chat, &body), Ok(Some(9)));
+        assert_eq!(
+            requested_max_tokens(Api::Chat, &json!({"max_tokens": 5, "max_completion_tokens": null})),
+            Ok(Some(5))
+        );
+        assert_eq!(requested_max_tokens(Api::Responses, &body), Ok(Some(11)));
+        assert_eq!(requested_max_tokens(Api::Completions, &json!({"max_tokens": null})), Ok(None));
+        let e = requested_max_tokens(Api::Completions, &json!({"max_tokens": 0})).unwrap_err();
+        assert_eq!((e.param, e.message.as_str()), ("max_tokens", "max_tokens must be at least 1, got 0."));
+        let e = requested_max_tokens(Api::Responses, &json!({"max_output_tokens": "ten"})).unwrap_err();
+        assert!(e.message.contains("max_output_tokens must be a whole number"), "{}", e.message);
+        assert_eq!(requested_max_tokens(Api::Completions, &json!({"max_tokens": 1u64 << 40})), Ok(Some(u32::MAX)));
     }
 
     proptest! {

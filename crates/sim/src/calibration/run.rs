@@ -109,11 +109,12 @@ impl PreparedPoint {
                         (mix64(seed ^ u64::from(j)) >> 33) as u32
                     };
                     let ids = (0..inputs[i]).map(token).collect();
-                    Prepared { ids: Some(ids), ignore_eos: true, error: None }
+                    Prepared { ids: Some(ids), ignore_eos: true, max_tokens: None, error: None }
                 })
                 .collect(),
             conversations: Vec::new(),
             turns_ignore_eos: true,
+            turns_max_tokens: None,
         };
         let plan = Plan {
             api: if w.chat { Api::Chat } else { Api::Completions },

@@ -177,12 +177,12 @@ impl<'a> Client<'a> {
     /// Sends item `i`: its clock starts at `at`, and it reaches the engine at `wire`.
     fn send(&mut self, engine: &mut Engine, i: usize, at: u64, wire: u64) {
         let n = self.plan.requests.len();
-        let (ids, ignore_eos) = if i < n {
+        let (ids, ignore_eos, budget) = if i < n {
             let p = &mut self.prompts.requests[i];
-            (p.ids.take().ok_or_else(|| p.error.clone().unwrap_or_default()), p.ignore_eos)
+            (p.ids.take().ok_or_else(|| p.error.clone().unwrap_or_default()), p.ignore_eos, p.max_tokens)
         } else {
             let prompt = self.turn_prompts[i - n].take().unwrap_or_else(|| Err("the turn has no prompt".into()));
-            (prompt, self.prompts.turns_ignore_eos)
+            (prompt, self.prompts.turns_ignore_eos, self.prompts.turns_max_tokens)
         };
         let ids = match ids {
             Ok(ids) => ids,
@@ -197,7 +197,9 @@ impl<'a> Client<'a> {
         rec.start_ns = at - self.t0;
         self.sent_abs[i] = at;
         let prompt_len = u32::try_from(ids.len()).unwrap_or(u32::MAX);
-        let max_tokens = rec.max_tokens;
+        // The engine generates what the body asked for; the record keeps the planned length,
+        // as a real client's does.
+        let max_tokens = budget.unwrap_or(rec.max_tokens);
         if i < n && self.plan.tokens_exact() {
             rec.prompt_tokens_client = Some(self.plan.requests[i].prompt_tokens);
         }

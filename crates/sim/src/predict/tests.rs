@@ -260,6 +260,27 @@ fn requests_that_do_not_fit_the_context_fail_like_a_400() {
     assert!(predict(&p, &chat_route, &s).records[0].succeeded());
 }
 
+/// `--extra-body '{"max_tokens": N}'` replaces every body's planned length, and a real server
+/// generates N tokens; so does the prediction (the record keeps the planned length, as a real
+/// client's record does).
+#[test]
+fn a_body_s_output_budget_is_what_the_engine_generates() {
+    let s = setup("Qwen/Qwen3-4B", "l40s", &[]);
+    let mut p = plan(3, |_| 20, |_| 40, 0);
+    let override_to = |body: &Bytes, budget: serde_json::Value| {
+        let mut v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        v["max_tokens"] = budget;
+        Bytes::from(v.to_string())
+    };
+    p.requests[0].body = override_to(&p.requests[0].body, serde_json::json!(5));
+    p.requests[1].body = override_to(&p.requests[1].body, serde_json::json!(0));
+    let r = predict(&p, &config(None, false), &s);
+    assert_eq!(r.records[0].output_tokens(), 5);
+    assert_eq!(r.records[0].max_tokens, 40);
+    assert_eq!(r.records[1].failure.as_ref().unwrap().message, "max_tokens must be at least 1, got 0.");
+    assert_eq!(r.records[2].output_tokens(), 40);
+}
+
 #[test]
 fn a_prediction_repeats_for_a_seed_and_jitters_across_seeds() {
     let s = setup("Qwen/Qwen3-4B", "l40s", &[("jitter", "0.05")]);

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Uri};
 use servebench_core::config::Api;
 use servebench_core::protocol::{Payload, SseDecoder, SseError, SseEvent, StreamChunk, classify};
-use servebench_core::record::{Failure, FailureKind, RequestRecord};
+use servebench_core::record::{Failure, FailureKind, OUTLIVED, RECORD_SPAN_US, RequestRecord};
 use tokio::sync::watch;
 
 use crate::http::{HttpClient, with_causes};
@@ -57,14 +57,13 @@ pub(crate) async fn execute(
     stop: &mut watch::Receiver<bool>,
 ) {
     reserve(rec);
-    let deadline = ctx.timeout.and_then(|t| start.checked_add(t));
+    let (limit, failed) = time_limit(ctx.timeout);
+    let deadline = start.checked_add(limit);
     let outcome = {
         let drive = drive(ctx, rec, start, body, request_id);
         let timed = async {
             match deadline {
-                Some(d) => {
-                    tokio::time::timeout_at(d.into(), drive).await.unwrap_or_else(|_| Err(timeout_failure(ctx.timeout)))
-                }
+                Some(d) => tokio::time::timeout_at(d.into(), drive).await.unwrap_or(Err(failed)),
                 None => drive.await,
             }
         };
@@ -268,9 +267,18 @@ fn failure(kind: FailureKind, message: String) -> Failure {
     Failure { kind, message }
 }
 
-fn timeout_failure(timeout: Option<Duration>) -> Failure {
-    let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
-    failure(FailureKind::Timeout, format!("no complete response within the {secs} s request timeout"))
+/// How long a request may take, and its failure when it takes longer: the request's timeout,
+/// or the span its times can be kept for where that comes first (vLLM's default timeout is 6
+/// hours), when it fails as having outlived its record.
+fn time_limit(timeout: Option<Duration>) -> (Duration, Failure) {
+    let span = Duration::from_micros(RECORD_SPAN_US);
+    match timeout {
+        Some(t) if t <= span => {
+            let secs = t.as_secs_f64();
+            (t, failure(FailureKind::Timeout, format!("no complete response within the {secs} s request timeout")))
+        }
+        _ => (span, failure(FailureKind::Timeout, OUTLIVED.to_string())),
+    }
 }
 
 /// A duration as whole µs, saturating at `u32::MAX` (71 minutes).
@@ -430,6 +438,19 @@ mod tests {
 "#;
         s.feed(&mut rec, frame, 5).unwrap();
         assert_eq!((rec.server_queue_s, rec.server_ttft_s), (Some(0.002), Some(0.03)));
+    }
+
+    #[test]
+    fn a_timeout_past_what_a_record_keeps_gives_way_to_its_span() {
+        let (limit, f) = time_limit(Some(Duration::from_secs(30)));
+        assert_eq!(limit, Duration::from_secs(30));
+        assert_eq!(f.message, "no complete response within the 30 s request timeout");
+        // vLLM's default of 6 hours, or none: the record's 71.6 minutes come first.
+        for timeout in [Some(Duration::from_secs(6 * 3600)), None] {
+            let (limit, f) = time_limit(timeout);
+            assert_eq!(limit.as_micros(), u128::from(u32::MAX));
+            assert_eq!((f.kind, f.message.as_str()), (FailureKind::Timeout, OUTLIVED));
+        }
     }
 
     #[test]

@@ -57,6 +57,15 @@ pub struct Failure {
     pub message: String,
 }
 
+/// The longest a request's times can be kept: its token times are µs after its send, in 32
+/// bits (71.6 minutes). A request that lives longer fails with [`OUTLIVED`] rather than read as
+/// saturated times, in a measured run as in a prediction.
+pub const RECORD_SPAN_US: u64 = u32::MAX as u64;
+
+/// Why a request that outlived [`RECORD_SPAN_US`] failed.
+pub const OUTLIVED: &str = "the request outlived the 71.6 minutes (2^32 µs) a request's token times are kept to; \
+                            send fewer or shorter requests at once";
+
 /// Token counts reported by the server (`usage`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {

@@ -56,6 +56,11 @@ pub enum MergeError {
          built different plans (check that every worker had the same flags, seed, dataset files and tokenizer)"
     )]
     PlanHashMismatch { file: String, rank: u32, hash: String, expected: String, expected_file: String },
+    #[error(
+        "{file} (rank {rank}) ran with a different {what} than {expected_file} ({got} against {expected}): \
+         these are not one run (every worker of a run takes the same flags)"
+    )]
+    ConfigMismatch { file: String, rank: u32, what: &'static str, got: String, expected: String, expected_file: String },
     #[error("rank {rank} appears twice: in {first} and in {second}; pass each worker's result once")]
     DuplicateRank { rank: u32, first: String, second: String },
     #[error(
@@ -168,6 +173,18 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
                 rank: p.worker.rank,
                 hash: p.worker.plan_hash.clone(),
                 expected: hash,
+                expected_file: base,
+            });
+        }
+    }
+    for p in &parts[1..] {
+        if let Some((what, got, expected)) = differing_setting(&p.run.config, &first.run.config) {
+            return Err(MergeError::ConfigMismatch {
+                file: p.source.clone(),
+                rank: p.worker.rank,
+                what,
+                got,
+                expected,
                 expected_file: base,
             });
         }
@@ -285,6 +302,40 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
         })),
         records,
     })
+}
+
+/// The first setting that tells two workers' configs apart as runs, with each one's value: the
+/// model, the API, the simulated target, the workload, the traffic (less the concurrency each
+/// worker's share of it had) and what every body carries. Each worker's own server address
+/// (one server reached by several names), outputs and timeouts may differ.
+fn differing_setting(a: &RunConfig, b: &RunConfig) -> Option<(&'static str, String, String)> {
+    let unshared = |c: &RunConfig| {
+        let mut traffic = c.traffic.clone();
+        traffic.max_concurrency = None;
+        traffic
+    };
+    let pairs = [
+        ("model (--model)", json(&a.target.model_id), json(&b.target.model_id)),
+        ("served model name", json(&a.target.model_name), json(&b.target.model_name)),
+        ("backend", json(&a.target.backend), json(&b.target.backend)),
+        ("endpoint", json(&a.target.endpoint), json(&b.target.endpoint)),
+        ("simulated target", json(&a.target.sim), json(&b.target.sim)),
+        ("workload", json(&a.workload), json(&b.workload)),
+        ("traffic", json(&unshared(a)), json(&unshared(b))),
+        ("extra body", json(&a.extra_body), json(&b.extra_body)),
+        ("ignore-eos and logprobs", json(&(a.ignore_eos, a.logprobs)), json(&(b.ignore_eos, b.logprobs))),
+    ];
+    // Compared whole, shown cut to a readable length.
+    let shown = |text: String| match text.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    };
+    pairs.into_iter().find(|(_, x, y)| x != y).map(|(what, x, y)| (what, shown(x), shown(y)))
+}
+
+/// A setting as compact JSON.
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
 }
 
 /// `r` with its times moved `shift_ns` later; a request never sent keeps its zero times.

@@ -36,13 +36,17 @@ pub(crate) fn simulable(w: &PointWorkload) -> Result<Vec<u32>, String> {
     if n > MAX_REQUESTS {
         return Err(too_many(n));
     }
-    // The schedule's last request lands at n / rate (vLLM rescales it so).
+    // The schedule's last request lands at n / rate (vLLM rescales it so); a run spans at
+    // most what a plan may (`Plan::check_schedule`).
     let span_s = n as f64 / w.request_rate;
-    if span_s > servebench_workload::arrival::MAX_SCHEDULE_S {
+    let most_s = servebench_core::plan::MAX_SCHEDULE_NS as f64 * 1e-9;
+    if span_s > most_s {
         return Err(format!(
-            "{n} requests at {} a second span {:.1e} days, past the year a schedule may span; check its request rate",
+            "{n} requests at {} a second span {:.1e} days, more than the {} days a run may span; check its \
+             request rate",
             w.request_rate,
-            span_s / 86_400.0
+            span_s / 86_400.0,
+            most_s / 86_400.0
         ));
     }
     let inputs = w.input.expand(n);

@@ -286,7 +286,7 @@ fn a_point_too_large_to_simulate_is_skipped_not_the_whole_set() {
     slip.workload.request_rate = 1e-12;
     let (targets, skipped) = validate::targets_for(vec![slip, point(4, 2000, 100, None)], &defaults, &presets);
     assert_eq!((targets.len(), skipped.len()), (1, 1));
-    assert!(skipped[0].reason.contains("past the year a schedule may span"), "{skipped:?}");
+    assert!(skipped[0].reason.contains("more than the 7 days a run may span"), "{skipped:?}");
 }
 
 /// A damaged count (10^12 streams in a row, 10^14 requests in a report) is named and skipped

@@ -11,15 +11,11 @@ use std::collections::VecDeque;
 
 use servebench_core::load::{Action, LoadPolicy, skip_message};
 use servebench_core::plan::Plan;
-use servebench_core::record::{Failure, FailureKind, RequestRecord, TurnRef, Usage};
+use servebench_core::record::{Failure, FailureKind, OUTLIVED, RequestRecord, TurnRef, Usage};
 
 use super::Prompts;
 use super::dispatch::Dispatch;
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
-
-/// Why a request that outlived the 71.6 minutes its token times hold failed.
-const OUTLIVED: &str = "the request outlived the 71.6 minutes (2^32 µs) a request's token times are kept to; \
-                        send fewer or shorter requests at once";
 
 /// A conversation's history: the prompt of its last turn and the answer in progress.
 #[derive(Default)]

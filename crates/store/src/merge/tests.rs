@@ -226,6 +226,22 @@ fn a_duplicate_rank_a_foreign_plan_and_another_world_are_refused() {
          different plans (check that every worker had the same flags, seed, dataset files and tokenizer)"
     );
 
+    // A worker that ran another model, or a different workload, is another run: the plans'
+    // hashes cover the bodies, not every setting saved beside them.
+    let mut other_model = shards(&whole, 2);
+    other_model[1].run.config.target.model_id = "other/model".into();
+    let e = merge_shards(other_model, false).unwrap_err().to_string();
+    assert!(e.starts_with("rank1.json (rank 1) ran with a different model (--model) than rank0.json"), "{e}");
+    assert!(e.contains("\"other/model\" against"), "{e}");
+    let mut other_seed = shards(&whole, 2);
+    other_seed[1].run.config.traffic.seed += 1;
+    let e = merge_shards(other_seed, false).unwrap_err().to_string();
+    assert!(e.contains("ran with a different traffic"), "{e}");
+    // Each worker's share of the concurrency and its own name for the server are its own.
+    let mut own_address = shards(&whole, 2);
+    own_address[1].run.config.target.base_url = "http://10.0.0.7:8000".into();
+    assert!(merge_shards(own_address, false).is_ok());
+
     let mut other_world = shards(&whole, 2);
     other_world.push(read(&worker_file(&whole, 2, 3, 0, 0), 2));
     let e = merge_shards(other_world, true).unwrap_err().to_string();

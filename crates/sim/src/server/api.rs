@@ -26,11 +26,13 @@ use servebench_core::protocol::{ChunkRenderer, messages, responses};
 use tokio::sync::{mpsc, oneshot};
 
 use super::TOKEN_COUNT_HEADER;
+use super::choices::{self, Choice, ChoicesStream, Head};
 use super::dialect::Dialect;
+use super::logprobs;
 use super::metrics;
 use super::pacer::{Arrival, ToPacer};
 use super::stream::{Admission, Answer, SseStream, finish_str};
-use super::text::TextModel;
+use super::text::{Prompt, TextModel};
 use crate::engine::Rejection;
 use crate::rng::mix64;
 
@@ -44,6 +46,9 @@ pub(crate) struct Shared {
     pub root: String,
     pub hardware: String,
     pub max_model_len: u32,
+    /// Token ids a prompt may hold are below it: the larger of the model's vocabulary and the
+    /// tokenizer's.
+    pub vocab: u32,
     /// When the server started, Unix seconds.
     pub created: u64,
     pub text: Arc<TextModel>,
@@ -269,6 +274,26 @@ fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u
     Ok(asked as u32)
 }
 
+/// The most choices (prompts × `n`) one request may ask for.
+const MAX_CHOICES: usize = 4096;
+
+/// `n`: at least 1; more than one only where the API has several choices.
+fn samples_per_prompt(api: Api, n: Option<i64>) -> Result<u32, ApiError> {
+    let n = n.unwrap_or(1);
+    if n < 1 {
+        return Err(ApiError::bad_param("n", format!("n must be at least 1, got {n}.")));
+    }
+    if n > 1 && matches!(api, Api::Responses | Api::Messages) {
+        return Err(ApiError::bad_param(
+            "n",
+            format!("n={n} is not supported on this endpoint, which answers with one output; leave n out"),
+        ));
+    }
+    u32::try_from(n).ok().filter(|&n| n as usize <= MAX_CHOICES).ok_or_else(|| {
+        ApiError::bad_param("n", format!("n={n} is more than the {MAX_CHOICES} choices one request may ask for"))
+    })
+}
+
 async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> Result<Response, ApiError> {
     let body = read_json(req).await?;
     let p = Params::deserialize(&body).map_err(|e| ApiError::bad(format!("invalid request: {e}")))?;
@@ -276,21 +301,50 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     if s.dialect.checks_sampling() {
         crate::sampling::check(&body).map_err(|e| ApiError::bad_param(e.param, e.message))?;
     }
-    if let Some(n) = p.n.filter(|&n| n != 1) {
-        return Err(ApiError::bad_param("n", format!("n={n} is not supported: the simulator answers with one choice")));
+    let n = samples_per_prompt(api, p.n)?;
+    let extras = logprobs::read(api, &body, s.vocab).map_err(|e| ApiError::bad_param(e.param, e.message))?;
+    let prompts = match api {
+        Api::Completions => s.text.completion_prompts(&body, s.vocab).map_err(|e| ApiError::bad_param("prompt", e))?,
+        api => vec![Prompt { ids: s.text.prompt_ids(api, &body).map_err(ApiError::bad)?, text: None }],
+    };
+    if prompts.len() * n as usize > MAX_CHOICES {
+        return Err(ApiError::bad_param(
+            "prompt",
+            format!(
+                "{} prompts × n={n} are more than the {MAX_CHOICES} choices one request may ask for; send the \
+                 prompts over several requests",
+                prompts.len()
+            ),
+        ));
     }
-    let prompt = s.text.prompt_ids(api, &body).map_err(ApiError::bad)?;
-    let prompt_tokens = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
     let requested = match api {
         Api::Chat => p.max_completion_tokens.or(p.max_tokens),
         Api::Completions | Api::Messages => p.max_tokens,
         Api::Responses => p.max_output_tokens,
     };
-    let max_tokens = output_budget(api, prompt_tokens, requested, s.max_model_len)?;
-    let admission = s.admit(prompt, max_tokens, p.ignore_eos.unwrap_or(false), api, received)?;
-    let tag = admission.tag;
-    let salt = mix64(s.seed ^ mix64(tag.wrapping_add(1)));
-    let answer = Answer { text: Arc::clone(&s.text), salt, prompt_tokens };
+    // Every prompt is checked before any is admitted, as vLLM refuses a batch with one bad prompt.
+    let mut admitted = Vec::with_capacity(prompts.len());
+    for prompt in &prompts {
+        let prompt_tokens = u32::try_from(prompt.ids.len()).unwrap_or(u32::MAX);
+        let max_tokens = output_budget(api, prompt_tokens, requested, s.max_model_len)?;
+        let echo = extras.echo.then(|| s.text.echo(prompt).map(Arc::new)).transpose();
+        let echo = echo.map_err(|e| ApiError::bad_param("echo", e))?;
+        admitted.push((prompt_tokens, max_tokens, echo));
+    }
+    let ignore_eos = p.ignore_eos.unwrap_or(false);
+    let mut choices = Vec::with_capacity(prompts.len() * n as usize);
+    for (prompt, (prompt_tokens, max_tokens, echo)) in prompts.into_iter().zip(admitted) {
+        let prompt_salt = prompt.ids.iter().fold(mix64(s.seed ^ 0x7072_6f6d_7074), |h, &id| mix64(h ^ u64::from(id)));
+        for _ in 0..n {
+            let admission = s.admit(prompt.ids.clone(), max_tokens, ignore_eos, api, received)?;
+            let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
+            let answer = Answer { text: Arc::clone(&s.text), salt, prompt_tokens };
+            let index = choices.len() as u32;
+            choices.push(Choice { admission, answer, index, echo: echo.clone(), prompt_salt });
+        }
+    }
+    let prompt_tokens: u64 = choices.iter().step_by(n as usize).map(|c| u64::from(c.answer.prompt_tokens)).sum();
+    let salt = choices.first().map_or(0, |c| c.answer.salt);
     let prefix = match api {
         Api::Completions => "cmpl-",
         Api::Chat => "chatcmpl-",
@@ -299,47 +353,33 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     };
     let id = format!("{prefix}{:016x}{:016x}", mix64(salt ^ 1), mix64(salt ^ 2));
     let created = unix_now();
-    if p.stream.unwrap_or(false) {
-        let include_usage = p.stream_options.and_then(|o| o.include_usage).unwrap_or(false);
-        let renderer = ChunkRenderer::new(api, &id, created, &s.model_name);
-        let usage_in_last = s.dialect.usage_in_last_chunk(api);
-        let stream = SseStream::new(admission, answer, renderer, include_usage, usage_in_last);
-        let mut resp = Response::new(Body::from_stream(stream));
-        let h = resp.headers_mut();
-        if s.dialect.closes_after_stream() {
-            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    let stream = p.stream.unwrap_or(false);
+    let include_usage = p.stream_options.and_then(|o| o.include_usage).unwrap_or(false);
+    let usage_in_last = s.dialect.usage_in_last_chunk(api);
+    if matches!(api, Api::Completions | Api::Chat) && (choices.len() > 1 || !extras.plain() || !stream) {
+        let head = Head { api, id, created, model: s.model_name.clone(), logprobs: extras.logprobs, prompt_tokens };
+        if stream {
+            let stream = ChoicesStream::new(head, choices, include_usage, usage_in_last);
+            return Ok(sse_response(&s, Body::from_stream(stream)));
         }
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        h.insert(TOKEN_COUNT_HEADER, s.token_count_header());
+        let body = choices::whole(&head, choices).await.map_err(ApiError::internal)?;
+        let mut resp = json_response(StatusCode::OK, &body);
+        resp.headers_mut().insert(TOKEN_COUNT_HEADER, s.token_count_header());
         return Ok(resp);
+    }
+    let Some(Choice { admission, answer, .. }) = choices.pop() else {
+        return Err(ApiError::internal("the request made no choice to answer".into()));
+    };
+    let prompt_tokens = answer.prompt_tokens;
+    if stream {
+        let renderer = ChunkRenderer::new(api, &id, created, &s.model_name);
+        let stream = SseStream::new(admission, answer, renderer, include_usage, usage_in_last);
+        return Ok(sse_response(&s, Body::from_stream(stream)));
     }
     let done = admission.collect(&answer).await.map_err(ApiError::internal)?;
     let n = done.completion_tokens;
-    let usage = json!({
-        "prompt_tokens": prompt_tokens,
-        "total_tokens": u64::from(prompt_tokens) + u64::from(n),
-        "completion_tokens": n,
-        "prompt_tokens_details": null
-    });
     let finish = finish_str(done.finish);
     let body = match api {
-        Api::Completions => json!({
-            "id": id, "object": "text_completion", "created": created, "model": s.model_name,
-            "choices": [{"index": 0, "text": done.text, "logprobs": null, "finish_reason": finish,
-                         "stop_reason": null, "prompt_logprobs": null}],
-            "usage": usage, "kv_transfer_params": null
-        }),
-        Api::Chat => json!({
-            "id": id, "object": "chat.completion", "created": created, "model": s.model_name,
-            "choices": [{"index": 0,
-                         "message": {"role": "assistant", "content": done.text, "refusal": null,
-                                     "annotations": null, "audio": null, "function_call": null,
-                                     "tool_calls": [], "reasoning_content": null},
-                         "logprobs": null, "finish_reason": finish, "stop_reason": null}],
-            "service_tier": null, "system_fingerprint": null, "usage": usage,
-            "prompt_logprobs": null, "kv_transfer_params": null
-        }),
         Api::Responses => {
             let (status, reason) = responses::status(Some(finish));
             let details = reason.map_or(Value::Null, |r| json!({"reason": r}));
@@ -354,7 +394,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
                           "total_tokens": u64::from(prompt_tokens) + u64::from(n)}
             })
         }
-        Api::Messages => json!({
+        _ => json!({
             "id": id, "type": "message", "role": "assistant", "model": s.model_name,
             "content": [{"type": "text", "text": done.text}],
             "stop_reason": messages::stop_reason(Some(finish)), "stop_sequence": null,
@@ -364,6 +404,19 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     let mut resp = json_response(StatusCode::OK, &body);
     resp.headers_mut().insert(TOKEN_COUNT_HEADER, s.token_count_header());
     Ok(resp)
+}
+
+/// A streamed answer with its SSE headers.
+fn sse_response(s: &Shared, body: Body) -> Response {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    if s.dialect.closes_after_stream() {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(TOKEN_COUNT_HEADER, s.token_count_header());
+    resp
 }
 
 async fn models(State(s): State<Arc<Shared>>) -> Response {

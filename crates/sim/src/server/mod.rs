@@ -21,7 +21,11 @@
 //! clock is moved up to real time and `servebench:pacer_resyncs_total` counts it.
 //!
 //! Requests honour `max_tokens` (`max_completion_tokens` for chat), `ignore_eos`, `stream` and
-//! `stream_options.include_usage`; `n` must be 1. Sampling parameters (temperature, stop, ...)
+//! `stream_options.include_usage`. A completions `prompt` that is a list of texts or of token-id
+//! lists is a batch, and `n` (completions and chat) asks for several samples: each is a request
+//! of its own to the engine, answered as one choice of the response (see `choices.rs`). Token
+//! ids must be below the vocabulary's size. `logprobs`, `top_logprobs` and `echo` are honoured
+//! with synthetic values in OpenAI's shapes (see `logprobs.rs`). Sampling parameters (temperature, stop, ...)
 //! are held to vLLM's ranges ([`crate::sampling`]: one outside is a 400, as vLLM answers it;
 //! not in llama.cpp's dialect, which takes any) and otherwise have no effect; whether a request stops before `max_tokens` is up to the
 //! engine's EOS model (the `eos` serving option).
@@ -37,9 +41,17 @@
 //! answer, the `servebench.token_count` field of `/v1/models`, and [`SimServer::startup_line`].
 
 mod api;
+#[cfg(test)]
+mod batch_tests;
+mod choices;
 mod dialect;
 #[cfg(test)]
 mod dialect_tests;
+#[cfg(test)]
+mod input_tests;
+mod logprobs;
+#[cfg(test)]
+mod logprobs_tests;
 mod metrics;
 mod pacer;
 #[cfg(test)]
@@ -238,6 +250,22 @@ fn spawn_engine(
     setup: &SimSetup,
     options: ServerOptions,
 ) -> Result<(Arc<Shared>, std::thread::JoinHandle<()>), SimError> {
+    let model_name = match options.served_model_name {
+        Some(name) if name.trim().is_empty() => {
+            return Err(SimError::BadOption {
+                key: "served-model-name".into(),
+                value: name,
+                expected: format!(
+                    "the name clients send as `model` cannot be empty; pass a name such as --served-model-name my-model, \
+                     or leave the flag out to serve as {}",
+                    setup.model.id
+                ),
+            });
+        }
+        Some(name) => name,
+        None => setup.model.id.clone(),
+    };
+    let vocab = options.tokenizer.as_deref().map_or(0, Tokenizer::vocab_size).max(setup.model.vocab);
     let engine = Engine::new(setup, options.seed ^ setup.options.seed);
     let (tx, rx) = std::sync::mpsc::channel();
     let t0 = Instant::now();
@@ -246,10 +274,11 @@ fn spawn_engine(
         .spawn(move || Pacer::new(engine, t0).run(rx))
         .map_err(|e| SimError::Conflict(format!("cannot start the simulator's pacer thread: {e}")))?;
     let shared = Arc::new(Shared {
-        model_name: options.served_model_name.unwrap_or_else(|| setup.model.id.clone()),
+        model_name,
         root: setup.model.id.clone(),
         hardware: setup.hardware.name.clone(),
         max_model_len: setup.max_model_len,
+        vocab,
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         text: Arc::new(TextModel::new(options.tokenizer)),
         pacer: tx,

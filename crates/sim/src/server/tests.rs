@@ -405,10 +405,11 @@ async fn bad_requests_get_openai_errors_with_vllms_messages() {
         json!({"message": "The model `other/model` does not exist.", "type": "NotFoundError", "param": "model", "code": 404})
     );
     let mut req = chat("a", 3, true);
-    req["n"] = json!(2);
+    req["n"] = json!(0);
     let (status, _, body) = call(&app, "POST", "/v1/chat/completions", Some(req)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!((err(&body)["type"].clone(), err(&body)["param"].clone()), (json!("BadRequestError"), json!("n")));
+    assert_eq!(err(&body)["message"], "n must be at least 1, got 0.");
 
     let (status, _, body) = call(&app, "POST", "/v1/completions", Some(completion("a b c", 40_958, false))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -464,7 +465,7 @@ async fn models_health_and_version_describe_the_simulated_server() {
 }
 
 /// Sends raw HTTP/1.1 and reads the whole answer (the server closes after it).
-async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
+pub(super) async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: sim\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
     let mut out = String::new();
@@ -473,7 +474,7 @@ async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
 }
 
 /// Sends a completions request over a raw connection and returns it, to read the answer from.
-async fn raw_post(addr: std::net::SocketAddr, body: &Value) -> TcpStream {
+pub(super) async fn raw_post(addr: std::net::SocketAddr, body: &Value) -> TcpStream {
     let body = body.to_string();
     let mut conn = TcpStream::connect(addr).await.unwrap();
     let head = format!(
@@ -485,7 +486,7 @@ async fn raw_post(addr: std::net::SocketAddr, body: &Value) -> TcpStream {
 }
 
 /// The value of the first sample line of the metrics text that starts with `line_start`.
-fn sample(metrics: &str, line_start: &str) -> f64 {
+pub(super) fn sample(metrics: &str, line_start: &str) -> f64 {
     let line = metrics.lines().find(|l| l.starts_with(line_start)).unwrap_or_else(|| panic!("{line_start}\n{metrics}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }

@@ -14,7 +14,7 @@ use servebench_core::config::Api;
 use servebench_workload::{RenderOptions, Tokenizer};
 
 use crate::rng::mix64;
-use crate::tokens::{TokenMapper, WordHashMapper};
+use crate::tokens::{TokenMapper, WordHashMapper, word_id};
 
 /// Where `usage.prompt_tokens` comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,8 +72,59 @@ impl TextModel {
 
     /// The text of output token `index` (1-based) of the request salted `salt`.
     pub fn token(&self, salt: u64, index: u32) -> &str {
+        &self.palette[self.slot(salt, index)]
+    }
+
+    /// Where in the palette output token `index` of the request salted `salt` is.
+    pub fn slot(&self, salt: u64, index: u32) -> usize {
         let k = mix64(salt ^ u64::from(index).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        &self.palette[(k % self.palette.len() as u64) as usize]
+        (k % self.palette.len() as u64) as usize
+    }
+
+    /// The tokens generated text is drawn from (never empty).
+    pub fn palette(&self) -> &[Box<str>] {
+        &self.palette
+    }
+
+    /// The prompts of a completions body, one per element of a batch (`prompt` a list of texts
+    /// or of token-id lists), as vLLM splits them. Token ids must be in `0..vocab`. The error
+    /// is the client's fault (400).
+    pub fn completion_prompts(&self, body: &Value, vocab: u32) -> Result<Vec<Prompt>, String> {
+        let prompt = body.get("prompt").ok_or("the body has no \"prompt\"")?;
+        let add_special = body.get("add_special_tokens").and_then(Value::as_bool).unwrap_or(true);
+        split_prompt(prompt, vocab)?
+            .into_iter()
+            .map(|p| match p {
+                PromptInput::Ids(ids) => Ok(Prompt { ids, text: None }),
+                PromptInput::Text(text) => {
+                    let ids = match self.tokenizer.as_deref() {
+                        Some(tok) => tok.encode(text, add_special).map_err(|e| e.to_string())?,
+                        None => text.split_whitespace().map(word_id).collect(),
+                    };
+                    Ok(Prompt { ids, text: Some(text.to_string()) })
+                }
+            })
+            .collect()
+    }
+
+    /// What `echo` repeats of a prompt: its text, and the text of each of its tokens (one per
+    /// id, so logprobs count `usage.prompt_tokens` of them). Without a tokenizer a prompt sent
+    /// as token ids has no text, and asking is the client's fault.
+    pub fn echo(&self, prompt: &Prompt) -> Result<Echo, String> {
+        match (self.tokenizer.as_deref(), &prompt.text) {
+            (Some(tok), text) => {
+                let text = match text {
+                    Some(t) => t.clone(),
+                    None => tok.decode(&prompt.ids).map_err(|e| e.to_string())?,
+                };
+                let tokens = prompt.ids.iter().map(|&id| tok.decode(&[id]).unwrap_or_default()).collect();
+                Ok(Echo { text, tokens })
+            }
+            (None, Some(text)) => Ok(Echo { text: text.clone(), tokens: word_pieces(text) }),
+            (None, None) => Err("echo of a prompt sent as token ids needs a tokenizer to turn the ids back into \
+                                 text: start the server with --tokenizer, or send the prompt as text"
+                .into()),
+        }
     }
 
     /// The prompt ids of a completions, chat, Responses or Messages body. The error is the client's fault (400).
@@ -128,6 +179,97 @@ impl TextModel {
         )?;
         tok.decode(ids).map_err(|e| e.to_string())
     }
+}
+
+/// One prompt of a completions request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Prompt {
+    pub ids: Vec<u32>,
+    /// The text as sent; `None` when it came as token ids.
+    pub text: Option<String>,
+}
+
+/// A prompt's text and its tokens' texts, for `echo`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Echo {
+    pub text: String,
+    pub tokens: Vec<String>,
+}
+
+/// One element of a completions `prompt`, before encoding.
+#[derive(Debug, PartialEq, Eq)]
+enum PromptInput<'a> {
+    Text(&'a str),
+    Ids(Vec<u32>),
+}
+
+/// vLLM's four shapes of `prompt`: a text, a list of texts, a list of token ids, a list of
+/// token-id lists; each text or id list is one prompt. (An empty list is one empty prompt,
+/// which the caller refuses as vLLM does.)
+fn split_prompt(prompt: &Value, vocab: u32) -> Result<Vec<PromptInput<'_>>, String> {
+    match prompt {
+        Value::String(s) => Ok(vec![PromptInput::Text(s)]),
+        Value::Array(items) if items.iter().all(Value::is_number) => {
+            Ok(vec![PromptInput::Ids(token_ids(items, vocab)?)])
+        }
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            Ok(items.iter().filter_map(Value::as_str).map(PromptInput::Text).collect())
+        }
+        Value::Array(items) if items.iter().all(Value::is_array) => items
+            .iter()
+            .map(|item| match item {
+                Value::Array(ids) if ids.iter().all(Value::is_number) => Ok(PromptInput::Ids(token_ids(ids, vocab)?)),
+                other => {
+                    Err(format!("each prompt of a list of token-id lists must be a list of token ids, got {other}"))
+                }
+            })
+            .collect(),
+        Value::Array(_) => Err("a prompt list must hold only texts, only token ids, or only lists of token ids \
+                                (one per prompt); it mixes them"
+            .into()),
+        other => Err(format!(
+            "prompt must be a text, a list of texts, a list of token ids or a list of token-id lists, got {other}"
+        )),
+    }
+}
+
+/// Token ids as vLLM takes them: whole numbers below the vocabulary's size.
+fn token_ids(items: &[Value], vocab: u32) -> Result<Vec<u32>, String> {
+    items
+        .iter()
+        .map(|v| {
+            let id = v.as_i64().ok_or_else(|| format!("prompt token {v} is not a token id (a whole number)"))?;
+            u32::try_from(id).ok().filter(|&id| id < vocab).ok_or_else(|| {
+                format!(
+                    "Token id {id} is out of vocabulary: the model's vocabulary has {vocab} tokens, ids 0 to {}",
+                    i64::from(vocab) - 1
+                )
+            })
+        })
+        .collect()
+}
+
+/// A text cut into one piece per whitespace-separated word (the estimate's tokens), each with
+/// the whitespace before it, the last with the whitespace after it: the pieces join back into
+/// the text.
+fn word_pieces(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut piece = String::new();
+    let mut in_word = false;
+    for c in text.chars() {
+        let space = c.is_whitespace();
+        if space && in_word {
+            out.push(std::mem::take(&mut piece));
+        }
+        in_word = !space;
+        piece.push(c);
+    }
+    if in_word {
+        out.push(piece);
+    } else if let Some(last) = out.last_mut() {
+        last.push_str(&piece);
+    }
+    out
 }
 
 /// A completions prompt: text, or token ids (a list of one prompt only).
@@ -207,4 +349,35 @@ fn palette_of(tok: &Tokenizer) -> Vec<Box<str>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn word_pieces_join_back_into_the_text_one_per_word() {
+        for text in ["the cat", "  the cat  sat ", "one", "a\tb\nc", " é ü "] {
+            let pieces = word_pieces(text);
+            assert_eq!(pieces.concat(), text);
+            assert_eq!(pieces.len(), text.split_whitespace().count(), "{text:?}: {pieces:?}");
+        }
+        assert!(word_pieces("   ").is_empty());
+    }
+
+    #[test]
+    fn a_completions_prompt_splits_into_vllms_four_shapes() {
+        let split = |v: Value| split_prompt(&v, 100).map(|p| p.len());
+        assert_eq!(split(json!("a b")), Ok(1));
+        assert_eq!(split(json!([1, 2, 3])), Ok(1));
+        assert_eq!(split(json!(["a", "b c", ""])), Ok(3));
+        assert_eq!(split(json!([[1], [2, 3]])), Ok(2));
+        assert_eq!(split(json!([])), Ok(1));
+        assert_eq!(
+            split_prompt(&json!([[1], [100]]), 100).unwrap_err(),
+            "Token id 100 is out of vocabulary: the model's vocabulary has 100 tokens, ids 0 to 99"
+        );
+    }
 }

@@ -201,9 +201,6 @@ struct Params {
     model: Option<String>,
     stream: Option<bool>,
     stream_options: Option<StreamOptions>,
-    max_tokens: Option<i64>,
-    max_completion_tokens: Option<i64>,
-    max_output_tokens: Option<i64>,
     ignore_eos: Option<bool>,
     n: Option<i64>,
 }
@@ -235,7 +232,8 @@ async fn messages(State(s): State<Arc<Shared>>, req: Request) -> Response {
 }
 
 /// `max_tokens` after vLLM's checks: the prompt must leave room, the request must fit.
-fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u32) -> Result<u32, ApiError> {
+/// `requested` is the body's budget as [`crate::sampling::requested_max_tokens`] reads it (at least 1).
+fn output_budget(api: Api, prompt: u32, requested: Option<u32>, max_model_len: u32) -> Result<u32, ApiError> {
     if prompt == 0 {
         return Err(ApiError::bad(Rejection::EmptyPrompt.to_string()));
     }
@@ -250,7 +248,7 @@ fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u
         (Some(m), _) => m,
         // vLLM's defaults: 16 for completions, the rest of the context for chat and Responses.
         (None, Api::Completions) => 16,
-        (None, Api::Chat | Api::Responses) => i64::from(room),
+        (None, Api::Chat | Api::Responses) => room,
         // Anthropic's API requires it.
         (None, Api::Messages) => return Err(ApiError::bad_param("max_tokens", "max_tokens: Field required")),
     };
@@ -259,10 +257,7 @@ fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u
         Api::Completions | Api::Chat => ("max_tokens", "'max_tokens' or 'max_completion_tokens'"),
         Api::Messages => ("max_tokens", "'max_tokens'"),
     };
-    if asked < 1 {
-        return Err(ApiError::bad_param(param, format!("{param} must be at least 1, got {asked}.")));
-    }
-    if asked > i64::from(room) {
+    if asked > room {
         return Err(ApiError::bad_param(
             param,
             format!(
@@ -271,7 +266,7 @@ fn output_budget(api: Api, prompt: u32, requested: Option<i64>, max_model_len: u
             ),
         ));
     }
-    Ok(asked as u32)
+    Ok(asked)
 }
 
 /// The most choices (prompts × `n`) one request may ask for.
@@ -317,11 +312,8 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
             ),
         ));
     }
-    let requested = match api {
-        Api::Chat => p.max_completion_tokens.or(p.max_tokens),
-        Api::Completions | Api::Messages => p.max_tokens,
-        Api::Responses => p.max_output_tokens,
-    };
+    let requested =
+        crate::sampling::requested_max_tokens(api, &body).map_err(|e| ApiError::bad_param(e.param, e.message))?;
     // Every prompt is checked before any is admitted, as vLLM refuses a batch with one bad prompt.
     let mut admitted = Vec::with_capacity(prompts.len());
     for prompt in &prompts {

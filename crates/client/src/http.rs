@@ -160,7 +160,7 @@ impl HttpClient {
         let https = is_https(&uri);
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let (host, port) = split_host_port(authority)
-            .ok_or_else(|| HttpError::InvalidUrl { url: url.to_string(), reason: "no host".to_string() })?;
+            .ok_or_else(|| HttpError::InvalidUrl { url: url.to_string(), reason: authority_problem(authority) })?;
         let port = port.unwrap_or(if https { 443 } else { 80 });
         let mut map = HeaderMap::new();
         map.insert(USER_AGENT, HeaderValue::from_static(concat!("servebench/", env!("CARGO_PKG_VERSION"))));
@@ -398,6 +398,16 @@ fn parse_url(url: &str) -> Result<Uri, HttpError> {
     match uri.scheme_str() {
         Some("http" | "https") => Ok(uri),
         _ => Err(HttpError::InvalidUrl { url: url.to_string(), reason: "expected http:// or https://".to_string() }),
+    }
+}
+
+/// Why `authority` (`host:port`) names no server: no host, or a port out of range.
+fn authority_problem(authority: &str) -> String {
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && !port.contains(']') && port.parse::<u16>().is_err() => {
+            format!("port {port} is not a port number (1 to 65535)")
+        }
+        _ => "no host".to_string(),
     }
 }
 

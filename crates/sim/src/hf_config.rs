@@ -377,11 +377,32 @@ fn parse_mla(k: &Keys) -> Result<Option<MlaShape>, String> {
 }
 
 fn parse_moe(k: &Keys, layers: u32, model_type: &str) -> Result<Option<MoeShape>, String> {
-    let experts = k.num(&["num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"])?.unwrap_or(0);
-    let top_k = k.num(&["num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts"])?.unwrap_or(0);
-    if experts == 0 || top_k == 0 {
-        return Ok(None);
-    }
+    let experts = k.num(&["num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"])?;
+    let top_k = k.num(&["num_experts_per_tok", "experts_per_token", "moe_top_k", "num_selected_experts"])?;
+    // A dense model names neither (or 0 experts, a key some dense configs carry); one half of a
+    // mixture of experts without the other is a damaged config, not a guess to make.
+    let (experts, top_k) = match (experts, top_k) {
+        (None | Some(0), None | Some(0)) | (None, Some(_)) => return Ok(None),
+        (Some(e), Some(t)) if t > 0 && t <= e => (e, t),
+        (Some(0), Some(t)) => {
+            return Err(format!(
+                "the config routes each token to {t} experts (num_experts_per_tok) but gives 0 experts \
+                 (num_experts): give the experts' count, or drop num_experts_per_tok for a dense model"
+            ));
+        }
+        (Some(e), Some(t)) if t > e => {
+            return Err(format!(
+                "the config routes each token to {t} experts (num_experts_per_tok) of {e} (num_experts); \
+                 a token cannot use more experts than the layer has: fix one of them"
+            ));
+        }
+        (Some(e), _) => {
+            return Err(format!(
+                "the config gives {e} experts (num_experts) but no experts a token (num_experts_per_tok): \
+                 give how many each token is routed to"
+            ));
+        }
+    };
     let expert_intermediate = k.need(&["moe_intermediate_size", "expert_intermediate_size", "intermediate_size"])?;
     let shared_intermediate =
         k.num(&["shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"])?.filter(|&n| n > 0);

@@ -25,6 +25,10 @@ fn urls_are_checked_up_front() {
     let e = HttpClient::with_env("ftp://x", &[], 1, false, no_env).unwrap_err();
     assert!(e.to_string().contains("http:// or https://"), "{e}");
     assert!(HttpClient::with_env("not a url", &[], 1, false, no_env).is_err());
+    // A port past 65535 is named as the port, not as a missing host.
+    let e = HttpClient::with_env("http://127.0.0.1:70000", &[], 1, false, no_env).unwrap_err();
+    assert!(e.to_string().contains("port 70000 is not a port number (1 to 65535)"), "{e}");
+    assert!(HttpClient::with_env("http://[::1]:8000", &[], 1, false, no_env).is_ok());
     let bad = [("Bad Header".to_string(), "v".to_string())];
     assert!(matches!(HttpClient::with_env("http://h:1", &bad, 1, false, no_env), Err(HttpError::InvalidHeader { .. })));
 }

@@ -367,3 +367,28 @@ fn a_quantization_that_skips_the_shared_experts_keeps_them_in_the_checkpoint_s_d
     let all = thinking.replace(r#""re:.*shared_experts.*", "#, r#""mlp.shared_expert_gate", "#);
     assert_eq!(ModelShape::from_hf_config(&all).unwrap().always_precision(), Precision::AwqInt4);
 }
+
+#[test]
+fn half_a_mixture_of_experts_is_refused_not_read_as_dense() {
+    let config = |experts: &str| {
+        format!(
+            r#"{{"model_type": "qwen3_moe", "num_hidden_layers": 4, "hidden_size": 1024,
+            "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 3072,
+            "moe_intermediate_size": 512, {experts} "vocab_size": 1000, "torch_dtype": "bfloat16",
+            "max_position_embeddings": 4096}}"#
+        )
+    };
+    let err = |experts: &str| ModelShape::from_hf_config(&config(experts)).unwrap_err().to_string();
+    let e = err(r#""num_experts": 0, "num_experts_per_tok": 8,"#);
+    assert!(e.contains("routes each token to 8 experts") && e.contains("gives 0 experts"), "{e}");
+    let e = err(r#""num_experts": 4, "num_experts_per_tok": 8,"#);
+    assert!(e.contains("8 experts (num_experts_per_tok) of 4"), "{e}");
+    let e = err(r#""num_experts": 16,"#);
+    assert!(e.contains("no experts a token"), "{e}");
+    // Neither, or 0 of both: dense, as before; both in range: a mixture of experts.
+    for dense in ["", r#""num_experts": 0, "num_experts_per_tok": 0,"#] {
+        assert!(ModelShape::from_hf_config(&config(dense)).unwrap().moe.is_none(), "{dense}");
+    }
+    let moe = ModelShape::from_hf_config(&config(r#""num_experts": 16, "num_experts_per_tok": 2,"#)).unwrap();
+    assert_eq!(moe.moe.map(|m| (m.experts, m.top_k)), Some((16, 2)));
+}

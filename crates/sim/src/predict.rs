@@ -90,8 +90,9 @@ impl Prompts {
                 // As vLLM's server answers it: a 400 naming the parameter.
                 let budget =
                     crate::sampling::check(&body).and_then(|()| crate::sampling::requested_max_tokens(served, &body));
+                // A budget past u32 is past any context: the engine refuses it for its length.
                 let max_tokens = match budget {
-                    Ok(m) => m,
+                    Ok(m) => m.map(|m| u32::try_from(m).unwrap_or(u32::MAX)),
                     Err(e) => return Prepared::failed(e.to_string()),
                 };
                 let mut ids = Vec::with_capacity(r.prompt_tokens as usize + 8);
@@ -141,7 +142,8 @@ impl Prompts {
             .collect();
         let turns_ignore_eos =
             config.ignore_eos || config.extra_body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
-        Prompts { requests, conversations, turns_ignore_eos, turns_max_tokens: turns_budget.ok().flatten() }
+        let turns_max_tokens = turns_budget.ok().flatten().map(|m| u32::try_from(m).unwrap_or(u32::MAX));
+        Prompts { requests, conversations, turns_ignore_eos, turns_max_tokens }
     }
 }
 

@@ -52,7 +52,7 @@ pub fn check_fields(fields: &serde_json::Map<String, Value>) -> Result<(), BadSa
 /// `max_completion_tokens` before its `max_tokens`, the Responses API's `max_output_tokens`,
 /// `max_tokens` elsewhere; `None` where the body gives none (absent or null). A budget below 1,
 /// or not a whole number, is refused as vLLM refuses it.
-pub fn requested_max_tokens(api: Api, body: &Value) -> Result<Option<u32>, BadSampling> {
+pub fn requested_max_tokens(api: Api, body: &Value) -> Result<Option<u64>, BadSampling> {
     let field = |k: &str| body.get(k).filter(|v| !v.is_null());
     let (param, value) = match api {
         Api::Chat => match field("max_completion_tokens") {
@@ -63,14 +63,11 @@ pub fn requested_max_tokens(api: Api, body: &Value) -> Result<Option<u32>, BadSa
         Api::Responses => ("max_output_tokens", field("max_output_tokens")),
     };
     let Some(v) = value else { return Ok(None) };
-    let Some(asked) = v.as_i64() else {
-        return Err(BadSampling { param, message: format!("{param} must be a whole number, got {v}.") });
-    };
-    if asked < 1 {
-        return Err(BadSampling { param, message: format!("{param} must be at least 1, got {asked}.") });
+    match v.as_i64() {
+        Some(asked) if asked >= 1 => Ok(Some(asked.unsigned_abs())),
+        Some(asked) => Err(BadSampling { param, message: format!("{param} must be at least 1, got {asked}.") }),
+        None => Err(BadSampling { param, message: format!("{param} must be a whole number, got {v}.") }),
     }
-    // Past any context: the engine then refuses it for its length, as the server does.
-    Ok(Some(u32::try_from(asked).unwrap_or(u32::MAX)))
 }
 
 #[cfg(test)]
@@ -128,7 +125,7 @@ mod tests {
         assert_eq!((e.param, e.message.as_str()), ("max_tokens", "max_tokens must be at least 1, got 0."));
         let e = requested_max_tokens(Api::Responses, &json!({"max_output_tokens": "ten"})).unwrap_err();
         assert!(e.message.contains("max_output_tokens must be a whole number"), "{}", e.message);
-        assert_eq!(requested_max_tokens(Api::Completions, &json!({"max_tokens": 1u64 << 40})), Ok(Some(u32::MAX)));
+        assert_eq!(requested_max_tokens(Api::Completions, &json!({"max_tokens": 1u64 << 40})), Ok(Some(1 << 40)));
     }
 
     proptest! {

@@ -233,7 +233,7 @@ async fn messages(State(s): State<Arc<Shared>>, req: Request) -> Response {
 
 /// `max_tokens` after vLLM's checks: the prompt must leave room, the request must fit.
 /// `requested` is the body's budget as [`crate::sampling::requested_max_tokens`] reads it (at least 1).
-fn output_budget(api: Api, prompt: u32, requested: Option<u32>, max_model_len: u32) -> Result<u32, ApiError> {
+fn output_budget(api: Api, prompt: u32, requested: Option<u64>, max_model_len: u32) -> Result<u32, ApiError> {
     if prompt == 0 {
         return Err(ApiError::bad(Rejection::EmptyPrompt.to_string()));
     }
@@ -248,7 +248,7 @@ fn output_budget(api: Api, prompt: u32, requested: Option<u32>, max_model_len: u
         (Some(m), _) => m,
         // vLLM's defaults: 16 for completions, the rest of the context for chat and Responses.
         (None, Api::Completions) => 16,
-        (None, Api::Chat | Api::Responses) => room,
+        (None, Api::Chat | Api::Responses) => u64::from(room),
         // Anthropic's API requires it.
         (None, Api::Messages) => return Err(ApiError::bad_param("max_tokens", "max_tokens: Field required")),
     };
@@ -257,7 +257,7 @@ fn output_budget(api: Api, prompt: u32, requested: Option<u32>, max_model_len: u
         Api::Completions | Api::Chat => ("max_tokens", "'max_tokens' or 'max_completion_tokens'"),
         Api::Messages => ("max_tokens", "'max_tokens'"),
     };
-    if asked > room {
+    if asked > u64::from(room) {
         return Err(ApiError::bad_param(
             param,
             format!(
@@ -266,7 +266,7 @@ fn output_budget(api: Api, prompt: u32, requested: Option<u32>, max_model_len: u
             ),
         ));
     }
-    Ok(asked)
+    Ok(asked as u32)
 }
 
 /// The most choices (prompts × `n`) one request may ask for.

@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
-use super::tests::{app_with, call, chat, completion, frames, raw_get, raw_post, sample, setup};
+use super::tests::{app_with, call, chat, completion, frames, raw_get, raw_post, read_frames, sample, setup};
 use super::{ServerOptions, start};
 
 fn app() -> axum::Router {
@@ -187,13 +186,7 @@ async fn a_client_that_leaves_a_streamed_batch_cancels_every_choice() {
     req["prompt"] = json!(["a long answer", "another long answer"]);
     req["n"] = json!(2);
     let mut conn = raw_post(addr, &req).await;
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while seen.windows(5).filter(|w| w == b"data:").count() < 8 {
-        let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf)).await.unwrap().unwrap();
-        assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&seen));
-        seen.extend_from_slice(&buf[..n]);
-    }
+    read_frames(&mut conn, 8).await;
     let running = "vllm:num_requests_running{";
     // Some may still wait for the engine to schedule them.
     let held = |metrics: &str| sample(metrics, running) + sample(metrics, "vllm:num_requests_waiting{");

@@ -418,6 +418,12 @@ async fn bad_requests_get_openai_errors_with_vllms_messages() {
         "'max_tokens' or 'max_completion_tokens' is too large: 40958. This model's maximum context length is 40960 \
          tokens and your request has 3 input tokens (40958 > 40960 - 3)."
     );
+    // A budget past 32 bits is named as asked.
+    let mut req = completion("a b c", 1, false);
+    req["max_tokens"] = json!(1u64 << 40);
+    let (status, _, body) = call(&app, "POST", "/v1/completions", Some(req)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(err(&body)["message"].as_str().unwrap().contains("is too large: 1099511627776."), "{body}");
     let long = vec!["w"; 40_960].join(" ");
     let (status, _, body) = call(&app, "POST", "/v1/completions", Some(completion(&long, 1, false))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -486,6 +492,17 @@ pub(super) async fn raw_post(addr: std::net::SocketAddr, body: &Value) -> TcpStr
 }
 
 /// The value of the first sample line of the metrics text that starts with `line_start`.
+/// Reads a stream until `frames` SSE events (`data:` lines) have come.
+pub(super) async fn read_frames(conn: &mut TcpStream, frames: usize) {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while seen.windows(5).filter(|w| w == b"data:").count() < frames {
+        let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
 pub(super) fn sample(metrics: &str, line_start: &str) -> f64 {
     let line = metrics.lines().find(|l| l.starts_with(line_start)).unwrap_or_else(|| panic!("{line_start}\n{metrics}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
@@ -498,13 +515,7 @@ async fn a_client_that_disconnects_cancels_its_request() {
     let addr = server.local_addr();
     let mut conn = raw_post(addr, &completion("a long answer please", 20_000, true)).await;
     // Read until a few tokens have come.
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while seen.windows(5).filter(|w| w == b"data:").count() < 3 {
-        let n = tokio::time::timeout(Duration::from_secs(10), conn.read(&mut buf)).await.unwrap().unwrap();
-        assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&seen));
-        seen.extend_from_slice(&buf[..n]);
-    }
+    read_frames(&mut conn, 3).await;
     let running = "vllm:num_requests_running{";
     assert_eq!(sample(&raw_get(addr, "/metrics").await, running), 1.0);
     drop(conn);

@@ -123,6 +123,15 @@ fn micros(d: std::time::Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
+/// One `--header NAME=VALUE`, as HTTP allows it (the command layer checks them with this before
+/// a run).
+pub fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), HttpError> {
+    let invalid = |reason: String| HttpError::InvalidHeader { name: name.to_string(), reason };
+    let n = HeaderName::try_from(name.trim()).map_err(|e| invalid(e.to_string()))?;
+    let v = HeaderValue::try_from(value.trim()).map_err(|e| invalid(e.to_string()))?;
+    Ok((n, v))
+}
+
 impl HttpClient {
     /// A client for the origin of `url` (e.g. the run's `base_url`). `headers` go with every
     /// request, after `Authorization` from the caller's list; `pool_size` is how many idle
@@ -165,9 +174,7 @@ impl HttpClient {
         let mut map = HeaderMap::new();
         map.insert(USER_AGENT, HeaderValue::from_static(concat!("servebench/", env!("CARGO_PKG_VERSION"))));
         for (name, value) in headers {
-            let invalid = |reason: String| HttpError::InvalidHeader { name: name.clone(), reason };
-            let n = HeaderName::try_from(name.trim()).map_err(|e| invalid(e.to_string()))?;
-            let v = HeaderValue::try_from(value.trim()).map_err(|e| invalid(e.to_string()))?;
+            let (n, v) = header(name, value)?;
             map.insert(n, v);
         }
         let tls = if https {

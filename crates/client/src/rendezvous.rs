@@ -292,13 +292,14 @@ pub async fn join(addr: &str, shard: Shard, plan_hash: &str, timeout: Duration) 
         let sent_ns = unix_ns(SystemTime::now());
         let (status, text) = match call(Method::GET, "/clock", None).await {
             Ok(answer) => answer,
-            // Rank 0 may start later: until the deadline, its port not answering is waited out.
-            Err(SendError::Connect { source, .. }) if samples.is_empty() => {
+            // Rank 0 may start later: until the deadline, its port not answering is waited out,
+            // and so is its name not resolving (a Kubernetes pod's name resolves once it runs).
+            Err(e @ (SendError::Connect { .. } | SendError::Resolve { .. })) if samples.is_empty() => {
                 if tokio::time::Instant::now() + Duration::from_millis(200) >= deadline {
                     return Err(RendezvousError::Unreachable {
                         addr: addr.to_string(),
                         waited_s: timeout.as_secs_f64(),
-                        reason: source.to_string(),
+                        reason: e.to_string(),
                     });
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;

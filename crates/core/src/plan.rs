@@ -100,17 +100,22 @@ impl Plan {
     /// waits years for its next request would look like a hang. The message names the
     /// request's start and what to change.
     pub fn check_schedule(&self) -> Result<(), String> {
-        let last = self.last_start_ns();
-        if last <= MAX_SCHEDULE_NS {
-            return Ok(());
-        }
-        Err(format!(
-            "the arrival schedule's last request starts {:.4e} s after the run begins, more than the {} days \
-             a run may span; raise --request-rate, lower --trace-time-scale or fix the trace's timestamps",
-            last as f64 / 1e9,
-            MAX_SCHEDULE_NS / (86_400 * 1_000_000_000)
-        ))
+        check_start(self.last_start_ns(), "the arrival schedule's last request")
     }
+}
+
+/// Refuses one start past [`MAX_SCHEDULE_NS`]; `what` names the request in the message (a plan
+/// file's reader checks each line as it reads it, so the error names that line).
+pub fn check_start(at_ns: u64, what: &str) -> Result<(), String> {
+    if at_ns <= MAX_SCHEDULE_NS {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} starts {:.4e} s after the run begins, more than the {} days a run may span; raise \
+         --request-rate, lower --trace-time-scale or fix the trace's timestamps",
+        at_ns as f64 / 1e9,
+        MAX_SCHEDULE_NS / (86_400 * 1_000_000_000)
+    ))
 }
 
 /// The longest arrival schedule a run accepts: 7 days.

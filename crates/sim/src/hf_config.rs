@@ -103,6 +103,7 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
     let layers = hybrid.as_ref().map_or(blocks, NemotronBlocks::mixers);
     if hybrid.is_none() {
         refuse_recurrent_layers(&k)?;
+        check_layer_types(&k, blocks)?;
     }
     let linear = match &hybrid {
         Some(h) => h.mamba(&k)?,
@@ -193,6 +194,20 @@ fn refuse_recurrent_layers(k: &Keys) -> Result<(), String> {
              model_type nemotron_h only"
         )),
         None => Ok(()),
+    }
+}
+
+/// `layer_types` names every layer's kind, one string a layer (as Transformers checks it): a
+/// list of another length would count the sliding or linear layers wrongly.
+fn check_layer_types(k: &Keys, layers: u32) -> Result<(), String> {
+    let Some(types) = k.get("layer_types") else { return Ok(()) };
+    let listed = types.as_array().filter(|a| a.iter().all(Value::is_string));
+    match listed {
+        None => Err("layer_types must be a list of strings, one a layer".into()),
+        Some(a) if a.len() != layers as usize => {
+            Err(format!("layer_types lists {} layers, num_hidden_layers {layers}; give one kind a layer", a.len()))
+        }
+        Some(_) => Ok(()),
     }
 }
 
@@ -497,14 +512,27 @@ struct Formats {
 
 fn parse_precision(k: &Keys) -> Result<Formats, String> {
     let dtype = checkpoint_dtype(k);
-    let Some(qc) = k.get("quantization_config").filter(|v| v.is_object()) else {
-        return Ok(Formats { weights: dtype, attention: None, shared: None });
+    let qc = match k.get("quantization_config") {
+        None | Some(Value::Null) => return Ok(Formats { weights: dtype, attention: None, shared: None }),
+        Some(qc) if qc.is_object() => qc,
+        // Read as unquantized, it would price the weights at the checkpoint's 16 bits.
+        Some(other) => {
+            return Err(format!(
+                "quantization_config should be an object with a quant_method (as a checkpoint's \
+                 config.json gives it), not {other}; or pass precision=... as an option"
+            ));
+        }
     };
     let method = qc.get("quant_method").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
-    let bits = qc.get("bits").and_then(as_u32).unwrap_or(4);
+    let given_bits = qc.get("bits").and_then(as_u32);
+    let bits = given_bits.unwrap_or(4);
     let unsupported = || {
+        let asked = match given_bits {
+            Some(b) => format!("{method:?} at {b} bits"),
+            None => format!("{method:?}"),
+        };
         format!(
-            "quantization {method:?} is not modelled; supported: fp8, mxfp4, awq/gptq 4-bit, \
+            "quantization {asked} is not modelled; supported: fp8, mxfp4, awq/gptq 4-bit, \
              modelopt (FP8, NVFP4), compressed-tensors (fp8, nvfp4, int4); \
              or pass precision=... as an option"
         )

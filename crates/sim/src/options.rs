@@ -201,14 +201,14 @@ impl ServingOptions {
             };
             let v = value.trim();
             match key.as_str() {
-                "tp" => o.tp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
-                "pp" => o.pp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
-                "dp" => o.dp = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?,
+                "tp" => o.tp = positive(v).ok_or_else(|| bad(WHOLE))?,
+                "pp" => o.pp = positive(v).ok_or_else(|| bad(WHOLE))?,
+                "dp" => o.dp = positive(v).ok_or_else(|| bad(WHOLE))?,
                 "nodes" | "nnodes" => {
                     if let Some(other) = seen.iter().find(|k| *k != &key && ["nodes", "nnodes"].contains(&k.as_str())) {
                         return Err(SimError::Conflict(format!("{other} and {key} both give the machines; keep one")));
                     }
-                    nodes = Some(positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?);
+                    nodes = Some(positive(v).ok_or_else(|| bad(WHOLE))?);
                 }
                 "distributed-executor-backend" => {
                     executor =
@@ -218,7 +218,7 @@ impl ServingOptions {
                     if let Some((other, _)) = layout {
                         return Err(SimError::Conflict(format!("{other} and {key} both give the layout; keep one")));
                     }
-                    let machines = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                    let machines = positive(v).ok_or_else(|| bad(WHOLE))?;
                     layout = Some((if key == "tp-nodes" { "tp-nodes" } else { "pp-nodes" }, machines));
                 }
                 "enable-expert-parallel" => {
@@ -240,24 +240,24 @@ impl ServingOptions {
                     }
                 }
                 "max-cudagraph-capture-size" => {
-                    graph_largest = Some(positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?);
+                    graph_largest = Some(positive(v).ok_or_else(|| bad(WHOLE))?);
                 }
                 "async-scheduling" => o.async_scheduling = boolean(v).ok_or_else(|| bad("expected true or false"))?,
                 "no-async-scheduling" => {
                     o.async_scheduling = !boolean(v).ok_or_else(|| bad("expected true or false"))?;
                 }
                 "max-num-seqs" => {
-                    o.max_num_seqs = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                    o.max_num_seqs = positive(v).ok_or_else(|| bad(WHOLE))?;
                 }
                 "api-server-count" => {
-                    o.api_server_count = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                    o.api_server_count = positive(v).ok_or_else(|| bad(WHOLE))?;
                 }
                 "max-num-batched-tokens" => {
-                    o.max_num_batched_tokens = positive(v).ok_or_else(|| bad("expected a whole number >= 1"))?;
+                    o.max_num_batched_tokens = positive(v).ok_or_else(|| bad(WHOLE))?;
                 }
                 "max-model-len" => {
                     o.max_model_len = context_length(v).ok_or_else(|| {
-                        bad("expected a whole number >= 1 (32768, or 32k for 32,000 and 32K for 32,768, as vLLM \
+                        bad("expected a whole number of tokens from 1 to 4294967295 (32768, or 32k for 32,000 and 32K for 32,768, as vLLM \
                              reads them), or auto (-1) for the most the KV cache holds")
                     })?;
                 }
@@ -500,6 +500,9 @@ impl ServingOptions {
         s
     }
 }
+
+/// What a count option takes: it is held in 32 bits, as vLLM's engine holds it.
+const WHOLE: &str = "expected a whole number from 1 to 4294967295";
 
 fn positive(v: &str) -> Option<u32> {
     v.parse::<u32>().ok().filter(|n| *n >= 1)

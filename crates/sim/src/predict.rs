@@ -47,8 +47,9 @@ pub(crate) struct Prepared {
     pub ids: Option<Vec<u32>>,
     pub ignore_eos: bool,
     /// The output budget the body asks for where it gives one (`--extra-body` may override
-    /// the planned length, as it does on a real server); the planned length otherwise.
-    pub max_tokens: Option<u32>,
+    /// the planned length, as it does on a real server); the planned length otherwise. Held as
+    /// asked: one past 32 bits is refused for its length when sent, naming it.
+    pub max_tokens: Option<u64>,
     pub error: Option<String>,
 }
 
@@ -67,7 +68,7 @@ pub(crate) struct Prompts {
     /// Whether conversation turns run to `max_tokens` regardless of the EOS model.
     pub turns_ignore_eos: bool,
     /// The output budget every turn's body asks for through the run's `extra_body`, if any.
-    pub turns_max_tokens: Option<u32>,
+    pub turns_max_tokens: Option<u64>,
 }
 
 impl Prompts {
@@ -90,9 +91,8 @@ impl Prompts {
                 // As vLLM's server answers it: a 400 naming the parameter.
                 let budget =
                     crate::sampling::check(&body).and_then(|()| crate::sampling::requested_max_tokens(served, &body));
-                // A budget past u32 is past any context: the engine refuses it for its length.
                 let max_tokens = match budget {
-                    Ok(m) => m.map(|m| u32::try_from(m).unwrap_or(u32::MAX)),
+                    Ok(m) => m,
                     Err(e) => return Prepared::failed(e.to_string()),
                 };
                 let mut ids = Vec::with_capacity(r.prompt_tokens as usize + 8);
@@ -142,7 +142,7 @@ impl Prompts {
             .collect();
         let turns_ignore_eos =
             config.ignore_eos || config.extra_body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
-        let turns_max_tokens = turns_budget.ok().flatten().map(|m| u32::try_from(m).unwrap_or(u32::MAX));
+        let turns_max_tokens = turns_budget.ok().flatten();
         Prompts { requests, conversations, turns_ignore_eos, turns_max_tokens }
     }
 }

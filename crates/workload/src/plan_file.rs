@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use servebench_core::config::Api;
-use servebench_core::plan::{ConversationPlan, Plan, PlannedRequest, TokenCounting};
+use servebench_core::plan::{ConversationPlan, Plan, PlannedRequest, TokenCounting, check_start};
 use servebench_core::pyjson;
 
 use crate::WorkloadError;
@@ -134,6 +134,7 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
             if c.conversation.turns.iter().any(|t| t.max_tokens == 0) {
                 return Err(bad(i + 1, "a turn's max_tokens is 0; every request must ask for at least 1 token".into()));
             }
+            check_start(c.conversation.at_ns, "this conversation").map_err(|m| bad(i + 1, m))?;
             plan.conversations.push(c.conversation);
             continue;
         }
@@ -142,7 +143,9 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
             return Err(bad(i + 1, format!("at_s must be a time >= 0, got {}", r.at_s)));
         }
         let at_ns = r.at_ns.unwrap_or_else(|| (r.at_s * 1e9).round() as u64);
-        check_request(&r, at_ns, plan.requests.last(), &mut indices).map_err(|m| bad(i + 1, m))?;
+        check_request(&r, at_ns, plan.requests.last(), &mut indices)
+            .and_then(|()| check_start(at_ns, "this request"))
+            .map_err(|m| bad(i + 1, m))?;
         plan.requests.push(PlannedRequest {
             index: r.index,
             at_ns,
@@ -163,7 +166,6 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
             ),
         ));
     }
-    plan.check_schedule().map_err(|m| bad(1, m))?;
     Ok(plan)
 }
 
@@ -285,6 +287,13 @@ mod tests {
                 "before request 0",
             ),
             (text.replace("\"max_tokens\":4", "\"max_tokens\":0"), "line 4", "a turn's max_tokens is 0"),
+            // A start past the 7 days a run may span names its own line, not the header's.
+            (
+                text.replace("\"at_ns\": 1234567891", "\"at_ns\": 18446744073709551615"),
+                "line 3",
+                "this request starts 1.8447e10 s after the run begins",
+            ),
+            (text.replace("\"at_ns\":5", "\"at_ns\":604800000000001"), "line 4", "this conversation starts"),
         ];
         for (bad, line, says) in cases {
             assert_ne!(bad, text, "{says}: the case must change the file");

@@ -128,36 +128,35 @@ impl StartupLog {
                 }
             }
             set_once(&mut batched_tokens, || {
-                number_after(line, "Chunked prefill is enabled with max_num_batched_tokens=")
+                amount_after(line, "Chunked prefill is enabled with max_num_batched_tokens=")
             });
             set_once(&mut log.weights_gib, || {
-                number_after(line, "Model loading took ").or_else(|| number_after(line, "Loading model weights took "))
+                amount_after(line, "Model loading took ").or_else(|| amount_after(line, "Loading model weights took "))
             });
+            // vLLM prints a negative figure here before it stops for want of memory.
             set_once(&mut log.kv_cache_gib, || number_after(line, "Available KV cache memory: "));
-            set_once(&mut log.kv_cache_tokens, || {
-                number_after(line, "GPU KV cache size: ").filter(|v| *v >= 0.0).map(|v| v as u64)
-            });
+            set_once(&mut log.kv_cache_tokens, || amount_after(line, "GPU KV cache size: ").map(|v| v as u64));
             set_once(&mut log.max_concurrency, || {
-                let tokens = number_after(line, "Maximum concurrency for ")?;
-                let times = number_after(line, "tokens per request: ")?;
+                let tokens = amount_after(line, "Maximum concurrency for ").filter(|t| *t >= 1.0)?;
+                let times = amount_after(line, "tokens per request: ")?;
                 Some((tokens as u64, times))
             });
-            set_once(&mut log.graph_estimate_gib, || number_after(line, "Estimated CUDA graph memory: "));
+            set_once(&mut log.graph_estimate_gib, || amount_after(line, "Estimated CUDA graph memory: "));
             log.graph_counted |= line.contains("CUDA graph memory profiling is enabled");
             set_once(&mut log.device_gib, || {
                 let free = after(line, "Free memory on device ")?;
                 let total = &free[free.find('/')? + 1..];
-                number_after(total, "")
+                amount_after(total, "")
             });
             set_once(&mut utilization, || {
-                number_after(line, "Desired GPU memory utilization is (")
-                    .or_else(|| number_after(line, "desired GPU memory utilization ("))
+                amount_after(line, "Desired GPU memory utilization is (")
+                    .or_else(|| amount_after(line, "desired GPU memory utilization ("))
             });
             set_once(&mut log.usage, || {
                 Some(ProfiledUsage {
-                    consumed_gib: number_after(line, "Actual usage is ")?,
-                    peak_activation_gib: number_after(line, "for consumed memory (weights + non-torch), ")?,
-                    graph_gib: number_after(line, "for peak activation, and ")?,
+                    consumed_gib: amount_after(line, "Actual usage is ")?,
+                    peak_activation_gib: amount_after(line, "for consumed memory (weights + non-torch), ")?,
+                    graph_gib: amount_after(line, "for peak activation, and ")?,
                 })
             });
         }
@@ -255,6 +254,12 @@ fn number_after(line: &str, words: &str) -> Option<f64> {
     let end = rest.find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | ',' | '-'))).unwrap_or(rest.len());
     let digits: String = rest[..end].trim_end_matches(['.', ',']).chars().filter(|&c| c != ',').collect();
     digits.parse().ok().filter(|v: &f64| v.is_finite())
+}
+
+/// A figure that cannot be below zero (a size, a count, a share): a negative one is not read, so
+/// the comparison shows no log figure rather than a negative one.
+fn amount_after(line: &str, words: &str) -> Option<f64> {
+    number_after(line, words).filter(|v| *v >= 0.0)
 }
 
 /// The release a line names: vLLM's banner ("vLLM API server version 0.11.0", "version

@@ -95,6 +95,16 @@ fn a_log_without_memory_lines_says_so_and_odd_lines_are_passed_over() {
     );
     assert_eq!(refused.device_gib, Some(31.86));
     assert_eq!(refused.setting("gpu-memory-utilization"), Some("0.97"));
+    // Sizes and counts below zero are not figures and are not read; the KV cache's available
+    // memory is, as vLLM prints it negative before it stops for want of memory.
+    let odd = StartupLog::parse(
+        "Model loading took -7.65 GiB and 9.1 seconds\nAvailable KV cache memory: -2.50 GiB\n\
+         Maximum concurrency for -5 tokens per request: -3.00x\nEstimated CUDA graph memory: -1.2 GiB total",
+    );
+    assert_eq!((odd.weights_gib, odd.max_concurrency, odd.graph_estimate_gib), (None, None, None));
+    assert_eq!(odd.kv_cache_gib, Some(-2.5));
+    let zero = StartupLog::parse("Maximum concurrency for 0 tokens per request: 3.00x");
+    assert_eq!(zero.max_concurrency, None);
 }
 
 proptest! {

@@ -521,6 +521,9 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     let output = parse_output(f.report, f.request.label.clone(), f.traffic.disable_tqdm)?;
     let e = f.endpoint;
     let mut headers = e.map(|e| parse_kv_list(&e.header, "--header")).transpose()?.unwrap_or_default();
+    for (name, value) in &headers {
+        servebench_client::http::header(name, value).map_err(|e| ResolveError(e.to_string()))?;
+    }
     if backend == Backend::AnthropicMessages
         && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(ANTHROPIC_VERSION.0))
     {

@@ -43,14 +43,41 @@ const START_LEAD: Duration = Duration::from_secs(1);
 
 /// The sharding flags, resolved; `None` for a run of its own.
 pub fn shard_run(args: &ShardArgs) -> anyhow::Result<Option<ShardRun>> {
+    // Checked here, before a plan is built or a server asked: the rendezvous reads them late.
+    let coordinator = args.coordinator.as_deref().map(coordinator_address).transpose()?;
+    if let Some(at) = &args.start_at {
+        parse_start_at(at)?;
+    }
+    if args.rendezvous_timeout <= 0.0 || Duration::try_from_secs_f64(args.rendezvous_timeout).is_err() {
+        anyhow::bail!("--rendezvous-timeout {} is not a number of seconds above 0", args.rendezvous_timeout);
+    }
     Ok(shard_of(args)?.map(|shard| ShardRun {
         shard,
-        coordinator: args.coordinator.clone(),
+        coordinator,
         start_at: args.start_at.clone(),
         rendezvous_timeout: args.rendezvous_timeout,
         worker_dir: args.worker_dir.clone(),
         sim_url: args.sim_url.clone(),
     }))
+}
+
+/// `--coordinator HOST:PORT`, checked before anything runs: a host and a port from 1 to 65535.
+fn coordinator_address(addr: &str) -> anyhow::Result<String> {
+    let addr = addr.trim();
+    let usage = "give rank 0's HOST:PORT, e.g. --coordinator rank0.bench:29500";
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        anyhow::bail!("--coordinator {addr:?} has no port; {usage}");
+    };
+    if host.is_empty() {
+        anyhow::bail!("--coordinator {addr:?} has no host; {usage}");
+    }
+    if host.contains('/') {
+        anyhow::bail!("--coordinator {addr:?} takes no scheme or path; {usage}");
+    }
+    if !port.parse::<u16>().is_ok_and(|p| p > 0) {
+        anyhow::bail!("--coordinator {addr:?}: {port:?} is not a port number (1 to 65535); {usage}");
+    }
+    Ok(addr.to_string())
 }
 
 /// `--shard`, resolved against this process's environment; `None` for a run of its own.
@@ -284,6 +311,24 @@ mod tests {
         for bad in ["0", "-5", "1e30", "NaN", "inf"] {
             let e = parse_start_at(bad).unwrap_err().to_string();
             assert!(e.contains("is not a time after 1970"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_coordinator_is_a_host_and_a_port() {
+        for ok in ["rank0:29500", "10.0.0.1:1", " [::1]:29500 ", "bench-0.bench.default.svc:65535"] {
+            assert_eq!(coordinator_address(ok).unwrap(), ok.trim());
+        }
+        for (bad, says) in [
+            ("bogus", "has no port"),
+            (":29500", "has no host"),
+            ("http://rank0:29500", "takes no scheme or path"),
+            ("rank0:0", "is not a port number (1 to 65535)"),
+            ("rank0:99999", "is not a port number (1 to 65535)"),
+            ("rank0:", "is not a port number"),
+        ] {
+            let e = coordinator_address(bad).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("HOST:PORT"), "{bad}: {e}");
         }
     }
 

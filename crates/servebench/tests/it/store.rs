@@ -240,7 +240,10 @@ fn the_requests_of_an_imported_result_file_are_exported() {
         "latencies": [0.15, 0.0], "start_times": [100.5, 100.25], "errors": ["", "Bad Request"],
         "mean_ttft_ms": 100.0, "median_ttft_ms": 100.0, "p99_ttft_ms": 100.0, "team": "perf"
     });
-    std::fs::write(&file, format!("{doc}\n{doc}")).unwrap();
+    // Two runs of the same requests (a file appended to twice holds one run once).
+    let mut again = doc.clone();
+    again["duration"] = serde_json::json!(1.5);
+    std::fs::write(&file, format!("{doc}\n{again}")).unwrap();
     let out = run(&["import", "--db", &db, &file.to_string_lossy()]);
     assert!(out.contains("added 2 runs (1-2)"), "{out}");
     let csv = run(&["runs", "export", "--db", &db, "--requests", "2"]);

@@ -310,7 +310,7 @@ impl Engine {
         if u64::from(len) + u64::from(req.max_tokens) > u64::from(self.cfg.max_model_len) {
             return Err(Rejection::TooLong {
                 prompt: len,
-                max_tokens: req.max_tokens,
+                max_tokens: u64::from(req.max_tokens),
                 max_model_len: self.cfg.max_model_len,
             });
         }

@@ -94,9 +94,9 @@ pub enum Rejection {
         "This model's maximum context length is {max_model_len} tokens. However, you requested \
          {} tokens ({prompt} in the prompt, {max_tokens} in the completion). Please reduce the \
          length of the prompt or completion.",
-        u64::from(*prompt) + u64::from(*max_tokens)
+        u64::from(*prompt).saturating_add(*max_tokens)
     )]
-    TooLong { prompt: u32, max_tokens: u32, max_model_len: u32 },
+    TooLong { prompt: u32, max_tokens: u64, max_model_len: u32 },
     #[error("the prompt is empty; send at least one token")]
     EmptyPrompt,
     #[error("max_tokens must be at least 1")]

@@ -174,6 +174,16 @@ fn unreadable_configs_say_what_is_missing() {
                 "vocab_size": 10, "quantization_config": {"quant_method": "hqq"}}"#;
     let err = ModelShape::from_hf_config(q).unwrap_err().to_string();
     assert!(err.contains("hqq") && err.contains("precision="), "{err}");
+    // A 3-bit AWQ names its bits, and a quantization_config that is not an object is refused
+    // rather than read as unquantized.
+    let base = r#""num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10"#;
+    let awq3 = format!(r#"{{{base}, "quantization_config": {{"quant_method": "awq", "bits": 3}}}}"#);
+    let err = ModelShape::from_hf_config(&awq3).unwrap_err().to_string();
+    assert!(err.contains(r#""awq" at 3 bits is not modelled"#), "{err}");
+    let text = format!(r#"{{{base}, "quantization_config": "fp8"}}"#);
+    let err = ModelShape::from_hf_config(&text).unwrap_err().to_string();
+    assert!(err.contains("quantization_config should be an object") && err.contains(r#""fp8""#), "{err}");
+    assert!(ModelShape::from_hf_config(&format!(r#"{{{base}, "quantization_config": null}}"#)).is_ok());
 }
 
 #[test]
@@ -204,6 +214,18 @@ fn linear_attention_and_state_space_layers_are_refused_not_priced_as_attention()
         r#""layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"], "sliding_window": 128"#,
     ] {
         assert!(ModelShape::from_hf_config(&format!("{{{base}, {extra}}}")).is_ok(), "{extra}");
+    }
+    // A list of another length than the layers, or not of strings, is named, not counted.
+    for (extra, says) in [
+        (
+            r#""layer_types": ["sliding_attention", "full_attention"], "sliding_window": 128"#,
+            "lists 2 layers, num_hidden_layers 4",
+        ),
+        (r#""layer_types": "sliding_attention", "sliding_window": 128"#, "must be a list of strings"),
+        (r#""layer_types": [0, 1, 0, 1]"#, "must be a list of strings"),
+    ] {
+        let err = ModelShape::from_hf_config(&format!("{{{base}, {extra}}}")).unwrap_err().to_string();
+        assert!(err.contains(says), "{extra}: {err}");
     }
 }
 

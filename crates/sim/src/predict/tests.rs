@@ -279,6 +279,11 @@ fn a_body_s_output_budget_is_what_the_engine_generates() {
     assert_eq!(r.records[0].max_tokens, 40);
     assert_eq!(r.records[1].failure.as_ref().unwrap().message, "max_tokens must be at least 1, got 0.");
     assert_eq!(r.records[2].output_tokens(), 40);
+    // A budget past 32 bits is refused for its length, naming the budget as asked.
+    p.requests[2].body = override_to(&p.requests[2].body, serde_json::json!(5_000_000_000u64));
+    let r = predict(&p, &config(None, false), &s);
+    let why = &r.records[2].failure.as_ref().unwrap().message;
+    assert!(why.contains("you requested 5000000020 tokens (20 in the prompt, 5000000000 in the completion)"), "{why}");
 }
 
 #[test]

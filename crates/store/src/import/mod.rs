@@ -106,7 +106,44 @@ pub fn import_bytes(bytes: &[u8], source: &str) -> ImportReport {
     } else {
         text::import(&text, &cx, &mut report);
     }
+    if report.runs.is_empty() && report.skipped.is_empty() {
+        report.skipped.push(Problem {
+            line: 1,
+            message: "the file holds no result (an empty list of documents); import a `vllm bench serve \
+                      --save-result` file or a console report"
+                .to_string(),
+        });
+    }
+    set_repeats_apart(&mut report);
     report
+}
+
+/// A block or document that repeats an earlier one of the file exactly (figures, labels and
+/// all) is the same report pasted twice: skipped, naming the first. One with the same figures
+/// under other labels is kept, with a note: measured figures never repeat to the last digit.
+fn set_repeats_apart(report: &mut ImportReport) {
+    let line = |run: &NewRun| run.source.as_ref().and_then(|s| s.line).unwrap_or(0);
+    let mut kept: Vec<NewRun> = Vec::with_capacity(report.runs.len());
+    for run in std::mem::take(&mut report.runs) {
+        let Some(first) = kept.iter().find(|k| k.summary == run.summary && k.summary.completed > 0) else {
+            kept.push(run);
+            continue;
+        };
+        let placed = |r: &NewRun| NewRun { source: None, fingerprint: None, ..r.clone() };
+        if placed(first) == placed(&run) {
+            let message =
+                format!("repeats the result at line {} exactly (the same report twice); skipped", line(first));
+            report.skipped.push(Problem { line: line(&run), message });
+            continue;
+        }
+        let message = format!(
+            "its figures are exactly those of the result at line {}, under other labels: was one report pasted twice?",
+            line(first)
+        );
+        report.notes.push(Problem { line: line(&run), message });
+        kept.push(run);
+    }
+    report.runs = kept;
 }
 
 /// What every importer needs to stamp its runs.

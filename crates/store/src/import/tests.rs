@@ -118,7 +118,8 @@ fn a_malformed_block_is_skipped_with_its_line_and_keeps_its_list_value() {
 fn a_block_of_gpustack_s_runner_is_labelled_and_its_figures_said_not_to_be_vllm_s() {
     let s = Summary { completed: 4, duration_s: 2.0, request_throughput: 2.0, ..Summary::default() };
     let block = servebench_core::vllm::render_result_block(&s);
-    let runner = block.replace(
+    let other = servebench_core::vllm::render_result_block(&Summary { duration_s: 2.5, ..s.clone() });
+    let runner = other.replace(
         "==================================================\n",
         "----------------------Latency---------------------\nMean Latency(s):                          1.00\n\
          ==================================================\n",
@@ -192,8 +193,8 @@ fn a_vllm_result_file_gives_columns_labels_and_records() {
 #[test]
 fn appended_files_give_one_run_per_line_and_skip_broken_lines() {
     let (_, _, doc) = vllm_doc();
-    let line = doc.to_string();
-    let text = format!("{line}\n{{\"completed\": 3, \"dur\n{line}\n{{\"date\": \"x\"}}");
+    let (line, next) = (doc.to_string(), another_run(&doc).to_string());
+    let text = format!("{line}\n{{\"completed\": 3, \"dur\n{next}\n{{\"date\": \"x\"}}");
     let report = import(&text);
     assert_eq!(report.runs.len(), 2);
     let lines: Vec<_> = report.runs.iter().map(|r| r.source.as_ref().unwrap().line).collect();
@@ -206,15 +207,54 @@ fn appended_files_give_one_run_per_line_and_skip_broken_lines() {
     assert!(report.skipped[1].message.contains("\"completed\""), "{}", report.skipped[1]);
 }
 
+/// `doc` with other figures: a run of its own, not a repeat of it.
+fn another_run(doc: &Value) -> Value {
+    let mut other = doc.clone();
+    other["duration"] = json!(doc["duration"].as_f64().unwrap() + 1.0);
+    other
+}
+
+/// A file that holds the same result twice (a report pasted twice, a file appended to twice)
+/// imports it once and names the repeat; the same figures under other labels are kept and
+/// noted; an empty list is said to hold nothing.
+#[test]
+fn a_result_repeated_in_one_file_is_imported_once() {
+    let (_, _, doc) = vllm_doc();
+    let line = doc.to_string();
+    let report = import(&format!("{line}\n{line}\n"));
+    assert_eq!(report.runs.len(), 1);
+    assert_eq!(
+        report.skipped,
+        vec![Problem {
+            line: 2,
+            message: "repeats the result at line 1 exactly (the same report twice); skipped".into()
+        }]
+    );
+    let block = R003.to_string();
+    let report = import(&format!("{block}\n{block}"));
+    assert_eq!((report.runs.len(), report.skipped.len()), (1, 1), "{:?}", report.skipped);
+    let relabelled = import(&format!("model: a\n{block}\nmodel: b\n{block}"));
+    assert_eq!(relabelled.runs.len(), 2);
+    assert!(
+        relabelled.notes.iter().any(|n| n.message.contains("was one report pasted twice?")),
+        "{:?}",
+        relabelled.notes
+    );
+    let empty = import("[]");
+    assert!(empty.runs.is_empty());
+    assert!(empty.skipped[0].message.starts_with("the file holds no result"), "{:?}", empty.skipped);
+}
+
 #[test]
 fn pretty_printed_documents_and_lists_are_read() {
     let (_, _, doc) = vllm_doc();
     let pretty = serde_json::to_string_pretty(&doc).unwrap();
-    let report = import(&format!("\n{pretty}\n{pretty}\n"));
+    let next = serde_json::to_string_pretty(&another_run(&doc)).unwrap();
+    let report = import(&format!("\n{pretty}\n{next}\n"));
     assert_eq!(report.runs.len(), 2);
     assert_eq!(report.runs[1].source.as_ref().unwrap().line, Some(2 + pretty.lines().count()));
 
-    let list = json!([doc, {"not": "a result"}, doc]).to_string();
+    let list = json!([doc, {"not": "a result"}, another_run(&doc)]).to_string();
     let report = import(&list);
     assert_eq!(report.runs.len(), 2);
     assert!(report.skipped[0].message.contains("(list item 1)"), "{:?}", report.skipped);

@@ -168,6 +168,9 @@ fn metrics(m: &Map<String, Value>) -> Result<Vec<MetricStats>, VllmJsonError> {
             let Some(p) = word.and_then(|w| w.parse::<f64>().ok()).filter(|p| p.is_finite()) else {
                 continue;
             };
+            if !(0.0..=100.0).contains(&p) {
+                return Err(wrong(k, "named for a percentile from 0 to 100"));
+            }
             percentiles.push((p, v.as_f64().ok_or_else(|| wrong(k, "a number"))?));
         }
         out.push(MetricStats { metric, mean_ms, median_ms, std_ms: f64_at(m, &format!("std_{key}_ms"))?, percentiles });

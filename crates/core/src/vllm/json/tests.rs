@@ -244,4 +244,12 @@ fn unreadable_documents_say_what_is_wrong() {
         "total_input_tokens": 1, "request_throughput": 2.0, "mean_ttft_ms": 1.0}))
     .unwrap_err();
     assert!(matches!(e, VllmJsonError::WrongType { .. }));
+    // A percentile past 100 is no percentile: the key is named, not shown as P101.
+    let e = summary_from_vllm_json(&json!({"completed": 2, "duration": 1.0, "total_input_tokens": 1,
+        "request_throughput": 2.0, "mean_ttft_ms": 1.0, "median_ttft_ms": 1.0, "p101_ttft_ms": 5.0}))
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "\"p101_ttft_ms\" should be named for a percentile from 0 to 100; the file may be damaged"
+    );
 }

@@ -438,9 +438,10 @@ fn metric_stem(m: Metric, label: &str) -> Option<&str> {
     label.strip_suffix(" (ms):")?.strip_suffix(short_name(m))
 }
 
-/// The percentile a line's stem names (`P99 ` gives 99); none for any other stem.
+/// The percentile a line's stem names (`P99 ` gives 99); none for any other stem, and for a
+/// number past 0 to 100 (`P101 ` is no line vLLM prints).
 fn percentile(stem: &str) -> Option<f64> {
-    stem.strip_prefix('P')?.strip_suffix(' ')?.parse().ok().filter(|p: &f64| p.is_finite())
+    stem.strip_prefix('P')?.strip_suffix(' ')?.parse().ok().filter(|p: &f64| (0.0..=100.0).contains(p))
 }
 
 /// The speculative-decoding section's `Position {i}:` lines (printed indented).

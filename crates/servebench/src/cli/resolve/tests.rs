@@ -166,6 +166,24 @@ fn anthropic_messages_runs_send_the_version_header_unless_one_is_given() {
     assert_eq!(c.target.headers, vec![("Anthropic-Version".to_string(), "2024-01-01".to_string())]);
 }
 
+/// A header HTTP cannot carry is refused with the flags, before a server is asked anything.
+#[test]
+fn headers_http_cannot_carry_are_refused_when_resolved() {
+    let argv = ["servebench", "bench", "serve", "--model", "m", "--header"];
+    for (header, says) in [
+        ("bad name=x", "invalid header \"bad name\""),
+        ("=x", "invalid header \"\""),
+        ("X-Ok=line\nbreak", "invalid header \"X-Ok\""),
+        ("no-equals", "use KEY=VALUE"),
+    ] {
+        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, &[header]) else {
+            panic!("not bench serve")
+        };
+        let e = run_config(&args.flags(false)).unwrap_err().to_string();
+        assert!(e.contains(says), "{header:?}: {e}");
+    }
+}
+
 #[test]
 fn sim_predict_takes_a_pasted_endpoint_that_fits_its_backend() {
     let config = |extra: &[&str]| {

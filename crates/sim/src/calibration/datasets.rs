@@ -42,7 +42,9 @@ pub const SHAREGPT_COMPLETIONS: [(f64, f64); 10] = [
 /// names, keeping the totals; prompt and completion lengths are paired in two different
 /// orders (in ShareGPT a long prompt does not mean a long reply). Other points, and datasets
 /// without a known shape (`random` gives its lengths in its totals), are left as they are.
-pub fn shape_by_dataset(point: &mut MeasuredPoint) {
+/// Called by the readers' one finishing step, on points of no more requests than a fit
+/// simulates ([`super::read::FileRead::finished`]).
+pub(super) fn shape_by_dataset(point: &mut MeasuredPoint) {
     let named = point.labels.iter().find(|(k, _)| k == "dataset").map(|(_, v)| v.to_ascii_lowercase());
     if named.as_deref() != Some("sharegpt") {
         return;
@@ -52,10 +54,6 @@ pub fn shape_by_dataset(point: &mut MeasuredPoint) {
         return;
     };
     let n = w.num_prompts;
-    // More requests than a fit simulates are refused as the file is read; nothing to shape.
-    if n > super::run::MAX_REQUESTS {
-        return;
-    }
     let prompts = Lengths::Shape { total: *input, quantiles: SHAREGPT_PROMPTS.to_vec() }.expand(n);
     let replies = Lengths::Shape { total: *output, quantiles: SHAREGPT_COMPLETIONS.to_vec() }.expand(n);
     // A second fixed order for the replies: the prompts' order read backwards.
@@ -97,7 +95,10 @@ mod tests {
             "mean_ttft_ms": 3449.17, "median_ttft_ms": 3229.56,
             "dataset": "ShareGPT",
         });
-        let json = crate::calibration::points::point_from_json(&doc, "r.json".into()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("r.json");
+        std::fs::write(&file, doc.to_string()).unwrap();
+        let json = crate::calibration::read::read_points(&file).unwrap().remove(0);
         assert_eq!(json.workload.output, p.workload.output);
     }
 }

@@ -355,7 +355,7 @@ pub const CONSTANT_ARRIVALS: f64 = 1e6;
 
 /// Every result block of a vLLM console report (one or several per file).
 pub fn points_from_report(text: &str, origin: &str) -> Result<Vec<MeasuredPoint>, CalibrationError> {
-    report_points(parse_reports(text, ReportOrigin::Vllm), origin)?.all(origin)
+    report_points(parse_reports(text, ReportOrigin::Vllm), origin)?.finished().all(origin)
 }
 
 /// The points of a report's parsed blocks ([`parse_reports`]), a block that cannot be read
@@ -395,7 +395,6 @@ pub(super) fn report_points(
         point.read_backend();
         point.read_arrivals();
         point.read_shared_prefix();
-        super::datasets::shape_by_dataset(&mut point);
         rebuild_runner_metrics(&mut point, &block.values, &block.summary);
         read.points.push(point);
     }
@@ -465,9 +464,6 @@ pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, St
         p.workload.input = Lengths::Each(i);
         p.workload.output = Lengths::Each(o);
     }
-    // Without per-request lengths, a `dataset` label (`--metadata dataset=sharegpt`) shapes the
-    // totals as a report's heading would.
-    super::datasets::shape_by_dataset(&mut p);
     if let Some(b) = value.get("burstiness").and_then(Value::as_f64).filter(|b| *b > 0.0) {
         p.workload.burstiness = b;
     }

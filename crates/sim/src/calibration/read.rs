@@ -81,12 +81,14 @@ impl FileRead {
         Err(CalibrationError::Input { path: origin.into(), message })
     }
 
-    /// The file as read where any result of it was; else its error: nothing in it could be.
-    /// Skips, with the reason, every result of more requests than a fit simulates, before
-    /// anything expands their lengths (a damaged count of 10^14 would exhaust the memory).
-    fn without_oversized(mut self) -> FileRead {
-        let (kept, big): (Vec<_>, Vec<_>) =
+    /// What every reader's points go through, once: a result of more requests than a fit
+    /// simulates is skipped with the reason before anything expands its lengths (a damaged
+    /// count of 10^14 would exhaust the memory), then the others' totals take the shape of the
+    /// dataset they name ([`super::datasets::shape_by_dataset`]).
+    pub(super) fn finished(mut self) -> FileRead {
+        let (mut kept, big): (Vec<_>, Vec<_>) =
             self.points.drain(..).partition(|p| p.workload.num_prompts <= super::run::MAX_REQUESTS);
+        kept.iter_mut().for_each(super::datasets::shape_by_dataset);
         self.points = kept;
         self.skipped.extend(
             big.into_iter().map(|p| Skipped { reason: super::run::too_many(p.workload.num_prompts), label: p.label }),
@@ -151,7 +153,7 @@ pub fn read_file(path: &Path) -> Result<FileRead, CalibrationError> {
             report_points(blocks, &name)?
         }
     };
-    read.without_oversized().any(&origin)
+    read.finished().any(&origin)
 }
 
 /// [`read_file`] where every result of the file must be read: the first that cannot is the

@@ -191,12 +191,17 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
     let Some(ids) = p.ids.as_ref() else {
         return 0;
     };
+    // Request 0's body, its output budget included (a budget past 32 bits is refused as the
+    // timed request is).
+    let Ok(max_tokens) = p.max_tokens.map_or(Ok(first.max_tokens), u32::try_from) else {
+        return 0;
+    };
     let mut sent = 0;
     for k in 0..count {
         let req = NewRequest {
             tag: u64::MAX - k as u64,
             prompt: PromptTokens::Ids(ids.clone()),
-            max_tokens: first.max_tokens,
+            max_tokens,
             ignore_eos: p.ignore_eos,
             arrived_ns: engine.now_ns(),
             chat: plan.api.templated(),

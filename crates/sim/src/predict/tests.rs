@@ -224,6 +224,15 @@ fn the_warm_up_request_primes_the_prefix_cache_for_request_zero() {
     assert!((on.records[1].ttft_s() - off.records[1].ttft_s()).abs() < 1e-3);
     assert!(on.notes.iter().any(|n| n.contains("warm-up")));
     assert!(!off.notes.iter().any(|n| n.contains("warm-up")));
+    // The warm-up is request 0's body, its output budget included: one the server refuses
+    // runs no warm-up.
+    let mut refused = p.clone();
+    let mut body: serde_json::Value = serde_json::from_slice(&refused.requests[0].body).unwrap();
+    body["max_tokens"] = serde_json::json!(5_000_000_000u64);
+    refused.requests[0].body = Bytes::from(body.to_string());
+    let r = predict(&refused, &config(None, true), &setup("Qwen/Qwen3-8B", "h100-sxm", &[("jitter", "0")]));
+    assert!(!r.notes.iter().any(|n| n.contains("warm-up")), "{:?}", r.notes);
+    assert!(r.records[0].failure.is_some() && r.records[1].succeeded());
 }
 
 #[test]

@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 
 use servebench_core::config::Metric;
-use servebench_core::threshold::{Threshold, Verdicts};
+use servebench_core::threshold::{Threshold, Verdicts, failed_pct};
 use servebench_store::{ChunkTimes, RunId, StoredRun};
 
 use crate::ReportError;
@@ -125,6 +125,17 @@ impl PairStats {
     /// The row of quantity `q`.
     pub fn row(&self, q: Quantity) -> Option<&PairRow> {
         self.rows.iter().find(|r| r.quantity == q)
+    }
+
+    /// The row a `--fail-on` rule on `q` is judged on: `failed_pct`, which the table leaves
+    /// out, comes from the completed and failed rows.
+    pub fn judged(&self, q: Quantity) -> Option<PairRow> {
+        if q != Quantity::FailedPct {
+            return self.row(q).cloned();
+        }
+        let (completed, failed) = (self.row(Quantity::Completed)?, self.row(Quantity::Failed)?);
+        let pct = |c: Option<f64>, f: Option<f64>| failed_pct(c? as u64, f? as u64);
+        Some(PairRow { quantity: q, a: pct(completed.a, failed.a), b: pct(completed.b, failed.b), estimate: None })
     }
 }
 

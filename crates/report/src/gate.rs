@@ -23,7 +23,9 @@
 //! Where there is no interval (a run without per-request records, or a quantity without a
 //! per-request distribution such as a throughput), the threshold alone decides, and the
 //! verdict says so. A rule whose quantity one of the runs lacks is not checked, but for a
-//! latency rule whose candidate (B) completed no request while A did: that fails.
+//! latency rule whose candidate (B) completed no request while A did: that fails. A change in
+//! % from a baseline of 0 is 0 when B is 0 too, else past any threshold (`failed>+10%` fails
+//! when A failed no request and B failed some).
 //!
 //! On one run (`bench serve --fail-on`, read by `parse_fail_on_values`) a rule is a value:
 //! `p99_ttft_ms>500` fails when the run's P99 TTFT is above 500 ms ([`check_run`]).
@@ -53,7 +55,7 @@ fn verdict(rule: &Threshold, pair: &PairStats) -> Verdict {
             reason: format!("run B completed no request, so it has no {}: fails", q.name()),
         };
     }
-    let Some(row) = pair.row(q) else {
+    let Some(row) = pair.judged(q) else {
         return unchecked(format!("not checked: the runs do not both have a {}", q.name()));
     };
     let (Some(a), Some(b)) = (row.a, row.b) else {
@@ -61,10 +63,9 @@ fn verdict(rule: &Threshold, pair: &PairStats) -> Verdict {
     };
     let percent = matches!(rule.bound, Bound::PercentChange(_));
     let change = if percent {
-        if a == 0.0 {
-            return unchecked(format!("not checked: the baseline {} is 0, so a change in % is undefined", q.name()));
-        }
-        (b - a) / a * 100.0
+        // From a baseline of 0 no change in % is finite: any rise (0 failures -> 3) passes
+        // every `>` threshold, and a gate must not skip it.
+        if a == 0.0 { if b == 0.0 { 0.0 } else { f64::INFINITY.copysign(b) } } else { (b - a) / a * 100.0 }
     } else {
         b - a
     };

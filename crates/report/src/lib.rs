@@ -49,6 +49,11 @@ pub enum ReportError {
          (`servebench runs list` shows what the store holds)"
     )]
     TooFewRuns(usize),
+    #[error(
+        "run {0} is named twice (a range such as 3-11 includes its ends); name each run once: a run compared with \
+         itself shows only resampling noise"
+    )]
+    RunTwice(servebench_store::RunId),
     #[error("--timeline {id}: {why}; pick a run of the report that has per-request records")]
     BadTimeline { id: i64, why: String },
     #[error("--by {key}: {why}")]

@@ -33,6 +33,9 @@ pub fn load(store: &Store, selection: &Selection, records: &Records) -> Result<V
     if ids.is_empty() {
         return Err(ReportError::NoRuns);
     }
+    if let Some((i, _)) = ids.iter().enumerate().find(|(i, id)| ids[..*i].contains(id)) {
+        return Err(ReportError::RunTwice(ids[i]));
+    }
     let mut runs = ids.iter().map(|&id| store.get_without_records(&RunRef::Id(id))).collect::<Result<Vec<_>, _>>()?;
     let mut taken = 0;
     for run in &mut runs {
@@ -86,5 +89,11 @@ mod tests {
         assert!(matches!(load(&store, &Selection::Filter(filter), &Records::None), Err(ReportError::NoRuns)));
         let err = load(&store, &Selection::Runs(vec![RunRef::Id(7).into()]), &Records::None).unwrap_err();
         assert!(err.to_string().contains("there is no run 7"), "{err}");
+        let twice = Selection::Runs(vec![
+            RunSpec::Range(1, 3),
+            RunRef::Uid(store.get_without_records(&RunRef::Id(2)).unwrap().row.uid).into(),
+        ]);
+        let err = load(&store, &twice, &Records::None).unwrap_err();
+        assert!(matches!(err, ReportError::RunTwice(2)), "{err}");
     }
 }

@@ -21,7 +21,11 @@ pub fn parse_date_at(s: &str, now: &Zoned) -> Result<Timestamp, StoreError> {
         return Ok(ts);
     }
     if let Some(span) = age(t) {
-        return now.checked_sub(span).map(|z| z.timestamp()).map_err(|_| bad());
+        return now.checked_sub(span).map(|z| z.timestamp()).map_err(|_| StoreError::AgeTooLong(s.to_string()));
+    }
+    if t.find(|c: char| !c.is_ascii_digit()).is_some_and(|i| i > 0 && age(&format!("1{}", &t[i..])).is_some()) {
+        // A number of units too large to be a span at all.
+        return Err(StoreError::AgeTooLong(s.to_string()));
     }
     let civil = t.replacen(' ', "T", 1);
     if let Ok(dt) = civil.parse::<jiff::civil::DateTime>() {
@@ -90,6 +94,14 @@ mod tests {
         for bad in ["", "yesterday", "7x", "2025-13-01", "d"] {
             let err = parse_date_at(bad, &now()).unwrap_err();
             assert!(err.to_string().contains("7d"), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_age_too_long_to_count_back_says_so() {
+        for long in ["99999999999999d", "99999999999999999999w", "9999999999w"] {
+            let err = parse_date_at(long, &now()).unwrap_err();
+            assert!(err.to_string().contains("reaches back before the earliest date there is"), "{long}: {err}");
         }
     }
 

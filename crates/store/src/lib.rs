@@ -81,6 +81,14 @@ pub enum StoreError {
         "cannot read the date {0:?}; use 2025-06-01, 2025-06-01T14:30, an RFC 3339 time (2025-06-01T14:30:00Z) or an age such as 7d or 12h"
     )]
     BadDate(String),
+    #[error("the age {0:?} reaches back before the earliest date there is; give a smaller age, or a date")]
+    AgeTooLong(String),
+    #[error("--since {since} is not before --until {until}, so no run can match; swap them")]
+    EmptyWindow { since: String, until: String },
+    #[error(
+        "--label {0:?}: the label's key is empty; write KEY=VALUE, or KEY for any value (`servebench runs show ID` lists a run's labels)"
+    )]
+    EmptyLabelKey(String),
 }
 
 // Not `#[from]`: the message already holds the SQLite error, which would print twice as its

@@ -78,8 +78,13 @@ impl From<RunId> for RunRef {
 
 /// Why a run reference could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a run: give its number (12) or its short id (kq3v8x2a) as `servebench runs list` shows them")]
-pub struct BadRunRef(pub String);
+pub enum BadRunRef {
+    #[error("{0:?} is not a run: give its number (12) or its short id (kq3v8x2a) as `servebench runs list` shows them")]
+    Unreadable(String),
+    /// All digits, past the largest run number.
+    #[error("{0} is past the largest run number ({max}); `servebench runs list` shows the ids", max = RunId::MAX)]
+    TooLarge(String),
+}
 
 impl FromStr for RunRef {
     type Err = BadRunRef;
@@ -88,12 +93,12 @@ impl FromStr for RunRef {
         let t = s.trim();
         let digits = t.strip_prefix('#').unwrap_or(t);
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            return digits.parse().map(RunRef::Id).map_err(|_| BadRunRef(s.to_string()));
+            return digits.parse().map(RunRef::Id).map_err(|_| BadRunRef::TooLarge(digits.to_string()));
         }
         if !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return Ok(RunRef::Uid(t.to_ascii_lowercase()));
         }
-        Err(BadRunRef(s.to_string()))
+        Err(BadRunRef::Unreadable(s.to_string()))
     }
 }
 
@@ -108,28 +113,41 @@ pub enum RunSpec {
 
 /// Why a run or range of runs could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0:?} is not a run: give its number (12) or its short id (kq3v8x2a) as `servebench runs list` shows them, \
-     or a range of numbers from low to high (3-11)"
-)]
-pub struct BadRunSpec(pub String);
+pub enum BadRunSpec {
+    #[error(
+        "{0:?} is not a run: give its number (12) or its short id (kq3v8x2a) as `servebench runs list` shows them, \
+         or a range of numbers from low to high (3-11)"
+    )]
+    Unreadable(String),
+    #[error(transparent)]
+    Run(BadRunRef),
+    #[error("the range {given:?} runs from high to low; write it from low to high: {to}-{from}")]
+    Reversed { given: String, from: RunId, to: RunId },
+}
 
 impl FromStr for RunSpec {
     type Err = BadRunSpec;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || BadRunSpec(s.to_string());
         let t = s.trim();
         let ends = t.split_once("..").or_else(|| t.split_once('-'));
         if let Some((from, to)) = ends {
             let number = |e: &str| match e.trim().parse::<RunRef>() {
                 Ok(RunRef::Id(id)) => Ok(id),
-                _ => Err(bad()),
+                Err(too_large @ BadRunRef::TooLarge(_)) => Err(BadRunSpec::Run(too_large)),
+                _ => Err(BadRunSpec::Unreadable(s.to_string())),
             };
             let (from, to) = (number(from)?, number(to)?);
-            return if from <= to { Ok(RunSpec::Range(from, to)) } else { Err(bad()) };
+            return if from <= to {
+                Ok(RunSpec::Range(from, to))
+            } else {
+                Err(BadRunSpec::Reversed { given: s.to_string(), from, to })
+            };
         }
-        t.parse().map(RunSpec::One).map_err(|_| bad())
+        t.parse().map(RunSpec::One).map_err(|e| match e {
+            BadRunRef::TooLarge(_) => BadRunSpec::Run(e),
+            BadRunRef::Unreadable(_) => BadRunSpec::Unreadable(s.to_string()),
+        })
     }
 }
 
@@ -416,12 +434,17 @@ pub struct RunFilter {
 }
 
 impl RunFilter {
-    /// Reads a `--label` filter: `KEY=VALUE` or `KEY`.
-    pub fn parse_label(s: &str) -> (String, Option<String>) {
-        match s.split_once('=') {
-            Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
-            None => (s.trim().to_string(), None),
+    /// Reads a `--label` filter: `KEY=VALUE` or `KEY`; an empty key is an error (no label has
+    /// one, so it would match nothing).
+    pub fn parse_label(s: &str) -> Result<(String, Option<String>), crate::StoreError> {
+        let (key, value) = match s.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
+            None => (s.trim(), None),
+        };
+        if key.is_empty() {
+            return Err(crate::StoreError::EmptyLabelKey(s.to_string()));
         }
+        Ok((key.to_string(), value))
     }
 }
 
@@ -436,7 +459,14 @@ mod tests {
         assert_eq!("KQ3v8x2a".parse::<RunRef>().unwrap(), RunRef::Uid("kq3v8x2a".into()));
         assert!("".parse::<RunRef>().is_err());
         assert!("a b".parse::<RunRef>().is_err());
-        assert!("99999999999999999999999".parse::<RunRef>().is_err());
+        let err = "99999999999999999999999".parse::<RunRef>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "99999999999999999999999 is past the largest run number ({}); `servebench runs list` shows the ids",
+                i64::MAX
+            )
+        );
     }
 
     #[test]
@@ -446,9 +476,15 @@ mod tests {
         assert_eq!(" 5 - 5 ".parse::<RunSpec>().unwrap(), RunSpec::Range(5, 5));
         assert_eq!("kq3v8x2a".parse::<RunSpec>().unwrap(), RunSpec::One(RunRef::Uid("kq3v8x2a".into())));
         assert_eq!("#12".parse::<RunSpec>().unwrap(), RunSpec::One(RunRef::Id(12)));
-        for bad in ["11-3", "a-b", "3-", "-3", "3..", "1-2-3", ""] {
+        for bad in ["a-b", "3-", "-3", "3..", "1-2-3", ""] {
             let err = bad.parse::<RunSpec>().unwrap_err();
             assert!(err.to_string().contains("(3-11)"), "{bad}: {err}");
+        }
+        let err = "11-3".parse::<RunSpec>().unwrap_err();
+        assert_eq!(err.to_string(), "the range \"11-3\" runs from high to low; write it from low to high: 3-11");
+        for too_large in ["18446744073709551616", "1-18446744073709551616"] {
+            let err = too_large.parse::<RunSpec>().unwrap_err();
+            assert!(err.to_string().contains("18446744073709551616 is past the largest run number"), "{err}");
         }
     }
 
@@ -489,8 +525,12 @@ mod tests {
 
     #[test]
     fn label_filters_take_a_value_or_not() {
-        assert_eq!(RunFilter::parse_label("gpu=H100"), ("gpu".into(), Some("H100".into())));
-        assert_eq!(RunFilter::parse_label("note=a=b"), ("note".into(), Some("a=b".into())));
-        assert_eq!(RunFilter::parse_label("gpu"), ("gpu".into(), None));
+        assert_eq!(RunFilter::parse_label("gpu=H100").unwrap(), ("gpu".into(), Some("H100".into())));
+        assert_eq!(RunFilter::parse_label("note=a=b").unwrap(), ("note".into(), Some("a=b".into())));
+        assert_eq!(RunFilter::parse_label("gpu").unwrap(), ("gpu".into(), None));
+        for empty in ["=H100", " = x", "", "  "] {
+            let err = RunFilter::parse_label(empty).unwrap_err();
+            assert!(err.to_string().contains("the label's key is empty"), "{empty:?}: {err}");
+        }
     }
 }

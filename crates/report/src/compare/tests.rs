@@ -5,6 +5,7 @@ use servebench_core::config::Metric;
 
 use super::*;
 use crate::testutil::*;
+use servebench_core::threshold::Outcome;
 use servebench_core::threshold::parse_fail_on as parse_rules;
 
 fn compared(runs: &[StoredRun]) -> Comparison {
@@ -98,6 +99,25 @@ fn a_candidate_that_completed_nothing_fails_its_latency_rules_and_shows_no_laten
     let reversed = compared(&[runs[1].clone(), runs[0].clone()]);
     let gate = reversed.check(&parse_rules("p99_ttft_ms>+10%").unwrap()).unwrap();
     assert!(!gate.failed() && gate.text().starts_with("SKIP p99_ttft_ms>+10%: not checked"), "{}", gate.text());
+}
+
+#[test]
+fn failure_rules_are_judged_from_a_clean_baseline_and_on_failed_pct() {
+    let clean = Synth { requests: 12, ..Synth::new("m", 23) };
+    let failing = Synth { requests: 12, fail_every: Some(4), ..Synth::new("m", 24) };
+    let runs = stored(&[clean.new_run(), failing.new_run(), clean.new_run()]);
+    let rules = parse_rules("failed>+10%,failed_pct>+50%,failed_pct>+20").unwrap();
+    let gate = compared(&runs[..2]).check(&rules).unwrap();
+    assert!(gate.failed(), "{}", gate.text());
+    assert!(gate.text().starts_with("FAIL failed>+10%: 0 -> 3 (+inf %), past +10.00 %"), "{}", gate.text());
+    assert!(
+        gate.text().contains("FAIL failed_pct>+20: 0.00 % -> 25.00 % (+25.00 %), past +20.00 %"),
+        "{}",
+        gate.text()
+    );
+    assert!(gate.verdicts.iter().all(|v| v.outcome == Outcome::Fail), "{}", gate.text());
+    let gate = compared(&[runs[0].clone(), runs[2].clone()]).check(&rules).unwrap();
+    assert!(gate.verdicts.iter().all(|v| v.outcome == Outcome::Pass), "{}", gate.text());
 }
 
 #[test]

@@ -69,19 +69,26 @@ pub struct FilterArgs {
     #[arg(long, value_name = "DATE")]
     pub until: Option<String>,
     /// At most N runs: the most recent ones, listed oldest first.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub limit: Option<usize>,
 }
 
 impl FilterArgs {
     /// The store's filter; an error when a date cannot be read.
     pub fn to_filter(&self) -> Result<RunFilter, StoreError> {
+        let since = self.since.as_deref().map(parse_date).transpose()?;
+        let until = self.until.as_deref().map(parse_date).transpose()?;
+        if let (Some(s), Some(u), Some(since_text), Some(until_text)) = (since, until, &self.since, &self.until)
+            && s >= u
+        {
+            return Err(StoreError::EmptyWindow { since: since_text.clone(), until: until_text.clone() });
+        }
         Ok(RunFilter {
-            labels: self.labels.iter().map(|l| RunFilter::parse_label(l)).collect(),
+            labels: self.labels.iter().map(|l| RunFilter::parse_label(l)).collect::<Result<_, _>>()?,
             model: self.model.clone(),
             kind: self.kind.as_deref().and_then(RunKind::from_name),
-            since: self.since.as_deref().map(parse_date).transpose()?,
-            until: self.until.as_deref().map(parse_date).transpose()?,
+            since,
+            until,
             limit: self.limit,
         })
     }

@@ -118,14 +118,14 @@ pub struct GridLists {
 impl GridLists {
     fn read(m: &ArgMatches) -> Result<GridLists, clap::Error> {
         Ok(GridLists {
-            num_prompts: values(m, "num_prompts")?,
-            max_concurrency: values(m, "max_concurrency")?,
-            request_rate: values(m, "request_rate")?,
-            random_input_len: values(m, "random_input_len")?,
-            random_output_len: values(m, "random_output_len")?,
-            input_len: values(m, "input_len")?,
-            output_len: values(m, "output_len")?,
-            sim: values(m, "sim")?,
+            num_prompts: once(values(m, "num_prompts")?, "--num-prompts")?,
+            max_concurrency: once(values(m, "max_concurrency")?, "--max-concurrency")?,
+            request_rate: once(values(m, "request_rate")?, "--request-rate")?,
+            random_input_len: once(values(m, "random_input_len")?, "--random-input-len")?,
+            random_output_len: once(values(m, "random_output_len")?, "--random-output-len")?,
+            input_len: once(values(m, "input_len")?, "--input-len")?,
+            output_len: once(values(m, "output_len")?, "--output-len")?,
+            sim: once(values(m, "sim")?, "--sim")?,
             base_url: values(m, "base_url")?,
             model: values(m, "model")?,
         })
@@ -148,6 +148,19 @@ fn values<T: std::str::FromStr>(m: &ArgMatches, id: &str) -> Result<Vec<T>, clap
         }
     }
     Ok(out)
+}
+
+/// A grid list whose values are all different: a value given twice would run its points twice
+/// under one name, which `--repeats` does openly. (`--model` and `--base-url` may repeat: one
+/// model on two servers, two models of one server.)
+fn once<T: PartialEq + std::fmt::Display>(list: Vec<T>, flag: &str) -> Result<Vec<T>, clap::Error> {
+    if let Some(twice) = list.iter().enumerate().find_map(|(i, v)| list[..i].contains(v).then_some(v)) {
+        let msg = format!(
+            "{flag} gives {twice} twice; give each value once, and run every point several times with --repeats N"
+        );
+        return Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, msg));
+    }
+    Ok(list)
 }
 
 /// What an SLO search raises.

@@ -129,6 +129,9 @@ pub(crate) fn shell_word(s: &str) -> String {
 }
 
 /// The Indexed Job and its headless Service.
+/// The most completions (and pods) Kubernetes allows an Indexed Job.
+const MAX_INDEXED_COMPLETIONS: u32 = 100_000;
+
 pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
     check_args(&a.common)?;
     check_field("--image", &a.image, true)?;
@@ -146,6 +149,11 @@ pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
         dns_label("--namespace", n, 63)?;
     }
     let (name, world, port) = (&a.name, a.common.workers, a.common.port);
+    if world > MAX_INDEXED_COMPLETIONS {
+        anyhow::bail!(
+            "--workers {world}: Kubernetes runs at most {MAX_INDEXED_COMPLETIONS} pods in an Indexed Job; give fewer"
+        );
+    }
     // Each worker's host name is NAME-INDEX, itself a label of at most 63 characters.
     dns_label("--name", name, 63 - 1 - (world.max(1) - 1).to_string().len())?;
     let results = format!("{}/{name}", a.results_dir.trim_end_matches('/'));
@@ -239,10 +247,16 @@ pub fn sbatch_script(a: &SlurmArgs) -> anyhow::Result<String> {
     }
     check_field("--results-dir", &a.results_dir, false)?;
     check_field("--binary", &a.binary, false)?;
-    if a.nodes == Some(0) {
-        anyhow::bail!("--nodes 0: a job needs at least one node");
-    }
     let (world, port) = (a.common.workers, a.common.port);
+    match a.nodes {
+        Some(0) => anyhow::bail!("--nodes 0: a job needs at least one node"),
+        Some(n) if n > world => {
+            anyhow::bail!(
+                "--nodes {n} is more than --workers {world}: a node would run no worker; give at most {world}"
+            )
+        }
+        _ => {}
+    }
     let mut directives = vec![format!("--job-name={}", a.job_name), format!("--ntasks={world}")];
     directives.extend(a.nodes.map(|n| format!("--nodes={n}")));
     directives.extend(a.time.as_ref().map(|t| format!("--time={t}")));

@@ -144,6 +144,15 @@ fn usage_errors_exit_with_code_2() {
     let err = try_run(&["compare", "--db", &db, "1", "99"]).unwrap_err();
     assert!(err.to_string().contains("no run 99"), "{err}");
     assert!(try_run(&["compare", "--db", &db, "1", "2", "--label", "a=b"]).is_err());
+    for twice in [&["1", "1"][..], &["1-3", "2"], &["5-2"]] {
+        let mut args = vec!["compare", "--db", &db];
+        args.extend_from_slice(twice);
+        let err = try_run(&args).unwrap_err().to_string();
+        let said = if twice == ["5-2"] { "write it from low to high: 2-5" } else { "is named twice" };
+        assert!(err.contains(said), "{twice:?}: {err}");
+    }
+    let err = try_run(&["report", "--db", &db, "-o", "unused.html", "2", "2"]).unwrap_err();
+    assert!(err.to_string().contains("run 2 is named twice"), "{err}");
     let missing = db.replace("runs.db", "none.db");
     let err = try_run(&["compare", "--db", &missing, "1", "2"]).unwrap_err();
     assert!(err.to_string().contains("no run store at"), "{err}");

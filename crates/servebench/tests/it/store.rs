@@ -173,6 +173,12 @@ fn list_filters_by_labels_model_kind_and_limit() {
     assert_eq!(table.lines().count(), 2, "{table}");
     assert!(table.starts_with("ID  UID") && table.contains("section=Decode"), "{table}");
     assert!(try_run(&["runs", "list", "--db", &db, "--since", "soon"]).is_err());
+    let err = try_run(&["runs", "list", "--db", &db, "--label", "=H100"]).unwrap_err();
+    assert!(err.to_string().contains("--label \"=H100\": the label's key is empty"), "{err}");
+    let err = try_run(&["runs", "list", "--db", &db, "--since", "2025-06-01", "--until", "2025-05-01"]).unwrap_err();
+    assert!(err.to_string().contains("--since 2025-06-01 is not before --until 2025-05-01"), "{err}");
+    let err = try_run(&["runs", "list", "--db", &db, "--limit", "0"]).unwrap_err();
+    assert!(err.to_string().contains("0 is not in 1.."), "{err}");
 }
 
 #[test]

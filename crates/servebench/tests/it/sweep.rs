@@ -413,6 +413,18 @@ fn usage_errors_name_the_flag() {
     let out = servebench_blocking(&args(&["sweep", "--num-prompts", "1,two"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("\"two\" is not a valid value of --num-prompts"), "{}", text(&out.stderr));
+    let sim = ["sweep", "--sim", "Qwen/Qwen3-8B@h100-sxm", "--predict", "--no-store", "--num-prompts", "4"];
+    for (extra, said) in [
+        (&["--max-concurrency", "1,4", "--max-concurrency", "1"][..], "--max-concurrency gives 1 twice"),
+        (&["--request-rate", "inf,2,inf"], "--request-rate gives inf twice"),
+        (&["--max-concurrency", "1,4", "--by", "zzz"], "--by zzz: this sweep varies max_concurrency; pick one"),
+        (&["--by", "max_concurrency"], "--by max_concurrency: this sweep varies no setting"),
+    ] {
+        let out = servebench_blocking(&args(&[&sim[..], extra].concat()));
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(text(&out.stderr).contains(said), "{extra:?}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).is_empty(), "{extra:?} ran: {}", text(&out.stdout));
+    }
 }
 
 /// A predicted sweep with `--server-metrics`: each point carries the simulated engine's

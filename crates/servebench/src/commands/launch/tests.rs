@@ -148,11 +148,15 @@ fn values_written_into_the_script_or_manifest_cannot_break_its_lines() {
     assert!(refused(&spaced).contains("holds a space"), "{}", refused(&spaced));
     assert!(refused(&SlurmArgs { time: Some(String::new()), ..slurm() }).starts_with("--time is empty"));
     assert!(refused(&SlurmArgs { nodes: Some(0), ..slurm() }).starts_with("--nodes 0"));
+    let spread = SlurmArgs { nodes: Some(3), common: LaunchCommon { workers: 2, ..common(&USER_ARGS) }, ..slurm() };
+    assert!(refused(&spread).starts_with("--nodes 3 is more than --workers 2"), "{}", refused(&spread));
     let no_port = SlurmArgs { common: LaunchCommon { port: 0, ..common(&USER_ARGS) }, ..slurm() };
     assert!(refused(&no_port).starts_with("--port 0"));
 
     let refused = |a: &K8sArgs| k8s_manifest(a).unwrap_err().to_string();
     assert!(refused(&K8sArgs { image: String::new(), ..k8s(&USER_ARGS) }).starts_with("--image is empty"));
+    let many = K8sArgs { common: LaunchCommon { workers: 100_001, ..common(&USER_ARGS) }, ..k8s(&USER_ARGS) };
+    assert!(refused(&many).starts_with("--workers 100001: Kubernetes runs at most 100000 pods"), "{}", refused(&many));
     for cpu in ["0", "-1", "NaN", "inf", "two", "+2", ""] {
         let e = refused(&K8sArgs { cpu: cpu.into(), ..k8s(&USER_ARGS) });
         assert!(e.contains("is not a CPU request"), "{cpu}: {e}");

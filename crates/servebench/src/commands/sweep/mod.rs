@@ -34,7 +34,7 @@ use self::grid::{Grid, Point, PromptCount};
 use self::run::{Runner, Stop, describe};
 use self::tables::{Probe, answer_text, probes_table, slo_table, spread_table};
 use crate::cli::resolve::{parse_metric_percentiles, parse_percentile_metrics, run_config};
-use crate::cli::sweep_args::{SearchKey, SweepArgs};
+use crate::cli::sweep_args::{SearchKey, SweepArgs, SweepOptions};
 use crate::commands::bench::INTERRUPTED;
 use crate::commands::compare::usage;
 use crate::commands::launch::shell_word;
@@ -81,6 +81,9 @@ impl Sweep {
             anyhow::bail!("--fail-on is about one run (`bench serve`) or two (`compare`); a sweep is held to --slo");
         }
         let grid = Grid::new(&args)?;
+        if let Some(by) = &args.sweep.by {
+            check_axis(by, &grid, &args.sweep)?;
+        }
         check_sharding(&args)?;
         let slos = parse_slos(&args.sweep.slo)?;
         let notes = add_slo_sections(&mut args.bench, &slos)?;
@@ -453,6 +456,32 @@ fn check_sharding(args: &SweepArgs) -> anyhow::Result<()> {
 }
 
 /// `20250601-143012-a3f9`: the start time and four hex digits.
+/// `--by`, checked before anything runs (it is used only by the table at the end): a setting
+/// that varies across the sweep's runs.
+fn check_axis(by: &str, grid: &Grid, sweep: &SweepOptions) -> anyhow::Result<()> {
+    let mut axes: Vec<String> = grid.varying(&grid.points());
+    axes.retain(|k| !["model", "hardware", "base_url"].contains(&k.as_str()));
+    if let Some(key) = sweep.search {
+        axes.push(key.key().to_string());
+        if matches!(grid.num_prompts, PromptCount::Scale(_)) {
+            axes.push("num_prompts".into());
+        }
+    }
+    if sweep.repeats > 1 {
+        axes.push("repeat".into());
+    }
+    if axes.iter().any(|a| a == by) {
+        return Ok(());
+    }
+    if axes.is_empty() {
+        anyhow::bail!(
+            "--by {by}: this sweep varies no setting to lay its table along; leave --by out, or give a list flag \
+             several values (--max-concurrency 1,4,16)"
+        );
+    }
+    anyhow::bail!("--by {by}: this sweep varies {}; pick one of them, or leave --by out", axes.join(", "))
+}
+
 fn default_id() -> String {
     let now = jiff::Zoned::now();
     format!("{}-{:04x}", now.strftime("%Y%m%d-%H%M%S"), (crate::cli::resolve::nonce() >> 48) as u16)

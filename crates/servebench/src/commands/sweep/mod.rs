@@ -455,7 +455,6 @@ fn check_sharding(args: &SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `20250601-143012-a3f9`: the start time and four hex digits.
 /// `--by`, checked before anything runs (it is used only by the table at the end): a setting
 /// that varies across the sweep's runs.
 fn check_axis(by: &str, grid: &Grid, sweep: &SweepOptions) -> anyhow::Result<()> {
@@ -482,6 +481,7 @@ fn check_axis(by: &str, grid: &Grid, sweep: &SweepOptions) -> anyhow::Result<()>
     anyhow::bail!("--by {by}: this sweep varies {}; pick one of them, or leave --by out", axes.join(", "))
 }
 
+/// `20250601-143012-a3f9`: the start time and four hex digits.
 fn default_id() -> String {
     let now = jiff::Zoned::now();
     format!("{}-{:04x}", now.strftime("%Y%m%d-%H%M%S"), (crate::cli::resolve::nonce() >> 48) as u16)

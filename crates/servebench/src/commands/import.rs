@@ -22,7 +22,8 @@ use crate::output;
 
 pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let path = args.db.path()?;
-    let mut store = Store::open(&path)?;
+    // Opened at the first run to store: a command whose files hold none creates no store.
+    let mut store = Lazy { path: &path, store: None };
     let mut total = 0;
     let mut failed = 0;
     for named in &args.files {
@@ -56,7 +57,10 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
             failed += 1;
         }
     }
-    writeln!(out, "Added {} to {}.", runs(total), path.display())?;
+    match store.store {
+        Some(_) => writeln!(out, "Added {} to {}.", runs(total), path.display())?,
+        None => writeln!(out, "Added no run; {} was not opened.", path.display())?,
+    }
     out.flush()?;
     Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -74,7 +78,22 @@ struct Added {
 }
 
 /// Imports one file into the store and prints its line, its skipped blocks and its notes.
-fn import_one(store: &mut Store, file: &Path, out: &mut dyn Write) -> anyhow::Result<Imported> {
+/// The run store, opened when a run is first stored.
+struct Lazy<'a> {
+    path: &'a Path,
+    store: Option<Store>,
+}
+
+impl Lazy<'_> {
+    fn get(&mut self) -> anyhow::Result<&mut Store> {
+        Ok(match self.store {
+            Some(ref mut store) => store,
+            None => self.store.insert(Store::open(self.path)?),
+        })
+    }
+}
+
+fn import_one(store: &mut Lazy<'_>, file: &Path, out: &mut dyn Write) -> anyhow::Result<Imported> {
     let report = match import_file(file) {
         Ok(report) => report,
         Err(e) => {
@@ -85,7 +104,7 @@ fn import_one(store: &mut Store, file: &Path, out: &mut dyn Write) -> anyhow::Re
     let mut added: Vec<RunId> = Vec::new();
     let mut skipped = report.skipped.clone();
     for run in &report.runs {
-        match store.insert(run) {
+        match store.get()?.insert(run) {
             Ok(id) => added.push(id),
             Err(StoreError::Duplicate { existing }) => skipped.push(Problem {
                 line: run.source.as_ref().and_then(|s| s.line).unwrap_or(0),

@@ -151,6 +151,12 @@ fn a_folder_stands_for_its_files_and_fails_only_where_none_holds_a_result() {
     let (code, out) = try_run(&["import", "--db", &db, &empty.to_string_lossy()]).unwrap();
     assert_eq!(code, ExitCode::FAILURE, "{out}");
     assert!(out.contains("notes.txt: added 0 runs, skipped 1"), "{out}");
+    // A command whose files hold no run creates no store.
+    let fresh = dir.path().join("fresh.db");
+    let (code, out) = try_run(&["import", "--db", &fresh.to_string_lossy(), &empty.to_string_lossy()]).unwrap();
+    assert_eq!(code, ExitCode::FAILURE, "{out}");
+    assert!(out.ends_with(&format!("Added no run; {} was not opened.\n", fresh.display())), "{out}");
+    assert!(!fresh.exists());
 }
 
 #[test]

@@ -131,8 +131,7 @@ fn set_repeats_apart(report: &mut ImportReport) {
         };
         let placed = |r: &NewRun| NewRun { source: None, fingerprint: None, ..r.clone() };
         if placed(first) == placed(&run) {
-            let message =
-                format!("repeats the result at line {} exactly (the same report twice); skipped", line(first));
+            let message = format!("repeats the result at line {} exactly (the same report twice)", line(first));
             report.skipped.push(Problem { line: line(&run), message });
             continue;
         }

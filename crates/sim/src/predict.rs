@@ -47,8 +47,8 @@ pub(crate) struct Prepared {
     pub ids: Option<Vec<u32>>,
     pub ignore_eos: bool,
     /// The output budget the body asks for where it gives one (`--extra-body` may override
-    /// the planned length, as it does on a real server); the planned length otherwise. Held as
-    /// asked: one past 32 bits is refused for its length when sent, naming it.
+    /// the planned length, as it does on a real server); the planned length otherwise, as
+    /// asked (the engine refuses one past the context, naming it).
     pub max_tokens: Option<u64>,
     pub error: Option<String>,
 }
@@ -142,8 +142,7 @@ impl Prompts {
             .collect();
         let turns_ignore_eos =
             config.ignore_eos || config.extra_body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
-        let turns_max_tokens = turns_budget.ok().flatten();
-        Prompts { requests, conversations, turns_ignore_eos, turns_max_tokens }
+        Prompts { requests, conversations, turns_ignore_eos, turns_max_tokens: turns_budget.ok().flatten() }
     }
 }
 
@@ -191,11 +190,9 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
     let Some(ids) = p.ids.as_ref() else {
         return 0;
     };
-    // Request 0's body, its output budget included (a budget past 32 bits is refused as the
+    // Request 0's body, its output budget included (one past the context is refused as the
     // timed request is).
-    let Ok(max_tokens) = p.max_tokens.map_or(Ok(first.max_tokens), u32::try_from) else {
-        return 0;
-    };
+    let max_tokens = p.max_tokens.unwrap_or(u64::from(first.max_tokens));
     let mut sent = 0;
     for k in 0..count {
         let req = NewRequest {

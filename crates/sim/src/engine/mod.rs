@@ -304,20 +304,16 @@ impl Engine {
         if len == 0 {
             return Err(Rejection::EmptyPrompt);
         }
-        if req.max_tokens == 0 {
-            return Err(Rejection::NoOutput);
-        }
-        if u64::from(len) + u64::from(req.max_tokens) > u64::from(self.cfg.max_model_len) {
-            return Err(Rejection::TooLong {
-                prompt: len,
-                max_tokens: u64::from(req.max_tokens),
-                max_model_len: self.cfg.max_model_len,
-            });
-        }
+        let max_model_len = self.cfg.max_model_len;
+        let max_tokens = match u32::try_from(req.max_tokens) {
+            Ok(0) => return Err(Rejection::NoOutput),
+            Ok(m) if u64::from(len) + u64::from(m) <= u64::from(max_model_len) => m,
+            _ => return Err(Rejection::TooLong { prompt: len, max_tokens: req.max_tokens, max_model_len }),
+        };
         let stop_at = if req.ignore_eos || self.cfg.eos == EosModel::None {
-            req.max_tokens
+            max_tokens
         } else {
-            self.eos_rng.range_inclusive(1, req.max_tokens)
+            self.eos_rng.range_inclusive(1, max_tokens)
         };
         self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
@@ -329,7 +325,7 @@ impl Engine {
         let rendered = req.chat && self.cfg.chat_template;
         // Visible once the frontend hands it on.
         let hash_blocks = self.cfg.enable_prefix_caching.then_some(self.cfg.kv.block_size);
-        let state = Req::new(&req, generation, u64::MAX, stop_at, salt, hash_blocks);
+        let state = Req::new(&req, max_tokens, generation, u64::MAX, stop_at, salt, hash_blocks);
         let slot = match self.free_slots.pop() {
             Some(s) => {
                 self.reqs[s as usize] = Some(state);

@@ -54,7 +54,8 @@ pub struct NewRequest {
     /// The caller's handle, returned with every token (a plan index, a channel key).
     pub tag: u64,
     pub prompt: PromptTokens,
-    pub max_tokens: u32,
+    /// As the body asked it (64 bits): one past the context is refused for its length, naming it.
+    pub max_tokens: u64,
     /// Run to `max_tokens` even when the EOS model would stop earlier.
     pub ignore_eos: bool,
     /// When the server received it, engine time (ns); the scheduler sees it `alpha_api` later.
@@ -157,6 +158,7 @@ impl Req {
     /// engine keeps a prefix cache.
     pub fn new(
         req: &NewRequest,
+        max_tokens: u32,
         generation: u32,
         ready_ns: u64,
         stop_at: u32,
@@ -167,7 +169,7 @@ impl Req {
         let (mut hashes, mut tail) = (Vec::new(), Vec::new());
         if let Some(block_size) = hash_blocks {
             let full = len / block_size;
-            hashes.reserve((len + req.max_tokens) as usize / block_size as usize + 1);
+            hashes.reserve((len + max_tokens) as usize / block_size as usize + 1);
             let mut parent = 0u64;
             for b in 0..full {
                 let mut h = parent;
@@ -188,7 +190,7 @@ impl Req {
             first_token_ns: None,
             ready_ns,
             prompt_len: len,
-            max_tokens: req.max_tokens,
+            max_tokens,
             stop_at,
             num_output: 0,
             num_computed: 0,

@@ -47,7 +47,7 @@ pub(super) fn ids(n: u32, seed: u32) -> PromptTokens {
 }
 
 pub(super) fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) -> NewRequest {
-    NewRequest { tag, prompt, max_tokens, ignore_eos: true, arrived_ns: at, chat: false }
+    NewRequest { tag, prompt, max_tokens: u64::from(max_tokens), ignore_eos: true, arrived_ns: at, chat: false }
 }
 
 /// Units held privately by requests (sliding-window blocks), for the pool's accounting check.

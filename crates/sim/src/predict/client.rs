@@ -15,7 +15,7 @@ use servebench_core::record::{Failure, FailureKind, OUTLIVED, RequestRecord, Tur
 
 use super::Prompts;
 use super::dispatch::Dispatch;
-use crate::engine::{Emission, Engine, NewRequest, PromptTokens, Rejection};
+use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
 
 /// A conversation's history: the prompt of its last turn and the answer in progress.
 #[derive(Default)]
@@ -189,24 +189,13 @@ impl<'a> Client<'a> {
             history.prompt.clone_from(&ids);
             history.answer.clear();
         }
-        let prompt_len = u32::try_from(ids.len()).unwrap_or(u32::MAX);
-        // A budget past 32 bits is past any context, refused as vLLM refuses an over-long
-        // request, naming the budget asked.
-        let asked = match budget.map(|b| (b, u32::try_from(b))) {
-            None => None,
-            Some((_, Ok(m))) => Some(m),
-            Some((asked, Err(_))) => {
-                let max_model_len = engine.config().max_model_len;
-                let why = Rejection::TooLong { prompt: prompt_len, max_tokens: asked, max_model_len };
-                return self.fail_send(i, at, at, why.to_string());
-            }
-        };
         let rec = &mut self.records[i];
         rec.start_ns = at - self.t0;
         self.sent_abs[i] = at;
-        // The engine generates what the body asked for; the record keeps the planned length,
-        // as a real client's does.
-        let max_tokens = asked.unwrap_or(rec.max_tokens);
+        let prompt_len = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        // The engine generates what the body asked for (and refuses a budget past the
+        // context); the record keeps the planned length, as a real client's does.
+        let max_tokens = budget.unwrap_or(u64::from(rec.max_tokens));
         if i < n && self.plan.tokens_exact() {
             rec.prompt_tokens_client = Some(self.plan.requests[i].prompt_tokens);
         }

@@ -230,7 +230,7 @@ impl Pacer {
         let req = NewRequest {
             tag: a.tag,
             prompt: PromptTokens::Ids(a.prompt),
-            max_tokens: a.max_tokens,
+            max_tokens: u64::from(a.max_tokens),
             ignore_eos: a.ignore_eos,
             arrived_ns,
             chat: a.chat,

@@ -131,16 +131,8 @@ impl Sweep {
         let stop = Stop::listen();
         let points = self.grid.points();
         let repeats = self.args.sweep.repeats;
-        let mut varying = self.grid.varying(&points);
-        let id_key = if let Some((key, _)) = &self.search {
-            varying.push(key.key().to_string());
-            if matches!(self.grid.num_prompts, PromptCount::Scale(_)) {
-                varying.push("num_prompts".into());
-            }
-            "search"
-        } else {
-            "sweep"
-        };
+        let varying = varying(&self.grid, &points, self.search.as_ref().map(|(key, _)| *key));
+        let id_key = if self.search.is_some() { "search" } else { "sweep" };
         let mut runner = Runner {
             base: &self.args.bench,
             grid: &self.grid,
@@ -455,17 +447,24 @@ fn check_sharding(args: &SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The settings the sweep's runs differ in: the grid's lists of several values, and a search's
+/// key (with the prompt count where it scales with the load).
+fn varying(grid: &Grid, points: &[Point], search: Option<SearchKey>) -> Vec<String> {
+    let mut keys = grid.varying(points);
+    if let Some(key) = search {
+        keys.push(key.key().to_string());
+        if matches!(grid.num_prompts, PromptCount::Scale(_)) {
+            keys.push("num_prompts".into());
+        }
+    }
+    keys
+}
+
 /// `--by`, checked before anything runs (it is used only by the table at the end): a setting
 /// that varies across the sweep's runs.
 fn check_axis(by: &str, grid: &Grid, sweep: &SweepOptions) -> anyhow::Result<()> {
-    let mut axes: Vec<String> = grid.varying(&grid.points());
+    let mut axes = varying(grid, &grid.points(), sweep.search);
     axes.retain(|k| !["model", "hardware", "base_url"].contains(&k.as_str()));
-    if let Some(key) = sweep.search {
-        axes.push(key.key().to_string());
-        if matches!(grid.num_prompts, PromptCount::Scale(_)) {
-            axes.push("num_prompts".into());
-        }
-    }
     if sweep.repeats > 1 {
         axes.push("repeat".into());
     }

@@ -567,4 +567,6 @@ pub use modes::{BenchClient, CudaGraphMode, EosModel, Warmup};
 pub use release::vllm_release;
 pub use spec::{MAX_SPEC_TOKENS, SpecDecode, SpecMethod};
 #[cfg(test)]
+mod layout_tests;
+#[cfg(test)]
 mod tests;

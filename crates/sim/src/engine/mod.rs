@@ -14,6 +14,8 @@
 
 mod api_servers;
 mod frontend;
+#[cfg(test)]
+mod frontend_tests;
 mod kv;
 mod phases;
 mod request;

@@ -32,6 +32,12 @@ pub struct ShardRun {
     pub start_at: Option<String>,
     /// `--rendezvous-timeout`, seconds.
     pub rendezvous_timeout: f64,
+    /// `--start-at` read, ns since the Unix epoch (the config saves it as given).
+    #[serde(skip)]
+    start_unix_ns: Option<i64>,
+    /// `--rendezvous-timeout` read.
+    #[serde(skip)]
+    timeout: Duration,
     /// Where a `--workers` worker writes its result.
     pub worker_dir: Option<String>,
     /// The simulator a `--workers` parent started, which this worker benchmarks.
@@ -45,17 +51,18 @@ const START_LEAD: Duration = Duration::from_secs(1);
 pub fn shard_run(args: &ShardArgs) -> anyhow::Result<Option<ShardRun>> {
     // Checked here, before a plan is built or a server asked: the rendezvous reads them late.
     let coordinator = args.coordinator.as_deref().map(coordinator_address).transpose()?;
-    if let Some(at) = &args.start_at {
-        parse_start_at(at)?;
-    }
-    if args.rendezvous_timeout <= 0.0 || Duration::try_from_secs_f64(args.rendezvous_timeout).is_err() {
-        anyhow::bail!("--rendezvous-timeout {} is not a number of seconds above 0", args.rendezvous_timeout);
-    }
+    let start_unix_ns = args.start_at.as_deref().map(parse_start_at).transpose()?;
+    let timeout =
+        Duration::try_from_secs_f64(args.rendezvous_timeout).ok().filter(|t| !t.is_zero()).with_context(|| {
+            format!("--rendezvous-timeout {} is not a number of seconds above 0", args.rendezvous_timeout)
+        })?;
     Ok(shard_of(args)?.map(|shard| ShardRun {
         shard,
         coordinator,
         start_at: args.start_at.clone(),
         rendezvous_timeout: args.rendezvous_timeout,
+        start_unix_ns,
+        timeout,
         worker_dir: args.worker_dir.clone(),
         sim_url: args.sim_url.clone(),
     }))
@@ -146,16 +153,14 @@ pub fn take_share(run: &ShardRun, config: &mut RunConfig, plan: &mut Plan, out: 
 /// `--coordinator` (rank 0 hosts it); `None` when neither is given (each worker starts when
 /// ready, and the merge aligns their starts as they were).
 pub async fn common_start(args: &ShardRun, worker: &mut WorkerShard, out: &Sink) -> anyhow::Result<Option<SystemTime>> {
-    if let Some(at) = &args.start_at {
-        let ns = parse_start_at(at)?;
+    if let Some(ns) = args.start_unix_ns {
         let now_ns = i64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(i64::MAX);
         check_start_ahead(ns, now_ns)?;
         worker.start_unix_ns = Some(ns);
         return Ok(Some(rendezvous::from_unix_ns(ns)));
     }
     let Some(addr) = &args.coordinator else { return Ok(None) };
-    let timeout = Duration::try_from_secs_f64(args.rendezvous_timeout)
-        .map_err(|_| anyhow::anyhow!("--rendezvous-timeout {} is not a number of seconds", args.rendezvous_timeout))?;
+    let timeout = args.timeout;
     let shard = worker.shard();
     let met = if shard.rank == 0 {
         let port = addr.rsplit_once(':').map(|(_, p)| p).context("--coordinator takes HOST:PORT")?;
@@ -330,6 +335,30 @@ mod tests {
             let e = coordinator_address(bad).unwrap_err().to_string();
             assert!(e.contains(says) && e.contains("HOST:PORT"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn the_start_and_the_timeout_are_read_once_with_the_flags() {
+        let args = |start: Option<&str>, timeout: f64| ShardArgs {
+            shard: Some("1/2".into()),
+            start_at: start.map(str::to_string),
+            rendezvous_timeout: timeout,
+            ..ShardArgs::default()
+        };
+        let run = shard_run(&args(Some("1750000000"), 30.5)).unwrap().unwrap();
+        assert_eq!((run.start_unix_ns, run.timeout), (Some(1_750_000_000_000_000_000), Duration::from_millis(30_500)));
+        // Saved as given: the parsed forms stay out of the config.
+        let saved = serde_json::to_value(&run).unwrap();
+        assert_eq!(
+            (saved["start_at"].as_str(), saved["rendezvous_timeout"].as_f64()),
+            (Some("1750000000"), Some(30.5))
+        );
+        assert!(saved.get("timeout").is_none() && saved.get("start_unix_ns").is_none(), "{saved}");
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e300] {
+            let e = shard_run(&args(None, bad)).unwrap_err().to_string();
+            assert!(e.contains("is not a number of seconds above 0"), "{bad}: {e}");
+        }
+        assert!(shard_run(&args(Some("tomorrow"), 10.0)).unwrap_err().to_string().contains("is not a time"));
     }
 
     #[test]

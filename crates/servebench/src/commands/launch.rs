@@ -41,11 +41,18 @@ fn check_field(flag: &str, value: &str, word: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A Kubernetes CPU quantity: a positive number of cores, or of millicores with `m`.
+/// A Kubernetes CPU quantity: a number of cores, or of millicores with `m`, from 1m (the
+/// finest Kubernetes takes) up.
 fn check_cpu(cpu: &str) -> anyhow::Result<()> {
-    let number = cpu.strip_suffix('m').unwrap_or(cpu);
+    let (number, least) = match cpu.strip_suffix('m') {
+        Some(millicores) => (millicores, 1.0),
+        None => (cpu, 0.001),
+    };
     match number.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && !number.starts_with('+') => Ok(()),
+        Ok(v) if v.is_finite() && !number.starts_with('+') && v >= least => Ok(()),
+        Ok(v) if v.is_finite() && !number.starts_with('+') => anyhow::bail!(
+            "--cpu {cpu:?} is below 1m: the smallest CPU request Kubernetes takes is 1m (0.001 cores); give 1m or more"
+        ),
         _ => anyhow::bail!("--cpu {cpu:?} is not a CPU request; write cores (2, 0.5) or millicores (500m)"),
     }
 }
@@ -81,9 +88,18 @@ fn check_args(common: &LaunchCommon) -> anyhow::Result<()> {
         .chain(words)
         .map(|w| w.to_string())
         .chain(["--shard", "0/2", "--coordinator", "rank0:29500", "--result-dir", "results"].map(String::from));
-    if let Err(e) = <crate::cli::Cli as clap::Parser>::try_parse_from(argv.chain(common.args.iter().cloned())) {
-        let first = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
-        anyhow::bail!("the workers' `{}` flags after -- do not parse: {first}", words.join(" "));
+    let cli = match <crate::cli::Cli as clap::Parser>::try_parse_from(argv.chain(common.args.iter().cloned())) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let first = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
+            anyhow::bail!("the workers' `{}` flags after -- do not parse: {first}", words.join(" "));
+        }
+    };
+    // A sweep's own flags (its grid, --by, --slo) are checked as `sweep` checks them before
+    // its first run, so a mistake is refused here rather than in every worker.
+    if let crate::cli::Command::Sweep(args) = cli.command {
+        crate::commands::sweep::check(*args)
+            .map_err(|e| anyhow::anyhow!("the workers' `sweep` flags after --: {e}"))?;
     }
     Ok(())
 }
@@ -103,18 +119,56 @@ fn flag_name(arg: &str) -> &str {
     arg.split('=').next().unwrap_or(arg)
 }
 
-/// A Kubernetes name (a DNS label): lowercase letters, digits and '-', from a letter to a letter
-/// or digit, at most `most` characters.
-fn dns_label(flag: &str, name: &str, most: usize) -> anyhow::Result<()> {
-    let chars = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    let ends = name.starts_with(|c: char| c.is_ascii_lowercase()) && !name.ends_with('-');
-    if !chars || !ends || name.len() > most {
-        anyhow::bail!(
-            "{flag} {name:?}: Kubernetes names are lowercase letters, digits and '-', begin with a letter, \
-             end with a letter or digit, and here take at most {most} characters"
-        );
+/// The Kubernetes names the launcher writes, each kind with its own rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum K8sName {
+    /// A Service's (a DNS-1035 label), which the Job and its pods' host names share.
+    Service,
+    /// A namespace's (a DNS-1123 label).
+    Namespace,
+    /// A PersistentVolumeClaim's (a DNS-1123 subdomain: labels joined by '.').
+    Claim,
+}
+
+/// Refuses `name` unless Kubernetes takes it as a `kind` name of at most `most` characters:
+/// lowercase letters, digits and '-' (and '.' between the labels of a claim's name), each
+/// label from a letter or digit (a Service's from a letter) to a letter or digit.
+fn k8s_name(flag: &str, name: &str, kind: K8sName, most: usize) -> anyhow::Result<()> {
+    let letter_first = kind == K8sName::Service;
+    let label = |l: &str| {
+        let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && l.starts_with(|c: char| if letter_first { c.is_ascii_lowercase() } else { alphanumeric(c) })
+            && l.ends_with(alphanumeric)
+    };
+    let fits = match kind {
+        K8sName::Claim => name.split('.').all(label),
+        K8sName::Service | K8sName::Namespace => label(name),
+    };
+    if fits && name.len() <= most {
+        return Ok(());
     }
-    Ok(())
+    let (what, chars, ends, example) = match kind {
+        K8sName::Service => (
+            "the Job's and Service's name",
+            "lowercase letters, digits and '-'",
+            "begins with a letter and ends with a letter or digit",
+            "servebench",
+        ),
+        K8sName::Namespace => {
+            ("a namespace", "lowercase letters, digits and '-'", "begins and ends with a letter or digit", "benchmarks")
+        }
+        K8sName::Claim => (
+            "a PersistentVolumeClaim's name",
+            "lowercase letters, digits, '-' and '.'",
+            "each part between dots begins and ends with a letter or digit",
+            "servebench-results",
+        ),
+    };
+    anyhow::bail!(
+        "{flag} {name:?}: in Kubernetes {what} is {chars}, {ends}, and here takes at most {most} characters; \
+         give one such as {example}"
+    )
 }
 
 /// A YAML (and JSON) double-quoted string.
@@ -137,6 +191,7 @@ pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
     check_field("--image", &a.image, true)?;
     check_cpu(&a.cpu)?;
     check_field("--results-claim", &a.results_claim, true)?;
+    k8s_name("--results-claim", &a.results_claim, K8sName::Claim, 253)?;
     check_field("--results-dir", &a.results_dir, false)?;
     if !a.results_dir.starts_with('/') {
         anyhow::bail!(
@@ -146,7 +201,7 @@ pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
     }
     if let Some(n) = &a.namespace {
         check_field("--namespace", n, true)?;
-        dns_label("--namespace", n, 63)?;
+        k8s_name("--namespace", n, K8sName::Namespace, 63)?;
     }
     let (name, world, port) = (&a.name, a.common.workers, a.common.port);
     if world > MAX_INDEXED_COMPLETIONS {
@@ -155,7 +210,7 @@ pub fn k8s_manifest(a: &K8sArgs) -> anyhow::Result<String> {
         );
     }
     // Each worker's host name is NAME-INDEX, itself a label of at most 63 characters.
-    dns_label("--name", name, 63 - 1 - (world.max(1) - 1).to_string().len())?;
+    k8s_name("--name", name, K8sName::Service, 63 - 1 - (world.max(1) - 1).to_string().len())?;
     let results = format!("{}/{name}", a.results_dir.trim_end_matches('/'));
     let (words, per_run) = command(&a.common);
     let mut args: Vec<String> = words.iter().map(|w| w.to_string()).collect();

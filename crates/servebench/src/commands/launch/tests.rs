@@ -123,6 +123,8 @@ fn flags_the_launcher_sets_or_that_cannot_shard_are_refused() {
     assert!(k8s_manifest(&bad_name).is_ok(), "61 characters and one digit of index fit 63");
     let namespace = K8sArgs { namespace: Some("Bad_NS".into()), ..k8s(&USER_ARGS) };
     assert!(k8s_manifest(&namespace).unwrap_err().to_string().starts_with("--namespace"));
+    let digit_first = K8sArgs { namespace: Some("1llm".into()), ..k8s(&USER_ARGS) };
+    assert!(k8s_manifest(&digit_first).is_ok(), "a namespace is a DNS-1123 label: a digit may begin it");
     let relative = K8sArgs { results_dir: "rel/dir".into(), ..k8s(&USER_ARGS) };
     assert!(k8s_manifest(&relative).unwrap_err().to_string().contains("mount path is absolute"));
 }
@@ -157,11 +159,11 @@ fn values_written_into_the_script_or_manifest_cannot_break_its_lines() {
     assert!(refused(&K8sArgs { image: String::new(), ..k8s(&USER_ARGS) }).starts_with("--image is empty"));
     let many = K8sArgs { common: LaunchCommon { workers: 100_001, ..common(&USER_ARGS) }, ..k8s(&USER_ARGS) };
     assert!(refused(&many).starts_with("--workers 100001: Kubernetes runs at most 100000 pods"), "{}", refused(&many));
-    for cpu in ["0", "-1", "NaN", "inf", "two", "+2", ""] {
+    for cpu in ["NaN", "inf", "two", "+2", "", "m", "1mm"] {
         let e = refused(&K8sArgs { cpu: cpu.into(), ..k8s(&USER_ARGS) });
         assert!(e.contains("is not a CPU request"), "{cpu}: {e}");
     }
-    for cpu in ["2", "0.5", "500m"] {
+    for cpu in ["2", "0.5", "500m", "1m", "0.001", "1e-3"] {
         assert!(k8s_manifest(&K8sArgs { cpu: cpu.into(), ..k8s(&USER_ARGS) }).is_ok(), "{cpu}");
     }
     let typo = k8s(&[&USER_ARGS[..], &["--bogus-flag"]].concat());
@@ -206,4 +208,61 @@ fn a_sharded_sweep_runs_sweep_in_every_worker_and_merges_one_run_per_point() {
         let e = k8s_manifest(&a).unwrap_err().to_string();
         assert!(e.starts_with(&format!("leave out {refused}: sharded sweeps are grids")), "{e}");
     }
+}
+
+#[test]
+fn a_cpu_request_below_1m_is_refused_saying_the_smallest() {
+    for cpu in ["0.0001m", "0.5m", "0m", "0", "0.0005", "-1", "-1m"] {
+        let e = k8s_manifest(&K8sArgs { cpu: cpu.into(), ..k8s(&USER_ARGS) }).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--cpu {cpu:?} is below 1m: the smallest CPU request Kubernetes takes is 1m (0.001 cores); give 1m or more"
+            )
+        );
+    }
+}
+
+#[test]
+fn the_results_claim_must_be_a_kubernetes_claim_name() {
+    let claim = |name: &str| k8s_manifest(&K8sArgs { results_claim: name.into(), ..k8s(&USER_ARGS) });
+    assert_eq!(
+        claim("Bad_Name").unwrap_err().to_string(),
+        "--results-claim \"Bad_Name\": in Kubernetes a PersistentVolumeClaim's name is lowercase letters, digits, \
+         '-' and '.', each part between dots begins and ends with a letter or digit, and here takes at most 253 \
+         characters; give one such as servebench-results"
+    );
+    for bad in ["-results", "results-", "a..b", "a.-b", ".a", "a.", &"a".repeat(254)] {
+        assert!(claim(bad).unwrap_err().to_string().starts_with("--results-claim"), "{bad}");
+    }
+    for good in ["results", "0results", "bench.results-1", &"a".repeat(253)] {
+        let text = claim(good).unwrap();
+        assert!(text.contains(&format!("claimName: \"{good}\"")), "{good}");
+    }
+    // The Job's and Service's name is checked by the same rule, with a Service's letter first.
+    let name = K8sArgs { name: "Bench_Qwen".into(), ..k8s(&USER_ARGS) };
+    assert!(k8s_manifest(&name).unwrap_err().to_string().contains("begins with a letter and ends"));
+}
+
+#[test]
+fn a_sweeps_own_flags_are_checked_as_sweep_checks_them_before_the_job_is_printed() {
+    let sweep = |flags: &[&str]| {
+        let mut a = k8s(&[&["--base-url", "http://vllm.llm:8000", "--max-concurrency", "256,1024"], flags].concat());
+        a.common.sweep = true;
+        a
+    };
+    let e = k8s_manifest(&sweep(&["--by", "zzz"])).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "the workers' `sweep` flags after --: --by zzz: this sweep varies max_concurrency; pick one of them, or \
+         leave --by out"
+    );
+    assert!(k8s_manifest(&sweep(&["--by", "max_concurrency"])).is_ok());
+    let slurm = SlurmArgs { common: sweep(&["--by", "zzz"]).common, ..slurm() };
+    assert!(sbatch_script(&slurm).unwrap_err().to_string().contains("--by zzz: this sweep varies max_concurrency"));
+    let e = k8s_manifest(&sweep(&["--slo", "p99_ttft_ms<500"])).unwrap_err().to_string();
+    assert!(e.starts_with("the workers' `sweep` flags after --: invalid --slo \"p99_ttft_ms<500\""), "{e}");
+    // One `bench serve` is not a sweep: --by is not its flag at all.
+    let one = k8s(&["--by", "zzz"]);
+    assert!(k8s_manifest(&one).unwrap_err().to_string().contains("do not parse"));
 }

@@ -51,6 +51,12 @@ pub async fn execute(args: SweepArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The checks `sweep` makes of its flags before its first run, for `launch --sweep` to make of
+/// its workers' flags before it prints their job.
+pub(crate) fn check(args: SweepArgs) -> anyhow::Result<()> {
+    Sweep::new(args).map(drop)
+}
+
 /// A sweep, checked and ready to run.
 struct Sweep {
     args: SweepArgs,

@@ -154,7 +154,8 @@ mod tests {
             metrics: vec![ttft],
             ..Summary::default()
         };
-        let rules = parse_fail_on_values("p99_ttft_ms>500,output_throughput<1000,failed_pct>5,p99_itl_ms>10").unwrap();
+        let rules =
+            parse_fail_on_values(&["p99_ttft_ms>500,output_throughput<1000,failed_pct>5,p99_itl_ms>10"]).unwrap();
         let v = check_run(&rules, &s);
         let outcomes: Vec<Outcome> = v.verdicts.iter().map(|v| v.outcome).collect();
         assert_eq!(outcomes, [Outcome::Fail, Outcome::Pass, Outcome::Pass, Outcome::Skip]);

@@ -5,10 +5,10 @@
 //!   milliseconds, 0 or more; no spaces.
 //! - `--fail-on KEY>CHANGE` or `KEY<CHANGE`, comma-separated: KEY one of
 //!   [`Quantity::all`]; CHANGE is `[+|-]NUMBER[%]`, a rise after `>` and a fall after `<`
-//!   (the sign may be left out); spaces allowed.
+//!   (the sign may be left out); spaces allowed; the flag repeatable, each rule given once.
 //! - `--slo KEY<=VALUE` for latencies (any percentile) and `failed_pct`, `KEY>=VALUE` for
 //!   `output_throughput`, `request_throughput` and `total_token_throughput`; comma-separated,
-//!   spaces allowed.
+//!   spaces allowed, each objective given once.
 
 use thiserror::Error;
 
@@ -31,6 +31,9 @@ pub enum ThresholdError {
     Slo { item: String, why: String },
     #[error("invalid --goodput {0}")]
     Goodput(String),
+    /// One rule given twice (however written): its verdict would be printed twice.
+    #[error("{flag} {rule:?} is given twice{again}; give it once")]
+    Repeated { flag: &'static str, rule: String, again: String },
 }
 
 /// The operator between a key and its bound.
@@ -88,34 +91,75 @@ fn fail_on_items(text: &str) -> Result<impl Iterator<Item = &str>, ThresholdErro
     Ok(items)
 }
 
-/// Reads comma-separated `--fail-on` rules.
-pub fn parse_fail_on(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
-    fail_on_items(text)?.map(parse_rule).collect()
+/// Reads every item of every `--fail-on` text (the flag repeated) with `read`, refusing a text
+/// with no rule and a rule given twice.
+fn read_fail_on<S: AsRef<str>>(
+    texts: &[S],
+    read: impl Fn(&str) -> Result<Threshold, ThresholdError>,
+) -> Result<Vec<Threshold>, ThresholdError> {
+    let mut rules = Rules::new("--fail-on");
+    for text in texts {
+        for item in fail_on_items(text.as_ref())? {
+            rules.add(item, read(item)?)?;
+        }
+    }
+    Ok(rules.into_rules())
 }
 
-/// Reads comma-separated `--fail-on` rules on one run (`bench serve`): `KEY>VALUE` or
-/// `KEY<VALUE`, a plain number in the key's unit (`p99_ttft_ms>500`, `output_throughput<1000`,
-/// `failed_pct>1`). A change (`+N`, `-N`, `N%`) needs a baseline, so it is refused here.
-pub fn parse_fail_on_values(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
-    let as_value = |e: ThresholdError| match e {
+/// The rules of one flag as they are read, each once: a rule given twice (however written)
+/// would be judged and printed twice.
+struct Rules<'a> {
+    flag: &'static str,
+    read: Vec<(&'a str, Threshold)>,
+}
+
+impl<'a> Rules<'a> {
+    fn new(flag: &'static str) -> Self {
+        Rules { flag, read: Vec::new() }
+    }
+
+    /// Adds `rule`, written `item`; refused when it was read before.
+    fn add(&mut self, item: &'a str, rule: Threshold) -> Result<(), ThresholdError> {
+        if let Some((first, _)) = self.read.iter().find(|(_, r)| *r == rule) {
+            let (first, item) = (first.trim(), item.trim());
+            let again = if first == item { String::new() } else { format!(" (again as {item:?})") };
+            return Err(ThresholdError::Repeated { flag: self.flag, rule: first.to_string(), again });
+        }
+        self.read.push((item, rule));
+        Ok(())
+    }
+
+    fn into_rules(self) -> Vec<Threshold> {
+        self.read.into_iter().map(|(_, r)| r).collect()
+    }
+}
+
+/// Reads `--fail-on` rules, each flag's text comma-separated.
+pub fn parse_fail_on<S: AsRef<str>>(texts: &[S]) -> Result<Vec<Threshold>, ThresholdError> {
+    read_fail_on(texts, parse_rule)
+}
+
+/// Reads `--fail-on` rules on one run (`bench serve`), each flag's text comma-separated:
+/// `KEY>VALUE` or `KEY<VALUE`, a plain number in the key's unit (`p99_ttft_ms>500`,
+/// `output_throughput<1000`, `failed_pct>1`). A change (`+N`, `-N`, `N%`) needs a baseline,
+/// so it is refused here.
+pub fn parse_fail_on_values<S: AsRef<str>>(texts: &[S]) -> Result<Vec<Threshold>, ThresholdError> {
+    let value = |rule: &str| {
+        let parts = rule_parts(rule)?;
+        if parts.sign.is_some() || parts.percent {
+            return Err(ThresholdError::FailOn {
+                item: rule.trim().to_string(),
+                why: "a single run has no baseline to change from: give a value (KEY>VALUE or KEY<VALUE), \
+                      or compare two stored runs with `servebench compare A B --fail-on`"
+                    .into(),
+            });
+        }
+        Ok(Threshold { quantity: parts.quantity, op: parts.op, bound: Bound::Value(parts.size) })
+    };
+    read_fail_on(texts, value).map_err(|e| match e {
         ThresholdError::FailOn { item, why } => ThresholdError::FailOnValue { item, why },
         other => other,
-    };
-    fail_on_items(text)
-        .map_err(as_value)?
-        .map(|rule| {
-            let parts = rule_parts(rule).map_err(as_value)?;
-            if parts.sign.is_some() || parts.percent {
-                return Err(ThresholdError::FailOnValue {
-                    item: rule.trim().to_string(),
-                    why: "a single run has no baseline to change from: give a value (KEY>VALUE or KEY<VALUE), \
-                          or compare two stored runs with `servebench compare A B --fail-on`"
-                        .into(),
-                });
-            }
-            Ok(Threshold { quantity: parts.quantity, op: parts.op, bound: Bound::Value(parts.size) })
-        })
-        .collect()
+    })
 }
 
 /// A `--fail-on` rule taken apart: `KEY OP [SIGN] SIZE [%]`.
@@ -174,15 +218,15 @@ const SLO_GRAMMAR: &str = "use KEY<=VALUE for {mean,median,p99,pN}_{ttft,tpot,it
      failed_pct, KEY>=VALUE for output_throughput, request_throughput and total_token_throughput, e.g. \
      p99_ttft_ms<=500,p99_tpot_ms<=50";
 
-/// Reads `--slo` values, each a comma list.
+/// Reads `--slo` values, each a comma list; an objective given twice is refused.
 pub fn parse_slos(items: &[String]) -> Result<Vec<Threshold>, ThresholdError> {
-    let mut out = Vec::new();
+    let mut slos = Rules::new("--slo");
     for item in items {
         for one in item.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            out.push(parse_slo(one)?);
+            slos.add(one, parse_slo(one)?)?;
         }
     }
-    Ok(out)
+    Ok(slos.into_rules())
 }
 
 /// Reads one objective: `p99_ttft_ms<=500`, `output_throughput>=1000`.

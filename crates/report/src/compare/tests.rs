@@ -65,19 +65,19 @@ fn two_measured_runs_get_intervals_and_the_gate_fails_on_a_significant_regressio
     // ITL has one value per chunk: 23 gaps in each of 200 requests.
     assert_eq!(pair.row(Quantity::Latency(Stat::Median, Metric::Itl)).unwrap().estimate.unwrap().n_a, 200 * 23);
 
-    let gate = c.check(&parse_rules("p99_ttft_ms>+10%,median_tpot_ms>+5%").unwrap()).unwrap();
+    let gate = c.check(&parse_rules(&["p99_ttft_ms>+10%,median_tpot_ms>+5%"]).unwrap()).unwrap();
     assert!(gate.failed());
     let text = gate.text();
     assert!(text.starts_with("FAIL p99_ttft_ms>+10%: "), "{text}");
     assert!(text.contains("excludes 0"), "{text}");
     // A threshold the change does not pass, and the other way round.
-    let gate = c.check(&parse_rules("median_ttft_ms>+50%,output_throughput<-50%").unwrap()).unwrap();
+    let gate = c.check(&parse_rules(&["median_ttft_ms>+50%,output_throughput<-50%"]).unwrap()).unwrap();
     assert!(!gate.failed(), "{}", gate.text());
     assert!(gate.text().starts_with("pass median_ttft_ms>+50%: "), "{}", gate.text());
     // B against itself in the other order: an improvement, which a `>` rule never fails on.
     let reversed = compared(&[runs[1].clone(), runs[0].clone()]);
-    assert!(!reversed.check(&parse_rules("p99_ttft_ms>+10%").unwrap()).unwrap().failed());
-    assert!(reversed.check(&parse_rules("output_throughput>+10%").unwrap()).unwrap().failed());
+    assert!(!reversed.check(&parse_rules(&["p99_ttft_ms>+10%"]).unwrap()).unwrap().failed());
+    assert!(reversed.check(&parse_rules(&["output_throughput>+10%"]).unwrap()).unwrap().failed());
 }
 
 #[test]
@@ -88,7 +88,7 @@ fn a_candidate_that_completed_nothing_fails_its_latency_rules_and_shows_no_laten
     let c = compared(&runs);
     let row = c.pair.as_ref().unwrap().row(Quantity::Latency(Stat::P99, Metric::Ttft)).unwrap().clone();
     assert_eq!((row.a.is_some(), row.b), (true, None), "{row:?}");
-    let gate = c.check(&parse_rules("p99_ttft_ms>+10%,median_tpot_ms>+5%,failed>5").unwrap()).unwrap();
+    let gate = c.check(&parse_rules(&["p99_ttft_ms>+10%,median_tpot_ms>+5%,failed>5"]).unwrap()).unwrap();
     assert!(gate.failed(), "{}", gate.text());
     assert!(
         gate.text().starts_with("FAIL p99_ttft_ms>+10%: run B completed no request, so it has no p99 TTFT"),
@@ -97,7 +97,7 @@ fn a_candidate_that_completed_nothing_fails_its_latency_rules_and_shows_no_laten
     );
     // The other way round there is no baseline to judge a latency against: not checked.
     let reversed = compared(&[runs[1].clone(), runs[0].clone()]);
-    let gate = reversed.check(&parse_rules("p99_ttft_ms>+10%").unwrap()).unwrap();
+    let gate = reversed.check(&parse_rules(&["p99_ttft_ms>+10%"]).unwrap()).unwrap();
     assert!(!gate.failed() && gate.text().starts_with("SKIP p99_ttft_ms>+10%: not checked"), "{}", gate.text());
 }
 
@@ -106,7 +106,7 @@ fn failure_rules_are_judged_from_a_clean_baseline_and_on_failed_pct() {
     let clean = Synth { requests: 12, ..Synth::new("m", 23) };
     let failing = Synth { requests: 12, fail_every: Some(4), ..Synth::new("m", 24) };
     let runs = stored(&[clean.new_run(), failing.new_run(), clean.new_run()]);
-    let rules = parse_rules("failed>+10%,failed_pct>+50%,failed_pct>+20").unwrap();
+    let rules = parse_rules(&["failed>+10%,failed_pct>+50%,failed_pct>+20"]).unwrap();
     let gate = compared(&runs[..2]).check(&rules).unwrap();
     assert!(gate.failed(), "{}", gate.text());
     assert!(gate.text().starts_with("FAIL failed>+10%: 0 -> 3 (+inf %), past +10.00 %"), "{}", gate.text());
@@ -136,7 +136,7 @@ fn a_change_inside_the_noise_passes_the_threshold_but_not_the_gate() {
     } else {
         format!("p99_ttft_ms<-{:.3}%", -rel * 50.0)
     };
-    let gate = c.check(&parse_rules(&rule).unwrap()).unwrap();
+    let gate = c.check(&parse_rules(&[&rule]).unwrap()).unwrap();
     assert!(!gate.failed(), "{}", gate.text());
     assert!(gate.text().contains("includes 0: not a significant change"), "{}", gate.text());
 }
@@ -148,7 +148,7 @@ fn imported_runs_are_compared_on_their_summaries() {
     let text = c.render(Format::Table, false);
     insta::assert_snapshot!(text);
     assert!(text.contains("Run 1 has no per-request records"), "{text}");
-    let gate = c.check(&parse_rules("p99_ttft_ms<-10%,p99_e2el_ms>+1%").unwrap()).unwrap();
+    let gate = c.check(&parse_rules(&["p99_ttft_ms<-10%,p99_e2el_ms>+1%"]).unwrap()).unwrap();
     assert!(gate.failed());
     assert!(gate.text().contains("no confidence interval (summaries only), so the threshold alone decides"));
     assert!(gate.text().contains("SKIP p99_e2el_ms>+1%: not checked: the runs do not both have a p99 E2EL"));

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use servebench_core::threshold::{Threshold, ThresholdError, parse_fail_on_values};
+use servebench_core::threshold::{Threshold, parse_fail_on_values};
 use servebench_store::RunKind;
 
 use super::execute::{execute, plan};
@@ -24,7 +24,7 @@ pub const ALL_FAILED: u8 = 1;
 
 /// `bench serve`, its report written to `out`.
 pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
-    let rules = match fail_on_rules(&args.extra.fail_on) {
+    let rules = match parse_fail_on_values(&args.extra.fail_on) {
         Ok(rules) => rules,
         Err(e) => return Ok(super::compare::usage(&e)),
     };
@@ -57,12 +57,6 @@ pub(super) fn verdict(o: &PointOutcome, rules: &[Threshold], out: &Sink) -> anyh
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `--fail-on` rules on one run, read before anything is sent.
-fn fail_on_rules(flags: &[String]) -> Result<Vec<Threshold>, ThresholdError> {
-    let rules: Result<Vec<_>, _> = flags.iter().map(|r| parse_fail_on_values(r)).collect();
-    Ok(rules?.concat())
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -18,8 +18,8 @@ use crate::output;
 pub const REGRESSION: u8 = 3;
 
 pub fn execute(args: CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let rules: Vec<Threshold> = match args.fail_on.iter().map(|r| parse_fail_on(r)).collect::<Result<Vec<_>, _>>() {
-        Ok(rules) => rules.concat(),
+    let rules: Vec<Threshold> = match parse_fail_on(&args.fail_on) {
+        Ok(rules) => rules,
         Err(e) => return Ok(usage(&e)),
     };
     let selection = match selection(&args.select, "compare") {

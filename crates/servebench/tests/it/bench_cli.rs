@@ -129,8 +129,14 @@ async fn fail_on_rules_hold_one_run_to_values_with_exit_code_3() {
     let out = run("p99_ttft_ms>+10%").await;
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("servebench compare A B --fail-on"), "{}", text(&out.stderr));
+    // One rule given twice (on two flags) would print its verdict twice: a usage error too.
+    let twice = ["--fail-on", "failed_pct>50", "--fail-on", "failed_pct > 50"];
+    let out = servebench(serve_args(&server.base_url(), &[&flags[..], &twice].concat())).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("--fail-on \"failed_pct>50\" is given twice (again as \"failed_pct > 50\")"), "{stderr}");
     let completions = server.truth().iter().filter(|t| t.path.ends_with("/completions")).count();
-    assert_eq!(completions, 6, "the refused run sent nothing");
+    assert_eq!(completions, 6, "the refused runs sent nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -135,6 +135,7 @@ fn usage_errors_exit_with_code_2() {
         vec!["compare", "--db", &db],
         vec!["compare", "--db", &db, "1", "2", "--fail-on", "p99_ttft>10%"],
         vec!["compare", "--db", &db, "1", "2", "3", "--fail-on", "p99_ttft_ms>+10%"],
+        vec!["compare", "--db", &db, "1", "2", "--fail-on", "p99_ttft_ms>+10%", "--fail-on", "p99_ttft_ms>+10%"],
     ] {
         let (code, out) = try_run(&args).unwrap();
         assert_eq!(code, ExitCode::from(2), "{args:?}: {out}");

@@ -13,7 +13,7 @@ fn rule(quantity: Quantity, op: Op, bound: Bound) -> Threshold {
 #[test]
 fn fail_on_for_one_run_takes_values_and_refuses_changes() {
     assert_eq!(
-        parse_fail_on_values("p99_ttft_ms>500, output_throughput < 1000,failed_pct>1").unwrap(),
+        parse_fail_on_values(&["p99_ttft_ms>500, output_throughput < 1000,failed_pct>1"]).unwrap(),
         [
             rule(Quantity::Latency(Stat::Percentile(99.0), Metric::Ttft), Op::Above, Bound::Value(500.0)),
             rule(Quantity::OutputThroughput, Op::Below, Bound::Value(1000.0)),
@@ -21,14 +21,14 @@ fn fail_on_for_one_run_takes_values_and_refuses_changes() {
         ]
     );
     for item in ["p99_ttft_ms>+10%", "p99_ttft_ms>+5", "output_throughput<-5", "median_itl_ms>5%"] {
-        let err = parse_fail_on_values(item).unwrap_err().to_string();
+        let err = parse_fail_on_values(&[item]).unwrap_err().to_string();
         assert!(err.contains("no baseline") && err.contains("servebench compare"), "{item}: {err}");
     }
-    let err = parse_fail_on_values("p99_ttft_ms<=5").unwrap_err().to_string();
+    let err = parse_fail_on_values(&["p99_ttft_ms<=5"]).unwrap_err().to_string();
     assert!(err.contains("one of > and <"), "{err}");
     // One run's rules are values, and the hint shows values.
     for item in ["p99_ttft_ms>", ">>5", "p99_ttft_ms>NaN"] {
-        let err = parse_fail_on_values(item).unwrap_err().to_string();
+        let err = parse_fail_on_values(&[item]).unwrap_err().to_string();
         assert!(
             err.ends_with("write rules as KEY>VALUE or KEY<VALUE (for example p99_ttft_ms>500,output_throughput<1000)"),
             "{item}: {err}"
@@ -39,11 +39,40 @@ fn fail_on_for_one_run_takes_values_and_refuses_changes() {
 #[test]
 fn a_fail_on_without_a_rule_is_refused_rather_than_turning_the_gate_off() {
     for text in ["", " ", ",", " , ,"] {
-        assert!(parse_fail_on(text).unwrap_err().to_string().contains("no rule given"), "{text:?}");
-        assert!(parse_fail_on_values(text).unwrap_err().to_string().contains("no rule given"), "{text:?}");
+        assert!(parse_fail_on(&[text]).unwrap_err().to_string().contains("no rule given"), "{text:?}");
+        assert!(parse_fail_on_values(&[text]).unwrap_err().to_string().contains("no rule given"), "{text:?}");
     }
     // Empty items between rules are still passed over.
-    assert_eq!(parse_fail_on("p99_ttft_ms>+10%,,failed>1").unwrap().len(), 2);
+    assert_eq!(parse_fail_on(&["p99_ttft_ms>+10%,,failed>1"]).unwrap().len(), 2);
+}
+
+#[test]
+fn a_rule_given_twice_is_refused_naming_it_on_every_flag_that_reads_rules() {
+    let why = |texts: &[&str]| parse_fail_on(texts).unwrap_err().to_string();
+    assert_eq!(
+        why(&["p99_ttft_ms>+10%", "p99_ttft_ms>+10%"]),
+        "--fail-on \"p99_ttft_ms>+10%\" is given twice; give it once"
+    );
+    assert_eq!(
+        why(&["output_throughput<5, p99_ttft_ms>+10%", " output_throughput < -5 "]),
+        "--fail-on \"output_throughput<5\" is given twice (again as \"output_throughput < -5\"); give it once",
+        "one parsed rule, however written"
+    );
+    assert!(why(&["failed>1,failed>1.0"]).starts_with("--fail-on \"failed>1\" is given twice"), "within one flag too");
+    let one_run = parse_fail_on_values(&["p99_ttft_ms>500", "p99_ttft_ms > 500"]).unwrap_err();
+    assert_eq!(
+        one_run.to_string(),
+        "--fail-on \"p99_ttft_ms>500\" is given twice (again as \"p99_ttft_ms > 500\"); give it once"
+    );
+    let slos = parse_slos(&["p99_ttft_ms<=500".into(), "p99_ttft_ms<=500.0".into()]).unwrap_err();
+    assert_eq!(
+        slos.to_string(),
+        "--slo \"p99_ttft_ms<=500\" is given twice (again as \"p99_ttft_ms<=500.0\"); give it once"
+    );
+    // Other bounds, directions or quantities are other rules.
+    assert_eq!(parse_fail_on(&["p99_ttft_ms>+10%", "p99_ttft_ms>+20%", "p99_ttft_ms>+10"]).unwrap().len(), 3);
+    assert_eq!(parse_fail_on_values(&["output_throughput<100", "output_throughput>5000"]).unwrap().len(), 2);
+    assert_eq!(parse_slos(&["p99_ttft_ms<=500,p90_ttft_ms<=500".into()]).unwrap().len(), 2);
 }
 
 #[test]
@@ -72,26 +101,26 @@ fn rules_read_with_signs_percent_and_spaces() {
     let ttft = Quantity::Latency(Stat::P99, Metric::Ttft);
     let tpot = Quantity::Latency(Stat::Median, Metric::Tpot);
     assert_eq!(
-        parse_fail_on("p99_ttft_ms>+10%,median_tpot_ms>5%").unwrap(),
+        parse_fail_on(&["p99_ttft_ms>+10%,median_tpot_ms>5%"]).unwrap(),
         [rule(ttft, Op::Above, Bound::PercentChange(10.0)), rule(tpot, Op::Above, Bound::PercentChange(5.0))]
     );
     assert_eq!(
-        parse_fail_on(" output_throughput < -5 % , median_tpot_ms>2").unwrap(),
+        parse_fail_on(&[" output_throughput < -5 % , median_tpot_ms>2"]).unwrap(),
         [
             rule(Quantity::OutputThroughput, Op::Below, Bound::PercentChange(-5.0)),
             rule(tpot, Op::Above, Bound::Change(2.0))
         ]
     );
-    assert_eq!(parse_fail_on("output_throughput<5").unwrap()[0].bound, Bound::Change(-5.0));
-    assert_eq!(parse_fail_on("p99_ttft_ms>+10%").unwrap()[0].to_string(), "p99_ttft_ms>+10%");
-    assert_eq!(parse_fail_on("output_throughput<5%").unwrap()[0].to_string(), "output_throughput<-5%");
+    assert_eq!(parse_fail_on(&["output_throughput<5"]).unwrap()[0].bound, Bound::Change(-5.0));
+    assert_eq!(parse_fail_on(&["p99_ttft_ms>+10%"]).unwrap()[0].to_string(), "p99_ttft_ms>+10%");
+    assert_eq!(parse_fail_on(&["output_throughput<5%"]).unwrap()[0].to_string(), "output_throughput<-5%");
     // No rule at all is refused (a_fail_on_without_a_rule_is_refused_rather_than_turning_the_gate_off).
-    assert!(parse_fail_on(" , ").is_err());
+    assert!(parse_fail_on(&[" , "]).is_err());
 }
 
 #[test]
 fn bad_rules_say_what_is_wrong() {
-    let why = |s: &str| parse_fail_on(s).unwrap_err().to_string();
+    let why = |s: &str| parse_fail_on(&[s]).unwrap_err().to_string();
     assert!(why("p99_ttft>+10%").contains("is not a quantity; use one of completed"), "{}", why("p99_ttft>+10%"));
     assert!(why("p90_ttft_ms>+10%").contains("is not a quantity"), "a comparison has no p90");
     assert!(why("p99_ttft_ms>-10%").contains("`>` looks for a rise"));
@@ -164,9 +193,10 @@ proptest! {
         let (op, signed) = if rise { (Op::Above, size) } else { (Op::Below, -size) };
         let bound = if percent { Bound::PercentChange(signed) } else { Bound::Change(signed) };
         let t = Threshold { quantity, op, bound };
-        prop_assert_eq!(parse_fail_on(&spaced(t.to_string(), pad)).unwrap(), vec![t.clone()]);
+        prop_assert_eq!(parse_fail_on(&[spaced(t.to_string(), pad)]).unwrap(), vec![t.clone()]);
         let two = format!("{t},{t}");
-        prop_assert_eq!(parse_fail_on(&two).unwrap().len(), 2);
+        let repeated = parse_fail_on(&[two]).unwrap_err();
+        prop_assert!(matches!(repeated, ThresholdError::Repeated { .. }), "{}", repeated);
     }
 
     #[test]
@@ -199,7 +229,7 @@ proptest! {
     #[test]
     fn no_text_makes_the_reader_panic(text in "\\PC{0,24}", ops in "[<>=:%+,. -]{0,6}", key in "[a-z0-9_.]{0,20}") {
         for candidate in [text.clone(), format!("{key}{ops}{text}"), format!("{key}{ops}")] {
-            let _ = parse_fail_on(&candidate);
+            let _ = parse_fail_on(std::slice::from_ref(&candidate));
             let _ = parse_slos(std::slice::from_ref(&candidate));
             let _ = parse_goodput(&candidate);
         }

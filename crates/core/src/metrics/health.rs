@@ -214,8 +214,11 @@ pub fn render_health(h: &Health) -> String {
     figures.push(format!("timer late p99 {:.2} / max {:.2} ms", t.p99_ms, t.max_ms));
     if let Some(c) = h.cpu {
         figures.push(format!(
-            "client CPU {:.2} s, {:.2} of {} cores (peak {:.2})",
-            c.seconds, c.mean_cores, c.cores, c.peak_cores
+            "client CPU {}, {:.2} of {} cores (peak {:.2})",
+            cpu_time_text(c.seconds),
+            c.mean_cores,
+            c.cores,
+            c.peak_cores
         ));
     }
     figures.push(format!("{} connection errors, {} retries", h.connection_errors, h.retries));
@@ -225,6 +228,21 @@ pub fn render_health(h: &Health) -> String {
         _ => {}
     }
     format!("{head} ({}).", figures.join(", "))
+}
+
+/// CPU time as it reads: seconds from one second up, else whole milliseconds, so that the
+/// few milliseconds of a short run do not print as `0.00 s`.
+fn cpu_time_text(seconds: f64) -> String {
+    let ms = (seconds * 1000.0).round();
+    if ms >= 1000.0 {
+        format!("{seconds:.2} s")
+    } else if ms >= 1.0 {
+        format!("{ms:.0} ms")
+    } else if seconds > 0.0 {
+        "under 1 ms".to_string()
+    } else {
+        "0 ms".to_string()
+    }
 }
 
 #[cfg(test)]

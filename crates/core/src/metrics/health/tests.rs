@@ -198,3 +198,17 @@ fn the_line_names_the_verdict_and_the_figures() {
     let bound = Health::assess(&run, &stalled, lag);
     insta::assert_snapshot!(format!("{}\n{}", render_health(&ok), render_health(&bound)));
 }
+
+#[test]
+fn cpu_time_below_a_second_reads_in_milliseconds_never_as_zero_seconds() {
+    assert_eq!(cpu_time_text(0.003), "3 ms");
+    assert_eq!(cpu_time_text(0.5), "500 ms");
+    assert_eq!(cpu_time_text(0.9996), "1.00 s", "a rounded 1000 ms reads as seconds");
+    assert_eq!(cpu_time_text(12.345), "12.35 s");
+    assert_eq!(cpu_time_text(0.0002), "under 1 ms");
+    assert_eq!(cpu_time_text(0.0), "0 ms");
+    let mut h = Health::assess(&test_run(vec![record(0, 0)], 0.003), &observations(), None);
+    h.cpu = Some(CpuUse { seconds: 0.003, mean_cores: 1.14, cores: 2, peak_cores: 1.14 });
+    let line = render_health(&h);
+    assert!(line.contains("client CPU 3 ms, 1.14 of 2 cores (peak 1.14)"), "{line}");
+}

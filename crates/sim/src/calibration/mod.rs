@@ -477,6 +477,8 @@ pub fn residual_table(residuals: &[Residual]) -> String {
 }
 
 #[cfg(test)]
+mod band_tests;
+#[cfg(test)]
 mod fidelity_tests;
 #[cfg(test)]
 mod first_wave_tests;

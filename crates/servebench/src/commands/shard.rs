@@ -38,6 +38,9 @@ pub struct ShardRun {
     /// `--rendezvous-timeout` read.
     #[serde(skip)]
     timeout: Duration,
+    /// Where rank 0 serves the rendezvous, read from `--coordinator` ([`coordinator_address`]).
+    #[serde(skip)]
+    bind: Option<String>,
     /// Where a `--workers` worker writes its result.
     pub worker_dir: Option<String>,
     /// The simulator a `--workers` parent started, which this worker benchmarks.
@@ -50,7 +53,7 @@ const START_LEAD: Duration = Duration::from_secs(1);
 /// The sharding flags, resolved; `None` for a run of its own.
 pub fn shard_run(args: &ShardArgs) -> anyhow::Result<Option<ShardRun>> {
     // Checked here, before a plan is built or a server asked: the rendezvous reads them late.
-    let coordinator = args.coordinator.as_deref().map(coordinator_address).transpose()?;
+    let (coordinator, bind) = args.coordinator.as_deref().map(coordinator_address).transpose()?.unzip();
     let start_unix_ns = args.start_at.as_deref().map(parse_start_at).transpose()?;
     let timeout =
         Duration::try_from_secs_f64(args.rendezvous_timeout).ok().filter(|t| !t.is_zero()).with_context(|| {
@@ -63,13 +66,16 @@ pub fn shard_run(args: &ShardArgs) -> anyhow::Result<Option<ShardRun>> {
         rendezvous_timeout: args.rendezvous_timeout,
         start_unix_ns,
         timeout,
+        bind,
         worker_dir: args.worker_dir.clone(),
         sim_url: args.sim_url.clone(),
     }))
 }
 
 /// `--coordinator HOST:PORT`, checked before anything runs: a host and a port from 1 to 65535.
-fn coordinator_address(addr: &str) -> anyhow::Result<String> {
+/// Returns the address and where rank 0 serves it: the port on every interface, reachable from
+/// other machines, unless the coordinator is this machine's loopback.
+fn coordinator_address(addr: &str) -> anyhow::Result<(String, String)> {
     let addr = addr.trim();
     let usage = "give rank 0's HOST:PORT, e.g. --coordinator rank0.bench:29500";
     let Some((host, port)) = addr.rsplit_once(':') else {
@@ -84,7 +90,9 @@ fn coordinator_address(addr: &str) -> anyhow::Result<String> {
     if !port.parse::<u16>().is_ok_and(|p| p > 0) {
         anyhow::bail!("--coordinator {addr:?}: {port:?} is not a port number (1 to 65535); {usage}");
     }
-    Ok(addr.to_string())
+    let bind =
+        if matches!(host, "127.0.0.1" | "localhost") { format!("127.0.0.1:{port}") } else { format!("0.0.0.0:{port}") };
+    Ok((addr.to_string(), bind))
 }
 
 /// `--shard`, resolved against this process's environment; `None` for a run of its own.
@@ -159,19 +167,11 @@ pub async fn common_start(args: &ShardRun, worker: &mut WorkerShard, out: &Sink)
         worker.start_unix_ns = Some(ns);
         return Ok(Some(rendezvous::from_unix_ns(ns)));
     }
-    let Some(addr) = &args.coordinator else { return Ok(None) };
+    let (Some(addr), Some(bind)) = (&args.coordinator, &args.bind) else { return Ok(None) };
     let timeout = args.timeout;
     let shard = worker.shard();
     let met = if shard.rank == 0 {
-        let port = addr.rsplit_once(':').map(|(_, p)| p).context("--coordinator takes HOST:PORT")?;
-        let host = addr.rsplit_once(':').map_or("", |(h, _)| h);
-        // Reachable from other machines, unless the coordinator is this machine's loopback.
-        let bind = if matches!(host, "127.0.0.1" | "localhost") {
-            format!("127.0.0.1:{port}")
-        } else {
-            format!("0.0.0.0:{port}")
-        };
-        let listener = rendezvous::bind(&bind).await?;
+        let listener = rendezvous::bind(bind).await?;
         out.line(format!("Rank 0: waiting for {} workers to join at {bind}...", shard.world - 1))?;
         rendezvous::host(listener, shard, &worker.plan_hash, START_LEAD, timeout).await?
     } else {
@@ -321,8 +321,15 @@ mod tests {
 
     #[test]
     fn a_coordinator_is_a_host_and_a_port() {
-        for ok in ["rank0:29500", "10.0.0.1:1", " [::1]:29500 ", "bench-0.bench.default.svc:65535"] {
-            assert_eq!(coordinator_address(ok).unwrap(), ok.trim());
+        for (ok, bind) in [
+            ("rank0:29500", "0.0.0.0:29500"),
+            ("10.0.0.1:1", "0.0.0.0:1"),
+            (" [::1]:29500 ", "0.0.0.0:29500"),
+            ("bench-0.bench.default.svc:65535", "0.0.0.0:65535"),
+            ("127.0.0.1:29500", "127.0.0.1:29500"),
+            ("localhost:7", "127.0.0.1:7"),
+        ] {
+            assert_eq!(coordinator_address(ok).unwrap(), (ok.trim().to_string(), bind.to_string()));
         }
         for (bad, says) in [
             ("bogus", "has no port"),

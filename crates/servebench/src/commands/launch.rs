@@ -48,13 +48,15 @@ fn check_cpu(cpu: &str) -> anyhow::Result<()> {
         Some(millicores) => (millicores, 1.0),
         None => (cpu, 0.001),
     };
-    match number.parse::<f64>() {
-        Ok(v) if v.is_finite() && !number.starts_with('+') && v >= least => Ok(()),
-        Ok(v) if v.is_finite() && !number.starts_with('+') => anyhow::bail!(
+    let Some(v) = number.parse::<f64>().ok().filter(|v| v.is_finite() && !number.starts_with('+')) else {
+        anyhow::bail!("--cpu {cpu:?} is not a CPU request; write cores (2, 0.5) or millicores (500m)");
+    };
+    if v < least {
+        anyhow::bail!(
             "--cpu {cpu:?} is below 1m: the smallest CPU request Kubernetes takes is 1m (0.001 cores); give 1m or more"
-        ),
-        _ => anyhow::bail!("--cpu {cpu:?} is not a CPU request; write cores (2, 0.5) or millicores (500m)"),
+        );
     }
+    Ok(())
 }
 
 /// Refuses user flags that the launcher sets or that cannot work sharded.

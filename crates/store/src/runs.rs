@@ -130,12 +130,16 @@ impl FromStr for RunSpec {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim();
+        // A number past the largest says so; anything else unreadable names the whole spec.
+        let spec_error = |e: BadRunRef| match e {
+            BadRunRef::TooLarge(_) => BadRunSpec::Run(e),
+            BadRunRef::Unreadable(_) => BadRunSpec::Unreadable(s.to_string()),
+        };
         let ends = t.split_once("..").or_else(|| t.split_once('-'));
         if let Some((from, to)) = ends {
-            let number = |e: &str| match e.trim().parse::<RunRef>() {
-                Ok(RunRef::Id(id)) => Ok(id),
-                Err(too_large @ BadRunRef::TooLarge(_)) => Err(BadRunSpec::Run(too_large)),
-                _ => Err(BadRunSpec::Unreadable(s.to_string())),
+            let number = |e: &str| match e.trim().parse::<RunRef>().map_err(spec_error)? {
+                RunRef::Id(id) => Ok(id),
+                RunRef::Uid(_) => Err(BadRunSpec::Unreadable(s.to_string())),
             };
             let (from, to) = (number(from)?, number(to)?);
             return if from <= to {
@@ -144,10 +148,7 @@ impl FromStr for RunSpec {
                 Err(BadRunSpec::Reversed { given: s.to_string(), from, to })
             };
         }
-        t.parse().map(RunSpec::One).map_err(|e| match e {
-            BadRunRef::TooLarge(_) => BadRunSpec::Run(e),
-            BadRunRef::Unreadable(_) => BadRunSpec::Unreadable(s.to_string()),
-        })
+        t.parse().map(RunSpec::One).map_err(spec_error)
     }
 }
 

@@ -118,125 +118,9 @@ pub const WEIGHT_ONLY_PER_INT32: f64 = 989.0 / 33.5;
 pub const CALIBRATION_CLOCK_MHZ: f64 = 1980.0;
 
 mod link;
+mod uncertainty;
 pub use link::{KNOWN_LINKS, KnownLink, Link, NormFusion};
-
-/// How far off predictions on a device are expected to be: the 10th and 90th percentiles of
-/// the relative error (`predicted / measured − 1`) per headline metric, and where they come
-/// from. A prediction `p` is shown with the band `[p / (1 + hi), p / (1 + lo)]`, the measured
-/// values that such errors would have come from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Uncertainty {
-    /// Where the figures come from (a calibration's held-out errors, or an assumption).
-    pub source: String,
-    pub ttft: [f64; 2],
-    pub tpot: [f64; 2],
-    pub throughput: [f64; 2],
-    /// The tensor-parallel sizes the errors were measured at; empty when that is not known.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tp: Vec<u32>,
-    /// The models the errors were measured on; empty when that is not known.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub models: Vec<String>,
-}
-
-impl Default for Uncertainty {
-    /// A device without measurements: the spread the calibrated devices' datasheet-only
-    /// predictions of other GPUs would need, assumed, not measured.
-    fn default() -> Self {
-        Uncertainty {
-            source: "assumed for a device the presets were not calibrated on (datasheet priors only)".into(),
-            ttft: [-0.4, 0.4],
-            tpot: [-0.3, 0.3],
-            throughput: [-0.3, 0.3],
-            tp: Vec::new(),
-            models: Vec::new(),
-        }
-    }
-}
-
-impl Uncertainty {
-    /// The 10th and 90th percentile relative errors for a metric (`ttft`, `tpot` or
-    /// `throughput`); `None` for another.
-    pub fn errors(&self, metric: &str) -> Option<[f64; 2]> {
-        match metric {
-            "ttft" => Some(self.ttft),
-            "tpot" => Some(self.tpot),
-            "throughput" => Some(self.throughput),
-            _ => None,
-        }
-    }
-
-    /// The band around a prediction `value` for a metric (`ttft`, `tpot` or `throughput`).
-    pub fn band(&self, metric: &str, value: f64) -> Option<(f64, f64)> {
-        let [lo, hi] = self.errors(metric)?;
-        Some((value / (1.0 + hi), value / (1.0 + lo)))
-    }
-
-    /// The band for a deployment over `tp` GPUs: as it is, or, for a size its errors were not
-    /// measured at, widened to at least the spread assumed for an uncalibrated device, its
-    /// source saying so (a fit's errors at the sizes it saw do not hold at others: constants
-    /// fitted on H100 runs at TP 2 and 4 and checked at TP 8 held 44 % of the figures in their
-    /// own 5-fold band, CALIBRATION.md).
-    pub fn for_tp(&self, tp: u32) -> Uncertainty {
-        if self.tp.is_empty() || self.tp.contains(&tp) {
-            return self.clone();
-        }
-        let sizes = self.tp.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
-        self.widened(format!(
-            "tp {tp} is outside the sizes they were measured at ({sizes}): widened to the spread assumed for an \
-             uncalibrated device"
-        ))
-    }
-
-    /// The band for a deployment of `model`: as it is for a model its errors were measured on;
-    /// for another, at least the spread assumed for an uncalibrated device, its source saying
-    /// so (the constants are shared across models, but the checks on other models' public
-    /// reports in CALIBRATION.md find larger errors than the calibration's own).
-    pub fn for_model(&self, model: &str) -> Uncertainty {
-        if self.models.is_empty() || self.models.iter().any(|m| m == model) {
-            return self.clone();
-        }
-        self.widened(format!(
-            "{model} is not among the models they were measured on ({}): widened to the spread assumed for an \
-             uncalibrated device",
-            self.models.join(", ")
-        ))
-    }
-
-    /// The band of a deployment that drafts speculatively: at least the spread assumed for an
-    /// uncalibrated device, as no public measurement with drafts has checked how they are priced.
-    pub fn for_drafts(&self) -> Uncertainty {
-        self.widened(
-            "speculative decoding is priced from its design, not yet checked against a measurement with drafts: \
-             widened to the spread assumed for an uncalibrated device"
-                .into(),
-        )
-    }
-
-    /// Each side at least as wide as the spread assumed for an uncalibrated device, with `why`
-    /// added to the source.
-    fn widened(&self, why: String) -> Uncertainty {
-        let assumed = Uncertainty::default();
-        let widen = |a: [f64; 2], b: [f64; 2]| [a[0].min(b[0]), a[1].max(b[1])];
-        Uncertainty {
-            source: format!("{}; {why}", self.source),
-            ttft: widen(self.ttft, assumed.ttft),
-            tpot: widen(self.tpot, assumed.tpot),
-            throughput: widen(self.throughput, assumed.throughput),
-            ..self.clone()
-        }
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        for (name, [lo, hi]) in [("ttft", self.ttft), ("tpot", self.tpot), ("throughput", self.throughput)] {
-            if !(lo.is_finite() && hi.is_finite() && lo > -1.0 && lo <= hi) {
-                return Err(format!("uncertainty.{name} must be [low, high] with -1 < low <= high, got [{lo}, {hi}]"));
-            }
-        }
-        Ok(())
-    }
-}
+pub use uncertainty::{Spread, Uncertainty};
 
 /// One device type, as a preset describes it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -524,48 +408,22 @@ mod tests {
         assert!(!hw.has_large_batch_defaults());
         assert!(hw.matches("TOY"));
         assert_eq!(hw.uncertainty, Uncertainty::default());
-        let (lo, hi) = hw.uncertainty.band("tpot", 10.0).unwrap();
-        assert!(lo < 10.0 && hi > 10.0 && (lo - 10.0 / 1.3).abs() < 1e-12, "{lo} {hi}");
-        assert!(hw.uncertainty.band("e2el", 1.0).is_none());
         let bad = format!(
             "{MINIMAL}\n[uncertainty]\nsource = \"x\"\nttft = [0.2, -0.2]\ntpot = [0, 0]\nthroughput = [0, 0]\n"
         );
         let err = HardwareSpec::from_toml(&bad, "toy.toml").unwrap_err().to_string();
         assert!(err.contains("uncertainty.ttft"), "{err}");
-    }
-
-    #[test]
-    fn a_band_says_when_the_deployment_is_outside_the_sizes_it_was_measured_at() {
-        let text = format!(
-            "{MINIMAL}\n[uncertainty]\nsource = \"held out\"\nttft = [-0.1, 0.1]\ntpot = [0, 0]\nthroughput = [0, 0]\ntp = [2, 4]\n"
-        );
-        let u = HardwareSpec::from_toml(&text, "toy.toml").unwrap().uncertainty;
-        assert_eq!(u.for_tp(4), u, "a measured size keeps the band as it is");
-        let outside = u.for_tp(1);
-        assert_eq!(
-            outside.source,
-            "held out; tp 1 is outside the sizes they were measured at (2, 4): widened to the spread assumed \
-             for an uncalibrated device"
-        );
-        let assumed = Uncertainty::default();
-        assert_eq!((outside.ttft, outside.tpot), (assumed.ttft, assumed.tpot), "each side at least the assumed");
-        let unknown = Uncertainty::default();
-        assert_eq!(unknown.for_tp(1), unknown, "a band that names no sizes says nothing more");
-    }
-
-    #[test]
-    fn a_band_measured_on_one_model_widens_for_another() {
-        let text = format!(
-            "{MINIMAL}\n[uncertainty]\nsource = \"held out\"\nttft = [-0.5, 0.1]\ntpot = [-0.05, 0.1]\nthroughput = [0, 0]\nmodels = [\"a/b\"]\n"
-        );
-        let u = HardwareSpec::from_toml(&text, "toy.toml").unwrap().uncertainty;
-        assert_eq!(u.for_model("a/b"), u, "the measured model keeps the band");
-        let other = u.for_model("c/d");
-        let assumed = Uncertainty::default();
-        assert_eq!(other.ttft, [-0.5, assumed.ttft[1]], "each side at least as wide as either");
-        assert_eq!(other.tpot, assumed.tpot);
-        assert!(other.source.starts_with("held out; c/d is not among the models they were measured on (a/b)"));
-        assert_eq!(Uncertainty::default().for_model("c/d"), Uncertainty::default());
+        let band = "[uncertainty]\nsource = \"x\"\nttft = [-0.1, 0.1]\ntpot = [0, 0]\nthroughput = [0, 0]\n";
+        let elsewhere = |tpot: &str| {
+            format!(
+                "{MINIMAL}\n{band}[uncertainty.elsewhere]\nsource = \"y\"\nttft = [-0.6, 0.4]\ntpot = {tpot}\n\
+                 throughput = [-0.3, 0.3]\n"
+            )
+        };
+        let hw = HardwareSpec::from_toml(&elsewhere("[-0.3, 0.3]"), "toy.toml").unwrap();
+        assert_eq!(hw.uncertainty.outside().ttft, [-0.6, 0.4]);
+        let err = HardwareSpec::from_toml(&elsewhere("[-0.1, 0.3]"), "toy.toml").unwrap_err().to_string();
+        assert!(err.contains("toy.toml") && err.contains("uncertainty.elsewhere.tpot"), "{err}");
     }
 
     #[test]

@@ -350,8 +350,10 @@ impl SimSetup {
     /// the device's; widened, saying so, for a tensor-parallel size or a model other than those
     /// its errors were measured at, and for speculative decoding.
     pub fn uncertainty(&self) -> crate::hardware::Uncertainty {
-        // A fitted profile's own band describes its constants; the device's, the preset's.
-        let own = self.stack.uncertainty.as_ref().unwrap_or(&self.hardware.uncertainty);
+        // A fitted profile's own band describes its constants; the device's, the preset's. Outside
+        // a fit's own deployments the device's checks of other deployments still hold.
+        let mut own = self.stack.uncertainty.clone().unwrap_or_else(|| self.hardware.uncertainty.clone());
+        own.elsewhere = own.elsewhere.or_else(|| self.hardware.uncertainty.elsewhere.clone());
         let mut band = own.for_tp(self.options.tp).for_model(&self.model.id);
         if self.options.speculative.is_some() {
             band = band.for_drafts();

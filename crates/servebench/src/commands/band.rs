@@ -71,6 +71,7 @@ mod tests {
             throughput: [-0.1, 0.1],
             tp: Vec::new(),
             models: Vec::new(),
+            elsewhere: None,
         };
         let (lo, hi) = u.band("ttft", 100.0).unwrap();
         assert_eq!((lo, hi), (80.0, 125.0));

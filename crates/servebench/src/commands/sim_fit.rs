@@ -250,6 +250,7 @@ fn band_of_fit(cal: &Calibrator, held: &[&calibration::Residual], how: &str) -> 
         throughput,
         tp,
         models,
+        elsewhere: None,
     })
 }
 

@@ -64,9 +64,11 @@ fn a_device_s_variants_differ_from_it_only_where_their_datasheets_do() {
         assert!((a / (b * ratio) - 1.0).abs() < 0.002, "{a} against {b}");
     }
     assert_eq!((mi350.memory_gib, mi350.bandwidth_gbs), (mi355.memory_gib, mi355.bandwidth_gbs));
-    // Uncalibrated, they say so.
+    // Uncalibrated, they say so (the H800 takes the H100 SXM's band for deployments outside its
+    // calibration, unmeasured).
     for hw in ["h800", "a100-40g", "mi350x"] {
-        assert!(p.hardware(hw).unwrap().uncertainty.source.contains("not calibrated"), "{hw}");
+        let source = &p.hardware(hw).unwrap().uncertainty.source;
+        assert!(source.contains("not calibrated") || source.ends_with("no measurement of this part"), "{hw}: {source}");
     }
     // vLLM's batch defaults: 256 sequences under 70 GiB, and on any A100.
     assert!(!p.hardware("a100-40g").unwrap().has_large_batch_defaults());

@@ -44,16 +44,24 @@ fn check_field(flag: &str, value: &str, word: bool) -> anyhow::Result<()> {
 /// A Kubernetes CPU quantity: a number of cores, or of millicores with `m`, from 1m (the
 /// finest Kubernetes takes) up.
 fn check_cpu(cpu: &str) -> anyhow::Result<()> {
-    let (number, least) = match cpu.strip_suffix('m') {
+    let (number, per_core) = match cpu.strip_suffix('m') {
         Some(millicores) => (millicores, 1.0),
-        None => (cpu, 0.001),
+        None => (cpu, 1000.0),
     };
-    let Some(v) = number.parse::<f64>().ok().filter(|v| v.is_finite() && !number.starts_with('+')) else {
+    let Some(millicores) = number.parse::<f64>().ok().filter(|v| v.is_finite() && !number.starts_with('+')) else {
         anyhow::bail!("--cpu {cpu:?} is not a CPU request; write cores (2, 0.5) or millicores (500m)");
     };
-    if v < least {
+    let millicores = millicores * per_core;
+    if millicores < 1.0 {
         anyhow::bail!(
             "--cpu {cpu:?} is below 1m: the smallest CPU request Kubernetes takes is 1m (0.001 cores); give 1m or more"
+        );
+    }
+    // Kubernetes keeps no finer precision than 1m: it would round such a request up unasked.
+    if (millicores - millicores.round()).abs() > 1e-6 {
+        anyhow::bail!(
+            "--cpu {cpu:?} is finer than 1m: Kubernetes takes CPU in whole millicores (1m = 0.001 cores); give {}m",
+            millicores.ceil()
         );
     }
     Ok(())

@@ -224,6 +224,22 @@ fn a_cpu_request_below_1m_is_refused_saying_the_smallest() {
 }
 
 #[test]
+fn a_cpu_request_finer_than_1m_is_refused_saying_what_to_give() {
+    for (cpu, give) in [("1.5m", "2m"), ("0.0015", "2m"), ("2.0001", "2001m")] {
+        let e = k8s_manifest(&K8sArgs { cpu: cpu.into(), ..k8s(&USER_ARGS) }).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--cpu {cpu:?} is finer than 1m: Kubernetes takes CPU in whole millicores (1m = 0.001 cores); give {give}"
+            )
+        );
+    }
+    for whole in ["1m", "250m", "0.5", "2", "1.25", "0.001"] {
+        assert!(k8s_manifest(&K8sArgs { cpu: whole.into(), ..k8s(&USER_ARGS) }).is_ok(), "{whole}");
+    }
+}
+
+#[test]
 fn the_results_claim_must_be_a_kubernetes_claim_name() {
     let claim = |name: &str| k8s_manifest(&K8sArgs { results_claim: name.into(), ..k8s(&USER_ARGS) });
     assert_eq!(

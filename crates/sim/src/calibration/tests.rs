@@ -340,15 +340,37 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
         "h100_sglang",
         "h20",
         "b200_dynamo-trt",
+        // Sites the presets do not list: the device their machine's name begins with.
+        "gb200-dgxc-slurm_3",
+        "h200-xyz",
+        "h100-pcie-lab_1",
+        "h20-x_1",
     ];
     let (targets, skipped) = validate::targets_for(labels.map(with_hw).to_vec(), &defaults, &presets);
     let devices: Vec<&str> = targets.iter().map(|t| t.setup.hardware.name.as_str()).collect();
     assert_eq!(
         devices,
-        ["h200", "mi355x", "b200", "mi325x", "h100-sxm", "mi300x", "h200", "b200", "mi300x", "b200", "h200", "mi355x"]
+        [
+            "h200",
+            "mi355x",
+            "b200",
+            "mi325x",
+            "h100-sxm",
+            "mi300x",
+            "h200",
+            "b200",
+            "mi300x",
+            "b200",
+            "h200",
+            "mi355x",
+            "gb200",
+            "h200",
+            "h100-pcie"
+        ]
     );
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
-    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert_eq!(reasons.len(), 4, "{reasons:?}");
+    assert!(reasons[3].contains("unknown hardware \"h20-x_1\""), "{reasons:?}");
     assert!(reasons[0].contains("series of sglang on h100") && reasons[0].contains("vLLM"), "{reasons:?}");
     assert!(reasons[1].contains("unknown hardware \"h20\""), "{reasons:?}");
     assert!(reasons[2].contains("series of dynamo-trt on b200"), "{reasons:?}");

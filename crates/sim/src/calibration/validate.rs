@@ -188,16 +188,23 @@ fn precision_option(asked: &str, preset: Precision) -> Result<Option<&'static st
 
 /// The device a hardware label names. InferenceX's dashboard keys a series by device and
 /// engine, joined by `_` (`h200_vllm`, `b200_sglang`, `mi355x_mori-sglang_mtp`), and its runners
-/// by machine and index (`b200-dgxc_03`, `mi300x-amds_1`: the presets know the machines as
-/// aliases): where the label is no preset itself but its part before the first `_` is, that
-/// part is the device, and a series of an engine other than vLLM is refused (the simulator
-/// prices vLLM's engine).
+/// by machine and index (`b200-dgxc_03`, `mi300x-amds_1`); a machine is its device and a site
+/// (`b200-dgxc`, `gb200-dgxc-slurm`): where the label is no preset itself, the device is the
+/// longest part before a `-` of the part before the first `_` that names a preset (the presets
+/// know the usual machines as aliases, and a site they do not know names its device the same
+/// way), and a series of an engine other than vLLM is refused (the simulator prices vLLM's
+/// engine).
 fn device_of_series<'a>(label: &'a str, presets: &Presets) -> Result<&'a str, String> {
-    let Some((device, engine)) = label.split_once('_') else { return Ok(label) };
-    if presets.hardware(label).is_ok() || presets.hardware(device).is_err() {
+    let known = |name: &str| presets.hardware(name).is_ok();
+    if known(label) {
         return Ok(label);
     }
-    let runner_index = !engine.is_empty() && engine.bytes().all(|b| b.is_ascii_digit());
+    let device_of = |machine: &'a str| {
+        std::iter::once(machine).chain(machine.match_indices('-').rev().map(|(i, _)| &machine[..i])).find(|d| known(d))
+    };
+    let (machine, engine) = label.split_once('_').unwrap_or((label, ""));
+    let Some(device) = device_of(machine) else { return Ok(label) };
+    let runner_index = engine.bytes().all(|b| b.is_ascii_digit());
     if runner_index || engine.trim().eq_ignore_ascii_case("vllm") {
         return Ok(device);
     }

@@ -275,10 +275,12 @@ pub(crate) fn predict_prepared(
     let out = &config.output;
     let mut sampler = out.server_metrics.then(|| telemetry::Sampler::new(&engine, t0, out.scrape_interval_s));
     client.arrive_until(&mut engine, t0);
+    let mut pressure = KvPressure::default();
     while client.unsent_or_unfinished() {
         if let Some(s) = sampler.as_mut() {
             s.observe(&engine);
         }
+        pressure.observe(&engine);
         let stepped = match engine.step() {
             Some(step) => {
                 emitted.clear();
@@ -316,6 +318,7 @@ pub(crate) fn predict_prepared(
             }
         }
     }
+    notes.extend(pressure.note(sim, engine.counters().preemptions));
     let telemetry = sampler.map(|s| {
         let (telemetry, note) = s.finish(&engine, last_end);
         notes.extend(note);
@@ -359,6 +362,46 @@ pub(crate) fn predict_prepared(
         shard: None,
         telemetry,
         spec_decode,
+    }
+}
+
+/// Whether the KV cache held back the run: the most requests running at once, the most in the
+/// server at once (running, queued or on their way to the scheduler), and the fullest the cache
+/// was, over the steps.
+#[derive(Default)]
+struct KvPressure {
+    running: usize,
+    in_server: usize,
+    fullest: f64,
+}
+
+impl KvPressure {
+    fn observe(&mut self, engine: &Engine) {
+        self.running = self.running.max(engine.num_running());
+        self.in_server = self.in_server.max(engine.num_running() + engine.num_waiting());
+        self.fullest = self.fullest.max(engine.kv_usage());
+    }
+
+    /// A note where requests waited for the cache's blocks (it filled while fewer ran than were
+    /// in the server, or it preempted some): the latencies then include that queue, which a
+    /// larger cache would not.
+    fn note(&self, sim: &SimSetup, preemptions: u64) -> Option<String> {
+        let full = self.fullest >= 0.95 && self.running < self.in_server;
+        if !full && preemptions == 0 {
+            return None;
+        }
+        let preempted = match preemptions {
+            0 => String::new(),
+            n => format!(", and {n} preemption(s) pushed running requests back to recompute"),
+        };
+        Some(format!(
+            "the KV cache ({} tokens) filled: at most {} request(s) ran at once while up to {} were in the \
+             server, the rest queued for its blocks{preempted}; the latencies include that wait (more memory for it \
+             runs more at once: --gpu-memory-utilization, more GPUs, --kv-cache-dtype fp8)",
+            sim.memory.kv_tokens * u64::from(sim.options.dp.max(1)),
+            self.running,
+            self.in_server
+        ))
     }
 }
 

@@ -87,6 +87,23 @@ fn every_request_gets_its_tokens_and_records_are_complete() {
     assert!((r.duration_s - last_end).abs() < 1e-5, "{} vs {last_end}", r.duration_s);
 }
 
+/// 32 streams of 1,152 tokens need 36,864 tokens of KV cache; Qwen3-32B on one H100 has about
+/// 19,500: the note says how many ran at once and that the rest queued. Qwen3-8B's cache holds
+/// them all, and says nothing.
+#[test]
+fn a_run_the_kv_cache_holds_back_says_so() {
+    let kv_note = |model: &str| {
+        let s = setup(model, "h100-sxm", &[("jitter", "0")]);
+        let r = predict(&plan(64, |_| 1024, |_| 128, 0), &config(Some(32), false), &s);
+        r.notes.into_iter().find(|n| n.starts_with("the KV cache ("))
+    };
+    let note = kv_note("Qwen/Qwen3-32B").expect("a KV-bound run has the note");
+    let ran: usize = note.split("at most ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!((10..32).contains(&ran), "{note}");
+    assert!(note.contains("while up to 32 were in the server"), "{note}");
+    assert_eq!(kv_note("Qwen/Qwen3-8B"), None);
+}
+
 /// A record keeps its tokens' times as 32-bit µs after the send (71.6 minutes). 200 prompts of
 /// 8,000 tokens at once on one L4 keep the last of them waiting about two hours: those fail
 /// with the reason, and no request reads a saturated time.

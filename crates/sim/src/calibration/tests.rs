@@ -340,11 +340,13 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
         "h100_sglang",
         "h20",
         "b200_dynamo-trt",
-        // Sites the presets do not list: the device their machine's name begins with.
+        // Runners at sites the presets do not list: the device their machine's name begins
+        // with; a label with no runner or series part is a device's name, taken as given.
         "gb200-dgxc-slurm_3",
-        "h200-xyz",
+        "h200-xyz_0",
         "h100-pcie-lab_1",
         "h20-x_1",
+        "h100-typo",
     ];
     let (targets, skipped) = validate::targets_for(labels.map(with_hw).to_vec(), &defaults, &presets);
     let devices: Vec<&str> = targets.iter().map(|t| t.setup.hardware.name.as_str()).collect();
@@ -369,8 +371,9 @@ fn a_dashboard_series_or_runner_label_names_its_device_and_a_series_of_another_e
         ]
     );
     let reasons: Vec<&str> = skipped.iter().map(|s| s.reason.as_str()).collect();
-    assert_eq!(reasons.len(), 4, "{reasons:?}");
+    assert_eq!(reasons.len(), 5, "{reasons:?}");
     assert!(reasons[3].contains("unknown hardware \"h20-x_1\""), "{reasons:?}");
+    assert!(reasons[4].contains("unknown hardware \"h100-typo\""), "{reasons:?}");
     assert!(reasons[0].contains("series of sglang on h100") && reasons[0].contains("vLLM"), "{reasons:?}");
     assert!(reasons[1].contains("unknown hardware \"h20\""), "{reasons:?}");
     assert!(reasons[2].contains("series of dynamo-trt on b200"), "{reasons:?}");

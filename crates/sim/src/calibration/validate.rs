@@ -189,21 +189,16 @@ fn precision_option(asked: &str, preset: Precision) -> Result<Option<&'static st
 /// The device a hardware label names. InferenceX's dashboard keys a series by device and
 /// engine, joined by `_` (`h200_vllm`, `b200_sglang`, `mi355x_mori-sglang_mtp`), and its runners
 /// by machine and index (`b200-dgxc_03`, `mi300x-amds_1`); a machine is its device and a site
-/// (`b200-dgxc`, `gb200-dgxc-slurm`): where the label is no preset itself, the device is the
-/// longest part before a `-` of the part before the first `_` that names a preset (the presets
-/// know the usual machines as aliases, and a site they do not know names its device the same
-/// way), and a series of an engine other than vLLM is refused (the simulator prices vLLM's
-/// engine).
+/// (`b200-dgxc`, `gb200-dgxc-slurm`): where the label is no preset itself but has such a `_`
+/// part, the device is the longest part before a `-` of what precedes the first `_` that names
+/// a preset (the presets know the usual machines as aliases, and a site they do not know names
+/// its device the same way; a label without `_`, such as `--hardware`, is taken as it is), and
+/// a series of an engine other than vLLM is refused (the simulator prices vLLM's engine).
 fn device_of_series<'a>(label: &'a str, presets: &Presets) -> Result<&'a str, String> {
     let known = |name: &str| presets.hardware(name).is_ok();
-    if known(label) {
-        return Ok(label);
-    }
-    let device_of = |machine: &'a str| {
-        std::iter::once(machine).chain(machine.match_indices('-').rev().map(|(i, _)| &machine[..i])).find(|d| known(d))
-    };
-    let (machine, engine) = label.split_once('_').unwrap_or((label, ""));
-    let Some(device) = device_of(machine) else { return Ok(label) };
+    let Some((machine, engine)) = label.split_once('_').filter(|_| !known(label)) else { return Ok(label) };
+    let sites = machine.match_indices('-').rev().map(|(i, _)| &machine[..i]);
+    let Some(device) = std::iter::once(machine).chain(sites).find(|d| known(d)) else { return Ok(label) };
     let runner_index = engine.bytes().all(|b| b.is_ascii_digit());
     if runner_index || engine.trim().eq_ignore_ascii_case("vllm") {
         return Ok(device);

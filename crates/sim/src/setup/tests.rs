@@ -92,6 +92,25 @@ fn drafts_widen_the_band_and_the_note_says_what_the_drafter_takes() {
     assert!(note.contains("gpt-oss-20b") && note.contains("GiB a GPU") && note.contains("KiB a token"), "{note}");
 }
 
+/// Another model on an H100 takes the spread of the H100's checks of other models; so does a
+/// fitted profile's band (which names no spread of its own) outside the fit's deployments.
+#[test]
+fn outside_its_calibration_a_band_widens_to_the_device_s_checks_of_other_deployments() {
+    let elsewhere = Presets::embedded().unwrap().hardware("h100-sxm").unwrap().uncertainty.outside();
+    assert!(elsewhere.ttft[0] < crate::hardware::Uncertainty::default().ttft[0], "{elsewhere:?}");
+    let mut other = setup("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap();
+    assert_eq!(other.uncertainty().ttft, elsewhere.ttft);
+    other.stack.uncertainty = Some(crate::hardware::Uncertainty {
+        source: "a fit".into(),
+        ttft: [-0.1, 0.1],
+        tp: vec![8],
+        ..Default::default()
+    });
+    let fitted = other.uncertainty();
+    assert_eq!(fitted.ttft, elsewhere.ttft);
+    assert!(fitted.source.starts_with("a fit; tp 1 is outside"), "{}", fitted.source);
+}
+
 #[test]
 fn a_model_that_does_not_fit_says_so_with_the_numbers() {
     let err = setup("Qwen/Qwen3-VL-235B-A22B-Instruct-FP8", "rtx-4090", &[]).unwrap_err();

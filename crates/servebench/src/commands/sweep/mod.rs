@@ -165,8 +165,7 @@ impl Sweep {
         let searches = match &self.search {
             Some((key, template)) => self.run_search(&mut runner, &points, *key, template).await,
             None => {
-                let times = if repeats > 1 { format!(", {repeats} runs each") } else { String::new() };
-                output::note(format_args!("sweep {}: {} points{times}", self.id, points.len()));
+                output::note(format_args!("{}", start_line(&self.id, &points, repeats)));
                 for (i, p) in points.iter().enumerate() {
                     for r in 1..=repeats {
                         if stop.requested() {
@@ -499,4 +498,32 @@ fn file_stem(id: &str) -> String {
 fn capitalised(s: &str) -> String {
     let mut c = s.chars();
     c.next().map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
+}
+
+/// The line a grid sweep starts with: its points, runs of each and the requests all of them
+/// send, so that a grid larger than meant is seen before it has run for hours.
+fn start_line(id: &str, points: &[Point], repeats: u32) -> String {
+    let times = if repeats > 1 { format!(", {repeats} runs each") } else { String::new() };
+    let requests: usize = points.iter().map(|p| p.num_prompts).sum::<usize>() * repeats as usize;
+    format!("sweep {id}: {} points{times}, {requests} requests in all", points.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_starts_by_saying_how_many_requests_its_grid_sends() {
+        let point = |num_prompts| Point {
+            target: 0,
+            input_len: None,
+            output_len: None,
+            request_rate: f64::INFINITY,
+            max_concurrency: None,
+            num_prompts,
+        };
+        let points = [point(100), point(400)];
+        assert_eq!(start_line("s", &points, 1), "sweep s: 2 points, 500 requests in all");
+        assert_eq!(start_line("s", &points, 3), "sweep s: 2 points, 3 runs each, 1500 requests in all");
+    }
 }

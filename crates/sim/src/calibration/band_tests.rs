@@ -19,10 +19,10 @@ const SLACK: f64 = 0.03;
 fn band_needed(hardware: &str, files: &[(&str, &[(&str, &str)])]) -> [[f64; 2]; 3] {
     let metrics = [FitMetric::MeanTtft, FitMetric::MeanTpot, FitMetric::OutputThroughput];
     let mut errors: [Vec<f64>; 3] = Default::default();
+    let presets = crate::presets::Presets::embedded().unwrap();
     for (file, options) in files {
         let mut points = super::read_points(&testdata().join("public").join(file)).unwrap();
         // A table of several devices (InferenceX's blog) holds other devices' rows too.
-        let presets = crate::presets::Presets::embedded().unwrap();
         points.retain(|p| {
             p.labels.iter().all(|(k, v)| k != "hw" || presets.hardware(v).is_ok_and(|h| h.name == hardware))
         });
@@ -67,9 +67,9 @@ fn outside(hw: &str) -> [[f64; 2]; 3] {
 /// `band_of` reads it) that holds `need` and lies beyond it by at most [`SLACK`].
 fn bands_hold(presets: &[&str], need: [[f64; 2]; 3], band_of: fn(&str) -> [[f64; 2]; 3]) {
     for hw in presets {
+        let bands = band_of(hw);
         for (i, name) in ["ttft", "tpot", "throughput"].iter().enumerate() {
-            let band = band_of(hw)[i];
-            let want = need[i];
+            let (band, want) = (bands[i], need[i]);
             assert!(band[0] <= want[0] && band[1] >= want[1], "{hw} {name}: band {band:?} misses {want:?}");
             assert!(
                 band[0] >= want[0] - SLACK && band[1] <= want[1] + SLACK,

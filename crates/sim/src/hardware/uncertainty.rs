@@ -52,8 +52,13 @@ impl Spread {
     }
 
     fn sides(&self) -> [(&'static str, [f64; 2]); 3] {
-        [("ttft", self.ttft), ("tpot", self.tpot), ("throughput", self.throughput)]
+        sides(self.ttft, self.tpot, self.throughput)
     }
+}
+
+/// The three headline metrics' errors, named as a preset's `[uncertainty]` names them.
+fn sides(ttft: [f64; 2], tpot: [f64; 2], throughput: [f64; 2]) -> [(&'static str, [f64; 2]); 3] {
+    [("ttft", ttft), ("tpot", tpot), ("throughput", throughput)]
 }
 
 impl Default for Uncertainty {
@@ -146,8 +151,7 @@ impl Uncertainty {
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
-        let own = Spread { source: String::new(), ttft: self.ttft, tpot: self.tpot, throughput: self.throughput };
-        for (name, [lo, hi]) in own.sides() {
+        for (name, [lo, hi]) in sides(self.ttft, self.tpot, self.throughput) {
             if !(lo.is_finite() && hi.is_finite() && lo > -1.0 && lo <= hi) {
                 return Err(format!("uncertainty.{name} must be [low, high] with -1 < low <= high, got [{lo}, {hi}]"));
             }

@@ -67,6 +67,10 @@ pub struct Target {
     /// `/stop_profile`) around the timed run.
     #[serde(default)]
     pub profile: bool,
+    /// How many GPUs serve the target, for the per-GPU throughputs: `--gpus`, or the
+    /// simulator's deployment (tp × pp × dp). `None` when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
 }
 
 /// A simulator target: a model on some hardware, with serving options.
@@ -428,6 +432,7 @@ impl RunConfig {
                 model_name: model.to_string(),
                 tokenizer: None,
                 sim: None,
+                gpus: None,
                 request_timeout_s: 6.0 * 3600.0,
                 request_id_prefix: "bench-servebench-".to_string(),
                 insecure: false,

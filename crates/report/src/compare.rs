@@ -297,6 +297,9 @@ fn short_header(q: Quantity) -> String {
         Quantity::RequestThroughput => "REQ/S".into(),
         Quantity::OutputThroughput => "OUT TOK/S".into(),
         Quantity::TotalTokenThroughput => "TOK/S".into(),
+        Quantity::OutputThroughputPerGpu => "OUT/GPU".into(),
+        Quantity::TotalTokenThroughputPerGpu => "TOK/S/GPU".into(),
+        Quantity::Interactivity => "TOK/S/USER".into(),
         Quantity::PeakConcurrency => "PEAK".into(),
         Quantity::GpuUtil => "GPU %".into(),
         Quantity::Latency(s, m) => {
@@ -360,6 +363,7 @@ pub fn rows_per_run(runs: &[StoredRun], layout: &Layout, indices: &[usize]) -> T
 fn pivot_quantities(runs: &[StoredRun]) -> Vec<Quantity> {
     let mut qs = vec![
         Quantity::OutputThroughput,
+        Quantity::OutputThroughputPerGpu,
         Quantity::RequestThroughput,
         Quantity::Latency(Stat::Median, Metric::Ttft),
         Quantity::Latency(Stat::P99, Metric::Ttft),

@@ -22,6 +22,9 @@
 //! - **Superlinear TTFT**: the first step where median TTFT grows by a factor more than 1.1
 //!   times the factor of the axis ([`SUPERLINEAR_MARGIN`]), that is, faster than the load.
 //! - **Failures**: every run that failed requests, with the share, count and load.
+//! - **Pareto frontier** of output throughput per GPU against interactivity, over every run
+//!   whose GPU count is known ([`crate::pareto`]): which runs are on it, as stretches of one
+//!   series (or run) each, most interactive first.
 //! - **Two runs** (instead of the ranking above): each median and P99 latency whose 95 %
 //!   interval of the difference excludes 0 and that changed by 1 % or more, and each
 //!   throughput that changed by 5 % or more (no interval: one number per run).
@@ -51,6 +54,7 @@ pub enum FindingKind {
     NoKnee,
     SuperlinearTtft,
     Failures,
+    ParetoFrontier,
     PairChange,
 }
 
@@ -133,6 +137,9 @@ pub fn findings(runs: &[StoredRun], layout: &Layout, pair: Option<&PairStats>) -
                 out.extend(run_failures(&runs[*i], name, &group.context));
             }
         }
+    }
+    if let Some(text) = crate::pareto::finding(runs, layout) {
+        out.push(Finding { kind: FindingKind::ParetoFrontier, text });
     }
     if let Some(pair) = pair {
         out.extend(pair_changes(runs, pair));

@@ -9,7 +9,8 @@
 //!   two runs) and prints them as a text table, markdown or CSV.
 //! - [`bootstrap`] gives confidence intervals of the difference of medians and P99s of two
 //!   runs' per-request distributions; [`gate`] reads `--fail-on` rules and checks them.
-//! - [`findings`] writes sentences about the runs, each citing the numbers it rests on.
+//! - [`findings`] writes sentences about the runs, each citing the numbers it rests on;
+//!   [`pareto`] finds the runs that trade throughput per GPU against tokens per user best.
 //! - [`html`] renders the self-contained HTML report with inline SVG charts from [`svg`].
 //! - [`select`] reads the runs a command names from the store.
 
@@ -19,6 +20,7 @@ pub mod findings;
 pub mod gate;
 pub mod html;
 pub mod layout;
+pub mod pareto;
 pub mod quantity;
 pub mod select;
 pub mod svg;

@@ -264,7 +264,8 @@ impl NewRun {
         new
     }
 
-    /// Fills the model, backend, target, prompt count, labels and config from `config`.
+    /// Fills the model, backend, target, prompt count, labels (a simulator's options, `--label`,
+    /// `--metadata`) and config from `config`.
     pub fn apply_config(&mut self, config: &RunConfig) {
         let target = &config.target;
         self.model = Some(target.model_id.clone());
@@ -274,6 +275,11 @@ impl NewRun {
             None => target.base_url.clone(),
         });
         self.num_prompts = Some(config.traffic.num_prompts as u64);
+        // A prediction's serving options (`tp=2`, `max-num-seqs=64`) tell it apart from one of
+        // another deployment, under the keys a pasted `vllm serve` line gives an import.
+        for (k, v) in target.sim.iter().flat_map(|sim| &sim.options) {
+            self.set_label(k, v);
+        }
         if let Some(label) = config.output.label.as_deref().filter(|l| !l.is_empty()) {
             self.set_label("label", label);
         }

@@ -1,13 +1,14 @@
 //! Metric maths: numpy-exact statistics, vLLM's and the exact peak counters, and the run
 //! [`Summary`] that every report, JSON file and comparison is built from; the token
 //! [`Ledger`] and the multi-turn [`TurnMetrics`] beside it, the client's [`Health`], the HTTP
-//! timing breakdown ([`HttpBreakdown`]), and the
+//! timing breakdown ([`HttpBreakdown`]), the run per GPU ([`render_per_gpu`]), and the
 //! run's steady state and time slices ([`window`]).
 
 pub mod health;
 pub mod http;
 pub mod ledger;
 pub mod peaks;
+pub mod per_gpu;
 pub mod reasoning;
 pub mod stats;
 pub mod summary;
@@ -18,6 +19,7 @@ pub use health::{Health, Verdict, render_health};
 pub use http::{HttpBreakdown, render_http};
 pub use ledger::{Ledger, render_notes};
 pub use peaks::{BucketPeaks, peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
+pub use per_gpu::render_per_gpu;
 pub use reasoning::{Reasoning, render_reasoning};
 pub use stats::{Described, Sorted, describe, mean, median, pairwise_sum, percentile, std};
 pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary, dispatch_lag};

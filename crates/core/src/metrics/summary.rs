@@ -135,12 +135,30 @@ pub struct Summary {
     /// The server's speculative decoding over the run (vLLM's report section of that name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<crate::telemetry::SpecDecodeCounts>,
+    /// How many GPUs served the run (`--gpus`, the simulator's tp × pp × dp, or an imported
+    /// file's `gpus`), for the per-GPU throughputs; `None` when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
 }
 
 impl Summary {
     /// The statistics of `metric`, if its section was computed or reported.
     pub fn metric(&self, metric: Metric) -> Option<&MetricStats> {
         self.metrics.iter().find(|m| m.metric == metric)
+    }
+
+    /// `tokens_per_s` shared over the GPUs that served the run, when their count is known.
+    pub fn per_gpu(&self, tokens_per_s: Option<f64>) -> Option<f64> {
+        Some(tokens_per_s? / f64::from(self.gpus?))
+    }
+
+    /// Output tokens per second each request saw once it streamed, 1000 / median TPOT in ms
+    /// (InferenceX's interactivity, tok/s/user); `None` without requests or a TPOT above 0.
+    pub fn interactivity(&self) -> Option<f64> {
+        if self.completed == 0 {
+            return None;
+        }
+        Some(1000.0 / self.metric(Metric::Tpot)?.median_ms).filter(|rate| rate.is_finite())
     }
 
     /// Computes the summary of a run as vLLM 0.33's `calculate_metrics` does, plus the exact
@@ -308,6 +326,7 @@ impl Summary {
             server: None,
             http: super::HttpBreakdown::of(records),
             spec_decode: None,
+            gpus: config.target.gpus,
         }
     }
 }

@@ -215,8 +215,9 @@ fn parse_rule(text: &str) -> Result<Threshold, ThresholdError> {
 }
 
 const SLO_GRAMMAR: &str = "use KEY<=VALUE for {mean,median,p99,pN}_{ttft,tpot,itl,e2el}_ms (milliseconds) and \
-     failed_pct, KEY>=VALUE for output_throughput, request_throughput and total_token_throughput, e.g. \
-     p99_ttft_ms<=500,p99_tpot_ms<=50";
+     failed_pct, KEY>=VALUE for output_throughput, request_throughput, total_token_throughput, their per-GPU \
+     output_throughput_per_gpu and total_token_throughput_per_gpu (runs that know their GPUs) and interactivity \
+     (tok/s per user, 1000 / median TPOT), e.g. p99_ttft_ms<=500,p99_tpot_ms<=50 or interactivity>=50";
 
 /// Reads `--slo` values, each a comma list; an objective given twice is refused.
 pub fn parse_slos(items: &[String]) -> Result<Vec<Threshold>, ThresholdError> {
@@ -247,6 +248,9 @@ pub fn parse_slo(item: &str) -> Result<Threshold, ThresholdError> {
                     | Quantity::OutputThroughput
                     | Quantity::RequestThroughput
                     | Quantity::TotalTokenThroughput
+                    | Quantity::OutputThroughputPerGpu
+                    | Quantity::TotalTokenThroughputPerGpu
+                    | Quantity::Interactivity
             )
         })
         .ok_or_else(|| bad(format!("unknown key {key:?}; {SLO_GRAMMAR}")))?;

@@ -100,6 +100,14 @@ pub enum Quantity {
     OutputThroughput,
     /// Input plus output tokens per second.
     TotalTokenThroughput,
+    /// Output tokens per second per GPU serving the run (InferenceX's `output_tput_per_gpu`);
+    /// only for a run whose GPU count is known.
+    OutputThroughputPerGpu,
+    /// Input plus output tokens per second per GPU (InferenceX's `tput_per_gpu`).
+    TotalTokenThroughputPerGpu,
+    /// Output tokens per second each request sees once it streams: 1000 / median TPOT in ms
+    /// (InferenceX's `median_intvty`), the axis that throughput per GPU is traded against.
+    Interactivity,
     /// The most requests in flight at once: the exact count when the run has it, else vLLM's
     /// per-second bucket count (which can exceed the concurrency cap).
     PeakConcurrency,
@@ -121,6 +129,8 @@ impl Quantity {
             Quantity::RequestThroughput,
             Quantity::OutputThroughput,
             Quantity::TotalTokenThroughput,
+            Quantity::OutputThroughputPerGpu,
+            Quantity::TotalTokenThroughputPerGpu,
         ];
         for metric in LATENCIES {
             rows.extend(Stat::ALL.map(|s| Quantity::Latency(s, metric)));
@@ -129,10 +139,12 @@ impl Quantity {
         rows
     }
 
-    /// Every quantity a comparison of two runs has (what `--fail-on` can check).
+    /// Every quantity a comparison of two runs has (what `--fail-on` can check). Interactivity
+    /// is not a row of its own: the median TPOT row shows the same figure.
     pub fn all() -> Vec<Quantity> {
         let mut all = Quantity::key_rows();
         all.insert(2, Quantity::FailedPct);
+        all.push(Quantity::Interactivity);
         all
     }
 
@@ -145,6 +157,9 @@ impl Quantity {
             Quantity::RequestThroughput => "request_throughput".into(),
             Quantity::OutputThroughput => "output_throughput".into(),
             Quantity::TotalTokenThroughput => "total_token_throughput".into(),
+            Quantity::OutputThroughputPerGpu => "output_throughput_per_gpu".into(),
+            Quantity::TotalTokenThroughputPerGpu => "total_token_throughput_per_gpu".into(),
+            Quantity::Interactivity => "interactivity".into(),
             Quantity::PeakConcurrency => "peak_concurrency".into(),
             Quantity::Latency(s, m) => format!("{}_{}_ms", s.key(), m.key()),
             Quantity::GpuUtil => "mean_gpu_util_pct".into(),
@@ -161,6 +176,9 @@ impl Quantity {
             Quantity::RequestThroughput,
             Quantity::OutputThroughput,
             Quantity::TotalTokenThroughput,
+            Quantity::OutputThroughputPerGpu,
+            Quantity::TotalTokenThroughputPerGpu,
+            Quantity::Interactivity,
             Quantity::PeakConcurrency,
         ];
         if let Some(q) = fixed.into_iter().find(|q| q.key() == key) {
@@ -180,6 +198,9 @@ impl Quantity {
             Quantity::RequestThroughput => "Request throughput (req/s)".into(),
             Quantity::OutputThroughput => "Output throughput (tok/s)".into(),
             Quantity::TotalTokenThroughput => "Total token throughput (tok/s)".into(),
+            Quantity::OutputThroughputPerGpu => "Output throughput per GPU (tok/s/GPU)".into(),
+            Quantity::TotalTokenThroughputPerGpu => "Total token throughput per GPU (tok/s/GPU)".into(),
+            Quantity::Interactivity => "Interactivity (tok/s/user)".into(),
             Quantity::PeakConcurrency => "Peak concurrency".into(),
             Quantity::Latency(s, m) => format!("{} {} (ms)", s.label(), metric_name(m)),
             Quantity::GpuUtil => "Mean GPU util (%)".into(),
@@ -192,8 +213,10 @@ impl Quantity {
             Quantity::Latency(s, m) => format!("{} {}", s.key(), metric_name(m)),
             other => {
                 let label = other.label();
-                let base = label.split(" (").next().unwrap_or(&label).to_string();
-                base.to_lowercase()
+                let base = label.split(" (").next().unwrap_or(&label);
+                // Lower-case the first letter only: `output throughput per GPU`.
+                let mut chars = base.chars();
+                chars.next().map_or_else(String::new, |c| c.to_lowercase().chain(chars).collect())
             }
         }
     }
@@ -205,6 +228,8 @@ impl Quantity {
             Quantity::FailedPct | Quantity::GpuUtil => "%",
             Quantity::RequestThroughput => "req/s",
             Quantity::OutputThroughput | Quantity::TotalTokenThroughput => "tok/s",
+            Quantity::OutputThroughputPerGpu | Quantity::TotalTokenThroughputPerGpu => "tok/s/GPU",
+            Quantity::Interactivity => "tok/s/user",
             Quantity::Latency(..) => "ms",
         }
     }
@@ -217,6 +242,9 @@ impl Quantity {
                 | Quantity::RequestThroughput
                 | Quantity::OutputThroughput
                 | Quantity::TotalTokenThroughput
+                | Quantity::OutputThroughputPerGpu
+                | Quantity::TotalTokenThroughputPerGpu
+                | Quantity::Interactivity
         )
     }
 
@@ -234,6 +262,9 @@ impl Quantity {
             Quantity::RequestThroughput => Some(s.request_throughput),
             Quantity::OutputThroughput => s.output_throughput,
             Quantity::TotalTokenThroughput => s.total_token_throughput,
+            Quantity::OutputThroughputPerGpu => s.per_gpu(s.output_throughput),
+            Quantity::TotalTokenThroughputPerGpu => s.per_gpu(s.total_token_throughput),
+            Quantity::Interactivity => s.interactivity(),
             Quantity::PeakConcurrency => {
                 s.peak_concurrent_requests.or(s.vllm_max_concurrent_requests).map(|p| p as f64)
             }
@@ -301,6 +332,8 @@ mod tests {
         assert_eq!(Quantity::Latency(Stat::Median, Metric::E2el).label(), "Median E2EL (ms)");
         assert_eq!(Quantity::Latency(Stat::Median, Metric::Tpot).name(), "median TPOT");
         assert_eq!(Quantity::OutputThroughput.name(), "output throughput");
+        assert_eq!(Quantity::OutputThroughputPerGpu.name(), "output throughput per GPU");
+        assert_eq!(Quantity::from_key("interactivity"), Some(Quantity::Interactivity));
         assert_eq!(Quantity::from_key("p99.9_e2el_ms"), Some(Quantity::Latency(Stat::Percentile(99.9), Metric::E2el)));
         assert_eq!(Quantity::from_key("p99.0_ttft_ms"), Some(Quantity::Latency(Stat::P99, Metric::Ttft)));
         for bad in ["p101_ttft_ms", "p99_client_queue_time_ms", "p99_ttft", "ttft", "pnan_ttft_ms", ""] {
@@ -318,6 +351,9 @@ mod tests {
             ..Summary::default()
         };
         assert_eq!(Quantity::OutputThroughput.value(&s), Some(39.75));
+        assert_eq!(Quantity::OutputThroughputPerGpu.value(&s), None, "no GPU count");
+        assert_eq!(Quantity::OutputThroughputPerGpu.value(&Summary { gpus: Some(4), ..s.clone() }), Some(39.75 / 4.0));
+        assert_eq!(Quantity::Interactivity.value(&s), None, "no TPOT");
         assert_eq!(Quantity::Latency(Stat::Median, Metric::E2el).value(&s), None);
         assert_eq!(Quantity::FailedPct.value(&s), Some(0.0));
         assert_eq!(Quantity::PeakConcurrency.value(&s), Some(8.0));

@@ -37,7 +37,11 @@ pub fn value_text(slo: &Threshold, value: Option<f64>) -> String {
     let Some(v) = value else { return "none".into() };
     match slo.quantity {
         Quantity::RequestThroughput => format!("{v:.2} req/s"),
-        Quantity::OutputThroughput | Quantity::TotalTokenThroughput => format!("{v:.1} tok/s"),
+        Quantity::OutputThroughput
+        | Quantity::TotalTokenThroughput
+        | Quantity::OutputThroughputPerGpu
+        | Quantity::TotalTokenThroughputPerGpu
+        | Quantity::Interactivity => format!("{v:.1} {}", slo.quantity.unit()),
         Quantity::FailedPct => format!("{v:.1} %"),
         _ => format!("{} ms", short(v)),
     }
@@ -65,6 +69,13 @@ pub fn missing_sections(slos: &[Threshold], metrics: &[Metric], percentiles: &[f
     let mut need_metrics: Vec<Metric> = Vec::new();
     let mut need_ps: Vec<f64> = Vec::new();
     for slo in slos {
+        // Interactivity is 1000 / median TPOT: it needs TPOT's section.
+        if slo.quantity == Quantity::Interactivity
+            && !metrics.contains(&Metric::Tpot)
+            && !need_metrics.contains(&Metric::Tpot)
+        {
+            need_metrics.push(Metric::Tpot);
+        }
         if let Quantity::Latency(stat, metric) = slo.quantity {
             if !metrics.contains(&metric) && !need_metrics.contains(&metric) {
                 need_metrics.push(metric);
@@ -161,6 +172,31 @@ mod tests {
         assert_eq!(checks(&v)[0], (None, false));
         assert_eq!(checks(&v)[2], (Some(100.0), false));
         assert_eq!(values_text(&v).split(", ").next(), Some("p99 TTFT none"));
+    }
+
+    #[test]
+    fn per_gpu_and_per_user_objectives_read_what_the_run_knows() {
+        let slos = parse_slos(&["interactivity>=50,output_throughput_per_gpu>=100".into()]).unwrap();
+        let mut s = summary(20, 0, 400.0);
+        s.metrics.push(MetricStats {
+            metric: Metric::Tpot,
+            mean_ms: 25.0,
+            median_ms: 16.0,
+            std_ms: None,
+            percentiles: Vec::new(),
+        });
+        let v = judge(&slos, &[&s]);
+        assert_eq!(v.verdicts[0].value, Some(62.5), "1000 / 16 ms");
+        assert_eq!(v.verdicts[1].value, None, "no GPU count: the objective fails, as any missing value");
+        assert_eq!(values_text(&v), "interactivity 62.5 tok/s/user, output throughput per GPU none");
+        s.gpus = Some(2);
+        let v = judge(&slos, &[&s]);
+        assert_eq!((v.verdicts[1].value, v.passed()), (Some(150.0), true));
+        assert_eq!(values_text(&v).split(", ").nth(1), Some("output throughput per GPU 150.0 tok/s/GPU"));
+        let err = parse_slos(&["interactivity<=50".into()]).unwrap_err().to_string();
+        assert!(err.contains("interactivity is bounded with >="), "{err}");
+        let (m, _) = missing_sections(&slos, &[Metric::Ttft], &[]);
+        assert_eq!(m, [Metric::Tpot], "interactivity needs TPOT's section");
     }
 
     #[test]

@@ -319,6 +319,39 @@ fn a_model_by_concurrency_sweep_ranks_the_models_and_their_degradation() {
 }
 
 #[test]
+fn the_pareto_frontier_says_which_series_serves_most_per_gpu_at_which_interactivity() {
+    // small on 1 GPU, large on 2: per user 100, 50, 25 tok/s and 33.3, 25, 16.7 tok/s.
+    let gpus = [1, 1, 1, 2, 2, 2];
+    let runs: Vec<NewRun> = [
+        point("small", 1, 50.0, 100.0, 10.0, 0),
+        point("small", 8, 300.0, 400.0, 20.0, 0),
+        point("small", 32, 400.0, 2000.0, 40.0, 0),
+        point("large", 1, 20.0, 300.0, 30.0, 0),
+        point("large", 8, 900.0, 600.0, 40.0, 0),
+        point("large", 32, 1000.0, 1200.0, 60.0, 0),
+    ]
+    .into_iter()
+    .zip(gpus)
+    .map(|(mut run, n)| {
+        run.summary.gpus = Some(n);
+        run
+    })
+    .collect();
+    let found = all(&stored(&runs), None);
+    // Per GPU: small 50, 300, 400; large 10, 450, 500. Large's first (#4: 10 at 33.3 tok/s/user)
+    // is beaten by small's second (300 at 50), and small's last (#3: 400 at 25) by large's
+    // second (450 at 25).
+    assert_eq!(
+        of_kind(&found, FindingKind::ParetoFrontier),
+        ["Pareto frontier of output tok/s per GPU against tok/s per user, most interactive first: small from 100.0 \
+             to 50.0 tok/s/user (50.0 to 300.0 tok/s/GPU; #1-2); then large from 25.0 to 16.7 tok/s/user (450.0 to \
+             500.0 tok/s/GPU; #5-6). The other 2 runs each give less of both than one on it."]
+    );
+    // Without GPU counts there is no frontier.
+    assert!(of_kind(&all(&model_sweep(), None), FindingKind::ParetoFrontier).is_empty());
+}
+
+#[test]
 fn failures_of_runs_side_by_side_name_the_run() {
     let runs = stored(&[point("a", 4, 10.0, 1.0, 1.0, 0), point("b", 4, 12.0, 1.0, 1.0, 25)]);
     let found = all(&runs, None);

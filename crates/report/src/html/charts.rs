@@ -1,6 +1,7 @@
 //! The report's charts of run summaries and distributions: output throughput and median
 //! TTFT/TPOT along the sweep axis (a line per series) or per run (bars), and the cumulative
-//! distribution of each latency from the per-request records.
+//! distribution of each latency from the per-request records; output throughput per GPU
+//! against interactivity, with its Pareto frontier, where the runs know their GPUs.
 
 use std::fmt::Write as _;
 
@@ -12,6 +13,7 @@ use super::{MAX_DISTRIBUTIONS, figure};
 use crate::bootstrap::samples;
 use crate::compare::ranges;
 use crate::layout::Layout;
+use crate::pareto;
 use crate::quantity::{Quantity, Stat, metric_name};
 use crate::svg::{self, Axis, Bar, Line, LineChart};
 
@@ -20,8 +22,64 @@ fn time_unit(values: impl Iterator<Item = f64>) -> (f64, &'static str) {
     if values.fold(0.0f64, f64::max) >= 10_000.0 { (1000.0, "s") } else { (1.0, "ms") }
 }
 
-/// Throughput, TTFT and TPOT along the sweep axis per series, or per run as bars.
+/// Throughput, TTFT and TPOT along the sweep axis per series, or per run as bars; then the
+/// trade of throughput per GPU against interactivity where runs know their GPUs.
 pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
+    let mut out = load_charts(runs, layout);
+    out.push_str(&pareto_chart(runs, layout));
+    out
+}
+
+/// Output tokens per second per GPU against tokens per second per user, a line per series (or
+/// run) and one along the Pareto frontier; nothing with fewer than two runs that know their
+/// GPU count.
+fn pareto_chart(runs: &[StoredRun], layout: &Layout) -> String {
+    let all = pareto::points(runs);
+    if all.len() < 2 {
+        return String::new();
+    }
+    let mut lines: Vec<Line> = Vec::new();
+    for p in &all {
+        let name = pareto::owner(layout, p.index);
+        let name = if name.is_empty() { "all runs".to_string() } else { name };
+        match lines.iter_mut().find(|l| l.name == name) {
+            Some(line) => line.points.push((p.user, p.gpu)),
+            None => lines.push(Line { name, points: vec![(p.user, p.gpu)], markers: true, bands: Vec::new() }),
+        }
+    }
+    for line in &mut lines {
+        line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let on = pareto::frontier(&all);
+    let mut ids: Vec<i64> = on.iter().map(|p| runs[p.index].row.id).collect();
+    ids.sort_unstable();
+    lines.push(Line {
+        name: "Pareto frontier".into(),
+        points: on.iter().map(|p| (p.user, p.gpu)).collect(),
+        markers: false,
+        bands: Vec::new(),
+    });
+    figure(
+        svg::line_chart(&LineChart {
+            id: "chart-pareto".into(),
+            title: "Throughput per GPU against interactivity".into(),
+            x: Axis::linear(pareto::PER_USER.label()),
+            y: Axis::linear(pareto::PER_GPU.label()),
+            lines,
+            x_unit: "tok/s/user".into(),
+            y_unit: "tok/s/GPU".into(),
+        }),
+        &format!(
+            "Each run's output tokens per second per GPU against the tokens per second each user saw (1000 / \
+             median TPOT), a line per series; up and to the right is better. Runs {} are on the Pareto frontier: \
+             no other run gives as much of both.",
+            ranges(&ids)
+        ),
+    )
+}
+
+/// Throughput, TTFT and TPOT along the sweep axis per series, or per run as bars.
+fn load_charts(runs: &[StoredRun], layout: &Layout) -> String {
     let mut out = String::new();
     let ttft = Quantity::Latency(Stat::Median, Metric::Ttft);
     let tpot = Quantity::Latency(Stat::Median, Metric::Tpot);

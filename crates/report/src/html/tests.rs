@@ -158,6 +158,39 @@ fn the_page_of_the_001_sweep() {
 }
 
 #[test]
+fn runs_that_know_their_gpus_chart_throughput_per_gpu_against_interactivity() {
+    assert!(!render(&reference_001(), &options()).unwrap().contains("chart-pareto"), "no GPU counts, no chart");
+    let mut runs = reference_001();
+    for run in &mut runs {
+        run.summary.gpus = Some(2);
+    }
+    let html = render(&runs, &options()).unwrap();
+    let chart = &html[html.find("id=\"chart-pareto\"").unwrap()..];
+    let (chart, caption) = chart.split_at(chart.find("</svg>").unwrap());
+    // A marker per run (the 12 and 7 of the two series and 4 outside them), a line per series
+    // (or name outside them), and the frontier's line without markers.
+    assert_eq!(chart.matches("<circle").count(), 23);
+    let layout = Layout::new(&runs, None).unwrap();
+    let mut owners: Vec<String> = (0..runs.len()).map(|i| crate::pareto::owner(&layout, i)).collect();
+    owners.sort();
+    owners.dedup();
+    assert_eq!(chart.matches("<path").count(), owners.len() + 1);
+    assert!(chart.contains(">Interactivity (tok/s/user)</text>"));
+    assert!(chart.contains(">Output throughput per GPU (tok/s/GPU)</text>"));
+    assert!(chart.contains("data-value=\"Pareto frontier\""));
+    // The caption names the runs on the frontier: each is beaten by none of the others.
+    let on = crate::pareto::frontier(&crate::pareto::points(&runs));
+    assert!(!on.is_empty());
+    let mut ids: Vec<i64> = on.iter().map(|p| runs[p.index].row.id).collect();
+    ids.sort_unstable();
+    let caption = &caption[..caption.find("</figcaption>").unwrap()];
+    assert!(
+        caption.contains(&format!("Runs {} are on the Pareto frontier", crate::compare::ranges(&ids))),
+        "{caption}"
+    );
+}
+
+#[test]
 fn the_page_of_two_measured_runs() {
     let runs = measured_pair();
     let html = render(&runs, &options()).unwrap();

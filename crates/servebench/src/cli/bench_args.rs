@@ -37,6 +37,11 @@ pub struct EndpointArgs {
     /// Model name; fetched from the server's /v1/models when absent.
     #[arg(long)]
     pub model: Option<String>,
+    /// How many GPUs serve the model (all replicas behind the URL), for the per-GPU
+    /// throughputs (tok/s/GPU) that comparisons and reports set against tok/s per user. The
+    /// simulator counts its own (tp × pp × dp).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus: Option<u32>,
     #[command(flatten)]
     pub request: RequestArgs,
     /// Prefix of the x-request-id header sent with request i (prefix + i) [default:

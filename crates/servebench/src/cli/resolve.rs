@@ -508,6 +508,12 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
         (None, Some(e)) => endpoint_urls(e, backend).0,
         (None, None) => return err("a server needs its address: --base-url, or --host and --port"),
     };
+    if let (Some(target), Some(n)) = (&sim, e_gpus(f.endpoint)) {
+        return err(format!(
+            "--gpus {n}: the simulator counts its own GPUs from {}@{}'s tp, pp and dp; leave out --gpus",
+            target.model, target.hardware
+        ));
+    }
     if let Some(spec) = sim.is_none().then(|| base_url.strip_prefix("sim://")).flatten() {
         return err(format!("--base-url takes a server's http:// or https:// URL; for the simulator use --sim {spec}"));
     }
@@ -544,6 +550,7 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
             insecure: e.is_some_and(|e| e.insecure),
             lora: e.map(|e| parse_lora(e, sim.is_some())).transpose()?.flatten(),
             profile: e.is_some_and(|e| e.profile),
+            gpus: e_gpus(e),
             sim,
         },
         workload,
@@ -553,6 +560,11 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
         logprobs: f.content.logprobs,
         output,
     })
+}
+
+/// `--gpus`, where the command has it.
+fn e_gpus(e: Option<&EndpointArgs>) -> Option<u32> {
+    e.and_then(|e| e.gpus)
 }
 
 /// `bench-{8 hex digits}-`, different for every run (vLLM uses a random uuid).

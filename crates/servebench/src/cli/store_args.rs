@@ -35,6 +35,11 @@ pub struct ImportArgs {
     /// (vLLM's --result-dir), not its subfolders.
     #[arg(required = true, value_name = "FILE|FOLDER")]
     pub files: Vec<PathBuf>,
+    /// How many GPUs served the imported runs, for their per-GPU throughputs, where a file
+    /// does not say: a servebench file's config, a `gpus` key (`vllm bench serve --metadata
+    /// gpus=8`), or the tp, pp and dp of a `vllm serve` line above a report say it first.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus: Option<u32>,
 }
 
 /// `servebench runs ...`

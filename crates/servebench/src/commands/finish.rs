@@ -44,6 +44,9 @@ fn finish_run(
     if let Some(b) = &band {
         out.out(&b.render())?;
     }
+    if let Some(line) = servebench_core::metrics::render_per_gpu(&summary) {
+        out.line(line)?;
+    }
     // servebench's own sections come after vLLM's block, so the block stays byte-identical.
     if let Some(turns) = TurnMetrics::compute(result) {
         out.out(&render_turns(&turns))?;

@@ -6,7 +6,8 @@
 //! (vLLM's `--result-dir`) stands for the files in it, in name order, not its subfolders nor
 //! hidden files. The exit code is 1 when a file could not be read, when a file named on the
 //! command line held no result at all, or when no file of a folder did; the other files are
-//! still imported.
+//! still imported. `--gpus N` gives the runs whose files do not say how many GPUs served them
+//! that count.
 
 use std::io::Write;
 use std::path::Path;
@@ -39,7 +40,7 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         // holds none.
         let mut held = false;
         for file in &files {
-            match import_one(&mut store, file, out)? {
+            match import_one(&mut store, file, args.gpus, out)? {
                 Imported::Unreadable => failed += 1,
                 Imported::Runs(n) => {
                     total += n.added;
@@ -93,14 +94,17 @@ impl Lazy<'_> {
     }
 }
 
-fn import_one(store: &mut Lazy<'_>, file: &Path, out: &mut dyn Write) -> anyhow::Result<Imported> {
-    let report = match import_file(file) {
+fn import_one(store: &mut Lazy<'_>, file: &Path, gpus: Option<u32>, out: &mut dyn Write) -> anyhow::Result<Imported> {
+    let mut report = match import_file(file) {
         Ok(report) => report,
         Err(e) => {
             output::error(&e);
             return Ok(Imported::Unreadable);
         }
     };
+    for run in &mut report.runs {
+        run.summary.gpus = run.summary.gpus.or(gpus);
+    }
     let mut added: Vec<RunId> = Vec::new();
     let mut skipped = report.skipped.clone();
     for run in &report.runs {

@@ -134,6 +134,7 @@ impl Resolver {
             Some(target) => {
                 let (engine_options, dialect) = split_dialect(&target.options)?;
                 let setup = self.setup(&SimTarget { options: engine_options, ..target.clone() })?;
+                config.target.gpus = Some(setup.options.gpus());
                 let id = given.unwrap_or_else(|| setup.model.id.clone());
                 let model = (id.clone(), served.unwrap_or(id));
                 let executor = if f.virtual_time {

@@ -242,6 +242,11 @@ async fn unsupported_vllm_flags_are_refused_by_name() {
     let out = servebench(args(&sim_url)).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("use --sim Qwen/Qwen3-0.6B@l40s"), "{}", text(&out.stderr));
+    // The simulator counts its own GPUs.
+    let sim_gpus = ["bench", "serve", "--sim", "Qwen/Qwen3-0.6B@l40s", "--gpus", "2", "--num-prompts", "1"];
+    let out = servebench(args(&sim_gpus)).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--gpus 2: the simulator counts its own GPUs"), "{}", text(&out.stderr));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -92,6 +92,12 @@ fn sim_predict_prints_the_vllm_block_and_saves_the_result() {
     assert_eq!(json["servebench"]["config"]["target"]["sim"]["hardware"], "l40s");
     assert!((json["mean_ttft_ms"].as_f64().unwrap() - ttft).abs() < 0.01);
 
+    // The deployment's GPUs share its throughput: one L40S here.
+    let per_gpu = out.lines().find(|l| l.starts_with("Per GPU (1 GPU): ")).expect(&out);
+    let output = value(&out, "Output token throughput (tok/s):");
+    assert!(per_gpu.starts_with(&format!("Per GPU (1 GPU): {output:.2} output tok/s/GPU")), "{per_gpu}");
+    assert_eq!(json["servebench"]["config"]["target"]["gpus"], 1);
+
     // The same flags predict the same run.
     let again = ok(&args);
     assert_eq!(value(&again, "Mean TPOT (ms):"), tpot);

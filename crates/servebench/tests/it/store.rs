@@ -81,6 +81,21 @@ fn importing_the_reference_reports_gives_one_run_per_block_with_their_labels() {
 }
 
 #[test]
+fn imported_runs_given_their_gpus_compare_per_gpu_and_name_their_pareto_frontier() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(&dir);
+    let file = report_file("000-dense-models.txt").to_string_lossy().into_owned();
+    run(&["import", "--db", &db, "--gpus", "1", &file]);
+    let out = run(&["compare", "--db", &db, "1-4", "--findings"]);
+    // Run 4 (Qwen3-0.6B) gives 124.81 output tok/s on its one GPU.
+    let row = out.lines().find(|l| l.starts_with("Output throughput per GPU (tok/s/GPU)")).expect(&out);
+    assert!(row.contains("124.81"), "{row}");
+    assert!(out.contains("- Pareto frontier of output tok/s per GPU against tok/s per user"), "{out}");
+    let err = try_run(&["import", "--db", &db, "--gpus", "0", &file]).unwrap_err().to_string();
+    assert!(err.contains("--gpus") && err.contains("0 is not in 1.."), "{err}");
+}
+
+#[test]
 fn importing_a_file_again_adds_nothing() {
     let (_dir, db) = imported();
     let out = run(&["import", "--db", &db, &report_file("004-prefill-decode.txt").to_string_lossy()]);

@@ -13,6 +13,9 @@
 //! fingerprint (the file content's hash and that line), so the store refuses to import the
 //! same block twice. A document or block that cannot be read is reported with its line and a
 //! reason, and skipped; the rest of the file is imported. Nothing is guessed.
+//!
+//! A run's GPU count (for the per-GPU throughputs) is its servebench config's, else what its
+//! labels say (see [`gpus_of`]).
 
 pub mod json;
 pub(crate) mod records;
@@ -115,7 +118,26 @@ pub fn import_bytes(bytes: &[u8], source: &str) -> ImportReport {
         });
     }
     set_repeats_apart(&mut report);
+    for run in &mut report.runs {
+        run.summary.gpus = run.summary.gpus.or_else(|| gpus_of(&run.labels));
+    }
     report
+}
+
+/// The GPU count a run's labels give, for a run whose file does not say it otherwise: a `gpus`
+/// label (`vllm bench serve --metadata gpus=8`, or `gpus: 8` above a report), else the product
+/// of the `tp`, `pp` and `dp` a pasted `vllm serve` line gave (vLLM's 1 for those it left out).
+/// A `gpus` that is not a count of at least 1 (`gpus=H100`) stays a label only.
+fn gpus_of(labels: &[(String, String)]) -> Option<u32> {
+    let count = |key: &str| {
+        let (_, text) = labels.iter().find(|(k, _)| k == key)?;
+        text.trim().parse::<u32>().ok().filter(|&n| n >= 1)
+    };
+    if let Some(n) = count("gpus") {
+        return Some(n);
+    }
+    let sizes = ["tp", "pp", "dp"].map(count);
+    sizes.iter().any(Option::is_some).then(|| sizes.iter().map(|s| s.unwrap_or(1)).fold(1u32, u32::saturating_mul))
 }
 
 /// A block or document that repeats an earlier one of the file exactly (figures, labels and

@@ -348,6 +348,41 @@ fn a_servebench_file_restores_config_and_records() {
 }
 
 #[test]
+fn a_run_s_gpu_count_comes_from_its_config_else_a_gpus_label_that_counts() {
+    // servebench's own file: the saved config's `--gpus`.
+    let (mut run, _) = sample();
+    run.config.target.gpus = Some(8);
+    let summary = Summary::compute(&run);
+    assert_eq!(summary.gpus, Some(8));
+    let report = import(&result_json(&run, &summary).to_string());
+    assert_eq!(report.runs[0].summary.gpus, Some(8));
+    assert_eq!(report.runs[0].summary, summary);
+    // vLLM's file with `--metadata gpus=4` (written as text), and one without.
+    let (_, _, doc) = vllm_doc();
+    assert_eq!(import(&doc.to_string()).runs[0].summary.gpus, None);
+    for (value, want) in [(json!("4"), Some(4)), (json!(4), Some(4)), (json!("H100"), None), (json!("0"), None)] {
+        let mut with = doc.clone();
+        with.as_object_mut().unwrap().insert("gpus".into(), value.clone());
+        let new = &import(&with.to_string()).runs[0];
+        assert_eq!(new.summary.gpus, want, "gpus: {value}");
+        assert!(new.labels.iter().any(|(k, _)| k == "gpus"), "it stays a label");
+    }
+    // Console reports under headings that name their GPUs, or the server's parallel sizes.
+    let block = R003.lines().skip_while(|l| !l.starts_with("=====")).collect::<Vec<_>>().join("\n");
+    for (heading, want) in [
+        ("gpus: 2", Some(2)),
+        ("$ vllm serve openai/gpt-oss-120b -tp 4 -dp 2", Some(8)),
+        ("$ vllm serve openai/gpt-oss-120b -pp 2", Some(2)),
+        ("Qwen/Qwen3-8B", None),
+        ("gpus: H100\ntp=4", Some(4)),
+        ("gpus: H100", None),
+    ] {
+        let run = &import(&format!("{heading}\n{block}\n")).runs[0];
+        assert_eq!(run.summary.gpus, want, "{heading}: {:?}", run.labels);
+    }
+}
+
+#[test]
 fn a_damaged_servebench_key_keeps_what_vllm_s_keys_say() {
     let (_, _, mut doc) = vllm_doc();
     doc["servebench"] = json!({"version": "99", "records": "bad"});

@@ -130,7 +130,15 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         server,
         http,
         spec_decode: spec_decode(m)?,
+        gpus: gpus(ours),
     })
+}
+
+/// The GPUs that served the run, as servebench's saved config says (`--gpus`, or the
+/// simulator's deployment); a file's own `gpus` label is read by the importer.
+fn gpus(ours: Option<&Map<String, Value>>) -> Option<u32> {
+    let saved = ours?.get("config")?.get("target")?.get("gpus")?;
+    u32::try_from(whole_number(saved)?).ok().filter(|&n| n >= 1)
 }
 
 /// vLLM's `spec_decode_*` keys, back as the counts they were made from (each position's from

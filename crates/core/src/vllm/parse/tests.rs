@@ -298,6 +298,7 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
             server: None,
             http: None,
             spec_decode: None,
+            gpus: None,
         }
     })
 }

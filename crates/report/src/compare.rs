@@ -127,9 +127,14 @@ impl PairStats {
         self.rows.iter().find(|r| r.quantity == q)
     }
 
-    /// The row a `--fail-on` rule on `q` is judged on: `failed_pct`, which the table leaves
-    /// out, comes from the completed and failed rows.
+    /// The row a `--fail-on` rule on `q` is judged on: `failed_pct` and `interactivity`, which
+    /// the table leaves out, come from the completed and failed rows and the median TPOT row.
     pub fn judged(&self, q: Quantity) -> Option<PairRow> {
+        if q == Quantity::Interactivity {
+            let tpot = self.row(Quantity::Latency(Stat::Median, Metric::Tpot))?;
+            let rate = |ms: Option<f64>| Some(1000.0 / ms?).filter(|r| r.is_finite());
+            return Some(PairRow { quantity: q, a: rate(tpot.a), b: rate(tpot.b), estimate: None });
+        }
         if q != Quantity::FailedPct {
             return self.row(q).cloned();
         }

@@ -56,10 +56,10 @@ fn verdict(rule: &Threshold, pair: &PairStats) -> Verdict {
         };
     }
     let Some(row) = pair.judged(q) else {
-        return unchecked(format!("not checked: the runs do not both have a {}", q.name()));
+        return unchecked(format!("not checked: the runs do not both have {}", with_article(&q.name())));
     };
     let (Some(a), Some(b)) = (row.a, row.b) else {
-        return unchecked(format!("not checked: the runs do not both have a {}", q.name()));
+        return unchecked(format!("not checked: the runs do not both have {}", with_article(&q.name())));
     };
     let percent = matches!(rule.bound, Bound::PercentChange(_));
     let change = if percent {
@@ -128,6 +128,12 @@ pub fn check_run(rules: &[Threshold], summary: &Summary) -> Verdicts {
         })
         .collect();
     Verdicts { verdicts }
+}
+
+/// `a median TTFT`, `an interactivity`.
+fn with_article(name: &str) -> String {
+    let vowel = name.starts_with(['a', 'e', 'i', 'o', 'u']);
+    format!("{} {name}", if vowel { "an" } else { "a" })
 }
 
 #[cfg(test)]

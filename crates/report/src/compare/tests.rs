@@ -78,6 +78,14 @@ fn two_measured_runs_get_intervals_and_the_gate_fails_on_a_significant_regressio
     let reversed = compared(&[runs[1].clone(), runs[0].clone()]);
     assert!(!reversed.check(&parse_rules(&["p99_ttft_ms>+10%"]).unwrap()).unwrap().failed());
     assert!(reversed.check(&parse_rules(&["output_throughput>+10%"]).unwrap()).unwrap().failed());
+    // Interactivity, 1000 / median TPOT, is judged on the median TPOT row: B's 26 ms chunks
+    // against A's 20 ms are 23 % fewer tokens a second per user.
+    let tpot = pair.row(Quantity::Latency(Stat::Median, Metric::Tpot)).unwrap();
+    let rate = pair.judged(Quantity::Interactivity).unwrap();
+    assert_eq!((rate.a, rate.b), (Some(1000.0 / tpot.a.unwrap()), Some(1000.0 / tpot.b.unwrap())));
+    let gate = c.check(&parse_rules(&["interactivity<-10%,output_throughput_per_gpu<-10%"]).unwrap()).unwrap();
+    assert_eq!(gate.verdicts[0].outcome, Outcome::Fail, "{}", gate.text());
+    assert!(gate.text().contains("SKIP output_throughput_per_gpu<-10%: not checked: the runs do not both have an"));
 }
 
 #[test]

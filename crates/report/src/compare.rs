@@ -16,6 +16,7 @@
 use std::fmt::Write as _;
 
 use servebench_core::config::Metric;
+use servebench_core::metrics::per_user;
 use servebench_core::threshold::{Threshold, Verdicts, failed_pct};
 use servebench_store::{ChunkTimes, RunId, StoredRun};
 
@@ -130,9 +131,9 @@ impl PairStats {
     /// The row a `--fail-on` rule on `q` is judged on: `failed_pct` and `interactivity`, which
     /// the table leaves out, come from the completed and failed rows and the median TPOT row.
     pub fn judged(&self, q: Quantity) -> Option<PairRow> {
-        if q == Quantity::Interactivity {
-            let tpot = self.row(Quantity::Latency(Stat::Median, Metric::Tpot))?;
-            let rate = |ms: Option<f64>| Some(1000.0 / ms?).filter(|r| r.is_finite());
+        if let (Quantity::Interactivity, Some((stat, metric))) = (q, q.latency()) {
+            let tpot = self.row(Quantity::Latency(stat, metric))?;
+            let rate = |ms: Option<f64>| per_user(ms?);
             return Some(PairRow { quantity: q, a: rate(tpot.a), b: rate(tpot.b), estimate: None });
         }
         if q != Quantity::FailedPct {

@@ -30,7 +30,7 @@
 //! On one run (`bench serve --fail-on`, read by `parse_fail_on_values`) a rule is a value:
 //! `p99_ttft_ms>500` fails when the run's P99 TTFT is above 500 ms ([`check_run`]).
 
-use servebench_core::threshold::{Bound, Op, Outcome, Quantity, Threshold, Verdict, Verdicts};
+use servebench_core::threshold::{Bound, Op, Outcome, Threshold, Verdict, Verdicts};
 
 use servebench_core::metrics::Summary;
 
@@ -45,7 +45,7 @@ pub fn check(rules: &[Threshold], pair: &PairStats) -> Verdicts {
 fn verdict(rule: &Threshold, pair: &PairStats) -> Verdict {
     let q = rule.quantity;
     let unchecked = |reason: String| Verdict { threshold: rule.clone(), value: None, outcome: Outcome::Skip, reason };
-    if matches!(q, Quantity::Latency(..)) && pair.completed.1 == 0 && pair.completed.0 > 0 {
+    if q.latency().is_some() && pair.completed.1 == 0 && pair.completed.0 > 0 {
         // The candidate has no latency to judge because nothing it sent succeeded: a gate
         // must not read that as an improvement.
         return Verdict {

@@ -152,13 +152,13 @@ impl Summary {
         Some(tokens_per_s? / f64::from(self.gpus?))
     }
 
-    /// Output tokens per second each request saw once it streamed, 1000 / median TPOT in ms
-    /// (InferenceX's interactivity, tok/s/user); `None` without requests or a TPOT above 0.
+    /// Output tokens per second each request saw once it streamed, [`per_user`] of the median
+    /// TPOT (InferenceX's interactivity, tok/s/user); `None` without requests or a TPOT above 0.
     pub fn interactivity(&self) -> Option<f64> {
         if self.completed == 0 {
             return None;
         }
-        Some(1000.0 / self.metric(Metric::Tpot)?.median_ms).filter(|rate| rate.is_finite())
+        per_user(self.metric(Metric::Tpot)?.median_ms)
     }
 
     /// Computes the summary of a run as vLLM 0.33's `calculate_metrics` does, plus the exact
@@ -329,6 +329,12 @@ impl Summary {
             gpus: config.target.gpus,
         }
     }
+}
+
+/// The tokens per second a user sees at a time per output token of `tpot_ms`: 1000 / TPOT;
+/// `None` at a TPOT of 0 (every request gave one token), which has no rate.
+pub fn per_user(tpot_ms: f64) -> Option<f64> {
+    Some(1000.0 / tpot_ms).filter(|rate| rate.is_finite())
 }
 
 /// p50, p99 and max of [`RequestRecord::dispatch_lag_s`] over the requests that were

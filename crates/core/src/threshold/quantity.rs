@@ -234,6 +234,16 @@ impl Quantity {
         }
     }
 
+    /// The latency statistic the value is read from: a latency's own, and the median TPOT for
+    /// interactivity (so it needs that section, and a run that completed nothing has none).
+    pub fn latency(self) -> Option<(Stat, Metric)> {
+        match self {
+            Quantity::Latency(stat, metric) => Some((stat, metric)),
+            Quantity::Interactivity => Some((Stat::Median, Metric::Tpot)),
+            _ => None,
+        }
+    }
+
     /// Whether a larger value is the better one.
     pub fn higher_is_better(self) -> bool {
         matches!(

@@ -69,14 +69,7 @@ pub fn missing_sections(slos: &[Threshold], metrics: &[Metric], percentiles: &[f
     let mut need_metrics: Vec<Metric> = Vec::new();
     let mut need_ps: Vec<f64> = Vec::new();
     for slo in slos {
-        // Interactivity is 1000 / median TPOT: it needs TPOT's section.
-        if slo.quantity == Quantity::Interactivity
-            && !metrics.contains(&Metric::Tpot)
-            && !need_metrics.contains(&Metric::Tpot)
-        {
-            need_metrics.push(Metric::Tpot);
-        }
-        if let Quantity::Latency(stat, metric) = slo.quantity {
+        if let Some((stat, metric)) = slo.quantity.latency() {
             if !metrics.contains(&metric) && !need_metrics.contains(&metric) {
                 need_metrics.push(metric);
             }

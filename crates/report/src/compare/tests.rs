@@ -103,6 +103,13 @@ fn a_candidate_that_completed_nothing_fails_its_latency_rules_and_shows_no_laten
         "{}",
         gate.text()
     );
+    // Interactivity is read from the median TPOT: with none, it fails too, never skips.
+    let gate = c.check(&parse_rules(&["interactivity<-10%"]).unwrap()).unwrap();
+    assert!(
+        gate.text().starts_with("FAIL interactivity<-10%: run B completed no request, so it has no interactivity"),
+        "{}",
+        gate.text()
+    );
     // The other way round there is no baseline to judge a latency against: not checked.
     let reversed = compared(&[runs[1].clone(), runs[0].clone()]);
     let gate = reversed.check(&parse_rules(&["p99_ttft_ms>+10%"]).unwrap()).unwrap();

@@ -17,6 +17,11 @@ use crate::pareto;
 use crate::quantity::{Quantity, Stat, metric_name};
 use crate::svg::{self, Axis, Bar, Line, LineChart};
 
+/// A series' name in a chart's legend: an unnamed series (the only one) is `all runs`.
+fn series_name(name: &str) -> String {
+    if name.is_empty() { "all runs".to_string() } else { name.to_string() }
+}
+
 /// Milliseconds shown in seconds when values reach ten seconds.
 fn time_unit(values: impl Iterator<Item = f64>) -> (f64, &'static str) {
     if values.fold(0.0f64, f64::max) >= 10_000.0 { (1000.0, "s") } else { (1.0, "ms") }
@@ -40,8 +45,7 @@ fn pareto_chart(runs: &[StoredRun], layout: &Layout) -> String {
     }
     let mut lines: Vec<Line> = Vec::new();
     for p in &all {
-        let name = pareto::owner(layout, p.index);
-        let name = if name.is_empty() { "all runs".to_string() } else { name };
+        let name = series_name(&pareto::owner(layout, p.index));
         match lines.iter_mut().find(|l| l.name == name) {
             Some(line) => line.points.push((p.user, p.gpu)),
             None => lines.push(Line { name, points: vec![(p.user, p.gpu)], markers: true, bands: Vec::new() }),
@@ -142,7 +146,6 @@ fn load_charts(runs: &[StoredRun], layout: &Layout) -> String {
         let axis = if positive && spread >= 8.0 { Axis::log(label) } else { Axis::linear(label) };
         Axis { from_zero: false, ..axis.with_ticks(axis_values.clone()) }
     };
-    let series_name = |name: &str| if name.is_empty() { "all runs".to_string() } else { name.to_string() };
     let lines = |q: Quantity, band: &str, scale: f64| -> Vec<Line> {
         sweep
             .series

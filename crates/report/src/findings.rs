@@ -21,6 +21,9 @@
 //!   so.
 //! - **Superlinear TTFT**: the first step where median TTFT grows by a factor more than 1.1
 //!   times the factor of the axis ([`SUPERLINEAR_MARGIN`]), that is, faster than the load.
+//!
+//!   These three only along a load ([`LOAD_KEYS`]): along `tp` or an input length each value
+//!   is another deployment or workload, not more of the same traffic.
 //! - **Failures**: every run that failed requests, with the share, count and load.
 //! - **Pareto frontier** of output throughput per GPU against interactivity, over every run
 //!   whose GPU count is known ([`crate::pareto`]): which runs are on it, as stretches of one
@@ -33,7 +36,7 @@ use servebench_core::config::Metric;
 use servebench_store::StoredRun;
 
 use crate::compare::PairStats;
-use crate::layout::{Layout, Sweep, number_text};
+use crate::layout::{LOAD_KEYS, Layout, Sweep, number_text};
 use crate::quantity::{Quantity, Stat, failed_pct};
 
 /// The knee is where the gain per added unit stays below this fraction of the first step's.
@@ -110,10 +113,14 @@ pub fn findings(runs: &[StoredRun], layout: &Layout, pair: Option<&PairStats>) -
             if let [series] = sweep.series.as_slice() {
                 out.extend(peak_along(runs, sweep, series));
             }
-            out.extend(degradation(runs, sweep));
-            for s in &sweep.series {
-                out.extend(knee(runs, sweep, s));
-                out.extend(superlinear_ttft(runs, sweep, s));
+            // How latency and throughput bend as the load grows: only along a load (an axis of
+            // `tp` or input lengths is a different deployment or workload at each value).
+            if LOAD_KEYS.contains(&sweep.axis.as_str()) {
+                out.extend(degradation(runs, sweep));
+                for s in &sweep.series {
+                    out.extend(knee(runs, sweep, s));
+                    out.extend(superlinear_ttft(runs, sweep, s));
+                }
             }
             out.extend(sweep_failures(runs, layout, sweep));
         }

@@ -130,6 +130,16 @@ pub fn canonical_key(key: &str) -> String {
     }
 }
 
+/// Whether one value of option `key` (as [`canonical_key`] names it) may itself hold commas: a
+/// list of sizes, rates or modalities, or a JSON object. A sweep reads the other options'
+/// comma lists as several values to sweep over (`tp=1,2,8`); these it sweeps by repeating the key.
+pub fn value_holds_commas(key: &str) -> bool {
+    matches!(
+        canonical_key(key).as_str(),
+        "cudagraph-capture-sizes" | "speculative-config" | "spec-acceptance" | "limit-mm-per-prompt"
+    )
+}
+
 fn known_keys() -> String {
     SERVING_OPTION_KEYS.iter().map(|(k, _)| *k).chain(PROFILE_OPTION_KEYS).collect::<Vec<_>>().join(", ")
 }
@@ -197,7 +207,11 @@ impl ServingOptions {
             let bad = |expected: &str| SimError::BadOption {
                 key: key.clone(),
                 value: value.clone(),
-                expected: expected.to_string(),
+                expected: if value.contains(',') && !value_holds_commas(&key) {
+                    format!("{expected}, one value (`servebench sweep --sim-option {key}=A,B` sweeps a list)")
+                } else {
+                    expected.to_string()
+                },
             };
             let v = value.trim();
             match key.as_str() {

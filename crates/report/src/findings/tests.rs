@@ -319,6 +319,34 @@ fn a_model_by_concurrency_sweep_ranks_the_models_and_their_degradation() {
 }
 
 #[test]
+fn a_sweep_along_a_deployment_is_not_read_as_a_load() {
+    // Along tp, numbers that would make every load finding (TTFT x20 and faster than the
+    // axis, a knee) are other deployments at one load: only the rankings at a value apply.
+    let runs: Vec<NewRun> = [(1, 50.0, 100.0), (2, 300.0, 400.0), (8, 310.0, 2000.0), (16, 311.0, 2500.0)]
+        .into_iter()
+        .map(|(tp, out, ttft)| point("m", 64, out, ttft, 10.0, 0).with_label("tp", &tp.to_string()))
+        .collect();
+    let along_tp = all(&stored(&runs), Some("tp"));
+    for kind in
+        [FindingKind::DegradesUnderLoad, FindingKind::SaturationKnee, FindingKind::NoKnee, FindingKind::SuperlinearTtft]
+    {
+        assert!(of_kind(&along_tp, kind).is_empty(), "{kind:?}: {along_tp:?}");
+    }
+    assert_eq!(
+        of_kind(&along_tp, FindingKind::HighestThroughput),
+        ["Output throughput peaks at tp=16: 311.00 tok/s, 6.22× the 50.00 tok/s at tp=1."]
+    );
+    // The same numbers along the concurrency are a load, and read as one.
+    let load: Vec<NewRun> = [(1, 50.0, 100.0), (2, 300.0, 400.0), (8, 310.0, 2000.0), (16, 311.0, 2500.0)]
+        .into_iter()
+        .map(|(c, out, ttft)| point("m", c, out, ttft, 10.0, 0))
+        .collect();
+    let along_load = all(&stored(&load), None);
+    assert_eq!(of_kind(&along_load, FindingKind::SaturationKnee).len(), 1, "{along_load:?}");
+    assert_eq!(of_kind(&along_load, FindingKind::SuperlinearTtft).len(), 1, "{along_load:?}");
+}
+
+#[test]
 fn the_pareto_frontier_says_which_series_serves_most_per_gpu_at_which_interactivity() {
     // small on 1 GPU, large on 2: per user 100, 50, 25 tok/s and 33.3, 25, 16.7 tok/s.
     let gpus = [1, 1, 1, 2, 2, 2];

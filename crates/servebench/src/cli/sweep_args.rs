@@ -285,7 +285,9 @@ impl Args for SweepArgs {
 const SWEEP_HELP: &str = "\
 The grid is every combination of the list flags' values: targets (--sim or --base-url, with \
 --model), then --input-len/--random-input-len, --output-len/--random-output-len, --request-rate, \
---max-concurrency and --num-prompts; each point runs --repeats times. Every run is a full \
+--max-concurrency and --num-prompts; each point runs --repeats times. A --sim target's serving \
+options given several values are a deployment each: --sim-option tp=1,2,8 (an option whose one \
+value holds commas, such as cudagraph-capture-sizes, by giving it again). Every run is a full \
 `bench serve` run: printed under a heading (`Results MODEL`, `max_concurrency: 8`), saved with \
 --save-result (one file per run), and kept in the run store labelled with what varies \
 (model=, max_concurrency=, ...), sweep=NAME and repeat=I. A point that fails is recorded and the \

@@ -456,3 +456,82 @@ fn a_predicted_sweep_with_server_metrics_shows_the_gpu_s_use_beside_the_load() {
     assert_eq!(values.len(), 3, "{row}");
     assert!(values.iter().all(|v| (0.0..=100.0).contains(v) && *v > 50.0), "{row}");
 }
+
+/// A serving option given several values is one deployment each: `tp=1,2` predicts the grid
+/// at both sizes, labels and names each run by its size and lays the table out by it.
+#[test]
+fn a_sweep_over_serving_options_runs_each_deployment() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let out = servebench_blocking(&args(&[
+        "sweep",
+        "--sim",
+        "Qwen/Qwen3-8B@h100-sxm",
+        "--sim-option",
+        "tp=1,2",
+        "--max-concurrency",
+        "1,32",
+        "--num-prompts",
+        "64",
+        "--random-input-len",
+        "512",
+        "--random-output-len",
+        "64",
+        "--predict",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--sweep-id",
+        "tps",
+        "--findings",
+    ]));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("point 3/4: model=Qwen/Qwen3-8B tp=2 max_concurrency=1"),
+        "{}",
+        text(&out.stderr)
+    );
+    let rows = runs_labelled(&db, "sweep", "tps");
+    let sizes: Vec<(Option<&str>, Option<u64>)> = rows.iter().map(|r| (r.label("tp"), r.max_concurrency)).collect();
+    assert_eq!(sizes, [(Some("1"), Some(1)), (Some("1"), Some(32)), (Some("2"), Some(1)), (Some("2"), Some(32))]);
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .map(|n| n.rsplit_once("-Qwen3-8B-").map_or(n.clone(), |(_, s)| s.to_string()))
+        .collect();
+    files.sort();
+    assert_eq!(files, ["tp1-c1.json", "tp1-c32.json", "tp2-c1.json", "tp2-c32.json"]);
+    // The per-GPU table has a row per deployment; one stream gains less than twice from two GPUs.
+    let end = closing(&stdout);
+    let table: Vec<&str> =
+        end.lines().skip_while(|l| !l.starts_with("Output throughput per GPU")).skip(1).take(3).collect();
+    assert_eq!(table[0].split_whitespace().collect::<Vec<_>>(), ["tp", "1", "32"], "{end}");
+    let per_gpu = |row: &str| -> Vec<f64> { row.split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect() };
+    let (one, two) = (per_gpu(table[1]), per_gpu(table[2]));
+    assert!(table[1].starts_with("tp=1") && table[2].starts_with("tp=2"), "{end}");
+    assert!(two[0] < one[0], "{end}");
+    assert!(end.contains("Pareto frontier of output tok/s per GPU against tok/s per user"), "{end}");
+}
+
+#[test]
+fn a_list_of_option_values_outside_a_sweep_says_where_lists_go() {
+    let out = servebench_blocking(&args(&[
+        "sim",
+        "predict",
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--hardware",
+        "h100-sxm",
+        "--tp",
+        "1",
+        "--option",
+        "max-num-seqs=32,64",
+    ]));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("one value (`servebench sweep --sim-option max-num-seqs=A,B` sweeps a list)"), "{stderr}");
+}

@@ -1,12 +1,11 @@
 //! The grid of a sweep: its targets and the values of each list flag, the points they form,
 //! and what each point is called (labels, heading, progress line, result file suffix).
 
-use servebench_core::config::SimTarget;
 use servebench_report::layout::number_text;
 
+use super::targets::targets;
+pub use super::targets::{Target, TargetKind};
 use crate::cli::BenchServeArgs;
-use crate::cli::bench_args::SimTargetArgs;
-use crate::cli::resolve::parse_sim_target;
 use crate::cli::sweep_args::{SearchKey, SweepArgs};
 
 /// A usage error in the sweep's flags.
@@ -16,37 +15,6 @@ pub struct GridError(pub String);
 
 fn err<T>(msg: impl Into<String>) -> Result<T, GridError> {
     Err(GridError(msg.into()))
-}
-
-/// Where one series of points goes.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TargetKind {
-    /// The simulator, `MODEL@HARDWARE` as given, and its parsed form.
-    Sim { spec: String, target: SimTarget },
-    /// A server: `--base-url`, or `--host`/`--port` when `None`.
-    Server { base_url: Option<String> },
-}
-
-/// One target of the grid.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Target {
-    pub kind: TargetKind,
-    /// The `--model` for this target; `None`: the server is asked (or the simulator's model).
-    pub model: Option<String>,
-}
-
-impl Target {
-    pub fn sim(&self) -> Option<&SimTarget> {
-        match &self.kind {
-            TargetKind::Sim { target, .. } => Some(target),
-            TargetKind::Server { .. } => None,
-        }
-    }
-
-    /// The model as far as it is known before the run.
-    pub fn known_model(&self) -> Option<&str> {
-        self.model.as_deref().or_else(|| self.sim().map(|s| s.model.as_str()))
-    }
 }
 
 /// How many prompts each point sends.
@@ -276,7 +244,10 @@ impl Grid {
         let target = &self.targets[p.target];
         let mut out = vec![("model".to_string(), target.known_model().unwrap_or("?").to_string())];
         match &target.kind {
-            TargetKind::Sim { target: sim, .. } => out.push(("hardware".into(), sim.hardware.clone())),
+            TargetKind::Sim { target: sim, .. } => {
+                out.push(("hardware".into(), sim.hardware.clone()));
+                out.extend(sim.options.iter().cloned());
+            }
             TargetKind::Server { base_url } => {
                 out.push(("base_url".into(), base_url.clone().unwrap_or_else(|| "host:port".into())))
             }
@@ -318,8 +289,9 @@ impl Grid {
         let mut a = base.clone();
         let target = &self.targets[p.target];
         match &target.kind {
-            TargetKind::Sim { spec, .. } => {
+            TargetKind::Sim { spec, target: sim } => {
                 a.sim.sim = Some(spec.clone());
+                a.sim.sim_options = sim.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 a.endpoint.base_url = None;
             }
             TargetKind::Server { base_url } => {
@@ -345,65 +317,6 @@ impl Grid {
         a.traffic.num_prompts = p.num_prompts;
         a
     }
-}
-
-/// The targets: several `--sim`, or several `--base-url` (or `--host`/`--port`) with `--model`
-/// given once, once per URL, or as several models of one server.
-fn targets(args: &SweepArgs) -> Result<Vec<Target>, GridError> {
-    let lists = &args.lists;
-    let bench = &args.bench;
-    let sims: Vec<String> =
-        if lists.sim.is_empty() { bench.sim.sim.iter().cloned().collect() } else { lists.sim.clone() };
-    let urls = &lists.base_url;
-    let models = &lists.model;
-    if !sims.is_empty() {
-        if !urls.is_empty() {
-            return err("--sim starts the simulator on a loopback port and benchmarks it; leave out --base-url");
-        }
-        if models.len() > 1 && models.len() != sims.len() || models.len() == 1 && sims.len() > 1 {
-            return err(format!(
-                "{} --sim targets and {} --model names: leave out --model (each simulator serves its model's id), \
-                 or give one served name per target",
-                sims.len(),
-                models.len()
-            ));
-        }
-        return sims
-            .iter()
-            .enumerate()
-            .map(|(i, spec)| {
-                let parsed = parse_sim_target(&SimTargetArgs {
-                    sim: Some(spec.clone()),
-                    sim_options: bench.sim.sim_options.clone(),
-                    sim_profile: bench.sim.sim_profile.clone(),
-                })
-                .map_err(|e| GridError(e.to_string()))?
-                .ok_or_else(|| GridError(format!("invalid --sim {spec:?}")))?;
-                Ok(Target {
-                    kind: TargetKind::Sim { spec: spec.clone(), target: parsed },
-                    model: models.get(i).cloned(),
-                })
-            })
-            .collect();
-    }
-    if args.sweep.predict {
-        return err("--predict runs --sim targets in virtual time; servers need real runs (leave out --predict)");
-    }
-    let servers: Vec<Option<String>> =
-        if urls.is_empty() { vec![None] } else { urls.iter().cloned().map(Some).collect() };
-    let pairs: Vec<(Option<String>, Option<String>)> = match (servers.len(), models.len()) {
-        (_, 0) => servers.into_iter().map(|s| (s, None)).collect(),
-        (_, 1) => servers.into_iter().map(|s| (s, Some(models[0].clone()))).collect(),
-        (1, _) => models.iter().map(|m| (servers[0].clone(), Some(m.clone()))).collect(),
-        (n, m) if n == m => servers.into_iter().zip(models.iter().cloned().map(Some)).collect(),
-        (n, m) => {
-            return err(format!(
-                "{n} --base-url values and {m} --model names: give one --model for all, one per URL, or none to \
-                 ask each server"
-            ));
-        }
-    };
-    Ok(pairs.into_iter().map(|(base_url, model)| Target { kind: TargetKind::Server { base_url }, model }).collect())
 }
 
 /// A length axis from its general flag (`--input-len`) and its random-dataset flag: the listed
@@ -436,8 +349,8 @@ fn file_safe(s: &str) -> String {
 pub fn file_suffix(labels: &[(String, String)], target_index: usize) -> String {
     let parts: Vec<String> = labels
         .iter()
-        .filter_map(|(k, v)| {
-            Some(match k.as_str() {
+        .map(|(k, v)| {
+            match k.as_str() {
                 "model" => v.rsplit('/').next().unwrap_or(v).to_string(),
                 "hardware" => v.clone(),
                 "base_url" => format!("s{}", target_index + 1),
@@ -448,21 +361,22 @@ pub fn file_suffix(labels: &[(String, String)], target_index: usize) -> String {
                 "num_prompts" => format!("n{v}"),
                 "repeat" => format!("r{v}"),
                 "probe" => format!("probe{v}"),
-                _ => return None,
-            })
+                // A serving option of the simulator's (`tp2`, `max-num-seqs64`).
+                _ => format!("{k}{v}"),
+            }
         })
         .collect();
     file_safe(&parts.join("-"))
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use clap::Parser;
 
     use super::*;
     use crate::cli::{Cli, Command};
 
-    fn sweep(argv: &[&str]) -> SweepArgs {
+    pub(crate) fn sweep(argv: &[&str]) -> SweepArgs {
         let argv = std::iter::once("servebench").chain(std::iter::once("sweep")).chain(argv.iter().copied());
         match Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).command {
             Command::Sweep(a) => *a,
@@ -545,22 +459,6 @@ mod tests {
         assert_eq!(Point::from_spec(&spec).unwrap(), (p, 2));
         assert!(Point::from_spec("target=1").is_err());
         assert!(Point::from_spec(&spec.replace("160", "many")).is_err());
-    }
-
-    #[test]
-    fn servers_pair_with_models() {
-        let a = sweep(&["--base-url", "http://a,http://b", "--model", "m1,m2", "--num-prompts", "5"]);
-        let t = Grid::new(&a).unwrap().targets;
-        assert_eq!(
-            t[1],
-            Target { kind: TargetKind::Server { base_url: Some("http://b".into()) }, model: Some("m2".into()) }
-        );
-        let one_server = Grid::new(&sweep(&["--base-url", "http://a", "--model", "m1,m2,m3"])).unwrap();
-        assert_eq!(one_server.targets.len(), 3);
-        let err = Grid::new(&sweep(&["--base-url", "http://a,http://b", "--model", "m1,m2,m3"])).unwrap_err();
-        assert!(err.to_string().contains("one per URL"), "{err}");
-        let default = Grid::new(&sweep(&["--num-prompts", "1,2"])).unwrap();
-        assert_eq!(default.targets[0].kind, TargetKind::Server { base_url: None });
     }
 
     #[test]

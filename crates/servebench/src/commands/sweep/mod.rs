@@ -1,7 +1,8 @@
 //! `servebench sweep`: `bench serve` over a grid of targets, lengths and loads, or a search
 //! for the highest load that meets SLOs.
 //!
-//! - `grid` reads the grid from the flags and names its points;
+//! - `grid` reads the grid from the flags and names its points, `targets` its targets (the
+//!   simulator's deployments or the servers);
 //! - `run` runs each point as a full `bench serve` run (or a prediction in virtual time with
 //!   `--predict`), labelled and kept, and records failures without stopping;
 //! - `servebench_core::threshold::slo` judges points against `--slo`, and
@@ -20,6 +21,7 @@
 mod grid;
 mod run;
 mod tables;
+mod targets;
 
 use std::process::ExitCode;
 

@@ -5,12 +5,15 @@
 //! label key found among the exported runs, sorted by key. JSON objects have the same keys,
 //! with the labels as one `labels` object after `target`. Numbers are written as JSON writes
 //! them (shortest exact form); an infinite request rate is `inf`, as in vLLM's JSON; a value
-//! that is not known is an empty CSV cell or `null`.
+//! that is not known is an empty CSV cell or `null`. The last fixed columns are the run's GPU
+//! count, its output and total tokens per second per GPU, and its interactivity (1000 / median
+//! TPOT), as `compare` shows them.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use serde_json::{Map, Value, json};
+use servebench_core::metrics::{per_gpu, per_user};
 
 pub mod trace;
 
@@ -18,7 +21,7 @@ use crate::requests::{EXPORT_COLUMNS, export_values};
 use crate::runs::{KeyStats, RunRecords, RunRow, StoredRun};
 
 /// The fixed columns of a run, in order.
-pub const RUN_COLUMNS: [&str; 34] = [
+pub const RUN_COLUMNS: [&str; 38] = [
     "id",
     "uid",
     "kind",
@@ -53,6 +56,10 @@ pub const RUN_COLUMNS: [&str; 34] = [
     "source_line",
     "num_requests",
     "chunk_times",
+    "gpus",
+    "output_throughput_per_gpu",
+    "total_token_throughput_per_gpu",
+    "interactivity",
 ];
 
 /// A number for JSON (`inf` for infinity, `null` for NaN).
@@ -101,6 +108,11 @@ pub fn row_json(row: &RunRow) -> Map<String, Value> {
     m.insert("source_line".into(), json!(row.source.as_ref().and_then(|s| s.line)));
     m.insert("num_requests".into(), json!(row.num_requests));
     m.insert("chunk_times".into(), json!(row.chunk_times.map(|c| c.as_str())));
+    m.insert("gpus".into(), json!(row.gpus));
+    m.insert("output_throughput_per_gpu".into(), opt_num(per_gpu(row.output_throughput, row.gpus)));
+    m.insert("total_token_throughput_per_gpu".into(), opt_num(per_gpu(row.total_token_throughput, row.gpus)));
+    let tpot = row.stats[1].as_ref().filter(|_| row.completed > 0);
+    m.insert("interactivity".into(), opt_num(tpot.and_then(|k| per_user(k.median_ms))));
     m
 }
 
@@ -194,6 +206,7 @@ mod tests {
     use crate::runs::{NewRun, RunFilter, RunKind, RunRef};
     use crate::testutil::sample;
     use crate::{Store, import};
+    use servebench_core::metrics::Summary;
 
     const R004: &str = include_str!("../../../testdata/vllm-reports/004-prefill-decode.txt");
 
@@ -204,7 +217,8 @@ mod tests {
             store.insert(&run).unwrap();
         }
         let (run, summary) = sample();
-        let mut new = NewRun::from_run(RunKind::Bench, &run, &summary);
+        // Served by 2 GPUs: 7 output and 207 total tok/s per GPU.
+        let mut new = NewRun::from_run(RunKind::Bench, &run, &Summary { gpus: Some(2), ..summary });
         new.set_label("note", "with, comma \"quoted\"");
         store.insert(&new).unwrap();
         store

@@ -317,6 +317,7 @@ mod tests {
             source: Some(Source { file: "f".into(), line: None }),
             num_requests: 0,
             chunk_times: None,
+            gpus: None,
         };
         let table = list_table(&[row]);
         assert!(table.contains("2026-01-02 03:04") && table.contains("2.5") && table.contains("2.00"), "{table}");

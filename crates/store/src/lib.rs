@@ -89,6 +89,11 @@ pub enum StoreError {
         "--label {0:?}: the label's key is empty; write KEY=VALUE, or KEY for any value (`servebench runs show ID` lists a run's labels)"
     )]
     EmptyLabelKey(String),
+    #[error(
+        "gpus={0:?}: the gpus label is the run's GPU count, which its per-GPU figures divide by; give a whole number \
+         from 1 (name the device under another key, such as gpu={0})"
+    )]
+    BadGpus(String),
 }
 
 // Not `#[from]`: the message already holds the SQLite error, which would print twice as its

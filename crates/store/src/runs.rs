@@ -378,6 +378,8 @@ pub struct RunRow {
     pub num_requests: u64,
     /// How much chunk timing the records hold; `None` without records.
     pub chunk_times: Option<ChunkTimes>,
+    /// How many GPUs served the run, when known (its summary's).
+    pub gpus: Option<u32>,
 }
 
 impl RunRow {

@@ -31,8 +31,11 @@ const ROW_COLUMNS: &str = "id, uid, kind, created_at, started_at, model, backend
     failed, max_concurrency, request_rate, duration_s, request_throughput, output_throughput,
     total_token_throughput, mean_ttft_ms, median_ttft_ms, p99_ttft_ms, mean_tpot_ms, median_tpot_ms, p99_tpot_ms,
     mean_itl_ms, median_itl_ms, p99_itl_ms, mean_e2el_ms, median_e2el_ms, p99_e2el_ms, interrupted, source_file,
-    source_line, num_requests, chunk_times";
-const ROW_COLUMN_COUNT: usize = 34;
+    source_line, num_requests, chunk_times, json_extract(summary_json, '$.gpus')";
+const ROW_COLUMN_COUNT: usize = 35;
+
+/// The label that is a run's GPU count ([`Store::relabel`]).
+const GPUS: &str = "gpus";
 
 /// Makes short-id seeds unique among inserts of one process.
 static INSERTS: AtomicU64 = AtomicU64::new(0);
@@ -157,13 +160,7 @@ impl Store {
             ],
         )?;
         let id = tx.last_insert_rowid();
-        {
-            let mut label =
-                tx.prepare("INSERT INTO run_labels (run_id, position, key, value) VALUES (?1, ?2, ?3, ?4)")?;
-            for (i, (k, v)) in run.labels.iter().enumerate() {
-                label.execute(params![id, i as i64, k, v])?;
-            }
-        }
+        insert_labels(&tx, id, &run.labels)?;
         if let Some(records) = &run.records {
             requests::insert(&tx, id, records)?;
         }
@@ -314,6 +311,64 @@ impl Store {
         Ok(ids)
     }
 
+    /// Sets labels of runs (a key already set keeps its place, with the new value) and removes
+    /// the keys `unset` names, for every run named or (when one is not in the store) none.
+    /// The `gpus` label is the run's GPU count, which its per-GPU figures divide by: setting it
+    /// to a whole number sets the count, removing it forgets the count; another value is an
+    /// error. Returns the runs' numbers.
+    pub fn relabel(
+        &mut self,
+        runs: &[RunSpec],
+        set: &[(String, String)],
+        unset: &[String],
+    ) -> Result<Vec<RunId>, StoreError> {
+        if let Some((k, _)) = set.iter().find(|(k, _)| k.trim().is_empty()) {
+            return Err(StoreError::EmptyLabelKey(format!("{k}=")));
+        }
+        let gpus = match set.iter().rev().find(|(k, _)| k == GPUS) {
+            Some((_, v)) => Some(Some(
+                v.trim().parse::<u32>().ok().filter(|&n| n >= 1).ok_or_else(|| StoreError::BadGpus(v.clone()))?,
+            )),
+            None => unset.iter().any(|k| k == GPUS).then_some(None),
+        };
+        let mut ids = self.resolve_all(runs)?;
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|id| seen.insert(*id));
+        let mut changes = Vec::with_capacity(ids.len());
+        for &id in &ids {
+            let mut labels = self.labels(id)?;
+            labels.retain(|(k, _)| !unset.contains(k));
+            for (key, value) in set {
+                match labels.iter_mut().find(|(k, _)| k == key) {
+                    Some(slot) => slot.1.clone_from(value),
+                    None => labels.push((key.clone(), value.clone())),
+                }
+            }
+            let summary = match gpus {
+                None => None,
+                Some(count) => {
+                    let text: String =
+                        self.conn.query_row("SELECT summary_json FROM runs WHERE id = ?1", [id], |r| r.get(0))?;
+                    let mut summary: Summary =
+                        serde_json::from_str(&text).map_err(|_| StoreError::Corrupt { id, what: "summary" })?;
+                    summary.gpus = count;
+                    Some(to_json(&summary))
+                }
+            };
+            changes.push((id, labels, summary));
+        }
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for (id, labels, summary) in &changes {
+            tx.execute("DELETE FROM run_labels WHERE run_id = ?1", [id])?;
+            insert_labels(&tx, *id, labels)?;
+            if let Some(summary) = summary {
+                tx.execute("UPDATE runs SET summary_json = ?1 WHERE id = ?2", params![summary, id])?;
+            }
+        }
+        tx.commit()?;
+        Ok(ids)
+    }
+
     fn labels(&self, id: RunId) -> Result<Vec<(String, String)>, StoreError> {
         let mut stmt =
             self.conn.prepare_cached("SELECT key, value FROM run_labels WHERE run_id = ?1 ORDER BY position")?;
@@ -324,6 +379,16 @@ impl Store {
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
+}
+
+/// Writes a run's labels in their order.
+fn insert_labels(conn: &Connection, id: RunId, labels: &[(String, String)]) -> Result<(), StoreError> {
+    let mut insert =
+        conn.prepare_cached("INSERT INTO run_labels (run_id, position, key, value) VALUES (?1, ?2, ?3, ?4)")?;
+    for (i, (k, v)) in labels.iter().enumerate() {
+        insert.execute(params![id, i as i64, k, v])?;
+    }
+    Ok(())
 }
 
 /// A count as SQLite's signed integer.
@@ -377,6 +442,7 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         source: source_file.map(|file| Source { file, line: source_line.map(|l| l.max(0) as usize) }),
         num_requests: count(32)?.unwrap_or(0),
         chunk_times: r.get::<_, Option<String>>(33)?.as_deref().and_then(ChunkTimes::from_name),
+        gpus: r.get::<_, Option<i64>>(34)?.and_then(|n| u32::try_from(n).ok()).filter(|&n| n >= 1),
     })
 }
 

@@ -22,6 +22,6 @@ pub use peaks::{BucketPeaks, peak_concurrency, peak_output_tokens_per_s, vllm_bu
 pub use per_gpu::render_per_gpu;
 pub use reasoning::{Reasoning, render_reasoning};
 pub use stats::{Described, Sorted, describe, mean, median, pairwise_sum, percentile, std};
-pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary, dispatch_lag, per_user};
+pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary, dispatch_lag, per_gpu, per_user};
 pub use turns::{TurnMetrics, render_turns};
 pub use window::{Slice, SteadyState};

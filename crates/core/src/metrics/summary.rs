@@ -149,7 +149,7 @@ impl Summary {
 
     /// `tokens_per_s` shared over the GPUs that served the run, when their count is known.
     pub fn per_gpu(&self, tokens_per_s: Option<f64>) -> Option<f64> {
-        Some(tokens_per_s? / f64::from(self.gpus?))
+        per_gpu(tokens_per_s, self.gpus)
     }
 
     /// Output tokens per second each request saw once it streamed, [`per_user`] of the median
@@ -329,6 +329,11 @@ impl Summary {
             gpus: config.target.gpus,
         }
     }
+}
+
+/// `tokens_per_s` shared over `gpus` GPUs, when both are known.
+pub fn per_gpu(tokens_per_s: Option<f64>, gpus: Option<u32>) -> Option<f64> {
+    Some(tokens_per_s? / f64::from(gpus?))
 }
 
 /// The tokens per second a user sees at a time per output token of `tpot_ms`: 1000 / TPOT;

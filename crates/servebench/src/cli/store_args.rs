@@ -53,6 +53,8 @@ pub enum RunsCommand {
     Rm(RunsRmArgs),
     /// Write runs as CSV or JSON lines, or one run's requests with --requests.
     Export(RunsExportArgs),
+    /// Set or remove labels of stored runs (gpus=N gives an imported run its GPU count).
+    Label(RunsLabelArgs),
 }
 
 /// Which runs: every condition given must hold.
@@ -130,6 +132,24 @@ pub struct RunsRmArgs {
     /// in the store, or a range holds none, none is removed.
     #[arg(required = true, value_name = "ID")]
     pub runs: Vec<RunSpec>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("change").args(["set", "unset"]).required(true).multiple(true)))]
+pub struct RunsLabelArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The runs: numbers, short ids or ranges of numbers (3-11). If a run named alone is not
+    /// in the store, or a range holds none, none is changed.
+    #[arg(required = true, value_name = "ID")]
+    pub runs: Vec<RunSpec>,
+    /// Set a label, replacing its value where the run has it. gpus=N is the run's GPU count,
+    /// which its per-GPU throughputs divide by. Repeat for several.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Remove a label (gpus: the run forgets its GPU count). Repeat for several.
+    #[arg(long, value_name = "KEY")]
+    pub unset: Vec<String>,
 }
 
 /// Output format of `runs export`.

@@ -1,4 +1,4 @@
-//! `servebench runs list|show|rm|export`: read and manage the run store.
+//! `servebench runs list|show|rm|export|label`: read and manage the run store.
 //!
 //! Commands that only read never create a store: with no file at the path, `list` and
 //! `export` find no runs, and `show` and `rm` say there is no store.
@@ -12,6 +12,7 @@ use serde_json::Value;
 use servebench_store::export::trace::{self, TraceContext};
 use servebench_store::{Store, StoredRun, export, format};
 
+use crate::cli::resolve::parse_kv_list;
 use crate::cli::store_args::{DbArgs, ExportFormat, RunsCommand, RunsExportArgs};
 
 /// Runs one `runs` subcommand, printing to `out`.
@@ -52,6 +53,21 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
             writeln!(out, "Removed {noun} {list}.")?;
         }
         RunsCommand::Export(args) => export_runs(args, out)?,
+        RunsCommand::Label(args) => {
+            let set = parse_kv_list(&args.set, "--set")?;
+            let mut store = open_required(&args.db)?;
+            let ids = store.relabel(&args.runs, &set, &args.unset)?;
+            let list = ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", ");
+            let noun = if ids.len() == 1 { "run" } else { "runs" };
+            let mut did = Vec::new();
+            if !set.is_empty() {
+                did.push(format!("set {}", set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")));
+            }
+            if !args.unset.is_empty() {
+                did.push(format!("removed {}", args.unset.join(", ")));
+            }
+            writeln!(out, "Labelled {noun} {list}: {}.", did.join("; "))?;
+        }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

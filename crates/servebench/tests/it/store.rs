@@ -96,6 +96,37 @@ fn imported_runs_given_their_gpus_compare_per_gpu_and_name_their_pareto_frontier
 }
 
 #[test]
+fn runs_imported_without_their_gpus_are_given_them_afterwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of(&dir);
+    let file = report_file("000-dense-models.txt").to_string_lossy().into_owned();
+    run(&["import", "--db", &db, &file]);
+    let out = run(&["compare", "--db", &db, "3", "4"]);
+    assert!(!out.contains("per GPU"), "{out}");
+    // Re-importing with --gpus adds nothing (the store holds those blocks): a label sets it.
+    assert!(run(&["import", "--db", &db, "--gpus", "1", &file]).contains("added 0 runs"));
+    let said = run(&["runs", "label", "--db", &db, "3-4", "--set", "gpus=1", "--set", "box=spark-1"]);
+    assert_eq!(said, "Labelled runs 3, 4: set gpus=1, box=spark-1.\n");
+    let out = run(&["compare", "--db", &db, "3", "4"]);
+    let row = out.lines().find(|l| l.starts_with("Output throughput per GPU (tok/s/GPU)")).expect(&out);
+    assert!(row.contains("124.81"), "{row}");
+    let listed = json_lines(&run(&["runs", "list", "--db", &db, "--json", "--label", "box=spark-1"]));
+    let per_gpu: Vec<(i64, &Value)> =
+        listed.iter().map(|r| (r["gpus"].as_i64().unwrap(), &r["output_throughput_per_gpu"])).collect();
+    assert_eq!(per_gpu.len(), 2);
+    assert!(per_gpu.iter().all(|(n, v)| *n == 1 && v.as_f64().is_some()), "{per_gpu:?}");
+    // Removing the label forgets the count; a gpus that is no count, or no change, is refused.
+    assert_eq!(run(&["runs", "label", "--db", &db, "4", "--unset", "gpus"]), "Labelled run 4: removed gpus.\n");
+    assert!(!run(&["compare", "--db", &db, "4", "5"]).contains("per GPU"));
+    let err = try_run(&["runs", "label", "--db", &db, "4", "--set", "gpus=H100"]).unwrap_err().to_string();
+    assert!(err.contains("such as gpu=H100"), "{err}");
+    let err = try_run(&["runs", "label", "--db", &db, "4"]).unwrap_err().to_string();
+    assert!(err.contains("--set") && err.contains("--unset"), "{err}");
+    let err = try_run(&["runs", "label", "--db", &db, "4", "--set", "gpus"]).unwrap_err().to_string();
+    assert!(err.contains("use KEY=VALUE"), "{err}");
+}
+
+#[test]
 fn importing_a_file_again_adds_nothing() {
     let (_dir, db) = imported();
     let out = run(&["import", "--db", &db, &report_file("004-prefill-decode.txt").to_string_lossy()]);

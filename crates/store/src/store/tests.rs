@@ -274,3 +274,46 @@ fn unknown_runs_are_named_in_the_error() {
     assert!(err.to_string().contains("\"abcdefgh\""), "{err}");
     assert!(matches!(store.get(&RunRef::Id(1)), Err(StoreError::NotFound(RunRef::Id(1)))));
 }
+
+#[test]
+fn relabelling_sets_in_place_removes_and_keeps_the_gpu_count_with_its_label() {
+    let (mut store, ids) =
+        store_with(&[imported("m", &[("tp", "8"), ("note", "x")]), imported("m", &[]), imported("other", &[])]);
+    let set = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let got = store
+        .relabel(
+            &[RunSpec::Range(ids[0], ids[1]), RunSpec::One(RunRef::Id(ids[0]))],
+            &set(&[("note", "y"), ("gpus", "8")]),
+            &["tp".to_string()],
+        )
+        .unwrap();
+    assert_eq!(got, [ids[0], ids[1]]);
+    let run = store.get_without_records(&RunRef::Id(ids[0])).unwrap();
+    assert_eq!(run.row.labels, set(&[("note", "y"), ("gpus", "8")]));
+    assert_eq!(run.summary.gpus, Some(8));
+    assert_eq!(store.get_without_records(&RunRef::Id(ids[1])).unwrap().summary.gpus, Some(8));
+    // The run not named is untouched; a filter finds the new label.
+    assert_eq!(store.get_without_records(&RunRef::Id(ids[2])).unwrap().summary.gpus, None);
+    let filter = RunFilter { labels: vec![("gpus".into(), Some("8".into()))], ..RunFilter::default() };
+    assert_eq!(store.list(&filter).unwrap().len(), 2);
+
+    // Removing the label forgets the count.
+    store.relabel(&[RunSpec::One(RunRef::Id(ids[1]))], &[], &["gpus".to_string()]).unwrap();
+    let run = store.get_without_records(&RunRef::Id(ids[1])).unwrap();
+    assert_eq!((run.row.labels, run.summary.gpus), (set(&[("note", "y")]), None));
+
+    // A gpus that is not a count, an empty key or an unknown run changes nothing.
+    let e = store.relabel(&[RunSpec::One(RunRef::Id(ids[0]))], &set(&[("gpus", "H100")]), &[]).unwrap_err();
+    assert!(e.to_string().contains("such as gpu=H100"), "{e}");
+    assert!(matches!(
+        store.relabel(&[RunSpec::One(RunRef::Id(ids[0]))], &set(&[(" ", "v")]), &[]),
+        Err(StoreError::EmptyLabelKey(_))
+    ));
+    let missing =
+        store.relabel(&[RunSpec::One(RunRef::Id(ids[0])), RunSpec::One(RunRef::Id(99))], &[], &["note".into()]);
+    assert!(matches!(missing, Err(StoreError::NotFound(_))), "{missing:?}");
+    let run = store.get_without_records(&RunRef::Id(ids[0])).unwrap();
+    assert_eq!((run.row.label("note"), run.summary.gpus), (Some("y"), Some(8)));
+}

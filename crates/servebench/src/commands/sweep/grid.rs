@@ -13,7 +13,7 @@ use crate::cli::sweep_args::{SearchKey, SweepArgs};
 #[error("{0}")]
 pub struct GridError(pub String);
 
-fn err<T>(msg: impl Into<String>) -> Result<T, GridError> {
+pub(super) fn err<T>(msg: impl Into<String>) -> Result<T, GridError> {
     Err(GridError(msg.into()))
 }
 

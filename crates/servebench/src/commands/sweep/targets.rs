@@ -5,14 +5,10 @@
 use servebench_core::config::SimTarget;
 use servebench_sim::options::{canonical_key, value_holds_commas};
 
-use super::grid::GridError;
+use super::grid::{GridError, err};
 use crate::cli::bench_args::SimTargetArgs;
 use crate::cli::resolve::parse_sim_target;
 use crate::cli::sweep_args::SweepArgs;
-
-fn err<T>(msg: impl Into<String>) -> Result<T, GridError> {
-    Err(GridError(msg.into()))
-}
 
 /// Where one series of points goes.
 #[derive(Clone, Debug, PartialEq)]

@@ -71,6 +71,10 @@ pub struct Target {
     /// simulator's deployment (tp × pp × dp). `None` when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u32>,
+    /// What one GPU of the target costs an hour (`--gpu-hour-cost`, in dollars or any one
+    /// currency), for the cost per million output tokens. `None` when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_cost: Option<f64>,
 }
 
 /// A simulator target: a model on some hardware, with serving options.
@@ -433,6 +437,7 @@ impl RunConfig {
                 tokenizer: None,
                 sim: None,
                 gpus: None,
+                gpu_hour_cost: None,
                 request_timeout_s: 6.0 * 3600.0,
                 request_id_prefix: "bench-servebench-".to_string(),
                 insecure: false,

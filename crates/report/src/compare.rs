@@ -305,6 +305,7 @@ fn short_header(q: Quantity) -> String {
         Quantity::TotalTokenThroughput => "TOK/S".into(),
         Quantity::OutputThroughputPerGpu => "OUT/GPU".into(),
         Quantity::TotalTokenThroughputPerGpu => "TOK/S/GPU".into(),
+        Quantity::CostPerMillionOutput => "$/MTOK".into(),
         Quantity::Interactivity => "TOK/S/USER".into(),
         Quantity::PeakConcurrency => "PEAK".into(),
         Quantity::GpuUtil => "GPU %".into(),
@@ -370,6 +371,7 @@ fn pivot_quantities(runs: &[StoredRun]) -> Vec<Quantity> {
     let mut qs = vec![
         Quantity::OutputThroughput,
         Quantity::OutputThroughputPerGpu,
+        Quantity::CostPerMillionOutput,
         Quantity::RequestThroughput,
         Quantity::Latency(Stat::Median, Metric::Ttft),
         Quantity::Latency(Stat::P99, Metric::Ttft),

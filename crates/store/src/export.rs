@@ -6,14 +6,15 @@
 //! with the labels as one `labels` object after `target`. Numbers are written as JSON writes
 //! them (shortest exact form); an infinite request rate is `inf`, as in vLLM's JSON; a value
 //! that is not known is an empty CSV cell or `null`. The last fixed columns are the run's GPU
-//! count, its output and total tokens per second per GPU, and its interactivity (1000 / median
-//! TPOT), as `compare` shows them.
+//! count, its output and total tokens per second per GPU, its interactivity (1000 / median
+//! TPOT) and, where its GPUs' price is known, its cost per million output tokens, as `compare`
+//! shows them.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use serde_json::{Map, Value, json};
-use servebench_core::metrics::{per_gpu, per_user};
+use servebench_core::metrics::{cost_per_million, per_gpu, per_user};
 
 pub mod trace;
 
@@ -21,7 +22,7 @@ use crate::requests::{EXPORT_COLUMNS, export_values};
 use crate::runs::{KeyStats, RunRecords, RunRow, StoredRun};
 
 /// The fixed columns of a run, in order.
-pub const RUN_COLUMNS: [&str; 38] = [
+pub const RUN_COLUMNS: [&str; 39] = [
     "id",
     "uid",
     "kind",
@@ -60,6 +61,7 @@ pub const RUN_COLUMNS: [&str; 38] = [
     "output_throughput_per_gpu",
     "total_token_throughput_per_gpu",
     "interactivity",
+    "cost_per_million_output_tokens",
 ];
 
 /// A number for JSON (`inf` for infinity, `null` for NaN).
@@ -113,6 +115,8 @@ pub fn row_json(row: &RunRow) -> Map<String, Value> {
     m.insert("total_token_throughput_per_gpu".into(), opt_num(per_gpu(row.total_token_throughput, row.gpus)));
     let tpot = row.stats[1].as_ref().filter(|_| row.completed > 0);
     m.insert("interactivity".into(), opt_num(tpot.and_then(|k| per_user(k.median_ms))));
+    let cost = cost_per_million(row.output_throughput, row.gpus, row.gpu_hour_cost);
+    m.insert("cost_per_million_output_tokens".into(), opt_num(cost));
     m
 }
 
@@ -217,8 +221,10 @@ mod tests {
             store.insert(&run).unwrap();
         }
         let (run, summary) = sample();
-        // Served by 2 GPUs: 7 output and 207 total tok/s per GPU.
-        let mut new = NewRun::from_run(RunKind::Bench, &run, &Summary { gpus: Some(2), ..summary });
+        // Served by 2 GPUs at 2.5 an hour: 7 output and 207 total tok/s per GPU, and 5 an hour
+        // for 14 output tok/s (0.0504 million an hour) is 99.2 a million.
+        let mut new =
+            NewRun::from_run(RunKind::Bench, &run, &Summary { gpus: Some(2), gpu_hour_cost: Some(2.5), ..summary });
         new.set_label("note", "with, comma \"quoted\"");
         store.insert(&new).unwrap();
         store

@@ -318,6 +318,7 @@ mod tests {
             num_requests: 0,
             chunk_times: None,
             gpus: None,
+            gpu_hour_cost: None,
         };
         let table = list_table(&[row]);
         assert!(table.contains("2026-01-02 03:04") && table.contains("2.5") && table.contains("2.00"), "{table}");

@@ -94,6 +94,10 @@ pub enum StoreError {
          from 1 (name the device under another key, such as gpu={0})"
     )]
     BadGpus(String),
+    #[error(
+        "gpu_hour_cost={0:?}: the gpu_hour_cost label is what one GPU costs an hour; give a number above 0, as 2.49"
+    )]
+    BadCost(String),
 }
 
 // Not `#[from]`: the message already holds the SQLite error, which would print twice as its

@@ -380,6 +380,8 @@ pub struct RunRow {
     pub chunk_times: Option<ChunkTimes>,
     /// How many GPUs served the run, when known (its summary's).
     pub gpus: Option<u32>,
+    /// What one of them costs an hour, when given (its summary's).
+    pub gpu_hour_cost: Option<f64>,
 }
 
 impl RunRow {

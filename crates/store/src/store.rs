@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params, params_from_iter};
 use serde_json::Value;
-use servebench_core::metrics::Summary;
+use servebench_core::metrics::{Summary, is_gpu_hour_cost};
 
 use crate::dates::rfc3339_utc;
 use crate::ids::short_id;
@@ -31,11 +31,13 @@ const ROW_COLUMNS: &str = "id, uid, kind, created_at, started_at, model, backend
     failed, max_concurrency, request_rate, duration_s, request_throughput, output_throughput,
     total_token_throughput, mean_ttft_ms, median_ttft_ms, p99_ttft_ms, mean_tpot_ms, median_tpot_ms, p99_tpot_ms,
     mean_itl_ms, median_itl_ms, p99_itl_ms, mean_e2el_ms, median_e2el_ms, p99_e2el_ms, interrupted, source_file,
-    source_line, num_requests, chunk_times, json_extract(summary_json, '$.gpus')";
-const ROW_COLUMN_COUNT: usize = 35;
+    source_line, num_requests, chunk_times, json_extract(summary_json, '$.gpus'),
+    json_extract(summary_json, '$.gpu_hour_cost')";
+const ROW_COLUMN_COUNT: usize = 36;
 
-/// The label that is a run's GPU count ([`Store::relabel`]).
+/// The labels that are a run's GPU count and their price an hour ([`Store::relabel`]).
 const GPUS: &str = "gpus";
+const GPU_HOUR_COST: &str = "gpu_hour_cost";
 
 /// Makes short-id seeds unique among inserts of one process.
 static INSERTS: AtomicU64 = AtomicU64::new(0);
@@ -315,7 +317,8 @@ impl Store {
     /// the keys `unset` names, for every run named or (when one is not in the store) none.
     /// The `gpus` label is the run's GPU count, which its per-GPU figures divide by: setting it
     /// to a whole number sets the count, removing it forgets the count; another value is an
-    /// error. Returns the runs' numbers.
+    /// error. `gpu_hour_cost` (a number above 0) is their price an hour the same way, for the
+    /// cost per million output tokens. Returns the runs' numbers.
     pub fn relabel(
         &mut self,
         runs: &[RunSpec],
@@ -325,12 +328,12 @@ impl Store {
         if let Some((k, _)) = set.iter().find(|(k, _)| k.trim().is_empty()) {
             return Err(StoreError::EmptyLabelKey(format!("{k}=")));
         }
-        let gpus = match set.iter().rev().find(|(k, _)| k == GPUS) {
-            Some((_, v)) => Some(Some(
-                v.trim().parse::<u32>().ok().filter(|&n| n >= 1).ok_or_else(|| StoreError::BadGpus(v.clone()))?,
-            )),
-            None => unset.iter().any(|k| k == GPUS).then_some(None),
-        };
+        let gpus = typed_change(GPUS, set, unset, |v| {
+            v.parse::<u32>().ok().filter(|&n| n >= 1).ok_or_else(|| StoreError::BadGpus(v.into()))
+        })?;
+        let cost = typed_change(GPU_HOUR_COST, set, unset, |v| {
+            v.parse::<f64>().ok().filter(|&c| is_gpu_hour_cost(c)).ok_or_else(|| StoreError::BadCost(v.into()))
+        })?;
         let mut ids = self.resolve_all(runs)?;
         let mut seen = std::collections::HashSet::new();
         ids.retain(|id| seen.insert(*id));
@@ -344,16 +347,20 @@ impl Store {
                     None => labels.push((key.clone(), value.clone())),
                 }
             }
-            let summary = match gpus {
-                None => None,
-                Some(count) => {
-                    let text: String =
-                        self.conn.query_row("SELECT summary_json FROM runs WHERE id = ?1", [id], |r| r.get(0))?;
-                    let mut summary: Summary =
-                        serde_json::from_str(&text).map_err(|_| StoreError::Corrupt { id, what: "summary" })?;
+            let summary = if gpus.is_none() && cost.is_none() {
+                None
+            } else {
+                let text: String =
+                    self.conn.query_row("SELECT summary_json FROM runs WHERE id = ?1", [id], |r| r.get(0))?;
+                let mut summary: Summary =
+                    serde_json::from_str(&text).map_err(|_| StoreError::Corrupt { id, what: "summary" })?;
+                if let Some(count) = gpus {
                     summary.gpus = count;
-                    Some(to_json(&summary))
                 }
+                if let Some(price) = cost {
+                    summary.gpu_hour_cost = price;
+                }
+                Some(to_json(&summary))
             };
             changes.push((id, labels, summary));
         }
@@ -379,6 +386,21 @@ impl Store {
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
+}
+
+/// What a relabelling does to the summary field behind label `key`: `None`, nothing;
+/// `Some(Some(value))`, sets it to the label's value read by `parse` (the last one set);
+/// `Some(None)`, forgets it (the label removed).
+fn typed_change<T>(
+    key: &str,
+    set: &[(String, String)],
+    unset: &[String],
+    parse: impl Fn(&str) -> Result<T, StoreError>,
+) -> Result<Option<Option<T>>, StoreError> {
+    match set.iter().rev().find(|(k, _)| k == key) {
+        Some((_, v)) => parse(v.trim()).map(|value| Some(Some(value))),
+        None => Ok(unset.iter().any(|k| k == key).then_some(None)),
+    }
 }
 
 /// Writes a run's labels in their order.
@@ -443,6 +465,7 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         num_requests: count(32)?.unwrap_or(0),
         chunk_times: r.get::<_, Option<String>>(33)?.as_deref().and_then(ChunkTimes::from_name),
         gpus: r.get::<_, Option<i64>>(34)?.and_then(|n| u32::try_from(n).ok()).filter(|&n| n >= 1),
+        gpu_hour_cost: r.get::<_, Option<f64>>(35)?.filter(|&c| is_gpu_hour_cost(c)),
     })
 }
 

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Metric, RunConfig};
 use crate::metrics::health::Health;
 use crate::metrics::peaks::{peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
+use crate::metrics::per_gpu::{cost_per_million, per_gpu, per_user};
 use crate::metrics::stats::{Sorted, describe, describe_in_place, describe_micros_in_place};
 use crate::metrics::window::{Slice, SteadyState, slices, steady_state};
 use crate::record::{FailureKind, RequestRecord, RunResult};
@@ -139,6 +140,10 @@ pub struct Summary {
     /// file's `gpus`), for the per-GPU throughputs; `None` when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u32>,
+    /// What one of those GPUs costs an hour (`--gpu-hour-cost`), for the cost per million
+    /// output tokens; `None` when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_cost: Option<f64>,
 }
 
 impl Summary {
@@ -150,6 +155,12 @@ impl Summary {
     /// `tokens_per_s` shared over the GPUs that served the run, when their count is known.
     pub fn per_gpu(&self, tokens_per_s: Option<f64>) -> Option<f64> {
         per_gpu(tokens_per_s, self.gpus)
+    }
+
+    /// What a million output tokens cost at this throughput: [`cost_per_million`] of the
+    /// output throughput; `None` without a GPU count, a price or output.
+    pub fn cost_per_million_output(&self) -> Option<f64> {
+        cost_per_million(self.output_throughput, self.gpus, self.gpu_hour_cost)
     }
 
     /// Output tokens per second each request saw once it streamed, [`per_user`] of the median
@@ -327,19 +338,9 @@ impl Summary {
             http: super::HttpBreakdown::of(records),
             spec_decode: None,
             gpus: config.target.gpus,
+            gpu_hour_cost: config.target.gpu_hour_cost,
         }
     }
-}
-
-/// `tokens_per_s` shared over `gpus` GPUs, when both are known.
-pub fn per_gpu(tokens_per_s: Option<f64>, gpus: Option<u32>) -> Option<f64> {
-    Some(tokens_per_s? / f64::from(gpus?))
-}
-
-/// The tokens per second a user sees at a time per output token of `tpot_ms`: 1000 / TPOT;
-/// `None` at a TPOT of 0 (every request gave one token), which has no rate.
-pub fn per_user(tpot_ms: f64) -> Option<f64> {
-    Some(1000.0 / tpot_ms).filter(|rate| rate.is_finite())
 }
 
 /// p50, p99 and max of [`RequestRecord::dispatch_lag_s`] over the requests that were

@@ -105,6 +105,9 @@ pub enum Quantity {
     OutputThroughputPerGpu,
     /// Input plus output tokens per second per GPU (InferenceX's `tput_per_gpu`).
     TotalTokenThroughputPerGpu,
+    /// What a million output tokens cost: the GPUs' price an hour over the output tokens
+    /// they serve in it; only for a run that knows its GPU count and their price.
+    CostPerMillionOutput,
     /// Output tokens per second each request sees once it streams: 1000 / median TPOT in ms
     /// (InferenceX's `median_intvty`), the axis that throughput per GPU is traded against.
     Interactivity,
@@ -131,6 +134,7 @@ impl Quantity {
             Quantity::TotalTokenThroughput,
             Quantity::OutputThroughputPerGpu,
             Quantity::TotalTokenThroughputPerGpu,
+            Quantity::CostPerMillionOutput,
         ];
         for metric in LATENCIES {
             rows.extend(Stat::ALL.map(|s| Quantity::Latency(s, metric)));
@@ -159,6 +163,7 @@ impl Quantity {
             Quantity::TotalTokenThroughput => "total_token_throughput".into(),
             Quantity::OutputThroughputPerGpu => "output_throughput_per_gpu".into(),
             Quantity::TotalTokenThroughputPerGpu => "total_token_throughput_per_gpu".into(),
+            Quantity::CostPerMillionOutput => "cost_per_million_output_tokens".into(),
             Quantity::Interactivity => "interactivity".into(),
             Quantity::PeakConcurrency => "peak_concurrency".into(),
             Quantity::Latency(s, m) => format!("{}_{}_ms", s.key(), m.key()),
@@ -178,6 +183,7 @@ impl Quantity {
             Quantity::TotalTokenThroughput,
             Quantity::OutputThroughputPerGpu,
             Quantity::TotalTokenThroughputPerGpu,
+            Quantity::CostPerMillionOutput,
             Quantity::Interactivity,
             Quantity::PeakConcurrency,
         ];
@@ -200,6 +206,7 @@ impl Quantity {
             Quantity::TotalTokenThroughput => "Total token throughput (tok/s)".into(),
             Quantity::OutputThroughputPerGpu => "Output throughput per GPU (tok/s/GPU)".into(),
             Quantity::TotalTokenThroughputPerGpu => "Total token throughput per GPU (tok/s/GPU)".into(),
+            Quantity::CostPerMillionOutput => "Cost per million output tokens ($/Mtok)".into(),
             Quantity::Interactivity => "Interactivity (tok/s/user)".into(),
             Quantity::PeakConcurrency => "Peak concurrency".into(),
             Quantity::Latency(s, m) => format!("{} {} (ms)", s.label(), metric_name(m)),
@@ -230,6 +237,7 @@ impl Quantity {
             Quantity::OutputThroughput | Quantity::TotalTokenThroughput => "tok/s",
             Quantity::OutputThroughputPerGpu | Quantity::TotalTokenThroughputPerGpu => "tok/s/GPU",
             Quantity::Interactivity => "tok/s/user",
+            Quantity::CostPerMillionOutput => "$/Mtok",
             Quantity::Latency(..) => "ms",
         }
     }
@@ -274,6 +282,7 @@ impl Quantity {
             Quantity::TotalTokenThroughput => s.total_token_throughput,
             Quantity::OutputThroughputPerGpu => s.per_gpu(s.output_throughput),
             Quantity::TotalTokenThroughputPerGpu => s.per_gpu(s.total_token_throughput),
+            Quantity::CostPerMillionOutput => s.cost_per_million_output(),
             Quantity::Interactivity => s.interactivity(),
             Quantity::PeakConcurrency => {
                 s.peak_concurrent_requests.or(s.vllm_max_concurrent_requests).map(|p| p as f64)

@@ -42,6 +42,11 @@ pub struct EndpointArgs {
     /// simulator counts its own (tp × pp × dp).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub gpus: Option<u32>,
+    /// What one GPU costs an hour, in dollars (or any one currency: the costs are in it), for
+    /// the cost per million output tokens beside the per-GPU throughputs. Needs the GPU count:
+    /// --gpus, or the simulator's own.
+    #[arg(long, value_name = "USD")]
+    pub gpu_hour_cost: Option<f64>,
     #[command(flatten)]
     pub request: RequestArgs,
     /// Prefix of the x-request-id header sent with request i (prefix + i) [default:

@@ -124,6 +124,7 @@ impl BenchServeArgs {
             dataset: &self.dataset,
             extra: self.extra.clone(),
             shard: Some(&self.shard),
+            gpu_hour_cost: self.endpoint.gpu_hour_cost,
         }
     }
 }

@@ -441,6 +441,8 @@ pub struct RunFlags<'a> {
     pub extra: RunExtraArgs,
     /// `bench serve`'s sharding flags (`None` where a command has none).
     pub shard: Option<&'a super::shard_args::ShardArgs>,
+    /// `--gpu-hour-cost`: what one GPU costs an hour.
+    pub gpu_hour_cost: Option<f64>,
 }
 
 /// Where the flags say the simulator is.
@@ -517,6 +519,15 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     if let Some(spec) = sim.is_none().then(|| base_url.strip_prefix("sim://")).flatten() {
         return err(format!("--base-url takes a server's http:// or https:// URL; for the simulator use --sim {spec}"));
     }
+    let gpu_hour_cost = f.gpu_hour_cost;
+    if let Some(cost) = gpu_hour_cost {
+        if !servebench_core::metrics::is_gpu_hour_cost(cost) {
+            return err(format!("--gpu-hour-cost {cost}: give what one GPU costs an hour, a number above 0"));
+        }
+        if sim.is_none() && e_gpus(f.endpoint).is_none() {
+            return err("--gpu-hour-cost prices the GPUs serving the run: say how many with --gpus N");
+        }
+    }
     if !is_positive(f.extra.request_timeout_sec) {
         return err("--request-timeout-sec must be greater than 0");
     }
@@ -551,6 +562,7 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
             lora: e.map(|e| parse_lora(e, sim.is_some())).transpose()?.flatten(),
             profile: e.is_some_and(|e| e.profile),
             gpus: e_gpus(e),
+            gpu_hour_cost,
             sim,
         },
         workload,

@@ -29,6 +29,10 @@ pub struct SimPredictArgs {
     /// Do not save this prediction to the run store.
     #[arg(long, help_heading = "servebench")]
     pub no_store: bool,
+    /// What one GPU costs an hour, in dollars (or any one currency), for the prediction's cost
+    /// per million output tokens over the deployment's GPUs.
+    #[arg(long, value_name = "USD", help_heading = "servebench")]
+    pub gpu_hour_cost: Option<f64>,
 }
 
 impl SimPredictArgs {
@@ -46,6 +50,7 @@ impl SimPredictArgs {
             dataset: &self.dataset,
             extra: RunExtraArgs { db: self.db.clone(), no_store: self.no_store, ..RunExtraArgs::default() },
             shard: None,
+            gpu_hour_cost: self.gpu_hour_cost,
         }
     }
 }

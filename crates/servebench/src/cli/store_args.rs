@@ -40,6 +40,10 @@ pub struct ImportArgs {
     /// gpus=8`), or the tp, pp and dp of a `vllm serve` line above a report say it first.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub gpus: Option<u32>,
+    /// What one of those GPUs costs an hour, in dollars, for the imported runs' cost per
+    /// million output tokens, where a servebench file's config does not say.
+    #[arg(long, value_name = "USD")]
+    pub gpu_hour_cost: Option<f64>,
 }
 
 /// `servebench runs ...`

@@ -22,6 +22,9 @@ use crate::commands::inputs::{Named, any_file, files_of};
 use crate::output;
 
 pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if let Some(cost) = args.gpu_hour_cost.filter(|&c| !servebench_core::metrics::is_gpu_hour_cost(c)) {
+        anyhow::bail!("--gpu-hour-cost {cost}: give what one GPU costs an hour, a number above 0");
+    }
     let path = args.db.path()?;
     // Opened at the first run to store: a command whose files hold none creates no store.
     let mut store = Lazy { path: &path, store: None };
@@ -40,7 +43,7 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
         // holds none.
         let mut held = false;
         for file in &files {
-            match import_one(&mut store, file, args.gpus, out)? {
+            match import_one(&mut store, file, &args, out)? {
                 Imported::Unreadable => failed += 1,
                 Imported::Runs(n) => {
                     total += n.added;
@@ -94,7 +97,7 @@ impl Lazy<'_> {
     }
 }
 
-fn import_one(store: &mut Lazy<'_>, file: &Path, gpus: Option<u32>, out: &mut dyn Write) -> anyhow::Result<Imported> {
+fn import_one(store: &mut Lazy<'_>, file: &Path, args: &ImportArgs, out: &mut dyn Write) -> anyhow::Result<Imported> {
     let mut report = match import_file(file) {
         Ok(report) => report,
         Err(e) => {
@@ -103,7 +106,8 @@ fn import_one(store: &mut Lazy<'_>, file: &Path, gpus: Option<u32>, out: &mut dy
         }
     };
     for run in &mut report.runs {
-        run.summary.gpus = run.summary.gpus.or(gpus);
+        run.summary.gpus = run.summary.gpus.or(args.gpus);
+        run.summary.gpu_hour_cost = run.summary.gpu_hour_cost.or(args.gpu_hour_cost);
     }
     let mut added: Vec<RunId> = Vec::new();
     let mut skipped = report.skipped.clone();

@@ -115,6 +115,14 @@ fn runs_imported_without_their_gpus_are_given_them_afterwards() {
         listed.iter().map(|r| (r["gpus"].as_i64().unwrap(), &r["output_throughput_per_gpu"])).collect();
     assert_eq!(per_gpu.len(), 2);
     assert!(per_gpu.iter().all(|(n, v)| *n == 1 && v.as_f64().is_some()), "{per_gpu:?}");
+    // With their price an hour, the runs cost per million output tokens: 5 an hour over
+    // 124.81 tok/s (0.449 million tokens an hour) is 11.13.
+    run(&["runs", "label", "--db", &db, "4", "--set", "gpu_hour_cost=5"]);
+    let out = run(&["compare", "--db", &db, "3", "4"]);
+    let row = out.lines().find(|l| l.starts_with("Cost per million output tokens ($/Mtok)")).expect(&out);
+    assert!(row.contains("11.13"), "{row}");
+    let err = try_run(&["compare", "--db", &db, "3", "4", "--fail-on", "cost_per_million_output_tokens>+1%"]);
+    assert!(err.is_ok(), "run 3 has no price, so the rule has nothing to judge: {err:?}");
     // Removing the label forgets the count; a gpus that is no count, or no change, is refused.
     assert_eq!(run(&["runs", "label", "--db", &db, "4", "--unset", "gpus"]), "Labelled run 4: removed gpus.\n");
     assert!(!run(&["compare", "--db", &db, "4", "5"]).contains("per GPU"));

@@ -410,6 +410,9 @@ fn usage_errors_name_the_flag() {
     let out = servebench_blocking(&args(&["sweep", "--sim", "Qwen/Qwen3-8B@h100-sxm", "--slo", "p99_ttft_ms<5"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("invalid --slo \"p99_ttft_ms<5\""), "{}", text(&out.stderr));
+    let out = servebench_blocking(&args(&["sweep", "--base-url", "http://127.0.0.1:9", "--gpu-hour-cost", "2"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("say how many with --gpus N"), "{}", text(&out.stderr));
     let out = servebench_blocking(&args(&["sweep", "--num-prompts", "1,two"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("\"two\" is not a valid value of --num-prompts"), "{}", text(&out.stderr));
@@ -419,6 +422,7 @@ fn usage_errors_name_the_flag() {
         (&["--request-rate", "inf,2,inf"], "--request-rate gives inf twice"),
         (&["--max-concurrency", "1,4", "--by", "zzz"], "--by zzz: this sweep varies max_concurrency; pick one"),
         (&["--by", "max_concurrency"], "--by max_concurrency: this sweep varies no setting"),
+        (&["--gpu-hour-cost", "0"], "--gpu-hour-cost 0: give what one GPU costs an hour, a number above 0"),
     ] {
         let out = servebench_blocking(&args(&[&sim[..], extra].concat()));
         assert_eq!(out.status.code(), Some(2), "{extra:?}");
@@ -486,6 +490,8 @@ fn a_sweep_over_serving_options_runs_each_deployment() {
         "--sweep-id",
         "tps",
         "--findings",
+        "--gpu-hour-cost",
+        "2",
     ]));
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
@@ -515,6 +521,14 @@ fn a_sweep_over_serving_options_runs_each_deployment() {
     assert!(table[1].starts_with("tp=1") && table[2].starts_with("tp=2"), "{end}");
     assert!(two[0] < one[0], "{end}");
     assert!(end.contains("Pareto frontier of output tok/s per GPU against tok/s per user"), "{end}");
+    // At 2 an hour a GPU, a million tokens cost 2e6 / 3600 over the tok/s per GPU.
+    let costs: Vec<&str> =
+        end.lines().skip_while(|l| !l.starts_with("Cost per million output tokens ($/Mtok)")).skip(2).take(2).collect();
+    for (row, served) in costs.iter().zip([&one, &two]) {
+        for (c, g) in per_gpu(row).iter().zip(served.iter()) {
+            assert!((c - 2e6 / 3600.0 / g).abs() < 0.01, "{row}: {c} at {g} tok/s/GPU");
+        }
+    }
 }
 
 #[test]

@@ -316,4 +316,15 @@ fn relabelling_sets_in_place_removes_and_keeps_the_gpu_count_with_its_label() {
     assert!(matches!(missing, Err(StoreError::NotFound(_))), "{missing:?}");
     let run = store.get_without_records(&RunRef::Id(ids[0])).unwrap();
     assert_eq!((run.row.label("note"), run.summary.gpus), (Some("y"), Some(8)));
+
+    // The GPUs' price an hour is set and forgotten the same way; a price must be above 0.
+    store.relabel(&[RunSpec::One(RunRef::Id(ids[0]))], &set(&[("gpu_hour_cost", "2.49")]), &[]).unwrap();
+    let run = store.get_without_records(&RunRef::Id(ids[0])).unwrap();
+    assert_eq!((run.summary.gpu_hour_cost, run.row.gpu_hour_cost, run.summary.gpus), (Some(2.49), Some(2.49), Some(8)));
+    for bad in ["0", "-1", "inf", "cheap"] {
+        let e = store.relabel(&[RunSpec::One(RunRef::Id(ids[0]))], &set(&[("gpu_hour_cost", bad)]), &[]).unwrap_err();
+        assert!(matches!(e, StoreError::BadCost(_)), "{bad}: {e}");
+    }
+    store.relabel(&[RunSpec::One(RunRef::Id(ids[0]))], &[], &["gpu_hour_cost".to_string()]).unwrap();
+    assert_eq!(store.get_without_records(&RunRef::Id(ids[0])).unwrap().summary.gpu_hour_cost, None);
 }

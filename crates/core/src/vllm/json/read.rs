@@ -131,6 +131,9 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         http,
         spec_decode: spec_decode(m)?,
         gpus: gpus(ours),
+        gpu_hour_cost: ours
+            .and_then(|o| o.get("config")?.get("target")?.get("gpu_hour_cost")?.as_f64())
+            .filter(|&c| crate::metrics::is_gpu_hour_cost(c)),
     })
 }
 

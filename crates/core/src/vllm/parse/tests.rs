@@ -299,6 +299,7 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
             http: None,
             spec_decode: None,
             gpus: None,
+            gpu_hour_cost: None,
         }
     })
 }

@@ -148,10 +148,12 @@ pub struct RunsLabelArgs {
     #[arg(required = true, value_name = "ID")]
     pub runs: Vec<RunSpec>,
     /// Set a label, replacing its value where the run has it. gpus=N is the run's GPU count,
-    /// which its per-GPU throughputs divide by. Repeat for several.
+    /// which its per-GPU throughputs divide by, and gpu_hour_cost=USD their price an hour, for
+    /// its cost per million output tokens. Repeat for several.
     #[arg(long, value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// Remove a label (gpus: the run forgets its GPU count). Repeat for several.
+    /// Remove a label (gpus, gpu_hour_cost: the run forgets its GPU count, their price).
+    /// Repeat for several.
     #[arg(long, value_name = "KEY")]
     pub unset: Vec<String>,
 }

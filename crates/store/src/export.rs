@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use serde_json::{Map, Value, json};
-use servebench_core::metrics::{cost_per_million, per_gpu, per_user};
+use servebench_core::metrics::{cost_per_million, interactivity, per_gpu};
 
 pub mod trace;
 
@@ -113,8 +113,8 @@ pub fn row_json(row: &RunRow) -> Map<String, Value> {
     m.insert("gpus".into(), json!(row.gpus));
     m.insert("output_throughput_per_gpu".into(), opt_num(per_gpu(row.output_throughput, row.gpus)));
     m.insert("total_token_throughput_per_gpu".into(), opt_num(per_gpu(row.total_token_throughput, row.gpus)));
-    let tpot = row.stats[1].as_ref().filter(|_| row.completed > 0);
-    m.insert("interactivity".into(), opt_num(tpot.and_then(|k| per_user(k.median_ms))));
+    let median_tpot = row.stats[1].as_ref().map(|k| k.median_ms);
+    m.insert("interactivity".into(), opt_num(interactivity(row.completed, median_tpot)));
     let cost = cost_per_million(row.output_throughput, row.gpus, row.gpu_hour_cost);
     m.insert("cost_per_million_output_tokens".into(), opt_num(cost));
     m

@@ -253,6 +253,15 @@ impl Store {
         Ok(ids)
     }
 
+    /// [`Store::resolve_all`], each run once: a run named twice (`rm 1 1`, or by number and by
+    /// id) is changed, and reported, once.
+    fn resolve_distinct(&self, specs: &[RunSpec]) -> Result<Vec<RunId>, StoreError> {
+        let mut ids = self.resolve_all(specs)?;
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|id| seen.insert(*id));
+        Ok(ids)
+    }
+
     /// Everything stored about a run, its records included.
     pub fn get(&self, run: &RunRef) -> Result<StoredRun, StoreError> {
         let mut stored = self.get_without_records(run)?;
@@ -301,10 +310,7 @@ impl Store {
     /// Removes runs with their labels and records. Either every run named is removed, or
     /// (when one is not in the store) none is. Returns their numbers.
     pub fn remove(&mut self, runs: &[RunSpec]) -> Result<Vec<RunId>, StoreError> {
-        let mut ids = self.resolve_all(runs)?;
-        // A run named twice (`rm 1 1`, or by number and by id) is removed, and reported, once.
-        let mut seen = std::collections::HashSet::new();
-        ids.retain(|id| seen.insert(*id));
+        let ids = self.resolve_distinct(runs)?;
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         for id in &ids {
             tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
@@ -334,9 +340,7 @@ impl Store {
         let cost = typed_change(GPU_HOUR_COST, set, unset, |v| {
             v.parse::<f64>().ok().filter(|&c| is_gpu_hour_cost(c)).ok_or_else(|| StoreError::BadCost(v.into()))
         })?;
-        let mut ids = self.resolve_all(runs)?;
-        let mut seen = std::collections::HashSet::new();
-        ids.retain(|id| seen.insert(*id));
+        let ids = self.resolve_distinct(runs)?;
         let mut changes = Vec::with_capacity(ids.len());
         for &id in &ids {
             let mut labels = self.labels(id)?;

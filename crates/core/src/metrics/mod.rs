@@ -19,7 +19,7 @@ pub use health::{Health, Verdict, render_health};
 pub use http::{HttpBreakdown, render_http};
 pub use ledger::{Ledger, render_notes};
 pub use peaks::{BucketPeaks, peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
-pub use per_gpu::{cost_per_million, is_gpu_hour_cost, per_gpu, per_user, render_per_gpu};
+pub use per_gpu::{cost_per_million, interactivity, is_gpu_hour_cost, per_gpu, per_user, render_per_gpu};
 pub use reasoning::{Reasoning, render_reasoning};
 pub use stats::{Described, Sorted, describe, mean, median, pairwise_sum, percentile, std};
 pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary, dispatch_lag};

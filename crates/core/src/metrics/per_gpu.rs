@@ -31,6 +31,12 @@ pub fn per_user(tpot_ms: f64) -> Option<f64> {
     Some(1000.0 / tpot_ms).filter(|rate| rate.is_finite())
 }
 
+/// Interactivity (InferenceX's `median_intvty`): [`per_user`] of the median TPOT of a run that
+/// completed requests; `None` for one that completed none, or without a TPOT.
+pub fn interactivity(completed: u64, median_tpot_ms: Option<f64>) -> Option<f64> {
+    per_user(median_tpot_ms.filter(|_| completed > 0)?)
+}
+
 /// `Per GPU (2 GPUs): 950.52 output tok/s/GPU, 1901.03 total tok/s/GPU; interactivity 123.15
 /// tok/s/user (1000 / median TPOT).`; `None` when the run's GPU count or output is not known.
 pub fn render_per_gpu(s: &Summary) -> Option<String> {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Metric, RunConfig};
 use crate::metrics::health::Health;
 use crate::metrics::peaks::{peak_concurrency, peak_output_tokens_per_s, vllm_bucket_peaks};
-use crate::metrics::per_gpu::{cost_per_million, per_gpu, per_user};
+use crate::metrics::per_gpu::{cost_per_million, interactivity, per_gpu};
 use crate::metrics::stats::{Sorted, describe, describe_in_place, describe_micros_in_place};
 use crate::metrics::window::{Slice, SteadyState, slices, steady_state};
 use crate::record::{FailureKind, RequestRecord, RunResult};
@@ -166,10 +166,7 @@ impl Summary {
     /// Output tokens per second each request saw once it streamed, [`per_user`] of the median
     /// TPOT (InferenceX's interactivity, tok/s/user); `None` without requests or a TPOT above 0.
     pub fn interactivity(&self) -> Option<f64> {
-        if self.completed == 0 {
-            return None;
-        }
-        per_user(self.metric(Metric::Tpot)?.median_ms)
+        interactivity(self.completed, self.metric(Metric::Tpot).map(|m| m.median_ms))
     }
 
     /// Computes the summary of a run as vLLM 0.33's `calculate_metrics` does, plus the exact

@@ -519,14 +519,9 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     if let Some(spec) = sim.is_none().then(|| base_url.strip_prefix("sim://")).flatten() {
         return err(format!("--base-url takes a server's http:// or https:// URL; for the simulator use --sim {spec}"));
     }
-    let gpu_hour_cost = f.gpu_hour_cost;
-    if let Some(cost) = gpu_hour_cost {
-        if !servebench_core::metrics::is_gpu_hour_cost(cost) {
-            return err(format!("--gpu-hour-cost {cost}: give what one GPU costs an hour, a number above 0"));
-        }
-        if sim.is_none() && e_gpus(f.endpoint).is_none() {
-            return err("--gpu-hour-cost prices the GPUs serving the run: say how many with --gpus N");
-        }
+    let gpu_hour_cost = check_gpu_hour_cost(f.gpu_hour_cost)?;
+    if gpu_hour_cost.is_some() && sim.is_none() && e_gpus(f.endpoint).is_none() {
+        return err("--gpu-hour-cost prices the GPUs serving the run: say how many with --gpus N");
     }
     if !is_positive(f.extra.request_timeout_sec) {
         return err("--request-timeout-sec must be greater than 0");
@@ -572,6 +567,16 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
         logprobs: f.content.logprobs,
         output,
     })
+}
+
+/// `--gpu-hour-cost`, where given: a price above 0 (`bench serve`, `sim predict`, `import`).
+pub fn check_gpu_hour_cost(cost: Option<f64>) -> Result<Option<f64>, ResolveError> {
+    match cost {
+        Some(cost) if !servebench_core::metrics::is_gpu_hour_cost(cost) => {
+            err(format!("--gpu-hour-cost {cost}: give what one GPU costs an hour, a number above 0"))
+        }
+        _ => Ok(cost),
+    }
 }
 
 /// `--gpus`, where the command has it.

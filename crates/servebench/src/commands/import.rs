@@ -22,9 +22,7 @@ use crate::commands::inputs::{Named, any_file, files_of};
 use crate::output;
 
 pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    if let Some(cost) = args.gpu_hour_cost.filter(|&c| !servebench_core::metrics::is_gpu_hour_cost(c)) {
-        anyhow::bail!("--gpu-hour-cost {cost}: give what one GPU costs an hour, a number above 0");
-    }
+    crate::cli::resolve::check_gpu_hour_cost(args.gpu_hour_cost)?;
     let path = args.db.path()?;
     // Opened at the first run to store: a command whose files hold none creates no store.
     let mut store = Lazy { path: &path, store: None };

@@ -48,17 +48,13 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
         RunsCommand::Rm(args) => {
             let mut store = open_required(&args.db)?;
             let ids = store.remove(&args.runs)?;
-            let list = ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", ");
-            let noun = if ids.len() == 1 { "run" } else { "runs" };
-            writeln!(out, "Removed {noun} {list}.")?;
+            writeln!(out, "Removed {}.", runs_named(&ids))?;
         }
         RunsCommand::Export(args) => export_runs(args, out)?,
         RunsCommand::Label(args) => {
             let set = parse_kv_list(&args.set, "--set")?;
             let mut store = open_required(&args.db)?;
             let ids = store.relabel(&args.runs, &set, &args.unset)?;
-            let list = ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", ");
-            let noun = if ids.len() == 1 { "run" } else { "runs" };
             let mut did = Vec::new();
             if !set.is_empty() {
                 did.push(format!("set {}", set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")));
@@ -66,11 +62,17 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
             if !args.unset.is_empty() {
                 did.push(format!("removed {}", args.unset.join(", ")));
             }
-            writeln!(out, "Labelled {noun} {list}: {}.", did.join("; "))?;
+            writeln!(out, "Labelled {}: {}.", runs_named(&ids), did.join("; "))?;
         }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `run 4`, `runs 1, 2`: the runs a command changed.
+fn runs_named(ids: &[servebench_store::RunId]) -> String {
+    let list = ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", ");
+    format!("{} {list}", if ids.len() == 1 { "run" } else { "runs" })
 }
 
 fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {

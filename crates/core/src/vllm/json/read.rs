@@ -130,18 +130,22 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         server,
         http,
         spec_decode: spec_decode(m)?,
-        gpus: gpus(ours),
-        gpu_hour_cost: ours
-            .and_then(|o| o.get("config")?.get("target")?.get("gpu_hour_cost")?.as_f64())
+        gpus: saved_target(ours).and_then(gpus),
+        gpu_hour_cost: saved_target(ours)
+            .and_then(|t| t.get("gpu_hour_cost")?.as_f64())
             .filter(|&c| crate::metrics::is_gpu_hour_cost(c)),
     })
 }
 
-/// The GPUs that served the run, as servebench's saved config says (`--gpus`, or the
-/// simulator's deployment); a file's own `gpus` label is read by the importer.
-fn gpus(ours: Option<&Map<String, Value>>) -> Option<u32> {
-    let saved = ours?.get("config")?.get("target")?.get("gpus")?;
-    u32::try_from(whole_number(saved)?).ok().filter(|&n| n >= 1)
+/// The target of servebench's saved config (`servebench.config.target`), where the file has one.
+fn saved_target(ours: Option<&Map<String, Value>>) -> Option<&Value> {
+    ours?.get("config")?.get("target")
+}
+
+/// The GPUs that served the run, as the saved target says (`--gpus`, or the simulator's
+/// deployment); a file's own `gpus` label is read by the importer.
+fn gpus(target: &Value) -> Option<u32> {
+    u32::try_from(whole_number(target.get("gpus")?)?).ok().filter(|&n| n >= 1)
 }
 
 /// vLLM's `spec_decode_*` keys, back as the counts they were made from (each position's from

@@ -7,7 +7,7 @@ use servebench_sim::options::{canonical_key, value_holds_commas};
 
 use super::grid::{GridError, err};
 use crate::cli::bench_args::SimTargetArgs;
-use crate::cli::resolve::parse_sim_target;
+use crate::cli::resolve::{parse_kv_list, parse_sim_target};
 use crate::cli::sweep_args::SweepArgs;
 
 /// Where one series of points goes.
@@ -110,12 +110,9 @@ pub fn targets(args: &SweepArgs) -> Result<Vec<Target>, GridError> {
 fn option_combinations(items: &[String]) -> Result<Vec<Vec<String>>, GridError> {
     // (the key as first given, its canonical name, its values)
     let mut axes: Vec<(String, String, Vec<String>)> = Vec::new();
-    for item in items {
-        let Some((key, value)) = item.split_once('=') else {
-            return err(format!("invalid --sim-option {item:?}: use KEY=VALUE"));
-        };
-        let (key, value) = (key.trim(), value.trim());
-        let values: Vec<String> = if value_holds_commas(key) {
+    for (key, value) in parse_kv_list(items, "--sim-option").map_err(|e| GridError(e.to_string()))? {
+        let item = format!("{key}={value}");
+        let values: Vec<String> = if value_holds_commas(&key) {
             vec![value.to_string()]
         } else {
             let parts: Vec<String> = value.split(',').map(|v| v.trim().to_string()).collect();
@@ -124,10 +121,10 @@ fn option_combinations(items: &[String]) -> Result<Vec<Vec<String>>, GridError> 
             }
             parts
         };
-        let canonical = canonical_key(key);
+        let canonical = canonical_key(&key);
         match axes.iter_mut().find(|(_, c, _)| *c == canonical) {
             Some((_, _, list)) => list.extend(values),
-            None => axes.push((key.to_string(), canonical, values)),
+            None => axes.push((key, canonical, values)),
         }
     }
     for (key, _, values) in &axes {

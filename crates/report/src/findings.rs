@@ -28,6 +28,9 @@
 //! - **Pareto frontier** of output throughput per GPU against interactivity, over every run
 //!   whose GPU count is known ([`crate::pareto`]): which runs are on it, as stretches of one
 //!   series (or run) each, most interactive first.
+//! - **Cheapest at each interactivity**: the same frontier of cost per million output tokens
+//!   against interactivity, over every run that knows its GPU count and their price per hour
+//!   (which the sentence names, or says each run has its own).
 //! - **Two runs** (instead of the ranking above): each median and P99 latency whose 95 %
 //!   interval of the difference excludes 0 and that changed by 1 % or more, and each
 //!   throughput that changed by 5 % or more (no interval: one number per run).
@@ -37,6 +40,7 @@ use servebench_store::StoredRun;
 
 use crate::compare::PairStats;
 use crate::layout::{LOAD_KEYS, Layout, Sweep, number_text};
+use crate::pareto::Trade;
 use crate::quantity::{Quantity, Stat, failed_pct};
 
 /// The knee is where the gain per added unit stays below this fraction of the first step's.
@@ -58,6 +62,7 @@ pub enum FindingKind {
     SuperlinearTtft,
     Failures,
     ParetoFrontier,
+    CostFrontier,
     PairChange,
 }
 
@@ -145,8 +150,10 @@ pub fn findings(runs: &[StoredRun], layout: &Layout, pair: Option<&PairStats>) -
             }
         }
     }
-    if let Some(text) = crate::pareto::finding(runs, layout) {
-        out.push(Finding { kind: FindingKind::ParetoFrontier, text });
+    for (trade, kind) in [(Trade::PerGpu, FindingKind::ParetoFrontier), (Trade::Cost, FindingKind::CostFrontier)] {
+        if let Some(text) = trade.finding(runs, layout) {
+            out.push(Finding { kind, text });
+        }
     }
     if let Some(pair) = pair {
         out.extend(pair_changes(runs, pair));

@@ -346,11 +346,10 @@ fn a_sweep_along_a_deployment_is_not_read_as_a_load() {
     assert_eq!(of_kind(&along_load, FindingKind::SuperlinearTtft).len(), 1, "{along_load:?}");
 }
 
-#[test]
-fn the_pareto_frontier_says_which_series_serves_most_per_gpu_at_which_interactivity() {
-    // small on 1 GPU, large on 2: per user 100, 50, 25 tok/s and 33.3, 25, 16.7 tok/s.
-    let gpus = [1, 1, 1, 2, 2, 2];
-    let runs: Vec<NewRun> = [
+/// Two series, small on 1 GPU and large on 2, at 1, 8 and 32 streams: per user 100, 50, 25
+/// tok/s and 33.3, 25, 16.7 tok/s; the GPUs priced per hour at `prices` (small, large).
+fn small_and_large(prices: Option<(f64, f64)>) -> Vec<NewRun> {
+    [
         point("small", 1, 50.0, 100.0, 10.0, 0),
         point("small", 8, 300.0, 400.0, 20.0, 0),
         point("small", 32, 400.0, 2000.0, 40.0, 0),
@@ -359,12 +358,19 @@ fn the_pareto_frontier_says_which_series_serves_most_per_gpu_at_which_interactiv
         point("large", 32, 1000.0, 1200.0, 60.0, 0),
     ]
     .into_iter()
-    .zip(gpus)
-    .map(|(mut run, n)| {
-        run.summary.gpus = Some(n);
+    .enumerate()
+    .map(|(i, mut run)| {
+        let small = i < 3;
+        run.summary.gpus = Some(if small { 1 } else { 2 });
+        run.summary.gpu_hour_cost = prices.map(|(s, l)| if small { s } else { l });
         run
     })
-    .collect();
+    .collect()
+}
+
+#[test]
+fn the_pareto_frontier_says_which_series_serves_most_per_gpu_at_which_interactivity() {
+    let runs = small_and_large(None);
     let found = all(&stored(&runs), None);
     // Per GPU: small 50, 300, 400; large 10, 450, 500. Large's first (#4: 10 at 33.3 tok/s/user)
     // is beaten by small's second (300 at 50), and small's last (#3: 400 at 25) by large's
@@ -377,6 +383,36 @@ fn the_pareto_frontier_says_which_series_serves_most_per_gpu_at_which_interactiv
     );
     // Without GPU counts there is no frontier.
     assert!(of_kind(&all(&model_sweep(), None), FindingKind::ParetoFrontier).is_empty());
+}
+
+#[test]
+fn the_cost_frontier_says_which_series_is_cheapest_at_which_interactivity() {
+    // small on 1 GPU at $1 an hour, large on 2 at $3; a million output tokens cost 10^6 ×
+    // price × GPUs / (3600 × output tok/s).
+    // Small: $5.56, $0.93, $0.69; large: $83.33, $1.85, $1.67. Small is cheaper at every
+    // interactivity large reaches, and large reaches none beyond it.
+    let found = all(&stored(&small_and_large(Some((1.0, 3.0)))), None);
+    assert_eq!(
+        of_kind(&found, FindingKind::CostFrontier),
+        ["Cheapest per million output tokens at each run's own GPU-hour price, most interactive first: small from \
+             100.0 to 25.0 tok/s/user ($5.56 to $0.69/Mtok; #1-3). The other 3 runs each cost at least as much for no \
+             more tok/s per user than one on it."]
+    );
+    // At one price the cost follows the throughput per GPU, and the frontier is that one: small
+    // $3.33 and $0.56 at 100 and 50 tok/s/user, large $0.37 and $0.33 at 25 and 16.7 (small's
+    // $0.42 at 25 loses to large's $0.37).
+    let found = all(&stored(&small_and_large(Some((0.6, 0.6)))), None);
+    assert_eq!(
+        of_kind(&found, FindingKind::CostFrontier),
+        ["Cheapest per million output tokens at $0.6 per GPU-hour, most interactive first: small from 100.0 to 50.0 \
+             tok/s/user ($3.33 to $0.56/Mtok; #1-2); then large from 25.0 to 16.7 tok/s/user ($0.37 to $0.33/Mtok; \
+             #5-6). The other 2 runs each cost at least as much for no more tok/s per user than one on it."]
+    );
+    // Without a price there is no cost frontier, though the GPU counts give the other one.
+    let unpriced = small_and_large(None);
+    let found = all(&stored(&unpriced), None);
+    assert!(of_kind(&found, FindingKind::CostFrontier).is_empty());
+    assert_eq!(of_kind(&found, FindingKind::ParetoFrontier).len(), 1);
 }
 
 #[test]

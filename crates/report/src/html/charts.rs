@@ -1,7 +1,8 @@
 //! The report's charts of run summaries and distributions: output throughput and median
 //! TTFT/TPOT along the sweep axis (a line per series) or per run (bars), and the cumulative
-//! distribution of each latency from the per-request records; output throughput per GPU
-//! against interactivity, with its Pareto frontier, where the runs know their GPUs.
+//! distribution of each latency from the per-request records; output throughput per GPU and
+//! cost per million output tokens against interactivity, each with its Pareto frontier, where
+//! the runs know their GPUs (and, for the cost, their price).
 
 use std::fmt::Write as _;
 
@@ -13,7 +14,7 @@ use super::{MAX_DISTRIBUTIONS, figure};
 use crate::bootstrap::samples;
 use crate::compare::ranges;
 use crate::layout::Layout;
-use crate::pareto;
+use crate::pareto::{self, Trade};
 use crate::quantity::{Quantity, Stat, metric_name};
 use crate::svg::{self, Axis, Bar, Line, LineChart};
 
@@ -28,18 +29,19 @@ fn time_unit(values: impl Iterator<Item = f64>) -> (f64, &'static str) {
 }
 
 /// Throughput, TTFT and TPOT along the sweep axis per series, or per run as bars; then the
-/// trade of throughput per GPU against interactivity where runs know their GPUs.
+/// trades of throughput per GPU and of cost against interactivity where runs know their GPUs
+/// (and their price).
 pub(super) fn charts(runs: &[StoredRun], layout: &Layout) -> String {
     let mut out = load_charts(runs, layout);
-    out.push_str(&pareto_chart(runs, layout));
+    out.push_str(&pareto_chart(runs, layout, Trade::PerGpu));
+    out.push_str(&pareto_chart(runs, layout, Trade::Cost));
     out
 }
 
-/// Output tokens per second per GPU against tokens per second per user, a line per series (or
-/// run) and one along the Pareto frontier; nothing with fewer than two runs that know their
-/// GPU count.
-fn pareto_chart(runs: &[StoredRun], layout: &Layout) -> String {
-    let all = pareto::points(runs);
+/// A trade's value against tokens per second per user, a line per series (or run) and one
+/// along the Pareto frontier; nothing with fewer than two runs that have both numbers.
+fn pareto_chart(runs: &[StoredRun], layout: &Layout, trade: Trade) -> String {
+    let all = trade.points(runs);
     if all.len() < 2 {
         return String::new();
     }
@@ -47,36 +49,52 @@ fn pareto_chart(runs: &[StoredRun], layout: &Layout) -> String {
     for p in &all {
         let name = series_name(&pareto::owner(layout, p.index));
         match lines.iter_mut().find(|l| l.name == name) {
-            Some(line) => line.points.push((p.user, p.gpu)),
-            None => lines.push(Line { name, points: vec![(p.user, p.gpu)], markers: true, bands: Vec::new() }),
+            Some(line) => line.points.push((p.user, p.y)),
+            None => lines.push(Line { name, points: vec![(p.user, p.y)], markers: true, bands: Vec::new() }),
         }
     }
     for line in &mut lines {
         line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let on = pareto::frontier(&all);
+    let on = trade.frontier(&all);
     let mut ids: Vec<i64> = on.iter().map(|p| runs[p.index].row.id).collect();
     ids.sort_unstable();
     lines.push(Line {
         name: "Pareto frontier".into(),
-        points: on.iter().map(|p| (p.user, p.gpu)).collect(),
+        points: on.iter().map(|p| (p.user, p.y)).collect(),
         markers: false,
         bands: Vec::new(),
     });
+    let (id, title, what, better, wins) = match trade {
+        Trade::PerGpu => (
+            "chart-pareto",
+            "Throughput per GPU against interactivity",
+            "Each run's output tokens per second per GPU",
+            "up and to the right",
+            "no other run gives as much of both",
+        ),
+        Trade::Cost => (
+            "chart-cost",
+            "Cost against interactivity",
+            "What a million output tokens cost each run (its GPUs' price an hour over the output tokens they \
+             serve in it)",
+            "down and to the right",
+            "no other run is as cheap at as many tok/s per user",
+        ),
+    };
     figure(
         svg::line_chart(&LineChart {
-            id: "chart-pareto".into(),
-            title: "Throughput per GPU against interactivity".into(),
+            id: id.into(),
+            title: title.into(),
             x: Axis::linear(pareto::PER_USER.label()),
-            y: Axis::linear(pareto::PER_GPU.label()),
+            y: Axis::linear(trade.y().label()),
             lines,
             x_unit: "tok/s/user".into(),
-            y_unit: "tok/s/GPU".into(),
+            y_unit: trade.y().unit().into(),
         }),
         &format!(
-            "Each run's output tokens per second per GPU against the tokens per second each user saw (1000 / \
-             median TPOT), a line per series; up and to the right is better. Runs {} are on the Pareto frontier: \
-             no other run gives as much of both.",
+            "{what} against the tokens per second each user saw (1000 / median TPOT), a line per series; {better} \
+             is better. Runs {} are on the Pareto frontier: {wins}.",
             ranges(&ids)
         ),
     )

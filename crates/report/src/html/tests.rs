@@ -4,6 +4,7 @@
 use servebench_core::metrics::Summary;
 
 use super::*;
+use crate::pareto::Trade;
 use crate::testutil::*;
 
 mod browser;
@@ -179,11 +180,44 @@ fn runs_that_know_their_gpus_chart_throughput_per_gpu_against_interactivity() {
     assert!(chart.contains(">Output throughput per GPU (tok/s/GPU)</text>"));
     assert!(chart.contains("data-value=\"Pareto frontier\""));
     // The caption names the runs on the frontier: each is beaten by none of the others.
-    let on = crate::pareto::frontier(&crate::pareto::points(&runs));
+    let on = Trade::PerGpu.frontier(&Trade::PerGpu.points(&runs));
     assert!(!on.is_empty());
     let mut ids: Vec<i64> = on.iter().map(|p| runs[p.index].row.id).collect();
     ids.sort_unstable();
     let caption = &caption[..caption.find("</figcaption>").unwrap()];
+    assert!(
+        caption.contains(&format!("Runs {} are on the Pareto frontier", crate::compare::ranges(&ids))),
+        "{caption}"
+    );
+}
+
+#[test]
+fn runs_that_know_their_price_chart_cost_against_interactivity() {
+    let mut runs = reference_001();
+    for run in &mut runs {
+        run.summary.gpus = Some(2);
+    }
+    let html = render(&runs, &options()).unwrap();
+    assert!(html.contains("chart-pareto") && !html.contains("chart-cost"), "GPU counts without a price: no cost chart");
+    // Two prices: the cheaper GPUs win where they serve as much per GPU.
+    for (i, run) in runs.iter_mut().enumerate() {
+        run.summary.gpu_hour_cost = (i != 0).then_some(if i % 2 == 0 { 2.0 } else { 3.0 });
+    }
+    let html = render(&runs, &options()).unwrap();
+    let chart = &html[html.find("id=\"chart-cost\"").unwrap()..];
+    let (chart, caption) = chart.split_at(chart.find("</svg>").unwrap());
+    // A marker for every run with a price (all but the first).
+    assert_eq!(chart.matches("<circle").count(), runs.len() - 1);
+    assert!(chart.contains(">Cost per million output tokens ($/Mtok)</text>"));
+    assert!(chart.contains(">Interactivity (tok/s/user)</text>"));
+    let on = Trade::Cost.frontier(&Trade::Cost.points(&runs));
+    assert!(!on.is_empty() && on.iter().all(|p| p.index != 0));
+    // Along the frontier, more tok/s per user costs more.
+    assert!(on.windows(2).all(|w| w[0].user < w[1].user && w[0].y < w[1].y), "{on:?}");
+    let mut ids: Vec<i64> = on.iter().map(|p| runs[p.index].row.id).collect();
+    ids.sort_unstable();
+    let caption = &caption[..caption.find("</figcaption>").unwrap()];
+    assert!(caption.contains("down and to the right is better"), "{caption}");
     assert!(
         caption.contains(&format!("Runs {} are on the Pareto frontier", crate::compare::ranges(&ids))),
         "{caption}"

@@ -7,7 +7,8 @@
 //! a sum means nothing, such as a per-GPU utilisation); the scraper (in the client crate) keeps
 //! them as [`ServerTelemetry`]; [`Digest`] reduces a source's series to the figures a report
 //! prints: gauge peaks and means, counter increases over the run, and the ratios derived from
-//! them (prefix-cache hits, spec-decode acceptance, mean queue time, the server's own TTFT).
+//! them (prefix-cache hits, spec-decode acceptance, mean queue time, the server's own TTFT),
+//! and the GPUs' energy over the run (their energy counter, or their power integrated).
 
 pub mod exposition;
 mod spec_decode;
@@ -53,6 +54,8 @@ pub enum Signal {
     GpuUtil,
     /// GPU power draw, watts (sum over GPUs).
     GpuPower,
+    /// Energy the GPUs consumed since their driver loaded, millijoules (counter, sum over GPUs).
+    GpuEnergy,
     /// GPU memory in use, MiB (sum over GPUs).
     GpuMemoryUsed,
 }
@@ -76,6 +79,7 @@ impl Signal {
                 | TtftCount
                 | PrefillTimeSum
                 | PrefillTimeCount
+                | GpuEnergy
         )
     }
 }
@@ -144,6 +148,7 @@ pub const KNOWN: &[Known] = &[
     // servebench's simulated server: its engine's busy share stands for the GPU's use.
     k("servebench:engine_busy_percent", Signal::GpuUtil, "servebench", Combine::Mean),
     k("DCGM_FI_DEV_POWER_USAGE", Signal::GpuPower, "dcgm", Combine::Sum),
+    k("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Signal::GpuEnergy, "dcgm", Combine::Sum),
     k("DCGM_FI_DEV_FB_USED", Signal::GpuMemoryUsed, "dcgm", Combine::Sum),
 ];
 
@@ -275,6 +280,9 @@ pub struct Digest {
     pub gpu_util: Option<Level>,
     pub gpu_power: Option<Level>,
     pub gpu_memory_used: Option<Level>,
+    /// Joules the GPUs consumed between the first and the last scrape: the increase of their
+    /// energy counter, else the power gauge integrated over the scrapes' times (trapezoids).
+    pub gpu_energy_j: Option<f64>,
     /// Counter increases over the run.
     pub preemptions: Option<f64>,
     pub prompt_tokens: Option<f64>,
@@ -305,6 +313,9 @@ impl Digest {
             gpu_util: level(Signal::GpuUtil),
             gpu_power: level(Signal::GpuPower),
             gpu_memory_used: level(Signal::GpuMemoryUsed),
+            gpu_energy_j: rise(Signal::GpuEnergy)
+                .map(|mj| mj / 1000.0)
+                .or_else(|| source.series(Signal::GpuPower).and_then(integral)),
             preemptions: rise(Signal::Preemptions),
             prompt_tokens: rise(Signal::PromptTokens),
             generation_tokens: rise(Signal::GenerationTokens),
@@ -327,6 +338,15 @@ fn level(series: &Series) -> Option<Level> {
     Some(Level { max, mean: crate::metrics::stats::mean(&values) })
 }
 
+/// The area under a gauge over its points' times (trapezoids): a power in watts over seconds
+/// gives joules. `None` without two points a positive time apart.
+fn integral(series: &Series) -> Option<f64> {
+    let points: Vec<[f64; 2]> =
+        series.points.iter().copied().filter(|p| p[0].is_finite() && p[1].is_finite()).collect();
+    let span = points.last()?[0] - points.first()?[0];
+    (span > 0.0).then(|| points.windows(2).map(|w| (w[1][0] - w[0][0]) * (w[0][1] + w[1][1]) / 2.0).sum())
+}
+
 /// How much a counter grew over the series; a drop (the server restarted and its counters
 /// began again) counts what was counted after it.
 pub fn increase(series: &Series) -> f64 {
@@ -342,6 +362,12 @@ pub fn increase(series: &Series) -> f64 {
 }
 
 impl ServerTelemetry {
+    /// The joules the GPUs consumed over the run: the first source that tells them (a GPU
+    /// exporter's energy counter or power gauge).
+    pub fn gpu_energy_j(&self) -> Option<f64> {
+        self.sources.iter().find_map(|s| Digest::of(s).gpu_energy_j)
+    }
+
     /// The engine's share of the mean first token over the run, ms: the mean queue plus the
     /// mean prefill of the first source that reports both (vLLM's phase metrics); what else
     /// of the first token there is was spent in front of the engine.
@@ -359,6 +385,17 @@ pub fn render(t: &ServerTelemetry, client_output_tokens: Option<u64>) -> String 
         out.push('\n');
     }
     out
+}
+
+/// Joules in the unit that keeps them short: `850 J`, `12.3 kJ`, `4.56 MJ`.
+fn energy_text(j: f64) -> String {
+    if j >= 1e6 {
+        format!("{:.2} MJ", j / 1e6)
+    } else if j >= 1e3 {
+        format!("{:.1} kJ", j / 1e3)
+    } else {
+        format!("{j:.0} J")
+    }
 }
 
 fn render_source(source: &Source, client_output_tokens: Option<u64>) -> String {
@@ -392,6 +429,10 @@ fn render_source(source: &Source, client_output_tokens: Option<u64>) -> String {
     }));
     parts.extend(level("GPU util", d.gpu_util, &|v| format!("{v:.0} %")));
     parts.extend(level("GPU power", d.gpu_power, &|v| format!("{v:.0} W")));
+    parts.extend(d.gpu_energy_j.map(|j| match client_output_tokens.filter(|_| j > 0.0) {
+        Some(tokens) => format!("GPU energy {} ({:.2} output tok/J)", energy_text(j), tokens as f64 / j),
+        None => format!("GPU energy {}", energy_text(j)),
+    }));
     parts.extend(level("GPU memory", d.gpu_memory_used, &|v| format!("{:.1} GiB", v / 1024.0)));
     if parts.is_empty() {
         return format!("{head}: no metric servebench knows.");

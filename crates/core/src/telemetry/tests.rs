@@ -121,6 +121,41 @@ fn a_counter_reset_counts_what_came_after_it() {
 }
 
 #[test]
+fn the_gpus_energy_is_their_counter_s_increase_else_their_power_integrated() {
+    // Two GPUs' counters, millijoules since the driver loaded: 3 kJ and 2 kJ over the run.
+    let counted = source_of(&[
+        (
+            0.0,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 1000000\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"1\"} 5000000\n",
+        ),
+        (
+            10.0,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 4000000\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"1\"} 7000000\nDCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 900\n",
+        ),
+    ]);
+    assert_eq!(counted.engine.as_deref(), Some("dcgm"));
+    assert_eq!(Digest::of(&counted).gpu_energy_j, Some(5000.0), "the counter wins over the gauge");
+    // Without the counter, the power (summed over GPUs) over the scrapes' times: 400 W for
+    // 1 s, rising to 600 W over the next 2 s, is 400 + 1000 J.
+    let gauged = source_of(&[
+        (0.0, "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 200\nDCGM_FI_DEV_POWER_USAGE{gpu=\"1\"} 200\n"),
+        (1.0, "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 200\nDCGM_FI_DEV_POWER_USAGE{gpu=\"1\"} 200\n"),
+        (3.0, "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 300\nDCGM_FI_DEV_POWER_USAGE{gpu=\"1\"} 300\n"),
+    ]);
+    assert_eq!(Digest::of(&gauged).gpu_energy_j, Some(1400.0));
+    let line = render_source(&gauged, Some(2800));
+    assert!(line.contains("GPU power max 600 W mean 467 W, GPU energy 1.4 kJ (2.00 output tok/J)"), "{line}");
+    // One scrape spans no time: no energy.
+    let once = source_of(&[(0.0, "DCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 200\n")]);
+    assert_eq!(Digest::of(&once).gpu_energy_j, None);
+    // The run's energy is the first source's that tells it.
+    let t = ServerTelemetry { interval_s: 1.0, sources: vec![once, gauged, counted] };
+    assert_eq!(t.gpu_energy_j(), Some(1400.0));
+    assert_eq!(energy_text(850.0), "850 J");
+    assert_eq!(energy_text(4.56e6), "4.56 MJ");
+}
+
+#[test]
 fn failures_are_noted_once_with_the_first_reason() {
     let mut s = Source::new("http://127.0.0.1:1/metrics");
     s.fail("connection refused");

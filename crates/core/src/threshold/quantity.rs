@@ -108,6 +108,9 @@ pub enum Quantity {
     /// What a million output tokens cost: the GPUs' price an hour over the output tokens
     /// they serve in it; only for a run that knows its GPU count and their price.
     CostPerMillionOutput,
+    /// Output tokens per joule the GPUs consumed over the run (from a GPU exporter's energy
+    /// counter or power gauge, `--scrape`d); only for a run whose telemetry has it.
+    OutputTokensPerJoule,
     /// Output tokens per second each request sees once it streams: 1000 / median TPOT in ms
     /// (InferenceX's `median_intvty`), the axis that throughput per GPU is traded against.
     Interactivity,
@@ -135,6 +138,7 @@ impl Quantity {
             Quantity::OutputThroughputPerGpu,
             Quantity::TotalTokenThroughputPerGpu,
             Quantity::CostPerMillionOutput,
+            Quantity::OutputTokensPerJoule,
         ];
         for metric in LATENCIES {
             rows.extend(Stat::ALL.map(|s| Quantity::Latency(s, metric)));
@@ -164,6 +168,7 @@ impl Quantity {
             Quantity::OutputThroughputPerGpu => "output_throughput_per_gpu".into(),
             Quantity::TotalTokenThroughputPerGpu => "total_token_throughput_per_gpu".into(),
             Quantity::CostPerMillionOutput => "cost_per_million_output_tokens".into(),
+            Quantity::OutputTokensPerJoule => "output_tokens_per_joule".into(),
             Quantity::Interactivity => "interactivity".into(),
             Quantity::PeakConcurrency => "peak_concurrency".into(),
             Quantity::Latency(s, m) => format!("{}_{}_ms", s.key(), m.key()),
@@ -184,6 +189,7 @@ impl Quantity {
             Quantity::OutputThroughputPerGpu,
             Quantity::TotalTokenThroughputPerGpu,
             Quantity::CostPerMillionOutput,
+            Quantity::OutputTokensPerJoule,
             Quantity::Interactivity,
             Quantity::PeakConcurrency,
         ];
@@ -207,6 +213,7 @@ impl Quantity {
             Quantity::OutputThroughputPerGpu => "Output throughput per GPU (tok/s/GPU)".into(),
             Quantity::TotalTokenThroughputPerGpu => "Total token throughput per GPU (tok/s/GPU)".into(),
             Quantity::CostPerMillionOutput => "Cost per million output tokens ($/Mtok)".into(),
+            Quantity::OutputTokensPerJoule => "Output tokens per joule (tok/J)".into(),
             Quantity::Interactivity => "Interactivity (tok/s/user)".into(),
             Quantity::PeakConcurrency => "Peak concurrency".into(),
             Quantity::Latency(s, m) => format!("{} {} (ms)", s.label(), metric_name(m)),
@@ -238,6 +245,7 @@ impl Quantity {
             Quantity::OutputThroughputPerGpu | Quantity::TotalTokenThroughputPerGpu => "tok/s/GPU",
             Quantity::Interactivity => "tok/s/user",
             Quantity::CostPerMillionOutput => "$/Mtok",
+            Quantity::OutputTokensPerJoule => "tok/J",
             Quantity::Latency(..) => "ms",
         }
     }
@@ -262,6 +270,7 @@ impl Quantity {
                 | Quantity::TotalTokenThroughput
                 | Quantity::OutputThroughputPerGpu
                 | Quantity::TotalTokenThroughputPerGpu
+                | Quantity::OutputTokensPerJoule
                 | Quantity::Interactivity
         )
     }
@@ -283,6 +292,10 @@ impl Quantity {
             Quantity::OutputThroughputPerGpu => s.per_gpu(s.output_throughput),
             Quantity::TotalTokenThroughputPerGpu => s.per_gpu(s.total_token_throughput),
             Quantity::CostPerMillionOutput => s.cost_per_million_output(),
+            Quantity::OutputTokensPerJoule => {
+                let joules = s.server.as_ref()?.gpu_energy_j().filter(|&j| j > 0.0)?;
+                Some(s.total_output_tokens? as f64 / joules)
+            }
             Quantity::Interactivity => s.interactivity(),
             Quantity::PeakConcurrency => {
                 s.peak_concurrent_requests.or(s.vllm_max_concurrent_requests).map(|p| p as f64)
@@ -402,5 +415,24 @@ mod tests {
         // Not a threshold's: the threshold language does not read it.
         assert!(!Quantity::all().contains(&Quantity::GpuUtil));
         assert_eq!(Quantity::from_key(&Quantity::GpuUtil.key()), None);
+    }
+
+    #[test]
+    fn output_tokens_per_joule_divide_the_run_s_tokens_by_its_gpus_energy() {
+        use crate::telemetry::{Reading, ServerTelemetry, Signal, Source};
+        let mut gpu = Source::new("http://dcgm/metrics");
+        for (t, watts) in [(0.0, 500.0), (10.0, 700.0)] {
+            gpu.record(t, &Reading { engine: Some("dcgm"), values: vec![(Signal::GpuPower, watts)], bad_lines: 0 });
+        }
+        let mut s = Summary { completed: 10, total_output_tokens: Some(12_000), ..Summary::default() };
+        assert_eq!(Quantity::OutputTokensPerJoule.value(&s), None, "no telemetry");
+        s.server = Some(ServerTelemetry { interval_s: 1.0, sources: vec![gpu] });
+        // 600 W on average for 10 s: 6 kJ for 12,000 tokens.
+        assert_eq!(Quantity::OutputTokensPerJoule.value(&s), Some(2.0));
+        assert_eq!(Quantity::OutputTokensPerJoule.value(&Summary { total_output_tokens: None, ..s }), None);
+        // A --fail-on key, more is better; not an --slo key.
+        let q = Quantity::from_key("output_tokens_per_joule").unwrap();
+        assert!(q.higher_is_better() && Quantity::all().contains(&q));
+        assert_eq!(q.format_with_unit(2.0), "2.00 tok/J");
     }
 }

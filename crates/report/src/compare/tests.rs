@@ -33,7 +33,7 @@ fn the_000_models_side_by_side() {
         lines[0]
     );
     assert!(
-        lines[4].starts_with("4,run00004,import,Qwen/Qwen3-0.6B,Qwen/Qwen3-0.6B,20,0,0,0.98,124.81,249.62,,,,495.14,")
+        lines[4].starts_with("4,run00004,import,Qwen/Qwen3-0.6B,Qwen/Qwen3-0.6B,20,0,0,0.98,124.81,249.62,,,,,495.14,")
     );
 }
 

@@ -239,6 +239,11 @@ pub struct SweepOptions {
     /// max-concurrency, 5% for request-rate].
     #[arg(long, value_name = "T", requires = "search")]
     pub search_tolerance: Option<String>,
+    /// A load to serve, in the searched setting's unit (requests a second for request-rate,
+    /// concurrent requests for max-concurrency): after the search, how many replicas of each
+    /// deployment, how many GPUs and at what price an hour serve it under the SLOs.
+    #[arg(long, value_name = "LOAD", requires = "search")]
+    pub demand: Option<f64>,
 }
 
 /// `servebench sweep`: `bench serve`'s flags with lists, and the sweep's own.
@@ -297,7 +302,9 @@ compared as `servebench compare --label sweep=NAME` would.
 SLO search: --search max-concurrency --slo p99_ttft_ms<=500,p99_tpot_ms<=50 probes 1, 2, 4, ... \
 until a probe fails (or --search-max), then bisects between the highest pass and the lowest \
 fail. Each probe is a full run labelled search=NAME and probe=I; with --repeats a probe is \
-judged on the mean of its runs. Noise moves the answer: repeat to see how far.
+judged on the mean of its runs. Noise moves the answer: repeat to see how far. Where the runs \
+know their GPUs, the answers of several deployments are compared per GPU; --demand LOAD plans the \
+replicas, GPUs and price an hour of each that serve LOAD, the load split evenly.
 
 Exit codes: 0 done, 1 error or a point failed (or every request of one did), 2 bad usage, 130 \
 interrupted.";

@@ -1,6 +1,7 @@
 //! Integration tests of the servebench commands, run in-process.
 
 mod bench_cli;
+mod capacity;
 mod common;
 mod dialects;
 mod pipeline;

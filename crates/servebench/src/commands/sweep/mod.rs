@@ -18,6 +18,7 @@
 //! and merged here before the next run is chosen; with `--shard` a grid sweep sends this
 //! worker's share of every point, the workers meeting at the rendezvous before each.
 
+mod capacity;
 mod grid;
 mod run;
 mod tables;
@@ -95,6 +96,11 @@ impl Sweep {
         check_sharding(&args)?;
         let slos = parse_slos(&args.sweep.slo)?;
         let notes = add_slo_sections(&mut args.bench, &slos)?;
+        if let Some(d) = args.sweep.demand
+            && !(d.is_finite() && d > 0.0)
+        {
+            anyhow::bail!("--demand {d}: give the load to serve as a number above 0, in the searched setting's unit");
+        }
         let search = match args.sweep.search {
             None => None,
             Some(key) => {
@@ -300,6 +306,22 @@ impl Sweep {
                 let answer =
                     if s.described.is_empty() { capitalised(&answer) } else { format!("{}: {answer}", s.described) };
                 tables.push((t, Some(format!("{answer}."))));
+            }
+        }
+        if let Some((key, _)) = &self.search {
+            let answers: Vec<capacity::Answered> = searches
+                .iter()
+                .map(|s| {
+                    let best = s.search.answer().best;
+                    let probe = best.and_then(|b| s.probes.iter().find(|p| p.value == b));
+                    let runs = probe.map_or_else(Vec::new, |p| {
+                        p.runs.iter().filter_map(|&i| records[i].outcome.as_ref().ok()).map(|d| &d.summary).collect()
+                    });
+                    capacity::Answered { described: &s.described, best, runs, finished: s.finished }
+                })
+                .collect();
+            if let Some((t, sentence)) = capacity::capacity(*key, self.args.sweep.demand, &answers) {
+                tables.push((t, Some(sentence)));
             }
         }
         for (t, after) in tables {

@@ -132,7 +132,7 @@ pub fn capacity(key: SearchKey, demand: Option<f64>, answers: &[Answered]) -> Op
         }
         None => {
             let (name, per_gpu, ..) = ranked.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
-            format!("Most {} per GPU under the SLOs: {name} ({per_gpu:.2} {unit} a GPU).", key.key())
+            format!("Most {unit} a GPU under the SLOs: {name}, {per_gpu:.2}.")
         }
     };
     Some((t, sentence))
@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(t.rows[1], ["tp=8", "208", "8", "26.00", "3", "24", "60.00"]);
         // Without a demand, which serves more per GPU.
         let (t, sentence) = capacity(SearchKey::RequestRate, None, &answers).unwrap();
-        assert_eq!(sentence, "Most request_rate per GPU under the SLOs: tp=8 (26.00 req/s a GPU).");
+        assert_eq!(sentence, "Most req/s a GPU under the SLOs: tp=8, 26.00.");
         assert_eq!(t.rows[1], ["tp=8", "208", "8", "26.00"]);
         // One search and no demand: nothing to plan.
         assert!(capacity(SearchKey::RequestRate, None, &answers[..1]).is_none());

@@ -43,7 +43,19 @@ pub fn main_entry(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Err(e) if output::is_broken_pipe(&*e) => ExitCode::SUCCESS,
         Err(e) => {
             output::error(&*e);
-            ExitCode::FAILURE
+            if is_usage(&e) { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
+}
+
+/// Whether a command's error is bad usage, exit code 2: a flag value or a combination of flags
+/// refused before anything ran ([`cli::resolve::ResolveError`]), or a simulator target that
+/// names nothing known or options that cannot be read or conflict
+/// ([`servebench_sim::SimError::is_usage`]). A deployment that is well formed but cannot run
+/// (it does not fit) is an error, 1, as vLLM's start would fail.
+fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.downcast_ref::<cli::resolve::ResolveError>().is_some()
+            || cause.downcast_ref::<servebench_sim::SimError>().is_some_and(servebench_sim::SimError::is_usage)
+    })
 }

@@ -82,3 +82,21 @@ pub enum SimError {
     )]
     MaxModelLenTooLong { max_model_len: u32, needed_gib: f64, kv_gib: f64, fit_tokens: u64 },
 }
+
+impl SimError {
+    /// Whether the error is in what the user asked for, not in the machine or the files: a
+    /// hardware, model or option the simulator does not know, an option value it cannot read,
+    /// options that conflict. (A deployment that does not fit is well formed: not usage.)
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            SimError::UnknownHardware { .. }
+                | SimError::UnknownModel { .. }
+                | SimError::UnpricedFormat { .. }
+                | SimError::AmbiguousModel { .. }
+                | SimError::UnknownOption { .. }
+                | SimError::BadOption { .. }
+                | SimError::Conflict(_)
+        )
+    }
+}

@@ -236,16 +236,16 @@ async fn unsupported_vllm_flags_are_refused_by_name() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--self-timed"), "{}", text(&out.stderr));
     let out = servebench(args(&["bench", "serve", "--dataset-name", "hf", "--model", "m", "--port", "9"])).await;
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a flag value refused before anything runs is bad usage");
     assert!(text(&out.stderr).contains("\"hf\" is not supported"), "{}", text(&out.stderr));
     let sim_url = ["bench", "serve", "--base-url", "sim://Qwen/Qwen3-0.6B@l40s", "--num-prompts", "1"];
     let out = servebench(args(&sim_url)).await;
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("use --sim Qwen/Qwen3-0.6B@l40s"), "{}", text(&out.stderr));
     // The simulator counts its own GPUs.
     let sim_gpus = ["bench", "serve", "--sim", "Qwen/Qwen3-0.6B@l40s", "--gpus", "2", "--num-prompts", "1"];
     let out = servebench(args(&sim_gpus)).await;
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--gpus 2: the simulator counts its own GPUs"), "{}", text(&out.stderr));
 }
 
@@ -428,6 +428,6 @@ async fn lora_modules_name_the_adapter_of_each_request_and_warm_up_uses_the_base
     assert!(text(&predict.stderr).contains("--lora-modules is not supported by servebench's simulator commands"));
     let sim = ["bench", "serve", "--sim", "Qwen/Qwen3-0.6B@h100-sxm", "--lora-modules", "a", "--num-prompts", "2"];
     let sim = servebench(args(&sim)).await;
-    assert_eq!(sim.status.code(), Some(1), "{}", text(&sim.stderr));
+    assert_eq!(sim.status.code(), Some(2), "{}", text(&sim.stderr));
     assert!(text(&sim.stderr).contains("the simulator serves no LoRA adapters"), "{}", text(&sim.stderr));
 }

@@ -236,11 +236,14 @@ pub(super) fn report_000() -> String {
 
 #[test]
 fn bad_input_errors_say_what_to_do() {
+    // What names nothing known, or cannot be read, is bad usage (2); a deployment that cannot
+    // run is an error (1), as vLLM's start fails.
     let (code, err) = fails(&["sim", "predict", "--model", "acme/unknown-9b", "--hardware", "h100-sxm", "--no-store"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("unknown model \"acme/unknown-9b\"") && err.contains("Qwen/Qwen3-8B"), "{err}");
     assert!(err.contains("config.json"), "{err}");
-    let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "tpu-v9", "--no-store"]);
+    let (code, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "tpu-v9", "--no-store"]);
+    assert_eq!(code, 2);
     assert!(
         err.contains("unknown hardware \"tpu-v9\"; known presets: h100-sxm, h100-pcie, h100-nvl, h800, h200, h200-nvl"),
         "{err}"
@@ -250,7 +253,7 @@ fn bad_input_errors_say_what_to_do() {
     assert!(err.contains("unknown hardware \"mi300\" (did you mean mi300x?); known presets:"), "{err}");
     let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "x100-80gb", "--no-store"]);
     assert!(err.contains("(did you mean h100-sxm or a100-80g?)"), "{err}");
-    let (_, err) = fails(&[
+    let (code, err) = fails(&[
         "sim",
         "predict",
         "--model",
@@ -259,11 +262,13 @@ fn bad_input_errors_say_what_to_do() {
         "rtx-4090",
         "--no-store",
     ]);
+    assert_eq!(code, 1);
     assert!(err.contains("does not fit on rtx-4090") && err.contains("GiB per GPU"), "{err}");
     assert!(err.contains("Use more GPUs"), "{err}");
     let (_, err) = fails(&["sim", "predict", "--hardware", "h100-sxm", "--no-store"]);
     assert!(err.contains("--model"), "{err}");
-    let (_, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm", "--tp", "3"]);
+    let (code, err) = fails(&["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm", "--tp", "3"]);
+    assert_eq!(code, 2);
     assert!(err.contains("tp=3") && err.contains("32 attention heads"), "{err}");
     // A stand-in for vLLM's client is predict's: a served twin is timed by its real caller.
     let (_, err) = fails(&[

@@ -546,6 +546,6 @@ fn a_list_of_option_values_outside_a_sweep_says_where_lists_go() {
         "max-num-seqs=32,64",
     ]));
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "bad usage: {stderr}");
     assert!(stderr.contains("one value (`servebench sweep --sim-option max-num-seqs=A,B` sweeps a list)"), "{stderr}");
 }

@@ -38,16 +38,33 @@ fn table_of(rows: &[RunRow]) -> String {
     if rows.is_empty() {
         return "No runs match.\n".to_string();
     }
-    let header =
-        ["ID", "UID", "KIND", "WHEN", "MODEL", "OK", "FAIL", "CONC", "RATE", "OUT TOK/S", "TTFT", "TPOT", "LABELS"];
+    let header = [
+        "ID",
+        "UID",
+        "KIND",
+        "WHEN",
+        "MODEL",
+        "OK",
+        "FAIL",
+        "CONC",
+        "RATE",
+        "GPUS",
+        "OUT TOK/S",
+        "TTFT",
+        "TPOT",
+        "LABELS",
+    ];
     let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for r in rows {
         let median = |m: Metric| r.key_stats(m).map_or("-".to_string(), |k| format!("{:.2}", k.median_ms));
-        // A `model` label equal to the model column says nothing more.
+        // A `model` or `gpus` label equal to its column says nothing more.
+        let gpus = r.gpus.map(|g| g.to_string());
         let labels: Vec<String> = r
             .labels
             .iter()
-            .filter(|(k, v)| !(k == "model" && r.model.as_ref() == Some(v)))
+            .filter(|(k, v)| {
+                !((k == "model" && r.model.as_ref() == Some(v)) || (k == "gpus" && gpus.as_ref() == Some(v)))
+            })
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         table.push(vec![
@@ -60,6 +77,7 @@ fn table_of(rows: &[RunRow]) -> String {
             r.failed.map_or("-".into(), |f| f.to_string()),
             r.max_concurrency.map_or("-".into(), |c| c.to_string()),
             r.request_rate.map_or("-".into(), rate),
+            gpus.clone().unwrap_or_else(|| "-".into()),
             r.output_throughput.map_or("-".into(), |t| format!("{t:.2}")),
             median(Metric::Ttft),
             median(Metric::Tpot),
@@ -68,7 +86,7 @@ fn table_of(rows: &[RunRow]) -> String {
     }
     let widths: Vec<usize> =
         (0..header.len()).map(|c| table.iter().map(|row| row[c].chars().count()).max().unwrap_or(0)).collect();
-    let numeric = |c: usize| (5..12).contains(&c) || c == 0;
+    let numeric = |c: usize| (5..13).contains(&c) || c == 0;
     let mut out = String::new();
     for row in &table {
         let mut line = String::new();
@@ -251,6 +269,14 @@ mod tests {
         let mut new = NewRun::from_run(RunKind::Bench, &run, &summary);
         new.set_label("comment", &"long ".repeat(20));
         store.insert(&new).unwrap();
+        // A run that knows its GPUs shows their count in its column, not again as a label.
+        let mut on_two = NewRun::from_run(
+            RunKind::Bench,
+            &run,
+            &servebench_core::metrics::Summary { gpus: Some(2), ..summary.clone() },
+        );
+        on_two.set_label("gpus", "2");
+        store.insert(&on_two).unwrap();
         let rows: Vec<RunRow> = store.list(&Default::default()).unwrap().into_iter().map(fixed).collect();
         insta::assert_snapshot!(list_table(&rows));
         assert_eq!(list_table(&[]), "No runs match.\n");

@@ -8,6 +8,8 @@
 //!   max_concurrency=4"); in a sweep of several series, the series at the lowest and at the
 //!   highest axis value that two series or more reached. A sweep of one series says where its
 //!   throughput peaks instead.
+//! - **Most output tokens per joule** in the same groups, where two runs or more carry the
+//!   GPUs' energy (a GPU exporter `--scrape`d), with the ratio to the runner-up.
 //! - **Lowest latency** in the group at the lowest load: by median E2EL when every run has it,
 //!   else by median TPOT ("best single-request latency" when that load is one request), and
 //!   the **fastest first token** by median TTFT.
@@ -54,6 +56,7 @@ pub const SUPERLINEAR_MARGIN: f64 = 1.10;
 pub enum FindingKind {
     HighestThroughput,
     ThroughputSpread,
+    MostTokensPerJoule,
     BestLatency,
     FastestFirstToken,
     DegradesUnderLoad,
@@ -110,8 +113,10 @@ pub fn findings(runs: &[StoredRun], layout: &Layout, pair: Option<&PairStats>) -
             };
             if let (Some(&lo), Some(&hi)) = (shared.first(), shared.last()) {
                 out.extend(highest_throughput(runs, &group(lo)));
+                out.extend(most_tokens_per_joule(runs, &group(lo)));
                 if hi != lo {
                     out.extend(highest_throughput(runs, &group(hi)));
+                    out.extend(most_tokens_per_joule(runs, &group(hi)));
                 }
                 out.extend(lowest_latency(runs, &group(lo)));
             }
@@ -144,6 +149,7 @@ pub fn findings(runs: &[StoredRun], layout: &Layout, pair: Option<&PairStats>) -
                 single_request: single,
             };
             out.extend(highest_throughput(runs, &group));
+            out.extend(most_tokens_per_joule(runs, &group));
             out.extend(lowest_latency(runs, &group));
             for (name, i) in &group.members {
                 out.extend(run_failures(&runs[*i], name, &group.context));
@@ -245,6 +251,19 @@ fn highest_throughput(runs: &[StoredRun], group: &Group) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// The run of the group that served the most output tokens per joule its GPUs drew, where two
+/// or more were measured with a GPU exporter's energy.
+fn most_tokens_per_joule(runs: &[StoredRun], group: &Group) -> Option<Finding> {
+    let r = ranked(runs, group, Quantity::OutputTokensPerJoule);
+    let [(best, bv), (next, nv), ..] = r.as_slice() else { return None };
+    let ctx = with_context(&group.context);
+    let ratio = if *nv > 0.0 { format!(", {:.2}× the next", bv / nv) } else { String::new() };
+    Some(finding(
+        FindingKind::MostTokensPerJoule,
+        format!("Most output tokens per joule{ctx}: {best} ({} tok/J{ratio}, {next} at {} tok/J).", v2(*bv), v2(*nv)),
+    ))
 }
 
 fn lowest_latency(runs: &[StoredRun], group: &Group) -> Vec<Finding> {

@@ -416,6 +416,37 @@ fn the_cost_frontier_says_which_series_is_cheapest_at_which_interactivity() {
 }
 
 #[test]
+fn the_runs_that_serve_most_tokens_per_joule_are_named_where_the_gpus_energy_was_measured() {
+    use servebench_core::telemetry::{Reading, ServerTelemetry, Signal, Source};
+    // A GPU exporter's power over each run's 10 s: small's GPU draws 500 W, large's two 1000 W.
+    let runs: Vec<NewRun> = small_and_large(None)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut run)| {
+            let watts = if i < 3 { 500.0 } else { 1000.0 };
+            let mut gpu = Source::new("http://dcgm:9400/metrics");
+            for t in [0.0, 10.0] {
+                gpu.record(t, &Reading { engine: Some("dcgm"), values: vec![(Signal::GpuPower, watts)], bad_lines: 0 });
+            }
+            run.summary.total_output_tokens = run.summary.output_throughput.map(|o| (o * 10.0) as u64);
+            run.summary.server = Some(ServerTelemetry { interval_s: 1.0, sources: vec![gpu] });
+            run
+        })
+        .collect();
+    // Output tokens over joules: small 0.1, 0.6, 0.8; large 0.02, 0.9, 1.0.
+    let found = all(&stored(&runs), None);
+    assert_eq!(
+        of_kind(&found, FindingKind::MostTokensPerJoule),
+        [
+            "Most output tokens per joule at max_concurrency=1: small (0.10 tok/J, 5.00× the next, large at 0.02 tok/J).",
+            "Most output tokens per joule at max_concurrency=32: large (1.00 tok/J, 1.25× the next, small at 0.80 tok/J)."
+        ]
+    );
+    // Without the GPUs' energy, nothing is said.
+    assert!(of_kind(&all(&stored(&small_and_large(None)), None), FindingKind::MostTokensPerJoule).is_empty());
+}
+
+#[test]
 fn failures_of_runs_side_by_side_name_the_run() {
     let runs = stored(&[point("a", 4, 10.0, 1.0, 1.0, 0), point("b", 4, 12.0, 1.0, 1.0, 25)]);
     let found = all(&runs, None);

@@ -6,7 +6,7 @@ use serde_json::Value;
 use servebench_core::config::Metric;
 use servebench_core::vllm::{render_failures, render_result_block, render_traffic};
 
-use crate::runs::{ChunkTimes, RunRow, StoredRun};
+use crate::runs::{ChunkTimes, GPUS_LABEL, RunRow, StoredRun};
 
 /// Labels longer than this are cut in the table (`runs list --json` has them whole).
 const LABELS_WIDTH: usize = 60;
@@ -63,7 +63,7 @@ fn table_of(rows: &[RunRow]) -> String {
             .labels
             .iter()
             .filter(|(k, v)| {
-                !((k == "model" && r.model.as_ref() == Some(v)) || (k == "gpus" && gpus.as_ref() == Some(v)))
+                !((k == "model" && r.model.as_ref() == Some(v)) || (k == GPUS_LABEL && gpus.as_ref() == Some(v)))
             })
             .map(|(k, v)| format!("{k}={v}"))
             .collect();

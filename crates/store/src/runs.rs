@@ -344,6 +344,16 @@ impl KeyStats {
 /// URL, which has no space).
 const SIM_TARGET: &str = "sim ";
 
+/// The label whose value is a run's GPU count (`gpus=8`): the importer reads it, and `runs
+/// label` sets the count with it.
+pub(crate) const GPUS_LABEL: &str = "gpus";
+
+/// A label's value as a count of GPUs or parallel ranks: a whole number of at least 1
+/// (`gpus=H100` is none).
+pub(crate) fn count_of(text: &str) -> Option<u32> {
+    text.trim().parse::<u32>().ok().filter(|&n| n >= 1)
+}
+
 /// One run as `runs list` shows it: its identity, labels and key numbers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunRow {

@@ -11,8 +11,8 @@ use servebench_core::metrics::{Summary, is_gpu_hour_cost};
 use crate::dates::rfc3339_utc;
 use crate::ids::short_id;
 use crate::runs::{
-    ChunkTimes, KEY_METRICS, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow, RunSpec, Source,
-    StoredRun,
+    ChunkTimes, GPUS_LABEL, KEY_METRICS, KeyStats, NewRun, RunFilter, RunId, RunKind, RunRecords, RunRef, RunRow,
+    RunSpec, Source, StoredRun, count_of,
 };
 use crate::{StoreError, requests, schema};
 
@@ -35,8 +35,8 @@ const ROW_COLUMNS: &str = "id, uid, kind, created_at, started_at, model, backend
     json_extract(summary_json, '$.gpu_hour_cost')";
 const ROW_COLUMN_COUNT: usize = 36;
 
-/// The labels that are a run's GPU count and their price an hour ([`Store::relabel`]).
-const GPUS: &str = "gpus";
+/// The label that is the price an hour of a run's GPUs ([`Store::relabel`]; its count is
+/// [`GPUS_LABEL`]).
 const GPU_HOUR_COST: &str = "gpu_hour_cost";
 
 /// Makes short-id seeds unique among inserts of one process.
@@ -334,9 +334,7 @@ impl Store {
         if let Some((k, _)) = set.iter().find(|(k, _)| k.trim().is_empty()) {
             return Err(StoreError::EmptyLabelKey(format!("{k}=")));
         }
-        let gpus = typed_change(GPUS, set, unset, |v| {
-            v.parse::<u32>().ok().filter(|&n| n >= 1).ok_or_else(|| StoreError::BadGpus(v.into()))
-        })?;
+        let gpus = typed_change(GPUS_LABEL, set, unset, |v| count_of(v).ok_or_else(|| StoreError::BadGpus(v.into())))?;
         let cost = typed_change(GPU_HOUR_COST, set, unset, |v| {
             v.parse::<f64>().ok().filter(|&c| is_gpu_hour_cost(c)).ok_or_else(|| StoreError::BadCost(v.into()))
         })?;

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::ids;
-use crate::runs::{NewRun, Source};
+use crate::runs::{GPUS_LABEL, NewRun, Source, count_of};
 
 /// What a file held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,11 +129,8 @@ pub fn import_bytes(bytes: &[u8], source: &str) -> ImportReport {
 /// of the `tp`, `pp` and `dp` a pasted `vllm serve` line gave (vLLM's 1 for those it left out).
 /// A `gpus` that is not a count of at least 1 (`gpus=H100`) stays a label only.
 fn gpus_of(labels: &[(String, String)]) -> Option<u32> {
-    let count = |key: &str| {
-        let (_, text) = labels.iter().find(|(k, _)| k == key)?;
-        text.trim().parse::<u32>().ok().filter(|&n| n >= 1)
-    };
-    if let Some(n) = count("gpus") {
+    let count = |key: &str| count_of(&labels.iter().find(|(k, _)| k == key)?.1);
+    if let Some(n) = count(GPUS_LABEL) {
         return Some(n);
     }
     let sizes = ["tp", "pp", "dp"].map(count);

@@ -361,6 +361,12 @@ pub fn increase(series: &Series) -> f64 {
         .sum()
 }
 
+/// Output tokens per joule: `tokens` served on `joules` the GPUs drew; `None` without either,
+/// or without energy.
+pub fn tokens_per_joule(tokens: Option<u64>, joules: Option<f64>) -> Option<f64> {
+    Some(tokens? as f64 / joules.filter(|&j| j > 0.0)?)
+}
+
 impl ServerTelemetry {
     /// The joules the GPUs consumed over the run: the first source that tells them (a GPU
     /// exporter's energy counter or power gauge).
@@ -429,8 +435,8 @@ fn render_source(source: &Source, client_output_tokens: Option<u64>) -> String {
     }));
     parts.extend(level("GPU util", d.gpu_util, &|v| format!("{v:.0} %")));
     parts.extend(level("GPU power", d.gpu_power, &|v| format!("{v:.0} W")));
-    parts.extend(d.gpu_energy_j.map(|j| match client_output_tokens.filter(|_| j > 0.0) {
-        Some(tokens) => format!("GPU energy {} ({:.2} output tok/J)", energy_text(j), tokens as f64 / j),
+    parts.extend(d.gpu_energy_j.map(|j| match tokens_per_joule(client_output_tokens, Some(j)) {
+        Some(rate) => format!("GPU energy {} ({rate:.2} output tok/J)", energy_text(j)),
         None => format!("GPU energy {}", energy_text(j)),
     }));
     parts.extend(level("GPU memory", d.gpu_memory_used, &|v| format!("{:.1} GiB", v / 1024.0)));

@@ -293,8 +293,7 @@ impl Quantity {
             Quantity::TotalTokenThroughputPerGpu => s.per_gpu(s.total_token_throughput),
             Quantity::CostPerMillionOutput => s.cost_per_million_output(),
             Quantity::OutputTokensPerJoule => {
-                let joules = s.server.as_ref()?.gpu_energy_j().filter(|&j| j > 0.0)?;
-                Some(s.total_output_tokens? as f64 / joules)
+                crate::telemetry::tokens_per_joule(s.total_output_tokens, s.server.as_ref()?.gpu_energy_j())
             }
             Quantity::Interactivity => s.interactivity(),
             Quantity::PeakConcurrency => {

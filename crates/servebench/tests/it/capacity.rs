@@ -16,31 +16,9 @@ fn answers(end: &str) -> Vec<(String, u64)> {
 
 #[test]
 fn a_demand_is_planned_as_replicas_of_each_deployment_s_answer() {
-    let out = servebench_blocking(&args(&[
-        "sweep",
-        "--sim",
-        "Qwen/Qwen3-8B@h100-sxm",
-        "--sim-option",
-        "tp=1,2",
-        "--predict",
-        "--no-store",
-        "--search",
-        "max-concurrency",
-        "--slo",
-        "p99_ttft_ms<=400",
-        "--scale-num-prompts",
-        "2",
-        "--search-max",
-        "64",
-        "--random-input-len",
-        "1024",
-        "--random-output-len",
-        "32",
-        "--gpu-hour-cost",
-        "2.5",
-        "--demand",
-        "100",
-    ]));
+    let tail =
+        ["p99_ttft_ms<=400", "--sim-option", "tp=1,2", "--no-store", "--gpu-hour-cost", "2.5", "--demand", "100"];
+    let out = servebench_blocking(&args(&[&["sweep"][..], &SMALL_SEARCH, &tail].concat()));
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     let found = answers(&stdout);

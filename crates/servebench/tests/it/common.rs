@@ -17,6 +17,25 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("the file is JSON")
 }
 
+/// A small SLO search on the simulated Qwen3-8B: 1,024-token prompts, 32 tokens out, two
+/// prompts a stream, at most 64 streams (the sweep tests' and the capacity tests').
+pub const SMALL_SEARCH: [&str; 14] = [
+    "--sim",
+    "Qwen/Qwen3-8B@h100-sxm",
+    "--predict",
+    "--search",
+    "max-concurrency",
+    "--scale-num-prompts",
+    "2",
+    "--search-max",
+    "64",
+    "--random-input-len",
+    "1024",
+    "--random-output-len",
+    "32",
+    "--slo",
+];
+
 /// Runs the servebench binary with `args`, without the user's store or presets.
 pub fn servebench_blocking(args: &[String]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))

@@ -8,7 +8,7 @@ use std::time::Duration;
 use servebench_client::testserver::{Script, TestServer, TestServerConfig};
 use servebench_store::{RunFilter, RunKind, RunRow, Store};
 
-use crate::common::{Arrivals, args, servebench, servebench_blocking, text};
+use crate::common::{Arrivals, SMALL_SEARCH, args, servebench, servebench_blocking, text};
 
 fn quick(tokens: u32) -> Script {
     Script { ttft: Duration::from_millis(3), itl: Duration::from_millis(1), tokens, ..Script::default() }
@@ -357,28 +357,8 @@ fn the_reference_sweeps_reproduce_in_virtual_time_and_compare_and_report_render_
 fn an_slo_search_finds_the_highest_concurrency_and_keeps_every_probe() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
-    let out = servebench_blocking(&args(&[
-        "sweep",
-        "--sim",
-        "Qwen/Qwen3-8B@h100-sxm",
-        "--predict",
-        "--search",
-        "max-concurrency",
-        "--slo",
-        "p99_ttft_ms<=400,p90_tpot_ms<=25",
-        "--scale-num-prompts",
-        "2",
-        "--search-max",
-        "64",
-        "--random-input-len",
-        "1024",
-        "--random-output-len",
-        "32",
-        "--db",
-        db.to_str().unwrap(),
-        "--sweep-id",
-        "cap",
-    ]));
+    let tail = ["p99_ttft_ms<=400,p90_tpot_ms<=25", "--db", db.to_str().unwrap(), "--sweep-id", "cap"];
+    let out = servebench_blocking(&args(&[&["sweep"][..], &SMALL_SEARCH, &tail].concat()));
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     // p90 is not among the default percentiles: the runs compute it.

@@ -8,13 +8,16 @@
 //! that is not known is an empty CSV cell or `null`. The last fixed columns are the run's GPU
 //! count, its output and total tokens per second per GPU, its interactivity (1000 / median
 //! TPOT) and, where its GPUs' price is known, its cost per million output tokens, as `compare`
-//! shows them.
+//! shows them; then, where the run scraped a GPU exporter, the joules its GPUs drew and the
+//! output tokens a joule served ([`ENERGY_COLUMNS`]).
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use serde_json::{Map, Value, json};
 use servebench_core::metrics::{cost_per_million, interactivity, per_gpu};
+use servebench_core::telemetry::ServerTelemetry;
+use servebench_core::threshold::Quantity;
 
 pub mod trace;
 
@@ -64,6 +67,11 @@ pub const RUN_COLUMNS: [&str; 39] = [
     "cost_per_million_output_tokens",
 ];
 
+/// The columns after [`RUN_COLUMNS`] that a run's telemetry gives (a DCGM exporter's energy
+/// counter or power gauge, `--scrape`d): the GPUs' joules over the run and the output tokens
+/// a joule served, as `compare` shows them.
+pub const ENERGY_COLUMNS: [&str; 2] = ["gpu_energy_j", "output_tokens_per_joule"];
+
 /// A number for JSON (`inf` for infinity, `null` for NaN).
 fn num(x: f64) -> Value {
     if x.is_infinite() {
@@ -76,9 +84,18 @@ fn opt_num(x: Option<f64>) -> Value {
     x.map_or(Value::Null, num)
 }
 
-/// One run as a JSON object: [`RUN_COLUMNS`] with `labels` after `target`. This is what
-/// `runs list --json` prints, one per line.
-pub fn row_json(row: &RunRow) -> Map<String, Value> {
+/// One run as a JSON object: [`RUN_COLUMNS`] and the [`ENERGY_COLUMNS`], with `labels` after
+/// `target`. This is what `runs list --json` prints, one per line.
+pub fn run_row_json(run: &StoredRun) -> Map<String, Value> {
+    let mut m = row_json(&run.row);
+    let energy = run.summary.server.as_ref().and_then(ServerTelemetry::gpu_energy_j);
+    m.insert("gpu_energy_j".into(), opt_num(energy));
+    m.insert("output_tokens_per_joule".into(), opt_num(Quantity::OutputTokensPerJoule.value(&run.summary)));
+    m
+}
+
+/// [`RUN_COLUMNS`] of a stored row, with `labels` after `target`.
+fn row_json(row: &RunRow) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("id".into(), json!(row.id));
     m.insert("uid".into(), json!(row.uid));
@@ -120,10 +137,10 @@ pub fn row_json(row: &RunRow) -> Map<String, Value> {
     m
 }
 
-/// One run with everything but its records: [`row_json`] plus `summary`, `config`,
+/// One run with everything but its records: [`run_row_json`] plus `summary`, `config`,
 /// `environment` and `notes`.
 pub fn run_json(run: &StoredRun) -> Value {
-    let mut m = row_json(&run.row);
+    let mut m = run_row_json(run);
     m.insert("summary".into(), serde_json::to_value(&run.summary).unwrap_or(Value::Null));
     m.insert("config".into(), run.config.clone().unwrap_or(Value::Null));
     m.insert("environment".into(), run.environment.clone().unwrap_or(Value::Null));
@@ -132,15 +149,16 @@ pub fn run_json(run: &StoredRun) -> Value {
 }
 
 /// Writes runs as CSV: a header, then one line per run.
-pub fn write_runs_csv(rows: &[RunRow], w: &mut dyn Write) -> io::Result<()> {
-    let keys: BTreeSet<&str> = rows.iter().flat_map(|r| r.labels.iter().map(|(k, _)| k.as_str())).collect();
+pub fn write_runs_csv(runs: &[StoredRun], w: &mut dyn Write) -> io::Result<()> {
+    let keys: BTreeSet<&str> = runs.iter().flat_map(|r| r.row.labels.iter().map(|(k, _)| k.as_str())).collect();
+    let columns = || RUN_COLUMNS.iter().chain(&ENERGY_COLUMNS);
     let header: Vec<String> =
-        RUN_COLUMNS.iter().map(|c| c.to_string()).chain(keys.iter().map(|k| format!("label:{k}"))).collect();
+        columns().map(|c| c.to_string()).chain(keys.iter().map(|k| format!("label:{k}"))).collect();
     write_csv_line(w, header.iter().map(String::as_str))?;
-    for row in rows {
-        let m = row_json(row);
-        let mut cells: Vec<String> = RUN_COLUMNS.iter().map(|c| m.get(*c).map_or_else(String::new, cell)).collect();
-        cells.extend(keys.iter().map(|k| row.label(k).unwrap_or_default().to_string()));
+    for run in runs {
+        let m = run_row_json(run);
+        let mut cells: Vec<String> = columns().map(|c| m.get(*c).map_or_else(String::new, cell)).collect();
+        cells.extend(keys.iter().map(|k| run.row.label(k).unwrap_or_default().to_string()));
         write_csv_line(w, cells.iter().map(String::as_str))?;
     }
     Ok(())
@@ -211,6 +229,7 @@ mod tests {
     use crate::testutil::sample;
     use crate::{Store, import};
     use servebench_core::metrics::Summary;
+    use servebench_core::telemetry::{Series, Signal, Source};
 
     const R004: &str = include_str!("../../../testdata/vllm-reports/004-prefill-decode.txt");
 
@@ -222,37 +241,60 @@ mod tests {
         }
         let (run, summary) = sample();
         // Served by 2 GPUs at 2.5 an hour: 7 output and 207 total tok/s per GPU, and 5 an hour
-        // for 14 output tok/s (0.0504 million an hour) is 99.2 a million.
-        let mut new =
-            NewRun::from_run(RunKind::Bench, &run, &Summary { gpus: Some(2), gpu_hour_cost: Some(2.5), ..summary });
+        // for 14 output tok/s (0.0504 million an hour) is 99.2 a million. Their exporter's
+        // energy counter rose by 3,500 mJ: 3.5 J for its 7 output tokens, 2 a joule.
+        let energy = Series { signal: Signal::GpuEnergy, points: vec![[0.0, 5.0e6], [1.0, 5.0015e6], [2.0, 5.0035e6]] };
+        let dcgm = Source {
+            url: "http://gpu-node:9400/metrics".into(),
+            engine: Some("dcgm".into()),
+            series: vec![energy],
+            ..Source::default()
+        };
+        let server = ServerTelemetry { interval_s: 1.0, sources: vec![dcgm] };
+        let summary = Summary { gpus: Some(2), gpu_hour_cost: Some(2.5), server: Some(server), ..summary };
+        let mut new = NewRun::from_run(RunKind::Bench, &run, &summary);
         new.set_label("note", "with, comma \"quoted\"");
         store.insert(&new).unwrap();
         store
     }
 
+    /// Every run of the store, with its summary.
+    fn runs(store: &Store) -> Vec<StoredRun> {
+        let rows = store.list(&RunFilter::default()).unwrap();
+        rows.iter().map(|r| store.get_without_records(&RunRef::Id(r.id)).unwrap()).collect()
+    }
+
     /// Export text with the insert times and short ids of this test run replaced.
-    fn stable(text: &str, rows: &[RunRow]) -> String {
+    fn stable(text: &str, runs: &[StoredRun]) -> String {
         let mut text = text.to_string();
-        for r in rows {
-            text = text.replace(&r.created_at, "<created>").replace(&r.uid, "<uid>");
+        for r in runs {
+            text = text.replace(&r.row.created_at, "<created>").replace(&r.row.uid, "<uid>");
         }
         text
     }
 
     #[test]
     fn runs_as_csv() {
-        let store = store();
-        let rows = store.list(&RunFilter::default()).unwrap();
+        let runs = runs(&store());
         let mut out = Vec::new();
-        write_runs_csv(&rows, &mut out).unwrap();
-        insta::assert_snapshot!(stable(&String::from_utf8(out).unwrap(), &rows));
+        write_runs_csv(&runs, &mut out).unwrap();
+        insta::assert_snapshot!(stable(&String::from_utf8(out).unwrap(), &runs));
+    }
+
+    #[test]
+    fn a_run_s_energy_columns_come_from_its_gpu_exporter() {
+        let runs = runs(&store());
+        let with = run_row_json(&runs[2]);
+        assert_eq!((&with["gpu_energy_j"], &with["output_tokens_per_joule"]), (&json!(3.5), &json!(2.0)));
+        let without = run_row_json(&runs[0]);
+        assert_eq!((&without["gpu_energy_j"], &without["output_tokens_per_joule"]), (&Value::Null, &Value::Null));
+        let keys: Vec<&str> = with.keys().map(String::as_str).collect();
+        assert_eq!(keys[keys.len() - 2..], ENERGY_COLUMNS, "the energy columns come last");
     }
 
     #[test]
     fn runs_as_json_lines() {
-        let store = store();
-        let rows = store.list(&RunFilter::default()).unwrap();
-        let runs: Vec<StoredRun> = rows.iter().map(|r| store.get_without_records(&RunRef::Id(r.id)).unwrap()).collect();
+        let runs = runs(&store());
         let mut out = Vec::new();
         write_runs_json(&runs, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -27,8 +27,8 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
                 Some(store) => {
                     let rows = store.list(&filter)?;
                     if args.json {
-                        for row in &rows {
-                            writeln!(out, "{}", Value::Object(export::row_json(row)))?;
+                        for run in full_runs(&store, &rows)? {
+                            writeln!(out, "{}", Value::Object(export::run_row_json(&run)))?;
                         }
                     } else {
                         out.write_all(format::list_table(&rows).as_bytes())?;
@@ -69,6 +69,11 @@ pub fn execute(command: RunsCommand, out: &mut dyn Write) -> anyhow::Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
+/// The listed runs with their summaries, config and notes (not their records).
+fn full_runs(store: &Store, rows: &[servebench_store::RunRow]) -> anyhow::Result<Vec<StoredRun>> {
+    Ok(rows.iter().map(|r| store.get_without_records(&r.id.into())).collect::<Result<_, _>>()?)
+}
+
 /// `run 4`, `runs 1, 2`: the runs a command changed.
 fn runs_named(ids: &[servebench_store::RunId]) -> String {
     let list = ids.iter().map(|id| id.to_string()).collect::<Vec<_>>().join(", ");
@@ -107,11 +112,10 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
             None => Vec::new(),
         }
     };
-    let runs: Vec<StoredRun> = match (&store, args.format) {
-        (Some(store), ExportFormat::Json) => {
-            rows.iter().map(|r| store.get_without_records(&r.id.into())).collect::<Result<_, _>>()?
-        }
-        _ => Vec::new(),
+    // A run's energy columns come from its telemetry, in its summary.
+    let runs = match &store {
+        Some(store) => full_runs(store, &rows)?,
+        None => Vec::new(),
     };
 
     let mut file = match &args.output {
@@ -133,8 +137,8 @@ fn export_runs(args: RunsExportArgs, out: &mut dyn Write) -> anyhow::Result<()> 
             trace::write_requests_trace(records, &trace, w).map(|()| records.records.len())
         }
         (None, ExportFormat::Trace) => unreachable!("refused above"),
-        (None, ExportFormat::Csv) => export::write_runs_csv(&rows, w).map(|()| rows.len()),
-        (None, ExportFormat::Json) => export::write_runs_json(&runs, w).map(|()| rows.len()),
+        (None, ExportFormat::Csv) => export::write_runs_csv(&runs, w).map(|()| runs.len()),
+        (None, ExportFormat::Json) => export::write_runs_json(&runs, w).map(|()| runs.len()),
     }?;
     w.flush()?;
     if let Some(path) = &args.output {

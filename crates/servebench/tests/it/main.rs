@@ -12,6 +12,7 @@ mod shards;
 mod sim_cli;
 mod sim_fit_cli;
 mod sim_http;
+mod sim_step_memory;
 mod sim_validate_cli;
 mod spec_decode;
 mod store;

@@ -279,6 +279,9 @@ fn export_writes_csv_and_json_lines() {
     assert_eq!(lines.len(), 3);
     assert!(lines[0].starts_with("id,uid,kind,created_at,") && lines[0].ends_with(",label:section"), "{}", lines[0]);
     assert!(lines[1].ends_with(",Prefill") && lines[2].ends_with(",Decode"), "{text}");
+    // Pasted reports scraped no GPU exporter: their energy columns are empty, in both formats.
+    assert!(lines[0].contains(",gpu_energy_j,output_tokens_per_joule,label:"), "{}", lines[0]);
+    assert!(lines[1].ends_with(",,,Prefill"), "{text}");
 
     let json = json_lines(&run(&["runs", "export", "--db", &db, "--format", "json", "--model", "phi-4"]));
     assert_eq!(json.len(), 2);
@@ -323,6 +326,7 @@ fn the_requests_of_an_imported_result_file_are_exported() {
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0]["num_requests"], 2);
     assert_eq!(listed[0]["chunk_times"], "all");
+    assert_eq!(listed[0]["gpu_energy_j"], serde_json::Value::Null, "no GPU exporter was scraped");
 
     // The same requests as a trace for Perfetto: one JSON object, a slice per request.
     let trace: serde_json::Value =

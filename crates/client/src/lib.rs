@@ -29,6 +29,7 @@ mod conversation;
 mod dispatch;
 pub mod http;
 mod monitor;
+mod probe;
 mod progress;
 mod proxy;
 pub mod rendezvous;

@@ -37,10 +37,14 @@ use crate::dispatch::{
 };
 use crate::http::{HttpClient, HttpError, request_headers};
 use crate::monitor::Monitor;
+use crate::probe::Probes;
 use crate::progress::{Progress, progress_bar, spawn_ticker};
 use crate::scrape::{ScrapeSpec, Scraper, spec_decode_counters};
 use crate::stream::StreamContext;
 use crate::warmup::{ReadyCheck, ready_check, warm_up};
+
+/// The prompt of every probe request, as vLLM's.
+const PROBE_PROMPT: &str = "Hi";
 
 /// Receives the progress lines a run prints (vLLM's wording).
 pub type Logger = Arc<dyn Fn(&str) + Send + Sync>;
@@ -184,11 +188,23 @@ where
             insecure: target.insecure,
         },
     );
+    let probes = match traffic.probe_request_rate {
+        Some(rate) => {
+            let client = HttpClient::new(&target.api_url, &headers, 1, target.insecure)?;
+            let body = BodyBuilder::new(config).prompt_as(&config.target.model_name, PROBE_PROMPT, 1);
+            Some(Probes::start(&ctx, client, body, rate, t0))
+        }
+        None => None,
+    };
     let outcome = match work {
         Work::Requests(jobs) => run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await,
         Work::Conversations(set) => {
             run_conversations(&ctx, set, traffic.max_concurrency, options.grace, &mut cancel).await
         }
+    };
+    let probes = match probes {
+        Some(p) => p.finish(options.grace).await,
+        None => Vec::new(),
     };
     let observed = monitor.finish().await;
     let telemetry = match scraper {
@@ -199,7 +215,13 @@ where
     ticker.abort();
     bar.set_position(Progress::get(&progress.completed));
     bar.finish();
-    Ok(RunResult { client: observed, telemetry, spec_decode, ..result(config, plan, &options, outcome, Some(began)) })
+    Ok(RunResult {
+        client: observed,
+        telemetry,
+        spec_decode,
+        probes,
+        ..result(config, plan, &options, outcome, Some(began))
+    })
 }
 
 /// Waits for the wall-clock instant `at`: on the timer until 2 ms before it (the timer's
@@ -350,6 +372,7 @@ fn result(
         interrupted: outcome.interrupted,
         not_sent: outcome.not_sent,
         notes,
+        probes: Vec::new(),
         token_source: match plan.token_counting {
             TokenCounting::Tokenizer(_) => TokenSource::LocalTokenizer,
             TokenCounting::Estimate | TokenCounting::Server { .. } => TokenSource::ServerUsage,

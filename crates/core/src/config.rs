@@ -229,6 +229,10 @@ pub struct Traffic {
     pub num_warmups: usize,
     /// Retry the first request until it succeeds for this long (0 skips the check).
     pub ready_check_timeout_s: f64,
+    /// One-token probe requests a second sent one at a time beside the timed run, outside its
+    /// concurrency cap (`--probe-request-rate`, vLLM 0.27+); `None` sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_request_rate: Option<f64>,
 }
 
 impl Traffic {
@@ -409,6 +413,7 @@ impl Default for Traffic {
             seed: 0,
             num_warmups: 0,
             ready_check_timeout_s: 0.0,
+            probe_request_rate: None,
         }
     }
 }

@@ -259,6 +259,23 @@ pub struct RunResult {
     /// run (vLLM's `/metrics`); `None` where it has no such counters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<crate::telemetry::SpecDecodeWindow>,
+    /// The probe requests sent beside the timed run (`--probe-request-rate`), in the order
+    /// they were sent; empty without probes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeRecord>,
+}
+
+/// One probe request (`--probe-request-rate`): a one-token request sent beside the timed run,
+/// outside its concurrency cap.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRecord {
+    /// When it was sent, seconds since the timed run began.
+    pub sent_s: f64,
+    /// From its send to its last byte, seconds (0 when it failed before an answer).
+    pub latency_s: f64,
+    /// Why it failed; `None` when it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What the client process observed about itself during the timed run, gathered off the hot
@@ -301,7 +318,7 @@ pub struct ClientSecond {
 impl RunResult {
     /// A finished run of `config` that measured `records` over `duration_s` and nothing else:
     /// no start time, not interrupted, token counts from the server's usage, no client, shard,
-    /// telemetry or speculative-decoding observations. Other fields are set with struct update
+    /// telemetry, speculative-decoding or probe observations. Other fields are set with struct update
     /// syntax.
     pub fn finished(config: RunConfig, records: Vec<RequestRecord>, duration_s: f64) -> RunResult {
         RunResult {
@@ -318,6 +335,7 @@ impl RunResult {
             shard: None,
             telemetry: None,
             spec_decode: None,
+            probes: Vec::new(),
         }
     }
 }

@@ -23,7 +23,7 @@ mod verdict;
 use std::fmt;
 
 pub use parse::{ThresholdError, parse_fail_on, parse_fail_on_values, parse_goodput, parse_slo, parse_slos};
-pub use quantity::{LATENCIES, Quantity, Stat, failed_pct, metric_name, number_text};
+pub use quantity::{LATENCIES, PROBE_STATS, Quantity, Stat, failed_pct, metric_name, number_text, probe_stat};
 pub use verdict::{Outcome, Verdict, Verdicts};
 
 /// How a number is held against a bound.

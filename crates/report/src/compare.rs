@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 
 use servebench_core::config::Metric;
 use servebench_core::metrics::per_user;
-use servebench_core::threshold::{Threshold, Verdicts, failed_pct};
+use servebench_core::threshold::{Threshold, Verdicts, failed_pct, probe_stat};
 use servebench_store::{ChunkTimes, RunId, StoredRun};
 
 use crate::ReportError;
@@ -310,6 +310,8 @@ fn short_header(q: Quantity) -> String {
         Quantity::Interactivity => "TOK/S/USER".into(),
         Quantity::PeakConcurrency => "PEAK".into(),
         Quantity::GpuUtil => "GPU %".into(),
+        Quantity::ProbeE2el(Stat::Median) => "PROBE MED".into(),
+        Quantity::ProbeE2el(s) => format!("PROBE {}", probe_stat(s).to_uppercase()),
         Quantity::Latency(s, m) => {
             let stat = match s {
                 Stat::Mean => "MEAN".to_string(),

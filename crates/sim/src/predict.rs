@@ -362,6 +362,7 @@ pub(crate) fn predict_prepared(
         shard: None,
         telemetry,
         spec_decode,
+        probes: Vec::new(),
     }
 }
 

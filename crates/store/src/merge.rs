@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use servebench_core::config::RunConfig;
 use servebench_core::metrics::dispatch_lag;
-use servebench_core::record::{RequestRecord, RunResult, TokenSource};
+use servebench_core::record::{ProbeRecord, RequestRecord, RunResult, TokenSource};
 use servebench_core::shard::{MergedShards, RankFigures, Sharding, WorkerShard};
 use servebench_core::telemetry::SpecDecodeWindow;
 use thiserror::Error;
@@ -136,6 +136,7 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
         shard: Some(Sharding::Worker(worker.clone())),
         telemetry: ours.get("server_telemetry").and_then(|v| serde_json::from_value(v.clone()).ok()),
         spec_decode: ours.get("spec_decode_window").and_then(|v| serde_json::from_value(v.clone()).ok()),
+        probes: ours.get("probes").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default(),
     };
     let health = ours.get("health").and_then(|h| h.get("verdict")).and_then(|v| serde_json::from_value(v.clone()).ok());
     Ok(ShardResult { source: source.to_string(), worker, run, health })
@@ -292,6 +293,14 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
         // the earliest reading before to the latest after (summing would count the server's
         // drafts once a worker).
         spec_decode: SpecDecodeWindow::join(parts.iter().filter_map(|p| p.run.spec_decode.as_ref())),
+        // Rank 0 alone sends probes; their times move onto the merged run's clock.
+        probes: parts
+            .iter()
+            .flat_map(|p| {
+                let shift_s = p.worker.t0_on_rank0_ns().saturating_sub(origin) as f64 * 1e-9;
+                p.run.probes.iter().map(move |probe| ProbeRecord { sent_s: probe.sent_s + shift_s, ..probe.clone() })
+            })
+            .collect(),
         shard: Some(Sharding::Merged(MergedShards {
             world,
             plan_hash: hash,
@@ -306,12 +315,14 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
 
 /// The first setting that tells two workers' configs apart as runs, with each one's value: the
 /// model, the API, the simulated target, the workload, the traffic (less the concurrency each
-/// worker's share of it had) and what every body carries. Each worker's own server address
+/// worker's share of it had, and the probes, which rank 0 alone sends) and what every body
+/// carries. Each worker's own server address
 /// (one server reached by several names), outputs and timeouts may differ.
 fn differing_setting(a: &RunConfig, b: &RunConfig) -> Option<(&'static str, String, String)> {
     let unshared = |c: &RunConfig| {
         let mut traffic = c.traffic.clone();
         traffic.max_concurrency = None;
+        traffic.probe_request_rate = None;
         traffic
     };
     let pairs = [

@@ -170,3 +170,42 @@ async fn models_and_metrics_are_fetched() {
     let metrics = fetch_metrics(&format!("{}/", server.base_url()), &[], None, false).await.unwrap();
     assert!(metrics.contains("vllm:num_requests_running{model_name=\"test-model\"} 0"), "{metrics}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_go_one_at_a_time_beside_the_run_outside_its_cap() {
+    let _serial = serial().await;
+    // The run's four requests take 300 ms to their first token, two at a time; a probe
+    // ("Hi", one token) is answered in 5 ms.
+    let probe_body = Arc::new(Mutex::new(None::<String>));
+    let seen = Arc::clone(&probe_body);
+    let server = TestServer::start(TestServerConfig::new(200, move |info| {
+        if info.request_id.is_none() {
+            *seen.lock().unwrap() = Some(String::from_utf8_lossy(info.body).into_owned());
+            return Script { ttft: Duration::from_millis(5), tokens: 1, ..Script::default() };
+        }
+        Script { ttft: Duration::from_millis(300), itl: Duration::from_millis(10), tokens: 3, ..Script::default() }
+    }))
+    .await
+    .unwrap();
+    let mut cfg = config(&server.base_url(), Api::Completions);
+    cfg.traffic.max_concurrency = Some(2);
+    cfg.traffic.probe_request_rate = Some(20.0);
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let result = run(&cfg, &plan(Api::Completions, 4, 3, |_| 0), options(&lines), never()).await.unwrap();
+    all_succeeded(&result.records);
+    assert!(lines.lock().unwrap().iter().any(|l| l == "Probe request rate: 20.0 req/s"));
+
+    let probes = &result.probes;
+    assert!(probes.len() >= 5, "{} probes in a run of about 0.65 s at 20 a second", probes.len());
+    assert!(probes.iter().all(|p| p.error.is_none()), "{probes:?}");
+    assert!(probes.windows(2).all(|w| w[0].sent_s + w[0].latency_s <= w[1].sent_s), "one at a time: {probes:?}");
+    assert!(probes.iter().all(|p| p.latency_s < 0.2), "probes wait for no slot of the cap: {probes:?}");
+    let body: serde_json::Value = serde_json::from_str(probe_body.lock().unwrap().as_deref().unwrap()).unwrap();
+    assert_eq!((&body["prompt"], &body["max_tokens"]), (&serde_json::json!("Hi"), &serde_json::json!(1)));
+    // Both of the run's slots were busy while a probe went through.
+    assert_eq!(server.max_in_flight(), 3);
+    let truth = server.truth();
+    let run_end = truth.iter().filter(|t| t.request_id.is_some()).map(|t| t.ended).max().unwrap();
+    let late = truth.iter().filter(|t| t.request_id.is_none() && t.arrived > run_end).count();
+    assert!(late <= 1, "no probe is sent once the run has ended ({late} were)");
+}

@@ -136,6 +136,10 @@ pub struct Summary {
     /// The server's speculative decoding over the run (vLLM's report section of that name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<crate::telemetry::SpecDecodeCounts>,
+    /// The probe requests' latencies (`--probe-request-rate`, vLLM's section of that name);
+    /// `None` without probes or when none succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<super::ProbeStats>,
     /// How many GPUs served the run (`--gpus`, the simulator's tp × pp × dp, or an imported
     /// file's `gpus`), for the per-GPU throughputs; `None` when not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,6 +204,7 @@ impl Summary {
         summary.health = run.client.as_ref().map(|obs| Health::assess(run, obs, summary.dispatch_lag));
         summary.server = run.telemetry.clone();
         summary.spec_decode = run.spec_decode.as_ref().and_then(|w| w.counts());
+        summary.probes = super::ProbeStats::of(&run.probes);
         summary
     }
 
@@ -334,6 +339,7 @@ impl Summary {
             server: None,
             http: super::HttpBreakdown::of(records),
             spec_decode: None,
+            probes: None,
             gpus: config.target.gpus,
             gpu_hour_cost: config.target.gpu_hour_cost,
         }

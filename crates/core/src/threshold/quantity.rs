@@ -9,6 +9,9 @@ use crate::metrics::Summary;
 /// The latency metrics a threshold can name and a comparison shows, in vLLM's order.
 pub const LATENCIES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
 
+/// The statistics vLLM gives of its probe requests: median, P99 and the largest (P100).
+pub const PROBE_STATS: [Stat; 3] = [Stat::Median, Stat::P99, Stat::Percentile(100.0)];
+
 /// A statistic of a latency distribution.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Stat {
@@ -73,6 +76,11 @@ impl Stat {
     }
 }
 
+/// How vLLM names a probe statistic: `Median`, `P99`, `Max` (P100).
+pub fn probe_stat(s: Stat) -> String {
+    if s == Stat::Percentile(100.0) { "Max".into() } else { s.label() }
+}
+
 /// The short upper-case name of a latency metric.
 pub fn metric_name(metric: Metric) -> &'static str {
     match metric {
@@ -119,6 +127,9 @@ pub enum Quantity {
     PeakConcurrency,
     /// A latency statistic, in milliseconds.
     Latency(Stat, Metric),
+    /// A statistic of the probe requests' end-to-end latency (`--probe-request-rate`), in
+    /// milliseconds: one of [`PROBE_STATS`], vLLM's `probe_{median,p99,max}_e2el_ms`.
+    ProbeE2el(Stat),
     /// The GPU's use the server telemetry gave over the run, mean percent (`--server-metrics`
     /// against a simulated server or a prediction, or a GPU exporter `--scrape`d), shown in a
     /// sweep beside the load. As a GPU exporter's, it is the share of time a kernel ran, not
@@ -143,6 +154,7 @@ impl Quantity {
         for metric in LATENCIES {
             rows.extend(Stat::ALL.map(|s| Quantity::Latency(s, metric)));
         }
+        rows.extend(PROBE_STATS.map(Quantity::ProbeE2el));
         rows.push(Quantity::PeakConcurrency);
         rows
     }
@@ -172,6 +184,7 @@ impl Quantity {
             Quantity::Interactivity => "interactivity".into(),
             Quantity::PeakConcurrency => "peak_concurrency".into(),
             Quantity::Latency(s, m) => format!("{}_{}_ms", s.key(), m.key()),
+            Quantity::ProbeE2el(s) => format!("probe_{}_e2el_ms", probe_stat(s).to_lowercase()),
             Quantity::GpuUtil => "mean_gpu_util_pct".into(),
         }
     }
@@ -193,7 +206,8 @@ impl Quantity {
             Quantity::Interactivity,
             Quantity::PeakConcurrency,
         ];
-        if let Some(q) = fixed.into_iter().find(|q| q.key() == key) {
+        let probes = PROBE_STATS.map(Quantity::ProbeE2el);
+        if let Some(q) = fixed.into_iter().chain(probes).find(|q| q.key() == key) {
             return Some(q);
         }
         let (stat, metric) = key.strip_suffix("_ms")?.split_once('_')?;
@@ -217,6 +231,7 @@ impl Quantity {
             Quantity::Interactivity => "Interactivity (tok/s/user)".into(),
             Quantity::PeakConcurrency => "Peak concurrency".into(),
             Quantity::Latency(s, m) => format!("{} {} (ms)", s.label(), metric_name(m)),
+            Quantity::ProbeE2el(s) => format!("{} probe E2EL (ms)", probe_stat(s)),
             Quantity::GpuUtil => "Mean GPU util (%)".into(),
         }
     }
@@ -246,7 +261,7 @@ impl Quantity {
             Quantity::Interactivity => "tok/s/user",
             Quantity::CostPerMillionOutput => "$/Mtok",
             Quantity::OutputTokensPerJoule => "tok/J",
-            Quantity::Latency(..) => "ms",
+            Quantity::Latency(..) | Quantity::ProbeE2el(..) => "ms",
         }
     }
 
@@ -307,6 +322,15 @@ impl Quantity {
                     Stat::Mean => Some(m.mean_ms),
                     Stat::Median => Some(m.median_ms),
                     Stat::Percentile(p) => m.percentile(p),
+                }
+            }
+            Quantity::ProbeE2el(stat) => {
+                let p = s.probes.as_ref()?;
+                match stat {
+                    Stat::Median => Some(p.median_e2el_ms),
+                    Stat::Percentile(100.0) => Some(p.max_e2el_ms),
+                    Stat::Percentile(99.0) => Some(p.p99_e2el_ms),
+                    _ => None,
                 }
             }
             Quantity::GpuUtil => s
@@ -414,6 +438,35 @@ mod tests {
         // Not a threshold's: the threshold language does not read it.
         assert!(!Quantity::all().contains(&Quantity::GpuUtil));
         assert_eq!(Quantity::from_key(&Quantity::GpuUtil.key()), None);
+    }
+
+    #[test]
+    fn the_probes_latencies_are_quantities_under_vllm_s_keys() {
+        let probes = crate::metrics::ProbeStats {
+            completed: 9,
+            failed: 1,
+            median_e2el_ms: 31.0,
+            p99_e2el_ms: 80.5,
+            max_e2el_ms: 81.0,
+        };
+        let s = Summary { completed: 10, probes: Some(probes), ..Summary::default() };
+        let got: Vec<(String, String, Option<f64>)> =
+            PROBE_STATS.map(Quantity::ProbeE2el).into_iter().map(|q| (q.key(), q.label(), q.value(&s))).collect();
+        assert_eq!(
+            got,
+            [
+                ("probe_median_e2el_ms".into(), "Median probe E2EL (ms)".into(), Some(31.0)),
+                ("probe_p99_e2el_ms".into(), "P99 probe E2EL (ms)".into(), Some(80.5)),
+                ("probe_max_e2el_ms".into(), "Max probe E2EL (ms)".into(), Some(81.0)),
+            ]
+        );
+        for q in PROBE_STATS.map(Quantity::ProbeE2el) {
+            assert_eq!(Quantity::from_key(&q.key()), Some(q));
+            assert!(!q.higher_is_better() && Quantity::all().contains(&q) && q.unit() == "ms");
+            assert_eq!(q.value(&Summary::default()), None, "a run without probes has none");
+        }
+        assert_eq!(Quantity::from_key("probe_p50_e2el_ms"), None, "vLLM gives the median, P99 and max only");
+        assert_eq!(Quantity::ProbeE2el(Stat::Median).name(), "median probe E2EL");
     }
 
     #[test]

@@ -27,21 +27,24 @@ pub const TOTAL_TOKEN_THROUGHPUT: &str = "Total token throughput (tok/s):";
 /// The spelling of vLLM 0.12 and earlier.
 pub const TOTAL_TOKEN_THROUGHPUT_LEGACY: &str = "Total Token throughput (tok/s):";
 
-/// Sections vLLM may print that carry no [`Metric`]; their lines are kept as raw values only.
+/// The title of vLLM's probe section (`--probe-request-rate`).
+pub const PROBE_TITLE: &str = "Probe Requests";
+/// Its lines, in vLLM's order: two counts, then three latencies.
+pub const PROBE_LABELS: [&str; 5] = [
+    "Probe requests completed:",
+    "Probe requests failed:",
+    "Median probe E2EL (ms):",
+    "P99 probe E2EL (ms):",
+    "Max probe E2EL (ms):",
+];
+
+/// Sections vLLM may print that carry no [`Metric`]; their lines are kept as raw values (and
+/// the probe and speculative-decoding sections' also read back into the summary).
 /// The last is not vLLM's: GPUStack's benchmark runner (guidellm underneath) prints vLLM's block
 /// with a `Latency` section of end-to-end latencies in seconds, and TPOT and ITL figures that
 /// are not vLLM's ([`RUNNER_MEAN_LATENCY`]).
 pub const OTHER_SECTIONS: [(&str, &[&str]); 4] = [
-    (
-        "Probe Requests",
-        &[
-            "Probe requests completed:",
-            "Probe requests failed:",
-            "Median probe E2EL (ms):",
-            "P99 probe E2EL (ms):",
-            "Max probe E2EL (ms):",
-        ],
-    ),
+    (PROBE_TITLE, &PROBE_LABELS),
     (
         "Speculative Decoding",
         &["Acceptance rate (%):", "Acceptance length:", "Drafts:", "Draft tokens:", "Accepted tokens:"],

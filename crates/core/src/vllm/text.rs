@@ -95,6 +95,15 @@ fn render_block(header: &str, summary: &Summary, style: TextStyle) -> String {
         };
         float_line(&mut out, label, v);
     }
+    if let Some(p) = &s.probes {
+        let _ = writeln!(out, "{:-^50}", labels::PROBE_TITLE);
+        let [completed, failed, median, p99, max] = labels::PROBE_LABELS;
+        int_line(&mut out, completed, p.completed);
+        int_line(&mut out, failed, p.failed);
+        float_line(&mut out, median, p.median_e2el_ms);
+        float_line(&mut out, p99, p.p99_e2el_ms);
+        float_line(&mut out, max, p.max_e2el_ms);
+    }
     for metric in Metric::ALL {
         let Some(m) = s.metric(metric) else { continue };
         let name = short_name(metric);
@@ -128,8 +137,8 @@ pub fn render_failures(summary: &Summary) -> String {
 }
 
 /// The traffic lines vLLM prints before the run: the request rate (a Python float, `inf`,
-/// `4.0`) or the ramp-up strategy, the burstiness with its distribution, and the concurrency
-/// cap (`None` when absent).
+/// `4.0`) or the ramp-up strategy, the burstiness with its distribution, the concurrency
+/// cap (`None` when absent) and, with probes, their rate.
 pub fn render_traffic(traffic: &Traffic) -> String {
     let mut out = String::new();
     match &traffic.ramp_up {
@@ -150,6 +159,9 @@ pub fn render_traffic(traffic: &Traffic) -> String {
     let _ = writeln!(out, "Burstiness factor: {} ({distribution})", py_float_repr(traffic.burstiness));
     let cap = traffic.max_concurrency.map_or_else(|| "None".to_string(), |c| c.to_string());
     let _ = writeln!(out, "Maximum request concurrency: {cap}");
+    if let Some(rate) = traffic.probe_request_rate {
+        let _ = writeln!(out, "Probe request rate: {} req/s", py_float_repr(rate));
+    }
     out
 }
 

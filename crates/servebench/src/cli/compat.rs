@@ -26,7 +26,6 @@ pub fn normalize_argv(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
 /// vLLM flags servebench does not support yet, with a hint for each.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("--skip-tokenizer-init", "leave out --tokenizer instead: token counts then come from the server's usage"),
-    ("--probe-request-rate", "probe requests are not supported yet"),
     ("--self-timed", "use --dataset-name trace to replay recorded arrival times"),
     ("--no-self-timed", "use --dataset-name trace to replay recorded arrival times"),
     ("--chat-template-kwargs", "pass template arguments to the server with --extra-body instead"),
@@ -160,8 +159,6 @@ mod tests {
         }
         let predict = os(&["servebench", "sim", "predict", "--model", "m", "--profile", "p.toml"]);
         assert!(refuse_unsupported(&predict).is_ok());
-        let err = refuse_unsupported(&os(&["servebench", "sim", "predict", "--probe-request-rate", "1"])).unwrap_err();
-        assert_eq!(err.flag, "--probe-request-rate");
         let err = refuse_unsupported(&os(&["servebench", "sim", "predict", "--lora-modules", "a"])).unwrap_err();
         assert_eq!(
             err.to_string(),

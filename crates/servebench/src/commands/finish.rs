@@ -61,6 +61,9 @@ fn finish_run(
     if let Some(http) = &summary.http {
         out.line(servebench_core::metrics::render_http(http))?;
     }
+    if let Some(line) = servebench_core::metrics::render_failed_probes(&result.probes) {
+        out.line(line)?;
+    }
     if let Some(telemetry) = &summary.server {
         out.out(&servebench_core::telemetry::render(telemetry, summary.total_output_tokens))?;
     }

@@ -109,8 +109,9 @@ fn shard_of(args: &ShardArgs) -> anyhow::Result<Option<Shard>> {
     Ok(Some(spec.resolve(|k| std::env::var(k).ok())?))
 }
 
-/// Keeps `shard`'s share of `plan` and of the global `--max-concurrency` in `config`, and
-/// makes the run save every record (the merge needs them). The plan hash is of the whole plan.
+/// Keeps `shard`'s share of `plan` and of the global `--max-concurrency` in `config` (and the
+/// probes, if any, for rank 0 alone), and makes the run save every record (the merge needs
+/// them). The plan hash is of the whole plan.
 pub fn take_share(run: &ShardRun, config: &mut RunConfig, plan: &mut Plan, out: &Sink) -> anyhow::Result<WorkerShard> {
     let shard = run.shard;
     let hash = plan_hash(plan);
@@ -129,6 +130,10 @@ pub fn take_share(run: &ShardRun, config: &mut RunConfig, plan: &mut Plan, out: 
         );
     }
     config.traffic.max_concurrency = split.get(shard.rank as usize).copied();
+    // One stream of probes for the whole run, at the rate asked: rank 0's.
+    if shard.rank != 0 {
+        config.traffic.probe_request_rate = None;
+    }
     let options = &mut config.output;
     options.save_result = true;
     options.save_detailed = true;

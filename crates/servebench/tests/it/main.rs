@@ -5,6 +5,7 @@ mod capacity;
 mod common;
 mod dialects;
 mod pipeline;
+mod probes;
 mod real_server;
 mod report;
 mod selftest;

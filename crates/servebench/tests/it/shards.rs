@@ -195,6 +195,31 @@ async fn merge_takes_the_workers_files_and_refuses_incomplete_or_foreign_sets() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rank_zero_alone_sends_the_probes_and_the_merge_reports_them() {
+    let server = TestServer::start(TestServerConfig::new(200, |_| fixed())).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for rank in ["0/2", "1/2"] {
+        let flags = ["--shard", rank, "--probe-request-rate", "20"];
+        let out = servebench(serve_args(&server.base_url(), d, &format!("w{}.json", &rank[..1]), &flags)).await;
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+        assert_eq!(stdout.contains("Probe request rate: 20.0 req/s"), rank == "0/2", "{rank}: {stdout}");
+    }
+    let worker = |rank: usize| read_json(&d.join(format!("w{rank}-shard{rank}of2.json")));
+    assert!(worker(0)["probe_completed"].as_u64().is_some_and(|n| n >= 1), "{}", worker(0));
+    assert!(worker(1).get("probe_completed").is_none(), "rank 1 sends no probes");
+    let merged_dir = d.join("merged");
+    let mut merge = args(&["merge", "--no-store", "--result-dir", merged_dir.to_str().unwrap()]);
+    merge.extend([0, 1].map(|r| d.join(format!("w{r}-shard{r}of2.json")).to_str().unwrap().to_string()));
+    let out = servebench(merge).await;
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let merged = read_json(&std::fs::read_dir(&merged_dir).unwrap().next().unwrap().unwrap().path());
+    assert_eq!(merged["probe_completed"], worker(0)["probe_completed"]);
+    assert!(text(&out.stdout).contains("------------------Probe Requests------------------"), "{}", text(&out.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_with_workers_merges_each_point_from_every_workers_share() {
     let server = TestServer::start(TestServerConfig::new(200, |_| fixed())).await.unwrap();
     let dir = tempfile::tempdir().unwrap();

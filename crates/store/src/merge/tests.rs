@@ -183,6 +183,29 @@ fn the_speculative_decoder_s_counters_span_every_worker_s_reading_of_the_server(
 }
 
 #[test]
+fn the_probes_come_through_the_merge_on_the_merged_clock() {
+    use servebench_core::record::ProbeRecord;
+    let probe = |sent_s: f64| ProbeRecord { sent_s, latency_s: 0.02, error: None };
+    let whole = whole_run(12, &[10_000, 20_000]);
+    // Rank 0 sends the run's probes; a probe of a rank that began 3 µs late moves 3 µs later.
+    let parts: Vec<ShardResult> = (0..3u32)
+        .map(|rank| {
+            let mut run = whole.clone();
+            run.probes = match rank {
+                0 => vec![probe(0.1), probe(0.3)],
+                1 => vec![probe(0.2)],
+                _ => Vec::new(),
+            };
+            read(&worker_file(&run, rank, 3, u64::from(rank) * 3_000, 0), rank)
+        })
+        .collect();
+    let merged = merge_shards(parts, false).unwrap();
+    let sent: Vec<f64> = merged.probes.iter().map(|p| p.sent_s).collect();
+    assert_eq!(sent, [0.1, 0.3, 0.2 + 3e-6]);
+    assert_eq!(Summary::compute(&merged).probes.map(|p| p.completed), Some(3));
+}
+
+#[test]
 fn a_missing_rank_is_refused_and_merged_with_partial() {
     let whole = whole_run(10, &[5_000]);
     let mut parts = shards(&whole, 4);

@@ -142,6 +142,10 @@ fn slos_parse_with_their_direction_and_print_back() {
     assert_eq!((t.op, t.bound), (Op::AtLeast, Bound::Value(1000.0)));
     assert_eq!(parse_slo("failed_pct<=1").unwrap().quantity, Quantity::FailedPct);
     assert_eq!(parse_slo(" p99_ttft_ms <= +5 ").unwrap().bound, Bound::Value(5.0));
+    // What a new, light request waits under the load: the probes' latency.
+    let probe = parse_slo("probe_p99_e2el_ms<=200").unwrap();
+    assert_eq!((probe.quantity, probe.op), (Quantity::ProbeE2el(Stat::P99), Op::AtMost));
+    assert!(parse_slo("probe_max_e2el_ms>=5").unwrap_err().to_string().contains("bounded with <="));
 }
 
 #[test]

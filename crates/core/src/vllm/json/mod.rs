@@ -60,7 +60,8 @@ fn whole_or_float(x: f64) -> Value {
 /// `total_token_throughput`, `input_lens`*, `output_lens`*, `ttfts`*, `itls`*, `latencies`,
 /// `start_times`*, `queue_times`, `generated_texts`*, `errors`*, `max_output_tokens_per_s`,
 /// `max_concurrent_requests`, `rtfx`, `server_queue_times`* and `server_ttfts`* (when the
-/// server sent them), then `mean_`/`median_`/`std_`/`p{p}_{metric}_ms` per section, then
+/// server sent them), the `probe_*` keys (when probes ran and one succeeded), `rps_change_events`
+/// (ramp-up), then `mean_`/`median_`/`std_`/`p{p}_{metric}_ms` per section, then
 /// `servebench`. Keys marked * are written only with `--save-detailed`.
 ///
 /// Per-request arrays are in dataset order; a failed request has latency 0.0 and output
@@ -129,6 +130,13 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
         m.insert("server_queue_times".into(), per_request(&|r| opt_num(r.server_queue_s)));
         m.insert("server_ttfts".into(), per_request(&|r| opt_num(r.server_ttft_s)));
     }
+    if let Some(p) = &summary.probes {
+        m.insert("probe_completed".into(), json!(p.completed));
+        m.insert("probe_failed".into(), json!(p.failed));
+        m.insert("probe_median_e2el_ms".into(), num(p.median_e2el_ms));
+        m.insert("probe_p99_e2el_ms".into(), num(p.p99_e2el_ms));
+        m.insert("probe_max_e2el_ms".into(), num(p.max_e2el_ms));
+    }
 
     if let Some(events) = ramp::rps_change_events(run) {
         m.insert("rps_change_events".into(), events);
@@ -163,7 +171,8 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
 /// the token ledger, the per-turn metrics of a multi-turn run (`turns`, only then), its place
 /// in a sharded run (`shard`, only then), the server's telemetry (`server_telemetry`, only when
 /// scraped), the speculative decoder's counters as read before and after the run
-/// (`spec_decode_window`, where the server has them) and one record per request.
+/// (`spec_decode_window`, where the server has them), the probe requests (`probes`, only with
+/// them) and one record per request.
 fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
     let lag = summary
         .dispatch_lag
@@ -196,6 +205,9 @@ fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
         }
         if let Some(telemetry) = &summary.server {
             m.insert("server_telemetry".into(), serde_json::to_value(telemetry).unwrap_or(Value::Null));
+        }
+        if !run.probes.is_empty() {
+            m.insert("probes".into(), serde_json::to_value(&run.probes).unwrap_or(Value::Null));
         }
         if let Some(window) = &run.spec_decode {
             m.insert("spec_decode_window".into(), serde_json::to_value(window).unwrap_or(Value::Null));

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::config::Metric;
-use crate::metrics::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary};
+use crate::metrics::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, ProbeStats, Summary};
 use crate::record::FailureKind;
 use crate::telemetry::SpecDecodeCounts;
 use crate::vllm::json::scalar::whole_number;
@@ -130,6 +130,7 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         server,
         http,
         spec_decode: spec_decode(m)?,
+        probes: probes(m)?,
         gpus: saved_target(ours).and_then(gpus),
         gpu_hour_cost: saved_target(ours)
             .and_then(|t| t.get("gpu_hour_cost")?.as_f64())
@@ -163,6 +164,21 @@ fn spec_decode(m: &Map<String, Value>) -> Result<Option<SpecDecodeCounts>, VllmJ
         .map(|r| r.iter().filter_map(Value::as_f64).map(|p| (p * num_drafts as f64).round() as u64).collect())
         .unwrap_or_default();
     Ok(Some(SpecDecodeCounts { num_drafts, draft_tokens, accepted_tokens, accepted_per_position }))
+}
+
+/// vLLM's probe statistics (`probe_completed`, ..., `probe_max_e2el_ms`), when the file has
+/// them all.
+fn probes(m: &Map<String, Value>) -> Result<Option<ProbeStats>, VllmJsonError> {
+    let (Some(completed), Some(failed), Some(median_e2el_ms), Some(p99_e2el_ms), Some(max_e2el_ms)) = (
+        u64_at(m, "probe_completed")?,
+        u64_at(m, "probe_failed")?,
+        f64_at(m, "probe_median_e2el_ms")?,
+        f64_at(m, "probe_p99_e2el_ms")?,
+        f64_at(m, "probe_max_e2el_ms")?,
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(ProbeStats { completed, failed, median_e2el_ms, p99_e2el_ms, max_e2el_ms }))
 }
 
 /// The metric sections present: `mean_{m}_ms` and `median_{m}_ms`, with `std_{m}_ms` and

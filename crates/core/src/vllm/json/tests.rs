@@ -202,6 +202,32 @@ fn our_json_reads_back_into_the_same_summary() {
 }
 
 #[test]
+fn probes_are_written_under_vllm_s_keys_in_its_place_and_read_back() {
+    use crate::record::ProbeRecord;
+    let probe = |sent_s: f64, latency_s: f64, error: Option<&str>| ProbeRecord {
+        sent_s,
+        latency_s,
+        error: error.map(str::to_string),
+    };
+    let probes = vec![probe(0.0, 0.030, None), probe(0.25, 0.0, Some("HTTP 503")), probe(0.5, 0.050, None)];
+    let run = RunResult { probes: probes.clone(), ..sample_run() };
+    let summary = Summary::compute(&run);
+    let v = result_json(&run, &summary);
+    assert_eq!((&v["probe_completed"], &v["probe_failed"]), (&json!(2), &json!(1)));
+    assert_eq!((&v["probe_median_e2el_ms"], &v["probe_max_e2el_ms"]), (&json!(40.0), &json!(50.0)));
+    let k = keys(&v);
+    let at = |key: &str| k.iter().position(|x| *x == key).unwrap();
+    assert!(at("rtfx") < at("probe_completed") && at("probe_max_e2el_ms") < at("mean_ttft_ms"), "{k:?}");
+    assert_eq!(summary_from_vllm_json(&v).unwrap().probes, summary.probes);
+    // The probes themselves are kept, for a sharded run's merge.
+    let kept: Vec<ProbeRecord> = serde_json::from_value(v["servebench"]["probes"].clone()).unwrap();
+    assert_eq!(kept, probes);
+    // A run without probes has none of the keys.
+    let plain = result_json(&sample_run(), &Summary::compute(&sample_run()));
+    assert!(keys(&plain).iter().all(|k| !k.starts_with("probe")), "{:?}", keys(&plain));
+}
+
+#[test]
 fn reads_a_file_vllm_wrote_and_older_versions_with_missing_keys() {
     let v: Value = serde_json::from_str(
         r#"{"date": "20250101-000000", "backend": "vllm", "request_rate": "inf",

@@ -414,6 +414,7 @@ impl Block {
             });
         }
         self.summary.spec_decode = spec_decode_of(&self.values);
+        self.summary.probes = probes_of(&self.values);
         Ok((self.summary, self.values, self.style))
     }
 }
@@ -430,6 +431,20 @@ fn spec_decode_of(values: &[(String, f64)]) -> Option<crate::telemetry::SpecDeco
         .map(|pct| (pct / 100.0 * num_drafts as f64).round().max(0.0) as u64)
         .collect();
     Some(crate::telemetry::SpecDecodeCounts { num_drafts, draft_tokens, accepted_tokens, accepted_per_position })
+}
+
+/// The probe section's statistics, back from its raw values; `None` without all five.
+fn probes_of(values: &[(String, f64)]) -> Option<crate::metrics::ProbeStats> {
+    let [completed, failed, median, p99, max] =
+        labels::PROBE_LABELS.map(|l| values.iter().find(|(v, _)| v == l.trim_end_matches(':')).map(|(_, x)| *x));
+    let count = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0).map(|v| v.round() as u64);
+    Some(crate::metrics::ProbeStats {
+        completed: count(completed)?,
+        failed: count(failed)?,
+        median_e2el_ms: median?,
+        p99_e2el_ms: p99?,
+        max_e2el_ms: max?,
+    })
 }
 
 /// What a metric section's line says before the metric's name (`Mean `, `P99 `): `label`

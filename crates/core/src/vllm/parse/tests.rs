@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::metrics::ProbeStats;
 use crate::vllm::text::{render_result_block, render_result_block_styled};
 
 const R000: &str = include_str!("../../../../../testdata/vllm-reports/000-dense-models.txt");
@@ -257,7 +258,8 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
     let ps = prop::sample::subsequence(vec![0.5, 25.0, 50.0, 90.0, 99.0, 99.9], 0..=6);
     let section = (value(), value(), prop::collection::vec(value(), 6), ps);
     let sections = prop::collection::vec(prop::option::of(section), 6);
-    (counts, rates, sections).prop_map(|(c, r, sections)| {
+    let probes = prop::option::of((0u64..10_000, 0u64..100, value(), value(), value()));
+    (counts, rates, sections, probes).prop_map(|(c, r, sections, probes)| {
         let metrics = Metric::ALL
             .into_iter()
             .zip(sections)
@@ -298,6 +300,13 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
             server: None,
             http: None,
             spec_decode: None,
+            probes: probes.map(|(completed, failed, median_e2el_ms, p99_e2el_ms, max_e2el_ms)| ProbeStats {
+                completed,
+                failed,
+                median_e2el_ms,
+                p99_e2el_ms,
+                max_e2el_ms,
+            }),
             gpus: None,
             gpu_hour_cost: None,
         }
@@ -326,6 +335,12 @@ fn as_printed(s: &Summary) -> Summary {
                 percentiles: m.percentiles.iter().map(|&(p, v)| (p, two_decimals(v))).collect(),
             })
             .collect(),
+        probes: s.probes.map(|p| ProbeStats {
+            median_e2el_ms: two_decimals(p.median_e2el_ms),
+            p99_e2el_ms: two_decimals(p.p99_e2el_ms),
+            max_e2el_ms: two_decimals(p.max_e2el_ms),
+            ..p
+        }),
         ..s.clone()
     }
 }

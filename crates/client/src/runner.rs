@@ -26,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http::HeaderValue;
 use servebench_core::config::{RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, TokenCounting};
-use servebench_core::record::{RunResult, TokenSource};
+use servebench_core::record::{PROBE_PROMPT, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
 use servebench_core::vllm::render_traffic;
 use servebench_workload::BodyBuilder;
@@ -42,9 +42,6 @@ use crate::progress::{Progress, progress_bar, spawn_ticker};
 use crate::scrape::{ScrapeSpec, Scraper, spec_decode_counters};
 use crate::stream::StreamContext;
 use crate::warmup::{ReadyCheck, ready_check, warm_up};
-
-/// The prompt of every probe request, as vLLM's.
-const PROBE_PROMPT: &str = "Hi";
 
 /// Receives the progress lines a run prints (vLLM's wording).
 pub type Logger = Arc<dyn Fn(&str) + Send + Sync>;

@@ -265,8 +265,11 @@ pub struct RunResult {
     pub probes: Vec<ProbeRecord>,
 }
 
-/// One probe request (`--probe-request-rate`): a one-token request sent beside the timed run,
-/// outside its concurrency cap.
+/// The prompt of every probe request (`--probe-request-rate`), as vLLM's.
+pub const PROBE_PROMPT: &str = "Hi";
+
+/// One probe request (`--probe-request-rate`): a one-token request of [`PROBE_PROMPT`] sent
+/// beside the timed run, outside its concurrency cap.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProbeRecord {
     /// When it was sent, seconds since the timed run began.

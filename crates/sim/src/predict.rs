@@ -16,11 +16,12 @@
 
 mod client;
 pub(crate) mod dispatch;
+mod probes;
 mod telemetry;
 
 use servebench_core::config::{Api, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
-use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
+use servebench_core::record::{Failure, FailureKind, PROBE_PROMPT, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
 
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
@@ -29,6 +30,7 @@ use crate::rng::mix64;
 use crate::setup::SimSetup;
 use crate::tokens::{TokenMapper, WordHashMapper};
 use client::Client;
+use probes::ProbeChain;
 
 /// Predicts a run with the word-hash token mapper.
 pub fn predict(plan: &Plan, config: &RunConfig, sim: &SimSetup) -> RunResult {
@@ -69,6 +71,8 @@ pub(crate) struct Prompts {
     pub turns_ignore_eos: bool,
     /// The output budget every turn's body asks for through the run's `extra_body`, if any.
     pub turns_max_tokens: Option<u64>,
+    /// The probe requests' prompt, with `--probe-request-rate`.
+    pub probe: Option<Prepared>,
 }
 
 impl Prompts {
@@ -82,30 +86,15 @@ impl Prompts {
             .requests
             .iter()
             .map(|r| {
-                let body: serde_json::Value = match serde_json::from_slice(&r.body) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        return Prepared::failed(format!("the request body is not JSON: {e}"));
-                    }
-                };
-                // As vLLM's server answers it: a 400 naming the parameter.
-                let budget =
-                    crate::sampling::check(&body).and_then(|()| crate::sampling::requested_max_tokens(served, &body));
-                let max_tokens = match budget {
-                    Ok(m) => m,
-                    Err(e) => return Prepared::failed(e.to_string()),
-                };
-                let mut ids = Vec::with_capacity(r.prompt_tokens as usize + 8);
-                if let Err(e) = mapper.prompt_ids(served, &body, &mut ids) {
-                    return Prepared::failed(e);
-                }
-                if plan.tokens_exact() && r.prompt_tokens > 0 {
-                    resize_prompt(&mut ids, r.prompt_tokens as usize);
-                }
-                let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
-                Prepared { ids: Some(ids), ignore_eos, max_tokens, error: None }
+                let exact = (plan.tokens_exact() && r.prompt_tokens > 0).then_some(r.prompt_tokens as usize);
+                Prepared::of(&r.body, served, config, mapper, exact)
             })
             .collect();
+        // The probes' body as the real client builds it (`--probe-request-rate`).
+        let probe = config.traffic.probe_request_rate.map(|_| {
+            let body = servebench_workload::BodyBuilder::new(config).prompt(PROBE_PROMPT, 1);
+            Prepared::of(&body, served, config, mapper, None)
+        });
         let chat_ids = |messages: serde_json::Value| -> Result<Vec<u32>, String> {
             let mut ids = Vec::new();
             mapper.prompt_ids(Api::Chat, &serde_json::json!({ "messages": messages }), &mut ids).map(|()| ids)
@@ -142,11 +131,36 @@ impl Prompts {
             .collect();
         let turns_ignore_eos =
             config.ignore_eos || config.extra_body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true);
-        Prompts { requests, conversations, turns_ignore_eos, turns_max_tokens: turns_budget.ok().flatten() }
+        Prompts { requests, conversations, turns_ignore_eos, turns_max_tokens: turns_budget.ok().flatten(), probe }
     }
 }
 
 impl Prepared {
+    /// A request's `body` read as the server reads it at `served`: its prompt's ids (made
+    /// `exact` long where the plan knows its length), its output budget and `ignore_eos`; a
+    /// body the server would refuse is a failure naming why.
+    fn of(body: &[u8], served: Api, config: &RunConfig, mapper: &dyn TokenMapper, exact: Option<usize>) -> Prepared {
+        let body: serde_json::Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => return Prepared::failed(format!("the request body is not JSON: {e}")),
+        };
+        // As vLLM's server answers it: a 400 naming the parameter.
+        let budget = crate::sampling::check(&body).and_then(|()| crate::sampling::requested_max_tokens(served, &body));
+        let max_tokens = match budget {
+            Ok(m) => m,
+            Err(e) => return Prepared::failed(e.to_string()),
+        };
+        let mut ids = Vec::with_capacity(exact.unwrap_or(0) + 8);
+        if let Err(e) = mapper.prompt_ids(served, &body, &mut ids) {
+            return Prepared::failed(e);
+        }
+        if let Some(len) = exact {
+            resize_prompt(&mut ids, len);
+        }
+        let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
+        Prepared { ids: Some(ids), ignore_eos, max_tokens, error: None }
+    }
+
     fn failed(error: String) -> Prepared {
         Prepared { ids: None, ignore_eos: false, max_tokens: None, error: Some(error) }
     }
@@ -266,6 +280,7 @@ pub(crate) fn predict_prepared(
             Some(d)
         }
     };
+    let probe = prompts.probe.clone();
     let mut client = Client::new(plan, prompts, engine.now_ns(), (cap, max_active, think_ns), dispatch);
 
     let mut emitted: Vec<Emission> = Vec::new();
@@ -274,9 +289,28 @@ pub(crate) fn predict_prepared(
     // `--server-metrics`: the engine's own metrics, sampled in virtual time.
     let out = &config.output;
     let mut sampler = out.server_metrics.then(|| telemetry::Sampler::new(&engine, t0, out.scrape_interval_s));
-    client.arrive_until(&mut engine, t0);
+    let mut probes = probe.zip(config.traffic.probe_request_rate).map(|(p, rate)| {
+        let ids = p.ids.ok_or_else(|| p.error.unwrap_or_default());
+        ProbeChain::new(ids, p.ignore_eos, plan.api.templated(), rate, t0)
+    });
+    // A probe due with requests goes first, as the real client starts its probes before it
+    // sends the run's first request.
+    let arrive = |client: &mut Client, probes: &mut Option<ProbeChain>, engine: &mut Engine, t: u64| {
+        if let Some(p) = probes.as_mut() {
+            p.arrive_until(engine, t);
+        }
+        client.arrive_until(engine, t);
+    };
+    arrive(&mut client, &mut probes, &mut engine, t0);
     let mut pressure = KvPressure::default();
-    while client.unsent_or_unfinished() {
+    // The run goes on while any of its requests is unsent or unfinished; a probe in flight
+    // when it ends ends first, and none is sent after.
+    while client.unsent_or_unfinished() || probes.as_ref().is_some_and(ProbeChain::in_flight) {
+        if !client.unsent_or_unfinished()
+            && let Some(p) = probes.as_mut()
+        {
+            p.stop();
+        }
         if let Some(s) = sampler.as_mut() {
             s.observe(&engine);
         }
@@ -291,30 +325,34 @@ pub(crate) fn predict_prepared(
         };
         match stepped {
             Some(end) => {
-                client.arrive_until(&mut engine, end);
+                arrive(&mut client, &mut probes, &mut engine, end);
                 // The tokens reach the client once the frontend has written them.
                 let at = engine.delivered_ns();
                 for e in &emitted {
-                    client.deliver(&mut engine, e, at);
+                    match probes.as_mut().filter(|_| probes::is_probe(e)) {
+                        Some(p) => p.deliver(e, at),
+                        None => client.deliver(&mut engine, e, at),
+                    }
                 }
-                if emitted.iter().any(|e| e.finish.is_some()) {
+                if emitted.iter().any(|e| e.finish.is_some() && !probes::is_probe(e)) {
                     last_end = last_end.max(at);
                 }
                 // Turns that follow an answer at once (no think time) arrive now.
-                client.arrive_until(&mut engine, at);
+                arrive(&mut client, &mut probes, &mut engine, at);
             }
             None => {
-                let wake = match (engine.next_wakeup_ns(), client.next_arrival_abs()) {
-                    (Some(a), Some(b)) => a.min(b),
-                    (Some(a), None) | (None, Some(a)) => a,
-                    (None, None) => break,
-                };
+                let due = [
+                    engine.next_wakeup_ns(),
+                    client.next_arrival_abs(),
+                    probes.as_ref().and_then(ProbeChain::next_due),
+                ];
+                let Some(wake) = due.into_iter().flatten().min() else { break };
                 if wake <= engine.now_ns() {
                     // Arrivals up to now are in; the engine holds work it cannot schedule.
                     break;
                 }
                 engine.advance_to(wake);
-                client.arrive_until(&mut engine, wake);
+                arrive(&mut client, &mut probes, &mut engine, wake);
             }
         }
     }
@@ -326,6 +364,7 @@ pub(crate) fn predict_prepared(
     });
     let spec_decode = engine.spec_decode_counts().map(|after| SpecDecodeWindow { before: spec_before, after });
     let mut records = client.finish();
+    let probes = probes.map(ProbeChain::finish).unwrap_or_default();
     for rec in &records {
         if rec.failure.is_some() && rec.status == 400 {
             last_end = last_end.max(t0 + rec.start_ns);
@@ -362,7 +401,7 @@ pub(crate) fn predict_prepared(
         shard: None,
         telemetry,
         spec_decode,
-        probes: Vec::new(),
+        probes,
     }
 }
 

@@ -535,9 +535,6 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     let extra_body = parse_extra_body(f.content)?;
     let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
     let traffic = parse_traffic(f.traffic)?;
-    if f.virtual_time && traffic.probe_request_rate.is_some() {
-        return err("--probe-request-rate probes a server as it runs; a prediction has none: use bench serve --sim");
-    }
     let output = parse_output(f.report, f.request.label.clone(), f.traffic.disable_tqdm)?;
     let e = f.endpoint;
     let mut headers = e.map(|e| parse_kv_list(&e.header, "--header")).transpose()?.unwrap_or_default();

@@ -1,5 +1,5 @@
 //! `--probe-request-rate`: probes beside a run, in vLLM's section of the report and its JSON
-//! keys; probes that all fail said so; a prediction refuses them.
+//! keys; probes that all fail said so; a prediction sends them in virtual time.
 
 use std::time::Duration;
 
@@ -63,11 +63,24 @@ async fn probes_that_all_fail_are_said_and_the_run_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prediction_or_a_rate_that_is_not_one_refuses_probes() {
-    let predict = ["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s", "--num-prompts", "2"];
-    let out = servebench(args(&[&predict[..], &["--no-store", "--probe-request-rate", "2"]].concat())).await;
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("use bench serve --sim"), "{}", text(&out.stderr));
+async fn a_prediction_sends_its_probes_in_virtual_time_and_a_rate_that_is_not_one_is_refused() {
+    // Sixteen requests at a time keep the deployment busy: a probe that arrives while a wave
+    // of their prompts is being prefilled waits behind it, the others go through at once.
+    let predict = ["sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm", "--no-store"];
+    let load = ["--num-prompts", "64", "--max-concurrency", "16", "--probe-request-rate", "5", "--save-result"];
+    let dir = tempfile::tempdir().unwrap();
+    let save = ["--result-dir", dir.path().to_str().unwrap(), "--result-filename", "p.json"];
+    let out = servebench(args(&[&predict[..], &load, &save].concat())).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("------------------Probe Requests------------------\n"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("p.json")).unwrap()).unwrap();
+    let probes = json["servebench"]["probes"].as_array().unwrap();
+    assert!(probes.len() >= 5 && json["probe_failed"] == 0, "{json}");
+    let (median, max) = (json["probe_median_e2el_ms"].as_f64().unwrap(), json["probe_max_e2el_ms"].as_f64().unwrap());
+    assert!(probes[0]["sent_s"] == 0.0 && max > 3.0 * median, "{probes:?}");
+    assert!(probes.windows(2).all(|w| w[1]["sent_s"].as_f64() >= Some(w[0]["sent_s"].as_f64().unwrap() + 0.2)));
     for bad in ["-1", "inf", "nan"] {
         let flags =
             ["bench", "serve", "--sim", "Qwen/Qwen3-0.6B@l40s", "--num-prompts", "1", "--probe-request-rate", bad];

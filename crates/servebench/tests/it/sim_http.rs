@@ -1,7 +1,7 @@
 //! The simulator served over HTTP agrees with its own virtual-time prediction: the same plan,
 //! run by the load engine against `servebench_sim::server` on a loopback port and by
 //! `servebench_sim::predict`, gives the same mean TTFT, TPOT, E2EL and output throughput
-//! within 5 %.
+//! within 5 %, and the same probe requests' latency where the run sends them.
 //!
 //! The cases that hold many streams or are sensitive to how fast this machine sends a burst
 //! are ignored by default; run them in release:
@@ -28,6 +28,8 @@ struct Case {
     range: f64,
     /// Requests per second (Poisson), or `f64::INFINITY` to send them all at once.
     rate: f64,
+    /// Probe requests a second beside the run (`--probe-request-rate`), if any.
+    probes: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -36,6 +38,8 @@ struct Means {
     tpot_ms: f64,
     e2el_ms: f64,
     output_tok_s: f64,
+    /// The probes' count and median end-to-end latency, where the run sent them.
+    probes: Option<(u64, f64)>,
 }
 
 fn means(run: &RunResult) -> Means {
@@ -46,6 +50,7 @@ fn means(run: &RunResult) -> Means {
         tpot_ms: mean(Metric::Tpot),
         e2el_ms: mean(Metric::E2el),
         output_tok_s: s.output_throughput.unwrap_or(f64::NAN),
+        probes: s.probes.map(|p| (p.completed + p.failed, p.median_e2el_ms)),
     }
 }
 
@@ -64,6 +69,7 @@ async fn served_and_predicted(case: &Case) -> (Means, Means) {
     config.traffic.num_prompts = case.prompts;
     config.traffic.max_concurrency = Some(case.concurrency);
     config.traffic.request_rate = case.rate;
+    config.traffic.probe_request_rate = case.probes;
     config.output.disable_progress = true;
     config.output.percentile_metrics = vec![Metric::Ttft, Metric::Tpot, Metric::E2el];
     let plan = servebench_workload::build_plan(&config, None).expect("the plan builds");
@@ -112,6 +118,13 @@ fn assert_agree(served: &Means, predicted: &Means) {
             off * 100.0
         );
     }
+    // A probe's latency is one short request's: held to 5 ms; their count to a tenth (each
+    // waits for the last to end, so a few slow ones send fewer).
+    if let (Some((sn, sm)), Some((pn, pm))) = (served.probes, predicted.probes) {
+        assert!((sm - pm).abs() <= 5.0, "median probe E2EL: served {sm:.2} ms, predicted {pm:.2} ms");
+        assert!(sn.abs_diff(pn) as f64 <= 0.1 * pn as f64 + 1.0, "probes: served {sn}, predicted {pn}");
+    }
+    assert_eq!(served.probes.is_some(), predicted.probes.is_some(), "both send probes or neither");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,8 +132,16 @@ async fn served_timings_agree_with_the_prediction_at_modest_concurrency() {
     // Arrivals at a finite rate: a burst sent at once reaches the server spread over a
     // millisecond or two on this machine (the first request reuses the warm-up's connection,
     // the others dial), which `predict` (all at t=0) cannot know; see the ignored cases.
-    let case =
-        Case { model: "Qwen/Qwen3-8B", prompts: 96, concurrency: 16, input: 256, output: 48, range: 0.25, rate: 40.0 };
+    let case = Case {
+        model: "Qwen/Qwen3-8B",
+        prompts: 96,
+        concurrency: 16,
+        input: 256,
+        output: 48,
+        range: 0.25,
+        rate: 40.0,
+        probes: Some(10.0),
+    };
     let (served, predicted) = served_and_predicted(&case).await;
     assert_agree(&served, &predicted);
 }
@@ -136,6 +157,7 @@ async fn served_timings_agree_with_the_prediction_when_waves_stay_in_step() {
         output: 64,
         range: 0.0,
         rate: f64::INFINITY,
+        probes: None,
     };
     let (served, predicted) = served_and_predicted(&case).await;
     assert_agree(&served, &predicted);
@@ -152,6 +174,7 @@ async fn served_timings_agree_with_the_prediction_at_512_streams() {
         output: 128,
         range: 0.25,
         rate: f64::INFINITY,
+        probes: None,
     };
     let (served, predicted) = served_and_predicted(&case).await;
     assert_agree(&served, &predicted);

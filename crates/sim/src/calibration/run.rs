@@ -119,6 +119,7 @@ impl PreparedPoint {
             conversations: Vec::new(),
             turns_ignore_eos: true,
             turns_max_tokens: None,
+            probe: None,
         };
         let plan = Plan {
             api: if w.chat { Api::Chat } else { Api::Completions },

@@ -144,7 +144,7 @@ pub struct TrafficArgs {
     pub ready_check_timeout_sec: u64,
     /// Beside the run, send one-token probe requests ("Hi", one at a time on a connection of
     /// their own, outside --max-concurrency) this many a second, and report their latencies:
-    /// what a new, light request waits under the run's load [default: 0, none].
+    /// what a new, light request waits under the run's load (0 sends none).
     #[arg(long, value_name = "RATE", default_value_t = 0.0, allow_negative_numbers = true)]
     pub probe_request_rate: f64,
     /// Hide the progress bar.

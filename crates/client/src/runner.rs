@@ -26,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http::HeaderValue;
 use servebench_core::config::{RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, TokenCounting};
-use servebench_core::record::{PROBE_PROMPT, RunResult, TokenSource};
+use servebench_core::record::{RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
 use servebench_core::vllm::render_traffic;
 use servebench_workload::BodyBuilder;
@@ -188,8 +188,7 @@ where
     let probes = match traffic.probe_request_rate {
         Some(rate) => {
             let client = HttpClient::new(&target.api_url, &headers, 1, target.insecure)?;
-            let body = BodyBuilder::new(config).prompt_as(&config.target.model_name, PROBE_PROMPT, 1);
-            Some(Probes::start(&ctx, client, body, rate, t0))
+            Some(Probes::start(&ctx, client, BodyBuilder::new(config).probe(), rate, t0))
         }
         None => None,
     };

@@ -21,7 +21,7 @@ mod telemetry;
 
 use servebench_core::config::{Api, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
-use servebench_core::record::{Failure, FailureKind, PROBE_PROMPT, RunResult, TokenSource};
+use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
 
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
@@ -92,8 +92,7 @@ impl Prompts {
             .collect();
         // The probes' body as the real client builds it (`--probe-request-rate`).
         let probe = config.traffic.probe_request_rate.map(|_| {
-            let body = servebench_workload::BodyBuilder::new(config).prompt(PROBE_PROMPT, 1);
-            Prepared::of(&body, served, config, mapper, None)
+            Prepared::of(&servebench_workload::BodyBuilder::new(config).probe(), served, config, mapper, None)
         });
         let chat_ids = |messages: serde_json::Value| -> Result<Vec<u32>, String> {
             let mut ids = Vec::new();
@@ -289,25 +288,25 @@ pub(crate) fn predict_prepared(
     // `--server-metrics`: the engine's own metrics, sampled in virtual time.
     let out = &config.output;
     let mut sampler = out.server_metrics.then(|| telemetry::Sampler::new(&engine, t0, out.scrape_interval_s));
-    let mut probes = probe.zip(config.traffic.probe_request_rate).map(|(p, rate)| {
+    let mut chain = probe.zip(config.traffic.probe_request_rate).map(|(p, rate)| {
         let ids = p.ids.ok_or_else(|| p.error.unwrap_or_default());
         ProbeChain::new(ids, p.ignore_eos, plan.api.templated(), rate, t0)
     });
     // A probe due with requests goes first, as the real client starts its probes before it
     // sends the run's first request.
-    let arrive = |client: &mut Client, probes: &mut Option<ProbeChain>, engine: &mut Engine, t: u64| {
-        if let Some(p) = probes.as_mut() {
+    let arrive = |client: &mut Client, chain: &mut Option<ProbeChain>, engine: &mut Engine, t: u64| {
+        if let Some(p) = chain.as_mut() {
             p.arrive_until(engine, t);
         }
         client.arrive_until(engine, t);
     };
-    arrive(&mut client, &mut probes, &mut engine, t0);
+    arrive(&mut client, &mut chain, &mut engine, t0);
     let mut pressure = KvPressure::default();
     // The run goes on while any of its requests is unsent or unfinished; a probe in flight
     // when it ends ends first, and none is sent after.
-    while client.unsent_or_unfinished() || probes.as_ref().is_some_and(ProbeChain::in_flight) {
+    while client.unsent_or_unfinished() || chain.as_ref().is_some_and(ProbeChain::in_flight) {
         if !client.unsent_or_unfinished()
-            && let Some(p) = probes.as_mut()
+            && let Some(p) = chain.as_mut()
         {
             p.stop();
         }
@@ -325,11 +324,11 @@ pub(crate) fn predict_prepared(
         };
         match stepped {
             Some(end) => {
-                arrive(&mut client, &mut probes, &mut engine, end);
+                arrive(&mut client, &mut chain, &mut engine, end);
                 // The tokens reach the client once the frontend has written them.
                 let at = engine.delivered_ns();
                 for e in &emitted {
-                    match probes.as_mut().filter(|_| probes::is_probe(e)) {
+                    match chain.as_mut().filter(|_| probes::is_probe(e)) {
                         Some(p) => p.deliver(e, at),
                         None => client.deliver(&mut engine, e, at),
                     }
@@ -338,21 +337,18 @@ pub(crate) fn predict_prepared(
                     last_end = last_end.max(at);
                 }
                 // Turns that follow an answer at once (no think time) arrive now.
-                arrive(&mut client, &mut probes, &mut engine, at);
+                arrive(&mut client, &mut chain, &mut engine, at);
             }
             None => {
-                let due = [
-                    engine.next_wakeup_ns(),
-                    client.next_arrival_abs(),
-                    probes.as_ref().and_then(ProbeChain::next_due),
-                ];
+                let due =
+                    [engine.next_wakeup_ns(), client.next_arrival_abs(), chain.as_ref().and_then(ProbeChain::next_due)];
                 let Some(wake) = due.into_iter().flatten().min() else { break };
                 if wake <= engine.now_ns() {
                     // Arrivals up to now are in; the engine holds work it cannot schedule.
                     break;
                 }
                 engine.advance_to(wake);
-                arrive(&mut client, &mut probes, &mut engine, wake);
+                arrive(&mut client, &mut chain, &mut engine, wake);
             }
         }
     }
@@ -364,7 +360,7 @@ pub(crate) fn predict_prepared(
     });
     let spec_decode = engine.spec_decode_counts().map(|after| SpecDecodeWindow { before: spec_before, after });
     let mut records = client.finish();
-    let probes = probes.map(ProbeChain::finish).unwrap_or_default();
+    let probes = chain.map(ProbeChain::finish).unwrap_or_default();
     for rec in &records {
         if rec.failure.is_some() && rec.status == 400 {
             last_end = last_end.max(t0 + rec.start_ns);

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use servebench_core::config::{Api, RunConfig};
 use servebench_core::pyjson;
+use servebench_core::record::PROBE_PROMPT;
 
 /// Builds bodies for one run.
 #[derive(Clone, Debug)]
@@ -54,6 +55,12 @@ impl BodyBuilder {
     /// The body for a single prompt.
     pub fn prompt(&self, prompt: &str, max_tokens: u32) -> Bytes {
         self.prompt_as(&self.model, prompt, max_tokens)
+    }
+
+    /// The body of a probe request (`--probe-request-rate`): [`PROBE_PROMPT`] for one token,
+    /// as vLLM's; the client sends it and the simulator's prediction reads it.
+    pub fn probe(&self) -> Bytes {
+        self.prompt(PROBE_PROMPT, 1)
     }
 
     /// The body for a single prompt sent to `model` (a LoRA adapter) instead of the run's model.

@@ -84,8 +84,8 @@ impl ProbeChain {
                 }
             }
         };
-        self.records.push(ProbeRecord { sent_s: self.seconds(at - self.t0), latency_s: 0.0, error: Some(refused) });
-        self.next_abs = at.checked_add(self.pause_ns).filter(|_| !self.stopped);
+        self.records.push(ProbeRecord { sent_s: seconds(at - self.t0), latency_s: 0.0, error: Some(refused) });
+        self.next_after(at);
     }
 
     /// Takes a probe's token, delivered at `end_abs`: its last ends the probe, and the next
@@ -95,9 +95,12 @@ impl ProbeChain {
             return;
         }
         if let Some(sent) = self.in_flight.take() {
-            let (sent_s, latency_s) = (self.seconds(sent - self.t0), self.seconds(end_abs - sent));
-            self.records.push(ProbeRecord { sent_s, latency_s, error: None });
-            self.next_abs = end_abs.checked_add(self.pause_ns).filter(|_| !self.stopped);
+            self.records.push(ProbeRecord {
+                sent_s: seconds(sent - self.t0),
+                latency_s: seconds(end_abs - sent),
+                error: None,
+            });
+            self.next_after(end_abs);
         }
     }
 
@@ -111,9 +114,14 @@ impl ProbeChain {
         self.records
     }
 
-    fn seconds(&self, ns: u64) -> f64 {
-        ns as f64 * 1e-9
+    /// The next probe falls due a pause after a probe ended at `t`, unless the run has.
+    fn next_after(&mut self, t: u64) {
+        self.next_abs = t.checked_add(self.pause_ns).filter(|_| !self.stopped);
     }
+}
+
+fn seconds(ns: u64) -> f64 {
+    ns as f64 * 1e-9
 }
 
 #[cfg(test)]

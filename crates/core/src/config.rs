@@ -129,7 +129,29 @@ pub enum WorkloadSpec {
         output_len: i64,
         skip_chat_template: bool,
         shuffle: bool,
+        /// Top up with repeated rows when the file has fewer than `--num-prompts`
+        /// (`--no-oversample` turns it off). Configs saved before it was recorded oversampled.
+        #[serde(default = "oversample_by_default")]
+        oversample: bool,
     },
+    /// vLLM's `spec_bench` dataset: the first turn of each row of Spec-Bench's
+    /// `question.jsonl` (`turns`, `category`), chat-templated, shuffled from seed 0 whatever
+    /// `--seed` says (vLLM gives this dataset no seed).
+    SpecBench {
+        path: String,
+        /// `--spec-bench-category`: only rows of this category; `None` takes every row.
+        category: Option<String>,
+        /// `--spec-bench-output-len`.
+        output_len: u32,
+        shuffle: bool,
+        oversample: bool,
+        /// `--skip-chat-template` was given: vLLM templates these prompts anyway, and so does
+        /// servebench, saying so before the run.
+        skip_chat_template_asked: bool,
+    },
+    /// vLLM's `txt-slices` dataset: prompts of `input_len` tokens cut from a text file at
+    /// random starting tokens (wrapping around its end).
+    TxtSlices { path: String, input_len: u32, output_len: u32 },
     /// vLLM's `prefix_repetition` dataset.
     PrefixRepetition { prefix_len: u32, suffix_len: u32, num_prefixes: u32, output_len: u32 },
     /// Replay of a recorded trace (timestamps with input and output lengths).
@@ -147,10 +169,16 @@ impl WorkloadSpec {
             WorkloadSpec::Random { .. } => "random",
             WorkloadSpec::Sharegpt { .. } => "sharegpt",
             WorkloadSpec::Custom { .. } => "custom",
+            WorkloadSpec::SpecBench { .. } => "spec_bench",
+            WorkloadSpec::TxtSlices { .. } => "txt-slices",
             WorkloadSpec::PrefixRepetition { .. } => "prefix_repetition",
             WorkloadSpec::Trace { .. } => "trace",
         }
     }
+}
+
+fn oversample_by_default() -> bool {
+    true
 }
 
 /// Multi-turn conversation options.

@@ -14,6 +14,8 @@ use crate::datasets::multi_turn::{self, MultiTurnSpec};
 use crate::datasets::prefix_repetition::{self, PrefixRepetitionSpec};
 use crate::datasets::random::{self, RandomSpec};
 use crate::datasets::sharegpt::{self, ShareGptSpec};
+use crate::datasets::spec_bench::{self, SpecBenchSpec};
+use crate::datasets::txt_slices::{self, TxtSlicesSpec};
 use crate::datasets::{Dataset, Sample, par_map, trace};
 use crate::{Tokenizer, WorkloadError, arrival};
 
@@ -223,7 +225,7 @@ pub fn sample_dataset(
                 seed,
             },
         ),
-        WorkloadSpec::Custom { path, output_len, skip_chat_template, shuffle } => custom::sample(
+        WorkloadSpec::Custom { path, output_len, skip_chat_template, shuffle, oversample } => custom::sample(
             tok,
             Path::new(path),
             &CustomSpec {
@@ -231,9 +233,28 @@ pub fn sample_dataset(
                 output_len: *output_len,
                 skip_chat_template: *skip_chat_template,
                 shuffle: *shuffle,
-                oversample: true,
+                oversample: *oversample,
                 seed,
             },
+        ),
+        WorkloadSpec::SpecBench { path, category, output_len, shuffle, oversample, skip_chat_template_asked } => {
+            spec_bench::sample(
+                tok,
+                Path::new(path),
+                &SpecBenchSpec {
+                    num_requests: num_prompts,
+                    category: category.clone(),
+                    output_len: *output_len,
+                    shuffle: *shuffle,
+                    oversample: *oversample,
+                    skip_chat_template_asked: *skip_chat_template_asked,
+                },
+            )
+        }
+        WorkloadSpec::TxtSlices { path, input_len, output_len } => txt_slices::sample(
+            tok,
+            Path::new(path),
+            &TxtSlicesSpec { num_requests: num_prompts, input_len: *input_len, output_len: *output_len, seed },
         ),
         WorkloadSpec::PrefixRepetition { prefix_len, suffix_len, num_prefixes, output_len } => {
             prefix_repetition::sample(

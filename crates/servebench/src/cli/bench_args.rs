@@ -263,25 +263,28 @@ impl Default for ReportArgs {
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Dataset")]
 pub struct DatasetArgs {
-    /// random, sharegpt, custom, prefix_repetition, or trace (a recorded arrival trace).
+    /// random, sharegpt, custom, spec_bench, txt-slices, prefix_repetition, or trace (a
+    /// recorded arrival trace).
     #[arg(long, default_value = "random")]
     pub dataset_name: String,
-    /// The dataset file: ShareGPT JSON, custom JSONL, or a BurstGPT or Mooncake trace.
+    /// The dataset file: ShareGPT JSON, custom JSONL, Spec-Bench's question.jsonl, a text file
+    /// to slice (txt-slices), or a BurstGPT or Mooncake trace.
     #[arg(long)]
     pub dataset_path: Option<String>,
     /// Do not repeat samples when the dataset has fewer than --num-prompts.
     #[arg(long)]
     pub no_oversample: bool,
-    /// Custom dataset: send prompts as written, without the chat template.
+    /// Custom dataset: send prompts as written, without the chat template (vLLM's spec_bench
+    /// templates its prompts whatever this says, and so does servebench).
     #[arg(long)]
     pub skip_chat_template: bool,
     /// Take the dataset's samples in file order instead of shuffled.
     #[arg(long)]
     pub disable_shuffle: bool,
-    /// Random dataset: prompt tokens per request.
+    /// Random and txt-slices datasets: prompt tokens per request.
     #[arg(long, default_value_t = 1024)]
     pub random_input_len: u32,
-    /// Random dataset: output tokens per request.
+    /// Random and txt-slices datasets: output tokens per request.
     #[arg(long, default_value_t = 128)]
     pub random_output_len: u32,
     /// A float in [0, 1), or JSON {"input": a, "output": b}.
@@ -296,6 +299,13 @@ pub struct DatasetArgs {
     /// Output tokens per request for the custom dataset; -1 uses each row's output_tokens.
     #[arg(long, default_value_t = 256, allow_negative_numbers = true)]
     pub custom_output_len: i64,
+    /// Spec-Bench dataset: output tokens per request.
+    #[arg(long, default_value_t = 256)]
+    pub spec_bench_output_len: u32,
+    /// Spec-Bench dataset: only the rows of this category (writing, coding, math, translation,
+    /// summarization, qa, rag, ...); every row if not given.
+    #[arg(long)]
+    pub spec_bench_category: Option<String>,
     /// Prefix-repetition dataset: tokens of each shared prefix.
     #[arg(long, default_value_t = 256)]
     pub prefix_repetition_prefix_len: u32,

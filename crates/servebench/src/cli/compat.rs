@@ -45,8 +45,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("--random-mm-num-mm-items-range-ratio", "multimodal requests are not supported yet"),
     ("--random-mm-limit-mm-per-prompt", "multimodal requests are not supported yet"),
     ("--random-mm-bucket-config", "multimodal requests are not supported yet"),
-    ("--spec-bench-output-len", "the spec_bench dataset is not supported yet"),
-    ("--spec-bench-category", "the spec_bench dataset is not supported yet"),
     ("--sonnet-input-len", "the sonnet dataset was removed from vLLM; use --dataset-name random"),
     ("--sonnet-output-len", "the sonnet dataset was removed from vLLM; use --dataset-name random"),
     ("--sonnet-prefix-len", "the sonnet dataset was removed from vLLM; use --dataset-name random"),

@@ -7,8 +7,8 @@
 //! by `commands::resolve`, which makes the [`RunConfig`] of a run with [`run_config`].
 
 use servebench_core::config::{
-    Backend, Lora, LoraAssignment, Metric, MultiTurn, OutputOptions, RampStrategy, RampUp, RangeRatio, RunConfig,
-    SimTarget, Slo, Target, Traffic, WorkloadSpec,
+    Backend, Lora, LoraAssignment, Metric, OutputOptions, RampStrategy, RampUp, RunConfig, SimTarget, Slo, Target,
+    Traffic, WorkloadSpec,
 };
 use servebench_core::threshold;
 
@@ -105,27 +105,6 @@ pub fn parse_metric_percentiles(s: &str) -> Result<Vec<f64>, ResolveError> {
             _ => err(format!("invalid --metric-percentiles entry {p:?}: use numbers from 0 to 100, e.g. 50,90,99")),
         })
         .collect()
-}
-
-pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
-    let check = |v: f64, what: &str| {
-        if (0.0..1.0).contains(&v) {
-            Ok(v)
-        } else {
-            err(format!("--random-range-ratio {what} must be in [0, 1), got {v}"))
-        }
-    };
-    if let Ok(v) = s.trim().parse::<f64>() {
-        let v = check(v, "value")?;
-        return Ok(RangeRatio { input: v, output: v });
-    }
-    let j: serde_json::Value = serde_json::from_str(s).map_err(|_| {
-        ResolveError(format!(
-            "invalid --random-range-ratio {s:?}: use a number or JSON like {{\"input\":0.1,\"output\":0.2}}"
-        ))
-    })?;
-    let get = |k: &str| j.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-    Ok(RangeRatio { input: check(get("input"), "input")?, output: check(get("output"), "output")? })
 }
 
 /// The most warm-up requests a run sends (each is a copy of request 0 held in memory).
@@ -257,93 +236,6 @@ pub fn parse_extra_body(c: &ContentArgs) -> Result<serde_json::Map<String, serde
         }
     }
     Ok(m)
-}
-
-fn need_path(d: &DatasetArgs) -> Result<String, ResolveError> {
-    d.dataset_path.clone().ok_or_else(|| {
-        ResolveError(format!("--dataset-name {} needs --dataset-path pointing to a local file", d.dataset_name))
-    })
-}
-
-pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, ResolveError> {
-    let name = d.dataset_name.as_str();
-    if matches!(name, "random" | "prefix_repetition") && d.dataset_path.is_some() {
-        return err(format!(
-            "cannot use the {name:?} dataset with --dataset-path; pick the --dataset-name that matches the file \
-             (sharegpt, custom, trace)"
-        ));
-    }
-    if d.multi_turn && name != "sharegpt" {
-        return err(format!(
-            "--multi-turn replays ShareGPT conversations; it does not apply to --dataset-name {name}: pass \
-             --dataset-name sharegpt, or leave --multi-turn out"
-        ));
-    }
-    let output = c.output_len;
-    Ok(match name {
-        "random" => WorkloadSpec::Random {
-            input_len: c.input_len.unwrap_or(d.random_input_len),
-            output_len: output.unwrap_or(d.random_output_len),
-            range_ratio: parse_range_ratio(&d.random_range_ratio)?,
-            prefix_len: d.random_prefix_len,
-        },
-        "sharegpt" => WorkloadSpec::Sharegpt {
-            path: need_path(d)?,
-            output_len: output.or(d.sharegpt_output_len),
-            oversample: !d.no_oversample,
-            shuffle: !d.disable_shuffle,
-            multi_turn: if d.multi_turn {
-                if !(d.think_time.is_finite() && d.think_time >= 0.0) {
-                    return err(format!("--think-time must be 0 or more seconds, got {}", d.think_time));
-                }
-                if d.max_active_conversations == 0 || d.max_turns == 0 {
-                    return err("--max-active-conversations and --max-turns must be at least 1");
-                }
-                Some(MultiTurn {
-                    max_active_conversations: d.max_active_conversations,
-                    think_time_s: d.think_time,
-                    max_turns: d.max_turns,
-                })
-            } else {
-                None
-            },
-        },
-        "custom" => WorkloadSpec::Custom {
-            path: need_path(d)?,
-            output_len: output.map_or(d.custom_output_len, i64::from),
-            skip_chat_template: d.skip_chat_template,
-            shuffle: !d.disable_shuffle,
-        },
-        "prefix_repetition" => {
-            if d.prefix_repetition_num_prefixes == 0 {
-                return err("--prefix-repetition-num-prefixes must be at least 1");
-            }
-            WorkloadSpec::PrefixRepetition {
-                prefix_len: d.prefix_repetition_prefix_len,
-                suffix_len: d.prefix_repetition_suffix_len,
-                num_prefixes: d.prefix_repetition_num_prefixes,
-                output_len: output.unwrap_or(d.prefix_repetition_output_len),
-            }
-        }
-        "trace" | "burstgpt" | "mooncake" => {
-            if !is_positive(d.trace_time_scale) {
-                return err("--trace-time-scale must be greater than 0");
-            }
-            WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale }
-        }
-        "hf" | "random-mm" | "random-rerank" | "sonnet" | "spec_bench" | "speed_bench" | "timed_trace"
-        | "txt-slices" | "custom_audio" | "custom_image" => {
-            return err(format!(
-                "the vLLM dataset {name:?} is not supported by servebench yet; supported: random, sharegpt, custom, \
-                 prefix_repetition, trace"
-            ));
-        }
-        _ => {
-            return err(format!(
-                "unknown --dataset-name {name:?}; expected random, sharegpt, custom, prefix_repetition or trace"
-            ));
-        }
-    })
 }
 
 pub fn parse_output(
@@ -602,3 +494,5 @@ pub fn nonce() -> u64 {
 
 #[cfg(test)]
 mod tests;
+mod workload;
+pub use workload::{parse_range_ratio, parse_workload};

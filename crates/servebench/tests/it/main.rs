@@ -4,6 +4,7 @@ mod bench_cli;
 mod capacity;
 mod common;
 mod dialects;
+mod file_datasets;
 mod pipeline;
 mod probes;
 mod real_server;

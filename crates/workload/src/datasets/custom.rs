@@ -71,7 +71,17 @@ fn row_output_len(row: &Row, path: &Path) -> Result<u32, WorkloadError> {
 
 /// Builds the dataset.
 pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &CustomSpec) -> Result<Dataset, WorkloadError> {
-    let mut rows = load(path)?;
+    sample_rows(tok, load(path)?, path, spec)
+}
+
+/// Builds the dataset from rows already read from `path` (vLLM's `CustomDataset.sample`, which
+/// its `spec_bench` dataset shares).
+pub(crate) fn sample_rows(
+    tok: Option<&Tokenizer>,
+    mut rows: Vec<Row>,
+    path: &Path,
+    spec: &CustomSpec,
+) -> Result<Dataset, WorkloadError> {
     let shuffled = seeded_shuffle(&mut rows, spec.shuffle, spec.seed);
     // `None`: each row's `output_tokens`.
     let fixed_len = match spec.output_len {

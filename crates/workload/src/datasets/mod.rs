@@ -8,7 +8,9 @@ pub mod multi_turn;
 pub mod prefix_repetition;
 pub mod random;
 pub mod sharegpt;
+pub mod spec_bench;
 pub mod trace;
+pub mod txt_slices;
 pub mod words;
 
 use servebench_core::plan::ConversationPlan;

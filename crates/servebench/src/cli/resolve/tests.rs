@@ -1,5 +1,7 @@
 //! Tests of resolving flags into a run's config.
 
+use servebench_core::config::{MultiTurn, RangeRatio};
+
 use super::*;
 
 #[test]
@@ -142,6 +144,57 @@ fn dataset_rules() {
     }
     let d = DatasetArgs { dataset_name: "hf".into(), ..DatasetArgs::default() };
     assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("not supported"));
+    let d = DatasetArgs { dataset_name: "nope".into(), ..DatasetArgs::default() };
+    assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("spec_bench, txt-slices"));
+}
+
+#[test]
+fn spec_bench_and_txt_slices_take_their_own_flags_and_the_generic_lengths() {
+    let path = Some("q.jsonl".to_string());
+    let d = DatasetArgs {
+        dataset_name: "spec_bench".into(),
+        dataset_path: path.clone(),
+        spec_bench_category: Some("coding".into()),
+        skip_chat_template: true,
+        no_oversample: true,
+        ..DatasetArgs::default()
+    };
+    let spec = parse_workload(&d, &ContentArgs::default()).unwrap();
+    assert_eq!(
+        spec,
+        WorkloadSpec::SpecBench {
+            path: "q.jsonl".into(),
+            category: Some("coding".into()),
+            output_len: 256,
+            shuffle: true,
+            oversample: false,
+            skip_chat_template_asked: true,
+        }
+    );
+    assert_eq!(spec.dataset_name(), "spec_bench");
+    let c = ContentArgs { output_len: Some(64), input_len: Some(300), ..ContentArgs::default() };
+    match parse_workload(&d, &c).unwrap() {
+        WorkloadSpec::SpecBench { output_len, .. } => assert_eq!(output_len, 64),
+        other => panic!("unexpected {other:?}"),
+    }
+    let slices = DatasetArgs {
+        dataset_name: "txt-slices".into(),
+        dataset_path: path,
+        random_input_len: 2000,
+        ..DatasetArgs::default()
+    };
+    let want = WorkloadSpec::TxtSlices { path: "q.jsonl".into(), input_len: 2000, output_len: 128 };
+    assert_eq!(parse_workload(&slices, &ContentArgs::default()).unwrap(), want);
+    let want = WorkloadSpec::TxtSlices { path: "q.jsonl".into(), input_len: 300, output_len: 64 };
+    assert_eq!(parse_workload(&slices, &c).unwrap(), want);
+    for name in ["spec_bench", "txt-slices"] {
+        let d = DatasetArgs { dataset_name: name.into(), ..DatasetArgs::default() };
+        let msg = parse_workload(&d, &c).unwrap_err().to_string();
+        assert!(msg.contains(&format!("--dataset-name {name} needs --dataset-path")), "{msg}");
+    }
+    // The custom dataset now keeps --no-oversample, as vLLM's does.
+    let custom = DatasetArgs { dataset_name: "custom".into(), no_oversample: true, ..slices };
+    assert!(matches!(parse_workload(&custom, &c).unwrap(), WorkloadSpec::Custom { oversample: false, .. }));
 }
 
 /// The command `argv` and then `extra` parse into.

@@ -1,0 +1,120 @@
+//! vLLM's `spec_bench` and `txt-slices` datasets end to end: the planned bodies (`--dry-run`),
+//! a prediction and a benchmark of the served twin with them, and their errors.
+
+use crate::common::read_json;
+use crate::sim_cli::{fails, ok, value};
+
+fn testdata(rel: &str) -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/").to_string() + rel
+}
+
+const QUESTIONS: &str = r#"{"question_id": 1, "category": "writing", "turns": ["Write a haiku about GPUs.", "Now a limerick."]}
+{"question_id": 2, "category": "coding", "turns": ["Reverse a linked list in Rust."]}
+{"question_id": 3, "category": "coding", "turns": ["Write a binary search in C."]}
+{"question_id": 4, "category": "math", "turns": ["What is the integral of x^2?"]}
+"#;
+
+#[test]
+fn spec_bench_plans_the_category_s_first_turns_templated() {
+    let dir = tempfile::tempdir().unwrap();
+    let questions = dir.path().join("question.jsonl");
+    std::fs::write(&questions, QUESTIONS).unwrap();
+    let plan = dir.path().join("plan.jsonl");
+    let tokenizer = testdata("tokenizers/qwen3");
+    let args = [
+        "bench",
+        "serve",
+        "--model",
+        "Qwen/Qwen3-0.6B",
+        "--tokenizer",
+        tokenizer.as_str(),
+        "--dataset-name",
+        "spec_bench",
+        "--dataset-path",
+        questions.to_str().unwrap(),
+        "--spec-bench-category",
+        "coding",
+        "--num-prompts",
+        "3",
+        "--dry-run",
+        plan.to_str().unwrap(),
+    ];
+    ok(&args);
+    let bodies: Vec<serde_json::Value> = std::fs::read_to_string(&plan)
+        .unwrap()
+        .lines()
+        .skip(1) // the plan's header
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["body"].clone())
+        .collect();
+    assert_eq!(bodies.len(), 3);
+    for body in &bodies {
+        let prompt = body["prompt"].as_str().unwrap();
+        assert!(prompt.starts_with("<|im_start|>user\n"), "templated: {prompt}");
+        assert!(prompt.contains("Reverse a linked list") || prompt.contains("binary search"), "{prompt}");
+        assert_eq!(body["max_tokens"], 256);
+    }
+    // An unknown category names the file's.
+    let mut wrong = args.to_vec();
+    wrong[11] = "rag";
+    let (code, err) = fails(&wrong);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("writing, coding, math"), "{err}");
+}
+
+#[test]
+fn txt_slices_are_predicted_and_served_at_the_length_asked() {
+    let text = testdata("datasets/txt_slices.txt");
+    let tokenizer = testdata("tokenizers/qwen3");
+    let common = [
+        "--dataset-name",
+        "txt-slices",
+        "--dataset-path",
+        text.as_str(),
+        "--tokenizer",
+        tokenizer.as_str(),
+        "--random-input-len",
+        "48",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "6",
+    ];
+    let mut predict = vec!["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s"];
+    predict.extend(common);
+    let predicted = ok(&predict);
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = vec![
+        "bench",
+        "serve",
+        "--sim",
+        "Qwen/Qwen3-0.6B@l40s",
+        "--no-store",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+    ];
+    serve.extend(common);
+    let served = ok(&serve);
+    for out in [&predicted, &served] {
+        assert_eq!(value(out, "Successful requests:"), 6.0, "{out}");
+        // Each slice re-encodes to about the 48 tokens cut (a word split at its edges may
+        // merge or part); the same plan both ways.
+        let input = value(out, "Total input tokens:");
+        assert!((6.0 * 46.0..=6.0 * 50.0).contains(&input), "{out}");
+        assert_eq!(input, value(&predicted, "Total input tokens:"));
+    }
+    let json = read_json(&dir.path().join("r.json"));
+    assert_eq!(json["total_output_tokens"], 48, "{json}");
+}
+
+#[test]
+fn datasets_that_read_a_file_need_one() {
+    for name in ["spec_bench", "txt-slices"] {
+        let (code, err) =
+            fails(&["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s", "--dataset-name", name]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&format!("--dataset-name {name} needs --dataset-path")), "{err}");
+    }
+}

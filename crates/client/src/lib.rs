@@ -38,6 +38,7 @@ mod scrape;
 #[cfg(any(test, feature = "testserver"))]
 pub mod selftest;
 mod server_info;
+mod stop;
 pub mod stream;
 #[cfg(any(test, feature = "testserver"))]
 pub mod testserver;

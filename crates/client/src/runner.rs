@@ -40,6 +40,7 @@ use crate::monitor::Monitor;
 use crate::probe::Probes;
 use crate::progress::{Progress, progress_bar, spawn_ticker};
 use crate::scrape::{ScrapeSpec, Scraper, spec_decode_counters};
+use crate::stop;
 use crate::stream::StreamContext;
 use crate::warmup::{ReadyCheck, ready_check, warm_up};
 
@@ -147,16 +148,16 @@ where
         let check =
             ReadyCheck { timeout_s: traffic.ready_check_timeout_s, retry_interval: options.ready_retry_interval };
         if !ready_check(&ctx, &first, &check, log, &mut cancel).await? {
-            return Ok(result(config, plan, &options, work.interrupted_before(), None));
+            return Ok(result(config, plan, &options, work.interrupted_before(), None, None));
         }
         if !warm_up(&ctx, &first, traffic.num_warmups, traffic.max_concurrency, options.grace, log, &mut cancel).await {
-            return Ok(result(config, plan, &options, work.interrupted_before(), None));
+            return Ok(result(config, plan, &options, work.interrupted_before(), None, None));
         }
     }
     if let Some(at) = options.start_at
         && !wait_until(at, log, &mut cancel).await
     {
-        return Ok(result(config, plan, &options, work.interrupted_before(), None));
+        return Ok(result(config, plan, &options, work.interrupted_before(), None, None));
     }
     log("Starting main benchmark run...");
     for line in render_traffic(traffic).lines() {
@@ -192,12 +193,24 @@ where
         }
         None => None,
     };
+    // The timed run stops on the caller's signal or when a stop rule holds.
+    let mut stopped_by = None;
+    let mut stop = CancelSignal::new(async {
+        tokio::select! {
+            () = cancel.fired() => {}
+            why = stop::watch(Arc::clone(&progress), traffic.stop) => stopped_by = Some(why),
+        }
+    });
     let outcome = match work {
-        Work::Requests(jobs) => run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut cancel).await,
+        Work::Requests(jobs) => run_batch(&ctx, jobs.into(), traffic.max_concurrency, options.grace, &mut stop).await,
         Work::Conversations(set) => {
-            run_conversations(&ctx, set, traffic.max_concurrency, options.grace, &mut cancel).await
+            run_conversations(&ctx, set, traffic.max_concurrency, options.grace, &mut stop).await
         }
     };
+    drop(stop);
+    if let Some(why) = &stopped_by {
+        log(&format!("Stopping the run: {why}."));
+    }
     let probes = match probes {
         Some(p) => p.finish(options.grace).await,
         None => Vec::new(),
@@ -216,7 +229,7 @@ where
         telemetry,
         spec_decode,
         probes,
-        ..result(config, plan, &options, outcome, Some(began))
+        ..result(config, plan, &options, outcome, Some(began), stopped_by)
     })
 }
 
@@ -345,6 +358,7 @@ fn result(
     options: &RunOptions,
     outcome: BatchOutcome,
     began: Option<SystemTime>,
+    stopped_by: Option<String>,
 ) -> RunResult {
     let now = jiff::Zoned::now();
     let started = match began.and_then(|t| jiff::Timestamp::try_from(t).ok()) {
@@ -353,8 +367,9 @@ fn result(
     };
     let mut notes = plan.notes.clone();
     if outcome.interrupted {
+        let by = stopped_by.as_ref().map_or_else(String::new, |why| format!(" (stopped: {why})"));
         notes.push(format!(
-            "interrupted: {} requests never sent, in-flight requests had {:.1} s to finish",
+            "interrupted{by}: {} requests never sent, in-flight requests had {:.1} s to finish",
             outcome.not_sent,
             options.grace.as_secs_f64()
         ));
@@ -367,6 +382,7 @@ fn result(
         started_at: started.strftime("%Y-%m-%dT%H:%M:%S%.6f%:z").to_string(),
         interrupted: outcome.interrupted,
         not_sent: outcome.not_sent,
+        stopped_by: stopped_by.filter(|_| outcome.interrupted),
         notes,
         probes: Vec::new(),
         token_source: match plan.token_counting {

@@ -261,6 +261,30 @@ pub struct Traffic {
     /// concurrency cap (`--probe-request-rate`, vLLM 0.27+); `None` sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_request_rate: Option<f64>,
+    /// When the timed run stops early (servebench's `--max-failures`, `--stall-timeout`).
+    #[serde(default, skip_serializing_if = "StopRules::is_empty")]
+    pub stop: StopRules,
+}
+
+/// Rules that stop a timed run before its plan is sent, keeping what it measured: nothing more
+/// is sent, requests in flight get the run's grace. Each worker of a sharded run applies them
+/// to its own requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StopRules {
+    /// Stop once this many requests have failed (`--max-failures`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failures: Option<u64>,
+    /// Stop when requests are in flight and none of them has received a token, nor ended, for
+    /// this many seconds (`--stall-timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_timeout_s: Option<f64>,
+}
+
+impl StopRules {
+    /// No rule set.
+    pub fn is_empty(&self) -> bool {
+        self.max_failures.is_none() && self.stall_timeout_s.is_none()
+    }
 }
 
 impl Traffic {
@@ -442,6 +466,7 @@ impl Default for Traffic {
             num_warmups: 0,
             ready_check_timeout_s: 0.0,
             probe_request_rate: None,
+            stop: StopRules::default(),
         }
     }
 }

@@ -238,10 +238,14 @@ pub struct RunResult {
     pub date: String,
     /// Wall-clock start as RFC 3339, for the run store.
     pub started_at: String,
-    /// The run was stopped early (Ctrl-C); what was measured until then is here.
+    /// The run was stopped early (Ctrl-C, or a stop rule); what was measured until then is here.
     pub interrupted: bool,
     /// Requests never sent because the run was interrupted.
     pub not_sent: usize,
+    /// The stop rule that ended the run early (`--max-failures`, `--stall-timeout`), in words;
+    /// `None` where the run ended by itself or was interrupted by a signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
     /// Lines the run logged that belong with its result (token-count source, warnings).
     pub notes: Vec<String>,
     /// Where token counts came from.
@@ -332,6 +336,7 @@ impl RunResult {
             started_at: String::new(),
             interrupted: false,
             not_sent: 0,
+            stopped_by: None,
             notes: Vec::new(),
             token_source: TokenSource::ServerUsage,
             client: None,

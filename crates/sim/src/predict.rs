@@ -391,6 +391,7 @@ pub(crate) fn predict_prepared(
         started_at: String::new(),
         interrupted: false,
         not_sent: 0,
+        stopped_by: None,
         notes,
         token_source: TokenSource::Simulated,
         client: None,

@@ -122,6 +122,7 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
         started_at: text_at("started_at"),
         interrupted: ours.get("interrupted").and_then(Value::as_bool).unwrap_or(false),
         not_sent: ours.get("not_sent").and_then(Value::as_u64).map_or(0, |n| n as usize),
+        stopped_by: ours.get("stopped_by").and_then(Value::as_str).map(str::to_string),
         notes: ours
             .get("notes")
             .and_then(Value::as_array)
@@ -283,6 +284,10 @@ pub fn merge_shards(mut parts: Vec<ShardResult>, partial: bool) -> Result<RunRes
         started_at: lead.run.started_at.clone(),
         interrupted: parts.iter().any(|p| p.run.interrupted),
         not_sent: parts.iter().map(|p| p.run.not_sent).sum(),
+        // Each worker applies the stop rules to its own requests: the first rank stopped says why.
+        stopped_by: parts
+            .iter()
+            .find_map(|p| p.run.stopped_by.as_ref().map(|why| format!("rank {}: {why}", p.worker.rank))),
         notes,
         token_source: first.run.token_source,
         // Each worker's client was watched apart; the merge keeps their dispatch lag per rank.

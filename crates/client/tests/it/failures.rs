@@ -5,7 +5,7 @@ use std::time::Duration;
 use servebench_client::stream::NO_TOKEN_MESSAGE;
 use servebench_client::testserver::{RequestInfo, Script, TestServer, TestServerConfig};
 use servebench_client::{RunError, run};
-use servebench_core::config::Api;
+use servebench_core::config::{Api, StopRules};
 use servebench_core::record::FailureKind;
 
 use crate::common::{PREFIX, config, never, plan, quiet, serial};
@@ -100,4 +100,55 @@ async fn unsupported_targets_and_mixed_plans_are_refused_before_sending() {
     p.conversations.push(servebench_core::plan::ConversationPlan { id: 0, at_ns: 0, system: None, turns: Vec::new() });
     let err = run(&cfg, &p, quiet(), never()).await.unwrap_err();
     assert!(matches!(err, RunError::MixedPlan), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_failures_stops_the_run_and_keeps_what_it_measured() {
+    let _serial = serial().await;
+    let n = 200;
+    // Every request fails at once; one at a time, a few milliseconds apart.
+    let server =
+        TestServer::start(TestServerConfig::new(n, |_| Script { status: 503, ..Script::default() })).await.unwrap();
+    let mut cfg = config(&server.base_url(), Api::Completions);
+    cfg.traffic.max_concurrency = Some(1);
+    cfg.traffic.stop = StopRules { max_failures: Some(5), stall_timeout_s: None };
+    let result =
+        run(&cfg, &plan(Api::Completions, n as u32, 4, |i| u64::from(i) * 5_000_000), quiet(), never()).await.unwrap();
+    assert!(result.interrupted);
+    let why = result.stopped_by.as_deref().unwrap();
+    assert!(why.ends_with("requests failed (--max-failures 5)"), "{why}");
+    let failed =
+        result.records.iter().filter(|r| r.failure.as_ref().is_some_and(|f| f.kind == FailureKind::HttpStatus)).count();
+    // The watchdog reads the counters every 50 ms: a few more may fail before it does.
+    assert!((5..n / 2).contains(&failed), "{failed} failed");
+    assert!(result.not_sent > n / 2, "{} never sent", result.not_sent);
+    assert!(result.notes.iter().any(|l| l.starts_with("interrupted (stopped: ")), "{:?}", result.notes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_server_is_stopped_by_the_stall_timeout() {
+    let _serial = serial().await;
+    // The first request answers; the rest are accepted and then nothing comes for a minute.
+    let server = TestServer::start(TestServerConfig::new(8, |info| {
+        let ok =
+            Script { ttft: Duration::from_millis(5), itl: Duration::from_millis(2), tokens: 4, ..Script::default() };
+        if index(info) == 0 { ok } else { Script { ttft: Duration::from_secs(60), ..ok } }
+    }))
+    .await
+    .unwrap();
+    let mut cfg = config(&server.base_url(), Api::Chat);
+    cfg.traffic.max_concurrency = Some(2);
+    cfg.traffic.stop = StopRules { max_failures: None, stall_timeout_s: Some(0.3) };
+    let mut opts = quiet();
+    opts.grace = Duration::from_millis(200);
+    let started = std::time::Instant::now();
+    let result = run(&cfg, &plan(Api::Chat, 8, 4, |_| 0), opts, never()).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30), "stopped long before the server's minute");
+    let why = result.stopped_by.as_deref().unwrap();
+    assert!(why.starts_with("2 requests in flight received no token and none ended for "), "{why}");
+    assert!(why.ends_with("(--stall-timeout 0.3)"), "{why}");
+    assert!(result.records[0].succeeded(), "the answered request is kept");
+    let cut = result.records.iter().filter(|r| r.failure.as_ref().is_some_and(|f| f.kind == FailureKind::Interrupted));
+    assert_eq!(cut.count(), 2, "the two hung requests are cut off after their grace");
+    assert_eq!(result.not_sent, 5);
 }

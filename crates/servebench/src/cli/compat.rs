@@ -71,7 +71,12 @@ const NOT_FOR_PREDICT: &[(&str, &str)] = &[
     ("--header", PREDICT_REACHES_NO_SERVER),
     ("--insecure", PREDICT_REACHES_NO_SERVER),
     ("--request-id-prefix", PREDICT_REACHES_NO_SERVER),
+    ("--max-failures", PREDICT_STOPS_NOT),
+    ("--stall-timeout", PREDICT_STOPS_NOT),
 ];
+
+const PREDICT_STOPS_NOT: &str = "a prediction runs its whole plan in virtual time; the stop rules guard a run \
+     against a server (`bench serve`, or `bench serve --sim MODEL@HARDWARE` for the simulator served on a port)";
 
 const PREDICT_REACHES_NO_SERVER: &str = "it predicts in virtual time and reaches no server, so leave the server's \
      address and headers out (`bench serve` measures a server; `bench serve --sim MODEL@HARDWARE` serves the \

@@ -7,8 +7,8 @@
 //! by `commands::resolve`, which makes the [`RunConfig`] of a run with [`run_config`].
 
 use servebench_core::config::{
-    Backend, Lora, LoraAssignment, Metric, OutputOptions, RampStrategy, RampUp, RunConfig, SimTarget, Slo, Target,
-    Traffic, WorkloadSpec,
+    Backend, Lora, LoraAssignment, Metric, OutputOptions, RampStrategy, RampUp, RunConfig, SimTarget, Slo, StopRules,
+    Target, Traffic, WorkloadSpec,
 };
 use servebench_core::threshold;
 
@@ -194,7 +194,19 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
             r if is_positive(r) && r.is_finite() => Some(r),
             r => return err(format!("--probe-request-rate must be a number of probes a second above 0, got {r}")),
         },
+        stop: StopRules::default(),
     })
+}
+
+/// `--max-failures` and `--stall-timeout`: at least one failure, a finite time above 0.
+pub fn parse_stop(e: &RunExtraArgs) -> Result<StopRules, ResolveError> {
+    if e.max_failures == Some(0) {
+        return err("--max-failures must be at least 1 (leave it out to let every request fail)");
+    }
+    if let Some(s) = e.stall_timeout.filter(|s| !(is_positive(*s) && s.is_finite())) {
+        return err(format!("--stall-timeout must be a number of seconds above 0, got {s}"));
+    }
+    Ok(StopRules { max_failures: e.max_failures, stall_timeout_s: e.stall_timeout })
 }
 
 /// Sampling flags and `--extra-body` merged (extra body wins), as vLLM merges them.
@@ -426,7 +438,7 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     let workload = parse_workload(f.dataset, f.content)?;
     let extra_body = parse_extra_body(f.content)?;
     let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
-    let traffic = parse_traffic(f.traffic)?;
+    let traffic = Traffic { stop: parse_stop(&f.extra)?, ..parse_traffic(f.traffic)? };
     let output = parse_output(f.report, f.request.label.clone(), f.traffic.disable_tqdm)?;
     let e = f.endpoint;
     let mut headers = e.map(|e| parse_kv_list(&e.header, "--header")).transpose()?.unwrap_or_default();

@@ -39,9 +39,13 @@ pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode>
     verdict(&o, &rules, out)
 }
 
-/// The exit code of a finished run: interrupted, nothing measured, a broken `--fail-on` rule
-/// (its verdicts printed), or success.
+/// The exit code of a finished run: stopped by a stop rule, interrupted, nothing measured, a
+/// broken `--fail-on` rule (its verdicts printed), or success.
 pub(super) fn verdict(o: &PointOutcome, rules: &[Threshold], out: &Sink) -> anyhow::Result<ExitCode> {
+    if let Some(why) = &o.result.stopped_by {
+        out.line(format!("A stop rule ended the run ({why}): exit status 1."))?;
+        return Ok(ExitCode::from(ALL_FAILED));
+    }
     if o.result.interrupted {
         return Ok(ExitCode::from(INTERRUPTED));
     }

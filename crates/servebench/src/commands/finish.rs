@@ -68,8 +68,9 @@ fn finish_run(
         out.out(&servebench_core::telemetry::render(telemetry, summary.total_output_tokens))?;
     }
     if result.interrupted {
+        let how = result.stopped_by.as_ref().map_or_else(|| "interrupted".to_string(), |why| format!("stopped: {why}"));
         out.line(format!(
-            "Run interrupted: {} requests were not sent; the report covers what was measured until then.",
+            "Run {how}: {} requests were not sent; the report covers what was measured until then.",
             result.not_sent
         ))?;
     }

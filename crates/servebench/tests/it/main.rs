@@ -17,5 +17,6 @@ mod sim_http;
 mod sim_step_memory;
 mod sim_validate_cli;
 mod spec_decode;
+mod stop_rules;
 mod store;
 mod sweep;

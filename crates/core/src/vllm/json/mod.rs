@@ -196,6 +196,9 @@ fn servebench_section(run: &RunResult, summary: &Summary) -> Value {
         "http": serde_json::to_value(&summary.http).unwrap_or(Value::Null),
     });
     if let Some(m) = section.as_object_mut() {
+        if let Some(why) = &run.stopped_by {
+            m.insert("stopped_by".into(), json!(why));
+        }
         m.insert("token_ledger".into(), serde_json::to_value(Ledger::compute(run)).unwrap_or(Value::Null));
         if let Some(turns) = TurnMetrics::compute(run) {
             m.insert("turns".into(), serde_json::to_value(turns).unwrap_or(Value::Null));

@@ -89,6 +89,13 @@ impl Sweep {
         if !args.bench.extra.fail_on.is_empty() {
             anyhow::bail!("--fail-on is about one run (`bench serve`) or two (`compare`); a sweep is held to --slo");
         }
+        let stops = &args.bench.extra;
+        if args.sweep.predict && (stops.max_failures.is_some() || stops.stall_timeout.is_some()) {
+            anyhow::bail!(
+                "--max-failures and --stall-timeout stop a run against a server; --predict runs each point's whole plan \
+                 in virtual time (leave them out, or run the sweep against the served simulator without --predict)"
+            );
+        }
         let grid = Grid::new(&args)?;
         if let Some(by) = &args.sweep.by {
             check_axis(by, &grid, &args.sweep)?;
@@ -235,6 +242,14 @@ impl Sweep {
                 let done: Vec<&Summary> =
                     records.iter().filter_map(|&i| runner.runs[i].outcome.as_ref().ok()).map(|d| &d.summary).collect();
                 let interrupted = records.iter().any(|&i| runner.runs[i].outcome.as_ref().is_ok_and(|d| d.interrupted));
+                let stopped = records.iter().find_map(|&i| runner.runs[i].outcome.as_ref().ok()?.stopped_by.clone());
+                if let Some(why) = stopped {
+                    output::note(format_args!(
+                        "{progress}: {}={} stopped by a rule ({why}); a partial run cannot be judged, the search ends here",
+                        key.key(),
+                        servebench_report::layout::number_text(value),
+                    ));
+                }
                 if interrupted || runner.stop.requested() || done.is_empty() {
                     // A partial or failed probe cannot be judged: this search ends here.
                     run.finished = false;

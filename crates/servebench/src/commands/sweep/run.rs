@@ -58,6 +58,8 @@ pub struct Done {
     /// The run itself, kept when the store is not written (`--no-store`) for the table at the end.
     pub run: Option<NewRun>,
     pub interrupted: bool,
+    /// The stop rule that ended it early, in words.
+    pub stopped_by: Option<String>,
 }
 
 /// One run of one point, finished or failed.
@@ -172,6 +174,7 @@ impl Runner<'_> {
     fn done(&self, o: PointOutcome) -> Done {
         Done {
             interrupted: o.result.interrupted,
+            stopped_by: o.result.stopped_by.clone(),
             stored: o.stored,
             run: (o.stored.is_none()).then_some(o.run),
             summary: o.summary,

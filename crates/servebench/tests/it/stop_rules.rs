@@ -1,0 +1,72 @@
+//! `--max-failures` and `--stall-timeout` from the command line: a run against a failing
+//! server stops, prints and saves what it measured with the rule that stopped it, and exits 1;
+//! bad values and predictions are refused before anything runs.
+
+use servebench_client::testserver::{Script, TestServer, TestServerConfig};
+
+use crate::common::{args, read_json, servebench, text};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_server_is_stopped_by_max_failures_and_the_partial_run_is_saved() {
+    let server =
+        TestServer::start(TestServerConfig::new(400, |_| Script { status: 500, ..Script::default() })).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.base_url();
+    let out = servebench(args(&[
+        "bench",
+        "serve",
+        "--base-url",
+        url.as_str(),
+        "--model",
+        "test-model",
+        "--num-prompts",
+        "300",
+        "--request-rate",
+        "200",
+        "--max-concurrency",
+        "1",
+        "--ready-check-timeout-sec",
+        "0",
+        "--max-failures",
+        "4",
+        "--no-store",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("Run stopped: ") && stdout.contains("requests failed (--max-failures 4)"), "{stdout}");
+    assert!(stdout.contains("A stop rule ended the run ("), "{stdout}");
+    let json = read_json(&dir.path().join("r.json"));
+    let ours = &json["servebench"];
+    assert_eq!(ours["interrupted"], true, "{ours}");
+    assert!(ours["stopped_by"].as_str().unwrap().contains("--max-failures 4"), "{ours}");
+    assert!(ours["not_sent"].as_u64().unwrap() > 100, "{ours}");
+    assert_eq!(ours["config"]["traffic"]["stop"]["max_failures"], 4, "the rule is saved with the run");
+}
+
+#[tokio::test]
+async fn bad_values_and_predictions_are_refused_with_what_to_do() {
+    for (flag, value, want) in [
+        ("--max-failures", "0", "--max-failures must be at least 1"),
+        ("--stall-timeout", "0", "--stall-timeout must be a number of seconds above 0"),
+        ("--stall-timeout", "inf", "--stall-timeout must be a number of seconds above 0"),
+    ] {
+        let out = servebench(args(&["bench", "serve", "--model", "m", "--port", "9", flag, value])).await;
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        assert!(text(&out.stderr).contains(want), "{}", text(&out.stderr));
+    }
+    let predict = ["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s", "--stall-timeout", "5"];
+    let out = servebench(args(&predict)).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("a prediction runs its whole plan in virtual time"), "{}", text(&out.stderr));
+    let sweep =
+        ["sweep", "--predict", "--sim", "Qwen/Qwen3-0.6B@l40s", "--max-concurrency", "1,2", "--max-failures", "3"];
+    let out = servebench(args(&sweep)).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("stop a run against a server"), "{}", text(&out.stderr));
+}

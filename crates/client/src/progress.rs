@@ -1,5 +1,5 @@
-//! Live progress of a run on stderr: completed of total, requests in flight and token chunks
-//! per second.
+//! Live progress of a run on stderr: completed of total, requests in flight, token chunks per
+//! second and the mean time to first token of the requests that got theirs in the last second.
 //!
 //! Request tasks only bump atomic counters ([`Progress`]); a ticker reads them a few times a
 //! second and redraws the bar, so the hot path never touches the terminal. The bar is hidden
@@ -24,6 +24,10 @@ pub struct Progress {
     pub in_flight: AtomicU64,
     /// Token chunks received so far (vLLM's unit of "tokens" when streaming).
     pub chunks: AtomicU64,
+    /// Requests that received their first token, and the sum of their TTFTs (µs): the live
+    /// status shows the mean of those that came in its last second.
+    pub first_tokens: AtomicU64,
+    pub ttft_us_sum: AtomicU64,
 }
 
 impl Progress {
@@ -55,27 +59,85 @@ pub fn progress_bar(total: u64, enabled: bool) -> ProgressBar {
     ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(8)).with_style(style)
 }
 
+/// The span the live rates and the live TTFT are taken over.
+const WINDOW: Duration = Duration::from_secs(1);
+
 /// Redraws `bar` from `progress` every `period` until aborted; returns the ticker task.
 pub fn spawn_ticker(bar: ProgressBar, progress: Arc<Progress>, period: Duration) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut last = (Instant::now(), Progress::get(&progress.chunks));
+        let mut window = Window::default();
         let mut tick = tokio::time::interval(period);
         loop {
             tick.tick().await;
-            let now = Instant::now();
-            let chunks = Progress::get(&progress.chunks);
-            let rate = (chunks - last.1) as f64 / (now - last.0).as_secs_f64().max(1e-9);
-            last = (now, chunks);
+            let live = window.push(Reading::of(&progress, Instant::now()));
             bar.set_position(Progress::get(&progress.completed));
-            bar.set_message(status_line(&progress, rate));
+            bar.set_message(status_line(&progress, &live));
         }
     })
 }
 
-fn status_line(p: &Progress, chunks_per_s: f64) -> String {
+/// The cumulative counters the live figures are differences of, at one instant.
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    at: Instant,
+    chunks: u64,
+    first_tokens: u64,
+    ttft_us_sum: u64,
+}
+
+impl Reading {
+    fn of(p: &Progress, at: Instant) -> Self {
+        Reading {
+            at,
+            chunks: Progress::get(&p.chunks),
+            first_tokens: Progress::get(&p.first_tokens),
+            ttft_us_sum: Progress::get(&p.ttft_us_sum),
+        }
+    }
+}
+
+/// What the status line shows beside the counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Live {
+    chunks_per_s: f64,
+    /// Mean TTFT of the requests whose first token came within the window, ms; the last one
+    /// seen when none did (`None` before any).
+    ttft_ms: Option<f64>,
+}
+
+/// The readings of the last [`WINDOW`], oldest first.
+#[derive(Debug, Default)]
+struct Window {
+    readings: std::collections::VecDeque<Reading>,
+    last_ttft_ms: Option<f64>,
+}
+
+impl Window {
+    fn push(&mut self, r: Reading) -> Live {
+        while self.readings.len() > 1 && self.readings[1].at + WINDOW <= r.at {
+            self.readings.pop_front();
+        }
+        let live = match self.readings.front() {
+            Some(old) => {
+                let firsts = r.first_tokens - old.first_tokens;
+                if firsts > 0 {
+                    self.last_ttft_ms = Some((r.ttft_us_sum - old.ttft_us_sum) as f64 / firsts as f64 / 1e3);
+                }
+                let seconds = (r.at - old.at).as_secs_f64().max(1e-9);
+                Live { chunks_per_s: (r.chunks - old.chunks) as f64 / seconds, ttft_ms: self.last_ttft_ms }
+            }
+            None => Live::default(),
+        };
+        self.readings.push_back(r);
+        live
+    }
+}
+
+fn status_line(p: &Progress, live: &Live) -> String {
     let failed = Progress::get(&p.failed);
     let failed = if failed > 0 { format!(", {failed} failed") } else { String::new() };
-    format!("{} in flight, {chunks_per_s:.0} tok/s{failed}", Progress::get(&p.in_flight))
+    let ttft = live.ttft_ms.map_or_else(String::new, |t| format!(", TTFT {t:.0} ms"));
+    format!("{} in flight, {:.0} tok/s{ttft}{failed}", Progress::get(&p.in_flight), live.chunks_per_s)
 }
 
 #[cfg(test)]
@@ -83,13 +145,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_status_line_shows_in_flight_rate_and_failures_only_when_some() {
+    fn the_status_line_shows_in_flight_rate_ttft_and_failures_only_when_some() {
         let p = Progress::default();
         Progress::add(&p.in_flight, 3);
-        assert_eq!(status_line(&p, 1234.4), "3 in flight, 1234 tok/s");
+        assert_eq!(status_line(&p, &Live { chunks_per_s: 1234.4, ttft_ms: None }), "3 in flight, 1234 tok/s");
         Progress::add(&p.failed, 2);
         Progress::sub(&p.in_flight, 1);
-        assert_eq!(status_line(&p, 0.0), "2 in flight, 0 tok/s, 2 failed");
+        let live = Live { chunks_per_s: 0.0, ttft_ms: Some(85.4) };
+        assert_eq!(status_line(&p, &live), "2 in flight, 0 tok/s, TTFT 85 ms, 2 failed");
+    }
+
+    #[test]
+    fn the_window_takes_rates_and_ttft_over_its_last_second_and_keeps_the_last_ttft() {
+        let t0 = Instant::now();
+        let at = |ms: u64, chunks, firsts, sum| Reading {
+            at: t0 + Duration::from_millis(ms),
+            chunks,
+            first_tokens: firsts,
+            ttft_us_sum: sum,
+        };
+        let mut w = Window::default();
+        assert_eq!(w.push(at(0, 0, 0, 0)), Live::default());
+        // Two first tokens of 100 and 300 ms in the first half second: a mean of 200.
+        assert_eq!(w.push(at(500, 500, 2, 400_000)), Live { chunks_per_s: 1000.0, ttft_ms: Some(200.0) });
+        assert_eq!(w.push(at(1000, 1000, 2, 400_000)), Live { chunks_per_s: 1000.0, ttft_ms: Some(200.0) });
+        // The reading at 0 leaves the window: over 0.5..1.5 s, one first token of 50 ms.
+        assert_eq!(w.push(at(1500, 1100, 3, 450_000)), Live { chunks_per_s: 600.0, ttft_ms: Some(50.0) });
+        // None in the window: the last mean is kept.
+        let quiet = w.push(at(3000, 1100, 3, 450_000));
+        assert_eq!(quiet, Live { chunks_per_s: 0.0, ttft_ms: Some(50.0) });
     }
 
     #[test]

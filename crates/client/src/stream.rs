@@ -137,6 +137,10 @@ async fn drive(
                 let new = rec.chunks_us.len() - before;
                 if new > 0 {
                     Progress::add(&ctx.progress.chunks, new as u64);
+                    if before == 0 {
+                        Progress::add(&ctx.progress.first_tokens, 1);
+                        Progress::add(&ctx.progress.ttft_us_sum, u64::from(rec.chunks_us[0]));
+                    }
                 }
             }
             Ok(None) => break,

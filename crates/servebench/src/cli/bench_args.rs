@@ -366,11 +366,11 @@ pub struct RunExtraArgs {
     #[arg(long, default_value_t = 6.0 * 3600.0)]
     pub request_timeout_sec: f64,
     /// Stop the run once this many requests have failed: nothing more is sent, requests in
-    /// flight get their grace, and what was measured is reported and saved (exit code 1).
+    /// flight get their grace, and what was measured is reported and saved (exit code 4).
     #[arg(long, value_name = "N")]
     pub max_failures: Option<u64>,
     /// Stop the run when requests are in flight and none of them has received a token or ended
-    /// for this many seconds (a hung server), keeping what was measured (exit code 1).
+    /// for this many seconds (a hung server), keeping what was measured (exit code 4).
     #[arg(long, value_name = "SECONDS")]
     pub stall_timeout: Option<f64>,
     /// Write the planned requests (bodies and intended send times) as JSONL and exit without sending.

@@ -22,6 +22,10 @@ pub const INTERRUPTED: u8 = 130;
 /// [`super::compare::REGRESSION`] (3), as `compare` does.
 pub const ALL_FAILED: u8 = 1;
 
+/// Exit code of a run a stop rule ended (`--max-failures`, `--stall-timeout`), after its
+/// partial result was saved: the server broke, which scripts tell from a failed tool (1).
+pub const STOPPED: u8 = 4;
+
 /// `bench serve`, its report written to `out`.
 pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let rules = match parse_fail_on_values(&args.extra.fail_on) {
@@ -43,8 +47,8 @@ pub async fn serve(args: BenchServeArgs, out: &Sink) -> anyhow::Result<ExitCode>
 /// broken `--fail-on` rule (its verdicts printed), or success.
 pub(super) fn verdict(o: &PointOutcome, rules: &[Threshold], out: &Sink) -> anyhow::Result<ExitCode> {
     if let Some(why) = &o.result.stopped_by {
-        out.line(format!("A stop rule ended the run ({why}): exit status 1."))?;
-        return Ok(ExitCode::from(ALL_FAILED));
+        out.line(format!("A stop rule ended the run ({why}): exit status {STOPPED}."))?;
+        return Ok(ExitCode::from(STOPPED));
     }
     if o.result.interrupted {
         return Ok(ExitCode::from(INTERRUPTED));

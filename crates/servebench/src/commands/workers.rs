@@ -110,6 +110,11 @@ async fn spawn_and_wait(
     Ok(())
 }
 
+/// Whether a worker's exit `code` is that of a run that ended early with its result saved.
+fn saved_partial(code: i32) -> bool {
+    [super::bench::INTERRUPTED, super::bench::STOPPED].iter().any(|&c| code == i32::from(c))
+}
+
 /// Waits for every worker; when one fails, stops the others (they would wait for it at the
 /// rendezvous) and returns it.
 fn wait_all(
@@ -121,8 +126,9 @@ fn wait_all(
         for i in 0..children.len() {
             let (rank, log, child) = &mut children[i];
             match child.try_wait().with_context(|| format!("worker {rank} could not be waited for"))? {
-                // 130: interrupted with Ctrl-C, which reached every worker; its result is saved.
-                Some(status) if !status.success() && status.code() != Some(i32::from(super::bench::INTERRUPTED)) => {
+                // 130: interrupted with Ctrl-C, which reached every worker; 4: stopped by a stop
+                // rule (each worker applies them to its own requests). Either way its result is saved.
+                Some(status) if !status.success() && !status.code().is_some_and(saved_partial) => {
                     let failed = (*rank, log.clone(), status);
                     for (_, _, other) in &mut children {
                         let _ = other.kill();

@@ -38,7 +38,7 @@ async fn a_failing_server_is_stopped_by_max_failures_and_the_partial_run_is_save
     ]))
     .await;
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("Run stopped: ") && stdout.contains("requests failed (--max-failures 4)"), "{stdout}");
     assert!(stdout.contains("A stop rule ended the run ("), "{stdout}");
     let json = read_json(&dir.path().join("r.json"));
@@ -69,4 +69,47 @@ async fn bad_values_and_predictions_are_refused_with_what_to_do() {
     let out = servebench(args(&sweep)).await;
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("stop a run against a server"), "{}", text(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_stopped_by_their_rules_still_merge_into_one_saved_run() {
+    let server =
+        TestServer::start(TestServerConfig::new(400, |_| Script { status: 500, ..Script::default() })).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.base_url();
+    let out = servebench(args(&[
+        "bench",
+        "serve",
+        "--base-url",
+        url.as_str(),
+        "--model",
+        "test-model",
+        "--num-prompts",
+        "300",
+        "--request-rate",
+        "200",
+        "--max-concurrency",
+        "2",
+        "--ready-check-timeout-sec",
+        "0",
+        "--max-failures",
+        "3",
+        "--workers",
+        "2",
+        "--disable-tqdm",
+        "--no-store",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{}", text(&out.stderr));
+    let json = read_json(&dir.path().join("r.json"));
+    let ours = &json["servebench"];
+    let why = ours["stopped_by"].as_str().unwrap();
+    assert!(why.starts_with("rank ") && why.contains("(--max-failures 3)"), "{why}");
+    assert_eq!(ours["shard"]["role"], "merged", "{ours}");
 }

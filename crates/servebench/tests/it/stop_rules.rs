@@ -113,3 +113,35 @@ async fn workers_stopped_by_their_rules_still_merge_into_one_saved_run() {
     assert!(why.starts_with("rank ") && why.contains("(--max-failures 3)"), "{why}");
     assert_eq!(ours["shard"]["role"], "merged", "{ours}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_names_each_point_a_rule_stopped_and_exits_4() {
+    let server =
+        TestServer::start(TestServerConfig::new(400, |_| Script { status: 500, ..Script::default() })).await.unwrap();
+    let url = server.base_url();
+    let out = servebench(args(&[
+        "sweep",
+        "--base-url",
+        url.as_str(),
+        "--model",
+        "test-model",
+        "--max-concurrency",
+        "1,2",
+        "--num-prompts",
+        "100",
+        "--request-rate",
+        "200",
+        "--ready-check-timeout-sec",
+        "0",
+        "--max-failures",
+        "2",
+        "--disable-tqdm",
+        "--no-store",
+    ]))
+    .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{stdout}\n{}", text(&out.stderr));
+    let stopped: Vec<&str> = stdout.lines().filter(|l| l.starts_with("Stopped by a rule: ")).collect();
+    assert_eq!(stopped.len(), 2, "{stdout}");
+    assert!(stopped.iter().all(|l| l.contains("(--max-failures 2)")), "{stdout}");
+}

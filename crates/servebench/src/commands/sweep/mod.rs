@@ -38,7 +38,7 @@ use self::run::{Runner, Stop, describe};
 use self::tables::{Probe, answer_text, probes_table, slo_table, spread_table};
 use crate::cli::resolve::{parse_metric_percentiles, parse_percentile_metrics, run_config};
 use crate::cli::sweep_args::{SearchKey, SweepArgs, SweepOptions};
-use crate::commands::bench::INTERRUPTED;
+use crate::commands::bench::{INTERRUPTED, STOPPED};
 use crate::commands::compare::usage;
 use crate::commands::launch::shell_word;
 use crate::commands::resolve::Resolver;
@@ -369,10 +369,23 @@ impl Sweep {
         }
         let all_failed: Vec<&run::RunRecord> = records
             .iter()
-            .filter(|r| r.outcome.as_ref().is_ok_and(|d| d.summary.completed == 0 && d.summary.failed.unwrap_or(0) > 0))
+            // A point a stop rule ended is told below, with the rule (exit 4, as `bench serve`).
+            .filter(|r| {
+                r.outcome.as_ref().is_ok_and(|d| {
+                    d.stopped_by.is_none() && d.summary.completed == 0 && d.summary.failed.unwrap_or(0) > 0
+                })
+            })
             .collect();
         for r in &all_failed {
             text.push_str(&format!("Every request failed: {} (repeat {}).\n", r.described, r.repeat));
+        }
+        let stopped: Vec<(&run::RunRecord, &str)> =
+            records.iter().filter_map(|r| Some((r, r.outcome.as_ref().ok()?.stopped_by.as_deref()?))).collect();
+        for (r, why) in &stopped {
+            text.push_str(&format!(
+                "Stopped by a rule: {} (repeat {}): {why}; its figures are of the requests that ended before.\n",
+                r.described, r.repeat
+            ));
         }
         text.push('\n');
         if self.args.bench.extra.no_store {
@@ -396,10 +409,12 @@ impl Sweep {
         out.out(&text)?;
         Ok(if interrupted {
             ExitCode::from(INTERRUPTED)
-        } else if failed.is_empty() && all_failed.is_empty() {
-            ExitCode::SUCCESS
-        } else {
+        } else if !(failed.is_empty() && all_failed.is_empty()) {
             ExitCode::FAILURE
+        } else if !stopped.is_empty() {
+            ExitCode::from(STOPPED)
+        } else {
+            ExitCode::SUCCESS
         })
     }
 

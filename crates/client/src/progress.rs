@@ -45,6 +45,29 @@ impl Progress {
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
+
+    /// Every counter's value now, as the live status and the stop rules' watchdog read them.
+    pub(crate) fn counts(&self) -> Counts {
+        Counts {
+            completed: Progress::get(&self.completed),
+            failed: Progress::get(&self.failed),
+            in_flight: Progress::get(&self.in_flight),
+            chunks: Progress::get(&self.chunks),
+            first_tokens: Progress::get(&self.first_tokens),
+            ttft_us_sum: Progress::get(&self.ttft_us_sum),
+        }
+    }
+}
+
+/// The values of [`Progress`]'s counters at one instant.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Counts {
+    pub completed: u64,
+    pub failed: u64,
+    pub in_flight: u64,
+    pub chunks: u64,
+    pub first_tokens: u64,
+    pub ttft_us_sum: u64,
 }
 
 /// A styled progress bar on stderr for `total` requests, hidden unless `enabled` and stderr is
@@ -69,31 +92,12 @@ pub fn spawn_ticker(bar: ProgressBar, progress: Arc<Progress>, period: Duration)
         let mut tick = tokio::time::interval(period);
         loop {
             tick.tick().await;
-            let live = window.push(Reading::of(&progress, Instant::now()));
-            bar.set_position(Progress::get(&progress.completed));
-            bar.set_message(status_line(&progress, &live));
+            let counts = progress.counts();
+            let live = window.push(Instant::now(), counts);
+            bar.set_position(counts.completed);
+            bar.set_message(status_line(&counts, &live));
         }
     })
-}
-
-/// The cumulative counters the live figures are differences of, at one instant.
-#[derive(Clone, Copy, Debug)]
-struct Reading {
-    at: Instant,
-    chunks: u64,
-    first_tokens: u64,
-    ttft_us_sum: u64,
-}
-
-impl Reading {
-    fn of(p: &Progress, at: Instant) -> Self {
-        Reading {
-            at,
-            chunks: Progress::get(&p.chunks),
-            first_tokens: Progress::get(&p.first_tokens),
-            ttft_us_sum: Progress::get(&p.ttft_us_sum),
-        }
-    }
 }
 
 /// What the status line shows beside the counters.
@@ -105,39 +109,38 @@ struct Live {
     ttft_ms: Option<f64>,
 }
 
-/// The readings of the last [`WINDOW`], oldest first.
+/// The counts read over the last [`WINDOW`], oldest first.
 #[derive(Debug, Default)]
 struct Window {
-    readings: std::collections::VecDeque<Reading>,
+    readings: std::collections::VecDeque<(Instant, Counts)>,
     last_ttft_ms: Option<f64>,
 }
 
 impl Window {
-    fn push(&mut self, r: Reading) -> Live {
-        while self.readings.len() > 1 && self.readings[1].at + WINDOW <= r.at {
+    fn push(&mut self, at: Instant, c: Counts) -> Live {
+        while self.readings.len() > 1 && self.readings[1].0 + WINDOW <= at {
             self.readings.pop_front();
         }
         let live = match self.readings.front() {
-            Some(old) => {
-                let firsts = r.first_tokens - old.first_tokens;
+            Some(&(then, old)) => {
+                let firsts = c.first_tokens - old.first_tokens;
                 if firsts > 0 {
-                    self.last_ttft_ms = Some((r.ttft_us_sum - old.ttft_us_sum) as f64 / firsts as f64 / 1e3);
+                    self.last_ttft_ms = Some((c.ttft_us_sum - old.ttft_us_sum) as f64 / firsts as f64 / 1e3);
                 }
-                let seconds = (r.at - old.at).as_secs_f64().max(1e-9);
-                Live { chunks_per_s: (r.chunks - old.chunks) as f64 / seconds, ttft_ms: self.last_ttft_ms }
+                let seconds = (at - then).as_secs_f64().max(1e-9);
+                Live { chunks_per_s: (c.chunks - old.chunks) as f64 / seconds, ttft_ms: self.last_ttft_ms }
             }
             None => Live::default(),
         };
-        self.readings.push_back(r);
+        self.readings.push_back((at, c));
         live
     }
 }
 
-fn status_line(p: &Progress, live: &Live) -> String {
-    let failed = Progress::get(&p.failed);
-    let failed = if failed > 0 { format!(", {failed} failed") } else { String::new() };
+fn status_line(c: &Counts, live: &Live) -> String {
+    let failed = if c.failed > 0 { format!(", {} failed", c.failed) } else { String::new() };
     let ttft = live.ttft_ms.map_or_else(String::new, |t| format!(", TTFT {t:.0} ms"));
-    format!("{} in flight, {:.0} tok/s{ttft}{failed}", Progress::get(&p.in_flight), live.chunks_per_s)
+    format!("{} in flight, {:.0} tok/s{ttft}{failed}", c.in_flight, live.chunks_per_s)
 }
 
 #[cfg(test)]
@@ -148,31 +151,30 @@ mod tests {
     fn the_status_line_shows_in_flight_rate_ttft_and_failures_only_when_some() {
         let p = Progress::default();
         Progress::add(&p.in_flight, 3);
-        assert_eq!(status_line(&p, &Live { chunks_per_s: 1234.4, ttft_ms: None }), "3 in flight, 1234 tok/s");
+        let live = Live { chunks_per_s: 1234.4, ttft_ms: None };
+        assert_eq!(status_line(&p.counts(), &live), "3 in flight, 1234 tok/s");
         Progress::add(&p.failed, 2);
         Progress::sub(&p.in_flight, 1);
         let live = Live { chunks_per_s: 0.0, ttft_ms: Some(85.4) };
-        assert_eq!(status_line(&p, &live), "2 in flight, 0 tok/s, TTFT 85 ms, 2 failed");
+        assert_eq!(status_line(&p.counts(), &live), "2 in flight, 0 tok/s, TTFT 85 ms, 2 failed");
     }
 
     #[test]
     fn the_window_takes_rates_and_ttft_over_its_last_second_and_keeps_the_last_ttft() {
         let t0 = Instant::now();
-        let at = |ms: u64, chunks, firsts, sum| Reading {
-            at: t0 + Duration::from_millis(ms),
-            chunks,
-            first_tokens: firsts,
-            ttft_us_sum: sum,
-        };
         let mut w = Window::default();
-        assert_eq!(w.push(at(0, 0, 0, 0)), Live::default());
+        let mut push = |ms: u64, chunks, first_tokens, ttft_us_sum| {
+            let counts = Counts { chunks, first_tokens, ttft_us_sum, ..Counts::default() };
+            w.push(t0 + Duration::from_millis(ms), counts)
+        };
+        assert_eq!(push(0, 0, 0, 0), Live::default());
         // Two first tokens of 100 and 300 ms in the first half second: a mean of 200.
-        assert_eq!(w.push(at(500, 500, 2, 400_000)), Live { chunks_per_s: 1000.0, ttft_ms: Some(200.0) });
-        assert_eq!(w.push(at(1000, 1000, 2, 400_000)), Live { chunks_per_s: 1000.0, ttft_ms: Some(200.0) });
+        assert_eq!(push(500, 500, 2, 400_000), Live { chunks_per_s: 1000.0, ttft_ms: Some(200.0) });
+        assert_eq!(push(1000, 1000, 2, 400_000), Live { chunks_per_s: 1000.0, ttft_ms: Some(200.0) });
         // The reading at 0 leaves the window: over 0.5..1.5 s, one first token of 50 ms.
-        assert_eq!(w.push(at(1500, 1100, 3, 450_000)), Live { chunks_per_s: 600.0, ttft_ms: Some(50.0) });
+        assert_eq!(push(1500, 1100, 3, 450_000), Live { chunks_per_s: 600.0, ttft_ms: Some(50.0) });
         // None in the window: the last mean is kept.
-        let quiet = w.push(at(3000, 1100, 3, 450_000));
+        let quiet = push(3000, 1100, 3, 450_000);
         assert_eq!(quiet, Live { chunks_per_s: 0.0, ttft_ms: Some(50.0) });
     }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use servebench_core::config::StopRules;
 use tokio::time::Instant;
 
-use crate::progress::Progress;
+use crate::progress::{Counts, Progress};
 
 /// How often the watchdog reads the counters (a stall is seen at most this late).
 const PERIOD: Duration = Duration::from_millis(50);
@@ -28,27 +28,8 @@ pub(crate) async fn watch(progress: Arc<Progress>, rules: StopRules) -> String {
     let mut stall = Stall::new(Instant::now());
     loop {
         let now = tick.tick().await;
-        if let Some(why) = check(&rules, &mut stall, &Reading::of(&progress), now) {
+        if let Some(why) = check(&rules, &mut stall, &progress.counts(), now) {
             return why;
-        }
-    }
-}
-
-/// What the watchdog reads at one tick.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Reading {
-    failed: u64,
-    in_flight: u64,
-    /// Token chunks received plus requests ended: it moves whenever any request progresses.
-    activity: u64,
-}
-
-impl Reading {
-    fn of(p: &Progress) -> Self {
-        Reading {
-            failed: Progress::get(&p.failed),
-            in_flight: Progress::get(&p.in_flight),
-            activity: Progress::get(&p.chunks) + Progress::get(&p.completed),
         }
     }
 }
@@ -67,14 +48,16 @@ impl Stall {
 }
 
 /// The rule that holds at `now`, given the counters read then.
-fn check(rules: &StopRules, stall: &mut Stall, r: &Reading, now: Instant) -> Option<String> {
+fn check(rules: &StopRules, stall: &mut Stall, c: &Counts, now: Instant) -> Option<String> {
     if let Some(n) = rules.max_failures
-        && r.failed >= n
+        && c.failed >= n
     {
-        return Some(format!("{} requests failed (--max-failures {n})", r.failed));
+        return Some(format!("{} requests failed (--max-failures {n})", c.failed));
     }
-    if r.activity != stall.activity || r.in_flight == 0 {
-        *stall = Stall { activity: r.activity, since: now };
+    // Token chunks received plus requests ended: it moves whenever any request progresses.
+    let activity = c.chunks + c.completed;
+    if activity != stall.activity || c.in_flight == 0 {
+        *stall = Stall { activity, since: now };
         return None;
     }
     let limit = rules.stall_timeout_s?;
@@ -82,7 +65,7 @@ fn check(rules: &StopRules, stall: &mut Stall, r: &Reading, now: Instant) -> Opt
     (quiet >= limit).then(|| {
         format!(
             "{} requests in flight received no token and none ended for {quiet:.1} s (--stall-timeout {limit})",
-            r.in_flight
+            c.in_flight
         )
     })
 }
@@ -100,7 +83,7 @@ mod tests {
         let rules = StopRules { max_failures: Some(3), stall_timeout_s: None };
         let t0 = Instant::now();
         let mut stall = Stall::new(t0);
-        let r = |failed| Reading { failed, in_flight: 5, activity: failed };
+        let r = |failed| Counts { failed, in_flight: 5, completed: failed, ..Counts::default() };
         assert_eq!(check(&rules, &mut stall, &r(2), at(t0, 50)), None);
         assert_eq!(check(&rules, &mut stall, &r(3), at(t0, 100)).unwrap(), "3 requests failed (--max-failures 3)");
     }
@@ -110,8 +93,8 @@ mod tests {
         let rules = StopRules { max_failures: None, stall_timeout_s: Some(1.0) };
         let t0 = Instant::now();
         let mut stall = Stall::new(t0);
-        let busy = |activity| Reading { failed: 0, in_flight: 2, activity };
-        let idle = Reading { failed: 0, in_flight: 0, activity: 7 };
+        let busy = |chunks| Counts { in_flight: 2, chunks, ..Counts::default() };
+        let idle = Counts { chunks: 7, ..Counts::default() };
         // Progress at 0.5 s restarts the clock; an idle gap (nothing in flight) too.
         assert_eq!(check(&rules, &mut stall, &busy(7), at(t0, 500)), None);
         assert_eq!(check(&rules, &mut stall, &busy(7), at(t0, 1400)), None);

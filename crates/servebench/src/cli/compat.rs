@@ -71,20 +71,20 @@ const NOT_FOR_PREDICT: &[(&str, &str)] = &[
     ("--header", PREDICT_REACHES_NO_SERVER),
     ("--insecure", PREDICT_REACHES_NO_SERVER),
     ("--request-id-prefix", PREDICT_REACHES_NO_SERVER),
-    ("--max-failures", PREDICT_STOPS_NOT),
-    ("--stall-timeout", PREDICT_STOPS_NOT),
+    ("--max-failures", super::resolve::STOP_RULES_NOT_PREDICTED),
+    ("--stall-timeout", super::resolve::STOP_RULES_NOT_PREDICTED),
 ];
 
-const PREDICT_STOPS_NOT: &str = "a prediction runs its whole plan in virtual time; the stop rules guard a run \
-     against a server (`bench serve`, or `bench serve --sim MODEL@HARDWARE` for the simulator served on a port)";
+/// servebench's own flags among those refused (the rest are vLLM's).
+const OWN_FLAGS: &[&str] = &["--max-failures", "--stall-timeout"];
 
 const PREDICT_REACHES_NO_SERVER: &str = "it predicts in virtual time and reaches no server, so leave the server's \
      address and headers out (`bench serve` measures a server; `bench serve --sim MODEL@HARDWARE` serves the \
      simulator on a port)";
 
-/// Error for a vLLM flag servebench refuses.
+/// Error for a vLLM flag servebench refuses (or one of its own a command does not take).
 #[derive(Debug, thiserror::Error)]
-#[error("the vLLM flag {flag} is not supported by servebench{where_}: {hint}")]
+#[error("the {}flag {flag} is not supported by servebench{where_}: {hint}", if OWN_FLAGS.contains(&.flag.as_str()) { "" } else { "vLLM " })]
 pub struct UnsupportedFlag {
     pub flag: String,
     pub hint: &'static str,

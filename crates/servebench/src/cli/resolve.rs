@@ -198,6 +198,11 @@ pub fn parse_traffic(t: &TrafficArgs) -> Result<Traffic, ResolveError> {
     })
 }
 
+/// Why a prediction (`sim predict`, `sweep --predict`) takes no stop rules.
+pub const STOP_RULES_NOT_PREDICTED: &str = "a prediction runs its whole plan in virtual time, and the stop rules \
+     stop a run against a server (`bench serve`, `bench serve --sim MODEL@HARDWARE` for the simulator served on a \
+     port, or a sweep without --predict)";
+
 /// `--max-failures` and `--stall-timeout`: at least one failure, a finite time above 0.
 pub fn parse_stop(e: &RunExtraArgs) -> Result<StopRules, ResolveError> {
     if e.max_failures == Some(0) {
@@ -438,7 +443,11 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     let workload = parse_workload(f.dataset, f.content)?;
     let extra_body = parse_extra_body(f.content)?;
     let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
-    let traffic = Traffic { stop: parse_stop(&f.extra)?, ..parse_traffic(f.traffic)? };
+    let stop = parse_stop(&f.extra)?;
+    if f.virtual_time && !stop.is_empty() {
+        return err(format!("--max-failures and --stall-timeout do not apply here: {STOP_RULES_NOT_PREDICTED}"));
+    }
+    let traffic = Traffic { stop, ..parse_traffic(f.traffic)? };
     let output = parse_output(f.report, f.request.label.clone(), f.traffic.disable_tqdm)?;
     let e = f.endpoint;
     let mut headers = e.map(|e| parse_kv_list(&e.header, "--header")).transpose()?.unwrap_or_default();

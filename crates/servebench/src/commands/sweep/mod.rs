@@ -89,13 +89,6 @@ impl Sweep {
         if !args.bench.extra.fail_on.is_empty() {
             anyhow::bail!("--fail-on is about one run (`bench serve`) or two (`compare`); a sweep is held to --slo");
         }
-        let stops = &args.bench.extra;
-        if args.sweep.predict && (stops.max_failures.is_some() || stops.stall_timeout.is_some()) {
-            anyhow::bail!(
-                "--max-failures and --stall-timeout stop a run against a server; --predict runs each point's whole plan \
-                 in virtual time (leave them out, or run the sweep against the served simulator without --predict)"
-            );
-        }
         let grid = Grid::new(&args)?;
         if let Some(by) = &args.sweep.by {
             check_axis(by, &grid, &args.sweep)?;

@@ -234,7 +234,7 @@ pub(crate) fn predict_prepared(
     plan: &Plan,
     config: &RunConfig,
     sim: &SimSetup,
-    prompts: Prompts,
+    mut prompts: Prompts,
     warmups: usize,
 ) -> RunResult {
     let seed = config.traffic.seed ^ sim.options.seed;
@@ -279,7 +279,7 @@ pub(crate) fn predict_prepared(
             Some(d)
         }
     };
-    let probe = prompts.probe.clone();
+    let probe = prompts.probe.take();
     let mut client = Client::new(plan, prompts, engine.now_ns(), (cap, max_active, think_ns), dispatch);
 
     let mut emitted: Vec<Emission> = Vec::new();

@@ -11,10 +11,10 @@ use std::path::Path;
 
 use servebench_core::rng::PyRandom;
 
-use super::{Dataset, Sample, check_total_prompt_tokens, estimate_tokens};
+use super::{Dataset, Sample, check_total_prompt_tokens, count_with_special};
 use crate::{Tokenizer, WorkloadError};
 
-/// Characters a token is taken to hold where there is no tokenizer (as [`estimate_tokens`]'s
+/// Characters a token is taken to hold where there is no tokenizer (as [`super::estimate_tokens`]'s
 /// bytes: a slice of plain English holds about as many tokens as asked).
 const CHARS_PER_TOKEN: usize = 4;
 
@@ -43,55 +43,45 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &TxtSlicesSpec) -> Res
     }
     let mut rng = PyRandom::new(spec.seed);
     let len = spec.input_len as usize;
-    let mut notes = Vec::new();
-    let samples = match tok {
+    let (prompts, note) = match tok {
         Some(tok) => {
             let ids = tok.encode(&text, false)?;
             if ids.is_empty() {
                 return Err(empty(path));
             }
-            let mut samples = Vec::with_capacity(n);
-            for _ in 0..n {
-                let slice = wrapped(&ids, &mut rng, len);
-                let prompt = tok.decode(&slice)?;
-                samples.push(Sample {
-                    prompt_len: tok.count(&prompt, true)?,
-                    prompt,
-                    raw_tokens: None,
-                    max_tokens: spec.output_len,
-                    timestamp_s: None,
-                });
-            }
-            notes.push(format!(
+            let prompts = (0..n).map(|_| tok.decode(&wrapped(&ids, &mut rng, len))).collect::<Result<Vec<_>, _>>()?;
+            let note = format!(
                 "Slicing {n} prompts of {} tokens from {} ({} tokens).",
                 spec.input_len,
                 path.display(),
                 ids.len()
-            ));
-            samples
+            );
+            (prompts, note)
         }
         None => {
             let chars: Vec<char> = text.chars().collect();
-            notes.push(format!(
-                "No tokenizer: txt-slices cuts {} characters a prompt ({CHARS_PER_TOKEN} a token) and estimates \
-                 their lengths; pass --tokenizer for exact slices.",
-                len.saturating_mul(CHARS_PER_TOKEN)
-            ));
-            (0..n)
-                .map(|_| {
-                    let prompt: String =
-                        wrapped(&chars, &mut rng, len.saturating_mul(CHARS_PER_TOKEN)).into_iter().collect();
-                    Sample {
-                        prompt_len: estimate_tokens(&prompt),
-                        prompt,
-                        raw_tokens: None,
-                        max_tokens: spec.output_len,
-                        timestamp_s: None,
-                    }
-                })
-                .collect()
+            let cut = len.saturating_mul(CHARS_PER_TOKEN);
+            let prompts = (0..n).map(|_| wrapped(&chars, &mut rng, cut).into_iter().collect()).collect();
+            let note = format!(
+                "No tokenizer: txt-slices cuts {cut} characters a prompt ({CHARS_PER_TOKEN} a token) and estimates \
+                 their lengths; pass --tokenizer for exact slices."
+            );
+            (prompts, note)
         }
     };
+    let samples = prompts
+        .into_iter()
+        .map(|prompt: String| {
+            Ok(Sample {
+                prompt_len: count_with_special(tok, &prompt)?,
+                prompt,
+                raw_tokens: None,
+                max_tokens: spec.output_len,
+                timestamp_s: None,
+            })
+        })
+        .collect::<Result<Vec<_>, WorkloadError>>()?;
+    let notes = vec![note];
     Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: Some(rng) })
 }
 

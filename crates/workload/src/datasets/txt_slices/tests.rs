@@ -1,6 +1,7 @@
 use serde_json::Value;
 
 use super::*;
+use crate::datasets::estimate_tokens;
 use crate::testutil::{qwen3, testdata};
 
 fn fixture() -> std::path::PathBuf {

@@ -149,6 +149,20 @@ pub enum WorkloadSpec {
         /// servebench, saying so before the run.
         skip_chat_template_asked: bool,
     },
+    /// vLLM's `speed_bench` dataset: SPEED-Bench as `spec_bench` reads Spec-Bench, the first
+    /// message of each row of the subset's file in the directory `path`.
+    SpeedBench {
+        path: String,
+        /// `--speed-bench-dataset-subset`: the file `{subset}.jsonl` of the directory.
+        subset: String,
+        /// `--speed-bench-category`.
+        category: Option<String>,
+        /// `--speed-bench-output-len`.
+        output_len: u32,
+        shuffle: bool,
+        oversample: bool,
+        skip_chat_template_asked: bool,
+    },
     /// vLLM's `txt-slices` dataset: prompts of `input_len` tokens cut from a text file at
     /// random starting tokens (wrapping around its end).
     TxtSlices { path: String, input_len: u32, output_len: u32 },
@@ -170,6 +184,7 @@ impl WorkloadSpec {
             WorkloadSpec::Sharegpt { .. } => "sharegpt",
             WorkloadSpec::Custom { .. } => "custom",
             WorkloadSpec::SpecBench { .. } => "spec_bench",
+            WorkloadSpec::SpeedBench { .. } => "speed_bench",
             WorkloadSpec::TxtSlices { .. } => "txt-slices",
             WorkloadSpec::PrefixRepetition { .. } => "prefix_repetition",
             WorkloadSpec::Trace { .. } => "trace",

@@ -14,7 +14,7 @@ use crate::datasets::multi_turn::{self, MultiTurnSpec};
 use crate::datasets::prefix_repetition::{self, PrefixRepetitionSpec};
 use crate::datasets::random::{self, RandomSpec};
 use crate::datasets::sharegpt::{self, ShareGptSpec};
-use crate::datasets::spec_bench::{self, SpecBenchSpec};
+use crate::datasets::spec_bench::{self, SpecBenchSpec, Suite};
 use crate::datasets::txt_slices::{self, TxtSlicesSpec};
 use crate::datasets::{Dataset, Sample, par_map, trace};
 use crate::{Tokenizer, WorkloadError, arrival};
@@ -237,20 +237,25 @@ pub fn sample_dataset(
                 seed,
             },
         ),
-        WorkloadSpec::SpecBench { path, category, output_len, shuffle, oversample, skip_chat_template_asked } => {
-            spec_bench::sample(
-                tok,
-                Path::new(path),
-                &SpecBenchSpec {
-                    num_requests: num_prompts,
-                    category: category.clone(),
-                    output_len: *output_len,
-                    shuffle: *shuffle,
-                    oversample: *oversample,
-                    skip_chat_template_asked: *skip_chat_template_asked,
+        WorkloadSpec::SpecBench { path, category, output_len, shuffle, oversample, skip_chat_template_asked }
+        | WorkloadSpec::SpeedBench {
+            path, category, output_len, shuffle, oversample, skip_chat_template_asked, ..
+        } => spec_bench::sample(
+            tok,
+            Path::new(path),
+            &SpecBenchSpec {
+                suite: match spec {
+                    WorkloadSpec::SpeedBench { subset, .. } => Suite::SpeedBench { subset: subset.clone() },
+                    _ => Suite::SpecBench,
                 },
-            )
-        }
+                num_requests: num_prompts,
+                category: category.clone(),
+                output_len: *output_len,
+                shuffle: *shuffle,
+                oversample: *oversample,
+                skip_chat_template_asked: *skip_chat_template_asked,
+            },
+        ),
         WorkloadSpec::TxtSlices { path, input_len, output_len } => txt_slices::sample(
             tok,
             Path::new(path),

@@ -8,6 +8,7 @@
 //! (`clap_defaults`), so the defaults are written once, in the `#[arg]` attributes.
 
 use clap::{Args, Command, FromArgMatches};
+use servebench_workload::datasets::spec_bench::SPEED_BENCH_SUBSETS;
 
 /// What clap makes of flag group `T` when none of its flags is given.
 pub(crate) fn clap_defaults<T: Args + FromArgMatches>() -> T {
@@ -263,19 +264,20 @@ impl Default for ReportArgs {
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Dataset")]
 pub struct DatasetArgs {
-    /// random, sharegpt, custom, spec_bench, txt-slices, prefix_repetition, or trace (a
-    /// recorded arrival trace).
+    /// random, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition, or
+    /// trace (a recorded arrival trace).
     #[arg(long, default_value = "random")]
     pub dataset_name: String,
     /// The dataset file: ShareGPT JSON, custom JSONL, Spec-Bench's question.jsonl, a text file
-    /// to slice (txt-slices), or a BurstGPT or Mooncake trace.
+    /// to slice (txt-slices), or a BurstGPT or Mooncake trace; for speed_bench, the directory
+    /// SPEED-Bench's download script writes.
     #[arg(long)]
     pub dataset_path: Option<String>,
     /// Do not repeat samples when the dataset has fewer than --num-prompts.
     #[arg(long)]
     pub no_oversample: bool,
     /// Custom dataset: send prompts as written, without the chat template (vLLM's spec_bench
-    /// templates its prompts whatever this says, and so does servebench).
+    /// and speed_bench template their prompts whatever this says, and so does servebench).
     #[arg(long)]
     pub skip_chat_template: bool,
     /// Take the dataset's samples in file order instead of shuffled.
@@ -306,6 +308,15 @@ pub struct DatasetArgs {
     /// summarization, qa, rag, ...); every row if not given.
     #[arg(long)]
     pub spec_bench_category: Option<String>,
+    /// SPEED-Bench dataset: which subset's file of the directory to read.
+    #[arg(long, default_value = "qualitative", value_parser = SPEED_BENCH_SUBSETS)]
+    pub speed_bench_dataset_subset: String,
+    /// SPEED-Bench dataset: output tokens per request.
+    #[arg(long, default_value_t = 4096)]
+    pub speed_bench_output_len: u32,
+    /// SPEED-Bench dataset: only the rows of this category; every row if not given.
+    #[arg(long)]
+    pub speed_bench_category: Option<String>,
     /// Prefix-repetition dataset: tokens of each shared prefix.
     #[arg(long, default_value_t = 256)]
     pub prefix_repetition_prefix_len: u32,

@@ -1,4 +1,4 @@
-//! vLLM's `spec_bench` and `txt-slices` datasets end to end: the planned bodies (`--dry-run`),
+//! vLLM's `spec_bench`, `speed_bench` and `txt-slices` datasets end to end: the planned bodies (`--dry-run`),
 //! a prediction and a benchmark of the served twin with them, and their errors.
 
 use crate::common::read_json;
@@ -14,38 +14,41 @@ const QUESTIONS: &str = r#"{"question_id": 1, "category": "writing", "turns": ["
 {"question_id": 4, "category": "math", "turns": ["What is the integral of x^2?"]}
 "#;
 
+/// `bench serve --dry-run` of Qwen3-0.6B's template with the dataset flags `dataset`: the
+/// planned request bodies, or the exit code and stderr of a run that fails.
+fn planned_bodies(dataset: &[&str]) -> Result<Vec<serde_json::Value>, (i32, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.jsonl");
+    let tokenizer = testdata("tokenizers/qwen3");
+    let mut args = vec!["bench", "serve", "--model", "Qwen/Qwen3-0.6B", "--tokenizer", tokenizer.as_str()];
+    args.extend(dataset);
+    args.extend(["--dry-run", plan.to_str().unwrap()]);
+    let out = crate::sim_cli::servebench(&args, &[]);
+    if !out.status.success() {
+        return Err((out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned()));
+    }
+    let plan = std::fs::read_to_string(&plan).unwrap();
+    // The plan's first line is its header.
+    Ok(plan.lines().skip(1).map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["body"].clone()).collect())
+}
+
 #[test]
 fn spec_bench_plans_the_category_s_first_turns_templated() {
     let dir = tempfile::tempdir().unwrap();
     let questions = dir.path().join("question.jsonl");
     std::fs::write(&questions, QUESTIONS).unwrap();
-    let plan = dir.path().join("plan.jsonl");
-    let tokenizer = testdata("tokenizers/qwen3");
+    let path = questions.to_str().unwrap();
     let args = [
-        "bench",
-        "serve",
-        "--model",
-        "Qwen/Qwen3-0.6B",
-        "--tokenizer",
-        tokenizer.as_str(),
         "--dataset-name",
         "spec_bench",
         "--dataset-path",
-        questions.to_str().unwrap(),
+        path,
         "--spec-bench-category",
         "coding",
         "--num-prompts",
         "3",
-        "--dry-run",
-        plan.to_str().unwrap(),
     ];
-    ok(&args);
-    let bodies: Vec<serde_json::Value> = std::fs::read_to_string(&plan)
-        .unwrap()
-        .lines()
-        .skip(1) // the plan's header
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["body"].clone())
-        .collect();
+    let bodies = planned_bodies(&args).unwrap();
     assert_eq!(bodies.len(), 3);
     for body in &bodies {
         let prompt = body["prompt"].as_str().unwrap();
@@ -54,9 +57,9 @@ fn spec_bench_plans_the_category_s_first_turns_templated() {
         assert_eq!(body["max_tokens"], 256);
     }
     // An unknown category names the file's.
-    let mut wrong = args.to_vec();
-    wrong[11] = "rag";
-    let (code, err) = fails(&wrong);
+    let mut wrong = args;
+    wrong[5] = "rag";
+    let (code, err) = planned_bodies(&wrong).unwrap_err();
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("writing, coding, math"), "{err}");
 }
@@ -110,8 +113,54 @@ fn txt_slices_are_predicted_and_served_at_the_length_asked() {
 }
 
 #[test]
+fn speed_bench_plans_the_subset_s_first_messages_templated() {
+    let dir = tempfile::tempdir().unwrap();
+    let speed = dir.path().join("speed-bench");
+    std::fs::create_dir(&speed).unwrap();
+    let rows: Vec<String> = QUESTIONS
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let messages: Vec<_> = v["turns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| serde_json::json!({"role": "user", "content": t}))
+                .collect();
+            serde_json::json!({"category": v["category"], "messages": messages}).to_string()
+        })
+        .collect();
+    std::fs::write(speed.join("throughput_2k.jsonl"), rows.join("\n")).unwrap();
+    let mut args = [
+        "--dataset-name",
+        "speed_bench",
+        "--dataset-path",
+        speed.to_str().unwrap(),
+        "--speed-bench-dataset-subset",
+        "throughput_2k",
+        "--speed-bench-category",
+        "writing",
+        "--num-prompts",
+        "2",
+    ];
+    let bodies = planned_bodies(&args).unwrap();
+    assert_eq!(bodies.len(), 2, "the one writing row, oversampled");
+    for body in &bodies {
+        let prompt = body["prompt"].as_str().unwrap();
+        assert!(prompt.starts_with("<|im_start|>user\nWrite a haiku about GPUs."), "{prompt}");
+        assert!(!prompt.contains("limerick"), "only the first message: {prompt}");
+        assert_eq!(body["max_tokens"], 4096);
+    }
+    // The default subset's file is not there: the error names it.
+    args[5] = "qualitative";
+    let (code, err) = planned_bodies(&args).unwrap_err();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("qualitative.jsonl"), "{err}");
+}
+
+#[test]
 fn datasets_that_read_a_file_need_one() {
-    for name in ["spec_bench", "txt-slices"] {
+    for name in ["spec_bench", "speed_bench", "txt-slices"] {
         let (code, err) =
             fails(&["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s", "--dataset-name", name]);
         assert_eq!(code, 2, "{err}");

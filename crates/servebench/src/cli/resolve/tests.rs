@@ -145,7 +145,7 @@ fn dataset_rules() {
     let d = DatasetArgs { dataset_name: "hf".into(), ..DatasetArgs::default() };
     assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("not supported"));
     let d = DatasetArgs { dataset_name: "nope".into(), ..DatasetArgs::default() };
-    assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("spec_bench, txt-slices"));
+    assert!(parse_workload(&d, &c).unwrap_err().to_string().contains("spec_bench, speed_bench, txt-slices"));
 }
 
 #[test]
@@ -187,7 +187,7 @@ fn spec_bench_and_txt_slices_take_their_own_flags_and_the_generic_lengths() {
     assert_eq!(parse_workload(&slices, &ContentArgs::default()).unwrap(), want);
     let want = WorkloadSpec::TxtSlices { path: "q.jsonl".into(), input_len: 300, output_len: 64 };
     assert_eq!(parse_workload(&slices, &c).unwrap(), want);
-    for name in ["spec_bench", "txt-slices"] {
+    for name in ["spec_bench", "speed_bench", "txt-slices"] {
         let d = DatasetArgs { dataset_name: name.into(), ..DatasetArgs::default() };
         let msg = parse_workload(&d, &c).unwrap_err().to_string();
         assert!(msg.contains(&format!("--dataset-name {name} needs --dataset-path")), "{msg}");
@@ -195,6 +195,34 @@ fn spec_bench_and_txt_slices_take_their_own_flags_and_the_generic_lengths() {
     // The custom dataset now keeps --no-oversample, as vLLM's does.
     let custom = DatasetArgs { dataset_name: "custom".into(), no_oversample: true, ..slices };
     assert!(matches!(parse_workload(&custom, &c).unwrap(), WorkloadSpec::Custom { oversample: false, .. }));
+}
+
+#[test]
+fn speed_bench_takes_vllm_s_flags_and_offers_its_subsets() {
+    let argv =
+        ["servebench", "bench", "serve", "--model", "m", "--dataset-name", "speed_bench", "--dataset-path", "sb"];
+    let extra = ["--speed-bench-dataset-subset", "throughput_8k", "--speed-bench-category", "coding"];
+    let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, &extra) else {
+        panic!("not bench serve")
+    };
+    let spec = run_config(&args.flags(false)).unwrap().workload;
+    assert_eq!(
+        spec,
+        WorkloadSpec::SpeedBench {
+            path: "sb".into(),
+            subset: "throughput_8k".into(),
+            category: Some("coding".into()),
+            output_len: 4096,
+            shuffle: true,
+            oversample: true,
+            skip_chat_template_asked: false,
+        }
+    );
+    assert_eq!(spec.dataset_name(), "speed_bench");
+    use clap::Parser;
+    let bad = ["servebench", "bench", "serve", "--speed-bench-dataset-subset", "throughput_4k"];
+    let msg = crate::cli::Cli::try_parse_from(bad).unwrap_err().to_string();
+    assert!(msg.contains("throughput_4k") && msg.contains("throughput_32k"), "{msg}");
 }
 
 /// The command `argv` and then `extra` parse into.

@@ -8,7 +8,7 @@ use super::super::bench_args::{ContentArgs, DatasetArgs};
 use super::{ResolveError, err, is_positive};
 
 /// The `--dataset-name` values servebench runs.
-const SUPPORTED: &str = "random, sharegpt, custom, spec_bench, txt-slices, prefix_repetition or trace";
+const SUPPORTED: &str = "random, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition or trace";
 
 pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
     let check = |v: f64, what: &str| {
@@ -33,7 +33,8 @@ pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
 
 fn need_path(d: &DatasetArgs) -> Result<String, ResolveError> {
     d.dataset_path.clone().ok_or_else(|| {
-        ResolveError(format!("--dataset-name {} needs --dataset-path pointing to a local file", d.dataset_name))
+        let what = if d.dataset_name == "speed_bench" { "SPEED-Bench's directory" } else { "a local file" };
+        ResolveError(format!("--dataset-name {} needs --dataset-path pointing to {what}", d.dataset_name))
     })
 }
 
@@ -42,7 +43,7 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
     if matches!(name, "random" | "prefix_repetition") && d.dataset_path.is_some() {
         return err(format!(
             "cannot use the {name:?} dataset with --dataset-path; pick the --dataset-name that matches the file \
-             (sharegpt, custom, spec_bench, txt-slices, trace)"
+             (sharegpt, custom, spec_bench, speed_bench, txt-slices, trace)"
         ));
     }
     if d.multi_turn && name != "sharegpt" {
@@ -95,6 +96,15 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             oversample: !d.no_oversample,
             skip_chat_template_asked: d.skip_chat_template,
         },
+        "speed_bench" => WorkloadSpec::SpeedBench {
+            path: need_path(d)?,
+            subset: d.speed_bench_dataset_subset.clone(),
+            category: d.speed_bench_category.clone(),
+            output_len: output.unwrap_or(d.speed_bench_output_len),
+            shuffle: !d.disable_shuffle,
+            oversample: !d.no_oversample,
+            skip_chat_template_asked: d.skip_chat_template,
+        },
         "txt-slices" => WorkloadSpec::TxtSlices {
             path: need_path(d)?,
             input_len: c.input_len.unwrap_or(d.random_input_len),
@@ -117,8 +127,7 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             }
             WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale }
         }
-        "hf" | "random-mm" | "random-rerank" | "sonnet" | "speed_bench" | "timed_trace" | "custom_audio"
-        | "custom_image" => {
+        "hf" | "random-mm" | "random-rerank" | "sonnet" | "timed_trace" | "custom_audio" | "custom_image" => {
             return err(format!(
                 "the vLLM dataset {name:?} is not supported by servebench yet; supported: {SUPPORTED}"
             ));

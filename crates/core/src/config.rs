@@ -173,7 +173,26 @@ pub enum WorkloadSpec {
         path: String,
         /// Multiplies recorded inter-arrival gaps (2.0 = half the rate).
         time_scale: f64,
+        /// vLLM's `timed_trace` dataset: the JSONL's field names, its time unit and its hash
+        /// block size as vLLM's `--timed-trace-*` flags give them; `None` for `trace` (BurstGPT,
+        /// or Mooncake's names in milliseconds with 512-token blocks).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timed: Option<TimedTrace>,
     },
+}
+
+/// How a `timed_trace` file is read (vLLM's `--timed-trace-*` flags).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimedTrace {
+    /// `--timed-trace-chunk-hash-size`: prompt tokens each of a row's hash ids stands for.
+    pub chunk_tokens: u32,
+    /// `--timed-trace-sec-multiplier`: a timestamp times this is its send time in seconds.
+    pub sec_multiplier: f64,
+    /// `--timed-trace-label-timestamp`, `-input-length`, `-output-length`, `-hash-ids`.
+    pub label_timestamp: String,
+    pub label_input_length: String,
+    pub label_output_length: String,
+    pub label_hash_ids: String,
 }
 
 impl WorkloadSpec {
@@ -187,7 +206,8 @@ impl WorkloadSpec {
             WorkloadSpec::SpeedBench { .. } => "speed_bench",
             WorkloadSpec::TxtSlices { .. } => "txt-slices",
             WorkloadSpec::PrefixRepetition { .. } => "prefix_repetition",
-            WorkloadSpec::Trace { .. } => "trace",
+            WorkloadSpec::Trace { timed: None, .. } => "trace",
+            WorkloadSpec::Trace { timed: Some(_), .. } => "timed_trace",
         }
     }
 }

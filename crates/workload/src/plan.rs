@@ -276,7 +276,9 @@ pub fn sample_dataset(
                 np_random,
             )
         }
-        WorkloadSpec::Trace { path, .. } => trace::sample(tok, Path::new(path), num_prompts, seed),
+        WorkloadSpec::Trace { path, timed, .. } => {
+            trace::sample(tok, Path::new(path), num_prompts, seed, timed.as_ref())
+        }
     }
 }
 

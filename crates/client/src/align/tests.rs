@@ -364,7 +364,7 @@ async fn other_plans_are_left_alone() {
     let c = config(Backend::Vllm, 3, 8);
     let plan = build_plan(&c, None).unwrap();
     let mut other = c.clone();
-    other.workload = WorkloadSpec::Trace { path: "t.jsonl".into(), time_scale: 1.0 };
+    other.workload = WorkloadSpec::Trace { path: "t.jsonl".into(), time_scale: 1.0, timed: None };
     assert!(!applies(&plan, &other, None));
     let mut counted = plan.clone();
     counted.token_counting = TokenCounting::Server { base_url: "http://h".into() };

@@ -264,8 +264,8 @@ impl Default for ReportArgs {
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Dataset")]
 pub struct DatasetArgs {
-    /// random, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition, or
-    /// trace (a recorded arrival trace).
+    /// random, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition, trace
+    /// (a recorded arrival trace), or timed_trace (a JSONL trace read as vLLM reads it).
     #[arg(long, default_value = "random")]
     pub dataset_name: String,
     /// The dataset file: ShareGPT JSON, custom JSONL, Spec-Bench's question.jsonl, a text file
@@ -332,6 +332,25 @@ pub struct DatasetArgs {
     /// Trace replay: multiply the recorded gaps between arrivals (2.0 halves the rate).
     #[arg(long, default_value_t = 1.0)]
     pub trace_time_scale: f64,
+    /// timed_trace dataset: prompt tokens each of a row's hash ids stands for (rows sharing an
+    /// id share that block of their prompts).
+    #[arg(long, default_value_t = 16)]
+    pub timed_trace_chunk_hash_size: u32,
+    /// timed_trace dataset: seconds a unit of the timestamps is (0.001 for milliseconds).
+    #[arg(long, default_value_t = 1.0)]
+    pub timed_trace_sec_multiplier: f64,
+    /// timed_trace dataset: the field of each row holding its timestamp.
+    #[arg(long, default_value = "timestamp")]
+    pub timed_trace_label_timestamp: String,
+    /// timed_trace dataset: the field holding the prompt's length in tokens.
+    #[arg(long, default_value = "input_length")]
+    pub timed_trace_label_input_length: String,
+    /// timed_trace dataset: the field holding the output's length in tokens.
+    #[arg(long, default_value = "output_length")]
+    pub timed_trace_label_output_length: String,
+    /// timed_trace dataset: the field holding the row's hash ids (optional in a row).
+    #[arg(long, default_value = "hash_ids")]
+    pub timed_trace_label_hash_ids: String,
     /// Send whole ShareGPT conversations turn by turn, each turn carrying the history.
     #[arg(long)]
     pub multi_turn: bool,

@@ -15,8 +15,9 @@ const QUESTIONS: &str = r#"{"question_id": 1, "category": "writing", "turns": ["
 "#;
 
 /// `bench serve --dry-run` of Qwen3-0.6B's template with the dataset flags `dataset`: the
-/// planned request bodies, or the exit code and stderr of a run that fails.
-fn planned_bodies(dataset: &[&str]) -> Result<Vec<serde_json::Value>, (i32, String)> {
+/// planned requests (`body`, `at_s`, `prompt_tokens`, ...), or the exit code and stderr of a run
+/// that fails.
+fn planned(dataset: &[&str]) -> Result<Vec<serde_json::Value>, (i32, String)> {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.jsonl");
     let tokenizer = testdata("tokenizers/qwen3");
@@ -29,7 +30,12 @@ fn planned_bodies(dataset: &[&str]) -> Result<Vec<serde_json::Value>, (i32, Stri
     }
     let plan = std::fs::read_to_string(&plan).unwrap();
     // The plan's first line is its header.
-    Ok(plan.lines().skip(1).map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["body"].clone()).collect())
+    Ok(plan.lines().skip(1).map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect())
+}
+
+/// The planned request bodies, as [`planned`].
+fn planned_bodies(dataset: &[&str]) -> Result<Vec<serde_json::Value>, (i32, String)> {
+    Ok(planned(dataset)?.into_iter().map(|r| r["body"].clone()).collect())
 }
 
 #[test]
@@ -159,8 +165,40 @@ fn speed_bench_plans_the_subset_s_first_messages_templated() {
 }
 
 #[test]
+fn timed_trace_plans_the_trace_s_times_and_lengths_with_vllm_s_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let rows = "{\"ts\": 10, \"input_length\": 40, \"output_length\": 5, \"hash_ids\": [1, 2]}\n\
+                {\"ts\": 10.5, \"input_length\": 24, \"output_length\": 3, \"hash_ids\": [1]}\n\
+                {\"ts\": 12, \"input_length\": 16, \"output_length\": 7}\n";
+    std::fs::write(&trace, rows).unwrap();
+    let args = [
+        "--dataset-name",
+        "timed_trace",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--timed-trace-label-timestamp",
+        "ts",
+        "--timed-trace-sec-multiplier",
+        "2",
+        "--num-prompts",
+        "3",
+    ];
+    let plan = planned(&args).unwrap();
+    let got: Vec<(f64, u64, u64)> = plan
+        .iter()
+        .map(|r| (r["at_s"].as_f64().unwrap(), r["prompt_tokens"].as_u64().unwrap(), r["max_tokens"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, [(0.0, 40, 5), (1.0, 24, 3), (4.0, 16, 7)]);
+    // Without the label the file's timestamps are not found, and the error says which flag.
+    let (code, err) = planned(&args[..4]).unwrap_err();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--timed-trace-label-timestamp"), "{err}");
+}
+
+#[test]
 fn datasets_that_read_a_file_need_one() {
-    for name in ["spec_bench", "speed_bench", "txt-slices"] {
+    for name in ["spec_bench", "speed_bench", "txt-slices", "timed_trace"] {
         let (code, err) =
             fails(&["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s", "--dataset-name", name]);
         assert_eq!(code, 2, "{err}");

@@ -1,12 +1,15 @@
 //! Trace replay: recorded arrivals with their input and output lengths, from the BurstGPT CSV
 //! (`Timestamp` in seconds, `Request tokens`, `Response tokens`), the Mooncake JSONL
-//! (`timestamp` in ms, `input_length`, `output_length`, `hash_ids`) or similar files. Prompts
-//! are synthetic with the recorded lengths; requests sharing Mooncake `hash_ids` share their
-//! leading 512-token blocks, so prefix caches see the trace's reuse.
+//! (`timestamp` in ms, `input_length`, `output_length`, `hash_ids`) or similar files, or a
+//! JSONL read as vLLM's `timed_trace` reads it (its field names, time unit and hash block size
+//! given by its flags). Prompts are synthetic with the recorded lengths; requests sharing
+//! `hash_ids` share their leading blocks (512 tokens in Mooncake's traces), so prefix caches
+//! see the trace's reuse.
 
 use std::path::Path;
 
 use serde_json::Value;
+use servebench_core::config::TimedTrace;
 use servebench_core::rng::Generator;
 
 use super::fit::{Extender, decode_to_target_len, mismatch_note};
@@ -25,8 +28,55 @@ pub struct TraceRecord {
     pub timestamp_s: f64,
     pub input_len: u32,
     pub output_len: u32,
-    /// Ids of the prompt's 512-token blocks (Mooncake); equal ids mean equal content.
+    /// Ids of the prompt's blocks (512 tokens in Mooncake); equal ids mean equal content.
     pub hash_ids: Vec<u64>,
+}
+
+/// A row's `hash_ids`-like field: absent is no shared block; anything but a list of
+/// non-negative integers is an error.
+fn hash_ids(v: Option<&Value>, key: &str) -> Result<Vec<u64>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|h| h.as_u64().ok_or_else(|| format!("{key} must be non-negative integers, got {h}")))
+            .collect(),
+        Some(other) => Err(format!("{key} must be a list of non-negative integers, got {other}")),
+    }
+}
+
+/// The non-blank lines of a JSONL trace, parsed, with their line numbers.
+fn json_lines<'a>(text: &'a str, path: &'a Path) -> impl Iterator<Item = Result<(usize, Value), WorkloadError>> + 'a {
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(move |(i, line)| {
+        serde_json::from_str(line)
+            .map(|v| (i + 1, v))
+            .map_err(|e| WorkloadError::parse(path, Some(i + 1), format!("not JSON: {e}")))
+    })
+}
+
+/// A JSONL trace read with vLLM's `timed_trace` fields: each row's timestamp times the
+/// multiplier is its send time in seconds.
+fn load_timed(text: &str, path: &Path, t: &TimedTrace) -> Result<Vec<TraceRecord>, WorkloadError> {
+    let mut records = Vec::new();
+    for row in json_lines(text, path) {
+        let (n, v) = row?;
+        let err = |m: String| WorkloadError::parse(path, Some(n), m);
+        let num = |key: &str, flag: &str| {
+            v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| {
+                err(format!(
+                    "no non-negative number {key:?} (the field --timed-trace-label-{flag} names; give the \
+                     file's own name with that flag)"
+                ))
+            })
+        };
+        records.push(TraceRecord {
+            timestamp_s: num(&t.label_timestamp, "timestamp")? * t.sec_multiplier,
+            input_len: length(num(&t.label_input_length, "input-length")?, path, n, "input length")?,
+            output_len: length(num(&t.label_output_length, "output-length")?, path, n, "output length")?,
+            hash_ids: hash_ids(v.get(&t.label_hash_ids), &t.label_hash_ids).map_err(err)?,
+        });
+    }
+    Ok(records)
 }
 
 const TS_KEYS: [&str; 4] = ["timestamp", "time", "timestamp_s", "arrival_time"];
@@ -113,12 +163,9 @@ fn load_csv(text: &str, path: &Path) -> Result<Vec<TraceRecord>, WorkloadError> 
 
 fn load_jsonl(text: &str, path: &Path) -> Result<Vec<TraceRecord>, WorkloadError> {
     let mut records = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let err = |m: String| WorkloadError::parse(path, Some(i + 1), m);
-        let v: Value = serde_json::from_str(line).map_err(|e| err(format!("not JSON: {e}")))?;
+    for row in json_lines(text, path) {
+        let (n, v) = row?;
+        let err = |m: String| WorkloadError::parse(path, Some(n), m);
         let num = |keys: &[&str]| keys.iter().find_map(|k| v.get(*k).and_then(Value::as_f64));
         let timestamp_s =
             match (v.get("timestamp").and_then(Value::as_f64), v.get("timestamp_s").and_then(Value::as_f64)) {
@@ -130,35 +177,34 @@ fn load_jsonl(text: &str, path: &Path) -> Result<Vec<TraceRecord>, WorkloadError
             num(&IN_KEYS[1..]).ok_or_else(|| err(format!("no input length; expected one of {:?}", &IN_KEYS[1..])))?;
         let output = num(&OUT_KEYS[1..])
             .ok_or_else(|| err(format!("no output length; expected one of {:?}", &OUT_KEYS[1..])))?;
-        let hash_ids = match v.get("hash_ids") {
-            Some(Value::Array(a)) => a
-                .iter()
-                .map(|h| h.as_u64().ok_or_else(|| err(format!("hash_ids must be non-negative integers, got {h}"))))
-                .collect::<Result<_, _>>()?,
-            _ => Vec::new(),
-        };
+        let hash_ids = hash_ids(v.get("hash_ids"), "hash_ids").map_err(err)?;
         if !(timestamp_s >= 0.0 && input >= 0.0 && output >= 0.0) {
             return Err(err("timestamps and lengths must be non-negative".into()));
         }
         records.push(TraceRecord {
             timestamp_s,
-            input_len: length(input, path, i + 1, "input length")?,
-            output_len: length(output, path, i + 1, "output length")?,
+            input_len: length(input, path, n, "input length")?,
+            output_len: length(output, path, n, "output length")?,
             hash_ids,
         });
     }
     Ok(records)
 }
 
-/// Reads a trace file (CSV, or JSONL when the name ends in `.jsonl`/`.json` or the first
-/// character is `{`), sorted by time, with times relative to the first request. Requests with
-/// no output (BurstGPT's failed ones) are dropped and counted in the notes.
-pub fn load(path: &Path) -> Result<(Vec<TraceRecord>, Vec<String>), WorkloadError> {
+/// Reads a trace file (with `timed`, JSONL of those fields; otherwise CSV, or JSONL when the
+/// name ends in `.jsonl`/`.json` or the first character is `{`), sorted by time, with times
+/// relative to the first request. Requests with no output (BurstGPT's failed ones) are dropped
+/// and counted in the notes.
+pub fn load(path: &Path, timed: Option<&TimedTrace>) -> Result<(Vec<TraceRecord>, Vec<String>), WorkloadError> {
     let text = std::fs::read_to_string(path).map_err(|e| WorkloadError::read(path, e))?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let jsonl =
         ext.eq_ignore_ascii_case("jsonl") || ext.eq_ignore_ascii_case("json") || text.trim_start().starts_with('{');
-    let mut records = if jsonl { load_jsonl(&text, path)? } else { load_csv(&text, path)? };
+    let mut records = match timed {
+        Some(t) => load_timed(&text, path, t)?,
+        None if jsonl => load_jsonl(&text, path)?,
+        None => load_csv(&text, path)?,
+    };
     let total = records.len();
     records.retain(|r| r.output_len > 0);
     let mut notes = Vec::new();
@@ -174,9 +220,16 @@ pub fn load(path: &Path) -> Result<(Vec<TraceRecord>, Vec<String>), WorkloadErro
     Ok((records, notes))
 }
 
-/// Builds the dataset: the first `num_requests` records (0 = all), with synthetic prompts.
-pub fn sample(tok: Option<&Tokenizer>, path: &Path, num_requests: usize, seed: u64) -> Result<Dataset, WorkloadError> {
-    let (mut records, mut notes) = load(path)?;
+/// Builds the dataset: the first `num_requests` records (0 = all), with synthetic prompts
+/// (`timed` reads the file as vLLM's `timed_trace`).
+pub fn sample(
+    tok: Option<&Tokenizer>,
+    path: &Path,
+    num_requests: usize,
+    seed: u64,
+    timed: Option<&TimedTrace>,
+) -> Result<Dataset, WorkloadError> {
+    let (mut records, mut notes) = load(path, timed)?;
     if records.is_empty() {
         return Err(WorkloadError::Empty(format!("the trace {} has no request with output tokens", path.display())));
     }
@@ -185,19 +238,28 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, num_requests: usize, seed: u
     } else if num_requests > records.len() {
         notes.push(format!("Trace: only {} requests available; replaying all of them.", records.len()));
     }
-    let samples = prompts(tok, &records, seed, &mut notes)?;
+    let block = timed.map_or(MOONCAKE_BLOCK_TOKENS, |t| t.chunk_tokens as usize);
+    let samples = prompts(tok, &records, Blocks { tokens: block, seed }, &mut notes)?;
     Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: None })
 }
 
+/// How prompts are drawn: tokens a hash id stands for, and the run's seed.
+#[derive(Clone, Copy)]
+struct Blocks {
+    tokens: usize,
+    seed: u64,
+}
+
 /// Ids (into `pool_len` choices) for a request: its blocks' ids, then its own for the rest.
-fn pick(record: &TraceRecord, index: usize, seed: u64, pool_len: i64) -> (Vec<i64>, Generator) {
+fn pick(record: &TraceRecord, index: usize, blocks: Blocks, pool_len: i64) -> (Vec<i64>, Generator) {
+    let Blocks { tokens, seed } = blocks;
     let len = record.input_len as usize;
     let mut ids = Vec::with_capacity(len);
     for &h in &record.hash_ids {
         if ids.len() >= len {
             break;
         }
-        let take = MOONCAKE_BLOCK_TOKENS.min(len - ids.len());
+        let take = tokens.min(len - ids.len());
         let mut block = Generator::from_entropy((u128::from(h) << 64) | u128::from(seed));
         ids.extend(block.integers(0, pool_len, take));
     }
@@ -210,7 +272,7 @@ fn pick(record: &TraceRecord, index: usize, seed: u64, pool_len: i64) -> (Vec<i6
 fn prompts(
     tok: Option<&Tokenizer>,
     records: &[TraceRecord],
-    seed: u64,
+    blocks: Blocks,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Sample>, WorkloadError> {
     let Some(tok) = tok else {
@@ -218,7 +280,7 @@ fn prompts(
             .iter()
             .enumerate()
             .map(|(i, r)| Sample {
-                prompt: words_text(&pick(r, i, seed, WORDS.len() as i64).0),
+                prompt: words_text(&pick(r, i, blocks, WORDS.len() as i64).0),
                 prompt_len: r.input_len,
                 raw_tokens: None,
                 max_tokens: r.output_len,
@@ -229,7 +291,7 @@ fn prompts(
     let allowed = allowed_tokens(tok)?;
     let indexed: Vec<(usize, &TraceRecord)> = records.iter().enumerate().collect();
     let fitted = par_map(&indexed, |&(i, r)| {
-        let (idx, mut own) = pick(r, i, seed, allowed.len() as i64);
+        let (idx, mut own) = pick(r, i, blocks, allowed.len() as i64);
         let seq = idx.iter().map(|&j| allowed[j as usize]).collect();
         decode_to_target_len(tok, seq, r.input_len as usize, &mut Extender::Pcg(&mut own))
     });

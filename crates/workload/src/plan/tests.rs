@@ -125,6 +125,7 @@ fn trace_plans_take_their_times_from_the_trace() {
     c.workload = WorkloadSpec::Trace {
         path: testdata().join("datasets/mooncake_small.jsonl").display().to_string(),
         time_scale: 2.0,
+        timed: None,
     };
     // A rate would be ignored: it is refused instead of printed in the report as if it held.
     c.traffic.request_rate = 1.0;

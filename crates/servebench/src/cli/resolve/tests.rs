@@ -187,7 +187,7 @@ fn spec_bench_and_txt_slices_take_their_own_flags_and_the_generic_lengths() {
     assert_eq!(parse_workload(&slices, &ContentArgs::default()).unwrap(), want);
     let want = WorkloadSpec::TxtSlices { path: "q.jsonl".into(), input_len: 300, output_len: 64 };
     assert_eq!(parse_workload(&slices, &c).unwrap(), want);
-    for name in ["spec_bench", "speed_bench", "txt-slices"] {
+    for name in ["spec_bench", "speed_bench", "txt-slices", "timed_trace"] {
         let d = DatasetArgs { dataset_name: name.into(), ..DatasetArgs::default() };
         let msg = parse_workload(&d, &c).unwrap_err().to_string();
         assert!(msg.contains(&format!("--dataset-name {name} needs --dataset-path")), "{msg}");
@@ -223,6 +223,30 @@ fn speed_bench_takes_vllm_s_flags_and_offers_its_subsets() {
     let bad = ["servebench", "bench", "serve", "--speed-bench-dataset-subset", "throughput_4k"];
     let msg = crate::cli::Cli::try_parse_from(bad).unwrap_err().to_string();
     assert!(msg.contains("throughput_4k") && msg.contains("throughput_32k"), "{msg}");
+}
+
+#[test]
+fn timed_trace_reads_with_vllm_s_flags_and_refuses_an_empty_block() {
+    let timed = |extra: &[&str]| {
+        let argv =
+            ["servebench", "bench", "serve", "--model", "m", "--dataset-name", "timed_trace", "--dataset-path", "t"];
+        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, extra) else {
+            panic!("not bench serve")
+        };
+        run_config(&args.flags(false)).map(|c| c.workload)
+    };
+    let spec = timed(&["--timed-trace-chunk-hash-size", "512", "--timed-trace-label-hash-ids", "blocks"]).unwrap();
+    assert_eq!(spec.dataset_name(), "timed_trace");
+    let WorkloadSpec::Trace { time_scale, timed: Some(t), .. } = spec else { panic!("{spec:?}") };
+    assert_eq!((time_scale, t.chunk_tokens, t.sec_multiplier), (1.0, 512, 1.0));
+    assert_eq!(
+        [t.label_timestamp, t.label_input_length, t.label_output_length, t.label_hash_ids],
+        ["timestamp", "input_length", "output_length", "blocks"]
+    );
+    let msg = timed(&["--timed-trace-chunk-hash-size", "0"]).unwrap_err().to_string();
+    assert!(msg.contains("--timed-trace-chunk-hash-size must be at least 1"), "{msg}");
+    let msg = timed(&["--timed-trace-sec-multiplier", "0"]).unwrap_err().to_string();
+    assert!(msg.contains("--timed-trace-sec-multiplier"), "{msg}");
 }
 
 /// The command `argv` and then `extra` parse into.

@@ -2,13 +2,14 @@
 //! its file and its lengths, with vLLM's rules (no `--dataset-path` for generated prompts,
 //! `--multi-turn` for ShareGPT only) and an error naming the datasets there are.
 
-use servebench_core::config::{MultiTurn, RangeRatio, WorkloadSpec};
+use servebench_core::config::{MultiTurn, RangeRatio, TimedTrace, WorkloadSpec};
 
 use super::super::bench_args::{ContentArgs, DatasetArgs};
 use super::{ResolveError, err, is_positive};
 
 /// The `--dataset-name` values servebench runs.
-const SUPPORTED: &str = "random, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition or trace";
+const SUPPORTED: &str =
+    "random, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition, trace or timed_trace";
 
 pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
     let check = |v: f64, what: &str| {
@@ -43,7 +44,7 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
     if matches!(name, "random" | "prefix_repetition") && d.dataset_path.is_some() {
         return err(format!(
             "cannot use the {name:?} dataset with --dataset-path; pick the --dataset-name that matches the file \
-             (sharegpt, custom, spec_bench, speed_bench, txt-slices, trace)"
+             (sharegpt, custom, spec_bench, speed_bench, txt-slices, trace, timed_trace)"
         ));
     }
     if d.multi_turn && name != "sharegpt" {
@@ -125,9 +126,29 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             if !is_positive(d.trace_time_scale) {
                 return err("--trace-time-scale must be greater than 0");
             }
-            WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale }
+            WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale, timed: None }
         }
-        "hf" | "random-mm" | "random-rerank" | "sonnet" | "timed_trace" | "custom_audio" | "custom_image" => {
+        "timed_trace" => {
+            if d.timed_trace_chunk_hash_size == 0 {
+                return err("--timed-trace-chunk-hash-size must be at least 1 token");
+            }
+            if !is_positive(d.timed_trace_sec_multiplier) || !is_positive(d.trace_time_scale) {
+                return err("--timed-trace-sec-multiplier and --trace-time-scale must be greater than 0");
+            }
+            WorkloadSpec::Trace {
+                path: need_path(d)?,
+                time_scale: d.trace_time_scale,
+                timed: Some(TimedTrace {
+                    chunk_tokens: d.timed_trace_chunk_hash_size,
+                    sec_multiplier: d.timed_trace_sec_multiplier,
+                    label_timestamp: d.timed_trace_label_timestamp.clone(),
+                    label_input_length: d.timed_trace_label_input_length.clone(),
+                    label_output_length: d.timed_trace_label_output_length.clone(),
+                    label_hash_ids: d.timed_trace_label_hash_ids.clone(),
+                }),
+            }
+        }
+        "hf" | "random-mm" | "random-rerank" | "sonnet" | "custom_audio" | "custom_image" => {
             return err(format!(
                 "the vLLM dataset {name:?} is not supported by servebench yet; supported: {SUPPORTED}"
             ));

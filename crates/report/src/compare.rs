@@ -221,6 +221,16 @@ impl Comparison {
                 ranges(&bucketed)
             ));
         }
+        let cut_short: Vec<i64> = runs.iter().filter(|r| r.row.interrupted).map(|r| r.row.id).collect();
+        if !cut_short.is_empty() {
+            notes.push(format!(
+                "Run{} {} ended early (interrupted, or stopped by a rule): {} the requests that ended \
+                 before, the slow ones it cut off missing (`servebench runs show ID` says why).",
+                if cut_short.len() == 1 { "" } else { "s" },
+                ranges(&cut_short),
+                if cut_short.len() == 1 { "its figures are of" } else { "their figures are of" },
+            ));
+        }
         let findings = findings::findings(runs, &layout, pair.as_ref());
         Ok(Comparison {
             ids: runs.iter().map(|r| r.row.id).collect(),

@@ -68,7 +68,7 @@ fn table_of(rows: &[RunRow]) -> String {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         table.push(vec![
-            r.id.to_string(),
+            if r.interrupted { format!("{}*", r.id) } else { r.id.to_string() },
             r.uid.clone(),
             r.kind.to_string(),
             when(r),
@@ -105,6 +105,12 @@ fn table_of(rows: &[RunRow]) -> String {
         }
         out.push_str(line.trim_end());
         out.push('\n');
+    }
+    if rows.iter().any(|r| r.interrupted) {
+        out.push_str(
+            "* interrupted, or stopped by a rule, before its end: its numbers are of the requests that ended before \
+             (`servebench runs show ID` says why).\n",
+        );
     }
     out
 }
@@ -346,8 +352,15 @@ mod tests {
             gpus: None,
             gpu_hour_cost: None,
         };
-        let table = list_table(&[row]);
+        let table = list_table(std::slice::from_ref(&row));
         assert!(table.contains("2026-01-02 03:04") && table.contains("2.5") && table.contains("2.00"), "{table}");
+        assert!(!table.contains('*'), "{table}");
+        // A run that ended early is starred, and the star explained under the table.
+        let early = RunRow { id: 2, interrupted: true, ..row.clone() };
+        let table = list_table(&[row, early]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[1].trim_start().starts_with("1 ") && lines[2].trim_start().starts_with("2* "), "{table}");
+        assert!(lines[3].starts_with("* interrupted, or stopped by a rule"), "{table}");
     }
 
     #[test]

@@ -46,6 +46,18 @@ fn the_001_sweep_pivots_on_num_prompts() {
 }
 
 #[test]
+fn runs_that_ended_early_are_named_under_the_tables() {
+    let mut runs: Vec<StoredRun> = reference_000().into_iter().take(4).collect();
+    let text = compared(&runs).render(Format::Table, false);
+    assert!(!text.contains("ended early"), "{text}");
+    runs[1].row.interrupted = true;
+    runs[2].row.interrupted = true;
+    let text = compared(&runs).render(Format::Table, false);
+    let note = "Note: Runs 2-3 ended early (interrupted, or stopped by a rule): their figures are of the requests";
+    assert!(text.contains(note), "{text}");
+}
+
+#[test]
 fn a_few_runs_get_a_column_each() {
     let runs: Vec<StoredRun> = reference_000().into_iter().take(3).collect();
     let text = compared(&runs).render(Format::Table, false);

@@ -1,42 +1,45 @@
 //! `--max-failures` and `--stall-timeout` from the command line: a run against a failing
-//! server stops, prints and saves what it measured with the rule that stopped it, and exits 1;
+//! server stops, prints and saves what it measured with the rule that stopped it, and exits 4;
 //! bad values and predictions are refused before anything runs.
+
+use std::process::Output;
 
 use servebench_client::testserver::{Script, TestServer, TestServerConfig};
 
 use crate::common::{args, read_json, servebench, text};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_server_is_stopped_by_max_failures_and_the_partial_run_is_saved() {
+/// `servebench` with `command` (`bench serve` or `sweep`) against a server that answers 500 to
+/// every request, sent at 200 a second, then `extra`; a `bench serve` also saves its result as
+/// `r.json` in the folder returned.
+async fn against_a_failing_server(command: &[&str], extra: &[&str]) -> (Output, tempfile::TempDir) {
     let server =
         TestServer::start(TestServerConfig::new(400, |_| Script { status: 500, ..Script::default() })).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let url = server.base_url();
-    let out = servebench(args(&[
-        "bench",
-        "serve",
+    let mut list = command.to_vec();
+    list.extend([
         "--base-url",
         url.as_str(),
         "--model",
         "test-model",
-        "--num-prompts",
-        "300",
         "--request-rate",
         "200",
-        "--max-concurrency",
-        "1",
         "--ready-check-timeout-sec",
         "0",
-        "--max-failures",
-        "4",
+        "--disable-tqdm",
         "--no-store",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--result-filename",
-        "r.json",
-    ]))
-    .await;
+    ]);
+    if command == ["bench", "serve"] {
+        list.extend(["--save-result", "--result-dir", dir.path().to_str().unwrap(), "--result-filename", "r.json"]);
+    }
+    list.extend(extra);
+    (servebench(args(&list)).await, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_server_is_stopped_by_max_failures_and_the_partial_run_is_saved() {
+    let extra = ["--num-prompts", "300", "--max-concurrency", "1", "--max-failures", "4"];
+    let (out, dir) = against_a_failing_server(&["bench", "serve"], &extra).await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("Run stopped: ") && stdout.contains("requests failed (--max-failures 4)"), "{stdout}");
@@ -73,38 +76,8 @@ async fn bad_values_and_predictions_are_refused_with_what_to_do() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_stopped_by_their_rules_still_merge_into_one_saved_run() {
-    let server =
-        TestServer::start(TestServerConfig::new(400, |_| Script { status: 500, ..Script::default() })).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let url = server.base_url();
-    let out = servebench(args(&[
-        "bench",
-        "serve",
-        "--base-url",
-        url.as_str(),
-        "--model",
-        "test-model",
-        "--num-prompts",
-        "300",
-        "--request-rate",
-        "200",
-        "--max-concurrency",
-        "2",
-        "--ready-check-timeout-sec",
-        "0",
-        "--max-failures",
-        "3",
-        "--workers",
-        "2",
-        "--disable-tqdm",
-        "--no-store",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--result-filename",
-        "r.json",
-    ]))
-    .await;
+    let extra = ["--num-prompts", "300", "--max-concurrency", "2", "--max-failures", "3", "--workers", "2"];
+    let (out, dir) = against_a_failing_server(&["bench", "serve"], &extra).await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{stdout}\n{}", text(&out.stderr));
     let json = read_json(&dir.path().join("r.json"));
@@ -116,29 +89,8 @@ async fn workers_stopped_by_their_rules_still_merge_into_one_saved_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_names_each_point_a_rule_stopped_and_exits_4() {
-    let server =
-        TestServer::start(TestServerConfig::new(400, |_| Script { status: 500, ..Script::default() })).await.unwrap();
-    let url = server.base_url();
-    let out = servebench(args(&[
-        "sweep",
-        "--base-url",
-        url.as_str(),
-        "--model",
-        "test-model",
-        "--max-concurrency",
-        "1,2",
-        "--num-prompts",
-        "100",
-        "--request-rate",
-        "200",
-        "--ready-check-timeout-sec",
-        "0",
-        "--max-failures",
-        "2",
-        "--disable-tqdm",
-        "--no-store",
-    ]))
-    .await;
+    let extra = ["--max-concurrency", "1,2", "--num-prompts", "100", "--max-failures", "2"];
+    let (out, _dir) = against_a_failing_server(&["sweep"], &extra).await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{stdout}\n{}", text(&out.stderr));
     let stopped: Vec<&str> = stdout.lines().filter(|l| l.starts_with("Stopped by a rule: ")).collect();

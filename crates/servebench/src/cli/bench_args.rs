@@ -332,6 +332,10 @@ pub struct DatasetArgs {
     /// Trace replay: multiply the recorded gaps between arrivals (2.0 halves the rate).
     #[arg(long, default_value_t = 1.0)]
     pub trace_time_scale: f64,
+    /// Trace datasets: send each request at its recorded time, as servebench does for trace and
+    /// timed_trace with or without this flag (accepted as vLLM spells it).
+    #[arg(long)]
+    pub self_timed: bool,
     /// timed_trace dataset: prompt tokens each of a row's hash ids stands for (rows sharing an
     /// id share that block of their prompts).
     #[arg(long, default_value_t = 16)]

@@ -26,8 +26,11 @@ pub fn normalize_argv(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
 /// vLLM flags servebench does not support yet, with a hint for each.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("--skip-tokenizer-init", "leave out --tokenizer instead: token counts then come from the server's usage"),
-    ("--self-timed", "use --dataset-name trace to replay recorded arrival times"),
-    ("--no-self-timed", "use --dataset-name trace to replay recorded arrival times"),
+    (
+        "--no-self-timed",
+        "servebench sends a trace's requests at their recorded times; to send prompts at a request rate, use \
+         --dataset-name custom or random",
+    ),
     ("--chat-template-kwargs", "pass template arguments to the server with --extra-body instead"),
     ("--plot-timeline", "use `servebench report RUN_ID -o report.html`, which draws per-request timelines"),
     ("--timeline-itl-thresholds", "use `servebench report`"),
@@ -143,9 +146,9 @@ mod tests {
 
     #[test]
     fn unsupported_flags_are_named_in_the_error() {
-        let err = refuse_unsupported(&os(&["servebench", "bench", "serve", "--self-timed"])).unwrap_err();
-        assert_eq!(err.flag, "--self-timed");
-        assert!(err.to_string().contains("--self-timed"), "{err}");
+        let err = refuse_unsupported(&os(&["servebench", "bench", "serve", "--no-self-timed"])).unwrap_err();
+        assert_eq!(err.flag, "--no-self-timed");
+        assert!(err.to_string().contains("--no-self-timed"), "{err}");
         let err = refuse_unsupported(&os(&["servebench", "sweep", "--hf-split=train"])).unwrap_err();
         assert_eq!(err.flag, "--hf-split");
         let ok = os(&["servebench", "bench", "serve", "--num-prompts", "5", "--metadata", "self-timed=1"]);

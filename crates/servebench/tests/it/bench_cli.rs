@@ -232,9 +232,9 @@ async fn dry_run_writes_the_plan_and_sends_nothing_and_replay_sends_it() {
 
 #[tokio::test]
 async fn unsupported_vllm_flags_are_refused_by_name() {
-    let out = servebench(args(&["bench", "serve", "--self-timed", "--num-prompts", "1"])).await;
+    let out = servebench(args(&["bench", "serve", "--no-self-timed", "--num-prompts", "1"])).await;
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--self-timed"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--no-self-timed"), "{}", text(&out.stderr));
     let out = servebench(args(&["bench", "serve", "--dataset-name", "hf", "--model", "m", "--port", "9"])).await;
     assert_eq!(out.status.code(), Some(2), "a flag value refused before anything runs is bad usage");
     assert!(text(&out.stderr).contains("\"hf\" is not supported"), "{}", text(&out.stderr));

@@ -243,10 +243,14 @@ fn timed_trace_reads_with_vllm_s_flags_and_refuses_an_empty_block() {
         [t.label_timestamp, t.label_input_length, t.label_output_length, t.label_hash_ids],
         ["timestamp", "input_length", "output_length", "blocks"]
     );
+    assert_eq!(timed(&["--self-timed"]).unwrap().dataset_name(), "timed_trace", "vLLM's spelling is taken");
     let msg = timed(&["--timed-trace-chunk-hash-size", "0"]).unwrap_err().to_string();
     assert!(msg.contains("--timed-trace-chunk-hash-size must be at least 1"), "{msg}");
     let msg = timed(&["--timed-trace-sec-multiplier", "0"]).unwrap_err().to_string();
     assert!(msg.contains("--timed-trace-sec-multiplier"), "{msg}");
+    let d = DatasetArgs { self_timed: true, ..DatasetArgs::default() };
+    let msg = parse_workload(&d, &ContentArgs::default()).unwrap_err().to_string();
+    assert!(msg.contains("--self-timed") && msg.contains("--dataset-name random"), "{msg}");
 }
 
 /// The command `argv` and then `extra` parse into.

@@ -53,6 +53,12 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
              --dataset-name sharegpt, or leave --multi-turn out"
         ));
     }
+    if d.self_timed && !matches!(name, "trace" | "burstgpt" | "mooncake" | "timed_trace") {
+        return err(format!(
+            "--self-timed sends a trace's requests at their recorded times; it does not apply to --dataset-name \
+             {name}: pass --dataset-name timed_trace or trace with the trace, or leave --self-timed out"
+        ));
+    }
     let output = c.output_len;
     Ok(match name {
         "random" => WorkloadSpec::Random {

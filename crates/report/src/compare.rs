@@ -223,12 +223,11 @@ impl Comparison {
         }
         let cut_short: Vec<i64> = runs.iter().filter(|r| r.row.interrupted).map(|r| r.row.id).collect();
         if !cut_short.is_empty() {
+            let (s, its) = if cut_short.len() == 1 { ("", "its") } else { ("s", "their") };
             notes.push(format!(
-                "Run{} {} ended early (interrupted, or stopped by a rule): {} the requests that ended \
-                 before, the slow ones it cut off missing (`servebench runs show ID` says why).",
-                if cut_short.len() == 1 { "" } else { "s" },
+                "Run{s} {} ended early (interrupted, or stopped by a rule): {its} figures are of the requests \
+                 that ended before, the slow ones it cut off missing (`servebench runs show ID` says why).",
                 ranges(&cut_short),
-                if cut_short.len() == 1 { "its figures are of" } else { "their figures are of" },
             ));
         }
         let findings = findings::findings(runs, &layout, pair.as_ref());

@@ -202,10 +202,7 @@ fn speed_bench_takes_vllm_s_flags_and_offers_its_subsets() {
     let argv =
         ["servebench", "bench", "serve", "--model", "m", "--dataset-name", "speed_bench", "--dataset-path", "sb"];
     let extra = ["--speed-bench-dataset-subset", "throughput_8k", "--speed-bench-category", "coding"];
-    let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, &extra) else {
-        panic!("not bench serve")
-    };
-    let spec = run_config(&args.flags(false)).unwrap().workload;
+    let spec = serve_config(&argv, &extra).unwrap().workload;
     assert_eq!(
         spec,
         WorkloadSpec::SpeedBench {
@@ -230,10 +227,7 @@ fn timed_trace_reads_with_vllm_s_flags_and_refuses_an_empty_block() {
     let timed = |extra: &[&str]| {
         let argv =
             ["servebench", "bench", "serve", "--model", "m", "--dataset-name", "timed_trace", "--dataset-path", "t"];
-        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, extra) else {
-            panic!("not bench serve")
-        };
-        run_config(&args.flags(false)).map(|c| c.workload)
+        serve_config(&argv, extra).map(|c| c.workload)
     };
     let spec = timed(&["--timed-trace-chunk-hash-size", "512", "--timed-trace-label-hash-ids", "blocks"]).unwrap();
     assert_eq!(spec.dataset_name(), "timed_trace");
@@ -259,14 +253,19 @@ fn command(argv: &[&str], extra: &[&str]) -> crate::cli::Command {
     crate::cli::Cli::try_parse_from(argv.iter().chain(extra)).unwrap_or_else(|e| panic!("{e}")).command
 }
 
+/// The run config a `bench serve` command line (`argv`, then `extra`) resolves into.
+fn serve_config(argv: &[&str], extra: &[&str]) -> Result<RunConfig, ResolveError> {
+    let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(argv, extra) else {
+        panic!("not bench serve: {argv:?}")
+    };
+    run_config(&args.flags(false))
+}
+
 #[test]
 fn anthropic_messages_runs_send_the_version_header_unless_one_is_given() {
     let config = |extra: &[&str]| {
         let argv = ["servebench", "bench", "serve", "--backend", "anthropic-messages", "--model", "m"];
-        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, extra) else {
-            panic!("not bench serve")
-        };
-        run_config(&args.flags(false)).unwrap()
+        serve_config(&argv, extra).unwrap()
     };
     let c = config(&[]);
     assert_eq!(c.target.endpoint, "/v1/messages");
@@ -285,10 +284,7 @@ fn headers_http_cannot_carry_are_refused_when_resolved() {
         ("X-Ok=line\nbreak", "invalid header \"X-Ok\""),
         ("no-equals", "use KEY=VALUE"),
     ] {
-        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, &[header]) else {
-            panic!("not bench serve")
-        };
-        let e = run_config(&args.flags(false)).unwrap_err().to_string();
+        let e = serve_config(&argv, &[header]).unwrap_err().to_string();
         assert!(e.contains(says), "{header:?}: {e}");
     }
 }
@@ -312,11 +308,7 @@ fn sim_predict_takes_a_pasted_endpoint_that_fits_its_backend() {
 #[test]
 fn negative_sampling_values_parse_as_vllm_s_argparse_takes_them() {
     let argv = ["servebench", "bench", "serve", "--model", "m", "--top-k", "-1", "--presence-penalty", "-0.5"];
-    let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = command(&argv, &["--temperature", "-1"])
-    else {
-        panic!("not bench serve")
-    };
-    let body = run_config(&args.flags(false)).unwrap().extra_body;
+    let body = serve_config(&argv, &["--temperature", "-1"]).unwrap().extra_body;
     assert_eq!(
         (body["top_k"].clone(), body["presence_penalty"].clone()),
         (serde_json::json!(-1), serde_json::json!(-0.5))

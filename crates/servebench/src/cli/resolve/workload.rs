@@ -53,14 +53,8 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
              --dataset-name sharegpt, or leave --multi-turn out"
         ));
     }
-    if d.self_timed && !matches!(name, "trace" | "burstgpt" | "mooncake" | "timed_trace") {
-        return err(format!(
-            "--self-timed sends a trace's requests at their recorded times; it does not apply to --dataset-name \
-             {name}: pass --dataset-name timed_trace or trace with the trace, or leave --self-timed out"
-        ));
-    }
     let output = c.output_len;
-    Ok(match name {
+    let spec = match name {
         "random" => WorkloadSpec::Random {
             input_len: c.input_len.unwrap_or(d.random_input_len),
             output_len: output.unwrap_or(d.random_output_len),
@@ -128,31 +122,12 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
                 output_len: output.unwrap_or(d.prefix_repetition_output_len),
             }
         }
-        "trace" | "burstgpt" | "mooncake" => {
+        "trace" | "burstgpt" | "mooncake" | "timed_trace" => {
             if !is_positive(d.trace_time_scale) {
                 return err("--trace-time-scale must be greater than 0");
             }
-            WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale, timed: None }
-        }
-        "timed_trace" => {
-            if d.timed_trace_chunk_hash_size == 0 {
-                return err("--timed-trace-chunk-hash-size must be at least 1 token");
-            }
-            if !is_positive(d.timed_trace_sec_multiplier) || !is_positive(d.trace_time_scale) {
-                return err("--timed-trace-sec-multiplier and --trace-time-scale must be greater than 0");
-            }
-            WorkloadSpec::Trace {
-                path: need_path(d)?,
-                time_scale: d.trace_time_scale,
-                timed: Some(TimedTrace {
-                    chunk_tokens: d.timed_trace_chunk_hash_size,
-                    sec_multiplier: d.timed_trace_sec_multiplier,
-                    label_timestamp: d.timed_trace_label_timestamp.clone(),
-                    label_input_length: d.timed_trace_label_input_length.clone(),
-                    label_output_length: d.timed_trace_label_output_length.clone(),
-                    label_hash_ids: d.timed_trace_label_hash_ids.clone(),
-                }),
-            }
+            let timed = (name == "timed_trace").then(|| timed_trace(d)).transpose()?;
+            WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale, timed }
         }
         "hf" | "random-mm" | "random-rerank" | "sonnet" | "custom_audio" | "custom_image" => {
             return err(format!(
@@ -160,5 +135,30 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             ));
         }
         _ => return err(format!("unknown --dataset-name {name:?}; expected {SUPPORTED}")),
+    };
+    if d.self_timed && !matches!(spec, WorkloadSpec::Trace { .. }) {
+        return err(format!(
+            "--self-timed sends a trace's requests at their recorded times; it does not apply to --dataset-name \
+             {name}: pass --dataset-name timed_trace or trace with the trace, or leave --self-timed out"
+        ));
+    }
+    Ok(spec)
+}
+
+/// How vLLM's `timed_trace` reads its file: its `--timed-trace-*` flags.
+fn timed_trace(d: &DatasetArgs) -> Result<TimedTrace, ResolveError> {
+    if d.timed_trace_chunk_hash_size == 0 {
+        return err("--timed-trace-chunk-hash-size must be at least 1 token");
+    }
+    if !is_positive(d.timed_trace_sec_multiplier) {
+        return err("--timed-trace-sec-multiplier must be greater than 0");
+    }
+    Ok(TimedTrace {
+        chunk_tokens: d.timed_trace_chunk_hash_size,
+        sec_multiplier: d.timed_trace_sec_multiplier,
+        label_timestamp: d.timed_trace_label_timestamp.clone(),
+        label_input_length: d.timed_trace_label_input_length.clone(),
+        label_output_length: d.timed_trace_label_output_length.clone(),
+        label_hash_ids: d.timed_trace_label_hash_ids.clone(),
     })
 }

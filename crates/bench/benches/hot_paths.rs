@@ -227,6 +227,7 @@ mod sim {
             output_len: TOKENS,
             range_ratio: Default::default(),
             prefix_len: 0,
+            media: None,
         };
         config.traffic.request_rate = f64::INFINITY;
         config.traffic.max_concurrency = Some(64);

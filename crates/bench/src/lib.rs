@@ -130,6 +130,7 @@ pub fn random_config(n: usize) -> RunConfig {
         output_len: 128,
         range_ratio: RangeRatio { input: 0.5, output: 0.5 },
         prefix_len: 0,
+        media: None,
     };
     c.traffic.num_prompts = n;
     c.traffic.request_rate = 10.0;

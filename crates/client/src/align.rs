@@ -189,10 +189,11 @@ fn unavailable(e: &AlignError, base_url: &str) -> String {
     }
 }
 
-/// Whether `plan` is one that is aligned: `random` or `prefix_repetition` requests, counted
-/// with the local tokenizer given or estimated.
+/// Whether `plan` is one that is aligned: `random` (without images: a body with them is not
+/// rebuilt from its prompt) or `prefix_repetition` requests, counted with the local tokenizer
+/// given or estimated.
 fn applies(plan: &Plan, config: &RunConfig, tokenizer: Option<&Tokenizer>) -> bool {
-    matches!(config.workload, WorkloadSpec::Random { .. } | WorkloadSpec::PrefixRepetition { .. })
+    matches!(config.workload, WorkloadSpec::Random { media: None, .. } | WorkloadSpec::PrefixRepetition { .. })
         && plan.conversations.is_empty()
         && !plan.requests.is_empty()
         && match plan.token_counting {

@@ -111,7 +111,16 @@ pub struct RangeRatio {
 #[serde(tag = "dataset", rename_all = "snake_case")]
 pub enum WorkloadSpec {
     /// vLLM's `random` dataset: random token ids with lengths drawn around the given ones.
-    Random { input_len: u32, output_len: u32, range_ratio: RangeRatio, prefix_len: u32 },
+    Random {
+        input_len: u32,
+        output_len: u32,
+        range_ratio: RangeRatio,
+        prefix_len: u32,
+        /// vLLM's `random-mm` dataset: the same prompts, each with random images attached
+        /// (`--random-mm-*`); `None` for `random`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        media: Option<RandomMedia>,
+    },
     /// vLLM's `sharegpt` dataset: the first turns of ShareGPT conversations.
     Sharegpt {
         path: String,
@@ -181,6 +190,29 @@ pub enum WorkloadSpec {
     },
 }
 
+/// The images a `random-mm` request carries (vLLM's `--random-mm-*` flags).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RandomMedia {
+    /// `--random-mm-base-items-per-request`: the middle of the range item counts are drawn from.
+    pub base_items: u32,
+    /// `--random-mm-num-mm-items-range-ratio`: counts are drawn from
+    /// `[floor(base * (1 - r)), ceil(base * (1 + r))]`, in [0, 1].
+    pub items_range_ratio: f64,
+    /// `--random-mm-limit-mm-per-prompt`'s `image` cap: at most this many images a request.
+    pub image_limit: u32,
+    /// `--random-mm-bucket-config`: image shapes with their probabilities (video buckets of
+    /// probability 0 dropped; others are refused).
+    pub buckets: Vec<ImageBucket>,
+}
+
+/// One image shape of `--random-mm-bucket-config`, and how likely it is.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageBucket {
+    pub height: u32,
+    pub width: u32,
+    pub probability: f64,
+}
+
 /// How a `timed_trace` file is read (vLLM's `--timed-trace-*` flags).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimedTrace {
@@ -199,7 +231,8 @@ impl WorkloadSpec {
     /// vLLM's `--dataset-name` value for this workload.
     pub fn dataset_name(&self) -> &'static str {
         match self {
-            WorkloadSpec::Random { .. } => "random",
+            WorkloadSpec::Random { media: None, .. } => "random",
+            WorkloadSpec::Random { media: Some(_), .. } => "random-mm",
             WorkloadSpec::Sharegpt { .. } => "sharegpt",
             WorkloadSpec::Custom { .. } => "custom",
             WorkloadSpec::SpecBench { .. } => "spec_bench",
@@ -508,7 +541,13 @@ impl Default for Traffic {
 
 impl Default for WorkloadSpec {
     fn default() -> Self {
-        WorkloadSpec::Random { input_len: 1024, output_len: 128, range_ratio: RangeRatio::default(), prefix_len: 0 }
+        WorkloadSpec::Random {
+            input_len: 1024,
+            output_len: 128,
+            range_ratio: RangeRatio::default(),
+            prefix_len: 0,
+            media: None,
+        }
     }
 }
 

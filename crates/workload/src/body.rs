@@ -65,6 +65,13 @@ impl BodyBuilder {
 
     /// The body for a single prompt sent to `model` (a LoRA adapter) instead of the run's model.
     pub fn prompt_as(&self, model: &str, prompt: &str, max_tokens: u32) -> Bytes {
+        self.with_images(model, prompt, &[], max_tokens)
+    }
+
+    /// The body for a prompt followed by images (`data:` or other URLs), each an `image_url`
+    /// part after the text part of the chat message, as vLLM's chat client sends them. Only a
+    /// chat body carries images; the plan refuses them for the other APIs.
+    pub fn with_images(&self, model: &str, prompt: &str, images: &[String], max_tokens: u32) -> Bytes {
         let mut p = Map::new();
         p.insert("model".into(), Value::String(model.to_string()));
         match self.api {
@@ -75,7 +82,9 @@ impl BodyBuilder {
                 p.insert("logprobs".into(), self.logprobs.map_or(Value::Null, Value::from));
             }
             Api::Chat => {
-                p.insert("messages".into(), json!([{"role": "user", "content": [{"type": "text", "text": prompt}]}]));
+                let mut content = vec![json!({"type": "text", "text": prompt})];
+                content.extend(images.iter().map(|url| json!({"type": "image_url", "image_url": {"url": url}})));
+                p.insert("messages".into(), json!([{"role": "user", "content": content}]));
                 p.insert("max_completion_tokens".into(), json!(max_tokens));
             }
             Api::Responses => {

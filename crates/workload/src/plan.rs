@@ -16,7 +16,7 @@ use crate::datasets::random::{self, RandomSpec};
 use crate::datasets::sharegpt::{self, ShareGptSpec};
 use crate::datasets::spec_bench::{self, SpecBenchSpec, Suite};
 use crate::datasets::txt_slices::{self, TxtSlicesSpec};
-use crate::datasets::{Dataset, Sample, par_map, trace};
+use crate::datasets::{Dataset, Sample, images, par_map, trace};
 use crate::{Tokenizer, WorkloadError, arrival};
 
 /// The note of a plan built without a tokenizer (replaced when its prompts are aligned to the
@@ -74,7 +74,14 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
         arrival::delays(&config.traffic, items, &mut np_random)?
     };
 
+    if api != Api::Chat && dataset.samples.iter().any(|s| !s.images.is_empty()) {
+        return Err(WorkloadError::Invalid(format!(
+            "images go in chat messages, not in `{}` requests; pass --backend openai-chat",
+            config.target.backend.name()
+        )));
+    }
     let bodies = BodyBuilder::new(config);
+    let model = config.target.model_name.as_str();
     let counts = par_map(&dataset.samples, |s| count_prompt(tokenizer, api, s));
     let mut requests = Vec::with_capacity(dataset.samples.len());
     // `times` has one entry per sample (or per conversation).
@@ -84,10 +91,7 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
             // file cannot hold 2^32 of), and `n` fits in a `u32`.
             index: i as u32,
             at_ns: arrival::to_ns(t),
-            body: match &models {
-                Some(models) => bodies.prompt_as(models[i], &s.prompt, s.max_tokens),
-                None => bodies.prompt(&s.prompt, s.max_tokens),
-            },
+            body: bodies.with_images(models.as_ref().map_or(model, |m| m[i]), &s.prompt, &s.images, s.max_tokens),
             max_tokens: s.max_tokens,
             prompt_tokens: count?,
         });
@@ -192,17 +196,22 @@ pub fn sample_dataset(
     np_random: &mut RandomState,
 ) -> Result<Dataset, WorkloadError> {
     match spec {
-        WorkloadSpec::Random { input_len, output_len, range_ratio, prefix_len } => random::sample(
-            tok,
-            &RandomSpec {
+        WorkloadSpec::Random { input_len, output_len, range_ratio, prefix_len, media } => {
+            let spec = RandomSpec {
                 num_requests: num_prompts,
                 input_len: *input_len,
                 output_len: *output_len,
                 range_ratio: *range_ratio,
                 prefix_len: *prefix_len,
                 seed,
-            },
-        ),
+            };
+            let mut dataset = random::sample(tok, &spec)?;
+            if let Some(media) = media {
+                let note = images::attach(&mut dataset.samples, media, seed)?;
+                dataset.notes.push(note);
+            }
+            Ok(dataset)
+        }
         WorkloadSpec::Sharegpt { path, output_len, shuffle, multi_turn: Some(mt), .. } => multi_turn::sample(
             tok,
             Path::new(path),

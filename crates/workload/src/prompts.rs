@@ -125,6 +125,7 @@ mod tests {
             output_len: 5,
             range_ratio: RangeRatio { input: 0.0, output: 0.0 },
             prefix_len: 0,
+            media: None,
         };
         c.traffic.num_prompts = 6;
         c.extra_body = extra;

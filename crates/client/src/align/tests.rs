@@ -146,6 +146,7 @@ fn config(backend: Backend, n: usize, input_len: u32) -> RunConfig {
         output_len: 4,
         range_ratio: RangeRatio { input: 0.0, output: 0.0 },
         prefix_len: 0,
+        media: None,
     };
     c.traffic.num_prompts = n;
     c

@@ -295,6 +295,19 @@ pub struct DatasetArgs {
     /// Random dataset: tokens of a fixed prefix shared by every prompt.
     #[arg(long, default_value_t = 0)]
     pub random_prefix_len: u32,
+    /// random-mm dataset: the middle of the range of images a request carries.
+    #[arg(long, default_value_t = 1)]
+    pub random_mm_base_items_per_request: u32,
+    /// random-mm dataset: images per request are drawn from [floor(n(1-r)), ceil(n(1+r))], r in [0, 1].
+    #[arg(long, default_value_t = 0.0)]
+    pub random_mm_num_mm_items_range_ratio: f64,
+    /// random-mm dataset: caps per modality, JSON like {"image": 3, "video": 0}.
+    #[arg(long, default_value = r#"{"image": 255, "video": 1}"#)]
+    pub random_mm_limit_mm_per_prompt: String,
+    /// random-mm dataset: shapes (height, width, frames) and their probabilities, as vLLM takes
+    /// them: {(256, 256, 1): 0.5, (720, 1280, 1): 0.5}; frames 1 is an image (video is not sent yet).
+    #[arg(long, default_value = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}")]
+    pub random_mm_bucket_config: String,
     /// ShareGPT dataset: output tokens per request, instead of each conversation's answer length.
     #[arg(long)]
     pub sharegpt_output_len: Option<u32>,

@@ -513,6 +513,7 @@ pub fn nonce() -> u64 {
     (nanos as u64 ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+mod media;
 #[cfg(test)]
 mod tests;
 mod workload;

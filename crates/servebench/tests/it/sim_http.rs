@@ -65,6 +65,7 @@ async fn served_and_predicted(case: &Case) -> (Means, Means) {
         output_len: case.output,
         range_ratio: RangeRatio { input: case.range, output: case.range },
         prefix_len: 0,
+        media: None,
     };
     config.traffic.num_prompts = case.prompts;
     config.traffic.max_concurrency = Some(case.concurrency);

@@ -117,6 +117,7 @@ pub(crate) fn sample_rows(
             raw_tokens: None,
             max_tokens,
             timestamp_s: None,
+            images: Vec::new(),
         });
     }
     let oversampled =

@@ -4,6 +4,7 @@
 
 pub mod custom;
 pub mod fit;
+pub mod images;
 pub mod multi_turn;
 pub mod prefix_repetition;
 pub mod random;
@@ -31,6 +32,8 @@ pub struct Sample {
     pub max_tokens: u32,
     /// Seconds after the trace's start, for datasets that carry their own arrival times.
     pub timestamp_s: Option<f64>,
+    /// Images sent after the prompt's text, as `data:` URLs (`random-mm`); empty for text alone.
+    pub images: Vec<String>,
 }
 
 /// What a dataset produced.
@@ -147,7 +150,14 @@ mod tests {
     use super::*;
 
     fn s(i: u32) -> Sample {
-        Sample { prompt: i.to_string(), prompt_len: i, raw_tokens: None, max_tokens: 1, timestamp_s: None }
+        Sample {
+            prompt: i.to_string(),
+            prompt_len: i,
+            raw_tokens: None,
+            max_tokens: 1,
+            timestamp_s: None,
+            images: Vec::new(),
+        }
     }
 
     #[test]

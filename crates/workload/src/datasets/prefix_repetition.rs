@@ -79,6 +79,7 @@ pub fn sample(
                         raw_tokens: None,
                         max_tokens: spec.output_len,
                         timestamp_s: None,
+                        images: Vec::new(),
                     }
                 }
                 None => Sample {
@@ -87,6 +88,7 @@ pub fn sample(
                     raw_tokens: None,
                     max_tokens: spec.output_len,
                     timestamp_s: None,
+                    images: Vec::new(),
                 },
             };
             samples.push(sample);

@@ -167,6 +167,7 @@ fn with_tokenizer(
             prompt: fitted.prompt,
             max_tokens: output_lens[i] as u32,
             timestamp_s: None,
+            images: Vec::new(),
         });
     }
     notes.extend(mismatch_note(total_mismatch));
@@ -187,6 +188,7 @@ fn synthetic(spec: &RandomSpec, rng: &mut Generator, input_lens: &[i64], output_
                 raw_tokens: None,
                 max_tokens: output_lens[i] as u32,
                 timestamp_s: None,
+                images: Vec::new(),
             }
         })
         .collect()

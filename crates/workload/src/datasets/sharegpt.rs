@@ -109,6 +109,7 @@ pub fn sample_entries(
             raw_tokens: None,
             max_tokens: output_len,
             timestamp_s: None,
+            images: Vec::new(),
         });
     }
     let python_random = oversample(&mut samples, spec.num_requests, spec.oversample, spec.seed, &mut notes, what)?;

@@ -285,6 +285,7 @@ fn prompts(
                 raw_tokens: None,
                 max_tokens: r.output_len,
                 timestamp_s: Some(r.timestamp_s),
+                images: Vec::new(),
             })
             .collect());
     };
@@ -307,6 +308,7 @@ fn prompts(
             prompt: f.prompt,
             max_tokens: r.output_len,
             timestamp_s: Some(r.timestamp_s),
+            images: Vec::new(),
         });
     }
     notes.extend(mismatch_note(mismatch));

@@ -78,6 +78,7 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &TxtSlicesSpec) -> Res
                 raw_tokens: None,
                 max_tokens: spec.output_len,
                 timestamp_s: None,
+                images: Vec::new(),
             })
         })
         .collect::<Result<Vec<_>, WorkloadError>>()?;

@@ -39,6 +39,7 @@ fn random_plan_bodies_are_vllms_for_both_apis() {
                 output: spec["ratio"][1].as_f64().unwrap(),
             },
             prefix_len: spec["prefix"].as_u64().unwrap() as u32,
+            media: None,
         };
         c.traffic.num_prompts = spec["num"].as_u64().unwrap() as usize;
         c.traffic.seed = spec["seed"].as_u64().unwrap();
@@ -59,11 +60,59 @@ fn random_plan_bodies_are_vllms_for_both_apis() {
 }
 
 #[test]
+fn random_mm_sends_random_s_prompts_with_its_images_after_them_in_chat_only() {
+    let media = servebench_core::config::RandomMedia {
+        base_items: 2,
+        items_range_ratio: 0.0,
+        image_limit: 9,
+        buckets: vec![servebench_core::config::ImageBucket { height: 24, width: 40, probability: 1.0 }],
+    };
+    let mut c = config(Backend::OpenaiChat);
+    c.traffic.num_prompts = 4;
+    c.workload = WorkloadSpec::Random {
+        input_len: 40,
+        output_len: 4,
+        range_ratio: RangeRatio::default(),
+        prefix_len: 0,
+        media: None,
+    };
+    let text = build_plan(&c, Some(qwen3())).unwrap();
+    let WorkloadSpec::Random { media: m, .. } = &mut c.workload else { unreachable!() };
+    *m = Some(media);
+    let mm = build_plan(&c, Some(qwen3())).unwrap();
+    assert!(mm.notes.iter().any(|n| n.starts_with("random-mm: 8 images over 4 requests")), "{:?}", mm.notes);
+    for (t, m) in text.requests.iter().zip(&mm.requests) {
+        let (t, m): (Value, Value) =
+            (serde_json::from_slice(&t.body).unwrap(), serde_json::from_slice(&m.body).unwrap());
+        let parts = m["messages"][0]["content"].as_array().unwrap();
+        assert_eq!(parts[0], t["messages"][0]["content"][0], "the text part is random's prompt");
+        assert_eq!(parts.len(), 3);
+        for p in &parts[1..] {
+            assert_eq!(p["type"], "image_url");
+            assert!(p["image_url"]["url"].as_str().unwrap().starts_with("data:image/jpeg;base64,/9j/"));
+        }
+    }
+    assert_eq!(
+        text.requests.iter().map(|r| r.prompt_tokens).collect::<Vec<_>>(),
+        mm.requests.iter().map(|r| r.prompt_tokens).collect::<Vec<_>>(),
+        "prompt tokens are the text's, as vLLM counts them"
+    );
+    c.target.backend = Backend::Vllm;
+    let e = build_plan(&c, Some(qwen3())).unwrap_err().to_string();
+    assert!(e.contains("images go in chat messages") && e.contains("--backend openai-chat"), "{e}");
+}
+
+#[test]
 fn prompt_tokens_are_what_the_server_counts() {
     let mut c = config(Backend::OpenaiChat);
     c.traffic.num_prompts = 3;
-    c.workload =
-        WorkloadSpec::Random { input_len: 40, output_len: 4, range_ratio: RangeRatio::default(), prefix_len: 0 };
+    c.workload = WorkloadSpec::Random {
+        input_len: 40,
+        output_len: 4,
+        range_ratio: RangeRatio::default(),
+        prefix_len: 0,
+        media: None,
+    };
     let chat = build_plan(&c, Some(qwen3())).unwrap();
     c.target.backend = Backend::Vllm;
     let comp = build_plan(&c, Some(qwen3())).unwrap();
@@ -237,6 +286,7 @@ fn lora_adapters_are_assigned_as_vllm_assigns_them() {
         output_len: 4,
         range_ratio: RangeRatio { input: 0.0, output: 0.0 },
         prefix_len: 0,
+        media: None,
     };
     c.target.lora = lora(LoraAssignment::RoundRobin);
     assert_eq!(models(&build_plan(&c, None).unwrap()), ["a", "b", "c", "a", "b", "c", "a", "b", "c", "a"]);

@@ -247,6 +247,44 @@ fn timed_trace_reads_with_vllm_s_flags_and_refuses_an_empty_block() {
     assert!(msg.contains("--self-timed") && msg.contains("--dataset-name random"), "{msg}");
 }
 
+#[test]
+fn random_mm_takes_vllm_s_flags_and_refuses_video() {
+    let mm = |extra: &[&str]| {
+        let argv =
+            ["servebench", "bench", "serve", "--model", "m", "--backend", "openai-chat", "--dataset-name", "random-mm"];
+        serve_config(&argv, extra).map(|c| c.workload)
+    };
+    let spec = mm(&[]).unwrap();
+    assert_eq!(spec.dataset_name(), "random-mm");
+    let WorkloadSpec::Random { input_len: 1024, media: Some(m), .. } = spec else { panic!("{spec:?}") };
+    // vLLM's defaults: one image, 256x256 or 720x1280 even odds, the video bucket at 0 dropped.
+    assert_eq!((m.base_items, m.items_range_ratio, m.image_limit), (1, 0.0, 255));
+    let shapes: Vec<_> = m.buckets.iter().map(|b| (b.height, b.width, b.probability)).collect();
+    assert_eq!(shapes, [(256, 256, 0.5), (720, 1280, 0.5)]);
+    let spec = mm(&[
+        "--random-mm-base-items-per-request",
+        "3",
+        "--random-mm-num-mm-items-range-ratio",
+        "0.5",
+        "--random-mm-limit-mm-per-prompt",
+        r#"{"image": 4}"#,
+        "--random-mm-bucket-config",
+        "{(64, 32, 1): 1.0}",
+    ])
+    .unwrap();
+    let WorkloadSpec::Random { media: Some(m), .. } = spec else { panic!("{spec:?}") };
+    assert_eq!((m.base_items, m.items_range_ratio, m.image_limit, m.buckets.len()), (3, 0.5, 4, 1));
+    let msg = mm(&["--random-mm-bucket-config", "{(720, 1280, 16): 1.0}"]).unwrap_err().to_string();
+    assert!(msg.contains("video items") && msg.contains("probability 0"), "{msg}");
+    let msg = mm(&["--random-mm-limit-mm-per-prompt", r#"{"video": 1}"#]).unwrap_err().to_string();
+    assert!(msg.contains("no \"image\" cap"), "{msg}");
+    let msg = mm(&["--dataset-path", "x"]).unwrap_err().to_string();
+    assert!(msg.contains("\"random-mm\" dataset with --dataset-path"), "{msg}");
+    // The flags were refused by name before; the plain random dataset has no media.
+    let argv = ["servebench", "bench", "serve", "--model", "m"];
+    assert!(matches!(serve_config(&argv, &[]).unwrap().workload, WorkloadSpec::Random { media: None, .. }));
+}
+
 /// The command `argv` and then `extra` parse into.
 fn command(argv: &[&str], extra: &[&str]) -> crate::cli::Command {
     use clap::Parser;

@@ -5,11 +5,12 @@
 use servebench_core::config::{MultiTurn, RangeRatio, TimedTrace, WorkloadSpec};
 
 use super::super::bench_args::{ContentArgs, DatasetArgs};
+use super::media::parse_media;
 use super::{ResolveError, err, is_positive};
 
 /// The `--dataset-name` values servebench runs.
 const SUPPORTED: &str =
-    "random, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition, trace or timed_trace";
+    "random, random-mm, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition, trace or timed_trace";
 
 pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
     let check = |v: f64, what: &str| {
@@ -41,7 +42,7 @@ fn need_path(d: &DatasetArgs) -> Result<String, ResolveError> {
 
 pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, ResolveError> {
     let name = d.dataset_name.as_str();
-    if matches!(name, "random" | "prefix_repetition") && d.dataset_path.is_some() {
+    if matches!(name, "random" | "random-mm" | "prefix_repetition") && d.dataset_path.is_some() {
         return err(format!(
             "cannot use the {name:?} dataset with --dataset-path; pick the --dataset-name that matches the file \
              (sharegpt, custom, spec_bench, speed_bench, txt-slices, trace, timed_trace)"
@@ -55,11 +56,12 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
     }
     let output = c.output_len;
     let spec = match name {
-        "random" => WorkloadSpec::Random {
+        "random" | "random-mm" => WorkloadSpec::Random {
             input_len: c.input_len.unwrap_or(d.random_input_len),
             output_len: output.unwrap_or(d.random_output_len),
             range_ratio: parse_range_ratio(&d.random_range_ratio)?,
             prefix_len: d.random_prefix_len,
+            media: (name == "random-mm").then(|| parse_media(d)).transpose()?,
         },
         "sharegpt" => WorkloadSpec::Sharegpt {
             path: need_path(d)?,
@@ -129,7 +131,7 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             let timed = (name == "timed_trace").then(|| timed_trace(d)).transpose()?;
             WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale, timed }
         }
-        "hf" | "random-mm" | "random-rerank" | "sonnet" | "custom_audio" | "custom_image" => {
+        "hf" | "random-rerank" | "sonnet" | "custom_audio" | "custom_image" => {
             return err(format!(
                 "the vLLM dataset {name:?} is not supported by servebench yet; supported: {SUPPORTED}"
             ));

@@ -152,6 +152,7 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         attention_output_gate,
         extra_params_b: 0.0,
         modalities: Vec::new(),
+        vision: None,
         attention_sinks: model_type == "gpt_oss",
         harmony_chat: model_type == "gpt_oss",
         derived_from: None,

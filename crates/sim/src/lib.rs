@@ -20,6 +20,7 @@ pub mod engine;
 pub mod error;
 pub mod hardware;
 mod hf_config;
+pub mod media;
 pub mod memory;
 pub mod model;
 pub mod options;

@@ -11,11 +11,13 @@
 mod drafter;
 mod linear;
 mod sparse;
+pub(crate) mod vision;
 
 use serde::{Deserialize, Serialize};
 
 pub use linear::{LinearAttention, LinearKind};
 pub use sparse::SparseAttention;
+pub use vision::{ImageWork, Vision};
 
 use crate::error::SimError;
 use crate::precision::{KvDtype, Precision};
@@ -92,6 +94,10 @@ pub struct ModelShape {
     /// `--language-model-only`) runs the language model alone and loads no tower.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modalities: Vec<String>,
+    /// The tower's shape, for a model that takes images: how an image becomes prompt tokens
+    /// and what encoding it costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<Vision>,
     /// Learned attention sinks (gpt-oss): attention kernels must support them, which only
     /// some do (see `StackProfile::attn_eff_sinks`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -298,6 +304,13 @@ impl ModelShape {
         }
         if !self.modalities.is_empty() && self.extra_params_b == 0.0 {
             return Err("modalities name the inputs of a tower the model has: give its extra_params_b".into());
+        }
+        match &self.vision {
+            Some(v) => v.validate()?,
+            None if self.modalities.iter().any(|m| m == "image") => {
+                return Err("a model that takes images needs its [vision] tower's shape".into());
+            }
+            None => {}
         }
         Ok(())
     }

@@ -24,7 +24,8 @@ use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
 
-use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
+use crate::engine::{Emission, EncoderInput, Engine, NewRequest, PromptTokens};
+use crate::model::Vision;
 use crate::options::{BenchClient, Warmup};
 use crate::rng::mix64;
 use crate::setup::SimSetup;
@@ -39,7 +40,8 @@ pub fn predict(plan: &Plan, config: &RunConfig, sim: &SimSetup) -> RunResult {
 
 /// Predicts a run, mapping bodies to token ids with `mapper`.
 pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dyn TokenMapper) -> RunResult {
-    let prompts = Prompts::prepare(plan, config, mapper);
+    let vision = sim.model.vision.as_ref().filter(|_| !sim.options.language_model_only);
+    let prompts = Prompts::prepare(plan, config, mapper, vision);
     predict_prepared(plan, config, sim, prompts, warmup_count(sim.options.warmup, config))
 }
 
@@ -53,6 +55,8 @@ pub(crate) struct Prepared {
     /// asked (the engine refuses one past the context, naming it).
     pub max_tokens: Option<u64>,
     pub error: Option<String>,
+    /// Its images, their tokens at the end of `ids`.
+    pub images: Vec<EncoderInput>,
 }
 
 /// A conversation's token ids: the first turn's whole prompt, then each later user message.
@@ -76,7 +80,7 @@ pub(crate) struct Prompts {
 }
 
 impl Prompts {
-    pub fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper) -> Prompts {
+    pub fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper, vision: Option<&Vision>) -> Prompts {
         // The server reads a body as the API of the route it was sent to, whatever the backend
         // built: a completions body sent to `/v1/chat/completions` (`--backend openai
         // --endpoint /v1/chat/completions`, which vLLM's client lets through) is refused there,
@@ -87,12 +91,12 @@ impl Prompts {
             .iter()
             .map(|r| {
                 let exact = (plan.tokens_exact() && r.prompt_tokens > 0).then_some(r.prompt_tokens as usize);
-                Prepared::of(&r.body, served, config, mapper, exact)
+                Prepared::of(&r.body, served, config, mapper, exact, vision)
             })
             .collect();
         // The probes' body as the real client builds it (`--probe-request-rate`).
         let probe = config.traffic.probe_request_rate.map(|_| {
-            Prepared::of(&servebench_workload::BodyBuilder::new(config).probe(), served, config, mapper, None)
+            Prepared::of(&servebench_workload::BodyBuilder::new(config).probe(), served, config, mapper, None, vision)
         });
         let chat_ids = |messages: serde_json::Value| -> Result<Vec<u32>, String> {
             let mut ids = Vec::new();
@@ -138,7 +142,14 @@ impl Prepared {
     /// A request's `body` read as the server reads it at `served`: its prompt's ids (made
     /// `exact` long where the plan knows its length), its output budget and `ignore_eos`; a
     /// body the server would refuse is a failure naming why.
-    fn of(body: &[u8], served: Api, config: &RunConfig, mapper: &dyn TokenMapper, exact: Option<usize>) -> Prepared {
+    fn of(
+        body: &[u8],
+        served: Api,
+        config: &RunConfig,
+        mapper: &dyn TokenMapper,
+        exact: Option<usize>,
+        vision: Option<&Vision>,
+    ) -> Prepared {
         let body: serde_json::Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => return Prepared::failed(format!("the request body is not JSON: {e}")),
@@ -156,12 +167,17 @@ impl Prepared {
         if let Some(len) = exact {
             resize_prompt(&mut ids, len);
         }
+        // The plan counts a prompt's text; its images' tokens follow.
+        let images = match crate::media::expand(served, &body, vision, &mut ids) {
+            Ok(images) => images,
+            Err(e) => return Prepared::failed(e),
+        };
         let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
-        Prepared { ids: Some(ids), ignore_eos, max_tokens, error: None }
+        Prepared { ids: Some(ids), ignore_eos, max_tokens, error: None, images }
     }
 
     fn failed(error: String) -> Prepared {
-        Prepared { ids: None, ignore_eos: false, max_tokens: None, error: Some(error) }
+        Prepared { ids: None, ignore_eos: false, max_tokens: None, error: Some(error), images: Vec::new() }
     }
 }
 
@@ -215,6 +231,7 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
             ignore_eos: p.ignore_eos,
             arrived_ns: engine.now_ns(),
             chat: plan.api.templated(),
+            images: p.images.clone(),
         };
         sent += usize::from(engine.add(req).is_ok());
     }
@@ -446,3 +463,5 @@ impl KvPressure {
 mod tests;
 #[cfg(test)]
 mod turn_tests;
+#[cfg(test)]
+mod vision_tests;

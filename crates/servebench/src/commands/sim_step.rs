@@ -232,6 +232,7 @@ fn render(
         // drafter a drafting one.
         .filter(|&(name, _)| name != "linear attention" || linear.is_some())
         .filter(|&(name, _)| name != "drafting" || setup.drafter.is_some())
+        .filter(|&(name, v)| name != "vision encoder" || v > 0.0)
         .map(|(name, secs)| {
             let note = match name {
                 "routed experts" => expert_note.clone(),

@@ -36,6 +36,10 @@ pub struct BatchStats {
     pub prefill_context_tokens: u64,
     /// The most tokens one sequence computes this step (its prefill chunk, or 1 for a decode).
     pub max_new: u32,
+    /// Images the vision tower encodes this step: their patches, and their attention's
+    /// query-key pairs summed over the tower's layers.
+    pub encoder_patches: u64,
+    pub encoder_pairs: u64,
 }
 
 impl BatchStats {
@@ -64,6 +68,12 @@ impl BatchStats {
         self.kv_tokens_full += end;
         self.kv_tokens_window += if window == 0 { 0 } else { end.min(u64::from(window)) };
         self.max_context = self.max_context.max(u32::try_from(end).unwrap_or(u32::MAX));
+    }
+
+    /// Adds an image the tower encodes this step (its prompt tokens are the chunk's).
+    pub fn add_image(&mut self, work: crate::model::ImageWork) {
+        self.encoder_patches += u64::from(work.patches);
+        self.encoder_pairs += work.pairs;
     }
 
     /// Adds a decoding sequence that verifies `new - 1` draft tokens after `context` cached

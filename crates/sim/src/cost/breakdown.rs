@@ -38,6 +38,8 @@ pub struct StepBreakdown {
     pub eager: f64,
     /// A speculative decoder's drafter: its passes, one a draft token.
     pub drafting: f64,
+    /// The vision tower encoding the step's images.
+    pub encoder: f64,
     /// The host's work that the step waits for: all of it without async scheduling, with it
     /// only what outlasts the GPU's part.
     pub host: f64,
@@ -64,6 +66,7 @@ impl StepBreakdown {
             (&mut self.moe_routing, other.moe_routing),
             (&mut self.eager, other.eager),
             (&mut self.drafting, other.drafting),
+            (&mut self.encoder, other.encoder),
             (&mut self.host, other.host),
             (&mut self.total, other.total),
         ];
@@ -74,7 +77,7 @@ impl StepBreakdown {
 
     /// The terms that add up to `total`, in the order and with the names `sim step` prints
     /// them.
-    pub fn terms(&self) -> [(&'static str, f64); 12] {
+    pub fn terms(&self) -> [(&'static str, f64); 13] {
         [
             ("fixed (step, layers, sequences)", self.fixed),
             ("dense products", self.dense),
@@ -87,6 +90,7 @@ impl StepBreakdown {
             ("MoE routing", self.moe_routing),
             ("launches without graphs", self.eager),
             ("drafting", self.drafting),
+            ("vision encoder", self.encoder),
             ("host, not hidden", self.host),
         ]
     }

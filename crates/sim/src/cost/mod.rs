@@ -18,6 +18,7 @@
 mod batch;
 mod breakdown;
 mod drafter;
+mod encoder;
 mod mixers;
 pub mod quick_reduce;
 mod ranks;
@@ -168,6 +169,8 @@ pub struct CostModel {
     graph_max_ctx: u32,
     /// A speculative decoder's drafter on the GPU, where the deployment has one.
     drafter: Option<Box<drafter::Drafter>>,
+    /// The vision tower, where the deployment loads one.
+    encoder: Option<encoder::EncoderCost>,
 }
 
 impl CostModel {
@@ -370,6 +373,10 @@ impl CostModel {
             graph_sizes: o.cudagraph_sizes.clone(),
             graph_max_ctx: st.graph_max_ctx,
             drafter: drafter::Drafter::of(setup),
+            encoder: m.vision.as_ref().filter(|_| !o.language_model_only).map(|v| {
+                let dev = device(ComputePrecision::Bf16, &st.gemm_eff);
+                encoder::EncoderCost::new(v, m.hidden, tp, dev, peaks.bf16 * 1e12 * attn_eff, st.eager_layer_us * 1e-6)
+            }),
         }
     }
 
@@ -526,7 +533,8 @@ impl CostModel {
         let small_kernels = self.layers * ELEMENTWISE_PASSES * act_bytes / self.bandwidth;
         let eager = if self.eager(b) { (self.eager_layer_s * self.layers - small_kernels).max(0.0) } else { 0.0 };
         let drafting = self.drafting_seconds(b);
-        let gpu = fixed + kernels + pipeline + moe_routing + eager + drafting;
+        let encoder = self.encoder.as_ref().map_or(0.0, |e| e.seconds(b, &self.tp_allreduce));
+        let gpu = fixed + kernels + pipeline + moe_routing + eager + drafting + encoder;
         let host_work = self.host_s + self.host_seq_s * f64::from(b.num_seqs) + self.admit_s * f64::from(b.admitted);
         let host = if self.async_scheduling { (host_work - gpu).max(0.0) } else { host_work };
         let total = gpu + host;
@@ -546,6 +554,7 @@ impl CostModel {
             moe_routing,
             eager,
             drafting,
+            encoder,
             host,
             total,
         }

@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 #[cfg(test)]
 pub(crate) use frontend::CHUNK_SHARE;
 pub use phases::{PhaseTotals, RequestTimes};
-pub use request::{FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
+pub use request::{EncoderInput, FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
 pub use spec::SpecDraws;
 pub use tokenizer::{MICROBATCH_SINCE, Microbatch};
 
@@ -201,7 +201,7 @@ struct Flight {
 /// let setup = SimSetup::resolve_with(&presets, "Qwen/Qwen3-0.6B", "h100-sxm", &[], None)?;
 /// let mut engine = Engine::new(&setup, 42);
 /// let prompt = PromptTokens::Synthetic { len: 100, shared_prefix: None };
-/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos: true, arrived_ns: 0, chat: false })?;
+/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos: true, arrived_ns: 0, chat: false, images: Vec::new() })?;
 /// let mut tokens = Vec::new();
 /// while let Some(wake) = engine.next_wakeup_ns() {
 ///     engine.advance_to(wake);
@@ -324,6 +324,9 @@ impl Engine {
         // each other, on the loop behind the tokens of the steps that ended before they arrived.
         self.hand_on_settled_by(req.arrived_ns);
         let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
+        // Each image is decoded and resized on the frontend's loop with the request's own work.
+        let pixels: u64 = req.images.iter().map(|i| i.work.pixels).sum();
+        let per_request = self.cfg.api_ns_per_request + (pixels as f64 * crate::media::PREPROCESS_NS_PER_PIXEL) as u64;
         let rendered = req.chat && self.cfg.chat_template;
         // Visible once the frontend hands it on.
         let hash_blocks = self.cfg.enable_prefix_caching.then_some(self.cfg.kv.block_size);
@@ -339,15 +342,11 @@ impl Engine {
             }
         };
         if rendered {
-            self.frontend.render(slot, req.arrived_ns, self.cfg.api_ns_per_request, tokenize);
+            self.frontend.render(slot, req.arrived_ns, per_request, tokenize);
         } else {
             // gpt-oss's chat prompt is rendered to token ids on the loop; text goes to the
             // tokenizing thread.
-            let (work, tokenize) = if req.chat {
-                (self.cfg.api_ns_per_request + tokenize, 0)
-            } else {
-                (self.cfg.api_ns_per_request, tokenize)
-            };
+            let (work, tokenize) = if req.chat { (per_request + tokenize, 0) } else { (per_request, tokenize) };
             if let Some(at) = self.frontend.take_in(slot, req.arrived_ns, work, tokenize) {
                 self.hand_on(slot, at);
             }

@@ -63,6 +63,16 @@ pub struct NewRequest {
     /// It came through the chat endpoint: with a model whose chat template is Jinja, the
     /// frontend renders a burst of such requests before it tokenizes any (`Frontend::render`).
     pub chat: bool,
+    /// Its images: the frontend decodes each, and the tower encodes each in the step whose
+    /// prefill chunk reaches its first token.
+    pub images: Vec<EncoderInput>,
+}
+
+/// An image of a request, where its tokens start in the prompt and the work it brings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EncoderInput {
+    pub at: u32,
+    pub work: crate::model::ImageWork,
 }
 
 /// The engine's handle on an admitted request; stale once the request has ended.
@@ -151,6 +161,8 @@ pub(crate) struct Req {
     /// Prompt tokens found in the prefix cache at first admission.
     pub cached_tokens: u32,
     pub preemptions: u32,
+    /// Its images, each encoded in the step whose chunk reaches its first token.
+    pub images: Vec<EncoderInput>,
 }
 
 impl Req {
@@ -204,6 +216,7 @@ impl Req {
             registered: 0,
             cached_tokens: 0,
             preemptions: 0,
+            images: req.images.clone(),
         }
     }
 

@@ -81,6 +81,12 @@ impl Engine {
         } else {
             batch.add_sequence(upto, new_tokens, self.cfg.window, prefill, samples);
         }
+        if prefill {
+            let chunk = upto..upto.saturating_add(new_tokens);
+            for img in r.images.iter().filter(|img| chunk.contains(&img.at)) {
+                batch.add_image(img.work);
+            }
+        }
         self.scheduled.push(Scheduled { slot, new_tokens, generation: r.generation, epoch: r.preemptions });
         self.req_mut(slot).in_flight += new_tokens;
     }

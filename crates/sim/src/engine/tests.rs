@@ -47,7 +47,15 @@ pub(super) fn ids(n: u32, seed: u32) -> PromptTokens {
 }
 
 pub(super) fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) -> NewRequest {
-    NewRequest { tag, prompt, max_tokens: u64::from(max_tokens), ignore_eos: true, arrived_ns: at, chat: false }
+    NewRequest {
+        tag,
+        prompt,
+        max_tokens: u64::from(max_tokens),
+        ignore_eos: true,
+        arrived_ns: at,
+        chat: false,
+        images: Vec::new(),
+    }
 }
 
 /// Units held privately by requests (sliding-window blocks), for the pool's accounting check.
@@ -460,4 +468,51 @@ fn a_request_holds_its_linear_attention_state_once_from_its_first_block_to_its_e
 fn the_engine_can_move_to_a_server_task() {
     fn assert_send<T: Send>() {}
     assert_send::<Engine>();
+}
+
+/// Runs `e` to idle; returns each step's start and the patches it encoded.
+fn encoded_by_step(e: &mut Engine) -> Vec<(u64, u64)> {
+    let mut steps = Vec::new();
+    while let Some(t) = e.next_wakeup_ns() {
+        let before = e.now_ns();
+        e.advance_to(t.max(before));
+        match e.step() {
+            Some(s) => steps.push((s.start_ns, s.batch.encoder_patches)),
+            None if t <= before => break,
+            None => {}
+        }
+    }
+    steps
+}
+
+#[test]
+fn an_image_is_encoded_once_in_the_step_that_reaches_it_after_the_frontend_decodes_it() {
+    use crate::model::ImageWork;
+    // Chunks of 64 tokens: the image's 200 tokens start at 100, so the second chunk encodes it.
+    let mut e = engine(config(1000, 8, 64, true), 0);
+    let work = ImageWork { tokens: 200, patches: 800, pairs: 800 * 800, pixels: 1_000_000 };
+    let image = |tag: u64, at: u64| NewRequest {
+        images: vec![EncoderInput { at: 100, work }],
+        ..request(tag, ids(300, 3), 2, at)
+    };
+    e.add(image(0, 0)).unwrap();
+    let steps = encoded_by_step(&mut e);
+    let encoding: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].1 > 0).collect();
+    assert_eq!(encoding, [1], "{steps:?}");
+    assert_eq!(steps[1].1, 800);
+    // The frontend decoded and resized its million pixels before the scheduler saw it.
+    let decode_ns = (1e6 * crate::media::PREPROCESS_NS_PER_PIXEL) as u64;
+    assert!(steps[0].0 >= decode_ns, "{} < {decode_ns}", steps[0].0);
+    // The same image again: its tokens are in the prefix cache, so nothing is encoded.
+    let now = e.now_ns();
+    e.add(image(1, now)).unwrap();
+    let again = encoded_by_step(&mut e);
+    assert!(!again.is_empty() && again.iter().all(|s| s.1 == 0), "{again:?}");
+    // Without prefix caching it is encoded again.
+    let mut e = engine(config(1000, 8, 64, false), 0);
+    e.add(image(0, 0)).unwrap();
+    encoded_by_step(&mut e);
+    let now = e.now_ns();
+    e.add(image(1, now)).unwrap();
+    assert_eq!(encoded_by_step(&mut e).iter().map(|s| s.1).sum::<u64>(), 800);
 }

@@ -28,6 +28,7 @@ fn qwen3_8b() -> ModelShape {
         attention_output_gate: false,
         extra_params_b: 0.0,
         modalities: Vec::new(),
+        vision: None,
         attention_sinks: false,
         harmony_chat: false,
         derived_from: None,

@@ -173,12 +173,13 @@ impl<'a> Client<'a> {
     /// Sends item `i`: its clock starts at `at`, and it reaches the engine at `wire`.
     fn send(&mut self, engine: &mut Engine, i: usize, at: u64, wire: u64) {
         let n = self.plan.requests.len();
-        let (ids, ignore_eos, budget) = if i < n {
+        let (ids, ignore_eos, budget, images) = if i < n {
             let p = &mut self.prompts.requests[i];
-            (p.ids.take().ok_or_else(|| p.error.clone().unwrap_or_default()), p.ignore_eos, p.max_tokens)
+            let ids = p.ids.take().ok_or_else(|| p.error.clone().unwrap_or_default());
+            (ids, p.ignore_eos, p.max_tokens, std::mem::take(&mut p.images))
         } else {
             let prompt = self.turn_prompts[i - n].take().unwrap_or_else(|| Err("the turn has no prompt".into()));
-            (prompt, self.prompts.turns_ignore_eos, self.prompts.turns_max_tokens)
+            (prompt, self.prompts.turns_ignore_eos, self.prompts.turns_max_tokens, Vec::new())
         };
         let ids = match ids {
             Ok(ids) => ids,
@@ -208,6 +209,7 @@ impl<'a> Client<'a> {
             ignore_eos,
             arrived_ns: wire,
             chat,
+            images,
         };
         if wire > at {
             debug_assert!(self.on_the_way.back().is_none_or(|&(w, _, _)| w <= wire), "one loop writes in order");

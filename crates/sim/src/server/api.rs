@@ -33,7 +33,7 @@ use super::metrics;
 use super::pacer::{Arrival, ToPacer};
 use super::stream::{Admission, Answer, SseStream, finish_str};
 use super::text::{Prompt, TextModel};
-use crate::engine::Rejection;
+use crate::engine::{EncoderInput, Rejection};
 use crate::rng::mix64;
 
 /// The largest request body read (a prompt of a few hundred thousand tokens fits).
@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     pub next_tag: AtomicU64,
     pub seed: u64,
     pub dialect: Dialect,
+    /// The vision tower the deployment loads (`None` for a text model or one served without it).
+    pub vision: Option<crate::model::Vision>,
 }
 
 impl Shared {
@@ -63,6 +65,7 @@ impl Shared {
     fn admit(
         &self,
         prompt: Vec<u32>,
+        images: Vec<EncoderInput>,
         max_tokens: u32,
         ignore_eos: bool,
         api: Api,
@@ -71,7 +74,7 @@ impl Shared {
         let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
         let (events, rx) = mpsc::unbounded_channel();
         let chat = api.templated();
-        let arrival = Arrival { tag, prompt, max_tokens, ignore_eos, chat, received, events };
+        let arrival = Arrival { tag, prompt, images, max_tokens, ignore_eos, chat, received, events };
         self.pacer.send(ToPacer::Arrive(arrival)).map_err(|_| ApiError::shutting_down())?;
         Ok(Admission { tag, rx, pacer: self.pacer.clone(), ended: false })
     }
@@ -298,9 +301,15 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     }
     let n = samples_per_prompt(api, p.n)?;
     let extras = logprobs::read(api, &body, s.vocab).map_err(|e| ApiError::bad_param(e.param, e.message))?;
-    let prompts = match api {
-        Api::Completions => s.text.completion_prompts(&body, s.vocab).map_err(|e| ApiError::bad_param("prompt", e))?,
-        api => vec![Prompt { ids: s.text.prompt_ids(api, &body).map_err(ApiError::bad)?, text: None }],
+    let (prompts, images) = match api {
+        Api::Completions => {
+            (s.text.completion_prompts(&body, s.vocab).map_err(|e| ApiError::bad_param("prompt", e))?, Vec::new())
+        }
+        api => {
+            let mut ids = s.text.prompt_ids(api, &body).map_err(ApiError::bad)?;
+            let images = crate::media::expand(api, &body, s.vision.as_ref(), &mut ids).map_err(ApiError::bad)?;
+            (vec![Prompt { ids, text: None }], images)
+        }
     };
     if prompts.len() * n as usize > MAX_CHOICES {
         return Err(ApiError::bad_param(
@@ -328,7 +337,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     for (prompt, (prompt_tokens, max_tokens, echo)) in prompts.into_iter().zip(admitted) {
         let prompt_salt = prompt.ids.iter().fold(mix64(s.seed ^ 0x7072_6f6d_7074), |h, &id| mix64(h ^ u64::from(id)));
         for _ in 0..n {
-            let admission = s.admit(prompt.ids.clone(), max_tokens, ignore_eos, api, received)?;
+            let admission = s.admit(prompt.ids.clone(), images.clone(), max_tokens, ignore_eos, api, received)?;
             let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
             let answer = Answer { text: Arc::clone(&s.text), salt, prompt_tokens };
             let index = choices.len() as u32;

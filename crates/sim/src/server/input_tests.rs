@@ -1,5 +1,5 @@
-//! Inputs vLLM refuses that the server once took: prompt token ids outside the vocabulary, and
-//! an empty served model name at startup.
+//! Inputs vLLM refuses that the server once took (prompt token ids outside the vocabulary, an
+//! empty served model name at startup), and images: counted as their tokens, or refused.
 
 use std::sync::Arc;
 
@@ -62,4 +62,37 @@ async fn an_empty_served_model_name_is_refused_at_startup_saying_what_to_pass() 
     let server = start(setup(&[]), options).await.unwrap();
     assert_eq!(server.model_name(), "alias");
     server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_chat_s_image_is_counted_in_its_tokens_and_refused_by_a_model_without_a_tower() {
+    let url = servebench_workload::datasets::images::data_url(1280, 720, 1).unwrap();
+    let chat = json!({"max_tokens": 2, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "describe"},
+        {"type": "image_url", "image_url": {"url": url}},
+    ]}]});
+    let text = json!({"max_tokens": 2, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "describe"},
+    ]}]});
+    let tokens = |body: &str| serde_json::from_str::<Value>(body).unwrap()["usage"]["prompt_tokens"].as_u64().unwrap();
+    let vl = crate::setup::tests::setup("Qwen/Qwen3-VL-8B-Instruct", "h100-sxm", &[("jitter", "0")]).unwrap();
+    let app = app_with(&vl, ServerOptions::default());
+    let (status, _, with) = call(&app, "POST", "/v1/chat/completions", Some(chat.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{with}");
+    let (_, _, without) = call(&app, "POST", "/v1/chat/completions", Some(text)).await;
+    // 720 x 1280 at 32 pixels a token: 22 x 40, as Qwen3-VL's processor gives it, and the
+    // part's own marker (the template's vision-start token).
+    assert_eq!(tokens(&with) - tokens(&without), 880 + 1, "{with}");
+    // Served as the language model alone, or a text model: a 400 saying so.
+    let lm_only = crate::setup::tests::setup(
+        "Qwen/Qwen3-VL-8B-Instruct",
+        "h100-sxm",
+        &[("jitter", "0"), ("language-model-only", "true")],
+    )
+    .unwrap();
+    for app in [app_with(&lm_only, ServerOptions::default()), app_with(&setup(&[]), ServerOptions::default())] {
+        let (status, _, body) = call(&app, "POST", "/v1/chat/completions", Some(chat.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.contains("takes no images"), "{body}");
+    }
 }

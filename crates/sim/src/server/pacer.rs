@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use super::metrics::{Observed, Snapshot};
-use crate::engine::{Emission, Engine, FinishReason, NewRequest, PromptTokens, RequestId};
+use crate::engine::{Emission, EncoderInput, Engine, FinishReason, NewRequest, PromptTokens, RequestId};
 
 /// How far behind real time the engine clock may fall before it is moved up.
 pub(crate) const MAX_LAG: Duration = Duration::from_millis(20);
@@ -63,6 +63,8 @@ pub(crate) enum ToPacer {
 pub(crate) struct Arrival {
     pub tag: u64,
     pub prompt: Vec<u32>,
+    /// Its images, where their tokens start in `prompt`.
+    pub images: Vec<EncoderInput>,
     pub max_tokens: u32,
     pub ignore_eos: bool,
     /// It came through the chat endpoint.
@@ -234,6 +236,7 @@ impl Pacer {
             ignore_eos: a.ignore_eos,
             arrived_ns,
             chat: a.chat,
+            images: a.images,
         };
         match self.engine.add(req) {
             Ok(id) => {
@@ -412,6 +415,7 @@ mod tests {
             let arrival = Arrival {
                 tag: tag as u64,
                 prompt: vec![7; 100],
+                images: Vec::new(),
                 max_tokens: 1,
                 ignore_eos: true,
                 chat: false,

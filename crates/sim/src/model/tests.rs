@@ -233,3 +233,19 @@ fn kimi_k2_5_keeps_its_shared_experts_in_bf16_beside_int4_routed_ones() {
     // Kimi-K2-Instruct's FP8 covers its shared experts too.
     assert_eq!(k2.always_precision(), Precision::Fp8);
 }
+
+#[test]
+fn every_tower_s_shape_holds_about_the_parameters_its_preset_s_memory_counts() {
+    // The shapes price the tower's work, `extra_params_b` its memory: the two agree to a third
+    // (Qwen3-VL's deep-stack mergers, left out of the shape, are most of the gap).
+    let presets = crate::presets::Presets::embedded().unwrap();
+    let mut towers = 0;
+    for m in presets.model_presets() {
+        let Some(v) = &m.vision else { continue };
+        towers += 1;
+        let ratio = v.params(m.hidden) / (m.extra_params_b * 1e9);
+        assert!((0.7..1.3).contains(&ratio), "{}: the [vision] shape holds {ratio:.2} of extra_params_b", m.id);
+        assert!(m.modalities.iter().any(|x| x == "image"), "{}", m.id);
+    }
+    assert_eq!(towers, 16);
+}

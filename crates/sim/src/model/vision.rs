@@ -5,7 +5,7 @@
 //! Mistral's Pixtral): each side rounded to a multiple of `patch * merge` pixels, the image
 //! scaled into `[min_pixels, max_pixels]` keeping its aspect; every `merge x merge` block of
 //! patches becomes one token. Gemma 3's SigLIP: every image resized to one square of
-//! `fixed_side` pixels, its patches pooled `merge x merge` into tokens (256 a picture).
+//! `fixed_side` pixels, its patches averaged `merge x merge` into tokens (256 a picture).
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +29,10 @@ pub struct Vision {
     pub min_pixels: u64,
     #[serde(default)]
     pub max_pixels: u64,
+    /// The merge averages each block of patches, then one projection takes it to the language
+    /// model's width (Gemma 3's pooling), instead of an MLP over the block's concatenation.
+    #[serde(default)]
+    pub pooled: bool,
     /// Every image resized to this square instead (SigLIP's), pixels a side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_side: Option<u32>,
@@ -118,18 +122,28 @@ impl Vision {
         4.0 * d * d + if self.gated { 3.0 } else { 2.0 } * d * i
     }
 
+    /// Parameters of the merger that makes a token of a block of patches: an MLP from the
+    /// block's concatenated patches to the language model's width, or (pooled) one projection
+    /// of their average.
+    fn merger_params(&self, lm_hidden: u32) -> f64 {
+        let (d, lm) = (f64::from(self.hidden), f64::from(lm_hidden));
+        if self.pooled {
+            return d * lm;
+        }
+        let merged = d * f64::from(self.merge * self.merge);
+        merged * merged + merged * lm
+    }
+
     /// Parameters of the tower's products a patch goes through: every layer's, and its share of
-    /// the merger (an MLP from a token's `merge x merge` patches to the language model's width).
+    /// the merger's.
     pub fn params_per_patch(&self, lm_hidden: u32) -> f64 {
-        let merged = f64::from(self.hidden) * f64::from(self.merge * self.merge);
-        let merger = merged * merged + merged * f64::from(lm_hidden);
-        f64::from(self.layers) * self.layer_params() + merger / f64::from(self.merge * self.merge)
+        f64::from(self.layers) * self.layer_params()
+            + self.merger_params(lm_hidden) / f64::from(self.merge * self.merge)
     }
 
     /// All the tower's weights, parameters.
     pub fn params(&self, lm_hidden: u32) -> f64 {
-        let merged = f64::from(self.hidden) * f64::from(self.merge * self.merge);
-        f64::from(self.layers) * self.layer_params() + merged * merged + merged * f64::from(lm_hidden)
+        f64::from(self.layers) * self.layer_params() + self.merger_params(lm_hidden)
     }
 }
 
@@ -145,6 +159,7 @@ pub(crate) fn qwen3_vl_tower() -> Vision {
         gated: false,
         min_pixels: 65_536,
         max_pixels: 16_777_216,
+        pooled: false,
         fixed_side: None,
         window_patches: None,
         full_attention_layers: 0,
@@ -166,6 +181,7 @@ mod tests {
             gated: true,
             min_pixels: 3136,
             max_pixels: 12_845_056,
+            pooled: false,
             fixed_side: None,
             window_patches: Some(64),
             full_attention_layers: 4,
@@ -195,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_fixed_square_gives_every_image_the_same_tokens() {
-        let siglip = Vision { patch: 14, merge: 4, fixed_side: Some(896), window_patches: None, ..qwen3() };
+        let siglip = Vision { patch: 14, merge: 4, pooled: true, fixed_side: Some(896), ..qwen3() };
         for (h, w) in [(10, 10), (720, 1280), (4000, 300)] {
             let i = siglip.image(h, w);
             assert_eq!((i.tokens, i.patches), (256, 4096));

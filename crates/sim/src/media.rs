@@ -63,17 +63,39 @@ pub fn images(api: Api, body: &Value, vision: Option<&Vision>) -> Result<Vec<Ima
     Ok(out)
 }
 
-/// Reads a body's images and appends their tokens to its prompt `ids` (after the text, where
-/// vLLM's benchmark puts them): what the engine needs of them.
-pub fn expand(
-    api: Api,
-    body: &Value,
-    vision: Option<&Vision>,
-    ids: &mut Vec<u32>,
-) -> Result<Vec<EncoderInput>, String> {
-    let imgs = images(api, body, vision)?;
-    let starts = append_tokens(ids, &imgs);
-    Ok(imgs.iter().zip(starts).map(|(img, at)| EncoderInput { at, work: img.work }).collect())
+/// vLLM's default cap on the images of one prompt, where `--limit-mm-per-prompt` gives none.
+pub const DEFAULT_IMAGE_LIMIT: u32 = 999;
+
+/// What a deployment takes of images: its tower (none for a text model) and how many a prompt
+/// may carry (0 when served as its language model alone).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tower {
+    pub vision: Option<Vision>,
+    pub limit: u32,
+}
+
+impl Tower {
+    pub fn of(setup: &crate::setup::SimSetup) -> Tower {
+        let o = &setup.options;
+        let limit = if o.language_model_only { 0 } else { o.image_limit.unwrap_or(DEFAULT_IMAGE_LIMIT) };
+        Tower { vision: setup.model.vision.clone(), limit }
+    }
+
+    /// Reads a body's images and appends their tokens to its prompt `ids` (after the text,
+    /// where vLLM's benchmark puts them): what the engine needs of them. More images than the
+    /// deployment takes are refused in vLLM's words.
+    pub fn expand(&self, api: Api, body: &Value, ids: &mut Vec<u32>) -> Result<Vec<EncoderInput>, String> {
+        let imgs = images(api, body, self.vision.as_ref())?;
+        if imgs.len() > self.limit as usize {
+            return Err(format!(
+                "At most {} image(s) may be provided in one prompt. Set `--limit-mm-per-prompt` to increase this \
+                 limit.",
+                self.limit
+            ));
+        }
+        let starts = append_tokens(ids, &imgs);
+        Ok(imgs.iter().zip(starts).map(|(img, at)| EncoderInput { at, work: img.work }).collect())
+    }
 }
 
 /// Appends the placeholder tokens of `images` to `ids`, each image's its own (a server's prefix

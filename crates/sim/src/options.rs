@@ -76,6 +76,10 @@ pub struct ServingOptions {
     /// 26000, vLLM 0.11) and profiles no encoder.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub language_model_only: bool,
+    /// The images a prompt may carry (`--limit-mm-per-prompt`'s `image`); `None` leaves vLLM's
+    /// default (999).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_limit: Option<u32>,
     pub gpu_memory_utilization: f64,
     /// CUDA graph memory set aside from the KV cache, GiB a GPU: what a vLLM from 0.21 on
     /// estimates and logs ("Estimated CUDA graph memory"); not modelled, so 0 unless given.
@@ -170,6 +174,7 @@ impl ServingOptions {
             quick_reduce: QuickReduce::None,
             fuse_allreduce_rms: false,
             language_model_only: false,
+            image_limit: None,
             gpu_memory_utilization: 0.9,
             cudagraph_memory_gib: 0.0,
             kv_cache_dtype: KvDtype::Auto,
@@ -378,6 +383,7 @@ impl ServingOptions {
         }
         let none_allowed = |m: &String| mm_limits.iter().any(|(n, count)| n == m && *count == 0);
         o.language_model_only |= !model.modalities.is_empty() && model.modalities.iter().all(none_allowed);
+        o.image_limit = mm_limits.iter().find(|(n, _)| n == "image").map(|(_, count)| *count);
         o.speculative = spec::resolve(spec_config, spec_tokens, spec_acceptance).map_err(SimError::Conflict)?;
         // vLLM starts one API server a data-parallel engine unless told (`serve`'s internal
         // load balancing), since 0.15; a release named older starts one.

@@ -25,7 +25,7 @@ use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
 
 use crate::engine::{Emission, EncoderInput, Engine, NewRequest, PromptTokens};
-use crate::model::Vision;
+use crate::media::Tower;
 use crate::options::{BenchClient, Warmup};
 use crate::rng::mix64;
 use crate::setup::SimSetup;
@@ -40,8 +40,7 @@ pub fn predict(plan: &Plan, config: &RunConfig, sim: &SimSetup) -> RunResult {
 
 /// Predicts a run, mapping bodies to token ids with `mapper`.
 pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dyn TokenMapper) -> RunResult {
-    let vision = sim.model.vision.as_ref().filter(|_| !sim.options.language_model_only);
-    let prompts = Prompts::prepare(plan, config, mapper, vision);
+    let prompts = Prompts::prepare(plan, config, mapper, &Tower::of(sim));
     predict_prepared(plan, config, sim, prompts, warmup_count(sim.options.warmup, config))
 }
 
@@ -80,7 +79,7 @@ pub(crate) struct Prompts {
 }
 
 impl Prompts {
-    pub fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper, vision: Option<&Vision>) -> Prompts {
+    pub fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper, tower: &Tower) -> Prompts {
         // The server reads a body as the API of the route it was sent to, whatever the backend
         // built: a completions body sent to `/v1/chat/completions` (`--backend openai
         // --endpoint /v1/chat/completions`, which vLLM's client lets through) is refused there,
@@ -91,12 +90,12 @@ impl Prompts {
             .iter()
             .map(|r| {
                 let exact = (plan.tokens_exact() && r.prompt_tokens > 0).then_some(r.prompt_tokens as usize);
-                Prepared::of(&r.body, served, config, mapper, exact, vision)
+                Prepared::of(&r.body, served, config, mapper, exact, tower)
             })
             .collect();
         // The probes' body as the real client builds it (`--probe-request-rate`).
         let probe = config.traffic.probe_request_rate.map(|_| {
-            Prepared::of(&servebench_workload::BodyBuilder::new(config).probe(), served, config, mapper, None, vision)
+            Prepared::of(&servebench_workload::BodyBuilder::new(config).probe(), served, config, mapper, None, tower)
         });
         let chat_ids = |messages: serde_json::Value| -> Result<Vec<u32>, String> {
             let mut ids = Vec::new();
@@ -148,7 +147,7 @@ impl Prepared {
         config: &RunConfig,
         mapper: &dyn TokenMapper,
         exact: Option<usize>,
-        vision: Option<&Vision>,
+        tower: &Tower,
     ) -> Prepared {
         let body: serde_json::Value = match serde_json::from_slice(body) {
             Ok(v) => v,
@@ -168,7 +167,7 @@ impl Prepared {
             resize_prompt(&mut ids, len);
         }
         // The plan counts a prompt's text; its images' tokens follow.
-        let images = match crate::media::expand(served, &body, vision, &mut ids) {
+        let images = match tower.expand(served, &body, &mut ids) {
             Ok(images) => images,
             Err(e) => return Prepared::failed(e),
         };

@@ -194,6 +194,10 @@ pub struct SimStepArgs {
     /// prompt, or a cached prefix): the chunk attends to them too.
     #[arg(long, default_value_t = 0, value_name = "TOKENS")]
     pub prefill_after: u32,
+    /// An image the prefill chunk reaches, HEIGHTxWIDTH pixels (repeat for more): the model's
+    /// vision tower encodes it in the step; its tokens are the chunk's (count them in --prefill).
+    #[arg(long, value_name = "HEIGHTxWIDTH")]
+    pub image: Vec<String>,
     /// Print the breakdown as JSON.
     #[arg(long)]
     pub json: bool,

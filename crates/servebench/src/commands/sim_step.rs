@@ -32,13 +32,32 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
     if args.prefill > 0 {
         batch.add_sequence(args.prefill_after, args.prefill, window, true, true);
     }
+    let images = images(args, &setup)?;
+    for work in &images {
+        batch.add_image(*work);
+    }
     let cost = CostModel::new(&setup);
     let b = cost.breakdown(&batch);
     let tokens = batch.tokens();
     // With CUDA graphs the products (and the experts) run on the captured size's rows.
     let rows = cost.rows(&batch);
     let eager = cost.eager_reason(&batch);
-    let notes = limits(args, &setup, tokens);
+    let mut notes = limits(args, &setup, tokens);
+    if !images.is_empty() {
+        let tokens: u32 = images.iter().map(|i| i.tokens).sum();
+        let patches: u32 = images.iter().map(|i| i.patches).sum();
+        notes.push(format!(
+            "{} image(s): {tokens} prompt tokens (part of --prefill's {}), {patches} patches through the tower",
+            images.len(),
+            args.prefill
+        ));
+        if tokens > args.prefill {
+            notes.push(format!(
+                "the images' {tokens} tokens are more than the chunk's {}: raise --prefill",
+                args.prefill
+            ));
+        }
+    }
     if args.json {
         // With a batch a stage in flight, one leaves every stage's share of the step.
         let interval = b.total / f64::from(setup.options.pp.max(1));
@@ -58,6 +77,35 @@ pub fn run(args: &SimStepArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> 
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The images of `--image`, as the model's tower makes tokens and patches of them.
+fn images(args: &SimStepArgs, setup: &SimSetup) -> anyhow::Result<Vec<servebench_sim::model::ImageWork>> {
+    if args.image.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(vision) = setup.model.vision.as_ref().filter(|_| !setup.options.language_model_only) else {
+        anyhow::bail!(
+            "{} loads no vision tower here: leave out --image, or price a model that takes images",
+            setup.model.id
+        );
+    };
+    if args.prefill == 0 {
+        anyhow::bail!(
+            "an image is encoded in the step of the prefill chunk that reaches it: give the chunk with --prefill TOKENS"
+        );
+    }
+    args.image
+        .iter()
+        .map(|s| {
+            let size =
+                s.split_once(['x', 'X']).and_then(|(h, w)| Some((h.trim().parse().ok()?, w.trim().parse().ok()?)));
+            match size {
+                Some((h, w)) if h > 0 && w > 0 => Ok(vision.image(h, w)),
+                _ => anyhow::bail!("--image {s:?}: give HEIGHTxWIDTH in pixels, like 720x1280"),
+            }
+        })
+        .collect()
 }
 
 /// Where the step asked for is not one the engine would run: more sequences or tokens than a

@@ -283,3 +283,37 @@ fn sim_memory_holds_the_plan_against_a_server_s_start_up_log() {
     let err = format!("{:#}", against(&other, &[]).unwrap_err());
     assert!(err.contains("the log's model \"/models/q8\"") && err.contains("pass --model"), "{err}");
 }
+
+/// `sim step --image`: the tower's term appears for a model that takes images, with the image's
+/// tokens and patches; a text model, a size that is not one, or no chunk to reach it is refused.
+#[test]
+fn sim_step_prices_the_vision_tower_for_the_images_a_chunk_reaches() {
+    let step = |model: &str, extra: &[&str]| {
+        let mut argv = vec!["servebench", "sim", "step", "--model", model, "--hardware", "h100-sxm", "--batch", "0"];
+        argv.extend_from_slice(extra);
+        let Command::Sim(SimCommand::Step(args)) = Cli::try_parse_from(argv).unwrap().command else { panic!() };
+        let mut out = Vec::new();
+        commands::sim_step::run(&args, &mut out).map(|_| String::from_utf8(out).unwrap()).map_err(|e| e.to_string())
+    };
+    let vl = "Qwen/Qwen3-VL-8B-Instruct";
+    let out = step(vl, &["--prefill", "1000", "--image", "720x1280"]).unwrap();
+    assert!(out.lines().any(|l| l.starts_with("vision encoder")), "{out}");
+    assert!(out.contains("1 image(s): 880 prompt tokens (part of --prefill's 1000), 3520 patches"), "{out}");
+    let plain = step(vl, &["--prefill", "1000"]).unwrap();
+    assert!(!plain.contains("vision encoder"), "{plain}");
+    let total = |s: &str| -> f64 {
+        s.lines().find(|l| l.starts_with("total")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert!(total(&out) > total(&plain));
+    let json = step(vl, &["--prefill", "1000", "--image", "720x1280", "--image", "256x256", "--json"]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(doc["seconds"]["encoder"].as_f64().unwrap() > 0.0, "{doc}");
+    for (model, extra, says) in [
+        ("Qwen/Qwen3-8B", &["--prefill", "100", "--image", "64x64"][..], "loads no vision tower"),
+        (vl, &["--prefill", "100", "--image", "64by64"][..], "HEIGHTxWIDTH"),
+        (vl, &["--image", "64x64"][..], "--prefill TOKENS"),
+    ] {
+        let e = step(model, extra).unwrap_err();
+        assert!(e.contains(says), "{e}");
+    }
+}

@@ -56,8 +56,8 @@ pub(crate) struct Shared {
     pub next_tag: AtomicU64,
     pub seed: u64,
     pub dialect: Dialect,
-    /// The vision tower the deployment loads (`None` for a text model or one served without it).
-    pub vision: Option<crate::model::Vision>,
+    /// What the deployment takes of images.
+    pub tower: crate::media::Tower,
 }
 
 impl Shared {
@@ -307,7 +307,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
         }
         api => {
             let mut ids = s.text.prompt_ids(api, &body).map_err(ApiError::bad)?;
-            let images = crate::media::expand(api, &body, s.vision.as_ref(), &mut ids).map_err(ApiError::bad)?;
+            let images = s.tower.expand(api, &body, &mut ids).map_err(|e| ApiError::bad_param("image", e))?;
             (vec![Prompt { ids, text: None }], images)
         }
     };

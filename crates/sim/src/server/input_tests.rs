@@ -83,16 +83,28 @@ async fn a_chat_s_image_is_counted_in_its_tokens_and_refused_by_a_model_without_
     // 720 x 1280 at 32 pixels a token: 22 x 40, as Qwen3-VL's processor gives it, and the
     // part's own marker (the template's vision-start token).
     assert_eq!(tokens(&with) - tokens(&without), 880 + 1, "{with}");
-    // Served as the language model alone, or a text model: a 400 saying so.
-    let lm_only = crate::setup::tests::setup(
-        "Qwen/Qwen3-VL-8B-Instruct",
-        "h100-sxm",
-        &[("jitter", "0"), ("language-model-only", "true")],
-    )
-    .unwrap();
-    for app in [app_with(&lm_only, ServerOptions::default()), app_with(&setup(&[]), ServerOptions::default())] {
-        let (status, _, body) = call(&app, "POST", "/v1/chat/completions", Some(chat.clone())).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-        assert!(body.contains("takes no images"), "{body}");
+    // Served as the language model alone, with a cap of one image, or a text model: a 400
+    // saying so, in vLLM's words where vLLM has them.
+    let served = |pairs: &[(&str, &str)]| {
+        let mut all = vec![("jitter", "0")];
+        all.extend_from_slice(pairs);
+        app_with(
+            &crate::setup::tests::setup("Qwen/Qwen3-VL-8B-Instruct", "h100-sxm", &all).unwrap(),
+            ServerOptions::default(),
+        )
+    };
+    let mut two = chat.clone();
+    two["messages"][0]["content"].as_array_mut().unwrap().push(chat["messages"][0]["content"][1].clone());
+    for (app, body, says) in [
+        (served(&[("language-model-only", "true")]), &chat, "At most 0 image(s) may be provided in one prompt."),
+        (served(&[("limit-mm-per-prompt", "image=1")]), &two, "At most 1 image(s) may be provided in one prompt."),
+        (app_with(&setup(&[]), ServerOptions::default()), &chat, "takes no images"),
+    ] {
+        let (status, _, answer) = call(&app, "POST", "/v1/chat/completions", Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert!(answer.contains(says), "{answer}");
     }
+    let (status, _, answer) =
+        call(&served(&[("limit-mm-per-prompt", "image=2")]), "POST", "/v1/chat/completions", Some(two)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
 }

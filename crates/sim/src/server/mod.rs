@@ -285,7 +285,7 @@ fn spawn_engine(
         next_tag: AtomicU64::new(0),
         seed: options.seed,
         dialect: options.dialect,
-        vision: setup.model.vision.clone().filter(|_| !setup.options.language_model_only),
+        tower: crate::media::Tower::of(setup),
     });
     Ok((shared, pacer))
 }

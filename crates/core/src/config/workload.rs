@@ -1,0 +1,177 @@
+//! What a run's requests contain: the dataset, its files and lengths, as [`WorkloadSpec`]
+//! saves them with every result (the `servebench-workload` crate gives them meaning).
+
+use serde::{Deserialize, Serialize};
+
+/// Range ratios for the random dataset (`--random-range-ratio`, a float or `{"input":a,"output":b}`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RangeRatio {
+    pub input: f64,
+    pub output: f64,
+}
+
+/// What the requests contain. Plain data: the `servebench-workload` crate gives it meaning.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dataset", rename_all = "snake_case")]
+pub enum WorkloadSpec {
+    /// vLLM's `random` dataset: random token ids with lengths drawn around the given ones.
+    Random {
+        input_len: u32,
+        output_len: u32,
+        range_ratio: RangeRatio,
+        prefix_len: u32,
+        /// vLLM's `random-mm` dataset: the same prompts, each with random images attached
+        /// (`--random-mm-*`); `None` for `random`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        media: Option<RandomMedia>,
+    },
+    /// vLLM's `sharegpt` dataset: the first turns of ShareGPT conversations.
+    Sharegpt {
+        path: String,
+        /// `--sharegpt-output-len`: a fixed output length instead of the reply's.
+        output_len: Option<u32>,
+        oversample: bool,
+        shuffle: bool,
+        /// Send whole multi-turn conversations instead of first turns.
+        multi_turn: Option<MultiTurn>,
+    },
+    /// vLLM's `custom` dataset: JSONL with `prompt` and optional `output_tokens`.
+    Custom {
+        path: String,
+        /// `--custom-output-len`; -1 takes each row's `output_tokens`.
+        output_len: i64,
+        skip_chat_template: bool,
+        shuffle: bool,
+        /// Top up with repeated rows when the file has fewer than `--num-prompts`
+        /// (`--no-oversample` turns it off). Configs saved before it was recorded oversampled.
+        #[serde(default = "oversample_by_default")]
+        oversample: bool,
+    },
+    /// vLLM's `spec_bench` dataset: the first turn of each row of Spec-Bench's
+    /// `question.jsonl` (`turns`, `category`), chat-templated, shuffled from seed 0 whatever
+    /// `--seed` says (vLLM gives this dataset no seed).
+    SpecBench {
+        path: String,
+        /// `--spec-bench-category`: only rows of this category; `None` takes every row.
+        category: Option<String>,
+        /// `--spec-bench-output-len`.
+        output_len: u32,
+        shuffle: bool,
+        oversample: bool,
+        /// `--skip-chat-template` was given: vLLM templates these prompts anyway, and so does
+        /// servebench, saying so before the run.
+        skip_chat_template_asked: bool,
+    },
+    /// vLLM's `speed_bench` dataset: SPEED-Bench as `spec_bench` reads Spec-Bench, the first
+    /// message of each row of the subset's file in the directory `path`.
+    SpeedBench {
+        path: String,
+        /// `--speed-bench-dataset-subset`: the file `{subset}.jsonl` of the directory.
+        subset: String,
+        /// `--speed-bench-category`.
+        category: Option<String>,
+        /// `--speed-bench-output-len`.
+        output_len: u32,
+        shuffle: bool,
+        oversample: bool,
+        skip_chat_template_asked: bool,
+    },
+    /// vLLM's `txt-slices` dataset: prompts of `input_len` tokens cut from a text file at
+    /// random starting tokens (wrapping around its end).
+    TxtSlices { path: String, input_len: u32, output_len: u32 },
+    /// vLLM's `prefix_repetition` dataset.
+    PrefixRepetition { prefix_len: u32, suffix_len: u32, num_prefixes: u32, output_len: u32 },
+    /// Replay of a recorded trace (timestamps with input and output lengths).
+    Trace {
+        path: String,
+        /// Multiplies recorded inter-arrival gaps (2.0 = half the rate).
+        time_scale: f64,
+        /// vLLM's `timed_trace` dataset: the JSONL's field names, its time unit and its hash
+        /// block size as vLLM's `--timed-trace-*` flags give them; `None` for `trace` (BurstGPT,
+        /// or Mooncake's names in milliseconds with 512-token blocks).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timed: Option<TimedTrace>,
+    },
+}
+
+/// The images a `random-mm` request carries (vLLM's `--random-mm-*` flags).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RandomMedia {
+    /// `--random-mm-base-items-per-request`: the middle of the range item counts are drawn from.
+    pub base_items: u32,
+    /// `--random-mm-num-mm-items-range-ratio`: counts are drawn from
+    /// `[floor(base * (1 - r)), ceil(base * (1 + r))]`, in [0, 1].
+    pub items_range_ratio: f64,
+    /// `--random-mm-limit-mm-per-prompt`'s `image` cap: at most this many images a request.
+    pub image_limit: u32,
+    /// `--random-mm-bucket-config`: image shapes with their probabilities (video buckets of
+    /// probability 0 dropped; others are refused).
+    pub buckets: Vec<ImageBucket>,
+}
+
+/// One image shape of `--random-mm-bucket-config`, and how likely it is.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageBucket {
+    pub height: u32,
+    pub width: u32,
+    pub probability: f64,
+}
+
+/// How a `timed_trace` file is read (vLLM's `--timed-trace-*` flags).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimedTrace {
+    /// `--timed-trace-chunk-hash-size`: prompt tokens each of a row's hash ids stands for.
+    pub chunk_tokens: u32,
+    /// `--timed-trace-sec-multiplier`: a timestamp times this is its send time in seconds.
+    pub sec_multiplier: f64,
+    /// `--timed-trace-label-timestamp`, `-input-length`, `-output-length`, `-hash-ids`.
+    pub label_timestamp: String,
+    pub label_input_length: String,
+    pub label_output_length: String,
+    pub label_hash_ids: String,
+}
+
+impl WorkloadSpec {
+    /// vLLM's `--dataset-name` value for this workload.
+    pub fn dataset_name(&self) -> &'static str {
+        match self {
+            WorkloadSpec::Random { media: None, .. } => "random",
+            WorkloadSpec::Random { media: Some(_), .. } => "random-mm",
+            WorkloadSpec::Sharegpt { .. } => "sharegpt",
+            WorkloadSpec::Custom { .. } => "custom",
+            WorkloadSpec::SpecBench { .. } => "spec_bench",
+            WorkloadSpec::SpeedBench { .. } => "speed_bench",
+            WorkloadSpec::TxtSlices { .. } => "txt-slices",
+            WorkloadSpec::PrefixRepetition { .. } => "prefix_repetition",
+            WorkloadSpec::Trace { timed: None, .. } => "trace",
+            WorkloadSpec::Trace { timed: Some(_), .. } => "timed_trace",
+        }
+    }
+}
+
+fn oversample_by_default() -> bool {
+    true
+}
+
+/// Multi-turn conversation options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MultiTurn {
+    /// At most this many conversations are active at once.
+    pub max_active_conversations: usize,
+    /// Seconds between an answer's end and the next turn's send.
+    pub think_time_s: f64,
+    /// At most this many turns per conversation.
+    pub max_turns: usize,
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec::Random {
+            input_len: 1024,
+            output_len: 128,
+            range_ratio: RangeRatio::default(),
+            prefix_len: 0,
+            media: None,
+        }
+    }
+}

@@ -63,6 +63,12 @@ impl ApiServers {
         self.servers[at].take_in(slot, arrived_ns, work, tokenize)
     }
 
+    /// See [`Frontend::process_inputs`], on the process that took request `slot` in.
+    pub fn process_inputs(&mut self, slot: u32, tokenized_ns: u64, work: u64) -> u64 {
+        let at = self.owner_of(slot);
+        self.servers[at].process_inputs(tokenized_ns, work)
+    }
+
     /// See [`Frontend::close_by`]: what every process has settled by `t_ns`.
     pub fn close_by(&mut self, t_ns: u64) -> Vec<(u32, u64)> {
         match self.servers.as_mut_slice() {

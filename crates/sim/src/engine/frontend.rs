@@ -139,6 +139,12 @@ impl Frontend {
         self.tokenizer.queue(slot, taken_in, tokenize)
     }
 
+    /// The processor's `work` on a request's images, on the loop once its prompt is tokenized
+    /// at `tokenized_ns`, behind what the loop is doing then. Returns when it is done.
+    pub fn process_inputs(&mut self, tokenized_ns: u64, work: u64) -> u64 {
+        self.loop_work(tokenized_ns, work)
+    }
+
     /// A request's own `work` on the loop, from its arrival: after the requests before it and
     /// the tokens the writer is writing then. Returns when the loop is done with it.
     fn loop_work(&mut self, arrived_ns: u64, work: u64) -> u64 {

@@ -324,9 +324,7 @@ impl Engine {
         // each other, on the loop behind the tokens of the steps that ended before they arrived.
         self.hand_on_settled_by(req.arrived_ns);
         let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
-        // Each image is decoded and resized on the frontend's loop with the request's own work.
-        let pixels: u64 = req.images.iter().map(|i| i.work.pixels).sum();
-        let per_request = self.cfg.api_ns_per_request + (pixels as f64 * crate::media::PREPROCESS_NS_PER_PIXEL) as u64;
+        let per_request = self.cfg.api_ns_per_request;
         let rendered = req.chat && self.cfg.chat_template;
         // Visible once the frontend hands it on.
         let hash_blocks = self.cfg.enable_prefix_caching.then_some(self.cfg.kv.block_size);
@@ -362,8 +360,18 @@ impl Engine {
         }
     }
 
-    /// A request the frontend hands on at `at`: pending, visible `api_delay` later.
+    /// A request the frontend hands on at `at`: pending, visible `api_delay` later. Its images
+    /// are decoded and processed on the loop first, after its prompt is tokenized (vLLM runs
+    /// the processor in `add_request`, after the chat template and the tokenizer).
     fn hand_on(&mut self, slot: u32, at: u64) {
+        let pixels: u64 = self.req(slot).images.iter().map(|i| i.work.pixels).sum();
+        let at = match pixels {
+            0 => at,
+            _ => {
+                let work = (pixels as f64 * crate::media::PREPROCESS_NS_PER_PIXEL) as u64;
+                self.frontend.process_inputs(slot, at, work)
+            }
+        };
         self.req_mut(slot).ready_ns = at.saturating_add(self.cfg.api_delay_ns);
         self.queue_pending(slot);
     }

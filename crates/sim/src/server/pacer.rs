@@ -308,7 +308,9 @@ impl Pacer {
                 self.forget_steps_before(start.saturating_sub(BUSY_WINDOW_NS));
                 self.recent_steps.push_back((start, end));
             }
-            None => self.stalled = true,
+            // Nothing to run now: stalled until a message comes, unless the engine has a later
+            // wake-up of its own (a request handed on once its images are processed).
+            None => self.stalled = self.engine.next_wakeup_ns().is_none_or(|w| w <= self.engine.now_ns()),
         }
     }
 

@@ -37,9 +37,8 @@ pub fn images(api: Api, body: &Value, vision: Option<&Vision>) -> Result<Vec<Ima
     if api == Api::Completions {
         return Ok(Vec::new());
     }
-    let Some(messages) = body.get("messages").or_else(|| body.get("input")).and_then(Value::as_array) else {
-        return Ok(Vec::new());
-    };
+    let conversation = crate::tokens::conversation(api, body)?;
+    let messages = conversation.as_array().map_or(&[][..], Vec::as_slice);
     let mut out = Vec::new();
     for part in messages.iter().filter_map(|m| m.get("content")).filter_map(Value::as_array).flatten() {
         if part.get("type").and_then(Value::as_str) != Some("image_url") {

@@ -324,7 +324,6 @@ impl Engine {
         // each other, on the loop behind the tokens of the steps that ended before they arrived.
         self.hand_on_settled_by(req.arrived_ns);
         let tokenize = (self.cfg.api_ns_per_token * f64::from(len)).round() as u64;
-        let per_request = self.cfg.api_ns_per_request;
         let rendered = req.chat && self.cfg.chat_template;
         // Visible once the frontend hands it on.
         let hash_blocks = self.cfg.enable_prefix_caching.then_some(self.cfg.kv.block_size);
@@ -340,11 +339,15 @@ impl Engine {
             }
         };
         if rendered {
-            self.frontend.render(slot, req.arrived_ns, per_request, tokenize);
+            self.frontend.render(slot, req.arrived_ns, self.cfg.api_ns_per_request, tokenize);
         } else {
             // gpt-oss's chat prompt is rendered to token ids on the loop; text goes to the
             // tokenizing thread.
-            let (work, tokenize) = if req.chat { (per_request + tokenize, 0) } else { (per_request, tokenize) };
+            let (work, tokenize) = if req.chat {
+                (self.cfg.api_ns_per_request + tokenize, 0)
+            } else {
+                (self.cfg.api_ns_per_request, tokenize)
+            };
             if let Some(at) = self.frontend.take_in(slot, req.arrived_ns, work, tokenize) {
                 self.hand_on(slot, at);
             }

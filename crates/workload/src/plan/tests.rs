@@ -20,6 +20,17 @@ fn config(backend: Backend) -> RunConfig {
     c
 }
 
+/// `random` prompts of 40 tokens asking for 4.
+fn short_random() -> WorkloadSpec {
+    WorkloadSpec::Random {
+        input_len: 40,
+        output_len: 4,
+        range_ratio: RangeRatio::default(),
+        prefix_len: 0,
+        media: None,
+    }
+}
+
 fn random_reference() -> Value {
     serde_json::from_str(&std::fs::read_to_string(testdata().join("datasets/random_qwen3.json")).unwrap()).unwrap()
 }
@@ -69,13 +80,7 @@ fn random_mm_sends_random_s_prompts_with_its_images_after_them_in_chat_only() {
     };
     let mut c = config(Backend::OpenaiChat);
     c.traffic.num_prompts = 4;
-    c.workload = WorkloadSpec::Random {
-        input_len: 40,
-        output_len: 4,
-        range_ratio: RangeRatio::default(),
-        prefix_len: 0,
-        media: None,
-    };
+    c.workload = short_random();
     let text = build_plan(&c, Some(qwen3())).unwrap();
     let WorkloadSpec::Random { media: m, .. } = &mut c.workload else { unreachable!() };
     *m = Some(media);
@@ -106,13 +111,7 @@ fn random_mm_sends_random_s_prompts_with_its_images_after_them_in_chat_only() {
 fn prompt_tokens_are_what_the_server_counts() {
     let mut c = config(Backend::OpenaiChat);
     c.traffic.num_prompts = 3;
-    c.workload = WorkloadSpec::Random {
-        input_len: 40,
-        output_len: 4,
-        range_ratio: RangeRatio::default(),
-        prefix_len: 0,
-        media: None,
-    };
+    c.workload = short_random();
     let chat = build_plan(&c, Some(qwen3())).unwrap();
     c.target.backend = Backend::Vllm;
     let comp = build_plan(&c, Some(qwen3())).unwrap();

@@ -449,4 +449,22 @@ mod tests {
         let old: RunConfig = serde_json::from_value(json).unwrap();
         assert!(!old.target.insecure && !old.target.profile);
     }
+
+    #[test]
+    fn a_custom_workload_saved_before_custom_image_reads_as_text_only() {
+        let spec = |images| WorkloadSpec::Custom {
+            path: "rows.jsonl".into(),
+            output_len: 256,
+            skip_chat_template: images,
+            shuffle: true,
+            oversample: true,
+            images,
+        };
+        let plain = serde_json::to_value(spec(false)).unwrap();
+        assert!(plain.get("images").is_none(), "{plain}");
+        assert_eq!(serde_json::from_value::<WorkloadSpec>(plain).unwrap(), spec(false));
+        let with = serde_json::to_value(spec(true)).unwrap();
+        assert_eq!(with["images"], true);
+        assert_eq!(serde_json::from_value::<WorkloadSpec>(with).unwrap().dataset_name(), "custom_image");
+    }
 }

@@ -1,6 +1,7 @@
 //! Images in a request body, as the simulated server reads them: each chat content part of type
 //! `image_url` (OpenAI's form, `{"image_url": {"url": ...}}` or the URL as a string) is sized
-//! from its `data:` URL's JPEG or PNG header, without decoding the picture, and turned into
+//! from the JPEG or PNG header of its `data:` URL or of the local file a `file://` URL names
+//! (what vLLM's `custom_image` dataset sends), without decoding the picture, and turned into
 //! the tower's work and prompt tokens by the model's [`Vision`]. Remote URLs are not fetched:
 //! the twin has no network, so such a request is refused with what to send instead.
 
@@ -110,13 +111,17 @@ pub fn append_tokens(ids: &mut Vec<u32>, images: &[Image]) -> Vec<u32> {
         .collect()
 }
 
-/// The (height, width) of the image a `data:` URL holds, from its JPEG or PNG header.
+/// The (height, width) of the image a `data:` URL holds or a `file://` URL names, from its JPEG
+/// or PNG header.
 pub fn size(url: &str) -> Result<(u32, u32), String> {
+    if let Some(path) = url.strip_prefix("file://") {
+        return file_size(path);
+    }
     let Some(rest) = url.strip_prefix("data:") else {
         let shown: String = url.chars().take(40).collect();
         return Err(format!(
-            "the simulator reads images from data: URLs and fetches nothing; send {shown:?}'s bytes as a \
-             base64 data: URL"
+            "the simulator reads images from data: URLs and local files and fetches nothing; send {shown:?}'s \
+             bytes as a base64 data: URL, or the image as a file:// URL of a file on the simulator's machine"
         ));
     };
     let (meta, data) = rest.split_once(',').ok_or("a data: URL has no ',' before its data")?;
@@ -137,6 +142,23 @@ pub fn size(url: &str) -> Result<(u32, u32), String> {
         }
     }
     Err("an image is neither a JPEG nor a PNG with a readable size; send one of those".into())
+}
+
+/// The (height, width) of a local image file: its first megabyte, then all of it if the JPEG's
+/// frame header lies further in.
+fn file_size(path: &str) -> Result<(u32, u32), String> {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| format!("cannot read the image file {path:?} named by a file:// URL: {e}");
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    (&mut file).take(1 << 20).read_to_end(&mut bytes).map_err(cannot)?;
+    if let Some(s) = header_size(&bytes) {
+        return Ok(s);
+    }
+    file.read_to_end(&mut bytes).map_err(cannot)?;
+    header_size(&bytes).ok_or_else(|| {
+        format!("the image file {path:?} is neither a JPEG nor a PNG with a readable size; send one of those")
+    })
 }
 
 /// (height, width) from a PNG's IHDR or a JPEG's start-of-frame, when `b` holds it.
@@ -205,7 +227,7 @@ mod tests {
         assert_eq!(size(&jpeg(720, 1280)).unwrap(), (720, 1280));
         assert_eq!(size(&png(256, 512)).unwrap(), (256, 512));
         let e = size("https://example.com/cat.jpg").unwrap_err();
-        assert!(e.contains("fetches nothing") && e.contains("data: URL"), "{e}");
+        assert!(e.contains("fetches nothing") && e.contains("data: URL") && e.contains("file://"), "{e}");
         assert!(size("data:image/jpeg,abc").unwrap_err().contains("base64"));
         assert!(size("data:image/jpeg;base64,!!!!").unwrap_err().contains("does not decode"));
         let gif = format!("data:image/gif;base64,{}", base64::engine::general_purpose::STANDARD.encode(b"GIF89a...."));
@@ -230,6 +252,31 @@ mod tests {
         assert!(e.contains("takes no images"), "{e}");
         let text_only = json!({"messages": [{"role": "user", "content": "hello"}]});
         assert!(images(Api::Chat, &text_only, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_file_url_s_image_is_sized_from_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let b64 = |u: String| base64::engine::general_purpose::STANDARD.decode(u.split_once(',').unwrap().1).unwrap();
+        let jpg = tmp.path().join("photo.jpg");
+        // An EXIF-sized segment before the frame header: found past the first read.
+        let mut bytes = vec![0xFF, 0xD8];
+        for _ in 0..20 {
+            bytes.extend([0xFF, 0xE1, 0xFF, 0xFF]);
+            bytes.extend(std::iter::repeat_n(0u8, 0xFFFF - 2));
+        }
+        bytes.extend(&b64(jpeg(600, 800))[2..]);
+        std::fs::write(&jpg, bytes).unwrap();
+        assert_eq!(size(&format!("file://{}", jpg.display())).unwrap(), (600, 800));
+        let png_file = tmp.path().join("chart.png");
+        std::fs::write(&png_file, b64(png(90, 160))).unwrap();
+        assert_eq!(size(&format!("file://{}", png_file.display())).unwrap(), (90, 160));
+        let e = size(&format!("file://{}/missing.png", tmp.path().display())).unwrap_err();
+        assert!(e.contains("cannot read the image file") && e.contains("missing.png"), "{e}");
+        let txt = tmp.path().join("notes.txt");
+        std::fs::write(&txt, "hello").unwrap();
+        let e = size(&format!("file://{}", txt.display())).unwrap_err();
+        assert!(e.contains("neither a JPEG nor a PNG"), "{e}");
     }
 
     #[test]

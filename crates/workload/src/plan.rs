@@ -234,7 +234,7 @@ pub fn sample_dataset(
                 seed,
             },
         ),
-        WorkloadSpec::Custom { path, output_len, skip_chat_template, shuffle, oversample } => custom::sample(
+        WorkloadSpec::Custom { path, output_len, skip_chat_template, shuffle, oversample, images } => custom::sample(
             tok,
             Path::new(path),
             &CustomSpec {
@@ -244,6 +244,7 @@ pub fn sample_dataset(
                 shuffle: *shuffle,
                 oversample: *oversample,
                 seed,
+                images: *images,
             },
         ),
         WorkloadSpec::SpecBench { path, category, output_len, shuffle, oversample, skip_chat_template_asked }

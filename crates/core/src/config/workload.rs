@@ -35,7 +35,8 @@ pub enum WorkloadSpec {
         /// Send whole multi-turn conversations instead of first turns.
         multi_turn: Option<MultiTurn>,
     },
-    /// vLLM's `custom` dataset: JSONL with `prompt` and optional `output_tokens`.
+    /// vLLM's `custom` dataset: JSONL with `prompt` and optional `output_tokens`; with
+    /// `images`, vLLM's `custom_image` (`custom_mm`): each row's `image_files` go with it.
     Custom {
         path: String,
         /// `--custom-output-len`; -1 takes each row's `output_tokens`.
@@ -46,6 +47,10 @@ pub enum WorkloadSpec {
         /// (`--no-oversample` turns it off). Configs saved before it was recorded oversampled.
         #[serde(default = "oversample_by_default")]
         oversample: bool,
+        /// `custom_image`: each row's `image_files` are sent as `image_url` parts after its
+        /// prompt (chat only), and no chat template is applied. Older configs have none.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        images: bool,
     },
     /// vLLM's `spec_bench` dataset: the first turn of each row of Spec-Bench's
     /// `question.jsonl` (`turns`, `category`), chat-templated, shuffled from seed 0 whatever
@@ -138,7 +143,8 @@ impl WorkloadSpec {
             WorkloadSpec::Random { media: None, .. } => "random",
             WorkloadSpec::Random { media: Some(_), .. } => "random-mm",
             WorkloadSpec::Sharegpt { .. } => "sharegpt",
-            WorkloadSpec::Custom { .. } => "custom",
+            WorkloadSpec::Custom { images: false, .. } => "custom",
+            WorkloadSpec::Custom { images: true, .. } => "custom_image",
             WorkloadSpec::SpecBench { .. } => "spec_bench",
             WorkloadSpec::SpeedBench { .. } => "speed_bench",
             WorkloadSpec::TxtSlices { .. } => "txt-slices",

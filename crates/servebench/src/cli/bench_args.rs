@@ -264,11 +264,13 @@ impl Default for ReportArgs {
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Dataset")]
 pub struct DatasetArgs {
-    /// random, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition, trace
-    /// (a recorded arrival trace), or timed_trace (a JSONL trace read as vLLM reads it).
+    /// random, random-mm (random prompts with random images), sharegpt, custom, custom_image
+    /// (custom rows with their `image_files`), spec_bench, speed_bench, txt-slices,
+    /// prefix_repetition, trace (a recorded arrival trace), or timed_trace (a JSONL trace read as
+    /// vLLM reads it).
     #[arg(long, default_value = "random")]
     pub dataset_name: String,
-    /// The dataset file: ShareGPT JSON, custom JSONL, Spec-Bench's question.jsonl, a text file
+    /// The dataset file: ShareGPT JSON, custom or custom_image JSONL, Spec-Bench's question.jsonl, a text file
     /// to slice (txt-slices), or a BurstGPT or Mooncake trace; for speed_bench, the directory
     /// SPEED-Bench's download script writes.
     #[arg(long)]
@@ -311,7 +313,8 @@ pub struct DatasetArgs {
     /// ShareGPT dataset: output tokens per request, instead of each conversation's answer length.
     #[arg(long)]
     pub sharegpt_output_len: Option<u32>,
-    /// Output tokens per request for the custom dataset; -1 uses each row's output_tokens.
+    /// Output tokens per request for the custom and custom_image datasets; -1 uses each row's
+    /// output_tokens.
     #[arg(long, default_value_t = 256, allow_negative_numbers = true)]
     pub custom_output_len: i64,
     /// Spec-Bench dataset: output tokens per request.

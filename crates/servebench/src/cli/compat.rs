@@ -36,7 +36,10 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("--timeline-itl-thresholds", "use `servebench report`"),
     ("--plot-dataset-stats", "use `servebench report`"),
     ("--no-stream", "Hugging Face hub datasets are not supported (no network at run time); use a local file"),
-    ("--enable-multimodal-chat", "multimodal requests are not supported yet"),
+    (
+        "--enable-multimodal-chat",
+        "leave it out: servebench puts a dataset's images in the chat message itself (random-mm, custom_image)",
+    ),
     ("--random-batch-size", "embedding benchmarks are not supported yet"),
     ("--no-reranker", "rerank benchmarks are not supported yet"),
     ("--custom-ensure-client-side-data", "not supported yet"),

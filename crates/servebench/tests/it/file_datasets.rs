@@ -205,3 +205,63 @@ fn datasets_that_read_a_file_need_one() {
         assert!(err.contains(&format!("--dataset-name {name} needs --dataset-path")), "{err}");
     }
 }
+
+/// A PNG of `height x width` as far as its header: all the twin reads of a picture.
+fn png_header(height: u32, width: u32) -> Vec<u8> {
+    let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    b.extend(width.to_be_bytes());
+    b.extend(height.to_be_bytes());
+    b.extend([8, 2, 0, 0, 0]);
+    b
+}
+
+#[test]
+fn custom_image_sends_each_row_s_files_and_the_twin_counts_their_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wide, small) = (dir.path().join("wide.png"), dir.path().join("small.png"));
+    std::fs::write(&wide, png_header(720, 1280)).unwrap();
+    std::fs::write(&small, png_header(256, 256)).unwrap();
+    let rows = dir.path().join("rows.jsonl");
+    let row = |prompt: &str, files: &[&std::path::Path]| {
+        serde_json::json!({"prompt": prompt, "image_files": files.iter().map(|f| f.to_str().unwrap()).collect::<Vec<_>>()})
+            .to_string()
+    };
+    std::fs::write(&rows, [row("Describe the picture.", &[&wide]), row("Compare them.", &[&small, &wide])].join("\n"))
+        .unwrap();
+    let dataset = |name: &'static str| {
+        vec![
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            name,
+            "--dataset-path",
+            rows.to_str().unwrap(),
+            "--num-prompts",
+            "2",
+            "--disable-shuffle",
+        ]
+    };
+    // The bodies: the prompt as it is (no template), then each file as a file:// URL.
+    let bodies = planned_bodies(&dataset("custom_image")).unwrap();
+    let content = &bodies[1]["messages"][0]["content"];
+    assert_eq!(content[0], serde_json::json!({"type": "text", "text": "Compare them."}), "{content}");
+    let urls: Vec<&str> = (1..3).map(|i| content[i]["image_url"]["url"].as_str().unwrap()).collect();
+    assert_eq!(urls, [format!("file://{}", small.display()), format!("file://{}", wide.display())]);
+    // Served by the twin of a vision-language model: each image adds its tower's tokens (880
+    // for 720 x 1280 on Qwen3-VL, 64 for 256 x 256) to the usage, and its time to the first token.
+    let serve = |name: &'static str| {
+        let mut args = vec!["bench", "serve", "--sim", "Qwen/Qwen3-VL-8B-Instruct@h100-sxm", "--no-store"];
+        args.extend(dataset(name));
+        ok(&args)
+    };
+    let (with, without) = (serve("custom_image"), serve("custom"));
+    assert_eq!(value(&with, "Successful requests:"), 2.0, "{with}");
+    let added = value(&with, "Total input tokens:") - value(&without, "Total input tokens:");
+    assert!((2.0 * 880.0 + 64.0..=2.0 * 880.0 + 64.0 + 6.0).contains(&added), "{added}: {with}\n{without}");
+    assert!(value(&with, "Mean TTFT (ms):") > value(&without, "Mean TTFT (ms):"), "{with}\n{without}");
+    // A file the twin cannot read is a failed request with its reason, not a crash.
+    std::fs::remove_file(&small).unwrap();
+    let out = serve("custom_image");
+    assert_eq!(value(&out, "Failed requests:"), 1.0, "{out}");
+    assert!(out.contains("cannot read the image file"), "{out}");
+}

@@ -1,6 +1,9 @@
 //! vLLM's `custom` dataset: a JSONL file with a `prompt` per line and an optional
 //! `output_tokens`; rows shuffled with Python's `random`, the chat template applied to each
-//! prompt unless skipped, lengths counted with special tokens, oversampling.
+//! prompt unless skipped, lengths counted with special tokens, oversampling. With images, vLLM's
+//! `custom_image`: each row also names its `image_files`, sent after its prompt as vLLM's
+//! `process_image` sends a path (a `file://` URL the server reads; `http(s)://` and `file://`
+//! as given), its prompt never templated.
 
 use std::path::Path;
 
@@ -20,14 +23,20 @@ pub struct CustomSpec {
     pub shuffle: bool,
     pub oversample: bool,
     pub seed: u64,
+    /// `custom_image`: every row's `image_files` go with it.
+    pub images: bool,
 }
 
-/// One row: its prompt and, if given, its output length.
-#[derive(Clone, Debug, PartialEq)]
+/// One row: its prompt and, if given, its output length and media files.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Row {
     pub prompt: String,
     pub output_tokens: Option<Value>,
     pub line: usize,
+    /// `image_files`, as written.
+    pub image_files: Vec<String>,
+    /// The first media field servebench does not send (`audio_files`, `video_files`), if any.
+    pub other_media: Option<&'static str>,
 }
 
 /// Reads the JSONL rows (blank lines are skipped).
@@ -47,9 +56,60 @@ pub fn load(path: &Path) -> Result<Vec<Row>, WorkloadError> {
                 "every line needs a \"prompt\" string, e.g. {\"prompt\": \"Hi\", \"output_tokens\": 100}",
             ));
         };
-        rows.push(Row { prompt: prompt.to_string(), output_tokens: v.get("output_tokens").cloned(), line: i + 1 });
+        let image_files = match v.get("image_files") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(files)) if files.iter().all(Value::is_string) => {
+                files.iter().filter_map(Value::as_str).map(str::to_string).collect()
+            }
+            Some(other) => {
+                return Err(WorkloadError::parse(
+                    path,
+                    Some(i + 1),
+                    format!("\"image_files\" must be a list of paths or URLs, e.g. [\"/data/cat.png\"], not {other}"),
+                ));
+            }
+        };
+        rows.push(Row {
+            prompt: prompt.to_string(),
+            output_tokens: v.get("output_tokens").cloned(),
+            line: i + 1,
+            image_files,
+            other_media: ["audio_files", "video_files"].into_iter().find(|k| v.get(*k).is_some_and(|x| !x.is_null())),
+        });
     }
     Ok(rows)
+}
+
+/// The `image_url` a row's image file is sent as, by vLLM's `process_image`: `http://`,
+/// `https://` and `file://` URLs as given, a path as a `file://` URL. A relative path is made
+/// absolute from the working directory (vLLM would send `file://` and the relative path, which
+/// no server reads as a file).
+pub fn image_url(file: &str) -> String {
+    if ["http://", "https://", "file://"].iter().any(|p| file.starts_with(p)) {
+        return file.to_string();
+    }
+    let path = std::path::absolute(file).unwrap_or_else(|_| Path::new(file).to_path_buf());
+    format!("file://{}", path.display())
+}
+
+/// A `custom_image` row's image URLs, or why the row cannot be sent.
+fn row_images(row: &Row, path: &Path) -> Result<Vec<String>, WorkloadError> {
+    if let Some(field) = row.other_media {
+        return Err(WorkloadError::parse(
+            path,
+            Some(row.line),
+            format!("servebench sends images only; \"{field}\" is not supported yet: leave it out of the row"),
+        ));
+    }
+    if row.image_files.is_empty() {
+        return Err(WorkloadError::parse(
+            path,
+            Some(row.line),
+            "a custom_image row needs \"image_files\", e.g. {\"prompt\": \"What is this?\", \"image_files\": \
+             [\"/data/cat.png\"]}; for text alone use --dataset-name custom",
+        ));
+    }
+    Ok(row.image_files.iter().map(|f| image_url(f)).collect())
 }
 
 fn row_output_len(row: &Row, path: &Path) -> Result<u32, WorkloadError> {
@@ -95,11 +155,18 @@ pub(crate) fn sample_rows(
     let num = if spec.num_requests == 0 { rows.len() } else { spec.num_requests };
     let mut notes = Vec::new();
     let template = match tok {
-        Some(t) if !spec.skip_chat_template => Some(t.require_chat_template()?),
+        Some(t) if !spec.skip_chat_template && !spec.images => Some(t.require_chat_template()?),
         _ => None,
     };
     if tok.is_none() {
         notes.push("No tokenizer: custom prompts are sent untemplated and their lengths are estimated.".into());
+    }
+    if spec.images && rows.iter().any(|r| r.image_files.iter().any(|f| !f.starts_with("http"))) {
+        notes.push(
+            "custom_image: image files are sent as file:// URLs, which the server reads from its own disk (vLLM needs \
+             --allowed-local-media-path)."
+                .into(),
+        );
     }
     let mut samples = Vec::new();
     for row in rows.iter().take(num) {
@@ -108,8 +175,8 @@ pub(crate) fn sample_rows(
             None => row_output_len(row, path)?,
         };
         let prompt = match template {
-            Some(t) => t.render_user(&row.prompt)?,
-            None => row.prompt.clone(),
+            Some(t) if !spec.images => t.render_user(&row.prompt)?,
+            _ => row.prompt.clone(),
         };
         samples.push(Sample {
             prompt_len: count_with_special(tok, &prompt)?,
@@ -117,7 +184,7 @@ pub(crate) fn sample_rows(
             raw_tokens: None,
             max_tokens,
             timestamp_s: None,
-            images: Vec::new(),
+            images: if spec.images { row_images(row, path)? } else { Vec::new() },
         });
     }
     let oversampled =
@@ -150,6 +217,7 @@ mod tests {
             shuffle: true,
             oversample: true,
             seed: 0,
+            images: false,
         }
     }
 
@@ -206,5 +274,54 @@ mod tests {
         let ds = sample(None, &p, &spec()).unwrap();
         assert_eq!(ds.samples[0].prompt, "twelve bytes");
         assert_eq!(ds.samples[0].prompt_len, 3);
+    }
+
+    #[test]
+    fn custom_image_rows_send_their_files_untemplated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = file(
+            &tmp,
+            "{\"prompt\": \"What is this?\", \"image_files\": [\"/data/a.png\", \"rel/b.jpg\"], \"output_tokens\": 7}\n\
+             {\"prompt\": \"And this?\", \"image_files\": [\"https://example.com/c.jpg\"], \"output_tokens\": 9}\n",
+        );
+        let s = CustomSpec { output_len: -1, shuffle: false, images: true, ..spec() };
+        let ds = sample(Some(qwen3()), &p, &s).unwrap();
+        assert_eq!(ds.samples[0].prompt, "What is this?");
+        assert_eq!(ds.samples[0].prompt_len, qwen3().count("What is this?", true).unwrap());
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            ds.samples[0].images,
+            ["file:///data/a.png".to_string(), format!("file://{}", cwd.join("rel/b.jpg").display())]
+        );
+        assert_eq!(ds.samples[1].images, ["https://example.com/c.jpg"]);
+        assert_eq!((ds.samples[0].max_tokens, ds.samples[1].max_tokens), (7, 9));
+        assert!(ds.notes.iter().any(|n| n.contains("--allowed-local-media-path")), "{:?}", ds.notes);
+        // The same file read as plain custom: templated, its images left out.
+        let plain = sample(Some(qwen3()), &p, &CustomSpec { output_len: -1, shuffle: false, ..spec() }).unwrap();
+        assert!(plain.samples[0].prompt.starts_with("<|im_start|>user") && plain.samples[0].images.is_empty());
+    }
+
+    #[test]
+    fn custom_image_rows_without_images_or_with_other_media_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = CustomSpec { images: true, ..spec() };
+        let p = file(&tmp, "{\"prompt\": \"a\", \"image_files\": [\"/x.png\"]}\n{\"prompt\": \"b\"}\n");
+        let e = sample(None, &p, &CustomSpec { shuffle: false, ..s.clone() }).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("needs \"image_files\"") && e.contains("custom"), "{e}");
+        let p = file(&tmp, "{\"prompt\": \"a\", \"image_files\": [\"/x.png\"], \"audio_files\": [\"/y.wav\"]}\n");
+        let e = sample(None, &p, &s).unwrap_err().to_string();
+        assert!(e.contains("audio_files") && e.contains("images only"), "{e}");
+        let p = file(&tmp, "{\"prompt\": \"a\", \"image_files\": \"/x.png\"}\n");
+        let e = load(&p).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("list of paths"), "{e}");
+    }
+
+    #[test]
+    fn image_urls_follow_vllm_s_process_image() {
+        assert_eq!(image_url("/data/cat.png"), "file:///data/cat.png");
+        assert_eq!(image_url("file:///data/cat.png"), "file:///data/cat.png");
+        assert_eq!(image_url("http://host/cat.png"), "http://host/cat.png");
+        assert_eq!(image_url("https://host/cat.png"), "https://host/cat.png");
+        assert!(image_url("cat.png").starts_with("file:///") && image_url("cat.png").ends_with("/cat.png"));
     }
 }

@@ -129,7 +129,7 @@ pub fn load(suite: &Suite, path: &Path, category: Option<&str>) -> Result<Vec<Ro
             seen.push(c.to_string());
         }
         if category.is_none_or(|want| row_category == Some(want)) {
-            rows.push(Row { prompt: first.to_string(), output_tokens: None, line: i + 1 });
+            rows.push(Row { prompt: first.to_string(), line: i + 1, ..Row::default() });
         }
     }
     if rows.is_empty()
@@ -155,6 +155,7 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &SpecBenchSpec) -> Res
         shuffle: spec.shuffle,
         oversample: spec.oversample,
         seed: SPEC_BENCH_SEED,
+        images: false,
     };
     let mut ds = custom::sample_rows(tok, rows, path, &custom)?;
     if spec.skip_chat_template_asked {

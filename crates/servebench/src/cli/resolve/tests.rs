@@ -194,7 +194,18 @@ fn spec_bench_and_txt_slices_take_their_own_flags_and_the_generic_lengths() {
     }
     // The custom dataset now keeps --no-oversample, as vLLM's does.
     let custom = DatasetArgs { dataset_name: "custom".into(), no_oversample: true, ..slices };
-    assert!(matches!(parse_workload(&custom, &c).unwrap(), WorkloadSpec::Custom { oversample: false, .. }));
+    let spec = parse_workload(&custom, &c).unwrap();
+    assert!(matches!(spec, WorkloadSpec::Custom { oversample: false, skip_chat_template: false, images: false, .. }));
+    assert_eq!(spec.dataset_name(), "custom");
+    // custom_image (custom_mm in some releases) sends each row's images and never templates.
+    for name in ["custom_image", "custom_mm"] {
+        let d = DatasetArgs { dataset_name: name.into(), ..custom.clone() };
+        let spec = parse_workload(&d, &c).unwrap();
+        assert!(matches!(spec, WorkloadSpec::Custom { skip_chat_template: true, images: true, .. }), "{spec:?}");
+        assert_eq!(spec.dataset_name(), "custom_image");
+    }
+    let audio = DatasetArgs { dataset_name: "custom_audio".into(), ..custom };
+    assert!(parse_workload(&audio, &c).unwrap_err().to_string().contains("not supported by servebench yet"));
 }
 
 #[test]

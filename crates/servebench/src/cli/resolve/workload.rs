@@ -9,8 +9,8 @@ use super::media::parse_media;
 use super::{ResolveError, err, is_positive};
 
 /// The `--dataset-name` values servebench runs.
-const SUPPORTED: &str =
-    "random, random-mm, sharegpt, custom, spec_bench, speed_bench, txt-slices, prefix_repetition, trace or timed_trace";
+const SUPPORTED: &str = "random, random-mm, sharegpt, custom, custom_image, spec_bench, speed_bench, txt-slices, prefix_repetition, trace \
+     or timed_trace";
 
 pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
     let check = |v: f64, what: &str| {
@@ -84,12 +84,14 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
                 None
             },
         },
-        "custom" => WorkloadSpec::Custom {
+        // vLLM's `custom_image` (`custom_mm` in some releases) never templates its prompts.
+        "custom" | "custom_image" | "custom_mm" => WorkloadSpec::Custom {
             path: need_path(d)?,
             output_len: output.map_or(d.custom_output_len, i64::from),
-            skip_chat_template: d.skip_chat_template,
+            skip_chat_template: d.skip_chat_template || name != "custom",
             shuffle: !d.disable_shuffle,
             oversample: !d.no_oversample,
+            images: name != "custom",
         },
         "spec_bench" => WorkloadSpec::SpecBench {
             path: need_path(d)?,
@@ -131,7 +133,7 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             let timed = (name == "timed_trace").then(|| timed_trace(d)).transpose()?;
             WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale, timed }
         }
-        "hf" | "random-rerank" | "sonnet" | "custom_audio" | "custom_image" => {
+        "hf" | "random-rerank" | "sonnet" | "custom_audio" => {
             return err(format!(
                 "the vLLM dataset {name:?} is not supported by servebench yet; supported: {SUPPORTED}"
             ));

@@ -13,6 +13,7 @@ pub mod sim_model;
 pub mod sim_serve;
 pub mod store_args;
 pub mod sweep_args;
+pub mod sweep_serve_args;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -79,6 +80,10 @@ pub enum SimCommand {
 pub enum BenchCommand {
     /// Benchmark an OpenAI-compatible server, or the built-in simulator with --sim.
     Serve(Box<BenchServeArgs>),
+    /// Benchmark servers started with each combination of parameters (a drop-in `vllm bench
+    /// sweep serve`).
+    #[command(subcommand)]
+    Sweep(sweep_serve_args::BenchSweepCommand),
 }
 
 /// `servebench bench serve`: vLLM 0.33's `vllm bench serve` flags plus servebench's own.

@@ -25,10 +25,12 @@ pub mod sim_serve;
 pub mod sim_step;
 pub mod sim_validate;
 pub mod sweep;
+pub mod sweep_serve;
 pub mod workers;
 
 use std::process::ExitCode;
 
+use crate::cli::sweep_serve_args::BenchSweepCommand;
 use crate::cli::{BenchCommand, Command, SimCommand};
 use crate::output::Sink;
 
@@ -36,6 +38,9 @@ use crate::output::Sink;
 pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Bench(BenchCommand::Serve(args)) => bench::serve(*args, &Sink::Stdout).await,
+        Command::Bench(BenchCommand::Sweep(BenchSweepCommand::Serve(args))) => {
+            sweep_serve::run(*args, &Sink::Stdout).await
+        }
         Command::Sim(SimCommand::Serve(args)) => sim_serve::run(*args).await,
         Command::Sim(SimCommand::Predict(args)) => sim_predict::run(*args, &Sink::Stdout).await,
         Command::Sim(SimCommand::Fit(args)) => sim_fit::fit(args, &Sink::Stdout),

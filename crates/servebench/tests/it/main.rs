@@ -20,3 +20,4 @@ mod spec_decode;
 mod stop_rules;
 mod store;
 mod sweep;
+mod sweep_serve;

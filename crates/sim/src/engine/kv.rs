@@ -135,6 +135,17 @@ impl BlockPool {
         }
     }
 
+    /// Empties the prefix cache (vLLM's `reset_prefix_cache`): every cached block is freed.
+    /// Refused (false) while a request holds memory, as vLLM refuses while blocks are in use.
+    pub fn reset_cache(&mut self) -> bool {
+        if self.used_units() > 0 {
+            return false;
+        }
+        self.make_room(u64::MAX);
+        debug_assert!(self.index.is_empty() && self.evictable == 0);
+        true
+    }
+
     /// Allocates `n` fresh blocks, appending their slots. The caller checked the room.
     pub fn allocate(&mut self, n: u32, out: &mut Vec<u32>) {
         for _ in 0..n {

@@ -437,6 +437,12 @@ impl Engine {
             && self.frontend.holding() == 0
     }
 
+    /// Empties the prefix cache, as vLLM's `/reset_prefix_cache` does between benchmark runs:
+    /// false (nothing done) while a request is held anywhere in the engine.
+    pub fn reset_prefix_cache(&mut self) -> bool {
+        self.is_idle() && self.pool.reset_cache()
+    }
+
     /// Runs one step at the current time. `None` when nothing can be scheduled now.
     pub fn step(&mut self) -> Option<StepReport<'_>> {
         self.hand_on_settled_by(self.now_ns);

@@ -516,3 +516,24 @@ fn an_image_is_encoded_once_in_the_step_that_reaches_it_after_the_frontend_decod
     e.add(image(1, now)).unwrap();
     assert_eq!(encoded_by_step(&mut e).iter().map(|s| s.1).sum::<u64>(), 800);
 }
+
+#[test]
+fn a_reset_prefix_cache_forgets_every_prompt_and_is_refused_while_one_is_held() {
+    let mut e = engine(config(1000, 8, 2048, true), 0);
+    e.add(request(0, ids(100, 9), 4, 0)).unwrap();
+    assert!(!e.reset_prefix_cache(), "a request is waiting");
+    run_checked(&mut e);
+    assert!(e.reset_prefix_cache());
+    let b = e.add(request(1, ids(100, 9), 4, e.now_ns())).unwrap();
+    assert_eq!(e.step().unwrap().batch.prefill_tokens, 100, "computed in full after the reset");
+    assert_eq!(e.cached_tokens(b), Some(0));
+    assert!(!e.reset_prefix_cache(), "a request is running");
+    run_checked(&mut e);
+    // Cached again by the request after the reset, and all memory free once more.
+    let c = e.add(request(2, ids(100, 9), 4, e.now_ns())).unwrap();
+    assert_eq!(e.step().unwrap().batch.prefill_tokens, 4);
+    assert_eq!(e.cached_tokens(c), Some(96));
+    run_checked(&mut e);
+    assert!(e.reset_prefix_cache());
+    assert_eq!(e.kv_usage(), 0.0);
+}

@@ -99,7 +99,12 @@ impl Shared {
 /// The router of a simulated server.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     let router = match shared.dialect {
-        Dialect::Vllm => Router::new(),
+        // vLLM's development endpoints that `vllm bench sweep serve` calls between runs; the
+        // twin keeps no multimodal or encoder cache apart from its prefix cache.
+        Dialect::Vllm => Router::new()
+            .route("/reset_prefix_cache", post(reset_prefix_cache))
+            .route("/reset_mm_cache", post(empty_ok))
+            .route("/reset_encoder_cache", post(empty_ok)),
         Dialect::LlamaCpp => Router::new().route("/apply-template", post(apply_template)),
         Dialect::Sglang => {
             Router::new().route("/v1/tokenize", post(tokenize)).route("/v1/detokenize", post(detokenize))
@@ -433,6 +438,28 @@ async fn models(State(s): State<Arc<Shared>>) -> Response {
 
 async fn health() -> StatusCode {
     StatusCode::OK
+}
+
+async fn reset_prefix_cache(State(s): State<Arc<Shared>>) -> Response {
+    let (tx, rx) = oneshot::channel();
+    if s.pacer.send(ToPacer::ResetPrefixCache(tx)).is_err() {
+        return ApiError::shutting_down().into_response();
+    }
+    match rx.await {
+        Ok(true) => empty_ok().await,
+        Ok(false) => ApiError {
+            status: StatusCode::CONFLICT,
+            kind: "Conflict",
+            param: None,
+            message: "requests are still being served; reset the prefix cache once they are done".into(),
+        }
+        .into_response(),
+        Err(_) => ApiError::shutting_down().into_response(),
+    }
+}
+
+async fn empty_ok() -> Response {
+    StatusCode::OK.into_response()
 }
 
 async fn version() -> Response {

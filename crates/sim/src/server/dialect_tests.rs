@@ -76,3 +76,29 @@ async fn sglang_dialect_detokenizes_to_text_and_serves_v1_tokenize() {
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"text": "one two"}));
     assert_eq!(header(&headers, "connection"), None);
 }
+
+/// The `vllm:prefix_cache_hits_total` counter of a server's `/metrics`.
+async fn prefix_hits(app: &axum::Router) -> f64 {
+    let (_, _, body) = call(app, "GET", "/metrics", None).await;
+    let line = body.lines().find(|l| l.starts_with("vllm:prefix_cache_hits_total")).expect("the counter is exported");
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn vllm_s_reset_endpoints_empty_the_prefix_cache_between_runs() {
+    let app = app_with(&setup(&[]), ServerOptions::default());
+    let prompt = "the same long prompt again ".repeat(20);
+    let (status, _, _) = call(&app, "POST", "/v1/completions", Some(completion(&prompt, 2, false))).await;
+    assert_eq!(status, StatusCode::OK);
+    call(&app, "POST", "/v1/completions", Some(completion(&prompt, 2, false))).await;
+    let hits = prefix_hits(&app).await;
+    assert!(hits > 0.0, "the repeated prompt is served from the cache");
+    for path in ["/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache"] {
+        assert_eq!(call(&app, "POST", path, None).await.0, StatusCode::OK, "{path}");
+    }
+    call(&app, "POST", "/v1/completions", Some(completion(&prompt, 2, false))).await;
+    assert_eq!(prefix_hits(&app).await, hits, "nothing cached after the reset");
+    // Other engines' dialects have no such endpoint.
+    let llama = app_with(&setup(&[]), ServerOptions { dialect: Dialect::LlamaCpp, ..ServerOptions::default() });
+    assert_eq!(call(&llama, "POST", "/reset_prefix_cache", None).await.0, StatusCode::NOT_FOUND);
+}

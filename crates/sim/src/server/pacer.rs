@@ -55,6 +55,8 @@ pub(crate) enum ToPacer {
     /// The client of this tag went away (or was served by other means): drop its request.
     Cancel(u64),
     Snapshot(oneshot::Sender<Snapshot>),
+    /// Empty the prefix cache; the answer says whether it was (not while requests are held).
+    ResetPrefixCache(oneshot::Sender<bool>),
     /// Abort every request and stop.
     Shutdown,
 }
@@ -220,6 +222,9 @@ impl Pacer {
                     observed: self.observed.clone(),
                     spec_decode: self.engine.spec_decode_counts(),
                 });
+            }
+            ToPacer::ResetPrefixCache(reply) => {
+                let _ = reply.send(self.engine.reset_prefix_cache());
             }
             ToPacer::Shutdown => return false,
         }

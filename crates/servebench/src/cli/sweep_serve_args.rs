@@ -1,0 +1,74 @@
+//! `servebench bench sweep serve`: the flags of vLLM's `vllm bench sweep serve`, as it spells
+//! them, plus the run store servebench keeps every run in.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+/// vLLM's `vllm bench sweep` commands.
+#[derive(Subcommand, Debug)]
+pub enum BenchSweepCommand {
+    /// Start a server for each combination of --serve-params and run the benchmark of each
+    /// combination of --bench-params against it, --num-runs times (a drop-in `vllm bench sweep
+    /// serve`); `vllm bench serve` commands run as servebench's own `bench serve`.
+    Serve(Box<SweepServeArgs>),
+}
+
+/// `bench sweep serve`'s flags.
+#[derive(Args, Debug, Clone)]
+pub struct SweepServeArgs {
+    /// The command that starts the server, e.g. `vllm serve MODEL` or `servebench sim serve
+    /// --model MODEL`; its `--host` and `-p`/`--port` say where it listens (localhost:8000).
+    #[arg(long)]
+    pub serve_cmd: String,
+    /// The benchmark command: `vllm bench serve ...` or `servebench bench serve ...` run as
+    /// servebench's `bench serve` in this process; any other command runs as it is.
+    #[arg(long)]
+    pub bench_cmd: String,
+    /// Run this after each benchmark instead of resetting the server's caches (vLLM's
+    /// `/reset_prefix_cache`, `/reset_mm_cache` and `/reset_encoder_cache`, which vLLM and the
+    /// simulator answer; other servers need this).
+    #[arg(long)]
+    pub after_bench_cmd: Option<String>,
+    /// Show the output of the server and of the benchmarks.
+    #[arg(long)]
+    pub show_stdout: bool,
+    /// Seconds to wait for the server's `/health` to answer 200.
+    #[arg(long, default_value_t = 300)]
+    pub server_ready_timeout: u64,
+    /// A JSON file of server parameter combinations: a list of objects, or an object of named
+    /// ones. Each key becomes a flag of --serve-cmd (`max_num_seqs: 8` -> `--max-num-seqs 8`;
+    /// true -> `--key`, false -> `--no-key`), replacing the flag where the command has it.
+    #[arg(long)]
+    pub serve_params: Option<PathBuf>,
+    /// A JSON file of benchmark parameter combinations, as --serve-params, for --bench-cmd.
+    #[arg(long)]
+    pub bench_params: Option<PathBuf>,
+    /// Pairs of linked parameters, `SERVE_KEY=BENCH_KEY,...`: only the combinations in which
+    /// both have the same value run (e.g. `max_num_seqs=max_concurrency`).
+    #[arg(long, default_value = "")]
+    pub link_vars: String,
+    /// The folder the experiments are written under.
+    #[arg(short = 'o', long, default_value = "results")]
+    pub output_dir: PathBuf,
+    /// The experiment's folder under --output-dir [default: the local time, %Y%m%d_%H%M%S].
+    #[arg(short = 'e', long)]
+    pub experiment_name: Option<String>,
+    /// Runs of each combination.
+    #[arg(long, default_value_t = 3)]
+    pub num_runs: u32,
+    /// Prompts of one unmeasured warm-up run before each combination (saved as warmup.json,
+    /// left out of the summaries); 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub warmup_num_prompts: u32,
+    /// Record a failed run (`run=N.failure.json`) or server (`SERVE-NAME-failure.json`) and go on.
+    #[arg(long)]
+    pub continue_on_error: bool,
+    /// Print the commands without running them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Go on with an experiment folder that exists, running only the combinations without
+    /// results.
+    #[arg(long)]
+    pub resume: bool,
+}

@@ -12,6 +12,42 @@ pub enum BenchSweepCommand {
     /// combination of --bench-params against it, --num-runs times (a drop-in `vllm bench sweep
     /// serve`); `vllm bench serve` commands run as servebench's own `bench serve`.
     Serve(Box<SweepServeArgs>),
+    /// As `serve`, exploring the load of each combination (a drop-in `vllm bench sweep
+    /// serve_workload`): one request at a time, the whole dataset at once, then
+    /// --workload-iters levels of --workload-var spread evenly between what those two reached.
+    #[command(name = "serve_workload", alias = "serve-workload")]
+    ServeWorkload(Box<SweepServeWorkloadArgs>),
+}
+
+/// Which load `serve_workload` varies.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[value(rename_all = "snake_case")]
+pub enum WorkloadVar {
+    RequestRate,
+    MaxConcurrency,
+}
+
+impl WorkloadVar {
+    /// The benchmark parameter's name.
+    pub fn key(self) -> &'static str {
+        match self {
+            WorkloadVar::RequestRate => "request_rate",
+            WorkloadVar::MaxConcurrency => "max_concurrency",
+        }
+    }
+}
+
+/// `bench sweep serve_workload`'s flags: `serve`'s and the workload's.
+#[derive(Args, Debug, Clone)]
+pub struct SweepServeWorkloadArgs {
+    #[command(flatten)]
+    pub sweep: SweepServeArgs,
+    /// The load varied from level to level.
+    #[arg(long, value_enum, default_value = "request_rate")]
+    pub workload_var: WorkloadVar,
+    /// Levels explored, the first two (one at a time, all at once) included.
+    #[arg(long, default_value_t = 10)]
+    pub workload_iters: u32,
 }
 
 /// `bench sweep serve`'s flags.

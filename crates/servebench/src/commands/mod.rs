@@ -39,7 +39,11 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Bench(BenchCommand::Serve(args)) => bench::serve(*args, &Sink::Stdout).await,
         Command::Bench(BenchCommand::Sweep(BenchSweepCommand::Serve(args))) => {
-            sweep_serve::run(*args, &Sink::Stdout).await
+            sweep_serve::run(*args, None, &Sink::Stdout).await
+        }
+        Command::Bench(BenchCommand::Sweep(BenchSweepCommand::ServeWorkload(args))) => {
+            let workload = sweep_serve::Workload { var: args.workload_var, iters: args.workload_iters };
+            sweep_serve::run(args.sweep, Some(workload), &Sink::Stdout).await
         }
         Command::Sim(SimCommand::Serve(args)) => sim_serve::run(*args).await,
         Command::Sim(SimCommand::Predict(args)) => sim_predict::run(*args, &Sink::Stdout).await,

@@ -151,3 +151,48 @@ fn a_failed_benchmark_is_recorded_and_the_sweep_goes_on_when_asked() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(read_json(&dir.path().join("r/exp/run=0.json"))["completed"], 2);
 }
+
+#[test]
+fn serve_workload_runs_one_at_a_time_all_at_once_and_the_levels_between() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let exe = env!("CARGO_BIN_EXE_servebench");
+    let serve_cmd = format!("{exe} sim serve --model Qwen/Qwen3-0.6B --hardware l40s --host 127.0.0.1 --port {port}");
+    let bench_cmd = format!(
+        "vllm bench serve --model Qwen/Qwen3-0.6B --host 127.0.0.1 --port {port} --num-prompts 16 \
+         --random-input-len 64 --random-output-len 16"
+    );
+    let results = dir.path().join("results");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench", "sweep", "serve_workload", "--serve-cmd", &serve_cmd, "--bench-cmd", &bench_cmd];
+        args.extend(["--workload-var", "max_concurrency", "--workload-iters", "4", "--num-runs", "1"]);
+        args.extend(["-o", results.to_str().unwrap(), "-e", "wl"]);
+        args.extend(extra);
+        servebench(&args, &[("SERVEBENCH_DB", &dir.path().join("db"))])
+    };
+    let out = run(&["--dry-run"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && text.contains("Omitting intermediate Workload iterations."), "{text}");
+    let out = run(&[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    // One at a time, then 16 at once (which reach fewer in flight), and two levels between.
+    assert!(text.contains("Serial inference: max_concurrency=1"), "{text}");
+    let batch: u64 =
+        text.lines().find_map(|l| l.strip_prefix("Batch inference: max_concurrency=")).unwrap().parse().unwrap();
+    assert!((2..=16).contains(&batch), "{text}");
+    let explored: Vec<&str> = text.lines().filter(|l| l.starts_with("Exploring: max_concurrency=")).collect();
+    assert!(!explored.is_empty() && explored.len() <= 2, "{text}");
+    for dir_name in ["WL--max_concurrency=1", "WL--max_concurrency=16"] {
+        let data = read_json(&results.join("wl").join(dir_name).join("run=0.json"));
+        assert_eq!(data["completed"], 16, "{data}");
+    }
+    let csv = std::fs::read_to_string(results.join("wl/summary.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 + explored.len(), "{csv}");
+    // The varied load is the sweep's to set.
+    let bench = dir.path().join("bench.json");
+    std::fs::write(&bench, r#"[{"max_concurrency": 4}]"#).unwrap();
+    let out = run(&["--bench-params", bench.to_str().unwrap(), "--resume"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("leave it out"));
+}

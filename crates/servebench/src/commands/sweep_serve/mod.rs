@@ -6,9 +6,13 @@
 //! `summary.json` per combination, `summary.csv` over all). A `vllm bench serve` (or
 //! `servebench bench serve`) benchmark command runs as this program's own `bench serve`, in
 //! this process, so every run is also kept in the run store; any other command runs as it is.
+//! `serve_workload` explores each combination's load in levels (`workload.rs`).
 
 mod params;
 mod server;
+mod workload;
+
+pub use workload::Workload;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,11 +50,13 @@ struct Sweep {
     links: Vec<(String, String)>,
     dir: PathBuf,
     args: SweepServeArgs,
+    /// `serve_workload`: the levels of the workload explored for each combination.
+    workload: Option<workload::Workload>,
 }
 
-/// Runs the sweep; its lines go to `out`.
-pub async fn run(args: SweepServeArgs, out: &Sink) -> anyhow::Result<ExitCode> {
-    let sweep = Sweep::read(args)?;
+/// Runs the sweep (`serve`, or `serve_workload` with `workload`); its lines go to `out`.
+pub async fn run(args: SweepServeArgs, workload: Option<workload::Workload>, out: &Sink) -> anyhow::Result<ExitCode> {
+    let sweep = Sweep::read(args, workload)?;
     let result = sweep.run_combs(out).await;
     match (&result, sweep.args.dry_run) {
         (Ok(()), true) => out.line(format!("Experiment will be saved at: {}", sweep.dir.display()))?,
@@ -103,7 +109,7 @@ fn write_json(path: &Path, value: &Value, indent: usize) -> anyhow::Result<()> {
 }
 
 impl Sweep {
-    fn read(args: SweepServeArgs) -> anyhow::Result<Self> {
+    fn read(args: SweepServeArgs, workload: Option<workload::Workload>) -> anyhow::Result<Self> {
         if args.num_runs < 1 {
             bail!("--num-runs must be at least 1");
         }
@@ -118,6 +124,10 @@ impl Sweep {
         if !args.resume && dir.exists() {
             bail!("{} exists already: pass --resume to go on with it, or another --experiment-name", dir.display());
         }
+        let bench_params = params::read(args.bench_params.as_deref())?;
+        if let Some(w) = &workload {
+            w.check(&bench_params)?;
+        }
         Ok(Self {
             serve_cmd: split("--serve-cmd", &args.serve_cmd)?,
             bench_cmd: split("--bench-cmd", &args.bench_cmd)?,
@@ -126,15 +136,16 @@ impl Sweep {
                 None => Vec::new(),
             },
             serve_params: params::read(args.serve_params.as_deref())?,
-            bench_params: params::read(args.bench_params.as_deref())?,
+            bench_params,
             links: params::parse_link_vars(&args.link_vars)?,
             dir,
             args,
+            workload,
         })
     }
 
-    /// The folder of one combination's results.
-    fn comb_dir(&self, serve: &Item, bench: &Item) -> PathBuf {
+    /// The folder of one combination's results (`extra`: a workload level's parts).
+    fn comb_dir(&self, serve: &Item, bench: &Item, extra: &[String]) -> PathBuf {
         let mut parts = Vec::new();
         if !serve.is_empty() {
             parts.extend(["SERVE-".to_string(), serve.name()]);
@@ -142,6 +153,7 @@ impl Sweep {
         if !bench.is_empty() {
             parts.extend(["BENCH-".to_string(), bench.name()]);
         }
+        parts.extend_from_slice(extra);
         self.dir.join(params::sanitize(&parts.join("-")))
     }
 
@@ -174,10 +186,11 @@ impl Sweep {
     async fn run_server(&self, serve: &Item, all: &mut Vec<Map<String, Value>>, out: &Sink) -> anyhow::Result<()> {
         // vLLM also starts a server whose only missing summaries are of unlinked combinations,
         // which never run; this does not.
-        let needed = self
-            .bench_params
-            .iter()
-            .any(|b| params::linked(serve, b, &self.links) && !self.comb_dir(serve, b).join("summary.json").exists());
+        // A workload's levels are found as it runs, so its server is always started.
+        let needed = self.bench_params.iter().any(|b| {
+            params::linked(serve, b, &self.links)
+                && (self.workload.is_some() || !self.comb_dir(serve, b, &[]).join("summary.json").exists())
+        });
         if !needed {
             return Ok(());
         }
@@ -192,8 +205,14 @@ impl Sweep {
             server = Some(s);
         }
         for bench in &self.bench_params {
-            if params::linked(serve, bench, &self.links) {
-                all.extend(self.run_comb(server.as_ref(), serve, bench, out).await?);
+            if !params::linked(serve, bench, &self.links) {
+                continue;
+            }
+            match &self.workload {
+                Some(w) => all.extend(w.explore(self, server.as_ref(), serve, bench, out).await?),
+                None => all.extend(
+                    self.run_comb(server.as_ref(), serve, bench, &self.comb_dir(serve, bench, &[]), out).await?,
+                ),
             }
         }
         drop(server);
@@ -201,15 +220,16 @@ impl Sweep {
         Ok(())
     }
 
-    /// One combination's warm-up and runs; the runs' data, also written as its `summary.json`.
+    /// One combination's warm-up and runs in `base`; the runs' data, also written as its
+    /// `summary.json` (none in a dry run).
     async fn run_comb(
         &self,
         server: Option<&ServerProcess>,
         serve: &Item,
         bench: &Item,
+        base: &Path,
         out: &Sink,
     ) -> anyhow::Result<Vec<Map<String, Value>>> {
-        let base = self.comb_dir(serve, bench);
         if self.args.warmup_num_prompts > 0 {
             let mut warm = bench.clone();
             warm.0.insert("num_prompts".into(), Value::from(self.args.warmup_num_prompts));

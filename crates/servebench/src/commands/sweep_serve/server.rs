@@ -22,14 +22,21 @@ pub struct ServerProcess {
     show_stdout: bool,
 }
 
-/// Where a server command listens: its `--host` (localhost) and `-p`/`--port` (8000).
+/// Where a server command listens: its `--host` (localhost) and `-p`/`--port` (8000), each
+/// given as the next word or after `=`.
 pub fn address(cmd: &[String]) -> String {
     let after = |keys: &[&str]| {
-        cmd.iter().position(|t| keys.contains(&t.as_str())).and_then(|i| cmd.get(i + 1)).map(String::as_str)
+        cmd.iter().enumerate().find_map(|(i, t)| {
+            keys.iter().find_map(|k| match t.strip_prefix(k) {
+                Some("") => cmd.get(i + 1).map(String::as_str),
+                Some(v) => v.strip_prefix('='),
+                None => None,
+            })
+        })
     };
     let host = after(&["--host"]).unwrap_or("localhost");
     let port = after(&["-p", "--port"]).unwrap_or("8000");
-    format!("http://{host}:{port}")
+    if host.contains(':') { format!("http://[{host}]:{port}") } else { format!("http://{host}:{port}") }
 }
 
 /// Whether `cmd` starts a server that answers vLLM's cache resets: vLLM's own, or this
@@ -80,6 +87,14 @@ impl ServerProcess {
         let base = self.base_url();
         loop {
             if fetch_text(&base, "/health", &[], None, false).await.is_ok() {
+                // A server that could not listen (the port taken) ends; what answered is
+                // another one, which must not be benchmarked in its stead.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if let Some(status) = self.child.try_wait()? {
+                    bail!(
+                        "the server process ended ({status}) though {base}/health answers: is another server listening there?"
+                    );
+                }
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait()? {
@@ -143,6 +158,8 @@ mod tests {
         assert_eq!(address(&cmd("vllm serve m")), "http://localhost:8000");
         assert_eq!(address(&cmd("vllm serve m --host 10.0.0.2 -p 9000")), "http://10.0.0.2:9000");
         assert_eq!(address(&cmd("servebench sim serve --model m --port 8123")), "http://localhost:8123");
+        assert_eq!(address(&cmd("vllm serve m --port=9001 --host=::1")), "http://[::1]:9001");
+        assert_eq!(address(&cmd("vllm serve m --port-offset 3")), "http://localhost:8000");
         assert!(resets_caches(&cmd("/usr/bin/vllm serve m")));
         assert!(resets_caches(&cmd("./target/release/servebench sim serve --model m")));
         assert!(!resets_caches(&cmd("servebench bench serve")));

@@ -122,6 +122,17 @@ fn a_failed_benchmark_is_recorded_and_the_sweep_goes_on_when_asked() {
     let failure = read_json(&dir.path().join("results/exp/run=0.failure.json"));
     assert!(failure["error"].as_str().unwrap().contains("--plot-timeline"), "{failure}");
     assert!(out.contains("[NO SUCCESSFUL MEASURED RUNS]"), "{out}");
+    // A run in which every request failed is a failed run; what it measured is kept apart, so
+    // --resume runs it again.
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out, err) =
+        sweep(dir.path(), port, "--base-url http://127.0.0.1:1", &["--num-runs", "1", "--continue-on-error"]);
+    assert!(ok, "{out}\n{err}");
+    let exp = dir.path().join("results/exp");
+    assert_eq!(read_json(&exp.join("run=0.partial.json"))["failed"], 4);
+    assert!(!exp.join("run=0.json").exists());
+    let failure = read_json(&exp.join("run=0.failure.json"));
+    assert!(failure["error"].as_str().unwrap().contains("run=0.partial.json"), "{failure}");
     // A server that is not vLLM's nor the simulator needs --after-bench-cmd.
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("serve.sh");

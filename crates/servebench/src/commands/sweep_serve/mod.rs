@@ -301,7 +301,17 @@ impl Sweep {
             return Ok(None);
         };
         std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
-        run_bench_cmd(&cmd, self.args.show_stdout).await?;
+        if let Err(e) = run_bench_cmd(&cmd, self.args.show_stdout).await {
+            // What a failed run measured is kept, under a name --resume does not take for a
+            // finished run's.
+            if path.exists() {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("run");
+                let partial = path.with_file_name(format!("{stem}.partial.json"));
+                std::fs::rename(path, &partial).with_context(|| format!("could not move {}", path.display()))?;
+                return Err(e.context(format!("what it measured is in {}", partial.display())));
+            }
+            return Err(e);
+        }
         server.after_bench(out).await?;
         let data = with_overrides(read_result(path)?, serve, bench, run);
         write_json(path, &Value::Object(data.clone()), 4)?;

@@ -94,18 +94,14 @@ fn py_dict(item: &Item) -> String {
     format!("{{{}}}", item.0.iter().map(|(k, v)| format!("'{k}': {}", repr(v))).collect::<Vec<_>>().join(", "))
 }
 
-/// Writes `value` as JSON indented by `indent` spaces, as Python's `json.dump(indent=...)`.
+/// Writes `value` as Python's `json.dump(value, f, indent=indent)` writes it.
 fn write_json(path: &Path, value: &Value, indent: usize) -> anyhow::Result<()> {
-    use serde::Serialize as _;
-    let pad = " ".repeat(indent);
-    let mut buf = Vec::new();
-    let mut ser =
-        serde_json::Serializer::with_formatter(&mut buf, serde_json::ser::PrettyFormatter::with_indent(pad.as_bytes()));
-    value.serialize(&mut ser)?;
+    let text =
+        servebench_core::pyjson::dumps_with(value, &servebench_core::pyjson::Style::with_indent(Some(indent), true));
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("could not create {}", parent.display()))?;
     }
-    std::fs::write(path, buf).with_context(|| format!("could not write {}", path.display()))
+    std::fs::write(path, text).with_context(|| format!("could not write {}", path.display()))
 }
 
 impl Sweep {

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use serde_json::{Map, Value};
+use servebench_core::pyjson;
 
 /// The key a named combination's name is kept under.
 const NAME_KEY: &str = "_benchmark_name";
@@ -56,30 +57,28 @@ pub fn from_value(value: Value) -> anyhow::Result<Vec<Item>> {
     Ok(records.into_iter().map(Item).collect())
 }
 
-/// How Python's `str` writes a JSON value (`True`, `None`, a string bare, JSON dumps for the
-/// rest as Python's `json.dumps` spaces them).
+/// How Python's `str` writes a JSON value (`True`, `None`, a string bare, a float as its
+/// repr, the rest as `json.dumps` writes it).
 pub fn py_str(v: &Value) -> String {
     match v {
         Value::Bool(true) => "True".into(),
         Value::Bool(false) => "False".into(),
         Value::Null => "None".into(),
         Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        other => py_json(other),
+        Value::Number(n) if n.is_f64() => pyjson::py_float_repr(n.as_f64().unwrap_or(f64::NAN)),
+        other => pyjson::dumps(other),
     }
 }
 
-/// Python's `json.dumps` of a value: `", "` between items and `": "` after keys.
-pub fn py_json(v: &Value) -> String {
-    match v {
-        Value::Array(a) => format!("[{}]", a.iter().map(py_json).collect::<Vec<_>>().join(", ")),
-        Value::Object(m) => {
-            let items: Vec<String> =
-                m.iter().map(|(k, v)| format!("{}: {}", Value::from(k.as_str()), py_json(v))).collect();
-            format!("{{{}}}", items.join(", "))
-        }
-        other => other.to_string(),
-    }
+/// The value a command gives flag `keys` (any of them), as the next word or after `=`.
+pub fn flag_value<'a>(cmd: &'a [String], keys: &[&str]) -> Option<&'a str> {
+    cmd.iter().enumerate().find_map(|(i, t)| {
+        keys.iter().find_map(|k| match t.strip_prefix(k) {
+            Some("") => cmd.get(i + 1).map(String::as_str),
+            Some(v) => v.strip_prefix('='),
+            None => None,
+        })
+    })
 }
 
 impl Item {
@@ -113,7 +112,7 @@ impl Item {
         let mut cmd = cmd.to_vec();
         for (k, v) in self.params() {
             let value = match v {
-                Value::Object(_) => Value::String(py_json(v)),
+                Value::Object(_) => Value::String(pyjson::dumps(v)),
                 other => other.clone(),
             };
             let normalized = flag_tokens(k, &value);

@@ -25,15 +25,7 @@ pub struct ServerProcess {
 /// Where a server command listens: its `--host` (localhost) and `-p`/`--port` (8000), each
 /// given as the next word or after `=`.
 pub fn address(cmd: &[String]) -> String {
-    let after = |keys: &[&str]| {
-        cmd.iter().enumerate().find_map(|(i, t)| {
-            keys.iter().find_map(|k| match t.strip_prefix(k) {
-                Some("") => cmd.get(i + 1).map(String::as_str),
-                Some(v) => v.strip_prefix('='),
-                None => None,
-            })
-        })
-    };
+    let after = |keys: &[&str]| super::params::flag_value(cmd, keys);
     let host = after(&["--host"]).unwrap_or("localhost");
     let port = after(&["-p", "--port"]).unwrap_or("8000");
     if host.contains(':') { format!("http://[{host}]:{port}") } else { format!("http://{host}:{port}") }

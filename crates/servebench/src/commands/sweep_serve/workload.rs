@@ -64,17 +64,10 @@ fn dataset_size(bench: &Item, cmd: &[String]) -> anyhow::Result<u64> {
     if let Some(v) = bench.0.get("num_prompts") {
         return params::py_str(v).parse().map_err(|_| anyhow::anyhow!("num_prompts {v} is not a count"));
     }
-    for (i, t) in cmd.iter().enumerate() {
-        let given = match t.strip_prefix("--num-prompts=") {
-            Some(v) => Some(v),
-            None if t == "--num-prompts" => cmd.get(i + 1).map(String::as_str),
-            None => None,
-        };
-        if let Some(v) = given {
-            return v.parse().map_err(|_| anyhow::anyhow!("--num-prompts {v} is not a count"));
-        }
+    match params::flag_value(cmd, &["--num-prompts"]) {
+        Some(v) => v.parse().map_err(|_| anyhow::anyhow!("--num-prompts {v} is not a count")),
+        None => Ok(DEFAULT_NUM_PROMPTS),
     }
-    Ok(DEFAULT_NUM_PROMPTS)
 }
 
 impl Workload {

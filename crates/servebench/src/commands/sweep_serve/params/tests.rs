@@ -35,6 +35,15 @@ fn parameters_replace_the_command_s_flags_or_are_appended_as_vllm_writes_them() 
         cmd("vllm bench serve --request-rate 2.5 --dataset-name sharegpt --label None")
     );
     assert!(Item::default().apply_to_cmd(&base) == base);
+    // Python's float repr and json.dumps, not Rust's spellings.
+    let it = item(json!({"temperature": 0.00001, "top_p": 1.0, "extra_body": {"name": "é"}}));
+    assert_eq!(
+        it.apply_to_cmd(&cmd("vllm bench serve")),
+        cmd("vllm bench serve --temperature 1e-05 --top-p 1.0")
+            .into_iter()
+            .chain(["--extra-body".to_string(), r#"{"name": "\u00e9"}"#.to_string()])
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]

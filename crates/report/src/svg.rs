@@ -36,6 +36,8 @@ pub struct Line {
     pub points: Vec<(f64, f64)>,
     /// Draw a marker at each point (with its value on hover).
     pub markers: bool,
+    /// Join the points by a line; false draws the markers alone (a scatter).
+    pub joined: bool,
     /// Uncertainty bands of predicted points, `(x, low, high)`: a vertical bar at `x`.
     pub bands: Vec<(f64, f64, f64)>,
 }
@@ -64,15 +66,15 @@ fn px(v: f64) -> String {
     format!("{v:.1}")
 }
 
-/// Opens an `<svg>` with its accessible title.
-fn open(out: &mut String, id: &str, title: &str, height: f64) {
+/// Opens an `<svg>` of `width` x `height` with its accessible title.
+fn open(out: &mut String, id: &str, title: &str, width: f64, height: f64) {
     let _ = writeln!(
         out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"{id}\" class=\"chart\" viewBox=\"0 0 {WIDTH} {height}\" \
-         width=\"{WIDTH}\" height=\"{height}\" role=\"img\" aria-labelledby=\"{id}-title\">"
+        "{CHART_OPENING}id=\"{id}\" class=\"chart\" viewBox=\"0 0 {width} {height}\" \
+         width=\"{width}\" height=\"{height}\" role=\"img\" aria-labelledby=\"{id}-title\">"
     );
     let _ = writeln!(out, "<title id=\"{id}-title\">{}</title>", html_escape(title));
-    let _ = writeln!(out, "<rect class=\"bg\" x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{height}\" fill=\"#fff\"/>");
+    let _ = writeln!(out, "<rect class=\"bg\" x=\"0\" y=\"0\" width=\"{width}\" height=\"{height}\" fill=\"#fff\"/>");
     let _ = writeln!(
         out,
         "<text class=\"chart-title\" x=\"{}\" y=\"22\" font-size=\"15\" font-weight=\"600\">{}</text>",
@@ -120,7 +122,7 @@ pub fn line_chart(c: &LineChart) -> String {
     let x = Mapper::new(&c.x, &xs, LEFT, WIDTH - LEGEND);
     let y = Mapper::new(&c.y, &ys, plot_bottom, TOP);
     let mut out = String::new();
-    open(&mut out, &c.id, &c.title, HEIGHT);
+    open(&mut out, &c.id, &c.title, WIDTH, HEIGHT);
     axes(&mut out, &x, &y, &c.x.label, &c.y.label, plot_bottom);
     if lines.is_empty() {
         let _ = writeln!(
@@ -137,11 +139,13 @@ pub fn line_chart(c: &LineChart) -> String {
         for (i, &(vx, vy)) in line.points.iter().enumerate() {
             let _ = write!(d, "{}{:.1} {:.1}", if i == 0 { "M" } else { " L" }, x.map(vx), y.map(vy));
         }
-        let _ = writeln!(
-            out,
-            "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" data-value=\"{0}\"><title>{0}</title></path>",
-            html_escape(&line.name)
-        );
+        if line.joined {
+            let _ = writeln!(
+                out,
+                "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" data-value=\"{0}\"><title>{0}</title></path>",
+                html_escape(&line.name)
+            );
+        }
         for &(vx, lo, hi) in &line.bands {
             let text = html_escape(&format!("{}: predicted range {lo:.2} to {hi:.2} {}", line.name, c.y_unit));
             let _ = writeln!(
@@ -178,6 +182,27 @@ pub fn line_chart(c: &LineChart) -> String {
     out
 }
 
+/// The opening of every chart's element, which [`grid`] replaces to place a chart in a figure.
+const CHART_OPENING: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" ";
+
+/// Charts (each as [`line_chart`] draws it, with an id unique in the figure) laid out in rows,
+/// in one standalone SVG figure under `title`: a file a browser opens as it is.
+pub fn grid(title: &str, rows: &[Vec<String>]) -> String {
+    const HEADER: f64 = 36.0;
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    let (width, height) = (WIDTH * cols as f64, HEADER + HEIGHT * rows.len() as f64);
+    let mut out = String::new();
+    open(&mut out, "figure", title, width, height);
+    for (r, row) in rows.iter().enumerate() {
+        for (c, chart) in row.iter().enumerate() {
+            let at = format!("<svg x=\"{}\" y=\"{}\" ", px(WIDTH * c as f64), px(HEADER + HEIGHT * r as f64));
+            out.push_str(&chart.replacen(CHART_OPENING, &at, 1));
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
 /// One bar: its name, value, and an optional whisker (a P99 beside a median).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bar {
@@ -206,7 +231,7 @@ pub fn bar_chart(
     let values: Vec<f64> = bars.iter().flat_map(|b| std::iter::once(b.value).chain(b.whisker)).collect();
     let x = Mapper::new(&Axis::linear(value_label), &values, left, right);
     let mut out = String::new();
-    open(&mut out, id, title, height);
+    open(&mut out, id, title, WIDTH, height);
     let y = Mapper { scale: Scale::Linear, lo: 0.0, hi: 1.0, p0: plot_bottom, p1: top, ticks: Vec::new() };
     axes(&mut out, &x, &y, value_label, "", plot_bottom);
     for (k, b) in bars.iter().enumerate() {
@@ -318,7 +343,7 @@ pub fn timeline(id: &str, title: &str, spans: &[Span]) -> String {
         ticks: if spans.is_empty() { Vec::new() } else { vec![0.0, rows] },
     };
     let mut out = String::new();
-    open(&mut out, id, title, height);
+    open(&mut out, id, title, WIDTH, height);
     axes(&mut out, &x, &y, "Time since the run started (s)", "Requests, by send time", plot_bottom);
     let h = (row * 0.8).max(1.0);
     for (k, s) in spans.iter().enumerate() {
@@ -379,15 +404,46 @@ mod tests {
                     name: "seq_length=80".into(),
                     points: vec![(1.0, 18.75), (2.0, 27.28), (4.0, 53.18)],
                     markers: true,
+                    joined: true,
                     bands: vec![],
                 },
-                Line { name: "a <b>".into(), points: vec![(1.0, 5.0)], markers: true, bands: vec![] },
-                Line { name: "empty".into(), points: vec![], markers: true, bands: vec![] },
+                Line { name: "a <b>".into(), points: vec![(1.0, 5.0)], markers: true, joined: true, bands: vec![] },
+                Line { name: "empty".into(), points: vec![], markers: true, joined: true, bands: vec![] },
             ],
             x_unit: "num_prompts=".into(),
             y_unit: "tok/s".into(),
         };
         insta::assert_snapshot!(line_chart(&chart));
+    }
+
+    #[test]
+    fn a_grid_places_each_chart_in_its_row_and_column_and_a_scatter_draws_no_path() {
+        let chart = |id: &str, joined: bool| {
+            line_chart(&LineChart {
+                id: id.into(),
+                title: id.into(),
+                x: Axis::linear("x"),
+                y: Axis::linear("y"),
+                lines: vec![Line {
+                    name: "s".into(),
+                    points: vec![(1.0, 2.0), (2.0, 3.0)],
+                    markers: true,
+                    joined,
+                    bands: vec![],
+                }],
+                x_unit: String::new(),
+                y_unit: String::new(),
+            })
+        };
+        let figure = grid("fig <1>", &[vec![chart("a", true), chart("b", false)], vec![chart("c", true)]]);
+        let size = format!("viewBox=\"0 0 {} {}\"", 2.0 * WIDTH, 36.0 + 2.0 * HEIGHT);
+        assert!(figure.starts_with(&format!("{CHART_OPENING}id=\"figure\" class=\"chart\" {size}")), "{figure}");
+        assert!(figure.contains("<title id=\"figure-title\">fig &lt;1&gt;</title>"));
+        assert!(figure.contains(&format!("<svg x=\"{}\" y=\"36.0\" id=\"b\"", px(WIDTH))), "{figure}");
+        assert!(figure.contains(&format!("<svg x=\"0.0\" y=\"{}\" id=\"c\"", px(36.0 + HEIGHT))), "{figure}");
+        assert_eq!(figure.matches(CHART_OPENING).count(), 1, "only the figure declares the namespace");
+        assert_eq!(figure.matches("<path ").count(), 2, "the scatter is drawn by its markers alone");
+        assert_eq!(figure.matches("<circle ").count(), 6);
     }
 
     #[test]

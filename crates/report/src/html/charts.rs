@@ -50,7 +50,9 @@ fn pareto_chart(runs: &[StoredRun], layout: &Layout, trade: Trade) -> String {
         let name = series_name(&pareto::owner(layout, p.index));
         match lines.iter_mut().find(|l| l.name == name) {
             Some(line) => line.points.push((p.user, p.y)),
-            None => lines.push(Line { name, points: vec![(p.user, p.y)], markers: true, bands: Vec::new() }),
+            None => {
+                lines.push(Line { name, points: vec![(p.user, p.y)], markers: true, joined: true, bands: Vec::new() })
+            }
         }
     }
     for line in &mut lines {
@@ -63,6 +65,7 @@ fn pareto_chart(runs: &[StoredRun], layout: &Layout, trade: Trade) -> String {
         name: "Pareto frontier".into(),
         points: on.iter().map(|p| (p.user, p.y)).collect(),
         markers: false,
+        joined: true,
         bands: Vec::new(),
     });
     let (id, title, what, better, wins) = match trade {
@@ -176,6 +179,7 @@ fn load_charts(runs: &[StoredRun], layout: &Layout) -> String {
                     .filter_map(|&(x, i)| q.value(&runs[i].summary).map(|v| (x, v / scale)))
                     .collect(),
                 markers: true,
+                joined: true,
                 bands: s
                     .points
                     .iter()
@@ -292,6 +296,7 @@ pub(super) fn distributions(runs: &[StoredRun], layout: &Layout) -> String {
                 name: layout.chart_name(runs[*i].row.id, *i),
                 points: cdf_points(s, scale),
                 markers: false,
+                joined: true,
                 bands: Vec::new(),
             })
             .collect();

@@ -150,7 +150,7 @@ fn slices_chart(run: &StoredRun, name: &str) -> Option<String> {
     ]
     .into_iter()
     .filter(|(_, points)| !points.is_empty())
-    .map(|(n, points)| Line { name: n.into(), points, markers: true, bands: Vec::new() })
+    .map(|(n, points)| Line { name: n.into(), points, markers: true, joined: true, bands: Vec::new() })
     .collect();
     if lines.is_empty() {
         return None;
@@ -178,7 +178,7 @@ fn time_chart(id: &str, title: String, y: (&str, &str), lines: Vec<Line>) -> Str
 }
 
 fn line(name: &str, points: Points) -> Line {
-    Line { name: name.into(), points, markers: false, bands: Vec::new() }
+    Line { name: name.into(), points, markers: false, joined: true, bands: Vec::new() }
 }
 
 /// The lines of the run's scraped `signals` (`(signal, name, scale)`), every source's; a

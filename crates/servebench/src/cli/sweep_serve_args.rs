@@ -17,6 +17,83 @@ pub enum BenchSweepCommand {
     /// --workload-iters levels of --workload-var spread evenly between what those two reached.
     #[command(name = "serve_workload", alias = "serve-workload")]
     ServeWorkload(Box<SweepServeWorkloadArgs>),
+    /// Chart a sweep's results (every `summary.json` under OUTPUT_DIR) as SVG figures: one per
+    /// combination of --fig-by, a panel per --row-by and --col-by value, a curve per --curve-by
+    /// value of --var-y against --var-x (a drop-in `vllm bench sweep plot`).
+    Plot(Box<SweepPlotArgs>),
+    /// Chart the Pareto frontier of output tokens per second per GPU against tokens per second
+    /// per user over a sweep's results, as `OUTPUT_DIR/pareto/PARETO.svg` (a drop-in `vllm
+    /// bench sweep plot_pareto`).
+    #[command(name = "plot_pareto", alias = "plot-pareto")]
+    PlotPareto(Box<SweepPlotParetoArgs>),
+}
+
+/// `bench sweep plot`'s flags, as vLLM spells them.
+#[derive(Args, Debug, Clone)]
+pub struct SweepPlotArgs {
+    /// The folder holding the sweep's results (its --output-dir, or one experiment in it).
+    #[arg(value_name = "OUTPUT_DIR", default_value = "results")]
+    pub output_dir: PathBuf,
+    /// Where the figures are written, relative to OUTPUT_DIR [default: OUTPUT_DIR itself].
+    #[arg(long)]
+    pub fig_dir: Option<PathBuf>,
+    /// Variables, comma-separated: a figure for each combination of their values.
+    #[arg(long, default_value = "")]
+    pub fig_by: String,
+    /// Variables, comma-separated: a row of panels for each combination of their values.
+    #[arg(long, default_value = "")]
+    pub row_by: String,
+    /// Variables, comma-separated: a column of panels for each combination of their values.
+    #[arg(long, default_value = "")]
+    pub col_by: String,
+    /// Variables, comma-separated: a curve for each combination of their values.
+    #[arg(long, default_value = "")]
+    pub curve_by: String,
+    /// The variable along the x axis.
+    #[arg(long, default_value = "request_throughput")]
+    pub var_x: String,
+    /// The variable along the y axis (where several runs share an x, their mean).
+    #[arg(long, default_value = "p99_e2el_ms")]
+    pub var_y: String,
+    /// Runs kept, comma-separated conditions `VAR<OP>VALUE` with OP one of ==, !=, <=, >=, <, >
+    /// (e.g. `max_concurrency<1000,max_num_batched_tokens<=4096`).
+    #[arg(long, default_value = "")]
+    pub filter_by: String,
+    /// Bins, comma-separated `VAR%SIZE`: each value of VAR rounded down to a multiple of SIZE
+    /// (e.g. `request_throughput%1`), so points that close share an x.
+    #[arg(long, default_value = "")]
+    pub bin_by: String,
+    /// The x axis's scale: linear or log.
+    #[arg(long)]
+    pub scale_x: Option<String>,
+    /// The y axis's scale: linear or log.
+    #[arg(long)]
+    pub scale_y: Option<String>,
+    /// The figures' file names start with this; the figure's group follows.
+    #[arg(long, default_value = "FIGURE")]
+    pub fig_name: String,
+    /// Print the figures that would be drawn, writing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `bench sweep plot_pareto`'s flags, as vLLM spells them.
+#[derive(Args, Debug, Clone)]
+pub struct SweepPlotParetoArgs {
+    /// The folder holding the sweep's results (its --output-dir, or one experiment in it).
+    #[arg(value_name = "OUTPUT_DIR", default_value = "results")]
+    pub output_dir: PathBuf,
+    /// The result key holding a run's concurrent users; where a run has none (or 0), its
+    /// `request_rate`, else the most requests it had in flight (`max_concurrent_requests`).
+    #[arg(long, default_value = "max_concurrency")]
+    pub user_count_var: String,
+    /// The result key holding a run's GPU count [default: its tensor_parallel_size x
+    /// pipeline_parallel_size x data_parallel_size, each 1 where not given].
+    #[arg(long)]
+    pub gpu_count_var: Option<String>,
+    /// Print the figure that would be drawn, writing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Which load `serve_workload` varies.

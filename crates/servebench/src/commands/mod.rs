@@ -45,6 +45,10 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             let workload = sweep_serve::Workload { var: args.workload_var, iters: args.workload_iters };
             sweep_serve::run(args.sweep, Some(workload), &Sink::Stdout).await
         }
+        Command::Bench(BenchCommand::Sweep(BenchSweepCommand::Plot(args))) => sweep_serve::plot(&args, &Sink::Stdout),
+        Command::Bench(BenchCommand::Sweep(BenchSweepCommand::PlotPareto(args))) => {
+            sweep_serve::plot_pareto(&args, &Sink::Stdout)
+        }
         Command::Sim(SimCommand::Serve(args)) => sim_serve::run(*args).await,
         Command::Sim(SimCommand::Predict(args)) => sim_predict::run(*args, &Sink::Stdout).await,
         Command::Sim(SimCommand::Fit(args)) => sim_fit::fit(args, &Sink::Stdout),

@@ -20,4 +20,5 @@ mod spec_decode;
 mod stop_rules;
 mod store;
 mod sweep;
+mod sweep_plot;
 mod sweep_serve;

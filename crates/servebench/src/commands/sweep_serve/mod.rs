@@ -6,12 +6,16 @@
 //! `summary.json` per combination, `summary.csv` over all). A `vllm bench serve` (or
 //! `servebench bench serve`) benchmark command runs as this program's own `bench serve`, in
 //! this process, so every run is also kept in the run store; any other command runs as it is.
-//! `serve_workload` explores each combination's load in levels (`workload.rs`).
+//! `serve_workload` explores each combination's load in levels (`workload.rs`); `plot` and
+//! `plot_pareto` chart the results (`plot.rs`, `pareto.rs`).
 
 mod params;
+mod pareto;
+mod plot;
 mod server;
 mod workload;
 
+pub use plot::{plot, plot_pareto};
 pub use workload::Workload;
 
 use std::path::{Path, PathBuf};

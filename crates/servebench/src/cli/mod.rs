@@ -80,8 +80,8 @@ pub enum SimCommand {
 pub enum BenchCommand {
     /// Benchmark an OpenAI-compatible server, or the built-in simulator with --sim.
     Serve(Box<BenchServeArgs>),
-    /// Benchmark servers started with each combination of parameters (a drop-in `vllm bench
-    /// sweep serve`).
+    /// Benchmark servers started with each combination of parameters, and chart the results
+    /// (drop-ins for `vllm bench sweep serve`, `serve_workload`, `plot` and `plot_pareto`).
     #[command(subcommand)]
     Sweep(sweep_serve_args::BenchSweepCommand),
 }

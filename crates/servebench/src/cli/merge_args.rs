@@ -9,7 +9,7 @@ use clap::Args;
 #[derive(Args, Debug, Clone)]
 pub struct MergeArgs {
     /// The workers' result files, or folders holding them (every worker result `*.json` in
-    /// the folder; other JSON files there are skipped).
+    /// the folder and its subfolders; other JSON files there are skipped).
     #[arg(required = true, value_name = "FILE|DIR")]
     pub inputs: Vec<PathBuf>,
     /// The inputs hold the workers' files of several runs (a sharded sweep's points): group

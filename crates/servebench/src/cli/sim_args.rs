@@ -90,7 +90,7 @@ pub struct SimFitArgs {
     /// Measured results: vLLM or servebench result JSON files (one document, one per line,
     /// pretty-printed documents one after another, or a list), vLLM console reports (one or
     /// several result blocks per file, models named by headings such as `Results MODEL`), or
-    /// llama-benchy's tables, CSV and JSON; a folder stands for the files in it.
+    /// llama-benchy's tables, CSV and JSON; a folder stands for the files in it and its subfolders (a parameter sweep's: its runs).
     #[arg(value_name = "RESULT", required = true)]
     pub results: Vec<String>,
 }
@@ -171,7 +171,7 @@ pub struct SimValidateArgs {
     /// headings, llama-benchy's tables (`ppN` / `tgM` rows), CSV and JSON, or tables of rows
     /// with `isl`, `osl` and `conc` fields (InferenceX's format; `request_rate`, `burstiness`
     /// and `prefix_len`, the tokens every prompt shares, where a row was sent at a rate or
-    /// shared a prefix); a folder stands for the files in it.
+    /// shared a prefix); a folder stands for the files in it and its subfolders (a parameter sweep's: its runs).
     #[arg(value_name = "RESULT", required_unless_present = "runs")]
     pub results: Vec<String>,
 }

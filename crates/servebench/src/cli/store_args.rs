@@ -32,7 +32,8 @@ pub struct ImportArgs {
     pub db: DbArgs,
     /// vLLM result JSON (saved or appended, any version), servebench result JSON, or text
     /// holding console reports with headings between them; a folder stands for the files in it
-    /// (vLLM's --result-dir), not its subfolders.
+    /// and its subfolders (vLLM's --result-dir, or a parameter sweep's folder: its runs, not
+    /// the summaries, warm-ups and failure records beside them).
     #[arg(required = true, value_name = "FILE|FOLDER")]
     pub files: Vec<PathBuf>,
     /// How many GPUs served the imported runs, for their per-GPU throughputs, where a file

@@ -18,7 +18,7 @@ use servebench_store::import::{Problem, import_file};
 use servebench_store::{RunId, Store, StoreError};
 
 use crate::cli::store_args::ImportArgs;
-use crate::commands::inputs::{Named, any_file, files_of};
+use crate::commands::inputs::{Named, files_of, measured};
 use crate::output;
 
 pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -29,7 +29,7 @@ pub fn execute(args: ImportArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode
     let mut total = 0;
     let mut failed = 0;
     for named in &args.files {
-        let Named { files, folder } = match files_of(named, any_file, "vLLM results") {
+        let Named { files, folder } = match files_of(named, measured, "vLLM results") {
             Ok(named) => named,
             Err(e) => {
                 output::error(e.as_ref());

@@ -10,7 +10,7 @@ use servebench_sim::Presets;
 use servebench_sim::calibration::{self, Calibrator, FitParam, SearchOptions, validate};
 
 use crate::cli::sim_args::SimFitArgs;
-use crate::commands::inputs::{any_file, files_of};
+use crate::commands::inputs::{files_of, measured};
 use crate::output::Sink;
 
 /// `sim fit`: calibrate the stack constants to measured results, write the profile.
@@ -18,7 +18,7 @@ pub fn fit(args: SimFitArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     let chosen: Vec<FitParam> = args.fit.iter().map(|p| calibration::parse_param(p)).collect::<Result<_, _>>()?;
     let mut points = Vec::new();
     for named in &args.results {
-        let named = files_of(Path::new(named), any_file, "measured results")?;
+        let named = files_of(Path::new(named), measured, "measured results")?;
         for file in &named.files {
             // A result of the file that cannot be read is left out with its reason, as `sim
             // validate` leaves it out; a file named alone of which none can be read is an

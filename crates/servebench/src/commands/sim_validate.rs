@@ -15,7 +15,7 @@ use servebench_sim::calibration::{
 use servebench_sim::calibration::{coverage, first_wave};
 
 use crate::cli::sim_args::SimValidateArgs;
-use crate::commands::inputs::{any_file, files_of};
+use crate::commands::inputs::{files_of, measured};
 
 /// Runs the validation and writes its report to `out`.
 pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -33,7 +33,7 @@ pub fn run(args: &SimValidateArgs, out: &mut dyn Write) -> anyhow::Result<ExitCo
     };
     let mut paths = Vec::new();
     for named in &args.results {
-        paths.extend(files_of(Path::new(named), any_file, "measured results")?.files);
+        paths.extend(files_of(Path::new(named), measured, "measured results")?.files);
     }
     let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
     let (mut points, mut skipped) = validate::read_all(&paths);

@@ -390,3 +390,50 @@ fn sim_validate_fits_each_deployment_on_two_loads_and_predicts_the_third() {
         "--per needs --fit-on"
     );
 }
+
+/// A parameter sweep's folder (`bench sweep serve -o`) is read as its runs: each `run=N.json`,
+/// not the summaries, warm-up and failure records beside it, and the parameters the sweep
+/// added to a run (`max_num_seqs`, `tensor_parallel_size`) are the deployment it is predicted
+/// for.
+#[test]
+fn sim_validate_reads_a_sweep_s_runs_with_their_server_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let result_dir = dir.path().to_str().unwrap();
+    let save =
+        ["--option", "max-num-seqs=2", "--save-result", "--result-dir", result_dir, "--result-filename", "p.json"];
+    ok(&predict_args("32", "16", &save));
+    let mut run = read_json(&dir.path().join("p.json"));
+    let fields = run.as_object_mut().unwrap();
+    // As a vLLM server's result: nothing but the sweep's parameters says how it was served.
+    fields.remove("servebench");
+    for (k, v) in [("_benchmark_name", "a".into()), ("max_num_seqs", 2.into()), ("tensor_parallel_size", 1.into())] {
+        fields.insert(k.to_string(), v);
+    }
+    let comb = dir.path().join("exp/SERVE--a-BENCH--max_concurrency=16");
+    std::fs::create_dir_all(&comb).unwrap();
+    let write = |name: &str, v: &Value| std::fs::write(comb.join(name), serde_json::to_string(v).unwrap()).unwrap();
+    write("run=0.json", &run);
+    write("summary.json", &Value::Array(vec![run.clone(), run.clone()]));
+    write("warmup.json", &run);
+    write("run=1.partial.json", &run);
+    std::fs::write(dir.path().join("exp/summary.csv"), ",date\n0,x\n").unwrap();
+    let validate = || {
+        let exp = dir.path().join("exp");
+        let argv = ["servebench", "sim", "validate", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s", "--json"];
+        let cli = Cli::try_parse_from(argv.iter().copied().chain([exp.to_str().unwrap()])).unwrap();
+        let Command::Sim(SimCommand::Validate(args)) = cli.command else { panic!("not sim validate") };
+        let mut out = Vec::new();
+        commands::sim_validate::run(&args, &mut out).unwrap();
+        serde_json::from_slice::<Value>(&out).unwrap()
+    };
+    let json = validate();
+    let all = &json["held_out"]["all"];
+    assert_eq!(all["n"], 3, "one run, its three headline figures: {json}");
+    assert!(all["p90"].as_f64().unwrap() < 0.05, "{json}");
+    // Without its server's parameter the run is predicted for vLLM's default batch, far off.
+    let fields = run.as_object_mut().unwrap();
+    fields.remove("max_num_seqs");
+    write("run=0.json", &run);
+    let json = validate();
+    assert!(json["held_out"]["output tok/s"]["p90"].as_f64().unwrap() > 0.3, "{json}");
+}

@@ -180,22 +180,19 @@ fn a_folder_stands_for_its_files_and_fails_only_where_none_holds_a_result() {
     std::fs::write(results.join(".hidden.json"), "{}").unwrap();
     let (code, out) = try_run(&["import", "--db", &db, &results.to_string_lossy()]).unwrap();
     assert_eq!(code, ExitCode::SUCCESS, "{out}");
-    // In name order; the notes are named with their reason but fail nothing; neither the
-    // subfolder nor the hidden file is read.
+    // In path order, the subfolder's files too; the notes are named with their reason but fail
+    // nothing; the hidden file is not read.
     let first = out.find("003-sharegpt-percentiles.txt: added 1 run (1)\n").expect(&out);
     let second = out.find("004-prefill-decode.txt: added 2 runs (2-3)\n").expect(&out);
-    assert!(first < second, "{out}");
+    let third = out.find("older/000-dense-models.txt: added 11 runs (4-14)\n").expect(&out);
+    assert!(first < second && second < third, "{out}");
     assert!(out.contains("README.md: added 0 runs, skipped 1"), "{out}");
-    assert!(!out.contains("000-dense") && !out.contains(".hidden"), "{out}");
-    assert!(out.ends_with(&format!("Added 3 runs to {db}.\n")), "{out}");
+    assert!(!out.contains(".hidden"), "{out}");
+    assert!(out.ends_with(&format!("Added 14 runs to {db}.\n")), "{out}");
     // Again: every result is in the store already, which is no failure.
     let (code, out) = try_run(&["import", "--db", &db, &results.to_string_lossy()]).unwrap();
     assert_eq!(code, ExitCode::SUCCESS, "{out}");
     assert!(out.ends_with(&format!("Added 0 runs to {db}.\n")), "{out}");
-    // The subfolder, named itself, is read.
-    let (code, out) = try_run(&["import", "--db", &db, &results.join("older").to_string_lossy()]).unwrap();
-    assert_eq!(code, ExitCode::SUCCESS, "{out}");
-    assert!(out.contains("000-dense-models.txt: added 11 runs (4-14)\n"), "{out}");
     // A folder with no result in any file, or with no file at all, fails the command.
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();

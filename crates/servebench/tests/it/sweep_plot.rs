@@ -153,7 +153,7 @@ fn bad_flags_and_missing_results_say_what_to_pass() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     let err = sweep(&["plot", d]).unwrap_err().to_string();
-    assert!(err.contains("did not find any parameter sweep results"), "{err}");
+    assert!(err.contains("holds no files of parameter sweep results (summary.json)"), "{err}");
     let missing = dir.path().join("missing");
     let err = sweep(&["plot_pareto", missing.to_str().unwrap()]).unwrap_err().to_string();
     assert!(err.contains("no parameter sweep results under"), "{err}");

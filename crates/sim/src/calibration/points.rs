@@ -484,14 +484,17 @@ pub fn point_from_json(value: &Value, label: String) -> Result<MeasuredPoint, St
     Ok(p)
 }
 
-/// `model` (from `model_id`), `label` and the metadata of a result JSON, each key once (a
-/// later value replaces an earlier one in place).
+/// `model` (from `model_id`), `label` and the metadata of a result JSON (a sweep's parameters
+/// among them, serving options and parallel sizes read as their labels: `max_num_seqs` as
+/// `max-num-seqs`, `tensor_parallel_size` as `tp`), each key once (a later value replaces an
+/// earlier one in place).
 fn json_labels(value: &Value) -> Vec<(String, String)> {
     let text = |k: &str| value.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
     let mut labels: Vec<(String, String)> = Vec::new();
     let named = [("model", text("model_id")), ("label", text("label"))];
     let found = named.into_iter().filter_map(|(k, v)| Some((k.to_string(), v?)));
-    for (key, value) in found.chain(metadata_from_vllm_json(value)) {
+    let metadata = metadata_from_vllm_json(value).into_iter().map(|(k, v)| (super::table::label_key(&k), v));
+    for (key, value) in found.chain(metadata) {
         match labels.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,
             None => labels.push((key, value)),

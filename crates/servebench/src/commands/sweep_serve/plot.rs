@@ -14,6 +14,7 @@ use servebench_report::svg::{self, Axis, Line, LineChart};
 use super::params::{Item, py_str, sanitize};
 use super::py_dict;
 use crate::cli::sweep_serve_args::{SweepPlotArgs, SweepPlotParetoArgs};
+use crate::commands::inputs::files_of;
 use crate::output::Sink;
 
 pub(super) type Record = Map<String, Value>;
@@ -38,9 +39,8 @@ pub(super) fn read_runs(dir: &Path) -> anyhow::Result<Vec<Record>> {
     if !dir.is_dir() {
         bail!("no parameter sweep results under {}: give the folder `bench sweep serve -o` wrote", dir.display());
     }
-    let mut files = Vec::new();
-    find_summaries(dir, &mut files)?;
-    files.sort();
+    let summaries = |p: &Path| p.file_name().is_some_and(|n| n == "summary.json");
+    let files = files_of(dir, summaries, "parameter sweep results (summary.json)")?.files;
     let mut runs = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -54,21 +54,9 @@ pub(super) fn read_runs(dir: &Path) -> anyhow::Result<Vec<Record>> {
         }
     }
     if runs.is_empty() {
-        bail!("did not find any parameter sweep results (summary.json) under {}", dir.display());
+        bail!("the parameter sweep results under {} hold no runs", dir.display());
     }
     Ok(runs)
-}
-
-fn find_summaries(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            find_summaries(&path, out)?;
-        } else if path.file_name().is_some_and(|n| n == "summary.json") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// A comparison `--filter-by` applies.

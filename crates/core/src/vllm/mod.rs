@@ -16,7 +16,9 @@ pub use json::metadata::metadata_from_vllm_json;
 pub use json::read::{VllmJsonError, summary_from_vllm_json};
 pub use json::{ResultFileError, result_filename, result_json, write_result};
 pub use labels::p_word;
-pub use parse::headings::{BlockLabels, HeadingLabels, HeadingNote, SERVE_OPTION_LABELS, block_labels, mm_limits};
+pub use parse::headings::{
+    BlockLabels, HeadingLabels, HeadingNote, SERVE_OPTION_LABELS, block_labels, mm_limits, option_label,
+};
 pub use parse::{BlockError, BlockProblem, ParsedBlock, ReportOrigin, parse_reports};
 pub use startup_log::{ProfiledUsage, StartupLog, group_thousands};
 pub use text::{TextStyle, render_failures, render_result_block, render_result_block_styled, render_traffic};

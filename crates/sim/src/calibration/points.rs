@@ -17,7 +17,7 @@ use servebench_core::config::{Backend, Metric};
 use servebench_core::metrics::Summary;
 use servebench_core::vllm::json::scalar::whole_number;
 use servebench_core::vllm::{
-    BlockError, ParsedBlock, ReportOrigin, block_labels, labels, metadata_from_vllm_json, parse_reports,
+    BlockError, ParsedBlock, ReportOrigin, block_labels, labels, metadata_from_vllm_json, option_label, parse_reports,
     summary_from_vllm_json,
 };
 
@@ -493,7 +493,7 @@ fn json_labels(value: &Value) -> Vec<(String, String)> {
     let mut labels: Vec<(String, String)> = Vec::new();
     let named = [("model", text("model_id")), ("label", text("label"))];
     let found = named.into_iter().filter_map(|(k, v)| Some((k.to_string(), v?)));
-    let metadata = metadata_from_vllm_json(value).into_iter().map(|(k, v)| (super::table::label_key(&k), v));
+    let metadata = metadata_from_vllm_json(value).into_iter().map(|(k, v)| (option_label(&k), v));
     for (key, value) in found.chain(metadata) {
         match labels.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,

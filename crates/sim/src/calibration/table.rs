@@ -21,8 +21,8 @@
 //! row is predicted for the deployment that measured it; they show in the validator's labels.
 
 use serde_json::Value;
-use servebench_core::vllm::SERVE_OPTION_LABELS;
 use servebench_core::vllm::json::scalar::{label_text, whole_number};
+use servebench_core::vllm::option_label;
 
 use crate::options::vllm_release;
 
@@ -117,7 +117,7 @@ pub fn point_from_row(value: &Value, label: String, defaults: RowDefaults) -> Re
         .map(|o| {
             o.iter()
                 .filter(|(k, _)| !is_measurement(k))
-                .filter_map(|(k, v)| Some((label_key(k), label_text(v)?)))
+                .filter_map(|(k, v)| Some((option_label(k), label_text(v)?)))
                 .collect()
         })
         .unwrap_or_default();
@@ -255,27 +255,6 @@ fn add_suite_flags(labels: &mut Vec<(String, String)>) {
     }
 }
 
-/// vLLM's parallel sizes as `vllm serve` flags or sweep parameters name them, and the labels
-/// the validator reads them from.
-const PARALLEL_LABELS: [(&str, &str); 4] = [
-    ("tensor-parallel-size", "tp"),
-    ("pipeline-parallel-size", "pp"),
-    ("data-parallel-size", "dp"),
-    ("enable-expert-parallel", "ep"),
-];
-
-/// The label a field (a table row's, or a parameter a sweep adds to a result JSON) is read
-/// as: a serving option in Python's spelling (`kv_cache_dtype`) is that option's label
-/// (`kv-cache-dtype`), a parallel size under vLLM's name in either spelling
-/// (`tensor_parallel_size`) the simulator's (`tp`); other keys are kept as they are.
-pub(crate) fn label_key(key: &str) -> String {
-    let hyphenated = key.replace('_', "-");
-    if let Some((_, short)) = PARALLEL_LABELS.iter().find(|(name, _)| *name == hyphenated) {
-        return short.to_string();
-    }
-    if SERVE_OPTION_LABELS.contains(&hyphenated.as_str()) { hyphenated } else { key.to_string() }
-}
-
 /// Fields that hold results rather than settings (never labels).
 fn is_measurement(key: &str) -> bool {
     key.starts_with("mean_")
@@ -317,24 +296,6 @@ mod tests {
             "median_ttft": 0.053, "mean_ttft": 0.06, "median_tpot": 0.0051, "mean_tpot": 0.0051,
             "output_tput_per_gpu": 385.5, "tput_per_gpu": 434.7, "median_e2el": 37.0
         })
-    }
-
-    #[test]
-    fn fields_are_read_as_the_labels_the_validator_maps() {
-        for (field, label) in [
-            ("max_num_seqs", "max-num-seqs"),
-            ("max-num-seqs", "max-num-seqs"),
-            ("tensor_parallel_size", "tp"),
-            ("tensor-parallel-size", "tp"),
-            ("pipeline_parallel_size", "pp"),
-            ("data_parallel_size", "dp"),
-            ("enable_expert_parallel", "ep"),
-            ("tp", "tp"),
-            ("_benchmark_name", "_benchmark_name"),
-            ("max_concurrency", "max_concurrency"),
-        ] {
-            assert_eq!(label_key(field), label, "{field}");
-        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value};
 use servebench_core::config::RunConfig;
-use servebench_core::vllm::{Document, metadata_from_vllm_json, read_documents, summary_from_vllm_json};
+use servebench_core::vllm::{Document, metadata_from_vllm_json, option_label, read_documents, summary_from_vllm_json};
 
 use super::records::{from_servebench, from_vllm_arrays};
 use super::{Context, ImportReport, Problem};
@@ -100,8 +100,10 @@ fn vllm_file(value: &Value, run: &mut NewRun, tz: &jiff::tz::TimeZone, note: &mu
     if let Some(label) = m.get("label").and_then(Value::as_str).filter(|l| !l.is_empty()) {
         run.set_label("label", label);
     }
+    // A sweep's server parameters (`tensor_parallel_size`, `max_num_seqs`) under the labels a
+    // pasted `vllm serve` line gives (`tp`, `max-num-seqs`), so its GPUs are counted too.
     for (key, text) in metadata_from_vllm_json(value) {
-        run.set_label(&key, &text);
+        run.set_label(&option_label(&key), &text);
     }
     match from_vllm_arrays(m) {
         Ok(records) => run.records = records,

@@ -367,6 +367,17 @@ fn a_run_s_gpu_count_comes_from_its_config_else_a_gpus_label_that_counts() {
         assert_eq!(new.summary.gpus, want, "gpus: {value}");
         assert!(new.labels.iter().any(|(k, _)| k == "gpus"), "it stays a label");
     }
+    // A sweep's run: the server parameters it added count the GPUs and are labelled as a
+    // pasted `vllm serve` line labels them.
+    let mut swept = doc.clone();
+    for (k, v) in [("tensor_parallel_size", json!(2)), ("data_parallel_size", json!(2)), ("max_num_seqs", json!(64))] {
+        swept.as_object_mut().unwrap().insert(k.into(), v);
+    }
+    let new = &import(&swept.to_string()).runs[0];
+    assert_eq!(new.summary.gpus, Some(4));
+    for label in [("tp", "2"), ("dp", "2"), ("max-num-seqs", "64")] {
+        assert!(new.labels.contains(&(label.0.to_string(), label.1.to_string())), "{label:?}: {:?}", new.labels);
+    }
     // Console reports under headings that name their GPUs, or the server's parallel sizes.
     let block = R003.lines().skip_while(|l| !l.starts_with("=====")).collect::<Vec<_>>().join("\n");
     for (heading, want) in [

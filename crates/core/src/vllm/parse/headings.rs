@@ -69,7 +69,7 @@
 
 use thiserror::Error;
 
-pub use command::{SERVE_OPTION_LABELS, mm_limits};
+pub use command::{SERVE_OPTION_LABELS, mm_limits, option_label};
 use command::{bench_labels, serve_command};
 
 use super::{BlockError, ParsedBlock};

@@ -50,6 +50,26 @@ const SWITCHES: [(&str, &str, &str); 8] = [
     ("--language-model-only", "language-model-only", "true"),
 ];
 
+/// vLLM's parallel sizes, by their long flags' names, and their labels.
+const PARALLEL_SIZES: [(&str, &str); 3] =
+    [("tensor-parallel-size", "tp"), ("pipeline-parallel-size", "pp"), ("data-parallel-size", "dp")];
+
+/// The label a `vllm serve` parameter given as a key is read as (a parameter a sweep adds to a
+/// result, `--serve-params`' `max_num_seqs`; a field of a table row), in Python's spelling or
+/// the flag's: a serving option by its flag's name (`max-num-seqs`), a parallel size by its
+/// short name (`tensor_parallel_size` as `tp`), `enable_expert_parallel` as `ep`; any other key
+/// as it is.
+pub fn option_label(key: &str) -> String {
+    let flag = key.replace('_', "-");
+    if let Some((_, label)) = PARALLEL_SIZES.iter().find(|(name, _)| *name == flag) {
+        return label.to_string();
+    }
+    if flag == "enable-expert-parallel" {
+        return "ep".to_string();
+    }
+    if SERVE_OPTION_LABELS.contains(&flag.as_str()) { flag } else { key.to_string() }
+}
+
 /// The labels of a `vllm serve MODEL [flags]` line: the model, the parallel sizes and the
 /// serving flags the simulator knows (see the module docs); none for a line of placeholders,
 /// which still states a deployment of vLLM's defaults.
@@ -99,10 +119,12 @@ pub(super) fn serve_command(line: &str) -> Option<Vec<(String, Vec<String>)>> {
             }
             continue;
         }
-        let key = match flag {
-            "-tp" | "--tensor-parallel-size" => "tp",
-            "-pp" | "--pipeline-parallel-size" => "pp",
-            "-dp" | "--data-parallel-size" => "dp",
+        let long = flag.strip_prefix("--").and_then(|n| PARALLEL_SIZES.iter().find(|(name, _)| *name == n));
+        let key = match (flag, long) {
+            (_, Some((_, label))) => *label,
+            ("-tp", _) => "tp",
+            ("-pp", _) => "pp",
+            ("-dp", _) => "dp",
             _ => continue,
         };
         if let Some(value) = value.filter(|v| is_whole(v)) {

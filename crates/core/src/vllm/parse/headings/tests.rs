@@ -503,3 +503,21 @@ proptest::proptest! {
         proptest::prop_assert_eq!(mm_limits(&json), Some(limits));
     }
 }
+
+#[test]
+fn serve_parameters_given_as_keys_are_read_as_their_labels() {
+    for (field, label) in [
+        ("max_num_seqs", "max-num-seqs"),
+        ("max-num-seqs", "max-num-seqs"),
+        ("tensor_parallel_size", "tp"),
+        ("tensor-parallel-size", "tp"),
+        ("pipeline_parallel_size", "pp"),
+        ("data_parallel_size", "dp"),
+        ("enable_expert_parallel", "ep"),
+        ("tp", "tp"),
+        ("_benchmark_name", "_benchmark_name"),
+        ("max_concurrency", "max_concurrency"),
+    ] {
+        assert_eq!(super::option_label(field), label, "{field}");
+    }
+}

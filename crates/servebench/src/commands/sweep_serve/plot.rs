@@ -117,12 +117,8 @@ impl Filter {
             return Ok(equal == (self.op == Op::Eq));
         }
         let t: f64 = self.target.parse().unwrap_or(f64::NAN);
-        let Some(x) = v
-            .map(|v| number(Some(v)).ok_or_else(|| anyhow::anyhow!("{} is {v} in a run, not a number", self.var)))
-            .transpose()?
-        else {
-            return Ok(false);
-        };
+        let Some(v) = v else { return Ok(false) };
+        let x = number(Some(v)).ok_or_else(|| anyhow::anyhow!("{} is {v} in a run, not a number", self.var))?;
         Ok(match self.op {
             Op::Le => x <= t,
             Op::Ge => x >= t,
@@ -131,6 +127,16 @@ impl Filter {
             Op::Eq | Op::Ne => unreachable!("compared above"),
         })
     }
+}
+
+/// Whether `run` passes every filter.
+fn passes(filters: &[Filter], run: &Record) -> anyhow::Result<bool> {
+    for filter in filters {
+        if !filter.keeps(run)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// One `--bin-by` rule: `var` rounded down to a multiple of `size`.
@@ -255,8 +261,8 @@ pub fn plot(args: &SweepPlotArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         if !args.dry_run {
             let mut kept = Vec::new();
             for run in members {
-                let mut run = run.clone();
-                if filters.iter().map(|f| f.keeps(&run)).collect::<anyhow::Result<Vec<bool>>>()?.iter().all(|k| *k) {
+                if passes(&filters, run)? {
+                    let mut run = run.clone();
                     for bin in &bins {
                         bin.apply(&mut run)?;
                     }

@@ -15,7 +15,8 @@ mod plot;
 mod server;
 mod workload;
 
-pub use plot::{plot, plot_pareto};
+pub use pareto::plot as plot_pareto;
+pub use plot::plot;
 pub use workload::Workload;
 
 use std::path::{Path, PathBuf};

@@ -1,8 +1,8 @@
-//! `bench sweep plot` and `plot_pareto`: vLLM's charts of a parameter sweep's results, read
-//! from every `summary.json` under the results folder (each a list of runs: the result JSON
-//! with the run's parameters), drawn as SVG figures by the report's charts instead of
-//! matplotlib's PNGs. The runs' selection, grouping and file names are vLLM's
-//! (`vllm/benchmarks/sweep/plot.py` and `plot_pareto.py`).
+//! `bench sweep plot`: vLLM's charts of a parameter sweep's results, read from every
+//! `summary.json` under the results folder (each a list of runs: the result JSON with the
+//! run's parameters; the reading `plot_pareto` shares), drawn as SVG figures by the report's
+//! charts instead of matplotlib's PNGs. The runs' selection, grouping and file names are
+//! vLLM's (`vllm/benchmarks/sweep/plot.py`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,7 +13,7 @@ use servebench_report::svg::{self, Axis, Line, LineChart};
 
 use super::params::{Item, py_str, sanitize};
 use super::py_dict;
-use crate::cli::sweep_serve_args::{SweepPlotArgs, SweepPlotParetoArgs};
+use crate::cli::sweep_serve_args::SweepPlotArgs;
 use crate::commands::inputs::files_of;
 use crate::output::Sink;
 
@@ -182,6 +182,11 @@ fn label(group: &[(String, String)], sep: &str) -> String {
     group.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(sep)
 }
 
+/// A run's row, column or curve: its values of `keys` as one label (empty without keys).
+fn facet(run: &Record, keys: &[String]) -> String {
+    label(&group_of(run, keys), ", ")
+}
+
 /// Groups in the order their first member comes (vLLM's `full_groupby`).
 pub(super) fn group_by<T, K: PartialEq>(items: impl IntoIterator<Item = T>, key: impl Fn(&T) -> K) -> Vec<(K, Vec<T>)> {
     let mut groups: Vec<(K, Vec<T>)> = Vec::new();
@@ -251,9 +256,8 @@ pub fn plot(args: &SweepPlotArgs, out: &Sink) -> anyhow::Result<ExitCode> {
     }
     for (fig_group, members) in group_by(&runs, |r| group_of(r, &fig_by)) {
         let path = figure_path(&fig_dir, &args.fig_name, &fig_group);
-        let rows = group_by(members.iter().copied(), |r| label(&group_of(r, &row_by), ", "));
-        let cols =
-            rows.iter().map(|(_, rs)| group_by(rs, |r| label(&group_of(r, &col_by), ", ")).len()).max().unwrap_or(0);
+        let rows = group_by(members.iter().copied(), |r| facet(r, &row_by));
+        let cols = rows.iter().map(|(_, rs)| group_by(rs, |r| facet(r, &col_by)).len()).max().unwrap_or(0);
         out.line("[BEGIN FIGURE]")?;
         out.line(format!("Group: {}", group_repr(&fig_group)))?;
         out.line(format!("Grid: {} rows x {cols} cols", rows.len()))?;
@@ -300,18 +304,14 @@ impl Figure<'_> {
     /// The figure of `runs` (filtered and binned): a panel per row and column value, a curve
     /// per curve value, the mean of `var_y` at each `var_x`.
     fn draw(&self, title: &str, runs: &[Record]) -> String {
-        let row_keys: Vec<String> =
-            group_by(runs, |r| label(&group_of(r, self.row_by), ", ")).into_iter().map(|(k, _)| k).collect();
-        let col_keys: Vec<String> =
-            group_by(runs, |r| label(&group_of(r, self.col_by), ", ")).into_iter().map(|(k, _)| k).collect();
+        let row_keys: Vec<String> = group_by(runs, |r| facet(r, self.row_by)).into_iter().map(|(k, _)| k).collect();
+        let col_keys: Vec<String> = group_by(runs, |r| facet(r, self.col_by)).into_iter().map(|(k, _)| k).collect();
         let mut grid = Vec::new();
         for (r, row) in row_keys.iter().enumerate() {
             let mut panels = Vec::new();
             for (c, col) in col_keys.iter().enumerate() {
-                let here = runs.iter().filter(|run| {
-                    label(&group_of(run, self.row_by), ", ") == *row && label(&group_of(run, self.col_by), ", ") == *col
-                });
-                let lines = group_by(here, |run| label(&group_of(run, self.curve_by), ", "))
+                let here = runs.iter().filter(|run| facet(run, self.row_by) == *row && facet(run, self.col_by) == *col);
+                let lines = group_by(here, |run| facet(run, self.curve_by))
                     .into_iter()
                     .map(|(name, members)| Line {
                         name: if name.is_empty() { "all runs".into() } else { name },
@@ -361,11 +361,6 @@ impl Figure<'_> {
         sums.sort_by(|a, b| a.0.total_cmp(&b.0));
         sums.into_iter().map(|(x, sy, n)| (x, sy / f64::from(n))).collect()
     }
-}
-
-/// `bench sweep plot_pareto`.
-pub fn plot_pareto(args: &SweepPlotParetoArgs, out: &Sink) -> anyhow::Result<ExitCode> {
-    super::pareto::plot(args, out)
 }
 
 #[cfg(test)]

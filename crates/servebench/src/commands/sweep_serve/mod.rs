@@ -79,24 +79,25 @@ fn split(flag: &str, cmd: &str) -> anyhow::Result<Vec<String>> {
     Ok(tokens)
 }
 
+/// A string quoted as vLLM's printed lists and dicts show it: in single quotes, its
+/// backslashes and single quotes escaped.
+fn py_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
 /// Python's repr of a list of strings, as vLLM prints commands.
 fn py_list(cmd: &[String]) -> String {
-    format!(
-        "[{}]",
-        cmd.iter()
-            .map(|t| format!("'{}'", t.replace('\\', "\\\\").replace('\'', "\\'")))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
+    format!("[{}]", cmd.iter().map(|t| py_quoted(t)).collect::<Vec<_>>().join(", "))
 }
 
 /// Python's repr of a parameter combination, as vLLM prints overrides.
 fn py_dict(item: &Item) -> String {
     let repr = |v: &Value| match v {
-        Value::String(s) => format!("'{s}'"),
+        Value::String(s) => py_quoted(s),
         other => params::py_str(other),
     };
-    format!("{{{}}}", item.0.iter().map(|(k, v)| format!("'{k}': {}", repr(v))).collect::<Vec<_>>().join(", "))
+    let pairs: Vec<String> = item.0.iter().map(|(k, v)| format!("{}: {}", py_quoted(k), repr(v))).collect();
+    format!("{{{}}}", pairs.join(", "))
 }
 
 /// Writes `value` as Python's `json.dump(value, f, indent=indent)` writes it.
@@ -424,6 +425,9 @@ mod tests {
         assert_eq!(py_list(&["vllm".into(), "it's".into()]), r"['vllm', 'it\'s']");
         let item = Item(json!({"a": 1, "b": "x", "c": false}).as_object().unwrap().clone());
         assert_eq!(py_dict(&item), "{'a': 1, 'b': 'x', 'c': False}");
+        // Keys and string values quoted as the command's words are.
+        let quoted = Item([("it's".to_string(), Value::from("a\\b"))].into_iter().collect());
+        assert_eq!(py_dict(&quoted), r"{'it\'s': 'a\\b'}");
         assert!(split("--serve-cmd", "vllm 'serve").unwrap_err().to_string().contains("unclosed quote"));
         assert_eq!(split("--bench-cmd", "vllm bench serve --model 'a b'").unwrap()[4], "a b");
     }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use serde_json::{Map, Value};
+use servebench_core::vllm::read_documents;
 use servebench_report::svg::{self, Axis, Line, LineChart};
 
 use super::params::{Item, py_str, sanitize};
@@ -44,12 +45,15 @@ pub(super) fn read_runs(dir: &Path) -> anyhow::Result<Vec<Record>> {
     let mut runs = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        let list: Vec<Value> = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a sweep summary (a JSON list of runs)", file.display()))?;
-        for run in list {
-            match run {
+        // Core's reader: Python's `NaN` and `Infinity` (a run's figure `json.dump` could not
+        // write as JSON) read as absent, not as a broken file.
+        for doc in read_documents(&text) {
+            let doc =
+                doc.with_context(|| format!("{} is not a sweep summary (a JSON list of runs)", file.display()))?;
+            let at = doc.item_suffix();
+            match doc.value {
                 Value::Object(m) => runs.push(m),
-                other => bail!("{} holds {other} where a run (a JSON object) was expected", file.display()),
+                other => bail!("{}{at} holds {other} where a run (a JSON object) was expected", file.display()),
             }
         }
     }
@@ -403,6 +407,23 @@ mod tests {
         let path = figure_path(Path::new("out"), "FIG", &[("a/b".into(), "1.5".into())]);
         assert_eq!(path, Path::new("out/FIG-a_b=1.5.svg"));
         assert_eq!(group_repr(&[("k".into(), "v".into())]), "{'k': 'v'}");
+    }
+
+    #[test]
+    fn a_summary_with_python_s_nan_reads_it_as_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "[{\"x\": 1, \"std_ttft_ms\": NaN}, {\"x\": 2, \"request_rate\": Infinity}]";
+        std::fs::write(dir.path().join("summary.json"), text).unwrap();
+        let runs = read_runs(dir.path()).unwrap();
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0]["std_ttft_ms"], Value::Null);
+        assert_eq!(number(runs[1].get("x")), Some(2.0));
+        std::fs::write(dir.path().join("summary.json"), "[1, {\"x\": 1}]").unwrap();
+        let err = read_runs(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("(list item 0) holds 1 where a run"), "{err}");
+        std::fs::write(dir.path().join("summary.json"), "[{\"x\": ").unwrap();
+        let err = format!("{:#}", read_runs(dir.path()).unwrap_err());
+        assert!(err.contains("is not a sweep summary"), "{err}");
     }
 
     proptest! {

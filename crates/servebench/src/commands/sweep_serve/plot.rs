@@ -48,8 +48,11 @@ pub(super) fn read_runs(dir: &Path) -> anyhow::Result<Vec<Record>> {
         // Core's reader: Python's `NaN` and `Infinity` (a run's figure `json.dump` could not
         // write as JSON) read as absent, not as a broken file.
         for doc in read_documents(&text) {
-            let doc =
-                doc.with_context(|| format!("{} is not a sweep summary (a JSON list of runs)", file.display()))?;
+            let not_summary = || format!("{} is not a sweep summary (a JSON list of runs)", file.display());
+            let doc = doc.with_context(not_summary)?;
+            if doc.item.is_none() {
+                bail!(not_summary());
+            }
             let at = doc.item_suffix();
             match doc.value {
                 Value::Object(m) => runs.push(m),

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use http::StatusCode;
 use serde_json::Value;
-use servebench_core::config::{Api, RunConfig, WorkloadSpec};
+use servebench_core::config::{Api, PoolingForm, RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, TokenCounting};
 use servebench_workload::plan::ESTIMATE_NOTE;
 use servebench_workload::prompts::{filler_words, raw_lengths};
@@ -330,7 +330,8 @@ async fn fit_all<S: TokenServer>(
     let specials = server.tokenize(&texts[0], true).await.ok().map(|ids| ids.len().saturating_sub(first.len()));
     let added = match plan.api {
         Api::Completions => specials,
-        Api::Chat | Api::Responses | Api::Messages => match chat_messages(&plan.requests[0].body) {
+        Api::Pooling(form) if form != PoolingForm::EmbeddingsChat => specials,
+        Api::Chat | Api::Responses | Api::Messages | Api::Pooling(_) => match chat_messages(&plan.requests[0].body) {
             Some(m) => server.tokenize_chat(&m).await.ok().map(|c| c.saturating_sub(first.len())),
             None => None,
         },

@@ -1,4 +1,5 @@
-//! Drives one streaming request and fills its [`RequestRecord`].
+//! Drives one streaming request (or one pooling request, answered whole) and fills its
+//! [`RequestRecord`].
 //!
 //! The clock is read once per network read, right after the bytes arrive and before any
 //! decoding; every token event in that read gets that timestamp (µs after the send). Token
@@ -6,7 +7,9 @@
 //! allocated per token. Every way a request can go wrong ends as a [`Failure`] in the record:
 //! a status other than 2xx, no connection, the per-request timeout, an in-band error event, a
 //! stream without any token, a stream that broke off or could not be decoded, a Responses or
-//! Messages stream without its terminal event, or an interruption of the run.
+//! Messages stream without its terminal event, or an interruption of the run. A pooling
+//! answer is read to its end; its one "chunk" is the time its last byte arrived (vLLM's
+//! `ttft = latency` for pooling), its prompt tokens its `usage`'s.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +17,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Uri};
 use servebench_core::config::Api;
-use servebench_core::protocol::{Payload, SseDecoder, SseError, SseEvent, StreamChunk, classify};
+use servebench_core::protocol::{
+    Payload, PoolingError, SseDecoder, SseError, SseEvent, StreamChunk, classify, read_answer,
+};
 use servebench_core::record::{Failure, FailureKind, OUTLIVED, RECORD_SPAN_US, RequestRecord};
 use tokio::sync::watch;
 
@@ -126,6 +131,9 @@ async fn drive(
         let message = if body.is_empty() { reason } else { format!("{reason}: {body}") };
         return Err(failure(FailureKind::HttpStatus, message));
     }
+    if ctx.api.pooling() {
+        return read_pooling(ctx, rec, start, resp).await;
+    }
     let mut recorder = StreamRecorder::new(ctx.api);
     loop {
         match resp.chunk().await {
@@ -153,6 +161,47 @@ async fn drive(
     if rec.chunks_us.is_empty() {
         return Err(failure(FailureKind::NoToken, NO_TOKEN_MESSAGE.to_string()));
     }
+    Ok(())
+}
+
+/// A pooling answer, read whole: one chunk at its last byte, its usage's prompt tokens.
+async fn read_pooling(
+    ctx: &StreamContext,
+    rec: &mut RequestRecord,
+    start: Instant,
+    mut resp: crate::http::Response,
+) -> Result<(), Failure> {
+    let mut body = Vec::new();
+    let mut last_us = 0;
+    loop {
+        match resp.chunk().await {
+            Ok(Some(piece)) => {
+                last_us = micros(piece.at.saturating_duration_since(start));
+                rec.http.first_byte_us.get_or_insert(last_us);
+                body.extend_from_slice(piece.data);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(failure(FailureKind::Stream, format!("the answer broke off: {}", with_causes(&e))));
+            }
+        }
+    }
+    record_pooling(rec, &body, last_us)?;
+    Progress::add(&ctx.progress.chunks, 1);
+    Progress::add(&ctx.progress.first_tokens, 1);
+    Progress::add(&ctx.progress.ttft_us_sum, u64::from(last_us));
+    Ok(())
+}
+
+/// The sans-IO half of a pooling request: its whole answer, whose last byte came `t_us` µs
+/// after the send, into `rec`.
+pub fn record_pooling(rec: &mut RequestRecord, body: &[u8], t_us: u32) -> Result<(), Failure> {
+    let answer = read_answer(body).map_err(|e| match e {
+        PoolingError::InBand(message) => failure(FailureKind::InBandError, message),
+        e @ PoolingError::NotJson(_) => failure(FailureKind::Stream, e.to_string()),
+    })?;
+    rec.usage.prompt_tokens = answer.prompt_tokens.or(rec.usage.prompt_tokens);
+    rec.chunks_us.push(t_us);
     Ok(())
 }
 
@@ -299,6 +348,17 @@ mod tests {
         let mut r = RequestRecord { max_tokens, ..RequestRecord::default() };
         reserve(&mut r);
         r
+    }
+
+    #[test]
+    fn a_pooling_answer_is_one_chunk_at_its_end_with_its_prompt_tokens() {
+        let mut r = record(0);
+        record_pooling(&mut r, br#"{"data":[{"embedding":[0.5]}],"usage":{"prompt_tokens":9}}"#, 1234).unwrap();
+        assert_eq!((r.chunks_us.as_slice(), r.usage.prompt_tokens), ([1234].as_slice(), Some(9)));
+        let f = record_pooling(&mut record(0), br#"{"error":{"message":"no"}}"#, 5).unwrap_err();
+        assert_eq!((f.kind, f.message.as_str()), (FailureKind::InBandError, "no"));
+        let f = record_pooling(&mut record(0), b"data: {}", 5).unwrap_err();
+        assert_eq!(f.kind, FailureKind::Stream);
     }
 
     #[test]

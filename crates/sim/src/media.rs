@@ -35,7 +35,8 @@ pub struct Image {
 /// The images of a chat, Responses or Messages body, in order; none for completions.
 /// `vision` is the model's tower, `None` for a model without one (an image is then refused).
 pub fn images(api: Api, body: &Value, vision: Option<&Vision>) -> Result<Vec<Image>, String> {
-    if api == Api::Completions {
+    // A prompt read as it is (completions, a pooling input) carries no images.
+    if crate::tokens::prompt_key(api).is_some() {
         return Ok(Vec::new());
     }
     let conversation = crate::tokens::conversation(api, body)?;

@@ -171,6 +171,10 @@ impl Prepared {
             Ok(images) => images,
             Err(e) => return Prepared::failed(e),
         };
+        // A pooling request is its prefill: one sampled token ends it (as `sim serve` runs it).
+        if served.pooling() {
+            return Prepared { ids: Some(ids), ignore_eos: true, max_tokens: Some(1), error: None, images };
+        }
         let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
         Prepared { ids: Some(ids), ignore_eos, max_tokens, error: None, images }
     }

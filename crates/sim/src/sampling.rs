@@ -61,6 +61,8 @@ pub fn requested_max_tokens(api: Api, body: &Value) -> Result<Option<u64>, BadSa
         },
         Api::Completions | Api::Messages => ("max_tokens", field("max_tokens")),
         Api::Responses => ("max_output_tokens", field("max_output_tokens")),
+        // A pooling request generates nothing.
+        Api::Pooling(_) => return Ok(None),
     };
     let Some(v) = value else { return Ok(None) };
     match v.as_i64() {

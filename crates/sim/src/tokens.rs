@@ -9,7 +9,18 @@ use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
-use servebench_core::config::Api;
+use servebench_core::config::{Api, PoolingForm};
+
+/// The key a body holds its prompt under where it is read as it is, not as a conversation:
+/// a completions body's `prompt`, a pooling body's `input` (text, token ids, or a list of
+/// either); `None` for the templated APIs.
+pub fn prompt_key(api: Api) -> Option<&'static str> {
+    match api {
+        Api::Completions => Some("prompt"),
+        Api::Pooling(form) if form != PoolingForm::EmbeddingsChat => Some("input"),
+        _ => None,
+    }
+}
 
 /// The chat messages a templated request's body stands for: a chat body's `messages`; a
 /// Responses body's `instructions` as the system message, then its `input`, a text (one user
@@ -25,7 +36,12 @@ pub fn conversation(api: Api, body: &Value) -> Result<Cow<'_, Value>, String> {
     };
     match api {
         Api::Completions => Err("a completions body has a prompt, not a conversation".into()),
-        Api::Chat => body.get("messages").map(Cow::Borrowed).ok_or_else(|| "the body has no \"messages\" list".into()),
+        Api::Pooling(form) if form != PoolingForm::EmbeddingsChat => {
+            Err("a pooling body has an input, not a conversation".into())
+        }
+        Api::Chat | Api::Pooling(_) => {
+            body.get("messages").map(Cow::Borrowed).ok_or_else(|| "the body has no \"messages\" list".into())
+        }
         Api::Responses => match body.get("input") {
             Some(Value::String(text)) => {
                 let user = json!({"role": "user", "content": text});
@@ -111,12 +127,12 @@ fn push_content(content: &Value, out: &mut Vec<u32>) -> Result<(), String> {
 
 impl TokenMapper for WordHashMapper {
     fn prompt_ids(&self, api: Api, body: &Value, out: &mut Vec<u32>) -> Result<(), String> {
-        match api {
-            Api::Completions => {
-                let prompt = body.get("prompt").ok_or("the body has no \"prompt\"")?;
+        match prompt_key(api) {
+            Some(key) => {
+                let prompt = body.get(key).ok_or_else(|| format!("the body has no \"{key}\""))?;
                 push_prompt(prompt, out)
             }
-            api => {
+            None => {
                 let conversation = conversation(api, body)?;
                 let messages = conversation.as_array().ok_or("\"messages\" must be a list")?;
                 for m in messages {

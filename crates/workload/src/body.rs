@@ -1,12 +1,14 @@
 //! Request bodies exactly as vLLM's benchmark sends them: the completions, chat or Responses
 //! payload in vLLM's key order (and Anthropic's Messages payload, which vLLM's benchmark does
 //! not send: `model`, `messages` with the prompt as one user message's text, `max_tokens`),
-//! then `ignore_eos`, then `--extra-body` merged last (an existing key keeps its place, as
-//! Python's `dict.update` does), serialized once with `json.dumps` spacing.
+//! or a pooling backend's (`input`, or one user message, with vLLM's `truncate_prompt_tokens`
+//! where its backend sends it; no stream, no output budget), then `ignore_eos`, then
+//! `--extra-body` merged last (an existing key keeps its place, as Python's `dict.update`
+//! does), serialized once with `json.dumps` spacing.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use servebench_core::config::{Api, RunConfig};
+use servebench_core::config::{Api, PoolingForm, RunConfig};
 use servebench_core::pyjson;
 use servebench_core::record::PROBE_PROMPT;
 
@@ -47,8 +49,8 @@ impl BodyBuilder {
     pub fn replaces_prompt(&self) -> bool {
         self.extra_body.contains_key(match self.api {
             Api::Completions => "prompt",
-            Api::Chat | Api::Messages => "messages",
-            Api::Responses => "input",
+            Api::Chat | Api::Messages | Api::Pooling(PoolingForm::EmbeddingsChat) => "messages",
+            Api::Responses | Api::Pooling(_) => "input",
         })
     }
 
@@ -68,6 +70,35 @@ impl BodyBuilder {
         self.with_images(model, prompt, &[], max_tokens)
     }
 
+    /// A pooling body for several prompts at once (`--random-batch-size`): `input` as a
+    /// list; a pooling backend that sends messages takes one prompt per request.
+    pub fn batch(&self, prompts: &[String]) -> Bytes {
+        let input = Value::Array(prompts.iter().map(|p| Value::String(p.clone())).collect());
+        self.pooling(&self.model, input)
+    }
+
+    /// A pooling backend's body, `input` its prompt (or prompts).
+    fn pooling(&self, model: &str, input: Value) -> Bytes {
+        let mut p = Map::new();
+        p.insert("model".into(), Value::String(model.to_string()));
+        let truncate = ("truncate_prompt_tokens".to_string(), json!(-1));
+        match self.api {
+            // vLLM's `vllm-pooling` puts the truncation before the input.
+            Api::Pooling(PoolingForm::Pooling) => {
+                p.insert(truncate.0, truncate.1);
+                p.insert("input".into(), input);
+            }
+            Api::Pooling(PoolingForm::Infinity) => {
+                p.insert("input".into(), input);
+            }
+            _ => {
+                p.insert("input".into(), input);
+                p.insert(truncate.0, truncate.1);
+            }
+        }
+        self.finish(p)
+    }
+
     /// The body for a prompt followed by images (`data:` or other URLs), each an `image_url`
     /// part after the text part of the chat message, as vLLM's chat client sends them. Only a
     /// chat body carries images; the plan refuses them for the other APIs.
@@ -75,6 +106,11 @@ impl BodyBuilder {
         let mut p = Map::new();
         p.insert("model".into(), Value::String(model.to_string()));
         match self.api {
+            Api::Pooling(PoolingForm::EmbeddingsChat) => {
+                p.insert("messages".into(), json!([{"role": "user", "content": text_and_images(prompt, images)}]));
+                p.insert("truncate_prompt_tokens".into(), json!(-1));
+            }
+            Api::Pooling(_) => return self.pooling(model, Value::String(prompt.to_string())),
             Api::Completions => {
                 p.insert("prompt".into(), Value::String(prompt.to_string()));
                 p.insert("repetition_penalty".into(), json!(1.0));
@@ -82,9 +118,7 @@ impl BodyBuilder {
                 p.insert("logprobs".into(), self.logprobs.map_or(Value::Null, Value::from));
             }
             Api::Chat => {
-                let mut content = vec![json!({"type": "text", "text": prompt})];
-                content.extend(images.iter().map(|url| json!({"type": "image_url", "image_url": {"url": url}})));
-                p.insert("messages".into(), json!([{"role": "user", "content": content}]));
+                p.insert("messages".into(), json!([{"role": "user", "content": text_and_images(prompt, images)}]));
                 p.insert("max_completion_tokens".into(), json!(max_tokens));
             }
             Api::Responses => {
@@ -109,8 +143,12 @@ impl BodyBuilder {
     }
 
     fn finish(&self, mut p: Map<String, Value>) -> Bytes {
-        p.insert("stream".into(), Value::Bool(true));
+        if !self.api.pooling() {
+            p.insert("stream".into(), Value::Bool(true));
+        }
         match self.api {
+            // A pooling answer is one body, its usage in it.
+            Api::Pooling(_) => None,
             // A Responses stream always ends with its usage; `store: false` keeps the server
             // from holding every response for later retrieval.
             Api::Responses => p.insert("store".into(), Value::Bool(false)),
@@ -126,6 +164,13 @@ impl BodyBuilder {
         }
         Bytes::from(pyjson::dumps(&Value::Object(p)))
     }
+}
+
+/// A user message's content: the text part, then an `image_url` part per image.
+fn text_and_images(prompt: &str, images: &[String]) -> Vec<Value> {
+    let mut content = vec![json!({"type": "text", "text": prompt})];
+    content.extend(images.iter().map(|url| json!({"type": "image_url", "image_url": {"url": url}})));
+    content
 }
 
 #[cfg(test)]
@@ -186,6 +231,27 @@ mod tests {
         let mut replaced = Map::new();
         replaced.insert("input".into(), json!([]));
         assert!(BodyBuilder::from_parts(Api::Responses, "m", false, replaced).replaces_prompt());
+    }
+
+    #[test]
+    fn pooling_bodies_have_their_backend_s_keys_in_order() {
+        let body = |form, ignore_eos| BodyBuilder::from_parts(Api::Pooling(form), "m", ignore_eos, Map::new());
+        assert_eq!(
+            body(PoolingForm::Embeddings, false).prompt("hi", 7),
+            r#"{"model": "m", "input": "hi", "truncate_prompt_tokens": -1}"#
+        );
+        assert_eq!(
+            body(PoolingForm::EmbeddingsChat, true).prompt("hi", 7),
+            r#"{"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "truncate_prompt_tokens": -1, "ignore_eos": true}"#
+        );
+        assert_eq!(body(PoolingForm::Infinity, false).prompt("hi", 7), r#"{"model": "m", "input": "hi"}"#);
+        assert_eq!(
+            body(PoolingForm::Pooling, false).batch(&["a".into(), "b".into()]),
+            r#"{"model": "m", "truncate_prompt_tokens": -1, "input": ["a", "b"]}"#
+        );
+        let mut extra = Map::new();
+        extra.insert("input".into(), json!("x"));
+        assert!(BodyBuilder::from_parts(Api::Pooling(PoolingForm::Embeddings), "m", false, extra).replaces_prompt());
     }
 
     #[test]

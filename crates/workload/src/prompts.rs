@@ -7,7 +7,7 @@
 //! A request's `model` is read from its body, so LoRA adapters given per request stay.
 
 use serde_json::Value;
-use servebench_core::config::Api;
+use servebench_core::config::{Api, PoolingForm};
 use servebench_core::plan::Plan;
 
 use crate::body::BodyBuilder;
@@ -77,14 +77,14 @@ fn read_back(plan: &Plan, position: usize, bodies: &BodyBuilder) -> Option<(Stri
     let model = body.get("model")?.as_str()?;
     let text = match plan.api {
         Api::Completions => body.get("prompt")?.as_str()?,
-        Api::Chat => match body.get("messages")?.as_array()?.as_slice() {
+        Api::Chat | Api::Pooling(PoolingForm::EmbeddingsChat) => match body.get("messages")?.as_array()?.as_slice() {
             [message] => match message.get("content")?.as_array()?.as_slice() {
                 [part] => part.get("text")?.as_str()?,
                 _ => return None,
             },
             _ => return None,
         },
-        Api::Responses => body.get("input")?.as_str()?,
+        Api::Responses | Api::Pooling(_) => body.get("input")?.as_str()?,
         Api::Messages => match body.get("messages")?.as_array()?.as_slice() {
             [message] => message.get("content")?.as_str()?,
             _ => return None,

@@ -419,7 +419,8 @@ async fn handle(
     let id = match api {
         Api::Responses => format!("resp_{seq}"),
         Api::Messages => format!("msg_{seq}"),
-        Api::Completions | Api::Chat => format!("cmpl-{seq}"),
+        // The test server streams every answer, a pooling request's too.
+        Api::Completions | Api::Chat | Api::Pooling(_) => format!("cmpl-{seq}"),
     };
     let renderer = ChunkRenderer::new(api, &id, 1_767_225_600, &state.config.model);
     let steps = plan_steps(&script, arrived, &renderer);

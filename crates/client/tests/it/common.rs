@@ -47,6 +47,7 @@ pub fn config(base_url: &str, api: Api) -> RunConfig {
         Api::Chat => Backend::OpenaiChat,
         Api::Responses => Backend::OpenaiResponses,
         Api::Messages => Backend::AnthropicMessages,
+        Api::Pooling(form) => Backend::ALL.iter().map(|(b, _)| *b).find(|b| b.api() == Api::Pooling(form)).unwrap(),
     };
     c.target.endpoint = c.target.backend.default_endpoint().to_string();
     c.target.api_url = format!("{}{}", c.target.base_url, c.target.endpoint);

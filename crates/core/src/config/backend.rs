@@ -1,5 +1,6 @@
 //! The backends `--backend` names and the API family each speaks: which body a request
-//! carries, which route serves it and which event ends its stream.
+//! carries, which route serves it and which event ends its stream (or, for a pooling API,
+//! that its answer is one JSON body).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +18,24 @@ pub enum Api {
     /// `/v1/messages` (Anthropic's Messages API): `messages` in, `content_block_delta` events
     /// out, closed by `message_stop`, the usage in `message_start` and `message_delta`.
     Messages,
+    /// A pooling API (vLLM's pooling backends): one JSON answer per request, no tokens
+    /// streamed; only its end-to-end latency and input counts are measured.
+    Pooling(PoolingForm),
+}
+
+/// The body a pooling backend sends, and the route it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolingForm {
+    /// `/v1/embeddings` with `input` (`openai-embeddings`).
+    Embeddings,
+    /// `/v1/embeddings` with the prompt as one user message (`openai-embeddings-chat`).
+    EmbeddingsChat,
+    /// `/embeddings` of Infinity's server: `input` without vLLM's truncation key
+    /// (`infinity-embeddings`).
+    Infinity,
+    /// vLLM's `/pooling` with `input` (`vllm-pooling`).
+    Pooling,
 }
 
 impl Api {
@@ -30,6 +49,8 @@ impl Api {
             ("/completions", Api::Completions),
             ("/responses", Api::Responses),
             ("/messages", Api::Messages),
+            ("/embeddings", Api::Pooling(PoolingForm::Embeddings)),
+            ("/pooling", Api::Pooling(PoolingForm::Pooling)),
         ]
         .into_iter()
         .find(|(end, _)| path.ends_with(end))
@@ -39,7 +60,28 @@ impl Api {
     /// Whether the server renders the model's chat template around the prompt (chat,
     /// Responses and Messages requests; a completions prompt is read as it is).
     pub fn templated(self) -> bool {
-        !matches!(self, Api::Completions)
+        match self {
+            Api::Completions => false,
+            Api::Pooling(form) => form == PoolingForm::EmbeddingsChat,
+            Api::Chat | Api::Responses | Api::Messages => true,
+        }
+    }
+
+    /// Whether requests are pooling requests (answered whole, measured by latency alone).
+    pub fn pooling(self) -> bool {
+        matches!(self, Api::Pooling(_))
+    }
+
+    /// The route's last segment vLLM's request function checks the URL against.
+    pub fn route_end(self) -> &'static str {
+        match self {
+            Api::Completions => "completions",
+            Api::Chat => "chat/completions",
+            Api::Responses => "responses",
+            Api::Messages => "messages",
+            Api::Pooling(PoolingForm::Pooling) => "pooling",
+            Api::Pooling(_) => "embeddings",
+        }
     }
 
     /// The event that ends a complete stream (a stream cut off before it failed), where the
@@ -49,7 +91,7 @@ impl Api {
         match self {
             Api::Responses => Some("response.completed or response.incomplete"),
             Api::Messages => Some("message_stop"),
-            Api::Completions | Api::Chat => None,
+            Api::Completions | Api::Chat | Api::Pooling(_) => None,
         }
     }
 }
@@ -67,11 +109,15 @@ pub enum Backend {
     LlamaCpp,
     OpenaiResponses,
     AnthropicMessages,
+    OpenaiEmbeddings,
+    OpenaiEmbeddingsChat,
+    InfinityEmbeddings,
+    VllmPooling,
 }
 
 impl Backend {
     /// Every backend with its command-line spelling.
-    pub const ALL: [(Backend, &'static str); 8] = [
+    pub const ALL: [(Backend, &'static str); 12] = [
         (Backend::Vllm, "vllm"),
         (Backend::Openai, "openai"),
         (Backend::OpenaiChat, "openai-chat"),
@@ -80,6 +126,10 @@ impl Backend {
         (Backend::LlamaCpp, "llama.cpp"),
         (Backend::OpenaiResponses, "openai-responses"),
         (Backend::AnthropicMessages, "anthropic-messages"),
+        (Backend::OpenaiEmbeddings, "openai-embeddings"),
+        (Backend::OpenaiEmbeddingsChat, "openai-embeddings-chat"),
+        (Backend::InfinityEmbeddings, "infinity-embeddings"),
+        (Backend::VllmPooling, "vllm-pooling"),
     ];
 
     /// The spelling used on the command line and in vLLM's result JSON.
@@ -98,6 +148,10 @@ impl Backend {
             Backend::OpenaiChat | Backend::VllmChat => Api::Chat,
             Backend::OpenaiResponses => Api::Responses,
             Backend::AnthropicMessages => Api::Messages,
+            Backend::OpenaiEmbeddings => Api::Pooling(PoolingForm::Embeddings),
+            Backend::OpenaiEmbeddingsChat => Api::Pooling(PoolingForm::EmbeddingsChat),
+            Backend::InfinityEmbeddings => Api::Pooling(PoolingForm::Infinity),
+            Backend::VllmPooling => Api::Pooling(PoolingForm::Pooling),
             _ => Api::Completions,
         }
     }
@@ -109,6 +163,8 @@ impl Backend {
             Api::Chat => "/v1/chat/completions",
             Api::Responses => "/v1/responses",
             Api::Messages => "/v1/messages",
+            Api::Pooling(PoolingForm::Pooling) => "/pooling",
+            Api::Pooling(_) => "/v1/embeddings",
         }
     }
 }
@@ -130,7 +186,16 @@ mod tests {
 
     #[test]
     fn a_route_is_served_as_the_api_its_path_ends_in() {
-        assert!(Backend::ALL.iter().all(|(b, _)| Api::served_at(b.default_endpoint()) == Some(b.api())));
+        // A route names its API family; a pooling body's form is the backend's.
+        for (b, _) in Backend::ALL {
+            let served = Api::served_at(b.default_endpoint()).unwrap();
+            assert_eq!(served.route_end(), b.api().route_end(), "{b:?}");
+            assert!(b.default_endpoint().ends_with(b.api().route_end()));
+            assert!(served == b.api() || b.api().pooling());
+        }
+        assert_eq!(Api::served_at("/v1/embeddings"), Some(Api::Pooling(PoolingForm::Embeddings)));
+        assert_eq!(Api::served_at("/pooling"), Some(Api::Pooling(PoolingForm::Pooling)));
+        assert!(Backend::OpenaiEmbeddingsChat.api().templated() && !Backend::VllmPooling.api().templated());
         assert_eq!(Api::served_at("/gateway/v1/chat/completions/"), Some(Api::Chat));
         assert_eq!(Api::served_at("/v1/completions?api-version=1"), Some(Api::Completions));
         assert_eq!(Api::served_at("/generate"), None);

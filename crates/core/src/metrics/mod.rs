@@ -24,6 +24,6 @@ pub use per_gpu::{cost_per_million, interactivity, is_gpu_hour_cost, per_gpu, pe
 pub use probes::{ProbeStats, render_failed_probes};
 pub use reasoning::{Reasoning, render_reasoning};
 pub use stats::{Described, Sorted, describe, mean, median, pairwise_sum, percentile, std};
-pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, Summary, dispatch_lag};
+pub use summary::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, PoolingFigures, Summary, dispatch_lag};
 pub use turns::{TurnMetrics, render_turns};
 pub use window::{Slice, SteadyState};

@@ -53,6 +53,16 @@ pub struct DispatchLag {
 
 /// Everything the report shows about one run.
 ///
+/// What a pooling run counts beyond requests and tokens (vLLM's `EmbedBenchmarkMetrics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoolingFigures {
+    /// Input sequences of the completed requests (vLLM's `total_input_sequences`); `None`
+    /// when read from a text report, which does not print it.
+    pub total_input_sequences: Option<u64>,
+    /// Input sequences per second (vLLM's `input_sequence_throughput`).
+    pub input_sequence_throughput: f64,
+}
+
 /// Two pairs of fields hold peaks. `peak_output_throughput` and `peak_concurrent_requests`
 /// are exact (see [`crate::metrics::peaks`]) and are what servebench prints on the "Peak ..."
 /// lines, where vLLM prints its bucketed values. vLLM's own values are kept in
@@ -92,6 +102,10 @@ pub struct Summary {
     /// Input plus output tokens per second.
     #[serde(default)]
     pub total_token_throughput: Option<f64>,
+    /// A pooling run's input sequences (its `Input throughput (inputs/s)` line); `None` for a
+    /// generation run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<PoolingFigures>,
     /// Exact peak output tokens per second (busiest sliding one-second window).
     #[serde(default)]
     pub peak_output_throughput: Option<f64>,
@@ -214,6 +228,9 @@ impl Summary {
     pub(crate) fn over<R: Borrow<RequestRecord>>(config: &RunConfig, records: &[R], duration_s: f64) -> Summary {
         let output = &config.output;
         let traffic = &config.traffic;
+        // A pooling run (vLLM's `calculate_metrics_for_embeddings`) has inputs and latencies
+        // only: no output, no goodput, no token-time sections, no peaks.
+        let pooling = config.target.backend.api().pooling();
 
         let mut completed = 0u64;
         let mut failed = 0u64;
@@ -233,7 +250,7 @@ impl Summary {
 
         for r in records.iter().map(Borrow::borrow) {
             let Some(failure) = &r.failure else {
-                let out = r.output_tokens();
+                let out = if pooling { 0 } else { r.output_tokens() };
                 total_output += u64::from(out);
                 total_input += u64::from(r.prompt_tokens());
                 let (ttft, latency) = (r.ttft_s(), r.latency_s());
@@ -264,7 +281,7 @@ impl Summary {
             if duration_s > 0.0 && duration_s.is_finite() { count / duration_s } else { 0.0 }
         };
 
-        let request_goodput = (!output.goodput.is_empty()).then(|| {
+        let request_goodput = (!output.goodput.is_empty() && !pooling).then(|| {
             let good = ttfts
                 .iter()
                 .zip(&all_tpots)
@@ -292,6 +309,7 @@ impl Summary {
             }
             let pcts = &output.metric_percentiles;
             let d = match metric {
+                Metric::Ttft | Metric::Tpot | Metric::Itl if pooling => continue,
                 Metric::Ttft => describe(&ttfts, pcts),
                 Metric::Tpot => describe(&tpots, pcts),
                 // Nothing reads the gaps after this: described where they lie, not copied.
@@ -313,6 +331,7 @@ impl Summary {
         }
 
         let buckets = vllm_bucket_peaks(records);
+        let generated = |x| (!pooling).then_some(x);
         Summary {
             completed,
             failed: Some(failed),
@@ -320,15 +339,20 @@ impl Summary {
             request_rate: Some(traffic.request_rate),
             duration_s,
             total_input_tokens: total_input,
-            total_output_tokens: Some(total_output),
+            total_output_tokens: (!pooling).then_some(total_output),
             request_throughput: per_s(completed as f64),
             request_goodput,
-            output_throughput: Some(per_s(total_output as f64)),
+            output_throughput: generated(per_s(total_output as f64)),
             total_token_throughput: Some(per_s((total_input + total_output) as f64)),
-            peak_output_throughput: Some(peak_output_tokens_per_s(records)),
-            peak_concurrent_requests: Some(peak_concurrency(records)),
-            vllm_max_output_tokens_per_s: Some(buckets.max_output_tokens_per_s),
-            vllm_max_concurrent_requests: Some(buckets.max_concurrent_requests),
+            // Each completed request carries one input sequence (`--random-batch-size 1`).
+            pooling: pooling.then(|| PoolingFigures {
+                total_input_sequences: Some(completed),
+                input_sequence_throughput: per_s(completed as f64),
+            }),
+            peak_output_throughput: generated(peak_output_tokens_per_s(records)),
+            peak_concurrent_requests: (!pooling).then(|| peak_concurrency(records)),
+            vllm_max_output_tokens_per_s: generated(buckets.max_output_tokens_per_s),
+            vllm_max_concurrent_requests: (!pooling).then_some(buckets.max_concurrent_requests),
             metrics,
             failures_by_kind,
             failure_messages,

@@ -138,8 +138,14 @@ pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
     let mut summary = Summary::over(&run.config, &inside, len_s);
     let counts = Counts::of(&run.records, from, to);
     summary.request_throughput = counts.completed as f64 / len_s;
-    summary.output_throughput = Some(counts.output_tokens / len_s);
-    summary.total_token_throughput = Some((counts.output_tokens + counts.input_tokens as f64) / len_s);
+    if let Some(pooling) = summary.pooling.as_mut() {
+        // A pooling request's one "chunk" is its answer, not a token; one input sequence each.
+        pooling.input_sequence_throughput = counts.completed as f64 / len_s;
+        summary.total_token_throughput = Some(counts.input_tokens as f64 / len_s);
+    } else {
+        summary.output_throughput = Some(counts.output_tokens / len_s);
+        summary.total_token_throughput = Some((counts.output_tokens + counts.input_tokens as f64) / len_s);
+    }
     Some(SteadyState { from_s: from as f64 / NS, to_s: to as f64 / NS, basis, summary })
 }
 

@@ -89,7 +89,9 @@ pub fn classify(api: Api, data: &[u8]) -> Result<Payload<'_>, ClassifyError> {
         return Ok(Payload::Done);
     }
     match api {
-        Api::Completions => choices(false, trimmed, data),
+        // A pooling answer is one JSON body, read whole by `pooling::read_answer`; were it
+        // streamed, its frames would be read as completions chunks.
+        Api::Completions | Api::Pooling(_) => choices(false, trimmed, data),
         Api::Chat => choices(true, trimmed, data),
         Api::Responses => super::responses::classify(data),
         Api::Messages => super::messages::classify(data),

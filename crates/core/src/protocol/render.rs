@@ -97,7 +97,8 @@ impl ChunkRenderer {
     /// seconds.
     pub fn new(api: Api, id: &str, created: u64, model: &str) -> Self {
         let object = match api {
-            Api::Completions => "text_completion",
+            // Pooling answers are not streamed (`pooling::render_answer`).
+            Api::Completions | Api::Pooling(_) => "text_completion",
             Api::Chat => "chat.completion.chunk",
             Api::Responses => {
                 let events = Some(Events::Responses(ResponsesRenderer::new(id, created, model)));
@@ -235,7 +236,7 @@ impl ChunkRenderer {
     fn token_body(&self, text: &str, finish_reason: Option<&str>) -> BytesMut {
         let mut b = self.start(text.len() + 112);
         match self.api {
-            Api::Completions => {
+            Api::Completions | Api::Pooling(_) => {
                 b.put_slice(b"{\"index\":0,\"text\":");
                 put_json_str(&mut b, text);
                 b.put_slice(b",\"logprobs\":null,\"finish_reason\":");

@@ -75,6 +75,9 @@ fn render_block(header: &str, summary: &Summary, style: TextStyle) -> String {
         int_line(&mut out, labels::TOTAL_GENERATED, n);
     }
     float_line(&mut out, labels::REQUEST_THROUGHPUT, s.request_throughput);
+    if let Some(p) = &s.pooling {
+        float_line(&mut out, labels::INPUT_THROUGHPUT, p.input_sequence_throughput);
+    }
     if let Some(v) = s.request_goodput {
         float_line(&mut out, labels::GOODPUT, v);
     }

@@ -37,13 +37,9 @@ const ANTHROPIC_VERSION: (&str, &str) = ("anthropic-version", "2023-06-01");
 /// vLLM backends that are not OpenAI-compatible generation APIs (refused by name).
 const OTHER_VLLM_BACKENDS: &[&str] = &[
     "openai-audio",
-    "openai-embeddings",
-    "openai-embeddings-chat",
     "openai-embeddings-clip",
     "openai-embeddings-vlm2vec",
-    "infinity-embeddings",
     "infinity-embeddings-clip",
-    "vllm-pooling",
     "vllm-rerank",
     "tgi",
     "tensorrt-llm",
@@ -214,8 +210,13 @@ pub fn parse_stop(e: &RunExtraArgs) -> Result<StopRules, ResolveError> {
     Ok(StopRules { max_failures: e.max_failures, stall_timeout_s: e.stall_timeout })
 }
 
-/// Sampling flags and `--extra-body` merged (extra body wins), as vLLM merges them.
-pub fn parse_extra_body(c: &ContentArgs) -> Result<serde_json::Map<String, serde_json::Value>, ResolveError> {
+/// Sampling flags and `--extra-body` merged (extra body wins), as vLLM merges them; with
+/// `sampling` false (a pooling backend, which samples nothing) the flags are checked and left
+/// out, as vLLM leaves them out.
+pub fn parse_extra_body(
+    c: &ContentArgs,
+    sampling: bool,
+) -> Result<serde_json::Map<String, serde_json::Value>, ResolveError> {
     for (flag, v) in [
         ("--top-p", c.top_p),
         ("--min-p", c.min_p),
@@ -231,7 +232,7 @@ pub fn parse_extra_body(c: &ContentArgs) -> Result<serde_json::Map<String, serde
     }
     let mut m = serde_json::Map::new();
     let mut put = |k: &str, v: Option<serde_json::Value>| {
-        if let Some(v) = v {
+        if let Some(v) = v.filter(|_| sampling) {
             m.insert(k.to_string(), v);
         }
     };
@@ -320,13 +321,7 @@ pub fn endpoint_urls(e: &EndpointArgs, backend: Backend) -> (String, String, Str
 
 /// Checks that the endpoint path fits the backend, as vLLM does.
 fn check_endpoint(endpoint: &str, backend: Backend) -> Result<(), ResolveError> {
-    let ok = match backend.api() {
-        servebench_core::config::Api::Completions => endpoint.ends_with("completions"),
-        servebench_core::config::Api::Chat => endpoint.ends_with("chat/completions"),
-        servebench_core::config::Api::Responses => endpoint.ends_with("responses"),
-        servebench_core::config::Api::Messages => endpoint.ends_with("messages"),
-    };
-    if ok {
+    if endpoint.ends_with(backend.api().route_end()) {
         Ok(())
     } else {
         err(format!(
@@ -441,14 +436,20 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
         return err("--request-timeout-sec must be greater than 0");
     }
     let workload = parse_workload(f.dataset, f.content)?;
-    let extra_body = parse_extra_body(f.content)?;
-    let ignore_eos = f.content.ignore_eos || matches!(workload, WorkloadSpec::Random { .. });
+    // A pooling backend samples nothing and generates nothing: no sampling flags in its
+    // bodies, no ignore_eos forced, its latency the one percentile metric by default (vLLM's).
+    let pooling = backend.api().pooling();
+    let extra_body = parse_extra_body(f.content, !pooling)?;
+    let ignore_eos = f.content.ignore_eos || (!pooling && matches!(workload, WorkloadSpec::Random { .. }));
     let stop = parse_stop(&f.extra)?;
     if f.virtual_time && !stop.is_empty() {
         return err(format!("--max-failures and --stall-timeout do not apply here: {STOP_RULES_NOT_PREDICTED}"));
     }
     let traffic = Traffic { stop, ..parse_traffic(f.traffic)? };
-    let output = parse_output(f.report, f.request.label.clone(), f.traffic.disable_tqdm)?;
+    let mut output = parse_output(f.report, f.request.label.clone(), f.traffic.disable_tqdm)?;
+    if pooling && f.report.percentile_metrics.is_none() {
+        output.percentile_metrics = vec![Metric::E2el];
+    }
     let e = f.endpoint;
     let mut headers = e.map(|e| parse_kv_list(&e.header, "--header")).transpose()?.unwrap_or_default();
     for (name, value) in &headers {

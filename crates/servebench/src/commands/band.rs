@@ -28,8 +28,11 @@ pub struct PredictionBand {
 impl PredictionBand {
     pub fn of(s: &Summary, u: &Uncertainty) -> PredictionBand {
         let mean = |m: Metric| s.metric(m).map(|x| x.mean_ms).filter(|v| v.is_finite() && *v > 0.0);
+        // A pooling request is a prefill: its latency is a first token's, and takes TTFT's band.
+        let pooled = |m: Metric| mean(m).filter(|_| s.pooling.is_some());
         let rows = [
             ("Mean TTFT (ms)", "ttft", mean(Metric::Ttft)),
+            ("Mean E2EL (ms)", "ttft", pooled(Metric::E2el)),
             ("Mean TPOT (ms)", "tpot", mean(Metric::Tpot)),
             ("Output token throughput (tok/s)", "throughput", s.output_throughput.filter(|v| *v > 0.0)),
         ];
@@ -44,8 +47,11 @@ impl PredictionBand {
         PredictionBand { coverage: 0.8, source: u.source.clone(), metrics }
     }
 
-    /// The printed section.
+    /// The printed section; nothing when no metric has a band.
     pub fn render(&self) -> String {
+        if self.metrics.is_empty() {
+            return String::new();
+        }
         let mut out = format!(
             "Prediction band ({:.0} % of measurements expected inside; {}):\n",
             self.coverage * 100.0,

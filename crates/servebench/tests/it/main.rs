@@ -6,6 +6,7 @@ mod common;
 mod dialects;
 mod file_datasets;
 mod pipeline;
+mod pooling;
 mod probes;
 mod real_server;
 mod report;

@@ -2,7 +2,7 @@
 //!
 //! `POST /v1/completions`, `/v1/chat/completions`, `/v1/responses` and Anthropic's
 //! `/v1/messages` (streamed or not; a Responses or Messages body read as the chat it stands
-//! for, Messages' errors in Anthropic's shape), `GET /v1/models`,
+//! for, Messages' errors in Anthropic's shape), the pooling routes (`pooling.rs`), `GET /v1/models`,
 //! `/health`, `/version`, `/metrics`, and `POST /tokenize` / `/detokenize`. Errors use OpenAI's
 //! shape, `{"error": {"message", "type", "param", "code"}}`, with vLLM's messages where vLLM has
 //! one (unknown model, context too long). Where llama.cpp's or SGLang's API differs from vLLM's,
@@ -58,11 +58,13 @@ pub(crate) struct Shared {
     pub dialect: Dialect,
     /// What the deployment takes of images.
     pub tower: crate::media::Tower,
+    /// The length of a pooling answer's vectors (the model's hidden size).
+    pub embedding_dim: u32,
 }
 
 impl Shared {
     /// Hands a request to the pacer.
-    fn admit(
+    pub(super) fn admit(
         &self,
         prompt: Vec<u32>,
         images: Vec<EncoderInput>,
@@ -79,7 +81,7 @@ impl Shared {
         Ok(Admission { tag, rx, pacer: self.pacer.clone(), ended: false })
     }
 
-    fn check_model(&self, model: Option<&str>) -> Result<(), ApiError> {
+    pub(super) fn check_model(&self, model: Option<&str>) -> Result<(), ApiError> {
         match model {
             Some(m) if m != self.model_name => Err(ApiError {
                 status: StatusCode::NOT_FOUND,
@@ -115,6 +117,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/responses", post(responses))
         .route("/v1/messages", post(messages))
+        .route("/v1/embeddings", post(super::pooling::embeddings))
+        .route("/pooling", post(super::pooling::pooling))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/version", get(version))
@@ -135,11 +139,11 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn bad(message: impl Into<String>) -> Self {
+    pub(super) fn bad(message: impl Into<String>) -> Self {
         Self { status: StatusCode::BAD_REQUEST, kind: "BadRequestError", param: None, message: message.into() }
     }
 
-    fn bad_param(param: &'static str, message: impl Into<String>) -> Self {
+    pub(super) fn bad_param(param: &'static str, message: impl Into<String>) -> Self {
         Self { param: Some(param), ..Self::bad(message) }
     }
 
@@ -152,7 +156,7 @@ impl ApiError {
         }
     }
 
-    fn internal(message: String) -> Self {
+    pub(super) fn internal(message: String) -> Self {
         Self { status: StatusCode::INTERNAL_SERVER_ERROR, kind: "InternalServerError", param: None, message }
     }
 }
@@ -180,17 +184,22 @@ impl IntoResponse for ApiError {
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {
-    let mut resp = Response::new(Body::from(body.to_string()));
+    json_text_response(status, body.to_string())
+}
+
+/// A JSON answer already written.
+pub(super) fn json_text_response(status: StatusCode, body: String) -> Response {
+    let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = status;
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }
 
-fn unix_now() -> u64 {
+pub(super) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-async fn read_json(req: Request) -> Result<Value, ApiError> {
+pub(super) async fn read_json(req: Request) -> Result<Value, ApiError> {
     let bytes = axum::body::to_bytes(req.into_body(), BODY_LIMIT)
         .await
         .map_err(|e| ApiError::bad(format!("could not read the request body: {e}")))?;
@@ -257,12 +266,14 @@ fn output_budget(api: Api, prompt: u32, requested: Option<u64>, max_model_len: u
         // vLLM's defaults: 16 for completions, the rest of the context for chat and Responses.
         (None, Api::Completions) => 16,
         (None, Api::Chat | Api::Responses) => u64::from(room),
+        // A pooling request runs its prefill alone (its one sampled token the step that ends it).
+        (None, Api::Pooling(_)) => 1,
         // Anthropic's API requires it.
         (None, Api::Messages) => return Err(ApiError::bad_param("max_tokens", "max_tokens: Field required")),
     };
     let (param, names) = match api {
         Api::Responses => ("max_output_tokens", "'max_output_tokens'"),
-        Api::Completions | Api::Chat => ("max_tokens", "'max_tokens' or 'max_completion_tokens'"),
+        Api::Completions | Api::Chat | Api::Pooling(_) => ("max_tokens", "'max_tokens' or 'max_completion_tokens'"),
         Api::Messages => ("max_tokens", "'max_tokens'"),
     };
     if asked > u64::from(room) {
@@ -356,6 +367,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
         Api::Chat => "chatcmpl-",
         Api::Responses => "resp_",
         Api::Messages => "msg_",
+        Api::Pooling(_) => "embd-",
     };
     let id = format!("{prefix}{:016x}{:016x}", mix64(salt ^ 1), mix64(salt ^ 2));
     let created = unix_now();

@@ -77,7 +77,7 @@ pub(crate) fn read(api: Api, body: &Value, vocab: u32) -> Result<Extras, BadFiel
             }
             Ok(Extras { logprobs: wanted.then(|| top.unwrap_or(0)), echo: false })
         }
-        Api::Responses | Api::Messages => Ok(Extras::default()),
+        Api::Responses | Api::Messages | Api::Pooling(_) => Ok(Extras::default()),
     }
 }
 

@@ -54,6 +54,7 @@ mod logprobs;
 mod logprobs_tests;
 mod metrics;
 mod pacer;
+mod pooling;
 #[cfg(test)]
 mod spec_tests;
 mod stream;
@@ -286,6 +287,7 @@ fn spawn_engine(
         seed: options.seed,
         dialect: options.dialect,
         tower: crate::media::Tower::of(setup),
+        embedding_dim: setup.model.hidden,
     });
     Ok((shared, pacer))
 }

@@ -90,7 +90,13 @@ impl TextModel {
     /// or of token-id lists), as vLLM splits them. Token ids must be in `0..vocab`. The error
     /// is the client's fault (400).
     pub fn completion_prompts(&self, body: &Value, vocab: u32) -> Result<Vec<Prompt>, String> {
-        let prompt = body.get("prompt").ok_or("the body has no \"prompt\"")?;
+        self.prompts_at(body, "prompt", vocab)
+    }
+
+    /// The prompts a body holds under `key` (`prompt` of completions, `input` of a pooling
+    /// request), split as [`TextModel::completion_prompts`] splits them.
+    pub fn prompts_at(&self, body: &Value, key: &str, vocab: u32) -> Result<Vec<Prompt>, String> {
+        let prompt = body.get(key).ok_or_else(|| format!("the body has no \"{key}\""))?;
         let add_special = body.get("add_special_tokens").and_then(Value::as_bool).unwrap_or(true);
         split_prompt(prompt, vocab)?
             .into_iter()
@@ -134,13 +140,13 @@ impl TextModel {
             WordHashMapper.prompt_ids(api, body, &mut out)?;
             return Ok(out);
         };
-        match api {
-            Api::Completions => {
+        match crate::tokens::prompt_key(api) {
+            Some(key) => {
                 let add_special = body.get("add_special_tokens").and_then(Value::as_bool).unwrap_or(true);
-                let prompt = body.get("prompt").ok_or("the body has no \"prompt\"")?;
+                let prompt = body.get(key).ok_or_else(|| format!("the body has no \"{key}\""))?;
                 completion_ids(tok, prompt, add_special)
             }
-            api => {
+            None => {
                 let messages = crate::tokens::conversation(api, body)?;
                 let text = chat_text(tok, &messages, body)?;
                 let add_special = body.get("add_special_tokens").and_then(Value::as_bool).unwrap_or(false);

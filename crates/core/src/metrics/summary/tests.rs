@@ -179,6 +179,48 @@ fn client_queue_sections_follow_vllms_conditions() {
 }
 
 #[test]
+fn a_pooling_run_counts_inputs_and_latencies_only() {
+    let pooled = |ms: u32| {
+        let mut r = ok(0, &[ms], 0);
+        r.usage.completion_tokens = None;
+        r.end_us = ms * 1000;
+        r
+    };
+    let records = vec![pooled(40), pooled(60), failed(FailureKind::InBandError, "too long")];
+    let mut run = test_run(records, 2.0);
+    run.config.target.backend = crate::config::Backend::OpenaiEmbeddings;
+    run.config.output.percentile_metrics = vec![Metric::Ttft, Metric::E2el];
+    run.config.output.goodput = vec![Slo { metric: Metric::E2el, max_ms: 50.0 }];
+    let s = Summary::compute(&run);
+    assert_eq!((s.completed, s.failed, s.total_input_tokens), (2, Some(1), 200));
+    assert_eq!(s.pooling, Some(PoolingFigures { total_input_sequences: Some(2), input_sequence_throughput: 1.0 }));
+    assert_eq!(s.total_token_throughput, Some(100.0), "input tokens alone");
+    // vLLM's pooling metrics: no output, goodput, peaks or token-time sections.
+    assert_eq!((s.total_output_tokens, s.output_throughput, s.request_goodput), (None, None, None));
+    assert_eq!((s.peak_output_throughput, s.vllm_max_concurrent_requests), (None, None));
+    assert_eq!(s.metrics.iter().map(|m| m.metric).collect::<Vec<_>>(), [Metric::E2el]);
+    assert_eq!(s.metric(Metric::E2el).unwrap().mean_ms, 50.0);
+    // vLLM's pooling block: its input rate after the request rate, E2EL alone.
+    let expected = [
+        "============ Serving Benchmark Result ============",
+        "Successful requests:                     2         ",
+        "Failed requests:                         1         ",
+        "Benchmark duration (s):                  2.00      ",
+        "Total input tokens:                      200       ",
+        "Request throughput (req/s):              1.00      ",
+        "Input throughput (inputs/s):             1.00      ",
+        "Total token throughput (tok/s):          100.00    ",
+        "----------------End-to-end Latency----------------",
+        "Mean E2EL (ms):                          50.00     ",
+        "Median E2EL (ms):                        50.00     ",
+        "P99 E2EL (ms):                           59.80     ",
+        "==================================================",
+        "",
+    ];
+    assert_eq!(crate::vllm::render_result_block(&s), expected.join("\n"));
+}
+
+#[test]
 fn dispatch_lag_skips_unsent_requests() {
     let mut late = ok(0, &[10], 1);
     late.planned_ns = 1_000_000_000;

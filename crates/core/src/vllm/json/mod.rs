@@ -64,6 +64,11 @@ fn whole_or_float(x: f64) -> Value {
 /// (ramp-up), then `mean_`/`median_`/`std_`/`p{p}_{metric}_ms` per section, then
 /// `servebench`. Keys marked * are written only with `--save-detailed`.
 ///
+/// A pooling run (a pooling backend's) has vLLM's pooling keys instead, from `duration`:
+/// `completed`, `total_input_tokens`, `total_input_sequences`, `request_throughput`,
+/// `input_sequence_throughput`, `total_token_throughput`, `input_lens`*, `latencies`,
+/// `queue_times`, `errors`*, then the same keys from the probes' on.
+///
 /// Per-request arrays are in dataset order; a failed request has latency 0.0 and output
 /// length 0, as in vLLM.
 pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
@@ -95,8 +100,29 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
         m.insert("ramp_up_end_rps".into(), whole_or_float(ramp.end_rps));
     }
 
+    let per_request = |f: &dyn Fn(&RequestRecord) -> Value| -> Value { Value::Array(records.iter().map(f).collect()) };
+    let latency = |r: &RequestRecord| if r.succeeded() { r.latency_s() } else { 0.0 };
+    let input_lens = || per_request(&|r| json!(r.prompt_tokens()));
+    let errors = || per_request(&|r| json!(r.failure.as_ref().map_or("", |f| f.message.as_str())));
     m.insert("duration".into(), num(summary.duration_s));
     m.insert("completed".into(), json!(summary.completed));
+    if let Some(pooling) = &summary.pooling {
+        // vLLM's pooling result: no failed count, no output, no token times.
+        m.insert("total_input_tokens".into(), json!(summary.total_input_tokens));
+        m.insert("total_input_sequences".into(), json!(pooling.total_input_sequences));
+        m.insert("request_throughput".into(), num(summary.request_throughput));
+        m.insert("input_sequence_throughput".into(), num(pooling.input_sequence_throughput));
+        m.insert("total_token_throughput".into(), opt_num(summary.total_token_throughput));
+        if detailed {
+            m.insert("input_lens".into(), input_lens());
+        }
+        m.insert("latencies".into(), per_request(&|r| num(latency(r))));
+        m.insert("queue_times".into(), per_request(&|r| num(r.client_queue_s())));
+        if detailed {
+            m.insert("errors".into(), errors());
+        }
+        return finish_result(m, run, summary);
+    }
     m.insert("failed".into(), json!(summary.failed));
     m.insert("total_input_tokens".into(), json!(summary.total_input_tokens));
     m.insert("total_output_tokens".into(), json!(summary.total_output_tokens));
@@ -105,14 +131,12 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
     m.insert("output_throughput".into(), opt_num(summary.output_throughput));
     m.insert("total_token_throughput".into(), opt_num(summary.total_token_throughput));
 
-    let per_request = |f: &dyn Fn(&RequestRecord) -> Value| -> Value { Value::Array(records.iter().map(f).collect()) };
     if detailed {
-        m.insert("input_lens".into(), per_request(&|r| json!(r.prompt_tokens())));
+        m.insert("input_lens".into(), input_lens());
         m.insert("output_lens".into(), per_request(&|r| json!(r.output_tokens())));
         m.insert("ttfts".into(), per_request(&|r| num(r.ttft_s())));
         m.insert("itls".into(), per_request(&|r| Value::Array(r.itl_s().map(num).collect())));
     }
-    let latency = |r: &RequestRecord| if r.succeeded() { r.latency_s() } else { 0.0 };
     m.insert("latencies".into(), per_request(&|r| num(latency(r))));
     if detailed {
         m.insert("start_times".into(), per_request(&|r| num(r.start_s())));
@@ -120,7 +144,7 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
     m.insert("queue_times".into(), per_request(&|r| num(r.client_queue_s())));
     if detailed {
         m.insert("generated_texts".into(), per_request(&|r| json!(r.text)));
-        m.insert("errors".into(), per_request(&|r| json!(r.failure.as_ref().map_or("", |f| f.message.as_str()))));
+        m.insert("errors".into(), errors());
     }
     m.insert("max_output_tokens_per_s".into(), num(summary.vllm_max_output_tokens_per_s.unwrap_or(0.0)));
     m.insert("max_concurrent_requests".into(), json!(summary.vllm_max_concurrent_requests.unwrap_or(0)));
@@ -130,6 +154,12 @@ pub fn result_json(run: &RunResult, summary: &Summary) -> Value {
         m.insert("server_queue_times".into(), per_request(&|r| opt_num(r.server_queue_s)));
         m.insert("server_ttfts".into(), per_request(&|r| opt_num(r.server_ttft_s)));
     }
+    finish_result(m, run, summary)
+}
+
+/// The keys after the per-request arrays, a generation or a pooling run's: the probes', the
+/// ramp-up's events, the percentile sections, the speculative decoder's, then `servebench`.
+fn finish_result(mut m: Map<String, Value>, run: &RunResult, summary: &Summary) -> Value {
     if let Some(p) = &summary.probes {
         m.insert("probe_completed".into(), json!(p.completed));
         m.insert("probe_failed".into(), json!(p.failed));

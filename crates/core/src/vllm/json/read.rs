@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use crate::config::Metric;
-use crate::metrics::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, ProbeStats, Summary};
+use crate::metrics::{DispatchLag, MAX_FAILURE_MESSAGES, MetricStats, PoolingFigures, ProbeStats, Summary};
 use crate::record::FailureKind;
 use crate::telemetry::SpecDecodeCounts;
 use crate::vllm::json::scalar::whole_number;
@@ -18,7 +18,7 @@ pub enum VllmJsonError {
     #[error("a vLLM result is a JSON object, but this is {0}; pass one document (one line of an appended file)")]
     NotAnObject(&'static str),
     #[error(
-        "the result lacks {0:?}; is this a `vllm bench serve --save-result` file? Pooling and sweep summaries are not supported"
+        "the result lacks {0:?}; is this a `vllm bench serve --save-result` file? Sweep summaries are not supported"
     )]
     Missing(&'static str),
     #[error("{key:?} should be {expected}; the file may be damaged")]
@@ -116,6 +116,13 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         request_goodput: f64_at(m, "request_goodput")?,
         output_throughput: f64_at(m, "output_throughput")?,
         total_token_throughput: f64_at(m, "total_token_throughput")?,
+        pooling: match f64_at(m, "input_sequence_throughput")? {
+            Some(input_sequence_throughput) => Some(PoolingFigures {
+                total_input_sequences: u64_at(m, "total_input_sequences")?,
+                input_sequence_throughput,
+            }),
+            None => None,
+        },
         peak_output_throughput: peak_out,
         peak_concurrent_requests: peak_conc,
         vllm_max_output_tokens_per_s: f64_at(m, "max_output_tokens_per_s")?,

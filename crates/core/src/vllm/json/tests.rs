@@ -52,6 +52,42 @@ fn keys(v: &Value) -> Vec<&str> {
 }
 
 #[test]
+fn a_pooling_run_writes_vllm_s_pooling_keys_and_reads_them_back() {
+    let mut run = sample_run();
+    run.config.target.backend = crate::config::Backend::VllmPooling;
+    run.config.output.percentile_metrics = vec![Metric::E2el];
+    let summary = Summary::compute(&run);
+    let v = result_json(&run, &summary);
+    let before_metrics: Vec<&str> = keys(&v).into_iter().skip_while(|k| *k != "duration").collect();
+    assert_eq!(
+        before_metrics,
+        [
+            "duration",
+            "completed",
+            "total_input_tokens",
+            "total_input_sequences",
+            "request_throughput",
+            "input_sequence_throughput",
+            "total_token_throughput",
+            "input_lens",
+            "latencies",
+            "queue_times",
+            "errors",
+            "mean_e2el_ms",
+            "median_e2el_ms",
+            "std_e2el_ms",
+            "p50_e2el_ms",
+            "p99.9_e2el_ms",
+            "servebench",
+        ]
+    );
+    assert_eq!(v["total_input_sequences"], 2);
+    let back = summary_from_vllm_json(&v).unwrap();
+    assert_eq!(back.pooling, summary.pooling);
+    assert_eq!(back.total_output_tokens, None);
+}
+
+#[test]
 fn keys_follow_vllm_0_33_order_without_detailed_arrays() {
     let mut run = sample_run();
     run.config.output.save_detailed = false;

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 use crate::config::Metric;
-use crate::metrics::{MetricStats, Summary};
+use crate::metrics::{MetricStats, PoolingFigures, Summary};
 use crate::vllm::labels::{self, section_title, short_name};
 use crate::vllm::text::TextStyle;
 
@@ -194,6 +194,8 @@ enum Field {
     TotalTokenThroughputLegacy,
     /// A line vLLM prints that the summary has no field for.
     RawOnly,
+    /// A pooling run's input sequences per second.
+    InputThroughput,
 }
 
 const TOP_LINES: [(&str, Field); 15] = [
@@ -205,7 +207,7 @@ const TOP_LINES: [(&str, Field); 15] = [
     (labels::TOTAL_INPUT, Field::TotalInput),
     (labels::TOTAL_GENERATED, Field::TotalOutput),
     (labels::REQUEST_THROUGHPUT, Field::RequestThroughput),
-    (labels::INPUT_THROUGHPUT, Field::RawOnly),
+    (labels::INPUT_THROUGHPUT, Field::InputThroughput),
     (labels::GOODPUT, Field::Goodput),
     (labels::OUTPUT_THROUGHPUT, Field::OutputThroughput),
     (labels::PEAK_OUTPUT, Field::PeakOutput),
@@ -358,6 +360,10 @@ impl Block {
             Field::TotalInput => s.total_input_tokens = count()?,
             Field::TotalOutput => s.total_output_tokens = Some(count()?),
             Field::RequestThroughput => s.request_throughput = x,
+            // A pooling report's; its count of sequences is not printed.
+            Field::InputThroughput => {
+                s.pooling = Some(PoolingFigures { total_input_sequences: None, input_sequence_throughput: x })
+            }
             Field::Goodput => s.request_goodput = Some(x),
             Field::OutputThroughput => s.output_throughput = Some(x),
             Field::PeakOutput if vllm => s.vllm_max_output_tokens_per_s = Some(x),

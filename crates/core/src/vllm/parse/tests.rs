@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::metrics::ProbeStats;
+use crate::metrics::{PoolingFigures, ProbeStats};
 use crate::vllm::text::{render_result_block, render_result_block_styled};
 
 const R000: &str = include_str!("../../../../../testdata/vllm-reports/000-dense-models.txt");
@@ -259,7 +259,10 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
     let section = (value(), value(), prop::collection::vec(value(), 6), ps);
     let sections = prop::collection::vec(prop::option::of(section), 6);
     let probes = prop::option::of((0u64..10_000, 0u64..100, value(), value(), value()));
-    (counts, rates, sections, probes).prop_map(|(c, r, sections, probes)| {
+    // A text report prints a pooling run's input rate, not its count of sequences.
+    let pooling = prop::option::of(value())
+        .prop_map(|x| x.map(|x| PoolingFigures { total_input_sequences: None, input_sequence_throughput: x }));
+    (counts, rates, sections, probes, pooling).prop_map(|(c, r, sections, probes, pooling)| {
         let metrics = Metric::ALL
             .into_iter()
             .zip(sections)
@@ -286,6 +289,7 @@ fn arb_summary() -> impl Strategy<Value = Summary> {
             request_goodput: r.2,
             output_throughput: r.3,
             total_token_throughput: r.4,
+            pooling,
             peak_output_throughput: r.5,
             peak_concurrent_requests: c.6,
             vllm_max_output_tokens_per_s: None,
@@ -323,6 +327,9 @@ fn as_printed(s: &Summary) -> Summary {
         request_goodput: round(s.request_goodput),
         output_throughput: round(s.output_throughput),
         total_token_throughput: round(s.total_token_throughput),
+        pooling: s
+            .pooling
+            .map(|p| PoolingFigures { input_sequence_throughput: two_decimals(p.input_sequence_throughput), ..p }),
         peak_output_throughput: round(s.peak_output_throughput),
         metrics: s
             .metrics

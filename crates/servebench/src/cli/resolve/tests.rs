@@ -26,9 +26,9 @@ fn percentile_flags_parse_like_vllm() {
 #[test]
 fn sampling_and_think_time_refuse_values_json_cannot_carry() {
     let c = ContentArgs { temperature: Some(f64::NAN), ..ContentArgs::default() };
-    assert_eq!(parse_extra_body(&c).unwrap_err().to_string(), "--temperature must be a finite number, got NaN");
+    assert_eq!(parse_extra_body(&c, true).unwrap_err().to_string(), "--temperature must be a finite number, got NaN");
     let c = ContentArgs { top_p: Some(0.9), ..ContentArgs::default() };
-    assert_eq!(parse_extra_body(&c).unwrap()["top_p"], 0.9);
+    assert_eq!(parse_extra_body(&c, true).unwrap()["top_p"], 0.9);
     let sharegpt = |think_time: f64| DatasetArgs {
         dataset_name: "sharegpt".into(),
         dataset_path: Some("conversations.json".into()),

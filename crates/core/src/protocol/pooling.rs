@@ -1,0 +1,78 @@
+//! A pooling answer (vLLM's `/v1/embeddings` and `/pooling`, Infinity's `/embeddings`): one
+//! JSON body, not a stream. The client reads from it what vLLM's benchmark reads (the
+//! `usage.prompt_tokens` count) and how many outputs it holds; an `error` object in a 200
+//! answer is the request's failure.
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+/// What a pooling answer says about its request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolingAnswer {
+    /// `usage.prompt_tokens`, where the answer gives it.
+    pub prompt_tokens: Option<u32>,
+    /// Entries of `data` (one per input sequence).
+    pub outputs: usize,
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(default)]
+    data: Option<Vec<IgnoredAny>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u32>,
+}
+
+/// Why a pooling answer counts as a failure.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PoolingError {
+    /// The body is not the JSON object a pooling API answers with.
+    #[error("the pooling answer is not a JSON object ({0})")]
+    NotJson(String),
+    /// The body is an error object.
+    #[error("{0}")]
+    InBand(String),
+}
+
+/// Reads a whole pooling answer.
+pub fn read_answer(body: &[u8]) -> Result<PoolingAnswer, PoolingError> {
+    let wire: Wire = serde_json::from_slice(body).map_err(|e| PoolingError::NotJson(e.to_string()))?;
+    if let Some(error) = wire.error.filter(|e| !e.is_null()) {
+        let message = error.get("message").and_then(|m| m.as_str()).map_or_else(|| error.to_string(), str::to_string);
+        return Err(PoolingError::InBand(message));
+    }
+    Ok(PoolingAnswer {
+        prompt_tokens: wire.usage.and_then(|u| u.prompt_tokens),
+        outputs: wire.data.map_or(0, |d| d.len()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_gives_its_prompt_tokens_and_outputs() {
+        let vllm = br#"{"id":"embd-1","object":"list","created":1,"model":"m","data":[{"index":0,"object":"embedding","embedding":[0.1,-0.2]},{"index":1,"object":"embedding","embedding":[0.3,0.4]}],"usage":{"prompt_tokens":12,"total_tokens":12,"completion_tokens":0,"prompt_tokens_details":null}}"#;
+        assert_eq!(read_answer(vllm), Ok(PoolingAnswer { prompt_tokens: Some(12), outputs: 2 }));
+        let bare = br#"{"object":"list","data":[{"object":"embedding","embedding":"AAAA","index":0}]}"#;
+        assert_eq!(read_answer(bare), Ok(PoolingAnswer { prompt_tokens: None, outputs: 1 }));
+    }
+
+    #[test]
+    fn an_error_object_or_a_broken_body_is_a_failure() {
+        let e = read_answer(br#"{"error":{"message":"too long","type":"BadRequestError"}}"#).unwrap_err();
+        assert_eq!(e, PoolingError::InBand("too long".into()));
+        assert!(matches!(read_answer(b"{\"data\": ["), Err(PoolingError::NotJson(_))));
+        assert!(matches!(read_answer(b"[1]"), Err(PoolingError::NotJson(_))));
+        assert_eq!(read_answer(br#"{"error": null, "data": []}"#), Ok(PoolingAnswer::default()));
+    }
+}

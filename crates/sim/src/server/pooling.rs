@@ -1,0 +1,157 @@
+//! The pooling endpoints, vLLM's `POST /v1/embeddings` (an `input`, or chat `messages`) and
+//! `POST /pooling`, answered whole as vLLM answers them. A pooling request is a prefill
+//! alone: the engine runs each input as a request of one sampled token, so the step that ends
+//! its prefill ends it (the lm_head and sampler of that step are the twin's excess over a
+//! pooling model's head, small beside the prefill). Each input is its own sequence in the
+//! batch, as vLLM schedules a list of inputs. The vectors are deterministic noise of the
+//! model's hidden size, so an answer weighs what a real one does on the wire.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use servebench_core::config::{Api, PoolingForm};
+
+use super::api::{ApiError, Shared, json_text_response, read_json, unix_now};
+use super::stream::Answer;
+use super::text::Prompt;
+use crate::rng::mix64;
+
+pub(crate) async fn embeddings(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let received = Instant::now();
+    pool(s, PoolingForm::Embeddings, received, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+pub(crate) async fn pooling(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let received = Instant::now();
+    pool(s, PoolingForm::Pooling, received, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Request) -> Result<Response, ApiError> {
+    let body = read_json(req).await?;
+    s.check_model(body.get("model").and_then(Value::as_str))?;
+    // `/v1/embeddings` takes chat messages as well as an input.
+    let form = if route == PoolingForm::Embeddings && body.get("messages").is_some() {
+        PoolingForm::EmbeddingsChat
+    } else {
+        route
+    };
+    let api = Api::Pooling(form);
+    let mut prompts = match crate::tokens::prompt_key(api) {
+        Some(key) => s.text.prompts_at(&body, key, s.vocab).map_err(|e| ApiError::bad_param("input", e))?,
+        None => vec![Prompt { ids: s.text.prompt_ids(api, &body).map_err(ApiError::bad)?, text: None }],
+    };
+    let limit = truncation(&body, s.max_model_len)?;
+    for p in &mut prompts {
+        if p.ids.is_empty() {
+            return Err(ApiError::bad("The prompt cannot be empty."));
+        }
+        match limit {
+            Some(keep) if p.ids.len() > keep => {
+                p.ids.drain(..p.ids.len() - keep);
+            }
+            _ if p.ids.len() > s.max_model_len as usize => {
+                return Err(ApiError::bad(format!(
+                    "This model's maximum context length is {} tokens. However, your request has {} input \
+                     tokens. Please reduce the length of the input messages.",
+                    s.max_model_len,
+                    p.ids.len()
+                )));
+            }
+            _ => {}
+        }
+    }
+    // Every input is admitted before any is awaited: they share the engine's batches.
+    let mut admitted = Vec::with_capacity(prompts.len());
+    for p in &prompts {
+        let prompt_tokens = p.ids.len() as u32;
+        // The one sampled token needs a slot of the context.
+        let mut ids = p.ids.clone();
+        ids.truncate(s.max_model_len.saturating_sub(1).max(1) as usize);
+        let admission = s.admit(ids, Vec::new(), 1, true, api, received)?;
+        let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
+        admitted.push((admission, Answer { text: Arc::clone(&s.text), salt, prompt_tokens }));
+    }
+    let mut prompt_total = 0u64;
+    let mut data = String::new();
+    for (index, (admission, answer)) in admitted.into_iter().enumerate() {
+        admission.collect(&answer).await.map_err(ApiError::internal)?;
+        prompt_total += u64::from(answer.prompt_tokens);
+        if index > 0 {
+            data.push(',');
+        }
+        let (object, key) = match form {
+            PoolingForm::Pooling => ("pooling", "data"),
+            _ => ("embedding", "embedding"),
+        };
+        let _ = write!(data, r#"{{"index":{index},"object":"{object}","{key}":"#);
+        vector(&mut data, answer.salt, s.embedding_dim);
+        data.push('}');
+    }
+    let prefix = if form == PoolingForm::Pooling { "pool" } else { "embd" };
+    let id = format!("{prefix}-{:016x}", mix64(s.seed ^ prompt_total ^ unix_now()));
+    let model = serde_json::to_string(&s.model_name).unwrap_or_default();
+    let text = format!(
+        r#"{{"id":"{id}","object":"list","created":{},"model":{model},"data":[{data}],"usage":{{"prompt_tokens":{prompt_total},"total_tokens":{prompt_total},"completion_tokens":0,"prompt_tokens_details":null}}}}"#,
+        unix_now()
+    );
+    Ok(json_text_response(StatusCode::OK, text))
+}
+
+/// `truncate_prompt_tokens`: `-1` keeps the model's context, `k` the last `k` tokens; absent
+/// or null, a prompt past the context is refused.
+fn truncation(body: &Value, max_model_len: u32) -> Result<Option<usize>, ApiError> {
+    match body.get("truncate_prompt_tokens") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64() {
+            Some(-1) => Ok(Some(max_model_len as usize)),
+            Some(k) if k >= 1 => Ok(Some((k as usize).min(max_model_len as usize))),
+            _ => Err(ApiError::bad_param(
+                "truncate_prompt_tokens",
+                format!("truncate_prompt_tokens must be -1 or a whole number above 0, got {v}"),
+            )),
+        },
+    }
+}
+
+/// `dim` floats of deterministic noise as a JSON list.
+fn vector(out: &mut String, salt: u64, dim: u32) {
+    out.push('[');
+    for i in 0..dim {
+        if i > 0 {
+            out.push(',');
+        }
+        let x = (mix64(salt ^ u64::from(i)) >> 11) as f64 / (1u64 << 53) as f64;
+        let _ = write!(out, "{:.6}", (x - 0.5) * 0.1);
+    }
+    out.push(']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn truncation_reads_vllm_s_values() {
+        assert_eq!(truncation(&json!({}), 100).unwrap(), None);
+        assert_eq!(truncation(&json!({"truncate_prompt_tokens": -1}), 100).unwrap(), Some(100));
+        assert_eq!(truncation(&json!({"truncate_prompt_tokens": 7}), 100).unwrap(), Some(7));
+        assert_eq!(truncation(&json!({"truncate_prompt_tokens": 700}), 100).unwrap(), Some(100));
+        assert!(truncation(&json!({"truncate_prompt_tokens": 0}), 100).is_err());
+        assert!(truncation(&json!({"truncate_prompt_tokens": "x"}), 100).is_err());
+    }
+
+    #[test]
+    fn a_vector_is_a_json_list_of_its_size() {
+        let mut s = String::new();
+        vector(&mut s, 3, 5);
+        let v: Vec<f64> = serde_json::from_str(&s).unwrap();
+        assert_eq!(v.len(), 5);
+        assert!(v.iter().all(|x| x.abs() <= 0.05));
+    }
+}

@@ -44,8 +44,13 @@ struct RealServer {
 
 impl RealServer {
     /// Starts one, or says why not: `None` (after a note) when it is not built here.
-    #[allow(clippy::print_stderr, reason = "a skipped test says why")]
     async fn start(log_dir: &Path) -> Option<RealServer> {
+        Self::start_with(log_dir, &[]).await
+    }
+
+    /// [`RealServer::start`] with more of llama-server's flags.
+    #[allow(clippy::print_stderr, reason = "a skipped test says why")]
+    async fn start_with(log_dir: &Path, more: &[&str]) -> Option<RealServer> {
         let Some((server, model)) = built() else {
             assert!(
                 std::env::var_os("SERVEBENCH_REQUIRE_REAL_SERVER").is_none(),
@@ -64,6 +69,7 @@ impl RealServer {
             .arg(&server)
             .args(["-m", model.to_str().unwrap(), "--alias", "tiny-qwen3", "--host", "127.0.0.1"])
             .args(["--port", &port.to_string(), "-np", "4", "-c", "16384", "-t", "2", "--metrics", "--no-webui"])
+            .args(more)
             .stdin(Stdio::null())
             .stdout(Stdio::from(file.try_clone().unwrap()))
             .stderr(Stdio::from(file))
@@ -225,6 +231,29 @@ async fn responses_against_llama_server_lose_nothing_and_count_what_it_counts() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_against_llama_server_lose_nothing_and_count_what_it_counts() {
     clean_run(&["--backend", "anthropic-messages"], "messages.json").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_against_llama_server_lose_nothing_and_count_what_it_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = RealServer::start_with(dir.path(), &["--embeddings", "--pooling", "mean"]).await else {
+        return;
+    };
+    let flags = ["--num-prompts", "40", "--backend", "openai-embeddings", "--endpoint", "/v1/embeddings"];
+    let out = servebench(bench(&server.base_url, dir.path(), "embeddings.json", &flags)).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.contains("Input throughput (inputs/s):") && !stdout.contains("TTFT"), "{stdout}");
+    let json = read_json(&dir.path().join("embeddings.json"));
+    assert_eq!(json["completed"].as_u64(), Some(40), "{stdout}");
+    assert_eq!(json["total_input_sequences"].as_u64(), Some(40), "{stdout}");
+    assert_eq!(json["servebench"]["failures_by_kind"], serde_json::json!({}), "{stdout}");
+    // The prompt counts are the server's usage, each exactly its planned length.
+    let records = json["servebench"]["requests"].as_array().unwrap();
+    assert!(records.iter().all(|r| r["prompt_tokens_server"] == 128), "{records:?}");
+    assert_eq!(json["total_input_tokens"].as_u64(), Some(40 * 128));
+    assert!(json["latencies"].as_array().unwrap().iter().all(|l| l.as_f64().unwrap() > 0.0));
+    drop(server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

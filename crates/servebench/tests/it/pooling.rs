@@ -1,7 +1,8 @@
 //! The pooling backends (`openai-embeddings`, `openai-embeddings-chat`, `vllm-pooling`)
 //! against the simulator's pooling routes: vLLM's pooling report (no output lines, E2EL alone,
 //! the input rate), vLLM's pooling result keys, the twin in virtual time agreeing with the
-//! twin on a port, and the flags vLLM refuses refused with what to give.
+//! twin on a port, a pooling run named and skipped by the twin's check, and what is not built
+//! refused with what to give.
 
 use crate::common::{args, read_json, servebench, text};
 
@@ -70,6 +71,13 @@ async fn an_embeddings_run_reports_what_vllm_reports_for_pooling() {
     let (live, virt) = (json["mean_e2el_ms"].as_f64().unwrap(), p["mean_e2el_ms"].as_f64().unwrap());
     assert!((live / virt - 1.0).abs() < 0.25, "live {live} ms, predicted {virt} ms");
     assert_eq!(p["total_input_sequences"], 24);
+
+    // The twin's check reads generation runs; a pooling run is named and skipped.
+    let e = dir.path().join("e.json");
+    let validate = ["sim", "validate", "--model", "Qwen/Qwen3-0.6B", "--hardware", "h100-sxm", e.to_str().unwrap()];
+    let out = servebench(args(&validate)).await;
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success() && said.contains("a pooling run (embeddings, /pooling)"), "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

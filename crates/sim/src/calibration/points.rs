@@ -260,6 +260,10 @@ impl MeasuredPoint {
         if n == 0 {
             return Err("the run has no request".into());
         }
+        if s.pooling.is_some() {
+            return Err("a pooling run (embeddings, /pooling): the twin is checked and fitted on generation runs;                         pooling runs are not yet"
+                .into());
+        }
         let Some(output) = s.total_output_tokens.filter(|t| *t > 0) else {
             return Err("the run has no total of generated tokens".into());
         };

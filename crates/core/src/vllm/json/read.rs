@@ -104,9 +104,15 @@ pub fn summary_from_vllm_json(value: &Value) -> Result<Summary, VllmJsonError> {
         }
     }
 
+    // vLLM's pooling result has no `failed`; servebench's section counts them by kind.
+    let failed = match u64_at(m, "failed")? {
+        Some(n) => Some(n),
+        None if ours.is_some_and(|o| o.contains_key("failures_by_kind")) => Some(failures_by_kind.values().sum()),
+        None => None,
+    };
     Ok(Summary {
         completed: required_u64("completed")?,
-        failed: u64_at(m, "failed")?,
+        failed,
         max_concurrency: u64_at(m, "max_concurrency")?,
         request_rate,
         duration_s: required_f64("duration")?,

@@ -85,6 +85,8 @@ fn a_pooling_run_writes_vllm_s_pooling_keys_and_reads_them_back() {
     let back = summary_from_vllm_json(&v).unwrap();
     assert_eq!(back.pooling, summary.pooling);
     assert_eq!(back.total_output_tokens, None);
+    // No `failed` key in vLLM's pooling keys: the count comes back from servebench's section.
+    assert_eq!((back.failed, summary.failed), (Some(1), Some(1)));
 }
 
 #[test]

@@ -196,7 +196,11 @@ pub fn slices(run: &RunResult, seconds: f64) -> Vec<Slice> {
     let mut from = 0u64;
     while from < end && step > 0 {
         let to = from.saturating_add(step);
-        let counts = Counts::of(&run.records, from, to);
+        let mut counts = Counts::of(&run.records, from, to);
+        if run.config.target.backend.api().pooling() {
+            // A pooling answer's one chunk is not a token.
+            counts.output_tokens = 0.0;
+        }
         let (ttfts, itls) = latencies_in(&run.records, from, to);
         let (mean, max) = flight.over(from, to);
         let len_s = (to - from) as f64 / NS;

@@ -191,7 +191,10 @@ fn a_pooling_run_counts_inputs_and_latencies_only() {
     run.config.target.backend = crate::config::Backend::OpenaiEmbeddings;
     run.config.output.percentile_metrics = vec![Metric::Ttft, Metric::E2el];
     run.config.output.goodput = vec![Slo { metric: Metric::E2el, max_ms: 50.0 }];
+    run.config.output.slice_seconds = Some(1.0);
     let s = Summary::compute(&run);
+    assert_eq!(s.slices.iter().map(|x| x.completed).sum::<u64>(), 2);
+    assert!(s.slices.iter().all(|x| x.output_tokens == 0.0), "an answer is not a token");
     assert_eq!((s.completed, s.failed, s.total_input_tokens), (2, Some(1), 200));
     assert_eq!(s.pooling, Some(PoolingFigures { total_input_sequences: Some(2), input_sequence_throughput: 1.0 }));
     assert_eq!(s.total_token_throughput, Some(100.0), "input tokens alone");

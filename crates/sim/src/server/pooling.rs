@@ -67,15 +67,18 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
     }
     // Every input is admitted before any is awaited: they share the engine's batches.
     let mut admitted = Vec::with_capacity(prompts.len());
-    for p in &prompts {
-        let prompt_tokens = p.ids.len() as u32;
+    for Prompt { mut ids, .. } in prompts {
+        let prompt_tokens = u32::try_from(ids.len()).unwrap_or(u32::MAX);
         // The one sampled token needs a slot of the context.
-        let mut ids = p.ids.clone();
         ids.truncate(s.max_model_len.saturating_sub(1).max(1) as usize);
         let admission = s.admit(ids, Vec::new(), 1, true, api, received)?;
         let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
         admitted.push((admission, Answer { text: Arc::clone(&s.text), salt, prompt_tokens }));
     }
+    let (object, key) = match form {
+        PoolingForm::Pooling => ("pooling", "data"),
+        _ => ("embedding", "embedding"),
+    };
     let mut prompt_total = 0u64;
     let mut data = String::new();
     for (index, (admission, answer)) in admitted.into_iter().enumerate() {
@@ -84,10 +87,6 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
         if index > 0 {
             data.push(',');
         }
-        let (object, key) = match form {
-            PoolingForm::Pooling => ("pooling", "data"),
-            _ => ("embedding", "embedding"),
-        };
         let _ = write!(data, r#"{{"index":{index},"object":"{object}","{key}":"#);
         vector(&mut data, answer.salt, s.embedding_dim);
         data.push('}');

@@ -70,14 +70,7 @@ impl BodyBuilder {
         self.with_images(model, prompt, &[], max_tokens)
     }
 
-    /// A pooling body for several prompts at once (`--random-batch-size`): `input` as a
-    /// list; a pooling backend that sends messages takes one prompt per request.
-    pub fn batch(&self, prompts: &[String]) -> Bytes {
-        let input = Value::Array(prompts.iter().map(|p| Value::String(p.clone())).collect());
-        self.pooling(&self.model, input)
-    }
-
-    /// A pooling backend's body, `input` its prompt (or prompts).
+    /// A pooling backend's body with `input`.
     fn pooling(&self, model: &str, input: Value) -> Bytes {
         let mut p = Map::new();
         p.insert("model".into(), Value::String(model.to_string()));
@@ -246,8 +239,8 @@ mod tests {
         );
         assert_eq!(body(PoolingForm::Infinity, false).prompt("hi", 7), r#"{"model": "m", "input": "hi"}"#);
         assert_eq!(
-            body(PoolingForm::Pooling, false).batch(&["a".into(), "b".into()]),
-            r#"{"model": "m", "truncate_prompt_tokens": -1, "input": ["a", "b"]}"#
+            body(PoolingForm::Pooling, false).prompt("hi", 7),
+            r#"{"model": "m", "truncate_prompt_tokens": -1, "input": "hi"}"#
         );
         let mut extra = Map::new();
         extra.insert("input".into(), json!("x"));

@@ -330,8 +330,9 @@ impl Summary {
             });
         }
 
-        let buckets = vllm_bucket_peaks(records);
-        let generated = |x| (!pooling).then_some(x);
+        // The output figures and peaks of a generation run; a pooling run's are not computed.
+        let generated = !pooling;
+        let buckets = generated.then(|| vllm_bucket_peaks(records));
         Summary {
             completed,
             failed: Some(failed),
@@ -339,20 +340,20 @@ impl Summary {
             request_rate: Some(traffic.request_rate),
             duration_s,
             total_input_tokens: total_input,
-            total_output_tokens: (!pooling).then_some(total_output),
+            total_output_tokens: generated.then_some(total_output),
             request_throughput: per_s(completed as f64),
             request_goodput,
-            output_throughput: generated(per_s(total_output as f64)),
+            output_throughput: generated.then(|| per_s(total_output as f64)),
             total_token_throughput: Some(per_s((total_input + total_output) as f64)),
             // Each completed request carries one input sequence (`--random-batch-size 1`).
             pooling: pooling.then(|| PoolingFigures {
                 total_input_sequences: Some(completed),
                 input_sequence_throughput: per_s(completed as f64),
             }),
-            peak_output_throughput: generated(peak_output_tokens_per_s(records)),
-            peak_concurrent_requests: (!pooling).then(|| peak_concurrency(records)),
-            vllm_max_output_tokens_per_s: generated(buckets.max_output_tokens_per_s),
-            vllm_max_concurrent_requests: (!pooling).then_some(buckets.max_concurrent_requests),
+            peak_output_throughput: generated.then(|| peak_output_tokens_per_s(records)),
+            peak_concurrent_requests: generated.then(|| peak_concurrency(records)),
+            vllm_max_output_tokens_per_s: buckets.as_ref().map(|b| b.max_output_tokens_per_s),
+            vllm_max_concurrent_requests: buckets.as_ref().map(|b| b.max_concurrent_requests),
             metrics,
             failures_by_kind,
             failure_messages,

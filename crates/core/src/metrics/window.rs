@@ -136,15 +136,13 @@ pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
     let len_s = (to - from) as f64 / NS;
     // The server's counters and the client's health cover the whole run, not the window.
     let mut summary = Summary::over(&run.config, &inside, len_s);
-    let counts = Counts::of(&run.records, from, to);
+    let counts = Counts::of(run, from, to);
     summary.request_throughput = counts.completed as f64 / len_s;
-    if let Some(pooling) = summary.pooling.as_mut() {
-        // A pooling request's one "chunk" is its answer, not a token; one input sequence each.
-        pooling.input_sequence_throughput = counts.completed as f64 / len_s;
-        summary.total_token_throughput = Some(counts.input_tokens as f64 / len_s);
-    } else {
-        summary.output_throughput = Some(counts.output_tokens / len_s);
-        summary.total_token_throughput = Some((counts.output_tokens + counts.input_tokens as f64) / len_s);
+    summary.total_token_throughput = Some((counts.output_tokens + counts.input_tokens as f64) / len_s);
+    match summary.pooling.as_mut() {
+        // One input sequence a pooling request.
+        Some(pooling) => pooling.input_sequence_throughput = counts.completed as f64 / len_s,
+        None => summary.output_throughput = Some(counts.output_tokens / len_s),
     }
     Some(SteadyState { from_s: from as f64 / NS, to_s: to as f64 / NS, basis, summary })
 }
@@ -159,10 +157,12 @@ struct Counts {
 }
 
 impl Counts {
-    fn of(records: &[RequestRecord], from: u64, to: u64) -> Counts {
+    /// What `run`'s requests did inside the window; a pooling answer's one chunk is no token.
+    fn of(run: &RunResult, from: u64, to: u64) -> Counts {
         let inside = |t: u64| t >= from && t < to;
+        let tokens = !run.config.target.backend.api().pooling();
         let mut c = Counts::default();
-        for r in records {
+        for r in &run.records {
             let Some((start, end)) = span(r) else { continue };
             if inside(end) {
                 if r.succeeded() { c.completed += 1 } else { c.failed += 1 }
@@ -172,6 +172,9 @@ impl Counts {
             }
             if inside(start) {
                 c.input_tokens += u64::from(r.prompt_tokens());
+            }
+            if !tokens {
+                continue;
             }
             let share = f64::from(r.output_tokens()) / r.chunks_us.len() as f64;
             let arrived = r.chunks_us.iter().filter(|&&us| inside(start + u64::from(us) * 1000)).count();
@@ -196,11 +199,7 @@ pub fn slices(run: &RunResult, seconds: f64) -> Vec<Slice> {
     let mut from = 0u64;
     while from < end && step > 0 {
         let to = from.saturating_add(step);
-        let mut counts = Counts::of(&run.records, from, to);
-        if run.config.target.backend.api().pooling() {
-            // A pooling answer's one chunk is not a token.
-            counts.output_tokens = 0.0;
-        }
+        let counts = Counts::of(run, from, to);
         let (ttfts, itls) = latencies_in(&run.records, from, to);
         let (mean, max) = flight.over(from, to);
         let len_s = (to - from) as f64 / NS;

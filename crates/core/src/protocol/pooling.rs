@@ -1,24 +1,18 @@
 //! A pooling answer (vLLM's `/v1/embeddings` and `/pooling`, Infinity's `/embeddings`): one
 //! JSON body, not a stream. The client reads from it what vLLM's benchmark reads (the
-//! `usage.prompt_tokens` count) and how many outputs it holds; an `error` object in a 200
-//! answer is the request's failure.
+//! `usage.prompt_tokens` count); an `error` object in a 200 answer is the request's failure.
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 
 /// What a pooling answer says about its request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolingAnswer {
     /// `usage.prompt_tokens`, where the answer gives it.
     pub prompt_tokens: Option<u32>,
-    /// Entries of `data` (one per input sequence).
-    pub outputs: usize,
 }
 
 #[derive(Deserialize)]
 struct Wire {
-    #[serde(default)]
-    data: Option<Vec<IgnoredAny>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
@@ -49,10 +43,7 @@ pub fn read_answer(body: &[u8]) -> Result<PoolingAnswer, PoolingError> {
         let message = error.get("message").and_then(|m| m.as_str()).map_or_else(|| error.to_string(), str::to_string);
         return Err(PoolingError::InBand(message));
     }
-    Ok(PoolingAnswer {
-        prompt_tokens: wire.usage.and_then(|u| u.prompt_tokens),
-        outputs: wire.data.map_or(0, |d| d.len()),
-    })
+    Ok(PoolingAnswer { prompt_tokens: wire.usage.and_then(|u| u.prompt_tokens) })
 }
 
 #[cfg(test)]
@@ -60,11 +51,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_answer_gives_its_prompt_tokens_and_outputs() {
+    fn an_answer_gives_its_prompt_tokens() {
         let vllm = br#"{"id":"embd-1","object":"list","created":1,"model":"m","data":[{"index":0,"object":"embedding","embedding":[0.1,-0.2]},{"index":1,"object":"embedding","embedding":[0.3,0.4]}],"usage":{"prompt_tokens":12,"total_tokens":12,"completion_tokens":0,"prompt_tokens_details":null}}"#;
-        assert_eq!(read_answer(vllm), Ok(PoolingAnswer { prompt_tokens: Some(12), outputs: 2 }));
+        assert_eq!(read_answer(vllm), Ok(PoolingAnswer { prompt_tokens: Some(12) }));
         let bare = br#"{"object":"list","data":[{"object":"embedding","embedding":"AAAA","index":0}]}"#;
-        assert_eq!(read_answer(bare), Ok(PoolingAnswer { prompt_tokens: None, outputs: 1 }));
+        assert_eq!(read_answer(bare), Ok(PoolingAnswer { prompt_tokens: None }));
     }
 
     #[test]

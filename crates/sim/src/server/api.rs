@@ -156,6 +156,14 @@ impl ApiError {
         }
     }
 
+    /// vLLM's refusal of a prompt of `prompt` tokens that leaves the context no room.
+    pub(super) fn context_too_long(max_model_len: u32, prompt: u64) -> Self {
+        Self::bad(format!(
+            "This model's maximum context length is {max_model_len} tokens. However, your request has {prompt} \
+             input tokens. Please reduce the length of the input messages."
+        ))
+    }
+
     pub(super) fn internal(message: String) -> Self {
         Self { status: StatusCode::INTERNAL_SERVER_ERROR, kind: "InternalServerError", param: None, message }
     }
@@ -255,10 +263,7 @@ fn output_budget(api: Api, prompt: u32, requested: Option<u64>, max_model_len: u
         return Err(ApiError::bad(Rejection::EmptyPrompt.to_string()));
     }
     if prompt >= max_model_len {
-        return Err(ApiError::bad(format!(
-            "This model's maximum context length is {max_model_len} tokens. However, your request has {prompt} \
-             input tokens. Please reduce the length of the input messages."
-        )));
+        return Err(ApiError::context_too_long(max_model_len, u64::from(prompt)));
     }
     let room = max_model_len - prompt;
     let asked = match (requested, api) {

@@ -55,12 +55,7 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
                 p.ids.drain(..p.ids.len() - keep);
             }
             _ if p.ids.len() > s.max_model_len as usize => {
-                return Err(ApiError::bad(format!(
-                    "This model's maximum context length is {} tokens. However, your request has {} input \
-                     tokens. Please reduce the length of the input messages.",
-                    s.max_model_len,
-                    p.ids.len()
-                )));
+                return Err(ApiError::context_too_long(s.max_model_len, p.ids.len() as u64));
             }
             _ => {}
         }

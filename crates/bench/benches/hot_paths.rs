@@ -228,6 +228,7 @@ mod sim {
             range_ratio: Default::default(),
             prefix_len: 0,
             media: None,
+            batch_size: 1,
         };
         config.traffic.request_rate = f64::INFINITY;
         config.traffic.max_concurrency = Some(64);

@@ -131,6 +131,7 @@ pub fn random_config(n: usize) -> RunConfig {
         range_ratio: RangeRatio { input: 0.5, output: 0.5 },
         prefix_len: 0,
         media: None,
+        batch_size: 1,
     };
     c.traffic.num_prompts = n;
     c.traffic.request_rate = 10.0;

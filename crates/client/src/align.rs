@@ -190,11 +190,13 @@ fn unavailable(e: &AlignError, base_url: &str) -> String {
 }
 
 /// Whether `plan` is one that is aligned: `random` (without images: a body with them is not
-/// rebuilt from its prompt) or `prefix_repetition` requests, counted with the local tokenizer
-/// given or estimated.
+/// rebuilt from its prompt; one prompt a request: vLLM aligns text prompts, not lists of them)
+/// or `prefix_repetition` requests, counted with the local tokenizer given or estimated.
 fn applies(plan: &Plan, config: &RunConfig, tokenizer: Option<&Tokenizer>) -> bool {
-    matches!(config.workload, WorkloadSpec::Random { media: None, .. } | WorkloadSpec::PrefixRepetition { .. })
-        && plan.conversations.is_empty()
+    matches!(
+        config.workload,
+        WorkloadSpec::Random { media: None, batch_size: 1, .. } | WorkloadSpec::PrefixRepetition { .. }
+    ) && plan.conversations.is_empty()
         && !plan.requests.is_empty()
         && match plan.token_counting {
             TokenCounting::Estimate => true,

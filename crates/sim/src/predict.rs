@@ -48,6 +48,9 @@ pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dy
 #[derive(Clone, Debug)]
 pub(crate) struct Prepared {
     pub ids: Option<Vec<u32>>,
+    /// The further sequences of a pooling request that asks for several (a list of inputs, a
+    /// rerank's pairs), each run as its own request; the request ends with the last.
+    pub more: Vec<Vec<u32>>,
     pub ignore_eos: bool,
     /// The output budget the body asks for where it gives one (`--extra-body` may override
     /// the planned length, as it does on a real server); the planned length otherwise, as
@@ -159,13 +162,25 @@ impl Prepared {
             Ok(m) => m,
             Err(e) => return Prepared::failed(e.to_string()),
         };
-        let mut ids = Vec::with_capacity(exact.unwrap_or(0) + 8);
-        if let Err(e) = mapper.prompt_ids(served, &body, &mut ids) {
-            return Prepared::failed(e);
-        }
+        // A pooling body may ask for several sequences (a list of inputs, a rerank's pairs).
+        let sequences = if served.pooling() {
+            crate::tokens::pooling_sequences(mapper, served, &body)
+        } else {
+            let mut ids = Vec::with_capacity(exact.unwrap_or(0) + 8);
+            mapper.prompt_ids(served, &body, &mut ids).map(|()| vec![ids])
+        };
+        let mut sequences = match sequences {
+            Ok(s) if s.is_empty() => {
+                return Prepared::failed("the request has nothing to score: send documents".into());
+            }
+            Ok(s) => s,
+            Err(e) => return Prepared::failed(e),
+        };
         if let Some(len) = exact {
-            resize_prompt(&mut ids, len);
+            resize_sequences(&mut sequences, len);
         }
+        let more = sequences.split_off(1);
+        let Some(mut ids) = sequences.pop() else { return Prepared::failed("the request has no prompt".into()) };
         // The plan counts a prompt's text; its images' tokens follow.
         let images = match tower.expand(served, &body, &mut ids) {
             Ok(images) => images,
@@ -173,19 +188,44 @@ impl Prepared {
         };
         // A pooling request is its prefill: one sampled token ends it (as `sim serve` runs it).
         if served.pooling() {
-            return Prepared { ids: Some(ids), ignore_eos: true, max_tokens: Some(1), error: None, images };
+            return Prepared { ids: Some(ids), more, ignore_eos: true, max_tokens: Some(1), error: None, images };
         }
         let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
-        Prepared { ids: Some(ids), ignore_eos, max_tokens, error: None, images }
+        Prepared { ids: Some(ids), more: Vec::new(), ignore_eos, max_tokens, error: None, images }
     }
 
     fn failed(error: String) -> Prepared {
-        Prepared { ids: None, ignore_eos: false, max_tokens: None, error: Some(error), images: Vec::new() }
+        Prepared {
+            ids: None,
+            more: Vec::new(),
+            ignore_eos: false,
+            max_tokens: None,
+            error: Some(error),
+            images: Vec::new(),
+        }
     }
 }
 
 fn body_ignores_eos(body: &serde_json::Value) -> bool {
     body.get("ignore_eos").and_then(serde_json::Value::as_bool) == Some(true)
+}
+
+/// Makes `sequences` exactly `total` tokens long together, each its share by its own length
+/// (the plan counts a request's tokens, not each input's).
+fn resize_sequences(sequences: &mut [Vec<u32>], total: usize) {
+    let have: usize = sequences.iter().map(Vec::len).sum();
+    let n = sequences.len();
+    let mut left = total;
+    for (k, ids) in sequences.iter_mut().enumerate() {
+        let share = match (k + 1 == n, have) {
+            (true, _) => left,
+            (false, 0) => total / n,
+            (false, _) => (total * ids.len() + have / 2) / have,
+        };
+        let len = share.min(left);
+        left -= len;
+        resize_prompt(ids, len);
+    }
 }
 
 /// Makes `ids` exactly `len` long, keeping its prefix (padding ids continue a hash chain).
@@ -466,5 +506,27 @@ impl KvPressure {
 mod tests;
 #[cfg(test)]
 mod turn_tests;
+
+#[cfg(test)]
+mod resize_tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Sequences resized to a plan's count hold it exactly, each near its share.
+        #[test]
+        fn resized_sequences_hold_the_total(lens in prop::collection::vec(0usize..50, 1..8), total in 0usize..400) {
+            let mut seqs: Vec<Vec<u32>> = lens.iter().map(|&n| (0..n as u32).collect()).collect();
+            super::resize_sequences(&mut seqs, total);
+            prop_assert_eq!(seqs.iter().map(Vec::len).sum::<usize>(), total);
+            let have: usize = lens.iter().sum();
+            if have > 0 {
+                for (s, &n) in seqs.iter().zip(&lens).take(lens.len() - 1) {
+                    let share = (total * n) as f64 / have as f64;
+                    prop_assert!((s.len() as f64 - share).abs() <= 1.0, "{} against {share}", s.len());
+                }
+            }
+        }
+    }
+}
 #[cfg(test)]
 mod vision_tests;

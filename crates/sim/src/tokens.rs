@@ -67,6 +67,42 @@ pub trait TokenMapper: Send + Sync {
     fn prompt_ids(&self, api: Api, body: &Value, out: &mut Vec<u32>) -> Result<(), String>;
 }
 
+/// The sequences a pooling body asks the engine for, each its own request of the batch as the
+/// server schedules them: each prompt of an `input` list (texts, or lists of token ids), each
+/// (query, document) pair of a rerank (the query, one separator token, the document), or the
+/// body's one prompt.
+pub fn pooling_sequences(mapper: &dyn TokenMapper, api: Api, body: &Value) -> Result<Vec<Vec<u32>>, String> {
+    let one = |prompt: &Value| {
+        let mut ids = Vec::new();
+        mapper.prompt_ids(Api::Completions, &json!({ "prompt": prompt }), &mut ids).map(|()| ids)
+    };
+    let several = |items: &[Value]| !items.is_empty() && items.iter().all(|i| i.is_string() || i.is_array());
+    match (api, body.get("input"), body.get("documents")) {
+        (Api::Pooling(PoolingForm::Rerank), _, documents) => {
+            let query = one(body.get("query").ok_or("the body has no \"query\"")?)?;
+            let Some(Value::Array(documents)) = documents else {
+                return Err("\"documents\" must be a list of texts".into());
+            };
+            documents
+                .iter()
+                .map(|d| {
+                    let mut ids = query.clone();
+                    ids.push(word_id("<|sep|>"));
+                    ids.extend(one(d)?);
+                    Ok(ids)
+                })
+                .collect()
+        }
+        (Api::Pooling(form), Some(Value::Array(items)), _) if form != PoolingForm::EmbeddingsChat && several(items) => {
+            items.iter().map(one).collect()
+        }
+        _ => {
+            let mut ids = Vec::new();
+            mapper.prompt_ids(api, body, &mut ids).map(|()| vec![ids])
+        }
+    }
+}
+
 /// One whitespace-separated word = one token, its id a hash of the word.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WordHashMapper;
@@ -168,6 +204,23 @@ mod tests {
         assert_eq!(a[..4], b[..4]);
         let t = ids(Api::Completions, json!({"prompt": [1, 2, 3]})).unwrap();
         assert_eq!(t, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_pooling_body_is_one_sequence_an_input_or_a_pair() {
+        let seqs = |api, body| pooling_sequences(&WordHashMapper, api, &body).unwrap();
+        let embed = Api::Pooling(PoolingForm::Embeddings);
+        assert_eq!(seqs(embed, json!({"input": "a b c"})).len(), 1);
+        assert_eq!(seqs(embed, json!({"input": [1, 2, 3]})), vec![vec![1, 2, 3]]);
+        let two = seqs(embed, json!({"input": ["a b", "c d e"]}));
+        assert_eq!(two.iter().map(Vec::len).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(seqs(embed, json!({"input": [[1], [2, 3]]})), vec![vec![1], vec![2, 3]]);
+        let rerank = Api::Pooling(PoolingForm::Rerank);
+        let pairs = seqs(rerank, json!({"query": "q r", "documents": ["x", "y z w"]}));
+        // query, separator, document
+        assert_eq!(pairs.iter().map(Vec::len).collect::<Vec<_>>(), [4, 6]);
+        assert_eq!(pairs[0][..3], pairs[1][..3]);
+        assert!(pooling_sequences(&WordHashMapper, rerank, &json!({"query": "q"})).is_err());
     }
 
     #[test]

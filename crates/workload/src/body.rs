@@ -50,6 +50,7 @@ impl BodyBuilder {
         self.extra_body.contains_key(match self.api {
             Api::Completions => "prompt",
             Api::Chat | Api::Messages | Api::Pooling(PoolingForm::EmbeddingsChat) => "messages",
+            Api::Pooling(PoolingForm::Rerank) => "documents",
             Api::Responses | Api::Pooling(_) => "input",
         })
     }
@@ -68,6 +69,22 @@ impl BodyBuilder {
     /// The body for a single prompt sent to `model` (a LoRA adapter) instead of the run's model.
     pub fn prompt_as(&self, model: &str, prompt: &str, max_tokens: u32) -> Bytes {
         self.with_images(model, prompt, &[], max_tokens)
+    }
+
+    /// A pooling body carrying several prompts (`--random-batch-size`): `input` their list.
+    pub fn inputs(&self, model: &str, prompts: &[&str]) -> Bytes {
+        self.pooling(model, json!(prompts))
+    }
+
+    /// A rerank body (`vllm-rerank`): the query, its documents, and vLLM's truncation to the
+    /// model's context.
+    pub fn rerank(&self, model: &str, query: &str, documents: &[&str]) -> Bytes {
+        let mut p = Map::new();
+        p.insert("model".into(), Value::String(model.to_string()));
+        p.insert("query".into(), Value::String(query.to_string()));
+        p.insert("documents".into(), json!(documents));
+        p.insert("truncate_prompt_tokens".into(), json!(-1));
+        self.finish(p)
     }
 
     /// A pooling backend's body with `input`.
@@ -103,6 +120,8 @@ impl BodyBuilder {
                 p.insert("messages".into(), json!([{"role": "user", "content": text_and_images(prompt, images)}]));
                 p.insert("truncate_prompt_tokens".into(), json!(-1));
             }
+            // One prompt to rerank (a probe's) is scored against itself.
+            Api::Pooling(PoolingForm::Rerank) => return self.rerank(model, prompt, &[prompt]),
             Api::Pooling(_) => return self.pooling(model, Value::String(prompt.to_string())),
             Api::Completions => {
                 p.insert("prompt".into(), Value::String(prompt.to_string()));
@@ -245,6 +264,29 @@ mod tests {
         let mut extra = Map::new();
         extra.insert("input".into(), json!("x"));
         assert!(BodyBuilder::from_parts(Api::Pooling(PoolingForm::Embeddings), "m", false, extra).replaces_prompt());
+        // Several inputs are a list (`--random-batch-size`), in the backend's own key order.
+        assert_eq!(
+            body(PoolingForm::Pooling, false).inputs("m", &["a", "b"]),
+            r#"{"model": "m", "truncate_prompt_tokens": -1, "input": ["a", "b"]}"#
+        );
+        assert_eq!(body(PoolingForm::Infinity, false).inputs("m", &["a"]), r#"{"model": "m", "input": ["a"]}"#);
+    }
+
+    #[test]
+    fn a_rerank_body_is_vllm_s_query_and_documents() {
+        let b = BodyBuilder::from_parts(Api::Pooling(PoolingForm::Rerank), "m", false, Map::new());
+        assert_eq!(
+            b.rerank("m", "q", &["d1", "d2"]),
+            r#"{"model": "m", "query": "q", "documents": ["d1", "d2"], "truncate_prompt_tokens": -1}"#
+        );
+        // One prompt (a probe's) is scored against itself.
+        assert_eq!(
+            b.prompt("hi", 1),
+            r#"{"model": "m", "query": "hi", "documents": ["hi"], "truncate_prompt_tokens": -1}"#
+        );
+        let mut extra = Map::new();
+        extra.insert("documents".into(), json!(["x"]));
+        assert!(BodyBuilder::from_parts(Api::Pooling(PoolingForm::Rerank), "m", false, extra).replaces_prompt());
     }
 
     #[test]

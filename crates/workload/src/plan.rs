@@ -1,9 +1,10 @@
 //! Builds the [`Plan`] for a run: the dataset's samples (or conversations), vLLM's arrival
 //! schedule (or the trace's), and every body serialized once, before the clock starts.
 
+use std::ops::Range;
 use std::path::Path;
 
-use servebench_core::config::{Api, Backend, LoraAssignment, RunConfig, WorkloadSpec};
+use servebench_core::config::{Api, Backend, LoraAssignment, PoolingForm, RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
 use servebench_core::rng::{PyRandom, RandomState};
 
@@ -13,6 +14,7 @@ use crate::datasets::custom::{self, CustomSpec};
 use crate::datasets::multi_turn::{self, MultiTurnSpec};
 use crate::datasets::prefix_repetition::{self, PrefixRepetitionSpec};
 use crate::datasets::random::{self, RandomSpec};
+use crate::datasets::rerank::{self, RerankSpec};
 use crate::datasets::sharegpt::{self, ShareGptSpec};
 use crate::datasets::spec_bench::{self, SpecBenchSpec, Suite};
 use crate::datasets::txt_slices::{self, TxtSlicesSpec};
@@ -52,7 +54,8 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     }
     let dataset = sample_dataset(&config.workload, n, seed, tokenizer, &mut np_random)?;
 
-    let models = lora_models(config, &dataset)?;
+    let groups = batches(config, api, &dataset)?;
+    let models = lora_models(config, &dataset, groups.len())?;
     let mut notes = dataset.notes;
     notes.extend(route_note(config));
     let times = if let WorkloadSpec::Trace { time_scale, .. } = &config.workload {
@@ -70,8 +73,7 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
         ));
         arrival::from_timestamps(&ts, *time_scale)?
     } else {
-        let items = dataset.samples.len().max(dataset.conversations.len());
-        arrival::delays(&config.traffic, items, &mut np_random)?
+        arrival::delays(&config.traffic, groups.len().max(dataset.conversations.len()), &mut np_random)?
     };
 
     if api != Api::Chat && dataset.samples.iter().any(|s| !s.images.is_empty()) {
@@ -82,19 +84,38 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     }
     let bodies = BodyBuilder::new(config);
     let model = config.target.model_name.as_str();
-    let counts = par_map(&dataset.samples, |s| count_prompt(tokenizer, api, s));
-    let mut requests = Vec::with_capacity(dataset.samples.len());
-    // `times` has one entry per sample (or per conversation).
-    for (i, ((s, count), &t)) in dataset.samples.iter().zip(counts).zip(&times).enumerate() {
-        requests.push(PlannedRequest {
-            // Datasets give at most `n` samples (all of a file's rows for `n == 0`, which a
-            // file cannot hold 2^32 of), and `n` fits in a `u32`.
-            index: i as u32,
-            at_ns: arrival::to_ns(t),
-            body: bodies.with_images(models.as_ref().map_or(model, |m| m[i]), &s.prompt, &s.images, s.max_tokens),
-            max_tokens: s.max_tokens,
-            prompt_tokens: count?,
-        });
+    let counts =
+        par_map(&dataset.samples, |s| count_prompt(tokenizer, api, s)).into_iter().collect::<Result<Vec<_>, _>>()?;
+    let query =
+        dataset.query.as_ref().map(|q| Ok::<_, WorkloadError>((q, count_prompt(tokenizer, api, q)?))).transpose()?;
+    let batched = config.workload.input_batches(n).is_some();
+    let mut requests = Vec::with_capacity(groups.len());
+    // `times` has one entry per request (or per conversation).
+    for (i, (group, &t)) in groups.iter().zip(&times).enumerate() {
+        let model = models.as_ref().map_or(model, |m| m[i]);
+        let samples = &dataset.samples[group.clone()];
+        let tokens: u32 = counts[group.clone()].iter().sum();
+        let texts = || samples.iter().map(|s| s.prompt.as_str()).collect::<Vec<_>>();
+        let (body, max_tokens, prompt_tokens) = match (query, batched) {
+            (Some((q, q_tokens)), _) => {
+                // vLLM's dataset counts a reranker's query in every pair, with a separator
+                // token; an embedding model's scoring embeds it once.
+                let query_tokens = match config.workload {
+                    WorkloadSpec::RandomRerank { reranker: false, .. } => q_tokens,
+                    _ => (q_tokens + 1) * samples.len() as u32,
+                };
+                (bodies.rerank(model, &q.prompt, &texts()), 0, tokens + query_tokens)
+            }
+            // A batch, even the last one of a single prompt, is a list, as vLLM sends it.
+            (None, true) => (bodies.inputs(model, &texts()), 0, tokens),
+            (None, false) => {
+                let s = &samples[0];
+                (bodies.with_images(model, &s.prompt, &s.images, s.max_tokens), s.max_tokens, tokens)
+            }
+        };
+        // Datasets give at most `n` samples (all of a file's rows for `n == 0`, which a file
+        // cannot hold 2^32 of), and `n` fits in a `u32`.
+        requests.push(PlannedRequest { index: i as u32, at_ns: arrival::to_ns(t), body, max_tokens, prompt_tokens });
     }
     let mut conversations = dataset.conversations;
     for (c, t) in conversations.iter_mut().zip(&times) {
@@ -133,11 +154,11 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     Ok(plan)
 }
 
-/// vLLM's LoRA assignment (`--lora-modules`): one adapter per sample, drawn before the run.
-/// Round-robin gives sample `i` adapter `i % n`; random is Python's `random.choice` for each
-/// sample in turn, from the global `random` as the dataset left it (as `random.seed(seed)`
+/// vLLM's LoRA assignment (`--lora-modules`): one adapter for each of the `n` requests, drawn
+/// before the run. Round-robin gives request `i` adapter `i % n`; random is Python's
+/// `random.choice` for each request in turn, from the global `random` as the dataset left it (as `random.seed(seed)`
 /// left it when the dataset did not touch it).
-fn lora_models<'c>(config: &'c RunConfig, dataset: &Dataset) -> Result<Option<Vec<&'c str>>, WorkloadError> {
+fn lora_models<'c>(config: &'c RunConfig, dataset: &Dataset, n: usize) -> Result<Option<Vec<&'c str>>, WorkloadError> {
     let Some(lora) = &config.target.lora else { return Ok(None) };
     if lora.modules.is_empty() {
         return Err(WorkloadError::Invalid("--lora-modules needs at least one adapter name".into()));
@@ -150,7 +171,6 @@ fn lora_models<'c>(config: &'c RunConfig, dataset: &Dataset) -> Result<Option<Ve
         ));
     }
     let names: Vec<&str> = lora.modules.iter().map(String::as_str).collect();
-    let n = dataset.samples.len();
     Ok(Some(match lora.assignment {
         LoraAssignment::RoundRobin => (0..n).map(|i| names[i % names.len()]).collect(),
         LoraAssignment::Random => {
@@ -158,6 +178,38 @@ fn lora_models<'c>(config: &'c RunConfig, dataset: &Dataset) -> Result<Option<Ve
             (0..n).map(|_| rng.choice(&names).copied().unwrap_or(names[0])).collect()
         }
     }))
+}
+
+/// The samples each request carries, in order: one each, or (`--random-batch-size`,
+/// `random-rerank`) the batches [`WorkloadSpec::input_batches`] makes, which only a pooling
+/// API sends (a rerank's only with the rerank API, which needs the rerank dataset's query).
+fn batches(config: &RunConfig, api: Api, dataset: &Dataset) -> Result<Vec<Range<usize>>, WorkloadError> {
+    let n = dataset.samples.len();
+    let backend = config.target.backend.name();
+    let rerank_api = api == Api::Pooling(PoolingForm::Rerank);
+    if rerank_api != dataset.query.is_some() {
+        return Err(WorkloadError::Invalid(if rerank_api {
+            format!("--backend {backend} scores documents against a query: pass --dataset-name random-rerank")
+        } else {
+            format!(
+                "--dataset-name random-rerank sends a query and its documents: pass --backend vllm-rerank, not {backend}"
+            )
+        }));
+    }
+    match config.workload.input_batches(config.traffic.num_prompts) {
+        None => Ok((0..n).map(|i| i..i + 1).collect()),
+        Some(_) if !matches!(api, Api::Pooling(form) if form != PoolingForm::EmbeddingsChat) => {
+            Err(WorkloadError::Invalid(format!(
+                "--random-batch-size sends several prompts in one request's input list, which only the pooling \
+                 backends with an input take (openai-embeddings, infinity-embeddings, vllm-pooling), not \
+                 {backend}; leave it out"
+            )))
+        }
+        Some((inputs, per)) => {
+            debug_assert_eq!(inputs, n, "the dataset gives the inputs its batches group");
+            Ok((0..n).step_by(per).map(|s| s..(s + per).min(n)).collect())
+        }
+    }
 }
 
 /// Prompt tokens as the server will count them (exact with a tokenizer).
@@ -196,7 +248,11 @@ pub fn sample_dataset(
     np_random: &mut RandomState,
 ) -> Result<Dataset, WorkloadError> {
     match spec {
-        WorkloadSpec::Random { input_len, output_len, range_ratio, prefix_len, media } => {
+        WorkloadSpec::RandomRerank { input_len, range_ratio, reranker, .. } => rerank::sample(
+            tok,
+            &RerankSpec { num_prompts, input_len: *input_len, range_ratio: *range_ratio, reranker: *reranker, seed },
+        ),
+        WorkloadSpec::Random { input_len, output_len, range_ratio, prefix_len, media, .. } => {
             let spec = RandomSpec {
                 num_requests: num_prompts,
                 input_len: *input_len,

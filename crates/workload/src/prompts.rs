@@ -126,6 +126,7 @@ mod tests {
             range_ratio: RangeRatio { input: 0.0, output: 0.0 },
             prefix_len: 0,
             media: None,
+            batch_size: 1,
         };
         c.traffic.num_prompts = 6;
         c.extra_body = extra;

@@ -147,6 +147,7 @@ fn config(backend: Backend, n: usize, input_len: u32) -> RunConfig {
         range_ratio: RangeRatio { input: 0.0, output: 0.0 },
         prefix_len: 0,
         media: None,
+        batch_size: 1,
     };
     c.traffic.num_prompts = n;
     c
@@ -367,6 +368,12 @@ async fn other_plans_are_left_alone() {
     let mut other = c.clone();
     other.workload = WorkloadSpec::Trace { path: "t.jsonl".into(), time_scale: 1.0, timed: None };
     assert!(!applies(&plan, &other, None));
+    // Several prompts a request (`--random-batch-size`) are a list vLLM does not align.
+    let mut batched = c.clone();
+    if let WorkloadSpec::Random { batch_size, .. } = &mut batched.workload {
+        *batch_size = 2;
+    }
+    assert!(!applies(&plan, &batched, None));
     let mut counted = plan.clone();
     counted.token_counting = TokenCounting::Server { base_url: "http://h".into() };
     assert!(!applies(&counted, &c, None));

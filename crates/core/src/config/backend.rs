@@ -36,6 +36,9 @@ pub enum PoolingForm {
     Infinity,
     /// vLLM's `/pooling` with `input` (`vllm-pooling`).
     Pooling,
+    /// vLLM's `/v1/rerank` with a `query` and its `documents` (`vllm-rerank`): each document
+    /// scored against the query.
+    Rerank,
 }
 
 impl Api {
@@ -51,6 +54,7 @@ impl Api {
             ("/messages", Api::Messages),
             ("/embeddings", Api::Pooling(PoolingForm::Embeddings)),
             ("/pooling", Api::Pooling(PoolingForm::Pooling)),
+            ("/rerank", Api::Pooling(PoolingForm::Rerank)),
         ]
         .into_iter()
         .find(|(end, _)| path.ends_with(end))
@@ -80,6 +84,7 @@ impl Api {
             Api::Responses => "responses",
             Api::Messages => "messages",
             Api::Pooling(PoolingForm::Pooling) => "pooling",
+            Api::Pooling(PoolingForm::Rerank) => "rerank",
             Api::Pooling(_) => "embeddings",
         }
     }
@@ -113,11 +118,12 @@ pub enum Backend {
     OpenaiEmbeddingsChat,
     InfinityEmbeddings,
     VllmPooling,
+    VllmRerank,
 }
 
 impl Backend {
     /// Every backend with its command-line spelling.
-    pub const ALL: [(Backend, &'static str); 12] = [
+    pub const ALL: [(Backend, &'static str); 13] = [
         (Backend::Vllm, "vllm"),
         (Backend::Openai, "openai"),
         (Backend::OpenaiChat, "openai-chat"),
@@ -130,6 +136,7 @@ impl Backend {
         (Backend::OpenaiEmbeddingsChat, "openai-embeddings-chat"),
         (Backend::InfinityEmbeddings, "infinity-embeddings"),
         (Backend::VllmPooling, "vllm-pooling"),
+        (Backend::VllmRerank, "vllm-rerank"),
     ];
 
     /// The spelling used on the command line and in vLLM's result JSON.
@@ -152,6 +159,7 @@ impl Backend {
             Backend::OpenaiEmbeddingsChat => Api::Pooling(PoolingForm::EmbeddingsChat),
             Backend::InfinityEmbeddings => Api::Pooling(PoolingForm::Infinity),
             Backend::VllmPooling => Api::Pooling(PoolingForm::Pooling),
+            Backend::VllmRerank => Api::Pooling(PoolingForm::Rerank),
             _ => Api::Completions,
         }
     }
@@ -164,6 +172,7 @@ impl Backend {
             Api::Responses => "/v1/responses",
             Api::Messages => "/v1/messages",
             Api::Pooling(PoolingForm::Pooling) => "/pooling",
+            Api::Pooling(PoolingForm::Rerank) => "/v1/rerank",
             Api::Pooling(_) => "/v1/embeddings",
         }
     }
@@ -195,6 +204,7 @@ mod tests {
         }
         assert_eq!(Api::served_at("/v1/embeddings"), Some(Api::Pooling(PoolingForm::Embeddings)));
         assert_eq!(Api::served_at("/pooling"), Some(Api::Pooling(PoolingForm::Pooling)));
+        assert_eq!(Api::served_at("/v2/rerank"), Some(Api::Pooling(PoolingForm::Rerank)));
         assert!(Backend::OpenaiEmbeddingsChat.api().templated() && !Backend::VllmPooling.api().templated());
         assert_eq!(Api::served_at("/gateway/v1/chat/completions/"), Some(Api::Chat));
         assert_eq!(Api::served_at("/v1/completions?api-version=1"), Some(Api::Completions));

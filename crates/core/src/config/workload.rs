@@ -24,7 +24,17 @@ pub enum WorkloadSpec {
         /// (`--random-mm-*`); `None` for `random`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         media: Option<RandomMedia>,
+        /// `--random-batch-size`: prompts a pooling request carries as its `input` list (1:
+        /// one prompt, sent as text).
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        batch_size: u32,
     },
+    /// vLLM's `random-rerank` dataset: one random query and `num_prompts` random documents,
+    /// `batch_size` documents a request with the query (`--backend vllm-rerank`). A
+    /// reranker's query takes half of `input_len` less a separator, each document the rest;
+    /// without it (`--no-reranker`, an embedding model scoring) the query is one input of the
+    /// first request's batch and every document is `input_len` long.
+    RandomRerank { input_len: u32, range_ratio: f64, batch_size: u32, reranker: bool },
     /// vLLM's `sharegpt` dataset: the first turns of ShareGPT conversations.
     Sharegpt {
         path: String,
@@ -142,6 +152,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Random { media: None, .. } => "random",
             WorkloadSpec::Random { media: Some(_), .. } => "random-mm",
+            WorkloadSpec::RandomRerank { .. } => "random-rerank",
             WorkloadSpec::Sharegpt { .. } => "sharegpt",
             WorkloadSpec::Custom { images: false, .. } => "custom",
             WorkloadSpec::Custom { images: true, .. } => "custom_image",
@@ -153,6 +164,41 @@ impl WorkloadSpec {
             WorkloadSpec::Trace { timed: Some(_), .. } => "timed_trace",
         }
     }
+
+    /// How the dataset groups its inputs into requests, for `num_prompts`: the inputs in all
+    /// and the most one request carries (its last request takes the rest); `None` where each
+    /// request is one prompt.
+    pub fn input_batches(&self, num_prompts: usize) -> Option<(usize, usize)> {
+        match *self {
+            WorkloadSpec::Random { batch_size, .. } if batch_size > 1 => Some((num_prompts, batch_size as usize)),
+            WorkloadSpec::RandomRerank { batch_size, reranker: true, .. } => {
+                Some((num_prompts, (batch_size as usize).max(1)))
+            }
+            // vLLM's scoring without a reranker counts the query as one of the prompts and
+            // one of each batch's inputs.
+            WorkloadSpec::RandomRerank { batch_size, reranker: false, .. } => {
+                Some((num_prompts.saturating_sub(1), (batch_size as usize).saturating_sub(1).max(1)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The input sequences request `index` carries (vLLM's `num_input_sequences`: a pooling
+    /// request's inputs, a rerank request's documents); 1 for a request of one prompt.
+    pub fn input_sequences(&self, num_prompts: usize, index: u32) -> u64 {
+        match self.input_batches(num_prompts) {
+            Some((inputs, per)) => inputs.saturating_sub(index as usize * per).min(per) as u64,
+            None => 1,
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn oversample_by_default() -> bool {
@@ -178,6 +224,50 @@ impl Default for WorkloadSpec {
             range_ratio: RangeRatio::default(),
             prefix_len: 0,
             media: None,
+            batch_size: 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random(batch_size: u32) -> WorkloadSpec {
+        WorkloadSpec::Random {
+            input_len: 8,
+            output_len: 8,
+            range_ratio: RangeRatio::default(),
+            prefix_len: 0,
+            media: None,
+            batch_size,
+        }
+    }
+
+    fn rerank(batch_size: u32, reranker: bool) -> WorkloadSpec {
+        WorkloadSpec::RandomRerank { input_len: 8, range_ratio: 0.0, batch_size, reranker }
+    }
+
+    #[test]
+    fn requests_carry_their_batch_of_inputs_and_the_last_the_rest() {
+        let seqs =
+            |w: &WorkloadSpec, n| (0..).map(|i| w.input_sequences(n, i)).take_while(|&k| k > 0).collect::<Vec<_>>();
+        assert_eq!(random(1).input_batches(10), None);
+        assert_eq!(random(1).input_sequences(10, 3), 1);
+        assert_eq!(seqs(&random(4), 10), [4, 4, 2]);
+        assert_eq!(seqs(&rerank(5, true), 10), [5, 5]);
+        // Without a reranker the query is one of the prompts and one input of each batch.
+        assert_eq!(rerank(5, false).input_batches(10), Some((9, 4)));
+        assert_eq!(seqs(&rerank(5, false), 10), [4, 4, 1]);
+        assert_eq!(rerank(5, true).dataset_name(), "random-rerank");
+    }
+
+    #[test]
+    fn a_batch_of_one_is_not_written_and_reads_back_as_one() {
+        let json = serde_json::to_value(random(1)).unwrap();
+        assert!(json.get("batch_size").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<WorkloadSpec>(json).unwrap(), random(1));
+        let json = serde_json::to_value(random(3)).unwrap();
+        assert_eq!(json["batch_size"], 3);
     }
 }

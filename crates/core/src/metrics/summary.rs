@@ -236,6 +236,7 @@ impl Summary {
         let mut failed = 0u64;
         let mut total_input = 0u64;
         let mut total_output = 0u64;
+        let mut sequences = 0u64;
         let mut ttfts = Vec::new();
         let mut tpots = Vec::new();
         let mut all_tpots = Vec::new();
@@ -253,6 +254,7 @@ impl Summary {
                 let out = if pooling { 0 } else { r.output_tokens() };
                 total_output += u64::from(out);
                 total_input += u64::from(r.prompt_tokens());
+                sequences += input_sequences(config, r);
                 let (ttft, latency) = (r.ttft_s(), r.latency_s());
                 let mut tpot = 0.0;
                 if out > 1 {
@@ -345,10 +347,9 @@ impl Summary {
             request_goodput,
             output_throughput: generated.then(|| per_s(total_output as f64)),
             total_token_throughput: Some(per_s((total_input + total_output) as f64)),
-            // Each completed request carries one input sequence (`--random-batch-size 1`).
             pooling: pooling.then(|| PoolingFigures {
-                total_input_sequences: Some(completed),
-                input_sequence_throughput: per_s(completed as f64),
+                total_input_sequences: Some(sequences),
+                input_sequence_throughput: per_s(sequences as f64),
             }),
             peak_output_throughput: generated.then(|| peak_output_tokens_per_s(records)),
             peak_concurrent_requests: generated.then(|| peak_concurrency(records)),
@@ -369,6 +370,12 @@ impl Summary {
             gpu_hour_cost: config.target.gpu_hour_cost,
         }
     }
+}
+
+/// The input sequences record `r` carried (vLLM's `num_input_sequences`), from the plan's
+/// grouping of the dataset's inputs into requests, which the config fixes.
+pub(crate) fn input_sequences(config: &RunConfig, r: &RequestRecord) -> u64 {
+    config.workload.input_sequences(config.traffic.num_prompts, r.index)
 }
 
 /// p50, p99 and max of [`RequestRecord::dispatch_lag_s`] over the requests that were

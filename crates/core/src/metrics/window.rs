@@ -140,8 +140,7 @@ pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
     summary.request_throughput = counts.completed as f64 / len_s;
     summary.total_token_throughput = Some((counts.output_tokens + counts.input_tokens as f64) / len_s);
     match summary.pooling.as_mut() {
-        // One input sequence a pooling request.
-        Some(pooling) => pooling.input_sequence_throughput = counts.completed as f64 / len_s,
+        Some(pooling) => pooling.input_sequence_throughput = counts.sequences as f64 / len_s,
         None => summary.output_throughput = Some(counts.output_tokens / len_s),
     }
     Some(SteadyState { from_s: from as f64 / NS, to_s: to as f64 / NS, basis, summary })
@@ -151,6 +150,8 @@ pub fn steady_state(run: &RunResult) -> Option<SteadyState> {
 #[derive(Default)]
 struct Counts {
     completed: u64,
+    /// Input sequences of the requests completed (a pooling request may carry several).
+    sequences: u64,
     failed: u64,
     output_tokens: f64,
     input_tokens: u64,
@@ -165,7 +166,12 @@ impl Counts {
         for r in &run.records {
             let Some((start, end)) = span(r) else { continue };
             if inside(end) {
-                if r.succeeded() { c.completed += 1 } else { c.failed += 1 }
+                if r.succeeded() {
+                    c.completed += 1;
+                    c.sequences += super::summary::input_sequences(&run.config, r);
+                } else {
+                    c.failed += 1
+                }
             }
             if !r.succeeded() || r.chunks_us.is_empty() {
                 continue;

@@ -297,6 +297,14 @@ pub struct DatasetArgs {
     /// Random dataset: tokens of a fixed prefix shared by every prompt.
     #[arg(long, default_value_t = 0)]
     pub random_prefix_len: u32,
+    /// Random and random-rerank datasets, pooling backends: prompts one request carries (its
+    /// input list, or a rerank's documents).
+    #[arg(long, default_value_t = 1)]
+    pub random_batch_size: u32,
+    /// random-rerank dataset: score with an embedding model instead of a reranker (the query
+    /// is one of the prompts and each prompt is --random-input-len long).
+    #[arg(long)]
+    pub no_reranker: bool,
     /// random-mm dataset: the middle of the range of images a request carries.
     #[arg(long, default_value_t = 1)]
     pub random_mm_base_items_per_request: u32,

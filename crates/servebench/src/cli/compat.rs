@@ -40,11 +40,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "--enable-multimodal-chat",
         "leave it out: servebench puts a dataset's images in the chat message itself (random-mm, custom_image)",
     ),
-    (
-        "--random-batch-size",
-        "several inputs in one pooling request are not supported yet; leave it out (one input a request)",
-    ),
-    ("--no-reranker", "rerank benchmarks (vllm-rerank, random-rerank) are not supported yet"),
     ("--custom-ensure-client-side-data", "not supported yet"),
     ("--hf-subset", "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL"),
     ("--hf-split", "Hugging Face hub datasets are not supported; use --dataset-name custom with a local JSONL"),

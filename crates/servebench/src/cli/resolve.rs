@@ -40,7 +40,6 @@ const OTHER_VLLM_BACKENDS: &[&str] = &[
     "openai-embeddings-clip",
     "openai-embeddings-vlm2vec",
     "infinity-embeddings-clip",
-    "vllm-rerank",
     "tgi",
     "tensorrt-llm",
     "deepspeed-mii",

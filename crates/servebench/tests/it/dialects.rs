@@ -58,6 +58,7 @@ async fn run_against(server: &SimServer, backend: Backend, local: bool, n: usize
         range_ratio: RangeRatio { input: 0.0, output: 0.0 },
         prefix_len: 0,
         media: None,
+        batch_size: 1,
     };
     config.traffic.num_prompts = n;
     config.traffic.max_concurrency = Some(4);

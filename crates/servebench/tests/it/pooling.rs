@@ -1,19 +1,25 @@
-//! The pooling backends (`openai-embeddings`, `openai-embeddings-chat`, `vllm-pooling`)
-//! against the simulator's pooling routes: vLLM's pooling report (no output lines, E2EL alone,
-//! the input rate), vLLM's pooling result keys, the twin in virtual time agreeing with the
-//! twin on a port, a pooling run named and skipped by the twin's check, and what is not built
-//! refused with what to give.
+//! The pooling backends (`openai-embeddings`, `openai-embeddings-chat`, `vllm-pooling`,
+//! `vllm-rerank`) against the simulator's pooling routes: vLLM's pooling report (no output
+//! lines, E2EL alone, the input rate), vLLM's pooling result keys, several inputs a request
+//! (`--random-batch-size`) and a query's documents (`random-rerank`) counted as vLLM counts
+//! them, the twin in virtual time agreeing with the twin on a port, a pooling run named and
+//! skipped by the twin's check, and what does not fit refused with what to give.
 
 use crate::common::{args, read_json, servebench, text};
 
 const SIM: &str = "Qwen/Qwen3-0.6B@h100-sxm";
 
 fn flags<'a>(backend: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    prompts(backend, "24", extra)
+}
+
+/// `flags` with `n` prompts.
+fn prompts<'a>(backend: &'a str, n: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut f = vec![
         "--backend",
         backend,
         "--num-prompts",
-        "24",
+        n,
         "--max-concurrency",
         "4",
         "--random-input-len",
@@ -105,5 +111,70 @@ async fn a_pooling_backend_on_another_route_or_an_unbuilt_one_is_refused_with_wh
     all.extend(flags("vllm-rerank", &[]));
     let out = servebench(args(&all)).await;
     let err = text(&out.stderr);
-    assert!(!out.status.success() && err.contains("\"vllm-rerank\" is not supported"), "{err}");
+    assert!(!out.status.success() && err.contains("pass --dataset-name random-rerank"), "{err}");
+    let mut all = vec!["bench", "serve", "--sim", SIM];
+    all.extend(flags("openai-embeddings-chat", &["--random-batch-size", "4"]));
+    let out = servebench(args(&all)).await;
+    let err = text(&out.stderr);
+    assert!(!out.status.success() && err.contains("only the pooling backends with an input take"), "{err}");
+    let mut all = vec!["bench", "serve", "--sim", SIM];
+    all.extend(flags("vllm-rerank", &["--dataset-name", "random-rerank", "--no-reranker"]));
+    let out = servebench(args(&all)).await;
+    let err = text(&out.stderr);
+    assert!(!out.status.success() && err.contains("pass --random-batch-size of at least 2"), "{err}");
+}
+
+/// Runs `flags` on the twin on a port and in virtual time, each saving its result JSON in
+/// `dir`; returns both.
+async fn live_and_predicted(dir: &std::path::Path, flags: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let d = dir.to_str().unwrap();
+    let mut results = Vec::new();
+    for (name, head) in [
+        ("live.json", vec!["bench", "serve", "--sim", SIM]),
+        ("virtual.json", vec!["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "h100-sxm"]),
+    ] {
+        let mut all = head;
+        all.extend_from_slice(flags);
+        all.extend(["--save-result", "--result-dir", d, "--result-filename", name]);
+        let out = servebench(args(&all)).await;
+        assert!(out.status.success(), "{name}: {}\n{}", text(&out.stdout), text(&out.stderr));
+        results.push(read_json(&dir.join(name)));
+    }
+    let virt = results.pop().unwrap();
+    (results.pop().unwrap(), virt)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_inputs_a_request_count_as_inputs_and_the_twin_runs_each() {
+    // 50 prompts of 64 tokens, 8 a request: 7 requests, the last of 2 prompts.
+    let dir = tempfile::tempdir().unwrap();
+    let (live, virt) =
+        live_and_predicted(dir.path(), &prompts("openai-embeddings", "50", &["--random-batch-size", "8"])).await;
+    for (what, j) in [("live", &live), ("virtual", &virt)] {
+        assert_eq!(j["completed"], 7, "{what}");
+        assert_eq!(j["total_input_sequences"], 50, "{what}");
+        assert_eq!(j["total_input_tokens"], 50 * 64, "{what}");
+        let (req, inputs) =
+            (j["request_throughput"].as_f64().unwrap(), j["input_sequence_throughput"].as_f64().unwrap());
+        assert!((inputs / req - 50.0 / 7.0).abs() < 1e-9, "{what}: {inputs} inputs/s at {req} req/s");
+    }
+    let (l, v) = (live["mean_e2el_ms"].as_f64().unwrap(), virt["mean_e2el_ms"].as_f64().unwrap());
+    assert!((l / v - 1.0).abs() < 0.25, "live {l} ms, predicted {v} ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerank_run_scores_each_document_against_the_query() {
+    // 40 documents, 5 a request; a pair of 64 tokens: a 31-token query, a separator and a
+    // 32-token document.
+    let dir = tempfile::tempdir().unwrap();
+    let rerank = ["--dataset-name", "random-rerank", "--random-batch-size", "5"];
+    let (live, virt) = live_and_predicted(dir.path(), &prompts("vllm-rerank", "40", &rerank)).await;
+    for (what, j) in [("live", &live), ("virtual", &virt)] {
+        assert_eq!(j["completed"], 8, "{what}");
+        assert_eq!(j["total_input_sequences"], 40, "{what}");
+        assert_eq!(j["total_input_tokens"], 40 * 64, "{what}");
+        assert_eq!(j["backend"], "vllm-rerank", "{what}");
+    }
+    let (l, v) = (live["mean_e2el_ms"].as_f64().unwrap(), virt["mean_e2el_ms"].as_f64().unwrap());
+    assert!((l / v - 1.0).abs() < 0.25, "live {l} ms, predicted {v} ms");
 }

@@ -253,6 +253,16 @@ async fn embeddings_against_llama_server_lose_nothing_and_count_what_it_counts()
     assert!(records.iter().all(|r| r["prompt_tokens_server"] == 128), "{records:?}");
     assert_eq!(json["total_input_tokens"].as_u64(), Some(40 * 128));
     assert!(json["latencies"].as_array().unwrap().iter().all(|l| l.as_f64().unwrap() > 0.0));
+
+    // Eight prompts a request: five requests, each of the server's counts the eight prompts'.
+    let batched = [&flags[..], &["--random-batch-size", "8"]].concat();
+    let out = servebench(bench(&server.base_url, dir.path(), "batched.json", &batched)).await;
+    assert!(out.status.success(), "stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
+    let json = read_json(&dir.path().join("batched.json"));
+    assert_eq!(json["completed"].as_u64(), Some(5), "{json}");
+    assert_eq!(json["total_input_sequences"].as_u64(), Some(40));
+    let records = json["servebench"]["requests"].as_array().unwrap();
+    assert!(records.iter().all(|r| r["prompt_tokens_server"] == 8 * 128), "{records:?}");
     drop(server);
 }
 

@@ -66,6 +66,7 @@ async fn served_and_predicted(case: &Case) -> (Means, Means) {
         range_ratio: RangeRatio { input: case.range, output: case.range },
         prefix_len: 0,
         media: None,
+        batch_size: 1,
     };
     config.traffic.num_prompts = case.prompts;
     config.traffic.max_concurrency = Some(case.concurrency);

@@ -113,7 +113,14 @@ impl PreparedPoint {
                         (mix64(seed ^ u64::from(j)) >> 33) as u32
                     };
                     let ids = (0..inputs[i]).map(token).collect();
-                    Prepared { ids: Some(ids), ignore_eos: true, max_tokens: None, error: None, images: Vec::new() }
+                    Prepared {
+                        ids: Some(ids),
+                        more: Vec::new(),
+                        ignore_eos: true,
+                        max_tokens: None,
+                        error: None,
+                        images: Vec::new(),
+                    }
                 })
                 .collect(),
             conversations: Vec::new(),

@@ -298,20 +298,27 @@ impl Engine {
         self.now_ns = self.now_ns.max(t_ns);
     }
 
+    /// Whether a request of `prompt` tokens asking for `max_tokens` would be taken: its output
+    /// budget as the engine keeps it, or why it is refused (an empty prompt, no output, or more
+    /// than the context holds).
+    pub fn admits(&self, prompt: u32, max_tokens: u64) -> Result<u32, Rejection> {
+        if prompt == 0 {
+            return Err(Rejection::EmptyPrompt);
+        }
+        let max_model_len = self.cfg.max_model_len;
+        match u32::try_from(max_tokens) {
+            Ok(0) => Err(Rejection::NoOutput),
+            Ok(m) if u64::from(prompt) + u64::from(m) <= u64::from(max_model_len) => Ok(m),
+            _ => Err(Rejection::TooLong { prompt, max_tokens, max_model_len }),
+        }
+    }
+
     /// Submits a request. It becomes visible to the scheduler `api_delay` after the frontend has
     /// taken it in: one at a time, or a burst of chat requests together once all are rendered
     /// (see `frontend`).
     pub fn add(&mut self, req: NewRequest) -> Result<RequestId, Rejection> {
         let len = req.prompt.len();
-        if len == 0 {
-            return Err(Rejection::EmptyPrompt);
-        }
-        let max_model_len = self.cfg.max_model_len;
-        let max_tokens = match u32::try_from(req.max_tokens) {
-            Ok(0) => return Err(Rejection::NoOutput),
-            Ok(m) if u64::from(len) + u64::from(m) <= u64::from(max_model_len) => m,
-            _ => return Err(Rejection::TooLong { prompt: len, max_tokens: req.max_tokens, max_model_len }),
-        };
+        let max_tokens = self.admits(len, req.max_tokens)?;
         let stop_at = if req.ignore_eos || self.cfg.eos == EosModel::None {
             max_tokens
         } else {

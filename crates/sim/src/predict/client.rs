@@ -17,6 +17,11 @@ use super::Prompts;
 use super::dispatch::Dispatch;
 use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
 
+/// An item's further sequences carry their place above this bit of their tag (a plan holds
+/// fewer than 2^32 items; probes are above bit 63).
+const SEQUENCE_SHIFT: u32 = 32;
+const ITEM_MASK: u64 = (1 << SEQUENCE_SHIFT) - 1;
+
 /// A conversation's history: the prompt of its last turn and the answer in progress.
 #[derive(Default)]
 struct History {
@@ -34,6 +39,8 @@ pub(super) struct Client<'a> {
     /// The prompt of each turn item once it can be built (indexed from the first turn item).
     turn_prompts: Vec<Option<Result<Vec<u32>, String>>>,
     histories: Vec<History>,
+    /// Sequences of each item still running: a pooling request of several ends with its last.
+    pending: Vec<u32>,
     /// Absolute engine time each item's clock started (when it was sent, unless the client
     /// is slower than the schedule).
     sent_abs: Vec<u64>,
@@ -88,6 +95,7 @@ impl<'a> Client<'a> {
             turn_prompts,
             histories: (0..plan.conversations.len()).map(|_| History::default()).collect(),
             records,
+            pending: vec![1; items],
             sent_abs: vec![0; items],
             dispatch,
             on_the_way: VecDeque::new(),
@@ -193,7 +201,8 @@ impl<'a> Client<'a> {
         let rec = &mut self.records[i];
         rec.start_ns = at - self.t0;
         self.sent_abs[i] = at;
-        let prompt_len = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        let more: usize = if i < n { self.prompts.requests[i].more.iter().map(Vec::len).sum() } else { 0 };
+        let prompt_len = u32::try_from(ids.len() + more).unwrap_or(u32::MAX);
         // The engine generates what the body asked for (and refuses a budget past the
         // context); the record keeps the planned length, as a real client's does.
         let max_tokens = budget.unwrap_or(u64::from(rec.max_tokens));
@@ -219,11 +228,42 @@ impl<'a> Client<'a> {
         }
     }
 
-    /// Item `i`'s request reaches the engine.
+    /// Item `i`'s request reaches the engine, with the further sequences of a pooling request
+    /// of several (tagged with the item and their place above it), all or none.
     fn reach(&mut self, engine: &mut Engine, i: usize, req: NewRequest) {
         let (at, max_tokens) = (req.arrived_ns, req.max_tokens);
-        match engine.add(req) {
-            Ok(_) => self.records[i].chunks_us.reserve_exact(max_tokens as usize),
+        let more = match self.prompts.requests.get_mut(i) {
+            Some(p) => std::mem::take(&mut p.more),
+            None => Vec::new(),
+        };
+        let refused =
+            more.iter().find_map(|ids| engine.admits(u32::try_from(ids.len()).unwrap_or(u32::MAX), max_tokens).err());
+        let added = match refused {
+            Some(rejection) => Err(rejection),
+            None => {
+                let fields = (req.ignore_eos, req.chat);
+                engine.add(req).map(|_| {
+                    for (k, ids) in more.into_iter().enumerate() {
+                        let tag = i as u64 | ((k as u64 + 1) << SEQUENCE_SHIFT);
+                        let (ignore_eos, chat) = fields;
+                        let prompt = PromptTokens::Ids(ids);
+                        let seq = NewRequest {
+                            tag,
+                            prompt,
+                            max_tokens,
+                            ignore_eos,
+                            arrived_ns: at,
+                            chat,
+                            images: Vec::new(),
+                        };
+                        // Checked above: the engine takes it.
+                        self.pending[i] += u32::from(engine.add(seq).is_ok());
+                    }
+                })
+            }
+        };
+        match added {
+            Ok(()) => self.records[i].chunks_us.reserve_exact(max_tokens as usize),
             Err(rejection) => {
                 self.records[i].usage.prompt_tokens = None;
                 self.fail_send(i, self.sent_abs[i], at, rejection.to_string());
@@ -234,8 +274,13 @@ impl<'a> Client<'a> {
     /// Takes a token delivered at `end_abs`; a finished item is reported to the policy, and a
     /// conversation's next prompt is built from its history.
     pub fn deliver(&mut self, engine: &mut Engine, e: &Emission, end_abs: u64) {
-        let i = e.tag as usize;
+        let i = (e.tag & ITEM_MASK) as usize;
         let Some(rec) = self.records.get_mut(i) else { return };
+        // A sequence of a pooling request of several that is not its last.
+        if e.finish.is_some() && self.pending[i] > 1 {
+            self.pending[i] -= 1;
+            return;
+        }
         // A record keeps its tokens' times in µs after the send, as 32 bits: 71.6 minutes. A
         // request that lives longer fails as a client's timeout would, rather than read as
         // saturated times (a first token at 4,294,967 ms, its tokens 0 ms apart).

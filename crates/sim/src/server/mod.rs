@@ -56,6 +56,8 @@ mod metrics;
 mod pacer;
 mod pooling;
 #[cfg(test)]
+mod pooling_tests;
+#[cfg(test)]
 mod spec_tests;
 mod stream;
 #[cfg(test)]

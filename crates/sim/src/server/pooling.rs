@@ -1,10 +1,13 @@
-//! The pooling endpoints, vLLM's `POST /v1/embeddings` (an `input`, or chat `messages`) and
-//! `POST /pooling`, answered whole as vLLM answers them. A pooling request is a prefill
+//! The pooling endpoints, vLLM's `POST /v1/embeddings` (an `input`, or chat `messages`),
+//! `POST /pooling` and `POST /v1/rerank` (a `query` and its `documents`), answered whole as
+//! vLLM answers them. A pooling request is a prefill
 //! alone: the engine runs each input as a request of one sampled token, so the step that ends
 //! its prefill ends it (the lm_head and sampler of that step are the twin's excess over a
 //! pooling model's head, small beside the prefill). Each input is its own sequence in the
 //! batch, as vLLM schedules a list of inputs. The vectors are deterministic noise of the
-//! model's hidden size, so an answer weighs what a real one does on the wire.
+//! model's hidden size, so an answer weighs what a real one does on the wire. A rerank runs as
+//! a cross-encoder does: each document is one sequence, the query, a separator token and the
+//! document, scored by deterministic noise.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -17,7 +20,7 @@ use serde_json::Value;
 use servebench_core::config::{Api, PoolingForm};
 
 use super::api::{ApiError, Shared, json_text_response, read_json, unix_now};
-use super::stream::Answer;
+use super::stream::{Admission, Answer};
 use super::text::Prompt;
 use crate::rng::mix64;
 
@@ -31,6 +34,38 @@ pub(crate) async fn pooling(State(s): State<Arc<Shared>>, req: Request) -> Respo
     pool(s, PoolingForm::Pooling, received, req).await.unwrap_or_else(IntoResponse::into_response)
 }
 
+pub(crate) async fn rerank(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let received = Instant::now();
+    pool(s, PoolingForm::Rerank, received, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// The sequences a pooling body asks for: each input, or each (query, document) pair.
+fn sequences(s: &Shared, api: Api, body: &Value) -> Result<Vec<Prompt>, ApiError> {
+    if api != Api::Pooling(PoolingForm::Rerank) {
+        return match crate::tokens::prompt_key(api) {
+            Some(key) => s.text.prompts_at(body, key, s.vocab).map_err(|e| ApiError::bad_param("input", e)),
+            None => Ok(vec![Prompt { ids: s.text.prompt_ids(api, body).map_err(ApiError::bad)?, text: None }]),
+        };
+    }
+    let query = match s.text.prompts_at(body, "query", s.vocab).map_err(|e| ApiError::bad_param("query", e))?.as_slice()
+    {
+        [q] => q.ids.clone(),
+        _ => return Err(ApiError::bad_param("query", "the query must be one text")),
+    };
+    let documents = s.text.prompts_at(body, "documents", s.vocab).map_err(|e| ApiError::bad_param("documents", e))?;
+    let separator = s.vocab.saturating_sub(1);
+    Ok(documents
+        .into_iter()
+        .map(|d| {
+            let mut ids = Vec::with_capacity(query.len() + 1 + d.ids.len());
+            ids.extend_from_slice(&query);
+            ids.push(separator);
+            ids.extend_from_slice(&d.ids);
+            Prompt { ids, text: d.text }
+        })
+        .collect())
+}
+
 async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Request) -> Result<Response, ApiError> {
     let body = read_json(req).await?;
     s.check_model(body.get("model").and_then(Value::as_str))?;
@@ -41,10 +76,7 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
         route
     };
     let api = Api::Pooling(form);
-    let mut prompts = match crate::tokens::prompt_key(api) {
-        Some(key) => s.text.prompts_at(&body, key, s.vocab).map_err(|e| ApiError::bad_param("input", e))?,
-        None => vec![Prompt { ids: s.text.prompt_ids(api, &body).map_err(ApiError::bad)?, text: None }],
-    };
+    let mut prompts = sequences(&s, api, &body)?;
     let limit = truncation(&body, s.max_model_len)?;
     for p in &mut prompts {
         if p.ids.is_empty() {
@@ -62,13 +94,16 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
     }
     // Every input is admitted before any is awaited: they share the engine's batches.
     let mut admitted = Vec::with_capacity(prompts.len());
-    for Prompt { mut ids, .. } in prompts {
+    for Prompt { mut ids, text } in prompts {
         let prompt_tokens = u32::try_from(ids.len()).unwrap_or(u32::MAX);
         // The one sampled token needs a slot of the context.
         ids.truncate(s.max_model_len.saturating_sub(1).max(1) as usize);
         let admission = s.admit(ids, Vec::new(), 1, true, api, received)?;
         let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
-        admitted.push((admission, Answer { text: Arc::clone(&s.text), salt, prompt_tokens }));
+        admitted.push((admission, Answer { text: Arc::clone(&s.text), salt, prompt_tokens }, text));
+    }
+    if form == PoolingForm::Rerank {
+        return ranked(&s, &body, admitted).await;
     }
     let (object, key) = match form {
         PoolingForm::Pooling => ("pooling", "data"),
@@ -76,7 +111,7 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
     };
     let mut prompt_total = 0u64;
     let mut data = String::new();
-    for (index, (admission, answer)) in admitted.into_iter().enumerate() {
+    for (index, (admission, answer, _)) in admitted.into_iter().enumerate() {
         admission.collect(&answer).await.map_err(ApiError::internal)?;
         prompt_total += u64::from(answer.prompt_tokens);
         if index > 0 {
@@ -92,6 +127,50 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
     let text = format!(
         r#"{{"id":"{id}","object":"list","created":{},"model":{model},"data":[{data}],"usage":{{"prompt_tokens":{prompt_total},"total_tokens":{prompt_total},"completion_tokens":0,"prompt_tokens_details":null}}}}"#,
         unix_now()
+    );
+    Ok(json_text_response(StatusCode::OK, text))
+}
+
+/// A rerank's answer once every pair is scored: vLLM's `results`, most relevant first (the
+/// first `top_n` where it is above 0), each with its document's text, and the usage.
+async fn ranked(
+    s: &Shared,
+    body: &Value,
+    admitted: Vec<(Admission, Answer, Option<String>)>,
+) -> Result<Response, ApiError> {
+    let top_n = match body.get("top_n") {
+        None | Some(Value::Null) => 0,
+        Some(v) => {
+            v.as_u64().ok_or_else(|| ApiError::bad_param("top_n", format!("top_n must be 0 or more, got {v}")))?
+        }
+    };
+    let mut prompt_total = 0u64;
+    let mut results = Vec::with_capacity(admitted.len());
+    for (index, (admission, answer, text)) in admitted.into_iter().enumerate() {
+        admission.collect(&answer).await.map_err(ApiError::internal)?;
+        prompt_total += u64::from(answer.prompt_tokens);
+        let score = (mix64(answer.salt) >> 11) as f64 / (1u64 << 53) as f64;
+        results.push((index, score, text));
+    }
+    results.sort_by(|a, b| b.1.total_cmp(&a.1));
+    if top_n > 0 {
+        results.truncate(top_n as usize);
+    }
+    let mut data = String::new();
+    for (k, (index, score, text)) in results.iter().enumerate() {
+        if k > 0 {
+            data.push(',');
+        }
+        let text = serde_json::to_string(text).unwrap_or_default();
+        let _ = write!(
+            data,
+            r#"{{"index":{index},"document":{{"text":{text},"multi_modal":null}},"relevance_score":{score:.6}}}"#
+        );
+    }
+    let id = format!("rerank-{:016x}", mix64(s.seed ^ prompt_total ^ unix_now()));
+    let model = serde_json::to_string(&s.model_name).unwrap_or_default();
+    let text = format!(
+        r#"{{"id":"{id}","model":{model},"usage":{{"prompt_tokens":{prompt_total},"total_tokens":{prompt_total}}},"results":[{data}]}}"#
     );
     Ok(json_text_response(StatusCode::OK, text))
 }

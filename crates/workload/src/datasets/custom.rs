@@ -195,7 +195,7 @@ pub(crate) fn sample_rows(
             path.display()
         )));
     }
-    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: oversampled.or(shuffled) })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: oversampled.or(shuffled), query: None })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod images;
 pub mod multi_turn;
 pub mod prefix_repetition;
 pub mod random;
+pub mod rerank;
 pub mod sharegpt;
 pub mod spec_bench;
 pub mod trace;
@@ -49,6 +50,9 @@ pub struct Dataset {
     /// shuffles and oversampling do); `None` leaves it as vLLM's `random.seed(seed)` at start.
     /// LoRA assignment draws from it next.
     pub python_random: Option<PyRandom>,
+    /// The query every request scores its documents against (`random-rerank`), whose
+    /// documents are the samples.
+    pub query: Option<Sample>,
 }
 
 /// A rough token count for text when no tokenizer is given: one token per four bytes.

@@ -123,7 +123,7 @@ pub fn from_entries(
             spec.num_conversations
         ));
     }
-    Ok(Dataset { samples: Vec::new(), conversations, notes, python_random: None })
+    Ok(Dataset { samples: Vec::new(), conversations, notes, python_random: None, query: None })
 }
 
 /// Length of the common prefix of two sequences (token ids, or the bytes of two texts).

@@ -105,7 +105,7 @@ pub fn sample(
         ));
     }
     let python_random = seeded_shuffle(&mut samples, spec.shuffle, spec.seed);
-    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random, query: None })
 }
 
 #[cfg(test)]

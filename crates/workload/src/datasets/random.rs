@@ -95,7 +95,7 @@ pub fn sample(tok: Option<&Tokenizer>, spec: &RandomSpec) -> Result<Dataset, Wor
         Some(tok) => with_tokenizer(tok, spec, &mut rng, &input_lens, &output_lens, &mut notes)?,
         None => synthetic(spec, &mut rng, &input_lens, &output_lens),
     };
-    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: None })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: None, query: None })
 }
 
 /// Token ids in `[0, vocab_size)` that are not special, ascending (Python's
@@ -142,11 +142,33 @@ fn with_tokenizer(
         }
         fitted.tokens
     };
-    let seqs: Vec<Vec<u32>> = (0..n)
-        .map(|i| {
-            let start = offsets[i] + i as i64;
-            let mut seq = prefix.clone();
-            seq.extend((0..input_lens[i]).map(|j| allowed[((start + j) % len) as usize]));
+    let offsets: Vec<i64> = offsets.iter().enumerate().map(|(i, o)| o + i as i64).collect();
+    let (samples, total_mismatch) = fitted_prompts(tok, rng, &prefix, &allowed, input_lens, &offsets)?;
+    let samples =
+        samples.into_iter().zip(output_lens).map(|(s, &out)| Sample { max_tokens: out as u32, ..s }).collect();
+    notes.extend(mismatch_note(total_mismatch));
+    Ok(samples)
+}
+
+/// vLLM's `generate_token_sequence` for each prompt in turn: `prefix`, then `lens[i]`
+/// consecutive allowed tokens from `starts[i]` (its offset plus its index), decoded and
+/// re-encoded to its exact length (the retries draw from `rng`, in prompt order). The samples
+/// ask for no output; the caller sets it. Returns them and the total mismatch.
+pub(crate) fn fitted_prompts(
+    tok: &Tokenizer,
+    rng: &mut Generator,
+    prefix: &[u32],
+    allowed: &[u32],
+    lens: &[i64],
+    starts: &[i64],
+) -> Result<(Vec<Sample>, i64), WorkloadError> {
+    let len = allowed.len() as i64;
+    let seqs: Vec<Vec<u32>> = lens
+        .iter()
+        .zip(starts)
+        .map(|(&n, &start)| {
+            let mut seq = prefix.to_vec();
+            seq.extend((0..n).map(|j| allowed[((start + j) % len) as usize]));
             seq
         })
         .collect();
@@ -155,9 +177,9 @@ fn with_tokenizer(
     let firsts = par_map(&seqs, |seq| first_pass(tok, seq));
     drop(seqs);
     let mut total_mismatch = 0i64;
-    let mut samples = Vec::with_capacity(n);
-    for (i, first) in firsts.into_iter().enumerate() {
-        let target = prefix_len + input_lens[i] as usize;
+    let mut samples = Vec::with_capacity(lens.len());
+    for (first, &n) in firsts.into_iter().zip(lens) {
+        let target = prefix.len() + n as usize;
         let fitted = continue_fit(tok, first?, target, &mut Extender::Pcg(rng))?;
         total_mismatch += fitted.mismatch;
         let len = count_u32(fitted.tokens.len());
@@ -165,13 +187,12 @@ fn with_tokenizer(
             raw_tokens: Some(len),
             prompt_len: len,
             prompt: fitted.prompt,
-            max_tokens: output_lens[i] as u32,
+            max_tokens: 0,
             timestamp_s: None,
             images: Vec::new(),
         });
     }
-    notes.extend(mismatch_note(total_mismatch));
-    Ok(samples)
+    Ok((samples, total_mismatch))
 }
 
 /// Prompts of one-token words, drawn from the same generator after the lengths.

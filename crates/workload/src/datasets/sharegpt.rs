@@ -119,7 +119,7 @@ pub fn sample_entries(
              tokens, reply >= 4, both <= 2048)"
         )));
     }
-    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random, query: None })
 }
 
 #[cfg(test)]

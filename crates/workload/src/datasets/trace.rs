@@ -240,7 +240,7 @@ pub fn sample(
     }
     let block = timed.map_or(MOONCAKE_BLOCK_TOKENS, |t| t.chunk_tokens as usize);
     let samples = prompts(tok, &records, Blocks { tokens: block, seed }, &mut notes)?;
-    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: None })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: None, query: None })
 }
 
 /// How prompts are drawn: tokens a hash id stands for, and the run's seed.

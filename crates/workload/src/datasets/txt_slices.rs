@@ -83,7 +83,7 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &TxtSlicesSpec) -> Res
         })
         .collect::<Result<Vec<_>, WorkloadError>>()?;
     let notes = vec![note];
-    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: Some(rng) })
+    Ok(Dataset { samples, conversations: Vec::new(), notes, python_random: Some(rng), query: None })
 }
 
 /// `len` items of `items` from a start drawn as `random.randint(0, len(items) - 1)`, wrapping

@@ -28,6 +28,7 @@ fn short_random() -> WorkloadSpec {
         range_ratio: RangeRatio::default(),
         prefix_len: 0,
         media: None,
+        batch_size: 1,
     }
 }
 
@@ -51,6 +52,7 @@ fn random_plan_bodies_are_vllms_for_both_apis() {
             },
             prefix_len: spec["prefix"].as_u64().unwrap() as u32,
             media: None,
+            batch_size: 1,
         };
         c.traffic.num_prompts = spec["num"].as_u64().unwrap() as usize;
         c.traffic.seed = spec["seed"].as_u64().unwrap();
@@ -286,6 +288,7 @@ fn lora_adapters_are_assigned_as_vllm_assigns_them() {
         range_ratio: RangeRatio { input: 0.0, output: 0.0 },
         prefix_len: 0,
         media: None,
+        batch_size: 1,
     };
     c.target.lora = lora(LoraAssignment::RoundRobin);
     assert_eq!(models(&build_plan(&c, None).unwrap()), ["a", "b", "c", "a", "b", "c", "a", "b", "c", "a"]);
@@ -330,4 +333,58 @@ fn lora_is_refused_for_conversations_and_without_adapters() {
     c.target.lora = Some(Lora { modules: Vec::new(), assignment: LoraAssignment::Random });
     let err = build_plan(&c, None).unwrap_err().to_string();
     assert!(err.contains("at least one adapter"), "{err}");
+}
+
+#[test]
+fn a_batch_of_prompts_is_one_request_with_their_list_and_their_tokens() {
+    let mut c = config(Backend::OpenaiEmbeddings);
+    c.workload = short_random();
+    c.traffic.num_prompts = 10;
+    let single = build_plan(&c, Some(qwen3())).unwrap();
+    if let WorkloadSpec::Random { batch_size, .. } = &mut c.workload {
+        *batch_size = 4;
+    }
+    let plan = build_plan(&c, Some(qwen3())).unwrap();
+    assert_eq!(plan.requests.len(), 3);
+    let prompts: Vec<Value> =
+        single.requests.iter().map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["input"].clone()).collect();
+    for (k, r) in plan.requests.iter().enumerate() {
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        // The same prompts as one a request, in order; the last batch (of 2) is a list too.
+        let inputs = body["input"].as_array().unwrap();
+        assert_eq!(inputs[..], prompts[4 * k..(4 * k + 4).min(10)]);
+        let tokens: u32 = single.requests[4 * k..(4 * k + 4).min(10)].iter().map(|r| r.prompt_tokens).sum();
+        assert_eq!(r.prompt_tokens, tokens);
+        assert_eq!(r.index, k as u32);
+    }
+    assert_eq!(plan.requests[2].prompt_tokens, 80);
+    c.target.backend = Backend::Vllm;
+    c.target.endpoint = "/v1/completions".into();
+    assert!(build_plan(&c, Some(qwen3())).unwrap_err().to_string().contains("--random-batch-size"));
+}
+
+#[test]
+fn a_rerank_plan_sends_the_query_with_each_batch_of_documents() {
+    let mut c = config(Backend::VllmRerank);
+    c.traffic.num_prompts = 6;
+    c.workload = WorkloadSpec::RandomRerank { input_len: 40, range_ratio: 0.0, batch_size: 4, reranker: true };
+    let plan = build_plan(&c, Some(qwen3())).unwrap();
+    let bodies: Vec<Value> = plan.requests.iter().map(|r| serde_json::from_slice(&r.body).unwrap()).collect();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["query"], bodies[1]["query"]);
+    assert_eq!(qwen3().encode(bodies[0]["query"].as_str().unwrap(), false).unwrap().len(), 19);
+    assert_eq!(
+        [bodies[0]["documents"].as_array().unwrap().len(), bodies[1]["documents"].as_array().unwrap().len()],
+        [4, 2]
+    );
+    // Each pair counts the query, a separator and its document: the input length.
+    assert_eq!([plan.requests[0].prompt_tokens, plan.requests[1].prompt_tokens], [160, 80]);
+    // Without a reranker the query is counted once, and is one of the prompts and one input
+    // of each batch.
+    c.workload = WorkloadSpec::RandomRerank { input_len: 40, range_ratio: 0.0, batch_size: 3, reranker: false };
+    let plan = build_plan(&c, Some(qwen3())).unwrap();
+    let tokens: Vec<u32> = plan.requests.iter().map(|r| r.prompt_tokens).collect();
+    assert_eq!(tokens, [120, 120, 80]);
+    c.target.backend = Backend::OpenaiEmbeddings;
+    assert!(build_plan(&c, Some(qwen3())).unwrap_err().to_string().contains("pass --backend vllm-rerank"));
 }

@@ -32,6 +32,7 @@ fn config(base_url: &str, backend: Backend, n: usize, input_len: u32) -> RunConf
         range_ratio: RangeRatio { input: 0.0, output: 0.0 },
         prefix_len: 0,
         media: None,
+        batch_size: 1,
     };
     c.traffic.num_prompts = n;
     c

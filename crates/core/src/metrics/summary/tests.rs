@@ -224,6 +224,30 @@ fn a_pooling_run_counts_inputs_and_latencies_only() {
 }
 
 #[test]
+fn a_pooling_request_of_several_inputs_counts_each() {
+    // 10 prompts, 4 a request: requests 0 and 1 carry 4, request 2 the last 2.
+    let records: Vec<RequestRecord> = (0..3)
+        .map(|i| {
+            let mut r = ok(0, &[40], 0);
+            r.index = i;
+            r.end_us = 40_000;
+            r
+        })
+        .collect();
+    let mut run = test_run(records, 2.0);
+    run.config.target.backend = crate::config::Backend::OpenaiEmbeddings;
+    run.config.traffic.num_prompts = 10;
+    if let crate::config::WorkloadSpec::Random { batch_size, .. } = &mut run.config.workload {
+        *batch_size = 4;
+    }
+    let s = Summary::compute(&run);
+    assert_eq!(s.pooling, Some(PoolingFigures { total_input_sequences: Some(10), input_sequence_throughput: 5.0 }));
+    // A failed request's inputs are not counted.
+    run.records[1].failure = Some(Failure { kind: FailureKind::InBandError, message: "x".into() });
+    assert_eq!(Summary::compute(&run).pooling.unwrap().total_input_sequences, Some(6));
+}
+
+#[test]
 fn dispatch_lag_skips_unsent_requests() {
     let mut late = ok(0, &[10], 1);
     late.planned_ns = 1_000_000_000;

@@ -9,7 +9,7 @@ use super::media::parse_media;
 use super::{ResolveError, err, is_positive};
 
 /// The `--dataset-name` values servebench runs.
-const SUPPORTED: &str = "random, random-mm, sharegpt, custom, custom_image, spec_bench, speed_bench, txt-slices, prefix_repetition, trace \
+const SUPPORTED: &str = "random, random-mm, random-rerank, sharegpt, custom, custom_image, spec_bench, speed_bench, txt-slices, prefix_repetition, trace \
      or timed_trace";
 
 pub fn parse_range_ratio(s: &str) -> Result<RangeRatio, ResolveError> {
@@ -42,7 +42,7 @@ fn need_path(d: &DatasetArgs) -> Result<String, ResolveError> {
 
 pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, ResolveError> {
     let name = d.dataset_name.as_str();
-    if matches!(name, "random" | "random-mm" | "prefix_repetition") && d.dataset_path.is_some() {
+    if matches!(name, "random" | "random-mm" | "random-rerank" | "prefix_repetition") && d.dataset_path.is_some() {
         return err(format!(
             "cannot use the {name:?} dataset with --dataset-path; pick the --dataset-name that matches the file \
              (sharegpt, custom, spec_bench, speed_bench, txt-slices, trace, timed_trace)"
@@ -62,7 +62,27 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             range_ratio: parse_range_ratio(&d.random_range_ratio)?,
             prefix_len: d.random_prefix_len,
             media: (name == "random-mm").then(|| parse_media(d)).transpose()?,
+            batch_size: d.random_batch_size,
         },
+        "random-rerank" => {
+            let ratio = parse_range_ratio(&d.random_range_ratio)?;
+            if ratio.input != ratio.output {
+                return err("random-rerank draws every length with one ratio: pass --random-range-ratio as a number");
+            }
+            // vLLM's scoring without a reranker puts the query in each batch.
+            if d.no_reranker && d.random_batch_size < 2 {
+                return err(
+                    "--no-reranker sends the query as one prompt of each batch: pass --random-batch-size of at \
+                            least 2",
+                );
+            }
+            WorkloadSpec::RandomRerank {
+                input_len: c.input_len.unwrap_or(d.random_input_len),
+                range_ratio: ratio.input,
+                batch_size: d.random_batch_size,
+                reranker: !d.no_reranker,
+            }
+        }
         "sharegpt" => WorkloadSpec::Sharegpt {
             path: need_path(d)?,
             output_len: output.or(d.sharegpt_output_len),
@@ -133,13 +153,26 @@ pub fn parse_workload(d: &DatasetArgs, c: &ContentArgs) -> Result<WorkloadSpec, 
             let timed = (name == "timed_trace").then(|| timed_trace(d)).transpose()?;
             WorkloadSpec::Trace { path: need_path(d)?, time_scale: d.trace_time_scale, timed }
         }
-        "hf" | "random-rerank" | "sonnet" | "custom_audio" => {
+        "hf" | "sonnet" | "custom_audio" => {
             return err(format!(
                 "the vLLM dataset {name:?} is not supported by servebench yet; supported: {SUPPORTED}"
             ));
         }
         _ => return err(format!("unknown --dataset-name {name:?}; expected {SUPPORTED}")),
     };
+    if d.random_batch_size == 0 {
+        return err("--random-batch-size must be at least 1");
+    }
+    if d.random_batch_size > 1
+        && !matches!(spec, WorkloadSpec::Random { media: None, .. } | WorkloadSpec::RandomRerank { .. })
+    {
+        return err(format!(
+            "--random-batch-size groups the prompts of the random and random-rerank datasets, not of {name}; leave it out"
+        ));
+    }
+    if d.no_reranker && !matches!(spec, WorkloadSpec::RandomRerank { .. }) {
+        return err(format!("--no-reranker applies to --dataset-name random-rerank, not {name}; leave it out"));
+    }
     if d.self_timed && !matches!(spec, WorkloadSpec::Trace { .. }) {
         return err(format!(
             "--self-timed sends a trace's requests at their recorded times; it does not apply to --dataset-name \

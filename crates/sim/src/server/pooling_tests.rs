@@ -1,0 +1,55 @@
+//! The pooling routes in-process: a list of inputs answered one vector each with their summed
+//! usage, and a rerank answered as vLLM answers it (each document's text and score, most
+//! relevant first, `top_n` of them where asked, the pairs' tokens in the usage).
+
+use serde_json::{Value, json};
+
+use super::ServerOptions;
+use super::tests::{app_with, call, setup};
+
+#[tokio::test]
+async fn a_list_of_inputs_gets_a_vector_each_and_their_usage() {
+    let app = app_with(&setup(&[]), ServerOptions::default());
+    let body =
+        json!({"model": "Qwen/Qwen3-0.6B", "input": ["one two three", "four five"], "truncate_prompt_tokens": -1});
+    let (status, _, text) = call(&app, "POST", "/v1/embeddings", Some(body)).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2);
+    assert_eq!(data[1]["index"], 1);
+    assert_eq!(v["usage"]["prompt_tokens"], 5);
+}
+
+#[tokio::test]
+async fn a_rerank_scores_each_document_and_ranks_them() {
+    let app = app_with(&setup(&[]), ServerOptions::default());
+    let docs = ["a b", "c d e", "f", "g h i j"];
+    for path in ["/rerank", "/v1/rerank", "/v2/rerank"] {
+        let body =
+            json!({"model": "Qwen/Qwen3-0.6B", "query": "q r s", "documents": docs, "truncate_prompt_tokens": -1});
+        let (status, _, text) = call(&app, "POST", path, Some(body)).await;
+        assert_eq!(status, 200, "{path}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert!(v["id"].as_str().unwrap().starts_with("rerank-"), "{v}");
+        // Each pair: the 3-token query, a separator, the document.
+        let words: usize = docs.iter().map(|d| d.split_whitespace().count()).sum();
+        assert_eq!(v["usage"]["prompt_tokens"], json!(4 * docs.len() + words));
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), docs.len());
+        let scores: Vec<f64> = results.iter().map(|r| r["relevance_score"].as_f64().unwrap()).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "most relevant first: {scores:?}");
+        for r in results {
+            let i = r["index"].as_u64().unwrap() as usize;
+            assert_eq!(r["document"]["text"], docs[i]);
+        }
+    }
+    let body = json!({"model": "Qwen/Qwen3-0.6B", "query": "q", "documents": docs, "top_n": 2});
+    let (_, _, text) = call(&app, "POST", "/v1/rerank", Some(body)).await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["results"].as_array().unwrap().len(), 2, "{v}");
+    let (status, _, text) =
+        call(&app, "POST", "/v1/rerank", Some(json!({"model": "Qwen/Qwen3-0.6B", "documents": docs}))).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("query"), "{text}");
+}

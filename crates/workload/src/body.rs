@@ -77,7 +77,8 @@ impl BodyBuilder {
     }
 
     /// A rerank body (`vllm-rerank`): the query, its documents, and vLLM's truncation to the
-    /// model's context.
+    /// model's context; no `ignore_eos`, as vLLM sends none, but `--extra-body` (which vLLM's
+    /// rerank client drops) merged as in every other body.
     pub fn rerank(&self, model: &str, query: &str, documents: &[&str]) -> Bytes {
         let mut p = Map::new();
         p.insert("model".into(), Value::String(model.to_string()));
@@ -168,7 +169,8 @@ impl BodyBuilder {
             Api::Messages => None,
             Api::Completions | Api::Chat => p.insert("stream_options".into(), json!({"include_usage": true})),
         };
-        if self.ignore_eos {
+        // vLLM's rerank client sends no `ignore_eos` (a score has no end of sequence).
+        if self.ignore_eos && self.api != Api::Pooling(PoolingForm::Rerank) {
             p.insert("ignore_eos".into(), Value::Bool(true));
         }
         for (k, v) in &self.extra_body {
@@ -274,7 +276,7 @@ mod tests {
 
     #[test]
     fn a_rerank_body_is_vllm_s_query_and_documents() {
-        let b = BodyBuilder::from_parts(Api::Pooling(PoolingForm::Rerank), "m", false, Map::new());
+        let b = BodyBuilder::from_parts(Api::Pooling(PoolingForm::Rerank), "m", true, Map::new());
         assert_eq!(
             b.rerank("m", "q", &["d1", "d2"]),
             r#"{"model": "m", "query": "q", "documents": ["d1", "d2"], "truncate_prompt_tokens": -1}"#

@@ -388,3 +388,28 @@ fn a_rerank_plan_sends_the_query_with_each_batch_of_documents() {
     c.target.backend = Backend::OpenaiEmbeddings;
     assert!(build_plan(&c, Some(qwen3())).unwrap_err().to_string().contains("pass --backend vllm-rerank"));
 }
+
+#[test]
+fn rerank_plan_bodies_are_vllms() {
+    let path = testdata().join("datasets/random_rerank_qwen3.json");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for case in r["cases"].as_array().unwrap() {
+        let spec = &case["case"];
+        let mut c = config(Backend::VllmRerank);
+        c.traffic.num_prompts = spec["num"].as_u64().unwrap() as usize;
+        c.traffic.seed = spec["seed"].as_u64().unwrap();
+        c.workload = WorkloadSpec::RandomRerank {
+            input_len: spec["input_len"].as_u64().unwrap() as u32,
+            range_ratio: spec["ratio"].as_f64().unwrap(),
+            batch_size: spec["batch"].as_u64().unwrap() as u32,
+            reranker: spec["reranker"].as_bool().unwrap(),
+        };
+        let plan = build_plan(&c, Some(qwen3())).unwrap();
+        let want = case["bodies"].as_array().unwrap();
+        assert_eq!(plan.requests.len(), want.len(), "{spec}");
+        for ((req, body), len) in plan.requests.iter().zip(want).zip(case["prompt_lens"].as_array().unwrap()) {
+            assert_eq!(std::str::from_utf8(&req.body).unwrap(), body.as_str().unwrap(), "{spec}");
+            assert_eq!(u64::from(req.prompt_tokens), len.as_u64().unwrap(), "{spec}");
+        }
+    }
+}

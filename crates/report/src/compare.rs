@@ -91,10 +91,13 @@ impl PairStats {
                 Some(_) => {}
             }
         }
+        // A pooling answer's one chunk is no first token: its runs have E2EL alone, as vLLM's.
+        let pooled = ra.summary.pooling.is_some() || rb.summary.pooling.is_some();
         let rows: Vec<PairRow> = Quantity::key_rows()
             .into_iter()
             .map(|q| {
                 let estimate = match q {
+                    Quantity::Latency(_, Metric::Ttft | Metric::Tpot | Metric::Itl) if pooled => None,
                     Quantity::Latency(stat, metric) => estimate(ra, rb, stat, metric),
                     _ => None,
                 };

@@ -211,3 +211,22 @@ fn numbers_are_shown_as_ranges() {
     assert_eq!(ranges(&[]), "");
     assert_eq!(ranges(&[i64::MAX - 1, i64::MAX]), format!("{}-{}", i64::MAX - 1, i64::MAX));
 }
+
+#[test]
+fn pooling_runs_compare_their_latency_as_e2el_alone() {
+    // One chunk a request, at its end: a pooling answer.
+    let pooled = |seed| {
+        let mut run = Synth { requests: 40, tokens: 1, ..Synth::new("org/embedder", seed) }.run();
+        run.config.target.backend = servebench_core::config::Backend::OpenaiEmbeddings;
+        let summary = servebench_core::metrics::Summary::compute(&run);
+        servebench_store::NewRun::from_run(servebench_store::RunKind::Bench, &run, &summary)
+    };
+    let c = compared(&stored(&[pooled(1), pooled(2)]));
+    let pair = c.pair.as_ref().unwrap();
+    for metric in [Metric::Ttft, Metric::Tpot, Metric::Itl] {
+        let row = pair.row(Quantity::Latency(Stat::Median, metric));
+        assert!(row.is_none_or(|r| r.a.is_none() && r.b.is_none() && r.estimate.is_none()), "{metric:?}: {row:?}");
+    }
+    let e2el = pair.row(Quantity::Latency(Stat::Median, Metric::E2el)).unwrap();
+    assert!(e2el.a.is_some() && e2el.estimate.is_some(), "{e2el:?}");
+}

@@ -267,16 +267,20 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
     let max_tokens = p.max_tokens.unwrap_or(u64::from(first.max_tokens));
     let mut sent = 0;
     for k in 0..count {
-        let req = NewRequest {
-            tag: u64::MAX - k as u64,
-            prompt: PromptTokens::Ids(ids.clone()),
-            max_tokens,
-            ignore_eos: p.ignore_eos,
-            arrived_ns: engine.now_ns(),
-            chat: plan.api.templated(),
-            images: p.images.clone(),
-        };
-        sent += usize::from(engine.add(req).is_ok());
+        // A pooling request of several sequences warms up with all of them.
+        for (j, seq) in std::iter::once(ids).chain(&p.more).enumerate() {
+            let req = NewRequest {
+                tag: u64::MAX - k as u64,
+                prompt: PromptTokens::Ids(seq.clone()),
+                max_tokens,
+                ignore_eos: p.ignore_eos,
+                arrived_ns: engine.now_ns(),
+                chat: plan.api.templated(),
+                images: if j == 0 { p.images.clone() } else { Vec::new() },
+            };
+            let added = engine.add(req).is_ok();
+            sent += usize::from(added && j == 0);
+        }
     }
     while let Some(t) = engine.next_wakeup_ns() {
         let before = engine.now_ns();

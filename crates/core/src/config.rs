@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 mod backend;
 mod workload;
-pub use backend::{Api, Backend, PoolingForm};
+pub use backend::{Api, Backend, ImagePrompt, PoolingForm};
 pub use workload::{ImageBucket, MultiTurn, RandomMedia, RangeRatio, TimedTrace, WorkloadSpec};
 
 /// Everything that defines one benchmark run.

@@ -19,7 +19,7 @@ pub(crate) mod dispatch;
 mod probes;
 mod telemetry;
 
-use servebench_core::config::{Api, RunConfig, WorkloadSpec};
+use servebench_core::config::{Api, PoolingForm, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
@@ -87,7 +87,13 @@ impl Prompts {
         // built: a completions body sent to `/v1/chat/completions` (`--backend openai
         // --endpoint /v1/chat/completions`, which vLLM's client lets through) is refused there,
         // as `sim serve` refuses it.
-        let served = Api::served_at(&config.target.endpoint).unwrap_or(plan.api);
+        // `/v1/embeddings` takes chat messages as well as an input, as `sim serve` reads them.
+        let served = match Api::served_at(&config.target.endpoint) {
+            Some(Api::Pooling(PoolingForm::Embeddings)) if plan.api == Api::Pooling(PoolingForm::EmbeddingsChat) => {
+                plan.api
+            }
+            served => served.unwrap_or(plan.api),
+        };
         let requests = plan
             .requests
             .iter()

@@ -6,9 +6,11 @@
 //! `--extra-body` merged last (an existing key keeps its place, as Python's `dict.update`
 //! does), serialized once with `json.dumps` spacing.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
-use servebench_core::config::{Api, PoolingForm, RunConfig};
+use servebench_core::config::{Api, ImagePrompt, PoolingForm, RunConfig};
 use servebench_core::pyjson;
 use servebench_core::record::PROBE_PROMPT;
 
@@ -20,6 +22,8 @@ pub struct BodyBuilder {
     ignore_eos: bool,
     logprobs: Option<i64>,
     extra_body: Map<String, Value>,
+    /// How an image embedding backend writes a prompt that comes with images.
+    image_prompt: Option<ImagePrompt>,
 }
 
 impl BodyBuilder {
@@ -31,12 +35,13 @@ impl BodyBuilder {
             ignore_eos: config.ignore_eos,
             logprobs: config.logprobs,
             extra_body: config.extra_body.clone(),
+            image_prompt: config.target.backend.image_prompt(),
         }
     }
 
     /// From explicit parts.
     pub fn from_parts(api: Api, model: &str, ignore_eos: bool, extra_body: Map<String, Value>) -> Self {
-        BodyBuilder { api, model: model.to_string(), ignore_eos, logprobs: None, extra_body }
+        BodyBuilder { api, model: model.to_string(), ignore_eos, logprobs: None, extra_body, image_prompt: None }
     }
 
     pub fn api(&self) -> Api {
@@ -110,15 +115,47 @@ impl BodyBuilder {
         self.finish(p)
     }
 
+    /// The body of the dataset's request `index` sent to `model`: its prompt and images as the
+    /// backend writes them. An image embedding backend rewrites the prompt of a request with
+    /// images as vLLM's does: CLIP sends the images after an empty text; VLM2Vec sends them
+    /// first, then "Represent the given image." for an even index, or the prompt as that
+    /// sentence's question for an odd one.
+    pub fn request(&self, index: usize, model: &str, prompt: &str, images: &[String], max_tokens: u32) -> Bytes {
+        let first = self.image_prompt == Some(ImagePrompt::Vlm2vec) && !images.is_empty();
+        let text = self.image_text(index, prompt, !images.is_empty());
+        self.build(model, &text, images, first, max_tokens)
+    }
+
+    /// The text [`BodyBuilder::request`] sends for request `index`'s prompt: rewritten by an
+    /// image embedding backend where the request has images, else the prompt as it is.
+    pub fn image_text<'p>(&self, index: usize, prompt: &'p str, has_images: bool) -> Cow<'p, str> {
+        match self.image_prompt.filter(|_| has_images) {
+            None => Cow::Borrowed(prompt),
+            Some(ImagePrompt::Clip) => Cow::Borrowed(""),
+            Some(ImagePrompt::Vlm2vec) if index.is_multiple_of(2) => Cow::Borrowed("Represent the given image."),
+            Some(ImagePrompt::Vlm2vec) => {
+                Cow::Owned(format!("Represent the given image with the following question: {prompt}"))
+            }
+        }
+    }
+
     /// The body for a prompt followed by images (`data:` or other URLs), each an `image_url`
     /// part after the text part of the chat message, as vLLM's chat client sends them. Only a
     /// chat body carries images; the plan refuses them for the other APIs.
     pub fn with_images(&self, model: &str, prompt: &str, images: &[String], max_tokens: u32) -> Bytes {
+        self.build(model, prompt, images, false, max_tokens)
+    }
+
+    /// A body with the prompt and its images, the images before the text where `images_first`.
+    fn build(&self, model: &str, prompt: &str, images: &[String], images_first: bool, max_tokens: u32) -> Bytes {
         let mut p = Map::new();
         p.insert("model".into(), Value::String(model.to_string()));
         match self.api {
             Api::Pooling(PoolingForm::EmbeddingsChat) => {
-                p.insert("messages".into(), json!([{"role": "user", "content": text_and_images(prompt, images)}]));
+                p.insert(
+                    "messages".into(),
+                    json!([{"role": "user", "content": content(prompt, images, images_first)}]),
+                );
                 p.insert("truncate_prompt_tokens".into(), json!(-1));
             }
             // One prompt to rerank (a probe's) is scored against itself.
@@ -131,7 +168,10 @@ impl BodyBuilder {
                 p.insert("logprobs".into(), self.logprobs.map_or(Value::Null, Value::from));
             }
             Api::Chat => {
-                p.insert("messages".into(), json!([{"role": "user", "content": text_and_images(prompt, images)}]));
+                p.insert(
+                    "messages".into(),
+                    json!([{"role": "user", "content": content(prompt, images, images_first)}]),
+                );
                 p.insert("max_completion_tokens".into(), json!(max_tokens));
             }
             Api::Responses => {
@@ -180,17 +220,19 @@ impl BodyBuilder {
     }
 }
 
-/// A user message's content: the text part, then an `image_url` part per image.
-fn text_and_images(prompt: &str, images: &[String]) -> Vec<Value> {
-    let mut content = vec![json!({"type": "text", "text": prompt})];
-    content.extend(images.iter().map(|url| json!({"type": "image_url", "image_url": {"url": url}})));
-    content
+/// A user message's content: the text part and an `image_url` part per image, the images
+/// after the text or (`images_first`) before it.
+fn content(prompt: &str, images: &[String], images_first: bool) -> Vec<Value> {
+    let text = json!({"type": "text", "text": prompt});
+    let urls = images.iter().map(|url| json!({"type": "image_url", "image_url": {"url": url}}));
+    if images_first { urls.chain([text]).collect() } else { std::iter::once(text).chain(urls).collect() }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::testdata;
+    use servebench_core::config::Backend;
 
     #[test]
     fn bodies_are_byte_identical_to_python_json_dumps() {
@@ -272,6 +314,37 @@ mod tests {
             r#"{"model": "m", "truncate_prompt_tokens": -1, "input": ["a", "b"]}"#
         );
         assert_eq!(body(PoolingForm::Infinity, false).inputs("m", &["a"]), r#"{"model": "m", "input": ["a"]}"#);
+    }
+
+    #[test]
+    fn image_embedding_backends_write_the_prompt_as_vllm_s() {
+        let mut config = RunConfig::for_target("http://127.0.0.1:8000", "m");
+        config.ignore_eos = false;
+        let mut body = |backend, index, images: &[String]| {
+            config.target.backend = backend;
+            String::from_utf8(BodyBuilder::new(&config).request(index, "m", "p", images, 1).to_vec()).unwrap()
+        };
+        let img = vec!["data:x".to_string()];
+        let part = r#"{"type": "image_url", "image_url": {"url": "data:x"}}"#;
+        assert_eq!(
+            body(Backend::OpenaiEmbeddingsClip, 0, &img),
+            format!(
+                r#"{{"model": "m", "messages": [{{"role": "user", "content": [{{"type": "text", "text": ""}}, {part}]}}], "truncate_prompt_tokens": -1}}"#
+            )
+        );
+        assert_eq!(
+            body(Backend::OpenaiEmbeddingsVlm2vec, 2, &img),
+            format!(
+                r#"{{"model": "m", "messages": [{{"role": "user", "content": [{part}, {{"type": "text", "text": "Represent the given image."}}]}}], "truncate_prompt_tokens": -1}}"#
+            )
+        );
+        assert!(
+            body(Backend::OpenaiEmbeddingsVlm2vec, 3, &img)
+                .contains(r#""text": "Represent the given image with the following question: p"}]"#)
+        );
+        // Without images the prompt goes as it is; the chat backend puts images after it.
+        assert!(body(Backend::OpenaiEmbeddingsClip, 1, &[]).contains(r#"[{"type": "text", "text": "p"}]"#));
+        assert!(body(Backend::OpenaiEmbeddingsChat, 1, &img).contains(&format!(r#""text": "p"}}, {part}]"#)));
     }
 
     #[test]

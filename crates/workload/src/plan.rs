@@ -1,6 +1,7 @@
 //! Builds the [`Plan`] for a run: the dataset's samples (or conversations), vLLM's arrival
 //! schedule (or the trace's), and every body serialized once, before the clock starts.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::path::Path;
 
@@ -18,7 +19,7 @@ use crate::datasets::rerank::{self, RerankSpec};
 use crate::datasets::sharegpt::{self, ShareGptSpec};
 use crate::datasets::spec_bench::{self, SpecBenchSpec, Suite};
 use crate::datasets::txt_slices::{self, TxtSlicesSpec};
-use crate::datasets::{Dataset, Sample, images, par_map, trace};
+use crate::datasets::{Dataset, Sample, estimate_tokens, images, par_map, trace};
 use crate::{Tokenizer, WorkloadError, arrival};
 
 /// The note of a plan built without a tokenizer (replaced when its prompts are aligned to the
@@ -76,16 +77,24 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
         arrival::delays(&config.traffic, groups.len().max(dataset.conversations.len()), &mut np_random)?
     };
 
-    if api != Api::Chat && dataset.samples.iter().any(|s| !s.images.is_empty()) {
+    let chat_messages = matches!(api, Api::Chat | Api::Pooling(PoolingForm::EmbeddingsChat));
+    if !chat_messages && dataset.samples.iter().any(|s| !s.images.is_empty()) {
         return Err(WorkloadError::Invalid(format!(
-            "images go in chat messages, not in `{}` requests; pass --backend openai-chat",
+            "images go in chat messages, not in `{}` requests; pass --backend openai-chat (or an image embedding \
+             backend: openai-embeddings-chat, openai-embeddings-clip, openai-embeddings-vlm2vec)",
             config.target.backend.name()
         )));
     }
     let bodies = BodyBuilder::new(config);
     let model = config.target.model_name.as_str();
-    let counts =
-        par_map(&dataset.samples, |s| count_prompt(tokenizer, api, s)).into_iter().collect::<Result<Vec<_>, _>>()?;
+    // Each prompt as it is sent: an image embedding backend rewrites the text of one with images.
+    let indexed: Vec<(usize, &Sample)> = dataset.samples.iter().enumerate().collect();
+    let counts = par_map(&indexed, |&(i, s)| match bodies.image_text(i, &s.prompt, !s.images.is_empty()) {
+        Cow::Borrowed(text) if text == s.prompt => count_prompt(tokenizer, api, s),
+        text => tokenizer.map_or_else(|| Ok(estimate_tokens(&text)), |t| prompt_tokens(t, api, &text)),
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
     let query =
         dataset.query.as_ref().map(|q| Ok::<_, WorkloadError>((q, count_prompt(tokenizer, api, q)?))).transpose()?;
     let batched = config.workload.input_batches(n).is_some();
@@ -110,7 +119,7 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
             (None, true) => (bodies.inputs(model, &texts()), 0, tokens),
             (None, false) => {
                 let s = &samples[0];
-                (bodies.with_images(model, &s.prompt, &s.images, s.max_tokens), s.max_tokens, tokens)
+                (bodies.request(i, model, &s.prompt, &s.images, s.max_tokens), s.max_tokens, tokens)
             }
         };
         // Datasets give at most `n` samples (all of a file's rows for `n == 0`, which a file

@@ -101,6 +101,17 @@ impl Api {
     }
 }
 
+/// How an image embedding backend writes the prompt of a request with images (vLLM's
+/// `_preprocess_clip` and `_preprocess_vlm2vec`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImagePrompt {
+    /// The images alone, after an empty text part (`openai-embeddings-clip`).
+    Clip,
+    /// The images first, then "Represent the given image." for an even request index, or that
+    /// sentence with the prompt as a question for an odd one (`openai-embeddings-vlm2vec`).
+    Vlm2vec,
+}
+
 /// `--backend`: every value vLLM accepts for an OpenAI-compatible server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -119,11 +130,13 @@ pub enum Backend {
     InfinityEmbeddings,
     VllmPooling,
     VllmRerank,
+    OpenaiEmbeddingsClip,
+    OpenaiEmbeddingsVlm2vec,
 }
 
 impl Backend {
     /// Every backend with its command-line spelling.
-    pub const ALL: [(Backend, &'static str); 13] = [
+    pub const ALL: [(Backend, &'static str); 15] = [
         (Backend::Vllm, "vllm"),
         (Backend::Openai, "openai"),
         (Backend::OpenaiChat, "openai-chat"),
@@ -137,6 +150,8 @@ impl Backend {
         (Backend::InfinityEmbeddings, "infinity-embeddings"),
         (Backend::VllmPooling, "vllm-pooling"),
         (Backend::VllmRerank, "vllm-rerank"),
+        (Backend::OpenaiEmbeddingsClip, "openai-embeddings-clip"),
+        (Backend::OpenaiEmbeddingsVlm2vec, "openai-embeddings-vlm2vec"),
     ];
 
     /// The spelling used on the command line and in vLLM's result JSON.
@@ -156,11 +171,23 @@ impl Backend {
             Backend::OpenaiResponses => Api::Responses,
             Backend::AnthropicMessages => Api::Messages,
             Backend::OpenaiEmbeddings => Api::Pooling(PoolingForm::Embeddings),
-            Backend::OpenaiEmbeddingsChat => Api::Pooling(PoolingForm::EmbeddingsChat),
+            Backend::OpenaiEmbeddingsChat | Backend::OpenaiEmbeddingsClip | Backend::OpenaiEmbeddingsVlm2vec => {
+                Api::Pooling(PoolingForm::EmbeddingsChat)
+            }
             Backend::InfinityEmbeddings => Api::Pooling(PoolingForm::Infinity),
             Backend::VllmPooling => Api::Pooling(PoolingForm::Pooling),
             Backend::VllmRerank => Api::Pooling(PoolingForm::Rerank),
             _ => Api::Completions,
+        }
+    }
+
+    /// How the backend writes a prompt that comes with images (vLLM's image embedding
+    /// backends); `None` where it sends the prompt as it is, its images after it.
+    pub fn image_prompt(self) -> Option<ImagePrompt> {
+        match self {
+            Backend::OpenaiEmbeddingsClip => Some(ImagePrompt::Clip),
+            Backend::OpenaiEmbeddingsVlm2vec => Some(ImagePrompt::Vlm2vec),
+            _ => None,
         }
     }
 

@@ -35,17 +35,8 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ResolveError> {
 const ANTHROPIC_VERSION: (&str, &str) = ("anthropic-version", "2023-06-01");
 
 /// vLLM backends that are not OpenAI-compatible generation APIs (refused by name).
-const OTHER_VLLM_BACKENDS: &[&str] = &[
-    "openai-audio",
-    "openai-embeddings-clip",
-    "openai-embeddings-vlm2vec",
-    "infinity-embeddings-clip",
-    "tgi",
-    "tensorrt-llm",
-    "deepspeed-mii",
-    "lmdeploy",
-    "scalellm",
-];
+const OTHER_VLLM_BACKENDS: &[&str] =
+    &["openai-audio", "infinity-embeddings-clip", "tgi", "tensorrt-llm", "deepspeed-mii", "lmdeploy", "scalellm"];
 
 pub fn parse_backend(s: &str) -> Result<Backend, ResolveError> {
     if let Some(b) = Backend::from_name(s) {

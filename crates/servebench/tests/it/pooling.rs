@@ -127,11 +127,21 @@ async fn a_pooling_backend_on_another_route_or_an_unbuilt_one_is_refused_with_wh
 /// Runs `flags` on the twin on a port and in virtual time, each saving its result JSON in
 /// `dir`; returns both.
 async fn live_and_predicted(dir: &std::path::Path, flags: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    live_and_predicted_on(dir, "Qwen/Qwen3-0.6B", flags).await
+}
+
+/// `live_and_predicted` with `model` on an H100.
+async fn live_and_predicted_on(
+    dir: &std::path::Path,
+    model: &str,
+    flags: &[&str],
+) -> (serde_json::Value, serde_json::Value) {
     let d = dir.to_str().unwrap();
+    let sim = format!("{model}@h100-sxm");
     let mut results = Vec::new();
     for (name, head) in [
-        ("live.json", vec!["bench", "serve", "--sim", SIM]),
-        ("virtual.json", vec!["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "h100-sxm"]),
+        ("live.json", vec!["bench", "serve", "--sim", &sim]),
+        ("virtual.json", vec!["sim", "predict", "--model", model, "--hardware", "h100-sxm"]),
     ] {
         let mut all = head;
         all.extend_from_slice(flags);
@@ -177,4 +187,29 @@ async fn a_rerank_run_scores_each_document_against_the_query() {
     }
     let (l, v) = (live["mean_e2el_ms"].as_f64().unwrap(), virt["mean_e2el_ms"].as_f64().unwrap());
     assert!((l / v - 1.0).abs() < 0.25, "live {l} ms, predicted {v} ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_embeddings_count_the_images_live_and_in_virtual_time() {
+    // random-mm's prompts with one 256 x 256 image each, embedded by a vision-language model:
+    // with the prompt (`openai-embeddings-chat`), the image alone (CLIP) or the image first
+    // and vLLM's VLM2Vec sentence.
+    let image = ["--dataset-name", "random-mm", "--random-mm-bucket-config", "{(256, 256, 1): 1.0}"];
+    let mut tokens = Vec::new();
+    for backend in ["openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (live, virt) =
+            live_and_predicted_on(dir.path(), "Qwen/Qwen3-VL-8B-Instruct", &prompts(backend, "8", &image)).await;
+        for (what, j) in [("live", &live), ("virtual", &virt)] {
+            assert_eq!(j["completed"], 8, "{backend} {what}");
+        }
+        assert_eq!(live["total_input_tokens"], virt["total_input_tokens"], "{backend}");
+        let (l, v) = (live["mean_e2el_ms"].as_f64().unwrap(), virt["mean_e2el_ms"].as_f64().unwrap());
+        assert!((l / v - 1.0).abs() < 0.25, "{backend}: live {l} ms, predicted {v} ms");
+        tokens.push(live["total_input_tokens"].as_u64().unwrap());
+    }
+    // The image's tokens are in every count; CLIP sends no prompt text and VLM2Vec a sentence
+    // shorter than the 64-token prompt.
+    assert!(tokens[1] < tokens[2] && tokens[2] < tokens[0], "{tokens:?}");
+    assert!(tokens[1] > 8 * 32, "the images' tokens: {tokens:?}");
 }

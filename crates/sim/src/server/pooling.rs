@@ -22,6 +22,7 @@ use servebench_core::config::{Api, PoolingForm};
 use super::api::{ApiError, Shared, json_text_response, read_json, unix_now};
 use super::stream::{Admission, Answer};
 use super::text::Prompt;
+use crate::engine::EncoderInput;
 use crate::rng::mix64;
 
 pub(crate) async fn embeddings(State(s): State<Arc<Shared>>, req: Request) -> Response {
@@ -39,12 +40,20 @@ pub(crate) async fn rerank(State(s): State<Arc<Shared>>, req: Request) -> Respon
     pool(s, PoolingForm::Rerank, received, req).await.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// The sequences a pooling body asks for: each input, or each (query, document) pair.
-fn sequences(s: &Shared, api: Api, body: &Value) -> Result<Vec<Prompt>, ApiError> {
+/// The sequences a pooling body asks for: each input, each (query, document) pair, or the one
+/// conversation of chat messages with their images (their tokens after its text's).
+fn sequences(s: &Shared, api: Api, body: &Value) -> Result<(Vec<Prompt>, Vec<EncoderInput>), ApiError> {
     if api != Api::Pooling(PoolingForm::Rerank) {
         return match crate::tokens::prompt_key(api) {
-            Some(key) => s.text.prompts_at(body, key, s.vocab).map_err(|e| ApiError::bad_param("input", e)),
-            None => Ok(vec![Prompt { ids: s.text.prompt_ids(api, body).map_err(ApiError::bad)?, text: None }]),
+            Some(key) => {
+                let prompts = s.text.prompts_at(body, key, s.vocab).map_err(|e| ApiError::bad_param("input", e))?;
+                Ok((prompts, Vec::new()))
+            }
+            None => {
+                let mut ids = s.text.prompt_ids(api, body).map_err(ApiError::bad)?;
+                let images = s.tower.expand(api, body, &mut ids).map_err(|e| ApiError::bad_param("image", e))?;
+                Ok((vec![Prompt { ids, text: None }], images))
+            }
         };
     }
     let query = match s.text.prompts_at(body, "query", s.vocab).map_err(|e| ApiError::bad_param("query", e))?.as_slice()
@@ -54,7 +63,7 @@ fn sequences(s: &Shared, api: Api, body: &Value) -> Result<Vec<Prompt>, ApiError
     };
     let documents = s.text.prompts_at(body, "documents", s.vocab).map_err(|e| ApiError::bad_param("documents", e))?;
     let separator = s.vocab.saturating_sub(1);
-    Ok(documents
+    let pairs = documents
         .into_iter()
         .map(|d| {
             let mut ids = Vec::with_capacity(query.len() + 1 + d.ids.len());
@@ -63,7 +72,8 @@ fn sequences(s: &Shared, api: Api, body: &Value) -> Result<Vec<Prompt>, ApiError
             ids.extend_from_slice(&d.ids);
             Prompt { ids, text: d.text }
         })
-        .collect())
+        .collect();
+    Ok((pairs, Vec::new()))
 }
 
 async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Request) -> Result<Response, ApiError> {
@@ -76,7 +86,7 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
         route
     };
     let api = Api::Pooling(form);
-    let mut prompts = sequences(&s, api, &body)?;
+    let (mut prompts, images) = sequences(&s, api, &body)?;
     let limit = truncation(&body, s.max_model_len)?;
     for p in &mut prompts {
         if p.ids.is_empty() {
@@ -98,7 +108,8 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
         let prompt_tokens = u32::try_from(ids.len()).unwrap_or(u32::MAX);
         // The one sampled token needs a slot of the context.
         ids.truncate(s.max_model_len.saturating_sub(1).max(1) as usize);
-        let admission = s.admit(ids, Vec::new(), 1, true, api, received)?;
+        // Only a conversation of chat messages, one sequence, carries images.
+        let admission = s.admit(ids, images.clone(), 1, true, api, received)?;
         let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
         admitted.push((admission, Answer { text: Arc::clone(&s.text), salt, prompt_tokens }, text));
     }

@@ -102,7 +102,9 @@ pub fn read_shard_result(text: &str, source: &str) -> Result<ShardResult, MergeE
     let config: RunConfig = serde_json::from_value(ours.get("config").cloned().unwrap_or(Value::Null))
         .map_err(|e| bad(format!("servebench.config is not readable by this servebench ({e})")))?;
     let records = from_servebench(m, ours).map_err(bad)?.ok_or_else(|| bad("it has no servebench.requests".into()))?;
-    if records.chunk_times != ChunkTimes::All {
+    // A pooling answer is one chunk, at its request's end: its file (vLLM's pooling keys, no
+    // `itls`) holds every chunk time there is.
+    if records.chunk_times != ChunkTimes::All && !config.target.backend.api().pooling() {
         return Err(MergeError::NoChunkTimes { file: source.to_string() });
     }
     let mut records = records.records;

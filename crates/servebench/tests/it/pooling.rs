@@ -213,3 +213,21 @@ async fn image_embeddings_count_the_images_live_and_in_virtual_time() {
     assert!(tokens[1] < tokens[2] && tokens[2] < tokens[0], "{tokens:?}");
     assert!(tokens[1] > 8 * 32, "the images' tokens: {tokens:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_merge_a_batched_run_counting_every_input_once() {
+    // 50 prompts, 8 a request: 7 requests shared by two workers, merged.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let mut all = vec!["bench", "serve", "--sim", SIM];
+    all.extend(prompts("openai-embeddings", "50", &["--random-batch-size", "8", "--workers", "2"]));
+    all.extend(["--save-result", "--result-dir", d, "--result-filename", "m.json"]);
+    let out = servebench(args(&all)).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("Merged 2 of 2 workers"), "{stdout}");
+    let json = read_json(&dir.path().join("m.json"));
+    assert_eq!(json["completed"], 7);
+    assert_eq!(json["total_input_sequences"], 50);
+    assert_eq!(json["total_input_tokens"], 50 * 64);
+}

@@ -19,7 +19,7 @@ pub(crate) mod dispatch;
 mod probes;
 mod telemetry;
 
-use servebench_core::config::{Api, PoolingForm, RunConfig, WorkloadSpec};
+use servebench_core::config::{Api, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
@@ -87,13 +87,7 @@ impl Prompts {
         // built: a completions body sent to `/v1/chat/completions` (`--backend openai
         // --endpoint /v1/chat/completions`, which vLLM's client lets through) is refused there,
         // as `sim serve` refuses it.
-        // `/v1/embeddings` takes chat messages as well as an input, as `sim serve` reads them.
-        let served = match Api::served_at(&config.target.endpoint) {
-            Some(Api::Pooling(PoolingForm::Embeddings)) if plan.api == Api::Pooling(PoolingForm::EmbeddingsChat) => {
-                plan.api
-            }
-            served => served.unwrap_or(plan.api),
-        };
+        let served = Api::served_at(&config.target.endpoint).unwrap_or(plan.api);
         let requests = plan
             .requests
             .iter()
@@ -162,6 +156,8 @@ impl Prepared {
             Ok(v) => v,
             Err(e) => return Prepared::failed(format!("the request body is not JSON: {e}")),
         };
+        // As the route reads this body (`/v1/embeddings` takes chat messages too).
+        let served = crate::tokens::read_as(served, &body);
         // As vLLM's server answers it: a 400 naming the parameter.
         let budget = crate::sampling::check(&body).and_then(|()| crate::sampling::requested_max_tokens(served, &body));
         let max_tokens = match budget {

@@ -67,6 +67,26 @@ pub trait TokenMapper: Send + Sync {
     fn prompt_ids(&self, api: Api, body: &Value, out: &mut Vec<u32>) -> Result<(), String>;
 }
 
+/// The API a route serving `served` reads `body` as: `/v1/embeddings` takes chat messages as
+/// well as an input, so a body there with `messages` is read as chat; any other as `served`.
+pub fn read_as(served: Api, body: &Value) -> Api {
+    match served {
+        Api::Pooling(PoolingForm::Embeddings) if body.get("messages").is_some() => {
+            Api::Pooling(PoolingForm::EmbeddingsChat)
+        }
+        other => other,
+    }
+}
+
+/// A rerank pair as a cross-encoder reads it: the query, one separator token, the document.
+pub fn rerank_pair(query: &[u32], document: &[u32]) -> Vec<u32> {
+    let mut ids = Vec::with_capacity(query.len() + 1 + document.len());
+    ids.extend_from_slice(query);
+    ids.push(word_id("<|sep|>"));
+    ids.extend_from_slice(document);
+    ids
+}
+
 /// The sequences a pooling body asks the engine for, each its own request of the batch as the
 /// server schedules them: each prompt of an `input` list (texts, or lists of token ids), each
 /// (query, document) pair of a rerank (the query, one separator token, the document), or the
@@ -83,15 +103,7 @@ pub fn pooling_sequences(mapper: &dyn TokenMapper, api: Api, body: &Value) -> Re
             let Some(Value::Array(documents)) = documents else {
                 return Err("\"documents\" must be a list of texts".into());
             };
-            documents
-                .iter()
-                .map(|d| {
-                    let mut ids = query.clone();
-                    ids.push(word_id("<|sep|>"));
-                    ids.extend(one(d)?);
-                    Ok(ids)
-                })
-                .collect()
+            documents.iter().map(|d| Ok(rerank_pair(&query, &one(d)?))).collect()
         }
         (Api::Pooling(form), Some(Value::Array(items)), _) if form != PoolingForm::EmbeddingsChat && several(items) => {
             items.iter().map(one).collect()

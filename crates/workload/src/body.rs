@@ -6,8 +6,6 @@
 //! `--extra-body` merged last (an existing key keeps its place, as Python's `dict.update`
 //! does), serialized once with `json.dumps` spacing.
 
-use std::borrow::Cow;
-
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use servebench_core::config::{Api, ImagePrompt, PoolingForm, RunConfig};
@@ -123,20 +121,18 @@ impl BodyBuilder {
     pub fn request(&self, index: usize, model: &str, prompt: &str, images: &[String], max_tokens: u32) -> Bytes {
         let first = self.image_prompt == Some(ImagePrompt::Vlm2vec) && !images.is_empty();
         let text = self.image_text(index, prompt, !images.is_empty());
-        self.build(model, &text, images, first, max_tokens)
+        self.build(model, text.as_deref().unwrap_or(prompt), images, first, max_tokens)
     }
 
-    /// The text [`BodyBuilder::request`] sends for request `index`'s prompt: rewritten by an
-    /// image embedding backend where the request has images, else the prompt as it is.
-    pub fn image_text<'p>(&self, index: usize, prompt: &'p str, has_images: bool) -> Cow<'p, str> {
-        match self.image_prompt.filter(|_| has_images) {
-            None => Cow::Borrowed(prompt),
-            Some(ImagePrompt::Clip) => Cow::Borrowed(""),
-            Some(ImagePrompt::Vlm2vec) if index.is_multiple_of(2) => Cow::Borrowed("Represent the given image."),
-            Some(ImagePrompt::Vlm2vec) => {
-                Cow::Owned(format!("Represent the given image with the following question: {prompt}"))
-            }
-        }
+    /// The text [`BodyBuilder::request`] sends instead of request `index`'s prompt, where an
+    /// image embedding backend rewrites it (the request has images); `None` where the prompt
+    /// goes as it is.
+    pub fn image_text(&self, index: usize, prompt: &str, has_images: bool) -> Option<String> {
+        Some(match self.image_prompt.filter(|_| has_images)? {
+            ImagePrompt::Clip => String::new(),
+            ImagePrompt::Vlm2vec if index.is_multiple_of(2) => "Represent the given image.".to_string(),
+            ImagePrompt::Vlm2vec => format!("Represent the given image with the following question: {prompt}"),
+        })
     }
 
     /// The body for a prompt followed by images (`data:` or other URLs), each an `image_url`

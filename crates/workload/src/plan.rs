@@ -1,7 +1,6 @@
 //! Builds the [`Plan`] for a run: the dataset's samples (or conversations), vLLM's arrival
 //! schedule (or the trace's), and every body serialized once, before the clock starts.
 
-use std::borrow::Cow;
 use std::ops::Range;
 use std::path::Path;
 
@@ -90,8 +89,8 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     // Each prompt as it is sent: an image embedding backend rewrites the text of one with images.
     let indexed: Vec<(usize, &Sample)> = dataset.samples.iter().enumerate().collect();
     let counts = par_map(&indexed, |&(i, s)| match bodies.image_text(i, &s.prompt, !s.images.is_empty()) {
-        Cow::Borrowed(text) if text == s.prompt => count_prompt(tokenizer, api, s),
-        text => tokenizer.map_or_else(|| Ok(estimate_tokens(&text)), |t| prompt_tokens(t, api, &text)),
+        None => count_prompt(tokenizer, api, s),
+        Some(text) => tokenizer.map_or_else(|| Ok(estimate_tokens(&text)), |t| prompt_tokens(t, api, &text)),
     })
     .into_iter()
     .collect::<Result<Vec<_>, _>>()?;

@@ -62,16 +62,9 @@ fn sequences(s: &Shared, api: Api, body: &Value) -> Result<(Vec<Prompt>, Vec<Enc
         _ => return Err(ApiError::bad_param("query", "the query must be one text")),
     };
     let documents = s.text.prompts_at(body, "documents", s.vocab).map_err(|e| ApiError::bad_param("documents", e))?;
-    let separator = s.vocab.saturating_sub(1);
     let pairs = documents
         .into_iter()
-        .map(|d| {
-            let mut ids = Vec::with_capacity(query.len() + 1 + d.ids.len());
-            ids.extend_from_slice(&query);
-            ids.push(separator);
-            ids.extend_from_slice(&d.ids);
-            Prompt { ids, text: d.text }
-        })
+        .map(|d| Prompt { ids: crate::tokens::rerank_pair(&query, &d.ids), text: d.text })
         .collect();
     Ok((pairs, Vec::new()))
 }
@@ -79,13 +72,11 @@ fn sequences(s: &Shared, api: Api, body: &Value) -> Result<(Vec<Prompt>, Vec<Enc
 async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Request) -> Result<Response, ApiError> {
     let body = read_json(req).await?;
     s.check_model(body.get("model").and_then(Value::as_str))?;
-    // `/v1/embeddings` takes chat messages as well as an input.
-    let form = if route == PoolingForm::Embeddings && body.get("messages").is_some() {
-        PoolingForm::EmbeddingsChat
-    } else {
-        route
+    let api = crate::tokens::read_as(Api::Pooling(route), &body);
+    let form = match api {
+        Api::Pooling(form) => form,
+        _ => route,
     };
-    let api = Api::Pooling(form);
     let (mut prompts, images) = sequences(&s, api, &body)?;
     let limit = truncation(&body, s.max_model_len)?;
     for p in &mut prompts {

@@ -213,20 +213,17 @@ fn body_ignores_eos(body: &serde_json::Value) -> bool {
 }
 
 /// Makes `sequences` exactly `total` tokens long together, each its share by its own length
-/// (the plan counts a request's tokens, not each input's).
+/// (the plan counts a request's tokens, not each input's; equal shares where all are empty).
+/// The running total is rounded, not each share, so no share strays a token from its own.
 fn resize_sequences(sequences: &mut [Vec<u32>], total: usize) {
     let have: usize = sequences.iter().map(Vec::len).sum();
-    let n = sequences.len();
-    let mut left = total;
-    for (k, ids) in sequences.iter_mut().enumerate() {
-        let share = match (k + 1 == n, have) {
-            (true, _) => left,
-            (false, 0) => total / n,
-            (false, _) => (total * ids.len() + have / 2) / have,
-        };
-        let len = share.min(left);
-        left -= len;
-        resize_prompt(ids, len);
+    let weight = if have == 0 { sequences.len() } else { have };
+    let (mut weighed, mut given) = (0, 0);
+    for ids in sequences.iter_mut() {
+        weighed += if have == 0 { 1 } else { ids.len() };
+        let upto = (total * weighed + weight / 2) / weight;
+        resize_prompt(ids, upto - given);
+        given = upto;
     }
 }
 

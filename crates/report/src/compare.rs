@@ -313,6 +313,7 @@ fn short_header(q: Quantity) -> String {
         Quantity::Failed => "FAIL".into(),
         Quantity::FailedPct => "FAIL %".into(),
         Quantity::RequestThroughput => "REQ/S".into(),
+        Quantity::InputThroughput => "IN/S".into(),
         Quantity::OutputThroughput => "OUT TOK/S".into(),
         Quantity::TotalTokenThroughput => "TOK/S".into(),
         Quantity::OutputThroughputPerGpu => "OUT/GPU".into(),
@@ -384,6 +385,7 @@ pub fn rows_per_run(runs: &[StoredRun], layout: &Layout, indices: &[usize]) -> T
 /// The quantities a sweep pivots, in order.
 fn pivot_quantities(runs: &[StoredRun]) -> Vec<Quantity> {
     let mut qs = vec![
+        Quantity::InputThroughput,
         Quantity::OutputThroughput,
         Quantity::OutputThroughputPerGpu,
         Quantity::CostPerMillionOutput,

@@ -7,8 +7,10 @@
 //!   [`Quantity::all`]; CHANGE is `[+|-]NUMBER[%]`, a rise after `>` and a fall after `<`
 //!   (the sign may be left out); spaces allowed; the flag repeatable, each rule given once.
 //! - `--slo KEY<=VALUE` for latencies (any percentile), the probes' (`probe_p99_e2el_ms`...)
-//!   and `failed_pct`, `KEY>=VALUE` for `output_throughput`, `request_throughput` and
-//!   `total_token_throughput`; comma-separated, spaces allowed, each objective given once.
+//!   and `failed_pct`, `KEY>=VALUE` for the throughputs (`output_throughput`,
+//!   `request_throughput`, `total_token_throughput`, a pooling run's
+//!   `input_sequence_throughput`, the per-GPU ones) and `interactivity`; comma-separated,
+//!   spaces allowed, each objective given once.
 
 use thiserror::Error;
 
@@ -216,7 +218,8 @@ fn parse_rule(text: &str) -> Result<Threshold, ThresholdError> {
 
 const SLO_GRAMMAR: &str = "use KEY<=VALUE for {mean,median,p99,pN}_{ttft,tpot,itl,e2el}_ms (milliseconds), \
      probe_{median,p99,max}_e2el_ms (with --probe-request-rate) and failed_pct, KEY>=VALUE for \
-     output_throughput, request_throughput, total_token_throughput, their per-GPU \
+     output_throughput, request_throughput, total_token_throughput, input_sequence_throughput \
+     (a pooling run's inputs/s), their per-GPU \
      output_throughput_per_gpu and total_token_throughput_per_gpu (runs that know their GPUs) and interactivity \
      (tok/s per user, 1000 / median TPOT), e.g. p99_ttft_ms<=500,p99_tpot_ms<=50 or interactivity>=50";
 
@@ -249,6 +252,7 @@ pub fn parse_slo(item: &str) -> Result<Threshold, ThresholdError> {
                     | Quantity::FailedPct
                     | Quantity::OutputThroughput
                     | Quantity::RequestThroughput
+                    | Quantity::InputThroughput
                     | Quantity::TotalTokenThroughput
                     | Quantity::OutputThroughputPerGpu
                     | Quantity::TotalTokenThroughputPerGpu

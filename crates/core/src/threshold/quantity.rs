@@ -104,6 +104,9 @@ pub enum Quantity {
     FailedPct,
     /// Requests per second.
     RequestThroughput,
+    /// Input sequences per second of a pooling run (vLLM's `input_sequence_throughput`: the
+    /// prompts of its input lists, the documents of its reranks); only for pooling runs.
+    InputThroughput,
     /// Output tokens per second.
     OutputThroughput,
     /// Input plus output tokens per second.
@@ -144,6 +147,7 @@ impl Quantity {
             Quantity::Completed,
             Quantity::Failed,
             Quantity::RequestThroughput,
+            Quantity::InputThroughput,
             Quantity::OutputThroughput,
             Quantity::TotalTokenThroughput,
             Quantity::OutputThroughputPerGpu,
@@ -175,6 +179,7 @@ impl Quantity {
             Quantity::Failed => "failed".into(),
             Quantity::FailedPct => "failed_pct".into(),
             Quantity::RequestThroughput => "request_throughput".into(),
+            Quantity::InputThroughput => "input_sequence_throughput".into(),
             Quantity::OutputThroughput => "output_throughput".into(),
             Quantity::TotalTokenThroughput => "total_token_throughput".into(),
             Quantity::OutputThroughputPerGpu => "output_throughput_per_gpu".into(),
@@ -197,6 +202,7 @@ impl Quantity {
             Quantity::Failed,
             Quantity::FailedPct,
             Quantity::RequestThroughput,
+            Quantity::InputThroughput,
             Quantity::OutputThroughput,
             Quantity::TotalTokenThroughput,
             Quantity::OutputThroughputPerGpu,
@@ -222,6 +228,7 @@ impl Quantity {
             Quantity::Failed => "Failed requests".into(),
             Quantity::FailedPct => "Failed requests (%)".into(),
             Quantity::RequestThroughput => "Request throughput (req/s)".into(),
+            Quantity::InputThroughput => "Input throughput (inputs/s)".into(),
             Quantity::OutputThroughput => "Output throughput (tok/s)".into(),
             Quantity::TotalTokenThroughput => "Total token throughput (tok/s)".into(),
             Quantity::OutputThroughputPerGpu => "Output throughput per GPU (tok/s/GPU)".into(),
@@ -256,6 +263,7 @@ impl Quantity {
             Quantity::Completed | Quantity::Failed | Quantity::PeakConcurrency => "",
             Quantity::FailedPct | Quantity::GpuUtil => "%",
             Quantity::RequestThroughput => "req/s",
+            Quantity::InputThroughput => "inputs/s",
             Quantity::OutputThroughput | Quantity::TotalTokenThroughput => "tok/s",
             Quantity::OutputThroughputPerGpu | Quantity::TotalTokenThroughputPerGpu => "tok/s/GPU",
             Quantity::Interactivity => "tok/s/user",
@@ -281,6 +289,7 @@ impl Quantity {
             self,
             Quantity::Completed
                 | Quantity::RequestThroughput
+                | Quantity::InputThroughput
                 | Quantity::OutputThroughput
                 | Quantity::TotalTokenThroughput
                 | Quantity::OutputThroughputPerGpu
@@ -302,6 +311,7 @@ impl Quantity {
             Quantity::Failed => s.failed.map(|f| f as f64),
             Quantity::FailedPct => failed_pct(s.completed, s.failed?),
             Quantity::RequestThroughput => Some(s.request_throughput),
+            Quantity::InputThroughput => s.pooling.as_ref().map(|p| p.input_sequence_throughput),
             Quantity::OutputThroughput => s.output_throughput,
             Quantity::TotalTokenThroughput => s.total_token_throughput,
             Quantity::OutputThroughputPerGpu => s.per_gpu(s.output_throughput),
@@ -416,6 +426,15 @@ mod tests {
         assert_eq!(Quantity::OutputThroughput.format_with_unit(39.75), "39.75 tok/s");
         assert_eq!(number_text(2.0), "2");
         assert_eq!(number_text(99.9), "99.9");
+        // Inputs a second are a pooling run's alone, under vLLM's key.
+        assert_eq!(Quantity::InputThroughput.value(&s), None, "a generation run");
+        let pooled =
+            crate::metrics::PoolingFigures { total_input_sequences: Some(40), input_sequence_throughput: 171.5 };
+        let s = Summary { pooling: Some(pooled), ..s };
+        assert_eq!(Quantity::InputThroughput.value(&s), Some(171.5));
+        assert_eq!(Quantity::InputThroughput.key(), "input_sequence_throughput");
+        assert_eq!(Quantity::InputThroughput.format_with_unit(171.5), "171.50 inputs/s");
+        assert!(Quantity::InputThroughput.higher_is_better());
     }
 
     #[test]

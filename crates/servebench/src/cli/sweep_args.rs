@@ -45,7 +45,7 @@ struct ListFlag {
     help: &'static str,
 }
 
-const LIST_FLAGS: [ListFlag; 10] = [
+const LIST_FLAGS: [ListFlag; 11] = [
     ListFlag {
         id: "num_prompts",
         parser: || list_of::<usize>("--num-prompts"),
@@ -70,6 +70,11 @@ const LIST_FLAGS: [ListFlag; 10] = [
         id: "random_output_len",
         parser: || list_of::<u32>("--random-output-len"),
         help: "Output tokens of the random dataset; a comma list sweeps it",
+    },
+    ListFlag {
+        id: "random_batch_size",
+        parser: || list_of::<u32>("--random-batch-size"),
+        help: "Prompts one pooling request carries (random and random-rerank datasets); a comma list sweeps it (1,8,32)",
     },
     ListFlag {
         id: "input_len",
@@ -108,6 +113,7 @@ pub struct GridLists {
     pub request_rate: Vec<f64>,
     pub random_input_len: Vec<u32>,
     pub random_output_len: Vec<u32>,
+    pub random_batch_size: Vec<u32>,
     pub input_len: Vec<u32>,
     pub output_len: Vec<u32>,
     pub sim: Vec<String>,
@@ -123,6 +129,7 @@ impl GridLists {
             request_rate: once(values(m, "request_rate")?, "--request-rate")?,
             random_input_len: once(values(m, "random_input_len")?, "--random-input-len")?,
             random_output_len: once(values(m, "random_output_len")?, "--random-output-len")?,
+            random_batch_size: once(values(m, "random_batch_size")?, "--random-batch-size")?,
             input_len: once(values(m, "input_len")?, "--input-len")?,
             output_len: once(values(m, "output_len")?, "--output-len")?,
             sim: once(values(m, "sim")?, "--sim")?,
@@ -220,8 +227,9 @@ pub struct SweepOptions {
     pub findings: bool,
     /// Service level objectives, comma-separated: KEY<=VALUE for latencies (ms) and failed_pct,
     /// KEY>=VALUE for throughputs. Keys: {mean,median,p99,pN}_{ttft,tpot,itl,e2el}_ms,
-    /// failed_pct, output_throughput, request_throughput, total_token_throughput. Without
-    /// --search every point is checked against them.
+    /// failed_pct, output_throughput, request_throughput, total_token_throughput,
+    /// input_sequence_throughput (pooling runs). Without --search every point is checked
+    /// against them.
     #[arg(long, value_name = "SLOS")]
     pub slo: Vec<String>,
     /// Find the highest max-concurrency or request-rate meeting every --slo: doubling from
@@ -289,8 +297,8 @@ impl Args for SweepArgs {
 
 const SWEEP_HELP: &str = "\
 The grid is every combination of the list flags' values: targets (--sim or --base-url, with \
---model), then --input-len/--random-input-len, --output-len/--random-output-len, --request-rate, \
---max-concurrency and --num-prompts; each point runs --repeats times. A --sim target's serving \
+--model), then --input-len/--random-input-len, --output-len/--random-output-len, \
+--random-batch-size (pooling runs), --request-rate, --max-concurrency and --num-prompts; each point runs --repeats times. A --sim target's serving \
 options given several values are a deployment each: --sim-option tp=1,2,8 (an option whose one \
 value holds commas, such as cudagraph-capture-sizes, by giving it again). Every run is a full \
 `bench serve` run: printed under a heading (`Results MODEL`, `max_concurrency: 8`), saved with \

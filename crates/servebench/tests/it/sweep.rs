@@ -20,6 +20,33 @@ fn runs_labelled(db: &Path, key: &str, value: &str) -> Vec<RunRow> {
     store.list(&RunFilter { labels: vec![(key.into(), Some(value.into()))], ..RunFilter::default() }).unwrap()
 }
 
+/// The result files a sweep saved in `dir`, by what follows `model_tail` in their names (the
+/// varying settings: `tp1-c32.json`), in name order.
+fn result_files(dir: &Path, model_tail: &str) -> std::collections::BTreeMap<String, std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let name = path.file_name()?.to_str()?.to_string();
+            let short = name.rsplit_once(model_tail).map_or(name.clone(), |(_, s)| s.to_string());
+            name.ends_with(".json").then_some((short, path))
+        })
+        .collect()
+}
+
+/// A sweep predicted in virtual time with `flags`, its results saved in `dir` and kept in a
+/// store there under sweep id `id`: the store's path, stdout and stderr, once it succeeded.
+fn saved_prediction(dir: &Path, id: &str, flags: &[&str]) -> (std::path::PathBuf, String, String) {
+    let db = dir.join("runs.db");
+    let (dir_s, db_s) = (dir.to_str().unwrap(), db.to_str().unwrap());
+    let saving = ["--predict", "--save-result", "--result-dir", dir_s, "--db", db_s, "--sweep-id", id];
+    let argv: Vec<&str> = std::iter::once("sweep").chain(flags.iter().copied()).chain(saving).collect();
+    let out = servebench_blocking(&args(&argv));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    (db, stdout, stderr)
+}
+
 /// The text from the sweep's closing rule on: its tables and notes.
 fn closing(stdout: &str) -> &str {
     let rule = format!("\n{}\n", "=".repeat(50));
@@ -446,50 +473,32 @@ fn a_predicted_sweep_with_server_metrics_shows_the_gpu_s_use_beside_the_load() {
 #[test]
 fn a_sweep_over_serving_options_runs_each_deployment() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runs.db");
-    let out = servebench_blocking(&args(&[
-        "sweep",
-        "--sim",
-        "Qwen/Qwen3-8B@h100-sxm",
-        "--sim-option",
-        "tp=1,2",
-        "--max-concurrency",
-        "1,32",
-        "--num-prompts",
-        "64",
-        "--random-input-len",
-        "512",
-        "--random-output-len",
-        "64",
-        "--predict",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-        "--sweep-id",
+    let (db, stdout, stderr) = saved_prediction(
+        dir.path(),
         "tps",
-        "--findings",
-        "--gpu-hour-cost",
-        "2",
-    ]));
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("point 3/4: model=Qwen/Qwen3-8B tp=2 max_concurrency=1"),
-        "{}",
-        text(&out.stderr)
+        &[
+            "--sim",
+            "Qwen/Qwen3-8B@h100-sxm",
+            "--sim-option",
+            "tp=1,2",
+            "--max-concurrency",
+            "1,32",
+            "--num-prompts",
+            "64",
+            "--random-input-len",
+            "512",
+            "--random-output-len",
+            "64",
+            "--findings",
+            "--gpu-hour-cost",
+            "2",
+        ],
     );
+    assert!(stderr.contains("point 3/4: model=Qwen/Qwen3-8B tp=2 max_concurrency=1"), "{stderr}");
     let rows = runs_labelled(&db, "sweep", "tps");
     let sizes: Vec<(Option<&str>, Option<u64>)> = rows.iter().map(|r| (r.label("tp"), r.max_concurrency)).collect();
     assert_eq!(sizes, [(Some("1"), Some(1)), (Some("1"), Some(32)), (Some("2"), Some(1)), (Some("2"), Some(32))]);
-    let mut files: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".json"))
-        .map(|n| n.rsplit_once("-Qwen3-8B-").map_or(n.clone(), |(_, s)| s.to_string()))
-        .collect();
-    files.sort();
+    let files: Vec<String> = result_files(dir.path(), "-Qwen3-8B-").into_keys().collect();
     assert_eq!(files, ["tp1-c1.json", "tp1-c32.json", "tp2-c1.json", "tp2-c32.json"]);
     // The per-GPU table has a row per deployment; one stream gains less than twice from two GPUs.
     let end = closing(&stdout);
@@ -528,4 +537,54 @@ fn a_list_of_option_values_outside_a_sweep_says_where_lists_go() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "bad usage: {stderr}");
     assert!(stderr.contains("one value (`servebench sweep --sim-option max-num-seqs=A,B` sweeps a list)"), "{stderr}");
+}
+
+/// `--random-batch-size` as an axis: each pooling run carries its prompts so many a request,
+/// is labelled and named by its batch, and the closing table sets inputs a second beside it.
+#[test]
+fn a_sweep_over_pooling_batch_sizes_counts_inputs_at_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, stdout, stderr) = saved_prediction(
+        dir.path(),
+        "batches",
+        &[
+            "--sim",
+            "Qwen/Qwen3-0.6B@h100-sxm",
+            "--backend",
+            "openai-embeddings",
+            "--random-batch-size",
+            "1,8",
+            "--num-prompts",
+            "36",
+            "--random-input-len",
+            "128",
+            "--max-concurrency",
+            "2",
+            "--slo",
+            "input_sequence_throughput>=1",
+        ],
+    );
+    assert!(stderr.contains("sweep batches: 2 points, 72 prompts in all"), "{stderr}");
+    let rows = runs_labelled(&db, "sweep", "batches");
+    let seen: Vec<(Option<&str>, u64)> = rows.iter().map(|r| (r.label("random_batch_size"), r.completed)).collect();
+    // 36 prompts are 36 requests one at a time, 5 requests (4 of 8, the last of 4) eight at a time.
+    assert_eq!(seen, [(Some("1"), 36), (Some("8"), 5)]);
+    let files = result_files(dir.path(), "-Qwen3-0.6B-");
+    assert_eq!(files.keys().collect::<Vec<_>>(), ["b1.json", "b8.json"]);
+    for (name, path) in &files {
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(json["total_input_sequences"], 36, "{name}");
+    }
+    let end = closing(&stdout);
+    let inputs = end.lines().find(|l| l.starts_with("Input throughput (inputs/s)")).unwrap_or_else(|| panic!("{end}"));
+    let requests = end.lines().find(|l| l.starts_with("Request throughput (req/s)")).unwrap();
+    // The two runs' columns (the comparison of two runs adds their difference after them).
+    let nums = |row: &str| -> Vec<f64> {
+        row.rsplit(')').next().unwrap().split_whitespace().take(2).map(|v| v.parse().unwrap()).collect()
+    };
+    let (inputs, requests) = (nums(inputs), nums(requests));
+    // One prompt a request: inputs are requests; eight a request: more inputs than requests.
+    assert_eq!(inputs[0], requests[0], "{end}");
+    assert!(inputs[1] > 6.0 * requests[1], "{end}");
+    assert!(stdout.contains("2 of 2 points meet input_sequence_throughput>=1"), "{stdout}");
 }

@@ -146,6 +146,10 @@ fn slos_parse_with_their_direction_and_print_back() {
     let probe = parse_slo("probe_p99_e2el_ms<=200").unwrap();
     assert_eq!((probe.quantity, probe.op), (Quantity::ProbeE2el(Stat::P99), Op::AtMost));
     assert!(parse_slo("probe_max_e2el_ms>=5").unwrap_err().to_string().contains("bounded with <="));
+    // A pooling run's inputs a second.
+    let inputs = parse_slo("input_sequence_throughput>=150").unwrap();
+    assert_eq!((inputs.quantity, inputs.op), (Quantity::InputThroughput, Op::AtLeast));
+    assert!(parse_slo("input_sequence_throughput<=5").unwrap_err().to_string().contains("bounded with >="));
 }
 
 #[test]

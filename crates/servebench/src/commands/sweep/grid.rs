@@ -39,6 +39,8 @@ pub struct Grid {
     pub targets: Vec<Target>,
     pub input: Lengths,
     pub output: Lengths,
+    /// `--random-batch-size` values (`None`: the flag keeps its value).
+    pub batch_sizes: Vec<Option<u32>>,
     pub request_rates: Vec<f64>,
     pub max_concurrency: Vec<Option<i64>>,
     pub num_prompts: PromptCount,
@@ -55,6 +57,7 @@ pub struct Point {
     pub target: usize,
     pub input_len: Option<u32>,
     pub output_len: Option<u32>,
+    pub batch_size: Option<u32>,
     pub request_rate: f64,
     pub max_concurrency: Option<i64>,
     pub num_prompts: usize,
@@ -66,10 +69,11 @@ impl Point {
     pub fn to_spec(&self, repeat: u32) -> String {
         let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
         format!(
-            "target={} input_len={} output_len={} request_rate={} max_concurrency={} num_prompts={} repeat={repeat}",
+            "target={} input_len={} output_len={} batch_size={} request_rate={} max_concurrency={} num_prompts={} repeat={repeat}",
             self.target,
             opt(self.input_len.map(|v| v.to_string())),
             opt(self.output_len.map(|v| v.to_string())),
+            opt(self.batch_size.map(|v| v.to_string())),
             self.request_rate,
             opt(self.max_concurrency.map(|v| v.to_string())),
             self.num_prompts,
@@ -87,14 +91,14 @@ impl Point {
         let get = |k: &str| fields.get(k).copied().ok_or_else(bad);
         let opt = |k: &str| -> Result<Option<&str>, GridError> { get(k).map(|v| (v != "-").then_some(v)) };
         let num = |v: &str| v.parse::<u64>().map_err(|_| bad());
+        let small = |k: &str| -> Result<Option<u32>, GridError> {
+            opt(k)?.map(|v| num(v).and_then(|n| u32::try_from(n).map_err(|_| bad()))).transpose()
+        };
         let point = Point {
             target: usize::try_from(num(get("target")?)?).map_err(|_| bad())?,
-            input_len: opt("input_len")?
-                .map(|v| num(v).and_then(|n| u32::try_from(n).map_err(|_| bad())))
-                .transpose()?,
-            output_len: opt("output_len")?
-                .map(|v| num(v).and_then(|n| u32::try_from(n).map_err(|_| bad())))
-                .transpose()?,
+            input_len: small("input_len")?,
+            output_len: small("output_len")?,
+            batch_size: small("batch_size")?,
             request_rate: get("request_rate")?.parse().map_err(|_| bad())?,
             max_concurrency: opt("max_concurrency")?.map(|v| v.parse::<i64>().map_err(|_| bad())).transpose()?,
             num_prompts: usize::try_from(num(get("num_prompts")?)?).map_err(|_| bad())?,
@@ -133,6 +137,11 @@ impl Grid {
         searched(SearchKey::RequestRate, !lists.request_rate.is_empty())?;
         let request_rates =
             if lists.request_rate.is_empty() { vec![bench.traffic.request_rate] } else { lists.request_rate.clone() };
+        let batch_sizes = if lists.random_batch_size.is_empty() {
+            vec![None]
+        } else {
+            lists.random_batch_size.iter().map(|&b| Some(b)).collect()
+        };
         let max_concurrency = if lists.max_concurrency.is_empty() {
             vec![bench.traffic.max_concurrency]
         } else {
@@ -151,6 +160,7 @@ impl Grid {
         for (key, listed) in [
             (input.key, !lists.input_len.is_empty() || !lists.random_input_len.is_empty()),
             (output.key, !lists.output_len.is_empty() || !lists.random_output_len.is_empty()),
+            ("random_batch_size", !lists.random_batch_size.is_empty()),
             ("request_rate", !lists.request_rate.is_empty()),
             ("max_concurrency", !lists.max_concurrency.is_empty()),
             ("num_prompts", !lists.num_prompts.is_empty() || matches!(num_prompts, PromptCount::Scale(_))),
@@ -159,7 +169,8 @@ impl Grid {
                 given.push(key.to_string());
             }
         }
-        let grid = Grid { targets, input, output, request_rates, max_concurrency, num_prompts, search, given };
+        let grid =
+            Grid { targets, input, output, batch_sizes, request_rates, max_concurrency, num_prompts, search, given };
         if let PromptCount::Scale(_) = grid.num_prompts {
             for p in grid.points() {
                 grid.scaled_prompts(&p)?;
@@ -168,8 +179,8 @@ impl Grid {
         Ok(grid)
     }
 
-    /// Every point, targets outermost, then input and output lengths, rate, concurrency and
-    /// prompt count. A search's base points leave the searched setting at its flag's value.
+    /// Every point, targets outermost, then input and output lengths, batch size, rate,
+    /// concurrency and prompt count. A search's base points leave the searched setting at its flag's value.
     pub fn points(&self) -> Vec<Point> {
         let counts: Vec<Option<usize>> = match &self.num_prompts {
             PromptCount::List(v) => v.iter().map(|&n| Some(n)).collect(),
@@ -179,21 +190,24 @@ impl Grid {
         for target in 0..self.targets.len() {
             for &input_len in &self.input.values {
                 for &output_len in &self.output.values {
-                    for &request_rate in &self.request_rates {
-                        for &max_concurrency in &self.max_concurrency {
-                            for &n in &counts {
-                                let mut p = Point {
-                                    target,
-                                    input_len,
-                                    output_len,
-                                    request_rate,
-                                    max_concurrency,
-                                    num_prompts: n.unwrap_or(0),
-                                };
-                                if n.is_none() && self.search.is_none() {
-                                    p.num_prompts = self.scaled_prompts(&p).unwrap_or(1);
+                    for &batch_size in &self.batch_sizes {
+                        for &request_rate in &self.request_rates {
+                            for &max_concurrency in &self.max_concurrency {
+                                for &n in &counts {
+                                    let mut p = Point {
+                                        target,
+                                        input_len,
+                                        output_len,
+                                        batch_size,
+                                        request_rate,
+                                        max_concurrency,
+                                        num_prompts: n.unwrap_or(0),
+                                    };
+                                    if n.is_none() && self.search.is_none() {
+                                        p.num_prompts = self.scaled_prompts(&p).unwrap_or(1);
+                                    }
+                                    out.push(p);
                                 }
-                                out.push(p);
                             }
                         }
                     }
@@ -258,6 +272,9 @@ impl Grid {
         if let Some(v) = p.output_len {
             out.push((self.output.key.to_string(), v.to_string()));
         }
+        if let Some(v) = p.batch_size {
+            out.push(("random_batch_size".into(), v.to_string()));
+        }
         out.push(("request_rate".into(), number_text(p.request_rate)));
         if let Some(c) = p.max_concurrency {
             out.push(("max_concurrency".into(), c.to_string()));
@@ -312,6 +329,9 @@ impl Grid {
                 _ => a.dataset.random_output_len = v,
             }
         }
+        if let Some(v) = p.batch_size {
+            a.dataset.random_batch_size = v;
+        }
         a.traffic.request_rate = p.request_rate;
         a.traffic.max_concurrency = p.max_concurrency;
         a.traffic.num_prompts = p.num_prompts;
@@ -356,6 +376,7 @@ pub fn file_suffix(labels: &[(String, String)], target_index: usize) -> String {
                 "base_url" => format!("s{}", target_index + 1),
                 "input_len" | "random_input_len" => format!("in{v}"),
                 "output_len" | "random_output_len" => format!("out{v}"),
+                "random_batch_size" => format!("b{v}"),
                 "request_rate" => format!("qps{v}"),
                 "max_concurrency" => format!("c{v}"),
                 "num_prompts" => format!("n{v}"),
@@ -447,6 +468,7 @@ pub(crate) mod tests {
             target: 1,
             input_len: Some(128),
             output_len: None,
+            batch_size: Some(8),
             request_rate: f64::INFINITY,
             max_concurrency: Some(16),
             num_prompts: 160,
@@ -454,7 +476,7 @@ pub(crate) mod tests {
         let spec = p.to_spec(2);
         assert_eq!(
             spec,
-            "target=1 input_len=128 output_len=- request_rate=inf max_concurrency=16 num_prompts=160 repeat=2"
+            "target=1 input_len=128 output_len=- batch_size=8 request_rate=inf max_concurrency=16 num_prompts=160 repeat=2"
         );
         assert_eq!(Point::from_spec(&spec).unwrap(), (p, 2));
         assert!(Point::from_spec("target=1").is_err());

@@ -173,7 +173,10 @@ impl Sweep {
         let searches = match &self.search {
             Some((key, template)) => self.run_search(&mut runner, &points, *key, template).await,
             None => {
-                output::note(format_args!("{}", start_line(&self.id, &points, repeats)));
+                output::note(format_args!(
+                    "{}",
+                    start_line(&self.id, &points, repeats, self.args.bench.dataset.random_batch_size)
+                ));
                 for (i, p) in points.iter().enumerate() {
                     for r in 1..=repeats {
                         if stop.requested() {
@@ -549,10 +552,14 @@ fn capitalised(s: &str) -> String {
 
 /// The line a grid sweep starts with: its points, runs of each and the requests all of them
 /// send, so that a grid larger than meant is seen before it has run for hours.
-fn start_line(id: &str, points: &[Point], repeats: u32) -> String {
+/// The sweep's first line: its points, runs and prompts. Prompts are requests unless a pooling
+/// run carries several a request (`--random-batch-size`, flag `batch` or the point's own).
+fn start_line(id: &str, points: &[Point], repeats: u32, batch: u32) -> String {
     let times = if repeats > 1 { format!(", {repeats} runs each") } else { String::new() };
-    let requests: usize = points.iter().map(|p| p.num_prompts).sum::<usize>() * repeats as usize;
-    format!("sweep {id}: {} points{times}, {requests} requests in all", points.len())
+    let prompts: usize = points.iter().map(|p| p.num_prompts).sum::<usize>() * repeats as usize;
+    let batched = points.iter().any(|p| p.batch_size.unwrap_or(batch) > 1);
+    let what = if batched { "prompts" } else { "requests" };
+    format!("sweep {id}: {} points{times}, {prompts} {what} in all", points.len())
 }
 
 #[cfg(test)]
@@ -565,12 +572,16 @@ mod tests {
             target: 0,
             input_len: None,
             output_len: None,
+            batch_size: None,
             request_rate: f64::INFINITY,
             max_concurrency: None,
             num_prompts,
         };
         let points = [point(100), point(400)];
-        assert_eq!(start_line("s", &points, 1), "sweep s: 2 points, 500 requests in all");
-        assert_eq!(start_line("s", &points, 3), "sweep s: 2 points, 3 runs each, 1500 requests in all");
+        assert_eq!(start_line("s", &points, 1, 1), "sweep s: 2 points, 500 requests in all");
+        assert_eq!(start_line("s", &points, 3, 1), "sweep s: 2 points, 3 runs each, 1500 requests in all");
+        assert_eq!(start_line("s", &points, 1, 8), "sweep s: 2 points, 500 prompts in all");
+        let batched = [Point { batch_size: Some(4), ..point(10) }, point(10)];
+        assert_eq!(start_line("s", &batched, 1, 1), "sweep s: 2 points, 20 prompts in all");
     }
 }

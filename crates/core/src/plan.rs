@@ -9,6 +9,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Api;
+use crate::protocol::pooling::input_items;
 
 /// One request, ready to send.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,6 +103,25 @@ impl Plan {
     pub fn check_schedule(&self) -> Result<(), String> {
         check_start(self.last_start_ns(), "the arrival schedule's last request")
     }
+
+    /// How a pooling plan groups its inputs into requests, read from its bodies: the inputs in
+    /// all and how many each request carries, where every request but the last carries as
+    /// many as the first and the last no more (the grouping of
+    /// [`crate::config::WorkloadSpec::input_batches`]). `None` for a generation plan, an
+    /// empty one, or one whose requests carry their inputs unevenly.
+    pub fn input_batches(&self) -> Option<(usize, usize)> {
+        if !self.api.pooling() {
+            return None;
+        }
+        let count = |r: &PlannedRequest| {
+            let body: Option<serde_json::Value> = serde_json::from_slice(&r.body).ok();
+            body.as_ref().and_then(|b| input_items(self.api, b)).map_or(1, <[serde_json::Value]>::len)
+        };
+        let counts: Vec<usize> = self.requests.iter().map(count).collect();
+        let (&last, rest) = counts.split_last()?;
+        let per = counts[0];
+        (rest.iter().all(|&c| c == per) && last <= per).then(|| (counts.iter().sum(), per))
+    }
 }
 
 /// Refuses one start past [`MAX_SCHEDULE_NS`]; `what` names the request in the message (a plan
@@ -143,6 +163,30 @@ mod tests {
             token_counting: TokenCounting::Estimate,
             notes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_pooling_plan_s_grouping_is_read_from_its_bodies() {
+        let plan = |api, bodies: &[&'static str]| {
+            let mut p = at(&vec![0; bodies.len()]);
+            p.api = api;
+            for (r, b) in p.requests.iter_mut().zip(bodies) {
+                r.body = bytes::Bytes::from_static(b.as_bytes());
+            }
+            p
+        };
+        let embeddings = Api::Pooling(crate::config::PoolingForm::Embeddings);
+        let three = r#"{"input": ["a", "b", "c"]}"#;
+        assert_eq!(plan(embeddings, &[three, three, r#"{"input": ["d"]}"#]).input_batches(), Some((7, 3)));
+        assert_eq!(plan(embeddings, &[r#"{"input": "a"}"#, r#"{"input": "b"}"#]).input_batches(), Some((2, 1)));
+        // Uneven groups (a longer last, a shorter middle) follow no batch size.
+        assert_eq!(plan(embeddings, &[three, r#"{"input": ["a"]}"#, three]).input_batches(), None);
+        assert_eq!(plan(embeddings, &[r#"{"input": ["a"]}"#, three]).input_batches(), None);
+        let rerank = Api::Pooling(crate::config::PoolingForm::Rerank);
+        let docs = r#"{"query": "q", "documents": ["a", "b"]}"#;
+        assert_eq!(plan(rerank, &[docs, docs]).input_batches(), Some((4, 2)));
+        assert_eq!(plan(embeddings, &[]).input_batches(), None);
+        assert_eq!(plan(Api::Completions, &[three]).input_batches(), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use serde_json::{Value, json};
 
 use servebench_core::config::{Api, PoolingForm};
+use servebench_core::protocol::pooling::input_items;
 
 /// The key a body holds its prompt under where it is read as it is, not as a conversation:
 /// a completions body's `prompt`, a pooling body's `input` (text, token ids, or a list of
@@ -96,22 +97,19 @@ pub fn pooling_sequences(mapper: &dyn TokenMapper, api: Api, body: &Value) -> Re
         let mut ids = Vec::new();
         mapper.prompt_ids(Api::Completions, &json!({ "prompt": prompt }), &mut ids).map(|()| ids)
     };
-    let several = |items: &[Value]| !items.is_empty() && items.iter().all(|i| i.is_string() || i.is_array());
-    match (api, body.get("input"), body.get("documents")) {
-        (Api::Pooling(PoolingForm::Rerank), _, documents) => {
+    match api {
+        Api::Pooling(PoolingForm::Rerank) => {
             let query = one(body.get("query").ok_or("the body has no \"query\"")?)?;
-            let Some(Value::Array(documents)) = documents else {
-                return Err("\"documents\" must be a list of texts".into());
-            };
+            let documents = input_items(api, body).ok_or("\"documents\" must be a list of texts")?;
             documents.iter().map(|d| Ok(rerank_pair(&query, &one(d)?))).collect()
         }
-        (Api::Pooling(form), Some(Value::Array(items)), _) if form != PoolingForm::EmbeddingsChat && several(items) => {
-            items.iter().map(one).collect()
-        }
-        _ => {
-            let mut ids = Vec::new();
-            mapper.prompt_ids(api, body, &mut ids).map(|()| vec![ids])
-        }
+        _ => match input_items(api, body) {
+            Some(items) => items.iter().map(one).collect(),
+            None => {
+                let mut ids = Vec::new();
+                mapper.prompt_ids(api, body, &mut ids).map(|()| vec![ids])
+            }
+        },
     }
 }
 

@@ -143,7 +143,7 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
             return Err(bad(i + 1, format!("at_s must be a time >= 0, got {}", r.at_s)));
         }
         let at_ns = r.at_ns.unwrap_or_else(|| (r.at_s * 1e9).round() as u64);
-        check_request(&r, at_ns, plan.requests.last(), &mut indices)
+        check_request(&r, at_ns, plan.api, plan.requests.last(), &mut indices)
             .and_then(|()| check_start(at_ns, "this request"))
             .map_err(|m| bad(i + 1, m))?;
         plan.requests.push(PlannedRequest {
@@ -171,14 +171,16 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
 
 /// Refuses a request line the load engine could not send as written: a repeated index (results
 /// and shards are keyed by it), a start before the previous line's (requests go out in file
-/// order) or `max_tokens` 0 (servers refuse it; `--dry-run` never writes it).
+/// order) or `max_tokens` 0 for a generation API (servers refuse it; `--dry-run` never writes
+/// it). A pooling request generates nothing: its plan line says 0.
 fn check_request(
     r: &RequestLine,
     at_ns: u64,
+    api: Api,
     previous: Option<&PlannedRequest>,
     indices: &mut std::collections::HashSet<u32>,
 ) -> Result<(), String> {
-    if r.max_tokens == 0 {
+    if r.max_tokens == 0 && !api.pooling() {
         return Err("max_tokens is 0; every request must ask for at least 1 token".into());
     }
     if !indices.insert(r.index) {
@@ -302,6 +304,26 @@ mod tests {
         }
         let gaps = text.replace("\"index\": 1,", "\"index\": 7,");
         assert_eq!(read_plan(gaps.as_bytes(), Path::new("p.jsonl")).unwrap().requests[1].index, 7);
+    }
+
+    /// A pooling request generates nothing, so its plan line asks for 0 tokens and reads back;
+    /// the same line in a generation plan is refused.
+    #[test]
+    fn a_pooling_plan_asks_for_no_tokens() {
+        let mut p = plan();
+        p.api = Api::Pooling(servebench_core::config::PoolingForm::Embeddings);
+        p.conversations.clear();
+        for r in &mut p.requests {
+            r.max_tokens = 0;
+        }
+        let mut buf = Vec::new();
+        write_plan(&p, &mut buf).unwrap();
+        assert_eq!(read_plan(&buf[..], Path::new("p.jsonl")).unwrap(), p);
+        p.api = Api::Completions;
+        let mut buf = Vec::new();
+        write_plan(&p, &mut buf).unwrap();
+        let err = read_plan(&buf[..], Path::new("p.jsonl")).unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("max_tokens is 0"), "{err}");
     }
 
     proptest::proptest! {

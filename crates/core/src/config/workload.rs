@@ -183,6 +183,26 @@ impl WorkloadSpec {
         }
     }
 
+    /// Takes the grouping of a plan read back from a file (`--replay-plan`): `inputs` in all,
+    /// `per` a request. Sets the batch size that groups them so and returns the `num_prompts`
+    /// that goes with it; `None` where the dataset sends one prompt a request and the plan
+    /// carries several.
+    pub fn regroup(&mut self, inputs: usize, per: usize) -> Option<usize> {
+        let per_u32 = u32::try_from(per).ok()?;
+        match self {
+            WorkloadSpec::Random { batch_size, .. } | WorkloadSpec::RandomRerank { batch_size, reranker: true, .. } => {
+                *batch_size = per_u32;
+                Some(inputs)
+            }
+            // The query is one of the prompts and one input of every batch.
+            WorkloadSpec::RandomRerank { batch_size, reranker: false, .. } => {
+                *batch_size = per_u32.checked_add(1)?;
+                Some(inputs + 1)
+            }
+            _ => (per == 1).then_some(inputs),
+        }
+    }
+
     /// The input sequences request `index` carries (vLLM's `num_input_sequences`: a pooling
     /// request's inputs, a rerank request's documents); 1 for a request of one prompt.
     pub fn input_sequences(&self, num_prompts: usize, index: u32) -> u64 {
@@ -260,6 +280,24 @@ mod tests {
         assert_eq!(rerank(5, false).input_batches(10), Some((9, 4)));
         assert_eq!(seqs(&rerank(5, false), 10), [4, 4, 1]);
         assert_eq!(rerank(5, true).dataset_name(), "random-rerank");
+    }
+
+    #[test]
+    fn a_replayed_grouping_sets_the_batch_that_gives_it_back() {
+        for (mut w, inputs, per) in
+            [(random(1), 10, 4), (random(8), 3, 1), (rerank(2, true), 9, 5), (rerank(2, false), 9, 4)]
+        {
+            let n = w.regroup(inputs, per).unwrap();
+            let expected =
+                if per > 1 || matches!(w, WorkloadSpec::RandomRerank { .. }) { Some((inputs, per)) } else { None };
+            assert_eq!(w.input_batches(n), expected, "{w:?}");
+            let requests = inputs.div_ceil(per) as u32;
+            let total: u64 = (0..requests).map(|i| w.input_sequences(n, i)).sum();
+            assert_eq!(total, inputs as u64, "{w:?}");
+        }
+        let mut slices = WorkloadSpec::TxtSlices { path: "t.txt".into(), input_len: 8, output_len: 8 };
+        assert_eq!(slices.regroup(6, 1), Some(6));
+        assert_eq!(slices.regroup(6, 3), None, "a dataset of one prompt a request cannot carry three");
     }
 
     #[test]

@@ -1,8 +1,28 @@
 //! A pooling answer (vLLM's `/v1/embeddings` and `/pooling`, Infinity's `/embeddings`): one
 //! JSON body, not a stream. The client reads from it what vLLM's benchmark reads (the
 //! `usage.prompt_tokens` count); an `error` object in a 200 answer is the request's failure.
+//! A pooling body's inputs ([`input_items`]) are read here too, one rule for every reader.
 
 use serde::Deserialize;
+use serde_json::Value;
+
+use crate::config::{Api, PoolingForm};
+
+/// The inputs of a pooling body that holds several, each its own sequence on the server: a
+/// rerank's `documents`, or an `input` list of texts or of token-id lists (not of a chat
+/// body, whose messages are one prompt). `None` for a body of one prompt (a text, one list of
+/// token ids), and for a rerank body without a `documents` list.
+pub fn input_items(api: Api, body: &Value) -> Option<&[Value]> {
+    match api {
+        Api::Pooling(PoolingForm::Rerank) => body.get("documents")?.as_array().map(Vec::as_slice),
+        Api::Pooling(form) if form != PoolingForm::EmbeddingsChat => {
+            let items = body.get("input")?.as_array()?;
+            let several = !items.is_empty() && items.iter().all(|i| i.is_string() || i.is_array());
+            several.then_some(items.as_slice())
+        }
+        _ => None,
+    }
+}
 
 /// What a pooling answer says about its request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,7 +68,26 @@ pub fn read_answer(body: &[u8]) -> Result<PoolingAnswer, PoolingError> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    #[test]
+    fn a_body_s_inputs_are_its_list_or_its_documents() {
+        let embeddings = Api::Pooling(PoolingForm::Embeddings);
+        let count = |api, body: Value| input_items(api, &body).map(<[Value]>::len);
+        assert_eq!(count(embeddings, json!({"input": ["a", "b", "c"]})), Some(3));
+        assert_eq!(count(embeddings, json!({"input": [[1, 2], [3]]})), Some(2));
+        // One prompt: a text, or one list of token ids.
+        assert_eq!(count(embeddings, json!({"input": "a"})), None);
+        assert_eq!(count(embeddings, json!({"input": [1, 2, 3]})), None);
+        assert_eq!(count(embeddings, json!({"input": []})), None);
+        let rerank = Api::Pooling(PoolingForm::Rerank);
+        assert_eq!(count(rerank, json!({"query": "q", "documents": ["a", "b"]})), Some(2));
+        assert_eq!(count(rerank, json!({"query": "q"})), None);
+        assert_eq!(count(Api::Pooling(PoolingForm::EmbeddingsChat), json!({"input": ["a", "b"]})), None);
+        assert_eq!(count(Api::Completions, json!({"input": ["a", "b"]})), None);
+    }
 
     #[test]
     fn an_answer_gives_its_prompt_tokens() {

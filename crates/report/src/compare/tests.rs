@@ -28,12 +28,15 @@ fn the_000_models_side_by_side() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 12);
     assert!(
-        lines[0].starts_with("id,uid,kind,name,model,completed,failed,failed_pct,request_throughput,input_sequence_throughput,"),
+        lines[0].starts_with(
+            "id,uid,kind,name,model,completed,failed,failed_pct,request_throughput,input_sequence_throughput,"
+        ),
         "{}",
         lines[0]
     );
     assert!(
-        lines[4].starts_with("4,run00004,import,Qwen/Qwen3-0.6B,Qwen/Qwen3-0.6B,20,0,0,0.98,,124.81,249.62,,,,,495.14,")
+        lines[4]
+            .starts_with("4,run00004,import,Qwen/Qwen3-0.6B,Qwen/Qwen3-0.6B,20,0,0,0.98,,124.81,249.62,,,,,495.14,")
     );
 }
 

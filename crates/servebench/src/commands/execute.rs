@@ -95,6 +95,25 @@ fn sim_name(config: &RunConfig) -> String {
     config.target.sim.as_ref().map_or_else(String::new, |s| format!("{}@{}", s.model, s.hardware))
 }
 
+/// A replayed pooling plan's inputs are counted as its bodies group them (the plan file holds
+/// bodies, not the `--random-batch-size` that built them): the config saved with the run takes
+/// the batch size and prompt count that give that grouping. A plan no batch size explains is
+/// counted as the flags group it, and says so.
+fn replayed_grouping(config: &mut RunConfig, plan: &Plan, out: &Sink) -> anyhow::Result<()> {
+    if !plan.api.pooling() {
+        return Ok(());
+    }
+    match plan.input_batches().and_then(|(inputs, per)| config.workload.regroup(inputs, per)) {
+        Some(n) => config.traffic.num_prompts = n,
+        None => out.line(format!(
+            "The plan's requests carry their inputs as no one batch size would (or several each, where \
+             --dataset-name {} sends one): its inputs are counted as the flags group them",
+            config.workload.dataset_name()
+        ))?,
+    }
+    Ok(())
+}
+
 /// Points a config at the server now listening at `base_url`.
 fn listening_at(config: &mut RunConfig, base_url: &str) {
     let t = &mut config.target;
@@ -123,6 +142,9 @@ async fn run(
     if over_http && resolved.replay_plan.is_none() {
         let (tokenizer, key) = (resolved.tokenizer.as_deref(), servebench_client::env_api_key());
         servebench_client::align_prompts(&mut plan, &config, tokenizer, key, &log).await;
+    }
+    if resolved.replay_plan.is_some() {
+        replayed_grouping(&mut config, &plan, out)?;
     }
     if let Some(path) = &resolved.dry_run {
         servebench_workload::save_plan(&plan, Path::new(path))

@@ -16,21 +16,13 @@ import sys
 import numpy as np
 from transformers import AutoTokenizer
 
+import vllm_fit
+
 tok = AutoTokenizer.from_pretrained(sys.argv[1])
 
 
 def fit(ids, target):
-    tries = 10
-    while True:
-        text = tok.decode(ids)
-        ids = tok.encode(text, add_special_tokens=False)
-        if tries <= 0 or len(ids) == target:
-            return ids
-        if len(ids) < target:
-            ids = ids + np.random.randint(0, tok.vocab_size, size=target - len(ids)).tolist()
-        else:
-            ids = ids[:target]
-        tries -= 1
+    return vllm_fit.fit(tok, ids, target, lambda n: np.random.randint(0, tok.vocab_size, size=n).tolist())[1]
 
 
 def run(case):

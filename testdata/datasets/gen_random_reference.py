@@ -15,6 +15,8 @@ import sys
 import numpy as np
 from transformers import AutoTokenizer
 
+import vllm_fit
+
 tok = AutoTokenizer.from_pretrained(sys.argv[1])
 
 CASES = [
@@ -26,17 +28,7 @@ CASES = [
 
 
 def fit(ids, target, rng):
-    tries = 10
-    while True:
-        text = tok.decode(ids)
-        ids = tok.encode(text, add_special_tokens=False)
-        if tries <= 0 or len(ids) == target:
-            return text, ids
-        if len(ids) < target:
-            ids = ids + rng.integers(0, tok.vocab_size, size=target - len(ids)).tolist()
-        else:
-            ids = ids[:target]
-        tries -= 1
+    return vllm_fit.fit(tok, ids, target, lambda n: rng.integers(0, tok.vocab_size, size=n).tolist())
 
 
 def run(case):

@@ -108,7 +108,8 @@ pub enum Rejection {
         u64::from(*prompt).saturating_add(*max_tokens)
     )]
     TooLong { prompt: u32, max_tokens: u64, max_model_len: u32 },
-    #[error("the prompt is empty; send at least one token")]
+    /// vLLM's wording (`_validate_model_input`).
+    #[error("The decoder prompt cannot be empty")]
     EmptyPrompt,
     #[error("max_tokens must be at least 1")]
     NoOutput,

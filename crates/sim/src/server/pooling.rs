@@ -22,7 +22,7 @@ use servebench_core::config::{Api, PoolingForm};
 use super::api::{ApiError, Shared, json_text_response, read_json, unix_now};
 use super::stream::{Admission, Answer};
 use super::text::Prompt;
-use crate::engine::EncoderInput;
+use crate::engine::{EncoderInput, Rejection};
 use crate::rng::mix64;
 
 pub(crate) async fn embeddings(State(s): State<Arc<Shared>>, req: Request) -> Response {
@@ -81,7 +81,7 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
     let limit = truncation(&body, s.max_model_len)?;
     for p in &mut prompts {
         if p.ids.is_empty() {
-            return Err(ApiError::bad("The prompt cannot be empty."));
+            return Err(ApiError::bad(Rejection::EmptyPrompt.to_string()));
         }
         match limit {
             Some(keep) if p.ids.len() > keep => {

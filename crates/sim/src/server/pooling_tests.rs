@@ -1,6 +1,7 @@
 //! The pooling routes in-process: a list of inputs answered one vector each with their summed
 //! usage, and a rerank answered as vLLM answers it (each document's text and score, most
-//! relevant first, `top_n` of them where asked, the pairs' tokens in the usage).
+//! relevant first, `top_n` of them where asked, the pairs' tokens in the usage), and an empty
+//! prompt refused in the engine's words, as the generation routes refuse it.
 
 use serde_json::{Value, json};
 
@@ -52,4 +53,20 @@ async fn a_rerank_scores_each_document_and_ranks_them() {
         call(&app, "POST", "/v1/rerank", Some(json!({"model": "Qwen/Qwen3-0.6B", "documents": docs}))).await;
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("query"), "{text}");
+}
+
+#[tokio::test]
+async fn an_empty_prompt_is_refused_in_the_engine_s_words_on_every_route() {
+    let app = app_with(&setup(&[]), ServerOptions::default());
+    let model = "Qwen/Qwen3-0.6B";
+    let cases = [
+        ("/v1/embeddings", json!({"model": model, "input": ["one", ""]})),
+        ("/pooling", json!({"model": model, "input": ""})),
+        ("/v1/completions", json!({"model": model, "prompt": "", "max_tokens": 4})),
+    ];
+    for (path, body) in cases {
+        let (status, _, text) = call(&app, "POST", path, Some(body)).await;
+        assert_eq!(status, 400, "{path}: {text}");
+        assert!(text.contains("The decoder prompt cannot be empty"), "{path}: {text}");
+    }
 }

@@ -33,6 +33,10 @@ pub struct SimPredictArgs {
     /// per million output tokens over the deployment's GPUs.
     #[arg(long, value_name = "USD", help_heading = "servebench")]
     pub gpu_hour_cost: Option<f64>,
+    /// Predict exactly the requests of a plan written by `bench serve --dry-run` (its bodies
+    /// and send times), as `bench serve --replay-plan` sends them.
+    #[arg(long, value_name = "FILE", help_heading = "servebench")]
+    pub replay_plan: Option<String>,
 }
 
 impl SimPredictArgs {
@@ -48,7 +52,12 @@ impl SimPredictArgs {
             content: &self.content,
             report: &self.report,
             dataset: &self.dataset,
-            extra: RunExtraArgs { db: self.db.clone(), no_store: self.no_store, ..RunExtraArgs::default() },
+            extra: RunExtraArgs {
+                db: self.db.clone(),
+                no_store: self.no_store,
+                replay_plan: self.replay_plan.clone(),
+                ..RunExtraArgs::default()
+            },
             shard: None,
             gpu_hour_cost: self.gpu_hour_cost,
         }

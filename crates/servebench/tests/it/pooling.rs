@@ -234,24 +234,23 @@ async fn two_workers_merge_a_batched_run_counting_every_input_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_batched_plan_counts_its_inputs_from_its_bodies() {
-    // 40 documents, 5 a request, written by --dry-run, then replayed with no batch flag: the
-    // bodies say how many inputs each request carries.
+    // 40 documents, 5 a request, written by --dry-run, then replayed with no batch flag on the
+    // twin and predicted in virtual time: the bodies say how many inputs each request carries.
     let dir = tempfile::tempdir().unwrap();
-    let (d, plan) = (dir.path().to_str().unwrap(), dir.path().join("rerank.jsonl"));
+    let plan = dir.path().join("rerank.jsonl");
     let rerank = ["--dataset-name", "random-rerank", "--random-batch-size", "5", "--dry-run", plan.to_str().unwrap()];
     let mut all = vec!["bench", "serve", "--sim", SIM];
     all.extend(prompts("vllm-rerank", "40", &rerank));
     let out = servebench(args(&all)).await;
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let replay =
-        ["--replay-plan", plan.to_str().unwrap(), "--save-result", "--result-dir", d, "--result-filename", "r.json"];
-    let mut all = vec!["bench", "serve", "--sim", SIM, "--backend", "vllm-rerank", "--no-store", "--disable-tqdm"];
-    all.extend(replay);
-    let out = servebench(args(&all)).await;
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let j = read_json(&dir.path().join("r.json"));
-    assert_eq!(j["completed"], 8);
-    assert_eq!(j["total_input_sequences"], 40);
-    assert_eq!(j["num_prompts"], 40);
-    assert_eq!(j["total_input_tokens"], 40 * 64);
+    let replay = ["--backend", "vllm-rerank", "--replay-plan", plan.to_str().unwrap(), "--no-store", "--disable-tqdm"];
+    let (live, virt) = live_and_predicted(dir.path(), &replay).await;
+    for (what, j) in [("live", &live), ("virtual", &virt)] {
+        assert_eq!(j["completed"], 8, "{what}");
+        assert_eq!(j["total_input_sequences"], 40, "{what}");
+        assert_eq!(j["num_prompts"], 40, "{what}");
+        assert_eq!(j["total_input_tokens"], 40 * 64, "{what}");
+    }
+    let (l, v) = (live["mean_e2el_ms"].as_f64().unwrap(), virt["mean_e2el_ms"].as_f64().unwrap());
+    assert!((l / v - 1.0).abs() < 0.25, "live {l} ms, predicted {v} ms");
 }

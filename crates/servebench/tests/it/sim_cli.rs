@@ -326,3 +326,22 @@ fn sim_predict_with_server_metrics_reports_the_engine_s_own_telemetry_and_where_
     let plain = ok(&predict_args("40", "4", &[]));
     assert!(!plain.contains("Server telemetry") && !plain.contains("where the time went"), "{plain}");
 }
+
+/// A plan written by `bench serve --dry-run` is predicted as written: the same requests at the
+/// same times as predicting its flags directly, so the same report.
+#[test]
+fn sim_predict_replays_a_plan_as_its_flags_predict() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.jsonl");
+    let load = ["--num-prompts", "30", "--random-input-len", "256", "--random-output-len", "32", "--request-rate", "10"];
+    let mut dry = vec!["bench", "serve", "--sim", "Qwen/Qwen3-0.6B@l40s", "--dry-run", plan.to_str().unwrap()];
+    dry.extend(load);
+    ok(&dry);
+    let head = ["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "l40s", "--no-store"];
+    let replayed = ok(&[&head[..], &["--replay-plan", plan.to_str().unwrap()]].concat());
+    let direct = ok(&[&head[..], &load].concat());
+    for label in ["Successful requests:", "Output token throughput (tok/s):", "Mean TTFT (ms):", "Mean TPOT (ms):"] {
+        assert_eq!(value(&replayed, label), value(&direct, label), "{label}\n{replayed}\n{direct}");
+    }
+    assert_eq!(value(&replayed, "Successful requests:"), 30.0);
+}

@@ -108,7 +108,8 @@ impl Plan {
     /// all and how many each request carries, where every request but the last carries as
     /// many as the first and the last no more (the grouping of
     /// [`crate::config::WorkloadSpec::input_batches`]). `None` for a generation plan, an
-    /// empty one, or one whose requests carry their inputs unevenly.
+    /// empty one, one whose first request carries no input (a rerank of no documents), or one
+    /// whose requests carry their inputs unevenly.
     pub fn input_batches(&self) -> Option<(usize, usize)> {
         if !self.api.pooling() {
             return None;
@@ -120,7 +121,7 @@ impl Plan {
         let counts: Vec<usize> = self.requests.iter().map(count).collect();
         let (&last, rest) = counts.split_last()?;
         let per = counts[0];
-        (rest.iter().all(|&c| c == per) && last <= per).then(|| (counts.iter().sum(), per))
+        (per > 0 && rest.iter().all(|&c| c == per) && last <= per).then(|| (counts.iter().sum(), per))
     }
 }
 
@@ -185,6 +186,7 @@ mod tests {
         let rerank = Api::Pooling(crate::config::PoolingForm::Rerank);
         let docs = r#"{"query": "q", "documents": ["a", "b"]}"#;
         assert_eq!(plan(rerank, &[docs, docs]).input_batches(), Some((4, 2)));
+        assert_eq!(plan(rerank, &[r#"{"query": "q", "documents": []}"#]).input_batches(), None);
         assert_eq!(plan(embeddings, &[]).input_batches(), None);
         assert_eq!(plan(Api::Completions, &[three]).input_batches(), None);
     }

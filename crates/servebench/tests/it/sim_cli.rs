@@ -333,7 +333,8 @@ fn sim_predict_with_server_metrics_reports_the_engine_s_own_telemetry_and_where_
 fn sim_predict_replays_a_plan_as_its_flags_predict() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.jsonl");
-    let load = ["--num-prompts", "30", "--random-input-len", "256", "--random-output-len", "32", "--request-rate", "10"];
+    let load =
+        ["--num-prompts", "30", "--random-input-len", "256", "--random-output-len", "32", "--request-rate", "10"];
     let mut dry = vec!["bench", "serve", "--sim", "Qwen/Qwen3-0.6B@l40s", "--dry-run", plan.to_str().unwrap()];
     dry.extend(load);
     ok(&dry);

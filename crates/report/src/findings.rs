@@ -527,7 +527,9 @@ fn pair_changes(runs: &[StoredRun], pair: &PairStats) -> Vec<Finding> {
                     ),
                 ));
             }
-            (Quantity::OutputThroughput | Quantity::RequestThroughput, _) if rel.abs() >= 0.05 => {
+            (Quantity::OutputThroughput | Quantity::RequestThroughput | Quantity::InputThroughput, _)
+                if rel.abs() >= 0.05 =>
+            {
                 out.push(finding(
                     FindingKind::PairChange,
                     format!(

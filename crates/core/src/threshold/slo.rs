@@ -32,7 +32,8 @@ pub fn name(slo: &Threshold) -> String {
     }
 }
 
-/// A value with its unit: `431 ms`, `2.5 %`, `1234.5 tok/s`; `none` when missing.
+/// A value with its unit: `431 ms`, `2.5 %`, `1234.5 tok/s`, `171.5 inputs/s`; `none` when
+/// missing.
 pub fn value_text(slo: &Threshold, value: Option<f64>) -> String {
     let Some(v) = value else { return "none".into() };
     match slo.quantity {
@@ -41,9 +42,12 @@ pub fn value_text(slo: &Threshold, value: Option<f64>) -> String {
         | Quantity::TotalTokenThroughput
         | Quantity::OutputThroughputPerGpu
         | Quantity::TotalTokenThroughputPerGpu
+        | Quantity::InputThroughput
         | Quantity::Interactivity => format!("{v:.1} {}", slo.quantity.unit()),
         Quantity::FailedPct => format!("{v:.1} %"),
-        _ => format!("{} ms", short(v)),
+        Quantity::Latency(..) | Quantity::ProbeE2el(..) => format!("{} ms", short(v)),
+        // Not objectives' quantities; in their own unit all the same.
+        other => other.format_with_unit(v),
     }
 }
 
@@ -165,6 +169,14 @@ mod tests {
         assert_eq!(checks(&v)[0], (None, false));
         assert_eq!(checks(&v)[2], (Some(100.0), false));
         assert_eq!(values_text(&v).split(", ").next(), Some("p99 TTFT none"));
+    }
+
+    #[test]
+    fn each_objective_s_value_is_written_in_its_own_unit() {
+        let slos =
+            parse_slos(&["input_sequence_throughput>=176,request_throughput>=1,probe_p99_e2el_ms<=9".into()]).unwrap();
+        let texts: Vec<String> = slos.iter().zip([175.6, 2.0, 431.2]).map(|(s, v)| value_text(s, Some(v))).collect();
+        assert_eq!(texts, ["175.6 inputs/s", "2.00 req/s", "431 ms"]);
     }
 
     #[test]

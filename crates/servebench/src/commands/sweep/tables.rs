@@ -15,16 +15,31 @@ use servebench_core::threshold::slo::{self, conjunction, short};
 /// `431 ± 12`, `4.35 ± 0.01` (sample standard deviation, at the mean's precision), or the
 /// value alone for one run; `-` for none.
 pub fn mean_std(values: &[f64]) -> String {
+    mean_std_as(values, short)
+}
+
+/// [`mean_std`] with each number written by `write`.
+fn mean_std_as(values: &[f64], write: impl Fn(f64) -> String) -> String {
     match values {
         [] => "-".into(),
-        [one] => short(*one),
+        [one] => write(*one),
         _ => {
             let n = values.len() as f64;
             let mean = values.iter().sum::<f64>() / n;
             let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-            let decimals = short(mean).split('.').nth(1).map_or(0, str::len);
-            format!("{} ± {std:.decimals$}", short(mean))
+            let decimals = write(mean).split('.').nth(1).map_or(0, str::len);
+            format!("{} ± {std:.decimals$}", write(mean))
         }
+    }
+}
+
+/// An objective's values in the SLO and probe tables: latencies as they read best, other
+/// quantities at two decimals, so a throughput just under its bound (169.60 against 170) does
+/// not read as the bound.
+fn objective_cell(objective: &Threshold, values: &[f64]) -> String {
+    match objective.quantity.unit() {
+        "ms" => mean_std(values),
+        _ => mean_std_as(values, |v| objective.quantity.format(v)),
     }
 }
 
@@ -84,9 +99,9 @@ pub fn slo_table(records: &[RunRecord], slos: &[Threshold]) -> (Table, String) {
         let done = summaries(records, runs);
         let verdict = slo::judge(slos, &done);
         let mut row = vec![describe(&records[runs[0]].shown)];
-        for (i, _) in slos.iter().enumerate() {
-            let values: Vec<f64> = done.iter().filter_map(|s| slo::value(&slos[i], s)).collect();
-            row.push(mean_std(&values));
+        for objective in slos {
+            let values: Vec<f64> = done.iter().filter_map(|s| slo::value(objective, s)).collect();
+            row.push(objective_cell(objective, &values));
         }
         if done.is_empty() {
             row.push("failed to run".into());
@@ -146,7 +161,7 @@ pub fn probes_table(
         let done = summaries(records, &p.runs);
         for objective in slos {
             let values: Vec<f64> = done.iter().filter_map(|s| slo::value(objective, s)).collect();
-            row.push(mean_std(&values));
+            row.push(objective_cell(objective, &values));
         }
         row.push(slo::verdict_text(&p.verdict));
         if with_ids {
@@ -205,4 +220,23 @@ pub fn answer_text(key: &str, slos: &[Threshold], search: &Search, probes: &[Pro
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use servebench_core::threshold::parse_slo;
+
+    use super::*;
+
+    #[test]
+    fn objectives_show_latencies_short_and_throughputs_at_two_decimals() {
+        let (ttft, inputs) =
+            (parse_slo("p99_ttft_ms<=500").unwrap(), parse_slo("input_sequence_throughput>=170").unwrap());
+        assert_eq!(objective_cell(&ttft, &[431.2]), "431");
+        assert_eq!(objective_cell(&ttft, &[430.0, 432.0]), "431 ± 1");
+        // Just under its bound, a throughput does not read as the bound.
+        assert_eq!(objective_cell(&inputs, &[169.6]), "169.60");
+        assert_eq!(objective_cell(&inputs, &[169.6, 170.4]), "170.00 ± 0.57");
+        assert_eq!(objective_cell(&inputs, &[]), "-");
+    }
 }

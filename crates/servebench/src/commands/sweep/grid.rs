@@ -63,6 +63,21 @@ pub struct Point {
     pub num_prompts: usize,
 }
 
+impl Default for Point {
+    /// The first target, every flag at its value, sent at once (vLLM's rate of `inf`).
+    fn default() -> Point {
+        Point {
+            target: 0,
+            input_len: None,
+            output_len: None,
+            batch_size: None,
+            request_rate: f64::INFINITY,
+            max_concurrency: None,
+            num_prompts: 0,
+        }
+    }
+}
+
 impl Point {
     /// The point and a repeat as one line (`target=0 input_len=128 ... repeat=2`), how a
     /// `--workers` parent tells its workers which run to send.
@@ -186,35 +201,19 @@ impl Grid {
             PromptCount::List(v) => v.iter().map(|&n| Some(n)).collect(),
             PromptCount::Scale(_) => vec![None],
         };
-        let mut out = Vec::new();
-        for target in 0..self.targets.len() {
-            for &input_len in &self.input.values {
-                for &output_len in &self.output.values {
-                    for &batch_size in &self.batch_sizes {
-                        for &request_rate in &self.request_rates {
-                            for &max_concurrency in &self.max_concurrency {
-                                for &n in &counts {
-                                    let mut p = Point {
-                                        target,
-                                        input_len,
-                                        output_len,
-                                        batch_size,
-                                        request_rate,
-                                        max_concurrency,
-                                        num_prompts: n.unwrap_or(0),
-                                    };
-                                    if n.is_none() && self.search.is_none() {
-                                        p.num_prompts = self.scaled_prompts(&p).unwrap_or(1);
-                                    }
-                                    out.push(p);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        out
+        let points = along(vec![Point::default()], 0..self.targets.len(), |p, t| p.target = t);
+        let points = along(points, self.input.values.iter().copied(), |p, v| p.input_len = v);
+        let points = along(points, self.output.values.iter().copied(), |p, v| p.output_len = v);
+        let points = along(points, self.batch_sizes.iter().copied(), |p, v| p.batch_size = v);
+        let points = along(points, self.request_rates.iter().copied(), |p, v| p.request_rate = v);
+        let points = along(points, self.max_concurrency.iter().copied(), |p, v| p.max_concurrency = v);
+        along(points, counts.iter().copied(), |p, n| {
+            p.num_prompts = match n {
+                Some(n) => n,
+                None if self.search.is_none() => self.scaled_prompts(p).unwrap_or(1),
+                None => 0,
+            };
+        })
     }
 
     /// The probe of a search at `value` from a base point (its prompt count scaled when asked).
@@ -390,6 +389,26 @@ pub fn file_suffix(labels: &[(String, String)], target_index: usize) -> String {
     file_safe(&parts.join("-"))
 }
 
+/// Every point of `points` once for each of `values`, the value set by `set`: the earlier
+/// axes stay outermost.
+fn along<T: Copy>(
+    points: Vec<Point>,
+    values: impl Iterator<Item = T> + Clone,
+    set: impl Fn(&mut Point, T),
+) -> Vec<Point> {
+    let set = &set;
+    points
+        .into_iter()
+        .flat_map(|p| {
+            values.clone().map(move |v| {
+                let mut q = p.clone();
+                set(&mut q, v);
+                q
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use clap::Parser;
@@ -428,6 +447,37 @@ pub(crate) mod tests {
         assert_eq!(args.sim.sim.as_deref(), Some("Qwen/Qwen3-4B@h100-sxm"));
         assert_eq!((args.traffic.max_concurrency, args.traffic.num_prompts), (Some(4), 10));
         assert_eq!(args.dataset.random_input_len, 64);
+    }
+
+    #[test]
+    fn every_axis_varies_inside_the_ones_before_it() {
+        let a = sweep(&[
+            "--sim",
+            "Qwen/Qwen3-8B@h100-sxm,Qwen/Qwen3-4B@h100-sxm",
+            "--random-input-len",
+            "64,128",
+            "--random-output-len",
+            "8,16",
+            "--random-batch-size",
+            "1,4",
+            "--request-rate",
+            "2,5",
+            "--max-concurrency",
+            "1,4",
+            "--num-prompts",
+            "10,20",
+        ]);
+        let points = Grid::new(&a).unwrap().points();
+        assert_eq!(points.len(), 128);
+        let key = |p: &Point| {
+            (p.target, p.input_len, p.output_len, p.batch_size, p.request_rate as u32, p.max_concurrency, p.num_prompts)
+        };
+        let keys: Vec<_> = points.iter().map(key).collect();
+        // Ascending and distinct: exactly the product of the axes, the first one outermost.
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
+        assert_eq!(keys[0], (0, Some(64), Some(8), Some(1), 2, Some(1), 10));
+        assert_eq!(keys[1], (0, Some(64), Some(8), Some(1), 2, Some(1), 20));
+        assert_eq!(keys[127], (1, Some(128), Some(16), Some(4), 5, Some(4), 20));
     }
 
     #[test]

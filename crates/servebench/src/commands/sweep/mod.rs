@@ -568,15 +568,7 @@ mod tests {
 
     #[test]
     fn a_sweep_starts_by_saying_how_many_requests_its_grid_sends() {
-        let point = |num_prompts| Point {
-            target: 0,
-            input_len: None,
-            output_len: None,
-            batch_size: None,
-            request_rate: f64::INFINITY,
-            max_concurrency: None,
-            num_prompts,
-        };
+        let point = |num_prompts| Point { num_prompts, ..Point::default() };
         let points = [point(100), point(400)];
         assert_eq!(start_line("s", &points, 1, 1), "sweep s: 2 points, 500 requests in all");
         assert_eq!(start_line("s", &points, 3, 1), "sweep s: 2 points, 3 runs each, 1500 requests in all");

@@ -105,6 +105,8 @@ pub struct ServingOptions {
     pub warmup: Warmup,
     #[serde(skip_serializing_if = "BenchClient::is_servebench")]
     pub bench_client: BenchClient,
+    /// How a rerank is scored: as a cross-encoder's pairs or by embeddings (`convert`).
+    pub convert: Convert,
     pub seed: u64,
     /// The vLLM release served (major, minor), where given: what changed between releases is
     /// as that release had it (its default of async scheduling, [`ASYNC_BY_DEFAULT_SINCE`]; its
@@ -191,6 +193,7 @@ impl ServingOptions {
             eos: EosModel::None,
             warmup: Warmup::On,
             bench_client: BenchClient::Servebench,
+            convert: Convert::auto(&model.id),
             seed: 0,
             vllm_release: None,
             speculative: None,
@@ -356,6 +359,7 @@ impl ServingOptions {
                         _ => return Err(bad("expected servebench or vllm")),
                     };
                 }
+                "convert" => o.convert = Convert::parse(v).map_err(bad)?.unwrap_or_else(|| Convert::auto(&model.id)),
                 "seed" => o.seed = v.parse().map_err(|_| bad("expected a whole number"))?,
                 "speculative-config" => spec_config = Some(spec::parse_config(v).map_err(|e| bad(&e))?),
                 "num-speculative-tokens" => {
@@ -583,7 +587,7 @@ mod spec;
 pub use executor::{Executor, SyncBecause};
 pub use graphs::CudaGraphSizes;
 pub use keys::SERVING_OPTION_KEYS;
-pub use modes::{BenchClient, CudaGraphMode, EosModel, Warmup};
+pub use modes::{BenchClient, Convert, CudaGraphMode, EosModel, Warmup};
 pub use release::vllm_release;
 pub use spec::{MAX_SPEC_TOKENS, SpecDecode, SpecMethod};
 #[cfg(test)]

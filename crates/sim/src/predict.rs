@@ -19,14 +19,14 @@ pub(crate) mod dispatch;
 mod probes;
 mod telemetry;
 
-use servebench_core::config::{Api, RunConfig, WorkloadSpec};
+use servebench_core::config::{Api, PoolingForm, RunConfig, WorkloadSpec};
 use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
 
 use crate::engine::{Emission, EncoderInput, Engine, NewRequest, PromptTokens};
 use crate::media::Tower;
-use crate::options::{BenchClient, Warmup};
+use crate::options::{BenchClient, Convert, Warmup};
 use crate::rng::mix64;
 use crate::setup::SimSetup;
 use crate::tokens::{TokenMapper, WordHashMapper};
@@ -40,7 +40,7 @@ pub fn predict(plan: &Plan, config: &RunConfig, sim: &SimSetup) -> RunResult {
 
 /// Predicts a run, mapping bodies to token ids with `mapper`.
 pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dyn TokenMapper) -> RunResult {
-    let prompts = Prompts::prepare(plan, config, mapper, &Tower::of(sim));
+    let prompts = Prompts::prepare(plan, config, mapper, sim);
     predict_prepared(plan, config, sim, prompts, warmup_count(sim.options.warmup, config))
 }
 
@@ -49,8 +49,11 @@ pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dy
 pub(crate) struct Prepared {
     pub ids: Option<Vec<u32>>,
     /// The further sequences of a pooling request that asks for several (a list of inputs, a
-    /// rerank's pairs), each run as its own request; the request ends with the last.
+    /// rerank's sequences), each run as its own request; the request ends with the last.
     pub more: Vec<Vec<u32>>,
+    /// The prompt tokens the server's usage reports where they are not the sequences' own (a
+    /// rerank by an embedding model counts the query with every document).
+    pub usage: Option<usize>,
     pub ignore_eos: bool,
     /// The output budget the body asks for where it gives one (`--extra-body` may override
     /// the planned length, as it does on a real server); the planned length otherwise, as
@@ -82,7 +85,8 @@ pub(crate) struct Prompts {
 }
 
 impl Prompts {
-    pub fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper, tower: &Tower) -> Prompts {
+    pub fn prepare(plan: &Plan, config: &RunConfig, mapper: &dyn TokenMapper, sim: &SimSetup) -> Prompts {
+        let (tower, convert) = (&Tower::of(sim), sim.options.convert);
         // The server reads a body as the API of the route it was sent to, whatever the backend
         // built: a completions body sent to `/v1/chat/completions` (`--backend openai
         // --endpoint /v1/chat/completions`, which vLLM's client lets through) is refused there,
@@ -93,12 +97,20 @@ impl Prompts {
             .iter()
             .map(|r| {
                 let exact = (plan.tokens_exact() && r.prompt_tokens > 0).then_some(r.prompt_tokens as usize);
-                Prepared::of(&r.body, served, config, mapper, exact, tower)
+                Prepared::of(&r.body, served, config, mapper, exact, tower, convert)
             })
             .collect();
         // The probes' body as the real client builds it (`--probe-request-rate`).
         let probe = config.traffic.probe_request_rate.map(|_| {
-            Prepared::of(&servebench_workload::BodyBuilder::new(config).probe(), served, config, mapper, None, tower)
+            Prepared::of(
+                &servebench_workload::BodyBuilder::new(config).probe(),
+                served,
+                config,
+                mapper,
+                None,
+                tower,
+                convert,
+            )
         });
         let chat_ids = |messages: serde_json::Value| -> Result<Vec<u32>, String> {
             let mut ids = Vec::new();
@@ -151,6 +163,7 @@ impl Prepared {
         mapper: &dyn TokenMapper,
         exact: Option<usize>,
         tower: &Tower,
+        convert: Convert,
     ) -> Prepared {
         let body: serde_json::Value = match serde_json::from_slice(body) {
             Ok(v) => v,
@@ -166,7 +179,7 @@ impl Prepared {
         };
         // A pooling body may ask for several sequences (a list of inputs, a rerank's pairs).
         let sequences = if served.pooling() {
-            crate::tokens::pooling_sequences(mapper, served, &body)
+            crate::tokens::pooling_sequences(mapper, served, &body, convert)
         } else {
             let mut ids = Vec::with_capacity(exact.unwrap_or(0) + 8);
             mapper.prompt_ids(served, &body, &mut ids).map(|()| vec![ids])
@@ -181,6 +194,10 @@ impl Prepared {
         if let Some(len) = exact {
             resize_sequences(&mut sequences, len);
         }
+        let usage = (served == Api::Pooling(PoolingForm::Rerank)).then(|| {
+            let lens: Vec<usize> = sequences.iter().map(Vec::len).collect();
+            crate::tokens::rerank_usage(&lens, convert)
+        });
         let more = sequences.split_off(1);
         let Some(mut ids) = sequences.pop() else { return Prepared::failed("the request has no prompt".into()) };
         // The plan counts a prompt's text; its images' tokens follow.
@@ -190,16 +207,25 @@ impl Prepared {
         };
         // A pooling request is its prefill: one sampled token ends it (as `sim serve` runs it).
         if served.pooling() {
-            return Prepared { ids: Some(ids), more, ignore_eos: true, max_tokens: Some(1), error: None, images };
+            return Prepared {
+                ids: Some(ids),
+                more,
+                usage,
+                ignore_eos: true,
+                max_tokens: Some(1),
+                error: None,
+                images,
+            };
         }
         let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
-        Prepared { ids: Some(ids), more: Vec::new(), ignore_eos, max_tokens, error: None, images }
+        Prepared { ids: Some(ids), more: Vec::new(), usage: None, ignore_eos, max_tokens, error: None, images }
     }
 
     fn failed(error: String) -> Prepared {
         Prepared {
             ids: None,
             more: Vec::new(),
+            usage: None,
             ignore_eos: false,
             max_tokens: None,
             error: Some(error),

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
+use crate::options::Convert;
 use servebench_core::config::{Api, PoolingForm};
 use servebench_core::protocol::pooling::input_items;
 
@@ -80,7 +81,7 @@ pub fn read_as(served: Api, body: &Value) -> Api {
 }
 
 /// A rerank pair as a cross-encoder reads it: the query, one separator token, the document.
-pub fn rerank_pair(query: &[u32], document: &[u32]) -> Vec<u32> {
+fn rerank_pair(query: &[u32], document: &[u32]) -> Vec<u32> {
     let mut ids = Vec::with_capacity(query.len() + 1 + document.len());
     ids.extend_from_slice(query);
     ids.push(word_id("<|sep|>"));
@@ -88,11 +89,46 @@ pub fn rerank_pair(query: &[u32], document: &[u32]) -> Vec<u32> {
     ids
 }
 
+/// vLLM's refusal of a rerank of no documents.
+pub const NO_DOCUMENTS: &str = "At least one text_pair element must be given";
+
+/// A rerank's sequences as the deployment runs them: a cross-encoder's pairs (the query, one
+/// separator token, the document), or an embedding model's query once, then each document. A
+/// rerank of no documents is refused in vLLM's words.
+pub fn rerank_sequences<'a>(
+    query: &'a [u32],
+    documents: impl Iterator<Item = &'a [u32]>,
+    convert: Convert,
+) -> Result<Vec<Vec<u32>>, String> {
+    let mut documents = documents.peekable();
+    if documents.peek().is_none() {
+        return Err(NO_DOCUMENTS.into());
+    }
+    Ok(match convert {
+        Convert::Classify => documents.map(|d| rerank_pair(query, d)).collect(),
+        Convert::Embed => std::iter::once(query).chain(documents).map(<[u32]>::to_vec).collect(),
+    })
+}
+
+/// The prompt tokens vLLM's usage counts for a rerank run as sequences of `lens` tokens
+/// ([`rerank_sequences`]): every pair's, or for an embedding model each document's with the
+/// query's and one padding token (the pair vLLM's `_cosine_similarity` reports).
+pub fn rerank_usage(lens: &[usize], convert: Convert) -> usize {
+    match (convert, lens) {
+        (Convert::Embed, [query, documents @ ..]) => documents.iter().map(|d| query + 1 + d).sum(),
+        _ => lens.iter().sum(),
+    }
+}
+
 /// The sequences a pooling body asks the engine for, each its own request of the batch as the
-/// server schedules them: each prompt of an `input` list (texts, or lists of token ids), each
-/// (query, document) pair of a rerank (the query, one separator token, the document), or the
-/// body's one prompt.
-pub fn pooling_sequences(mapper: &dyn TokenMapper, api: Api, body: &Value) -> Result<Vec<Vec<u32>>, String> {
+/// server schedules them: each prompt of an `input` list (texts, or lists of token ids), a
+/// rerank's sequences ([`rerank_sequences`]), or the body's one prompt.
+pub fn pooling_sequences(
+    mapper: &dyn TokenMapper,
+    api: Api,
+    body: &Value,
+    convert: Convert,
+) -> Result<Vec<Vec<u32>>, String> {
     let one = |prompt: &Value| {
         let mut ids = Vec::new();
         mapper.prompt_ids(Api::Completions, &json!({ "prompt": prompt }), &mut ids).map(|()| ids)
@@ -101,7 +137,8 @@ pub fn pooling_sequences(mapper: &dyn TokenMapper, api: Api, body: &Value) -> Re
         Api::Pooling(PoolingForm::Rerank) => {
             let query = one(body.get("query").ok_or("the body has no \"query\"")?)?;
             let documents = input_items(api, body).ok_or("\"documents\" must be a list of texts")?;
-            documents.iter().map(|d| Ok(rerank_pair(&query, &one(d)?))).collect()
+            let documents = documents.iter().map(one).collect::<Result<Vec<_>, _>>()?;
+            rerank_sequences(&query, documents.iter().map(Vec::as_slice), convert)
         }
         _ => match input_items(api, body) {
             Some(items) => items.iter().map(one).collect(),
@@ -218,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_pooling_body_is_one_sequence_an_input_or_a_pair() {
-        let seqs = |api, body| pooling_sequences(&WordHashMapper, api, &body).unwrap();
+        let seqs = |api, body| pooling_sequences(&WordHashMapper, api, &body, Convert::Classify).unwrap();
         let embed = Api::Pooling(PoolingForm::Embeddings);
         assert_eq!(seqs(embed, json!({"input": "a b c"})).len(), 1);
         assert_eq!(seqs(embed, json!({"input": [1, 2, 3]})), vec![vec![1, 2, 3]]);
@@ -230,7 +267,23 @@ mod tests {
         // query, separator, document
         assert_eq!(pairs.iter().map(Vec::len).collect::<Vec<_>>(), [4, 6]);
         assert_eq!(pairs[0][..3], pairs[1][..3]);
-        assert!(pooling_sequences(&WordHashMapper, rerank, &json!({"query": "q"})).is_err());
+        assert!(pooling_sequences(&WordHashMapper, rerank, &json!({"query": "q"}), Convert::Classify).is_err());
+    }
+
+    #[test]
+    fn an_embedding_model_runs_a_rerank_s_query_once_and_counts_it_with_every_document() {
+        let body = json!({"query": "q r", "documents": ["x", "y z w"]});
+        let rerank = Api::Pooling(PoolingForm::Rerank);
+        let lens = |convert| -> Vec<usize> {
+            pooling_sequences(&WordHashMapper, rerank, &body, convert).unwrap().iter().map(Vec::len).collect()
+        };
+        // A cross-encoder: two pairs; an embedding model: the query, then each document.
+        assert_eq!(lens(Convert::Classify), [4, 6]);
+        assert_eq!(lens(Convert::Embed), [2, 1, 3]);
+        // vLLM's usage: every pair, or for each document the query, a padding token and it.
+        assert_eq!(rerank_usage(&[4, 6], Convert::Classify), 10);
+        assert_eq!(rerank_usage(&[2, 1, 3], Convert::Embed), 10);
+        assert_eq!(rerank_usage(&[2], Convert::Embed), 0);
     }
 
     #[test]

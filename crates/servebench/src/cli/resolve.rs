@@ -371,6 +371,19 @@ impl SimFlags<'_> {
     }
 }
 
+/// A simulator benchmarked with `random-rerank` scores as the flags say its model does: a
+/// reranker (a cross-encoder) unless `--no-reranker` says it is an embedding model; a
+/// `convert` option given wins.
+fn scored_as_the_workload_says(mut target: SimTarget, workload: &WorkloadSpec) -> SimTarget {
+    if let WorkloadSpec::RandomRerank { reranker, .. } = workload
+        && !target.options.iter().any(|(k, _)| k == "convert")
+    {
+        let convert = if *reranker { "classify" } else { "embed" };
+        target.options.push(("convert".into(), convert.into()));
+    }
+    target
+}
+
 /// `sim://MODEL@HARDWARE`: the address of a simulator that listens nowhere (in virtual time,
 /// or before it is started on its loopback port).
 pub fn sim_url(target: &SimTarget) -> String {
@@ -426,6 +439,7 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
         return err("--request-timeout-sec must be greater than 0");
     }
     let workload = parse_workload(f.dataset, f.content)?;
+    let sim = sim.map(|target| scored_as_the_workload_says(target, &workload));
     // A pooling backend samples nothing and generates nothing: no sampling flags in its
     // bodies, no ignore_eos forced, its latency the one percentile metric by default (vLLM's).
     let pooling = backend.api().pooling();

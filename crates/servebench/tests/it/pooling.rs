@@ -190,6 +190,30 @@ async fn a_rerank_run_scores_each_document_against_the_query() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_twin_scores_as_the_flags_say_the_model_does() {
+    // 40 prompts of 64 tokens, 5 a request. A reranker's 8 requests run 40 pairs; an embedding
+    // model's (--no-reranker: the query is one of each request's 5) 10 requests run each
+    // request's query once and its 4 documents, 49 sequences, and the usage counts each of the
+    // 39 documents with the query and a padding token, as vLLM's does. The engine's sequences
+    // show in its generated tokens, one each.
+    for (extra, requests, sequences, tokens) in [(None, 8, 40, 40 * 64), (Some("--no-reranker"), 10, 49, 39 * 129)] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let mut rerank = vec!["--dataset-name", "random-rerank", "--random-batch-size", "5", "--server-metrics"];
+        rerank.extend(extra);
+        let mut all = vec!["bench", "serve", "--sim", SIM];
+        all.extend(prompts("vllm-rerank", "40", &rerank));
+        all.extend(["--save-result", "--result-dir", d, "--result-filename", "r.json"]);
+        let out = servebench(args(&all)).await;
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{extra:?}: {stdout}\n{}", text(&out.stderr));
+        assert!(stdout.contains(&format!("generated tokens {sequences},")), "{extra:?}: {stdout}");
+        let json = read_json(&dir.path().join("r.json"));
+        assert_eq!((json["completed"].as_u64(), json["total_input_tokens"].as_u64()), (Some(requests), Some(tokens)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn image_embeddings_count_the_images_live_and_in_virtual_time() {
     // random-mm's prompts with one 256 x 256 image each, embedded by a vision-language model:
     // with the prompt (`openai-embeddings-chat`), the image alone (CLIP) or the image first

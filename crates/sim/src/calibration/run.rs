@@ -116,6 +116,7 @@ impl PreparedPoint {
                     Prepared {
                         ids: Some(ids),
                         more: Vec::new(),
+                        usage: None,
                         ignore_eos: true,
                         max_tokens: None,
                         error: None,

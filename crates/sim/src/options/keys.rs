@@ -1,7 +1,7 @@
 //! The serving options' keys with what each means: the listing an unknown key is answered with.
 
 /// Serving keys with what they mean (the listing shown for an unknown key).
-pub const SERVING_OPTION_KEYS: [(&str, &str); 38] = [
+pub const SERVING_OPTION_KEYS: [(&str, &str); 39] = [
     ("tp", "tensor-parallel size (alias tensor-parallel-size)"),
     ("pp", "pipeline-parallel size (alias pipeline-parallel-size)"),
     ("tp-nodes", "tensor parallel over every GPU of this many machines: tp = machines x GPUs per node"),
@@ -82,6 +82,10 @@ pub const SERVING_OPTION_KEYS: [(&str, &str); 38] = [
     (
         "spec-acceptance",
         "how often drafts are accepted, needed with speculative-config: the rate of each position as vLLM reports it (0.8,0.55), or one rate for all (0.7)",
+    ),
+    (
+        "convert",
+        "auto (default), classify or embed: how a rerank is scored, by a cross-encoder (one sequence a document, the query before it) or by embeddings (the query embedded once, each document alone); auto: classify for a model named a reranker or cross-encoder, embed otherwise. bench serve --sim sets it from random-rerank's --no-reranker",
     ),
     ("seed", "seed of the engine's random draws when no run seed is given"),
     (

@@ -1,5 +1,6 @@
 //! The options that pick one of several behaviours: what a request without `ignore_eos` does,
-//! the warm-up before a run, the measuring client, and which steps run in CUDA graphs.
+//! the warm-up before a run, the measuring client, which steps run in CUDA graphs, and how a
+//! pooling model scores a rerank.
 
 use serde::Serialize;
 
@@ -40,6 +41,41 @@ pub enum BenchClient {
 impl BenchClient {
     pub(crate) fn is_servebench(&self) -> bool {
         *self == BenchClient::Servebench
+    }
+}
+
+/// What a pooling deployment's model is (vLLM's `--convert`), as far as its load tells: how it
+/// scores a rerank's documents against the query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Convert {
+    /// A sequence classifier (a cross-encoder): one sequence a document, the query, a separator
+    /// and the document.
+    Classify,
+    /// An embedding model: the query embedded once and each document alone, scored by cosine
+    /// similarity (vLLM's `_embedding_score`); its usage still counts the query, a padding token
+    /// and the document for each document.
+    Embed,
+}
+
+impl Convert {
+    /// `classify` or `embed`; `auto` is `None` (the model's name decides).
+    pub fn parse(v: &str) -> Result<Option<Self>, &'static str> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(None),
+            "classify" => Ok(Some(Self::Classify)),
+            "embed" => Ok(Some(Self::Embed)),
+            _ => Err("expected auto, classify or embed"),
+        }
+    }
+
+    /// vLLM's `auto` as far as a name tells: a checkpoint named a reranker or a cross-encoder
+    /// is a sequence classifier (bge-reranker, Qwen3-Reranker served as one, ms-marco
+    /// cross-encoders); any other model pools its embeddings, as a generative architecture run
+    /// for pooling does.
+    pub fn auto(model_id: &str) -> Self {
+        let id = model_id.to_ascii_lowercase();
+        if id.contains("rerank") || id.contains("cross-encoder") { Self::Classify } else { Self::Embed }
     }
 }
 

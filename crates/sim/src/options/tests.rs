@@ -428,3 +428,16 @@ proptest::proptest! {
         proptest::prop_assert_eq!(context_length(&format!("{}K", n % 4096 + 1)), Some(Some((n % 4096 + 1) * 1024)));
     }
 }
+
+#[test]
+fn a_rerank_is_scored_as_the_model_s_name_says_unless_convert_is_given() {
+    assert_eq!(Convert::auto("BAAI/bge-reranker-v2-m3"), Convert::Classify);
+    assert_eq!(Convert::auto("Qwen/Qwen3-Reranker-0.6B"), Convert::Classify);
+    assert_eq!(Convert::auto("cross-encoder/ms-marco-MiniLM-L6-v2"), Convert::Classify);
+    assert_eq!(Convert::auto("Qwen/Qwen3-Embedding-0.6B"), Convert::Embed);
+    assert_eq!(parse("Qwen/Qwen3-8B", "h100-sxm", &[]).unwrap().convert, Convert::Embed);
+    assert_eq!(parse("Qwen/Qwen3-8B", "h100-sxm", &[("convert", "Classify")]).unwrap().convert, Convert::Classify);
+    assert_eq!(parse("Qwen/Qwen3-8B", "h100-sxm", &[("convert", "auto")]).unwrap().convert, Convert::Embed);
+    let e = parse("Qwen/Qwen3-8B", "h100-sxm", &[("convert", "reward")]).unwrap_err().to_string();
+    assert!(e.contains("expected auto, classify or embed"), "{e}");
+}

@@ -201,8 +201,10 @@ impl<'a> Client<'a> {
         let rec = &mut self.records[i];
         rec.start_ns = at - self.t0;
         self.sent_abs[i] = at;
-        let more: usize = if i < n { self.prompts.requests[i].more.iter().map(Vec::len).sum() } else { 0 };
-        let prompt_len = u32::try_from(ids.len() + more).unwrap_or(u32::MAX);
+        let prepared = self.prompts.requests.get(i).filter(|_| i < n);
+        let more: usize = prepared.map_or(0, |p| p.more.iter().map(Vec::len).sum());
+        let usage = prepared.and_then(|p| p.usage).unwrap_or(ids.len() + more);
+        let prompt_len = u32::try_from(usage).unwrap_or(u32::MAX);
         // The engine generates what the body asked for (and refuses a budget past the
         // context); the record keeps the planned length, as a real client's does.
         let max_tokens = budget.unwrap_or(u64::from(rec.max_tokens));

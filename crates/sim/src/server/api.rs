@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     pub tower: crate::media::Tower,
     /// The length of a pooling answer's vectors (the model's hidden size).
     pub embedding_dim: u32,
+    /// How the model scores a rerank.
+    pub convert: crate::options::Convert,
 }
 
 impl Shared {

@@ -290,6 +290,7 @@ fn spawn_engine(
         dialect: options.dialect,
         tower: crate::media::Tower::of(setup),
         embedding_dim: setup.model.hidden,
+        convert: setup.options.convert,
     });
     Ok((shared, pacer))
 }

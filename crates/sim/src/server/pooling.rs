@@ -6,8 +6,9 @@
 //! pooling model's head, small beside the prefill). Each input is its own sequence in the
 //! batch, as vLLM schedules a list of inputs. The vectors are deterministic noise of the
 //! model's hidden size, so an answer weighs what a real one does on the wire. A rerank runs as
-//! a cross-encoder does: each document is one sequence, the query, a separator token and the
-//! document, scored by deterministic noise.
+//! the deployment's model does ([`crate::options::Convert`]): a cross-encoder's one sequence a
+//! document (the query, a separator token, the document), or an embedding model's query once
+//! and each document alone; the scores are deterministic noise.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use super::api::{ApiError, Shared, json_text_response, read_json, unix_now};
 use super::stream::{Admission, Answer};
 use super::text::Prompt;
 use crate::engine::{EncoderInput, Rejection};
+use crate::options::Convert;
 use crate::rng::mix64;
 
 pub(crate) async fn embeddings(State(s): State<Arc<Shared>>, req: Request) -> Response {
@@ -61,12 +63,16 @@ fn sequences(s: &Shared, api: Api, body: &Value) -> Result<(Vec<Prompt>, Vec<Enc
         [q] => q.ids.clone(),
         _ => return Err(ApiError::bad_param("query", "the query must be one text")),
     };
+    // An empty list would read as one prompt of no token ids.
+    if body.get("documents").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+        return Err(ApiError::bad(crate::tokens::NO_DOCUMENTS));
+    }
     let documents = s.text.prompts_at(body, "documents", s.vocab).map_err(|e| ApiError::bad_param("documents", e))?;
-    let pairs = documents
-        .into_iter()
-        .map(|d| Prompt { ids: crate::tokens::rerank_pair(&query, &d.ids), text: d.text })
-        .collect();
-    Ok((pairs, Vec::new()))
+    let ids = crate::tokens::rerank_sequences(&query, documents.iter().map(|d| d.ids.as_slice()), s.convert)
+        .map_err(ApiError::bad)?;
+    // An embedding model's query, first, carries no document's text.
+    let texts = (ids.len() > documents.len()).then_some(None).into_iter().chain(documents.into_iter().map(|d| d.text));
+    Ok((ids.into_iter().zip(texts).map(|(ids, text)| Prompt { ids, text }).collect(), Vec::new()))
 }
 
 async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Request) -> Result<Response, ApiError> {
@@ -146,14 +152,19 @@ async fn ranked(
             v.as_u64().ok_or_else(|| ApiError::bad_param("top_n", format!("top_n must be 0 or more, got {v}")))?
         }
     };
-    let mut prompt_total = 0u64;
+    let mut lens = Vec::with_capacity(admitted.len());
     let mut results = Vec::with_capacity(admitted.len());
-    for (index, (admission, answer, text)) in admitted.into_iter().enumerate() {
+    // An embedding model's query comes first and is no result.
+    let query = usize::from(s.convert == Convert::Embed);
+    for (k, (admission, answer, text)) in admitted.into_iter().enumerate() {
         admission.collect(&answer).await.map_err(ApiError::internal)?;
-        prompt_total += u64::from(answer.prompt_tokens);
-        let score = (mix64(answer.salt) >> 11) as f64 / (1u64 << 53) as f64;
-        results.push((index, score, text));
+        lens.push(answer.prompt_tokens as usize);
+        if let Some(index) = k.checked_sub(query) {
+            let score = (mix64(answer.salt) >> 11) as f64 / (1u64 << 53) as f64;
+            results.push((index, score, text));
+        }
     }
+    let prompt_total = crate::tokens::rerank_usage(&lens, s.convert) as u64;
     results.sort_by(|a, b| b.1.total_cmp(&a.1));
     if top_n > 0 {
         results.truncate(top_n as usize);

@@ -1,7 +1,8 @@
 //! The pooling routes in-process: a list of inputs answered one vector each with their summed
 //! usage, and a rerank answered as vLLM answers it (each document's text and score, most
-//! relevant first, `top_n` of them where asked, the pairs' tokens in the usage), and an empty
-//! prompt refused in the engine's words, as the generation routes refuse it.
+//! relevant first, `top_n` of them where asked, the pairs' tokens in the usage) by a
+//! cross-encoder or an embedding model, and an empty prompt refused in the engine's words, as
+//! the generation routes refuse it.
 
 use serde_json::{Value, json};
 
@@ -53,6 +54,34 @@ async fn a_rerank_scores_each_document_and_ranks_them() {
         call(&app, "POST", "/v1/rerank", Some(json!({"model": "Qwen/Qwen3-0.6B", "documents": docs}))).await;
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("query"), "{text}");
+}
+
+#[tokio::test]
+async fn an_embedding_model_runs_a_rerank_s_query_once_and_reports_every_pair() {
+    let docs = ["a b", "c d e", "f", "g h i j"];
+    let body = json!({"model": "Qwen/Qwen3-0.6B", "query": "q r s", "documents": docs});
+    let labels = "engine=\"0\",model_name=\"Qwen/Qwen3-0.6B\"";
+    // The engine's prompt tokens: a pair a document (4 + 10), or the query once and each
+    // document (3 + 10); the answers alike, four results and every pair in the usage.
+    for (convert, engine_tokens) in [("classify", 26), ("embed", 13), ("auto", 13)] {
+        let app = app_with(&setup(&[("convert", convert)]), ServerOptions::default());
+        let (status, _, text) = call(&app, "POST", "/v1/rerank", Some(body.clone())).await;
+        assert_eq!(status, 200, "{convert}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["results"].as_array().unwrap().len(), docs.len(), "{convert}: {v}");
+        assert_eq!(v["usage"]["prompt_tokens"], 26, "{convert}: {v}");
+        let mut indices: Vec<u64> =
+            v["results"].as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
+        indices.sort_unstable();
+        assert_eq!(indices, [0, 1, 2, 3], "{convert}: {v}");
+        let (_, _, metrics) = call(&app, "GET", "/metrics", None).await;
+        let line = format!("vllm:prompt_tokens_total{{{labels}}} {engine_tokens}.0\n");
+        assert!(metrics.contains(&line), "{convert}: {line}{metrics}");
+        let none = json!({"model": "Qwen/Qwen3-0.6B", "query": "q", "documents": []});
+        let (status, _, text) = call(&app, "POST", "/v1/rerank", Some(none)).await;
+        assert_eq!(status, 400, "{convert}: {text}");
+        assert!(text.contains("At least one text_pair element must be given"), "{convert}: {text}");
+    }
 }
 
 #[tokio::test]

@@ -12,7 +12,10 @@ server does, as vLLM's engine process does, so a server that falls behind queues
 and catches up later.
 
 So a client that drives this server sees vLLM's frontend at work and nothing else: the time a
-request takes to reach the engine, and the time a step's tokens take to come out. The CPU time
+request takes to reach the engine, and the time a step's tokens take to come out. With
+`--pooling HIDDEN` the engine serves a pooling model instead (start the server with
+`--runner pooling --convert embed`): each request ends at the next step with a vector of
+HIDDEN floats, as a pooling model's prefill hands its output back. The CPU time
 of this process (the server) and of its engine child are written to `--stats` every second, so
 a driver can divide them by the requests and tokens it sent.
 
@@ -36,9 +39,11 @@ import sys
 import time
 
 
-def engine_main(in_addr: str, out_addr: str, step_s: float, prelude: list[int]) -> None:
+def engine_main(in_addr: str, out_addr: str, step_s: float, prelude: list[int], pooling: int) -> None:
     """The stand-in engine: one token a step for every running request, on its own clock; each
-    output opens with the `prelude` token ids (a gpt-oss reply's `<|channel|>final<|message|>`)."""
+    output opens with the `prelude` token ids (a gpt-oss reply's `<|channel|>final<|message|>`).
+    A pooling request (`pooling` > 0) ends at its first step with a vector of `pooling` floats."""
+    import torch
     import zmq
 
     from vllm.v1.engine import (EngineCoreOutput, EngineCoreOutputs, EngineCoreRequest,
@@ -65,6 +70,9 @@ def engine_main(in_addr: str, out_addr: str, step_s: float, prelude: list[int]) 
             kind, body = frames[0], frames[1:]
             if kind == add:
                 req = decoder.decode(body)
+                if req.pooling_params is not None:
+                    running[req.request_id] = [1, 0, -1]
+                    continue
                 max_tokens = req.sampling_params.max_tokens or 16
                 # Ordinary words of the vocabulary, so that detokenizing is typical work.
                 running[req.request_id] = [max_tokens, 0, 1000 + len(running) % 20000]
@@ -78,6 +86,13 @@ def engine_main(in_addr: str, out_addr: str, step_s: float, prelude: list[int]) 
         outputs = []
         done = []
         for rid, state in running.items():
+            if state[2] < 0:
+                outputs.append(EngineCoreOutput(
+                    request_id=rid, new_token_ids=[], pooling_output=torch.rand(pooling) - 0.5,
+                    finish_reason=FinishReason.STOP,
+                ))
+                done.append(rid)
+                continue
             token = prelude[state[1]] if state[1] < len(prelude) else state[2] + state[1] % 7
             state[1] += 1
             finished = state[1] >= state[0]
@@ -96,7 +111,7 @@ def engine_main(in_addr: str, out_addr: str, step_s: float, prelude: list[int]) 
 class StandInClient:
     """What `AsyncLLM` needs of `AsyncMPClient`, over ZMQ to the stand-in engine."""
 
-    def __init__(self, in_addr: str, out_addr: str):
+    def __init__(self, in_addr: str, out_addr: str, pooling: bool):
         import zmq
         import zmq.asyncio
 
@@ -115,6 +130,7 @@ class StandInClient:
         self.encoder = MsgpackEncoder()
         self.decoder = MsgpackDecoder(EngineCoreOutputs)
         self.engine_ranks_managed = [0]
+        self.tasks = ("encode", "embed") if pooling else ("generate",)
         self.resources = type("Resources", (), {"engine_dead": False})()
 
     async def get_output_async(self):
@@ -129,7 +145,7 @@ class StandInClient:
             await self.input_socket.send_multipart((self.abort_kind, *self.encoder.encode(list(request_ids))))
 
     async def get_supported_tasks_async(self):
-        return ("generate",)
+        return self.tasks
 
     async def reset_mm_cache_async(self) -> None:
         return None
@@ -177,6 +193,7 @@ def main() -> None:
     probe.add_argument("--step-ms", type=float, default=15.0)
     probe.add_argument("--stats", default="/tmp/frontend_probe_stats.json")
     probe.add_argument("--prelude", default="", help="token ids every output opens with, comma-separated")
+    probe.add_argument("--pooling", type=int, default=0, help="serve a pooling model of this hidden size")
     mine = probe.parse_args(argv[:split])
     serve_argv = argv[split + 1:]
 
@@ -186,13 +203,14 @@ def main() -> None:
     tag = f"{os.getpid()}"
     in_addr, out_addr = f"ipc:///tmp/fe_probe_in_{tag}", f"ipc:///tmp/fe_probe_out_{tag}"
     engine = multiprocessing.get_context("spawn").Process(
-        target=engine_main, args=(in_addr, out_addr, mine.step_ms / 1e3, [int(t) for t in mine.prelude.split(",") if t]),
+        target=engine_main,
+        args=(in_addr, out_addr, mine.step_ms / 1e3, [int(t) for t in mine.prelude.split(",") if t], mine.pooling),
         daemon=True)
     engine.start()
 
     from vllm.v1.engine import core_client
     core_client.EngineCoreClient.make_async_mp_client = staticmethod(
-        lambda *a, **k: StandInClient(in_addr, out_addr))
+        lambda *a, **k: StandInClient(in_addr, out_addr, mine.pooling > 0))
 
     import uvloop
 

@@ -301,6 +301,7 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
                 ignore_eos: p.ignore_eos,
                 arrived_ns: engine.now_ns(),
                 chat: plan.api.templated(),
+                further_input: j > 0,
                 images: if j == 0 { p.images.clone() } else { Vec::new() },
             };
             let added = engine.add(req).is_ok();

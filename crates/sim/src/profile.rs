@@ -136,6 +136,11 @@ pub struct StackProfile {
     /// the engine; rendering a chat template), ms: done for one request at a time, so a burst
     /// of arrivals queues.
     pub api_ms_per_request: f64,
+    /// The frontend's work per further input of a pooling request (its engine request, its
+    /// output and its vector in the answer), ms: the request's own work is paid once, with its
+    /// first input. A profile file that does not name it keeps the preset's.
+    #[serde(default = "api_ms_per_input")]
+    pub api_ms_per_input: f64,
     /// The frontend's work per streamed token (detokenising, writing the chunk), µs: the same
     /// one process does it after every step, so requests that arrive while it streams the
     /// running requests' tokens wait for it. Zero in profiles written before it existed.
@@ -274,6 +279,15 @@ fn tokenizer_parallel() -> f64 {
     TOKENIZER_PARALLEL
 }
 
+/// vLLM 0.11.0's API server's CPU time per further input of a `/v1/embeddings` request,
+/// measured on this repository's 2-core VM (`scripts/sim/frontend_pooling_probe.sh`: 1.04 ms a
+/// request, 0.74 an input, 4.8 µs a prompt token; CALIBRATION.md); nothing fitted.
+const API_MS_PER_INPUT: f64 = 0.74;
+
+fn api_ms_per_input() -> f64 {
+    API_MS_PER_INPUT
+}
+
 fn sparse_mla_heads() -> u32 {
     SPARSE_MLA_HEADS
 }
@@ -334,6 +348,7 @@ impl Default for StackProfile {
             alpha_api_ms: 4.47,
             api_us_per_token: 3.74,
             api_ms_per_request: 5.62,
+            api_ms_per_input: API_MS_PER_INPUT,
             tokenizer_parallel: TOKENIZER_PARALLEL,
             api_us_per_output_token: 38.1,
             dequant_ops_per_weight: Some(DEQUANT_OPS_PER_WEIGHT),
@@ -494,6 +509,7 @@ impl StackProfile {
             ("alpha_api_ms", self.alpha_api_ms, MINUTE_MS, "ms"),
             ("api_us_per_token", self.api_us_per_token, MINUTE_US, "µs"),
             ("api_ms_per_request", self.api_ms_per_request, MINUTE_MS, "ms"),
+            ("api_ms_per_input", self.api_ms_per_input, MINUTE_MS, "ms"),
             ("api_us_per_output_token", self.api_us_per_output_token, MINUTE_US, "µs"),
             ("alpha_ar_us", self.alpha_ar_us.unwrap_or(0.0), MINUTE_US, "µs"),
             ("ar_step_us", self.ar_step_us.unwrap_or(0.0), MINUTE_US, "µs"),

@@ -42,6 +42,24 @@ fn requests_that_arrive_together_queue_for_the_frontend() {
 }
 
 #[test]
+fn the_further_inputs_of_a_pooling_request_pay_an_input_s_work_not_a_request_s() {
+    // Three 10-token inputs at t = 0 (10 µs each on the tokenizing thread): as requests, 50 µs
+    // each on the loop; as one request of three inputs, 50 µs for the first and 20 for each
+    // further one.
+    let ready = |further: bool| {
+        let mut e = engine(EngineConfig { api_ns_per_input: 20_000, ..frontend_config() }, 0);
+        for tag in 0..3u64 {
+            let input = request(tag, ids(10, tag as u32 + 1), 1, 0);
+            e.add(NewRequest { further_input: further && tag > 0, ..input }).unwrap();
+        }
+        e.hand_on_settled_by(u64::MAX);
+        e.pending.iter().map(|&s| e.req(s).ready_ns).collect::<Vec<u64>>()
+    };
+    assert_eq!(ready(false), [1_060_000, 1_110_000, 1_160_000]);
+    assert_eq!(ready(true), [1_060_000, 1_080_000, 1_100_000]);
+}
+
+#[test]
 fn a_burst_of_chat_requests_reaches_the_scheduler_together_once_all_are_rendered() {
     let cfg = frontend_config();
     let chat = |tag: u64, at: u64| NewRequest { chat: true, ..request(tag, ids(100, tag as u32 + 1), 4, at) };

@@ -60,8 +60,9 @@ pub struct EngineConfig {
     /// Tokenizing per prompt token, on the API server's tokenizing thread (on its loop for a
     /// prompt rendered to token ids there), ns.
     pub api_ns_per_token: f64,
-    /// The frontend's serial work per request, ns.
+    /// The frontend's serial work per request, and per further input of a pooling request, ns.
     pub api_ns_per_request: u64,
+    pub api_ns_per_input: u64,
     /// How the tokenizing thread groups the prompts queued for it.
     pub tokenizer: Microbatch,
     /// The frontend's serial work per streamed token, ns.
@@ -96,6 +97,7 @@ impl EngineConfig {
             api_delay_ns: (s.stack.alpha_api_ms * 1e6).round() as u64,
             api_ns_per_token: s.stack.api_us_per_token * 1e3,
             api_ns_per_request: (s.stack.api_ms_per_request * 1e6).round() as u64,
+            api_ns_per_input: (s.stack.api_ms_per_input * 1e6).round() as u64,
             tokenizer: match s.options.vllm_release {
                 Some(release) if release < MICROBATCH_SINCE => Microbatch::one_at_a_time(),
                 _ => Microbatch::vllm(s.stack.tokenizer_parallel),
@@ -201,7 +203,8 @@ struct Flight {
 /// let setup = SimSetup::resolve_with(&presets, "Qwen/Qwen3-0.6B", "h100-sxm", &[], None)?;
 /// let mut engine = Engine::new(&setup, 42);
 /// let prompt = PromptTokens::Synthetic { len: 100, shared_prefix: None };
-/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos: true, arrived_ns: 0, chat: false, images: Vec::new() })?;
+/// let (ignore_eos, chat, further_input) = (true, false, false);
+/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos, arrived_ns: 0, chat, further_input, images: Vec::new() })?;
 /// let mut tokens = Vec::new();
 /// while let Some(wake) = engine.next_wakeup_ns() {
 ///     engine.advance_to(wake);
@@ -345,16 +348,13 @@ impl Engine {
                 (self.reqs.len() - 1) as u32
             }
         };
+        let own = if req.further_input { self.cfg.api_ns_per_input } else { self.cfg.api_ns_per_request };
         if rendered {
-            self.frontend.render(slot, req.arrived_ns, self.cfg.api_ns_per_request, tokenize);
+            self.frontend.render(slot, req.arrived_ns, own, tokenize);
         } else {
             // gpt-oss's chat prompt is rendered to token ids on the loop; text goes to the
             // tokenizing thread.
-            let (work, tokenize) = if req.chat {
-                (self.cfg.api_ns_per_request + tokenize, 0)
-            } else {
-                (self.cfg.api_ns_per_request, tokenize)
-            };
+            let (work, tokenize) = if req.chat { (own + tokenize, 0) } else { (own, tokenize) };
             if let Some(at) = self.frontend.take_in(slot, req.arrived_ns, work, tokenize) {
                 self.hand_on(slot, at);
             }

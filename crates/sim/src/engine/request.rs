@@ -63,6 +63,9 @@ pub struct NewRequest {
     /// It came through the chat endpoint: with a model whose chat template is Jinja, the
     /// frontend renders a burst of such requests before it tokenizes any (`Frontend::render`).
     pub chat: bool,
+    /// A further input of a pooling request whose first went before it: the frontend's work
+    /// for it is an input's (`api_ms_per_input`), not a request's.
+    pub further_input: bool,
     /// Its images: the frontend decodes each, and the tower encodes each in the step whose
     /// prefill chunk reaches its first token.
     pub images: Vec<EncoderInput>,

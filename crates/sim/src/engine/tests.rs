@@ -25,6 +25,7 @@ pub(super) fn config(total_blocks: u64, seqs: u32, budget: u32, caching: bool) -
         api_delay_ns: 0,
         api_ns_per_token: 0.0,
         api_ns_per_request: 0,
+        api_ns_per_input: 0,
         tokenizer: Microbatch::one_at_a_time(),
         api_ns_per_output_token: 0.0,
         api_servers: 1,
@@ -54,6 +55,7 @@ pub(super) fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) 
         ignore_eos: true,
         arrived_ns: at,
         chat: false,
+        further_input: false,
         images: Vec::new(),
     }
 }

@@ -220,6 +220,7 @@ impl<'a> Client<'a> {
             ignore_eos,
             arrived_ns: wire,
             chat,
+            further_input: false,
             images,
         };
         if wire > at {
@@ -256,6 +257,7 @@ impl<'a> Client<'a> {
                             ignore_eos,
                             arrived_ns: at,
                             chat,
+                            further_input: true,
                             images: Vec::new(),
                         };
                         // Checked above: the engine takes it.

@@ -74,6 +74,7 @@ impl ProbeChain {
                     ignore_eos: self.ignore_eos,
                     arrived_ns: at,
                     chat: self.chat,
+                    further_input: false,
                     images: Vec::new(),
                 };
                 match engine.add(req) {

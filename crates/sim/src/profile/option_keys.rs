@@ -1,7 +1,7 @@
 //! The option keys that set a stack constant (`t0-ms`, `gemm-eff.fp8`) and the field each names.
 
 /// Option keys that set a profile field (`gemm-eff` sets all formats, `gemm-eff.fp8` one).
-pub const PROFILE_OPTION_KEYS: [&str; 37] = [
+pub const PROFILE_OPTION_KEYS: [&str; 38] = [
     "eta-bw",
     "gemm-eff",
     "moe-eff",
@@ -23,6 +23,7 @@ pub const PROFILE_OPTION_KEYS: [&str; 37] = [
     "alpha-api-ms",
     "api-us-per-token",
     "api-ms-per-request",
+    "api-ms-per-input",
     "tokenizer-parallel",
     "api-us-per-output-token",
     "alpha-ar-us",

@@ -71,6 +71,8 @@ pub(crate) struct Arrival {
     pub ignore_eos: bool,
     /// It came through the chat endpoint.
     pub chat: bool,
+    /// A further input of a pooling request, after its first.
+    pub further_input: bool,
     /// When the request reached the server.
     pub received: Instant,
     pub events: mpsc::UnboundedSender<Event>,
@@ -241,6 +243,7 @@ impl Pacer {
             ignore_eos: a.ignore_eos,
             arrived_ns,
             chat: a.chat,
+            further_input: a.further_input,
             images: a.images,
         };
         match self.engine.add(req) {
@@ -426,6 +429,7 @@ mod tests {
                 max_tokens: 1,
                 ignore_eos: true,
                 chat: false,
+                further_input: false,
                 received,
                 events,
             };

@@ -101,12 +101,12 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
     }
     // Every input is admitted before any is awaited: they share the engine's batches.
     let mut admitted = Vec::with_capacity(prompts.len());
-    for Prompt { mut ids, text } in prompts {
+    for (k, Prompt { mut ids, text }) in prompts.into_iter().enumerate() {
         let prompt_tokens = u32::try_from(ids.len()).unwrap_or(u32::MAX);
         // The one sampled token needs a slot of the context.
         ids.truncate(s.max_model_len.saturating_sub(1).max(1) as usize);
         // Only a conversation of chat messages, one sequence, carries images.
-        let admission = s.admit(ids, images.clone(), 1, true, api, received)?;
+        let admission = s.admit(ids, images.clone(), 1, true, api, k > 0, received)?;
         let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
         admitted.push((admission, Answer { text: Arc::clone(&s.text), salt, prompt_tokens }, text));
     }

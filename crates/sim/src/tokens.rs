@@ -9,9 +9,10 @@ use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
-use crate::options::Convert;
 use servebench_core::config::{Api, PoolingForm};
 use servebench_core::protocol::pooling::input_items;
+
+use crate::options::Convert;
 
 /// The key a body holds its prompt under where it is read as it is, not as a conversation:
 /// a completions body's `prompt`, a pooling body's `input` (text, token ids, or a list of

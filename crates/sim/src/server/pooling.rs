@@ -71,7 +71,8 @@ fn sequences(s: &Shared, api: Api, body: &Value) -> Result<(Vec<Prompt>, Vec<Enc
     let ids = crate::tokens::rerank_sequences(&query, documents.iter().map(|d| d.ids.as_slice()), s.convert)
         .map_err(ApiError::bad)?;
     // An embedding model's query, first, carries no document's text.
-    let texts = (ids.len() > documents.len()).then_some(None).into_iter().chain(documents.into_iter().map(|d| d.text));
+    let query = (s.convert == Convert::Embed).then_some(None);
+    let texts = query.into_iter().chain(documents.into_iter().map(|d| d.text));
     Ok((ids.into_iter().zip(texts).map(|(ids, text)| Prompt { ids, text }).collect(), Vec::new()))
 }
 

@@ -375,10 +375,11 @@ impl NameParts {
 }
 
 /// Whether a part of a model's name marks a release or tuning of the same weights' shapes:
-/// `instruct`, `chat`, `it`, `base`, `pt` (Gemma's pretrained), `thinking`, or a four-digit date
+/// `instruct`, `chat`, `it`, `base`, `pt` (Gemma's pretrained), `thinking`, a tuning for pooling
+/// (`embedding`, `reranker`: Qwen3-Embedding-8B is Qwen3-8B's shapes), or a four-digit date
 /// (`2507`, `0528`).
 fn is_release_tag(part: &str) -> bool {
-    matches!(part, "instruct" | "chat" | "it" | "base" | "pt" | "thinking")
+    matches!(part, "instruct" | "chat" | "it" | "base" | "pt" | "thinking" | "embedding" | "reranker")
         || (part.len() == 4 && part.bytes().all(|b| b.is_ascii_digit()))
 }
 

@@ -291,6 +291,8 @@ fn a_shortened_name_finds_the_one_preset_it_fits() {
         ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
         ("Qwen/Qwen3-14B-Base", "Qwen/Qwen3-14B"),
         ("google/gemma-3-27b-pt", "google/gemma-3-27b-it"),
+        ("Qwen/Qwen3-Embedding-8B", "Qwen/Qwen3-8B"),
+        ("Qwen/Qwen3-Reranker-0.6B", "Qwen/Qwen3-0.6B"),
     ] {
         assert_eq!(p.model(name).unwrap().id, id, "{name}");
     }

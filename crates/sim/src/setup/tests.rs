@@ -228,3 +228,17 @@ fn one_gpu_per_node_hardware_takes_as_many_nodes_as_gpus() {
     let one = setup("openai/gpt-oss-120b", "h100-sxm", &[("tp", "4")]).unwrap();
     assert!(!one.notes.iter().any(|n| n.contains("nodes")), "{:?}", one.notes);
 }
+
+#[test]
+fn a_checkpoint_named_a_reranker_scores_as_one_on_its_preset_s_shapes() {
+    let p = Presets::embedded().unwrap();
+    let convert = |model: &str, pairs: &[(String, String)]| {
+        let s = SimSetup::resolve_with(&p, model, "h100-sxm", pairs, None).unwrap();
+        (s.model.id.clone(), s.options.convert)
+    };
+    assert_eq!(convert("Qwen/Qwen3-Reranker-0.6B", &[]), ("Qwen/Qwen3-0.6B".into(), Convert::Classify));
+    assert_eq!(convert("Qwen/Qwen3-Embedding-0.6B", &[]), ("Qwen/Qwen3-0.6B".into(), Convert::Embed));
+    assert_eq!(convert("Qwen/Qwen3-0.6B", &[]).1, Convert::Embed);
+    let embed = [("convert".to_string(), "embed".to_string())];
+    assert_eq!(convert("Qwen/Qwen3-Reranker-0.6B", &embed).1, Convert::Embed);
+}

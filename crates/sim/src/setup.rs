@@ -15,7 +15,7 @@ use crate::hardware::HardwareSpec;
 use crate::memory::plan_memory;
 pub use crate::memory::{KvLayout, MemoryPlan};
 use crate::model::ModelShape;
-use crate::options::{Convert, ServingOptions, SyncBecause};
+use crate::options::{Convert, ServingOptions, SyncBecause, canonical_key};
 use crate::presets::Presets;
 use crate::profile::StackProfile;
 
@@ -115,13 +115,14 @@ impl SimSetup {
     ) -> Result<SimSetup, SimError> {
         let hw = presets.hardware(hardware)?.clone();
         let shape = load_model(presets, model)?;
-        // A checkpoint asked for by a reranker's name scores as one, whichever preset gives its
-        // shapes (`Qwen/Qwen3-Reranker-0.6B` is Qwen3-0.6B's).
-        let given = options.iter().any(|(k, _)| k.trim_start_matches('-') == "convert");
-        let named =
-            (!given && Convert::auto(model) == Convert::Classify).then(|| ("convert".into(), "classify".into()));
-        let options: Vec<(String, String)> = options.iter().cloned().chain(named).collect();
-        Self::from_parts(shape, hw, &options, profile)
+        let mut setup = Self::from_parts(shape, hw, options, profile)?;
+        // `convert`'s `auto` goes by the name asked for, which a preset's shapes may not carry
+        // (`Qwen/Qwen3-Reranker-0.6B` is Qwen3-0.6B's shapes, and scores as a reranker).
+        let chosen = options.iter().any(|(k, v)| canonical_key(k) == "convert" && Convert::parse(v) != Ok(None));
+        if !chosen {
+            setup.options.convert = Convert::auto(model);
+        }
+        Ok(setup)
     }
 
     /// Builds a setup from an explicit model shape and hardware description.

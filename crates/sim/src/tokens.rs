@@ -90,25 +90,25 @@ fn rerank_pair(query: &[u32], document: &[u32]) -> Vec<u32> {
     ids
 }
 
-/// vLLM's refusal of a rerank of no documents.
-pub const NO_DOCUMENTS: &str = "At least one text_pair element must be given";
+/// A rerank body's empty `documents` list refused in vLLM's words; any other body passes.
+pub fn check_documents(body: &Value) -> Result<(), &'static str> {
+    match body.get("documents").and_then(Value::as_array) {
+        Some(documents) if documents.is_empty() => Err("At least one text_pair element must be given"),
+        _ => Ok(()),
+    }
+}
 
 /// A rerank's sequences as the deployment runs them: a cross-encoder's pairs (the query, one
-/// separator token, the document), or an embedding model's query once, then each document. A
-/// rerank of no documents is refused in vLLM's words.
+/// separator token, the document), or an embedding model's query once, then each document.
 pub fn rerank_sequences<'a>(
     query: &'a [u32],
     documents: impl Iterator<Item = &'a [u32]>,
     convert: Convert,
-) -> Result<Vec<Vec<u32>>, String> {
-    let mut documents = documents.peekable();
-    if documents.peek().is_none() {
-        return Err(NO_DOCUMENTS.into());
-    }
-    Ok(match convert {
+) -> Vec<Vec<u32>> {
+    match convert {
         Convert::Classify => documents.map(|d| rerank_pair(query, d)).collect(),
         Convert::Embed => std::iter::once(query).chain(documents).map(<[u32]>::to_vec).collect(),
-    })
+    }
 }
 
 /// The prompt tokens vLLM's usage counts for a rerank run as sequences of `lens` tokens
@@ -137,9 +137,10 @@ pub fn pooling_sequences(
     match api {
         Api::Pooling(PoolingForm::Rerank) => {
             let query = one(body.get("query").ok_or("the body has no \"query\"")?)?;
+            check_documents(body)?;
             let documents = input_items(api, body).ok_or("\"documents\" must be a list of texts")?;
             let documents = documents.iter().map(one).collect::<Result<Vec<_>, _>>()?;
-            rerank_sequences(&query, documents.iter().map(Vec::as_slice), convert)
+            Ok(rerank_sequences(&query, documents.iter().map(Vec::as_slice), convert))
         }
         _ => match input_items(api, body) {
             Some(items) => items.iter().map(one).collect(),
@@ -285,6 +286,9 @@ mod tests {
         assert_eq!(rerank_usage(&[4, 6], Convert::Classify), 10);
         assert_eq!(rerank_usage(&[2, 1, 3], Convert::Embed), 10);
         assert_eq!(rerank_usage(&[2], Convert::Embed), 0);
+        let none = json!({"query": "q", "documents": []});
+        let e = pooling_sequences(&WordHashMapper, rerank, &none, Convert::Embed).unwrap_err();
+        assert_eq!(e, "At least one text_pair element must be given");
     }
 
     #[test]

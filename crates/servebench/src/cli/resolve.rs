@@ -376,7 +376,7 @@ impl SimFlags<'_> {
 /// `convert` option given wins.
 fn scored_as_the_workload_says(mut target: SimTarget, workload: &WorkloadSpec) -> SimTarget {
     if let WorkloadSpec::RandomRerank { reranker, .. } = workload
-        && !target.options.iter().any(|(k, _)| k == "convert")
+        && !target.options.iter().any(|(k, _)| servebench_sim::canonical_option_key(k) == "convert")
     {
         let convert = if *reranker { "classify" } else { "embed" };
         target.options.push(("convert".into(), convert.into()));

@@ -63,13 +63,10 @@ fn sequences(s: &Shared, api: Api, body: &Value) -> Result<(Vec<Prompt>, Vec<Enc
         [q] => q.ids.clone(),
         _ => return Err(ApiError::bad_param("query", "the query must be one text")),
     };
-    // An empty list would read as one prompt of no token ids.
-    if body.get("documents").and_then(Value::as_array).is_some_and(Vec::is_empty) {
-        return Err(ApiError::bad(crate::tokens::NO_DOCUMENTS));
-    }
+    // Before reading: an empty list would read as one prompt of no token ids.
+    crate::tokens::check_documents(body).map_err(ApiError::bad)?;
     let documents = s.text.prompts_at(body, "documents", s.vocab).map_err(|e| ApiError::bad_param("documents", e))?;
-    let ids = crate::tokens::rerank_sequences(&query, documents.iter().map(|d| d.ids.as_slice()), s.convert)
-        .map_err(ApiError::bad)?;
+    let ids = crate::tokens::rerank_sequences(&query, documents.iter().map(|d| d.ids.as_slice()), s.convert);
     // An embedding model's query, first, carries no document's text.
     let query = (s.convert == Convert::Embed).then_some(None);
     let texts = query.into_iter().chain(documents.into_iter().map(|d| d.text));

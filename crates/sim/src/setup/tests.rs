@@ -241,4 +241,7 @@ fn a_checkpoint_named_a_reranker_scores_as_one_on_its_preset_s_shapes() {
     assert_eq!(convert("Qwen/Qwen3-0.6B", &[]).1, Convert::Embed);
     let embed = [("convert".to_string(), "embed".to_string())];
     assert_eq!(convert("Qwen/Qwen3-Reranker-0.6B", &embed).1, Convert::Embed);
+    // `auto` given is the name's rule too, whatever its key's spelling.
+    let auto = [("--convert".to_string(), "auto".to_string())];
+    assert_eq!(convert("Qwen/Qwen3-Reranker-0.6B", &auto).1, Convert::Classify);
 }

@@ -5,11 +5,12 @@
 //! label key found among the exported runs, sorted by key. JSON objects have the same keys,
 //! with the labels as one `labels` object after `target`. Numbers are written as JSON writes
 //! them (shortest exact form); an infinite request rate is `inf`, as in vLLM's JSON; a value
-//! that is not known is an empty CSV cell or `null`. The last fixed columns are the run's GPU
-//! count, its output and total tokens per second per GPU, its interactivity (1000 / median
-//! TPOT) and, where its GPUs' price is known, its cost per million output tokens, as `compare`
-//! shows them; then, where the run scraped a GPU exporter, the joules its GPUs drew and the
-//! output tokens a joule served ([`ENERGY_COLUMNS`]).
+//! that is not known is an empty CSV cell or `null`. A pooling run's input sequences a second
+//! (vLLM's `input_sequence_throughput`) follow its request throughput, empty for a generation
+//! run. The last fixed columns are the run's GPU count, its output and total tokens per second
+//! per GPU, its interactivity (1000 / median TPOT) and, where its GPUs' price is known, its cost
+//! per million output tokens, as `compare` shows them; then, where the run scraped a GPU
+//! exporter, the joules its GPUs drew and the output tokens a joule served ([`ENERGY_COLUMNS`]).
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -25,7 +26,7 @@ use crate::requests::{EXPORT_COLUMNS, export_values};
 use crate::runs::{KeyStats, RunRecords, RunRow, StoredRun};
 
 /// The fixed columns of a run, in order.
-pub const RUN_COLUMNS: [&str; 39] = [
+pub const RUN_COLUMNS: [&str; 40] = [
     "id",
     "uid",
     "kind",
@@ -41,6 +42,7 @@ pub const RUN_COLUMNS: [&str; 39] = [
     "request_rate",
     "duration_s",
     "request_throughput",
+    "input_sequence_throughput",
     "output_throughput",
     "total_token_throughput",
     "mean_ttft_ms",
@@ -87,15 +89,16 @@ fn opt_num(x: Option<f64>) -> Value {
 /// One run as a JSON object: [`RUN_COLUMNS`] and the [`ENERGY_COLUMNS`], with `labels` after
 /// `target`. This is what `runs list --json` prints, one per line.
 pub fn run_row_json(run: &StoredRun) -> Map<String, Value> {
-    let mut m = row_json(&run.row);
+    let mut m = row_json(&run.row, Quantity::InputThroughput.value(&run.summary));
     let energy = run.summary.server.as_ref().and_then(ServerTelemetry::gpu_energy_j);
     m.insert("gpu_energy_j".into(), opt_num(energy));
     m.insert("output_tokens_per_joule".into(), opt_num(Quantity::OutputTokensPerJoule.value(&run.summary)));
     m
 }
 
-/// [`RUN_COLUMNS`] of a stored row, with `labels` after `target`.
-fn row_json(row: &RunRow) -> Map<String, Value> {
+/// [`RUN_COLUMNS`] of a stored row, with `labels` after `target`, and a pooling run's input
+/// sequences a second (from its summary: the row does not keep them).
+fn row_json(row: &RunRow, input_sequence_throughput: Option<f64>) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("id".into(), json!(row.id));
     m.insert("uid".into(), json!(row.uid));
@@ -114,6 +117,7 @@ fn row_json(row: &RunRow) -> Map<String, Value> {
     m.insert("request_rate".into(), opt_num(row.request_rate));
     m.insert("duration_s".into(), num(row.duration_s));
     m.insert("request_throughput".into(), num(row.request_throughput));
+    m.insert("input_sequence_throughput".into(), opt_num(input_sequence_throughput));
     m.insert("output_throughput".into(), opt_num(row.output_throughput));
     m.insert("total_token_throughput".into(), opt_num(row.total_token_throughput));
     for (name, stats) in ["ttft", "tpot", "itl", "e2el"].iter().zip(&row.stats) {
@@ -228,7 +232,7 @@ mod tests {
     use crate::runs::{NewRun, RunFilter, RunKind, RunRef};
     use crate::testutil::sample;
     use crate::{Store, import};
-    use servebench_core::metrics::Summary;
+    use servebench_core::metrics::{PoolingFigures, Summary};
     use servebench_core::telemetry::{Series, Signal, Source};
 
     const R004: &str = include_str!("../../../testdata/vllm-reports/004-prefill-decode.txt");
@@ -290,6 +294,28 @@ mod tests {
         assert_eq!((&without["gpu_energy_j"], &without["output_tokens_per_joule"]), (&Value::Null, &Value::Null));
         let keys: Vec<&str> = with.keys().map(String::as_str).collect();
         assert_eq!(keys[keys.len() - 2..], ENERGY_COLUMNS, "the energy columns come last");
+    }
+
+    #[test]
+    fn a_pooling_run_exports_its_input_sequences_a_second() {
+        let (run, summary) = sample();
+        let pooling = PoolingFigures { total_input_sequences: Some(40), input_sequence_throughput: 171.5 };
+        let summary = Summary { pooling: Some(pooling), ..summary };
+        let mut one = Store::open_in_memory().unwrap();
+        one.insert(&NewRun::from_run(RunKind::Bench, &run, &summary)).unwrap();
+        let pooled = runs(&one);
+        let mut out = Vec::new();
+        write_runs_csv(&pooled, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let (header, row) = text.split_once('\n').unwrap();
+        let at = header.split(',').position(|c| c == "input_sequence_throughput").unwrap();
+        assert_eq!(header.split(',').nth(at - 1), Some("request_throughput"));
+        assert_eq!(row.split(',').nth(at), Some("171.5"));
+        let keys: Vec<String> = run_row_json(&pooled[0]).keys().cloned().collect();
+        let after = keys.iter().position(|k| k == "request_throughput").unwrap() + 1;
+        assert_eq!(keys[after], "input_sequence_throughput", "JSON keeps the CSV's order");
+        // A generation run has none.
+        assert_eq!(run_row_json(&runs(&store())[2])["input_sequence_throughput"], Value::Null);
     }
 
     #[test]

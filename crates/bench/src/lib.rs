@@ -151,6 +151,7 @@ pub fn loopback_plan(requests: u32, tokens: u32) -> Plan {
                 )),
                 max_tokens: tokens,
                 prompt_tokens: 8,
+                input_tokens: Vec::new(),
             })
             .collect(),
         conversations: Vec::new(),

@@ -275,6 +275,7 @@ fn level_plan(requests: usize, max_tokens: u32) -> Plan {
                 body: Bytes::from(format!(r#"{{"prompt":"selftest {i}","max_tokens":{max_tokens},"stream":true}}"#)),
                 max_tokens,
                 prompt_tokens: 8,
+                input_tokens: Vec::new(),
             })
             .collect(),
         conversations: Vec::new(),

@@ -25,6 +25,11 @@ pub struct PlannedRequest {
     /// Prompt tokens: exact when counted with a tokenizer, local or the server's
     /// (`Plan::tokens_exact`), else an estimate.
     pub prompt_tokens: u32,
+    /// Each input's own prompt tokens where the request sends several (a batch of inputs; a
+    /// rerank's query, then its documents), counted as `prompt_tokens` is; empty for a request
+    /// of one prompt. A rerank's `prompt_tokens` counts its pairs as the dataset does (the
+    /// query with each document for a reranker), so it need not be their sum.
+    pub input_tokens: Vec<u32>,
 }
 
 /// How a plan's token counts were obtained.
@@ -158,6 +163,7 @@ mod tests {
                     body: bytes::Bytes::new(),
                     max_tokens: 1,
                     prompt_tokens: 1,
+                    input_tokens: Vec::new(),
                 })
                 .collect(),
             conversations: Vec::new(),

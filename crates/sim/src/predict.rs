@@ -44,6 +44,14 @@ pub fn predict_with(plan: &Plan, config: &RunConfig, sim: &SimSetup, mapper: &dy
     predict_prepared(plan, config, sim, prompts, warmup_count(sim.options.warmup, config))
 }
 
+/// What a plan counted of a request's prompt, where it counted with the tokenizer: the total,
+/// and each input's own for a request of several (`PlannedRequest::input_tokens`).
+#[derive(Clone, Copy, Debug)]
+struct Counted<'a> {
+    total: usize,
+    inputs: &'a [u32],
+}
+
 /// A request's prompt and flags, read from its body before the run.
 #[derive(Clone, Debug)]
 pub(crate) struct Prepared {
@@ -96,7 +104,8 @@ impl Prompts {
             .requests
             .iter()
             .map(|r| {
-                let exact = (plan.tokens_exact() && r.prompt_tokens > 0).then_some(r.prompt_tokens as usize);
+                let exact = (plan.tokens_exact() && r.prompt_tokens > 0)
+                    .then_some(Counted { total: r.prompt_tokens as usize, inputs: &r.input_tokens });
                 Prepared::of(&r.body, served, config, mapper, exact, tower, convert)
             })
             .collect();
@@ -153,15 +162,15 @@ impl Prompts {
 }
 
 impl Prepared {
-    /// A request's `body` read as the server reads it at `served`: its prompt's ids (made
-    /// `exact` long where the plan knows its length), its output budget and `ignore_eos`; a
-    /// body the server would refuse is a failure naming why.
+    /// A request's `body` read as the server reads it at `served`: its prompt's ids (made as
+    /// long as the plan counted them, `exact`, where it did), its output budget and
+    /// `ignore_eos`; a body the server would refuse is a failure naming why.
     fn of(
         body: &[u8],
         served: Api,
         config: &RunConfig,
         mapper: &dyn TokenMapper,
-        exact: Option<usize>,
+        exact: Option<Counted>,
         tower: &Tower,
         convert: Convert,
     ) -> Prepared {
@@ -177,24 +186,40 @@ impl Prepared {
             Ok(m) => m,
             Err(e) => return Prepared::failed(e.to_string()),
         };
-        // A pooling body may ask for several sequences (a list of inputs, a rerank's pairs).
-        let sequences = if served.pooling() {
-            crate::tokens::pooling_sequences(mapper, served, &body, convert)
+        // A pooling body may carry several inputs (a list of them, a rerank's query and
+        // documents).
+        let inputs = if served.pooling() {
+            crate::tokens::pooling_inputs(mapper, served, &body)
         } else {
-            let mut ids = Vec::with_capacity(exact.unwrap_or(0) + 8);
+            let mut ids = Vec::with_capacity(exact.map_or(0, |c| c.total) + 8);
             mapper.prompt_ids(served, &body, &mut ids).map(|()| vec![ids])
         };
-        let mut sequences = match sequences {
+        let mut inputs = match inputs {
             Ok(s) if s.is_empty() => {
                 return Prepared::failed("the request has nothing to score: send documents".into());
             }
             Ok(s) => s,
             Err(e) => return Prepared::failed(e),
         };
-        if let Some(len) = exact {
-            resize_sequences(&mut sequences, len);
+        // Each input as long as the plan counted it, where it counted each.
+        let each = exact.filter(|c| c.inputs.len() == inputs.len());
+        for (ids, &len) in inputs.iter_mut().zip(each.map_or(&[][..], |c| c.inputs)) {
+            resize_prompt(ids, len as usize);
         }
-        let usage = (served == Api::Pooling(PoolingForm::Rerank)).then(|| {
+        // A rerank runs as the deployment scores it: pairs, or the query once.
+        let rerank = served == Api::Pooling(PoolingForm::Rerank);
+        let mut sequences = match inputs.split_first() {
+            Some((query, documents)) if rerank => {
+                crate::tokens::rerank_sequences(query, documents.iter().map(Vec::as_slice), convert)
+            }
+            _ => inputs,
+        };
+        // Else all of them as long as the plan's total (one prompt; a plan file that gives no
+        // input's count).
+        if let Some(c) = exact.filter(|_| each.is_none()) {
+            resize_sequences(&mut sequences, c.total);
+        }
+        let usage = rerank.then(|| {
             let lens: Vec<usize> = sequences.iter().map(Vec::len).collect();
             crate::tokens::rerank_usage(&lens, convert)
         });

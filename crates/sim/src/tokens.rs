@@ -121,15 +121,10 @@ pub fn rerank_usage(lens: &[usize], convert: Convert) -> usize {
     }
 }
 
-/// The sequences a pooling body asks the engine for, each its own request of the batch as the
-/// server schedules them: each prompt of an `input` list (texts, or lists of token ids), a
-/// rerank's sequences ([`rerank_sequences`]), or the body's one prompt.
-pub fn pooling_sequences(
-    mapper: &dyn TokenMapper,
-    api: Api,
-    body: &Value,
-    convert: Convert,
-) -> Result<Vec<Vec<u32>>, String> {
+/// The inputs a pooling body carries, as token ids: each prompt of an `input` list (texts, or
+/// lists of token ids), a rerank's query and then its documents (which the deployment runs as
+/// [`rerank_sequences`]), or the body's one prompt.
+pub fn pooling_inputs(mapper: &dyn TokenMapper, api: Api, body: &Value) -> Result<Vec<Vec<u32>>, String> {
     let one = |prompt: &Value| {
         let mut ids = Vec::new();
         mapper.prompt_ids(Api::Completions, &json!({ "prompt": prompt }), &mut ids).map(|()| ids)
@@ -139,8 +134,7 @@ pub fn pooling_sequences(
             let query = one(body.get("query").ok_or("the body has no \"query\"")?)?;
             check_documents(body)?;
             let documents = input_items(api, body).ok_or("\"documents\" must be a list of texts")?;
-            let documents = documents.iter().map(one).collect::<Result<Vec<_>, _>>()?;
-            Ok(rerank_sequences(&query, documents.iter().map(Vec::as_slice), convert))
+            std::iter::once(Ok(query)).chain(documents.iter().map(one)).collect()
         }
         _ => match input_items(api, body) {
             Some(items) => items.iter().map(one).collect(),
@@ -256,38 +250,41 @@ mod tests {
     }
 
     #[test]
-    fn a_pooling_body_is_one_sequence_an_input_or_a_pair() {
-        let seqs = |api, body| pooling_sequences(&WordHashMapper, api, &body, Convert::Classify).unwrap();
+    fn a_pooling_body_is_one_sequence_an_input_or_a_query_and_documents() {
+        let inputs = |api, body| pooling_inputs(&WordHashMapper, api, &body).unwrap();
         let embed = Api::Pooling(PoolingForm::Embeddings);
-        assert_eq!(seqs(embed, json!({"input": "a b c"})).len(), 1);
-        assert_eq!(seqs(embed, json!({"input": [1, 2, 3]})), vec![vec![1, 2, 3]]);
-        let two = seqs(embed, json!({"input": ["a b", "c d e"]}));
+        assert_eq!(inputs(embed, json!({"input": "a b c"})).len(), 1);
+        assert_eq!(inputs(embed, json!({"input": [1, 2, 3]})), vec![vec![1, 2, 3]]);
+        let two = inputs(embed, json!({"input": ["a b", "c d e"]}));
         assert_eq!(two.iter().map(Vec::len).collect::<Vec<_>>(), [2, 3]);
-        assert_eq!(seqs(embed, json!({"input": [[1], [2, 3]]})), vec![vec![1], vec![2, 3]]);
+        assert_eq!(inputs(embed, json!({"input": [[1], [2, 3]]})), vec![vec![1], vec![2, 3]]);
         let rerank = Api::Pooling(PoolingForm::Rerank);
-        let pairs = seqs(rerank, json!({"query": "q r", "documents": ["x", "y z w"]}));
-        // query, separator, document
-        assert_eq!(pairs.iter().map(Vec::len).collect::<Vec<_>>(), [4, 6]);
-        assert_eq!(pairs[0][..3], pairs[1][..3]);
-        assert!(pooling_sequences(&WordHashMapper, rerank, &json!({"query": "q"}), Convert::Classify).is_err());
+        let read = inputs(rerank, json!({"query": "q r", "documents": ["x", "y z w"]}));
+        assert_eq!(read.iter().map(Vec::len).collect::<Vec<_>>(), [2, 1, 3], "the query, then each document");
+        assert!(pooling_inputs(&WordHashMapper, rerank, &json!({"query": "q"})).is_err());
     }
 
     #[test]
     fn an_embedding_model_runs_a_rerank_s_query_once_and_counts_it_with_every_document() {
         let body = json!({"query": "q r", "documents": ["x", "y z w"]});
         let rerank = Api::Pooling(PoolingForm::Rerank);
+        let read = pooling_inputs(&WordHashMapper, rerank, &body).unwrap();
         let lens = |convert| -> Vec<usize> {
-            pooling_sequences(&WordHashMapper, rerank, &body, convert).unwrap().iter().map(Vec::len).collect()
+            let docs = read[1..].iter().map(Vec::as_slice);
+            rerank_sequences(&read[0], docs, convert).iter().map(Vec::len).collect()
         };
-        // A cross-encoder: two pairs; an embedding model: the query, then each document.
+        // A cross-encoder: two pairs (query, separator, document) sharing the query's ids; an
+        // embedding model: the query, then each document.
         assert_eq!(lens(Convert::Classify), [4, 6]);
+        let pairs = rerank_sequences(&read[0], read[1..].iter().map(Vec::as_slice), Convert::Classify);
+        assert_eq!(pairs[0][..3], pairs[1][..3]);
         assert_eq!(lens(Convert::Embed), [2, 1, 3]);
         // vLLM's usage: every pair, or for each document the query, a padding token and it.
         assert_eq!(rerank_usage(&[4, 6], Convert::Classify), 10);
         assert_eq!(rerank_usage(&[2, 1, 3], Convert::Embed), 10);
         assert_eq!(rerank_usage(&[2], Convert::Embed), 0);
         let none = json!({"query": "q", "documents": []});
-        let e = pooling_sequences(&WordHashMapper, rerank, &none, Convert::Embed).unwrap_err();
+        let e = pooling_inputs(&WordHashMapper, rerank, &none).unwrap_err();
         assert_eq!(e, "At least one text_pair element must be given");
     }
 

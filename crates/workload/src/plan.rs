@@ -102,9 +102,10 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     for (i, (group, &t)) in groups.iter().zip(&times).enumerate() {
         let model = models.as_ref().map_or(model, |m| m[i]);
         let samples = &dataset.samples[group.clone()];
-        let tokens: u32 = counts[group.clone()].iter().sum();
+        let own = &counts[group.clone()];
+        let tokens: u32 = own.iter().sum();
         let texts = || samples.iter().map(|s| s.prompt.as_str()).collect::<Vec<_>>();
-        let (body, max_tokens, prompt_tokens) = match (query, batched) {
+        let (body, max_tokens, prompt_tokens, input_tokens) = match (query, batched) {
             (Some((q, q_tokens)), _) => {
                 // vLLM's dataset counts a reranker's query in every pair, with a separator
                 // token; an embedding model's scoring embeds it once.
@@ -112,18 +113,20 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
                     WorkloadSpec::RandomRerank { reranker: false, .. } => q_tokens,
                     _ => (q_tokens + 1) * samples.len() as u32,
                 };
-                (bodies.rerank(model, &q.prompt, &texts()), 0, tokens + query_tokens)
+                let inputs = std::iter::once(q_tokens).chain(own.iter().copied()).collect();
+                (bodies.rerank(model, &q.prompt, &texts()), 0, tokens + query_tokens, inputs)
             }
             // A batch, even the last one of a single prompt, is a list, as vLLM sends it.
-            (None, true) => (bodies.inputs(model, &texts()), 0, tokens),
+            (None, true) => (bodies.inputs(model, &texts()), 0, tokens, own.to_vec()),
             (None, false) => {
                 let s = &samples[0];
-                (bodies.request(i, model, &s.prompt, &s.images, s.max_tokens), s.max_tokens, tokens)
+                (bodies.request(i, model, &s.prompt, &s.images, s.max_tokens), s.max_tokens, tokens, Vec::new())
             }
         };
         // Datasets give at most `n` samples (all of a file's rows for `n == 0`, which a file
         // cannot hold 2^32 of), and `n` fits in a `u32`.
-        requests.push(PlannedRequest { index: i as u32, at_ns: arrival::to_ns(t), body, max_tokens, prompt_tokens });
+        let at_ns = arrival::to_ns(t);
+        requests.push(PlannedRequest { index: i as u32, at_ns, body, max_tokens, prompt_tokens, input_tokens });
     }
     let mut conversations = dataset.conversations;
     for (c, t) in conversations.iter_mut().zip(&times) {

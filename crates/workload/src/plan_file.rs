@@ -1,6 +1,7 @@
 //! `--dry-run` / `--replay-plan`: a [`Plan`] as JSONL. The first line is a header (API, token
 //! counting, notes); then one line per request with its index, intended send time, `max_tokens`,
-//! prompt tokens and the body embedded verbatim; then one line per conversation. Reading it back
+//! prompt tokens (each input's too, `input_tokens`, for a request of several) and the body
+//! embedded verbatim; then one line per conversation. Reading it back
 //! gives the same bodies byte for byte.
 
 use std::io::{BufRead, Write};
@@ -39,6 +40,8 @@ struct RequestLine<'a> {
     at_ns: Option<u64>,
     max_tokens: u32,
     prompt_tokens: u32,
+    #[serde(default)]
+    input_tokens: Vec<u32>,
     #[serde(borrow)]
     body: &'a RawValue,
 }
@@ -73,13 +76,18 @@ pub fn write_plan(plan: &Plan, out: &mut impl Write) -> std::io::Result<()> {
         }
         write!(
             out,
-            "{{\"index\": {}, \"at_s\": {}, \"at_ns\": {}, \"max_tokens\": {}, \"prompt_tokens\": {}, \"body\": ",
+            "{{\"index\": {}, \"at_s\": {}, \"at_ns\": {}, \"max_tokens\": {}, \"prompt_tokens\": {}, ",
             r.index,
             pyjson::py_float_repr(r.at_ns as f64 / 1e9),
             r.at_ns,
             r.max_tokens,
             r.prompt_tokens
         )?;
+        if !r.input_tokens.is_empty() {
+            let counts: Vec<String> = r.input_tokens.iter().map(u32::to_string).collect();
+            write!(out, "\"input_tokens\": [{}], ", counts.join(", "))?;
+        }
+        out.write_all(b"\"body\": ")?;
         out.write_all(&r.body)?;
         out.write_all(b"}\n")?;
     }
@@ -152,6 +160,7 @@ pub fn read_plan(input: impl BufRead, path: &Path) -> Result<Plan, WorkloadError
             body: Bytes::copy_from_slice(r.body.get().as_bytes()),
             max_tokens: r.max_tokens,
             prompt_tokens: r.prompt_tokens,
+            input_tokens: r.input_tokens,
         });
     }
     if plan.requests.len() != header.requests || plan.conversations.len() != header.conversations {
@@ -217,6 +226,7 @@ mod tests {
                     body: Bytes::from_static(br#"{"model": "m", "prompt": "a\u00e9 \"x\"", "max_tokens": 3}"#),
                     max_tokens: 3,
                     prompt_tokens: 5,
+                    input_tokens: Vec::new(),
                 },
                 PlannedRequest {
                     index: 1,
@@ -224,6 +234,7 @@ mod tests {
                     body: Bytes::from_static(br#"{ "spaced" :  [1, 2.0 ] }"#),
                     max_tokens: 9,
                     prompt_tokens: 2,
+                    input_tokens: vec![1, 1],
                 },
             ],
             conversations: vec![ConversationPlan {
@@ -247,6 +258,9 @@ mod tests {
         assert!(
             text.lines().nth(2).unwrap().starts_with("{\"index\": 1, \"at_s\": 1.234567891, \"at_ns\": 1234567891,")
         );
+        // Each input's count where a request has several, and only there.
+        assert!(text.lines().nth(2).unwrap().contains("\"prompt_tokens\": 2, \"input_tokens\": [1, 1], \"body\": {"));
+        assert!(!text.lines().nth(1).unwrap().contains("input_tokens"));
         let back = read_plan(&buf[..], Path::new("mem")).unwrap();
         assert_eq!(back, p);
         let tmp = tempfile::tempdir().unwrap();
@@ -335,6 +349,7 @@ mod tests {
                 api,
                 requests: prompts.iter().enumerate().map(|(i, s)| PlannedRequest {
                     index: i as u32, at_ns: i as u64 * 333_333_333, body: b.prompt(s, 7), max_tokens: 7, prompt_tokens: 1,
+                    input_tokens: Vec::new(),
                 }).collect(),
                 conversations: Vec::new(),
                 token_counting: TokenCounting::Estimate,

@@ -31,6 +31,7 @@ pub fn plan(api: Api, n: u32, max_tokens: u32, at: impl Fn(u32) -> u64) -> Plan 
                 body: Bytes::from(format!(r#"{{"i":{i},"max_tokens":{max_tokens},"stream":true}}"#)),
                 max_tokens,
                 prompt_tokens: 8,
+                input_tokens: Vec::new(),
             })
             .collect(),
         conversations: Vec::new(),

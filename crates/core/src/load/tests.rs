@@ -23,6 +23,7 @@ fn plan(requests: &[u64], conversations: &[(u64, usize)]) -> Plan {
                 body: Bytes::new(),
                 max_tokens: 1,
                 prompt_tokens: 1,
+                input_tokens: Vec::new(),
             })
             .collect(),
         conversations: conversations

@@ -20,6 +20,7 @@ fn plan(requests: usize, turns: &[usize]) -> Plan {
                 body: Bytes::from(format!("{{\"prompt\":\"p{i}\"}}")),
                 max_tokens: 8,
                 prompt_tokens: 3,
+                input_tokens: Vec::new(),
             })
             .collect(),
         conversations: turns

@@ -209,27 +209,57 @@ async fn a_batch_of_inputs_pays_the_api_server_s_request_work_once() {
     assert!(inputs_per_s[1] > 3.0 * inputs_per_s[0], "{inputs_per_s:?}");
 }
 
+/// A rerank run of 40 prompts of 64 tokens, 5 a request (`head`: the command and its target,
+/// `extra`: more flags), with the server's metrics: its printed report and its result JSON.
+async fn rerank_run(head: &[&str], extra: &[&str]) -> (String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let mut rerank = vec!["--dataset-name", "random-rerank", "--random-batch-size", "5", "--server-metrics"];
+    rerank.extend_from_slice(extra);
+    let mut all = head.to_vec();
+    all.extend(prompts("vllm-rerank", "40", &rerank));
+    all.extend(["--save-result", "--result-dir", d, "--result-filename", "r.json"]);
+    let out = servebench(args(&all)).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{extra:?}: {stdout}\n{}", text(&out.stderr));
+    (stdout, read_json(&dir.path().join("r.json")))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_twin_scores_as_the_flags_say_the_model_does() {
-    // 40 prompts of 64 tokens, 5 a request. A reranker's 8 requests run 40 pairs; an embedding
-    // model's (--no-reranker: the query is one of each request's 5) 10 requests run each
-    // request's query once and its 4 documents, 49 sequences, and the usage counts each of the
-    // 39 documents with the query and a padding token, as vLLM's does. The engine's sequences
-    // show in its generated tokens, one each.
-    for (extra, requests, sequences, tokens) in [(None, 8, 40, 40 * 64), (Some("--no-reranker"), 10, 49, 39 * 129)] {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().to_str().unwrap();
-        let mut rerank = vec!["--dataset-name", "random-rerank", "--random-batch-size", "5", "--server-metrics"];
-        rerank.extend(extra);
-        let mut all = vec!["bench", "serve", "--sim", SIM];
-        all.extend(prompts("vllm-rerank", "40", &rerank));
-        all.extend(["--save-result", "--result-dir", d, "--result-filename", "r.json"]);
-        let out = servebench(args(&all)).await;
-        let stdout = text(&out.stdout);
-        assert!(out.status.success(), "{extra:?}: {stdout}\n{}", text(&out.stderr));
+    // A reranker's 8 requests run 40 pairs; an embedding model's (--no-reranker: the query is
+    // one of each request's 5) 10 requests run each request's query once and its 4 documents,
+    // 49 sequences, and the usage counts each of the 39 documents with the query and a padding
+    // token, as vLLM's does. The engine's sequences show in its generated tokens, one each.
+    let cases: [(&[&str], _, _, _); 2] = [(&[], 8, 40, 40 * 64), (&["--no-reranker"], 10, 49, 39 * 129)];
+    for (extra, requests, sequences, tokens) in cases {
+        let (stdout, json) = rerank_run(&["bench", "serve", "--sim", SIM], extra).await;
         assert!(stdout.contains(&format!("generated tokens {sequences},")), "{extra:?}: {stdout}");
-        let json = read_json(&dir.path().join("r.json"));
         assert_eq!((json["completed"].as_u64(), json["total_input_tokens"].as_u64()), (Some(requests), Some(tokens)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_predicted_rerank_makes_each_input_as_long_as_the_plan_counted_it() {
+    // With a tokenizer the plan counts each input: a query of 64 tokens and documents of 64
+    // under --no-reranker (10 requests, 39 documents), 31 and 32 for a reranker (8 requests,
+    // 40 documents). The twin builds its sequences from those lengths, as the model scores
+    // them, whichever the flag: an embedding model's usage counts each document with the query
+    // and a padding token (39 x 129 under the flag), a cross-encoder's pairs the same, where
+    // they were once squeezed to the dataset's count of the query once (3,136); for a reranker
+    // both come to 40 x 64.
+    let tokenizer = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/tokenizers/qwen3");
+    let head = ["sim", "predict", "--model", "Qwen/Qwen3-0.6B", "--hardware", "h100-sxm", "--tokenizer", tokenizer];
+    let cases: [(&[&str], _, _); 4] = [
+        (&["--no-reranker", "--option", "convert=embed"], 49, 39 * 129),
+        (&["--no-reranker", "--option", "convert=classify"], 39, 39 * 129),
+        (&["--option", "convert=classify"], 40, 40 * 64),
+        (&["--option", "convert=embed"], 48, 40 * 64),
+    ];
+    for (extra, sequences, tokens) in cases {
+        let (stdout, json) = rerank_run(&head, extra).await;
+        assert!(stdout.contains(&format!("generated tokens {sequences},")), "{extra:?}: {stdout}");
+        assert_eq!(json["total_input_tokens"].as_u64(), Some(tokens), "{extra:?}");
     }
 }
 

@@ -100,6 +100,7 @@ impl PreparedPoint {
                 body: Bytes::new(),
                 max_tokens: outputs[i],
                 prompt_tokens: inputs[i],
+                input_tokens: Vec::new(),
             })
             .collect();
         // The point's shared prefix: the same ids in every prompt, apart from other points'.

@@ -28,6 +28,7 @@ pub(super) fn plan(n: usize, input: impl Fn(usize) -> u32, output: impl Fn(usize
                 body: Bytes::from(body.to_string()),
                 max_tokens: output(i),
                 prompt_tokens: input(i),
+                input_tokens: Vec::new(),
             }
         })
         .collect();

@@ -36,6 +36,7 @@ fn plan(n: usize, words: usize, images: usize, height: u32, width: u32) -> Plan 
                 body: Bytes::from(body.to_string()),
                 max_tokens: 1,
                 prompt_tokens: words as u32,
+                input_tokens: Vec::new(),
             }
         })
         .collect();

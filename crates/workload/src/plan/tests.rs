@@ -353,10 +353,12 @@ fn a_batch_of_prompts_is_one_request_with_their_list_and_their_tokens() {
         // The same prompts as one a request, in order; the last batch (of 2) is a list too.
         let inputs = body["input"].as_array().unwrap();
         assert_eq!(inputs[..], prompts[4 * k..(4 * k + 4).min(10)]);
-        let tokens: u32 = single.requests[4 * k..(4 * k + 4).min(10)].iter().map(|r| r.prompt_tokens).sum();
-        assert_eq!(r.prompt_tokens, tokens);
+        let each: Vec<u32> = single.requests[4 * k..(4 * k + 4).min(10)].iter().map(|r| r.prompt_tokens).collect();
+        assert_eq!(r.prompt_tokens, each.iter().sum::<u32>());
+        assert_eq!(r.input_tokens, each, "each input's own count");
         assert_eq!(r.index, k as u32);
     }
+    assert!(single.requests.iter().all(|r| r.input_tokens.is_empty()), "one prompt: its total alone");
     assert_eq!(plan.requests[2].prompt_tokens, 80);
     c.target.backend = Backend::Vllm;
     c.target.endpoint = "/v1/completions".into();
@@ -379,12 +381,18 @@ fn a_rerank_plan_sends_the_query_with_each_batch_of_documents() {
     );
     // Each pair counts the query, a separator and its document: the input length.
     assert_eq!([plan.requests[0].prompt_tokens, plan.requests[1].prompt_tokens], [160, 80]);
+    // Each input's own count: the query's (19), then each document's (20).
+    assert_eq!(
+        [&plan.requests[0].input_tokens[..], &plan.requests[1].input_tokens[..]],
+        [&[19, 20, 20, 20, 20][..], &[19, 20, 20]]
+    );
     // Without a reranker the query is counted once, and is one of the prompts and one input
     // of each batch.
     c.workload = WorkloadSpec::RandomRerank { input_len: 40, range_ratio: 0.0, batch_size: 3, reranker: false };
     let plan = build_plan(&c, Some(qwen3())).unwrap();
     let tokens: Vec<u32> = plan.requests.iter().map(|r| r.prompt_tokens).collect();
     assert_eq!(tokens, [120, 120, 80]);
+    assert_eq!(plan.requests[2].input_tokens, [40, 40], "the query's 40, then the last document's");
     c.target.backend = Backend::OpenaiEmbeddings;
     assert!(build_plan(&c, Some(qwen3())).unwrap_err().to_string().contains("pass --backend vllm-rerank"));
 }

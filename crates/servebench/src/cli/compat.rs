@@ -73,10 +73,16 @@ const NOT_FOR_PREDICT: &[(&str, &str)] = &[
     ("--request-id-prefix", PREDICT_REACHES_NO_SERVER),
     ("--max-failures", super::resolve::STOP_RULES_NOT_PREDICTED),
     ("--stall-timeout", super::resolve::STOP_RULES_NOT_PREDICTED),
+    (
+        "--dry-run",
+        "a prediction sends nothing, so there is nothing to hold back; to keep its requests, write them with \
+         `bench serve --dry-run FILE` and the same workload flags, then predict that plan with \
+         `sim predict --replay-plan FILE`",
+    ),
 ];
 
 /// servebench's own flags among those refused (the rest are vLLM's).
-const OWN_FLAGS: &[&str] = &["--max-failures", "--stall-timeout"];
+const OWN_FLAGS: &[&str] = &["--max-failures", "--stall-timeout", "--dry-run"];
 
 const PREDICT_REACHES_NO_SERVER: &str = "it predicts in virtual time and reaches no server, so leave the server's \
      address and headers out (`bench serve` measures a server; `bench serve --sim MODEL@HARDWARE` serves the \
@@ -189,6 +195,12 @@ mod tests {
             refuse_unsupported(&os(&["servebench", "bench", "serve", "--base-url", "http://a", "--header", "k=v"]))
                 .is_ok()
         );
+        // Its requests are written by `bench serve --dry-run`, servebench's own flag.
+        let err = refuse_unsupported(&os(&["servebench", "sim", "predict", "--dry-run", "p.jsonl"])).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("the flag --dry-run is not supported by servebench in sim predict"), "{msg}");
+        assert!(msg.contains("`bench serve --dry-run FILE`") && msg.contains("--replay-plan FILE"), "{msg}");
+        assert!(refuse_unsupported(&os(&["servebench", "bench", "serve", "--dry-run", "p.jsonl"])).is_ok());
         // A model named `predict` elsewhere is not the subcommand.
         assert!(refuse_unsupported(&os(&["servebench", "sim", "step", "--model", "predict", "--host"])).is_ok());
     }

@@ -563,25 +563,6 @@ mod tests;
 mod turn_tests;
 
 #[cfg(test)]
-mod resize_tests {
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Sequences resized to a plan's count hold it exactly, each near its share.
-        #[test]
-        fn resized_sequences_hold_the_total(lens in prop::collection::vec(0usize..50, 1..8), total in 0usize..400) {
-            let mut seqs: Vec<Vec<u32>> = lens.iter().map(|&n| (0..n as u32).collect()).collect();
-            super::resize_sequences(&mut seqs, total);
-            prop_assert_eq!(seqs.iter().map(Vec::len).sum::<usize>(), total);
-            let have: usize = lens.iter().sum();
-            if have > 0 {
-                for (s, &n) in seqs.iter().zip(&lens).take(lens.len() - 1) {
-                    let share = (total * n) as f64 / have as f64;
-                    prop_assert!((s.len() as f64 - share).abs() <= 1.0, "{} against {share}", s.len());
-                }
-            }
-        }
-    }
-}
+mod input_tests;
 #[cfg(test)]
 mod vision_tests;

@@ -34,20 +34,44 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ResolveError> {
 /// The version header Anthropic's Messages API asks for, sent unless `--header` gives one.
 const ANTHROPIC_VERSION: (&str, &str) = ("anthropic-version", "2023-06-01");
 
-/// vLLM backends that are not OpenAI-compatible generation APIs (refused by name).
-const OTHER_VLLM_BACKENDS: &[&str] =
-    &["openai-audio", "infinity-embeddings-clip", "tgi", "tensorrt-llm", "deepspeed-mii", "lmdeploy", "scalellm"];
+/// vLLM's other backends (its current ones and those of earlier releases), refused by name with
+/// what to run instead: most of those engines serve the OpenAI API today.
+const OTHER_VLLM_BACKENDS: &[(&str, &str)] = &[
+    ("openai-audio", "audio transcription benchmarks are not supported yet"),
+    (
+        "infinity-embeddings-clip",
+        "Infinity's image embeddings are not supported yet; --backend infinity-embeddings benchmarks its text \
+         embeddings, and openai-embeddings-clip a CLIP model served by vLLM",
+    ),
+    (
+        "tgi",
+        "TGI serves OpenAI's chat API (its Messages API, /v1/chat/completions): run with --backend openai-chat; \
+         its own /generate_stream is not supported",
+    ),
+    (
+        "tensorrt-llm",
+        "trtllm-serve serves the OpenAI API: run with --backend openai or openai-chat; Triton's generate_stream \
+         endpoint is not supported",
+    ),
+    (
+        "deepspeed-mii",
+        "run DeepSpeed-MII's OpenAI-compatible server and --backend openai; its /mii endpoint, which does not \
+         stream, is not supported",
+    ),
+    (
+        "lmdeploy",
+        "LMDeploy's api_server is OpenAI-compatible (vLLM's client sent it completions): use --backend openai",
+    ),
+    ("scalellm", "ScaleLLM's server is OpenAI-compatible (vLLM's client sent it completions): use --backend openai"),
+];
 
 pub fn parse_backend(s: &str) -> Result<Backend, ResolveError> {
     if let Some(b) = Backend::from_name(s) {
         return Ok(b);
     }
     let known: Vec<&str> = Backend::ALL.iter().map(|(_, n)| *n).collect();
-    if OTHER_VLLM_BACKENDS.contains(&s) {
-        return err(format!(
-            "the vLLM backend {s:?} is not supported by servebench yet; supported backends: {}",
-            known.join(", ")
-        ));
+    if let Some((_, hint)) = OTHER_VLLM_BACKENDS.iter().find(|(name, _)| *name == s) {
+        return err(format!("the vLLM backend {s:?} is not supported by servebench: {hint}"));
     }
     err(format!("unknown --backend {s:?}; expected one of: {}", known.join(", ")))
 }

@@ -94,6 +94,18 @@ fn urls_follow_vllm_rules() {
     );
     assert!(check_endpoint("/v1/completions", Backend::OpenaiChat).is_err());
     assert!(parse_backend("openai-audio").unwrap_err().to_string().contains("not supported"));
+    // vLLM's other backends say what to run instead: TGI and its peers serve the OpenAI API.
+    let tgi = parse_backend("tgi").unwrap_err().to_string();
+    assert!(tgi.starts_with("the vLLM backend \"tgi\" is not supported by servebench: TGI serves"), "{tgi}");
+    assert!(tgi.contains("--backend openai-chat"), "{tgi}");
+    for name in ["tensorrt-llm", "deepspeed-mii", "lmdeploy", "scalellm"] {
+        let e = parse_backend(name).unwrap_err().to_string();
+        assert!(e.contains("--backend openai"), "{e}");
+    }
+    assert!(parse_backend("infinity-embeddings-clip").unwrap_err().to_string().contains("infinity-embeddings"));
+    assert!(
+        parse_backend("tgx").unwrap_err().to_string().starts_with("unknown --backend \"tgx\"; expected one of: vllm,")
+    );
     assert_eq!(parse_backend("openai-responses").unwrap(), Backend::OpenaiResponses);
     assert_eq!(endpoint_urls(&e, Backend::OpenaiResponses).1, "/v1/responses");
     assert!(check_endpoint("/v1/responses", Backend::OpenaiResponses).is_ok());

@@ -36,8 +36,8 @@ pub mod tokens;
 
 pub use cost::{BatchStats, CostModel, LinearCost, StepBreakdown, StepCost};
 pub use engine::{
-    Emission, Engine, EngineConfig, EngineCounters, FinishReason, NewRequest, PromptTokens, Rejection, RequestId,
-    SharedPrefix, StepReport,
+    Emission, Engine, EngineConfig, EngineCounters, FinishReason, NewRequest, Pooling, PromptTokens, Rejection,
+    RequestId, SharedPrefix, StepReport,
 };
 pub use error::SimError;
 pub use hardware::{HardwareSpec, Link, PeakTflops, Uncertainty};

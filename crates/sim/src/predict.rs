@@ -24,7 +24,7 @@ use servebench_core::plan::Plan;
 use servebench_core::record::{Failure, FailureKind, RunResult, TokenSource};
 use servebench_core::telemetry::SpecDecodeWindow;
 
-use crate::engine::{Emission, EncoderInput, Engine, NewRequest, PromptTokens};
+use crate::engine::{Emission, EncoderInput, Engine, NewRequest, Pooling, PromptTokens};
 use crate::media::Tower;
 use crate::options::{BenchClient, Convert, Warmup};
 use crate::rng::mix64;
@@ -326,7 +326,7 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
                 ignore_eos: p.ignore_eos,
                 arrived_ns: engine.now_ns(),
                 chat: plan.api.templated(),
-                further_input: j > 0,
+                pooling: Pooling::of(plan.api.pooling(), j),
                 images: if j == 0 { p.images.clone() } else { Vec::new() },
             };
             let added = engine.add(req).is_ok();

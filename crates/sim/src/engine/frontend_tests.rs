@@ -50,7 +50,8 @@ fn the_further_inputs_of_a_pooling_request_pay_an_input_s_work_not_a_request_s()
         let mut e = engine(EngineConfig { api_ns_per_input: 20_000, ..frontend_config() }, 0);
         for tag in 0..3u64 {
             let input = request(tag, ids(10, tag as u32 + 1), 1, 0);
-            e.add(NewRequest { further_input: further && tag > 0, ..input }).unwrap();
+            let pooling = if further { Pooling::of(true, tag as usize) } else { Pooling::Input };
+            e.add(NewRequest { pooling, ..input }).unwrap();
         }
         e.hand_on_settled_by(u64::MAX);
         e.pending.iter().map(|&s| e.req(s).ready_ns).collect::<Vec<u64>>()
@@ -162,4 +163,23 @@ fn with_async_scheduling_a_request_that_arrives_mid_step_waits_one_step_more() {
     let id = e.add(request(1, ids(10, 2), 2, e.now_ns())).unwrap();
     let step = e.step().expect("the new request runs");
     assert!(step.emissions.iter().any(|em| em.id == id && em.index == 1));
+}
+
+#[test]
+fn a_pooling_input_ends_with_its_step_and_generates_no_token() {
+    // Two generation requests of 4 tokens and three pooling inputs of one request: vLLM counts
+    // the generations' 8 tokens and none for the inputs, whose one step ends each with a vector;
+    // their prompts and first tokens count as any request's.
+    let mut e = engine(config(1000, 16, 4096, false), 0);
+    for tag in 0..2u64 {
+        e.add(request(tag, ids(10, tag as u32 + 1), 4, 0)).unwrap();
+    }
+    for k in 0..3usize {
+        let input = request(10 + k as u64, ids(10, 20 + k as u32), 1, 0);
+        e.add(NewRequest { pooling: Pooling::of(true, k), ..input }).unwrap();
+    }
+    let (done, _) = run_checked(&mut e);
+    assert_eq!(done.len(), 5);
+    let c = e.counters();
+    assert_eq!((c.generation_tokens, c.prompt_tokens, c.phases.first_tokens), (8, 50, 5));
 }

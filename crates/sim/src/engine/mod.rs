@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 #[cfg(test)]
 pub(crate) use frontend::CHUNK_SHARE;
 pub use phases::{PhaseTotals, RequestTimes};
-pub use request::{EncoderInput, FinishReason, NewRequest, PromptTokens, Rejection, RequestId, SharedPrefix};
+pub use request::{EncoderInput, FinishReason, NewRequest, Pooling, PromptTokens, Rejection, RequestId, SharedPrefix};
 pub use spec::SpecDraws;
 pub use tokenizer::{MICROBATCH_SINCE, Microbatch};
 
@@ -197,14 +197,14 @@ struct Flight {
 /// `next_wakeup_ns()`, then `advance_to` the wall-clock time and step again.
 ///
 /// ```
-/// use servebench_sim::{Engine, NewRequest, Presets, PromptTokens, SimSetup};
+/// use servebench_sim::{Engine, NewRequest, Pooling, Presets, PromptTokens, SimSetup};
 ///
 /// let presets = Presets::embedded()?;
 /// let setup = SimSetup::resolve_with(&presets, "Qwen/Qwen3-0.6B", "h100-sxm", &[], None)?;
 /// let mut engine = Engine::new(&setup, 42);
 /// let prompt = PromptTokens::Synthetic { len: 100, shared_prefix: None };
-/// let (ignore_eos, chat, further_input) = (true, false, false);
-/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos, arrived_ns: 0, chat, further_input, images: Vec::new() })?;
+/// let (ignore_eos, chat, pooling) = (true, false, Pooling::No);
+/// engine.add(NewRequest { tag: 7, prompt, max_tokens: 3, ignore_eos, arrived_ns: 0, chat, pooling, images: Vec::new() })?;
 /// let mut tokens = Vec::new();
 /// while let Some(wake) = engine.next_wakeup_ns() {
 ///     engine.advance_to(wake);
@@ -348,7 +348,10 @@ impl Engine {
                 (self.reqs.len() - 1) as u32
             }
         };
-        let own = if req.further_input { self.cfg.api_ns_per_input } else { self.cfg.api_ns_per_request };
+        let own = match req.pooling {
+            Pooling::FurtherInput => self.cfg.api_ns_per_input,
+            _ => self.cfg.api_ns_per_request,
+        };
         if rendered {
             self.frontend.render(slot, req.arrived_ns, own, tokenize);
         } else {

@@ -63,12 +63,36 @@ pub struct NewRequest {
     /// It came through the chat endpoint: with a model whose chat template is Jinja, the
     /// frontend renders a burst of such requests before it tokenizes any (`Frontend::render`).
     pub chat: bool,
-    /// A further input of a pooling request whose first went before it: the frontend's work
-    /// for it is an input's (`api_ms_per_input`), not a request's.
-    pub further_input: bool,
+    /// A pooling request's input, or a generation request.
+    pub pooling: Pooling,
     /// Its images: the frontend decodes each, and the tower encodes each in the step whose
     /// prefill chunk reaches its first token.
     pub images: Vec<EncoderInput>,
+}
+
+/// Whether a request is a pooling request's input: its one step ends it with a vector, not a
+/// generated token (vLLM's `generation_tokens` counts none), and a further input of the same
+/// request costs the frontend an input's work (`api_ms_per_input`), not a request's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pooling {
+    /// A generation request.
+    #[default]
+    No,
+    /// A pooling request, or its first input.
+    Input,
+    /// A further input of a pooling request whose first went before it.
+    FurtherInput,
+}
+
+impl Pooling {
+    /// A pooling API's `k`-th input of a request (from 0), or a generation request.
+    pub fn of(pooling_api: bool, k: usize) -> Pooling {
+        match (pooling_api, k) {
+            (false, _) => Pooling::No,
+            (true, 0) => Pooling::Input,
+            (true, _) => Pooling::FurtherInput,
+        }
+    }
 }
 
 /// An image of a request, where its tokens start in the prompt and the work it brings.
@@ -167,6 +191,8 @@ pub(crate) struct Req {
     pub preemptions: u32,
     /// Its images, each encoded in the step whose chunk reaches its first token.
     pub images: Vec<EncoderInput>,
+    /// A pooling input: its last step's token is no generated token.
+    pub pooled: bool,
 }
 
 impl Req {
@@ -221,6 +247,7 @@ impl Req {
             cached_tokens: 0,
             preemptions: 0,
             images: req.images.clone(),
+            pooled: req.pooling != Pooling::No,
         }
     }
 

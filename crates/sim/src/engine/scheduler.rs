@@ -258,7 +258,7 @@ impl Engine {
                     finish,
                     continues: j > 0,
                 });
-                self.counters.generation_tokens += 1;
+                self.counters.generation_tokens += u64::from(!r.pooled);
                 if finish.is_some() {
                     let times = RequestTimes {
                         tag: r.tag,

@@ -55,7 +55,7 @@ pub(super) fn request(tag: u64, prompt: PromptTokens, max_tokens: u32, at: u64) 
         ignore_eos: true,
         arrived_ns: at,
         chat: false,
-        further_input: false,
+        pooling: Pooling::No,
         images: Vec::new(),
     }
 }

@@ -15,7 +15,7 @@ use servebench_core::record::{Failure, FailureKind, OUTLIVED, RequestRecord, Tur
 
 use super::Prompts;
 use super::dispatch::Dispatch;
-use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
+use crate::engine::{Emission, Engine, NewRequest, Pooling, PromptTokens};
 
 /// An item's further sequences carry their place above this bit of their tag (a plan holds
 /// fewer than 2^32 items; probes are above bit 63).
@@ -220,7 +220,7 @@ impl<'a> Client<'a> {
             ignore_eos,
             arrived_ns: wire,
             chat,
-            further_input: false,
+            pooling: Pooling::of(self.plan.api.pooling(), 0),
             images,
         };
         if wire > at {
@@ -257,7 +257,7 @@ impl<'a> Client<'a> {
                             ignore_eos,
                             arrived_ns: at,
                             chat,
-                            further_input: true,
+                            pooling: Pooling::FurtherInput,
                             images: Vec::new(),
                         };
                         // Checked above: the engine takes it.

@@ -6,7 +6,7 @@
 
 use servebench_core::record::ProbeRecord;
 
-use crate::engine::{Emission, Engine, NewRequest, PromptTokens};
+use crate::engine::{Emission, Engine, NewRequest, Pooling, PromptTokens};
 
 /// The bit that marks a probe's engine tag.
 pub(super) const PROBE_TAG: u64 = 1 << 63;
@@ -74,7 +74,7 @@ impl ProbeChain {
                     ignore_eos: self.ignore_eos,
                     arrived_ns: at,
                     chat: self.chat,
-                    further_input: false,
+                    pooling: Pooling::No,
                     images: Vec::new(),
                 };
                 match engine.add(req) {

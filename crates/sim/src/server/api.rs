@@ -33,7 +33,7 @@ use super::metrics;
 use super::pacer::{Arrival, ToPacer};
 use super::stream::{Admission, Answer, SseStream, finish_str};
 use super::text::{Prompt, TextModel};
-use crate::engine::{EncoderInput, Rejection};
+use crate::engine::{EncoderInput, Pooling, Rejection};
 use crate::rng::mix64;
 
 /// The largest request body read (a prompt of a few hundred thousand tokens fits).
@@ -65,8 +65,8 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Hands a request to the pacer (`further_input`: an input of a pooling request after its
-    /// first).
+    /// Hands a request to the pacer (`input`: its place among a pooling request's inputs, from
+    /// 0; 0 for any other).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn admit(
         &self,
@@ -75,13 +75,14 @@ impl Shared {
         max_tokens: u32,
         ignore_eos: bool,
         api: Api,
-        further_input: bool,
+        input: usize,
         received: Instant,
     ) -> Result<Admission, ApiError> {
         let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
         let (events, rx) = mpsc::unbounded_channel();
         let chat = api.templated();
-        let arrival = Arrival { tag, prompt, images, max_tokens, ignore_eos, chat, further_input, received, events };
+        let pooling = Pooling::of(api.pooling(), input);
+        let arrival = Arrival { tag, prompt, images, max_tokens, ignore_eos, chat, pooling, received, events };
         self.pacer.send(ToPacer::Arrive(arrival)).map_err(|_| ApiError::shutting_down())?;
         Ok(Admission { tag, rx, pacer: self.pacer.clone(), ended: false })
     }
@@ -366,8 +367,7 @@ async fn generate(s: Arc<Shared>, api: Api, received: Instant, req: Request) -> 
     for (prompt, (prompt_tokens, max_tokens, echo)) in prompts.into_iter().zip(admitted) {
         let prompt_salt = prompt.ids.iter().fold(mix64(s.seed ^ 0x7072_6f6d_7074), |h, &id| mix64(h ^ u64::from(id)));
         for _ in 0..n {
-            let admission =
-                s.admit(prompt.ids.clone(), images.clone(), max_tokens, ignore_eos, api, false, received)?;
+            let admission = s.admit(prompt.ids.clone(), images.clone(), max_tokens, ignore_eos, api, 0, received)?;
             let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
             let answer = Answer { text: Arc::clone(&s.text), salt, prompt_tokens };
             let index = choices.len() as u32;

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use super::metrics::{Observed, Snapshot};
-use crate::engine::{Emission, EncoderInput, Engine, FinishReason, NewRequest, PromptTokens, RequestId};
+use crate::engine::{Emission, EncoderInput, Engine, FinishReason, NewRequest, Pooling, PromptTokens, RequestId};
 
 /// How far behind real time the engine clock may fall before it is moved up.
 pub(crate) const MAX_LAG: Duration = Duration::from_millis(20);
@@ -71,8 +71,8 @@ pub(crate) struct Arrival {
     pub ignore_eos: bool,
     /// It came through the chat endpoint.
     pub chat: bool,
-    /// A further input of a pooling request, after its first.
-    pub further_input: bool,
+    /// A pooling request's input, or a generation request.
+    pub pooling: Pooling,
     /// When the request reached the server.
     pub received: Instant,
     pub events: mpsc::UnboundedSender<Event>,
@@ -243,7 +243,7 @@ impl Pacer {
             ignore_eos: a.ignore_eos,
             arrived_ns,
             chat: a.chat,
-            further_input: a.further_input,
+            pooling: a.pooling,
             images: a.images,
         };
         match self.engine.add(req) {
@@ -429,7 +429,7 @@ mod tests {
                 max_tokens: 1,
                 ignore_eos: true,
                 chat: false,
-                further_input: false,
+                pooling: Pooling::No,
                 received,
                 events,
             };

@@ -104,7 +104,7 @@ async fn pool(s: Arc<Shared>, route: PoolingForm, received: Instant, req: Reques
         // The one sampled token needs a slot of the context.
         ids.truncate(s.max_model_len.saturating_sub(1).max(1) as usize);
         // Only a conversation of chat messages, one sequence, carries images.
-        let admission = s.admit(ids, images.clone(), 1, true, api, k > 0, received)?;
+        let admission = s.admit(ids, images.clone(), 1, true, api, k, received)?;
         let salt = mix64(s.seed ^ mix64(admission.tag.wrapping_add(1)));
         admitted.push((admission, Answer { text: Arc::clone(&s.text), salt, prompt_tokens }, text));
     }

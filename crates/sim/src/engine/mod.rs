@@ -348,10 +348,8 @@ impl Engine {
                 (self.reqs.len() - 1) as u32
             }
         };
-        let own = match req.pooling {
-            Pooling::FurtherInput => self.cfg.api_ns_per_input,
-            _ => self.cfg.api_ns_per_request,
-        };
+        let further = req.pooling == Pooling::FurtherInput;
+        let own = if further { self.cfg.api_ns_per_input } else { self.cfg.api_ns_per_request };
         if rendered {
             self.frontend.render(slot, req.arrived_ns, own, tokenize);
         } else {

@@ -89,16 +89,15 @@ fn opt_num(x: Option<f64>) -> Value {
 /// One run as a JSON object: [`RUN_COLUMNS`] and the [`ENERGY_COLUMNS`], with `labels` after
 /// `target`. This is what `runs list --json` prints, one per line.
 pub fn run_row_json(run: &StoredRun) -> Map<String, Value> {
-    let mut m = row_json(&run.row, Quantity::InputThroughput.value(&run.summary));
+    let mut m = row_json(&run.row);
     let energy = run.summary.server.as_ref().and_then(ServerTelemetry::gpu_energy_j);
     m.insert("gpu_energy_j".into(), opt_num(energy));
     m.insert("output_tokens_per_joule".into(), opt_num(Quantity::OutputTokensPerJoule.value(&run.summary)));
     m
 }
 
-/// [`RUN_COLUMNS`] of a stored row, with `labels` after `target`, and a pooling run's input
-/// sequences a second (from its summary: the row does not keep them).
-fn row_json(row: &RunRow, input_sequence_throughput: Option<f64>) -> Map<String, Value> {
+/// [`RUN_COLUMNS`] of a stored row, with `labels` after `target`.
+fn row_json(row: &RunRow) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("id".into(), json!(row.id));
     m.insert("uid".into(), json!(row.uid));
@@ -117,7 +116,7 @@ fn row_json(row: &RunRow, input_sequence_throughput: Option<f64>) -> Map<String,
     m.insert("request_rate".into(), opt_num(row.request_rate));
     m.insert("duration_s".into(), num(row.duration_s));
     m.insert("request_throughput".into(), num(row.request_throughput));
-    m.insert("input_sequence_throughput".into(), opt_num(input_sequence_throughput));
+    m.insert("input_sequence_throughput".into(), opt_num(row.input_sequence_throughput));
     m.insert("output_throughput".into(), opt_num(row.output_throughput));
     m.insert("total_token_throughput".into(), opt_num(row.total_token_throughput));
     for (name, stats) in ["ttft", "tpot", "itl", "e2el"].iter().zip(&row.stats) {

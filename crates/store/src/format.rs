@@ -14,7 +14,8 @@ const LABELS_WIDTH: usize = 60;
 /// The `runs list` table: one line per run, columns padded to their widest cell.
 ///
 /// `WHEN` is the run's own start as recorded (its local time), or, when unknown, when it was
-/// stored (UTC). `TTFT` and `TPOT` are medians in milliseconds.
+/// stored (UTC). `TTFT` and `TPOT` are medians in milliseconds. Where a listed run is a pooling
+/// run, an `INPUTS/S` column after `OUT TOK/S` gives its input sequences a second.
 pub fn list_table(rows: &[RunRow]) -> String {
     printable(&table_of(rows))
 }
@@ -38,22 +39,12 @@ fn table_of(rows: &[RunRow]) -> String {
     if rows.is_empty() {
         return "No runs match.\n".to_string();
     }
-    let header = [
-        "ID",
-        "UID",
-        "KIND",
-        "WHEN",
-        "MODEL",
-        "OK",
-        "FAIL",
-        "CONC",
-        "RATE",
-        "GPUS",
-        "OUT TOK/S",
-        "TTFT",
-        "TPOT",
-        "LABELS",
-    ];
+    let pooling = rows.iter().any(|r| r.input_sequence_throughput.is_some());
+    let mut header = vec!["ID", "UID", "KIND", "WHEN", "MODEL", "OK", "FAIL", "CONC", "RATE", "GPUS", "OUT TOK/S"];
+    if pooling {
+        header.push("INPUTS/S");
+    }
+    header.extend(["TTFT", "TPOT", "LABELS"]);
     let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for r in rows {
         let median = |m: Metric| r.key_stats(m).map_or("-".to_string(), |k| format!("{:.2}", k.median_ms));
@@ -67,7 +58,8 @@ fn table_of(rows: &[RunRow]) -> String {
             })
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        table.push(vec![
+        let number = |x: Option<f64>| x.map_or("-".into(), |t| format!("{t:.2}"));
+        let mut row = vec![
             if r.interrupted { format!("{}*", r.id) } else { r.id.to_string() },
             r.uid.clone(),
             r.kind.to_string(),
@@ -78,15 +70,18 @@ fn table_of(rows: &[RunRow]) -> String {
             r.max_concurrency.map_or("-".into(), |c| c.to_string()),
             r.request_rate.map_or("-".into(), rate),
             gpus.clone().unwrap_or_else(|| "-".into()),
-            r.output_throughput.map_or("-".into(), |t| format!("{t:.2}")),
-            median(Metric::Ttft),
-            median(Metric::Tpot),
-            cut(&labels.join(" "), LABELS_WIDTH),
-        ]);
+            number(r.output_throughput),
+        ];
+        if pooling {
+            row.push(number(r.input_sequence_throughput));
+        }
+        row.extend([median(Metric::Ttft), median(Metric::Tpot), cut(&labels.join(" "), LABELS_WIDTH)]);
+        table.push(row);
     }
     let widths: Vec<usize> =
         (0..header.len()).map(|c| table.iter().map(|row| row[c].chars().count()).max().unwrap_or(0)).collect();
-    let numeric = |c: usize| (5..13).contains(&c) || c == 0;
+    // Every column but the uid, kind, time, model and labels holds numbers.
+    let numeric = |c: usize| (5..header.len() - 1).contains(&c) || c == 0;
     let mut out = String::new();
     for row in &table {
         let mut line = String::new();
@@ -289,6 +284,30 @@ mod tests {
     }
 
     #[test]
+    fn a_pooling_run_lists_its_inputs_a_second() {
+        let mut store = Store::open_in_memory().unwrap();
+        let (run, summary) = sample();
+        store.insert(&NewRun::from_run(RunKind::Bench, &run, &summary)).unwrap();
+        let rows = |store: &Store| store.list(&Default::default()).unwrap();
+        assert!(!list_table(&rows(&store)).contains("INPUTS/S"), "no pooling run, no column");
+        let pooling = servebench_core::metrics::PoolingFigures {
+            total_input_sequences: Some(40),
+            input_sequence_throughput: 451.049,
+        };
+        let pooled = servebench_core::metrics::Summary { pooling: Some(pooling), ..summary };
+        store.insert(&NewRun::from_run(RunKind::Bench, &run, &pooled)).unwrap();
+        let table = list_table(&rows(&store));
+        let lines: Vec<&str> = table.lines().collect();
+        let header: Vec<&str> = lines[0].split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        let at = header.iter().position(|&c| c == "INPUTS/S").unwrap();
+        assert_eq!(header[at - 1], "OUT TOK/S");
+        // Right-aligned under its header: the generation run's `-`, the pooling run's rate.
+        let end = lines[0].find("INPUTS/S").unwrap() + "INPUTS/S".len();
+        assert_eq!(&lines[1][end - 1..end], "-", "{table}");
+        assert_eq!(&lines[2][end - 6..end], "451.05", "{table}");
+    }
+
+    #[test]
     fn show_a_measured_run() {
         let mut store = Store::open_in_memory().unwrap();
         let (run, summary) = sample();
@@ -351,6 +370,7 @@ mod tests {
             chunk_times: None,
             gpus: None,
             gpu_hour_cost: None,
+            input_sequence_throughput: None,
         };
         let table = list_table(std::slice::from_ref(&row));
         assert!(table.contains("2026-01-02 03:04") && table.contains("2.5") && table.contains("2.00"), "{table}");

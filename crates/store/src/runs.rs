@@ -392,6 +392,8 @@ pub struct RunRow {
     pub gpus: Option<u32>,
     /// What one of them costs an hour, when given (its summary's).
     pub gpu_hour_cost: Option<f64>,
+    /// A pooling run's input sequences a second (its summary's); `None` for a generation run.
+    pub input_sequence_throughput: Option<f64>,
 }
 
 impl RunRow {

@@ -32,8 +32,9 @@ const ROW_COLUMNS: &str = "id, uid, kind, created_at, started_at, model, backend
     total_token_throughput, mean_ttft_ms, median_ttft_ms, p99_ttft_ms, mean_tpot_ms, median_tpot_ms, p99_tpot_ms,
     mean_itl_ms, median_itl_ms, p99_itl_ms, mean_e2el_ms, median_e2el_ms, p99_e2el_ms, interrupted, source_file,
     source_line, num_requests, chunk_times, json_extract(summary_json, '$.gpus'),
-    json_extract(summary_json, '$.gpu_hour_cost')";
-const ROW_COLUMN_COUNT: usize = 36;
+    json_extract(summary_json, '$.gpu_hour_cost'),
+    json_extract(summary_json, '$.pooling.input_sequence_throughput')";
+const ROW_COLUMN_COUNT: usize = 37;
 
 /// The label that is the price an hour of a run's GPUs ([`Store::relabel`]; its count is
 /// [`GPUS_LABEL`]).
@@ -468,6 +469,7 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         chunk_times: r.get::<_, Option<String>>(33)?.as_deref().and_then(ChunkTimes::from_name),
         gpus: r.get::<_, Option<i64>>(34)?.and_then(|n| u32::try_from(n).ok()).filter(|&n| n >= 1),
         gpu_hour_cost: r.get::<_, Option<f64>>(35)?.filter(|&c| is_gpu_hour_cost(c)),
+        input_sequence_throughput: r.get(36)?,
     })
 }
 

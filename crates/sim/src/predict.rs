@@ -62,6 +62,9 @@ pub(crate) struct Prepared {
     /// The prompt tokens the server's usage reports where they are not the sequences' own (a
     /// rerank by an embedding model counts the query with every document).
     pub usage: Option<usize>,
+    /// The route reads it as a pooling body: its sequences end with their one step, generating
+    /// nothing.
+    pub pooled: bool,
     pub ignore_eos: bool,
     /// The output budget the body asks for where it gives one (`--extra-body` may override
     /// the planned length, as it does on a real server); the planned length otherwise, as
@@ -236,6 +239,7 @@ impl Prepared {
                 ids: Some(ids),
                 more,
                 usage,
+                pooled: true,
                 ignore_eos: true,
                 max_tokens: Some(1),
                 error: None,
@@ -243,7 +247,8 @@ impl Prepared {
             };
         }
         let ignore_eos = config.ignore_eos || body_ignores_eos(&body);
-        Prepared { ids: Some(ids), more: Vec::new(), usage: None, ignore_eos, max_tokens, error: None, images }
+        let more = Vec::new();
+        Prepared { ids: Some(ids), more, usage: None, pooled: false, ignore_eos, max_tokens, error: None, images }
     }
 
     fn failed(error: String) -> Prepared {
@@ -251,6 +256,7 @@ impl Prepared {
             ids: None,
             more: Vec::new(),
             usage: None,
+            pooled: false,
             ignore_eos: false,
             max_tokens: None,
             error: Some(error),
@@ -326,7 +332,7 @@ fn run_warmups(engine: &mut Engine, plan: &Plan, prompts: &Prompts, count: usize
                 ignore_eos: p.ignore_eos,
                 arrived_ns: engine.now_ns(),
                 chat: plan.api.templated(),
-                pooling: Pooling::of(plan.api.pooling(), j),
+                pooling: Pooling::of(p.pooled, j),
                 images: if j == 0 { p.images.clone() } else { Vec::new() },
             };
             let added = engine.add(req).is_ok();

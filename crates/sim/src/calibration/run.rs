@@ -118,6 +118,7 @@ impl PreparedPoint {
                         ids: Some(ids),
                         more: Vec::new(),
                         usage: None,
+                        pooled: false,
                         ignore_eos: true,
                         max_tokens: None,
                         error: None,

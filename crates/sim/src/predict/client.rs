@@ -220,7 +220,7 @@ impl<'a> Client<'a> {
             ignore_eos,
             arrived_ns: wire,
             chat,
-            pooling: Pooling::of(self.plan.api.pooling(), 0),
+            pooling: Pooling::of(prepared.is_some_and(|p| p.pooled), 0),
             images,
         };
         if wire > at {

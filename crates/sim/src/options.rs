@@ -151,10 +151,14 @@ fn known_keys() -> String {
 }
 
 impl ServingOptions {
-    /// Parses `key=value` pairs for `model` on `hw`, applying stack keys to `stack`.
+    /// Parses `key=value` pairs for `model` on `hw`, applying stack keys to `stack`. `name` is
+    /// the model as it was asked for, which `convert`'s `auto` goes by: a checkpoint's name may
+    /// fit a preset of other shapes' name (`Qwen/Qwen3-Reranker-0.6B` is Qwen3-0.6B's shapes, and
+    /// scores as a reranker).
     pub fn parse(
         pairs: &[(String, String)],
         model: &ModelShape,
+        name: &str,
         hw: &HardwareSpec,
         stack: &mut StackProfile,
     ) -> Result<Self, SimError> {
@@ -193,7 +197,7 @@ impl ServingOptions {
             eos: EosModel::None,
             warmup: Warmup::On,
             bench_client: BenchClient::Servebench,
-            convert: Convert::auto(&model.id),
+            convert: Convert::auto(name),
             seed: 0,
             vllm_release: None,
             speculative: None,
@@ -359,7 +363,7 @@ impl ServingOptions {
                         _ => return Err(bad("expected servebench or vllm")),
                     };
                 }
-                "convert" => o.convert = Convert::parse(v).map_err(bad)?.unwrap_or_else(|| Convert::auto(&model.id)),
+                "convert" => o.convert = Convert::parse(v).map_err(bad)?.unwrap_or_else(|| Convert::auto(name)),
                 "seed" => o.seed = v.parse().map_err(|_| bad("expected a whole number"))?,
                 "speculative-config" => spec_config = Some(spec::parse_config(v).map_err(|e| bad(&e))?),
                 "num-speculative-tokens" => {

@@ -15,7 +15,7 @@ use crate::hardware::HardwareSpec;
 use crate::memory::plan_memory;
 pub use crate::memory::{KvLayout, MemoryPlan};
 use crate::model::ModelShape;
-use crate::options::{Convert, ServingOptions, SyncBecause, canonical_key};
+use crate::options::{ServingOptions, SyncBecause};
 use crate::presets::Presets;
 use crate::profile::StackProfile;
 
@@ -115,19 +115,24 @@ impl SimSetup {
     ) -> Result<SimSetup, SimError> {
         let hw = presets.hardware(hardware)?.clone();
         let shape = load_model(presets, model)?;
-        let mut setup = Self::from_parts(shape, hw, options, profile)?;
-        // `convert`'s `auto` goes by the name asked for, which a preset's shapes may not carry
-        // (`Qwen/Qwen3-Reranker-0.6B` is Qwen3-0.6B's shapes, and scores as a reranker).
-        let chosen = options.iter().any(|(k, v)| canonical_key(k) == "convert" && Convert::parse(v) != Ok(None));
-        if !chosen {
-            setup.options.convert = Convert::auto(model);
-        }
-        Ok(setup)
+        Self::assemble(shape, model, hw, options, profile)
     }
 
     /// Builds a setup from an explicit model shape and hardware description.
     pub fn from_parts(
+        model: ModelShape,
+        hardware: HardwareSpec,
+        options: &[(String, String)],
+        profile: Option<&Path>,
+    ) -> Result<SimSetup, SimError> {
+        let name = model.id.clone();
+        Self::assemble(model, &name, hardware, options, profile)
+    }
+
+    /// [`SimSetup::from_parts`] for a model asked for as `name` (see [`ServingOptions::parse`]).
+    fn assemble(
         mut model: ModelShape,
+        name: &str,
         hardware: HardwareSpec,
         options: &[(String, String)],
         profile: Option<&Path>,
@@ -136,7 +141,7 @@ impl SimSetup {
         if let Some(path) = profile {
             stack.apply_file(path)?;
         }
-        let mut opts = ServingOptions::parse(options, &model, &hardware, &mut stack)?;
+        let mut opts = ServingOptions::parse(options, &model, name, &hardware, &mut stack)?;
         if let Some(p) = opts.precision {
             model.precision = p;
             model.attention_precision = None;

@@ -8,7 +8,7 @@ pub(super) fn parse(model: &str, hw: &str, pairs: &[(&str, &str)]) -> Result<Ser
     let hw = p.hardware(hw).unwrap();
     let mut stack = hw.stack.clone();
     let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    ServingOptions::parse(&pairs, &p.model(model).unwrap(), hw, &mut stack)
+    ServingOptions::parse(&pairs, &p.model(model).unwrap(), model, hw, &mut stack)
 }
 
 #[test]

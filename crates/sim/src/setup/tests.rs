@@ -1,6 +1,7 @@
 //! Tests of resolving a deployment: its memory plan, notes, options and prediction band.
 
 use super::*;
+use crate::options::Convert;
 
 /// A target resolved from the embedded presets, as `sim predict` resolves it.
 pub(crate) fn setup(model: &str, hw: &str, pairs: &[(&str, &str)]) -> Result<SimSetup, SimError> {

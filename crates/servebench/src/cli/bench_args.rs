@@ -84,7 +84,10 @@ impl Default for EndpointArgs {
 pub struct RequestArgs {
     /// Backend or endpoint type: vllm, openai (completions), openai-chat, vllm-chat,
     /// openai-responses (the Responses API, /v1/responses), anthropic-messages (Anthropic's
-    /// Messages API, /v1/messages), sglang, llama.cpp.
+    /// Messages API, /v1/messages), sglang, llama.cpp; for pooling models openai-embeddings
+    /// (/v1/embeddings), openai-embeddings-chat, openai-embeddings-clip,
+    /// openai-embeddings-vlm2vec, infinity-embeddings, vllm-pooling (/pooling) and vllm-rerank
+    /// (/v1/rerank).
     #[arg(long, default_value = "openai")]
     pub backend: String,
     /// API endpoint path, which must fit --backend (default depends on it: /v1/completions,
@@ -471,5 +474,18 @@ mod tests {
         let d = DatasetArgs::default();
         assert_eq!((d.dataset_name.as_str(), d.random_input_len, d.max_turns), ("random", 1024, 8));
         assert_eq!(RunExtraArgs::default().request_timeout_sec, 6.0 * 3600.0);
+    }
+
+    #[test]
+    fn the_backend_help_names_every_backend() {
+        use clap::CommandFactory;
+        let mut cmd = crate::cli::Cli::command();
+        let bench = cmd.find_subcommand_mut("bench").and_then(|b| b.find_subcommand_mut("serve")).unwrap();
+        let backend = bench.get_arguments().find(|a| a.get_id() == "backend").unwrap();
+        let help = backend.get_help().unwrap().to_string();
+        let words: Vec<&str> = help.split(|c: char| c.is_whitespace() || ",;()".contains(c)).collect();
+        for (_, name) in servebench_core::config::Backend::ALL {
+            assert!(words.contains(&name), "--backend's help leaves out {name}: {help}");
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Images in a request body, as the simulated server reads them: each chat content part of type
-//! `image_url` (OpenAI's form, `{"image_url": {"url": ...}}` or the URL as a string) is sized
+//! `image_url` (OpenAI's form, `{"image_url": {"url": ...}}` or the URL as a string), or a
+//! pooling body's `input` of modality image (Infinity's form), is sized
 //! from the JPEG or PNG header of its `data:` URL or of the local file a `file://` URL names
 //! (what vLLM's `custom_image` dataset sends), without decoding the picture, and turned into
 //! the tower's work and prompt tokens by the model's [`Vision`]. Remote URLs are not fetched:
@@ -32,10 +33,14 @@ pub struct Image {
     pub key: u64,
 }
 
-/// The images of a chat, Responses or Messages body, in order; none for completions.
-/// `vision` is the model's tower, `None` for a model without one (an image is then refused).
+/// The images of a chat, Responses or Messages body, in order, or the one image a pooling
+/// body's `input` is ([`crate::tokens::image_input`]); none for completions. `vision` is the
+/// model's tower, `None` for a model without one (an image is then refused).
 pub fn images(api: Api, body: &Value, vision: Option<&Vision>) -> Result<Vec<Image>, String> {
-    // A prompt read as it is (completions, a pooling input) carries no images.
+    if let Some(url) = crate::tokens::image_input(api, body)? {
+        return Ok(vec![image(url, vision)?]);
+    }
+    // A prompt read as it is (completions, a text input) carries no images.
     if crate::tokens::prompt_key(api).is_some() {
         return Ok(Vec::new());
     }
@@ -51,17 +56,22 @@ pub fn images(api: Api, body: &Value, vision: Option<&Vision>) -> Result<Vec<Ima
             Some(v) => v.get("url").and_then(Value::as_str).ok_or("an image_url part has no \"url\"")?,
             None => return Err("an image_url part has no \"image_url\"".into()),
         };
-        let Some(vision) = vision else {
-            return Err("this model takes no images (it has no vision tower); send text, or simulate a \
-                        vision-language model"
-                .into());
-        };
-        let (height, width) = size(url)?;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        url.hash(&mut h);
-        out.push(Image { work: vision.image(height, width), key: h.finish() });
+        out.push(image(url, vision)?);
     }
     Ok(out)
+}
+
+/// The image at `url` as the model's tower takes it.
+fn image(url: &str, vision: Option<&Vision>) -> Result<Image, String> {
+    let Some(vision) = vision else {
+        return Err("this model takes no images (it has no vision tower); send text, or simulate a \
+                    vision-language model"
+            .into());
+    };
+    let (height, width) = size(url)?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    url.hash(&mut h);
+    Ok(Image { work: vision.image(height, width), key: h.finish() })
 }
 
 /// vLLM's default cap on the images of one prompt, where `--limit-mm-per-prompt` gives none.

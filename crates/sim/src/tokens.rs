@@ -25,6 +25,24 @@ pub fn prompt_key(api: Api) -> Option<&'static str> {
     }
 }
 
+/// The image URL a pooling body's `input` is where the body says `"modality": "image"`
+/// (Infinity's form, which vLLM's `infinity-embeddings-clip` sends: the image in place of the
+/// text); `None` for text (`"text"`, or no modality) and for every other API. Another modality
+/// is refused with what the simulator embeds.
+pub fn image_input(api: Api, body: &Value) -> Result<Option<&str>, String> {
+    if !matches!(api, Api::Pooling(PoolingForm::Embeddings | PoolingForm::Infinity | PoolingForm::Pooling)) {
+        return Ok(None);
+    }
+    match body.get("modality").and_then(Value::as_str) {
+        None | Some("text") => Ok(None),
+        Some("image") => match body.get("input") {
+            Some(Value::String(url)) => Ok(Some(url)),
+            _ => Err("an input of modality \"image\" must be one image URL".into()),
+        },
+        Some(other) => Err(format!("the simulator embeds text and images; modality {other:?} is not supported")),
+    }
+}
+
 /// The chat messages a templated request's body stands for: a chat body's `messages`; a
 /// Responses body's `instructions` as the system message, then its `input`, a text (one user
 /// message) or a list of messages; a Messages body's `system` (a text or a list of text
@@ -136,6 +154,8 @@ pub fn pooling_inputs(mapper: &dyn TokenMapper, api: Api, body: &Value) -> Resul
             let documents = input_items(api, body).ok_or("\"documents\" must be a list of texts")?;
             std::iter::once(Ok(query)).chain(documents.iter().map(one)).collect()
         }
+        // An image in place of the text: no text token; its own follow ([`crate::media`]).
+        _ if image_input(api, body)?.is_some() => Ok(vec![Vec::new()]),
         _ => match input_items(api, body) {
             Some(items) => items.iter().map(one).collect(),
             None => {
@@ -247,6 +267,24 @@ mod tests {
         assert_eq!(a[..4], b[..4]);
         let t = ids(Api::Completions, json!({"prompt": [1, 2, 3]})).unwrap();
         assert_eq!(t, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn an_input_of_modality_image_is_an_image_url_and_no_text() {
+        let embed = Api::Pooling(PoolingForm::Embeddings);
+        let image = json!({"input": "data:image/png;base64,AAAA", "modality": "image"});
+        assert_eq!(image_input(embed, &image), Ok(Some("data:image/png;base64,AAAA")));
+        assert_eq!(pooling_inputs(&WordHashMapper, embed, &image).unwrap(), vec![Vec::<u32>::new()]);
+        for text in [json!({"input": "a b", "modality": "text"}), json!({"input": "a b"})] {
+            assert_eq!(image_input(embed, &text), Ok(None));
+            assert_eq!(pooling_inputs(&WordHashMapper, embed, &text).unwrap()[0].len(), 2);
+        }
+        // Only a pooling input reads a modality; a rerank or a completion ignores the key.
+        assert_eq!(image_input(Api::Completions, &image), Ok(None));
+        assert_eq!(image_input(Api::Pooling(PoolingForm::Rerank), &image), Ok(None));
+        let audio = json!({"input": "x", "modality": "audio"});
+        assert!(image_input(embed, &audio).unwrap_err().contains("\"audio\" is not supported"));
+        assert!(image_input(embed, &json!({"input": ["x"], "modality": "image"})).is_err());
     }
 
     #[test]

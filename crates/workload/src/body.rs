@@ -137,7 +137,8 @@ impl BodyBuilder {
 
     /// The body for a prompt followed by images (`data:` or other URLs), each an `image_url`
     /// part after the text part of the chat message, as vLLM's chat client sends them. Only a
-    /// chat body carries images; the plan refuses them for the other APIs.
+    /// chat body (and Infinity's, one image in place of the prompt) carries images; the plan
+    /// refuses them for the other APIs.
     pub fn with_images(&self, model: &str, prompt: &str, images: &[String], max_tokens: u32) -> Bytes {
         self.build(model, prompt, images, false, max_tokens)
     }
@@ -156,6 +157,12 @@ impl BodyBuilder {
             }
             // One prompt to rerank (a probe's) is scored against itself.
             Api::Pooling(PoolingForm::Rerank) => return self.rerank(model, prompt, &[prompt]),
+            // Infinity's image input: the one image's URL in place of the text, as vLLM's
+            // `infinity-embeddings-clip` sends a request with an image (the plan refuses more).
+            Api::Pooling(PoolingForm::Infinity) if !images.is_empty() => {
+                p.insert("input".into(), Value::String(images[0].clone()));
+                p.insert("modality".into(), Value::String("image".into()));
+            }
             Api::Pooling(_) => return self.pooling(model, Value::String(prompt.to_string())),
             Api::Completions => {
                 p.insert("prompt".into(), Value::String(prompt.to_string()));
@@ -341,6 +348,12 @@ mod tests {
         // Without images the prompt goes as it is; the chat backend puts images after it.
         assert!(body(Backend::OpenaiEmbeddingsClip, 1, &[]).contains(r#"[{"type": "text", "text": "p"}]"#));
         assert!(body(Backend::OpenaiEmbeddingsChat, 1, &img).contains(&format!(r#""text": "p"}}, {part}]"#)));
+        // Infinity's CLIP input: the image's URL alone, with its modality; else the prompt.
+        assert_eq!(
+            body(Backend::InfinityEmbeddingsClip, 0, &img),
+            r#"{"model": "m", "input": "data:x", "modality": "image"}"#
+        );
+        assert_eq!(body(Backend::InfinityEmbeddingsClip, 1, &[]), r#"{"model": "m", "input": "p"}"#);
     }
 
     #[test]

@@ -77,11 +77,22 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
     };
 
     let chat_messages = matches!(api, Api::Chat | Api::Pooling(PoolingForm::EmbeddingsChat));
-    if !chat_messages && dataset.samples.iter().any(|s| !s.images.is_empty()) {
+    let backend = config.target.backend;
+    let one_image = backend.image_prompt().is_some() && !chat_messages;
+    if !chat_messages && !one_image && dataset.samples.iter().any(|s| !s.images.is_empty()) {
         return Err(WorkloadError::Invalid(format!(
             "images go in chat messages, not in `{}` requests; pass --backend openai-chat (or an image embedding \
-             backend: openai-embeddings-chat, openai-embeddings-clip, openai-embeddings-vlm2vec)",
-            config.target.backend.name()
+             backend: openai-embeddings-chat, openai-embeddings-clip, openai-embeddings-vlm2vec, \
+             infinity-embeddings-clip)",
+            backend.name()
+        )));
+    }
+    if let Some(most) = dataset.samples.iter().map(|s| s.images.len()).max().filter(|&m| one_image && m > 1) {
+        return Err(WorkloadError::Invalid(format!(
+            "{} sends one image a request, in place of its text, and a request here has {most}; send one \
+             (--random-mm-base-items-per-request 1 --random-mm-num-mm-items-range-ratio 0, random-mm's defaults), \
+             or embed several with openai-embeddings-chat",
+            backend.name()
         )));
     }
     let bodies = BodyBuilder::new(config);

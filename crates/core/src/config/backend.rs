@@ -32,7 +32,8 @@ pub enum PoolingForm {
     /// `/v1/embeddings` with the prompt as one user message (`openai-embeddings-chat`).
     EmbeddingsChat,
     /// `/embeddings` of Infinity's server: `input` without vLLM's truncation key
-    /// (`infinity-embeddings`).
+    /// (`infinity-embeddings`), or one image's URL as the `input` with `"modality": "image"`
+    /// (`infinity-embeddings-clip`).
     Infinity,
     /// vLLM's `/pooling` with `input` (`vllm-pooling`).
     Pooling,
@@ -105,7 +106,8 @@ impl Api {
 /// `_preprocess_clip` and `_preprocess_vlm2vec`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImagePrompt {
-    /// The images alone, after an empty text part (`openai-embeddings-clip`).
+    /// The images alone: after an empty text part (`openai-embeddings-clip`), or the one image
+    /// as the `input` (`infinity-embeddings-clip`).
     Clip,
     /// The images first, then "Represent the given image." for an even request index, or that
     /// sentence with the prompt as a question for an odd one (`openai-embeddings-vlm2vec`).
@@ -132,11 +134,12 @@ pub enum Backend {
     VllmRerank,
     OpenaiEmbeddingsClip,
     OpenaiEmbeddingsVlm2vec,
+    InfinityEmbeddingsClip,
 }
 
 impl Backend {
     /// Every backend with its command-line spelling.
-    pub const ALL: [(Backend, &'static str); 15] = [
+    pub const ALL: [(Backend, &'static str); 16] = [
         (Backend::Vllm, "vllm"),
         (Backend::Openai, "openai"),
         (Backend::OpenaiChat, "openai-chat"),
@@ -152,6 +155,7 @@ impl Backend {
         (Backend::VllmRerank, "vllm-rerank"),
         (Backend::OpenaiEmbeddingsClip, "openai-embeddings-clip"),
         (Backend::OpenaiEmbeddingsVlm2vec, "openai-embeddings-vlm2vec"),
+        (Backend::InfinityEmbeddingsClip, "infinity-embeddings-clip"),
     ];
 
     /// The spelling used on the command line and in vLLM's result JSON.
@@ -174,7 +178,7 @@ impl Backend {
             Backend::OpenaiEmbeddingsChat | Backend::OpenaiEmbeddingsClip | Backend::OpenaiEmbeddingsVlm2vec => {
                 Api::Pooling(PoolingForm::EmbeddingsChat)
             }
-            Backend::InfinityEmbeddings => Api::Pooling(PoolingForm::Infinity),
+            Backend::InfinityEmbeddings | Backend::InfinityEmbeddingsClip => Api::Pooling(PoolingForm::Infinity),
             Backend::VllmPooling => Api::Pooling(PoolingForm::Pooling),
             Backend::VllmRerank => Api::Pooling(PoolingForm::Rerank),
             _ => Api::Completions,
@@ -185,7 +189,7 @@ impl Backend {
     /// backends); `None` where it sends the prompt as it is, its images after it.
     pub fn image_prompt(self) -> Option<ImagePrompt> {
         match self {
-            Backend::OpenaiEmbeddingsClip => Some(ImagePrompt::Clip),
+            Backend::OpenaiEmbeddingsClip | Backend::InfinityEmbeddingsClip => Some(ImagePrompt::Clip),
             Backend::OpenaiEmbeddingsVlm2vec => Some(ImagePrompt::Vlm2vec),
             _ => None,
         }
@@ -218,6 +222,8 @@ mod tests {
         assert_eq!(Backend::OpenaiChat.api(), Api::Chat);
         assert_eq!(Backend::Sglang.api(), Api::Completions);
         assert_eq!(Backend::from_name("tgi"), None);
+        let clip = Backend::InfinityEmbeddingsClip;
+        assert_eq!((clip.api(), clip.image_prompt()), (Api::Pooling(PoolingForm::Infinity), Some(ImagePrompt::Clip)));
     }
 
     #[test]

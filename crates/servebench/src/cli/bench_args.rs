@@ -86,8 +86,8 @@ pub struct RequestArgs {
     /// openai-responses (the Responses API, /v1/responses), anthropic-messages (Anthropic's
     /// Messages API, /v1/messages), sglang, llama.cpp; for pooling models openai-embeddings
     /// (/v1/embeddings), openai-embeddings-chat, openai-embeddings-clip,
-    /// openai-embeddings-vlm2vec, infinity-embeddings, vllm-pooling (/pooling) and vllm-rerank
-    /// (/v1/rerank).
+    /// openai-embeddings-vlm2vec, infinity-embeddings, infinity-embeddings-clip, vllm-pooling
+    /// (/pooling) and vllm-rerank (/v1/rerank).
     #[arg(long, default_value = "openai")]
     pub backend: String,
     /// API endpoint path, which must fit --backend (default depends on it: /v1/completions,

@@ -39,11 +39,6 @@ const ANTHROPIC_VERSION: (&str, &str) = ("anthropic-version", "2023-06-01");
 const OTHER_VLLM_BACKENDS: &[(&str, &str)] = &[
     ("openai-audio", "audio transcription benchmarks are not supported yet"),
     (
-        "infinity-embeddings-clip",
-        "Infinity's image embeddings are not supported yet; --backend infinity-embeddings benchmarks its text \
-         embeddings, and openai-embeddings-clip a CLIP model served by vLLM",
-    ),
-    (
         "tgi",
         "TGI serves OpenAI's chat API (its Messages API, /v1/chat/completions): run with --backend openai-chat; \
          its own /generate_stream is not supported",

@@ -281,7 +281,9 @@ async fn image_embeddings_count_the_images_live_and_in_virtual_time() {
     // and vLLM's VLM2Vec sentence.
     let image = ["--dataset-name", "random-mm", "--random-mm-bucket-config", "{(256, 256, 1): 1.0}"];
     let mut tokens = Vec::new();
-    for backend in ["openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec"] {
+    for backend in
+        ["openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec", "infinity-embeddings-clip"]
+    {
         let dir = tempfile::tempdir().unwrap();
         let (live, virt) =
             live_and_predicted_on(dir.path(), "Qwen/Qwen3-VL-8B-Instruct", &prompts(backend, "8", &image)).await;
@@ -294,9 +296,11 @@ async fn image_embeddings_count_the_images_live_and_in_virtual_time() {
         tokens.push(live["total_input_tokens"].as_u64().unwrap());
     }
     // The image's tokens are in every count; CLIP sends no prompt text and VLM2Vec a sentence
-    // shorter than the 64-token prompt.
+    // shorter than the 64-token prompt; Infinity's CLIP input is the image alone, without the
+    // chat template's tokens around it.
     assert!(tokens[1] < tokens[2] && tokens[2] < tokens[0], "{tokens:?}");
     assert!(tokens[1] > 8 * 32, "the images' tokens: {tokens:?}");
+    assert!(tokens[3] > 8 * 32 && tokens[3] < tokens[1], "{tokens:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

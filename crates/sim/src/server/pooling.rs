@@ -1,4 +1,5 @@
-//! The pooling endpoints, vLLM's `POST /v1/embeddings` (an `input`, or chat `messages`),
+//! The pooling endpoints, vLLM's `POST /v1/embeddings` (an `input`, chat `messages`, or
+//! Infinity's one image as the `input` with `"modality": "image"`),
 //! `POST /pooling` and `POST /v1/rerank` (a `query` and its `documents`), answered whole as
 //! vLLM answers them. A pooling request is a prefill
 //! alone: the engine runs each input as a request of one sampled token, so the step that ends
@@ -42,17 +43,20 @@ pub(crate) async fn rerank(State(s): State<Arc<Shared>>, req: Request) -> Respon
     pool(s, PoolingForm::Rerank, received, req).await.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// The sequences a pooling body asks for: each input, each (query, document) pair, or the one
-/// conversation of chat messages with their images (their tokens after its text's).
+/// The sequences a pooling body asks for: each input, each (query, document) pair, the one
+/// conversation of chat messages with their images (their tokens after its text's), or the
+/// one image an input of modality image is.
 fn sequences(s: &Shared, api: Api, body: &Value) -> Result<(Vec<Prompt>, Vec<EncoderInput>), ApiError> {
     if api != Api::Pooling(PoolingForm::Rerank) {
+        // An input of modality image (Infinity's form) is the image alone.
+        let image = crate::tokens::image_input(api, body).map_err(|e| ApiError::bad_param("modality", e))?.is_some();
         return match crate::tokens::prompt_key(api) {
-            Some(key) => {
+            Some(key) if !image => {
                 let prompts = s.text.prompts_at(body, key, s.vocab).map_err(|e| ApiError::bad_param("input", e))?;
                 Ok((prompts, Vec::new()))
             }
-            None => {
-                let mut ids = s.text.prompt_ids(api, body).map_err(ApiError::bad)?;
+            _ => {
+                let mut ids = if image { Vec::new() } else { s.text.prompt_ids(api, body).map_err(ApiError::bad)? };
                 let images = s.tower.expand(api, body, &mut ids).map_err(|e| ApiError::bad_param("image", e))?;
                 Ok((vec![Prompt { ids, text: None }], images))
             }

@@ -2,7 +2,7 @@
 //! usage, and a rerank answered as vLLM answers it (each document's text and score, most
 //! relevant first, `top_n` of them where asked, the pairs' tokens in the usage) by a
 //! cross-encoder or an embedding model, and an empty prompt refused in the engine's words, as
-//! the generation routes refuse it.
+//! the generation routes refuse it, and Infinity's image input embedded as its image alone.
 
 use serde_json::{Value, json};
 
@@ -97,5 +97,35 @@ async fn an_empty_prompt_is_refused_in_the_engine_s_words_on_every_route() {
         let (status, _, text) = call(&app, "POST", path, Some(body)).await;
         assert_eq!(status, 400, "{path}: {text}");
         assert!(text.contains("The decoder prompt cannot be empty"), "{path}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn infinity_s_image_input_is_embedded_as_the_image_alone() {
+    // vLLM's `infinity-embeddings-clip` sends the image's URL as the input, with its modality.
+    let url = servebench_workload::datasets::images::data_url(1280, 720, 1).unwrap();
+    let body = |modality: &str, input: Value| json!({"input": input, "modality": modality});
+    let vl = crate::setup::tests::setup("Qwen/Qwen3-VL-8B-Instruct", "h100-sxm", &[("jitter", "0")]).unwrap();
+    let app = app_with(&vl, ServerOptions::default());
+    let (status, _, text) = call(&app, "POST", "/v1/embeddings", Some(body("image", json!(url)))).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["data"].as_array().unwrap().len(), 1, "{v}");
+    // 720 x 1280 at 32 pixels a token (22 x 40), and no text or template token beside them.
+    assert_eq!(v["usage"]["prompt_tokens"], 880, "{v}");
+    // Text is text, whether it says so or not.
+    let (_, _, text) = call(&app, "POST", "/v1/embeddings", Some(body("text", json!("a b c")))).await;
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["usage"]["prompt_tokens"], 3, "{text}");
+    // Refused with the reason: another modality, an image that is not one URL, a model
+    // without a tower.
+    let text_model = app_with(&setup(&[]), ServerOptions::default());
+    for (app, b, says) in [
+        (&app, body("audio", json!(url)), "embeds text and images; modality"),
+        (&app, body("image", json!([url])), "must be one image URL"),
+        (&text_model, body("image", json!(url)), "takes no images"),
+    ] {
+        let (status, _, answer) = call(app, "POST", "/v1/embeddings", Some(b)).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer.contains(says), "{answer}");
     }
 }

@@ -107,6 +107,19 @@ fn random_mm_sends_random_s_prompts_with_its_images_after_them_in_chat_only() {
     c.target.backend = Backend::Vllm;
     let e = build_plan(&c, Some(qwen3())).unwrap_err().to_string();
     assert!(e.contains("images go in chat messages") && e.contains("--backend openai-chat"), "{e}");
+    // Infinity's CLIP input is one image in place of the text: two are refused, one is sent.
+    c.target.backend = Backend::InfinityEmbeddingsClip;
+    let e = build_plan(&c, Some(qwen3())).unwrap_err().to_string();
+    assert!(e.contains("one image a request") && e.contains("has 2") && e.contains("items-per-request 1"), "{e}");
+    let WorkloadSpec::Random { media: Some(m), .. } = &mut c.workload else { unreachable!() };
+    m.base_items = 1;
+    let one = build_plan(&c, Some(qwen3())).unwrap();
+    for r in &one.requests {
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert!(body["input"].as_str().unwrap().starts_with("data:image/jpeg;base64,/9j/"), "{body}");
+        assert_eq!(body["modality"], "image");
+        assert_eq!(r.prompt_tokens, 0, "no text is sent");
+    }
 }
 
 #[test]

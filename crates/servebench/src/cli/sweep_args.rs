@@ -208,6 +208,11 @@ pub struct SweepOptions {
     /// --max-concurrency), so runs stay comparable across the load.
     #[arg(long, value_name = "K", conflicts_with = "num_prompts")]
     pub scale_num_prompts: Option<f64>,
+    /// Pair the input and output length lists item by item instead of crossing them:
+    /// `--random-input-len 8191,1 --random-output-len 1,128` runs a prefill point and a decode
+    /// point, not four. The two lists need as many values.
+    #[arg(long)]
+    pub zip_lengths: bool,
     /// Predict --sim points in virtual time (like `sim predict`) instead of serving them over
     /// HTTP in real time: a large grid finishes in seconds.
     #[arg(long)]

@@ -240,15 +240,21 @@ fn batches(config: &RunConfig, api: Api, dataset: &Dataset) -> Result<Vec<Range<
 /// too), the server refuses every request: said before the run, with the flags that fit.
 fn route_note(config: &RunConfig) -> Option<String> {
     let backend = config.target.backend;
-    let served = Api::served_at(&config.target.endpoint).filter(|&served| served != backend.api())?;
+    // An embeddings route takes every embeddings body (an input, chat messages, Infinity's).
+    let served =
+        Api::served_at(&config.target.endpoint).filter(|&served| served.route_end() != backend.api().route_end())?;
     let fits = Backend::ALL.iter().find(|(b, _)| b.api() == served).map_or("", |(_, name)| name);
+    let kind = |api: Api| match api {
+        Api::Pooling(_) => api.route_end().to_string(),
+        _ => format!("{api:?}").to_lowercase(),
+    };
     Some(format!(
         "--endpoint {} serves {} requests, but --backend {} builds {} ones: a server refuses each of them; \
          pass --backend {fits}, or --endpoint {}",
         config.target.endpoint,
-        format!("{served:?}").to_lowercase(),
+        kind(served),
         backend.name(),
-        format!("{:?}", backend.api()).to_lowercase(),
+        kind(backend.api()),
         backend.default_endpoint()
     ))
 }

@@ -267,6 +267,26 @@ fn a_route_that_serves_another_api_than_the_backend_builds_is_noted() {
     // A proxy's own route names no API: nothing to say.
     c.target.endpoint = "/gateway/generate".into();
     assert!(!build_plan(&c, None).unwrap().notes.iter().any(|n| n.contains("--endpoint")));
+    // An embeddings route takes every embeddings body: chat messages, Infinity's input.
+    for (backend, endpoint) in [
+        (Backend::OpenaiEmbeddingsChat, "/v1/embeddings"),
+        (Backend::InfinityEmbeddings, "/embeddings"),
+        (Backend::OpenaiEmbeddingsClip, "/v1/embeddings"),
+    ] {
+        let mut c = config(backend);
+        c.target.endpoint = endpoint.into();
+        let notes = build_plan(&c, None).unwrap().notes;
+        assert!(!notes.iter().any(|n| n.contains("--endpoint")), "{backend:?}: {notes:?}");
+    }
+    let mut c = config(Backend::OpenaiEmbeddings);
+    c.target.endpoint = "/v1/rerank".into();
+    let notes = build_plan(&c, None).unwrap().notes;
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "--endpoint /v1/rerank serves rerank requests, but --backend openai-embeddings builds embeddings ones"
+        ) && n.ends_with("pass --backend vllm-rerank, or --endpoint /v1/embeddings")),
+        "{notes:?}"
+    );
 }
 
 #[test]

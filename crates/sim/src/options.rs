@@ -152,9 +152,9 @@ fn known_keys() -> String {
 
 impl ServingOptions {
     /// Parses `key=value` pairs for `model` on `hw`, applying stack keys to `stack`. `name` is
-    /// the model as it was asked for, which `convert`'s `auto` goes by: a checkpoint's name may
-    /// fit a preset of other shapes' name (`Qwen/Qwen3-Reranker-0.6B` is Qwen3-0.6B's shapes, and
-    /// scores as a reranker).
+    /// the model as it was asked for, which `convert`'s `auto` goes by: a checkpoint may take
+    /// the shapes of a preset of another name (`Qwen/Qwen3-Reranker-0.6B` is Qwen3-0.6B's
+    /// shapes, and scores as a reranker).
     pub fn parse(
         pairs: &[(String, String)],
         model: &ModelShape,

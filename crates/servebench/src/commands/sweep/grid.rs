@@ -141,13 +141,12 @@ impl Grid {
             ("random_output_len", "--random-output-len", &lists.random_output_len),
         )?;
         let zipped = args.sweep.zip_lengths;
-        let (n_in, n_out) = (input.values.len(), output.values.len());
-        if zipped && (n_in != n_out || input.values.contains(&None)) {
+        // The lengths given (a list not given is one `None`, the flag's own value).
+        let (n_in, n_out) = (input.values.iter().flatten().count(), output.values.iter().flatten().count());
+        if zipped && (n_in == 0 || n_in != n_out) {
             return err(format!(
                 "--zip-lengths pairs the input and output lengths item by item: give both lists with as many values \
-                 (here {} input and {} output)",
-                input.values.iter().flatten().count(),
-                output.values.iter().flatten().count()
+                 (here {n_in} input and {n_out} output)"
             ));
         }
         let searched = |key: SearchKey, given: bool| -> Result<(), GridError> {

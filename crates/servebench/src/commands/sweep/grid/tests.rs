@@ -68,6 +68,8 @@ fn zipped_lengths_pair_item_by_item() {
     for argv in [
         &["--random-input-len", "8191,1", "--random-output-len", "1,128,256", "--zip-lengths"][..],
         &["--random-input-len", "8191,1", "--zip-lengths"][..],
+        &["--random-input-len", "64", "--zip-lengths"][..],
+        &["--random-output-len", "64", "--zip-lengths"][..],
     ] {
         let e = Grid::new(&sweep(argv)).unwrap_err().to_string();
         assert!(e.contains("--zip-lengths pairs") && e.contains("as many values"), "{e}");

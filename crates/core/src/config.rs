@@ -300,7 +300,15 @@ pub struct OutputOptions {
     /// Seconds between scrapes (`--scrape-interval`).
     #[serde(default = "default_scrape_interval")]
     pub scrape_interval_s: f64,
+    /// `--plot-timeline`: write a page of the run's requests beside its result, each gap
+    /// between token chunks coloured by these two ITL thresholds in ms
+    /// (`--timeline-itl-thresholds`); `None` without the flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plot_timeline: Option<[f64; 2]>,
 }
+
+/// vLLM's `--timeline-itl-thresholds` default, ms.
+pub const DEFAULT_TIMELINE_ITL_THRESHOLDS_MS: [f64; 2] = [25.0, 50.0];
 
 /// One scrape a second.
 pub const DEFAULT_SCRAPE_INTERVAL_S: f64 = 1.0;
@@ -359,6 +367,7 @@ impl Default for OutputOptions {
             server_metrics: false,
             scrape: Vec::new(),
             scrape_interval_s: DEFAULT_SCRAPE_INTERVAL_S,
+            plot_timeline: None,
         }
     }
 }

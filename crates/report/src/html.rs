@@ -10,6 +10,7 @@
 //! with `data-ready="1"` and the number of charts (`data-charts`) once it has run.
 
 mod charts;
+mod plot_timeline;
 mod timeline;
 
 use std::fmt::Write as _;
@@ -23,6 +24,8 @@ use crate::layout::Layout;
 use crate::table::html_escape;
 use charts::{charts, distributions};
 use timeline::timeline_section;
+
+pub use plot_timeline::{MAX_PLOT_TIMELINE, TimelinePage, timeline_page};
 
 /// At most this many runs get latency distributions.
 pub const MAX_DISTRIBUTIONS: usize = 10;
@@ -121,7 +124,8 @@ const SCRIPT: &str = r#"(function () {
     tip.style.left = (e.pageX + 14) + "px";
     tip.style.top = (e.pageY + 14) + "px";
   });
-  var data = JSON.parse(document.getElementById("servebench-runs").textContent);
+  var runs = document.getElementById("servebench-runs");
+  var data = runs ? JSON.parse(runs.textContent) : [];
   root.setAttribute("data-runs", String(data.length));
   root.setAttribute("data-charts", String(document.querySelectorAll("figure svg.chart").length));
   root.setAttribute("data-ready", "1");
@@ -202,17 +206,22 @@ pub fn render(runs: &[StoredRun], opts: &HtmlOptions) -> Result<String, ReportEr
         script_json(&runs_json(runs, layout))
     );
     body.push_str("</section>\n");
-    body.push_str("<footer><p id=\"script-status\" hidden></p></footer>\n");
+    Ok(page(&opts.title, &body))
+}
 
+/// A self-contained page around `body`: the style, the error hook, a footer for script errors
+/// and the script.
+fn page(title: &str, body: &str) -> String {
     let mut page = String::new();
     page.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     page.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    let _ = writeln!(page, "<title>{}</title>", html_escape(&opts.title));
+    let _ = writeln!(page, "<title>{}</title>", html_escape(title));
     let _ = writeln!(page, "<script>{ERROR_HOOK}</script>");
     let _ = writeln!(page, "<style>{STYLE}</style>\n</head>\n<body>");
-    page.push_str(&body);
+    page.push_str(body);
+    page.push_str("<footer><p id=\"script-status\" hidden></p></footer>\n");
     let _ = writeln!(page, "<script>{SCRIPT}</script>\n</body>\n</html>");
-    Ok(page)
+    page
 }
 
 /// JSON made safe inside a `<script>` element: `<`, `>` and `&` as `\u` escapes (they only

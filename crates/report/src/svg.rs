@@ -302,7 +302,7 @@ pub fn bar_chart(
 }
 
 /// One request on a timeline, in seconds since the run started.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Span {
     /// The request's dataset index.
     pub index: u32,
@@ -315,9 +315,35 @@ pub struct Span {
     /// The last token or the end of the stream, whichever came later.
     pub end: f64,
     pub failed: bool,
+    /// The decode in runs of one class, each `(until, phase)`: from the first token (or the
+    /// end of the run before) to `until`, in the colour of that phase of the timeline. Empty:
+    /// one decode segment from the first token to `end`, in phase 2.
+    pub decode: Vec<(f64, usize)>,
+    /// What hovering over the row says; empty: its wait, first token and end.
+    pub tip: String,
 }
 
-/// The phases of a timeline, with their colours.
+impl Span {
+    /// The row's tooltip: what [`Span::tip`] says, else its wait, first token and end.
+    fn tooltip(&self) -> String {
+        match self.first {
+            _ if !self.tip.is_empty() => self.tip.clone(),
+            _ if self.failed => format!("request {}: failed after {:.3} s", self.index, self.end - self.start),
+            Some(f) => format!(
+                "request {}: queued {:.3} s, first token after {:.3} s, done after {:.3} s",
+                self.index,
+                self.start - self.arrival,
+                f - self.start,
+                self.end - self.start
+            ),
+            None => format!("request {}: no token", self.index),
+        }
+    }
+}
+
+/// The phases of a timeline, with their colours: the wait for a slot, the time to the first
+/// token, the decode, a failure. A timeline may split the decode into several phases (by
+/// ITL), between the second and the last.
 pub const PHASES: [(&str, &str); 4] = [
     ("queue wait", "#bbbbbb"),
     ("prefill (to the first token)", "#ff7f0e"),
@@ -325,8 +351,12 @@ pub const PHASES: [(&str, &str); 4] = [
     ("failed", "#d62728"),
 ];
 
-/// A request per row, by send time: queue wait, prefill and decode as coloured segments.
-pub fn timeline(id: &str, title: &str, spans: &[Span]) -> String {
+/// A request per row, by send time: queue wait, prefill and decode as coloured segments, in
+/// the colours of `phases` (see [`PHASES`]: the first two, then the decode's, then failure's).
+/// Decode runs narrower than a pixel are drawn together, in the colour of the later phase
+/// among them (the worse ITL class), so that a long run of token gaps stays a few shapes.
+pub fn timeline(id: &str, title: &str, spans: &[Span], phases: &[(&str, &str)]) -> String {
+    let failed = phases.len().saturating_sub(1);
     let rows = spans.len().max(1) as f64;
     let row = (300.0 / rows).clamp(1.0, 8.0);
     let top = TOP + 4.0;
@@ -348,41 +378,56 @@ pub fn timeline(id: &str, title: &str, spans: &[Span]) -> String {
     let h = (row * 0.8).max(1.0);
     for (k, s) in spans.iter().enumerate() {
         let y0 = top + k as f64 * row;
-        let tip = match s.first {
-            _ if s.failed => format!("request {}: failed after {:.3} s", s.index, s.end - s.start),
-            Some(f) => format!(
-                "request {}: queued {:.3} s, first token after {:.3} s, done after {:.3} s",
-                s.index,
-                s.start - s.arrival,
-                f - s.start,
-                s.end - s.start
-            ),
-            None => format!("request {}: no token", s.index),
+        let _ = write!(out, "<g class=\"request\" data-value=\"{0}\"><title>{0}</title>", html_escape(&s.tooltip()));
+        let rect = |out: &mut String, xa: f64, xb: f64, phase: usize| {
+            let _ = write!(
+                out,
+                "<rect class=\"series\" data-series=\"{phase}\" x=\"{xa:.1}\" y=\"{y0:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{}\"/>",
+                (xb - xa).max(0.5),
+                phases[phase].1
+            );
         };
-        let _ = write!(out, "<g class=\"request\" data-value=\"{0}\"><title>{0}</title>", html_escape(&tip));
         let seg = |out: &mut String, a: f64, b: f64, phase: usize| {
             if b > a {
-                let _ = write!(
-                    out,
-                    "<rect class=\"series\" data-series=\"{phase}\" x=\"{:.1}\" y=\"{y0:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{}\"/>",
-                    x.map(a),
-                    (x.map(b) - x.map(a)).max(0.5),
-                    PHASES[phase].1
-                );
+                rect(out, x.map(a), x.map(b), phase);
             }
         };
         seg(&mut out, s.arrival, s.start, 0);
         match (s.failed, s.first) {
-            (true, _) => seg(&mut out, s.start, s.end.max(s.start + 1e-9), 3),
+            (true, _) => seg(&mut out, s.start, s.end.max(s.start + 1e-9), failed),
             (false, Some(f)) => {
                 seg(&mut out, s.start, f, 1);
-                seg(&mut out, f, s.end, 2);
+                if s.decode.is_empty() {
+                    seg(&mut out, f, s.end, 2);
+                } else {
+                    // (left, right, phase) of the shape being drawn, in pixels.
+                    let mut open: Option<(f64, f64, usize)> = None;
+                    let mut from = f;
+                    for &(until, phase) in &s.decode {
+                        if until <= from {
+                            continue;
+                        }
+                        let (a, b) = (x.map(from), x.map(until));
+                        from = until;
+                        open = match open {
+                            Some((left, _, p)) if p == phase || b - left < 1.0 => Some((left, b, p.max(phase))),
+                            Some((left, right, p)) => {
+                                rect(&mut out, left, right, p);
+                                Some((a, b, phase))
+                            }
+                            None => Some((a, b, phase)),
+                        };
+                    }
+                    if let Some((left, right, p)) = open {
+                        rect(&mut out, left, right, p);
+                    }
+                }
             }
             (false, None) => {}
         }
         out.push_str("</g>\n");
     }
-    let names: Vec<(String, &str)> = PHASES.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+    let names: Vec<(String, &str)> = phases.iter().map(|(n, c)| (n.to_string(), *c)).collect();
     legend(&mut out, &names, TOP, "rect");
     out.push_str("</svg>\n");
     out
@@ -454,10 +499,10 @@ mod tests {
         ];
         insta::assert_snapshot!("bars", bar_chart("b", "Median TTFT", "TTFT (ms)", &bars, "median", Some("P99")));
         let spans = [
-            Span { index: 0, arrival: 0.0, start: 0.0, first: Some(0.1), end: 0.5, failed: false },
-            Span { index: 1, arrival: 0.0, start: 0.2, first: Some(0.35), end: 0.9, failed: false },
-            Span { index: 2, arrival: 0.0, start: 0.5, first: None, end: 0.6, failed: true },
+            Span { index: 0, arrival: 0.0, start: 0.0, first: Some(0.1), end: 0.5, ..Span::default() },
+            Span { index: 1, arrival: 0.0, start: 0.2, first: Some(0.35), end: 0.9, ..Span::default() },
+            Span { index: 2, arrival: 0.0, start: 0.5, first: None, end: 0.6, failed: true, ..Span::default() },
         ];
-        insta::assert_snapshot!("timeline", timeline("t", "Requests", &spans));
+        insta::assert_snapshot!("timeline", timeline("t", "Requests", &spans, &PHASES));
     }
 }

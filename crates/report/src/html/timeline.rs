@@ -2,6 +2,7 @@
 //! output tokens per second and requests in flight over the run, and beside them the server's
 //! own telemetry when it was scraped (running and waiting requests, KV cache and GPU use).
 
+use servebench_core::record::RequestRecord;
 use servebench_core::telemetry::Signal;
 use servebench_store::{ChunkTimes, RunId, StoredRun};
 
@@ -37,24 +38,8 @@ pub(super) fn timeline_section(
     };
     let run = &runs[i];
     let Some(records) = &run.records else { return Ok(String::new()) };
-    let mut spans: Vec<Span> = records
-        .records
-        .iter()
-        .filter(|r| !r.never_sent())
-        .map(|r| {
-            let start = r.start_s();
-            let last = r.last_heard_us();
-            Span {
-                index: r.index,
-                arrival: r.arrival_ns as f64 * 1e-9,
-                start,
-                first: r.chunks_us.first().map(|&c| start + f64::from(c) * 1e-6),
-                end: start + f64::from(last) * 1e-6,
-                failed: !r.succeeded(),
-            }
-        })
-        .collect();
-    spans.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.index.cmp(&b.index)));
+    let mut spans: Vec<Span> = records.records.iter().filter(|r| !r.never_sent()).map(span).collect();
+    by_send_time(&mut spans);
     let total = spans.len();
     let step = total.div_ceil(MAX_TIMELINE).max(1);
     let shown: Vec<Span> = spans.iter().step_by(step).cloned().collect();
@@ -66,7 +51,7 @@ pub(super) fn timeline_section(
         format!("all {total} requests")
     };
     out.push_str(&figure(
-        svg::timeline("chart-timeline", &format!("Requests of run {}", run.row.id), &shown),
+        svg::timeline("chart-timeline", &format!("Requests of run {}", run.row.id), &shown, &svg::PHASES),
         &format!(
             "Each row is a request of {name}, {thinned}: grey while it waited for a concurrency slot, orange until its \
              first token, blue until its last; red for a failed request."
@@ -201,6 +186,25 @@ fn server_lines(run: &StoredRun, signals: &[(Signal, &str, f64)]) -> Vec<Line> {
     lines
 }
 
+/// A request's row on a timeline: its wait, send, first token and end, from its record.
+pub(super) fn span(r: &RequestRecord) -> Span {
+    let start = r.start_s();
+    Span {
+        index: r.index,
+        arrival: r.arrival_ns as f64 * 1e-9,
+        start,
+        first: r.chunks_us.first().map(|&c| start + f64::from(c) * 1e-6),
+        end: start + f64::from(r.last_heard_us()) * 1e-6,
+        failed: !r.succeeded(),
+        ..Span::default()
+    }
+}
+
+/// Rows in the order they were sent (by dataset index among those sent together).
+pub(super) fn by_send_time(spans: &mut [Span]) {
+    spans.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.index.cmp(&b.index)));
+}
+
 /// `(x, y)` points of a line.
 type Points = Vec<(f64, f64)>;
 
@@ -289,7 +293,7 @@ mod tests {
                 start: r.start_s(),
                 first: None,
                 end: r.start_s() + f64::from(r.end_us) * 1e-6,
-                failed: false,
+                ..Span::default()
             })
             .collect();
         let end = spans.iter().map(|s| s.end).fold(0.0, f64::max);

@@ -255,6 +255,15 @@ pub struct ReportArgs {
     /// Seconds between scrapes.
     #[arg(long, value_name = "SECONDS", default_value_t = servebench_core::config::DEFAULT_SCRAPE_INTERVAL_S)]
     pub scrape_interval: f64,
+    /// Write a page of the run's requests beside its result JSON (RESULT.timeline.html, as
+    /// vLLM names it): each request's wait for a slot, its time to the first token, then its
+    /// token gaps coloured by --timeline-itl-thresholds. Written without --save-result too.
+    #[arg(long)]
+    pub plot_timeline: bool,
+    /// The two ITL thresholds of --plot-timeline's colours, in ms: gaps below the first,
+    /// below the second, and the rest.
+    #[arg(long, value_name = "LOW,HIGH", default_value = "25,50")]
+    pub timeline_itl_thresholds: String,
 }
 
 impl Default for ReportArgs {

@@ -32,8 +32,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
          --dataset-name custom or random",
     ),
     ("--chat-template-kwargs", "pass template arguments to the server with --extra-body instead"),
-    ("--plot-timeline", "use `servebench report RUN_ID -o report.html`, which draws per-request timelines"),
-    ("--timeline-itl-thresholds", "use `servebench report`"),
     ("--plot-dataset-stats", "use `servebench report`"),
     ("--no-stream", "Hugging Face hub datasets are not supported (no network at run time); use a local file"),
     (

@@ -292,7 +292,27 @@ pub fn parse_output(
         server_metrics: r.server_metrics,
         scrape: r.scrape.clone(),
         scrape_interval_s: r.scrape_interval,
+        plot_timeline: if r.plot_timeline { Some(parse_itl_thresholds(&r.timeline_itl_thresholds)?) } else { None },
     })
+}
+
+/// `--timeline-itl-thresholds LOW,HIGH`: two numbers of ms, neither negative, the first not
+/// above the second.
+pub fn parse_itl_thresholds(s: &str) -> Result<[f64; 2], ResolveError> {
+    let bad = || {
+        err(format!(
+            "--timeline-itl-thresholds {s:?} is not two thresholds; give two numbers of milliseconds, the lower \
+             first, e.g. 25,50"
+        ))
+    };
+    let values: Vec<f64> = match s.split(',').map(|v| v.trim().parse::<f64>()).collect() {
+        Ok(v) => v,
+        Err(_) => return bad(),
+    };
+    match values[..] {
+        [low, high] if low.is_finite() && high.is_finite() && 0.0 <= low && low <= high => Ok([low, high]),
+        _ => bad(),
+    }
 }
 
 /// Parses `--sim MODEL@HARDWARE` and its options.

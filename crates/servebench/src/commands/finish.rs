@@ -28,6 +28,8 @@ struct Finished {
     /// The result JSON written, if `--save-result` or `--append-result` was given, or why it
     /// could not be: the run is kept in the store either way, then the command fails.
     saved_to: anyhow::Result<Option<PathBuf>>,
+    /// The timeline page written with `--plot-timeline`, or why it could not be, the same way.
+    plotted: anyhow::Result<Option<PathBuf>>,
 }
 
 /// Prints the failure listing and the result block exactly as vLLM does, then saves the
@@ -35,6 +37,7 @@ struct Finished {
 fn finish_run(
     result: &RunResult,
     uncertainty: Option<&servebench_sim::Uncertainty>,
+    timeline_suffix: Option<&str>,
     out: &Sink,
 ) -> anyhow::Result<Finished> {
     let summary = Summary::compute(result);
@@ -90,7 +93,58 @@ fn finish_run(
     } else {
         Ok(None)
     };
-    Ok(Finished { summary, saved_to })
+    let plotted = match options.plot_timeline {
+        Some(thresholds_ms) => write_timeline(result, &summary, thresholds_ms, timeline_suffix).map(Some),
+        None => Ok(None),
+    };
+    Ok(Finished { summary, saved_to, plotted })
+}
+
+/// Writes `--plot-timeline`'s page where vLLM writes it: beside the result JSON, named after
+/// it (`RESULT.timeline.html`), whether or not the result itself is saved; `suffix` names the
+/// page of one run of several that append to one result file.
+fn write_timeline(
+    result: &RunResult,
+    summary: &Summary,
+    thresholds_ms: [f64; 2],
+    suffix: Option<&str>,
+) -> anyhow::Result<PathBuf> {
+    let config = &result.config;
+    let mut path = result_filename(config, &config.target.model_id, &result.date);
+    if let Some(suffix) = suffix {
+        path = PathBuf::from(with_suffix(&path.to_string_lossy(), suffix));
+    }
+    let path = path.with_extension("timeline.html");
+    let target = match &config.target.sim {
+        Some(sim) => format!("the simulator, {}@{}", sim.model, sim.hardware),
+        None => config.target.base_url.clone(),
+    };
+    let title = format!("Requests of {} ({})", config.target.model_id, target);
+    let load = match (config.traffic.max_concurrency, config.traffic.request_rate) {
+        (Some(c), r) if r.is_finite() => format!("at most {c} at a time, {r} a second"),
+        (Some(c), _) => format!("at most {c} at a time"),
+        (None, r) if r.is_finite() => format!("{r} a second"),
+        (None, _) => "all at once".into(),
+    };
+    let meta = format!(
+        "{} requests sent {load} by the {} backend, {} of them failed; started {}.",
+        result.records.iter().filter(|r| !r.never_sent()).count(),
+        config.target.backend.name(),
+        summary.failed.unwrap_or(0),
+        result.started_at
+    );
+    let page = servebench_report::html::timeline_page(&servebench_report::html::TimelinePage {
+        title: &title,
+        meta: &meta,
+        records: &result.records,
+        thresholds_ms,
+    });
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(&path, page)
+        .with_context(|| format!("the timeline plot could not be written to {}", path.display()))?;
+    Ok(path)
 }
 
 /// Where a finished run is kept: `--db PATH`, else `$SERVEBENCH_DB`, else the user's data
@@ -163,9 +217,14 @@ pub fn finish_and_keep(
     if let Some(suffix) = &keep.file_suffix {
         name_result_file(&mut result, suffix);
     }
-    let finished = finish_run(&result, uncertainty, out)?;
+    // Runs appending to one result file still each get a timeline page of their own.
+    let timeline_suffix = keep.file_suffix.as_deref().filter(|_| result.config.output.append_result);
+    let finished = finish_run(&result, uncertainty, timeline_suffix, out)?;
     if let Ok(Some(path)) = &finished.saved_to {
         out.line(format!("Saved the result to {}", path.display()))?;
+    }
+    if let Ok(Some(path)) = &finished.plotted {
+        out.line(format!("Timeline plot saved to: {}", path.display()))?;
     }
     let mut run = NewRun::from_run(keep.kind, &result, &finished.summary);
     for (k, v) in &keep.labels {
@@ -175,9 +234,9 @@ pub fn finish_and_keep(
         run = run.with_environment(env);
     }
     let stored = store_run(&run, choice, out)?;
-    if let Err(e) = finished.saved_to {
+    if let Err(e) = finished.saved_to.and(finished.plotted) {
         let kept = stored.map_or_else(String::new, |id| format!("; what was measured is kept as run {id}"));
-        anyhow::bail!("{e}{kept}");
+        anyhow::bail!("{e:#}{kept}");
     }
     Ok(PointOutcome { result, summary: finished.summary, run, stored })
 }
@@ -201,12 +260,12 @@ pub fn store_run(run: &NewRun, choice: &StoreChoice, out: &Sink) -> anyhow::Resu
     }
 }
 
-/// Gives the result file of a `--save-result` run a name of its own: `suffix` goes before the
-/// extension of `--result-filename`, or of vLLM's default name. Appended results
-/// (`--append-result`) keep their one file.
+/// Gives the result file of a `--save-result` run (and the `--plot-timeline` page named after
+/// it) a name of its own: `suffix` goes before the extension of `--result-filename`, or of
+/// vLLM's default name. Appended results (`--append-result`) keep their one file.
 fn name_result_file(result: &mut RunResult, suffix: &str) {
     let output = &result.config.output;
-    if !output.save_result || output.append_result {
+    if !(output.save_result || output.plot_timeline.is_some()) || output.append_result {
         return;
     }
     let name = match &output.result_filename {

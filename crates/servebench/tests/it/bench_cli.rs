@@ -7,7 +7,7 @@ use servebench_client::testserver::{Script, TestServer, TestServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::common::{Arrivals, args, servebench, text};
+use crate::common::{Arrivals, args, servebench, servebench_blocking, text};
 
 /// `bench serve` of `test-model` at `base_url` with `flags`, storing nothing, without a bar.
 fn serve_args(base_url: &str, flags: &[&str]) -> Vec<String> {
@@ -430,4 +430,88 @@ async fn lora_modules_name_the_adapter_of_each_request_and_warm_up_uses_the_base
     let sim = servebench(args(&sim)).await;
     assert_eq!(sim.status.code(), Some(2), "{}", text(&sim.stderr));
     assert!(text(&sim.stderr).contains("the simulator serves no LoRA adapters"), "{}", text(&sim.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plot_timeline_writes_a_page_of_every_request_beside_the_result_named_as_vllm_names_it() {
+    // Token gaps of 30 ms: orange between the default thresholds of 25 and 50 ms.
+    let slow =
+        Script { ttft: Duration::from_millis(5), itl: Duration::from_millis(30), tokens: 4, ..Script::default() };
+    let server = TestServer::start(TestServerConfig::new(16, move |_| slow.clone())).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let flags = [&["--num-prompts", "6", "--max-concurrency", "3", "--random-output-len", "4"][..], extra].concat();
+        servebench(serve_args(&server.base_url(), &flags))
+    };
+    let rows = |page: &str| page.matches("<g class=\"request\"").count();
+    // Shapes of a colour in the requests' rows (the legend has one of each too).
+    let in_rows = |page: &str, colour: &str| {
+        let rows: String = page.split("<g class=\"request\"").skip(1).map(|g| &g[..g.find("</g>").unwrap()]).collect();
+        rows.matches(&format!("fill=\"{colour}\"")).count()
+    };
+    let out = run(&["--plot-timeline", "--save-result", "--result-dir", d, "--result-filename", "r.json"]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let path = dir.path().join("r.timeline.html");
+    assert!(stdout.contains(&format!("Timeline plot saved to: {}\n", path.display())), "{stdout}");
+    assert!(dir.path().join("r.json").is_file());
+    let page = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(rows(&page), 6);
+    assert_eq!(in_rows(&page, "#ff7f0e"), 6, "one orange run of gaps a request");
+    assert!(page.contains("6 requests sent at most 3 at a time"), "{page}");
+
+    // Written without --save-result too, under vLLM's default name; thresholds of 1 and 2 ms
+    // make every gap slow.
+    let out = run(&["--plot-timeline", "--timeline-itl-thresholds", "1,2", "--result-dir", d]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pages: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("openai-infqps-concurrency3-test-model-") && n.ends_with(".timeline.html"))
+        .collect();
+    assert_eq!(pages.len(), 1, "{pages:?}");
+    let page = std::fs::read_to_string(dir.path().join(&pages[0])).unwrap();
+    assert_eq!(in_rows(&page, "#d62728"), 6, "one red run of gaps a request");
+    let results =
+        dir.path().read_dir().unwrap().filter(|e| e.as_ref().unwrap().path().extension() == Some("json".as_ref()));
+    assert_eq!(results.count(), 1, "no result JSON without --save-result");
+
+    // Thresholds that are not two numbers, the lower first, are refused before anything runs.
+    for bad in ["25", "50,25", "a,b", "-1,5", "1,2,3", "1,inf"] {
+        let out = run(&["--plot-timeline", &format!("--timeline-itl-thresholds={bad}")]).await;
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(text(&out.stderr).contains("give two numbers of milliseconds, the lower first"), "{bad}");
+    }
+}
+
+#[test]
+fn a_sweep_plots_a_timeline_page_for_each_point_even_when_its_results_append_to_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let pages = |sub: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join(sub))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    for (sub, extra) in [("apart", &[][..]), ("appended", &["--append-result", "--result-filename", "all.json"][..])] {
+        let result_dir = format!("{d}/{sub}");
+        let flags = [
+            &["sweep", "--predict", "--sim", "Qwen/Qwen3-0.6B@l40s", "--num-prompts", "4", "--max-concurrency", "1,2"]
+                [..],
+            &["--random-output-len", "8", "--plot-timeline", "--no-store", "--result-dir", &result_dir],
+            extra,
+        ]
+        .concat();
+        let out = servebench_blocking(&args(&flags));
+        assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(text(&out.stdout).matches("Timeline plot saved to: ").count(), 2);
+    }
+    let apart = pages("apart");
+    assert_eq!(apart.len(), 2, "{apart:?}");
+    assert!(apart[0].ends_with("-c1.timeline.html") && apart[1].ends_with("-c2.timeline.html"), "{apart:?}");
+    assert_eq!(pages("appended"), ["all-Qwen3-0.6B-c1.timeline.html", "all-Qwen3-0.6B-c2.timeline.html", "all.json"]);
 }

@@ -112,15 +112,15 @@ fn a_failed_benchmark_is_recorded_and_the_sweep_goes_on_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     // A flag servebench refuses makes every run fail.
-    let (ok, out, err) = sweep(dir.path(), port, "--plot-timeline", &["--num-runs", "1"]);
+    let (ok, out, err) = sweep(dir.path(), port, "--hf-split train", &["--num-runs", "1"]);
     assert!(!ok, "{out}");
-    assert!(err.contains("--plot-timeline"), "{err}");
+    assert!(err.contains("--hf-split"), "{err}");
     assert!(out.contains("--resume"), "{out}");
     let dir = tempfile::tempdir().unwrap();
-    let (ok, out, err) = sweep(dir.path(), port, "--plot-timeline", &["--num-runs", "1", "--continue-on-error"]);
+    let (ok, out, err) = sweep(dir.path(), port, "--hf-split train", &["--num-runs", "1", "--continue-on-error"]);
     assert!(ok, "{out}\n{err}");
     let failure = read_json(&dir.path().join("results/exp/run=0.failure.json"));
-    assert!(failure["error"].as_str().unwrap().contains("--plot-timeline"), "{failure}");
+    assert!(failure["error"].as_str().unwrap().contains("--hf-split"), "{failure}");
     assert!(out.contains("[NO SUCCESSFUL MEASURED RUNS]"), "{out}");
     // A run in which every request failed is a failed run; what it measured is kept apart, so
     // --resume runs it again.

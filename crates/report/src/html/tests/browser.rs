@@ -103,6 +103,18 @@ fn png_size(png: &[u8]) -> Option<(u32, u32)> {
 /// Renders `html` in Chromium and checks that it ran cleanly and drew something; returns
 /// what is wrong otherwise.
 fn check(browser: &Path, dir: &Path, name: &str, html: &str, blank_png_len: usize) -> Result<(), String> {
+    check_with(browser, dir, name, html, blank_png_len, &["<table>", "<svg", "class=\"series\"", "Findings"])
+}
+
+/// [`check`], with the texts the dumped DOM must hold.
+fn check_with(
+    browser: &Path,
+    dir: &Path,
+    name: &str,
+    html: &str,
+    blank_png_len: usize,
+    needles: &[&str],
+) -> Result<(), String> {
     let page = dir.join(format!("{name}.html"));
     std::fs::write(&page, html).map_err(|e| e.to_string())?;
     let dom = chromium(browser, dir, &page, &["--virtual-time-budget=3000".into(), "--dump-dom".into()])?;
@@ -117,7 +129,7 @@ fn check(browser: &Path, dir: &Path, name: &str, html: &str, blank_png_len: usiz
     if charts == 0 || !root.contains(&format!("data-charts=\"{charts}\"")) {
         return Err(format!("the DOM does not hold the {charts} charts of the page: {root}"));
     }
-    for needle in ["<table>", "<svg", "class=\"series\"", "Findings"] {
+    for needle in needles {
         if !dom.contains(needle) {
             return Err(format!("the DOM lacks {needle:?}"));
         }
@@ -180,6 +192,19 @@ fn the_report_renders_in_chromium() {
         if let Err(e) = check(&browser, dir.path(), name, html, blank_len) {
             panic!("the {name} report: {e}");
         }
+    }
+
+    // The page of `--plot-timeline`: a run of requests whose token gaps fall in all three classes.
+    let run = Synth { requests: 300, concurrency: 32, itl_ms: 30.0, tokens: 40, ..Synth::new("org/model", 3) }.run();
+    let page = timeline_page(&TimelinePage {
+        title: "Requests of org/model",
+        meta: "300 requests",
+        records: &run.records,
+        thresholds_ms: [25.0, 50.0],
+    });
+    let needles = ["<svg", "class=\"series\"", "ITL \u{2265} 50 ms"];
+    if let Err(e) = check_with(&browser, dir.path(), "timeline", &page, blank_len, &needles) {
+        panic!("the timeline page: {e}");
     }
 
     // The checks catch what they are for: a script error, and a page without its charts.

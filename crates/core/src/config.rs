@@ -23,6 +23,10 @@ pub struct RunConfig {
     pub traffic: Traffic,
     /// Sampling parameters and `--extra-body`, merged into every request body (applied last).
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// `--chat-template-kwargs`: extra variables of the chat template where the client renders
+    /// it (the custom, spec_bench and speed_bench prompts), e.g. `{"enable_thinking": false}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
     /// `--ignore-eos` (forced on for the random dataset, as vLLM does).
     pub ignore_eos: bool,
     /// `--logprobs`: sent as `"logprobs"` in completions bodies (`null` when unset, as vLLM
@@ -417,6 +421,7 @@ impl RunConfig {
             workload: WorkloadSpec::default(),
             traffic: Traffic::default(),
             extra_body: serde_json::Map::new(),
+            chat_template_kwargs: None,
             ignore_eos: true,
             logprobs: None,
             output: OutputOptions::default(),

@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::path::Path;
 
+use serde_json::{Map, Value};
 use servebench_core::config::{Api, Backend, LoraAssignment, PoolingForm, RunConfig, WorkloadSpec};
 use servebench_core::plan::{Plan, PlannedRequest, TokenCounting};
 use servebench_core::rng::{PyRandom, RandomState};
@@ -52,12 +53,14 @@ pub fn build_plan(config: &RunConfig, tokenizer: Option<&Tokenizer>) -> Result<P
             config.target.backend.name()
         )));
     }
-    let dataset = sample_dataset(&config.workload, n, seed, tokenizer, &mut np_random)?;
+    let kwargs = config.chat_template_kwargs.as_ref();
+    let dataset = sample_dataset(&config.workload, n, seed, tokenizer, kwargs, &mut np_random)?;
 
     let groups = batches(config, api, &dataset)?;
     let models = lora_models(config, &dataset, groups.len())?;
     let mut notes = dataset.notes;
     notes.extend(route_note(config));
+    notes.extend(template_kwargs_note(config, tokenizer));
     let times = if let WorkloadSpec::Trace { time_scale, .. } = &config.workload {
         let t = &config.traffic;
         if t.request_rate.is_finite() || t.burstiness != 1.0 || t.ramp_up.is_some() {
@@ -235,6 +238,27 @@ fn batches(config: &RunConfig, api: Api, dataset: &Dataset) -> Result<Vec<Range<
 }
 
 /// Prompt tokens as the server will count them (exact with a tokenizer).
+/// `--chat-template-kwargs` changes only the prompts the client templates, as in vLLM: said
+/// before the run where there are none, with how to reach the server's template instead.
+fn template_kwargs_note(config: &RunConfig, tok: Option<&Tokenizer>) -> Option<String> {
+    let kwargs = config.chat_template_kwargs.as_ref()?;
+    let templated = tok.is_some()
+        && matches!(
+            config.workload,
+            WorkloadSpec::Custom { skip_chat_template: false, images: false, .. }
+                | WorkloadSpec::SpecBench { .. }
+                | WorkloadSpec::SpeedBench { .. }
+        );
+    (!templated).then(|| {
+        format!(
+            "--chat-template-kwargs changes nothing in this run: only custom, spec_bench and speed_bench prompts \
+             are templated by the client, with a tokenizer and without --skip-chat-template. For a chat backend, \
+             the server renders the template: pass --extra-body '{{\"chat_template_kwargs\": {}}}'.",
+            Value::Object(kwargs.clone())
+        )
+    })
+}
+
 /// Where the endpoint's route serves another API than the backend builds bodies for (vLLM's
 /// client lets a completions backend post to any path ending in "completions", the chat route
 /// too), the server refuses every request: said before the run, with the flags that fit.
@@ -267,12 +291,14 @@ fn count_prompt(tok: Option<&Tokenizer>, api: Api, s: &Sample) -> Result<u32, Wo
     }
 }
 
-/// Runs the dataset `spec` names.
+/// Runs the dataset `spec` names; `template_kwargs` are the extra variables of the chat
+/// template where the client renders it.
 pub fn sample_dataset(
     spec: &WorkloadSpec,
     num_prompts: usize,
     seed: u64,
     tok: Option<&Tokenizer>,
+    template_kwargs: Option<&Map<String, Value>>,
     np_random: &mut RandomState,
 ) -> Result<Dataset, WorkloadError> {
     match spec {
@@ -329,6 +355,7 @@ pub fn sample_dataset(
                 oversample: *oversample,
                 seed,
                 images: *images,
+                template_kwargs: template_kwargs.cloned(),
             },
         ),
         WorkloadSpec::SpecBench { path, category, output_len, shuffle, oversample, skip_chat_template_asked }
@@ -348,6 +375,7 @@ pub fn sample_dataset(
                 shuffle: *shuffle,
                 oversample: *oversample,
                 skip_chat_template_asked: *skip_chat_template_asked,
+                template_kwargs: template_kwargs.cloned(),
             },
         ),
         WorkloadSpec::TxtSlices { path, input_len, output_len } => txt_slices::sample(

@@ -138,8 +138,13 @@ impl ChatTemplate {
 
     /// One user message with the generation prompt: what vLLM's custom dataset renders.
     pub fn render_user(&self, prompt: &str) -> Result<String, TemplateError> {
+        self.render_user_with(prompt, None)
+    }
+
+    /// [`ChatTemplate::render_user`] with extra template variables (`--chat-template-kwargs`).
+    pub fn render_user_with(&self, prompt: &str, kwargs: Option<&Map<String, Value>>) -> Result<String, TemplateError> {
         let messages = serde_json::json!([{"role": "user", "content": prompt}]);
-        self.render(&messages, &RenderOptions { add_generation_prompt: true, ..RenderOptions::default() })
+        self.render(&messages, &RenderOptions { add_generation_prompt: true, tools: None, kwargs })
     }
 
     fn render_error(&self, e: &Error) -> TemplateError {

@@ -294,6 +294,10 @@ pub struct DatasetArgs {
     /// and speed_bench template their prompts whatever this says, and so does servebench).
     #[arg(long)]
     pub skip_chat_template: bool,
+    /// JSON object of extra chat-template variables for the prompts the client templates
+    /// (custom, spec_bench, speed_bench), e.g. '{"enable_thinking": false}'.
+    #[arg(long, value_name = "JSON")]
+    pub chat_template_kwargs: Option<String>,
     /// Take the dataset's samples in file order instead of shuffled.
     #[arg(long)]
     pub disable_shuffle: bool,

@@ -253,16 +253,17 @@ pub fn parse_extra_body(
     put("presence_penalty", c.presence_penalty.map(Into::into));
     put("repetition_penalty", c.repetition_penalty.map(Into::into));
     if let Some(s) = &c.extra_body {
-        match serde_json::from_str::<serde_json::Value>(s) {
-            Ok(serde_json::Value::Object(extra)) => m.extend(extra),
-            _ => {
-                return err(format!(
-                    "invalid --extra-body {s:?}: it must be a JSON object, e.g. '{{\"min_tokens\": 10}}'"
-                ));
-            }
-        }
+        m.extend(json_object("--extra-body", s, r#"'{"min_tokens": 10}'"#)?);
     }
     Ok(m)
+}
+
+/// `s` read as a JSON object, or an error that names `flag` and shows `example`.
+fn json_object(flag: &str, s: &str, example: &str) -> Result<serde_json::Map<String, serde_json::Value>, ResolveError> {
+    match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(serde_json::Value::Object(object)) => Ok(object),
+        _ => err(format!("invalid {flag} {s:?}: it must be a JSON object, e.g. {example}")),
+    }
 }
 
 pub fn parse_output(
@@ -483,6 +484,9 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
     // bodies, no ignore_eos forced, its latency the one percentile metric by default (vLLM's).
     let pooling = backend.api().pooling();
     let extra_body = parse_extra_body(f.content, !pooling)?;
+    let chat_template_kwargs = (f.dataset.chat_template_kwargs.as_deref())
+        .map(|s| json_object("--chat-template-kwargs", s, r#"'{"enable_thinking": false}'"#))
+        .transpose()?;
     let ignore_eos = f.content.ignore_eos || (!pooling && matches!(workload, WorkloadSpec::Random { .. }));
     let stop = parse_stop(&f.extra)?;
     if f.virtual_time && !stop.is_empty() {
@@ -525,6 +529,7 @@ pub fn run_config(f: &RunFlags<'_>) -> Result<RunConfig, ResolveError> {
         workload,
         traffic,
         extra_body,
+        chat_template_kwargs,
         ignore_eos,
         logprobs: f.content.logprobs,
         output,

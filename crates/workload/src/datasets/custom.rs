@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{Dataset, Sample, count_with_special, oversample, seeded_shuffle};
 use crate::{Tokenizer, WorkloadError};
@@ -25,6 +25,8 @@ pub struct CustomSpec {
     pub seed: u64,
     /// `custom_image`: every row's `image_files` go with it.
     pub images: bool,
+    /// `--chat-template-kwargs`: extra variables of the chat template.
+    pub template_kwargs: Option<Map<String, Value>>,
 }
 
 /// One row: its prompt and, if given, its output length and media files.
@@ -175,7 +177,7 @@ pub(crate) fn sample_rows(
             None => row_output_len(row, path)?,
         };
         let prompt = match template {
-            Some(t) if !spec.images => t.render_user(&row.prompt)?,
+            Some(t) if !spec.images => t.render_user_with(&row.prompt, spec.template_kwargs.as_ref())?,
             _ => row.prompt.clone(),
         };
         samples.push(Sample {
@@ -214,6 +216,7 @@ mod tests {
             num_requests: 0,
             output_len: 256,
             skip_chat_template: false,
+            template_kwargs: None,
             shuffle: true,
             oversample: true,
             seed: 0,

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::Dataset;
 use super::custom::{self, CustomSpec, Row};
@@ -104,6 +104,8 @@ pub struct SpecBenchSpec {
     pub oversample: bool,
     /// `--skip-chat-template` was given (it changes nothing here; a note says so).
     pub skip_chat_template_asked: bool,
+    /// `--chat-template-kwargs`: extra variables of the chat template.
+    pub template_kwargs: Option<Map<String, Value>>,
 }
 
 /// Reads the rows of `category` (every row for `None`) of the suite's file at `path`.
@@ -156,6 +158,7 @@ pub fn sample(tok: Option<&Tokenizer>, path: &Path, spec: &SpecBenchSpec) -> Res
         oversample: spec.oversample,
         seed: SPEC_BENCH_SEED,
         images: false,
+        template_kwargs: spec.template_kwargs.clone(),
     };
     let mut ds = custom::sample_rows(tok, rows, path, &custom)?;
     if spec.skip_chat_template_asked {
@@ -195,6 +198,7 @@ mod tests {
             shuffle: true,
             oversample: true,
             skip_chat_template_asked: false,
+            template_kwargs: None,
         }
     }
 
@@ -287,6 +291,17 @@ mod tests {
 
     fn speed(subset: &str) -> SpecBenchSpec {
         SpecBenchSpec { suite: Suite::SpeedBench { subset: subset.into() }, output_len: 4096, ..spec() }
+    }
+
+    #[test]
+    fn chat_template_kwargs_reach_the_templated_prompts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = speed_dir(&tmp);
+        let plain = sample(Some(qwen3()), &dir, &speed("throughput_1k")).unwrap();
+        let kwargs = serde_json::json!({"enable_thinking": false}).as_object().cloned();
+        let off =
+            sample(Some(qwen3()), &dir, &SpecBenchSpec { template_kwargs: kwargs, ..speed("throughput_1k") }).unwrap();
+        assert_eq!(off.samples[0].prompt, format!("{}<think>\n\n</think>\n\n", plain.samples[0].prompt));
     }
 
     #[test]

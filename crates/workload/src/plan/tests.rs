@@ -1,9 +1,9 @@
 //! End-to-end plan building: vLLM-identical bodies, schedules, token counts, determinism and
 //! the dry-run file round trip.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use servebench_core::config::{Backend, Lora, LoraAssignment, MultiTurn, RangeRatio, RunConfig, WorkloadSpec};
-use servebench_core::plan::TokenCounting;
+use servebench_core::plan::{Plan, TokenCounting};
 use servebench_core::rng::RandomState;
 
 use super::build_plan;
@@ -453,4 +453,43 @@ fn rerank_plan_bodies_are_vllms() {
             assert_eq!(u64::from(req.prompt_tokens), len.as_u64().unwrap(), "{spec}");
         }
     }
+}
+
+#[test]
+fn chat_template_kwargs_reach_the_prompts_the_client_templates_and_are_noted_where_none_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.jsonl");
+    std::fs::write(&path, "{\"prompt\": \"What is 2+2?\"}\n").unwrap();
+    let mut c = config(Backend::Vllm);
+    c.traffic.num_prompts = 1;
+    c.workload = WorkloadSpec::Custom {
+        path: path.to_str().unwrap().into(),
+        output_len: 8,
+        skip_chat_template: false,
+        shuffle: false,
+        oversample: true,
+        images: false,
+    };
+    let prompt = |plan: &Plan| -> String {
+        let v: Value = serde_json::from_slice(&plan.requests[0].body).unwrap();
+        v["prompt"].as_str().unwrap().to_string()
+    };
+    let plain = build_plan(&c, Some(qwen3())).unwrap();
+    assert_eq!(prompt(&plain), "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
+    let mut kwargs = Map::new();
+    kwargs.insert("enable_thinking".into(), Value::Bool(false));
+    c.chat_template_kwargs = Some(kwargs);
+    let off = build_plan(&c, Some(qwen3())).unwrap();
+    // Qwen3's template closes an empty thinking block when thinking is off: 4 tokens more.
+    assert_eq!(prompt(&off), format!("{}<think>\n\n</think>\n\n", prompt(&plain)));
+    assert_eq!(off.requests[0].prompt_tokens, plain.requests[0].prompt_tokens + 4);
+    let noted = |plan: &Plan| plan.notes.iter().any(|n| n.starts_with("--chat-template-kwargs changes nothing"));
+    assert!(!noted(&off));
+    // Nothing the client templates: said, with the flag that reaches the server's template.
+    let untemplated = build_plan(&c, None).unwrap();
+    assert!(noted(&untemplated), "{:?}", untemplated.notes);
+    c.workload = short_random();
+    let random = build_plan(&c, Some(qwen3())).unwrap();
+    let note = random.notes.iter().find(|n| n.starts_with("--chat-template-kwargs")).unwrap();
+    assert!(note.ends_with(r#"--extra-body '{"chat_template_kwargs": {"enable_thinking":false}}'."#), "{note}");
 }

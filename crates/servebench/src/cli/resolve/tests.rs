@@ -393,3 +393,24 @@ fn max_model_len_passes_vllm_s_spellings_on_to_the_simulator() {
         assert_eq!(pairs(len), vec![("max-model-len".to_string(), len.to_string())], "{len}");
     }
 }
+
+#[test]
+fn chat_template_kwargs_and_timeline_thresholds_resolve_or_say_what_to_give() {
+    let argv = ["servebench", "bench", "serve", "--model", "m"];
+    let c = serve_config(&argv, &["--chat-template-kwargs", r#"{"enable_thinking": false}"#]).unwrap();
+    assert_eq!(c.chat_template_kwargs, serde_json::json!({"enable_thinking": false}).as_object().cloned());
+    assert_eq!(serve_config(&argv, &[]).unwrap().chat_template_kwargs, None);
+    for bad in ["[1]", "enable_thinking", "{"] {
+        let e = serve_config(&argv, &["--chat-template-kwargs", bad]).unwrap_err().to_string();
+        assert!(e.starts_with("invalid --chat-template-kwargs") && e.contains("must be a JSON object"), "{bad}: {e}");
+    }
+    let c = serve_config(&argv, &["--plot-timeline"]).unwrap();
+    assert_eq!(c.output.plot_timeline, Some([25.0, 50.0]));
+    let c = serve_config(&argv, &["--plot-timeline", "--timeline-itl-thresholds", " 10 ,10"]).unwrap();
+    assert_eq!(c.output.plot_timeline, Some([10.0, 10.0]));
+    assert_eq!(serve_config(&argv, &["--timeline-itl-thresholds", "10,20"]).unwrap().output.plot_timeline, None);
+    assert_eq!(parse_itl_thresholds("0,0.5").unwrap(), [0.0, 0.5]);
+    for bad in ["", "5", "5,4", "1,2,3", "x,1", "nan,1", "-1,1"] {
+        assert!(parse_itl_thresholds(bad).is_err(), "{bad}");
+    }
+}

@@ -75,7 +75,8 @@ fn itl_span(r: &RequestRecord, [low, high]: [f64; 2]) -> Span {
         let ms = f64::from(gap_us) * 1e-3;
         2 + usize::from(ms >= low) + usize::from(ms >= high)
     };
-    if !s.failed {
+    // A failed request, or one without a token, keeps its tooltip and has no decode.
+    if let (false, Some(first)) = (s.failed, s.first) {
         for (at, gap) in r.chunks_us.iter().skip(1).zip(r.gaps_us()) {
             let (until, phase) = (s.start + f64::from(*at) * 1e-6, class(gap));
             match s.decode.last_mut() {
@@ -83,12 +84,8 @@ fn itl_span(r: &RequestRecord, [low, high]: [f64; 2]) -> Span {
                 _ => s.decode.push((until, phase)),
             }
         }
-    }
-    let slow = r.gaps_us().filter(|&g| class(g) == 4).count();
-    s.tip = match s.first {
-        _ if s.failed => format!("request {}: failed after {:.3} s", s.index, s.end - s.start),
-        None => format!("request {}: no token", s.index),
-        Some(first) => format!(
+        let slow = r.gaps_us().filter(|&g| class(g) == 4).count();
+        s.tip = format!(
             "request {}: {} prompt tokens, {} output tokens; queued {:.3} s, first token after {:.3} s, done after \
              {:.3} s; {slow} of {} token gaps at or above {high} ms",
             s.index,
@@ -98,8 +95,8 @@ fn itl_span(r: &RequestRecord, [low, high]: [f64; 2]) -> Span {
             first - s.start,
             s.end - s.start,
             r.chunks_us.len().saturating_sub(1),
-        ),
-    };
+        );
+    }
     s
 }
 

@@ -309,6 +309,9 @@ pub struct OutputOptions {
     /// (`--timeline-itl-thresholds`); `None` without the flag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plot_timeline: Option<[f64; 2]>,
+    /// `--plot-dataset-stats`: write a figure of the requests' token counts beside the result.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plot_dataset_stats: bool,
 }
 
 /// vLLM's `--timeline-itl-thresholds` default, ms.
@@ -372,6 +375,7 @@ impl Default for OutputOptions {
             scrape: Vec::new(),
             scrape_interval_s: DEFAULT_SCRAPE_INTERVAL_S,
             plot_timeline: None,
+            plot_dataset_stats: false,
         }
     }
 }

@@ -11,11 +11,14 @@
 //!   runs' per-request distributions; [`gate`] reads `--fail-on` rules and checks them.
 //! - [`findings`] writes sentences about the runs, each citing the numbers it rests on;
 //!   [`pareto`] finds the runs that trade throughput per GPU against tokens per user best.
-//! - [`html`] renders the self-contained HTML report with inline SVG charts from [`svg`].
+//! - [`html`] renders the self-contained HTML report with inline SVG charts from [`svg`], and
+//!   the timeline page of `--plot-timeline`; [`dataset_stats`] the figure of
+//!   `--plot-dataset-stats`.
 //! - [`select`] reads the runs a command names from the store.
 
 pub mod bootstrap;
 pub mod compare;
+pub mod dataset_stats;
 pub mod findings;
 pub mod gate;
 pub mod html;

@@ -264,6 +264,10 @@ pub struct ReportArgs {
     /// below the second, and the rest.
     #[arg(long, value_name = "LOW,HIGH", default_value = "25,50")]
     pub timeline_itl_thresholds: String,
+    /// Write a figure of the requests' prompt, output and total tokens beside the result JSON
+    /// (RESULT.dataset_stats.svg: vLLM's four panels, as an SVG where vLLM writes a PNG).
+    #[arg(long)]
+    pub plot_dataset_stats: bool,
 }
 
 impl Default for ReportArgs {

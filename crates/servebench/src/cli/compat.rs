@@ -31,7 +31,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
         "servebench sends a trace's requests at their recorded times; to send prompts at a request rate, use \
          --dataset-name custom or random",
     ),
-    ("--plot-dataset-stats", "use `servebench report`"),
     ("--no-stream", "Hugging Face hub datasets are not supported (no network at run time); use a local file"),
     (
         "--enable-multimodal-chat",

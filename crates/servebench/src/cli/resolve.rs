@@ -294,6 +294,7 @@ pub fn parse_output(
         scrape: r.scrape.clone(),
         scrape_interval_s: r.scrape_interval,
         plot_timeline: if r.plot_timeline { Some(parse_itl_thresholds(&r.timeline_itl_thresholds)?) } else { None },
+        plot_dataset_stats: r.plot_dataset_stats,
     })
 }
 

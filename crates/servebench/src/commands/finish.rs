@@ -28,8 +28,9 @@ struct Finished {
     /// The result JSON written, if `--save-result` or `--append-result` was given, or why it
     /// could not be: the run is kept in the store either way, then the command fails.
     saved_to: anyhow::Result<Option<PathBuf>>,
-    /// The timeline page written with `--plot-timeline`, or why it could not be, the same way.
-    plotted: anyhow::Result<Option<PathBuf>>,
+    /// The figures written (`--plot-timeline`, `--plot-dataset-stats`), each with the line
+    /// that says where, or why one could not be, the same way.
+    plotted: anyhow::Result<Vec<(&'static str, PathBuf)>>,
 }
 
 /// Prints the failure listing and the result block exactly as vLLM does, then saves the
@@ -93,28 +94,49 @@ fn finish_run(
     } else {
         Ok(None)
     };
-    let plotted = match options.plot_timeline {
-        Some(thresholds_ms) => write_timeline(result, &summary, thresholds_ms, timeline_suffix).map(Some),
-        None => Ok(None),
-    };
+    let plotted = write_plots(result, &summary, timeline_suffix);
     Ok(Finished { summary, saved_to, plotted })
 }
 
-/// Writes `--plot-timeline`'s page where vLLM writes it: beside the result JSON, named after
-/// it (`RESULT.timeline.html`), whether or not the result itself is saved; `suffix` names the
-/// page of one run of several that append to one result file.
-fn write_timeline(
+/// Writes the figures asked for where vLLM writes them: beside the result JSON, named after
+/// it (`RESULT.timeline.html`, `RESULT.dataset_stats.svg`), whether or not the result itself
+/// is saved; `suffix` names those of one run of several that append to one result file.
+fn write_plots(
     result: &RunResult,
     summary: &Summary,
-    thresholds_ms: [f64; 2],
     suffix: Option<&str>,
-) -> anyhow::Result<PathBuf> {
-    let config = &result.config;
-    let mut path = result_filename(config, &config.target.model_id, &result.date);
+) -> anyhow::Result<Vec<(&'static str, PathBuf)>> {
+    let options = &result.config.output;
+    let mut base = result_filename(&result.config, &result.config.target.model_id, &result.date);
     if let Some(suffix) = suffix {
-        path = PathBuf::from(with_suffix(&path.to_string_lossy(), suffix));
+        base = PathBuf::from(with_suffix(&base.to_string_lossy(), suffix));
     }
-    let path = path.with_extension("timeline.html");
+    let write = |extension: &str, what: &'static str, text: String| -> anyhow::Result<(&'static str, PathBuf)> {
+        let path = base.with_extension(extension);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(&path, text)
+            .with_context(|| format!("the {what} could not be written to {}", path.display()))?;
+        Ok((what, path))
+    };
+    let mut written = Vec::new();
+    if let Some(thresholds_ms) = options.plot_timeline {
+        written.push(write("timeline.html", "Timeline plot", timeline_page(result, summary, thresholds_ms))?);
+    }
+    if options.plot_dataset_stats {
+        let requests: Vec<(u32, u32)> =
+            result.records.iter().filter(|r| !r.never_sent()).map(|r| (r.prompt_tokens(), r.output_tokens())).collect();
+        let title = format!("Requests of {}: tokens", result.config.target.model_id);
+        let figure = servebench_report::dataset_stats::dataset_stats(&title, &requests);
+        written.push(write("dataset_stats.svg", "Dataset statistics plot", figure)?);
+    }
+    Ok(written)
+}
+
+/// `--plot-timeline`'s page of the run's requests.
+fn timeline_page(result: &RunResult, summary: &Summary, thresholds_ms: [f64; 2]) -> String {
+    let config = &result.config;
     let target = match &config.target.sim {
         Some(sim) => format!("the simulator, {}@{}", sim.model, sim.hardware),
         None => config.target.base_url.clone(),
@@ -133,18 +155,12 @@ fn write_timeline(
         summary.failed.unwrap_or(0),
         result.started_at
     );
-    let page = servebench_report::html::timeline_page(&servebench_report::html::TimelinePage {
+    servebench_report::html::timeline_page(&servebench_report::html::TimelinePage {
         title: &title,
         meta: &meta,
         records: &result.records,
         thresholds_ms,
-    });
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(&path, page)
-        .with_context(|| format!("the timeline plot could not be written to {}", path.display()))?;
-    Ok(path)
+    })
 }
 
 /// Where a finished run is kept: `--db PATH`, else `$SERVEBENCH_DB`, else the user's data
@@ -217,14 +233,14 @@ pub fn finish_and_keep(
     if let Some(suffix) = &keep.file_suffix {
         name_result_file(&mut result, suffix);
     }
-    // Runs appending to one result file still each get a timeline page of their own.
+    // Runs appending to one result file still each get figures of their own.
     let timeline_suffix = keep.file_suffix.as_deref().filter(|_| result.config.output.append_result);
     let finished = finish_run(&result, uncertainty, timeline_suffix, out)?;
     if let Ok(Some(path)) = &finished.saved_to {
         out.line(format!("Saved the result to {}", path.display()))?;
     }
-    if let Ok(Some(path)) = &finished.plotted {
-        out.line(format!("Timeline plot saved to: {}", path.display()))?;
+    for (what, path) in finished.plotted.iter().flatten() {
+        out.line(format!("{what} saved to: {}", path.display()))?;
     }
     let mut run = NewRun::from_run(keep.kind, &result, &finished.summary);
     for (k, v) in &keep.labels {
@@ -260,12 +276,12 @@ pub fn store_run(run: &NewRun, choice: &StoreChoice, out: &Sink) -> anyhow::Resu
     }
 }
 
-/// Gives the result file of a `--save-result` run (and the `--plot-timeline` page named after
-/// it) a name of its own: `suffix` goes before the extension of `--result-filename`, or of
+/// Gives the result file of a `--save-result` run (and the figures named after it) a name of
+/// its own: `suffix` goes before the extension of `--result-filename`, or of
 /// vLLM's default name. Appended results (`--append-result`) keep their one file.
 fn name_result_file(result: &mut RunResult, suffix: &str) {
     let output = &result.config.output;
-    if !(output.save_result || output.plot_timeline.is_some()) || output.append_result {
+    if !(output.save_result || output.plot_timeline.is_some() || output.plot_dataset_stats) || output.append_result {
         return;
     }
     let name = match &output.result_filename {

@@ -450,7 +450,16 @@ async fn plot_timeline_writes_a_page_of_every_request_beside_the_result_named_as
         let rows: String = page.split("<g class=\"request\"").skip(1).map(|g| &g[..g.find("</g>").unwrap()]).collect();
         rows.matches(&format!("fill=\"{colour}\"")).count()
     };
-    let out = run(&["--plot-timeline", "--save-result", "--result-dir", d, "--result-filename", "r.json"]).await;
+    let out = run(&[
+        "--plot-timeline",
+        "--plot-dataset-stats",
+        "--save-result",
+        "--result-dir",
+        d,
+        "--result-filename",
+        "r.json",
+    ])
+    .await;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     let path = dir.path().join("r.timeline.html");
@@ -460,6 +469,12 @@ async fn plot_timeline_writes_a_page_of_every_request_beside_the_result_named_as
     assert_eq!(rows(&page), 6);
     assert_eq!(in_rows(&page, "#ff7f0e"), 6, "one orange run of gaps a request");
     assert!(page.contains("6 requests sent at most 3 at a time"), "{page}");
+    // vLLM's four panels of the requests' tokens, as an SVG beside the result too.
+    let stats = dir.path().join("r.dataset_stats.svg");
+    assert!(stdout.contains(&format!("Dataset statistics plot saved to: {}\n", stats.display())), "{stdout}");
+    let figure = std::fs::read_to_string(&stats).unwrap();
+    assert!(figure.starts_with("<svg xmlns=") && figure.matches("<svg x=").count() == 4, "{figure}");
+    assert!(figure.contains(">Output tokens distribution</title>"));
 
     // Written without --save-result too, under vLLM's default name; thresholds of 1 and 2 ms
     // make every gap slow.

@@ -12,15 +12,16 @@ pub fn dataset_stats(title: &str, requests: &[(u32, u32)]) -> String {
     let prompt: Vec<f64> = requests.iter().map(|&(p, _)| f64::from(p)).collect();
     let output: Vec<f64> = requests.iter().map(|&(_, o)| f64::from(o)).collect();
     let total: Vec<f64> = requests.iter().map(|&(p, o)| f64::from(p) + f64::from(o)).collect();
-    let chart = |id: &str, title: &str, x: &str, y: &str, lines: Vec<Line>, x_unit: &str| {
+    // `x` and `y`: each axis's label and the unit of its values in a tooltip.
+    let chart = |id: &str, title: &str, x: (&str, &str), y: (&str, &str), lines: Vec<Line>| {
         svg::line_chart(&LineChart {
             id: id.into(),
             title: title.into(),
-            x: Axis::linear(x),
-            y: Axis::linear(y),
+            x: Axis::linear(x.0),
+            y: Axis::linear(y.0),
             lines,
-            x_unit: x_unit.into(),
-            y_unit: if y == "Requests" { "requests".into() } else { "tokens".into() },
+            x_unit: x.1.into(),
+            y_unit: y.1.into(),
         })
     };
     let line = |name: &str, points: Vec<(f64, f64)>| Line {
@@ -34,20 +35,18 @@ pub fn dataset_stats(title: &str, requests: &[(u32, u32)]) -> String {
         chart(
             id,
             &format!("{what} tokens distribution"),
-            &format!("{what} tokens"),
-            "Requests",
+            (&format!("{what} tokens"), "tokens"),
+            ("Requests", "requests"),
             vec![line("requests", steps(&histogram(values)))],
-            "tokens",
         )
     };
     let index = |values: &[f64]| values.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect::<Vec<_>>();
     let per_request = chart(
         "per-request",
         "Tokens of each request",
-        "Request",
-        "Tokens",
+        ("Request", "request "),
+        ("Tokens", "tokens"),
         vec![line("prompt", index(&prompt)), line("prompt + output", index(&total))],
-        "request ",
     );
     svg::grid(
         title,
@@ -62,10 +61,10 @@ pub fn dataset_stats(title: &str, requests: &[(u32, u32)]) -> String {
 /// half above a single value, as matplotlib's histogram takes one): `(left edge, width,
 /// count)` of each bin, the last bin holding the most.
 fn histogram(values: &[f64]) -> Vec<(f64, f64, usize)> {
-    let (lo, hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
     if values.is_empty() {
         return Vec::new();
     }
+    let (lo, hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
     let (lo, hi) = if hi > lo { (lo, hi) } else { (lo - 0.5, hi + 0.5) };
     let width = (hi - lo) / BINS as f64;
     let mut counts = vec![0usize; BINS];

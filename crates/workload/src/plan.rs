@@ -237,7 +237,6 @@ fn batches(config: &RunConfig, api: Api, dataset: &Dataset) -> Result<Vec<Range<
     }
 }
 
-/// Prompt tokens as the server will count them (exact with a tokenizer).
 /// `--chat-template-kwargs` changes only the prompts the client templates, as in vLLM: said
 /// before the run where there are none, with how to reach the server's template instead.
 fn template_kwargs_note(config: &RunConfig, tok: Option<&Tokenizer>) -> Option<String> {
@@ -283,6 +282,7 @@ fn route_note(config: &RunConfig) -> Option<String> {
     ))
 }
 
+/// Prompt tokens as the server will count them (exact with a tokenizer).
 fn count_prompt(tok: Option<&Tokenizer>, api: Api, s: &Sample) -> Result<u32, WorkloadError> {
     match (tok, api, s.raw_tokens) {
         (None, _, _) => Ok(s.prompt_len),

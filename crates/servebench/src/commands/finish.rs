@@ -38,7 +38,7 @@ struct Finished {
 fn finish_run(
     result: &RunResult,
     uncertainty: Option<&servebench_sim::Uncertainty>,
-    timeline_suffix: Option<&str>,
+    figure_suffix: Option<&str>,
     out: &Sink,
 ) -> anyhow::Result<Finished> {
     let summary = Summary::compute(result);
@@ -94,7 +94,7 @@ fn finish_run(
     } else {
         Ok(None)
     };
-    let plotted = write_plots(result, &summary, timeline_suffix);
+    let plotted = write_plots(result, &summary, figure_suffix);
     Ok(Finished { summary, saved_to, plotted })
 }
 
@@ -113,11 +113,7 @@ fn write_plots(
     }
     let write = |extension: &str, what: &'static str, text: String| -> anyhow::Result<(&'static str, PathBuf)> {
         let path = base.with_extension(extension);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        std::fs::write(&path, text)
-            .with_context(|| format!("the {what} could not be written to {}", path.display()))?;
+        super::write_file(&path, &text).with_context(|| format!("the {what} was not written"))?;
         Ok((what, path))
     };
     let mut written = Vec::new();
@@ -234,8 +230,8 @@ pub fn finish_and_keep(
         name_result_file(&mut result, suffix);
     }
     // Runs appending to one result file still each get figures of their own.
-    let timeline_suffix = keep.file_suffix.as_deref().filter(|_| result.config.output.append_result);
-    let finished = finish_run(&result, uncertainty, timeline_suffix, out)?;
+    let figure_suffix = keep.file_suffix.as_deref().filter(|_| result.config.output.append_result);
+    let finished = finish_run(&result, uncertainty, figure_suffix, out)?;
     if let Ok(Some(path)) = &finished.saved_to {
         out.line(format!("Saved the result to {}", path.display()))?;
     }

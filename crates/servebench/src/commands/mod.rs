@@ -66,3 +66,13 @@ pub async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Launch(command) => launch::execute(command, &Sink::Stdout),
     }
 }
+
+/// Writes `text` to `path`, creating its folder first: a file a command writes beside its
+/// results (a figure, a summary).
+pub(crate) fn write_file(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("could not create {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("could not write {}", path.display()))
+}

@@ -104,10 +104,7 @@ fn py_dict(item: &Item) -> String {
 fn write_json(path: &Path, value: &Value, indent: usize) -> anyhow::Result<()> {
     let text =
         servebench_core::pyjson::dumps_with(value, &servebench_core::pyjson::Style::with_indent(Some(indent), true));
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).with_context(|| format!("could not create {}", parent.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("could not write {}", path.display()))
+    super::write_file(path, &text)
 }
 
 impl Sweep {

@@ -19,11 +19,13 @@ use clap::Parser;
 /// 0 success, 1 error (or a run in which every request failed), 2 bad usage, 3 a `--fail-on`
 /// rule held, 130 interrupted (after saving what was measured).
 pub fn main_entry(args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let args = cli::compat::normalize_argv(args);
-    if let Err(e) = cli::compat::refuse_unsupported(&args) {
-        output::error(&e);
-        return ExitCode::from(2);
-    }
+    let args = match cli::compat::prepare_argv(args) {
+        Ok(args) => args,
+        Err(e) => {
+            output::error(&e);
+            return ExitCode::from(2);
+        }
+    };
     let cli = match cli::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {

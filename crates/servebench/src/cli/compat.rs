@@ -1,21 +1,46 @@
 //! vLLM command-line compatibility: argument spelling and the flags we refuse.
 //!
 //! vLLM parses `vllm bench serve` with its `FlexibleArgumentParser`: `--foo_bar` means
-//! `--foo-bar`, `--k=v` works and unambiguous prefixes are accepted (clap's `infer_long_args`
-//! covers the last). Flags vLLM has that servebench does not implement yet are refused here,
-//! before clap sees them, with an error that names the flag and says what to do instead.
+//! `--foo-bar`, `--k=v` works, unambiguous prefixes are accepted (clap's `infer_long_args`
+//! covers that), `--config FILE.yaml` reads flags from a file ([`super::config_file`]) and
+//! `--json-flag.key value` gives one key of a JSON flag ([`super::dotted_args`]). Flags vLLM has
+//! that servebench does not implement yet are refused here, before clap sees them, with an
+//! error that names the flag and says what to do instead.
 
 use std::ffi::OsString;
 
-/// Rewrites `--foo_bar[=v]` to `--foo-bar[=v]` (underscores in the flag name only).
+/// The help's note on the spellings [`prepare_argv`] reads, under the flags of the commands
+/// that take vLLM's.
+pub const SPELLINGS_HELP: &str = "Flags are also read as vLLM reads them: --num_prompts is --num-prompts, a prefix of \
+     one flag names it, --config FILE.yaml takes flags from a YAML file (num-prompts: 200; the command line wins), and \
+     --extra-body.top_k 5 gives a JSON flag one key at a time.";
+
+/// A command line that cannot be read: a refused flag or a `--config` file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgvError {
+    #[error(transparent)]
+    Unsupported(#[from] UnsupportedFlag),
+    #[error(transparent)]
+    ConfigFile(#[from] super::config_file::ConfigFileError),
+}
+
+/// The command line as clap reads it, vLLM's spellings applied once: `--foo_bar`, a
+/// `--config FILE.yaml` of flags, `--json-flag.key value`; then the flags servebench refuses.
+pub fn prepare_argv(args: impl IntoIterator<Item = OsString>) -> Result<Vec<OsString>, ArgvError> {
+    let args = super::config_file::expand_config(normalize_argv(args))?;
+    let args = super::dotted_args::merge_dotted(args);
+    refuse_unsupported(&args)?;
+    Ok(args)
+}
+
+/// Rewrites `--foo_bar[=v]` to `--foo-bar[=v]`: underscores in the flag's name only, not in
+/// its value nor in the keys of a `--json-flag.some_key`.
 pub fn normalize_argv(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     args.into_iter()
         .map(|a| match a.to_str() {
             Some(s) if s.starts_with("--") && s.len() > 2 => {
-                let (name, rest) = match s.find('=') {
-                    Some(i) => s.split_at(i),
-                    None => (s, ""),
-                };
+                let end = s.find(['=', '.']).unwrap_or(s.len());
+                let (name, rest) = s.split_at(end);
                 OsString::from(format!("--{}{rest}", name[2..].replace('_', "-")))
             }
             _ => a,
@@ -48,7 +73,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("--blazedit-max-distance", "the blazedit dataset is not supported yet"),
     ("--asr-max-audio-len-sec", "audio benchmarks are not supported yet"),
     ("--asr-min-audio-len-sec", "audio benchmarks are not supported yet"),
-    ("--config", "YAML config files are not supported yet; pass the flags directly"),
 ];
 
 /// vLLM flags that `bench serve` and `sweep` take but the simulator's own commands do not.
@@ -98,6 +122,12 @@ pub struct UnsupportedFlag {
 /// own, a file of fitted constants; `bench serve` and `sweep` take vLLM's boolean `--profile`.)
 const TAKES_VLLM_FLAGS: &[&str] = &["bench", "sweep", "sim"];
 
+/// Whether servebench refuses this flag in some command (`--hf-split`, `--host` in `sim
+/// predict`): a `--config` file passes such a key on, to be refused with its reason.
+pub fn is_refused(flag: &str) -> bool {
+    [UNSUPPORTED, NOT_FOR_SIM, NOT_FOR_PREDICT].iter().any(|list| list.iter().any(|(f, _)| *f == flag))
+}
+
 /// Refuses any vLLM flag we do not implement (after [`normalize_argv`]), in the subcommands
 /// that take vLLM's flags.
 pub fn refuse_unsupported(args: &[OsString]) -> Result<(), UnsupportedFlag> {
@@ -138,9 +168,36 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_given_twice_takes_its_last_value_as_in_vllm_and_collecting_flags_collect() {
+        use clap::Parser;
+        let argv = os(&[
+            "servebench",
+            "bench",
+            "serve",
+            "--num-prompts",
+            "5",
+            "--header",
+            "a=1",
+            "--num_prompts=6",
+            "--header",
+            "b=2",
+            "--disable-tqdm",
+            "--disable-tqdm",
+        ]);
+        let cli = crate::cli::Cli::try_parse_from(prepare_argv(argv).unwrap()).unwrap();
+        let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = cli.command else { panic!() };
+        assert_eq!(args.traffic.num_prompts, 6);
+        assert_eq!(args.endpoint.header, ["a=1", "b=2"]);
+        assert!(args.traffic.disable_tqdm);
+    }
+
+    #[test]
     fn underscores_in_flag_names_become_dashes_but_values_are_kept() {
         let got = normalize_argv(os(&["servebench", "--num_prompts", "10", "--result_filename=a_b.json", "x_y"]));
         assert_eq!(got, os(&["servebench", "--num-prompts", "10", "--result-filename=a_b.json", "x_y"]));
+        // A JSON flag's keys keep their underscores.
+        let got = normalize_argv(os(&["--extra_body.chat_template_kwargs.enable_thinking=false"]));
+        assert_eq!(got, os(&["--extra-body.chat_template_kwargs.enable_thinking=false"]));
     }
 
     #[test]
@@ -170,7 +227,7 @@ mod tests {
             "the vLLM flag --lora-modules is not supported by servebench's simulator commands: the simulator serves no LoRA adapters; benchmark a real server with `bench serve`"
         );
         assert!(refuse_unsupported(&os(&["servebench", "bench", "serve", "--lora-modules", "a"])).is_ok());
-        assert!(refuse_unsupported(&os(&["servebench", "runs", "list", "--config"])).is_ok());
+        assert!(refuse_unsupported(&os(&["servebench", "runs", "list", "--hf-split"])).is_ok());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 pub mod bench_args;
 pub mod compat;
+pub mod config_file;
+pub mod dotted_args;
 pub mod launch_args;
 pub mod merge_args;
 pub mod report_args;
@@ -21,7 +23,7 @@ use bench_args::{ContentArgs, DatasetArgs, EndpointArgs, ReportArgs, RunExtraArg
 
 /// Measure, predict and compare the performance of LLM serving engines.
 #[derive(Parser, Debug)]
-#[command(name = "servebench", version, infer_long_args = true, max_term_width = 110)]
+#[command(name = "servebench", version, infer_long_args = true, args_override_self = true, max_term_width = 110)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -88,7 +90,7 @@ pub enum BenchCommand {
 
 /// `servebench bench serve`: vLLM 0.33's `vllm bench serve` flags plus servebench's own.
 #[derive(Args, Debug, Clone, Default)]
-#[command(infer_long_args = true)]
+#[command(infer_long_args = true, after_help = compat::SPELLINGS_HELP)]
 pub struct BenchServeArgs {
     #[command(flatten)]
     pub endpoint: EndpointArgs,

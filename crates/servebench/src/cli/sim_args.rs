@@ -8,6 +8,7 @@ use super::sim_model::SimModelArgs;
 
 /// Predict a benchmark in virtual time: the same engine as `sim serve`, no HTTP, no sleeping.
 #[derive(Args, Clone, Debug)]
+#[command(after_help = super::compat::SPELLINGS_HELP)]
 pub struct SimPredictArgs {
     #[command(flatten)]
     pub deployment: SimModelArgs,

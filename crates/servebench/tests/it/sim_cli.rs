@@ -346,3 +346,35 @@ fn sim_predict_replays_a_plan_as_its_flags_predict() {
     }
     assert_eq!(value(&replayed, "Successful requests:"), 30.0);
 }
+
+#[test]
+fn sim_predict_reads_its_flags_from_a_config_file_as_vllm_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("predict.yaml");
+    let yaml = "model: Qwen/Qwen3-0.6B\nhardware: l40s\nrandom_input_len: 64\nrandom-output-len: 16\n\
+                num-prompts: 40\nmax-concurrency: 4\noption: [jitter=0]\nno-store: true\n\
+                extra-body: {top_k: 5}\nsave-result: true\n";
+    std::fs::write(&config, yaml).unwrap();
+    let result_dir = dir.path().to_str().unwrap();
+    let config = config.to_str().unwrap();
+    let extra = ["--result-dir", result_dir, "--result-filename", "r.json", "--extra-body.temperature", "0"];
+    let args: Vec<&str> =
+        ["sim", "predict", "--config", config, "--num-prompts", "8"].into_iter().chain(extra).collect();
+    let out = ok(&args);
+    // The command line's --num-prompts wins over the file's.
+    assert_eq!(value(&out, "Successful requests:"), 8.0);
+    assert_eq!(value(&out, "Total input tokens:"), 8.0 * 64.0);
+    let json = read_json(&dir.path().join("r.json"));
+    let saved = &json["servebench"]["config"];
+    assert_eq!(saved["target"]["sim"]["hardware"], "l40s");
+    assert_eq!(saved["extra_body"], serde_json::json!({"top_k": 5, "temperature": 0}));
+
+    std::fs::write(dir.path().join("bad.yaml"), "num-prompt: 5\n").unwrap();
+    let bad = dir.path().join("bad.yaml");
+    let (code, err) = fails(&["sim", "predict", "--config", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`num-prompt` is not a flag of `servebench sim predict`; did you mean `num-prompts`?"),
+        "{err}"
+    );
+}

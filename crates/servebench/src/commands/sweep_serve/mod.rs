@@ -347,8 +347,7 @@ async fn run_bench_cmd(cmd: &[String], show_stdout: bool) -> anyhow::Result<()> 
         return server::run_subcommand(cmd, show_stdout);
     }
     let argv = ["servebench".to_string()].into_iter().chain(cmd[1..].iter().cloned()).map(Into::into);
-    let argv = crate::cli::compat::normalize_argv(argv);
-    crate::cli::compat::refuse_unsupported(&argv).map_err(|e| anyhow::anyhow!("--bench-cmd: {e}"))?;
+    let argv = crate::cli::compat::prepare_argv(argv).map_err(|e| anyhow::anyhow!("--bench-cmd: {e}"))?;
     let parsed =
         <crate::cli::Cli as clap::Parser>::try_parse_from(argv).map_err(|e| anyhow::anyhow!("--bench-cmd: {e}"))?;
     let crate::cli::Command::Bench(crate::cli::BenchCommand::Serve(args)) = parsed.command else {

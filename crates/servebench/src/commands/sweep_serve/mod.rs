@@ -173,9 +173,7 @@ impl Sweep {
             }
         }
         if !self.args.dry_run {
-            std::fs::create_dir_all(&self.dir).with_context(|| format!("could not create {}", self.dir.display()))?;
-            let csv = self.dir.join("summary.csv");
-            std::fs::write(&csv, summary_csv(&all)).with_context(|| format!("could not write {}", csv.display()))?;
+            super::write_file(&self.dir.join("summary.csv"), &summary_csv(&all))?;
         }
         Ok(())
     }

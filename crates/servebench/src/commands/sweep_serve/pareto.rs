@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use servebench_report::pareto::{Point, Trade};
 use servebench_report::svg::{self, Axis, Line, LineChart};
 
@@ -80,8 +80,7 @@ pub fn plot(args: &SweepPlotParetoArgs, out: &Sink) -> anyhow::Result<ExitCode> 
     if points.is_empty() {
         bail!("no run gives both an output throughput and a user count: nothing to chart");
     }
-    let dir = args.output_dir.join("pareto");
-    let path = dir.join("PARETO.svg");
+    let path = args.output_dir.join("pareto").join("PARETO.svg");
     out.line("[BEGIN FIGURE]")?;
     out.line("Group: {}")?;
     out.line(format!("Output file: {}", path.display()))?;
@@ -111,9 +110,7 @@ pub fn plot(args: &SweepPlotParetoArgs, out: &Sink) -> anyhow::Result<ExitCode> 
             x_unit: "tok/s/user".into(),
             y_unit: "tok/s/GPU".into(),
         };
-        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        std::fs::write(&path, svg::grid("PARETO", &[vec![svg::line_chart(&chart)]]))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        crate::commands::write_file(&path, &svg::grid("PARETO", &[vec![svg::line_chart(&chart)]]))?;
         out.line(format!("Plotted {} points; Pareto frontier size: {}.", points.len(), frontier.len()))?;
     }
     out.line("[END FIGURE]")?;

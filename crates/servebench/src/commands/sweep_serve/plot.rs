@@ -258,9 +258,6 @@ pub fn plot(args: &SweepPlotArgs, out: &Sink) -> anyhow::Result<ExitCode> {
         }
     }
     let fig_dir = args.fig_dir.as_ref().map_or_else(|| args.output_dir.clone(), |d| args.output_dir.join(d));
-    if !args.dry_run {
-        std::fs::create_dir_all(&fig_dir).with_context(|| format!("cannot create {}", fig_dir.display()))?;
-    }
     for (fig_group, members) in group_by(&runs, |r| group_of(r, &fig_by)) {
         let path = figure_path(&fig_dir, &args.fig_name, &fig_group);
         let rows = group_by(members.iter().copied(), |r| facet(r, &row_by));
@@ -289,8 +286,7 @@ pub fn plot(args: &SweepPlotArgs, out: &Sink) -> anyhow::Result<ExitCode> {
                 curve_by: &curve_by,
             };
             let title = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            std::fs::write(&path, figure.draw(&title, &kept))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            crate::commands::write_file(&path, &figure.draw(&title, &kept))?;
         }
         out.line("[END FIGURE]")?;
     }

@@ -116,6 +116,12 @@ fn a_failed_benchmark_is_recorded_and_the_sweep_goes_on_when_asked() {
     assert!(!ok, "{out}");
     assert!(err.contains("--hf-split"), "{err}");
     assert!(out.contains("--resume"), "{out}");
+    // The benchmark command's flags are read as on the command line: its --config file too.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bench.yaml");
+    std::fs::write(&config, "num-prompt: 4\n").unwrap();
+    let (ok, _, err) = sweep(dir.path(), port, &format!("--config {}", config.display()), &["--num-runs", "1"]);
+    assert!(!ok && err.contains("`num-prompt` is not a flag of `servebench bench serve`"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     let (ok, out, err) = sweep(dir.path(), port, "--hf-split train", &["--num-runs", "1", "--continue-on-error"]);
     assert!(ok, "{out}\n{err}");

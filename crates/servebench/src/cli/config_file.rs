@@ -237,7 +237,11 @@ fn scalar(value: Value) -> Result<String, &'static str> {
         Value::Null => return Err(NO_VALUE),
         Value::String(s) => s,
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
+        // YAML's `.inf` is the command line's `inf` (`request-rate: .inf`), as Python writes it.
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if f.is_infinite() => if f > 0.0 { "inf" } else { "-inf" }.to_string(),
+            _ => n.to_string(),
+        },
         Value::Tagged(t) => scalar(t.value)?,
         other @ (Value::Mapping(_) | Value::Sequence(_)) => serde_json::to_string(&other)
             .map_err(|_| "holds a mapping whose keys are not all strings, which JSON cannot carry")?,

@@ -21,6 +21,7 @@ fn expand(args: &[&str]) -> Result<Vec<String>, ConfigFileError> {
 
 const BENCH: &str = "\
 num-prompts: 100
+request-rate: .inf
 random_input_len: 64
 max-concurrency: 4
 disable-tqdm: true
@@ -39,6 +40,8 @@ fn the_file_s_flags_follow_the_subcommand_and_the_command_line_wins() {
         "servebench",
         "bench",
         "serve",
+        "--request-rate",
+        "inf",
         "--random-input-len",
         "64",
         "--max-concurrency",
@@ -60,7 +63,7 @@ fn the_file_s_flags_follow_the_subcommand_and_the_command_line_wins() {
     let Command::Bench(BenchCommand::Serve(args)) = Cli::try_parse_from(&got).unwrap().command else { panic!() };
     assert_eq!((args.traffic.num_prompts, args.traffic.max_concurrency), (5, Some(4)));
     assert_eq!(args.endpoint.header, ["a=1", "b=2"]);
-    assert_eq!(args.dataset.random_input_len, 64);
+    assert_eq!((args.dataset.random_input_len, args.traffic.request_rate), (64, f64::INFINITY));
     assert!(args.traffic.disable_tqdm && !args.report.save_result);
 }
 

@@ -537,38 +537,14 @@ fn positive(v: &str) -> Option<u32> {
 }
 
 /// `--max-model-len` as vLLM reads it: `auto` or `-1` (the most the KV cache holds: `None`), or
-/// a count of tokens, whole or with a suffix: `k`, `m` and `g` thousands, millions and billions
-/// (`25.6k`), `K`, `M` and `G` powers of 1,024 (whole numbers only: `32K` is 32,768).
+/// a count of tokens, whole or with a suffix
+/// ([`servebench_core::vllm::human_readable_int`]: `25.6k` is 25,600, `32K` 32,768).
 fn context_length(v: &str) -> Option<Option<u32>> {
     let v = v.trim();
     if v.eq_ignore_ascii_case("auto") || v == "-1" {
         return Some(None);
     }
-    let tokens = match v.char_indices().last()? {
-        (at, suffix @ ('k' | 'm' | 'g')) => {
-            let scale = match suffix {
-                'k' => 1e3,
-                'm' => 1e6,
-                _ => 1e9,
-            };
-            let digits = &v[..at];
-            if !digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-                return None;
-            }
-            let n: f64 = digits.parse().ok()?;
-            let tokens = (n * scale).floor();
-            (tokens <= f64::from(u32::MAX)).then_some(tokens as u32)?
-        }
-        (at, suffix @ ('K' | 'M' | 'G')) => {
-            let shift = match suffix {
-                'K' => 10,
-                'M' => 20,
-                _ => 30,
-            };
-            v[..at].parse::<u32>().ok()?.checked_mul(1 << shift)?
-        }
-        _ => v.parse::<u32>().ok()?,
-    };
+    let tokens = u32::try_from(servebench_core::vllm::human_readable_int(v)?).ok()?;
     (tokens >= 1).then_some(Some(tokens))
 }
 

@@ -5,6 +5,7 @@
 pub mod json;
 pub mod labels;
 pub mod parse;
+pub mod sizes;
 pub mod startup_log;
 pub mod text;
 
@@ -20,5 +21,6 @@ pub use parse::headings::{
     BlockLabels, HeadingLabels, HeadingNote, SERVE_OPTION_LABELS, block_labels, mm_limits, option_label,
 };
 pub use parse::{BlockError, BlockProblem, ParsedBlock, ReportOrigin, parse_reports};
+pub use sizes::human_readable_int;
 pub use startup_log::{ProfiledUsage, StartupLog, group_thousands};
 pub use text::{TextStyle, render_failures, render_result_block, render_result_block_styled, render_traffic};

@@ -204,7 +204,7 @@ fn words(
         Value::Bool(true) if !takes_values => out.push(flag),
         Value::Bool(false) if !takes_values => {
             let no = format!("no-{}", flag.trim_start_matches("--"));
-            if command.get_arguments().any(|a| a.get_long() == Some(no.as_str())) {
+            if named(command, &no).is_some() {
                 out.push(format!("--{no}"));
             }
         }

@@ -77,33 +77,10 @@ fn split_dotted(s: &str) -> Option<(&str, &str, Option<&str>)> {
 
 /// A dotted value: JSON, else a whole number with a size suffix, else the string.
 fn read_value(s: &str) -> Value {
-    if let Ok(v) = serde_json::from_str(s) {
-        return v;
-    }
-    let suffix = |c: char| match c {
-        'k' => Some(1e3),
-        'm' => Some(1e6),
-        'g' => Some(1e9),
-        't' => Some(1e12),
-        'K' => Some(1024.0),
-        'M' => Some(1024f64.powi(2)),
-        'G' => Some(1024f64.powi(3)),
-        'T' => Some(1024f64.powi(4)),
-        _ => None,
-    };
-    let sized = s.char_indices().last().and_then(|(i, c)| {
-        let multiplier = suffix(c)?;
-        let number = &s[..i];
-        // A binary suffix takes a whole number only (2K, not 1.5K).
-        let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
-        let decimal = match number.split_once('.') {
-            Some((whole, frac)) => digits(whole) && digits(frac) && !c.is_ascii_uppercase(),
-            None => digits(number),
-        };
-        let n: f64 = number.parse().ok().filter(|_| decimal)?;
-        Some(Value::from((n * multiplier) as u64))
-    });
-    sized.unwrap_or_else(|| Value::String(s.to_string()))
+    serde_json::from_str(s)
+        .ok()
+        .or_else(|| servebench_core::vllm::human_readable_int(s).map(Value::from))
+        .unwrap_or_else(|| Value::String(s.to_string()))
 }
 
 /// Merges `update` into `object`: objects key by key, lists one after the other, anything else

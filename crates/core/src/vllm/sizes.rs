@@ -1,0 +1,68 @@
+//! vLLM's human-readable whole numbers (`32k`, `32K`), as its argument parser reads them.
+
+/// A whole number as vLLM's `human_readable_int` reads it: digits, or digits with a size
+/// suffix: `k`, `m`, `g`, `t` powers of 1,000 (with decimals: `25.6k` is 25,600, rounded
+/// down), `K`, `M`, `G`, `T` powers of 1,024 (whole numbers only: `32K` is 32,768). Spaces
+/// around it are ignored. `None` for anything else and for a count past `u64`.
+pub fn human_readable_int(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (at, suffix) = s.char_indices().last()?;
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    let number = &s[..at];
+    match suffix {
+        'k' | 'm' | 'g' | 't' => {
+            let scale = match suffix {
+                'k' => 1e3,
+                'm' => 1e6,
+                'g' => 1e9,
+                _ => 1e12,
+            };
+            let decimal = match number.split_once('.') {
+                Some((whole, frac)) => digits(whole) && digits(frac),
+                None => digits(number),
+            };
+            let n = (number.parse::<f64>().ok().filter(|_| decimal)? * scale).floor();
+            // u64::MAX as f64 rounds up to 2^64, itself past u64.
+            (n < u64::MAX as f64).then_some(n as u64)
+        }
+        'K' | 'M' | 'G' | 'T' => {
+            let shift = match suffix {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                _ => 40,
+            };
+            number.parse::<u64>().ok().filter(|_| digits(number))?.checked_mul(1 << shift)
+        }
+        _ => s.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_readable_int as int;
+
+    #[test]
+    fn suffixes_read_as_vllm_reads_them() {
+        for (s, n) in [
+            ("32768", 32_768),
+            ("32k", 32_000),
+            ("32K", 32_768),
+            ("25.6k", 25_600),
+            ("0.04m", 40_000),
+            (" 4K ", 4_096),
+            ("80g", 80_000_000_000),
+            ("2t", 2_000_000_000_000),
+            ("1T", 1 << 40),
+            ("0", 0),
+        ] {
+            assert_eq!(int(s), Some(n), "{s}");
+        }
+        for s in ["2.5K", "k", "K", "1e3k", ".5k", "5.k", "-1k", "+4K", "inf", "-2", "32KiB", "", "99999999999T"] {
+            assert_eq!(int(s), None, "{s}");
+        }
+        assert_eq!(int("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(int("18446744073709551616"), None);
+        assert_eq!(int("18446744073709551.616k"), None);
+    }
+}

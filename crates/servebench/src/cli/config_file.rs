@@ -38,7 +38,7 @@ pub enum ConfigFileError {
     #[error("--config {path}: `{key}` is not a flag of `{command}`{hint}")]
     UnknownFlag { path: String, key: String, command: String, hint: String },
     #[error("--config {path}: `{key}` {why}")]
-    BadValue { path: String, key: String, why: &'static str },
+    BadValue { path: String, key: String, why: String },
 }
 
 /// Replaces `--config FILE` (or `--config=FILE`) with the file's flags, placed after the
@@ -167,11 +167,16 @@ fn file_flags(path: &str, command: &clap::Command, given: &[String]) -> Result<V
             Some(p) => format!("--{flag}.{p}"),
             None => format!("--{flag}"),
         };
-        words(&mut out, spelled, arg, command, value).map_err(|why| ConfigFileError::BadValue {
-            path: path.into(),
-            key: key.clone(),
-            why,
-        })?;
+        let start = out.len();
+        let list = matches!(value, Value::Sequence(_));
+        let checked = words(&mut out, spelled, arg, command, value).map_err(str::to_string).and_then(|()| {
+            // A dotted key's value is one key of a JSON flag's object, read when they are merged.
+            let checked = if path_in_json.is_some() { Ok(()) } else { check_values(arg, &out[start..]) };
+            checked.map_err(|why| {
+                if list { format!("{why}; it takes one value (`servebench sweep` takes lists)") } else { why }
+            })
+        });
+        checked.map_err(|why| ConfigFileError::BadValue { path: path.into(), key: key.clone(), why })?;
     }
     Ok(out)
 }
@@ -228,6 +233,48 @@ fn words(
         }
     }
     Ok(())
+}
+
+/// Whether the flag's own parser takes the words the file gave it, so that a value it refuses
+/// (`max-concurrency: [1, 4]` where one number is wanted) is named with the file, not as if it
+/// had been typed. The flag is parsed alone: its value parser, count of values and delimiter,
+/// none of its relations to other flags.
+fn check_values(arg: &Arg, words: &[String]) -> Result<(), String> {
+    if words.is_empty() || !arg.get_action().takes_values() {
+        return Ok(());
+    }
+    let Some(long) = arg.get_long() else { return Ok(()) };
+    let mut alone = Arg::new(arg.get_id().clone())
+        .long(long.to_string())
+        .action(arg.get_action().clone())
+        .value_parser(arg.get_value_parser().clone())
+        .allow_hyphen_values(arg.is_allow_hyphen_values_set())
+        .allow_negative_numbers(arg.is_allow_negative_numbers_set())
+        .ignore_case(arg.is_ignore_case_set());
+    if let Some(n) = arg.get_num_args() {
+        alone = alone.num_args(n);
+    }
+    if let Some(d) = arg.get_value_delimiter() {
+        alone = alone.value_delimiter(d);
+    }
+    if let Some(names) = arg.get_value_names() {
+        alone = alone.value_names(names.to_vec());
+    }
+    let command = clap::Command::new("config").no_binary_name(true).args_override_self(true).arg(alone);
+    match command.try_get_matches_from(words) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            // clap's message, its possible values and tip kept, its usage and help line left out.
+            let rendered = e.render().to_string();
+            let lines: Vec<&str> = rendered
+                .lines()
+                .map(|l| l.trim().trim_start_matches("error: "))
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            Err(format!("is refused by its flag: {}", lines.join("; ")))
+        }
+    }
 }
 
 /// A value as one command-line word: a string as it is, a number or a boolean as written, a

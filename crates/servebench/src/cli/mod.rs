@@ -48,6 +48,7 @@ pub enum Command {
     Sim(SimCommand),
     /// Run `bench serve` over a grid of loads, lengths and targets, or search for the highest
     /// load that meets SLOs; every point is kept in the run store and compared at the end.
+    #[command(after_help = compat::SPELLINGS_HELP)]
     Sweep(Box<sweep_args::SweepArgs>),
     /// Measure this machine's client error: the real client against the built-in scripted server
     /// at rising concurrency, compared with the server's own send times.

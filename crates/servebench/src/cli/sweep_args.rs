@@ -292,7 +292,7 @@ impl Args for SweepArgs {
         let cmd = LIST_FLAGS.iter().fold(BenchServeArgs::augment_args(cmd), |cmd, f| {
             cmd.mut_arg(f.id, |a: Arg| a.value_parser((f.parser)()).action(ArgAction::Append).help(f.help))
         });
-        SweepOptions::augment_args(cmd).after_long_help(SWEEP_HELP)
+        SweepOptions::augment_args(cmd).after_long_help(format!("{SWEEP_HELP}\n\n{}", super::compat::SPELLINGS_HELP))
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {

@@ -165,3 +165,25 @@ fn without_config_the_words_come_back_as_they_were() {
     let args = ["servebench", "bench", "serve", "--num-prompts", "5", "--", "--config"];
     assert_eq!(expand(&args).unwrap(), args);
 }
+
+#[test]
+fn a_value_the_flag_refuses_is_named_with_the_file() {
+    let cases = [
+        (
+            "max-concurrency: [1, 4]\n",
+            "`max-concurrency` is refused by its flag: invalid value '1,4' for '--max-concurrency <MAX_CONCURRENCY>': \
+             invalid digit found in string; it takes one value (`servebench sweep` takes lists)",
+        ),
+        ("num-prompts: many\n", "`num-prompts` is refused by its flag: invalid value 'many' for '--num-prompts"),
+        (
+            "lora-assignment: round_robin\n",
+            "`lora-assignment` is refused by its flag: invalid value 'round_robin' for '--lora-assignment \
+             <LORA_ASSIGNMENT>'; [possible values: random, round-robin]; tip: a similar value exists: 'round-robin'",
+        ),
+    ];
+    for (yaml, want) in cases {
+        let (_dir, path) = file("v.yaml", yaml);
+        let err = expand(&["servebench", "bench", "serve", "--config", &path]).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("--config {path}: ")) && err.contains(want), "{yaml}: {err}");
+    }
+}

@@ -193,4 +193,54 @@ mod tests {
         assert_eq!(read_value(".5k"), Value::from(".5k"));
         assert_eq!(read_value("5.k"), Value::from("5.k"));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// A word of a command line: a flag, a dotted flag (with or without `=`), a value, `--`.
+        fn word() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "--[a-z-]{1,8}",
+                "--(extra-body|x)\\.[a-z_]{0,4}(\\.[a-z]{0,3})?\\+?(=[a-z0-9.\\[\\]{}\",]{0,6})?",
+                "[a-zA-Z0-9.,:\\[\\]{}\"-]{0,8}",
+                Just("--".to_string()),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn any_command_line_is_merged_without_a_panic_and_keeps_its_other_words(words in proptest::collection::vec(word(), 0..12)) {
+                let got = run(&words.iter().map(String::as_str).collect::<Vec<_>>());
+                // The words that are not dotted flags come back in their order (a dotted flag's
+                // value is taken with it, so only those before the first dotted flag are sure).
+                let end = words.iter().position(|w| w == "--").unwrap_or(words.len());
+                let plain: Vec<&String> = words[..end].iter().take_while(|w| split_dotted(w).is_none()).collect();
+                prop_assert_eq!(&got[..plain.len()], &plain.iter().map(|w| w.to_string()).collect::<Vec<_>>()[..]);
+                // What follows `--` is kept as it is, at the end.
+                prop_assert!(got.ends_with(&words[end..]));
+            }
+
+            #[test]
+            fn every_dotted_key_is_found_at_its_path(
+                keys in proptest::collection::btree_map("[a-z]{1,3}(\\.[a-z]{1,3}){0,2}", any::<i32>(), 1..6),
+            ) {
+                // No key path may run through another's value.
+                let paths: Vec<&String> = keys.keys().collect();
+                prop_assume!(!paths.iter().any(|a| paths.iter().any(|b| b.starts_with(&format!("{a}.")))));
+                let mut argv = vec!["s".to_string()];
+                for (path, v) in &keys {
+                    argv.extend([format!("--extra-body.{path}"), v.to_string()]);
+                }
+                let got = run(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+                prop_assert_eq!(&got[..2], &["s", "--extra-body"]);
+                let body: Value = serde_json::from_str(&got[2]).unwrap();
+                for (path, v) in &keys {
+                    let pointer = format!("/{}", path.replace('.', "/"));
+                    prop_assert_eq!(body.pointer(&pointer), Some(&Value::from(*v)), "{}", pointer);
+                }
+            }
+        }
+    }
 }

@@ -187,3 +187,65 @@ fn a_value_the_flag_refuses_is_named_with_the_file() {
         assert!(err.starts_with(&format!("--config {path}: ")) && err.contains(want), "{yaml}: {err}");
     }
 }
+
+#[test]
+fn every_flag_of_every_command_can_be_checked_alone() {
+    // clap's own checks of a command (run as it is built, in debug builds) pass for each flag
+    // taken alone, so a config file's value never meets a panic where it meets its parser.
+    fn walk(command: &clap::Command, seen: &mut usize) {
+        for arg in command.get_arguments().filter(|a| a.get_long().is_some()) {
+            let flag = format!("--{}", arg.get_long().unwrap());
+            let _ = check_values(arg, std::slice::from_ref(&flag));
+            *seen += 1;
+        }
+        command.get_subcommands().for_each(|sub| walk(sub, seen));
+    }
+    let mut root = Cli::command();
+    root.build();
+    let mut seen = 0;
+    walk(&root, &mut seen);
+    assert!(seen > 300, "{seen} flags");
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_file_is_read_or_refused_without_a_panic(yaml in "([a-z_-]{0,12}(: ?)?(\\PC{0,16}|\\[[0-9a-z, ]{0,12}\\]|\\{[a-z: 0-9,]{0,12}\\})?\n){0,4}") {
+            let (_dir, path) = file("any.yaml", &yaml);
+            let _ = expand(&["servebench", "bench", "serve", "--config", &path]);
+            let _ = expand(&["servebench", "sweep", "--config", &path]);
+        }
+
+        #[test]
+        fn the_file_s_numbers_reach_the_parsed_flags(
+            prompts in 1usize..100_000,
+            concurrency in 1i64..10_000,
+            input in 0u32..1_000_000,
+            seed: u64,
+            underscores: bool,
+        ) {
+            let key = |k: &str| if underscores { k.replace('-', "_") } else { k.to_string() };
+            let yaml = format!(
+                "{}: {prompts}\n{}: {concurrency}\n{}: {input}\nseed: {seed}\n",
+                key("num-prompts"),
+                key("max-concurrency"),
+                key("random-input-len"),
+            );
+            let (_dir, path) = file("n.yaml", &yaml);
+            let got = expand(&["servebench", "bench", "serve", "--config", &path]).unwrap();
+            let Command::Bench(BenchCommand::Serve(args)) = Cli::try_parse_from(&got).unwrap().command else {
+                panic!()
+            };
+            prop_assert_eq!(args.traffic.num_prompts, prompts);
+            prop_assert_eq!(args.traffic.max_concurrency, Some(concurrency));
+            prop_assert_eq!(args.dataset.random_input_len, input);
+            prop_assert_eq!(args.traffic.seed, seed);
+        }
+    }
+}

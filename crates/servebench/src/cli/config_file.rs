@@ -2,10 +2,14 @@
 //!
 //! Each key of the file's mapping is a flag of the command (`num-prompts: 100`, or
 //! `num_prompts`); its value is the flag's value. `true` gives a switch, `false` its `--no-`
-//! form where the command has one (else nothing). A mapping gives its JSON. A list gives:
+//! form where the command has one (else nothing); a switch takes nothing else. A mapping gives
+//! its JSON. A list gives:
 //! - a flag that takes several values (`--header`), the items;
 //! - a flag given once a value (`--option`, a sweep's lists), the flag once an item;
 //! - any other flag, the items joined by commas.
+//!
+//! Each value is checked by its flag's own parser as it is read, so that a value the flag
+//! refuses is named with the file and the key.
 //!
 //! The file's flags go right after the subcommand, so a flag also given on the command line
 //! takes the command line's value (vLLM's order: command line, then file, then defaults).
@@ -194,6 +198,7 @@ fn unknown(path: &str, key: &str, flag: &str, command: &clap::Command) -> Config
 }
 
 const NO_VALUE: &str = "has no value; give it one or remove the line";
+const SWITCH: &str = "is a switch; give it true or false";
 
 /// One key's command-line words, or why its value cannot be one.
 fn words(
@@ -213,6 +218,7 @@ fn words(
                 out.push(format!("--{no}"));
             }
         }
+        _ if !takes_values => return Err(SWITCH),
         Value::Sequence(items) if items.is_empty() => {}
         Value::Sequence(items) => {
             let items: Vec<String> = items.into_iter().map(scalar).collect::<Result<_, _>>()?;

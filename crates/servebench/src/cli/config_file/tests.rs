@@ -131,7 +131,7 @@ fn a_refused_flag_in_the_file_is_refused_with_its_reason() {
 
 #[test]
 fn a_file_that_cannot_be_used_is_named_with_what_to_do() {
-    let cases: [(&str, &str, &str); 8] = [
+    let cases: [(&str, &str, &str); 9] = [
         (
             "a.yaml",
             "num-prompt: 5\n",
@@ -144,6 +144,7 @@ fn a_file_that_cannot_be_used_is_named_with_what_to_do() {
         ("f.json", "{}", "a config file is YAML, named .yaml or .yml"),
         ("g.yaml", "1: 2\n", "the key 1 is not a flag name"),
         ("h.yaml", "header: [a=1, ~]\n", "`header` has no value; give it one or remove the line"),
+        ("i.yaml", "disable-tqdm: 1\n", "`disable-tqdm` is a switch; give it true or false"),
     ];
     for (name, yaml, want) in cases {
         let (_dir, path) = file(name, yaml);

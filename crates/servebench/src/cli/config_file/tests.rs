@@ -213,14 +213,41 @@ mod properties {
 
     use super::*;
 
+    /// A key of a config file: mostly flags of the commands (of every kind: numbers, lists,
+    /// switches, JSON, repeated), some not.
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::sample::select(vec![
+                "num-prompts",
+                "max_concurrency",
+                "request-rate",
+                "header",
+                "extra-body",
+                "extra_body.a.b",
+                "percentile-metrics",
+                "disable-tqdm",
+                "enable-prefix-caching",
+                "option",
+                "lora-assignment",
+                "hf-split",
+            ])
+            .prop_map(str::to_string),
+            "[a-z_.-]{0,12}",
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         #[test]
-        fn any_file_is_read_or_refused_without_a_panic(yaml in "([a-z_-]{0,12}(: ?)?(\\PC{0,16}|\\[[0-9a-z, ]{0,12}\\]|\\{[a-z: 0-9,]{0,12}\\})?\n){0,4}") {
+        fn any_file_is_read_or_refused_without_a_panic(
+            lines in proptest::collection::vec((key(), "(\\PC{0,16}|\\[[0-9a-z,= ~]{0,12}\\]|\\{[a-z: 0-9,]{0,12}\\}|~|true|false|.inf)?"), 0..5),
+        ) {
+            let yaml: String = lines.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
             let (_dir, path) = file("any.yaml", &yaml);
             let _ = expand(&["servebench", "bench", "serve", "--config", &path]);
             let _ = expand(&["servebench", "sweep", "--config", &path]);
+            let _ = expand(&["servebench", "sim", "predict", "--config", &path]);
         }
 
         #[test]

@@ -172,13 +172,11 @@ fn file_flags(path: &str, command: &clap::Command, given: &[String]) -> Result<V
             None => format!("--{flag}"),
         };
         let start = out.len();
-        let list = matches!(value, Value::Sequence(_));
+        let joined = matches!(value, Value::Sequence(_)) && list_form(arg) == ListForm::Joined;
         let checked = words(&mut out, spelled, arg, command, value).map_err(str::to_string).and_then(|()| {
             // A dotted key's value is one key of a JSON flag's object, read when they are merged.
             let checked = if path_in_json.is_some() { Ok(()) } else { check_values(arg, &out[start..]) };
-            checked.map_err(|why| {
-                if list { format!("{why}; it takes one value (`servebench sweep` takes lists)") } else { why }
-            })
+            checked.map_err(|why| if joined { format!("{why}; {}", one_value(command)) } else { why })
         });
         checked.map_err(|why| ConfigFileError::BadValue { path: path.into(), key: key.clone(), why })?;
     }
@@ -222,15 +220,17 @@ fn words(
         Value::Sequence(items) if items.is_empty() => {}
         Value::Sequence(items) => {
             let items: Vec<String> = items.into_iter().map(scalar).collect::<Result<_, _>>()?;
-            if arg.get_num_args().is_some_and(|n| n.max_values() > 1) {
-                out.push(flag);
-                out.extend(items);
-            } else if matches!(arg.get_action(), clap::ArgAction::Append) {
-                for item in items {
-                    out.extend([flag.clone(), item]);
+            match list_form(arg) {
+                ListForm::Items => {
+                    out.push(flag);
+                    out.extend(items);
                 }
-            } else {
-                out.extend([flag, items.join(",")]);
+                ListForm::Repeated => {
+                    for item in items {
+                        out.extend([flag.clone(), item]);
+                    }
+                }
+                ListForm::Joined => out.extend([flag, items.join(",")]),
             }
         }
         other => {
@@ -239,6 +239,36 @@ fn words(
         }
     }
     Ok(())
+}
+
+/// How a list in the file becomes a flag's words.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ListForm {
+    /// A flag that takes several values (`--header a=1 b=2`): the items.
+    Items,
+    /// A flag given once a value (`--option`, a sweep's lists): the flag once an item.
+    Repeated,
+    /// Any other flag: the items joined by commas, servebench's list form for one value.
+    Joined,
+}
+
+fn list_form(arg: &Arg) -> ListForm {
+    if arg.get_num_args().is_some_and(|n| n.max_values() > 1) {
+        ListForm::Items
+    } else if matches!(arg.get_action(), clap::ArgAction::Append) {
+        ListForm::Repeated
+    } else {
+        ListForm::Joined
+    }
+}
+
+/// What to say of a list its flag refused as one value.
+fn one_value(command: &clap::Command) -> &'static str {
+    if command.get_name() == "sweep" {
+        "the flag takes one value, not a list"
+    } else {
+        "the flag takes one value, not a list (`servebench sweep` takes lists of its grid's flags)"
+    }
 }
 
 /// Whether the flag's own parser takes the words the file gave it, so that a value it refuses

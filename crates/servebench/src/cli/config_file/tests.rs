@@ -173,7 +173,8 @@ fn a_value_the_flag_refuses_is_named_with_the_file() {
         (
             "max-concurrency: [1, 4]\n",
             "`max-concurrency` is refused by its flag: invalid value '1,4' for '--max-concurrency <MAX_CONCURRENCY>': \
-             invalid digit found in string; it takes one value (`servebench sweep` takes lists)",
+             invalid digit found in string; the flag takes one value, not a list (`servebench sweep` takes lists of \
+             its grid's flags)",
         ),
         ("num-prompts: many\n", "`num-prompts` is refused by its flag: invalid value 'many' for '--num-prompts"),
         (
@@ -187,6 +188,17 @@ fn a_value_the_flag_refuses_is_named_with_the_file() {
         let err = expand(&["servebench", "bench", "serve", "--config", &path]).unwrap_err().to_string();
         assert!(err.starts_with(&format!("--config {path}: ")) && err.contains(want), "{yaml}: {err}");
     }
+    // A bad item of a list the flag takes is named without the word on lists; a sweep's list
+    // flag checks each of its items.
+    let (_dir, path) = file("s.yaml", "max-concurrency: [1, x]\nburstiness: [1, 2]\n");
+    let err = expand(&["servebench", "sweep", "--config", &path]).unwrap_err().to_string();
+    assert!(
+        err.contains("`max-concurrency` is refused by its flag: invalid value 'x'") && !err.contains("list"),
+        "{err}"
+    );
+    let (_dir, path) = file("b.yaml", "burstiness: [1, 2]\n");
+    let err = expand(&["servebench", "sweep", "--config", &path]).unwrap_err().to_string();
+    assert!(err.ends_with("invalid float literal; the flag takes one value, not a list"), "{err}");
 }
 
 #[test]

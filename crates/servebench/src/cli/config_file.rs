@@ -8,7 +8,8 @@
 //! - a flag given once a value (`--option`, a sweep's lists), the flag once an item;
 //! - any other flag, the items joined by commas.
 //!
-//! Each value is checked by its flag's own parser as it is read, so that a value the flag
+//! YAML's anchors, aliases and `<<` merge keys read as PyYAML reads them. Each value is
+//! checked by its flag's own parser as it is read, so that a value the flag
 //! refuses is named with the file and the key.
 //!
 //! The file's flags go right after the subcommand, so a flag also given on the command line
@@ -133,8 +134,9 @@ fn file_flags(path: &str, command: &clap::Command, given: &[String]) -> Result<V
         return Err(ConfigFileError::NotYaml(path.to_string()));
     }
     let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read { path: path.into(), source })?;
-    let value: Value =
-        serde_norway::from_str(&text).map_err(|source| ConfigFileError::Parse { path: path.into(), source })?;
+    // `<<: *anchor` merge keys are applied, as YAML 1.1 loaders (PyYAML's among them) apply them.
+    let value = serde_norway::from_str(&text).and_then(|mut value: Value| value.apply_merge().map(|()| value));
+    let value = value.map_err(|source| ConfigFileError::Parse { path: path.into(), source })?;
     let map = match value {
         Value::Mapping(map) => map,
         Value::Null => return Ok(Vec::new()),

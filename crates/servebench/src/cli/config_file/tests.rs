@@ -119,6 +119,27 @@ fn the_file_and_dotted_keys_reach_the_parsed_flags_together() {
 }
 
 #[test]
+fn anchors_and_merge_keys_read_as_vllm_s_yaml_loader_reads_them() {
+    let yaml = "\
+num-warmups: &two 2
+seed: *two
+<<: [{num-prompts: 7, seed: 3}]
+extra-body: {temperature: 0, top_k: 5}
+";
+    let (_dir, path) = file("merge.yaml", yaml);
+    let got = prepare_argv(["servebench", "bench", "serve", "--config", &path].map(OsString::from)).unwrap();
+    let Command::Bench(BenchCommand::Serve(args)) = Cli::try_parse_from(&got).unwrap().command else { panic!() };
+    // An alias is its anchor's value; a merged key gives way to the mapping's own.
+    assert_eq!((args.traffic.num_prompts, args.traffic.seed, args.traffic.num_warmups), (7, 2, 2));
+    let body: serde_json::Value = serde_json::from_str(args.content.extra_body.as_deref().unwrap()).unwrap();
+    assert_eq!(body, serde_json::json!({"temperature": 0, "top_k": 5}));
+    // A merge of something other than a mapping is not YAML a loader takes.
+    let (_dir, path) = file("bad-merge.yaml", "<<: 5\n");
+    let err = expand(&["servebench", "bench", "serve", "--config", &path]).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("--config {path}: not valid YAML")), "{err}");
+}
+
+#[test]
 fn a_refused_flag_in_the_file_is_refused_with_its_reason() {
     let (_dir, path) = file("hf.yaml", "hf-split: train\n");
     let args = ["servebench", "bench", "serve", "--config", &path];

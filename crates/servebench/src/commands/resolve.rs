@@ -257,3 +257,6 @@ pub fn one_line(e: &anyhow::Error) -> String {
 pub fn deployment_setup(d: &crate::cli::sim_model::SimModelArgs) -> anyhow::Result<SimSetup> {
     Ok(SimSetup::resolve(&d.model_spec()?, &d.hardware, &d.option_pairs()?, d.profile.as_deref().map(Path::new))?)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,8 @@
-//! Any command line of `bench serve`'s and `sim predict`'s own flags, with values of every
-//! kind (negative, huge, not finite, empty, of the wrong kind), is refused with an error or
-//! resolved and planned, never a panic: the flags are read as the program reads them
-//! (`prepare_argv`, then clap), resolved into a run (the simulator's deployment included) and
-//! its requests built.
+//! Any command line of `bench serve`'s, `sim predict`'s and `sweep`'s own flags, with values of
+//! every kind (negative, huge, not finite, empty, of the wrong kind), is refused with an error or
+//! resolved, never a panic: the flags are read as the program reads them (`prepare_argv`, then
+//! clap), resolved into a run (the simulator's deployment included) and its requests built, or,
+//! for a sweep, its grid made and every point resolved as it is before the first run.
 
 use clap::{CommandFactory, Parser};
 use proptest::prelude::*;
@@ -24,56 +24,14 @@ fn flags_of(path: &[&str]) -> Vec<String> {
     at.get_arguments().filter_map(|a| a.get_long()).filter(|l| !skip.contains(l)).map(str::to_string).collect()
 }
 
+#[rustfmt::skip]
 const VALUES: &[&str] = &[
-    "0",
-    "1",
-    "-1",
-    "2",
-    "7",
-    "8",
-    "4096",
-    "0.5",
-    "-0.5",
-    "1e308",
-    "nan",
-    "inf",
-    "-inf",
-    "",
-    " ",
-    "abc",
-    "1,2",
-    "2k",
-    "99999999999999999999",
-    "{}",
-    "{\"a\":1}",
-    "[1]",
-    "random",
-    "sharegpt",
-    "custom",
-    "random-mm",
-    "prefix_repetition",
-    "linear",
-    "exponential",
-    "ttft:0",
-    "ttft:50",
-    "x=y",
-    "a:b",
-    "/nonexistent/file.jsonl",
-    "openai-chat",
-    "vllm",
-    "openai-embeddings",
-    "http://127.0.0.1:9",
-    "Qwen/Qwen3-8B@h100-sxm",
-    "tp=2",
-    "ttft,tpot",
-    "50,99",
-    "0.8",
-    "1:1",
-    "true",
-    "fp8",
-    "h100-sxm",
-    "dgx-spark",
-    "openai/gpt-oss-120b",
+    "0", "1", "-1", "2", "7", "8", "4096", "0.5", "-0.5", "0.1", "1e308", "nan", "inf", "-inf", "", " ", "abc", "1,2",
+    "2k", "99999999999999999999", "{}", "{\"a\":1}", "[1]", "random", "sharegpt", "custom", "random-mm",
+    "prefix_repetition", "linear", "exponential", "ttft:0", "ttft:50", "x=y", "a:b", "/nonexistent/file.jsonl",
+    "openai-chat", "vllm", "openai-embeddings", "http://127.0.0.1:9", "Qwen/Qwen3-8B@h100-sxm", "tp=2", "ttft,tpot",
+    "50,99", "0.8", "1:1", "true", "fp8", "h100-sxm", "dgx-spark", "openai/gpt-oss-120b", "model", "max-concurrency",
+    "request-rate", "p99_ttft_ms<=500", "mean_tpot_ms<=50,p99_ttft_ms<=1e9", "rel:5%",
 ];
 
 fn parses(argv: Vec<String>) -> Option<Cli> {
@@ -104,12 +62,16 @@ fn resolve_and_plan(argv: Vec<String>) -> Option<bool> {
     let out = Sink::memory();
     let resolved = runtime.block_on(async {
         match cli.command {
-            Command::Bench(BenchCommand::Serve(args)) => Resolver::default().resolve(&args.flags(false), &out).await,
-            Command::Sim(SimCommand::Predict(args)) => Resolver::default().resolve(&args.flags(), &out).await,
-            _ => unreachable!("only bench serve and sim predict are drawn"),
+            Command::Bench(BenchCommand::Serve(args)) => {
+                Resolver::default().resolve(&args.flags(false), &out).await.map(Some)
+            }
+            Command::Sim(SimCommand::Predict(args)) => Resolver::default().resolve(&args.flags(), &out).await.map(Some),
+            Command::Sweep(args) => crate::commands::sweep::check(*args).map(|()| None),
+            _ => unreachable!("only bench serve, sim predict and sweep are drawn"),
         }
     });
-    Some(resolved.and_then(|r| super::super::execute::plan(&r)).is_ok())
+    // A sweep's check resolves its points; a run's requests are built.
+    Some(resolved.and_then(|r| r.map(|r| super::super::execute::plan(&r).map(drop)).transpose()).is_ok())
 }
 
 proptest! {
@@ -125,6 +87,13 @@ proptest! {
     #[test]
     fn sim_predict_flags_resolve_or_are_refused(
         argv in argv(&["servebench", "sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm", "--num-prompts", "20"], flags_of(&["sim", "predict"])),
+    ) {
+        resolve_and_plan(argv);
+    }
+
+    #[test]
+    fn sweep_flags_resolve_or_are_refused(
+        argv in argv(&["servebench", "sweep", "--sim", "Qwen/Qwen3-8B@h100-sxm", "--num-prompts", "20"], flags_of(&["sweep"])),
     ) {
         resolve_and_plan(argv);
     }

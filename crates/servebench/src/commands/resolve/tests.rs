@@ -53,10 +53,9 @@ fn argv(prefix: &'static [&'static str], flags: Vec<String>) -> impl Strategy<Va
     })
 }
 
-/// Whether the line resolved and its requests were built (`Some(true)`) or one of those
-/// refused it (`Some(false)`); `None` where clap refused the flags together. A panic fails
-/// the test.
-fn resolve_and_plan(argv: Vec<String>) -> Option<bool> {
+/// The line resolved and its requests built (`Ok`), or why one of those refused it (`Err`);
+/// `None` where clap refused the flags together. A panic fails the test.
+fn resolve_and_plan(argv: Vec<String>) -> Option<Result<(), String>> {
     let cli = parses(argv)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let out = Sink::memory();
@@ -71,7 +70,16 @@ fn resolve_and_plan(argv: Vec<String>) -> Option<bool> {
         }
     });
     // A sweep's check resolves its points; a run's requests are built.
-    Some(resolved.and_then(|r| r.map(|r| super::super::execute::plan(&r).map(drop)).transpose()).is_ok())
+    let planned = resolved.and_then(|r| r.map(|r| super::super::execute::plan(&r).map(drop)).transpose());
+    Some(planned.map(drop).map_err(|e| format!("{e:#}")))
+}
+
+/// A line that is refused says why.
+fn refused_with_a_reason(argv: Vec<String>) -> Result<(), TestCaseError> {
+    if let Some(Err(why)) = resolve_and_plan(argv.clone()) {
+        prop_assert!(why.trim().len() > 10, "{argv:?}: {why:?}");
+    }
+    Ok(())
 }
 
 proptest! {
@@ -81,20 +89,20 @@ proptest! {
     fn bench_serve_flags_resolve_or_are_refused(
         argv in argv(&["servebench", "bench", "serve", "--base-url", "http://127.0.0.1:9", "--model", "m", "--num-prompts", "20"], flags_of(&["bench", "serve"])),
     ) {
-        resolve_and_plan(argv);
+        refused_with_a_reason(argv)?;
     }
 
     #[test]
     fn sim_predict_flags_resolve_or_are_refused(
         argv in argv(&["servebench", "sim", "predict", "--model", "Qwen/Qwen3-8B", "--hardware", "h100-sxm", "--num-prompts", "20"], flags_of(&["sim", "predict"])),
     ) {
-        resolve_and_plan(argv);
+        refused_with_a_reason(argv)?;
     }
 
     #[test]
     fn sweep_flags_resolve_or_are_refused(
         argv in argv(&["servebench", "sweep", "--sim", "Qwen/Qwen3-8B@h100-sxm", "--num-prompts", "20"], flags_of(&["sweep"])),
     ) {
-        resolve_and_plan(argv);
+        refused_with_a_reason(argv)?;
     }
 }

@@ -55,7 +55,9 @@ impl<'a> Keys<'a> {
     fn num(&self, keys: &[&str]) -> Result<Option<u32>, String> {
         match self.first(keys) {
             None => Ok(None),
-            Some(v) => as_u32(v).map(Some).ok_or_else(|| format!("{} must be a whole number, got {v}", keys[0])),
+            Some(v) => as_u32(v)
+                .map(Some)
+                .ok_or_else(|| format!("{} must be a whole number from 0 to {}, got {v}", keys[0], u32::MAX)),
         }
     }
 
@@ -120,7 +122,13 @@ fn parse(root: &Value, origin: &str) -> Result<ModelShape, String> {
         (_, Some(mlp)) => mlp,
         // MoE configs without a separate expert key use intermediate_size for the experts.
         (Some(_), None) if k.get("moe_intermediate_size").is_none() => 0,
-        _ => k.num(&["intermediate_size", "ffn_hidden_size", "n_inner"])?.unwrap_or(4 * hidden),
+        _ => match k.num(&["intermediate_size", "ffn_hidden_size", "n_inner"])? {
+            Some(n) => n,
+            // GPT-2's rule where the config gives no width.
+            None => hidden.checked_mul(4).ok_or_else(|| {
+                format!("hidden_size {hidden} is too large: without intermediate_size the FFN is 4 × hidden_size wide")
+            })?,
+        },
     };
     let sliding = parse_sliding(&k, layers, max_context, &model_type)?;
     let formats = parse_precision(&k)?;

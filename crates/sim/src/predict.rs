@@ -564,6 +564,8 @@ impl KvPressure {
 }
 
 #[cfg(test)]
+mod config_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod turn_tests;

@@ -156,6 +156,20 @@ fn unreadable_configs_say_what_is_missing() {
     assert!(err.contains("num_hidden_layers"), "{err}");
     let err = ModelShape::from_hf_config("[1]").unwrap_err().to_string();
     assert!(err.contains("object"), "{err}");
+    // A whole number past what a dimension holds says so, not that it is no whole number.
+    for (v, shown) in [("4294967296", "4294967296"), ("-1", "-1"), ("1.5", "1.5"), ("\"x\"", "\"x\"")] {
+        let err = ModelShape::from_hf_config(&format!(r#"{{"hidden_size": 8, "num_hidden_layers": {v}}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("num_hidden_layers must be a whole number from 0 to 4294967295, got {shown}")),
+            "{err}"
+        );
+    }
+    // Without intermediate_size the FFN is 4 × hidden_size wide, which must fit too.
+    let wide = r#"{"num_hidden_layers": 2, "hidden_size": 1073741824, "num_attention_heads": 2, "vocab_size": 10}"#;
+    let err = ModelShape::from_hf_config(wide).unwrap_err().to_string();
+    assert!(err.contains("hidden_size 1073741824 is too large: without intermediate_size"), "{err}");
     let mla = r#"{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
                   "vocab_size": 10, "kv_lora_rank": 512}"#;
     let err = ModelShape::from_hf_config(mla).unwrap_err().to_string();

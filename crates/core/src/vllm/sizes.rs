@@ -10,37 +10,22 @@ pub fn human_readable_int(s: &str) -> Option<u64> {
     let (at, suffix) = s.char_indices().last()?;
     let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
     let number = &s[..at];
-    match suffix {
-        'k' | 'm' | 'g' | 't' => {
-            let scale = match suffix {
-                'k' => 1e3,
-                'm' => 1e6,
-                'g' => 1e9,
-                _ => 1e12,
-            };
-            let decimal = match number.split_once('.') {
-                Some((whole, frac)) => digits(whole) && digits(frac),
-                None => digits(number),
-            };
-            let n = (number.parse::<f64>().ok().filter(|_| decimal)? * scale).floor();
-            // u64::MAX as f64 rounds up to 2^64, itself past u64.
-            (n < u64::MAX as f64).then_some(n as u64)
-        }
-        'K' | 'M' | 'G' | 'T' => {
-            let shift = match suffix {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                _ => 40,
-            };
-            number.parse::<u64>().ok().filter(|_| digits(number))?.checked_mul(1 << shift)
-        }
-        // Python's int(): an optional `+`, and `_` between digits (`1_000`).
-        _ => {
-            let unsigned = s.strip_prefix('+').unwrap_or(s);
-            unsigned.split('_').all(digits).then(|| unsigned.replace('_', "").parse().ok())?
-        }
+    // The suffix's place in its row is its power: k is 1,000^1, K is 1,024^1, and so on.
+    if let Some(power) = "kmgt".find(suffix) {
+        let decimal = match number.split_once('.') {
+            Some((whole, frac)) => digits(whole) && digits(frac),
+            None => digits(number),
+        };
+        let n = (number.parse::<f64>().ok().filter(|_| decimal)? * 1e3_f64.powi(power as i32 + 1)).floor();
+        // u64::MAX as f64 rounds up to 2^64, itself past u64.
+        return (n < u64::MAX as f64).then_some(n as u64);
     }
+    if let Some(power) = "KMGT".find(suffix) {
+        return number.parse::<u64>().ok().filter(|_| digits(number))?.checked_mul(1 << (10 * (power + 1)));
+    }
+    // Python's int(): an optional `+`, and `_` between digits (`1_000`).
+    let unsigned = s.strip_prefix('+').unwrap_or(s);
+    unsigned.split('_').all(digits).then(|| unsigned.replace('_', "").parse().ok())?
 }
 
 #[cfg(test)]

@@ -175,11 +175,15 @@ fn file_flags(path: &str, command: &clap::Command, given: &[String]) -> Result<V
         };
         let start = out.len();
         let joined = matches!(value, Value::Sequence(_)) && list_form(arg) == ListForm::Joined;
-        let checked = words(&mut out, spelled, arg, command, value).map_err(str::to_string).and_then(|()| {
+        let checked = match words(&mut out, spelled, arg, command, value) {
+            Err(why) => Err(why.to_string()),
             // A dotted key's value is one key of a JSON flag's object, read when they are merged.
-            let checked = if path_in_json.is_some() { Ok(()) } else { check_values(arg, &out[start..]) };
-            checked.map_err(|why| if joined { format!("{why}; {}", one_value(command)) } else { why })
-        });
+            Ok(()) if path_in_json.is_some() => Ok(()),
+            Ok(()) if joined => {
+                check_values(arg, &out[start..]).map_err(|why| format!("{why}; {}", one_value(command)))
+            }
+            Ok(()) => check_values(arg, &out[start..]),
+        };
         checked.map_err(|why| ConfigFileError::BadValue { path: path.into(), key: key.clone(), why })?;
     }
     Ok(out)
